@@ -90,7 +90,10 @@ typedef struct hal_plugin_table_v1 {
                                         hal_device_properties_t* out_properties);
   hal_result_t (*device_synchronize)(hal_impl_device_t* device);
 
-  /* memory: size > 0, alignment a power of two (already resolved from 0). */
+  /* memory: size > 0, alignment a power of two (already resolved from 0).
+   * Before mem_free the loader has synchronised the device, so no enqueued
+   * work still uses |ptr|. memcpy_async/memset_async get size > 0 and ranges
+   * the loader has bounds-checked against the allocation table. */
   hal_result_t (*mem_alloc)(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
                             size_t alignment, void** out_ptr);
   hal_result_t (*mem_free)(hal_impl_device_t* device, void* ptr);
