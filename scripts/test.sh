@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite: set up, then build and run CTest in three configurations:
+# release, address+undefined sanitizers, thread sanitizer. Exits non-zero on any failure.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="${HAL_TEST_BUILD_ROOT:-$root/_build-test}"
+
+"$root/scripts/setup.sh"
+
+# Format check first: it is cheap and a failure says exactly which file.
+"$root/scripts/check_format.sh"
+
+run_suite() {
+  local name="$1"
+  shift
+  echo "== [$name] build"
+  "$root/scripts/build.sh" "$out/$name" "$@" || return 1
+  echo "== [$name] ctest"
+  (cd "$out/$name" && ctest --no-tests=error --output-on-failure --timeout 300 -j "$(nproc)") || return 1
+}
+
+status=0
+run_suite asan -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=address,undefined -DHAL_BUILD_BENCH=OFF || status=1
+run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_SANITIZE=thread -DHAL_BUILD_BENCH=OFF || status=1
+# The release suite runs last so that its CTest summary closes the output.
+run_suite release -DCMAKE_BUILD_TYPE=Release || status=1
+exit $status
