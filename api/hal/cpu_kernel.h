@@ -30,13 +30,13 @@ extern "C" {
 
 /* Passed by the cpu plugin as the first argument of every kernel call. */
 typedef struct hal_cpu_block_context {
-  size_t struct_size;            /* sizeof(hal_cpu_block_context_t) of the plugin */
-  uint32_t grid[3];              /* blocks per dimension */
-  uint32_t block[3];             /* threads per block per dimension */
-  uint32_t block_id[3];          /* this block's coordinates */
-  uint32_t shared_memory_bytes;  /* dynamic group-shared bytes at shared_memory */
-  void* shared_memory;           /* this block's group-shared memory (64-byte aligned), or NULL */
-  uint32_t worker_index;         /* which host thread runs the block (0..workers-1) */
+  size_t struct_size;           /* sizeof(hal_cpu_block_context_t) of the plugin */
+  uint32_t grid[3];             /* blocks per dimension */
+  uint32_t block[3];            /* threads per block per dimension */
+  uint32_t block_id[3];         /* this block's coordinates */
+  uint32_t shared_memory_bytes; /* dynamic group-shared bytes at shared_memory */
+  void* shared_memory;          /* this block's group-shared memory (64-byte aligned), or NULL */
+  uint32_t worker_index;        /* which host thread runs the block (0..workers-1) */
   uint32_t reserved;
 } hal_cpu_block_context_t;
 
@@ -49,9 +49,9 @@ typedef struct hal_cpu_block_context {
 /* Exports the argument signature of kernel |name| as the string
  * hal_kernel_signature_<name>, which hal_kernel_get reads when the caller
  * declares none. */
-#define HAL_CPU_KERNEL_SIGNATURE(name, signature)                                             \
-  HAL_CPU_KERNEL_EXTERN __attribute__((visibility("default"))) const char                    \
-      hal_kernel_signature_##name[] = signature
+#define HAL_CPU_KERNEL_SIGNATURE(name, signature)              \
+  HAL_CPU_KERNEL_EXTERN __attribute__((visibility("default"))) \
+  const char hal_kernel_signature_##name[] = signature
 
 #ifdef __cplusplus
 } /* extern "C" */

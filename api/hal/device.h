@@ -32,7 +32,7 @@ typedef enum hal_device_cap_bits {
   HAL_DEVICE_CAP_SHARED_MEMORY = 1u << 4,      /* HAL_MEMORY_SHARED allocations */
   HAL_DEVICE_CAP_UNIFIED_ADDRESSING = 1u << 5, /* device pointers usable on the host */
   HAL_DEVICE_CAP_PEER_ACCESS = 1u << 6,        /* copies between devices of the same plugin */
-  HAL_DEVICE_CAP_STREAM_QUERY = 1u << 7,       /* hal_stream_query and hal_event_query don't block */
+  HAL_DEVICE_CAP_STREAM_QUERY = 1u << 7, /* hal_stream_query and hal_event_query don't block */
   HAL_DEVICE_CAP_MAX_ENUM = 0x7fffffff
 } hal_device_cap_bits_t;
 typedef uint32_t hal_device_caps_t;
@@ -44,30 +44,30 @@ typedef uint32_t hal_module_format_mask_t;
  * most that many bytes, so a binary built against an older, smaller struct
  * keeps working. */
 typedef struct hal_device_properties {
-  size_t struct_size;                /* [in] sizeof(hal_device_properties_t) */
-  const void* next;                  /* [in] extension chain, NULL */
-  char name[128];                    /* e.g. "HAL CPU device 0 (AMD EPYC ...)" */
-  char vendor[64];                   /* e.g. "AuthenticAMD" */
-  char plugin[32];                   /* the plugin's name, e.g. "cpu" */
-  char driver_version[64];           /* the vendor driver's version, or the plugin's */
-  uint8_t uuid[16];                  /* stable per physical device and index */
-  hal_device_type_t type;            /* CPU, GPU, accelerator */
-  uint32_t index;                    /* global index in the loader's device list */
-  uint32_t plugin_device_index;      /* index inside its plugin */
-  hal_device_caps_t capabilities;    /* hal_device_cap_bits_t */
+  size_t struct_size;                      /* [in] sizeof(hal_device_properties_t) */
+  const void* next;                        /* [in] extension chain, NULL */
+  char name[128];                          /* e.g. "HAL CPU device 0 (AMD EPYC ...)" */
+  char vendor[64];                         /* e.g. "AuthenticAMD" */
+  char plugin[32];                         /* the plugin's name, e.g. "cpu" */
+  char driver_version[64];                 /* the vendor driver's version, or the plugin's */
+  uint8_t uuid[16];                        /* stable per physical device and index */
+  hal_device_type_t type;                  /* CPU, GPU, accelerator */
+  uint32_t index;                          /* global index in the loader's device list */
+  uint32_t plugin_device_index;            /* index inside its plugin */
+  hal_device_caps_t capabilities;          /* hal_device_cap_bits_t */
   hal_module_format_mask_t module_formats; /* loadable hal_module_format_t, as bits */
-  uint32_t compute_units;            /* cores, SMs, CUs */
-  uint64_t total_memory_bytes;       /* memory the device can allocate in total */
-  uint64_t max_allocation_bytes;     /* the largest single allocation */
-  uint64_t min_alignment_bytes;      /* every allocation is at least this aligned */
-  uint32_t max_threads_per_block;    /* product of block dims may not exceed this */
-  uint32_t max_block_dims[3];        /* per dimension */
-  uint32_t max_grid_dims[3];         /* per dimension */
-  uint32_t max_shared_memory_bytes;  /* group-shared memory per block */
-  uint32_t subgroup_size;            /* SIMD width / warp size */
+  uint32_t compute_units;                  /* cores, SMs, CUs */
+  uint64_t total_memory_bytes;             /* memory the device can allocate in total */
+  uint64_t max_allocation_bytes;           /* the largest single allocation */
+  uint64_t min_alignment_bytes;            /* every allocation is at least this aligned */
+  uint32_t max_threads_per_block;          /* product of block dims may not exceed this */
+  uint32_t max_block_dims[3];              /* per dimension */
+  uint32_t max_grid_dims[3];               /* per dimension */
+  uint32_t max_shared_memory_bytes;        /* group-shared memory per block */
+  uint32_t subgroup_size;                  /* SIMD width / warp size */
   uint32_t reserved0;
-  double peak_fp32_flops;            /* declared peak FP32 FLOP/s, 0 when not declared */
-  double peak_memory_bandwidth;      /* declared peak memory bandwidth, bytes/s, 0 when not declared */
+  double peak_fp32_flops;       /* declared peak FP32 FLOP/s, 0 when not declared */
+  double peak_memory_bandwidth; /* declared peak memory bandwidth, bytes/s, 0 when not declared */
 } hal_device_properties_t;
 
 /*===------------------------------------------------------------------===*

@@ -27,7 +27,8 @@ typedef uint32_t hal_event_flags_t;
  * Thread-safe.
  * Errors: HAL_ERROR_INVALID_HANDLE, HAL_ERROR_NULL_POINTER,
  * HAL_ERROR_INVALID_ARGUMENT (unknown flags), HAL_ERROR_UNSUPPORTED
- * (HAL_EVENT_FLAG_TIMING without HAL_DEVICE_CAP_EVENT_TIMING). */
+ * (HAL_EVENT_FLAG_TIMING without HAL_DEVICE_CAP_EVENT_TIMING),
+ * HAL_ERROR_OUT_OF_MEMORY. */
 HAL_API hal_result_t hal_event_create(hal_device_t device, hal_event_flags_t flags,
                                       hal_event_t* out_event);
 

@@ -27,31 +27,32 @@ typedef struct hal_init_options {
   uint32_t reserved;
 } hal_init_options_t;
 
-#define HAL_INIT_OPTIONS_INIT {sizeof(hal_init_options_t), NULL, NULL, NULL, 0, 0}
+#define HAL_INIT_OPTIONS_INIT \
+  { sizeof(hal_init_options_t), NULL, NULL, NULL, 0, 0 }
 
 /* What happened to one plugin candidate. */
 typedef enum hal_plugin_outcome {
-  HAL_PLUGIN_LOADED = 0,           /* loaded, negotiated, initialised */
+  HAL_PLUGIN_LOADED = 0,            /* loaded, negotiated, initialised */
   HAL_PLUGIN_SKIPPED_DUPLICATE = 1, /* same plugin name already loaded from an earlier path */
-  HAL_PLUGIN_FAILED_OPEN = 2,      /* dlopen failed: not ELF, missing dependency, permissions */
-  HAL_PLUGIN_FAILED_SYMBOL = 3,    /* the entry symbol hal_plugin_entry is missing */
-  HAL_PLUGIN_FAILED_ABI = 4,       /* the ABI could not be negotiated */
-  HAL_PLUGIN_FAILED_INIT = 5,      /* the entry or device enumeration returned an error */
+  HAL_PLUGIN_FAILED_OPEN = 2,       /* dlopen failed: not ELF, missing dependency, permissions */
+  HAL_PLUGIN_FAILED_SYMBOL = 3,     /* the entry symbol hal_plugin_entry is missing */
+  HAL_PLUGIN_FAILED_ABI = 4,        /* the ABI could not be negotiated */
+  HAL_PLUGIN_FAILED_INIT = 5,       /* the entry or device enumeration returned an error */
   HAL_PLUGIN_OUTCOME_MAX_ENUM = 0x7fffffff
 } hal_plugin_outcome_t;
 
 /* The load report of one plugin candidate. Strings are owned by the loader and
  * valid until hal_shutdown. */
 typedef struct hal_plugin_report {
-  size_t struct_size;           /* [in] sizeof(hal_plugin_report_t) as the caller knows it */
-  const void* next;             /* [in] extension chain, NULL */
-  const char* path;             /* the file the loader tried */
-  const char* name;             /* the plugin's name ("cpu"), or the file stem when unknown */
-  const char* version;          /* the plugin's own version string, "" when unknown */
-  const char* vendor;           /* the plugin's vendor string, "" when unknown */
-  const char* build_id;         /* the plugin's build identifier, "" when unknown */
-  const char* reason;           /* why it failed or was skipped; "" when loaded */
-  const char* found_by;         /* "HAL_PLUGINS", "options", "HAL_PLUGIN_PATH", "install", "build" */
+  size_t struct_size;   /* [in] sizeof(hal_plugin_report_t) as the caller knows it */
+  const void* next;     /* [in] extension chain, NULL */
+  const char* path;     /* the file the loader tried */
+  const char* name;     /* the plugin's name ("cpu"), or the file stem when unknown */
+  const char* version;  /* the plugin's own version string, "" when unknown */
+  const char* vendor;   /* the plugin's vendor string, "" when unknown */
+  const char* build_id; /* the plugin's build identifier, "" when unknown */
+  const char* reason;   /* why it failed or was skipped; "" when loaded */
+  const char* found_by; /* "HAL_PLUGINS", "options", "HAL_PLUGIN_PATH", "install", "build" */
   hal_plugin_outcome_t outcome; /* what happened */
   hal_result_t result;          /* the result behind a failure, HAL_SUCCESS when loaded */
   uint32_t abi_version;         /* the ABI the plugin implements (HAL_MAKE_VERSION), 0 unknown */

@@ -21,12 +21,13 @@ typedef struct hal_kernel_s* hal_kernel_t;
 /* What a module image is. A device lists the formats it loads in
  * hal_device_properties_t.module_formats as (1u << format). */
 typedef enum hal_module_format {
-  HAL_MODULE_FORMAT_CPU_SHARED_OBJECT = 0, /* an ELF shared object for the host (hal/cpu_kernel.h) */
-  HAL_MODULE_FORMAT_OPENCL_C = 1,          /* OpenCL C source */
-  HAL_MODULE_FORMAT_SPIRV = 2,             /* SPIR-V binary */
-  HAL_MODULE_FORMAT_PTX = 3,               /* NVIDIA PTX text */
-  HAL_MODULE_FORMAT_CUBIN = 4,             /* NVIDIA cubin/fatbin */
-  HAL_MODULE_FORMAT_HSACO = 5,             /* AMD code object */
+  HAL_MODULE_FORMAT_CPU_SHARED_OBJECT =
+      0,                          /* an ELF shared object for the host (hal/cpu_kernel.h) */
+  HAL_MODULE_FORMAT_OPENCL_C = 1, /* OpenCL C source */
+  HAL_MODULE_FORMAT_SPIRV = 2,    /* SPIR-V binary */
+  HAL_MODULE_FORMAT_PTX = 3,      /* NVIDIA PTX text */
+  HAL_MODULE_FORMAT_CUBIN = 4,    /* NVIDIA cubin/fatbin */
+  HAL_MODULE_FORMAT_HSACO = 5,    /* AMD code object */
   HAL_MODULE_FORMAT_MAX_ENUM = 0x7fffffff
 } hal_module_format_t;
 
@@ -62,19 +63,19 @@ typedef struct hal_module_desc {
  * the exported string hal_kernel_signature_<name>, see hal/cpu_kernel.h);
  * when both exist they must agree. */
 typedef struct hal_kernel_desc {
-  size_t struct_size;             /* [in] sizeof(hal_kernel_desc_t) */
-  const void* next;               /* [in] extension chain, NULL */
-  const char* name;               /* the entry point's name */
+  size_t struct_size;              /* [in] sizeof(hal_kernel_desc_t) */
+  const void* next;                /* [in] extension chain, NULL */
+  const char* name;                /* the entry point's name */
   const hal_arg_type_t* arg_types; /* [optional][range(0,arg_count)] */
-  uint32_t arg_count;             /* 0..HAL_MAX_KERNEL_ARGS */
+  uint32_t arg_count;              /* 0..HAL_MAX_KERNEL_ARGS */
   uint32_t reserved;
 } hal_kernel_desc_t;
 
 /* What a kernel is, as the plugin resolved it. */
 typedef struct hal_kernel_info {
-  size_t struct_size;   /* [in] sizeof(hal_kernel_info_t) */
-  const void* next;     /* [in] extension chain, NULL */
-  const char* name;     /* valid while the module is loaded */
+  size_t struct_size; /* [in] sizeof(hal_kernel_info_t) */
+  const void* next;   /* [in] extension chain, NULL */
+  const char* name;   /* valid while the module is loaded */
   uint32_t arg_count;
   hal_arg_type_t arg_types[HAL_MAX_KERNEL_ARGS];
   uint32_t max_threads_per_block; /* for this kernel on its device */
@@ -83,10 +84,10 @@ typedef struct hal_kernel_info {
 
 /* The shape of a launch: a 3-D grid of 3-D blocks. */
 typedef struct hal_launch_config {
-  size_t struct_size; /* [in] sizeof(hal_launch_config_t) */
-  const void* next;   /* [in] extension chain, NULL */
-  uint32_t grid[3];   /* blocks per dimension, each >= 1 */
-  uint32_t block[3];  /* threads per block per dimension, each >= 1 */
+  size_t struct_size;           /* [in] sizeof(hal_launch_config_t) */
+  const void* next;             /* [in] extension chain, NULL */
+  uint32_t grid[3];             /* blocks per dimension, each >= 1 */
+  uint32_t block[3];            /* threads per block per dimension, each >= 1 */
   uint32_t shared_memory_bytes; /* dynamic group-shared memory per block */
   uint32_t reserved;
 } hal_launch_config_t;
@@ -107,7 +108,8 @@ typedef struct hal_kernel_arg {
  * unknown format), HAL_ERROR_UNSUPPORTED (format not in module_formats, or
  * the device lacks HAL_DEVICE_CAP_KERNELS), HAL_ERROR_NOT_FOUND (path does
  * not exist), HAL_ERROR_INVALID_MODULE (the image is not of its format; the
- * detail carries the loader's or compiler's message). */
+ * detail carries the loader's or compiler's message), HAL_ERROR_OUT_OF_MEMORY.
+ * A desc->struct_size smaller than the v1.0 struct is HAL_ERROR_INVALID_ARGUMENT. */
 HAL_API hal_result_t hal_module_load(hal_device_t device, const hal_module_desc_t* desc,
                                      hal_module_t* out_module);
 
@@ -121,7 +123,9 @@ HAL_API hal_result_t hal_module_unload(hal_module_t module);
  * HAL_ERROR_NULL_POINTER, HAL_ERROR_INVALID_ARGUMENT (arg_count out of range,
  * unknown arg type), HAL_ERROR_NOT_FOUND (no such entry point),
  * HAL_ERROR_ARGUMENT_MISMATCH (declared signature disagrees with the
- * module's, or neither exists). */
+ * module's, or neither exists), HAL_ERROR_OUT_OF_MEMORY. Each call returns a
+ * new handle owned by the module. A desc->struct_size smaller than the v1.0
+ * struct is HAL_ERROR_INVALID_ARGUMENT. */
 HAL_API hal_result_t hal_kernel_get(hal_module_t module, const hal_kernel_desc_t* desc,
                                     hal_kernel_t* out_kernel);
 
@@ -136,6 +140,7 @@ HAL_API hal_result_t hal_kernel_get_info(hal_kernel_t kernel, hal_kernel_info_t*
  * Argument values are copied before the call returns. Thread-safe.
  * Errors: HAL_ERROR_INVALID_HANDLE, HAL_ERROR_DESTROYED_HANDLE,
  * HAL_ERROR_NULL_POINTER (config; args with arg_count > 0; an arg value),
+ * HAL_ERROR_INVALID_ARGUMENT (config->struct_size smaller than the v1.0 struct),
  * HAL_ERROR_DEVICE_MISMATCH (kernel and stream on different devices),
  * HAL_ERROR_INVALID_LAUNCH (a zero grid or block dim, a dim or the block's
  * thread count over the device limits, too much shared memory),

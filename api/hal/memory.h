@@ -24,7 +24,8 @@ extern "C" {
 typedef enum hal_memory_kind {
   HAL_MEMORY_DEVICE = 0, /* device memory; fastest for kernels */
   HAL_MEMORY_HOST = 1,   /* pinned host memory the device reaches (HAL_DEVICE_CAP_HOST_MEMORY) */
-  HAL_MEMORY_SHARED = 2, /* migrating memory reached by host and device (HAL_DEVICE_CAP_SHARED_MEMORY) */
+  HAL_MEMORY_SHARED =
+      2, /* migrating memory reached by host and device (HAL_DEVICE_CAP_SHARED_MEMORY) */
   HAL_MEMORY_KIND_MAX_ENUM = 0x7fffffff
 } hal_memory_kind_t;
 
@@ -80,13 +81,11 @@ HAL_API hal_result_t hal_mem_get_info(const void* ptr, hal_memory_info_t* out_in
  * allocation), HAL_ERROR_INVALID_ARGUMENT (ranges overlap),
  * HAL_ERROR_DEVICE_MISMATCH (an allocation of another plugin's device),
  * HAL_ERROR_DEVICE_LOST. */
-HAL_API hal_result_t hal_memcpy_async(void* dst, const void* src, size_t size,
-                                      hal_stream_t stream);
+HAL_API hal_result_t hal_memcpy_async(void* dst, const void* src, size_t size, hal_stream_t stream);
 
 /* Enqueues setting |size| bytes at |dst| to the byte |value| on |stream|.
- * Same rules and errors as hal_memcpy_async. */
-HAL_API hal_result_t hal_memset_async(void* dst, uint8_t value, size_t size,
-                                      hal_stream_t stream);
+ * Same rules and errors as hal_memcpy_async for |dst| (there is no overlap case). */
+HAL_API hal_result_t hal_memset_async(void* dst, uint8_t value, size_t size, hal_stream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -97,8 +97,7 @@ typedef struct hal_plugin_table_v1 {
   hal_result_t (*mem_alloc)(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
                             size_t alignment, void** out_ptr);
   hal_result_t (*mem_free)(hal_impl_device_t* device, void* ptr);
-  hal_result_t (*memcpy_async)(hal_impl_stream_t* stream, void* dst, const void* src,
-                               size_t size);
+  hal_result_t (*memcpy_async)(hal_impl_stream_t* stream, void* dst, const void* src, size_t size);
   hal_result_t (*memset_async)(hal_impl_stream_t* stream, void* dst, uint8_t value, size_t size);
 
   /* stream */
@@ -119,8 +118,7 @@ typedef struct hal_plugin_table_v1 {
   hal_result_t (*event_record)(hal_impl_event_t* event, hal_impl_stream_t* stream);
   hal_result_t (*event_query)(hal_impl_event_t* event);
   hal_result_t (*event_synchronize)(hal_impl_event_t* event);
-  hal_result_t (*event_elapsed_ms)(hal_impl_event_t* start, hal_impl_event_t* end,
-                                   float* out_ms);
+  hal_result_t (*event_elapsed_ms)(hal_impl_event_t* start, hal_impl_event_t* end, float* out_ms);
 
   /* module and kernel: kernels belong to their module; module_unload frees them. */
   hal_result_t (*module_load)(hal_impl_device_t* device, const hal_module_desc_t* desc,
@@ -141,10 +139,11 @@ typedef struct hal_plugin_v1 {
   size_t struct_size;   /* [in] set by the loader */
   uint32_t abi_version; /* [out] HAL_ABI_VERSION the plugin was built against */
   uint32_t reserved;
-  const char* name;     /* [out] short, unique, lower case: "cpu", "opencl" */
-  const char* version;  /* [out] the plugin's own version */
-  const char* vendor;   /* [out] who made it */
-  const char* build_id; /* [out] e.g. a git hash and build date */
+  /* Identity strings are static storage of the plugin, valid until it is unloaded. */
+  const char* name;                   /* [out] short, unique, lower case: "cpu", "opencl" */
+  const char* version;                /* [out] the plugin's own version */
+  const char* vendor;                 /* [out] who made it */
+  const char* build_id;               /* [out] e.g. a git hash and build date */
   hal_plugin_context_t* context;      /* [out] passed back to the table's plugin entries */
   const hal_plugin_table_v1_t* table; /* [out] static storage, valid until unload */
 } hal_plugin_v1_t;
@@ -153,7 +152,7 @@ typedef struct hal_plugin_v1 {
  * HAL_VERSION_MAJOR(host->abi_version) is not the major it implements, and
  * any other error (with host->set_error) when it cannot initialise. */
 typedef hal_result_t (*hal_plugin_entry_fn_t)(const hal_plugin_host_t* host,
-                                               hal_plugin_v1_t* out_plugin);
+                                              hal_plugin_v1_t* out_plugin);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -18,11 +18,9 @@ extern "C" {
  * Export and version macros
  *===------------------------------------------------------------------===*/
 
-#if defined(_WIN32)
-#define HAL_API __declspec(dllimport)
-#else
+/* Linux/ELF only in v1: every public function has default visibility and
+ * libhal's version script exports nothing else. */
 #define HAL_API __attribute__((visibility("default")))
-#endif
 
 /* Semantic version of the C ABI. The major version is the SONAME
  * (libhal.so.1); minor releases only append functions, struct fields and
@@ -45,22 +43,22 @@ extern "C" {
 /* The closed set of results. Values are stable across releases; new values
  * are only appended. */
 typedef enum hal_result {
-  HAL_SUCCESS = 0,                  /* the call did what it says */
-  HAL_NOT_READY = 1,                /* a query: the work is not complete yet (not an error) */
-  HAL_ERROR_INVALID_ARGUMENT = 2,   /* a value is outside its documented range */
-  HAL_ERROR_NULL_POINTER = 3,       /* a required pointer argument is NULL */
-  HAL_ERROR_INVALID_HANDLE = 4,     /* NULL, foreign, or of the wrong handle type */
-  HAL_ERROR_DESTROYED_HANDLE = 5,   /* the handle was destroyed (use after destroy, double destroy) */
-  HAL_ERROR_INVALID_SIZE = 6,       /* a size is zero where it must not be, or overflows */
-  HAL_ERROR_OUT_OF_BOUNDS = 7,      /* a range overruns the allocation it starts in */
-  HAL_ERROR_OUT_OF_MEMORY = 8,      /* the device or host could not provide the memory */
-  HAL_ERROR_UNSUPPORTED = 9,        /* the plugin or device does not implement this */
-  HAL_ERROR_NOT_INITIALIZED = 10,   /* hal_init has not succeeded (or hal_shutdown ran) */
-  HAL_ERROR_PLUGIN_LOAD = 11,       /* a plugin named in HAL_PLUGINS could not be loaded */
-  HAL_ERROR_ABI_MISMATCH = 12,      /* incompatible ABI versions between loader and plugin */
-  HAL_ERROR_INVALID_MODULE = 13,    /* a module image is not of its declared format, or broken */
-  HAL_ERROR_NOT_FOUND = 14,         /* no such kernel entry, device index or allocation */
-  HAL_ERROR_INVALID_LAUNCH = 15,    /* grid, block or shared-memory configuration not allowed */
+  HAL_SUCCESS = 0,                /* the call did what it says */
+  HAL_NOT_READY = 1,              /* a query: the work is not complete yet (not an error) */
+  HAL_ERROR_INVALID_ARGUMENT = 2, /* a value is outside its documented range */
+  HAL_ERROR_NULL_POINTER = 3,     /* a required pointer argument is NULL */
+  HAL_ERROR_INVALID_HANDLE = 4,   /* NULL, foreign, or of the wrong handle type */
+  HAL_ERROR_DESTROYED_HANDLE = 5, /* the handle was destroyed (use after destroy, double destroy) */
+  HAL_ERROR_INVALID_SIZE = 6,     /* a size is zero where it must not be, or overflows */
+  HAL_ERROR_OUT_OF_BOUNDS = 7,    /* a range overruns the allocation it starts in */
+  HAL_ERROR_OUT_OF_MEMORY = 8,    /* the device or host could not provide the memory */
+  HAL_ERROR_UNSUPPORTED = 9,      /* the plugin or device does not implement this */
+  HAL_ERROR_NOT_INITIALIZED = 10, /* hal_init has not succeeded (or hal_shutdown ran) */
+  HAL_ERROR_PLUGIN_LOAD = 11,     /* a plugin named in HAL_PLUGINS could not be loaded */
+  HAL_ERROR_ABI_MISMATCH = 12,    /* incompatible ABI versions between loader and plugin */
+  HAL_ERROR_INVALID_MODULE = 13,  /* a module image is not of its declared format, or broken */
+  HAL_ERROR_NOT_FOUND = 14,       /* no such kernel entry, device index or allocation */
+  HAL_ERROR_INVALID_LAUNCH = 15,  /* grid, block or shared-memory configuration not allowed */
   HAL_ERROR_ARGUMENT_MISMATCH = 16, /* kernel arguments do not match the kernel's signature */
   HAL_ERROR_DEVICE_MISMATCH = 17,   /* objects or pointers belong to incompatible devices */
   HAL_ERROR_INVALID_STATE = 18,     /* the object is not in a state that allows the call */
