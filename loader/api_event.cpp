@@ -1,0 +1,160 @@
+// hal/event.h: events, from the plugin or, when it has none, from the loader.
+#include "api_common.hpp"
+#include "fallbacks.hpp"
+
+using namespace hal::loader;
+
+namespace {
+
+hal_result_t check_event(hal_event_t event, const char* function, const char* argument) {
+  if (active_registry() == nullptr) return not_initialized(function);
+  if (!is_live(event, HandleKind::kEvent)) {
+    return reject_handle(event, HandleKind::kEvent, function, argument);
+  }
+  return HAL_SUCCESS;
+}
+
+}  // namespace
+
+hal_result_t hal_event_create(hal_device_t device, hal_event_flags_t flags,
+                              hal_event_t* out_event) {
+  constexpr const char* kFunction = "hal_event_create";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (active_registry() == nullptr) return not_initialized(kFunction);
+    if (!is_live(device, HandleKind::kDevice)) {
+      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    }
+    if (out_event == nullptr) return null_argument(kFunction, "out_event");
+    if ((flags & ~static_cast<hal_event_flags_t>(HAL_EVENT_FLAG_TIMING)) != 0) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "flags 0x%x has bits no v1.0 event flag defines", flags);
+    }
+    const bool timing = (flags & HAL_EVENT_FLAG_TIMING) != 0;
+    if (timing && (device->properties.capabilities & HAL_DEVICE_CAP_EVENT_TIMING) == 0) {
+      return fail(HAL_ERROR_UNSUPPORTED, kFunction,
+                  "HAL_EVENT_FLAG_TIMING needs HAL_DEVICE_CAP_EVENT_TIMING, which device %u "
+                  "(plugin '%s') lacks",
+                  device->properties.index, device->plugin->name.c_str());
+    }
+    const PluginRecord& plugin = *device->plugin;
+    std::shared_ptr<EventState> state;
+    if (plugin.loader_events) {
+      state = std::make_shared<EventState>(&plugin, nullptr, timing);
+    } else {
+      hal_impl_event_t* impl = nullptr;
+      if (hal_result_t result = plugin.table.event_create(device->impl, flags, &impl);
+          result != HAL_SUCCESS) {
+        return fail_from_plugin(result, kFunction, plugin.name);
+      }
+      try {
+        state = std::make_shared<EventState>(&plugin, impl, timing);
+      } catch (...) {
+        plugin.table.event_destroy(impl);
+        throw;
+      }
+    }
+    *out_event = device->events.add(std::make_unique<hal_event_s>(&plugin, device, state, flags));
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_event_destroy(hal_event_t event) {
+  constexpr const char* kFunction = "hal_event_destroy";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    Registry* registry = active_registry();
+    if (registry == nullptr) return not_initialized(kFunction);
+    if (event == nullptr) return HAL_SUCCESS;
+    if (!is_live(event, HandleKind::kEvent)) {
+      return reject_handle(event, HandleKind::kEvent, kFunction, "event");
+    }
+    std::unique_ptr<hal_event_s> owned = event->device->events.take(event);
+    if (owned == nullptr) {
+      return fail(HAL_ERROR_DESTROYED_HANDLE, kFunction, "event %p is being destroyed already",
+                  static_cast<void*>(event));
+    }
+    // Waits already enqueued hold their own reference; the plugin's event is
+    // destroyed when the last of them has run.
+    owned->state.reset();
+    registry->retired_events.retire(std::move(owned));
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_event_record(hal_event_t event, hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_event_record";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
+      return result;
+    }
+    if (!is_live(stream, HandleKind::kStream)) {
+      return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+    }
+    if (stream->device != event->device) {
+      return fail(HAL_ERROR_DEVICE_MISMATCH, kFunction,
+                  "stream is on device %u but event was created on device %u",
+                  stream->device->properties.index, event->device->properties.index);
+    }
+    EventState& state = *event->state;
+    std::lock_guard lock(stream->enqueue_mutex);
+    if (state.impl == nullptr) return record_loader_event(event->state, stream, kFunction);
+    const hal_result_t result = state.plugin->table.event_record(state.impl, stream->impl);
+    if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, state.plugin->name);
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_event_query(hal_event_t event) {
+  constexpr const char* kFunction = "hal_event_query";
+  if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
+    return result;
+  }
+  EventState& state = *event->state;
+  if (state.impl == nullptr) return query_loader_event(state);
+  const hal_result_t result = state.plugin->table.event_query(state.impl);
+  if (result != HAL_SUCCESS && result != HAL_NOT_READY) {
+    return fail_from_plugin(result, kFunction, state.plugin->name);
+  }
+  return result;
+}
+
+hal_result_t hal_event_synchronize(hal_event_t event) {
+  constexpr const char* kFunction = "hal_event_synchronize";
+  if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
+    return result;
+  }
+  EventState& state = *event->state;
+  if (state.impl == nullptr) return synchronize_loader_event(state);
+  const hal_result_t result = state.plugin->table.event_synchronize(state.impl);
+  if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, state.plugin->name);
+  return HAL_SUCCESS;
+}
+
+hal_result_t hal_event_elapsed_ms(hal_event_t start, hal_event_t end, float* out_ms) {
+  constexpr const char* kFunction = "hal_event_elapsed_ms";
+  if (hal_result_t result = check_event(start, kFunction, "start"); result != HAL_SUCCESS) {
+    return result;
+  }
+  if (hal_result_t result = check_event(end, kFunction, "end"); result != HAL_SUCCESS) {
+    return result;
+  }
+  if (out_ms == nullptr) return null_argument(kFunction, "out_ms");
+  if (start->device != end->device) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, kFunction, "start is on device %u and end on device %u",
+                start->device->properties.index, end->device->properties.index);
+  }
+  if (!start->state->timing_enabled || !end->state->timing_enabled) {
+    return fail(HAL_ERROR_INVALID_STATE, kFunction, "%s was created without HAL_EVENT_FLAG_TIMING",
+                start->state->timing_enabled ? "end" : "start");
+  }
+  EventState& first = *start->state;
+  EventState& last = *end->state;
+  const PluginRecord& plugin = *first.plugin;
+  // Unreachable for loader events and plugins without event_elapsed_ms: their
+  // devices lack HAL_DEVICE_CAP_EVENT_TIMING, so no event has the flag.
+  if (first.impl == nullptr || plugin.table.event_elapsed_ms == nullptr) {
+    return unsupported_entry(kFunction, plugin, "event_elapsed_ms");
+  }
+  const hal_result_t result = plugin.table.event_elapsed_ms(first.impl, last.impl, out_ms);
+  if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, plugin.name);
+  return HAL_SUCCESS;
+}

@@ -1,0 +1,322 @@
+// hal/kernel.h: modules, kernels and launches, checked before the plugin sees them.
+#include "api_common.hpp"
+#include "fallbacks.hpp"
+
+#include <filesystem>
+#include <system_error>
+
+using namespace hal::loader;
+
+namespace {
+
+constexpr uint32_t kLastModuleFormat = HAL_MODULE_FORMAT_HSACO;
+constexpr uint32_t kLastArgType = HAL_ARG_F64;
+
+size_t argument_size(hal_arg_type_t type) {
+  switch (type) {
+    case HAL_ARG_I32:
+    case HAL_ARG_U32:
+    case HAL_ARG_F32:
+      return 4;
+    default:
+      return 8;  // pointers and the 64-bit types
+  }
+}
+
+const char* arg_type_label(hal_arg_type_t type) {
+  switch (type) {
+    case HAL_ARG_POINTER:
+      return "pointer";
+    case HAL_ARG_I32:
+      return "i32";
+    case HAL_ARG_U32:
+      return "u32";
+    case HAL_ARG_I64:
+      return "i64";
+    case HAL_ARG_U64:
+      return "u64";
+    case HAL_ARG_F32:
+      return "f32";
+    case HAL_ARG_F64:
+      return "f64";
+    default:
+      return "unknown";
+  }
+}
+
+bool kernels_supported(const hal_device_s* device) {
+  return (device->properties.capabilities & HAL_DEVICE_CAP_KERNELS) != 0 && device->plugin->kernels;
+}
+
+hal_result_t check_module_desc(const hal_device_s* device, const hal_module_desc_t* desc,
+                               const char* function) {
+  if (desc == nullptr) return null_argument(function, "desc");
+  hal_result_t result = HAL_SUCCESS;
+  if (struct_too_small(desc, function, "desc", "hal_module_desc_t", result)) return result;
+  if (static_cast<uint32_t>(desc->format) > kLastModuleFormat) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "desc->format %u is not a hal_module_format_t",
+                static_cast<uint32_t>(desc->format));
+  }
+  const bool has_data = desc->data != nullptr;
+  const bool has_path = desc->path != nullptr;
+  if (has_data == has_path) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "desc must give exactly one of data and path, it gives %s",
+                has_data ? "both" : "neither");
+  }
+  if (has_data && desc->size == 0) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function, "desc->size is 0 with desc->data set");
+  }
+  if (!kernels_supported(device)) {
+    return fail(HAL_ERROR_UNSUPPORTED, function,
+                "device %u (plugin '%s') does not support kernels (no HAL_DEVICE_CAP_KERNELS)",
+                device->properties.index, device->plugin->name.c_str());
+  }
+  if ((device->properties.module_formats & (1u << desc->format)) == 0) {
+    return fail(HAL_ERROR_UNSUPPORTED, function,
+                "device %u (plugin '%s') cannot load module format %u (its formats mask is 0x%x)",
+                device->properties.index, device->plugin->name.c_str(),
+                static_cast<uint32_t>(desc->format), device->properties.module_formats);
+  }
+  if (has_path) {
+    std::error_code error;
+    if (!std::filesystem::exists(desc->path, error)) {
+      return fail(HAL_ERROR_NOT_FOUND, function, "desc->path '%s' does not exist", desc->path);
+    }
+  }
+  return HAL_SUCCESS;
+}
+
+hal_result_t check_launch_shape(const hal_kernel_s* kernel, const hal_launch_config_t* config,
+                                const char* function) {
+  const hal_device_properties_t& limits = kernel->device->properties;
+  static constexpr const char* kAxis[3] = {"x", "y", "z"};
+  uint64_t threads = 1;
+  for (int axis = 0; axis < 3; ++axis) {
+    if (config->grid[axis] == 0 || config->block[axis] == 0) {
+      return fail(HAL_ERROR_INVALID_LAUNCH, function, "config->%s[%d] (%s) is 0",
+                  config->grid[axis] == 0 ? "grid" : "block", axis, kAxis[axis]);
+    }
+    if (config->grid[axis] > limits.max_grid_dims[axis]) {
+      return fail(HAL_ERROR_INVALID_LAUNCH, function,
+                  "config->grid[%d] is %u, above the device's max_grid_dims[%d] %u", axis,
+                  config->grid[axis], axis, limits.max_grid_dims[axis]);
+    }
+    if (config->block[axis] > limits.max_block_dims[axis]) {
+      return fail(HAL_ERROR_INVALID_LAUNCH, function,
+                  "config->block[%d] is %u, above the device's max_block_dims[%d] %u", axis,
+                  config->block[axis], axis, limits.max_block_dims[axis]);
+    }
+    threads *= config->block[axis];
+  }
+  uint32_t max_threads = limits.max_threads_per_block;
+  if (kernel->info.max_threads_per_block != 0 && kernel->info.max_threads_per_block < max_threads)
+    max_threads = kernel->info.max_threads_per_block;
+  if (threads > max_threads) {
+    return fail(HAL_ERROR_INVALID_LAUNCH, function,
+                "the block has %llu threads, above the %u allowed per block",
+                static_cast<unsigned long long>(threads), max_threads);
+  }
+  if (config->shared_memory_bytes > limits.max_shared_memory_bytes) {
+    return fail(HAL_ERROR_INVALID_LAUNCH, function,
+                "config->shared_memory_bytes is %u, above the device's max_shared_memory_bytes %u",
+                config->shared_memory_bytes, limits.max_shared_memory_bytes);
+  }
+  return HAL_SUCCESS;
+}
+
+hal_result_t check_launch_args(const hal_kernel_s* kernel, uint32_t arg_count,
+                               const hal_kernel_arg_t* args, const char* function) {
+  const hal_kernel_info_t& info = kernel->info;
+  if (arg_count != info.arg_count) {
+    return fail(HAL_ERROR_ARGUMENT_MISMATCH, function, "arg_count is %u but kernel '%s' takes %u",
+                arg_count, kernel->name.c_str(), info.arg_count);
+  }
+  if (arg_count > 0 && args == nullptr) {
+    return fail(HAL_ERROR_NULL_POINTER, function, "args is NULL with arg_count %u", arg_count);
+  }
+  for (uint32_t i = 0; i < arg_count; ++i) {
+    if (args[i].value == nullptr) {
+      return fail(HAL_ERROR_NULL_POINTER, function, "args[%u].value is NULL", i);
+    }
+    const size_t expected = argument_size(info.arg_types[i]);
+    if (args[i].size != expected) {
+      return fail(HAL_ERROR_ARGUMENT_MISMATCH, function,
+                  "args[%u].size is %zu but argument %u of kernel '%s' is %s (%zu bytes)", i,
+                  args[i].size, i, kernel->name.c_str(), arg_type_label(info.arg_types[i]),
+                  expected);
+    }
+  }
+  return HAL_SUCCESS;
+}
+
+}  // namespace
+
+hal_result_t hal_module_load(hal_device_t device, const hal_module_desc_t* desc,
+                             hal_module_t* out_module) {
+  constexpr const char* kFunction = "hal_module_load";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (active_registry() == nullptr) return not_initialized(kFunction);
+    if (!is_live(device, HandleKind::kDevice)) {
+      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    }
+    if (out_module == nullptr) return null_argument(kFunction, "out_module");
+    if (hal_result_t result = check_module_desc(device, desc, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
+    const PluginRecord& plugin = *device->plugin;
+    hal_impl_module_t* impl = nullptr;
+    if (hal_result_t result = plugin.table.module_load(device->impl, desc, &impl);
+        result != HAL_SUCCESS) {
+      return fail_from_plugin(result, kFunction, plugin.name);
+    }
+    std::unique_ptr<hal_module_s> module;
+    try {
+      module = std::make_unique<hal_module_s>(&plugin, impl, device);
+    } catch (...) {
+      if (plugin.table.module_unload != nullptr) plugin.table.module_unload(impl);
+      throw;
+    }
+    *out_module = device->modules.add(std::move(module));
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_module_unload(hal_module_t module) {
+  constexpr const char* kFunction = "hal_module_unload";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    Registry* registry = active_registry();
+    if (registry == nullptr) return not_initialized(kFunction);
+    if (module == nullptr) return HAL_SUCCESS;
+    if (!is_live(module, HandleKind::kModule)) {
+      return reject_handle(module, HandleKind::kModule, kFunction, "module");
+    }
+    std::unique_ptr<hal_module_s> owned = module->device->modules.take(module);
+    if (owned == nullptr) {
+      return fail(HAL_ERROR_DESTROYED_HANDLE, kFunction, "module %p is being unloaded already",
+                  static_cast<void*>(module));
+    }
+    // Launches of its kernels may still be queued: they finish first.
+    hal_result_t result = synchronize_device(module->device, kFunction);
+    const PluginRecord& plugin = *module->header.plugin;
+    const hal_result_t unloaded = plugin.table.module_unload(module->impl);
+    if (unloaded != HAL_SUCCESS && result == HAL_SUCCESS) {
+      result = fail_from_plugin(unloaded, kFunction, plugin.name);
+    }
+    {
+      std::lock_guard lock(owned->kernels_mutex);
+      for (auto& kernel : owned->kernels) registry->retired_kernels.retire(std::move(kernel));
+      owned->kernels.clear();
+    }
+    registry->retired_modules.retire(std::move(owned));
+    return result;
+  });
+}
+
+hal_result_t hal_kernel_get(hal_module_t module, const hal_kernel_desc_t* desc,
+                            hal_kernel_t* out_kernel) {
+  constexpr const char* kFunction = "hal_kernel_get";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (active_registry() == nullptr) return not_initialized(kFunction);
+    if (!is_live(module, HandleKind::kModule)) {
+      return reject_handle(module, HandleKind::kModule, kFunction, "module");
+    }
+    if (desc == nullptr) return null_argument(kFunction, "desc");
+    if (out_kernel == nullptr) return null_argument(kFunction, "out_kernel");
+    hal_result_t result = HAL_SUCCESS;
+    if (struct_too_small(desc, kFunction, "desc", "hal_kernel_desc_t", result)) return result;
+    if (desc->name == nullptr) return null_argument(kFunction, "desc->name");
+    if (desc->arg_count > HAL_MAX_KERNEL_ARGS) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "desc->arg_count is %u, above HAL_MAX_KERNEL_ARGS (%d)", desc->arg_count,
+                  HAL_MAX_KERNEL_ARGS);
+    }
+    if (desc->arg_types == nullptr && desc->arg_count != 0) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "desc->arg_types is NULL but desc->arg_count is %u", desc->arg_count);
+    }
+    for (uint32_t i = 0; desc->arg_types != nullptr && i < desc->arg_count; ++i) {
+      if (static_cast<uint32_t>(desc->arg_types[i]) > kLastArgType) {
+        return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                    "desc->arg_types[%u] is %u, not a hal_arg_type_t", i,
+                    static_cast<uint32_t>(desc->arg_types[i]));
+      }
+    }
+    const PluginRecord& plugin = *module->header.plugin;
+    if (!plugin.kernels) return unsupported_entry(kFunction, plugin, "the kernel entries");
+    hal_kernel_info_t info{};
+    info.struct_size = sizeof(info);
+    hal_impl_kernel_t* impl = nullptr;
+    if (hal_result_t failed = plugin.table.kernel_get(module->impl, desc, &impl, &info);
+        failed != HAL_SUCCESS) {
+      return fail_from_plugin(failed, kFunction, plugin.name);
+    }
+    if (info.arg_count > HAL_MAX_KERNEL_ARGS) {
+      return fail(HAL_ERROR_INTERNAL, kFunction,
+                  "plugin '%s' described kernel '%s' with %u arguments, above %d",
+                  plugin.name.c_str(), desc->name, info.arg_count, HAL_MAX_KERNEL_ARGS);
+    }
+    auto kernel = std::make_unique<hal_kernel_s>(&plugin, impl, module->device, module);
+    kernel->name = info.name != nullptr ? info.name : desc->name;
+    kernel->info = info;
+    kernel->info.struct_size = sizeof(hal_kernel_info_t);
+    kernel->info.next = nullptr;
+    kernel->info.name = kernel->name.c_str();
+    hal_kernel_s* raw = kernel.get();
+    {
+      std::lock_guard lock(module->kernels_mutex);
+      module->kernels.push_back(std::move(kernel));
+    }
+    *out_kernel = raw;
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_kernel_get_info(hal_kernel_t kernel, hal_kernel_info_t* out_info) {
+  constexpr const char* kFunction = "hal_kernel_get_info";
+  if (active_registry() == nullptr) return not_initialized(kFunction);
+  if (!is_live(kernel, HandleKind::kKernel)) {
+    return reject_handle(kernel, HandleKind::kKernel, kFunction, "kernel");
+  }
+  if (out_info == nullptr) return null_argument(kFunction, "out_info");
+  hal_result_t result = HAL_SUCCESS;
+  if (struct_too_small(out_info, kFunction, "out_info", "hal_kernel_info_t", result)) {
+    return result;
+  }
+  write_sized(kernel->info, out_info);
+  return HAL_SUCCESS;
+}
+
+hal_result_t hal_launch_kernel(hal_kernel_t kernel, const hal_launch_config_t* config,
+                               uint32_t arg_count, const hal_kernel_arg_t* args,
+                               hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_launch_kernel";
+  if (active_registry() == nullptr) return not_initialized(kFunction);
+  if (!is_live(kernel, HandleKind::kKernel)) {
+    return reject_handle(kernel, HandleKind::kKernel, kFunction, "kernel");
+  }
+  if (!is_live(stream, HandleKind::kStream)) {
+    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  }
+  if (config == nullptr) return null_argument(kFunction, "config");
+  hal_result_t result = HAL_SUCCESS;
+  if (struct_too_small(config, kFunction, "config", "hal_launch_config_t", result)) return result;
+  if (kernel->device != stream->device) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, kFunction,
+                "kernel '%s' is on device %u but stream is on device %u", kernel->name.c_str(),
+                kernel->device->properties.index, stream->device->properties.index);
+  }
+  if (result = check_launch_shape(kernel, config, kFunction); result != HAL_SUCCESS) return result;
+  if (result = check_launch_args(kernel, arg_count, args, kFunction); result != HAL_SUCCESS) {
+    return result;
+  }
+  const PluginRecord& plugin = *kernel->header.plugin;
+  return guarded(kFunction, [&]() -> hal_result_t {
+    std::lock_guard lock(stream->enqueue_mutex);
+    const hal_result_t launched =
+        plugin.table.launch_kernel(stream->impl, kernel->impl, config, arg_count, args);
+    if (launched != HAL_SUCCESS) return fail_from_plugin(launched, kFunction, plugin.name);
+    return HAL_SUCCESS;
+  });
+}

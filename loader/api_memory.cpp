@@ -1,0 +1,232 @@
+// hal/memory.h: allocations, their table, and bounds-checked copies and fills.
+#include "api_common.hpp"
+#include "fallbacks.hpp"
+
+using namespace hal::loader;
+
+namespace {
+
+struct Range {
+  const char* name;  // "dst" or "src"
+  uintptr_t begin;
+};
+
+// The checks copies and fills share: the stream, NULL, overflow and, for each
+// range that starts in a HAL allocation, that it ends there too and belongs
+// to the stream's plugin. Host memory (no allocation) is accepted as is.
+hal_result_t check_range(const Registry& registry, const Range& range, size_t size,
+                         const hal_stream_s* stream, const char* function) {
+  if (range.begin == 0) {
+    return fail(HAL_ERROR_NULL_POINTER, function, "%s is NULL with size %zu", range.name, size);
+  }
+  if (size > UINTPTR_MAX - range.begin) {
+    return fail(HAL_ERROR_INVALID_SIZE, function, "%s %p + size %zu overflows the address space",
+                range.name, reinterpret_cast<void*>(range.begin), size);
+  }
+  const std::optional<Allocation> allocation = registry.allocations.find_containing(range.begin);
+  if (!allocation) return HAL_SUCCESS;
+  const size_t offset = range.begin - allocation->base;
+  if (size > allocation->size - offset) {
+    return fail(HAL_ERROR_OUT_OF_BOUNDS, function,
+                "%s: %zu bytes at offset %zu overrun a %zu-byte allocation", range.name, size,
+                offset, allocation->size);
+  }
+  if (allocation->device->plugin != stream->device->plugin) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
+                "%s is an allocation of device %u (plugin '%s'), but the stream is on device %u "
+                "(plugin '%s')",
+                range.name, allocation->device->properties.index,
+                allocation->device->plugin->name.c_str(), stream->device->properties.index,
+                stream->device->plugin->name.c_str());
+  }
+  return HAL_SUCCESS;
+}
+
+hal_result_t check_stream(const hal_stream_s* stream, const char* function) {
+  if (!is_live(stream, HandleKind::kStream)) {
+    return reject_handle(stream, HandleKind::kStream, function, "stream");
+  }
+  return HAL_SUCCESS;
+}
+
+const char* kind_label(hal_memory_kind_t kind) {
+  switch (kind) {
+    case HAL_MEMORY_DEVICE:
+      return "HAL_MEMORY_DEVICE";
+    case HAL_MEMORY_HOST:
+      return "HAL_MEMORY_HOST";
+    case HAL_MEMORY_SHARED:
+      return "HAL_MEMORY_SHARED";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+hal_result_t hal_mem_alloc(hal_device_t device, hal_memory_kind_t kind, size_t size,
+                           size_t alignment, void** out_ptr) {
+  constexpr const char* kFunction = "hal_mem_alloc";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    Registry* registry = active_registry();
+    if (registry == nullptr) return not_initialized(kFunction);
+    if (!is_live(device, HandleKind::kDevice)) {
+      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    }
+    if (out_ptr == nullptr) return null_argument(kFunction, "out_ptr");
+    const hal_device_properties_t& properties = device->properties;
+    if (size == 0) return fail(HAL_ERROR_INVALID_SIZE, kFunction, "size is 0");
+    if (kind != HAL_MEMORY_DEVICE && kind != HAL_MEMORY_HOST && kind != HAL_MEMORY_SHARED) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "kind %d is not a hal_memory_kind_t",
+                  static_cast<int>(kind));
+    }
+    if (alignment == 0) alignment = static_cast<size_t>(properties.min_alignment_bytes);
+    if ((alignment & (alignment - 1)) != 0) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "alignment %zu is not a power of two",
+                  alignment);
+    }
+    if (size > properties.max_allocation_bytes) {
+      return fail(HAL_ERROR_OUT_OF_MEMORY, kFunction,
+                  "size %zu exceeds the device's max_allocation_bytes %llu", size,
+                  static_cast<unsigned long long>(properties.max_allocation_bytes));
+    }
+    const hal_device_caps_t needed = kind == HAL_MEMORY_HOST     ? HAL_DEVICE_CAP_HOST_MEMORY
+                                     : kind == HAL_MEMORY_SHARED ? HAL_DEVICE_CAP_SHARED_MEMORY
+                                                                 : 0;
+    if ((properties.capabilities & needed) != needed) {
+      return fail(HAL_ERROR_UNSUPPORTED, kFunction, "device %u (plugin '%s') does not support %s",
+                  properties.index, device->plugin->name.c_str(), kind_label(kind));
+    }
+    const PluginRecord& plugin = *device->plugin;
+    void* pointer = nullptr;
+    if (hal_result_t result = plugin.table.mem_alloc(device->impl, kind, size, alignment, &pointer);
+        result != HAL_SUCCESS) {
+      return fail_from_plugin(result, kFunction, plugin.name);
+    }
+    const Allocation allocation{reinterpret_cast<uintptr_t>(pointer), size, device, kind};
+    bool inserted = false;
+    try {
+      inserted = pointer != nullptr && registry->allocations.insert(allocation);
+    } catch (...) {
+      plugin.table.mem_free(device->impl, pointer);
+      throw;
+    }
+    if (!inserted) {
+      if (pointer != nullptr) plugin.table.mem_free(device->impl, pointer);
+      return fail(HAL_ERROR_INTERNAL, kFunction,
+                  "plugin '%s' returned %p, which is NULL or already a live allocation",
+                  plugin.name.c_str(), pointer);
+    }
+    *out_ptr = pointer;
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_mem_free(void* ptr) {
+  constexpr const char* kFunction = "hal_mem_free";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    Registry* registry = active_registry();
+    if (registry == nullptr) return not_initialized(kFunction);
+    if (ptr == nullptr) return HAL_SUCCESS;
+    const auto address = reinterpret_cast<uintptr_t>(ptr);
+    // Extracting first means two racing frees of one pointer free it once.
+    std::optional<Allocation> allocation = registry->allocations.extract(address);
+    if (!allocation) {
+      if (auto containing = registry->allocations.find_containing(address)) {
+        return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                    "ptr %p is %zu bytes inside the allocation at %p, not its base", ptr,
+                    static_cast<size_t>(address - containing->base),
+                    reinterpret_cast<void*>(containing->base));
+      }
+      return fail(HAL_ERROR_NOT_FOUND, kFunction,
+                  "ptr %p is not a live HAL allocation (never allocated, or freed already)", ptr);
+    }
+    hal_device_s* device = allocation->device;
+    if (hal_result_t result = synchronize_device(device, kFunction); result != HAL_SUCCESS) {
+      registry->allocations.insert(*allocation);
+      return result;
+    }
+    const PluginRecord& plugin = *device->plugin;
+    if (hal_result_t result = plugin.table.mem_free(device->impl, ptr); result != HAL_SUCCESS) {
+      registry->allocations.insert(*allocation);
+      return fail_from_plugin(result, kFunction, plugin.name);
+    }
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_mem_get_info(const void* ptr, hal_memory_info_t* out_info) {
+  constexpr const char* kFunction = "hal_mem_get_info";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    const Registry* registry = active_registry();
+    if (registry == nullptr) return not_initialized(kFunction);
+    if (ptr == nullptr) return null_argument(kFunction, "ptr");
+    if (out_info == nullptr) return null_argument(kFunction, "out_info");
+    hal_result_t result = HAL_SUCCESS;
+    if (struct_too_small(out_info, kFunction, "out_info", "hal_memory_info_t", result)) {
+      return result;
+    }
+    const auto allocation = registry->allocations.find_containing(reinterpret_cast<uintptr_t>(ptr));
+    if (!allocation) {
+      return fail(HAL_ERROR_NOT_FOUND, kFunction, "ptr %p is not inside a live HAL allocation",
+                  ptr);
+    }
+    hal_memory_info_t info{};
+    info.base = reinterpret_cast<void*>(allocation->base);
+    info.size = allocation->size;
+    info.device = allocation->device;
+    info.kind = allocation->kind;
+    write_sized(info, out_info);
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_memcpy_async(void* dst, const void* src, size_t size, hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_memcpy_async";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    const Registry* registry = active_registry();
+    if (registry == nullptr) [[unlikely]]
+      return not_initialized(kFunction);
+    if (hal_result_t result = check_stream(stream, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
+    if (size == 0) return HAL_SUCCESS;  // nothing to order: the stream's order is kept trivially
+    const Range destination{"dst", reinterpret_cast<uintptr_t>(dst)};
+    const Range source{"src", reinterpret_cast<uintptr_t>(src)};
+    for (const Range& range : {destination, source}) {
+      if (hal_result_t result = check_range(*registry, range, size, stream, kFunction);
+          result != HAL_SUCCESS) {
+        return result;
+      }
+    }
+    if (destination.begin < source.begin + size && source.begin < destination.begin + size) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "dst %p and src %p overlap: their %zu-byte ranges must be disjoint", dst, src,
+                  size);
+    }
+    const PluginRecord& plugin = *stream->header.plugin;
+    std::lock_guard lock(stream->enqueue_mutex);
+    const hal_result_t result = plugin.table.memcpy_async(stream->impl, dst, src, size);
+    if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, plugin.name);
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_memset_async(void* dst, uint8_t value, size_t size, hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_memset_async";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    const Registry* registry = active_registry();
+    if (registry == nullptr) return not_initialized(kFunction);
+    if (hal_result_t result = check_stream(stream, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
+    if (size == 0) return HAL_SUCCESS;
+    const Range destination{"dst", reinterpret_cast<uintptr_t>(dst)};
+    if (hal_result_t result = check_range(*registry, destination, size, stream, kFunction);
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    std::lock_guard lock(stream->enqueue_mutex);
+    return fill_memory(stream, dst, value, size, kFunction);
+  });
+}

@@ -1,0 +1,131 @@
+// hal/stream.h: streams and host functions.
+#include "api_common.hpp"
+#include "fallbacks.hpp"
+
+using namespace hal::loader;
+
+hal_result_t hal_stream_create(hal_device_t device, hal_stream_flags_t flags,
+                               hal_stream_t* out_stream) {
+  constexpr const char* kFunction = "hal_stream_create";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (active_registry() == nullptr) return not_initialized(kFunction);
+    if (!is_live(device, HandleKind::kDevice)) {
+      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    }
+    if (out_stream == nullptr) return null_argument(kFunction, "out_stream");
+    if (flags != HAL_STREAM_FLAG_NONE) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "flags 0x%x has bits no v1.0 stream flag defines", flags);
+    }
+    const PluginRecord& plugin = *device->plugin;
+    hal_impl_stream_t* impl = nullptr;
+    if (hal_result_t result = plugin.table.stream_create(device->impl, flags, &impl);
+        result != HAL_SUCCESS) {
+      return fail_from_plugin(result, kFunction, plugin.name);
+    }
+    std::unique_ptr<hal_stream_s> stream;
+    try {
+      stream = std::make_unique<hal_stream_s>(&plugin, impl, device);
+    } catch (...) {
+      plugin.table.stream_destroy(impl);
+      throw;
+    }
+    *out_stream = device->streams.add(std::move(stream));
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_stream_destroy(hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_stream_destroy";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    Registry* registry = active_registry();
+    if (registry == nullptr) return not_initialized(kFunction);
+    if (stream == nullptr) return HAL_SUCCESS;
+    if (!is_live(stream, HandleKind::kStream)) {
+      return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+    }
+    // Taking it from the live set first makes a racing second destroy see a
+    // destroyed handle rather than destroy the plugin's stream twice.
+    std::unique_ptr<hal_stream_s> owned = stream->device->streams.take(stream);
+    if (owned == nullptr) {
+      return fail(HAL_ERROR_DESTROYED_HANDLE, kFunction, "stream %p is being destroyed already",
+                  static_cast<void*>(stream));
+    }
+    const PluginRecord& plugin = *stream->header.plugin;
+    hal_result_t result = plugin.table.stream_synchronize(stream->impl);
+    const hal_result_t destroyed = plugin.table.stream_destroy(stream->impl);
+    if (result == HAL_SUCCESS) result = destroyed;
+    registry->retired_streams.retire(std::move(owned));
+    if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, plugin.name);
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t hal_stream_get_device(hal_stream_t stream, hal_device_t* out_device) {
+  constexpr const char* kFunction = "hal_stream_get_device";
+  if (active_registry() == nullptr) return not_initialized(kFunction);
+  if (!is_live(stream, HandleKind::kStream)) {
+    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  }
+  if (out_device == nullptr) return null_argument(kFunction, "out_device");
+  *out_device = stream->device;
+  return HAL_SUCCESS;
+}
+
+hal_result_t hal_stream_synchronize(hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_stream_synchronize";
+  if (active_registry() == nullptr) [[unlikely]]
+    return not_initialized(kFunction);
+  if (!is_live(stream, HandleKind::kStream)) [[unlikely]] {
+    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  }
+  return synchronize_stream(stream, kFunction);
+}
+
+hal_result_t hal_stream_query(hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_stream_query";
+  if (active_registry() == nullptr) [[unlikely]]
+    return not_initialized(kFunction);
+  if (!is_live(stream, HandleKind::kStream)) [[unlikely]] {
+    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  }
+  const PluginRecord& plugin = *stream->header.plugin;
+  if (plugin.table.stream_query == nullptr) [[unlikely]] {
+    // Without a non-blocking query the answer waits for the work (the device
+    // then lacks HAL_DEVICE_CAP_STREAM_QUERY).
+    return synchronize_stream(stream, kFunction);
+  }
+  const hal_result_t result = plugin.table.stream_query(stream->impl);
+  if (result != HAL_SUCCESS && result != HAL_NOT_READY) [[unlikely]] {
+    return fail_from_plugin(result, kFunction, plugin.name);
+  }
+  return result;
+}
+
+hal_result_t hal_stream_wait_event(hal_stream_t stream, hal_event_t event) {
+  constexpr const char* kFunction = "hal_stream_wait_event";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (active_registry() == nullptr) return not_initialized(kFunction);
+    if (!is_live(stream, HandleKind::kStream)) {
+      return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+    }
+    if (!is_live(event, HandleKind::kEvent)) {
+      return reject_handle(event, HandleKind::kEvent, kFunction, "event");
+    }
+    std::lock_guard lock(stream->enqueue_mutex);
+    return wait_for_event(stream, event->state, kFunction);
+  });
+}
+
+hal_result_t hal_stream_enqueue_host_fn(hal_stream_t stream, hal_host_fn_t fn, void* user_data) {
+  constexpr const char* kFunction = "hal_stream_enqueue_host_fn";
+  if (active_registry() == nullptr) return not_initialized(kFunction);
+  if (!is_live(stream, HandleKind::kStream)) {
+    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  }
+  if (fn == nullptr) return null_argument(kFunction, "fn");
+  return guarded(kFunction, [&] {
+    std::lock_guard lock(stream->enqueue_mutex);
+    return enqueue_host_fn(stream, fn, user_data, kFunction);
+  });
+}

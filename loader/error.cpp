@@ -1,0 +1,163 @@
+#include "error.hpp"
+
+#include <cstdarg>
+#include <cstdio>
+#include <utility>
+
+namespace hal::loader {
+
+ErrorDetail& thread_error_detail() noexcept {
+  thread_local ErrorDetail detail;
+  return detail;
+}
+
+namespace {
+
+std::string vformat(const char* fmt, va_list args) {
+  va_list measure;
+  va_copy(measure, args);
+  const int length = std::vsnprintf(nullptr, 0, fmt, measure);
+  va_end(measure);
+  if (length <= 0) return {};
+  std::string text(static_cast<size_t>(length), '\0');
+  std::vsnprintf(text.data(), text.size() + 1, fmt, args);
+  return text;
+}
+
+// Stores a detail; on allocation failure keeps what fits (an empty sentence).
+void store(hal_result_t result, const char* function, std::string&& message,
+           std::string_view plugin, int64_t native_code) noexcept {
+  ErrorDetail& detail = thread_error_detail();
+  detail.has_failure = true;
+  detail.result = result;
+  detail.function = function;
+  detail.native_code = native_code;
+  detail.plugin_report_pending = false;
+  try {
+    detail.message = std::move(message);
+    detail.plugin.assign(plugin);
+  } catch (...) {
+    detail.message.clear();
+    detail.plugin.clear();
+  }
+}
+
+}  // namespace
+
+std::string format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::string text = vformat(fmt, args);
+  va_end(args);
+  return text;
+}
+
+hal_result_t fail(hal_result_t result, const char* function, const char* fmt, ...) noexcept {
+  std::string message;
+  try {
+    va_list args;
+    va_start(args, fmt);
+    message = std::string(function) + ": " + vformat(fmt, args);
+    va_end(args);
+  } catch (...) {
+    // Out of memory while describing a failure: the code still tells the story.
+  }
+  store(result, function, std::move(message), "loader", 0);
+  return result;
+}
+
+hal_result_t fail_from_plugin(hal_result_t result, const char* function,
+                              const std::string& plugin_name) noexcept {
+  ErrorDetail& detail = thread_error_detail();
+  if (detail.plugin_report_pending && detail.plugin == plugin_name) {
+    detail.plugin_report_pending = false;
+    detail.has_failure = true;
+    detail.result = result;
+    detail.function = function;
+    try {
+      detail.message = std::string(function) + ": " + detail.message;
+    } catch (...) {
+    }
+    return result;
+  }
+  std::string message;
+  try {
+    message = format("%s: plugin '%s' returned %s without a detail", function, plugin_name.c_str(),
+                     result_name(result));
+  } catch (...) {
+  }
+  store(result, function, std::move(message), plugin_name, 0);
+  return result;
+}
+
+void record_plugin_error(const std::string& plugin_name, hal_result_t result, int64_t native_code,
+                         const char* message) noexcept {
+  store(result, "", std::string(), plugin_name, native_code);
+  ErrorDetail& detail = thread_error_detail();
+  try {
+    detail.message = message != nullptr ? message : "";
+  } catch (...) {
+  }
+  detail.plugin_report_pending = true;
+}
+
+std::string take_plugin_message() {
+  ErrorDetail& detail = thread_error_detail();
+  if (!detail.plugin_report_pending) return {};
+  detail.plugin_report_pending = false;
+  return detail.message;
+}
+
+const char* result_name(hal_result_t result) noexcept {
+  switch (result) {
+    case HAL_SUCCESS:
+      return "HAL_SUCCESS";
+    case HAL_NOT_READY:
+      return "HAL_NOT_READY";
+    case HAL_ERROR_INVALID_ARGUMENT:
+      return "HAL_ERROR_INVALID_ARGUMENT";
+    case HAL_ERROR_NULL_POINTER:
+      return "HAL_ERROR_NULL_POINTER";
+    case HAL_ERROR_INVALID_HANDLE:
+      return "HAL_ERROR_INVALID_HANDLE";
+    case HAL_ERROR_DESTROYED_HANDLE:
+      return "HAL_ERROR_DESTROYED_HANDLE";
+    case HAL_ERROR_INVALID_SIZE:
+      return "HAL_ERROR_INVALID_SIZE";
+    case HAL_ERROR_OUT_OF_BOUNDS:
+      return "HAL_ERROR_OUT_OF_BOUNDS";
+    case HAL_ERROR_OUT_OF_MEMORY:
+      return "HAL_ERROR_OUT_OF_MEMORY";
+    case HAL_ERROR_UNSUPPORTED:
+      return "HAL_ERROR_UNSUPPORTED";
+    case HAL_ERROR_NOT_INITIALIZED:
+      return "HAL_ERROR_NOT_INITIALIZED";
+    case HAL_ERROR_PLUGIN_LOAD:
+      return "HAL_ERROR_PLUGIN_LOAD";
+    case HAL_ERROR_ABI_MISMATCH:
+      return "HAL_ERROR_ABI_MISMATCH";
+    case HAL_ERROR_INVALID_MODULE:
+      return "HAL_ERROR_INVALID_MODULE";
+    case HAL_ERROR_NOT_FOUND:
+      return "HAL_ERROR_NOT_FOUND";
+    case HAL_ERROR_INVALID_LAUNCH:
+      return "HAL_ERROR_INVALID_LAUNCH";
+    case HAL_ERROR_ARGUMENT_MISMATCH:
+      return "HAL_ERROR_ARGUMENT_MISMATCH";
+    case HAL_ERROR_DEVICE_MISMATCH:
+      return "HAL_ERROR_DEVICE_MISMATCH";
+    case HAL_ERROR_INVALID_STATE:
+      return "HAL_ERROR_INVALID_STATE";
+    case HAL_ERROR_TIMEOUT:
+      return "HAL_ERROR_TIMEOUT";
+    case HAL_ERROR_DEVICE_LOST:
+      return "HAL_ERROR_DEVICE_LOST";
+    case HAL_ERROR_INTERNAL:
+      return "HAL_ERROR_INTERNAL";
+    case HAL_RESULT_MAX_ENUM:
+      break;
+  }
+  return "HAL_RESULT_UNKNOWN";
+}
+
+}  // namespace hal::loader

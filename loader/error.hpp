@@ -1,0 +1,66 @@
+// The thread-local error detail behind hal_error_get_detail, and the helpers
+// every API entry uses to fail with a precise sentence.
+#pragma once
+
+#include <hal/plugin_v1.h>
+
+#include <cstdint>
+#include <exception>
+#include <new>
+#include <string>
+
+namespace hal::loader {
+
+// The detail of the last failed HAL call on this thread.
+struct ErrorDetail {
+  bool has_failure = false;
+  hal_result_t result = HAL_SUCCESS;
+  const char* function = "";  // always a string literal: the public function's name
+  std::string message;
+  std::string plugin;
+  int64_t native_code = 0;
+  // Set by a plugin's host->set_error and consumed when the loader turns the
+  // plugin's returned result into the public call's failure.
+  bool plugin_report_pending = false;
+};
+
+ErrorDetail& thread_error_detail() noexcept;
+
+// printf-style formatting into a std::string.
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Records "<function>: <formatted sentence>" from the loader and returns |result|.
+hal_result_t fail(hal_result_t result, const char* function, const char* fmt, ...) noexcept
+    __attribute__((format(printf, 3, 4)));
+
+// Turns a failure a plugin returned into the public call's failure. Uses the
+// sentence the plugin reported through host->set_error when there is one, else
+// says that the plugin gave none.
+hal_result_t fail_from_plugin(hal_result_t result, const char* function,
+                              const std::string& plugin_name) noexcept;
+
+// host->set_error: stores the plugin's sentence and native code.
+void record_plugin_error(const std::string& plugin_name, hal_result_t result, int64_t native_code,
+                         const char* message) noexcept;
+
+// Takes the sentence a plugin reported (used for load reports); "" when none.
+std::string take_plugin_message();
+
+// The static name of a result code.
+const char* result_name(hal_result_t result) noexcept;
+
+// Runs an API body, converting exceptions so none crosses the C ABI.
+template <class Body>
+hal_result_t guarded(const char* function, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(HAL_ERROR_OUT_OF_MEMORY, function, "the host ran out of memory");
+  } catch (const std::exception& e) {
+    return fail(HAL_ERROR_INTERNAL, function, "internal loader error: %s", e.what());
+  } catch (...) {
+    return fail(HAL_ERROR_INTERNAL, function, "internal loader error: unknown exception");
+  }
+}
+
+}  // namespace hal::loader

@@ -1,0 +1,190 @@
+#include "fallbacks.hpp"
+
+#include "error.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace hal::loader {
+
+namespace {
+
+constexpr size_t kFillChunkBytes = size_t{1} << 20;
+
+// Host-function payloads own themselves: the trampoline deletes them after
+// running, the enqueuing code deletes them when the enqueue fails.
+struct CompletionMark {
+  std::shared_ptr<EventState> state;
+  uint64_t generation;
+};
+
+struct GenerationWait {
+  std::shared_ptr<EventState> state;
+  uint64_t generation;
+};
+
+struct ForeignEventWait {
+  std::shared_ptr<EventState> state;
+};
+
+void release_staging(void* data) noexcept {
+  delete static_cast<std::vector<uint8_t>*>(data);
+}
+
+void mark_generation_complete(EventState& state, uint64_t generation) noexcept {
+  {
+    std::lock_guard lock(state.mutex);
+    if (generation > state.completed_generation) state.completed_generation = generation;
+  }
+  state.completed_cv.notify_all();
+}
+
+void run_completion_mark(void* data) noexcept {
+  std::unique_ptr<CompletionMark> mark(static_cast<CompletionMark*>(data));
+  mark_generation_complete(*mark->state, mark->generation);
+}
+
+void run_generation_wait(void* data) noexcept {
+  std::unique_ptr<GenerationWait> wait(static_cast<GenerationWait*>(data));
+  EventState& state = *wait->state;
+  std::unique_lock lock(state.mutex);
+  state.completed_cv.wait(lock, [&] { return state.completed_generation >= wait->generation; });
+}
+
+void run_foreign_event_wait(void* data) noexcept {
+  std::unique_ptr<ForeignEventWait> wait(static_cast<ForeignEventWait*>(data));
+  // A failure here has no caller to report to; the event's own plugin reports
+  // it to whoever synchronises that event.
+  wait->state->plugin->table.event_synchronize(wait->state->impl);
+}
+
+// Enqueues |payload| behind |run|, keeping ownership when the enqueue fails.
+template <class Payload>
+hal_result_t enqueue_owned(hal_stream_s* stream, void (*run)(void*) noexcept,
+                           std::unique_ptr<Payload>& payload, const char* function) {
+  const hal_result_t result = enqueue_host_fn(stream, run, payload.get(), function);
+  // The fallback and the plugin both ran or queued the function, which owns
+  // the payload from then on.
+  if (result == HAL_SUCCESS) payload.release();
+  return result;
+}
+
+}  // namespace
+
+hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noexcept {
+  const PluginRecord& plugin = *stream->header.plugin;
+  const hal_result_t result = plugin.table.stream_synchronize(stream->impl);
+  if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+  return HAL_SUCCESS;
+}
+
+hal_result_t synchronize_device(hal_device_s* device, const char* function) noexcept {
+  const PluginRecord& plugin = *device->plugin;
+  if (plugin.table.device_synchronize != nullptr) {
+    const hal_result_t result = plugin.table.device_synchronize(device->impl);
+    if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+    return HAL_SUCCESS;
+  }
+  try {
+    return device->streams.for_each(
+        [function](hal_stream_s* stream) { return synchronize_stream(stream, function); });
+  } catch (const std::exception& e) {  // std::system_error from the set's mutex
+    return fail(HAL_ERROR_INTERNAL, function, "internal loader error: %s", e.what());
+  }
+}
+
+hal_result_t enqueue_host_fn(hal_stream_s* stream, hal_host_fn_t fn, void* user_data,
+                             const char* function) noexcept {
+  const PluginRecord& plugin = *stream->header.plugin;
+  if (plugin.table.stream_enqueue_host_fn != nullptr) {
+    const hal_result_t result = plugin.table.stream_enqueue_host_fn(stream->impl, fn, user_data);
+    if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+    return HAL_SUCCESS;
+  }
+  if (hal_result_t result = synchronize_stream(stream, function); result != HAL_SUCCESS) {
+    return result;
+  }
+  fn(user_data);
+  return HAL_SUCCESS;
+}
+
+hal_result_t fill_memory(hal_stream_s* stream, void* dst, uint8_t value, size_t size,
+                         const char* function) {
+  const PluginRecord& plugin = *stream->header.plugin;
+  if (plugin.table.memset_async != nullptr) {
+    const hal_result_t result = plugin.table.memset_async(stream->impl, dst, value, size);
+    if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+    return HAL_SUCCESS;
+  }
+  // Host-staged fill: a staging buffer holding |value|, copied chunk by chunk
+  // and released by a host function behind the copies, so the call does not
+  // wait for the device (unless host functions themselves fall back).
+  const size_t chunk = std::min(size, kFillChunkBytes);
+  auto staging = std::make_unique<std::vector<uint8_t>>(chunk, value);
+  auto* destination = static_cast<uint8_t*>(dst);
+  for (size_t offset = 0; offset < size; offset += chunk) {
+    const size_t bytes = std::min(chunk, size - offset);
+    const hal_result_t result =
+        plugin.table.memcpy_async(stream->impl, destination + offset, staging->data(), bytes);
+    if (result != HAL_SUCCESS) {
+      const hal_result_t reported = fail_from_plugin(result, function, plugin.name);
+      plugin.table.stream_synchronize(stream->impl);  // earlier chunks may still read it
+      return reported;
+    }
+  }
+  const hal_result_t released = enqueue_owned(stream, release_staging, staging, function);
+  if (released != HAL_SUCCESS) plugin.table.stream_synchronize(stream->impl);
+  return released;
+}
+
+hal_result_t record_loader_event(const std::shared_ptr<EventState>& state, hal_stream_s* stream,
+                                 const char* function) {
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(state->mutex);
+    generation = ++state->recorded_generation;
+  }
+  auto mark = std::make_unique<CompletionMark>(CompletionMark{state, generation});
+  const hal_result_t result = enqueue_owned(stream, run_completion_mark, mark, function);
+  // A record that could not be enqueued must not leave waiters hanging.
+  if (result != HAL_SUCCESS) mark_generation_complete(*state, generation);
+  return result;
+}
+
+hal_result_t query_loader_event(EventState& state) noexcept {
+  std::lock_guard lock(state.mutex);
+  return state.completed_generation >= state.recorded_generation ? HAL_SUCCESS : HAL_NOT_READY;
+}
+
+hal_result_t synchronize_loader_event(EventState& state) noexcept {
+  std::unique_lock lock(state.mutex);
+  const uint64_t target = state.recorded_generation;
+  state.completed_cv.wait(lock, [&] { return state.completed_generation >= target; });
+  return HAL_SUCCESS;
+}
+
+hal_result_t wait_for_event(hal_stream_s* stream, const std::shared_ptr<EventState>& state,
+                            const char* function) {
+  if (state->impl == nullptr) {
+    uint64_t generation = 0;
+    {
+      std::lock_guard lock(state->mutex);
+      if (state->completed_generation >= state->recorded_generation) return HAL_SUCCESS;
+      generation = state->recorded_generation;
+    }
+    auto wait = std::make_unique<GenerationWait>(GenerationWait{state, generation});
+    return enqueue_owned(stream, run_generation_wait, wait, function);
+  }
+  const PluginRecord& stream_plugin = *stream->header.plugin;
+  if (state->plugin == &stream_plugin && stream_plugin.table.stream_wait_event != nullptr) {
+    const hal_result_t result = stream_plugin.table.stream_wait_event(stream->impl, state->impl);
+    if (result != HAL_SUCCESS) return fail_from_plugin(result, function, stream_plugin.name);
+    return HAL_SUCCESS;
+  }
+  // Another plugin's event: the stream's work waits on a host function that
+  // blocks in that plugin's event_synchronize.
+  auto wait = std::make_unique<ForeignEventWait>(ForeignEventWait{state});
+  return enqueue_owned(stream, run_foreign_event_wait, wait, function);
+}
+
+}  // namespace hal::loader

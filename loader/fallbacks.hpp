@@ -1,0 +1,43 @@
+// Portable fallbacks for optional table entries a plugin leaves NULL, and the
+// loader's own events. Each helper uses the plugin's entry when it has one,
+// so API files call these without caring which path runs.
+#pragma once
+
+#include "objects.hpp"
+
+#include <hal/plugin_v1.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace hal::loader {
+
+// stream_synchronize, with a plugin failure turned into the public call's detail.
+hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noexcept;
+
+// device_synchronize, or every live stream of the device in turn.
+hal_result_t synchronize_device(hal_device_s* device, const char* function) noexcept;
+
+// stream_enqueue_host_fn, or: synchronise the stream, then run |fn| here.
+hal_result_t enqueue_host_fn(hal_stream_s* stream, hal_host_fn_t fn, void* user_data,
+                             const char* function) noexcept;
+
+// memset_async, or: copy from a host staging buffer holding |value| in
+// chunks, and free the buffer in a host function enqueued behind the copies.
+hal_result_t fill_memory(hal_stream_s* stream, void* dst, uint8_t value, size_t size,
+                         const char* function);
+
+// Loader events, for plugins without event entries.
+hal_result_t record_loader_event(const std::shared_ptr<EventState>& state, hal_stream_s* stream,
+                                 const char* function);
+hal_result_t query_loader_event(EventState& state) noexcept;
+hal_result_t synchronize_loader_event(EventState& state) noexcept;
+
+// hal_stream_wait_event for every pairing: a plugin's own wait when stream and
+// event share a plugin that has one, else a host function on |stream| that
+// waits for the event (a loader event's generation, or another plugin's
+// event_synchronize).
+hal_result_t wait_for_event(hal_stream_s* stream, const std::shared_ptr<EventState>& state,
+                            const char* function);
+
+}  // namespace hal::loader

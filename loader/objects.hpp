@@ -1,0 +1,115 @@
+// The loader-owned objects behind the public handles. Each starts with the
+// DispatchHeader, followed by the plugin's object and the owning device.
+#pragma once
+
+#include "handle.hpp"
+#include "plugin_library.hpp"
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace hal::loader {
+
+// An event's state, shared by its handle and by waits already enqueued, so
+// that destroying the event never pulls the state from under a pending wait.
+struct EventState {
+  EventState(const PluginRecord* owner, hal_impl_event_t* plugin_event, bool timing)
+      : plugin(owner), impl(plugin_event), timing_enabled(timing) {}
+  EventState(const EventState&) = delete;
+  EventState& operator=(const EventState&) = delete;
+  ~EventState() {
+    if (impl != nullptr && plugin->table.event_destroy != nullptr)
+      plugin->table.event_destroy(impl);
+  }
+
+  const PluginRecord* plugin;
+  hal_impl_event_t* impl;  // the plugin's event, or NULL for a loader event
+  const bool timing_enabled;
+
+  // Loader events: each record is a generation; a host function enqueued
+  // behind the recorded work marks it complete.
+  std::mutex mutex;
+  std::condition_variable completed_cv;
+  uint64_t recorded_generation = 0;
+  uint64_t completed_generation = 0;
+};
+
+}  // namespace hal::loader
+
+struct hal_stream_s {
+  hal_stream_s(const hal::loader::PluginRecord* plugin, hal_impl_stream_t* plugin_stream,
+               hal_device_s* owner)
+      : header(hal::loader::HandleKind::kStream, plugin), impl(plugin_stream), device(owner) {}
+  hal::loader::DispatchHeader header;
+  hal_impl_stream_t* impl;
+  hal_device_s* device;
+  // Serialises the enqueue entries of this stream (memcpy, memset, waits,
+  // host functions, records, launches), so plugins need no lock of their own.
+  // Never held around stream_synchronize or stream_query.
+  std::mutex enqueue_mutex;
+};
+
+struct hal_event_s {
+  hal_event_s(const hal::loader::PluginRecord* plugin, hal_device_s* owner,
+              std::shared_ptr<hal::loader::EventState> event_state, hal_event_flags_t event_flags)
+      : header(hal::loader::HandleKind::kEvent, plugin),
+        device(owner),
+        state(std::move(event_state)),
+        flags(event_flags) {}
+  hal::loader::DispatchHeader header;
+  hal_device_s* device;
+  std::shared_ptr<hal::loader::EventState> state;
+  hal_event_flags_t flags;
+};
+
+struct hal_kernel_s {
+  hal_kernel_s(const hal::loader::PluginRecord* plugin, hal_impl_kernel_t* plugin_kernel,
+               hal_device_s* owner, hal_module_s* owning_module)
+      : header(hal::loader::HandleKind::kKernel, plugin),
+        impl(plugin_kernel),
+        device(owner),
+        module(owning_module) {}
+  hal::loader::DispatchHeader header;
+  hal_impl_kernel_t* impl;
+  hal_device_s* device;
+  hal_module_s* module;
+  hal_kernel_info_t info{};  // as kernel_get resolved it; info.name points at |name|
+  std::string name;
+};
+
+struct hal_module_s {
+  hal_module_s(const hal::loader::PluginRecord* plugin, hal_impl_module_t* plugin_module,
+               hal_device_s* owner)
+      : header(hal::loader::HandleKind::kModule, plugin), impl(plugin_module), device(owner) {}
+  hal::loader::DispatchHeader header;
+  hal_impl_module_t* impl;
+  hal_device_s* device;
+  std::mutex kernels_mutex;
+  std::vector<std::unique_ptr<hal_kernel_s>> kernels;
+};
+
+struct hal_device_s {
+  hal_device_s(hal::loader::PluginRecord* owner, hal_impl_device_t* plugin_device)
+      : header(hal::loader::HandleKind::kDevice, owner), impl(plugin_device), plugin(owner) {}
+  hal::loader::DispatchHeader header;
+  hal_impl_device_t* impl;
+  hal::loader::PluginRecord* plugin;
+  hal_device_properties_t properties{};  // cached at init; immutable afterwards
+  hal::loader::LiveSet<hal_stream_s> streams;
+  hal::loader::LiveSet<hal_event_s> events;
+  hal::loader::LiveSet<hal_module_s> modules;
+};
+
+namespace hal::loader {
+
+// The table of the plugin behind a live handle.
+template <class Handle>
+inline const hal_plugin_table_v1_t& table_of(const Handle* handle) noexcept {
+  return handle->header.plugin->table;
+}
+
+}  // namespace hal::loader

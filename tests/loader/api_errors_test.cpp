@@ -1,0 +1,260 @@
+// Error paths of the public API: not initialised, NULL and foreign handles,
+// wrong handle kinds, use after destroy and double destroy, result names and
+// the error detail.
+#include "test_support.hpp"
+
+#include <cstring>
+#include <set>
+#include <thread>
+
+using namespace loader_test;
+
+TEST_CASE("every call before hal_init returns HAL_ERROR_NOT_INITIALIZED", "[init]") {
+  uint32_t count = 0;
+  hal_device_t device = nullptr;
+  void* ptr = nullptr;
+  CHECK(hal_device_count(&count) == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(hal_device_get(0, &device) == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(hal_plugin_report_count(&count) == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(hal_mem_alloc(nullptr, HAL_MEMORY_DEVICE, 64, 0, &ptr) == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(hal_mem_free(nullptr) == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(hal_stream_query(nullptr) == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(hal_event_query(nullptr) == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(hal_module_unload(nullptr) == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(hal_launch_kernel(nullptr, nullptr, 0, nullptr, nullptr) == HAL_ERROR_NOT_INITIALIZED);
+  const Detail detail = last_detail();
+  CHECK(detail.result == HAL_ERROR_NOT_INITIALIZED);
+  CHECK(detail.function == "hal_launch_kernel");
+  CHECK(detail.plugin == "loader");
+  CHECK_THAT(detail.message, Catch::StartsWith("hal_launch_kernel: HAL is not initialised"));
+  // These work without hal_init.
+  CHECK(HAL_VERSION_MAJOR(hal_get_version()) == 1);
+  CHECK(std::string(hal_result_string(HAL_SUCCESS)) == "HAL_SUCCESS");
+}
+
+TEST_CASE("hal_result_string names every code", "[result]") {
+  const std::pair<hal_result_t, const char*> names[] = {
+      {HAL_SUCCESS, "HAL_SUCCESS"},
+      {HAL_NOT_READY, "HAL_NOT_READY"},
+      {HAL_ERROR_INVALID_ARGUMENT, "HAL_ERROR_INVALID_ARGUMENT"},
+      {HAL_ERROR_NULL_POINTER, "HAL_ERROR_NULL_POINTER"},
+      {HAL_ERROR_INVALID_HANDLE, "HAL_ERROR_INVALID_HANDLE"},
+      {HAL_ERROR_DESTROYED_HANDLE, "HAL_ERROR_DESTROYED_HANDLE"},
+      {HAL_ERROR_INVALID_SIZE, "HAL_ERROR_INVALID_SIZE"},
+      {HAL_ERROR_OUT_OF_BOUNDS, "HAL_ERROR_OUT_OF_BOUNDS"},
+      {HAL_ERROR_OUT_OF_MEMORY, "HAL_ERROR_OUT_OF_MEMORY"},
+      {HAL_ERROR_UNSUPPORTED, "HAL_ERROR_UNSUPPORTED"},
+      {HAL_ERROR_NOT_INITIALIZED, "HAL_ERROR_NOT_INITIALIZED"},
+      {HAL_ERROR_PLUGIN_LOAD, "HAL_ERROR_PLUGIN_LOAD"},
+      {HAL_ERROR_ABI_MISMATCH, "HAL_ERROR_ABI_MISMATCH"},
+      {HAL_ERROR_INVALID_MODULE, "HAL_ERROR_INVALID_MODULE"},
+      {HAL_ERROR_NOT_FOUND, "HAL_ERROR_NOT_FOUND"},
+      {HAL_ERROR_INVALID_LAUNCH, "HAL_ERROR_INVALID_LAUNCH"},
+      {HAL_ERROR_ARGUMENT_MISMATCH, "HAL_ERROR_ARGUMENT_MISMATCH"},
+      {HAL_ERROR_DEVICE_MISMATCH, "HAL_ERROR_DEVICE_MISMATCH"},
+      {HAL_ERROR_INVALID_STATE, "HAL_ERROR_INVALID_STATE"},
+      {HAL_ERROR_TIMEOUT, "HAL_ERROR_TIMEOUT"},
+      {HAL_ERROR_DEVICE_LOST, "HAL_ERROR_DEVICE_LOST"},
+      {HAL_ERROR_INTERNAL, "HAL_ERROR_INTERNAL"},
+  };
+  std::set<std::string> seen;
+  for (const auto& [code, name] : names) {
+    CHECK(std::string(hal_result_string(code)) == name);
+    seen.insert(hal_result_string(code));
+  }
+  CHECK(seen.size() == std::size(names));
+  CHECK(std::string(hal_result_string(static_cast<hal_result_t>(22))) == "HAL_RESULT_UNKNOWN");
+  CHECK(std::string(hal_result_string(static_cast<hal_result_t>(-1))) == "HAL_RESULT_UNKNOWN");
+}
+
+TEST_CASE("hal_error_get_detail validates its argument and is per thread", "[result]") {
+  CHECK(hal_error_get_detail(nullptr) == HAL_ERROR_NULL_POINTER);
+  hal_error_detail_t small{};
+  small.struct_size = sizeof(small) - 1;
+  CHECK(hal_error_get_detail(&small) == HAL_ERROR_INVALID_ARGUMENT);
+  // A fresh thread has no failure yet.
+  hal_result_t fresh = HAL_SUCCESS;
+  std::string fresh_message = "unset";
+  std::thread([&] {
+    hal_error_detail_t detail{};
+    detail.struct_size = sizeof(detail);
+    fresh = hal_error_get_detail(&detail);
+    fresh_message = hal_error_last_message();
+  }).join();
+  CHECK(fresh == HAL_ERROR_NOT_FOUND);
+  CHECK(fresh_message.empty());
+}
+
+TEST_CASE("handles are validated: NULL, foreign, wrong kind, destroyed", "[handles]") {
+  Session session(kPluginDir);
+  REQUIRE(session.result == HAL_SUCCESS);
+  hal_device_t device = device_of("mock");
+  hal_stream_t stream = nullptr;
+  REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+  hal_event_t event = nullptr;
+  REQUIRE(hal_event_create(device, 0, &event) == HAL_SUCCESS);
+
+  SECTION("NULL") {
+    CHECK(hal_stream_synchronize(nullptr) == HAL_ERROR_INVALID_HANDLE);
+    CHECK(last_detail().message ==
+          "hal_stream_synchronize: stream is NULL, expected a stream handle");
+    CHECK(hal_event_record(event, nullptr) == HAL_ERROR_INVALID_HANDLE);
+    CHECK(hal_device_synchronize(nullptr) == HAL_ERROR_INVALID_HANDLE);
+    hal_stream_t out = nullptr;
+    CHECK(hal_stream_create(nullptr, 0, &out) == HAL_ERROR_INVALID_HANDLE);
+    CHECK(hal_stream_create(device, 0, nullptr) == HAL_ERROR_NULL_POINTER);
+    CHECK(hal_stream_create(device, 1, &out) == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(out == nullptr);
+  }
+  SECTION("a handle of another kind") {
+    CHECK(hal_event_query(reinterpret_cast<hal_event_t>(stream)) == HAL_ERROR_INVALID_HANDLE);
+    CHECK_THAT(last_detail().message, Catch::Contains("is a stream handle, not an event handle"));
+    CHECK(hal_stream_query(reinterpret_cast<hal_stream_t>(event)) == HAL_ERROR_INVALID_HANDLE);
+    CHECK(hal_stream_synchronize(reinterpret_cast<hal_stream_t>(device)) ==
+          HAL_ERROR_INVALID_HANDLE);
+    CHECK(hal_device_synchronize(reinterpret_cast<hal_device_t>(stream)) ==
+          HAL_ERROR_INVALID_HANDLE);
+    CHECK(hal_event_destroy(reinterpret_cast<hal_event_t>(stream)) == HAL_ERROR_INVALID_HANDLE);
+    CHECK(hal_stream_destroy(reinterpret_cast<hal_stream_t>(event)) == HAL_ERROR_INVALID_HANDLE);
+    // Neither was destroyed by the mistaken calls.
+    CHECK(hal_stream_synchronize(stream) == HAL_SUCCESS);
+    CHECK(hal_event_query(event) == HAL_SUCCESS);
+  }
+  SECTION("a pointer that is no handle at all") {
+    alignas(16) unsigned char garbage[64];
+    std::memset(garbage, 0x5a, sizeof(garbage));
+    CHECK(hal_stream_query(reinterpret_cast<hal_stream_t>(garbage)) == HAL_ERROR_INVALID_HANDLE);
+    CHECK_THAT(last_detail().message,
+               Catch::Contains("is not a HAL handle (expected a stream handle)"));
+  }
+  SECTION("use after destroy and double destroy") {
+    REQUIRE(hal_stream_destroy(stream) == HAL_SUCCESS);
+    CHECK(hal_stream_synchronize(stream) == HAL_ERROR_DESTROYED_HANDLE);
+    CHECK_THAT(last_detail().message, Catch::Contains("already destroyed"));
+    CHECK(hal_stream_destroy(stream) == HAL_ERROR_DESTROYED_HANDLE);
+    CHECK(hal_event_record(event, stream) == HAL_ERROR_DESTROYED_HANDLE);
+    REQUIRE(hal_event_destroy(event) == HAL_SUCCESS);
+    CHECK(hal_event_destroy(event) == HAL_ERROR_DESTROYED_HANDLE);
+    CHECK(hal_event_synchronize(event) == HAL_ERROR_DESTROYED_HANDLE);
+    // A destroyed stream passed as an event is the wrong kind, not "destroyed".
+    CHECK(hal_event_query(reinterpret_cast<hal_event_t>(stream)) == HAL_ERROR_INVALID_HANDLE);
+    stream = nullptr;
+    event = nullptr;
+  }
+  SECTION("destroying NULL is a no-op") {
+    CHECK(hal_stream_destroy(nullptr) == HAL_SUCCESS);
+    CHECK(hal_event_destroy(nullptr) == HAL_SUCCESS);
+    CHECK(hal_module_unload(nullptr) == HAL_SUCCESS);
+  }
+  SECTION("the quarantine keeps recognising thousands of destroyed handles") {
+    std::vector<hal_stream_t> destroyed;
+    for (int i = 0; i < 300; ++i) {
+      hal_stream_t s = nullptr;
+      REQUIRE(hal_stream_create(device, 0, &s) == HAL_SUCCESS);
+      REQUIRE(hal_stream_destroy(s) == HAL_SUCCESS);
+      destroyed.push_back(s);
+    }
+    for (hal_stream_t s : destroyed) CHECK(hal_stream_query(s) == HAL_ERROR_DESTROYED_HANDLE);
+  }
+  CHECK(hal_event_destroy(event) == HAL_SUCCESS);
+  CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+}
+
+TEST_CASE("device queries check their arguments", "[device]") {
+  Session session(kPluginDir);
+  REQUIRE(session.result == HAL_SUCCESS);
+  CHECK(hal_device_count(nullptr) == HAL_ERROR_NULL_POINTER);
+  CHECK(last_detail().message == "hal_device_count: out_count is NULL");
+  hal_device_t device = nullptr;
+  CHECK(hal_device_get(3, &device) == HAL_ERROR_NOT_FOUND);
+  CHECK(last_detail().message == "hal_device_get: index 3 is out of range: there are 3 devices");
+  CHECK(hal_device_get(0, nullptr) == HAL_ERROR_NULL_POINTER);
+  REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
+  hal_device_properties_t properties{};
+  properties.struct_size = sizeof(properties) - 8;
+  CHECK(hal_device_get_properties(device, &properties) == HAL_ERROR_INVALID_ARGUMENT);
+  CHECK(hal_device_get_properties(device, nullptr) == HAL_ERROR_NULL_POINTER);
+
+  const hal_device_properties_t minimal = properties_of(device_of("minimal"));
+  CHECK(std::string(minimal.plugin) == "minimal");
+  CHECK(std::string(minimal.name) == "HAL minimal test device");
+  CHECK(minimal.min_alignment_bytes == 64);
+  // The minimal plugin claims more than its table backs; the loader keeps
+  // only what is true.
+  CHECK(minimal.capabilities == HAL_DEVICE_CAP_UNIFIED_ADDRESSING);
+  const hal_device_properties_t mock0 = properties_of(device_of("mock"));
+  CHECK(mock0.capabilities ==
+        (HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_STREAM_QUERY |
+         HAL_DEVICE_CAP_UNIFIED_ADDRESSING | HAL_DEVICE_CAP_HOST_MEMORY));
+  const hal_device_properties_t mock1 = properties_of(device_of("mock", 1));
+  CHECK(mock1.index == 2);
+  CHECK(mock1.plugin_device_index == 1);
+  CHECK(std::string(mock1.name) == "HAL mock device 1");
+}
+
+TEST_CASE("stream queries and host functions check their arguments", "[stream]") {
+  Session session(kPluginDir);
+  REQUIRE(session.result == HAL_SUCCESS);
+  hal_stream_t stream = nullptr;
+  REQUIRE(hal_stream_create(device_of("minimal"), 0, &stream) == HAL_SUCCESS);
+  // Without stream_query the answer waits for the work (SPEC.md section 10.3).
+  CHECK(hal_stream_query(stream) == HAL_SUCCESS);
+  hal_device_t out = nullptr;
+  CHECK(hal_stream_get_device(stream, &out) == HAL_SUCCESS);
+  CHECK(out == device_of("minimal"));
+  CHECK(hal_stream_get_device(stream, nullptr) == HAL_ERROR_NULL_POINTER);
+  CHECK(hal_stream_enqueue_host_fn(stream, nullptr, nullptr) == HAL_ERROR_NULL_POINTER);
+  CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+}
+
+TEST_CASE("events check flags, devices and timing", "[event]") {
+  Session session(kPluginDir);
+  REQUIRE(session.result == HAL_SUCCESS);
+  hal_device_t device = device_of("mock");
+  hal_event_t event = nullptr;
+  CHECK(hal_event_create(device, 0x10, &event) == HAL_ERROR_INVALID_ARGUMENT);
+  CHECK(hal_event_create(device, 0, nullptr) == HAL_ERROR_NULL_POINTER);
+  // Loader events keep no timestamps: the device lacks HAL_DEVICE_CAP_EVENT_TIMING.
+  hal_event_t timed = nullptr;
+  CHECK(hal_event_create(device, HAL_EVENT_FLAG_TIMING, &timed) == HAL_ERROR_UNSUPPORTED);
+  CHECK_THAT(last_detail().message, Catch::Contains("lacks"));
+  CHECK(timed == nullptr);
+  REQUIRE(hal_event_create(device, 0, &timed) == HAL_SUCCESS);
+  hal_event_t untimed = nullptr;
+  REQUIRE(hal_event_create(device, 0, &untimed) == HAL_SUCCESS);
+  float ms = 0;
+  CHECK(hal_event_elapsed_ms(timed, untimed, &ms) == HAL_ERROR_INVALID_STATE);
+  CHECK_THAT(last_detail().message,
+             Catch::Contains("start was created without HAL_EVENT_FLAG_TIMING"));
+  CHECK(hal_event_elapsed_ms(timed, timed, nullptr) == HAL_ERROR_NULL_POINTER);
+
+  hal_stream_t other_device_stream = nullptr;
+  REQUIRE(hal_stream_create(device_of("mock", 1), 0, &other_device_stream) == HAL_SUCCESS);
+  CHECK(hal_event_record(timed, other_device_stream) == HAL_ERROR_DEVICE_MISMATCH);
+  hal_event_t other_timed = nullptr;
+  REQUIRE(hal_event_create(device_of("mock", 1), 0, &other_timed) == HAL_SUCCESS);
+  CHECK(hal_event_elapsed_ms(timed, other_timed, &ms) == HAL_ERROR_DEVICE_MISMATCH);
+  CHECK(hal_event_destroy(other_timed) == HAL_SUCCESS);
+  CHECK(hal_stream_destroy(other_device_stream) == HAL_SUCCESS);
+  CHECK(hal_event_destroy(timed) == HAL_SUCCESS);
+  CHECK(hal_event_destroy(untimed) == HAL_SUCCESS);
+}
+
+TEST_CASE("hal_shutdown releases what the application leaked", "[init]") {
+  {
+    Session session(kPluginDir);
+    REQUIRE(session.result == HAL_SUCCESS);
+    hal_device_t device = device_of("mock");
+    hal_stream_t stream = nullptr;
+    hal_event_t event = nullptr;
+    void* memory = nullptr;
+    REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+    REQUIRE(hal_event_create(device, 0, &event) == HAL_SUCCESS);
+    REQUIRE(hal_mem_alloc(device, HAL_MEMORY_DEVICE, 4096, 0, &memory) == HAL_SUCCESS);
+    REQUIRE(hal_memset_async(memory, 1, 4096, stream) == HAL_SUCCESS);
+    REQUIRE(hal_event_record(event, stream) == HAL_SUCCESS);
+  }
+  // Under AddressSanitizer a leak here fails the run; a second session works.
+  Session again(kPluginDir);
+  CHECK(again.result == HAL_SUCCESS);
+}

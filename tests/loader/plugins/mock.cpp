@@ -1,0 +1,246 @@
+// A test plugin with asynchronous streams (a worker thread each), host
+// functions, stream queries and one kernel, but no events, memset or
+// device_synchronize: so the loader's fallbacks run against real asynchrony.
+// Two devices, so cross-device checks have something to mismatch.
+#include <hal_plugin.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <new>
+#include <thread>
+
+struct hal_impl_device_s {
+  uint32_t index;
+};
+
+struct hal_impl_stream_s {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::function<void()>> queue;
+  size_t unfinished = 0;
+  bool stopping = false;
+  std::thread worker;
+};
+
+struct hal_impl_module_s {
+  int unused;
+};
+
+struct hal_impl_kernel_s {
+  int unused;
+};
+
+namespace {
+
+const hal_plugin_host_t* mock_host = nullptr;
+hal_impl_device_t mock_devices[2] = {{0}, {1}};
+hal_impl_module_t mock_module_storage;
+hal_impl_kernel_t mock_scale_kernel;
+constexpr hal_arg_type_t kScaleSignature[3] = {HAL_ARG_POINTER, HAL_ARG_U32, HAL_ARG_F32};
+
+hal_result_t report(hal_result_t result, const char* message) {
+  mock_host->set_error(mock_host->host_context, result, 7, message);
+  return result;
+}
+
+void run_worker(hal_impl_stream_t* stream) {
+  std::unique_lock lock(stream->mutex);
+  for (;;) {
+    stream->changed.wait(lock, [&] { return stream->stopping || !stream->queue.empty(); });
+    if (stream->queue.empty()) return;
+    std::function<void()> job = std::move(stream->queue.front());
+    stream->queue.pop_front();
+    lock.unlock();
+    job();
+    lock.lock();
+    --stream->unfinished;
+    stream->changed.notify_all();
+  }
+}
+
+hal_result_t enqueue(hal_impl_stream_t* stream, std::function<void()> job) {
+  {
+    std::lock_guard lock(stream->mutex);
+    stream->queue.push_back(std::move(job));
+    ++stream->unfinished;
+  }
+  stream->changed.notify_all();
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_device_count(hal_plugin_context_t*, uint32_t* out_count) {
+  *out_count = 2;
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_device_open(hal_plugin_context_t*, uint32_t index,
+                              hal_impl_device_t** out_device) {
+  *out_device = &mock_devices[index];
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_device_get_properties(hal_impl_device_t* device, hal_device_properties_t* out) {
+  std::snprintf(out->name, sizeof(out->name), "HAL mock device %u", device->index);
+  std::strcpy(out->vendor, "HAL tests");
+  std::strcpy(out->driver_version, "mock 1");
+  out->uuid[0] = static_cast<uint8_t>(device->index + 1);
+  out->type = HAL_DEVICE_TYPE_ACCELERATOR;
+  out->capabilities = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_HOST_CALLBACKS |
+                      HAL_DEVICE_CAP_STREAM_QUERY | HAL_DEVICE_CAP_UNIFIED_ADDRESSING |
+                      HAL_DEVICE_CAP_HOST_MEMORY;
+  out->module_formats =
+      (1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) | (1u << HAL_MODULE_FORMAT_OPENCL_C);
+  out->compute_units = 4;
+  out->total_memory_bytes = 1ull << 30;
+  out->max_allocation_bytes = 1ull << 26;
+  out->min_alignment_bytes = 128;
+  out->max_threads_per_block = 256;
+  const uint32_t block[3] = {256, 256, 64};
+  const uint32_t grid[3] = {65536, 65536, 65536};
+  std::memcpy(out->max_block_dims, block, sizeof(block));
+  std::memcpy(out->max_grid_dims, grid, sizeof(grid));
+  out->max_shared_memory_bytes = 4096;
+  out->subgroup_size = 8;
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_mem_alloc(hal_impl_device_t*, hal_memory_kind_t, size_t size, size_t alignment,
+                            void** out_ptr) {
+  void* ptr = std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+  if (ptr == nullptr) return report(HAL_ERROR_OUT_OF_MEMORY, "mock: aligned_alloc failed");
+  *out_ptr = ptr;
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_mem_free(hal_impl_device_t*, void* ptr) {
+  std::free(ptr);
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_memcpy_async(hal_impl_stream_t* stream, void* dst, const void* src, size_t size) {
+  return enqueue(stream, [=] { std::memcpy(dst, src, size); });
+}
+
+hal_result_t mock_stream_create(hal_impl_device_t*, hal_stream_flags_t,
+                                hal_impl_stream_t** out_stream) {
+  auto* stream = new (std::nothrow) hal_impl_stream_t;
+  if (stream == nullptr) return report(HAL_ERROR_OUT_OF_MEMORY, "mock: no memory for a stream");
+  stream->worker = std::thread(run_worker, stream);
+  *out_stream = stream;
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_stream_synchronize(hal_impl_stream_t* stream) {
+  std::unique_lock lock(stream->mutex);
+  stream->changed.wait(lock, [&] { return stream->unfinished == 0; });
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_stream_destroy(hal_impl_stream_t* stream) {
+  mock_stream_synchronize(stream);
+  {
+    std::lock_guard lock(stream->mutex);
+    stream->stopping = true;
+  }
+  stream->changed.notify_all();
+  stream->worker.join();
+  delete stream;
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_stream_query(hal_impl_stream_t* stream) {
+  std::lock_guard lock(stream->mutex);
+  return stream->unfinished == 0 ? HAL_SUCCESS : HAL_NOT_READY;
+}
+
+hal_result_t mock_stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn,
+                                         void* user_data) {
+  return enqueue(stream, [=] { fn(user_data); });
+}
+
+hal_result_t mock_module_load(hal_impl_device_t*, const hal_module_desc_t* desc,
+                              hal_impl_module_t** out_module) {
+  if (desc->data != nullptr && std::memcmp(desc->data, "broken", 6) == 0) {
+    return report(HAL_ERROR_INVALID_MODULE, "mock: the image says it is broken");
+  }
+  *out_module = &mock_module_storage;
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_module_unload(hal_impl_module_t*) {
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_kernel_get(hal_impl_module_t*, const hal_kernel_desc_t* desc,
+                             hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info) {
+  if (std::strcmp(desc->name, "scale") != 0) {
+    return report(HAL_ERROR_NOT_FOUND, "mock: the module has only the kernel 'scale'");
+  }
+  if (desc->arg_types != nullptr &&
+      (desc->arg_count != 3 ||
+       std::memcmp(desc->arg_types, kScaleSignature, sizeof(kScaleSignature)) != 0)) {
+    return report(HAL_ERROR_ARGUMENT_MISMATCH, "mock: 'scale' takes (ptr, u32, f32)");
+  }
+  out_info->name = "scale";
+  out_info->arg_count = 3;
+  std::memcpy(out_info->arg_types, kScaleSignature, sizeof(kScaleSignature));
+  out_info->max_threads_per_block = 128;
+  *out_kernel = &mock_scale_kernel;
+  return HAL_SUCCESS;
+}
+
+// scale(float* x, uint32_t n, float factor): x[i] *= factor for every i < n.
+hal_result_t mock_launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t*,
+                                const hal_launch_config_t*, uint32_t,
+                                const hal_kernel_arg_t* args) {
+  float* x = nullptr;
+  uint32_t n = 0;
+  float factor = 0;
+  std::memcpy(&x, args[0].value, sizeof(x));
+  std::memcpy(&n, args[1].value, sizeof(n));
+  std::memcpy(&factor, args[2].value, sizeof(factor));
+  return enqueue(stream, [=] {
+    for (uint32_t i = 0; i < n; ++i) x[i] *= factor;
+  });
+}
+
+const hal_plugin_table_v1_t mock_table = [] {
+  hal_plugin_table_v1_t table{};
+  table.struct_size = sizeof(table);
+  table.device_count = mock_device_count;
+  table.device_open = mock_device_open;
+  table.device_get_properties = mock_device_get_properties;
+  table.mem_alloc = mock_mem_alloc;
+  table.mem_free = mock_mem_free;
+  table.memcpy_async = mock_memcpy_async;
+  table.stream_create = mock_stream_create;
+  table.stream_destroy = mock_stream_destroy;
+  table.stream_synchronize = mock_stream_synchronize;
+  table.stream_query = mock_stream_query;
+  table.stream_enqueue_host_fn = mock_stream_enqueue_host_fn;
+  table.module_load = mock_module_load;
+  table.module_unload = mock_module_unload;
+  table.kernel_get = mock_kernel_get;
+  table.launch_kernel = mock_launch_kernel;
+  return table;
+}();
+
+}  // namespace
+
+extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
+                                                           hal_plugin_v1_t* out_plugin) {
+  if (HAL_VERSION_MAJOR(host->abi_version) != HAL_ABI_VERSION_MAJOR) return HAL_ERROR_ABI_MISMATCH;
+  mock_host = host;
+  out_plugin->abi_version = HAL_ABI_VERSION;
+  out_plugin->name = "mock";
+  out_plugin->version = "1.0";
+  out_plugin->vendor = "HAL tests";
+  out_plugin->build_id = "mock";
+  out_plugin->table = &mock_table;
+  return HAL_SUCCESS;
+}

@@ -1,0 +1,103 @@
+// Shared helpers of the loader tests: sessions over the test plugin
+// directories, report lookup and the thread's error detail.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <hal.h>
+
+#include <string>
+#include <vector>
+
+namespace loader_test {
+
+inline const std::string kPluginDir = HAL_TEST_PLUGIN_DIR;
+inline const std::string kZooDir = HAL_TEST_ZOO_DIR;
+inline const std::string kEmptyDir = HAL_TEST_EMPTY_DIR;
+
+// hal_init over |plugin_path| only (no default directories), optionally with
+// an explicit list; shuts down on scope exit when it succeeded.
+class Session {
+ public:
+  explicit Session(const std::string& plugin_path, const char* plugins = nullptr) {
+    hal_init_options_t options = HAL_INIT_OPTIONS_INIT;
+    options.plugin_path = plugin_path.c_str();
+    options.plugins = plugins;
+    options.skip_default_search = 1;
+    result = hal_init(&options);
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session() {
+    if (result == HAL_SUCCESS) hal_shutdown();
+  }
+  hal_result_t result;
+};
+
+inline std::vector<hal_plugin_report_t> reports() {
+  uint32_t count = 0;
+  REQUIRE(hal_plugin_report_count(&count) == HAL_SUCCESS);
+  std::vector<hal_plugin_report_t> all(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    all[i].struct_size = sizeof(hal_plugin_report_t);
+    REQUIRE(hal_plugin_report_get(i, &all[i]) == HAL_SUCCESS);
+  }
+  return all;
+}
+
+// The report whose file name is hal_plugin_<stem>.so.
+inline hal_plugin_report_t report_for_file(const std::string& stem) {
+  const std::string suffix = "/hal_plugin_" + stem + ".so";
+  for (const hal_plugin_report_t& report : reports()) {
+    const std::string path = report.path;
+    if (path.size() >= suffix.size() &&
+        path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return report;
+    }
+  }
+  FAIL("no report for hal_plugin_" << stem << ".so");
+  return {};
+}
+
+// The |nth| device of plugin |plugin|.
+inline hal_device_t device_of(const std::string& plugin, uint32_t nth = 0) {
+  uint32_t count = 0;
+  REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
+  for (uint32_t i = 0; i < count; ++i) {
+    hal_device_t device = nullptr;
+    REQUIRE(hal_device_get(i, &device) == HAL_SUCCESS);
+    hal_device_properties_t properties{};
+    properties.struct_size = sizeof(properties);
+    REQUIRE(hal_device_get_properties(device, &properties) == HAL_SUCCESS);
+    if (plugin == properties.plugin && properties.plugin_device_index == nth) return device;
+  }
+  FAIL("no device " << nth << " of plugin " << plugin);
+  return nullptr;
+}
+
+inline hal_device_properties_t properties_of(hal_device_t device) {
+  hal_device_properties_t properties{};
+  properties.struct_size = sizeof(properties);
+  REQUIRE(hal_device_get_properties(device, &properties) == HAL_SUCCESS);
+  return properties;
+}
+
+struct Detail {
+  hal_result_t result;
+  std::string function;
+  std::string message;
+  std::string plugin;
+  int64_t native_code;
+};
+
+inline Detail last_detail() {
+  hal_error_detail_t detail{};
+  detail.struct_size = sizeof(detail);
+  REQUIRE(hal_error_get_detail(&detail) == HAL_SUCCESS);
+  return {detail.result, detail.function, detail.message, detail.plugin, detail.native_code};
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace loader_test

@@ -1,0 +1,324 @@
+// halinfo: prints the libhal version, every plugin candidate the loader
+// considered (with the reason it was skipped), and every device with its
+// properties and capabilities, as text or as one JSON object (--json).
+#include <hal.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+struct Flag {
+  uint32_t bit;
+  const char* name;
+};
+
+constexpr Flag kCapabilities[] = {
+    {HAL_DEVICE_CAP_KERNELS, "kernels"},
+    {HAL_DEVICE_CAP_EVENT_TIMING, "event_timing"},
+    {HAL_DEVICE_CAP_HOST_CALLBACKS, "host_callbacks"},
+    {HAL_DEVICE_CAP_HOST_MEMORY, "host_memory"},
+    {HAL_DEVICE_CAP_SHARED_MEMORY, "shared_memory"},
+    {HAL_DEVICE_CAP_UNIFIED_ADDRESSING, "unified_addressing"},
+    {HAL_DEVICE_CAP_PEER_ACCESS, "peer_access"},
+    {HAL_DEVICE_CAP_STREAM_QUERY, "stream_query"},
+};
+
+constexpr Flag kModuleFormats[] = {
+    {1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT, "cpu_shared_object"},
+    {1u << HAL_MODULE_FORMAT_OPENCL_C, "opencl_c"},
+    {1u << HAL_MODULE_FORMAT_SPIRV, "spirv"},
+    {1u << HAL_MODULE_FORMAT_PTX, "ptx"},
+    {1u << HAL_MODULE_FORMAT_CUBIN, "cubin"},
+    {1u << HAL_MODULE_FORMAT_HSACO, "hsaco"},
+};
+
+const char* outcome_name(hal_plugin_outcome_t outcome) {
+  switch (outcome) {
+    case HAL_PLUGIN_LOADED:
+      return "loaded";
+    case HAL_PLUGIN_SKIPPED_DUPLICATE:
+      return "skipped_duplicate";
+    case HAL_PLUGIN_FAILED_OPEN:
+      return "failed_open";
+    case HAL_PLUGIN_FAILED_SYMBOL:
+      return "failed_symbol";
+    case HAL_PLUGIN_FAILED_ABI:
+      return "failed_abi";
+    case HAL_PLUGIN_FAILED_INIT:
+      return "failed_init";
+    default:
+      return "unknown";
+  }
+}
+
+const char* device_type_name(hal_device_type_t type) {
+  switch (type) {
+    case HAL_DEVICE_TYPE_CPU:
+      return "cpu";
+    case HAL_DEVICE_TYPE_GPU:
+      return "gpu";
+    case HAL_DEVICE_TYPE_ACCELERATOR:
+      return "accelerator";
+    default:
+      return "unknown";
+  }
+}
+
+std::vector<const char*> decode(uint32_t bits, const Flag* flags, size_t count) {
+  std::vector<const char*> names;
+  for (size_t i = 0; i < count; ++i) {
+    if ((bits & flags[i].bit) != 0) names.push_back(flags[i].name);
+  }
+  return names;
+}
+
+std::string version_string(uint32_t version) {
+  return std::to_string(HAL_VERSION_MAJOR(version)) + "." +
+         std::to_string(HAL_VERSION_MINOR(version)) + "." +
+         std::to_string(HAL_VERSION_PATCH(version));
+}
+
+std::string uuid_string(const uint8_t (&uuid)[16]) {
+  std::string text;
+  char byte[3];
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    std::snprintf(byte, sizeof(byte), "%02x", uuid[i]);
+    text += byte;
+  }
+  return text;
+}
+
+std::string json_string(std::string_view text) {
+  std::string quoted = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        quoted += "\\\"";
+        break;
+      case '\\':
+        quoted += "\\\\";
+        break;
+      case '\n':
+        quoted += "\\n";
+        break;
+      case '\r':
+        quoted += "\\r";
+        break;
+      case '\t':
+        quoted += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char escaped[8];
+          std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(c));
+          quoted += escaped;
+        } else {
+          quoted += c;
+        }
+    }
+  }
+  return quoted + "\"";
+}
+
+std::string json_list(const std::vector<const char*>& names) {
+  std::string list = "[";
+  for (size_t i = 0; i < names.size(); ++i) list += (i ? "," : "") + json_string(names[i]);
+  return list + "]";
+}
+
+std::string text_list(const std::vector<const char*>& names) {
+  if (names.empty()) return "(none)";
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) list += std::string(i ? " " : "") + names[i];
+  return list;
+}
+
+std::string dims(const uint32_t (&values)[3]) {
+  return std::to_string(values[0]) + " x " + std::to_string(values[1]) + " x " +
+         std::to_string(values[2]);
+}
+
+std::string json_dims(const uint32_t (&values)[3]) {
+  return "[" + std::to_string(values[0]) + "," + std::to_string(values[1]) + "," +
+         std::to_string(values[2]) + "]";
+}
+
+struct Inventory {
+  std::vector<hal_plugin_report_t> reports;
+  std::vector<hal_device_properties_t> devices;
+};
+
+bool collect(Inventory& inventory) {
+  uint32_t count = 0;
+  if (hal_plugin_report_count(&count) != HAL_SUCCESS) return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    hal_plugin_report_t report{};
+    report.struct_size = sizeof(report);
+    if (hal_plugin_report_get(i, &report) != HAL_SUCCESS) return false;
+    inventory.reports.push_back(report);
+  }
+  if (hal_device_count(&count) != HAL_SUCCESS) return false;
+  for (uint32_t i = 0; i < count; ++i) {
+    hal_device_t device = nullptr;
+    hal_device_properties_t properties{};
+    properties.struct_size = sizeof(properties);
+    if (hal_device_get(i, &device) != HAL_SUCCESS ||
+        hal_device_get_properties(device, &properties) != HAL_SUCCESS) {
+      return false;
+    }
+    inventory.devices.push_back(properties);
+  }
+  return true;
+}
+
+void print_text(const Inventory& inventory) {
+  std::printf("libhal %s (ABI %s)\n\n", version_string(hal_get_version()).c_str(),
+              version_string(HAL_ABI_VERSION).c_str());
+  std::printf("Plugins considered: %zu\n", inventory.reports.size());
+  for (const hal_plugin_report_t& report : inventory.reports) {
+    std::printf("  %-16s %s\n", report.name, outcome_name(report.outcome));
+    std::printf("    path:      %s\n", report.path);
+    std::printf("    found by:  %s%s\n", report.found_by, report.requested ? " (requested)" : "");
+    if (report.outcome == HAL_PLUGIN_LOADED) {
+      std::printf("    version:   %s  vendor: %s  build: %s  ABI %s\n", report.version,
+                  report.vendor, report.build_id, version_string(report.abi_version).c_str());
+      std::printf("    devices:   %u\n", report.device_count);
+    } else {
+      std::printf("    result:    %s\n", hal_result_string(report.result));
+      std::printf("    reason:    %s\n", report.reason);
+    }
+  }
+  std::printf("\nDevices: %zu\n", inventory.devices.size());
+  for (const hal_device_properties_t& d : inventory.devices) {
+    std::printf("  [%u] %s\n", d.index, d.name);
+    std::printf("    plugin:              %s (device %u)\n", d.plugin, d.plugin_device_index);
+    std::printf("    type:                %s\n", device_type_name(d.type));
+    std::printf("    vendor:              %s\n", d.vendor);
+    std::printf("    driver version:      %s\n", d.driver_version);
+    std::printf("    uuid:                %s\n", uuid_string(d.uuid).c_str());
+    std::printf("    compute units:       %u\n", d.compute_units);
+    std::printf("    total memory:        %llu bytes\n",
+                static_cast<unsigned long long>(d.total_memory_bytes));
+    std::printf("    max allocation:      %llu bytes\n",
+                static_cast<unsigned long long>(d.max_allocation_bytes));
+    std::printf("    min alignment:       %llu bytes\n",
+                static_cast<unsigned long long>(d.min_alignment_bytes));
+    std::printf("    max threads/block:   %u\n", d.max_threads_per_block);
+    std::printf("    max block dims:      %s\n", dims(d.max_block_dims).c_str());
+    std::printf("    max grid dims:       %s\n", dims(d.max_grid_dims).c_str());
+    std::printf("    max shared memory:   %u bytes\n", d.max_shared_memory_bytes);
+    std::printf("    subgroup size:       %u\n", d.subgroup_size);
+    std::printf("    peak fp32:           %.3g FLOP/s\n", d.peak_fp32_flops);
+    std::printf("    peak bandwidth:      %.3g B/s\n", d.peak_memory_bandwidth);
+    std::printf("    capabilities:        %s\n",
+                text_list(decode(d.capabilities, kCapabilities, std::size(kCapabilities))).c_str());
+    std::printf(
+        "    module formats:      %s\n",
+        text_list(decode(d.module_formats, kModuleFormats, std::size(kModuleFormats))).c_str());
+  }
+}
+
+void print_json(const Inventory& inventory) {
+  std::string out = "{\"libhal_version\":" + json_string(version_string(hal_get_version())) +
+                    ",\"abi_version\":" + json_string(version_string(HAL_ABI_VERSION)) +
+                    ",\"plugins\":[";
+  for (size_t i = 0; i < inventory.reports.size(); ++i) {
+    const hal_plugin_report_t& r = inventory.reports[i];
+    out += std::string(i ? "," : "") + "{\"name\":" + json_string(r.name) +
+           ",\"path\":" + json_string(r.path) +
+           ",\"outcome\":" + json_string(outcome_name(r.outcome)) +
+           ",\"result\":" + json_string(hal_result_string(r.result)) +
+           ",\"reason\":" + json_string(r.reason) + ",\"found_by\":" + json_string(r.found_by) +
+           ",\"requested\":" + (r.requested ? "true" : "false") +
+           ",\"version\":" + json_string(r.version) + ",\"vendor\":" + json_string(r.vendor) +
+           ",\"build_id\":" + json_string(r.build_id) +
+           ",\"abi_version\":" + json_string(version_string(r.abi_version)) +
+           ",\"device_count\":" + std::to_string(r.device_count) + "}";
+  }
+  out += "],\"devices\":[";
+  char number[64];
+  const auto real = [&](double value) {
+    std::snprintf(number, sizeof(number), "%.17g", value);
+    return std::string(number);
+  };
+  for (size_t i = 0; i < inventory.devices.size(); ++i) {
+    const hal_device_properties_t& d = inventory.devices[i];
+    out += std::string(i ? "," : "") + "{\"index\":" + std::to_string(d.index) +
+           ",\"name\":" + json_string(d.name) + ",\"vendor\":" + json_string(d.vendor) +
+           ",\"plugin\":" + json_string(d.plugin) +
+           ",\"plugin_device_index\":" + std::to_string(d.plugin_device_index) +
+           ",\"driver_version\":" + json_string(d.driver_version) +
+           ",\"uuid\":" + json_string(uuid_string(d.uuid)) +
+           ",\"type\":" + json_string(device_type_name(d.type)) + ",\"capabilities\":" +
+           json_list(decode(d.capabilities, kCapabilities, std::size(kCapabilities))) +
+           ",\"module_formats\":" +
+           json_list(decode(d.module_formats, kModuleFormats, std::size(kModuleFormats))) +
+           ",\"compute_units\":" + std::to_string(d.compute_units) +
+           ",\"total_memory_bytes\":" + std::to_string(d.total_memory_bytes) +
+           ",\"max_allocation_bytes\":" + std::to_string(d.max_allocation_bytes) +
+           ",\"min_alignment_bytes\":" + std::to_string(d.min_alignment_bytes) +
+           ",\"max_threads_per_block\":" + std::to_string(d.max_threads_per_block) +
+           ",\"max_block_dims\":" + json_dims(d.max_block_dims) +
+           ",\"max_grid_dims\":" + json_dims(d.max_grid_dims) +
+           ",\"max_shared_memory_bytes\":" + std::to_string(d.max_shared_memory_bytes) +
+           ",\"subgroup_size\":" + std::to_string(d.subgroup_size) +
+           ",\"peak_fp32_flops\":" + real(d.peak_fp32_flops) +
+           ",\"peak_memory_bandwidth\":" + real(d.peak_memory_bandwidth) + "}";
+  }
+  out += "]}\n";
+  std::fputs(out.c_str(), stdout);
+}
+
+void print_usage(const char* program) {
+  std::printf(
+      "Usage: %s [--json] [--help]\n"
+      "Lists the HAL plugins the loader considered (loaded or skipped, with the reason)\n"
+      "and every device with its properties and capabilities.\n\n"
+      "  --json   print one JSON object instead of text\n"
+      "  --help   print this help\n\n"
+      "Environment: HAL_PLUGINS (explicit list), HAL_PLUGIN_PATH (extra directories),\n"
+      "HAL_LOG=1 (plugin diagnostics on stderr).\n",
+      program);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      print_usage(argv[0]);
+      return 0;
+    } else {
+      std::fprintf(stderr, "halinfo: unknown argument '%s'\n", argv[i]);
+      print_usage(argv[0]);
+      return 2;
+    }
+  }
+  if (hal_result_t result = hal_init(nullptr); result != HAL_SUCCESS) {
+    std::fprintf(stderr, "halinfo: hal_init failed: %s: %s\n", hal_result_string(result),
+                 hal_error_last_message());
+    return 1;
+  }
+  Inventory inventory;
+  const bool collected = collect(inventory);
+  if (collected) {
+    if (json) {
+      print_json(inventory);
+    } else {
+      print_text(inventory);
+    }
+  } else {
+    std::fprintf(stderr, "halinfo: %s\n", hal_error_last_message());
+  }
+  hal_shutdown();
+  return collected ? 0 : 1;
+}
