@@ -1,0 +1,130 @@
+// The commands a stream executes, and the ring that queues them.
+//
+// A command is a std::variant of small structs; kernel arguments live in the
+// command (16 inline slots, a heap spill only beyond), so enqueueing a launch
+// allocates nothing once the ring has grown to its working size.
+#ifndef HAL_PLUGINS_CPU_COMMAND_HPP_
+#define HAL_PLUGINS_CPU_COMMAND_HPP_
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "event.hpp"
+#include "hal_plugin.h"
+
+namespace hal::cpu {
+
+class Kernel;
+class Module;
+
+struct CopyCommand {
+  void* dst;
+  const void* src;
+  size_t size;
+};
+
+struct FillCommand {
+  void* dst;
+  size_t size;
+  uint8_t value;
+};
+
+struct HostFnCommand {
+  hal_host_fn_t fn;
+  void* user_data;
+};
+
+struct RecordCommand {
+  std::shared_ptr<Marker> marker;
+};
+
+struct WaitCommand {
+  std::shared_ptr<Marker> marker;
+};
+
+// Argument values, one 8-byte slot each (every HAL argument type fits), so a
+// slot's address is what libffi wants as the argument's storage.
+class ArgSlots {
+ public:
+  static constexpr uint32_t kInline = 16;
+
+  // |args[i].size| is 4 or 8 (the loader checked it against the signature).
+  void assign(uint32_t count, const hal_kernel_arg_t* args) {
+    uint64_t* slots = inline_.data();
+    if (count > kInline) {
+      spill_ = std::make_unique<uint64_t[]>(count);
+      slots = spill_.get();
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+      slots[i] = 0;
+      std::memcpy(&slots[i], args[i].value, args[i].size < 8 ? args[i].size : 8);
+    }
+  }
+  uint64_t* data() { return spill_ ? spill_.get() : inline_.data(); }
+
+ private:
+  std::array<uint64_t, kInline> inline_;
+  std::unique_ptr<uint64_t[]> spill_;
+};
+
+struct LaunchCommand {
+  const Kernel* kernel;
+  std::shared_ptr<Module> module;  // keeps the code loaded until the launch ran
+  std::array<uint32_t, 3> grid;
+  std::array<uint32_t, 3> block;
+  uint32_t shared_memory_bytes;
+  uint32_t arg_count;
+  ArgSlots args;
+};
+
+using Command = std::variant<std::monostate, CopyCommand, FillCommand, HostFnCommand, RecordCommand,
+                             WaitCommand, LaunchCommand>;
+
+// A FIFO of commands in a power-of-two ring that doubles when full and never
+// shrinks: after warm-up, push and pop only move commands. Not thread-safe;
+// the stream's mutex guards it.
+class CommandRing {
+ public:
+  CommandRing() : slots_(kInitialCapacity) {}
+
+  bool empty() const { return count_ == 0; }
+  size_t size() const { return count_; }
+
+  void push(Command&& command) {
+    if (count_ == slots_.size()) grow();
+    slots_[(head_ + count_) & (slots_.size() - 1)] = std::move(command);
+    ++count_;
+  }
+
+  Command pop() {
+    Command command = std::move(slots_[head_]);
+    slots_[head_] = std::monostate{};
+    head_ = (head_ + 1) & (slots_.size() - 1);
+    --count_;
+    return command;
+  }
+
+ private:
+  static constexpr size_t kInitialCapacity = 256;
+
+  void grow() {
+    std::vector<Command> bigger(slots_.size() * 2);
+    for (size_t i = 0; i < count_; ++i) {
+      bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+    }
+    slots_.swap(bigger);
+    head_ = 0;
+  }
+
+  std::vector<Command> slots_;
+  size_t head_ = 0;
+  size_t count_ = 0;
+};
+
+}  // namespace hal::cpu
+
+#endif  // HAL_PLUGINS_CPU_COMMAND_HPP_

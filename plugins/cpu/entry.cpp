@@ -1,0 +1,97 @@
+// The cpu plugin's one exported symbol: negotiates the ABI, creates the
+// plugin context and hands the loader the function table.
+#include <cstdlib>
+#include <string>
+
+#include "device.hpp"
+#include "event.hpp"
+#include "hal_plugin.h"
+#include "launch.hpp"
+#include "memory.hpp"
+#include "module.hpp"
+#include "plugin.hpp"
+#include "stream.hpp"
+
+#ifndef HAL_CPU_BUILD_ID
+#define HAL_CPU_BUILD_ID "unknown"
+#endif
+
+namespace hal::cpu {
+namespace {
+
+constexpr hal_plugin_table_v1_t kTable = {
+    .struct_size = sizeof(hal_plugin_table_v1_t),
+    .plugin_shutdown = plugin_shutdown,
+    .device_count = device_count,
+    .device_open = device_open,
+    .device_close = device_close,
+    .device_get_properties = device_get_properties,
+    .device_synchronize = device_synchronize,
+    .mem_alloc = mem_alloc,
+    .mem_free = mem_free,
+    .memcpy_async = memcpy_async,
+    .memset_async = memset_async,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_synchronize = stream_synchronize,
+    .stream_query = stream_query,
+    .stream_wait_event = stream_wait_event,
+    .stream_enqueue_host_fn = stream_enqueue_host_fn,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .event_query = event_query,
+    .event_synchronize = event_synchronize,
+    .event_elapsed_ms = event_elapsed_ms,
+    .module_load = module_load,
+    .module_unload = module_unload,
+    .kernel_get = kernel_get,
+    .launch_kernel = launch_kernel,
+};
+
+// The host table fields this plugin calls must lie inside what the loader gave.
+constexpr size_t kHostBytesUsed = offsetof(hal_plugin_host_t, log) + sizeof(void*);
+// hal_plugin_v1_t up to and including |table|, which every v1 loader has.
+constexpr size_t kPluginBytesWritten = offsetof(hal_plugin_v1_t, table) + sizeof(void*);
+
+}  // namespace
+}  // namespace hal::cpu
+
+extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
+                                                           hal_plugin_v1_t* out_plugin) {
+  using namespace hal::cpu;
+  if (host == nullptr || out_plugin == nullptr) return HAL_ERROR_NULL_POINTER;
+  if (host->struct_size < kHostBytesUsed) return HAL_ERROR_ABI_MISMATCH;
+  const hal::plugin::ErrorReporter report(host);
+  if (HAL_VERSION_MAJOR(host->abi_version) != HAL_ABI_VERSION_MAJOR) {
+    return report.fail(HAL_ERROR_ABI_MISMATCH, 0,
+                       "the cpu plugin implements HAL ABI %u.x, the loader offers %u.%u",
+                       HAL_ABI_VERSION_MAJOR, HAL_VERSION_MAJOR(host->abi_version),
+                       HAL_VERSION_MINOR(host->abi_version));
+  }
+  if (out_plugin->struct_size < kPluginBytesWritten) {
+    return report.fail(HAL_ERROR_ABI_MISMATCH, 0,
+                       "hal_plugin_v1_t of %zu bytes is smaller than the v1.0 struct (%zu)",
+                       out_plugin->struct_size, kPluginBytesWritten);
+  }
+  uint32_t devices = 0;
+  std::string why;
+  if (!parse_device_count(std::getenv("HAL_CPU_DEVICES"), &devices, why)) {
+    return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
+  }
+  uint64_t memory_per_device = 0;
+  if (!parse_device_memory(std::getenv("HAL_CPU_DEVICE_MEMORY"), &memory_per_device, why)) {
+    return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
+  }
+  return hal::plugin::guarded(report, "hal_plugin_entry", [&] {
+    auto plugin = std::make_unique<Plugin>(host, devices, memory_per_device);
+    out_plugin->abi_version = HAL_ABI_VERSION;
+    out_plugin->name = kPluginName;
+    out_plugin->version = kPluginVersion;
+    out_plugin->vendor = kPluginVendor;
+    out_plugin->build_id = HAL_CPU_BUILD_ID;
+    out_plugin->context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
+    out_plugin->table = &kTable;
+    return HAL_SUCCESS;
+  });
+}

@@ -1,0 +1,86 @@
+// Events of the cpu plugin (api/hal/event.h).
+//
+// Recording an event creates a Marker, a small reference-counted completion
+// point that the record command completes when the stream reaches it.
+// The event keeps only its newest marker, so re-recording replaces it while
+// waits already enqueued hold the old one; destroying an event with waits
+// still enqueued is safe for the same reason.
+#ifndef HAL_PLUGINS_CPU_EVENT_HPP_
+#define HAL_PLUGINS_CPU_EVENT_HPP_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "hal_plugin.h"
+
+namespace hal::cpu {
+
+class Device;
+
+// One plugin-wide place to sleep until some marker completes. Markers are
+// many and short-lived; a condition variable each would be waste, and
+// completions without sleepers cost one atomic load.
+class CompletionSignal {
+ public:
+  void notify_all();
+  // Blocks until |done()|; done() must become true only before a notify_all().
+  template <class Predicate>
+  void wait(Predicate done) {
+    std::unique_lock lock(mutex_);
+    sleepers_.fetch_add(1);  // seq_cst, pairs with notify_all's load
+    cv_.wait(lock, done);
+    sleepers_.fetch_sub(1);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<uint32_t> sleepers_{0};
+};
+
+struct Marker {
+  std::atomic<bool> done{false};
+  bool failed = false;                           // the stream had failed; written before done
+  std::chrono::steady_clock::time_point time{};  // when the record executed; written before done
+};
+
+// Marks |marker| complete now and wakes whoever waits for it.
+void complete_marker(Marker& marker, bool failed, CompletionSignal& signal);
+// Spins briefly, then sleeps until |marker| completes.
+void wait_marker(const Marker& marker, CompletionSignal& signal);
+
+class Event {
+ public:
+  Event(Device& device, hal_event_flags_t flags) : device_(device), flags_(flags) {}
+
+  Device& device() const { return device_; }
+  bool timing() const { return (flags_ & HAL_EVENT_FLAG_TIMING) != 0; }
+  // The newest marker; nullptr when never recorded.
+  std::shared_ptr<Marker> marker() const;
+  void set_marker(std::shared_ptr<Marker> marker);
+
+ private:
+  Device& device_;
+  const hal_event_flags_t flags_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<Marker> marker_;
+};
+
+inline Event* to_event(hal_impl_event_t* event) {
+  return reinterpret_cast<Event*>(event);
+}
+
+hal_result_t event_create(hal_impl_device_t* device, hal_event_flags_t flags,
+                          hal_impl_event_t** out_event);
+hal_result_t event_destroy(hal_impl_event_t* event);
+hal_result_t event_record(hal_impl_event_t* event, hal_impl_stream_t* stream);
+hal_result_t event_query(hal_impl_event_t* event);
+hal_result_t event_synchronize(hal_impl_event_t* event);
+hal_result_t event_elapsed_ms(hal_impl_event_t* start, hal_impl_event_t* end, float* out_ms);
+
+}  // namespace hal::cpu
+
+#endif  // HAL_PLUGINS_CPU_EVENT_HPP_

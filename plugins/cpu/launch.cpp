@@ -1,0 +1,124 @@
+#include "launch.hpp"
+
+#include "command.hpp"
+#include "device.hpp"
+#include "hal/cpu_kernel.h"
+#include "module.hpp"
+#include "plugin.hpp"
+#include "stream.hpp"
+#include "thread_pool.hpp"
+
+namespace hal::cpu {
+namespace {
+
+struct LaunchJob {
+  const LaunchCommand* launch;
+  WorkerScratch* caller_scratch;
+  std::vector<WorkerScratch>* pool_scratch;
+};
+
+// Runs blocks [begin, end) of the grid, x fastest, on one worker.
+void run_blocks(void* context, uint64_t begin, uint64_t end, uint32_t worker) {
+  const LaunchJob& job = *static_cast<const LaunchJob*>(context);
+  const LaunchCommand& launch = *job.launch;
+  const Kernel& kernel = *launch.kernel;
+  WorkerScratch& scratch = worker == 0 ? *job.caller_scratch : (*job.pool_scratch)[worker];
+
+  hal_cpu_block_context_t block_context{};
+  block_context.struct_size = sizeof(block_context);
+  for (int d = 0; d < 3; ++d) {
+    block_context.grid[d] = launch.grid[d];
+    block_context.block[d] = launch.block[d];
+  }
+  block_context.shared_memory_bytes = launch.shared_memory_bytes;
+  block_context.shared_memory = scratch.reserve(launch.shared_memory_bytes);
+  block_context.worker_index = worker;
+
+  // Argument storage is read-only during the launch; every worker points
+  // libffi at the same slots and at its own block context.
+  const hal_cpu_block_context_t* context_pointer = &block_context;
+  void* values[HAL_MAX_KERNEL_ARGS + 1];
+  values[0] = &context_pointer;
+  auto* slots = const_cast<uint64_t*>(const_cast<ArgSlots&>(launch.args).data());
+  for (uint32_t i = 0; i < launch.arg_count; ++i) values[i + 1] = &slots[i];
+
+  const uint64_t grid_x = launch.grid[0];
+  const uint64_t grid_xy = grid_x * launch.grid[1];
+  uint64_t x = begin % grid_x;
+  uint64_t y = (begin / grid_x) % launch.grid[1];
+  uint64_t z = begin / grid_xy;
+  for (uint64_t id = begin; id < end; ++id) {
+    block_context.block_id[0] = static_cast<uint32_t>(x);
+    block_context.block_id[1] = static_cast<uint32_t>(y);
+    block_context.block_id[2] = static_cast<uint32_t>(z);
+    if (kernel.plain()) {
+      kernel.call_plain(&block_context);
+    } else {
+      kernel.call(values);
+    }
+    if (++x == grid_x) {
+      x = 0;
+      if (++y == launch.grid[1]) {
+        y = 0;
+        ++z;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void execute_launch(const LaunchCommand& launch, ThreadPool& pool, WorkerScratch& caller_scratch,
+                    std::vector<WorkerScratch>& pool_scratch) {
+  LaunchJob job{&launch, &caller_scratch, &pool_scratch};
+  const uint64_t blocks = uint64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2];
+  // About 8 chunks per worker balances uneven blocks without making the
+  // shared claim counter hot.
+  const uint64_t workers = uint64_t{pool.workers()} + 1;
+  const uint64_t grain = blocks / (workers * 8) > 0 ? blocks / (workers * 8) : 1;
+  pool.parallel_for(blocks, grain, ParallelTask{&run_blocks, &job});
+}
+
+// ---- table entry ------------------------------------------------------------
+
+hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
+                           const hal_launch_config_t* config, uint32_t arg_count,
+                           const hal_kernel_arg_t* args) {
+  Stream& target = *to_stream(stream);
+  Kernel& entry = *to_kernel(kernel);
+  const plugin::ErrorReporter& report = target.device().report();
+  return plugin::guarded(report, "launch_kernel", [&] {
+    // The loader checked limits and sizes; these checks keep the plugin safe
+    // when it is driven directly (tests, other loaders).
+    if (arg_count != entry.arg_count()) {
+      return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                         "launch_kernel: '%s' takes %u arguments, %u were given",
+                         entry.name().c_str(), entry.arg_count(), arg_count);
+    }
+    if (config->shared_memory_bytes > kMaxSharedMemoryBytes) {
+      return report.fail(HAL_ERROR_INVALID_LAUNCH, 0,
+                         "launch_kernel: %u bytes of shared memory exceed the limit of %u",
+                         config->shared_memory_bytes, kMaxSharedMemoryBytes);
+    }
+    for (int d = 0; d < 3; ++d) {
+      if (config->grid[d] == 0 || config->block[d] == 0) {
+        return report.fail(HAL_ERROR_INVALID_LAUNCH, 0,
+                           "launch_kernel: grid (%u,%u,%u) and block (%u,%u,%u) need every "
+                           "dimension >= 1",
+                           config->grid[0], config->grid[1], config->grid[2], config->block[0],
+                           config->block[1], config->block[2]);
+      }
+    }
+    LaunchCommand launch{};
+    launch.kernel = &entry;
+    launch.module = entry.module().shared_from_this();
+    launch.grid = {config->grid[0], config->grid[1], config->grid[2]};
+    launch.block = {config->block[0], config->block[1], config->block[2]};
+    launch.shared_memory_bytes = config->shared_memory_bytes;
+    launch.arg_count = arg_count;
+    launch.args.assign(arg_count, args);
+    return target.enqueue(std::move(launch));
+  });
+}
+
+}  // namespace hal::cpu

@@ -1,0 +1,220 @@
+#include "module.hpp"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "../common/signature.hpp"
+#include "../common/versioned_struct.hpp"
+#include "device.hpp"
+
+namespace hal::cpu {
+namespace {
+
+ffi_type* ffi_type_of(hal_arg_type_t type) {
+  switch (type) {
+    case HAL_ARG_POINTER:
+      return &ffi_type_pointer;
+    case HAL_ARG_I32:
+      return &ffi_type_sint32;
+    case HAL_ARG_U32:
+      return &ffi_type_uint32;
+    case HAL_ARG_I64:
+      return &ffi_type_sint64;
+    case HAL_ARG_U64:
+      return &ffi_type_uint64;
+    case HAL_ARG_F32:
+      return &ffi_type_float;
+    case HAL_ARG_F64:
+      return &ffi_type_double;
+    default:
+      return nullptr;
+  }
+}
+
+// Writes |size| bytes to a fresh memfd; -1 with errno on failure.
+int image_to_memfd(const void* data, size_t size) {
+  const int fd = memfd_create("hal-cpu-module", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  const char* bytes = static_cast<const char*>(data);
+  for (size_t written = 0; written < size;) {
+    const ssize_t n = write(fd, bytes + written, size - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int saved = errno;
+      close(fd);
+      errno = saved;
+      return -1;
+    }
+    written += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+}  // namespace
+
+Kernel::Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> arg_types)
+    : module_(module),
+      name_(std::move(name)),
+      entry_(reinterpret_cast<void (*)()>(entry)),
+      arg_types_(std::move(arg_types)) {
+  ffi_types_.reserve(arg_types_.size() + 1);
+  ffi_types_.push_back(&ffi_type_pointer);
+  for (hal_arg_type_t type : arg_types_) ffi_types_.push_back(ffi_type_of(type));
+  if (ffi_prep_cif(&cif_, FFI_DEFAULT_ABI, static_cast<unsigned>(ffi_types_.size()), &ffi_type_void,
+                   ffi_types_.data()) != FFI_OK) {
+    throw std::runtime_error("ffi_prep_cif failed for kernel " + name_);
+  }
+}
+
+Module::Module(Device& device, void* handle, int memfd, std::string origin)
+    : device_(device), handle_(handle), memfd_(memfd), origin_(std::move(origin)) {}
+
+Module::~Module() {
+  kernels_.clear();
+  dlclose(handle_);
+  if (memfd_ >= 0) close(memfd_);
+}
+
+Kernel& Module::add_kernel(std::string name, void* entry, std::vector<hal_arg_type_t> arg_types) {
+  auto kernel = std::make_unique<Kernel>(*this, std::move(name), entry, std::move(arg_types));
+  std::lock_guard lock(mutex_);
+  kernels_.push_back(std::move(kernel));
+  return *kernels_.back();
+}
+
+// ---- table entries ----------------------------------------------------------
+
+hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
+                         hal_impl_module_t** out_module) {
+  Device& owner = *to_device(device);
+  const plugin::ErrorReporter& report = owner.report();
+  return plugin::guarded(report, "module_load", [&] {
+    if (desc->format != HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) {
+      return report.fail(HAL_ERROR_UNSUPPORTED, 0,
+                         "module_load: format %d is not supported; the cpu plugin loads "
+                         "HAL_MODULE_FORMAT_CPU_SHARED_OBJECT (0)",
+                         static_cast<int>(desc->format));
+    }
+    int memfd = -1;
+    std::string path;
+    std::string origin;
+    if (desc->data != nullptr) {
+      memfd = image_to_memfd(desc->data, desc->size);
+      if (memfd < 0) {
+        const int error = errno;
+        return report.fail(error == ENOMEM ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
+                           "module_load: cannot stage the %zu-byte image in a memfd: %s",
+                           desc->size, std::strerror(error));
+      }
+      path = "/proc/self/fd/" + std::to_string(memfd);
+      origin = "an in-memory image of " + std::to_string(desc->size) + " bytes";
+    } else {
+      path = desc->path;
+      origin = "'" + path + "'";
+      if (access(path.c_str(), R_OK) != 0) {
+        const int error = errno;
+        return report.fail(error == ENOENT ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INVALID_MODULE, error,
+                           "module_load: cannot read %s: %s", origin.c_str(), std::strerror(error));
+      }
+    }
+    dlerror();  // clear any stale message
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      if (memfd >= 0) close(memfd);
+      return report.fail(HAL_ERROR_INVALID_MODULE, 0,
+                         "module_load: %s is not a loadable CPU shared object: %s", origin.c_str(),
+                         why != nullptr ? why : "dlopen failed");
+    }
+    std::shared_ptr<Module> module;
+    try {
+      module = std::make_shared<Module>(owner, handle, memfd, std::move(origin));
+    } catch (...) {
+      dlclose(handle);
+      if (memfd >= 0) close(memfd);
+      throw;
+    }
+    *out_module = reinterpret_cast<hal_impl_module_t*>(owner.add_module(std::move(module)));
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t module_unload(hal_impl_module_t* module) {
+  Module& self = *to_module(module);
+  Device& owner = self.device();
+  return plugin::guarded(owner.report(), "module_unload", [&] {
+    // Launches still enqueued hold their own reference; the code stays
+    // mapped until the last of them ran.
+    owner.remove_module(&self);
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
+                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info) {
+  Module& self = *to_module(module);
+  const plugin::ErrorReporter& report = self.device().report();
+  return plugin::guarded(report, "kernel_get", [&] {
+    const std::string name = desc->name;
+    dlerror();
+    void* entry = dlsym(self.handle(), name.c_str());
+    if (entry == nullptr) {
+      return report.fail(HAL_ERROR_NOT_FOUND, 0, "kernel_get: %s has no entry point '%s'",
+                         self.origin().c_str(), name.c_str());
+    }
+    // The module's own signature, when it exports one.
+    const std::string signature_symbol = "hal_kernel_signature_" + name;
+    const auto* exported = static_cast<const char*>(dlsym(self.handle(), signature_symbol.c_str()));
+    std::vector<hal_arg_type_t> exported_types;
+    if (exported != nullptr) {
+      std::string why;
+      if (!plugin::parse_signature(exported, exported_types, why)) {
+        return report.fail(HAL_ERROR_INVALID_MODULE, 0, "kernel_get: %s in %s is invalid: %s",
+                           signature_symbol.c_str(), self.origin().c_str(), why.c_str());
+      }
+    }
+    std::vector<hal_arg_type_t> types;
+    if (desc->arg_types != nullptr) {
+      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
+      for (uint32_t i = 0; i < desc->arg_count; ++i) {
+        if (plugin::find_arg_type(types[i]) == nullptr) {
+          return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                             "kernel_get: argument %u of '%s' has unknown type %d", i, name.c_str(),
+                             static_cast<int>(types[i]));
+        }
+      }
+      if (exported != nullptr && exported_types != types) {
+        return report.fail(
+            HAL_ERROR_ARGUMENT_MISMATCH, 0,
+            "kernel_get: the declared signature \"%s\" of '%s' disagrees with the module's "
+            "\"%s\"",
+            plugin::format_signature(types.data(), types.size()).c_str(), name.c_str(), exported);
+      }
+    } else if (exported != nullptr) {
+      types = std::move(exported_types);
+    } else {
+      return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                         "kernel_get: '%s' has no signature: declare arg_types or export %s "
+                         "with HAL_CPU_KERNEL_SIGNATURE",
+                         name.c_str(), signature_symbol.c_str());
+    }
+    Kernel& kernel = self.add_kernel(name, entry, std::move(types));
+    *out_kernel = reinterpret_cast<hal_impl_kernel_t*>(&kernel);
+    if (out_info != nullptr) {
+      hal_kernel_info_t info{};
+      info.name = kernel.name().c_str();
+      info.arg_count = kernel.arg_count();
+      for (uint32_t i = 0; i < kernel.arg_count(); ++i) info.arg_types[i] = kernel.arg_types()[i];
+      info.max_threads_per_block = kMaxThreadsPerBlock;
+      info.static_shared_memory_bytes = 0;
+      plugin::write_versioned_struct(info, out_info);
+    }
+    return HAL_SUCCESS;
+  });
+}
+
+}  // namespace hal::cpu

@@ -1,0 +1,94 @@
+// Modules and kernels of the cpu plugin (api/hal/kernel.h): ELF shared
+// objects opened with dlopen, entry points called through libffi with the
+// calling convention of api/hal/cpu_kernel.h.
+#ifndef HAL_PLUGINS_CPU_MODULE_HPP_
+#define HAL_PLUGINS_CPU_MODULE_HPP_
+
+#include <ffi.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hal_plugin.h"
+
+namespace hal::cpu {
+
+class Device;
+class Module;
+
+// One resolved entry point with its libffi call interface, prepared once.
+class Kernel {
+ public:
+  Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> arg_types);
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  Module& module() const { return module_; }
+  const std::string& name() const { return name_; }
+  const std::vector<hal_arg_type_t>& arg_types() const { return arg_types_; }
+  uint32_t arg_count() const { return static_cast<uint32_t>(arg_types_.size()); }
+
+  // Calls the entry for one block. |arg_values[0]| must point at the block
+  // context pointer, the rest at the argument slots.
+  void call(void** arg_values) const {
+    ffi_call(const_cast<ffi_cif*>(&cif_), entry_, nullptr, arg_values);
+  }
+  // Kernels without arguments skip libffi.
+  bool plain() const { return arg_types_.empty(); }
+  void call_plain(const void* block_context) const {
+    reinterpret_cast<void (*)(const void*)>(entry_)(block_context);
+  }
+
+ private:
+  Module& module_;
+  std::string name_;
+  void (*entry_)();
+  std::vector<hal_arg_type_t> arg_types_;
+  std::vector<ffi_type*> ffi_types_;  // the block context pointer, then the arguments
+  ffi_cif cif_;
+};
+
+// Shared ownership: launches still enqueued keep the code mapped.
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  // Takes ownership of |handle| (dlopen) and |memfd| (-1 when loaded from a path).
+  Module(Device& device, void* handle, int memfd, std::string origin);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  Device& device() const { return device_; }
+  const std::string& origin() const { return origin_; }
+  void* handle() const { return handle_; }
+  Kernel& add_kernel(std::string name, void* entry, std::vector<hal_arg_type_t> arg_types);
+
+ private:
+  Device& device_;
+  void* handle_;
+  // An image loaded from memory stays open as /proc/self/fd/N while loaded:
+  // glibc recognises loaded objects by name, so the descriptor number must
+  // not be reused for another module until dlclose.
+  int memfd_;
+  std::string origin_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+};
+
+inline Module* to_module(hal_impl_module_t* module) {
+  return reinterpret_cast<Module*>(module);
+}
+inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
+  return reinterpret_cast<Kernel*>(kernel);
+}
+
+hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
+                         hal_impl_module_t** out_module);
+hal_result_t module_unload(hal_impl_module_t* module);
+hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
+                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
+
+}  // namespace hal::cpu
+
+#endif  // HAL_PLUGINS_CPU_MODULE_HPP_
