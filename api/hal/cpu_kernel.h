@@ -3,7 +3,7 @@
  * A CPU module is an ELF shared object built by the user's compiler. Each
  * kernel is an exported C function called once per block (work-group):
  *
- *   void my_kernel(const hal_cpu_block_context_t* ctx, arg0, arg1, ...);
+ *   HAL_CPU_KERNEL void my_kernel(const hal_cpu_block_context_t* ctx, arg0, arg1, ...);
  *
  * The kernel loops over the block's threads itself (they run as a loop, so
  * the compiler can vectorise it); a group barrier is the end of one such loop
@@ -36,8 +36,8 @@ typedef struct hal_cpu_block_context {
   uint32_t block_id[3];         /* this block's coordinates */
   uint32_t shared_memory_bytes; /* dynamic group-shared bytes at shared_memory */
   void* shared_memory;          /* this block's group-shared memory (64-byte aligned), or NULL */
-  uint32_t worker_index;        /* which host thread runs the block (0..workers-1) */
-  uint32_t reserved;
+  uint32_t worker_index;        /* which host thread runs the block, 0..worker_count-1 */
+  uint32_t worker_count;        /* host threads that may run blocks (sizes per-worker scratch) */
 } hal_cpu_block_context_t;
 
 #if defined(__cplusplus)
@@ -45,6 +45,10 @@ typedef struct hal_cpu_block_context {
 #else
 #define HAL_CPU_KERNEL_EXTERN
 #endif
+
+/* Exports a kernel function from its shared object (modules are usually built
+ * with hidden visibility), with C linkage in C++ too. */
+#define HAL_CPU_KERNEL HAL_CPU_KERNEL_EXTERN __attribute__((visibility("default")))
 
 /* Exports the argument signature of kernel |name| as the string
  * hal_kernel_signature_<name>, which hal_kernel_get reads when the caller

@@ -6,18 +6,16 @@
 
 #include "hal/cpu_kernel.h"
 
-__attribute__((visibility("default"))) void empty(const hal_cpu_block_context_t* ctx);
-__attribute__((visibility("default"))) void count(const hal_cpu_block_context_t* ctx,
-                                                  uint64_t* counter);
+HAL_CPU_KERNEL void empty(const hal_cpu_block_context_t* ctx);
+HAL_CPU_KERNEL void count(const hal_cpu_block_context_t* ctx, uint64_t* counter);
 
-__attribute__((visibility("default"))) void empty(const hal_cpu_block_context_t* ctx) {
+HAL_CPU_KERNEL void empty(const hal_cpu_block_context_t* ctx) {
   (void)ctx;
 }
 HAL_CPU_KERNEL_SIGNATURE(empty, "");
 
 /* Launched with grid 1x1x1, block 1x1x1: one call per launch, no race. */
-__attribute__((visibility("default"))) void count(const hal_cpu_block_context_t* ctx,
-                                                  uint64_t* counter) {
+HAL_CPU_KERNEL void count(const hal_cpu_block_context_t* ctx, uint64_t* counter) {
   (void)ctx;
   ++*counter;
 }

@@ -15,6 +15,7 @@ struct LaunchJob {
   const LaunchCommand* launch;
   WorkerScratch* caller_scratch;
   std::vector<WorkerScratch>* pool_scratch;
+  uint32_t worker_count;
 };
 
 // Runs blocks [begin, end) of the grid, x fastest, on one worker.
@@ -33,6 +34,7 @@ void run_blocks(void* context, uint64_t begin, uint64_t end, uint32_t worker) {
   block_context.shared_memory_bytes = launch.shared_memory_bytes;
   block_context.shared_memory = scratch.reserve(launch.shared_memory_bytes);
   block_context.worker_index = worker;
+  block_context.worker_count = job.worker_count;
 
   // Argument storage is read-only during the launch; every worker points
   // libffi at the same slots and at its own block context.
@@ -70,11 +72,11 @@ void run_blocks(void* context, uint64_t begin, uint64_t end, uint32_t worker) {
 
 void execute_launch(const LaunchCommand& launch, ThreadPool& pool, WorkerScratch& caller_scratch,
                     std::vector<WorkerScratch>& pool_scratch) {
-  LaunchJob job{&launch, &caller_scratch, &pool_scratch};
+  const uint64_t workers = uint64_t{pool.workers()} + 1;
+  LaunchJob job{&launch, &caller_scratch, &pool_scratch, static_cast<uint32_t>(workers)};
   const uint64_t blocks = uint64_t{launch.grid[0]} * launch.grid[1] * launch.grid[2];
   // About 8 chunks per worker balances uneven blocks without making the
   // shared claim counter hot.
-  const uint64_t workers = uint64_t{pool.workers()} + 1;
   const uint64_t grain = blocks / (workers * 8) > 0 ? blocks / (workers * 8) : 1;
   pool.parallel_for(blocks, grain, ParallelTask{&run_blocks, &job});
 }

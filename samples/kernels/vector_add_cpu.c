@@ -4,8 +4,8 @@
 
 HAL_CPU_KERNEL_SIGNATURE(vector_add, "ptr,ptr,ptr,u32");
 
-HAL_CPU_KERNEL_EXTERN __attribute__((visibility("default"))) void vector_add(
-    const hal_cpu_block_context_t* ctx, const float* a, const float* b, float* c, uint32_t n) {
+HAL_CPU_KERNEL void vector_add(const hal_cpu_block_context_t* ctx, const float* a, const float* b,
+                               float* c, uint32_t n) {
   const uint32_t first = ctx->block_id[0] * ctx->block[0];
   uint32_t end = first + ctx->block[0];
   if (end > n) end = n;

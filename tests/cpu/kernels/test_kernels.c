@@ -6,7 +6,7 @@
 #include "hal/cpu_kernel.h"
 
 /* The build hides symbols by default; kernels must be exported. */
-#define KERNEL __attribute__((visibility("default")))
+#define KERNEL HAL_CPU_KERNEL
 
 static uint32_t threads_per_block(const hal_cpu_block_context_t* ctx) {
   return ctx->block[0] * ctx->block[1] * ctx->block[2];
