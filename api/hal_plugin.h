@@ -2,7 +2,7 @@
  *
  * A minimal plugin (memory, streams, copies) fills a handful of table entries;
  * everything left NULL is either served by a loader fallback or reported as
- * HAL_ERROR_UNSUPPORTED. See samples/plugin_template for one in full. */
+ * HAL_ERROR_UNSUPPORTED. tests/loader/plugins/minimal.c is one in full (nine entries). */
 #ifndef HAL_PLUGIN_H_
 #define HAL_PLUGIN_H_
 
