@@ -18,6 +18,13 @@ std::optional<Allocation> AllocationTable::find_containing(uintptr_t address) co
   return candidate;
 }
 
+std::optional<Allocation> AllocationTable::find_next(uintptr_t address) const {
+  std::shared_lock lock(mutex_);
+  auto next = by_base_.lower_bound(address);
+  if (next == by_base_.end()) return std::nullopt;
+  return next->second;
+}
+
 std::optional<Allocation> AllocationTable::extract(uintptr_t base) {
   std::unique_lock lock(mutex_);
   auto found = by_base_.find(base);

@@ -31,6 +31,9 @@ class AllocationTable {
   // The allocation whose [base, base + size) holds |address|.
   std::optional<Allocation> find_containing(uintptr_t address) const;
 
+  // The allocation with the lowest base at or above |address|.
+  std::optional<Allocation> find_next(uintptr_t address) const;
+
   // Removes and returns the allocation based exactly at |base|.
   std::optional<Allocation> extract(uintptr_t base);
 

@@ -1,5 +1,6 @@
 // hal/memory.h: allocations, their table, and bounds-checked copies and fills.
 #include "api_common.hpp"
+#include "layers/intercept.hpp"
 #include "fallbacks.hpp"
 
 using namespace hal::loader;
@@ -11,9 +12,31 @@ struct Range {
   uintptr_t begin;
 };
 
+// A range that starts in no allocation is host memory, unless it starts exactly
+// at an allocation's end (an overrun by one-past-the-end arithmetic) or runs
+// into an allocation further on (SPEC.md section 6, bounds rules 3 and 4).
+hal_result_t check_host_range(const Registry& registry, const Range& range, size_t size,
+                              const char* function) {
+  if (const std::optional<Allocation> before =
+          registry.allocations.find_containing(range.begin - 1);
+      before && before->base + before->size == range.begin) {
+    return fail(HAL_ERROR_OUT_OF_BOUNDS, function,
+                "%s: %zu bytes at offset %zu overrun a %zu-byte allocation", range.name, size,
+                before->size, before->size);
+  }
+  if (const std::optional<Allocation> next = registry.allocations.find_next(range.begin);
+      next && next->base - range.begin < size) {
+    return fail(HAL_ERROR_OUT_OF_BOUNDS, function,
+                "%s: the host range of %zu bytes at %p runs into a %zu-byte allocation at %p",
+                range.name, size, reinterpret_cast<void*>(range.begin), next->size,
+                reinterpret_cast<void*>(next->base));
+  }
+  return HAL_SUCCESS;
+}
+
 // The checks copies and fills share: the stream, NULL, overflow and, for each
 // range that starts in a HAL allocation, that it ends there too and belongs
-// to the stream's plugin. Host memory (no allocation) is accepted as is.
+// to the stream's device or a peer of it. Host ranges go to check_host_range.
 hal_result_t check_range(const Registry& registry, const Range& range, size_t size,
                          const hal_stream_s* stream, const char* function) {
   if (range.begin == 0) {
@@ -24,7 +47,7 @@ hal_result_t check_range(const Registry& registry, const Range& range, size_t si
                 range.name, reinterpret_cast<void*>(range.begin), size);
   }
   const std::optional<Allocation> allocation = registry.allocations.find_containing(range.begin);
-  if (!allocation) return HAL_SUCCESS;
+  if (!allocation) return check_host_range(registry, range, size, function);
   const size_t offset = range.begin - allocation->base;
   if (size > allocation->size - offset) {
     return fail(HAL_ERROR_OUT_OF_BOUNDS, function,
@@ -38,6 +61,14 @@ hal_result_t check_range(const Registry& registry, const Range& range, size_t si
                 range.name, allocation->device->properties.index,
                 allocation->device->plugin->name.c_str(), stream->device->properties.index,
                 stream->device->plugin->name.c_str());
+  }
+  constexpr hal_device_caps_t kPeer = HAL_DEVICE_CAP_PEER_ACCESS;
+  if (allocation->device != stream->device && !(allocation->device->properties.capabilities &
+                                                stream->device->properties.capabilities & kPeer)) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
+                "%s is an allocation of device %u, the stream is on device %u, and the two do not "
+                "both declare HAL_DEVICE_CAP_PEER_ACCESS",
+                range.name, allocation->device->properties.index, stream->device->properties.index);
   }
   return HAL_SUCCESS;
 }
@@ -64,8 +95,8 @@ const char* kind_label(hal_memory_kind_t kind) {
 
 }  // namespace
 
-hal_result_t hal_mem_alloc(hal_device_t device, hal_memory_kind_t kind, size_t size,
-                           size_t alignment, void** out_ptr) {
+static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, size_t size,
+                                   size_t alignment, void** out_ptr) {
   constexpr const char* kFunction = "hal_mem_alloc";
   return guarded(kFunction, [&]() -> hal_result_t {
     Registry* registry = active_registry();
@@ -122,7 +153,7 @@ hal_result_t hal_mem_alloc(hal_device_t device, hal_memory_kind_t kind, size_t s
   });
 }
 
-hal_result_t hal_mem_free(void* ptr) {
+static hal_result_t mem_free_body(void* ptr) {
   constexpr const char* kFunction = "hal_mem_free";
   return guarded(kFunction, [&]() -> hal_result_t {
     Registry* registry = active_registry();
@@ -155,7 +186,7 @@ hal_result_t hal_mem_free(void* ptr) {
   });
 }
 
-hal_result_t hal_mem_get_info(const void* ptr, hal_memory_info_t* out_info) {
+static hal_result_t mem_get_info_body(const void* ptr, hal_memory_info_t* out_info) {
   constexpr const char* kFunction = "hal_mem_get_info";
   return guarded(kFunction, [&]() -> hal_result_t {
     const Registry* registry = active_registry();
@@ -181,7 +212,8 @@ hal_result_t hal_mem_get_info(const void* ptr, hal_memory_info_t* out_info) {
   });
 }
 
-hal_result_t hal_memcpy_async(void* dst, const void* src, size_t size, hal_stream_t stream) {
+static hal_result_t memcpy_async_body(void* dst, const void* src, size_t size,
+                                      hal_stream_t stream) {
   constexpr const char* kFunction = "hal_memcpy_async";
   return guarded(kFunction, [&]() -> hal_result_t {
     const Registry* registry = active_registry();
@@ -206,13 +238,14 @@ hal_result_t hal_memcpy_async(void* dst, const void* src, size_t size, hal_strea
     }
     const PluginRecord& plugin = *stream->header.plugin;
     std::lock_guard lock(stream->enqueue_mutex);
+    const layers::tracing::StreamOpSpan span(stream, kFunction, size);
     const hal_result_t result = plugin.table.memcpy_async(stream->impl, dst, src, size);
     if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, plugin.name);
     return HAL_SUCCESS;
   });
 }
 
-hal_result_t hal_memset_async(void* dst, uint8_t value, size_t size, hal_stream_t stream) {
+static hal_result_t memset_async_body(void* dst, uint8_t value, size_t size, hal_stream_t stream) {
   constexpr const char* kFunction = "hal_memset_async";
   return guarded(kFunction, [&]() -> hal_result_t {
     const Registry* registry = active_registry();
@@ -227,6 +260,31 @@ hal_result_t hal_memset_async(void* dst, uint8_t value, size_t size, hal_stream_
       return result;
     }
     std::lock_guard lock(stream->enqueue_mutex);
+    const layers::tracing::StreamOpSpan span(stream, kFunction, size);
     return fill_memory(stream, dst, value, size, kFunction);
   });
+}
+
+// ---- the public entries: the layers' hook around each body above ----
+
+hal_result_t hal_mem_alloc(hal_device_t device, hal_memory_kind_t kind, size_t size,
+                           size_t alignment, void** out_ptr) {
+  return layers::call<layers::MemAlloc, mem_alloc_body>(HAL_CALLER, device, kind, size, alignment,
+                                                        out_ptr);
+}
+
+hal_result_t hal_mem_free(void* ptr) {
+  return layers::call<layers::MemFree, mem_free_body>(HAL_CALLER, ptr);
+}
+
+hal_result_t hal_mem_get_info(const void* ptr, hal_memory_info_t* out_info) {
+  return layers::call<layers::MemGetInfo, mem_get_info_body>(HAL_CALLER, ptr, out_info);
+}
+
+hal_result_t hal_memcpy_async(void* dst, const void* src, size_t size, hal_stream_t stream) {
+  return layers::call<layers::MemcpyAsync, memcpy_async_body>(HAL_CALLER, dst, src, size, stream);
+}
+
+hal_result_t hal_memset_async(void* dst, uint8_t value, size_t size, hal_stream_t stream) {
+  return layers::call<layers::MemsetAsync, memset_async_body>(HAL_CALLER, dst, value, size, stream);
 }

@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -157,12 +158,16 @@ LoadOutcome load_plugin_library(const std::string& path, PluginRecord& identity)
     return failure(HAL_PLUGIN_FAILED_ABI, HAL_ERROR_ABI_MISMATCH,
                    "the plugin returned no function table (hal_plugin_v1_t.table is NULL)");
   }
-  // Every v1 plugin has at least the v1.0 table; a minor release only appends.
-  if (description.table->struct_size < sizeof(hal_plugin_table_v1_t)) {
+  // Every v1 plugin has at least the core table (through launch_kernel); the
+  // entries appended after it (collectives, later minors) are optional, so a
+  // plugin built against an older, shorter table loads with them NULL.
+  constexpr size_t kCoreTableSize =
+      offsetof(hal_plugin_table_v1_t, launch_kernel) + sizeof(hal_plugin_table_v1_t::launch_kernel);
+  if (description.table->struct_size < kCoreTableSize) {
     return failure(HAL_PLUGIN_FAILED_ABI, HAL_ERROR_ABI_MISMATCH,
                    format("the plugin's function table declares struct_size %zu, smaller than "
-                          "the %zu bytes of the v1.0 table",
-                          description.table->struct_size, sizeof(hal_plugin_table_v1_t)));
+                          "the %zu bytes of the core v1 table",
+                          description.table->struct_size, kCoreTableSize));
   }
   std::memcpy(&plugin->table, description.table,
               std::min(description.table->struct_size, sizeof(hal_plugin_table_v1_t)));

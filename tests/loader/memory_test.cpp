@@ -123,6 +123,22 @@ TEST_CASE("copies and fills are bounds-checked against the allocation table", "[
                                                       "'minimal'), but the stream is on device 1"));
     CHECK(hal_mem_free(foreign) == HAL_SUCCESS);
   }
+  SECTION("a host range starting at an allocation's end, or running into one, is out of bounds") {
+    // The mock plugin allocates from the heap, whose chunk headers keep two
+    // allocations from touching: the bytes around |a| are nobody's.
+    const auto in_allocation = [](const void* p) {
+      hal_memory_info_t info{};
+      info.struct_size = sizeof info;
+      return hal_mem_get_info(p, &info) == HAL_SUCCESS;
+    };
+    REQUIRE_FALSE(in_allocation(a + kSize));
+    CHECK(hal_memcpy_async(a + kSize, host.data(), 16, stream) == HAL_ERROR_OUT_OF_BOUNDS);
+    CHECK(last_detail().message ==
+          "hal_memcpy_async: dst: 16 bytes at offset 65536 overrun a 65536-byte allocation");
+    REQUIRE_FALSE(in_allocation(a - 8));
+    CHECK(hal_memcpy_async(host.data(), a - 8, 16, stream) == HAL_ERROR_OUT_OF_BOUNDS);
+    CHECK_THAT(last_detail().message, Catch::Contains("runs into a 65536-byte allocation"));
+  }
   SECTION("another device of the same plugin is accepted") {
     void* peer = nullptr;
     REQUIRE(hal_mem_alloc(device_of("mock", 1), HAL_MEMORY_DEVICE, 64, 0, &peer) == HAL_SUCCESS);
