@@ -1,0 +1,112 @@
+#include "hal_objects.hpp"
+
+#include <chrono>
+#include <random>
+
+#include "check.hpp"
+
+namespace halconform {
+
+Stream::Stream(hal_device_t device) {
+  HC_OK(hal_stream_create(device, 0, &handle_));
+}
+
+Stream::~Stream() {
+  if (handle_ != nullptr) hal_stream_destroy(handle_);
+}
+
+Event::Event(hal_device_t device, hal_event_flags_t flags) {
+  HC_OK(hal_event_create(device, flags, &handle_));
+}
+
+Event::~Event() {
+  if (handle_ != nullptr) hal_event_destroy(handle_);
+}
+
+Buffer::Buffer(hal_device_t device, size_t size, hal_memory_kind_t kind, size_t alignment)
+    : size_(size) {
+  HC_OK(hal_mem_alloc(device, kind, size, alignment, &pointer_));
+}
+
+Buffer::~Buffer() {
+  if (pointer_ != nullptr) hal_mem_free(pointer_);
+}
+
+Module::Module(hal_device_t device, const std::string& path) {
+  hal_module_desc_t desc{};
+  desc.struct_size = sizeof(desc);
+  desc.format = HAL_MODULE_FORMAT_CPU_SHARED_OBJECT;
+  desc.path = path.c_str();
+  HC_OK(hal_module_load(device, &desc, &handle_));
+}
+
+Module::~Module() {
+  if (handle_ != nullptr) hal_module_unload(handle_);
+}
+
+hal_kernel_t Module::kernel(const char* name) const {
+  hal_kernel_desc_t desc{};
+  desc.struct_size = sizeof(desc);
+  desc.name = name;
+  hal_kernel_t kernel = nullptr;
+  HC_OK(hal_kernel_get(handle_, &desc, &kernel));
+  return kernel;
+}
+
+void HostGate::enqueue_on(hal_stream_t stream) {
+  HC_OK(hal_stream_enqueue_host_fn(stream, &HostGate::hold, this));
+}
+
+void HostGate::open() {
+  std::lock_guard lock(mutex_);
+  open_ = true;
+  opened_.notify_all();
+}
+
+bool HostGate::was_held_open_by_timeout() const {
+  std::lock_guard lock(mutex_);
+  return timed_out_;
+}
+
+void HostGate::hold(void* self) {
+  auto* gate = static_cast<HostGate*>(self);
+  std::unique_lock lock(gate->mutex_);
+  const auto limit = std::chrono::duration<double>(gate->max_hold_seconds_);
+  if (!gate->opened_.wait_for(lock, limit, [gate] { return gate->open_; })) {
+    gate->timed_out_ = true;
+  }
+}
+
+std::vector<uint8_t> random_bytes(size_t size, uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  std::vector<uint8_t> bytes(size);
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    const uint64_t word = engine();
+    for (int b = 0; b < 8; ++b) bytes[i + b] = static_cast<uint8_t>(word >> (8 * b));
+  }
+  for (; i < size; ++i) bytes[i] = static_cast<uint8_t>(engine());
+  return bytes;
+}
+
+std::vector<uint8_t> read_back(hal_stream_t stream, const void* src, size_t size) {
+  std::vector<uint8_t> host(size);
+  HC_OK(hal_memcpy_async(host.data(), src, size, stream));
+  HC_OK(hal_stream_synchronize(stream));
+  return host;
+}
+
+size_t first_mismatch(const uint8_t* actual, const uint8_t* expected, size_t size,
+                      std::string& out_message) {
+  for (size_t i = 0; i < size; ++i) {
+    if (actual[i] == expected[i]) continue;
+    size_t wrong = 0;
+    for (size_t j = i; j < size; ++j) wrong += actual[j] != expected[j] ? 1 : 0;
+    out_message = strf("byte %zu of %zu is 0x%02x, expected 0x%02x (%zu bytes differ)", i, size,
+                       actual[i], expected[i], wrong);
+    return i;
+  }
+  return SIZE_MAX;
+}
+
+}  // namespace halconform
