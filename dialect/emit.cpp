@@ -1,0 +1,331 @@
+// Emission: the dialect's tokens rewritten into each backend's spelling, with
+// #line directives so the backend compiler's diagnostics name the user's
+// lines. GPU-like backends (OpenCL, CUDA, HIP) keep the kernel's shape; the
+// C++ backend wraps the body in a per-work-item function (emit_cpp_kernel).
+#include <algorithm>
+#include <array>
+
+#include "emitter.hpp"
+#include "hal_dialect/dialect.hpp"
+
+namespace hal::dialect {
+namespace {
+
+struct Rename {
+  std::string_view dialect;
+  std::string_view target;
+};
+
+// Names every backend spells the same way: prelude typedefs and functions.
+constexpr std::array<Rename, 22> kCommonRenames = {{
+    {"i32", "hal_i32"},
+    {"u32", "hal_u32"},
+    {"uint", "hal_u32"},
+    {"i64", "hal_i64"},
+    {"u64", "hal_u64"},
+    {"f32", "hal_f32"},
+    {"f64", "hal_f64"},
+    {"f16", "hal_f16"},
+    {"bf16", "hal_bf16"},
+    {"atomic_add", "hal_atomic_add"},
+    {"atomic_sub", "hal_atomic_sub"},
+    {"atomic_min", "hal_atomic_min"},
+    {"atomic_max", "hal_atomic_max"},
+    {"atomic_xchg", "hal_atomic_xchg"},
+    {"atomic_cas", "hal_atomic_cas"},
+    {"load_f16", "hal_load_f16"},
+    {"store_f16", "hal_store_f16"},
+    {"load_bf16", "hal_load_bf16"},
+    {"store_bf16", "hal_store_bf16"},
+    {"min", "hal_min"},
+    {"max", "hal_max"},
+    {"rsqrt", "hal_rsqrt"},
+}};
+
+constexpr std::array<std::string_view, 6> kIdFunctions = {
+    "global_id", "local_id", "group_id", "local_size", "num_groups", "global_size"};
+
+bool is_punct(const Token& token, std::string_view text) {
+  return token.kind == TokenKind::kPunct && token.text == text;
+}
+
+}  // namespace
+
+std::string_view backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::kCpp:
+      return "C++";
+    case Backend::kOpenCL:
+      return "OpenCL C";
+    case Backend::kCuda:
+      return "CUDA C++";
+    case Backend::kHip:
+      return "HIP C++";
+  }
+  return "?";
+}
+
+std::string signature_text(const std::vector<hal_arg_type_t>& types) {
+  static constexpr std::array<std::string_view, 7> kNames = {"ptr", "i32", "u32", "i64",
+                                                             "u64", "f32", "f64"};
+  std::string text;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (i != 0) text += ',';
+    text += kNames.at(static_cast<size_t>(types[i]));
+  }
+  return text;
+}
+
+const KernelRecord* TranslatedModule::find(std::string_view entry) const {
+  for (const KernelRecord& kernel : kernels) {
+    if (kernel.entry == entry) return &kernel;
+  }
+  return nullptr;
+}
+
+// ---- Emitter ---------------------------------------------------------------
+
+Emitter::Emitter(const Program& program, Backend backend)
+    : program_(program), tokens_(program.tokens), backend_(backend) {}
+
+void Emitter::raw(std::string_view text) {
+  if (text.empty()) return;
+  if (!at_line_start_ && !out_.empty() && out_.back() != '\n' && out_.back() != ' ') out_ += ' ';
+  out_ += text;
+  at_line_start_ = text.back() == '\n';
+  synced_ = false;  // the next source token re-anchors with #line
+}
+
+void Emitter::line_break() {
+  if (!at_line_start_) out_ += '\n';
+  at_line_start_ = true;
+  synced_ = false;
+}
+
+void Emitter::put(const Token& token, std::string_view spelling) {
+  if (token.kind == TokenKind::kDirectiveEnd) {
+    out_ += '\n';
+    ++line_;
+    at_line_start_ = true;
+    in_directive_ = false;
+    return;
+  }
+  if (token.kind == TokenKind::kDirectiveStart) {
+    sync(token);
+    if (!at_line_start_) {
+      out_ += '\n';
+      ++line_;
+    }
+    out_ += '#';
+    at_line_start_ = false;
+    in_directive_ = true;
+    return;
+  }
+  if (!in_directive_) sync(token);
+  if (spelling.empty()) return;
+  if (!at_line_start_) {
+    const char last = out_.back();
+    const bool glue = (std::isalnum(static_cast<unsigned char>(last)) != 0 || last == '_') &&
+                      (std::isalnum(static_cast<unsigned char>(spelling.front())) != 0 ||
+                       spelling.front() == '_');
+    if (token.space_before || glue) out_ += ' ';
+  }
+  out_ += spelling;
+  at_line_start_ = false;
+}
+
+void Emitter::sync(const Token& token) {
+  if (synced_ && token.line >= line_ && token.line <= line_ + 8) {
+    while (line_ < token.line) {
+      out_ += '\n';
+      ++line_;
+      at_line_start_ = true;
+    }
+    return;
+  }
+  if (!at_line_start_) out_ += '\n';
+  out_ += "#line " + std::to_string(token.line) + " \"hal-dialect\"\n";
+  line_ = token.line;
+  synced_ = true;
+  at_line_start_ = true;
+}
+
+std::string Emitter::spelling(const Token& token) const {
+  if (token.kind != TokenKind::kIdentifier) return token.text;
+  const std::string_view name = token.text;
+  for (const Rename& rename : kCommonRenames) {
+    if (rename.dialect == name) return std::string(rename.target);
+  }
+  if (std::find(kIdFunctions.begin(), kIdFunctions.end(), name) != kIdFunctions.end()) {
+    return backend_ == Backend::kCpp ? "hal_item." + token.text : "hal_" + token.text;
+  }
+  const bool opencl = backend_ == Backend::kOpenCL;
+  if (name == "global") return opencl ? "__global" : "";
+  if (name == "local") return opencl ? "__local" : "";
+  if (name == "restrict") return opencl ? "restrict" : "__restrict__";
+  if (name == "shared") {
+    return opencl ? "__local" : backend_ == Backend::kCpp ? "alignas(64)" : "__shared__";
+  }
+  if (name == "return" && coroutine_body_) return "co_return";
+  return token.text;
+}
+
+size_t Emitter::put_range(size_t first, size_t end, const std::vector<Range>& skip) {
+  for (size_t i = first; i < end; ++i) {
+    const auto skipped = std::find_if(skip.begin(), skip.end(),
+                                      [&](const Range& range) { return range.first == i; });
+    if (skipped != skip.end()) {
+      i = skipped->end - 1;
+      continue;
+    }
+    const Token& token = tokens_[i];
+    if (token.kind == TokenKind::kIdentifier && token.text == "barrier" && i + 2 < end) {
+      put(token, barrier_spelling());
+      i += 2;
+      continue;
+    }
+    if (token.kind == TokenKind::kIdentifier && token.text == "dynamic_shared" && i + 1 < end) {
+      size_t close = i + 1;
+      for (int depth = 0; close < end; ++close) {
+        if (is_punct(tokens_[close], "(")) ++depth;
+        if (is_punct(tokens_[close], ")") && --depth == 0) break;
+      }
+      put(token, backend_ == Backend::kOpenCL ? "((__local" : "((");
+      for (size_t j = i + 2; j < close; ++j) put(tokens_[j], spelling(tokens_[j]));
+      put(tokens_[close], backend_ == Backend::kCpp      ? "*)hal_ctx->shared_memory)"
+                          : backend_ == Backend::kOpenCL ? "*)hal_dynamic_shared)"
+                                                         : "*)hal_dynamic_shared)");
+      i = close;
+      continue;
+    }
+    put(token, spelling(token));
+  }
+  return end;
+}
+
+std::string_view Emitter::barrier_spelling() const {
+  switch (backend_) {
+    case Backend::kCpp:
+      return "co_await hal_rt::Barrier{}";
+    case Backend::kOpenCL:
+      return "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)";
+    default:
+      return "__syncthreads()";
+  }
+}
+
+void Emitter::emit_function(const Item& item) {
+  line_break();
+  switch (backend_) {
+    case Backend::kCpp:
+      raw("static inline");
+      break;
+    case Backend::kCuda:
+    case Backend::kHip:
+      raw("static __device__ inline");
+      break;
+    case Backend::kOpenCL:
+      break;
+  }
+  for (size_t i = item.prefix.first; i < item.prefix.end; ++i) {
+    const Token& token = tokens_[i];
+    if (token.kind == TokenKind::kIdentifier && (token.text == "static" || token.text == "inline"))
+      continue;
+    put(token, spelling(token));
+  }
+  put_range(item.prefix.end, item.tokens.end, {});
+}
+
+void Emitter::emit_gpu_kernel(const Kernel& kernel) {
+  line_break();
+  const bool opencl = backend_ == Backend::kOpenCL;
+  if (opencl) {
+    raw("__kernel void");
+  } else {
+    raw("extern \"C\" __global__ void");
+    if (kernel.max_threads_per_block != 0) {
+      raw("__launch_bounds__(" + std::to_string(kernel.max_threads_per_block) + ")");
+    }
+  }
+  put(tokens_[kernel.name_token], kernel.name);
+  put(tokens_[kernel.name_token + 1], "(");
+  put_range(kernel.parameter_tokens.first, kernel.parameter_tokens.end, {});
+  if (opencl && kernel.uses_dynamic_shared) {
+    raw(kernel.parameters.empty() ? "__local uchar* hal_dynamic_shared"
+                                  : ", __local uchar* hal_dynamic_shared");
+  }
+  put(tokens_[kernel.parameter_tokens.end], ")");
+  put(tokens_[kernel.body.first], "{");
+  if (!opencl && kernel.uses_dynamic_shared) {
+    raw("extern __shared__ __align__(16) unsigned char hal_dynamic_shared[];\n");
+  }
+  put_range(kernel.body.first + 1, kernel.body.end, {});
+}
+
+std::string Emitter::finish() {
+  for (const Item& item : program_.items) {
+    switch (item.kind) {
+      case ItemKind::kDirective:
+      case ItemKind::kOther:
+        put_range(item.tokens.first, item.tokens.end, {});
+        break;
+      case ItemKind::kFunction:
+        emit_function(item);
+        break;
+      case ItemKind::kKernel:
+        if (backend_ == Backend::kCpp) {
+          emit_cpp_kernel(program_.kernels[item.kernel_index]);
+        } else {
+          emit_gpu_kernel(program_.kernels[item.kernel_index]);
+        }
+        break;
+    }
+  }
+  line_break();
+  return std::move(out_);
+}
+
+// ---- entry points ------------------------------------------------------------
+
+std::string emit(const Program& program, Backend backend) {
+  std::string text;
+  switch (backend) {
+    case Backend::kCpp:
+      text = std::string(cpp_prelude());
+      if (program.any_barrier()) text += cpp_coroutine_prelude();
+      break;
+    case Backend::kOpenCL:
+      text = std::string(opencl_prelude());
+      break;
+    case Backend::kCuda:
+    case Backend::kHip:
+      text = gpu_prelude(backend);
+      break;
+  }
+  Emitter emitter(program, backend);
+  text += "// ---- translated from the HAL kernel dialect ----\n";
+  text += emitter.finish();
+  return text;
+}
+
+bool translate(std::string_view source, Backend backend, TranslatedModule& out, Diagnostic& error) {
+  Program program;
+  if (!parse(source, program, error)) return false;
+  out = TranslatedModule{};
+  out.backend = backend;
+  out.text = emit(program, backend);
+  for (const Kernel& kernel : program.kernels) {
+    KernelRecord record;
+    record.entry = kernel.name;
+    for (const Parameter& parameter : kernel.parameters) record.arg_types.push_back(parameter.type);
+    record.max_threads_per_block = kernel.max_threads_per_block;
+    record.static_shared_bytes =
+        static_cast<uint32_t>(std::min<uint64_t>(kernel.static_shared_bytes, UINT32_MAX));
+    record.dynamic_shared = kernel.uses_dynamic_shared;
+    record.barriers = kernel.uses_barrier;
+    out.kernels.push_back(std::move(record));
+  }
+  return true;
+}
+
+}  // namespace hal::dialect

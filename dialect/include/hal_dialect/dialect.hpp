@@ -1,0 +1,65 @@
+// The HAL kernel dialect's front end (SPEC.md, "Kernel dialect"): one
+// translation, shared by every plugin, from a dialect source to each
+// backend's language, plus the record of every kernel in it.
+#ifndef HAL_DIALECT_DIALECT_HPP_
+#define HAL_DIALECT_DIALECT_HPP_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hal/kernel.h"
+#include "hal_dialect/program.hpp"
+#include "hal_dialect/token.hpp"
+
+namespace hal::dialect {
+
+enum class Backend : uint8_t {
+  kCpp,     // C++20 for the cpu plugin's system compiler (hal/cpu_kernel.h convention)
+  kOpenCL,  // OpenCL C 1.2
+  kCuda,    // CUDA C++ for NVRTC
+  kHip,     // HIP C++ for hiprtc
+};
+
+std::string_view backend_name(Backend backend);
+
+// What a plugin needs to know about one compiled kernel. With the module's
+// binary and format (TranslatedModule) it is the kernel record of SPEC.md.
+struct KernelRecord {
+  std::string entry;                      // the entry point's name in the binary
+  std::vector<hal_arg_type_t> arg_types;  // the signature, from the source
+  uint32_t max_threads_per_block = 0;     // max_block(N), 0: the device's limit
+  uint32_t static_shared_bytes = 0;       // `shared` arrays
+  bool dynamic_shared = false;            // uses dynamic_shared(T): OpenCL gets a hidden
+                                          // trailing __local argument
+  bool barriers = false;
+};
+
+struct TranslatedModule {
+  Backend backend = Backend::kCpp;
+  std::string text;  // the backend-language source, with #line back to the dialect source
+  std::vector<KernelRecord> kernels;
+
+  const KernelRecord* find(std::string_view entry) const;
+};
+
+// Parses and translates |source|. False, with |error|, when the source
+// breaks a rule of the dialect.
+bool translate(std::string_view source, Backend backend, TranslatedModule& out, Diagnostic& error);
+
+// The translation of an already parsed program.
+std::string emit(const Program& program, Backend backend);
+
+// "ptr,u32,f32" (hal/cpu_kernel.h).
+std::string signature_text(const std::vector<hal_arg_type_t>& types);
+
+// The preludes each translation starts with (prelude_*.cpp).
+std::string_view cpp_prelude();
+std::string_view cpp_coroutine_prelude();
+std::string_view opencl_prelude();
+std::string gpu_prelude(Backend backend);  // kCuda or kHip
+
+}  // namespace hal::dialect
+
+#endif  // HAL_DIALECT_DIALECT_HPP_

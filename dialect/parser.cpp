@@ -1,0 +1,547 @@
+// The dialect's parser. It does not parse C statements: it finds the
+// top-level items (directives, kernels, helper functions, other
+// declarations), reads each kernel's signature and shared arrays, and
+// enforces the dialect's rules about where builtins may appear. Everything
+// inside statements is left to the backend compiler.
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+#include "hal_dialect/program.hpp"
+
+namespace hal::dialect {
+namespace {
+
+// Builtins that only make sense inside a kernel body.
+constexpr std::array<std::string_view, 9> kKernelOnlyBuiltins = {
+    "global_id",   "local_id", "group_id", "local_size",    "num_groups",
+    "global_size", "barrier",  "shared",   "dynamic_shared"};
+
+bool is_kernel_only(std::string_view name) {
+  return std::find(kKernelOnlyBuiltins.begin(), kKernelOnlyBuiltins.end(), name) !=
+         kKernelOnlyBuiltins.end();
+}
+
+struct ScalarArgType {
+  std::string_view spelling;
+  hal_arg_type_t type;
+};
+constexpr std::array<ScalarArgType, 10> kScalarArgTypes = {{{"int", HAL_ARG_I32},
+                                                            {"i32", HAL_ARG_I32},
+                                                            {"unsigned", HAL_ARG_U32},
+                                                            {"unsigned int", HAL_ARG_U32},
+                                                            {"uint", HAL_ARG_U32},
+                                                            {"u32", HAL_ARG_U32},
+                                                            {"i64", HAL_ARG_I64},
+                                                            {"u64", HAL_ARG_U64},
+                                                            {"float", HAL_ARG_F32},
+                                                            {"f32", HAL_ARG_F32}}};
+
+bool is_punct(const Token& token, std::string_view text) {
+  return token.kind == TokenKind::kPunct && token.text == text;
+}
+bool is_identifier(const Token& token, std::string_view text) {
+  return token.kind == TokenKind::kIdentifier && token.text == text;
+}
+
+class Parser {
+ public:
+  Parser(Program& program, Diagnostic& error)
+      : program_(program), tokens_(program.tokens), error_(error) {}
+
+  bool run() {
+    if (!check_directives()) return false;
+    size_t i = 0;
+    while (i < tokens_.size()) {
+      if (tokens_[i].kind == TokenKind::kDirectiveStart) {
+        const size_t first = i;
+        while (tokens_[i].kind != TokenKind::kDirectiveEnd) ++i;
+        program_.items.push_back(Item{ItemKind::kDirective, {first, ++i}, 0, 0, {}});
+        continue;
+      }
+      if (!parse_item(i)) return false;
+    }
+    if (program_.kernels.empty()) {
+      return fail_at_line(0, 0,
+                          "the source defines no kernel (mark one with 'kernel void name(...)')");
+    }
+    return true;
+  }
+
+ private:
+  bool fail(size_t token, std::string message) {
+    const Token& at = tokens_[std::min(token, tokens_.size() - 1)];
+    return fail_at_line(at.line, at.column, std::move(message));
+  }
+  bool fail_at_line(uint32_t line, uint32_t column, std::string message) {
+    error_ = Diagnostic{line, column, std::move(message)};
+    return false;
+  }
+
+  // Only #define, #undef and #pragma: the front end must see the same
+  // program as every backend compiler, so nothing may be conditional or
+  // pulled in from files.
+  bool check_directives() {
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      const Token& token = tokens_[i];
+      if (token.kind == TokenKind::kIdentifier && token.text.rfind("hal_", 0) == 0) {
+        return fail(i, "identifiers starting with 'hal_' are reserved ('" + token.text + "')");
+      }
+      if (token.kind != TokenKind::kDirectiveStart) continue;
+      const Token& keyword = tokens_[i + 1];
+      if (keyword.kind == TokenKind::kDirectiveEnd) continue;  // a lone '#'
+      if (keyword.text != "define" && keyword.text != "undef" && keyword.text != "pragma") {
+        return fail(i + 1, "#" + keyword.text +
+                               " is not part of the dialect (only #define, #undef and #pragma)");
+      }
+      size_t end = i + 1;
+      while (tokens_[end].kind != TokenKind::kDirectiveEnd) ++end;
+      for (size_t j = i + 2; j < end; ++j) {
+        if (is_identifier(tokens_[j], "barrier") || is_identifier(tokens_[j], "shared") ||
+            is_identifier(tokens_[j], "dynamic_shared")) {
+          return fail(j, "'" + tokens_[j].text + "' may not appear in a #define");
+        }
+      }
+      // An object-like #define NAME value: a constant shared sizes may use.
+      if (keyword.text == "define" && i + 2 < end &&
+          tokens_[i + 2].kind == TokenKind::kIdentifier &&
+          !(i + 3 < end && is_punct(tokens_[i + 3], "(") && !tokens_[i + 3].space_before)) {
+        program_.constants[tokens_[i + 2].text] =
+            std::vector<Token>(tokens_.begin() + static_cast<std::ptrdiff_t>(i + 3),
+                               tokens_.begin() + static_cast<std::ptrdiff_t>(end));
+      }
+      i = end;
+    }
+    return true;
+  }
+
+  // One declaration or definition at file scope, ending at a ';' or at the
+  // '}' of a function body.
+  bool parse_item(size_t& i) {
+    const size_t first = i;
+    int depth = 0;
+    for (; i < tokens_.size(); ++i) {
+      const Token& token = tokens_[i];
+      if (token.kind != TokenKind::kPunct) continue;
+      if (token.text == "{" && depth == 0 && i > first && is_punct(tokens_[i - 1], ")")) {
+        const size_t body_open = i;
+        i = matching_close(body_open) + 1;
+        return parse_function(first, body_open);
+      }
+      if (token.text == "(" || token.text == "[" || token.text == "{") ++depth;
+      if (token.text == ")" || token.text == "]" || token.text == "}") {
+        if (--depth < 0) return fail(i, "unbalanced '" + token.text + "'");
+      }
+      if (token.text == ";" && depth == 0) {
+        for (size_t j = first; j < i; ++j) {
+          if (tokens_[j].kind == TokenKind::kIdentifier &&
+              (is_kernel_only(tokens_[j].text) || tokens_[j].text == "kernel")) {
+            return fail(j, "'" + tokens_[j].text + "' may only be used inside a kernel body");
+          }
+        }
+        program_.items.push_back(Item{ItemKind::kOther, {first, ++i}, 0, 0, {}});
+        return true;
+      }
+    }
+    return fail(first, "this declaration does not end (a missing ';' or '}')");
+  }
+
+  size_t matching_close(size_t open) const {
+    const std::string& open_text = tokens_[open].text;
+    const std::string_view close_text = open_text == "(" ? ")" : open_text == "[" ? "]" : "}";
+    int depth = 0;
+    for (size_t i = open; i < tokens_.size(); ++i) {
+      if (is_punct(tokens_[i], open_text)) ++depth;
+      if (is_punct(tokens_[i], close_text) && --depth == 0) return i;
+    }
+    return tokens_.size();
+  }
+
+  size_t matching_open(size_t close) const {
+    int depth = 0;
+    for (size_t i = close + 1; i-- > 0;) {
+      if (is_punct(tokens_[i], ")")) ++depth;
+      if (is_punct(tokens_[i], "(") && --depth == 0) return i;
+    }
+    return tokens_.size();
+  }
+
+  bool parse_function(size_t first, size_t body_open) {
+    const size_t body_close = matching_close(body_open);
+    if (body_close >= tokens_.size()) return fail(body_open, "this function body does not end");
+    const size_t params_open = matching_open(body_open - 1);
+    if (params_open >= tokens_.size() || params_open == first ||
+        tokens_[params_open - 1].kind != TokenKind::kIdentifier) {
+      return fail(body_open, "expected a function definition");
+    }
+    const size_t name_token = params_open - 1;
+    const Range item_range{first, body_close + 1};
+    bool is_kernel = false;
+    for (size_t j = first; j < name_token; ++j) is_kernel |= is_identifier(tokens_[j], "kernel");
+    if (!is_kernel) {
+      for (size_t j = first; j < body_close; ++j) {
+        if (tokens_[j].kind == TokenKind::kIdentifier && is_kernel_only(tokens_[j].text)) {
+          return fail(j, "'" + tokens_[j].text +
+                             "' may only be used in a kernel body, not in "
+                             "the helper function '" +
+                             tokens_[name_token].text + "'");
+        }
+      }
+      program_.items.push_back(
+          Item{ItemKind::kFunction, item_range, 0, name_token, Range{first, name_token}});
+      return true;
+    }
+    Kernel kernel;
+    kernel.name = tokens_[name_token].text;
+    kernel.name_token = name_token;
+    kernel.parameter_tokens = Range{params_open + 1, body_open - 1};
+    kernel.body = Range{body_open, body_close + 1};
+    if (program_.find_kernel(kernel.name) != nullptr) {
+      return fail(name_token, "kernel '" + kernel.name + "' is defined twice");
+    }
+    if (!parse_kernel_prefix(first, name_token, kernel) || !parse_parameters(kernel) ||
+        !scan_kernel_body(kernel)) {
+      return false;
+    }
+    program_.items.push_back(
+        Item{ItemKind::kKernel, item_range, program_.kernels.size(), name_token, {}});
+    program_.kernels.push_back(std::move(kernel));
+    return true;
+  }
+
+  // `kernel [max_block(N)] void`, in any order.
+  bool parse_kernel_prefix(size_t first, size_t name_token, Kernel& kernel) {
+    bool returns_void = false;
+    for (size_t j = first; j < name_token; ++j) {
+      const Token& token = tokens_[j];
+      if (is_identifier(token, "kernel")) continue;
+      if (is_identifier(token, "void")) {
+        returns_void = true;
+        continue;
+      }
+      if (is_identifier(token, "max_block") && j + 1 < name_token &&
+          is_punct(tokens_[j + 1], "(")) {
+        const size_t close = matching_close(j + 1);
+        int64_t value = 0;
+        if (close >= name_token || !evaluate(j + 2, close, value)) return false;
+        if (value < 1 || value > 65536) {
+          return fail(j, "max_block(" + std::to_string(value) + ") is outside 1..65536");
+        }
+        kernel.max_threads_per_block = static_cast<uint32_t>(value);
+        j = close;
+        continue;
+      }
+      if (token.kind == TokenKind::kIdentifier) {
+        return fail(j, "kernel '" + kernel.name + "' must return void, not '" + token.text + "'");
+      }
+      return fail(j, "unexpected '" + token.text + "' before kernel '" + kernel.name +
+                         "' (expected 'kernel', 'max_block(N)' and 'void')");
+    }
+    if (!returns_void) return fail(name_token, "kernel '" + kernel.name + "' must return void");
+    return true;
+  }
+
+  bool parse_parameters(Kernel& kernel) {
+    const Range range = kernel.parameter_tokens;
+    if (range.first == range.end ||
+        (range.end == range.first + 1 && is_identifier(tokens_[range.first], "void"))) {
+      return true;
+    }
+    size_t start = range.first;
+    int depth = 0;
+    for (size_t i = range.first; i <= range.end; ++i) {
+      if (i < range.end && (is_punct(tokens_[i], "(") || is_punct(tokens_[i], "["))) ++depth;
+      if (i < range.end && (is_punct(tokens_[i], ")") || is_punct(tokens_[i], "]"))) --depth;
+      if (i == range.end || (depth == 0 && is_punct(tokens_[i], ","))) {
+        if (!parse_parameter(kernel, Range{start, i})) return false;
+        start = i + 1;
+      }
+    }
+    if (kernel.parameters.size() > HAL_MAX_KERNEL_ARGS) {
+      return fail(range.first, "kernel '" + kernel.name + "' has more than " +
+                                   std::to_string(HAL_MAX_KERNEL_ARGS) + " parameters");
+    }
+    return true;
+  }
+
+  bool parse_parameter(Kernel& kernel, Range range) {
+    if (range.first == range.end || tokens_[range.end - 1].kind != TokenKind::kIdentifier) {
+      return fail(range.first, "kernel '" + kernel.name + "': expected a parameter name");
+    }
+    Parameter parameter;
+    parameter.name = tokens_[range.end - 1].text;
+    parameter.tokens = range;
+    bool pointer = false, global = false, local = false;
+    std::string type;
+    for (size_t i = range.first; i + 1 < range.end; ++i) {
+      const Token& token = tokens_[i];
+      if (is_punct(token, "*")) {
+        pointer = true;
+      } else if (is_identifier(token, "global")) {
+        global = true;
+      } else if (is_identifier(token, "local")) {
+        local = true;
+      } else if (token.kind == TokenKind::kPunct) {
+        return fail(i, "kernel '" + kernel.name + "': parameter '" + parameter.name +
+                           "' is not a pointer or a scalar");
+      } else if (!is_identifier(token, "const") && !is_identifier(token, "restrict")) {
+        type += (type.empty() ? "" : " ") + token.text;
+      }
+    }
+    const std::string where = "kernel '" + kernel.name + "': parameter '" + parameter.name + "'";
+    if (pointer) {
+      if (local) {
+        return fail(range.first, where +
+                                     " points to group-shared memory; use dynamic_shared(T) "
+                                     "in the body instead");
+      }
+      if (!global) {
+        return fail(range.first, where + " must point to global memory ('global " + type + "*')");
+      }
+      parameter.type = HAL_ARG_POINTER;
+    } else {
+      const auto match = std::find_if(kScalarArgTypes.begin(), kScalarArgTypes.end(),
+                                      [&](const ScalarArgType& s) { return s.spelling == type; });
+      if (type == "double" || type == "f64") {
+        parameter.type = HAL_ARG_F64;
+      } else if (match != kScalarArgTypes.end()) {
+        parameter.type = match->type;
+      } else {
+        return fail(range.first, where + " has type '" + type +
+                                     "', which a kernel cannot take (global pointers, int/i32, "
+                                     "unsigned/u32, i64, u64, float/f32, double/f64)");
+      }
+    }
+    kernel.parameters.push_back(std::move(parameter));
+    return true;
+  }
+
+  bool scan_kernel_body(Kernel& kernel) {
+    int depth = 0;
+    for (size_t i = kernel.body.first; i + 1 < kernel.body.end; ++i) {
+      const Token& token = tokens_[i];
+      if (token.kind == TokenKind::kPunct) {
+        if (token.text == "{") ++depth;
+        if (token.text == "}") --depth;
+        continue;
+      }
+      if (token.kind != TokenKind::kIdentifier) continue;
+      if (token.text == "kernel") return fail(i, "'kernel' inside a kernel body");
+      if (token.text == "barrier") {
+        if (!(is_punct(tokens_[i + 1], "(") && is_punct(tokens_[i + 2], ")"))) {
+          return fail(i, "barrier takes no arguments: 'barrier()'");
+        }
+        kernel.uses_barrier = true;
+      } else if (token.text == "dynamic_shared") {
+        if (!is_punct(tokens_[i + 1], "(") || matching_close(i + 1) >= kernel.body.end) {
+          return fail(i, "dynamic_shared takes a type: 'dynamic_shared(float)'");
+        }
+        kernel.uses_dynamic_shared = true;
+      } else if (token.text == "shared") {
+        if (depth != 1 || !(is_punct(tokens_[i - 1], "{") || is_punct(tokens_[i - 1], ";") ||
+                            is_punct(tokens_[i - 1], "}"))) {
+          return fail(i, "shared arrays are declared at the outermost level of a kernel body");
+        }
+        if (!parse_shared(kernel, i)) return false;
+      }
+    }
+    return true;
+  }
+
+  // shared T name[N][M]...;
+  bool parse_shared(Kernel& kernel, size_t& i) {
+    SharedArray array;
+    const size_t first = i;
+    size_t j = i + 1;
+    std::string type;
+    while (j < kernel.body.end && tokens_[j].kind == TokenKind::kIdentifier &&
+           !(j + 1 < kernel.body.end && is_punct(tokens_[j + 1], "["))) {
+      type += (type.empty() ? "" : " ") + tokens_[j].text;
+      ++j;
+    }
+    if (j >= kernel.body.end || tokens_[j].kind != TokenKind::kIdentifier) {
+      return fail(first, "expected 'shared TYPE NAME[SIZE];'");
+    }
+    array.name = tokens_[j].text;
+    array.name_token = j;
+    const uint32_t element = scalar_type_size(type);
+    if (element == 0) {
+      return fail(first, "shared array '" + array.name + "' has type '" + type +
+                             "'; shared arrays hold scalar types (int, float, f16, ...)");
+    }
+    uint64_t count = 1;
+    ++j;
+    while (j < kernel.body.end && is_punct(tokens_[j], "[")) {
+      const size_t close = matching_close(j);
+      int64_t extent = 0;
+      if (close >= kernel.body.end || !evaluate(j + 1, close, extent)) return false;
+      if (extent <= 0 || extent > (int64_t{1} << 30)) {
+        return fail(j, "shared array '" + array.name + "' has extent " + std::to_string(extent));
+      }
+      count *= static_cast<uint64_t>(extent);
+      j = close + 1;
+    }
+    if (j >= kernel.body.end || !is_punct(tokens_[j], ";")) {
+      return fail(first, "expected 'shared TYPE NAME[SIZE];' (no initialiser, constant sizes)");
+    }
+    array.bytes = count * element;
+    array.tokens = Range{first, j + 1};
+    kernel.static_shared_bytes += array.bytes;
+    kernel.shared.push_back(std::move(array));
+    i = j;
+    return true;
+  }
+
+  // Integer constant expressions over literals and object-like #defines.
+  bool evaluate(size_t first, size_t end, int64_t& value) {
+    std::vector<Token> expression(tokens_.begin() + static_cast<std::ptrdiff_t>(first),
+                                  tokens_.begin() + static_cast<std::ptrdiff_t>(end));
+    size_t position = 0;
+    if (!expand(expression, 0) || !evaluate_sum(expression, position, value, first)) return false;
+    if (position != expression.size()) return fail(first, "expected an integer constant");
+    return true;
+  }
+
+  bool expand(std::vector<Token>& expression, int depth) {
+    if (depth > 16) return fail_at_line(0, 0, "#define constants nest too deeply");
+    for (size_t i = 0; i < expression.size(); ++i) {
+      if (expression[i].kind != TokenKind::kIdentifier) continue;
+      const auto found = program_.constants.find(expression[i].text);
+      if (found == program_.constants.end()) {
+        return fail_at_line(expression[i].line, expression[i].column,
+                            "'" + expression[i].text + "' is not an integer constant");
+      }
+      std::vector<Token> replacement = found->second;
+      if (!expand(replacement, depth + 1)) return false;
+      replacement.insert(replacement.begin(), Token{TokenKind::kPunct, "(", 0, 0, false});
+      replacement.push_back(Token{TokenKind::kPunct, ")", 0, 0, false});
+      expression.erase(expression.begin() + static_cast<std::ptrdiff_t>(i));
+      expression.insert(expression.begin() + static_cast<std::ptrdiff_t>(i), replacement.begin(),
+                        replacement.end());
+      i += replacement.size() - 1;
+    }
+    return true;
+  }
+
+  bool evaluate_sum(const std::vector<Token>& e, size_t& p, int64_t& value, size_t at) {
+    if (!evaluate_product(e, p, value, at)) return false;
+    while (p < e.size() && (is_punct(e[p], "+") || is_punct(e[p], "-"))) {
+      const bool plus = e[p++].text == "+";
+      int64_t rhs = 0;
+      if (!evaluate_product(e, p, rhs, at)) return false;
+      value = plus ? value + rhs : value - rhs;
+    }
+    return true;
+  }
+
+  bool evaluate_product(const std::vector<Token>& e, size_t& p, int64_t& value, size_t at) {
+    if (!evaluate_unary(e, p, value, at)) return false;
+    while (p < e.size() && (is_punct(e[p], "*") || is_punct(e[p], "/") || is_punct(e[p], "%"))) {
+      const char op = e[p++].text[0];
+      int64_t rhs = 0;
+      if (!evaluate_unary(e, p, rhs, at)) return false;
+      if (op != '*' && rhs == 0) return fail(at, "division by zero in a constant");
+      value = op == '*' ? value * rhs : op == '/' ? value / rhs : value % rhs;
+      if (value > (int64_t{1} << 40) || value < -(int64_t{1} << 40)) {
+        return fail(at, "constant too large");
+      }
+    }
+    return true;
+  }
+
+  bool evaluate_unary(const std::vector<Token>& e, size_t& p, int64_t& value, size_t at) {
+    if (p >= e.size()) return fail(at, "expected an integer constant");
+    if (is_punct(e[p], "-")) {
+      ++p;
+      if (!evaluate_unary(e, p, value, at)) return false;
+      value = -value;
+      return true;
+    }
+    if (is_punct(e[p], "(")) {
+      ++p;
+      if (!evaluate_sum(e, p, value, at)) return false;
+      if (p >= e.size() || !is_punct(e[p], ")")) return fail(at, "expected ')' in a constant");
+      ++p;
+      return true;
+    }
+    if (e[p].kind != TokenKind::kNumber) return fail(at, "expected an integer constant");
+    std::string_view digits = e[p].text;
+    while (!digits.empty() && (digits.back() == 'u' || digits.back() == 'U' ||
+                               digits.back() == 'l' || digits.back() == 'L')) {
+      digits.remove_suffix(1);
+    }
+    int base = 10;
+    if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
+      base = 16;
+      digits.remove_prefix(2);
+    }
+    const auto [end, status] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+    if (status != std::errc() || end != digits.data() + digits.size()) {
+      return fail(at, "'" + e[p].text + "' is not an integer constant");
+    }
+    ++p;
+    return true;
+  }
+
+  Program& program_;
+  const std::vector<Token>& tokens_;
+  Diagnostic& error_;
+};
+
+}  // namespace
+
+const Kernel* Program::find_kernel(std::string_view name) const {
+  for (const Kernel& kernel : kernels) {
+    if (kernel.name == name) return &kernel;
+  }
+  return nullptr;
+}
+
+bool Program::any_barrier() const {
+  return std::any_of(kernels.begin(), kernels.end(),
+                     [](const Kernel& kernel) { return kernel.uses_barrier; });
+}
+
+uint32_t scalar_type_size(std::string_view name) {
+  static constexpr std::array<std::pair<std::string_view, uint32_t>, 21> kSizes = {{
+      {"char", 1},
+      {"unsigned char", 1},
+      {"short", 2},
+      {"unsigned short", 2},
+      {"f16", 2},
+      {"bf16", 2},
+      {"int", 4},
+      {"unsigned", 4},
+      {"unsigned int", 4},
+      {"uint", 4},
+      {"i32", 4},
+      {"u32", 4},
+      {"float", 4},
+      {"f32", 4},
+      {"i64", 8},
+      {"u64", 8},
+      {"double", 8},
+      {"f64", 8},
+      {"const int", 4},
+      {"const float", 4},
+      {"const unsigned", 4},
+  }};
+  for (const auto& [spelling, size] : kSizes) {
+    if (spelling == name) return size;
+  }
+  return 0;
+}
+
+bool parse(std::string_view source, Program& out_program, Diagnostic& error) {
+  out_program = Program{};
+  if (!lex(source, out_program.tokens, error)) return false;
+  if (out_program.tokens.empty()) {
+    error = Diagnostic{0, 0, "the source is empty"};
+    return false;
+  }
+  Parser parser(out_program, error);
+  return parser.run();
+}
+
+}  // namespace hal::dialect

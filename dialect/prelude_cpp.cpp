@@ -1,0 +1,252 @@
+// The C++ backend's prelude: what the dialect's builtins mean on the host.
+// It starts with the text of api/hal/cpu_kernel.h (embedded at build time),
+// so a translated module compiles without HAL's headers installed.
+#include "hal_dialect/dialect.hpp"
+
+namespace hal::dialect {
+namespace {
+
+constexpr std::string_view kCpuKernelHeader =
+#include "cpu_kernel_header.inc"
+    ;
+
+constexpr std::string_view kCppPrelude = R"hal_prelude(
+// ---- HAL kernel dialect prelude: C++ (cpu plugin) ----
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+typedef int32_t hal_i32;
+typedef uint32_t hal_u32;
+typedef int64_t hal_i64;
+typedef uint64_t hal_u64;
+typedef float hal_f32;
+typedef double hal_f64;
+typedef uint16_t hal_f16;   // storage only: load_f16/store_f16 convert
+typedef uint16_t hal_bf16;  // storage only: load_bf16/store_bf16 convert
+using std::abs; using std::acos; using std::asin; using std::atan; using std::atan2; using std::ceil;
+using std::cos; using std::cosh; using std::erf; using std::exp; using std::exp2;
+using std::fabs; using std::floor; using std::fma; using std::fmax; using std::fmin;
+using std::fmod; using std::log; using std::log2; using std::pow; using std::round;
+using std::sin; using std::sinh; using std::sqrt; using std::tan; using std::tanh;
+
+namespace hal_rt {
+// The block's shape, copied out of the context so the work-item loop's
+// bounds and ids live in registers.
+struct Block {
+  explicit Block(const hal_cpu_block_context_t* ctx) {
+    for (int d = 0; d < 3; ++d) {
+      size[d] = static_cast<int>(ctx->block[d]);
+      id[d] = static_cast<int>(ctx->block_id[d]);
+      groups[d] = static_cast<int>(ctx->grid[d]);
+    }
+  }
+  int size[3];
+  int id[3];
+  int groups[3];
+};
+// One work-item: its local id in a block. Out-of-range dimensions give the
+// values OpenCL gives (id 0, size 1).
+struct Item {
+  const Block* block;
+  int lid[3];
+  int local_id(int d) const { return d >= 0 && d < 3 ? lid[d] : 0; }
+  int local_size(int d) const { return d >= 0 && d < 3 ? block->size[d] : 1; }
+  int group_id(int d) const { return d >= 0 && d < 3 ? block->id[d] : 0; }
+  int num_groups(int d) const { return d >= 0 && d < 3 ? block->groups[d] : 1; }
+  int global_id(int d) const { return group_id(d) * local_size(d) + local_id(d); }
+  int global_size(int d) const { return num_groups(d) * local_size(d); }
+};
+// Kernels without barriers: a loop over the work-items, x innermost.
+template <class Body>
+inline void run_items(const Block& block, Body& body) {
+  for (int z = 0; z < block.size[2]; ++z)
+    for (int y = 0; y < block.size[1]; ++y)
+      for (int x = 0; x < block.size[0]; ++x) body(Item{&block, {x, y, z}});
+}
+}  // namespace hal_rt
+
+template <class T> static inline T hal_min(T a, T b) { return b < a ? b : a; }
+template <class T> static inline T hal_max(T a, T b) { return a < b ? b : a; }
+static inline float hal_rsqrt(float x) { return 1.0f / std::sqrt(x); }
+static inline double hal_rsqrt(double x) { return 1.0 / std::sqrt(x); }
+
+// Atomics: relaxed, as OpenCL 1.2's atomic_* and CUDA's atomic*.
+template <class T> static inline T hal_atomic_add(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+template <class T> static inline T hal_atomic_sub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }
+static inline float hal_atomic_add(float* p, float v) {
+  float old, next;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  do { next = old + v; } while (!__atomic_compare_exchange(p, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  return old;
+}
+template <class T> static inline T hal_atomic_min(T* p, T v) {
+  T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (v < old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+  return old;
+}
+template <class T> static inline T hal_atomic_max(T* p, T v) {
+  T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+  return old;
+}
+template <class T> static inline T hal_atomic_xchg(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }
+template <class T> static inline T hal_atomic_cas(T* p, T expected, T desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return expected;
+}
+
+// f16 and bf16 are storage types; arithmetic is f32. Conversions round to
+// nearest even (F. Giesen's float_to_half_fast3_rtne for f16).
+static inline float hal_f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0) {
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;  // 2^-24
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  bits = exponent == 31 ? (sign | 0x7f800000u | (mantissa << 13))
+                        : (sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+static inline uint16_t hal_f32_to_f16(float value) {
+  uint32_t f;
+  std::memcpy(&f, &value, 4);
+  const uint32_t sign = f & 0x80000000u;
+  f ^= sign;
+  uint32_t o;
+  if (f >= (143u << 23)) {
+    o = f > (255u << 23) ? 0x7e00u : 0x7c00u;
+  } else if (f < (113u << 23)) {
+    const uint32_t magic_bits = 126u << 23;
+    float magic, x;
+    std::memcpy(&magic, &magic_bits, 4);
+    std::memcpy(&x, &f, 4);
+    x += magic;
+    uint32_t r;
+    std::memcpy(&r, &x, 4);
+    o = r - magic_bits;
+  } else {
+    const uint32_t odd = (f >> 13) & 1u;
+    f += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu;
+    f += odd;
+    o = f >> 13;
+  }
+  return static_cast<uint16_t>(o | (sign >> 16));
+}
+static inline float hal_bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+static inline uint16_t hal_f32_to_bf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+#define hal_load_f16(p) hal_f16_to_f32(*(p))
+#define hal_store_f16(p, v) (*(p) = hal_f32_to_f16(v))
+#define hal_load_bf16(p) hal_bf16_to_f32(*(p))
+#define hal_store_bf16(p, v) (*(p) = hal_f32_to_bf16(v))
+)hal_prelude";
+
+constexpr std::string_view kCoroutinePrelude = R"hal_prelude(
+#include <coroutine>
+#include <exception>
+#include <vector>
+namespace hal_rt {
+// Work-item frames of one block come from one arena, so a block costs one
+// allocation instead of one per work-item.
+struct FrameArena {
+  unsigned char* base = nullptr;
+  size_t used = 0, capacity = 0, items = 0;
+  ~FrameArena() { ::operator delete(base); }
+  void* take(size_t size) {
+    size = (size + 63) & ~size_t{63};
+    if (base == nullptr) {
+      capacity = size * items;
+      base = static_cast<unsigned char*>(::operator new(capacity));
+    }
+    if (used + size > capacity) return ::operator new(size);
+    void* frame = base + used;
+    used += size;
+    return frame;
+  }
+  bool owns(void* p) const {
+    return p >= static_cast<void*>(base) && p < static_cast<void*>(base + capacity);
+  }
+};
+inline thread_local FrameArena* current_arena = nullptr;
+
+struct ItemTask {
+  struct promise_type {
+    ItemTask get_return_object() {
+      return ItemTask{std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept { std::terminate(); }
+    static void* operator new(size_t size) {
+      return current_arena != nullptr ? current_arena->take(size) : ::operator new(size);
+    }
+    static void operator delete(void* p) {
+      if (current_arena == nullptr || !current_arena->owns(p)) ::operator delete(p);
+    }
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+// barrier(): every work-item suspends here; the block resumes them all.
+struct Barrier {
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<>) const noexcept {}
+  void await_resume() const noexcept {}
+};
+// Kernels with barriers: one pass over the work-items per barrier interval.
+template <class Body>
+inline void run_items_with_barriers(const Block& block, Body& body) {
+  FrameArena arena;
+  arena.items = static_cast<size_t>(block.size[0]) * block.size[1] * block.size[2];
+  FrameArena* const outer = current_arena;
+  current_arena = &arena;
+  std::vector<std::coroutine_handle<ItemTask::promise_type>> items;
+  items.reserve(arena.items);
+  for (int z = 0; z < block.size[2]; ++z)
+    for (int y = 0; y < block.size[1]; ++y)
+      for (int x = 0; x < block.size[0]; ++x) items.push_back(body(Item{&block, {x, y, z}}).handle);
+  for (bool running = true; running;) {
+    running = false;
+    for (auto item : items) {
+      if (item.done()) continue;
+      item.resume();
+      running |= !item.done();
+    }
+  }
+  for (auto item : items) item.destroy();
+  current_arena = outer;
+}
+}  // namespace hal_rt
+)hal_prelude";
+
+}  // namespace
+
+std::string_view cpp_prelude() {
+  static const std::string prelude = std::string("// ---- hal/cpu_kernel.h ----\n") +
+                                     std::string(kCpuKernelHeader) + std::string(kCppPrelude);
+  return prelude;
+}
+
+std::string_view cpp_coroutine_prelude() {
+  return kCoroutinePrelude;
+}
+
+}  // namespace hal::dialect

@@ -1,0 +1,85 @@
+// Kernel launch on the opencl plugin: arguments set on the kernel's own
+// cl_kernel (under its mutex, since arguments are kernel state in OpenCL),
+// then one NDRange of grid x block work-items.
+#include <algorithm>
+#include <cstring>
+
+#include "device.hpp"
+#include "module.hpp"
+#include "stream.hpp"
+
+namespace hal::opencl {
+
+hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
+                           const hal_launch_config_t* config, uint32_t arg_count,
+                           const hal_kernel_arg_t* args) {
+  Stream& target = *to_stream(stream);
+  Kernel& entry = *to_kernel(kernel);
+  const Device& device = target.device();
+  const plugin::ErrorReporter& report = device.report();
+  return plugin::guarded(report, "launch_kernel", [&] {
+    if (arg_count != entry.arg_types().size()) {
+      return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                         "launch_kernel: '%s' takes %zu arguments, %u were given",
+                         entry.name().c_str(), entry.arg_types().size(), arg_count);
+    }
+    const uint32_t limit = device.properties().max_shared_memory_bytes;
+    if (uint64_t{config->shared_memory_bytes} + entry.static_shared_bytes() > limit) {
+      return report.fail(HAL_ERROR_INVALID_LAUNCH, 0,
+                         "launch_kernel: '%s' needs %u bytes of static and %u of dynamic shared "
+                         "memory, above the device's %u",
+                         entry.name().c_str(), entry.static_shared_bytes(),
+                         config->shared_memory_bytes, limit);
+    }
+    const uint64_t threads = uint64_t{config->block[0]} * config->block[1] * config->block[2];
+    if (threads > entry.max_threads()) {
+      return report.fail(HAL_ERROR_INVALID_LAUNCH, 0,
+                         "launch_kernel: a block of %llu threads is above the %u '%s' allows",
+                         static_cast<unsigned long long>(threads), entry.max_threads(),
+                         entry.name().c_str());
+    }
+    std::lock_guard lock(entry.launch_mutex());
+    for (uint32_t i = 0; i < arg_count; ++i) {
+      cl_int status = CL_SUCCESS;
+      if (entry.arg_types()[i] == HAL_ARG_POINTER) {
+        void* pointer = nullptr;
+        std::memcpy(&pointer, args[i].value, sizeof(pointer));
+        status = clSetKernelArgSVMPointer(entry.kernel(), i, pointer);
+      } else {
+        status = clSetKernelArg(entry.kernel(), i, args[i].size, args[i].value);
+      }
+      if (status != CL_SUCCESS) {
+        return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, status,
+                           "launch_kernel: argument %u of '%s' was refused: %s", i,
+                           entry.name().c_str(), cl_error_text(status).c_str());
+      }
+    }
+    if (entry.dynamic_shared()) {
+      // OpenCL sizes __local arguments per launch; a size of 0 is invalid.
+      const cl_int status = clSetKernelArg(
+          entry.kernel(), arg_count, std::max<size_t>(config->shared_memory_bytes, 1), nullptr);
+      if (status != CL_SUCCESS) {
+        return report.fail(HAL_ERROR_INVALID_LAUNCH, status,
+                           "launch_kernel: dynamic shared memory of %u bytes was refused: %s",
+                           config->shared_memory_bytes, cl_error_text(status).c_str());
+      }
+    }
+    size_t global[3], local[3];
+    for (int d = 0; d < 3; ++d) {
+      local[d] = config->block[d];
+      global[d] = size_t{config->grid[d]} * config->block[d];
+    }
+    cl_event done = nullptr;
+    const cl_int status = clEnqueueNDRangeKernel(target.queue(), entry.kernel(), 3, nullptr, global,
+                                                 local, 0, nullptr, &done);
+    if (status != CL_SUCCESS) {
+      return report.fail(result_of(status), status,
+                         "launch_kernel: clEnqueueNDRangeKernel('%s'): %s", entry.name().c_str(),
+                         cl_error_text(status).c_str());
+    }
+    target.track(done);
+    return HAL_SUCCESS;
+  });
+}
+
+}  // namespace hal::opencl

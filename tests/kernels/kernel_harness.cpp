@@ -1,0 +1,129 @@
+#include "kernel_harness.hpp"
+
+#include <cfenv>
+#include <cstdlib>
+
+namespace hal_test {
+namespace {
+
+class Session {
+ public:
+  Session() {
+    // Hermetic caches in the build tree unless the caller chose others.
+    setenv("HAL_CPU_DEVICES", "1", 0);
+    setenv("HAL_CACHE_DIR", HAL_TEST_CACHE_DIR, 0);
+    setenv("POCL_CACHE_DIR", HAL_TEST_POCL_CACHE_DIR, 0);
+    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+    uint32_t count = 0;
+    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
+    for (uint32_t i = 0; i < count; ++i) {
+      TestDevice device;
+      REQUIRE(hal_device_get(i, &device.device) == HAL_SUCCESS);
+      hal_device_properties_t properties{};
+      properties.struct_size = sizeof(properties);
+      REQUIRE(hal_device_get_properties(device.device, &properties) == HAL_SUCCESS);
+      if ((properties.module_formats & (1u << HAL_MODULE_FORMAT_HAL_DIALECT)) == 0) continue;
+      device.label =
+          std::string(properties.plugin) + " #" + std::to_string(i) + ": " + properties.name;
+      hal_module_desc_t desc{};
+      desc.struct_size = sizeof(desc);
+      desc.format = HAL_MODULE_FORMAT_HAL_DIALECT;
+      desc.path = HAL_TEST_KERNELS_SOURCE;
+      INFO(device.label << ": " << hal_error_last_message());
+      REQUIRE(hal_module_load(device.device, &desc, &device.module) == HAL_SUCCESS);
+      REQUIRE(hal_stream_create(device.device, 0, &device.stream) == HAL_SUCCESS);
+      devices_.push_back(std::move(device));
+    }
+    // Both plugins must be here: a silently missing one would pass vacuously.
+    REQUIRE(devices_.size() >= 2);
+  }
+  ~Session() {
+    for (TestDevice& device : devices_) {
+      hal_stream_destroy(device.stream);
+      hal_module_unload(device.module);
+    }
+    hal_shutdown();
+  }
+  std::vector<TestDevice> devices_;
+};
+
+}  // namespace
+
+std::vector<TestDevice>& devices() {
+  static Session session;
+  return session.devices_;
+}
+
+void run(TestDevice& device, const std::string& name, const Shape& shape,
+         const std::vector<Arg>& args) {
+  hal_launch_config_t config{};
+  config.struct_size = sizeof(config);
+  for (int d = 0; d < 3; ++d) {
+    config.grid[d] = shape.grid[d];
+    config.block[d] = shape.block[d];
+  }
+  config.shared_memory_bytes = shape.shared_bytes;
+  std::vector<hal_kernel_arg_t> values;
+  for (const Arg& arg : args) values.push_back({arg.bytes.data(), arg.size});
+  const hal_kernel_t kernel = device.kernel(name);
+  INFO(device.label << " " << name << ": " << hal_error_last_message());
+  REQUIRE(hal_launch_kernel(kernel, &config, static_cast<uint32_t>(values.size()), values.data(),
+                            device.stream) == HAL_SUCCESS);
+  REQUIRE(hal_stream_synchronize(device.stream) == HAL_SUCCESS);
+}
+
+uint16_t reference_f32_to_f16(float value) {
+  const uint16_t sign = std::signbit(value) ? 0x8000 : 0;
+  const double magnitude = std::fabs(static_cast<double>(value));
+  if (std::isnan(value)) return sign | 0x7e00;
+  if (magnitude >= 65520.0) return sign | 0x7c00;  // rounds past the largest half, 65504
+  std::fesetround(FE_TONEAREST);
+  if (magnitude < std::ldexp(1.0, -14)) {  // subnormal: multiples of 2^-24
+    return static_cast<uint16_t>(
+        sign | static_cast<uint16_t>(std::nearbyint(magnitude / std::ldexp(1.0, -24))));
+  }
+  int exponent = 0;
+  std::frexp(magnitude, &exponent);  // magnitude = f * 2^exponent, f in [0.5, 1)
+  --exponent;                        // magnitude = 1.m * 2^exponent
+  double mantissa = std::nearbyint((magnitude / std::ldexp(1.0, exponent) - 1.0) * 1024.0);
+  if (mantissa == 1024.0) {
+    mantissa = 0;
+    ++exponent;
+  }
+  if (exponent > 15) return sign | 0x7c00;
+  return static_cast<uint16_t>(sign | ((exponent + 15) << 10) | static_cast<int>(mantissa));
+}
+
+float reference_f16_to_f32(uint16_t bits) {
+  const double sign = (bits & 0x8000) != 0 ? -1.0 : 1.0;
+  const int exponent = (bits >> 10) & 0x1f;
+  const int mantissa = bits & 0x3ff;
+  if (exponent == 31) return mantissa != 0 ? NAN : static_cast<float>(sign * INFINITY);
+  if (exponent == 0) return static_cast<float>(sign * std::ldexp(mantissa, -24));
+  return static_cast<float>(sign * std::ldexp(1024 + mantissa, exponent - 25));
+}
+
+uint16_t reference_f32_to_bf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  const uint32_t down = bits & 0xffff0000u, up = down + 0x10000u;  // the two neighbours
+  float low, high;
+  std::memcpy(&low, &down, 4);
+  std::memcpy(&high, &up, 4);
+  const double below = std::fabs(static_cast<double>(value) - low);
+  const double above = std::fabs(static_cast<double>(high) - value);
+  const uint32_t chosen = below < above        ? down
+                          : above < below      ? up
+                          : ((down >> 16) & 1) ? up
+                                               : down;
+  return static_cast<uint16_t>(chosen >> 16);
+}
+
+float reference_bf16_to_f32(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, 4);
+  return value;
+}
+
+}  // namespace hal_test
