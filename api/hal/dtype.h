@@ -1,0 +1,44 @@
+/* HAL public C API: element types of device buffers, shared by collectives
+ * and (later) operators. */
+#ifndef HAL_DTYPE_H_
+#define HAL_DTYPE_H_
+
+#include "hal/result.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===------------------------------------------------------------------===*
+ * Types and enums
+ *===------------------------------------------------------------------===*/
+
+/* An element type. Values are stable; new types are only appended. f16 is
+ * IEEE binary16, bf16 the upper half of a binary32. */
+typedef enum hal_dtype {
+  HAL_DTYPE_F32 = 0,
+  HAL_DTYPE_F16 = 1,
+  HAL_DTYPE_BF16 = 2,
+  HAL_DTYPE_F64 = 3,
+  HAL_DTYPE_I32 = 4,
+  HAL_DTYPE_I64 = 5,
+  HAL_DTYPE_I8 = 6,
+  HAL_DTYPE_U8 = 7,
+  HAL_DTYPE_COUNT = 8, /* the number of types in this version; not a type */
+  HAL_DTYPE_MAX_ENUM = 0x7fffffff
+} hal_dtype_t;
+
+/* The size of one element of |dtype| in bytes, 0 for a value that is not a
+ * hal_dtype_t. A macro, so it costs nothing and needs no library call. */
+#define HAL_DTYPE_SIZE(dtype)                                   \
+  ((dtype) == HAL_DTYPE_F64 || (dtype) == HAL_DTYPE_I64    ? 8u \
+   : (dtype) == HAL_DTYPE_F32 || (dtype) == HAL_DTYPE_I32  ? 4u \
+   : (dtype) == HAL_DTYPE_F16 || (dtype) == HAL_DTYPE_BF16 ? 2u \
+   : (dtype) == HAL_DTYPE_I8 || (dtype) == HAL_DTYPE_U8    ? 1u \
+                                                           : 0u)
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HAL_DTYPE_H_ */

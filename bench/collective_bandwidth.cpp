@@ -1,0 +1,226 @@
+// Allreduce bandwidth and latency in the style of nccl-tests, beside a peer
+// measured in the same run:
+//
+//   collective_bandwidth local        2 ranks in one process (cpu plugin,
+//                                     shared memory); peer: the memory
+//                                     bandwidth bound, measured here
+//   mpirun -np 2 --allow-run-as-root collective_bandwidth mpi
+//                                     2 processes (cpu plugin over MPI);
+//                                     peer: MPI_Allreduce on the same buffers
+//
+// algbw = S / t, busbw = algbw * 2(n-1)/n (nccl-tests, allreduce). Sizes
+// 8 B .. 256 MiB of f32, out of place. A sample is a batch of calls lasting
+// >= 20 ms (at least one); the figure is the median of 5 samples, and under
+// MPI a sample's time is the slowest rank's. Nothing here asserts on time.
+//
+// In-process traffic model: the engine reads every rank's input once and
+// writes every rank's output once, 2·n·S bytes per allreduce, spread over
+// the n ranks' threads. The bound is t >= 2·n·S / B, with B the read+write
+// bandwidth of n threads each copying its own buffer (measured below), so
+// bound_busbw = B / (2·n) * 2(n-1)/n.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.h"
+
+#ifdef HAL_BENCH_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace {
+
+constexpr size_t kMaxBytes = size_t{256} << 20;
+constexpr int kSamples = 5;
+constexpr double kMinSampleSeconds = 0.02;
+
+template <class Batch>
+double median_seconds_per_call(Batch batch, double (*slowest)(double)) {
+  // Warm-up and calibration: how many calls fill kMinSampleSeconds.
+  batch(1);
+  const double one = slowest(batch(1));
+  const int calls = std::max(1, static_cast<int>(kMinSampleSeconds / std::max(one, 1e-9)));
+  std::vector<double> samples;
+  for (int s = 0; s < kSamples; ++s) samples.push_back(slowest(batch(calls)) / calls);
+  std::sort(samples.begin(), samples.end());
+  return samples[kSamples / 2];
+}
+
+double identity(double t) {
+  return t;
+}
+
+void print_row(size_t bytes, double seconds, uint32_t ranks, const char* peer_name,
+               double peer_busbw, double peer_seconds) {
+  const double algbw = bytes / seconds / 1e9;
+  const double busbw = algbw * 2.0 * (ranks - 1) / ranks;
+  std::printf("%12zu %12.2f %10.3f %10.3f   %-10s %10.3f %10.2f   %6.2fx\n", bytes, seconds * 1e6,
+              algbw, busbw, peer_name, peer_busbw, peer_seconds * 1e6,
+              peer_busbw > 0 ? busbw / peer_busbw : 0.0);
+}
+
+void check(hal_result_t result, const char* what) {
+  if (result == HAL_SUCCESS) return;
+  std::fprintf(stderr, "%s: %s %s\n", what, hal_result_string(result), hal_error_last_message());
+  std::exit(1);
+}
+
+// Read+write bytes per second of |threads| threads each copying |bytes|.
+double copy_bandwidth(size_t bytes, uint32_t threads) {
+  std::vector<std::vector<uint8_t>> src(threads, std::vector<uint8_t>(bytes, 1));
+  std::vector<std::vector<uint8_t>> dst(threads, std::vector<uint8_t>(bytes, 2));
+  auto batch = [&](int calls) {
+    const double t0 = bench::now_s();
+    std::vector<std::thread> pool;
+    for (uint32_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (int c = 0; c < calls; ++c) std::memcpy(dst[t].data(), src[t].data(), bytes);
+      });
+    }
+    for (auto& th : pool) th.join();
+    return bench::now_s() - t0;
+  };
+  return 2.0 * bytes * threads / median_seconds_per_call(batch, identity);
+}
+
+int run_local() {
+  check(hal_init(nullptr), "hal_init");
+  const uint32_t n = 2;
+  hal_device_t devices[n];
+  hal_comm_t comms[n];
+  hal_stream_t streams[n];
+  void* send[n];
+  void* recv[n];
+  for (uint32_t i = 0; i < n; ++i) {
+    check(hal_device_get(i, &devices[i]), "hal_device_get (set HAL_CPU_DEVICES=2)");
+    check(hal_stream_create(devices[i], 0, &streams[i]), "hal_stream_create");
+    check(hal_mem_alloc(devices[i], HAL_MEMORY_DEVICE, kMaxBytes, 0, &send[i]), "hal_mem_alloc");
+    check(hal_mem_alloc(devices[i], HAL_MEMORY_DEVICE, kMaxBytes, 0, &recv[i]), "hal_mem_alloc");
+    std::memset(send[i], 0, kMaxBytes);
+    std::memset(recv[i], 0, kMaxBytes);
+  }
+  check(hal_comm_init_all(n, devices, nullptr, comms), "hal_comm_init_all");
+  std::printf("# allreduce f32 sum, %u ranks in one process (cpu plugin)\n", n);
+  std::printf("# bound: %u threads copying, read+write B; bound busbw = B/(2n) * 2(n-1)/n\n", n);
+  std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s\n", "bytes", "time_us", "algbw", "busbw",
+              "peer", "peer_busbw", "peer_us", "ratio");
+  for (size_t bytes = 8; bytes <= kMaxBytes; bytes *= 2) {
+    const size_t count = bytes / 4;
+    auto batch = [&](int calls) {
+      const double t0 = bench::now_s();
+      for (int c = 0; c < calls; ++c) {
+        for (uint32_t i = 0; i < n; ++i) {
+          check(hal_allreduce(send[i], recv[i], count, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[i],
+                              streams[i]),
+                "hal_allreduce");
+        }
+      }
+      for (uint32_t i = 0; i < n; ++i) check(hal_stream_synchronize(streams[i]), "sync");
+      return bench::now_s() - t0;
+    };
+    const double t = median_seconds_per_call(batch, identity);
+    double bound_busbw = 0;
+    double bound_t = 0;
+    if (bytes >= (size_t{1} << 20)) {
+      const double rw = copy_bandwidth(bytes, n);
+      bound_t = 2.0 * n * bytes / rw;
+      bound_busbw = bytes / bound_t / 1e9 * 2.0 * (n - 1) / n;
+    }
+    print_row(bytes, t, n, bound_busbw > 0 ? "mem-bound" : "-", bound_busbw, bound_t);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    hal_comm_destroy(comms[i]);
+    hal_stream_destroy(streams[i]);
+    hal_mem_free(send[i]);
+    hal_mem_free(recv[i]);
+  }
+  hal_shutdown();
+  return 0;
+}
+
+#ifdef HAL_BENCH_HAVE_MPI
+double slowest_rank(double t) {
+  double worst = 0;
+  MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
+
+int run_mpi() {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  int rank = 0;
+  int size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  check(hal_init(nullptr), "hal_init");
+  hal_device_t device;
+  hal_stream_t stream;
+  hal_comm_t comm;
+  void* send;
+  void* recv;
+  check(hal_device_get(0, &device), "hal_device_get");
+  check(hal_stream_create(device, 0, &stream), "hal_stream_create");
+  check(hal_mem_alloc(device, HAL_MEMORY_DEVICE, kMaxBytes, 0, &send), "hal_mem_alloc");
+  check(hal_mem_alloc(device, HAL_MEMORY_DEVICE, kMaxBytes, 0, &recv), "hal_mem_alloc");
+  std::memset(send, 0, kMaxBytes);
+  std::memset(recv, 0, kMaxBytes);
+  hal_comm_config_t config = HAL_COMM_CONFIG_INIT;
+  config.bootstrap = HAL_COMM_BOOTSTRAP_MPI;
+  check(hal_comm_init_rank(device, static_cast<uint32_t>(size), nullptr,
+                           static_cast<uint32_t>(rank), &config, &comm),
+        "hal_comm_init_rank");
+  if (rank == 0) {
+    std::printf("# allreduce f32 sum, %d processes; HAL (cpu plugin over MPI) vs MPI_Allreduce\n",
+                size);
+    std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s\n", "bytes", "time_us", "algbw",
+                "busbw", "peer", "peer_busbw", "peer_us", "ratio");
+  }
+  for (size_t bytes = 8; bytes <= kMaxBytes; bytes *= 2) {
+    const int count = static_cast<int>(bytes / 4);
+    auto hal_batch = [&](int calls) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = bench::now_s();
+      for (int c = 0; c < calls; ++c) {
+        check(hal_allreduce(send, recv, count, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream),
+              "hal_allreduce");
+      }
+      check(hal_stream_synchronize(stream), "sync");
+      return bench::now_s() - t0;
+    };
+    auto mpi_batch = [&](int calls) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = bench::now_s();
+      for (int c = 0; c < calls; ++c) {
+        MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      }
+      return bench::now_s() - t0;
+    };
+    const double t_mpi = median_seconds_per_call(mpi_batch, slowest_rank);
+    const double t_hal = median_seconds_per_call(hal_batch, slowest_rank);
+    const double mpi_busbw = bytes / t_mpi / 1e9 * 2.0 * (size - 1) / size;
+    if (rank == 0) print_row(bytes, t_hal, static_cast<uint32_t>(size), "MPI", mpi_busbw, t_mpi);
+  }
+  hal_comm_destroy(comm);
+  hal_stream_destroy(stream);
+  hal_mem_free(send);
+  hal_mem_free(recv);
+  hal_shutdown();
+  MPI_Finalize();
+  return 0;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "local";
+  if (mode == "local") return run_local();
+#ifdef HAL_BENCH_HAVE_MPI
+  if (mode == "mpi") return run_mpi();
+#endif
+  std::fprintf(stderr, "usage: collective_bandwidth local | mpi (under mpirun)\n");
+  return 2;
+}

@@ -1,0 +1,296 @@
+// hal/collective.h, the calls: validation, groups, dispatch to the plugin's
+// comm_enqueue or to the loader's host-staged path.
+#include "api_common.hpp"
+#include "collective_dispatch.hpp"
+#include "collective_reduce.hpp"
+#include "layers/tracing.hpp"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+using namespace hal::loader;
+using hal::collective::Deadline;
+using hal::collective::Status;
+
+namespace hal::loader {
+
+hal_result_t check_comm(const hal_comm_s* comm, const char* function) noexcept {
+  if (active_registry() == nullptr) return not_initialized(function);
+  if (!is_live(comm, HandleKind::kComm)) {
+    return reject_handle(comm, HandleKind::kComm, function, "comm");
+  }
+  return HAL_SUCCESS;
+}
+
+void record_host_error(hal_comm_s* comm, hal_result_t result) noexcept {
+  std::lock_guard lock(comm->error_mutex);
+  if (comm->host_error == HAL_SUCCESS) comm->host_error = result;
+}
+
+hal_result_t comm_async_error(hal_comm_s* comm) noexcept {
+  if (comm->impl != nullptr) {
+    const auto& table = comm->device->plugin->table;
+    return table.comm_get_async_error != nullptr ? table.comm_get_async_error(comm->impl)
+                                                 : HAL_SUCCESS;
+  }
+  std::lock_guard lock(comm->error_mutex);
+  return comm->host_error;
+}
+
+hal_result_t submit(hal_comm_s* comm, hal_stream_s* stream,
+                    std::span<const hal_collective_call_t> calls, const char* function) {
+  const PluginRecord& plugin = *comm->device->plugin;
+  if (comm->impl != nullptr) {
+    std::lock_guard lock(stream->enqueue_mutex);
+    const layers::tracing::StreamOpSpan span(stream, function, 0);  // HAL_TRACE execution span
+    const hal_result_t r = plugin.table.comm_enqueue(
+        comm->impl, stream->impl, static_cast<uint32_t>(calls.size()), calls.data());
+    if (r != HAL_SUCCESS) return fail_from_plugin(r, function, plugin.name);
+    return HAL_SUCCESS;
+  }
+  // The host-staged path blocks; it holds its rank alive across an abort.
+  const std::shared_ptr<HostComm> host = comm->host;
+  std::lock_guard lock(host->run_mutex);
+  const Status status = run_host_staged(stream, *host, calls, comm->rank, comm->ranks,
+                                        Deadline::after_ms(comm->timeout_ms, &host->aborted));
+  if (status.ok()) return HAL_SUCCESS;
+  record_host_error(comm, status.result);
+  return fail(status.result, function, "%s", status.message.c_str());
+}
+
+void retire_comm(std::unique_ptr<hal_comm_s> comm) {
+  static auto* quarantine = new Quarantine<hal_comm_s>(kQuarantineCapacity);
+  quarantine->retire(std::move(comm));
+}
+
+}  // namespace hal::loader
+
+namespace {
+
+// The calls of the calling thread's open group, in call order.
+struct PendingCall {
+  hal_comm_s* comm;
+  hal_stream_s* stream;
+  hal_collective_call_t call;
+};
+struct GroupState {
+  uint32_t depth = 0;
+  std::vector<PendingCall> calls;
+};
+thread_local GroupState t_group;
+
+// A buffer the call touches: NULL only when it touches no byte; inside a HAL
+// allocation it must fit and belong to the communicator's device.
+hal_result_t check_buffer(const Registry& registry, const void* pointer, size_t bytes,
+                          const char* name, const hal_comm_s* comm, const char* function) {
+  if (bytes == 0) return HAL_SUCCESS;
+  const auto begin = reinterpret_cast<uintptr_t>(pointer);
+  if (begin == 0) return fail(HAL_ERROR_NULL_POINTER, function, "%s is NULL", name);
+  if (bytes > UINTPTR_MAX - begin) {
+    return fail(HAL_ERROR_INVALID_SIZE, function, "%s %p + %zu bytes overflows", name, pointer,
+                bytes);
+  }
+  const auto allocation = registry.allocations.find_containing(begin);
+  if (!allocation) return HAL_SUCCESS;  // host memory, as hal_memcpy_async accepts it
+  const size_t offset = begin - allocation->base;
+  if (bytes > allocation->size - offset) {
+    return fail(HAL_ERROR_OUT_OF_BOUNDS, function,
+                "%s: %zu bytes at offset %zu overrun a %zu-byte allocation", name, bytes, offset,
+                allocation->size);
+  }
+  if (allocation->device != comm->device) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
+                "%s is an allocation of device %u, but the communicator's rank %u is on device %u",
+                name, allocation->device->properties.index, comm->rank,
+                comm->device->properties.index);
+  }
+  return HAL_SUCCESS;
+}
+
+hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_stream_s* stream,
+                              const char* function) {
+  const Registry* registry = active_registry();
+  if (registry == nullptr) return not_initialized(function);
+  if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
+  if (!is_live(stream, HandleKind::kStream)) {
+    return reject_handle(stream, HandleKind::kStream, function, "stream");
+  }
+  if (stream->device != comm->device) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
+                "the stream is on device %u, the communicator's rank %u on device %u",
+                stream->device->properties.index, comm->rank, comm->device->properties.index);
+  }
+  if (!hal::collective::is_valid_dtype(call.dtype)) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function, "dtype %d is not a hal_dtype_t",
+                static_cast<int>(call.dtype));
+  }
+  const bool reduces = call.kind == HAL_COLLECTIVE_ALLREDUCE ||
+                       call.kind == HAL_COLLECTIVE_REDUCE ||
+                       call.kind == HAL_COLLECTIVE_REDUCE_SCATTER;
+  if (reduces && !hal::collective::is_valid_op(call.op)) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function, "op %d is not a hal_reduce_op_t",
+                static_cast<int>(call.op));
+  }
+  const bool rooted = call.kind == HAL_COLLECTIVE_BROADCAST || call.kind == HAL_COLLECTIVE_REDUCE ||
+                      call.kind == HAL_COLLECTIVE_SEND || call.kind == HAL_COLLECTIVE_RECV;
+  if (rooted && call.peer >= comm->ranks) {
+    return fail(
+        HAL_ERROR_INVALID_ARGUMENT, function, "%s %u is not below the rank count %u",
+        call.kind == HAL_COLLECTIVE_SEND || call.kind == HAL_COLLECTIVE_RECV ? "peer" : "root",
+        call.peer, comm->ranks);
+  }
+  const size_t elem = HAL_DTYPE_SIZE(call.dtype);
+  if (call.count > SIZE_MAX / elem / comm->ranks) {
+    return fail(HAL_ERROR_INVALID_SIZE, function,
+                "count %zu of %zu-byte elements over %u ranks overflows", call.count, elem,
+                comm->ranks);
+  }
+  const auto extent = hal::collective::call_extent(call, comm->rank, comm->ranks);
+  if (hal_result_t r =
+          check_buffer(*registry, call.send, extent.send_bytes, "sendbuf", comm, function);
+      r != HAL_SUCCESS) {
+    return r;
+  }
+  if (hal_result_t r =
+          check_buffer(*registry, call.recv, extent.recv_bytes, "recvbuf", comm, function);
+      r != HAL_SUCCESS) {
+    return r;
+  }
+  if (call.kind == HAL_COLLECTIVE_ALLTOALL && extent.send_bytes != 0) {
+    const auto s = reinterpret_cast<uintptr_t>(call.send);
+    const auto d = reinterpret_cast<uintptr_t>(call.recv);
+    if (s < d + extent.recv_bytes && d < s + extent.send_bytes) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function, "alltoall cannot run in place");
+    }
+  }
+  if (const hal_result_t failed = comm_async_error(comm); failed != HAL_SUCCESS) {
+    return fail(HAL_ERROR_INVALID_STATE, function,
+                "the communicator failed earlier with %s (hal_comm_get_async_error)",
+                hal_result_string(failed));
+  }
+  if (t_group.depth > 0) {
+    t_group.calls.push_back({comm, stream, call});
+    return HAL_SUCCESS;
+  }
+  return submit(comm, stream, std::span(&call, 1), function);
+}
+
+hal_collective_call_t make_call(hal_collective_kind_t kind, const void* send, void* recv,
+                                size_t count, hal_dtype_t dtype, hal_reduce_op_t op,
+                                uint32_t peer) {
+  return {kind, dtype, op, peer, send, recv, count};
+}
+
+}  // namespace
+
+#define HAL_COLLECTIVE_ENTRY(name, ...)                                       \
+  constexpr const char* kFunction = name;                                     \
+  return guarded(kFunction, [&] {                                             \
+    return check_and_submit(make_call(__VA_ARGS__), comm, stream, kFunction); \
+  })
+
+hal_result_t hal_allreduce(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                           hal_reduce_op_t op, hal_comm_t comm, hal_stream_t stream) {
+  HAL_COLLECTIVE_ENTRY("hal_allreduce", HAL_COLLECTIVE_ALLREDUCE, sendbuf, recvbuf, count, dtype,
+                       op, 0);
+}
+
+hal_result_t hal_broadcast(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                           uint32_t root, hal_comm_t comm, hal_stream_t stream) {
+  HAL_COLLECTIVE_ENTRY("hal_broadcast", HAL_COLLECTIVE_BROADCAST, sendbuf, recvbuf, count, dtype,
+                       HAL_REDUCE_SUM, root);
+}
+
+hal_result_t hal_reduce(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                        hal_reduce_op_t op, uint32_t root, hal_comm_t comm, hal_stream_t stream) {
+  HAL_COLLECTIVE_ENTRY("hal_reduce", HAL_COLLECTIVE_REDUCE, sendbuf, recvbuf, count, dtype, op,
+                       root);
+}
+
+hal_result_t hal_allgather(const void* sendbuf, void* recvbuf, size_t sendcount, hal_dtype_t dtype,
+                           hal_comm_t comm, hal_stream_t stream) {
+  HAL_COLLECTIVE_ENTRY("hal_allgather", HAL_COLLECTIVE_ALLGATHER, sendbuf, recvbuf, sendcount,
+                       dtype, HAL_REDUCE_SUM, 0);
+}
+
+hal_result_t hal_reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                hal_dtype_t dtype, hal_reduce_op_t op, hal_comm_t comm,
+                                hal_stream_t stream) {
+  HAL_COLLECTIVE_ENTRY("hal_reduce_scatter", HAL_COLLECTIVE_REDUCE_SCATTER, sendbuf, recvbuf,
+                       recvcount, dtype, op, 0);
+}
+
+hal_result_t hal_alltoall(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                          hal_comm_t comm, hal_stream_t stream) {
+  HAL_COLLECTIVE_ENTRY("hal_alltoall", HAL_COLLECTIVE_ALLTOALL, sendbuf, recvbuf, count, dtype,
+                       HAL_REDUCE_SUM, 0);
+}
+
+hal_result_t hal_send(const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                      hal_comm_t comm, hal_stream_t stream) {
+  HAL_COLLECTIVE_ENTRY("hal_send", HAL_COLLECTIVE_SEND, sendbuf, nullptr, count, dtype,
+                       HAL_REDUCE_SUM, peer);
+}
+
+hal_result_t hal_recv(void* recvbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                      hal_comm_t comm, hal_stream_t stream) {
+  HAL_COLLECTIVE_ENTRY("hal_recv", HAL_COLLECTIVE_RECV, nullptr, recvbuf, count, dtype,
+                       HAL_REDUCE_SUM, peer);
+}
+
+hal_result_t hal_group_start(void) {
+  ++t_group.depth;
+  return HAL_SUCCESS;
+}
+
+hal_result_t hal_group_end(void) {
+  constexpr const char* kFunction = "hal_group_end";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (t_group.depth == 0) {
+      return fail(HAL_ERROR_INVALID_STATE, kFunction, "no hal_group_start is open on this thread");
+    }
+    if (--t_group.depth > 0) return HAL_SUCCESS;
+    std::vector<PendingCall> pending = std::move(t_group.calls);
+    t_group.calls.clear();
+    // One batch per (communicator, stream), in call order.
+    std::vector<
+        std::pair<std::pair<hal_comm_s*, hal_stream_s*>, std::vector<hal_collective_call_t>>>
+        batches;
+    for (const PendingCall& p : pending) {
+      auto found = std::find_if(batches.begin(), batches.end(), [&](const auto& b) {
+        return b.first == std::pair(p.comm, p.stream);
+      });
+      if (found == batches.end()) {
+        batches.push_back({{p.comm, p.stream}, {}});
+        found = batches.end() - 1;
+      }
+      found->second.push_back(p.call);
+    }
+    // Host-staged batches block until their peers take part, so each runs
+    // on its own thread; plugin batches only enqueue.
+    std::vector<hal_result_t> results(batches.size(), HAL_SUCCESS);
+    std::vector<std::string> messages(batches.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      auto& [key, calls] = batches[i];
+      auto run = [&, i] {
+        results[i] = submit(key.first, key.second, batches[i].second, kFunction);
+        if (results[i] != HAL_SUCCESS) messages[i] = hal_error_last_message();
+      };
+      const bool blocking = key.first->impl == nullptr;
+      if (blocking && i + 1 < batches.size()) {
+        threads.emplace_back(run);
+      } else {
+        run();
+      }
+    }
+    for (std::thread& t : threads) t.join();
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i] != HAL_SUCCESS) {
+        return fail(results[i], kFunction, "%s", messages[i].c_str());
+      }
+    }
+    return HAL_SUCCESS;
+  });
+}

@@ -1,0 +1,27 @@
+// Shared by api_collective.cpp and api_collective_comm.cpp: handle checks,
+// the communicator's failure state, and the submission of validated calls.
+#pragma once
+
+#include "collective_comm.hpp"
+
+#include <span>
+
+namespace hal::loader {
+
+// Live handle check of a communicator.
+hal_result_t check_comm(const hal_comm_s* comm, const char* function) noexcept;
+
+// Records the first asynchronous failure of a host-staged rank.
+void record_host_error(hal_comm_s* comm, hal_result_t result) noexcept;
+
+// The first asynchronous failure of |comm|: the plugin's or the loader's.
+hal_result_t comm_async_error(hal_comm_s* comm) noexcept;
+
+// Runs or enqueues validated calls of one rank on one stream.
+hal_result_t submit(hal_comm_s* comm, hal_stream_s* stream,
+                    std::span<const hal_collective_call_t> calls, const char* function);
+
+// The retired communicator handles (use-after-destroy stays detectable).
+void retire_comm(std::unique_ptr<hal_comm_s> comm);
+
+}  // namespace hal::loader

@@ -1,0 +1,194 @@
+// The loader's host-staged collectives: what every plugin without collective
+// entries gets. Blocking (the call returns when the collective is done) and
+// simple rather than fast: the plugin's stream is synchronised, inputs are
+// copied to host memory, the host engine runs, outputs are copied back.
+#include "collective_comm.hpp"
+
+#include "error.hpp"
+
+#include <cstring>
+#include <map>
+
+namespace hal::loader {
+
+using collective::Channel;
+using collective::Deadline;
+using collective::Status;
+
+namespace {
+
+class LocalHostComm final : public HostComm {
+ public:
+  LocalHostComm(std::shared_ptr<collective::LocalGroup> group, uint32_t rank)
+      : group_(std::move(group)), rank_(rank) {}
+  Status run(std::span<const hal_collective_call_t> calls, const Deadline& deadline) override {
+    return group_->run(rank_, calls, deadline);
+  }
+  void leave_abruptly() override {
+    group_->fail(rank_, Status::failure(HAL_ERROR_INVALID_STATE, "the rank was aborted"));
+  }
+
+ private:
+  std::shared_ptr<collective::LocalGroup> group_;
+  uint32_t rank_;
+};
+
+// Messages through the store: a send is a set under a key naming channel,
+// sender, receiver and sequence number, with the call's tag in front; a recv
+// takes that key. The store buffers, so sends complete at once.
+class StoreTransport final : public collective::Transport {
+ public:
+  StoreTransport(collective::StoreClient& client, uint32_t rank, uint32_t ranks)
+      : client_(client), rank_(rank), ranks_(ranks) {}
+  uint32_t rank() const override { return rank_; }
+  uint32_t ranks() const override { return ranks_; }
+
+  Status post_send(uint32_t peer, const void* data, size_t bytes, uint32_t tag,
+                   Channel channel) override {
+    message_.resize(sizeof(tag) + bytes);
+    std::memcpy(message_.data(), &tag, sizeof(tag));
+    if (bytes != 0) std::memcpy(message_.data() + sizeof(tag), data, bytes);
+    return client_.set(key(channel, rank_, peer), message_.data(), message_.size());
+  }
+  Status post_recv(uint32_t peer, void* data, size_t bytes, uint32_t tag,
+                   Channel channel) override {
+    pending_.push_back({key(channel, peer, rank_), data, bytes, tag});
+    return {};
+  }
+  Status wait_all(const Deadline& deadline) override {
+    Status status;
+    for (const Pending& recv : pending_) {
+      if (!status.ok()) break;
+      status = client_.take(recv.key, message_, deadline);
+      if (!status.ok()) break;
+      uint32_t tag = 0;
+      if (message_.size() >= sizeof(tag)) std::memcpy(&tag, message_.data(), sizeof(tag));
+      if (message_.size() != sizeof(tag) + recv.bytes || tag != recv.tag) {
+        status = Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
+                                 "a peer called a different collective, count, dtype, op or root");
+        break;
+      }
+      if (recv.bytes != 0) std::memcpy(recv.data, message_.data() + sizeof(tag), recv.bytes);
+    }
+    pending_.clear();
+    return status;
+  }
+
+ private:
+  struct Pending {
+    std::string key;
+    void* data;
+    size_t bytes;
+    uint32_t tag;
+  };
+  std::string key(Channel channel, uint32_t from, uint32_t to) {
+    const uint64_t seq = sequence_[{static_cast<uint32_t>(channel), from, to}]++;
+    return std::to_string(static_cast<uint32_t>(channel)) + "/" + std::to_string(from) + ">" +
+           std::to_string(to) + "#" + std::to_string(seq);
+  }
+
+  collective::StoreClient& client_;
+  uint32_t rank_;
+  uint32_t ranks_;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint64_t> sequence_;
+  std::vector<Pending> pending_;
+  std::vector<uint8_t> message_;
+};
+
+class StoreHostComm final : public HostComm {
+ public:
+  StoreHostComm(std::unique_ptr<collective::StoreServer> server,
+                std::unique_ptr<collective::StoreClient> client, uint32_t rank, uint32_t ranks)
+      : server_(std::move(server)), client_(std::move(client)), transport_(*client_, rank, ranks) {}
+  Status run(std::span<const hal_collective_call_t> calls, const Deadline& deadline) override {
+    return collective::run_p2p(transport_, calls, deadline, scratch_);
+  }
+  // Only a thread that owns run_mutex may touch the connection, so an abort
+  // during a call leaves it to the call (which sees |aborted| within 10 ms).
+  void leave_abruptly() override {
+    std::unique_lock lock(run_mutex, std::try_to_lock);
+    if (lock.owns_lock()) client_->sever();
+  }
+
+ private:
+  std::unique_ptr<collective::StoreServer> server_;  // rank 0 of a TCP_STORE launch serves
+  std::unique_ptr<collective::StoreClient> client_;
+  StoreTransport transport_;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace
+
+std::shared_ptr<HostComm> make_local_host_comm(std::shared_ptr<collective::LocalGroup> group,
+                                               uint32_t rank) {
+  return std::make_shared<LocalHostComm>(std::move(group), rank);
+}
+
+std::shared_ptr<HostComm> make_store_host_comm(const collective::StoreAddress& address, bool serve,
+                                               const std::string& session, uint32_t rank,
+                                               uint32_t ranks, const Deadline& deadline,
+                                               Status& out_status) {
+  std::unique_ptr<collective::StoreServer> server;
+  if (serve) {
+    server = collective::StoreServer::start(address, out_status);
+    if (!server) return nullptr;
+  }
+  // A server asked for port 0 took a free one; this rank connects there.
+  collective::StoreAddress target = address;
+  if (server) target.port = server->port();
+  auto client = collective::StoreClient::connect(target, deadline, out_status);
+  if (!client) return nullptr;
+  out_status = client->join(session, rank, ranks, deadline);
+  if (!out_status.ok()) return nullptr;
+  return std::make_shared<StoreHostComm>(std::move(server), std::move(client), rank, ranks);
+}
+
+Status run_host_staged(hal_stream_s* stream, HostComm& comm,
+                       std::span<const hal_collective_call_t> calls, uint32_t rank, uint32_t ranks,
+                       const Deadline& deadline) {
+  const hal_plugin_table_v1_t& table = stream->header.plugin->table;
+  auto plugin_failure = [&](hal_result_t result, const char* what) {
+    return Status::failure(
+        result, std::string(what) + " failed in plugin '" + stream->header.plugin->name + "'");
+  };
+  auto copy = [&](void* dst, const void* src, size_t bytes) -> hal_result_t {
+    return bytes == 0 ? HAL_SUCCESS : table.memcpy_async(stream->impl, dst, src, bytes);
+  };
+  // Host copies of the inputs and room for the outputs. Every call, in place
+  // on the device or not, runs out of place on the host: the engines write
+  // each output byte, so the output stages need no initial contents.
+  std::vector<std::vector<uint8_t>> stages;
+  std::vector<hal_collective_call_t> staged(calls.begin(), calls.end());
+  stages.reserve(calls.size() * 2);
+  for (hal_collective_call_t& call : staged) {
+    const collective::CallExtent extent = collective::call_extent(call, rank, ranks);
+    if (call.send != nullptr && extent.send_bytes != 0) {
+      auto& stage = stages.emplace_back(extent.send_bytes);
+      if (hal_result_t r = copy(stage.data(), call.send, extent.send_bytes); r != HAL_SUCCESS) {
+        return plugin_failure(r, "staging an input");
+      }
+      call.send = stage.data();
+    }
+    if (call.recv != nullptr && extent.recv_bytes != 0) {
+      call.recv = stages.emplace_back(extent.recv_bytes).data();
+    }
+  }
+  if (hal_result_t r = table.stream_synchronize(stream->impl); r != HAL_SUCCESS) {
+    return plugin_failure(r, "waiting for the stream");
+  }
+  Status status = comm.run(staged, deadline);
+  if (!status.ok()) return status;
+  for (size_t i = 0; i < staged.size(); ++i) {
+    const collective::CallExtent extent = collective::call_extent(calls[i], rank, ranks);
+    if (calls[i].recv == nullptr || extent.recv_bytes == 0) continue;
+    if (hal_result_t r = copy(calls[i].recv, staged[i].recv, extent.recv_bytes); r != HAL_SUCCESS) {
+      return plugin_failure(r, "copying an output back");
+    }
+  }
+  if (hal_result_t r = table.stream_synchronize(stream->impl); r != HAL_SUCCESS) {
+    return plugin_failure(r, "waiting for the stream");
+  }
+  return {};
+}
+
+}  // namespace hal::loader

@@ -1,0 +1,74 @@
+#include "collective_status.hpp"
+
+namespace hal::collective {
+
+CallExtent call_extent(const hal_collective_call_t& call, uint32_t rank, uint32_t ranks) noexcept {
+  const size_t bytes = call.count * HAL_DTYPE_SIZE(call.dtype);
+  switch (call.kind) {
+    case HAL_COLLECTIVE_ALLREDUCE:
+      return {bytes, bytes};
+    case HAL_COLLECTIVE_BROADCAST:
+      return {rank == call.peer ? bytes : 0, bytes};
+    case HAL_COLLECTIVE_REDUCE:
+      return {bytes, rank == call.peer ? bytes : 0};
+    case HAL_COLLECTIVE_ALLGATHER:
+      return {bytes, bytes * ranks};
+    case HAL_COLLECTIVE_REDUCE_SCATTER:
+      return {bytes * ranks, bytes};
+    case HAL_COLLECTIVE_ALLTOALL:
+      return {bytes * ranks, bytes * ranks};
+    case HAL_COLLECTIVE_SEND:
+      return {bytes, 0};
+    case HAL_COLLECTIVE_RECV:
+      return {0, bytes};
+    default:
+      return {};
+  }
+}
+
+uint32_t call_signature(const hal_collective_call_t& call) noexcept {
+  // FNV-1a over the fields every rank must agree on. The root is part of it
+  // for rooted calls; send and recv are matched by size only.
+  uint64_t hash = 14695981039346656037ull;
+  auto mix = [&hash](uint64_t value) {
+    for (int i = 0; i < 8; ++i) {
+      hash ^= (value >> (8 * i)) & 0xffu;
+      hash *= 1099511628211ull;
+    }
+  };
+  const bool point_to_point = call.kind == HAL_COLLECTIVE_SEND || call.kind == HAL_COLLECTIVE_RECV;
+  mix(point_to_point ? 100u : static_cast<uint64_t>(call.kind));
+  mix(call.count * HAL_DTYPE_SIZE(call.dtype));
+  if (!point_to_point) mix(static_cast<uint64_t>(call.dtype));
+  const bool reduces = call.kind == HAL_COLLECTIVE_ALLREDUCE ||
+                       call.kind == HAL_COLLECTIVE_REDUCE ||
+                       call.kind == HAL_COLLECTIVE_REDUCE_SCATTER;
+  if (reduces) mix(static_cast<uint64_t>(call.op));
+  if (call.kind == HAL_COLLECTIVE_BROADCAST || call.kind == HAL_COLLECTIVE_REDUCE) mix(call.peer);
+  return static_cast<uint32_t>(hash ^ (hash >> 32));
+}
+
+const char* kind_name(hal_collective_kind_t kind) noexcept {
+  switch (kind) {
+    case HAL_COLLECTIVE_ALLREDUCE:
+      return "allreduce";
+    case HAL_COLLECTIVE_BROADCAST:
+      return "broadcast";
+    case HAL_COLLECTIVE_REDUCE:
+      return "reduce";
+    case HAL_COLLECTIVE_ALLGATHER:
+      return "allgather";
+    case HAL_COLLECTIVE_REDUCE_SCATTER:
+      return "reduce_scatter";
+    case HAL_COLLECTIVE_ALLTOALL:
+      return "alltoall";
+    case HAL_COLLECTIVE_SEND:
+      return "send";
+    case HAL_COLLECTIVE_RECV:
+      return "recv";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace hal::collective

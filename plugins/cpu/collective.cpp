@@ -1,0 +1,189 @@
+#include "collective.hpp"
+
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "collective_local.hpp"
+#include "device.hpp"
+#include "plugin.hpp"
+#include "stream.hpp"
+
+namespace hal::cpu {
+namespace {
+
+using collective::Deadline;
+using collective::Status;
+
+// What a rank's calls need after the handle is gone: tasks in flight share it.
+struct RankState {
+  uint32_t rank = 0;
+  uint32_t timeout_ms = HAL_COMM_DEFAULT_TIMEOUT_MS;
+  std::atomic<bool> aborted{false};
+  std::shared_ptr<collective::LocalGroup> group;     // in-process ranks
+  std::unique_ptr<collective::Transport> transport;  // MPI ranks
+  std::vector<uint8_t> scratch;                      // MPI ranks: reused working memory
+  std::mutex error_mutex;
+  hal_result_t async_error = HAL_SUCCESS;
+
+  hal_result_t error() {
+    std::lock_guard lock(error_mutex);
+    return async_error;
+  }
+  void record(hal_result_t result) {
+    std::lock_guard lock(error_mutex);
+    if (async_error == HAL_SUCCESS) async_error = result;
+  }
+};
+
+class Comm {
+ public:
+  Comm(Device& device, std::shared_ptr<RankState> state)
+      : device_(device), state_(std::move(state)) {}
+  Device& device() const { return device_; }
+  const std::shared_ptr<RankState>& state() const { return state_; }
+
+ private:
+  Device& device_;
+  std::shared_ptr<RankState> state_;
+};
+
+Comm* to_comm(hal_impl_comm_t* comm) {
+  return reinterpret_cast<Comm*>(comm);
+}
+
+class CollectiveTask final : public StreamTask {
+ public:
+  CollectiveTask(std::shared_ptr<RankState> state, const hal_collective_call_t* calls,
+                 uint32_t count)
+      : state_(std::move(state)), calls_(calls, calls + count) {}
+
+  void run() override {
+    if (const hal_result_t failed = state_->error(); failed != HAL_SUCCESS) {
+      throw std::runtime_error(
+          std::string("collective skipped: the communicator failed earlier (") +
+          result_name(failed) + ")");
+    }
+    const Deadline deadline = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
+    const Status status =
+        state_->group ? state_->group->run(state_->rank, calls_, deadline)
+                      : collective::run_p2p(*state_->transport, calls_, deadline, state_->scratch);
+    if (status.ok()) return;
+    state_->record(status.result);
+    throw std::runtime_error(std::string(collective::kind_name(calls_.front().kind)) + " on rank " +
+                             std::to_string(state_->rank) + " failed (" +
+                             result_name(status.result) + "): " + status.message);
+  }
+
+ private:
+  static const char* result_name(hal_result_t result) {
+    switch (result) {
+      case HAL_ERROR_TIMEOUT:
+        return "HAL_ERROR_TIMEOUT";
+      case HAL_ERROR_REMOTE:
+        return "HAL_ERROR_REMOTE";
+      case HAL_ERROR_ARGUMENT_MISMATCH:
+        return "HAL_ERROR_ARGUMENT_MISMATCH";
+      case HAL_ERROR_INVALID_STATE:
+        return "HAL_ERROR_INVALID_STATE";
+      default:
+        return "an error";
+    }
+  }
+
+  std::shared_ptr<RankState> state_;
+  std::vector<hal_collective_call_t> calls_;
+};
+
+}  // namespace
+
+hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
+                             const hal_comm_config_t* config, hal_impl_comm_t** out_comms) {
+  Device& first = *to_device(devices[0]);
+  return plugin::guarded(first.report(), "comm_init_local", [&] {
+    auto group = std::make_shared<collective::LocalGroup>(count);
+    std::vector<std::unique_ptr<Comm>> comms;
+    for (uint32_t i = 0; i < count; ++i) {
+      auto state = std::make_shared<RankState>();
+      state->rank = i;
+      state->timeout_ms = config->timeout_ms;
+      state->group = group;
+      comms.push_back(std::make_unique<Comm>(*to_device(devices[i]), std::move(state)));
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+      out_comms[i] = reinterpret_cast<hal_impl_comm_t*>(comms[i].release());
+    }
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t comm_init_rank(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
+                            const hal_comm_config_t* config, hal_impl_comm_t** out_comm) {
+  Device& owner = *to_device(device);
+  // Store bootstraps are the loader's: it runs them host-staged, which for
+  // host memory costs only copies.
+  if (config->bootstrap != HAL_COMM_BOOTSTRAP_MPI) return HAL_ERROR_UNSUPPORTED;
+  return plugin::guarded(owner.report(), "comm_init_rank", [&] {
+    auto state = std::make_shared<RankState>();
+    state->rank = rank;
+    state->timeout_ms = config->timeout_ms;
+    Status status;
+    state->transport =
+        make_mpi_transport(nranks, rank, Deadline::after_ms(config->timeout_ms, nullptr), status);
+    if (!state->transport) {
+      return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
+    }
+    auto made = std::make_unique<Comm>(owner, std::move(state));
+    *out_comm = reinterpret_cast<hal_impl_comm_t*>(made.release());
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t comm_destroy(hal_impl_comm_t* comm) {
+  std::unique_ptr<Comm> owned(to_comm(comm));
+  return HAL_SUCCESS;
+}
+
+void comm_abort(hal_impl_comm_t* comm) {
+  RankState& state = *to_comm(comm)->state();
+  state.aborted.store(true);
+  state.record(HAL_ERROR_INVALID_STATE);
+  if (state.group) {
+    state.group->fail(state.rank, Status::failure(HAL_ERROR_INVALID_STATE, "the rank aborted"));
+  }
+}
+
+hal_result_t comm_get_async_error(hal_impl_comm_t* comm) {
+  return to_comm(comm)->state()->error();
+}
+
+hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint32_t call_count,
+                          const hal_collective_call_t* calls) {
+  Comm& self = *to_comm(comm);
+  Stream& target = *to_stream(stream);
+  return plugin::guarded(self.device().report(), "comm_enqueue", [&] {
+    auto task = std::make_unique<CollectiveTask>(self.state(), calls, call_count);
+    return target.enqueue(TaskCommand{std::move(task)});
+  });
+}
+
+}  // namespace hal::cpu
+
+#ifndef HAL_CPU_HAS_MPI
+namespace hal::cpu {
+
+bool has_mpi() {
+  return false;
+}
+
+std::unique_ptr<collective::Transport> make_mpi_transport(uint32_t, uint32_t,
+                                                          const collective::Deadline&,
+                                                          collective::Status& out_status) {
+  out_status = collective::Status::failure(
+      HAL_ERROR_UNSUPPORTED,
+      "this build of the cpu plugin has no MPI (not found at configure time)");
+  return nullptr;
+}
+
+}  // namespace hal::cpu
+#endif

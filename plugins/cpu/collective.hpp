@@ -1,0 +1,36 @@
+// Collectives of the cpu plugin (api/hal/collective.h): between the devices
+// of one process through shared memory (the host engine's LocalGroup, run by
+// each device's stream thread), and between processes over MPI
+// (collective_mpi.cpp), which runs across machines too. Each call becomes a
+// stream task; a failure fails the stream and stays in the rank's state.
+#ifndef HAL_PLUGINS_CPU_COLLECTIVE_HPP_
+#define HAL_PLUGINS_CPU_COLLECTIVE_HPP_
+
+#include <memory>
+
+#include "collective_p2p.hpp"
+#include "hal_plugin.h"
+
+namespace hal::cpu {
+
+// MPI's side of the plugin: a transport over MPI_COMM_WORLD for rank |rank|
+// of |ranks|, or a failure (HAL_ERROR_UNSUPPORTED when built without MPI).
+std::unique_ptr<collective::Transport> make_mpi_transport(uint32_t ranks, uint32_t rank,
+                                                          const collective::Deadline& deadline,
+                                                          collective::Status& out_status);
+// Whether this build of the plugin has MPI.
+bool has_mpi();
+
+hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
+                             const hal_comm_config_t* config, hal_impl_comm_t** out_comms);
+hal_result_t comm_init_rank(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
+                            const hal_comm_config_t* config, hal_impl_comm_t** out_comm);
+hal_result_t comm_destroy(hal_impl_comm_t* comm);
+void comm_abort(hal_impl_comm_t* comm);
+hal_result_t comm_get_async_error(hal_impl_comm_t* comm);
+hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint32_t call_count,
+                          const hal_collective_call_t* calls);
+
+}  // namespace hal::cpu
+
+#endif  // HAL_PLUGINS_CPU_COLLECTIVE_HPP_

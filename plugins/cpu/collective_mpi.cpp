@@ -1,0 +1,209 @@
+// The cpu plugin's transport between processes: MPI point-to-point messages
+// (Open MPI's shared-memory BTL on one machine, its network BTLs across
+// machines). Every wait polls with MPI_Testall so that a deadline and an
+// abort are honoured: a rank that never answers is HAL_ERROR_TIMEOUT, not a
+// hang. MPI is the only file of the plugin that sees <mpi.h>.
+// Only the C API: the C++ bindings would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <mutex>
+#include <vector>
+
+#include "collective.hpp"
+
+namespace hal::cpu {
+namespace {
+
+using collective::Channel;
+using collective::Deadline;
+using collective::Status;
+
+// Every MPI call goes through this lock: the plugin asks only for
+// MPI_THREAD_SERIALIZED, which Open MPI serves without its locking cost.
+std::mutex g_mpi_mutex;
+
+// Initialises MPI once, unless the application did; finalises at unload only
+// what it initialised.
+class MpiSession {
+ public:
+  static MpiSession& get() {
+    static MpiSession session;
+    return session;
+  }
+  bool ready() const { return ready_; }
+
+ private:
+  MpiSession() {
+    std::lock_guard lock(g_mpi_mutex);
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      owned_ = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) == MPI_SUCCESS;
+      ready_ = owned_;
+    } else {
+      ready_ = true;
+    }
+  }
+  ~MpiSession() {
+    std::lock_guard lock(g_mpi_mutex);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned_ && !finalized) MPI_Finalize();
+  }
+  bool owned_ = false;
+  bool ready_ = false;
+};
+
+class MpiTransport final : public collective::Transport {
+ public:
+  MpiTransport(MPI_Comm collectives, MPI_Comm point_to_point, uint32_t rank, uint32_t ranks)
+      : comms_{collectives, point_to_point}, rank_(rank), ranks_(ranks) {}
+  // The duplicated communicators stay: freeing one is collective and a dead
+  // peer would make it hang. MPI_Finalize reclaims them.
+
+  uint32_t rank() const override { return rank_; }
+  uint32_t ranks() const override { return ranks_; }
+
+  Status post_send(uint32_t peer, const void* data, size_t bytes, uint32_t tag,
+                   Channel channel) override {
+    if (bytes > INT_MAX) return too_large(bytes);
+    MPI_Request request;
+    std::lock_guard lock(g_mpi_mutex);
+    if (MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, static_cast<int>(peer),
+                  static_cast<int>(tag), comm(channel), &request) != MPI_SUCCESS) {
+      return Status::failure(HAL_ERROR_REMOTE, "MPI_Isend failed");
+    }
+    requests_.push_back(request);
+    expected_.push_back({false, 0, 0});
+    return {};
+  }
+
+  Status post_recv(uint32_t peer, void* data, size_t bytes, uint32_t tag,
+                   Channel channel) override {
+    if (bytes > INT_MAX) return too_large(bytes);
+    MPI_Request request;
+    std::lock_guard lock(g_mpi_mutex);
+    // Any tag: a message with the wrong one is a detected mismatch, not a hang.
+    if (MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, static_cast<int>(peer), MPI_ANY_TAG,
+                  comm(channel), &request) != MPI_SUCCESS) {
+      return Status::failure(HAL_ERROR_REMOTE, "MPI_Irecv failed");
+    }
+    requests_.push_back(request);
+    expected_.push_back({true, tag, bytes});
+    return {};
+  }
+
+  Status wait_all(const Deadline& deadline) override {
+    statuses_.resize(requests_.size());
+    int done = 0;
+    int code = MPI_SUCCESS;
+    Status waited = collective::wait_until(deadline, "waiting for MPI messages", [&] {
+      std::lock_guard lock(g_mpi_mutex);
+      code = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                         statuses_.data());
+      return done != 0 || code != MPI_SUCCESS;
+    });
+    // On a timeout the requests stay posted: the rank is broken from now on.
+    Status result = waited;
+    if (waited.ok()) {
+      for (size_t i = 0; i < expected_.size() && result.ok(); ++i) {
+        if (!expected_[i].is_recv) continue;
+        int count = 0;
+        MPI_Get_count(&statuses_[i], MPI_BYTE, &count);
+        const bool error = code != MPI_SUCCESS && statuses_[i].MPI_ERROR != MPI_SUCCESS;
+        if (error || static_cast<uint32_t>(statuses_[i].MPI_TAG) != expected_[i].tag ||
+            static_cast<size_t>(count) != expected_[i].bytes) {
+          result = Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
+                                   "a peer called a different collective, count, dtype, op or "
+                                   "root");
+        }
+      }
+      if (result.ok() && code != MPI_SUCCESS) {
+        result = Status::failure(HAL_ERROR_REMOTE, "an MPI message failed");
+      }
+    }
+    requests_.clear();
+    expected_.clear();
+    return result;
+  }
+
+ private:
+  struct Expected {
+    bool is_recv;
+    uint32_t tag;
+    size_t bytes;
+  };
+  MPI_Comm comm(Channel channel) const { return comms_[static_cast<uint32_t>(channel)]; }
+  static Status too_large(size_t bytes) {
+    return Status::failure(HAL_ERROR_UNSUPPORTED,
+                           "a message of " + std::to_string(bytes) +
+                               " bytes is larger than one MPI message (2 GiB) can carry");
+  }
+
+  MPI_Comm comms_[2];
+  uint32_t rank_;
+  uint32_t ranks_;
+  std::vector<MPI_Request> requests_;
+  std::vector<Expected> expected_;
+  std::vector<MPI_Status> statuses_;
+};
+
+// MPI_Comm_idup, completed under the deadline.
+Status duplicate_world(MPI_Comm& out, const Deadline& deadline) {
+  MPI_Request request;
+  {
+    std::lock_guard lock(g_mpi_mutex);
+    if (MPI_Comm_idup(MPI_COMM_WORLD, &out, &request) != MPI_SUCCESS) {
+      return Status::failure(HAL_ERROR_REMOTE, "MPI_Comm_idup failed");
+    }
+  }
+  Status status = collective::wait_until(deadline, "waiting for the other MPI ranks", [&] {
+    int done = 0;
+    std::lock_guard lock(g_mpi_mutex);
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
+  if (status.ok()) MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
+  return status;
+}
+
+}  // namespace
+
+bool has_mpi() {
+  return true;
+}
+
+std::unique_ptr<collective::Transport> make_mpi_transport(uint32_t ranks, uint32_t rank,
+                                                          const Deadline& deadline,
+                                                          Status& out_status) {
+  if (!MpiSession::get().ready()) {
+    out_status = Status::failure(HAL_ERROR_UNSUPPORTED, "MPI_Init_thread failed");
+    return nullptr;
+  }
+  int world_size = 0;
+  int world_rank = 0;
+  {
+    std::lock_guard lock(g_mpi_mutex);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  }
+  if (static_cast<uint32_t>(world_size) != ranks || static_cast<uint32_t>(world_rank) != rank) {
+    out_status = Status::failure(
+        HAL_ERROR_ARGUMENT_MISMATCH,
+        "the MPI bootstrap needs nranks and rank to be MPI's: MPI_COMM_WORLD has rank " +
+            std::to_string(world_rank) + " of " + std::to_string(world_size) +
+            ", the call asked for " + std::to_string(rank) + " of " + std::to_string(ranks));
+    return nullptr;
+  }
+  MPI_Comm collectives = MPI_COMM_NULL;
+  MPI_Comm point_to_point = MPI_COMM_NULL;
+  if (out_status = duplicate_world(collectives, deadline); !out_status.ok()) return nullptr;
+  if (out_status = duplicate_world(point_to_point, deadline); !out_status.ok()) return nullptr;
+  return std::make_unique<MpiTransport>(collectives, point_to_point, rank, ranks);
+}
+
+}  // namespace hal::cpu

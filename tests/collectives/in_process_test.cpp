@@ -1,0 +1,183 @@
+// Collectives between ranks of one process: the cpu plugin's own engine and
+// the loader's host-staged fallback (the mock test plugin has none), checked
+// against the host reference; then bad input, deadlines and abort.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <thread>
+
+#include "harness.hpp"
+
+using namespace coll_test;
+
+namespace {
+
+// hal_init over one plugin directory and one plugin; shuts down at scope exit.
+class Session {
+ public:
+  Session(const char* dir, const char* plugin) {
+    setenv("HAL_CPU_DEVICES", "4", 1);  // ranks 1..4 each on its own device
+    hal_init_options_t options = HAL_INIT_OPTIONS_INIT;
+    options.plugin_path = dir;
+    options.plugins = plugin;
+    options.skip_default_search = 1;
+    REQUIRE(hal_init(&options) == HAL_SUCCESS);
+  }
+  ~Session() { hal_shutdown(); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+};
+
+// Ranks 0..n-1 of one hal_comm_init_all communicator over the first n devices.
+class LocalRanks {
+ public:
+  explicit LocalRanks(uint32_t n, uint32_t timeout_ms = 20000) {
+    std::vector<hal_device_t> devices(n);
+    for (uint32_t i = 0; i < n; ++i) REQUIRE(hal_device_get(i, &devices[i]) == HAL_SUCCESS);
+    std::vector<hal_comm_t> comms(n);
+    hal_comm_config_t config = HAL_COMM_CONFIG_INIT;
+    config.timeout_ms = timeout_ms;
+    REQUIRE(hal_comm_init_all(n, devices.data(), &config, comms.data()) == HAL_SUCCESS);
+    for (uint32_t i = 0; i < n; ++i) {
+      Rank rank{comms[i], nullptr, devices[i], i};
+      REQUIRE(hal_stream_create(devices[i], 0, &rank.stream) == HAL_SUCCESS);
+      ranks.push_back(rank);
+    }
+  }
+  ~LocalRanks() {
+    for (Rank& rank : ranks) {
+      hal_stream_destroy(rank.stream);
+      if (rank.comm != nullptr) hal_comm_destroy(rank.comm);
+    }
+  }
+  std::vector<Rank> ranks;
+};
+
+void run_matrix(uint32_t max_ranks) {
+  for (uint32_t n = 1; n <= max_ranks; ++n) {
+    LocalRanks local(n);
+    for (const Case& c : matrix(n, 1000 * n)) {
+      INFO(n << " ranks: " << c.label());
+      const std::string failure = run_case(c, local.ranks, n);
+      REQUIRE(failure == "");
+    }
+  }
+}
+
+hal_result_t async_error(hal_comm_t comm) {
+  hal_result_t error = HAL_SUCCESS;
+  REQUIRE(hal_comm_get_async_error(comm, &error) == HAL_SUCCESS);
+  return error;
+}
+
+}  // namespace
+
+TEST_CASE("cpu plugin: every collective, dtype, op and count over 1..4 ranks", "[in_process]") {
+  Session session(HAL_TEST_PLUGIN_DIR, "cpu");
+  hal_device_t device = nullptr;
+  REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
+  hal_device_properties_t properties{};
+  properties.struct_size = sizeof(properties);
+  REQUIRE(hal_device_get_properties(device, &properties) == HAL_SUCCESS);
+  CHECK((properties.capabilities & HAL_DEVICE_CAP_COLLECTIVES) != 0);
+  run_matrix(4);
+}
+
+TEST_CASE("loader fallback: host-staged collectives for a plugin without any", "[fallback]") {
+  Session session(HAL_TEST_LOADER_PLUGIN_DIR, "mock");
+  run_matrix(2);
+}
+
+TEST_CASE("bad input gives a specific error on every rank involved", "[errors]") {
+  Session session(HAL_TEST_PLUGIN_DIR, "cpu");
+  LocalRanks local(2, 2000);
+  Buffer a0(local.ranks[0].device, 64), a1(local.ranks[1].device, 64);
+  hal_comm_t c0 = local.ranks[0].comm, c1 = local.ranks[1].comm;
+  hal_stream_t s0 = local.ranks[0].stream, s1 = local.ranks[1].stream;
+
+  SECTION("mismatched counts between ranks") {
+    REQUIRE(hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
+            HAL_SUCCESS);
+    REQUIRE(hal_allreduce(a1.get(), a1.get(), 8, HAL_DTYPE_F32, HAL_REDUCE_SUM, c1, s1) ==
+            HAL_SUCCESS);
+    CHECK(hal_stream_synchronize(s0) == HAL_ERROR_DEVICE_LOST);
+    CHECK(hal_stream_synchronize(s1) == HAL_ERROR_DEVICE_LOST);
+    CHECK(async_error(c0) == HAL_ERROR_ARGUMENT_MISMATCH);
+    CHECK(async_error(c1) == HAL_ERROR_ARGUMENT_MISMATCH);
+    // A failed communicator refuses further calls.
+    CHECK(hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
+          HAL_ERROR_INVALID_STATE);
+  }
+  SECTION("mismatched dtypes between ranks") {
+    hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0);
+    hal_allreduce(a1.get(), a1.get(), 4, HAL_DTYPE_I32, HAL_REDUCE_SUM, c1, s1);
+    CHECK(hal_stream_synchronize(s0) == HAL_ERROR_DEVICE_LOST);
+    CHECK(hal_stream_synchronize(s1) == HAL_ERROR_DEVICE_LOST);
+    CHECK(async_error(c0) == HAL_ERROR_ARGUMENT_MISMATCH);
+    CHECK(async_error(c1) == HAL_ERROR_ARGUMENT_MISMATCH);
+  }
+  SECTION("root and peer out of range, bad dtype and op") {
+    CHECK(hal_broadcast(a0.get(), a0.get(), 4, HAL_DTYPE_F32, 2, c0, s0) ==
+          HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(hal_send(a0.get(), 4, HAL_DTYPE_F32, 7, c0, s0) == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(hal_allreduce(a0.get(), a0.get(), 4, static_cast<hal_dtype_t>(99), HAL_REDUCE_SUM, c0,
+                        s0) == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, static_cast<hal_reduce_op_t>(9), c0,
+                        s0) == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(hal_allreduce(nullptr, a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
+          HAL_ERROR_NULL_POINTER);
+    CHECK(hal_allreduce(a0.get(), a0.get(), SIZE_MAX / 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
+          HAL_ERROR_INVALID_SIZE);
+  }
+  SECTION("a buffer beyond its allocation or on another device") {
+    CHECK(hal_allreduce(a0.get(), a0.get(), 17, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
+          HAL_ERROR_OUT_OF_BOUNDS);
+    CHECK(hal_allreduce(a1.get(), a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
+          HAL_ERROR_DEVICE_MISMATCH);
+    CHECK(hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s1) ==
+          HAL_ERROR_DEVICE_MISMATCH);
+  }
+  SECTION("a destroyed communicator") {
+    REQUIRE(hal_comm_destroy(c1) == HAL_SUCCESS);
+    CHECK(hal_allreduce(a1.get(), a1.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c1, s1) ==
+          HAL_ERROR_DESTROYED_HANDLE);
+    CHECK(hal_comm_destroy(c1) == HAL_ERROR_DESTROYED_HANDLE);
+    local.ranks[1].comm = nullptr;
+    // Its peer, left alone, fails at its deadline instead of hanging.
+    hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0);
+    CHECK(hal_stream_synchronize(s0) == HAL_ERROR_DEVICE_LOST);
+    CHECK(async_error(c0) == HAL_ERROR_TIMEOUT);
+  }
+  SECTION("group end without a start") {
+    CHECK(hal_group_end() == HAL_ERROR_INVALID_STATE);
+  }
+}
+
+TEST_CASE("abort is local and bounded, and peers see it", "[abort]") {
+  Session session(HAL_TEST_PLUGIN_DIR, "cpu");
+  // A long deadline: only the abort may end the wait.
+  LocalRanks local(2, 60000);
+  Buffer a0(local.ranks[0].device, 64);
+  hal_comm_t c0 = local.ranks[0].comm;
+  hal_stream_t s0 = local.ranks[0].stream;
+  SECTION("the waiting rank aborts itself during the call") {
+    REQUIRE(hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
+            HAL_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE(hal_comm_abort(c0) == HAL_SUCCESS);
+    local.ranks[0].comm = nullptr;
+    CHECK(hal_stream_synchronize(s0) == HAL_ERROR_DEVICE_LOST);
+    CHECK(async_error(local.ranks[1].comm) == HAL_SUCCESS);
+  }
+  SECTION("a peer aborts while this rank waits") {
+    REQUIRE(hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
+            HAL_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE(hal_comm_abort(local.ranks[1].comm) == HAL_SUCCESS);
+    local.ranks[1].comm = nullptr;
+    CHECK(hal_stream_synchronize(s0) == HAL_ERROR_DEVICE_LOST);
+    CHECK(async_error(c0) == HAL_ERROR_REMOTE);
+  }
+}

@@ -1,0 +1,124 @@
+// Collectives between processes launched without mpirun: this test makes a
+// unique id (its process serves the TCP store) and starts one worker per
+// rank. The MPI path runs under mpirun as separate CTest entries.
+#include <catch2/catch.hpp>
+#include <hal.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+std::string hex(const hal_comm_unique_id_t& id) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t byte : id.bytes) {
+    out += digits[byte >> 4];
+    out += digits[byte & 15];
+  }
+  return out;
+}
+
+// Starts |n| workers with |extra| arguments and returns their exit codes; a
+// worker still running after |limit| is killed and counts as a hang (-1).
+std::vector<int> run_workers(uint32_t n, const std::vector<std::string>& extra,
+                             std::chrono::seconds limit) {
+  hal_comm_unique_id_t id{};
+  REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
+  const std::string id_text = hex(id);
+  std::vector<pid_t> pids;
+  for (uint32_t rank = 0; rank < n; ++rank) {
+    std::vector<std::string> args = {HAL_TEST_WORKER, "store", id_text, std::to_string(rank),
+                                     std::to_string(n)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    REQUIRE(posix_spawn(&pid, HAL_TEST_WORKER, nullptr, nullptr, argv.data(), environ) == 0);
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(n, -1);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (uint32_t i = 0; i < n; ++i) {
+    int status = 0;
+    while (waitpid(pids[i], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], &status, 0);
+        status = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    codes[i] = status == -1          ? -1
+               : WIFEXITED(status)   ? WEXITSTATUS(status)
+               : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                     : -2;
+  }
+  return codes;
+}
+
+struct Session {
+  Session() { REQUIRE(hal_init(nullptr) == HAL_SUCCESS); }
+  ~Session() { hal_shutdown(); }
+};
+
+}  // namespace
+
+TEST_CASE("TCP store: the matrix over 2..4 processes", "[multiprocess]") {
+  Session session;
+  for (uint32_t n = 2; n <= 4; ++n) {
+    INFO(n << " processes");
+    for (int code : run_workers(n, {}, std::chrono::seconds(240))) CHECK(code == 0);
+  }
+}
+
+TEST_CASE("TCP store: a killed rank is an error in every survivor", "[multiprocess][kill]") {
+  Session session;
+  for (uint32_t n : {2u, 3u}) {
+    INFO(n << " processes, rank 1 killed");
+    const std::vector<int> codes = run_workers(n, {"kill", "1"}, std::chrono::seconds(60));
+    for (uint32_t rank = 0; rank < n; ++rank) {
+      if (rank == 1) {
+        CHECK(codes[rank] == 128 + SIGKILL);
+      } else {
+        CHECK(codes[rank] == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("unique id and init_rank reject bad input", "[multiprocess][errors]") {
+  Session session;
+  hal_device_t device = nullptr;
+  REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
+  hal_comm_unique_id_t id{};
+  hal_comm_t comm = nullptr;
+  CHECK(hal_comm_get_unique_id(nullptr) == HAL_ERROR_NULL_POINTER);
+  CHECK(hal_comm_init_rank(device, 2, &id, 0, nullptr, &comm) == HAL_ERROR_INVALID_ARGUMENT);
+  REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
+  CHECK(hal_comm_init_rank(device, 2, &id, 2, nullptr, &comm) == HAL_ERROR_INVALID_ARGUMENT);
+  hal_comm_config_t config = HAL_COMM_CONFIG_INIT;
+  config.timeout_ms = 200;
+  // Nobody else joins: the deadline, not a hang.
+  CHECK(hal_comm_init_rank(device, 2, &id, 0, &config, &comm) == HAL_ERROR_TIMEOUT);
+  config.bootstrap = HAL_COMM_BOOTSTRAP_TCP_STORE;
+  config.store_address = "not an address";
+  CHECK(hal_comm_init_rank(device, 2, &id, 0, &config, &comm) == HAL_ERROR_INVALID_ARGUMENT);
+  // One rank alone is a whole communicator.
+  config.store_address = "127.0.0.1:0";
+  REQUIRE(hal_comm_init_rank(device, 1, nullptr, 0, &config, &comm) == HAL_SUCCESS);
+  uint32_t count = 0;
+  CHECK(hal_comm_count(comm, &count) == HAL_SUCCESS);
+  CHECK(count == 1);
+  CHECK(hal_comm_destroy(comm) == HAL_SUCCESS);
+}
