@@ -1,0 +1,297 @@
+#include "layers/tracing.hpp"
+
+#include "error.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+namespace hal::loader::layers::tracing {
+
+// What one stream operation's pair of host functions share. The one after
+// the operation owns it: stream order runs it after the one before.
+struct ExecutionSpan {
+  uint32_t track = 0;
+  uint32_t device = 0;
+  const char* operation = "";
+  uint64_t bytes = 0;
+  const void* stream = nullptr;
+  uint64_t begin_ns = 0;
+};
+
+namespace {
+
+// Stream tracks get thread ids far above any real one, so they never merge
+// with a thread's track.
+constexpr uint32_t kFirstStreamTrack = 0x40000000u;
+
+struct CallCounters {
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<uint64_t> total_ns{0};
+  std::atomic<uint64_t> max_ns{0};
+};
+
+struct TraceState {
+  std::mutex mutex;  // the file and the track table
+  std::FILE* file = nullptr;
+  std::atomic<bool> file_open{false};  // read without the mutex by writing()
+  bool first_event = true;
+  bool summary = false;
+  uint64_t origin_ns = 0;
+  std::unordered_map<const void*, uint32_t> stream_tracks;
+  std::array<CallCounters, kApiCount> counters;
+};
+
+TraceState& state() {
+  static TraceState trace;
+  return trace;
+}
+
+long process_id() {
+  static const long pid = static_cast<long>(getpid());
+  return pid;
+}
+
+long thread_id() {
+  thread_local const long tid = static_cast<long>(syscall(SYS_gettid));
+  return tid;
+}
+
+double micros_since_origin(uint64_t ns) {
+  return static_cast<double>(ns - state().origin_ns) / 1000.0;
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += format("\\u%04x", static_cast<unsigned>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Writes one event object; the caller holds the mutex.
+void write_event_locked(TraceState& trace, const std::string& event) {
+  if (trace.file == nullptr) return;
+  std::fputs(trace.first_event ? "\n" : ",\n", trace.file);
+  std::fputs(event.c_str(), trace.file);
+  trace.first_event = false;
+}
+
+// The track of |stream|, named on first use.
+uint32_t track_of_locked(TraceState& trace, const void* stream, uint32_t device,
+                         const char* plugin) {
+  const auto found = trace.stream_tracks.find(stream);
+  if (found != trace.stream_tracks.end()) return found->second;
+  const uint32_t track = kFirstStreamTrack + static_cast<uint32_t>(trace.stream_tracks.size());
+  trace.stream_tracks.emplace(stream, track);
+  const std::string name = format("stream %p (device %u, %s)", stream, device, plugin);
+  write_event_locked(trace, format("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%ld,\"tid\":%u,"
+                                   "\"args\":{\"name\":%s}}",
+                                   process_id(), track, json_string(name).c_str()));
+  return track;
+}
+
+// A tracing host function the plugin refused is not the caller's failure.
+void forget_plugin_message() noexcept {
+  try {
+    take_plugin_message();
+  } catch (...) {
+  }
+}
+
+void run_span_begin(void* data) noexcept {
+  static_cast<ExecutionSpan*>(data)->begin_ns = now_ns();
+}
+
+void run_span_end(void* data) noexcept {
+  std::unique_ptr<ExecutionSpan> span(static_cast<ExecutionSpan*>(data));
+  const uint64_t end_ns = now_ns();
+  try {
+    const std::string event = format(
+        "{\"name\":\"%s\",\"cat\":\"stream\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,"
+        "\"tid\":%u,\"args\":{\"device\":%u,\"stream\":\"%p\",\"bytes\":%llu}}",
+        span->operation, micros_since_origin(span->begin_ns),
+        static_cast<double>(end_ns - span->begin_ns) / 1000.0, process_id(), span->track,
+        span->device, span->stream, static_cast<unsigned long long>(span->bytes));
+    TraceState& trace = state();
+    std::lock_guard lock(trace.mutex);
+    write_event_locked(trace, event);
+  } catch (...) {
+    // Out of memory on a worker thread: the span is lost, nothing else.
+  }
+}
+
+void print_summary(TraceState& trace) {
+  uint64_t total_calls = 0;
+  for (const CallCounters& counters : trace.counters) total_calls += counters.calls.load();
+  std::fprintf(stderr, "hal: trace summary: %llu calls\n",
+               static_cast<unsigned long long>(total_calls));
+  std::fprintf(stderr, "%-28s %10s %8s %12s %10s %10s\n", "call", "count", "errors", "total ms",
+               "mean us", "max us");
+  for (size_t index = 0; index < kApiCount; ++index) {
+    const CallCounters& counters = trace.counters[index];
+    const uint64_t calls = counters.calls.load();
+    if (calls == 0) continue;
+    const double total_ns = static_cast<double>(counters.total_ns.load());
+    std::fprintf(stderr, "%-28s %10llu %8llu %12.3f %10.3f %10.3f\n", api_name(index),
+                 static_cast<unsigned long long>(calls),
+                 static_cast<unsigned long long>(counters.failures.load()), total_ns / 1e6,
+                 total_ns / 1e3 / static_cast<double>(calls),
+                 static_cast<double>(counters.max_ns.load()) / 1e3);
+  }
+}
+
+}  // namespace
+
+uint64_t now_ns() noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+bool open(const char* path, bool summary) noexcept {
+  TraceState& trace = state();
+  std::lock_guard lock(trace.mutex);
+  for (CallCounters& counters : trace.counters) {
+    counters.calls = 0;
+    counters.failures = 0;
+    counters.total_ns = 0;
+    counters.max_ns = 0;
+  }
+  trace.stream_tracks.clear();
+  trace.summary = summary;
+  trace.origin_ns = now_ns();
+  trace.first_event = true;
+  if (path == nullptr || path[0] == '\0') return true;
+  trace.file = std::fopen(path, "w");
+  if (trace.file == nullptr) {
+    std::fprintf(stderr, "hal: tracing: cannot create HAL_TRACE file '%s'; tracing to no file\n",
+                 path);
+    return false;
+  }
+  trace.file_open.store(true, std::memory_order_release);
+  std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", trace.file);
+  write_event_locked(trace, format("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,"
+                                   "\"args\":{\"name\":\"HAL (pid %ld)\"}}",
+                                   process_id(), process_id()));
+  return true;
+}
+
+void close() noexcept {
+  TraceState& trace = state();
+  std::lock_guard lock(trace.mutex);
+  if (trace.file != nullptr) {
+    std::fputs("\n]}\n", trace.file);
+    std::fclose(trace.file);
+    trace.file = nullptr;
+    trace.file_open.store(false, std::memory_order_release);
+  }
+  if (trace.summary) print_summary(trace);
+  trace.summary = false;
+}
+
+bool writing() noexcept {
+  return state().file_open.load(std::memory_order_acquire);
+}
+
+void finish_call(size_t api_index, uint64_t begin_ns, hal_result_t result,
+                 const std::string& arguments) noexcept {
+  const uint64_t end_ns = now_ns();
+  const uint64_t elapsed = end_ns - begin_ns;
+  TraceState& trace = state();
+  CallCounters& counters = trace.counters[api_index];
+  counters.calls.fetch_add(1, std::memory_order_relaxed);
+  if (result != HAL_SUCCESS && result != HAL_NOT_READY)
+    counters.failures.fetch_add(1, std::memory_order_relaxed);
+  counters.total_ns.fetch_add(elapsed, std::memory_order_relaxed);
+  uint64_t seen = counters.max_ns.load(std::memory_order_relaxed);
+  while (elapsed > seen && !counters.max_ns.compare_exchange_weak(seen, elapsed)) {
+  }
+  if (!writing()) return;
+  try {
+    const std::string event = format(
+        "{\"name\":\"%s\",\"cat\":\"api\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,"
+        "\"tid\":%ld,\"args\":{%s%s\"result\":\"%s\"}}",
+        api_name(api_index), micros_since_origin(begin_ns), static_cast<double>(elapsed) / 1000.0,
+        process_id(), thread_id(), arguments.c_str(), arguments.empty() ? "" : ",",
+        result_name(result));
+    std::lock_guard lock(trace.mutex);
+    write_event_locked(trace, event);
+  } catch (...) {
+    // Out of memory: this event is lost, the call's result is not affected.
+  }
+}
+
+void append_number(std::string& out, const char* name, long long value) {
+  out += format("%s\"%s\":%lld", out.empty() ? "" : ",", name, value);
+}
+
+void append_unsigned(std::string& out, const char* name, unsigned long long value) {
+  out += format("%s\"%s\":%llu", out.empty() ? "" : ",", name, value);
+}
+
+void append_pointer(std::string& out, const char* name, const void* value) {
+  out += format("%s\"%s\":\"%p\"", out.empty() ? "" : ",", name, value);
+}
+
+void append_device(std::string& out, const char* name, const hal_device_s* device) {
+  out += format("%s\"%s\":%u", out.empty() ? "" : ",", name, device->properties.index);
+}
+
+void append_stream(std::string& out, const char* name, const hal_stream_s* stream) {
+  append_pointer(out, name, stream);
+  out += format(",\"device\":%u", stream->device->properties.index);
+}
+
+void StreamOpSpan::begin(hal_stream_s* stream, const char* operation, uint64_t bytes) noexcept {
+  const hal_plugin_table_v1_t& table = table_of(stream);
+  if (!writing() || table.stream_enqueue_host_fn == nullptr) return;
+  try {
+    auto span = std::make_unique<ExecutionSpan>();
+    span->device = stream->device->properties.index;
+    span->operation = operation;
+    span->bytes = bytes;
+    span->stream = stream;
+    {
+      TraceState& trace = state();
+      std::lock_guard lock(trace.mutex);
+      span->track =
+          track_of_locked(trace, stream, span->device, stream->device->plugin->name.c_str());
+    }
+    if (table.stream_enqueue_host_fn(stream->impl, run_span_begin, span.get()) != HAL_SUCCESS) {
+      forget_plugin_message();
+      return;
+    }
+    stream_ = stream;
+    span_ = span.release();
+  } catch (...) {
+    // Out of memory: no span for this operation.
+  }
+}
+
+void StreamOpSpan::end() noexcept {
+  const hal_plugin_table_v1_t& table = table_of(stream_);
+  if (table.stream_enqueue_host_fn(stream_->impl, run_span_end, span_) != HAL_SUCCESS) {
+    // The begin function may still be queued: let it run before freeing.
+    table.stream_synchronize(stream_->impl);
+    delete span_;
+    forget_plugin_message();
+  }
+  span_ = nullptr;
+}
+
+}  // namespace hal::loader::layers::tracing

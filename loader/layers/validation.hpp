@@ -1,0 +1,124 @@
+// The validation layer (HAL_VALIDATION=1; on by default in Debug builds).
+//
+// It runs around the loader's own checks, never instead of them:
+// - before a call: every handle argument is looked up in LiveObjects, so a
+//   destroyed handle is reported as such even after it left the quarantine
+//   (no read of its memory); then the call's own checks (extra(...)): bounds
+//   and device reach of copies, fills and kernel pointer arguments, events
+//   used before they were recorded, streams destroyed with work pending;
+// - after a call: what it created or destroyed is recorded, with the
+//   creation site for the leak report.
+// Errors are returned like any other failure, with a sentence; warnings (the
+// call is legal but probably not meant) go to stderr, prefixed
+// "hal: validation: warning: ". SPEC.md, "Layers", states the policy.
+#pragma once
+
+#include "error.hpp"
+#include "handle.hpp"
+#include "layers/api_calls.hpp"
+#include "layers/live_objects.hpp"
+
+#include <hal/plugin_v1.h>
+
+#include <cstddef>
+
+namespace hal::loader::layers::validation {
+
+LiveObjects& objects() noexcept;
+// HAL_VALIDATION_BACKTRACE=1: creation sites keep a whole backtrace.
+void set_backtrace(bool enabled) noexcept;
+bool backtrace_enabled() noexcept;
+
+// Prints "hal: validation: warning: <function>: <sentence>" on stderr.
+void warn(const char* function, const char* fmt, ...) noexcept
+    __attribute__((format(printf, 2, 3)));
+
+// ---- before a call: handles --------------------------------------------------
+
+hal_result_t check_handle(const char* function, const char* argument, const void* handle,
+                          HandleKind expected);
+
+// NULL is left to the entry point: it is a no-op for destroy calls and an
+// error everywhere else, with the entry point's own message.
+inline hal_result_t check_argument(const char* function, const char* argument, hal_device_t h) {
+  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kDevice);
+}
+inline hal_result_t check_argument(const char* function, const char* argument, hal_stream_t h) {
+  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kStream);
+}
+inline hal_result_t check_argument(const char* function, const char* argument, hal_event_t h) {
+  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kEvent);
+}
+inline hal_result_t check_argument(const char* function, const char* argument, hal_module_t h) {
+  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kModule);
+}
+inline hal_result_t check_argument(const char* function, const char* argument, hal_kernel_t h) {
+  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kKernel);
+}
+template <class T>
+hal_result_t check_argument(const char*, const char*, T) {
+  return HAL_SUCCESS;  // not a handle
+}
+
+// ---- before a call: what each call adds ----------------------------------------
+
+template <class Api, class... Args>
+hal_result_t extra(Api, Args...) {
+  return HAL_SUCCESS;
+}
+hal_result_t extra(StreamDestroy, hal_stream_t stream);
+hal_result_t extra(StreamWaitEvent, hal_stream_t stream, hal_event_t event);
+hal_result_t extra(EventElapsedMs, hal_event_t start, hal_event_t end, float* out_ms);
+hal_result_t extra(MemcpyAsync, void* dst, const void* src, size_t size, hal_stream_t stream);
+hal_result_t extra(MemsetAsync, void* dst, uint8_t value, size_t size, hal_stream_t stream);
+hal_result_t extra(LaunchKernel, hal_kernel_t kernel, const hal_launch_config_t* config,
+                   uint32_t arg_count, const hal_kernel_arg_t* args, hal_stream_t stream);
+
+template <class Api, class... Args>
+hal_result_t before(Api api, Args... args) noexcept {
+  try {
+    hal_result_t result = HAL_SUCCESS;
+    size_t index = 0;
+    const auto check_one = [&](auto argument) {
+      if (result == HAL_SUCCESS) result = check_argument(Api::kName, Api::kArgs[index], argument);
+      ++index;
+    };
+    (check_one(args), ...);
+    if (result != HAL_SUCCESS) return result;
+    return extra(api, args...);
+  } catch (...) {
+    return fail(HAL_ERROR_OUT_OF_MEMORY, Api::kName, "the validation layer ran out of memory");
+  }
+}
+
+// ---- after a call: what it created and destroyed -------------------------------
+
+template <class Api, class... Args>
+void record(Api, hal_result_t, const void*, Args...) {}
+void record(StreamCreate, hal_result_t result, const void* caller, hal_device_t device,
+            hal_stream_flags_t flags, hal_stream_t* out_stream);
+void record(StreamDestroy, hal_result_t result, const void* caller, hal_stream_t stream);
+void record(EventCreate, hal_result_t result, const void* caller, hal_device_t device,
+            hal_event_flags_t flags, hal_event_t* out_event);
+void record(EventDestroy, hal_result_t result, const void* caller, hal_event_t event);
+void record(EventRecord, hal_result_t result, const void* caller, hal_event_t event,
+            hal_stream_t stream);
+void record(MemAlloc, hal_result_t result, const void* caller, hal_device_t device,
+            hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr);
+void record(MemFree, hal_result_t result, const void* caller, void* ptr);
+void record(ModuleLoad, hal_result_t result, const void* caller, hal_device_t device,
+            const hal_module_desc_t* desc, hal_module_t* out_module);
+void record(ModuleUnload, hal_result_t result, const void* caller, hal_module_t module);
+void record(KernelGet, hal_result_t result, const void* caller, hal_module_t module,
+            const hal_kernel_desc_t* desc, hal_kernel_t* out_kernel);
+
+template <class Api, class... Args>
+void after(Api api, hal_result_t result, const void* caller, Args... args) noexcept {
+  try {
+    record(api, result, caller, args...);
+  } catch (...) {
+    warn(Api::kName, "the validation layer ran out of memory; its records are incomplete");
+  }
+}
+
+}  // namespace hal::loader::layers::validation

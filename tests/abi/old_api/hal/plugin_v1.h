@@ -1,0 +1,161 @@
+/* HAL plugin ABI, version 1. FROZEN: a later ABI major gets plugin_v2.h; a
+ * minor release only appends entries at the end of hal_plugin_table_v1_t and
+ * fields at the end of the structs, which struct_size tells apart.
+ *
+ * A plugin is a shared object that exports exactly one symbol,
+ * hal_plugin_entry (HAL_PLUGIN_ENTRY_NAME). The loader calls it once with the
+ * services it offers; the plugin checks the ABI major, fills |out_plugin| with
+ * its identity, its context and one function table, and returns HAL_SUCCESS.
+ *
+ * Rules for every table entry:
+ * - A NULL entry means "not implemented". The loader then uses its portable
+ *   fallback where it has one (see SPEC.md, "Plugin ABI") or returns
+ *   HAL_ERROR_UNSUPPORTED. It never disables the plugin.
+ * - The loader has already validated handles, NULL pointers, sizes and the
+ *   bounds of HAL allocations; the plugin checks what only it can know
+ *   (device limits, module contents, its driver's answers).
+ * - On failure the plugin calls host->set_error() with a sentence and the
+ *   vendor's native code, then returns the result. It keeps no thread-local
+ *   error state of its own.
+ * - Objects the plugin returns (hal_impl_*_t) are opaque to the loader. The
+ *   loader wraps each in a public handle carrying the dispatch header, so a
+ *   plugin never sees a public handle and never needs to validate one.
+ * - Entries may be called from any thread concurrently, except
+ *   plugin_shutdown, which is called once after every other call returned.
+ */
+#ifndef HAL_PLUGIN_V1_H_
+#define HAL_PLUGIN_V1_H_
+
+#include "hal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===------------------------------------------------------------------===*
+ * Types
+ *===------------------------------------------------------------------===*/
+
+/* The name of the one symbol a plugin exports. */
+#define HAL_PLUGIN_ENTRY_NAME "hal_plugin_entry"
+
+/* Plugin-side objects, opaque to the loader. A plugin defines these structs
+ * (in C++ usually as its own class names, reinterpret_cast at the table
+ * boundary). */
+typedef struct hal_plugin_context_s hal_plugin_context_t;
+typedef struct hal_impl_device_s hal_impl_device_t;
+typedef struct hal_impl_stream_s hal_impl_stream_t;
+typedef struct hal_impl_event_s hal_impl_event_t;
+typedef struct hal_impl_module_s hal_impl_module_t;
+typedef struct hal_impl_kernel_s hal_impl_kernel_t;
+
+typedef enum hal_log_level {
+  HAL_LOG_DEBUG = 0,
+  HAL_LOG_INFO = 1,
+  HAL_LOG_WARNING = 2,
+  HAL_LOG_LEVEL_MAX_ENUM = 0x7fffffff
+} hal_log_level_t;
+
+/* Services the loader offers a plugin. Valid from the entry call until
+ * plugin_shutdown returns. */
+typedef struct hal_plugin_host {
+  size_t struct_size;   /* sizeof(hal_plugin_host_t) of the loader */
+  uint32_t abi_version; /* the loader's HAL_ABI_VERSION */
+  uint32_t reserved;
+  void* host_context; /* pass back to the functions below */
+  /* Records the detail of the failure the plugin is about to return on the
+   * calling thread: a sentence and the vendor's own code (0 if none). */
+  void (*set_error)(void* host_context, hal_result_t result, int64_t native_code,
+                    const char* message);
+  /* A diagnostic line (shown with HAL_LOG=1); never an error. */
+  void (*log)(void* host_context, hal_log_level_t level, const char* message);
+} hal_plugin_host_t;
+
+/* The function table. Entries are grouped by object, in the order of the
+ * public headers. */
+typedef struct hal_plugin_table_v1 {
+  size_t struct_size; /* sizeof(hal_plugin_table_v1_t) the plugin was built with */
+
+  /* plugin */
+  void (*plugin_shutdown)(hal_plugin_context_t* context);
+  hal_result_t (*device_count)(hal_plugin_context_t* context, uint32_t* out_count);
+  hal_result_t (*device_open)(hal_plugin_context_t* context, uint32_t index,
+                              hal_impl_device_t** out_device);
+  void (*device_close)(hal_impl_device_t* device);
+
+  /* device: the loader passes a zeroed struct whose struct_size is the
+   * loader's; the plugin writes the fields it knows, and the loader sets
+   * index, plugin_device_index and plugin. */
+  hal_result_t (*device_get_properties)(hal_impl_device_t* device,
+                                        hal_device_properties_t* out_properties);
+  hal_result_t (*device_synchronize)(hal_impl_device_t* device);
+
+  /* memory: size > 0, alignment a power of two (already resolved from 0).
+   * Before mem_free the loader has synchronised the device, so no enqueued
+   * work still uses |ptr|. memcpy_async/memset_async get size > 0 and ranges
+   * the loader has bounds-checked against the allocation table. */
+  hal_result_t (*mem_alloc)(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
+                            size_t alignment, void** out_ptr);
+  hal_result_t (*mem_free)(hal_impl_device_t* device, void* ptr);
+  hal_result_t (*memcpy_async)(hal_impl_stream_t* stream, void* dst, const void* src, size_t size);
+  hal_result_t (*memset_async)(hal_impl_stream_t* stream, void* dst, uint8_t value, size_t size);
+
+  /* stream */
+  hal_result_t (*stream_create)(hal_impl_device_t* device, hal_stream_flags_t flags,
+                                hal_impl_stream_t** out_stream);
+  hal_result_t (*stream_destroy)(hal_impl_stream_t* stream);
+  hal_result_t (*stream_synchronize)(hal_impl_stream_t* stream);
+  hal_result_t (*stream_query)(hal_impl_stream_t* stream);
+  /* |event| belongs to this plugin (maybe another of its devices). */
+  hal_result_t (*stream_wait_event)(hal_impl_stream_t* stream, hal_impl_event_t* event);
+  hal_result_t (*stream_enqueue_host_fn)(hal_impl_stream_t* stream, hal_host_fn_t fn,
+                                         void* user_data);
+
+  /* event */
+  hal_result_t (*event_create)(hal_impl_device_t* device, hal_event_flags_t flags,
+                               hal_impl_event_t** out_event);
+  hal_result_t (*event_destroy)(hal_impl_event_t* event);
+  hal_result_t (*event_record)(hal_impl_event_t* event, hal_impl_stream_t* stream);
+  hal_result_t (*event_query)(hal_impl_event_t* event);
+  hal_result_t (*event_synchronize)(hal_impl_event_t* event);
+  hal_result_t (*event_elapsed_ms)(hal_impl_event_t* start, hal_impl_event_t* end, float* out_ms);
+
+  /* module and kernel: kernels belong to their module; module_unload frees them. */
+  hal_result_t (*module_load)(hal_impl_device_t* device, const hal_module_desc_t* desc,
+                              hal_impl_module_t** out_module);
+  hal_result_t (*module_unload)(hal_impl_module_t* module);
+  hal_result_t (*kernel_get)(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
+                             hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
+  /* The loader has checked the grid and block against the device's limits
+   * and the arguments against the kernel's signature. */
+  hal_result_t (*launch_kernel)(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
+                                const hal_launch_config_t* config, uint32_t arg_count,
+                                const hal_kernel_arg_t* args);
+} hal_plugin_table_v1_t;
+
+/* What a plugin tells the loader about itself. The loader zeroes it and sets
+ * struct_size to its own sizeof; the plugin writes no more than that. */
+typedef struct hal_plugin_v1 {
+  size_t struct_size;   /* [in] set by the loader */
+  uint32_t abi_version; /* [out] HAL_ABI_VERSION the plugin was built against */
+  uint32_t reserved;
+  /* Identity strings are static storage of the plugin, valid until it is unloaded. */
+  const char* name;                   /* [out] short, unique, lower case: "cpu", "opencl" */
+  const char* version;                /* [out] the plugin's own version */
+  const char* vendor;                 /* [out] who made it */
+  const char* build_id;               /* [out] e.g. a git hash and build date */
+  hal_plugin_context_t* context;      /* [out] passed back to the table's plugin entries */
+  const hal_plugin_table_v1_t* table; /* [out] static storage, valid until unload */
+} hal_plugin_v1_t;
+
+/* The entry point's type. It returns HAL_ERROR_ABI_MISMATCH when
+ * HAL_VERSION_MAJOR(host->abi_version) is not the major it implements, and
+ * any other error (with host->set_error) when it cannot initialise. */
+typedef hal_result_t (*hal_plugin_entry_fn_t)(const hal_plugin_host_t* host,
+                                              hal_plugin_v1_t* out_plugin);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HAL_PLUGIN_V1_H_ */
