@@ -7,6 +7,8 @@
  *   hal/event.h    events
  *   hal/memory.h   allocations, stream-ordered copies and fills
  *   hal/kernel.h   modules, kernels, launch
+ *   hal/dtype.h    element types
+ *   hal/collective.h  communicators and collectives
  *
  * The contract of every function is in SPEC.md. */
 #ifndef HAL_H_
@@ -19,5 +21,6 @@
 #include "hal/event.h"
 #include "hal/memory.h"
 #include "hal/kernel.h"
+#include "hal/collective.h"
 
 #endif /* HAL_H_ */

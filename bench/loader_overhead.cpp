@@ -4,6 +4,11 @@
 //   direct  table->stream_query(impl_stream)   public  hal_stream_query(stream)
 //   direct  table->event_query(impl_event)     public  hal_event_query(event)
 //
+// The public path runs twice: first with every layer off (HAL_VALIDATION=0,
+// no HAL_TRACE: the cost of the layers' one branch is inside "overhead"),
+// then in a second hal_init with HAL_VALIDATION=1 (the "validation on"
+// column), each again interleaved with the direct calls.
+//
 // Both queries are answered on an idle stream / a completed event, so the
 // call itself (handle checks, dispatch, the plugin's query) is all that is
 // timed. The direct path loads its own copy of the plugin file, so that its
@@ -209,6 +214,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Layers are chosen at hal_init: off for the main columns.
+  setenv("HAL_VALIDATION", "0", 1);
+  setenv("HAL_TRACE", "", 1);
+  setenv("HAL_TRACE_SUMMARY", "0", 1);
   bench::NoiseMeter noise;
 
   Direct direct;
@@ -263,6 +272,36 @@ int main(int argc, char** argv) {
     diff_stream.push_back(ns[1] - ns[0]);
     diff_event.push_back(ns[3] - ns[2]);
   }
+  // The second session: the same public calls with the validation layer on.
+  BENCH_HAL_CHECK(hal_event_destroy(event));
+  BENCH_HAL_CHECK(hal_stream_destroy(stream));
+  BENCH_HAL_CHECK(hal_shutdown());
+  setenv("HAL_VALIDATION", "1", 1);
+  device = bench::hal_open_device(plugins, "cpu", 0, &props);
+  BENCH_HAL_CHECK(hal_stream_create(device, 0, &stream));
+  BENCH_HAL_CHECK(hal_event_create(device, 0, &event));
+  BENCH_HAL_CHECK(hal_event_record(event, stream));
+  BENCH_HAL_CHECK(hal_stream_synchronize(stream));
+  Counter validated_counter;
+  std::vector<double> validated_stream, validated_event, validated_diff_stream,
+      validated_diff_event;
+  for (long long r = 0; r < reps; ++r) {
+    const double direct_stream = v[0].run(calls, v[0].counter);
+    const double public_stream = time_calls(hal_stream_query, stream, calls, validated_counter);
+    const double direct_event = v[2].run(calls, v[2].counter);
+    const double public_event = time_calls(hal_event_query, event, calls, validated_counter);
+    validated_stream.push_back(public_stream);
+    validated_event.push_back(public_event);
+    validated_diff_stream.push_back(public_stream - direct_stream);
+    validated_diff_event.push_back(public_event - direct_event);
+  }
+  if (validated_counter.not_success)
+    std::fprintf(stderr, "warning: validated calls returned %s %lld times\n",
+                 hal_result_string(validated_counter.last_bad), validated_counter.not_success);
+  const bench::Stats vs = bench::summarize(validated_stream);
+  const bench::Stats ve = bench::summarize(validated_event);
+  const bench::Stats vds = bench::summarize(validated_diff_stream);
+  const bench::Stats vde = bench::summarize(validated_diff_event);
   const double other = noise.other_vcpus();
 
   for (const auto& x : v) {
@@ -285,22 +324,30 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < v.size(); ++i) j.result(v[i].name, "ns/call", s[i]);
     j.result("overhead stream_query (public - direct)", "ns/call", ds);
     j.result("overhead event_query (public - direct)", "ns/call", de);
+    j.result("public hal_stream_query, validation on", "ns/call", vs);
+    j.result("public hal_event_query, validation on", "ns/call", ve);
+    j.result("overhead stream_query, validation on", "ns/call", vds);
+    j.result("overhead event_query, validation on", "ns/call", vde);
     j.print();
   } else {
     bench::print_machine_line();
     std::printf("# device: %s; %lld calls per sample, %lld reps, interleaved\n", props.name, calls,
                 reps);
-    bench::Table t({"call", "direct ns/call", "public ns/call", "overhead ns/call", "goal"});
+    bench::Table t({"call", "direct ns/call", "public ns/call", "overhead ns/call", "goal",
+                    "validation on ns/call", "validation overhead"});
     auto goal = [](const bench::Stats& d) {
       return "<= " + bench::fmt(kGoalNs, 0) + " ns (" + (d.median <= kGoalNs ? "met" : "missed") +
              ")";
     };
     t.row({"stream_query", bench::fmt_stats(s[0]), bench::fmt_stats(s[1]), bench::fmt_stats(ds),
-           goal(ds)});
+           goal(ds), bench::fmt_stats(vs), bench::fmt_stats(vds)});
     t.row({"event_query", bench::fmt_stats(s[2]), bench::fmt_stats(s[3]), bench::fmt_stats(de),
-           goal(de)});
+           goal(de), bench::fmt_stats(ve), bench::fmt_stats(vde)});
     t.print();
     std::printf("# overhead = public - direct, per repetition; median [min-max]\n");
+    std::printf(
+        "# layers off in the public column; validation on: a second hal_init with "
+        "HAL_VALIDATION=1\n");
     std::printf("# noise: other processes used %.2f vCPU during the run\n", other);
   }
 

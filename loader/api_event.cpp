@@ -1,5 +1,6 @@
 // hal/event.h: events, from the plugin or, when it has none, from the loader.
 #include "api_common.hpp"
+#include "layers/intercept.hpp"
 #include "fallbacks.hpp"
 
 using namespace hal::loader;
@@ -16,8 +17,8 @@ hal_result_t check_event(hal_event_t event, const char* function, const char* ar
 
 }  // namespace
 
-hal_result_t hal_event_create(hal_device_t device, hal_event_flags_t flags,
-                              hal_event_t* out_event) {
+static hal_result_t event_create_body(hal_device_t device, hal_event_flags_t flags,
+                                      hal_event_t* out_event) {
   constexpr const char* kFunction = "hal_event_create";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
@@ -58,7 +59,7 @@ hal_result_t hal_event_create(hal_device_t device, hal_event_flags_t flags,
   });
 }
 
-hal_result_t hal_event_destroy(hal_event_t event) {
+static hal_result_t event_destroy_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_destroy";
   return guarded(kFunction, [&]() -> hal_result_t {
     Registry* registry = active_registry();
@@ -80,7 +81,7 @@ hal_result_t hal_event_destroy(hal_event_t event) {
   });
 }
 
-hal_result_t hal_event_record(hal_event_t event, hal_stream_t stream) {
+static hal_result_t event_record_body(hal_event_t event, hal_stream_t stream) {
   constexpr const char* kFunction = "hal_event_record";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
@@ -96,6 +97,7 @@ hal_result_t hal_event_record(hal_event_t event, hal_stream_t stream) {
     }
     EventState& state = *event->state;
     std::lock_guard lock(stream->enqueue_mutex);
+    const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     if (state.impl == nullptr) return record_loader_event(event->state, stream, kFunction);
     const hal_result_t result = state.plugin->table.event_record(state.impl, stream->impl);
     if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, state.plugin->name);
@@ -103,7 +105,7 @@ hal_result_t hal_event_record(hal_event_t event, hal_stream_t stream) {
   });
 }
 
-hal_result_t hal_event_query(hal_event_t event) {
+static hal_result_t event_query_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_query";
   if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
     return result;
@@ -117,7 +119,7 @@ hal_result_t hal_event_query(hal_event_t event) {
   return result;
 }
 
-hal_result_t hal_event_synchronize(hal_event_t event) {
+static hal_result_t event_synchronize_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_synchronize";
   if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
     return result;
@@ -129,7 +131,7 @@ hal_result_t hal_event_synchronize(hal_event_t event) {
   return HAL_SUCCESS;
 }
 
-hal_result_t hal_event_elapsed_ms(hal_event_t start, hal_event_t end, float* out_ms) {
+static hal_result_t event_elapsed_ms_body(hal_event_t start, hal_event_t end, float* out_ms) {
   constexpr const char* kFunction = "hal_event_elapsed_ms";
   if (hal_result_t result = check_event(start, kFunction, "start"); result != HAL_SUCCESS) {
     return result;
@@ -157,4 +159,32 @@ hal_result_t hal_event_elapsed_ms(hal_event_t start, hal_event_t end, float* out
   const hal_result_t result = plugin.table.event_elapsed_ms(first.impl, last.impl, out_ms);
   if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, plugin.name);
   return HAL_SUCCESS;
+}
+
+// ---- the public entries: the layers' hook around each body above ----
+
+hal_result_t hal_event_create(hal_device_t device, hal_event_flags_t flags,
+                              hal_event_t* out_event) {
+  return layers::call<layers::EventCreate, event_create_body>(HAL_CALLER, device, flags, out_event);
+}
+
+hal_result_t hal_event_destroy(hal_event_t event) {
+  return layers::call<layers::EventDestroy, event_destroy_body>(HAL_CALLER, event);
+}
+
+hal_result_t hal_event_record(hal_event_t event, hal_stream_t stream) {
+  return layers::call<layers::EventRecord, event_record_body>(HAL_CALLER, event, stream);
+}
+
+hal_result_t hal_event_query(hal_event_t event) {
+  return layers::call<layers::EventQuery, event_query_body>(HAL_CALLER, event);
+}
+
+hal_result_t hal_event_synchronize(hal_event_t event) {
+  return layers::call<layers::EventSynchronize, event_synchronize_body>(HAL_CALLER, event);
+}
+
+hal_result_t hal_event_elapsed_ms(hal_event_t start, hal_event_t end, float* out_ms) {
+  return layers::call<layers::EventElapsedMs, event_elapsed_ms_body>(HAL_CALLER, start, end,
+                                                                     out_ms);
 }

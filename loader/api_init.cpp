@@ -1,5 +1,6 @@
 // hal/init.h: library lifetime, versions and plugin load reports.
 #include "api_common.hpp"
+#include "layers/intercept.hpp"
 
 using namespace hal::loader;
 
@@ -16,7 +17,7 @@ hal_result_t hal_shutdown(void) {
   return guarded("hal_shutdown", [&] { return shut_down(); });
 }
 
-hal_result_t hal_plugin_report_count(uint32_t* out_count) {
+static hal_result_t plugin_report_count_body(uint32_t* out_count) {
   constexpr const char* kFunction = "hal_plugin_report_count";
   const Registry* registry = active_registry();
   if (registry == nullptr) return not_initialized(kFunction);
@@ -25,7 +26,7 @@ hal_result_t hal_plugin_report_count(uint32_t* out_count) {
   return HAL_SUCCESS;
 }
 
-hal_result_t hal_plugin_report_get(uint32_t index, hal_plugin_report_t* out_report) {
+static hal_result_t plugin_report_get_body(uint32_t index, hal_plugin_report_t* out_report) {
   constexpr const char* kFunction = "hal_plugin_report_get";
   const Registry* registry = active_registry();
   if (registry == nullptr) return not_initialized(kFunction);
@@ -54,4 +55,15 @@ hal_result_t hal_plugin_report_get(uint32_t index, hal_plugin_report_t* out_repo
   report.requested = stored.requested ? 1 : 0;
   write_sized(report, out_report);
   return HAL_SUCCESS;
+}
+
+// ---- the public entries: the layers' hook around each body above ----
+
+hal_result_t hal_plugin_report_count(uint32_t* out_count) {
+  return layers::call<layers::PluginReportCount, plugin_report_count_body>(HAL_CALLER, out_count);
+}
+
+hal_result_t hal_plugin_report_get(uint32_t index, hal_plugin_report_t* out_report) {
+  return layers::call<layers::PluginReportGet, plugin_report_get_body>(HAL_CALLER, index,
+                                                                       out_report);
 }

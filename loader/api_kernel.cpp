@@ -1,5 +1,6 @@
 // hal/kernel.h: modules, kernels and launches, checked before the plugin sees them.
 #include "api_common.hpp"
+#include "layers/intercept.hpp"
 #include "fallbacks.hpp"
 
 #include <filesystem>
@@ -9,7 +10,7 @@ using namespace hal::loader;
 
 namespace {
 
-constexpr uint32_t kLastModuleFormat = HAL_MODULE_FORMAT_HSACO;
+constexpr uint32_t kLastModuleFormat = HAL_MODULE_FORMAT_HAL_DIALECT;
 constexpr uint32_t kLastArgType = HAL_ARG_F64;
 
 size_t argument_size(hal_arg_type_t type) {
@@ -153,8 +154,8 @@ hal_result_t check_launch_args(const hal_kernel_s* kernel, uint32_t arg_count,
 
 }  // namespace
 
-hal_result_t hal_module_load(hal_device_t device, const hal_module_desc_t* desc,
-                             hal_module_t* out_module) {
+static hal_result_t module_load_body(hal_device_t device, const hal_module_desc_t* desc,
+                                     hal_module_t* out_module) {
   constexpr const char* kFunction = "hal_module_load";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
@@ -183,7 +184,7 @@ hal_result_t hal_module_load(hal_device_t device, const hal_module_desc_t* desc,
   });
 }
 
-hal_result_t hal_module_unload(hal_module_t module) {
+static hal_result_t module_unload_body(hal_module_t module) {
   constexpr const char* kFunction = "hal_module_unload";
   return guarded(kFunction, [&]() -> hal_result_t {
     Registry* registry = active_registry();
@@ -214,8 +215,8 @@ hal_result_t hal_module_unload(hal_module_t module) {
   });
 }
 
-hal_result_t hal_kernel_get(hal_module_t module, const hal_kernel_desc_t* desc,
-                            hal_kernel_t* out_kernel) {
+static hal_result_t kernel_get_body(hal_module_t module, const hal_kernel_desc_t* desc,
+                                    hal_kernel_t* out_kernel) {
   constexpr const char* kFunction = "hal_kernel_get";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
@@ -273,7 +274,7 @@ hal_result_t hal_kernel_get(hal_module_t module, const hal_kernel_desc_t* desc,
   });
 }
 
-hal_result_t hal_kernel_get_info(hal_kernel_t kernel, hal_kernel_info_t* out_info) {
+static hal_result_t kernel_get_info_body(hal_kernel_t kernel, hal_kernel_info_t* out_info) {
   constexpr const char* kFunction = "hal_kernel_get_info";
   if (active_registry() == nullptr) return not_initialized(kFunction);
   if (!is_live(kernel, HandleKind::kKernel)) {
@@ -288,9 +289,9 @@ hal_result_t hal_kernel_get_info(hal_kernel_t kernel, hal_kernel_info_t* out_inf
   return HAL_SUCCESS;
 }
 
-hal_result_t hal_launch_kernel(hal_kernel_t kernel, const hal_launch_config_t* config,
-                               uint32_t arg_count, const hal_kernel_arg_t* args,
-                               hal_stream_t stream) {
+static hal_result_t launch_kernel_body(hal_kernel_t kernel, const hal_launch_config_t* config,
+                                       uint32_t arg_count, const hal_kernel_arg_t* args,
+                                       hal_stream_t stream) {
   constexpr const char* kFunction = "hal_launch_kernel";
   if (active_registry() == nullptr) return not_initialized(kFunction);
   if (!is_live(kernel, HandleKind::kKernel)) {
@@ -314,9 +315,37 @@ hal_result_t hal_launch_kernel(hal_kernel_t kernel, const hal_launch_config_t* c
   const PluginRecord& plugin = *kernel->header.plugin;
   return guarded(kFunction, [&]() -> hal_result_t {
     std::lock_guard lock(stream->enqueue_mutex);
+    const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     const hal_result_t launched =
         plugin.table.launch_kernel(stream->impl, kernel->impl, config, arg_count, args);
     if (launched != HAL_SUCCESS) return fail_from_plugin(launched, kFunction, plugin.name);
     return HAL_SUCCESS;
   });
+}
+
+// ---- the public entries: the layers' hook around each body above ----
+
+hal_result_t hal_module_load(hal_device_t device, const hal_module_desc_t* desc,
+                             hal_module_t* out_module) {
+  return layers::call<layers::ModuleLoad, module_load_body>(HAL_CALLER, device, desc, out_module);
+}
+
+hal_result_t hal_module_unload(hal_module_t module) {
+  return layers::call<layers::ModuleUnload, module_unload_body>(HAL_CALLER, module);
+}
+
+hal_result_t hal_kernel_get(hal_module_t module, const hal_kernel_desc_t* desc,
+                            hal_kernel_t* out_kernel) {
+  return layers::call<layers::KernelGet, kernel_get_body>(HAL_CALLER, module, desc, out_kernel);
+}
+
+hal_result_t hal_kernel_get_info(hal_kernel_t kernel, hal_kernel_info_t* out_info) {
+  return layers::call<layers::KernelGetInfo, kernel_get_info_body>(HAL_CALLER, kernel, out_info);
+}
+
+hal_result_t hal_launch_kernel(hal_kernel_t kernel, const hal_launch_config_t* config,
+                               uint32_t arg_count, const hal_kernel_arg_t* args,
+                               hal_stream_t stream) {
+  return layers::call<layers::LaunchKernel, launch_kernel_body>(HAL_CALLER, kernel, config,
+                                                                arg_count, args, stream);
 }

@@ -1,11 +1,12 @@
 // hal/stream.h: streams and host functions.
 #include "api_common.hpp"
+#include "layers/intercept.hpp"
 #include "fallbacks.hpp"
 
 using namespace hal::loader;
 
-hal_result_t hal_stream_create(hal_device_t device, hal_stream_flags_t flags,
-                               hal_stream_t* out_stream) {
+static hal_result_t stream_create_body(hal_device_t device, hal_stream_flags_t flags,
+                                       hal_stream_t* out_stream) {
   constexpr const char* kFunction = "hal_stream_create";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
@@ -35,7 +36,7 @@ hal_result_t hal_stream_create(hal_device_t device, hal_stream_flags_t flags,
   });
 }
 
-hal_result_t hal_stream_destroy(hal_stream_t stream) {
+static hal_result_t stream_destroy_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_destroy";
   return guarded(kFunction, [&]() -> hal_result_t {
     Registry* registry = active_registry();
@@ -61,7 +62,7 @@ hal_result_t hal_stream_destroy(hal_stream_t stream) {
   });
 }
 
-hal_result_t hal_stream_get_device(hal_stream_t stream, hal_device_t* out_device) {
+static hal_result_t stream_get_device_body(hal_stream_t stream, hal_device_t* out_device) {
   constexpr const char* kFunction = "hal_stream_get_device";
   if (active_registry() == nullptr) return not_initialized(kFunction);
   if (!is_live(stream, HandleKind::kStream)) {
@@ -72,7 +73,7 @@ hal_result_t hal_stream_get_device(hal_stream_t stream, hal_device_t* out_device
   return HAL_SUCCESS;
 }
 
-hal_result_t hal_stream_synchronize(hal_stream_t stream) {
+static hal_result_t stream_synchronize_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_synchronize";
   if (active_registry() == nullptr) [[unlikely]]
     return not_initialized(kFunction);
@@ -82,7 +83,7 @@ hal_result_t hal_stream_synchronize(hal_stream_t stream) {
   return synchronize_stream(stream, kFunction);
 }
 
-hal_result_t hal_stream_query(hal_stream_t stream) {
+static hal_result_t stream_query_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_query";
   if (active_registry() == nullptr) [[unlikely]]
     return not_initialized(kFunction);
@@ -102,7 +103,7 @@ hal_result_t hal_stream_query(hal_stream_t stream) {
   return result;
 }
 
-hal_result_t hal_stream_wait_event(hal_stream_t stream, hal_event_t event) {
+static hal_result_t stream_wait_event_body(hal_stream_t stream, hal_event_t event) {
   constexpr const char* kFunction = "hal_stream_wait_event";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
@@ -113,11 +114,13 @@ hal_result_t hal_stream_wait_event(hal_stream_t stream, hal_event_t event) {
       return reject_handle(event, HandleKind::kEvent, kFunction, "event");
     }
     std::lock_guard lock(stream->enqueue_mutex);
+    const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     return wait_for_event(stream, event->state, kFunction);
   });
 }
 
-hal_result_t hal_stream_enqueue_host_fn(hal_stream_t stream, hal_host_fn_t fn, void* user_data) {
+static hal_result_t stream_enqueue_host_fn_body(hal_stream_t stream, hal_host_fn_t fn,
+                                                void* user_data) {
   constexpr const char* kFunction = "hal_stream_enqueue_host_fn";
   if (active_registry() == nullptr) return not_initialized(kFunction);
   if (!is_live(stream, HandleKind::kStream)) {
@@ -126,6 +129,41 @@ hal_result_t hal_stream_enqueue_host_fn(hal_stream_t stream, hal_host_fn_t fn, v
   if (fn == nullptr) return null_argument(kFunction, "fn");
   return guarded(kFunction, [&] {
     std::lock_guard lock(stream->enqueue_mutex);
+    const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     return enqueue_host_fn(stream, fn, user_data, kFunction);
   });
+}
+
+// ---- the public entries: the layers' hook around each body above ----
+
+hal_result_t hal_stream_create(hal_device_t device, hal_stream_flags_t flags,
+                               hal_stream_t* out_stream) {
+  return layers::call<layers::StreamCreate, stream_create_body>(HAL_CALLER, device, flags,
+                                                                out_stream);
+}
+
+hal_result_t hal_stream_destroy(hal_stream_t stream) {
+  return layers::call<layers::StreamDestroy, stream_destroy_body>(HAL_CALLER, stream);
+}
+
+hal_result_t hal_stream_get_device(hal_stream_t stream, hal_device_t* out_device) {
+  return layers::call<layers::StreamGetDevice, stream_get_device_body>(HAL_CALLER, stream,
+                                                                       out_device);
+}
+
+hal_result_t hal_stream_synchronize(hal_stream_t stream) {
+  return layers::call<layers::StreamSynchronize, stream_synchronize_body>(HAL_CALLER, stream);
+}
+
+hal_result_t hal_stream_query(hal_stream_t stream) {
+  return layers::call<layers::StreamQuery, stream_query_body>(HAL_CALLER, stream);
+}
+
+hal_result_t hal_stream_wait_event(hal_stream_t stream, hal_event_t event) {
+  return layers::call<layers::StreamWaitEvent, stream_wait_event_body>(HAL_CALLER, stream, event);
+}
+
+hal_result_t hal_stream_enqueue_host_fn(hal_stream_t stream, hal_host_fn_t fn, void* user_data) {
+  return layers::call<layers::StreamEnqueueHostFn, stream_enqueue_host_fn_body>(HAL_CALLER, stream,
+                                                                                fn, user_data);
 }

@@ -154,6 +154,8 @@ const char* result_name(hal_result_t result) noexcept {
       return "HAL_ERROR_DEVICE_LOST";
     case HAL_ERROR_INTERNAL:
       return "HAL_ERROR_INTERNAL";
+    case HAL_ERROR_REMOTE:
+      return "HAL_ERROR_REMOTE";
     case HAL_RESULT_MAX_ENUM:
       break;
   }

@@ -24,6 +24,8 @@ const char* kind_name(HandleKind kind) noexcept {
       return "module";
     case HandleKind::kKernel:
       return "kernel";
+    case HandleKind::kComm:
+      return "communicator";
   }
   return "unknown";
 }
@@ -40,7 +42,7 @@ hal_result_t reject_handle(const void* handle, HandleKind expected, const char* 
   const uint32_t magic = header->magic.load(std::memory_order_relaxed);
   const uint32_t kind = header->kind;
   const bool known_kind = kind >= static_cast<uint32_t>(HandleKind::kDevice) &&
-                          kind <= static_cast<uint32_t>(HandleKind::kKernel);
+                          kind <= static_cast<uint32_t>(HandleKind::kComm);
   if (magic == kDestroyedMagic && kind == static_cast<uint32_t>(expected)) {
     return fail(HAL_ERROR_DESTROYED_HANDLE, function, "%s %p is a %s that was already destroyed",
                 argument, handle, kind_name(expected));

@@ -3,6 +3,7 @@
 #include "discovery.hpp"
 #include "error.hpp"
 #include "fallbacks.hpp"
+#include "layers/layers.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -47,6 +48,10 @@ void complete_properties(hal_device_properties_t& properties, const PluginRecord
   // Loader events keep no timestamps.
   if (plugin.loader_events || table.event_elapsed_ms == nullptr)
     properties.capabilities &= ~HAL_DEVICE_CAP_EVENT_TIMING;
+  // Without its own collective entries a plugin gets the loader's host-staged ones.
+  if (table.comm_init_local == nullptr || table.comm_destroy == nullptr ||
+      table.comm_abort == nullptr || table.comm_enqueue == nullptr)
+    properties.capabilities &= ~HAL_DEVICE_CAP_COLLECTIVES;
 }
 
 // Opens every device of a freshly loaded plugin. On failure closes what it
@@ -254,6 +259,7 @@ hal_result_t initialize(const hal_init_options_t* options) {
   }
   current_registry = std::move(registry);
   init_reference_count = 1;
+  layers::start(*current_registry);
   detail::active_registry.store(current_registry.get(), std::memory_order_release);
   return HAL_SUCCESS;
 }
@@ -263,7 +269,9 @@ hal_result_t shut_down() {
   if (init_reference_count == 0) return not_initialized("hal_shutdown");
   if (--init_reference_count > 0) return HAL_SUCCESS;
   detail::active_registry.store(nullptr, std::memory_order_release);
+  layers::stop_before_teardown(*current_registry);
   current_registry.reset();
+  layers::stop_after_teardown();
   return HAL_SUCCESS;
 }
 

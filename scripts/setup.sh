@@ -8,6 +8,8 @@ packages=(
   clang clang-format libclang-rt-14-dev
   libboost-dev libboost-filesystem-dev libffi-dev catch2
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo
+  python3 python3-jsonschema
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

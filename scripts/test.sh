@@ -20,8 +20,14 @@ run_suite() {
 }
 
 status=0
+# LeakSanitizer comes with ASan on Linux; stated so that nobody turns it off by accident.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 run_suite asan -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=address,undefined -DHAL_BUILD_BENCH=OFF || status=1
 run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_SANITIZE=thread -DHAL_BUILD_BENCH=OFF || status=1
+# Fuzzing (clang, its own build tree, ~20 s per target) and the ABI check against the baseline.
+"$root/scripts/fuzz.sh" "$out/fuzz" || status=1
+echo "== [abi] check"
+"$root/scripts/abi_check.sh" --library "$out/asan/lib/libhal.so" | grep -v '^abi: compatible' || status=1
 # The release suite runs last so that its CTest summary closes the output.
 run_suite release -DCMAKE_BUILD_TYPE=Release || status=1
 exit $status

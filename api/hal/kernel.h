@@ -28,6 +28,9 @@ typedef enum hal_module_format {
   HAL_MODULE_FORMAT_PTX = 3,      /* NVIDIA PTX text */
   HAL_MODULE_FORMAT_CUBIN = 4,    /* NVIDIA cubin/fatbin */
   HAL_MODULE_FORMAT_HSACO = 5,    /* AMD code object */
+  /* HAL kernel dialect source (SPEC.md, "Kernel dialect"): compiled at run
+   * time by the plugin; hal_kernel_get takes each kernel's signature from it. */
+  HAL_MODULE_FORMAT_HAL_DIALECT = 6,
   HAL_MODULE_FORMAT_MAX_ENUM = 0x7fffffff
 } hal_module_format_t;
 

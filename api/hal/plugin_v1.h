@@ -48,6 +48,7 @@ typedef struct hal_impl_stream_s hal_impl_stream_t;
 typedef struct hal_impl_event_s hal_impl_event_t;
 typedef struct hal_impl_module_s hal_impl_module_t;
 typedef struct hal_impl_kernel_s hal_impl_kernel_t;
+typedef struct hal_impl_comm_s hal_impl_comm_t;
 
 typedef enum hal_log_level {
   HAL_LOG_DEBUG = 0,
@@ -55,6 +56,30 @@ typedef enum hal_log_level {
   HAL_LOG_WARNING = 2,
   HAL_LOG_LEVEL_MAX_ENUM = 0x7fffffff
 } hal_log_level_t;
+
+/* The kinds of collective call a plugin receives in comm_enqueue. */
+typedef enum hal_collective_kind {
+  HAL_COLLECTIVE_ALLREDUCE = 0,
+  HAL_COLLECTIVE_BROADCAST = 1,
+  HAL_COLLECTIVE_REDUCE = 2,
+  HAL_COLLECTIVE_ALLGATHER = 3,
+  HAL_COLLECTIVE_REDUCE_SCATTER = 4,
+  HAL_COLLECTIVE_ALLTOALL = 5,
+  HAL_COLLECTIVE_SEND = 6,
+  HAL_COLLECTIVE_RECV = 7,
+  HAL_COLLECTIVE_KIND_MAX_ENUM = 0x7fffffff
+} hal_collective_kind_t;
+
+/* One collective call as the public function received it, validated. */
+typedef struct hal_collective_call {
+  hal_collective_kind_t kind;
+  hal_dtype_t dtype;
+  hal_reduce_op_t op; /* reductions only */
+  uint32_t peer;      /* the root (broadcast, reduce) or the peer (send, recv) */
+  const void* send;   /* NULL for recv */
+  void* recv;         /* NULL for send */
+  size_t count;       /* elements, with the public function's meaning */
+} hal_collective_call_t;
 
 /* Services the loader offers a plugin. Valid from the entry call until
  * plugin_shutdown returns. */
@@ -131,6 +156,34 @@ typedef struct hal_plugin_table_v1 {
   hal_result_t (*launch_kernel)(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
                                 const hal_launch_config_t* config, uint32_t arg_count,
                                 const hal_kernel_arg_t* args);
+
+  /* ---- appended after v1.0: collectives (SPEC.md §10.4) ----
+   * A plugin leaves all of them NULL (the loader then runs host-staged
+   * collectives) or sets at least comm_init_local, comm_destroy,
+   * comm_abort and comm_enqueue. |config| is complete: the loader resolved
+   * the defaults (timeout_ms > 0). */
+
+  /* Ranks 0..count-1 over distinct devices of this plugin, one process. */
+  hal_result_t (*comm_init_local)(uint32_t count, hal_impl_device_t* const* devices,
+                                  const hal_comm_config_t* config, hal_impl_comm_t** out_comms);
+  /* One rank of a multi-process communicator. HAL_ERROR_UNSUPPORTED
+   * (without set_error) for a bootstrap the plugin does not serve makes the
+   * loader use its host-staged path. NULL: always that. */
+  hal_result_t (*comm_init_rank)(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
+                                 const hal_comm_config_t* config, hal_impl_comm_t** out_comm);
+  /* Frees the plugin's rank; enqueued calls keep what they need. */
+  hal_result_t (*comm_destroy)(hal_impl_comm_t* comm);
+  /* Makes in-flight and queued calls of this rank fail promptly; bounded,
+   * never waits for peers. comm_destroy follows. */
+  void (*comm_abort)(hal_impl_comm_t* comm);
+  /* HAL_SUCCESS or the first asynchronous failure of the rank. */
+  hal_result_t (*comm_get_async_error)(hal_impl_comm_t* comm);
+  /* Enqueues |call_count| calls (one call, or a group's calls on this rank)
+   * on |stream| as one operation whose parts progress together. The loader
+   * has checked handles, counts, dtypes, ops, roots and peers, and the
+   * buffers against the allocation table and the communicator's device. */
+  hal_result_t (*comm_enqueue)(hal_impl_comm_t* comm, hal_impl_stream_t* stream,
+                               uint32_t call_count, const hal_collective_call_t* calls);
 } hal_plugin_table_v1_t;
 
 /* What a plugin tells the loader about itself. The loader zeroes it and sets

@@ -65,6 +65,7 @@ typedef enum hal_result {
   HAL_ERROR_TIMEOUT = 19,           /* a deadline passed */
   HAL_ERROR_DEVICE_LOST = 20,       /* earlier asynchronous work failed; the stream is unusable */
   HAL_ERROR_INTERNAL = 21,          /* a plugin or loader bug; the detail says where */
+  HAL_ERROR_REMOTE = 22,            /* a peer of a communicator failed, died or aborted */
   HAL_RESULT_MAX_ENUM = 0x7fffffff
 } hal_result_t;
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <string>
 #include <system_error>
 
 #include "hal_plugin.h"
@@ -32,6 +33,15 @@ class ErrorReporter {
     va_end(args);
     if (host_ != nullptr && host_->set_error != nullptr) {
       host_->set_error(host_->host_context, result, native_code, message);
+    }
+    return result;
+  }
+
+  // fail() for a message of any length, such as a compiler's diagnostics.
+  hal_result_t fail_message(hal_result_t result, int64_t native_code,
+                            const std::string& message) const {
+    if (host_ != nullptr && host_->set_error != nullptr) {
+      host_->set_error(host_->host_context, result, native_code, message.c_str());
     }
     return result;
   }

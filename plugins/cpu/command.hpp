@@ -81,8 +81,20 @@ struct LaunchCommand {
   ArgSlots args;
 };
 
+// Work another part of the plugin (collectives) runs in stream order; a
+// std::exception thrown by run() fails the stream like any other command.
+class StreamTask {
+ public:
+  virtual ~StreamTask() = default;
+  virtual void run() = 0;
+};
+
+struct TaskCommand {
+  std::unique_ptr<StreamTask> task;
+};
+
 using Command = std::variant<std::monostate, CopyCommand, FillCommand, HostFnCommand, RecordCommand,
-                             WaitCommand, LaunchCommand>;
+                             WaitCommand, LaunchCommand, TaskCommand>;
 
 // A FIFO of commands in a power-of-two ring that doubles when full and never
 // shrinks: after warm-up, push and pop only move commands. Not thread-safe;

@@ -146,8 +146,10 @@ void Device::get_properties(hal_device_properties_t& out) const {
   out.capabilities = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_EVENT_TIMING |
                      HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_HOST_MEMORY |
                      HAL_DEVICE_CAP_SHARED_MEMORY | HAL_DEVICE_CAP_UNIFIED_ADDRESSING |
-                     HAL_DEVICE_CAP_PEER_ACCESS | HAL_DEVICE_CAP_STREAM_QUERY;
-  out.module_formats = 1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT;
+                     HAL_DEVICE_CAP_PEER_ACCESS | HAL_DEVICE_CAP_STREAM_QUERY |
+                     HAL_DEVICE_CAP_COLLECTIVES;
+  out.module_formats =
+      (1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) | (1u << HAL_MODULE_FORMAT_HAL_DIALECT);
   out.compute_units = cpu.hardware_threads;
   out.total_memory_bytes = allocator_.budget();
   out.max_allocation_bytes = allocator_.budget();

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "collective.hpp"
 #include "device.hpp"
 #include "event.hpp"
 #include "hal_plugin.h"
@@ -47,6 +48,12 @@ constexpr hal_plugin_table_v1_t kTable = {
     .module_unload = module_unload,
     .kernel_get = kernel_get,
     .launch_kernel = launch_kernel,
+    .comm_init_local = comm_init_local,
+    .comm_init_rank = comm_init_rank,
+    .comm_destroy = comm_destroy,
+    .comm_abort = comm_abort,
+    .comm_get_async_error = comm_get_async_error,
+    .comm_enqueue = comm_enqueue,
 };
 
 // The host table fields this plugin calls must lie inside what the loader gave.

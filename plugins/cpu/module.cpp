@@ -6,10 +6,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "../common/signature.hpp"
 #include "../common/versioned_struct.hpp"
 #include "device.hpp"
+#include "dialect_compiler.hpp"
+#include "plugin.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -54,6 +58,23 @@ int image_to_memfd(const void* data, size_t size) {
   return fd;
 }
 
+// The dialect source of |desc|: its bytes up to the first NUL, or the file.
+hal_result_t read_dialect_source(const hal_module_desc_t& desc, const plugin::ErrorReporter& report,
+                                 std::string& out) {
+  if (desc.data != nullptr) {
+    const auto* text = static_cast<const char*>(desc.data);
+    out.assign(text, strnlen(text, desc.size));
+    return HAL_SUCCESS;
+  }
+  std::ifstream file(desc.path, std::ios::binary);
+  if (!file) {
+    return report.fail(HAL_ERROR_NOT_FOUND, errno, "module_load: cannot read '%s': %s", desc.path,
+                       std::strerror(errno));
+  }
+  out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  return HAL_SUCCESS;
+}
+
 }  // namespace
 
 Kernel::Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> arg_types)
@@ -93,16 +114,29 @@ hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* des
   Device& owner = *to_device(device);
   const plugin::ErrorReporter& report = owner.report();
   return plugin::guarded(report, "module_load", [&] {
-    if (desc->format != HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) {
+    if (desc->format != HAL_MODULE_FORMAT_CPU_SHARED_OBJECT &&
+        desc->format != HAL_MODULE_FORMAT_HAL_DIALECT) {
       return report.fail(HAL_ERROR_UNSUPPORTED, 0,
                          "module_load: format %d is not supported; the cpu plugin loads "
-                         "HAL_MODULE_FORMAT_CPU_SHARED_OBJECT (0)",
+                         "HAL_MODULE_FORMAT_CPU_SHARED_OBJECT (0) and "
+                         "HAL_MODULE_FORMAT_HAL_DIALECT (6)",
                          static_cast<int>(desc->format));
     }
     int memfd = -1;
     std::string path;
     std::string origin;
-    if (desc->data != nullptr) {
+    if (desc->format == HAL_MODULE_FORMAT_HAL_DIALECT) {
+      // Compiled (or found in the cache) to a shared object, then loaded as one.
+      std::string source;
+      if (hal_result_t read = read_dialect_source(*desc, report, source); read != HAL_SUCCESS) {
+        return read;
+      }
+      if (hal_result_t compiled = compile_dialect(source, owner.plugin().cpu().model, report, path);
+          compiled != HAL_SUCCESS) {
+        return compiled;
+      }
+      origin = "the HAL dialect module '" + path + "'";
+    } else if (desc->data != nullptr) {
       memfd = image_to_memfd(desc->data, desc->size);
       if (memfd < 0) {
         const int error = errno;
@@ -203,14 +237,21 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
                          name.c_str(), signature_symbol.c_str());
     }
     Kernel& kernel = self.add_kernel(name, entry, std::move(types));
+    const auto* static_shared = static_cast<const uint32_t*>(
+        dlsym(self.handle(), ("hal_kernel_static_shared_" + name).c_str()));
+    const auto* max_threads = static_cast<const uint32_t*>(
+        dlsym(self.handle(), ("hal_kernel_max_threads_" + name).c_str()));
+    kernel.set_limits(
+        static_shared != nullptr ? *static_shared : 0,
+        max_threads != nullptr && *max_threads != 0 ? *max_threads : kMaxThreadsPerBlock);
     *out_kernel = reinterpret_cast<hal_impl_kernel_t*>(&kernel);
     if (out_info != nullptr) {
       hal_kernel_info_t info{};
       info.name = kernel.name().c_str();
       info.arg_count = kernel.arg_count();
       for (uint32_t i = 0; i < kernel.arg_count(); ++i) info.arg_types[i] = kernel.arg_types()[i];
-      info.max_threads_per_block = kMaxThreadsPerBlock;
-      info.static_shared_memory_bytes = 0;
+      info.max_threads_per_block = kernel.max_threads_per_block();
+      info.static_shared_memory_bytes = kernel.static_shared_bytes();
       plugin::write_versioned_struct(info, out_info);
     }
     return HAL_SUCCESS;

@@ -37,6 +37,15 @@ class Kernel {
   }
   // Kernels without arguments skip libffi.
   bool plain() const { return arg_types_.empty(); }
+
+  // Limits a dialect kernel exports (hal_kernel_static_shared_<name>,
+  // hal_kernel_max_threads_<name>); 0 and the device limit otherwise.
+  void set_limits(uint32_t static_shared_bytes, uint32_t max_threads_per_block) {
+    static_shared_bytes_ = static_shared_bytes;
+    max_threads_per_block_ = max_threads_per_block;
+  }
+  uint32_t static_shared_bytes() const { return static_shared_bytes_; }
+  uint32_t max_threads_per_block() const { return max_threads_per_block_; }
   void call_plain(const void* block_context) const {
     reinterpret_cast<void (*)(const void*)>(entry_)(block_context);
   }
@@ -48,6 +57,8 @@ class Kernel {
   std::vector<hal_arg_type_t> arg_types_;
   std::vector<ffi_type*> ffi_types_;  // the block context pointer, then the arguments
   ffi_cif cif_;
+  uint32_t static_shared_bytes_ = 0;
+  uint32_t max_threads_per_block_ = 0;
 };
 
 // Shared ownership: launches still enqueued keep the code mapped.

@@ -158,6 +158,8 @@ void Stream::execute(Command& command) {
       execute_launch(*launch, plugin.pool(), scratch_, plugin.pool_scratch());
     } else if (auto* host_fn = std::get_if<HostFnCommand>(&command)) {
       host_fn->fn(host_fn->user_data);
+    } else if (auto* task = std::get_if<TaskCommand>(&command)) {
+      task->task->run();
     }
   } catch (const std::exception& error) {
     if (!failed_.load()) {

@@ -72,9 +72,11 @@ TEST_CASE("device properties", "[cpu][table][device]") {
   const uint32_t caps = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_EVENT_TIMING |
                         HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_HOST_MEMORY |
                         HAL_DEVICE_CAP_SHARED_MEMORY | HAL_DEVICE_CAP_UNIFIED_ADDRESSING |
-                        HAL_DEVICE_CAP_PEER_ACCESS | HAL_DEVICE_CAP_STREAM_QUERY;
+                        HAL_DEVICE_CAP_PEER_ACCESS | HAL_DEVICE_CAP_STREAM_QUERY |
+                        HAL_DEVICE_CAP_COLLECTIVES;
   CHECK(p0.capabilities == caps);
-  CHECK(p0.module_formats == (1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT));
+  CHECK(p0.module_formats ==
+        ((1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) | (1u << HAL_MODULE_FORMAT_HAL_DIALECT)));
   CHECK(p0.compute_units >= 1);
   CHECK(p0.total_memory_bytes > 0);
   CHECK(p0.max_allocation_bytes <= p0.total_memory_bytes);

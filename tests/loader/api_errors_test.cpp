@@ -56,6 +56,7 @@ TEST_CASE("hal_result_string names every code", "[result]") {
       {HAL_ERROR_TIMEOUT, "HAL_ERROR_TIMEOUT"},
       {HAL_ERROR_DEVICE_LOST, "HAL_ERROR_DEVICE_LOST"},
       {HAL_ERROR_INTERNAL, "HAL_ERROR_INTERNAL"},
+      {HAL_ERROR_REMOTE, "HAL_ERROR_REMOTE"},
   };
   std::set<std::string> seen;
   for (const auto& [code, name] : names) {
@@ -63,7 +64,7 @@ TEST_CASE("hal_result_string names every code", "[result]") {
     seen.insert(hal_result_string(code));
   }
   CHECK(seen.size() == std::size(names));
-  CHECK(std::string(hal_result_string(static_cast<hal_result_t>(22))) == "HAL_RESULT_UNKNOWN");
+  CHECK(std::string(hal_result_string(static_cast<hal_result_t>(23))) == "HAL_RESULT_UNKNOWN");
   CHECK(std::string(hal_result_string(static_cast<hal_result_t>(-1))) == "HAL_RESULT_UNKNOWN");
 }
 
@@ -183,9 +184,9 @@ TEST_CASE("device queries check their arguments", "[device]") {
   // only what is true.
   CHECK(minimal.capabilities == HAL_DEVICE_CAP_UNIFIED_ADDRESSING);
   const hal_device_properties_t mock0 = properties_of(device_of("mock"));
-  CHECK(mock0.capabilities ==
-        (HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_STREAM_QUERY |
-         HAL_DEVICE_CAP_UNIFIED_ADDRESSING | HAL_DEVICE_CAP_HOST_MEMORY));
+  CHECK(mock0.capabilities == (HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_HOST_CALLBACKS |
+                               HAL_DEVICE_CAP_STREAM_QUERY | HAL_DEVICE_CAP_UNIFIED_ADDRESSING |
+                               HAL_DEVICE_CAP_HOST_MEMORY | HAL_DEVICE_CAP_PEER_ACCESS));
   const hal_device_properties_t mock1 = properties_of(device_of("mock", 1));
   CHECK(mock1.index == 2);
   CHECK(mock1.plugin_device_index == 1);

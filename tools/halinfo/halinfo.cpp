@@ -35,6 +35,7 @@ constexpr Flag kModuleFormats[] = {
     {1u << HAL_MODULE_FORMAT_PTX, "ptx"},
     {1u << HAL_MODULE_FORMAT_CUBIN, "cubin"},
     {1u << HAL_MODULE_FORMAT_HSACO, "hsaco"},
+    {1u << HAL_MODULE_FORMAT_HAL_DIALECT, "hal_dialect"},
 };
 
 const char* outcome_name(hal_plugin_outcome_t outcome) {

@@ -92,7 +92,9 @@ hal_result_t mock_device_get_properties(hal_impl_device_t* device, hal_device_pr
   out->type = HAL_DEVICE_TYPE_ACCELERATOR;
   out->capabilities = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_HOST_CALLBACKS |
                       HAL_DEVICE_CAP_STREAM_QUERY | HAL_DEVICE_CAP_UNIFIED_ADDRESSING |
-                      HAL_DEVICE_CAP_HOST_MEMORY;
+                      HAL_DEVICE_CAP_HOST_MEMORY | HAL_DEVICE_CAP_PEER_ACCESS |
+                      // Claimed without comm entries: the loader must drop it.
+                      HAL_DEVICE_CAP_COLLECTIVES;
   out->module_formats =
       (1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) | (1u << HAL_MODULE_FORMAT_OPENCL_C);
   out->compute_units = 4;
