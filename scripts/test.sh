@@ -22,6 +22,8 @@ run_suite() {
 status=0
 # LeakSanitizer comes with ASan on Linux; stated so that nobody turns it off by accident.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+# Leaks inside PoCL's LLVM are not ours; tests/sanitizers/lsan.supp says why.
+export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 run_suite asan -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=address,undefined -DHAL_BUILD_BENCH=OFF || status=1
 run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_SANITIZE=thread -DHAL_BUILD_BENCH=OFF || status=1
 # Fuzzing (clang, its own build tree, ~20 s per target) and the ABI check against the baseline.

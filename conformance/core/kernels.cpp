@@ -151,7 +151,9 @@ HALCONFORM_TEST("core.kernels.arguments",
   uint64_t d = 0xfedcba9876543210ull;
   float e = -3.25e38f;
   double f = 1.0 / 3.0;
-  const void* g = reinterpret_cast<const void*>(0x123456789abcull);
+  // A second pointer argument, echoed as its value. It points into |out| so a
+  // validation layer that checks kernel pointers accepts it.
+  const void* g = static_cast<const char*>(out.get()) + 8 * 40 + 3;
   const hal_kernel_arg_t mixed[] = {{&pointer, 8}, {&a, 4}, {&b, 4}, {&c, 8},
                                     {&d, 8},       {&e, 4}, {&f, 8}, {&g, 8}};
   const hal_launch_config_t config = launch_config(3, 1, 1, 1, 1, 1);
@@ -173,7 +175,7 @@ HALCONFORM_TEST("core.kernels.arguments",
                            0xfedcba9876543210ull,
                            e_bits,
                            f_bits,
-                           0x123456789abcull};
+                           reinterpret_cast<uint64_t>(g)};
   for (int i = 0; i < 7; ++i) {
     HC_REQUIRE(echoed[i] == want[i], strf("mixed argument %d arrived as 0x%llx, sent 0x%llx", i,
                                           static_cast<unsigned long long>(echoed[i]),
