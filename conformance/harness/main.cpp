@@ -232,6 +232,15 @@ int run_main(int argc, char** argv) {
 }  // namespace
 }  // namespace halconform
 
+// A helper rank of collectives.process.killed_peer (conformance/collectives/):
+// halconform re-executes itself as the other processes of a communicator.
+namespace halconform {
+int run_collective_rank(int argc, char** argv);
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--collective-rank") {
+    return halconform::run_collective_rank(argc, argv);
+  }
   return halconform::run_main(argc, argv);
 }

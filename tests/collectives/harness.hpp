@@ -6,6 +6,7 @@
 #include "reference.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <memory>
 #include <sstream>
 
@@ -132,12 +133,17 @@ inline std::string run_case(const Case& c, std::vector<Rank>& ranks, uint32_t n)
 }
 
 // Every case of the matrix for |n| ranks: each kind, dtype, op (reductions),
-// count; allreduce, broadcast and allgather also in place.
-inline std::vector<Case> matrix(uint32_t n, uint64_t seed) {
+// count; allreduce, broadcast and allgather also in place. |counts| defaults
+// to kCounts; |kinds| to every kind.
+inline std::vector<Case> matrix(uint32_t n, uint64_t seed,
+                                const std::vector<size_t>& counts = {std::begin(kCounts),
+                                                                     std::end(kCounts)},
+                                const std::vector<Kind>& kinds = {std::begin(kKinds),
+                                                                  std::end(kKinds)}) {
   std::vector<Case> cases;
-  for (Kind k : kKinds) {
+  for (Kind k : kinds) {
     for (hal_dtype_t d : kDtypes) {
-      for (size_t count : kCounts) {
+      for (size_t count : counts) {
         const uint32_t root = static_cast<uint32_t>(count % n);
         if (reduces(k)) {
           for (hal_reduce_op_t op : kOps) cases.push_back({k, d, op, count, root, false, seed++});

@@ -2,30 +2,16 @@
 // unique id (its process serves the TCP store) and starts one worker per
 // rank. The MPI path runs under mpirun as separate CTest entries.
 #include <catch2/catch.hpp>
-#include <hal.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
-extern char** environ;
+#include "processes.hpp"
+
+using namespace coll_test;
 
 namespace {
-
-std::string hex(const hal_comm_unique_id_t& id) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t byte : id.bytes) {
-    out += digits[byte >> 4];
-    out += digits[byte & 15];
-  }
-  return out;
-}
 
 // Starts |n| workers with |extra| arguments and returns their exit codes; a
 // worker still running after |limit| is killed and counts as a hang (-1).
@@ -33,37 +19,19 @@ std::vector<int> run_workers(uint32_t n, const std::vector<std::string>& extra,
                              std::chrono::seconds limit) {
   hal_comm_unique_id_t id{};
   REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
-  const std::string id_text = hex(id);
+  const std::string id_text = hex_id(id);
   std::vector<pid_t> pids;
   for (uint32_t rank = 0; rank < n; ++rank) {
     std::vector<std::string> args = {HAL_TEST_WORKER, "store", id_text, std::to_string(rank),
                                      std::to_string(n)};
     args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    REQUIRE(posix_spawn(&pid, HAL_TEST_WORKER, nullptr, nullptr, argv.data(), environ) == 0);
+    const pid_t pid = spawn_process(args);
+    REQUIRE(pid > 0);
     pids.push_back(pid);
   }
   std::vector<int> codes(n, -1);
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (uint32_t i = 0; i < n; ++i) {
-    int status = 0;
-    while (waitpid(pids[i], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pids[i], SIGKILL);
-        waitpid(pids[i], &status, 0);
-        status = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    codes[i] = status == -1          ? -1
-               : WIFEXITED(status)   ? WEXITSTATUS(status)
-               : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                     : -2;
-  }
+  for (uint32_t i = 0; i < n; ++i) codes[i] = wait_process(pids[i], deadline);
   return codes;
 }
 
