@@ -1,12 +1,16 @@
-// The harness of the `kernels` suite: every device HAL finds, each with the
-// suite's dialect module loaded once per process, device buffers, launches,
-// and host references for f16/bf16. The cases (kernels_test.cpp) only use
-// this interface, so they move into a halconform profile unchanged.
-#ifndef HAL_TESTS_KERNELS_KERNEL_HARNESS_HPP_
-#define HAL_TESTS_KERNELS_KERNEL_HARNESS_HPP_
+// The harness of the dialect kernel checks: a device under test with the
+// suite's dialect module (kernels.hal) loaded on it, device buffers, launches,
+// and host references for f16/bf16. The cases (kernels.cpp) use only this
+// interface and two backends run them:
+//  - halconform's `kernels` profile (this folder): each case is a test that
+//    applies to every device whose module_formats include HAL_DIALECT;
+//  - the Catch2 suite tests/kernels (compiled with HAL_KERNELS_CATCH2): each
+//    case runs on every dialect device of the cpu and opencl plugins.
+// REQUIRE(condition) and INFO(stream expression) mean the same in both.
+#ifndef HAL_CONFORMANCE_DIALECT_KERNELS_KERNEL_HARNESS_HPP_
+#define HAL_CONFORMANCE_DIALECT_KERNELS_KERNEL_HARNESS_HPP_
 
-#include <catch2/catch.hpp>
-
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -14,9 +18,42 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hal.h"
+
+#define HAL_KERNELS_CONCAT_INNER(a, b) a##b
+#define HAL_KERNELS_CONCAT(a, b) HAL_KERNELS_CONCAT_INNER(a, b)
+
+#ifdef HAL_KERNELS_CATCH2
+#include <catch2/catch.hpp>
+#else
+#include <sstream>
+
+#include "check.hpp"
+#include "context.hpp"
+
+namespace hal_test {
+// The INFO messages in scope on this thread, joined; a failure reports them.
+std::string info_text();
+class ScopedInfo {
+ public:
+  explicit ScopedInfo(std::string message);
+  ~ScopedInfo();
+  ScopedInfo(const ScopedInfo&) = delete;
+  ScopedInfo& operator=(const ScopedInfo&) = delete;
+};
+}  // namespace hal_test
+
+#define REQUIRE(...) HC_REQUIRE((__VA_ARGS__), ::hal_test::info_text())
+#define INFO(message)                                                                \
+  const ::hal_test::ScopedInfo HAL_KERNELS_CONCAT(hal_kernels_info_, __LINE__)([&] { \
+    std::ostringstream text;                                                         \
+    text << message;                                                                 \
+    return text.str();                                                               \
+  }())
+#endif
 
 namespace hal_test {
 
@@ -42,8 +79,15 @@ struct TestDevice {
   }
 };
 
+#ifdef HAL_KERNELS_CATCH2
 // hal_init once per process; the module is loaded on each device on first use.
 std::vector<TestDevice>& devices();
+#else
+// halconform: the test's device with the module loaded and a stream, for |body|.
+void with_device(halconform::TestContext& ctx, void (*body)(TestDevice&));
+inline constexpr halconform::Requirements kDialectRequirements{
+    HAL_DEVICE_CAP_KERNELS, 1u << HAL_MODULE_FORMAT_HAL_DIALECT, 1};
+#endif
 
 // A device allocation of |count| T, freed at scope exit.
 template <class T>
@@ -121,4 +165,26 @@ float reference_bf16_to_f32(uint16_t bits);
 
 }  // namespace hal_test
 
-#endif  // HAL_TESTS_KERNELS_KERNEL_HARNESS_HPP_
+// Defines one case; the body follows as a block with |device| (TestDevice&).
+// halconform names it "kernels.dialect.<kernel>", the Catch2 suite
+// "kernels.<kernel>: <summary>".
+#ifdef HAL_KERNELS_CATCH2
+#define KERNEL_TEST(kernel, summary)                                                   \
+  static void HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(::hal_test::TestDevice&); \
+  TEST_CASE("kernels." kernel ": " summary, "[kernels]") {                             \
+    for (::hal_test::TestDevice & device : ::hal_test::devices()) {                    \
+      INFO(device.label);                                                              \
+      HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(device);                          \
+    }                                                                                  \
+  }                                                                                    \
+  static void HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(::hal_test::TestDevice & device)
+#else
+#define KERNEL_TEST(kernel, summary)                                                      \
+  static void HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(::hal_test::TestDevice&);    \
+  HALCONFORM_TEST("kernels.dialect." kernel, summary, ::hal_test::kDialectRequirements) { \
+    ::hal_test::with_device(ctx, &HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__));        \
+  }                                                                                       \
+  static void HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(::hal_test::TestDevice & device)
+#endif
+
+#endif  // HAL_CONFORMANCE_DIALECT_KERNELS_KERNEL_HARNESS_HPP_

@@ -10,6 +10,7 @@ namespace {
 // A host function waiting to run: the queue's next command waits on |gate|
 // until it did.
 struct HostCall {
+  HostThread* thread;
   hal_host_fn_t fn;
   void* user_data;
   ClEvent gate;    // a user event
@@ -17,11 +18,18 @@ struct HostCall {
 };
 
 void CL_CALLBACK run_host_call(cl_event, cl_int status, void* context) {
-  std::unique_ptr<HostCall> call(static_cast<HostCall*>(context));
+  std::shared_ptr<HostCall> call(static_cast<HostCall*>(context));
   // A failed marker (negative status) means earlier work failed; the gate
   // then fails too, so later work does not run on a broken stream.
-  if (status == CL_COMPLETE) call->fn(call->user_data);
-  clSetUserEventStatus(call->gate.get(), status == CL_COMPLETE ? CL_COMPLETE : -1);
+  if (status != CL_COMPLETE) {
+    clSetUserEventStatus(call->gate.get(), -1);
+    return;
+  }
+  // Off this thread (see HostThread); the gate opens once fn returned.
+  call->thread->post([call] {
+    call->fn(call->user_data);
+    clSetUserEventStatus(call->gate.get(), CL_COMPLETE);
+  });
 }
 
 hal_result_t enqueue_failed(const Stream& stream, const char* what, cl_int status) {
@@ -32,6 +40,35 @@ hal_result_t enqueue_failed(const Stream& stream, const char* what, cl_int statu
 }
 
 }  // namespace
+
+HostThread::~HostThread() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HostThread::post(std::function<void()> work) {
+  std::lock_guard lock(mutex_);
+  work_.push_back(std::move(work));
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  wake_.notify_one();
+}
+
+void HostThread::loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !work_.empty(); });
+    if (work_.empty()) return;  // stopping, and nothing left
+    std::function<void()> work = std::move(work_.front());
+    work_.pop_front();
+    lock.unlock();
+    work();
+    lock.lock();
+  }
+}
 
 hal_result_t memcpy_async(hal_impl_stream_t* stream, void* dst, const void* src, size_t size) {
   Stream& self = *to_stream(stream);
@@ -121,6 +158,7 @@ hal_result_t stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn,
   return plugin::guarded(report, "stream_enqueue_host_fn", [&] {
     // marker -> (callback runs fn, then opens the gate) ; barrier(gate) -> later work.
     auto call = std::make_unique<HostCall>();
+    call->thread = &self.host_thread();
     call->fn = fn;
     call->user_data = user_data;
     cl_int status = CL_SUCCESS;

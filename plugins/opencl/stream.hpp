@@ -4,13 +4,39 @@
 #ifndef HAL_PLUGINS_OPENCL_STREAM_HPP_
 #define HAL_PLUGINS_OPENCL_STREAM_HPP_
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <mutex>
+#include <thread>
 
 #include "opencl.hpp"
 
 namespace hal::opencl {
 
 class Device;
+
+// Runs a stream's host functions, in order, on a thread of its own (started
+// on first use). Never on the thread that enqueues (PoCL runs an event
+// callback inside clSetEventCallback when the event already completed, and a
+// host function that blocks would then block the enqueuing call) nor on
+// PoCL's own threads (a blocking one would stall other queues' callbacks).
+class HostThread {
+ public:
+  HostThread() = default;
+  HostThread(const HostThread&) = delete;
+  HostThread& operator=(const HostThread&) = delete;
+  ~HostThread();  // runs what was posted, then joins
+  void post(std::function<void()> work);
+
+ private:
+  void loop();
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> work_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 class Stream {
  public:
@@ -30,12 +56,14 @@ class Stream {
     if (last_) clRetainEvent(last_.get());
     return last_.get();
   }
+  HostThread& host_thread() { return host_thread_; }
 
  private:
   Device& device_;
   ClQueue queue_;
   mutable std::mutex mutex_;
   ClEvent last_;
+  HostThread host_thread_;  // last: destroyed (joined) first
 };
 
 class Event {
