@@ -117,7 +117,7 @@ class Lexer {
       // A pp-number: digits, letters, '.', and a sign right after an exponent.
       while (pos_ < source_.size()) {
         const char d = source_[pos_];
-        const char previous = source_[pos_ - 1];
+        const char previous = pos_ != begin ? source_[pos_ - 1] : '\0';  // none at offset 0
         if (is_identifier_char(d) || d == '.' ||
             ((d == '+' || d == '-') &&
              (previous == 'e' || previous == 'E' || previous == 'p' || previous == 'P') &&

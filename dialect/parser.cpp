@@ -223,7 +223,8 @@ class Parser {
           is_punct(tokens_[j + 1], "(")) {
         const size_t close = matching_close(j + 1);
         int64_t value = 0;
-        if (close >= name_token || !evaluate(j + 2, close, value)) return false;
+        if (close >= name_token) return fail(j + 1, "max_block( has no matching ')'");
+        if (!evaluate(j + 2, close, value)) return false;
         if (value < 1 || value > 65536) {
           return fail(j, "max_block(" + std::to_string(value) + ") is outside 1..65536");
         }
@@ -374,7 +375,10 @@ class Parser {
     while (j < kernel.body.end && is_punct(tokens_[j], "[")) {
       const size_t close = matching_close(j);
       int64_t extent = 0;
-      if (close >= kernel.body.end || !evaluate(j + 1, close, extent)) return false;
+      if (close >= kernel.body.end) {
+        return fail(j, "shared array '" + array.name + "': '[' has no matching ']'");
+      }
+      if (!evaluate(j + 1, close, extent)) return false;
       if (extent <= 0 || extent > (int64_t{1} << 30)) {
         return fail(j, "shared array '" + array.name + "' has extent " + std::to_string(extent));
       }

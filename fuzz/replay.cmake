@@ -5,7 +5,7 @@
 include("${CMAKE_CURRENT_LIST_DIR}/targets.cmake")
 foreach(target IN LISTS hal_fuzz_targets)
   add_executable(fuzz_replay_${target} ${hal_fuzz_${target}_sources} "${hal_fuzz_dir}/replay_main.cpp")
-  target_link_libraries(fuzz_replay_${target} PRIVATE hal)
+  target_link_libraries(fuzz_replay_${target} PRIVATE hal ${hal_fuzz_${target}_libraries})
   target_compile_definitions(fuzz_replay_${target} PRIVATE ${hal_fuzz_${target}_definitions})
   add_dependencies(fuzz_replay_${target} ${hal_fuzz_${target}_depends})
   set(inputs "${hal_fuzz_dir}/corpus/${target}")

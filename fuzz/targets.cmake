@@ -1,9 +1,10 @@
 # The fuzz targets' shared definitions, used by the libFuzzer build
 # (fuzz/CMakeLists.txt) and by the replay tests of the normal build
 # (fuzz/replay.cmake). Defines, for each target <name>:
-#   hal_fuzz_<name>_sources, hal_fuzz_<name>_definitions, hal_fuzz_<name>_depends
+#   hal_fuzz_<name>_sources, hal_fuzz_<name>_definitions, hal_fuzz_<name>_depends,
+#   hal_fuzz_<name>_libraries (linked besides hal)
 set(hal_fuzz_dir "${CMAKE_CURRENT_LIST_DIR}")
-set(hal_fuzz_targets api_sequence plugin_discovery)
+set(hal_fuzz_targets api_sequence plugin_discovery dialect_frontend)
 
 # A copy of the loader tests' minimal plugin: the template the discovery
 # target mutates.
@@ -34,3 +35,7 @@ set(hal_fuzz_plugin_discovery_sources "${hal_fuzz_dir}/plugin_discovery.cpp")
 set(hal_fuzz_plugin_discovery_definitions
   HAL_FUZZ_TEMPLATE_PLUGIN_PATH="$<TARGET_FILE:hal_fuzz_template_plugin>")
 set(hal_fuzz_plugin_discovery_depends hal_fuzz_template_plugin)
+
+set(hal_fuzz_dialect_frontend_sources "${hal_fuzz_dir}/dialect_frontend.cpp")
+set(hal_fuzz_dialect_frontend_depends hal_dialect)
+set(hal_fuzz_dialect_frontend_libraries hal_dialect)

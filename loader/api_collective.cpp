@@ -2,6 +2,7 @@
 // comm_enqueue or to the loader's host-staged path.
 #include "api_common.hpp"
 #include "collective_dispatch.hpp"
+#include "layers/intercept.hpp"
 #include "collective_reduce.hpp"
 #include "layers/tracing.hpp"
 
@@ -190,61 +191,64 @@ hal_collective_call_t make_call(hal_collective_kind_t kind, const void* send, vo
     return check_and_submit(make_call(__VA_ARGS__), comm, stream, kFunction); \
   })
 
-hal_result_t hal_allreduce(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
-                           hal_reduce_op_t op, hal_comm_t comm, hal_stream_t stream) {
+static hal_result_t allreduce_body(const void* sendbuf, void* recvbuf, size_t count,
+                                   hal_dtype_t dtype, hal_reduce_op_t op, hal_comm_t comm,
+                                   hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_allreduce", HAL_COLLECTIVE_ALLREDUCE, sendbuf, recvbuf, count, dtype,
                        op, 0);
 }
 
-hal_result_t hal_broadcast(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
-                           uint32_t root, hal_comm_t comm, hal_stream_t stream) {
+static hal_result_t broadcast_body(const void* sendbuf, void* recvbuf, size_t count,
+                                   hal_dtype_t dtype, uint32_t root, hal_comm_t comm,
+                                   hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_broadcast", HAL_COLLECTIVE_BROADCAST, sendbuf, recvbuf, count, dtype,
                        HAL_REDUCE_SUM, root);
 }
 
-hal_result_t hal_reduce(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
-                        hal_reduce_op_t op, uint32_t root, hal_comm_t comm, hal_stream_t stream) {
+static hal_result_t reduce_body(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                                hal_reduce_op_t op, uint32_t root, hal_comm_t comm,
+                                hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_reduce", HAL_COLLECTIVE_REDUCE, sendbuf, recvbuf, count, dtype, op,
                        root);
 }
 
-hal_result_t hal_allgather(const void* sendbuf, void* recvbuf, size_t sendcount, hal_dtype_t dtype,
-                           hal_comm_t comm, hal_stream_t stream) {
+static hal_result_t allgather_body(const void* sendbuf, void* recvbuf, size_t sendcount,
+                                   hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_allgather", HAL_COLLECTIVE_ALLGATHER, sendbuf, recvbuf, sendcount,
                        dtype, HAL_REDUCE_SUM, 0);
 }
 
-hal_result_t hal_reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,
-                                hal_dtype_t dtype, hal_reduce_op_t op, hal_comm_t comm,
-                                hal_stream_t stream) {
+static hal_result_t reduce_scatter_body(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                        hal_dtype_t dtype, hal_reduce_op_t op, hal_comm_t comm,
+                                        hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_reduce_scatter", HAL_COLLECTIVE_REDUCE_SCATTER, sendbuf, recvbuf,
                        recvcount, dtype, op, 0);
 }
 
-hal_result_t hal_alltoall(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
-                          hal_comm_t comm, hal_stream_t stream) {
+static hal_result_t alltoall_body(const void* sendbuf, void* recvbuf, size_t count,
+                                  hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_alltoall", HAL_COLLECTIVE_ALLTOALL, sendbuf, recvbuf, count, dtype,
                        HAL_REDUCE_SUM, 0);
 }
 
-hal_result_t hal_send(const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
-                      hal_comm_t comm, hal_stream_t stream) {
+static hal_result_t send_body(const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                              hal_comm_t comm, hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_send", HAL_COLLECTIVE_SEND, sendbuf, nullptr, count, dtype,
                        HAL_REDUCE_SUM, peer);
 }
 
-hal_result_t hal_recv(void* recvbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
-                      hal_comm_t comm, hal_stream_t stream) {
+static hal_result_t recv_body(void* recvbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                              hal_comm_t comm, hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_recv", HAL_COLLECTIVE_RECV, nullptr, recvbuf, count, dtype,
                        HAL_REDUCE_SUM, peer);
 }
 
-hal_result_t hal_group_start(void) {
+static hal_result_t group_start_body(void) {
   ++t_group.depth;
   return HAL_SUCCESS;
 }
 
-hal_result_t hal_group_end(void) {
+static hal_result_t group_end_body(void) {
   constexpr const char* kFunction = "hal_group_end";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (t_group.depth == 0) {
@@ -273,7 +277,8 @@ hal_result_t hal_group_end(void) {
     std::vector<std::string> messages(batches.size());
     std::vector<std::thread> threads;
     for (size_t i = 0; i < batches.size(); ++i) {
-      auto& [key, calls] = batches[i];
+      // A plain reference, not a structured binding: clang 14 cannot capture those.
+      const auto& key = batches[i].first;
       auto run = [&, i] {
         results[i] = submit(key.first, key.second, batches[i].second, kFunction);
         if (results[i] != HAL_SUCCESS) messages[i] = hal_error_last_message();
@@ -293,4 +298,62 @@ hal_result_t hal_group_end(void) {
     }
     return HAL_SUCCESS;
   });
+}
+
+// The public entry points, through the layers (layers/intercept.hpp).
+hal_result_t hal_allreduce(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                           hal_reduce_op_t op, hal_comm_t comm, hal_stream_t stream) {
+  return layers::call<layers::Allreduce, allreduce_body>(HAL_CALLER, sendbuf, recvbuf, count, dtype,
+                                                         op, comm, stream);
+}
+
+hal_result_t hal_broadcast(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                           uint32_t root, hal_comm_t comm, hal_stream_t stream) {
+  return layers::call<layers::Broadcast, broadcast_body>(HAL_CALLER, sendbuf, recvbuf, count, dtype,
+                                                         root, comm, stream);
+}
+
+hal_result_t hal_reduce(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                        hal_reduce_op_t op, uint32_t root, hal_comm_t comm, hal_stream_t stream) {
+  return layers::call<layers::Reduce, reduce_body>(HAL_CALLER, sendbuf, recvbuf, count, dtype, op,
+                                                   root, comm, stream);
+}
+
+hal_result_t hal_allgather(const void* sendbuf, void* recvbuf, size_t sendcount, hal_dtype_t dtype,
+                           hal_comm_t comm, hal_stream_t stream) {
+  return layers::call<layers::Allgather, allgather_body>(HAL_CALLER, sendbuf, recvbuf, sendcount,
+                                                         dtype, comm, stream);
+}
+
+hal_result_t hal_reduce_scatter(const void* sendbuf, void* recvbuf, size_t recvcount,
+                                hal_dtype_t dtype, hal_reduce_op_t op, hal_comm_t comm,
+                                hal_stream_t stream) {
+  return layers::call<layers::ReduceScatter, reduce_scatter_body>(
+      HAL_CALLER, sendbuf, recvbuf, recvcount, dtype, op, comm, stream);
+}
+
+hal_result_t hal_alltoall(const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                          hal_comm_t comm, hal_stream_t stream) {
+  return layers::call<layers::Alltoall, alltoall_body>(HAL_CALLER, sendbuf, recvbuf, count, dtype,
+                                                       comm, stream);
+}
+
+hal_result_t hal_send(const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                      hal_comm_t comm, hal_stream_t stream) {
+  return layers::call<layers::Send, send_body>(HAL_CALLER, sendbuf, count, dtype, peer, comm,
+                                               stream);
+}
+
+hal_result_t hal_recv(void* recvbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                      hal_comm_t comm, hal_stream_t stream) {
+  return layers::call<layers::Recv, recv_body>(HAL_CALLER, recvbuf, count, dtype, peer, comm,
+                                               stream);
+}
+
+hal_result_t hal_group_start(void) {
+  return layers::call<layers::GroupStart, group_start_body>(HAL_CALLER);
+}
+
+hal_result_t hal_group_end(void) {
+  return layers::call<layers::GroupEnd, group_end_body>(HAL_CALLER);
 }

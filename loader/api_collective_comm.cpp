@@ -1,6 +1,7 @@
 // hal/collective.h, communicators: unique ids, init, destroy, abort, queries.
 #include "api_common.hpp"
 #include "collective_dispatch.hpp"
+#include "layers/intercept.hpp"
 
 #include <cstring>
 #include <random>
@@ -66,7 +67,7 @@ hal_result_t fail_status(const Status& status, const char* function) {
 
 }  // namespace
 
-hal_result_t hal_comm_get_unique_id(hal_comm_unique_id_t* out_id) {
+static hal_result_t comm_get_unique_id_body(hal_comm_unique_id_t* out_id) {
   constexpr const char* kFunction = "hal_comm_get_unique_id";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
@@ -92,8 +93,8 @@ hal_result_t hal_comm_get_unique_id(hal_comm_unique_id_t* out_id) {
   });
 }
 
-hal_result_t hal_comm_init_all(uint32_t count, const hal_device_t* devices,
-                               const hal_comm_config_t* config, hal_comm_t* out_comms) {
+static hal_result_t comm_init_all_body(uint32_t count, const hal_device_t* devices,
+                                       const hal_comm_config_t* config, hal_comm_t* out_comms) {
   constexpr const char* kFunction = "hal_comm_init_all";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
@@ -141,9 +142,9 @@ hal_result_t hal_comm_init_all(uint32_t count, const hal_device_t* devices,
   });
 }
 
-hal_result_t hal_comm_init_rank(hal_device_t device, uint32_t nranks,
-                                const hal_comm_unique_id_t* id, uint32_t rank,
-                                const hal_comm_config_t* config, hal_comm_t* out_comm) {
+static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
+                                        const hal_comm_unique_id_t* id, uint32_t rank,
+                                        const hal_comm_config_t* config, hal_comm_t* out_comm) {
   constexpr const char* kFunction = "hal_comm_init_rank";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
@@ -234,17 +235,17 @@ hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
 
 }  // namespace
 
-hal_result_t hal_comm_destroy(hal_comm_t comm) {
+static hal_result_t comm_destroy_body(hal_comm_t comm) {
   constexpr const char* kFunction = "hal_comm_destroy";
   return guarded(kFunction, [&] { return release_comm(comm, false, kFunction); });
 }
 
-hal_result_t hal_comm_abort(hal_comm_t comm) {
+static hal_result_t comm_abort_body(hal_comm_t comm) {
   constexpr const char* kFunction = "hal_comm_abort";
   return guarded(kFunction, [&] { return release_comm(comm, true, kFunction); });
 }
 
-hal_result_t hal_comm_get_async_error(hal_comm_t comm, hal_result_t* out_error) {
+static hal_result_t comm_get_async_error_body(hal_comm_t comm, hal_result_t* out_error) {
   constexpr const char* kFunction = "hal_comm_get_async_error";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (hal_result_t r = check_comm(comm, kFunction); r != HAL_SUCCESS) return r;
@@ -254,23 +255,66 @@ hal_result_t hal_comm_get_async_error(hal_comm_t comm, hal_result_t* out_error) 
   });
 }
 
-hal_result_t hal_comm_count(hal_comm_t comm, uint32_t* out_count) {
+static hal_result_t comm_count_body(hal_comm_t comm, uint32_t* out_count) {
   if (hal_result_t r = check_comm(comm, "hal_comm_count"); r != HAL_SUCCESS) return r;
   if (out_count == nullptr) return null_argument("hal_comm_count", "out_count");
   *out_count = comm->ranks;
   return HAL_SUCCESS;
 }
 
-hal_result_t hal_comm_rank(hal_comm_t comm, uint32_t* out_rank) {
+static hal_result_t comm_rank_body(hal_comm_t comm, uint32_t* out_rank) {
   if (hal_result_t r = check_comm(comm, "hal_comm_rank"); r != HAL_SUCCESS) return r;
   if (out_rank == nullptr) return null_argument("hal_comm_rank", "out_rank");
   *out_rank = comm->rank;
   return HAL_SUCCESS;
 }
 
-hal_result_t hal_comm_get_device(hal_comm_t comm, hal_device_t* out_device) {
+static hal_result_t comm_get_device_body(hal_comm_t comm, hal_device_t* out_device) {
   if (hal_result_t r = check_comm(comm, "hal_comm_get_device"); r != HAL_SUCCESS) return r;
   if (out_device == nullptr) return null_argument("hal_comm_get_device", "out_device");
   *out_device = comm->device;
   return HAL_SUCCESS;
+}
+
+// The public entry points, through the layers (layers/intercept.hpp).
+hal_result_t hal_comm_get_unique_id(hal_comm_unique_id_t* out_id) {
+  return layers::call<layers::CommGetUniqueId, comm_get_unique_id_body>(HAL_CALLER, out_id);
+}
+
+hal_result_t hal_comm_init_all(uint32_t count, const hal_device_t* devices,
+                               const hal_comm_config_t* config, hal_comm_t* out_comms) {
+  return layers::call<layers::CommInitAll, comm_init_all_body>(HAL_CALLER, count, devices, config,
+                                                               out_comms);
+}
+
+hal_result_t hal_comm_init_rank(hal_device_t device, uint32_t nranks,
+                                const hal_comm_unique_id_t* id, uint32_t rank,
+                                const hal_comm_config_t* config, hal_comm_t* out_comm) {
+  return layers::call<layers::CommInitRank, comm_init_rank_body>(HAL_CALLER, device, nranks, id,
+                                                                 rank, config, out_comm);
+}
+
+hal_result_t hal_comm_destroy(hal_comm_t comm) {
+  return layers::call<layers::CommDestroy, comm_destroy_body>(HAL_CALLER, comm);
+}
+
+hal_result_t hal_comm_abort(hal_comm_t comm) {
+  return layers::call<layers::CommAbort, comm_abort_body>(HAL_CALLER, comm);
+}
+
+hal_result_t hal_comm_get_async_error(hal_comm_t comm, hal_result_t* out_error) {
+  return layers::call<layers::CommGetAsyncError, comm_get_async_error_body>(HAL_CALLER, comm,
+                                                                            out_error);
+}
+
+hal_result_t hal_comm_count(hal_comm_t comm, uint32_t* out_count) {
+  return layers::call<layers::CommCount, comm_count_body>(HAL_CALLER, comm, out_count);
+}
+
+hal_result_t hal_comm_rank(hal_comm_t comm, uint32_t* out_rank) {
+  return layers::call<layers::CommRank, comm_rank_body>(HAL_CALLER, comm, out_rank);
+}
+
+hal_result_t hal_comm_get_device(hal_comm_t comm, hal_device_t* out_device) {
+  return layers::call<layers::CommGetDevice, comm_get_device_body>(HAL_CALLER, comm, out_device);
 }

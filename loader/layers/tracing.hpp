@@ -74,7 +74,7 @@ void trace_call(uint64_t begin_ns, hal_result_t result, Args... args) noexcept {
   std::string arguments;
   if (writing()) {
     try {
-      const bool valid = result == HAL_SUCCESS || result == HAL_NOT_READY;
+      [[maybe_unused]] const bool valid = result == HAL_SUCCESS || result == HAL_NOT_READY;
       size_t index = 0;
       (append_argument(arguments, Api::kArgs[index++], args, valid), ...);
     } catch (...) {

@@ -1,5 +1,8 @@
 #include "layers/validation.hpp"
 
+#include "collective_comm.hpp"
+#include "collective_reduce.hpp"
+#include "collective_status.hpp"
 #include "objects.hpp"
 
 #include <atomic>
@@ -53,6 +56,31 @@ hal_result_t check_copy_range(const char* function, const char* name, const void
                 size, reinterpret_cast<void*>(inside->base));
   }
   return HAL_SUCCESS;
+}
+
+// A collective's buffers: where the loader's checks would pass (valid dtype,
+// root or peer, no overflow), its send and receive ranges on the calling
+// rank go through check_copy_range. Ranges inside an allocation are the
+// loader's (bounds and device); this adds the host-range rules.
+hal_result_t check_collective(const char* function, hal_collective_kind_t kind, const void* sendbuf,
+                              const void* recvbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                              hal_comm_t comm, hal_stream_t stream) {
+  if (comm == nullptr || stream == nullptr || !hal::collective::is_valid_dtype(dtype)) {
+    return HAL_SUCCESS;
+  }
+  const bool rooted = kind == HAL_COLLECTIVE_BROADCAST || kind == HAL_COLLECTIVE_REDUCE ||
+                      kind == HAL_COLLECTIVE_SEND || kind == HAL_COLLECTIVE_RECV;
+  if ((rooted && peer >= comm->ranks) || count > SIZE_MAX / HAL_DTYPE_SIZE(dtype) / comm->ranks) {
+    return HAL_SUCCESS;
+  }
+  const hal_collective_call_t call{
+      kind, dtype, HAL_REDUCE_SUM, peer, sendbuf, const_cast<void*>(recvbuf), count};
+  const auto extent = hal::collective::call_extent(call, comm->rank, comm->ranks);
+  if (hal_result_t result = check_copy_range(function, "sendbuf", sendbuf, extent.send_bytes);
+      result != HAL_SUCCESS) {
+    return result;
+  }
+  return check_copy_range(function, "recvbuf", recvbuf, extent.recv_bytes);
 }
 
 }  // namespace
@@ -192,6 +220,54 @@ hal_result_t extra(LaunchKernel, hal_kernel_t kernel, const hal_launch_config_t*
   return HAL_SUCCESS;
 }
 
+hal_result_t extra(Allreduce, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                   hal_reduce_op_t, hal_comm_t comm, hal_stream_t stream) {
+  return check_collective(Allreduce::kName, HAL_COLLECTIVE_ALLREDUCE, sendbuf, recvbuf, count,
+                          dtype, 0, comm, stream);
+}
+
+hal_result_t extra(Broadcast, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                   uint32_t root, hal_comm_t comm, hal_stream_t stream) {
+  return check_collective(Broadcast::kName, HAL_COLLECTIVE_BROADCAST, sendbuf, recvbuf, count,
+                          dtype, root, comm, stream);
+}
+
+hal_result_t extra(Reduce, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                   hal_reduce_op_t, uint32_t root, hal_comm_t comm, hal_stream_t stream) {
+  return check_collective(Reduce::kName, HAL_COLLECTIVE_REDUCE, sendbuf, recvbuf, count, dtype,
+                          root, comm, stream);
+}
+
+hal_result_t extra(Allgather, const void* sendbuf, void* recvbuf, size_t sendcount,
+                   hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream) {
+  return check_collective(Allgather::kName, HAL_COLLECTIVE_ALLGATHER, sendbuf, recvbuf, sendcount,
+                          dtype, 0, comm, stream);
+}
+
+hal_result_t extra(ReduceScatter, const void* sendbuf, void* recvbuf, size_t recvcount,
+                   hal_dtype_t dtype, hal_reduce_op_t, hal_comm_t comm, hal_stream_t stream) {
+  return check_collective(ReduceScatter::kName, HAL_COLLECTIVE_REDUCE_SCATTER, sendbuf, recvbuf,
+                          recvcount, dtype, 0, comm, stream);
+}
+
+hal_result_t extra(Alltoall, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                   hal_comm_t comm, hal_stream_t stream) {
+  return check_collective(Alltoall::kName, HAL_COLLECTIVE_ALLTOALL, sendbuf, recvbuf, count, dtype,
+                          0, comm, stream);
+}
+
+hal_result_t extra(Send, const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                   hal_comm_t comm, hal_stream_t stream) {
+  return check_collective(Send::kName, HAL_COLLECTIVE_SEND, sendbuf, nullptr, count, dtype, peer,
+                          comm, stream);
+}
+
+hal_result_t extra(Recv, void* recvbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                   hal_comm_t comm, hal_stream_t stream) {
+  return check_collective(Recv::kName, HAL_COLLECTIVE_RECV, nullptr, recvbuf, count, dtype, peer,
+                          comm, stream);
+}
+
 // ---- after ---------------------------------------------------------------------
 
 namespace {
@@ -259,6 +335,29 @@ void record(KernelGet, hal_result_t result, const void* caller, hal_module_t mod
             const hal_kernel_desc_t*, hal_kernel_t* out_kernel) {
   if (result != HAL_SUCCESS) return;
   objects().add_handle(*out_kernel, HandleKind::kKernel, module->device, module, site_of(caller));
+}
+
+void record(CommInitRank, hal_result_t result, const void* caller, hal_device_t device, uint32_t,
+            const hal_comm_unique_id_t*, uint32_t, const hal_comm_config_t*, hal_comm_t* out_comm) {
+  if (result != HAL_SUCCESS) return;
+  objects().add_handle(*out_comm, HandleKind::kComm, device, nullptr, site_of(caller));
+}
+
+void record(CommInitAll, hal_result_t result, const void* caller, uint32_t count,
+            const hal_device_t* devices, const hal_comm_config_t*, hal_comm_t* out_comms) {
+  if (result != HAL_SUCCESS) return;
+  const CreationSite site = site_of(caller);
+  for (uint32_t i = 0; i < count; ++i) {
+    objects().add_handle(out_comms[i], HandleKind::kComm, devices[i], nullptr, site);
+  }
+}
+
+void record(CommDestroy, hal_result_t result, const void*, hal_comm_t comm) {
+  if (comm != nullptr && destroy_reached(result)) objects().mark_destroyed(comm);
+}
+
+void record(CommAbort, hal_result_t result, const void*, hal_comm_t comm) {
+  if (comm != nullptr && destroy_reached(result)) objects().mark_destroyed(comm);
 }
 
 }  // namespace hal::loader::layers::validation

@@ -55,6 +55,9 @@ inline hal_result_t check_argument(const char* function, const char* argument, h
 inline hal_result_t check_argument(const char* function, const char* argument, hal_kernel_t h) {
   return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kKernel);
 }
+inline hal_result_t check_argument(const char* function, const char* argument, hal_comm_t h) {
+  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kComm);
+}
 template <class T>
 hal_result_t check_argument(const char*, const char*, T) {
   return HAL_SUCCESS;  // not a handle
@@ -73,13 +76,32 @@ hal_result_t extra(MemcpyAsync, void* dst, const void* src, size_t size, hal_str
 hal_result_t extra(MemsetAsync, void* dst, uint8_t value, size_t size, hal_stream_t stream);
 hal_result_t extra(LaunchKernel, hal_kernel_t kernel, const hal_launch_config_t* config,
                    uint32_t arg_count, const hal_kernel_arg_t* args, hal_stream_t stream);
+// Collectives: the host ranges of their send and receive buffers (count *
+// dtype size, spread over the ranks as the call's kind says), as for copies.
+hal_result_t extra(Allreduce, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                   hal_reduce_op_t op, hal_comm_t comm, hal_stream_t stream);
+hal_result_t extra(Broadcast, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                   uint32_t root, hal_comm_t comm, hal_stream_t stream);
+hal_result_t extra(Reduce, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                   hal_reduce_op_t op, uint32_t root, hal_comm_t comm, hal_stream_t stream);
+hal_result_t extra(Allgather, const void* sendbuf, void* recvbuf, size_t sendcount,
+                   hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream);
+hal_result_t extra(ReduceScatter, const void* sendbuf, void* recvbuf, size_t recvcount,
+                   hal_dtype_t dtype, hal_reduce_op_t op, hal_comm_t comm, hal_stream_t stream);
+hal_result_t extra(Alltoall, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
+                   hal_comm_t comm, hal_stream_t stream);
+hal_result_t extra(Send, const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                   hal_comm_t comm, hal_stream_t stream);
+hal_result_t extra(Recv, void* recvbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
+                   hal_comm_t comm, hal_stream_t stream);
 
 template <class Api, class... Args>
 hal_result_t before(Api api, Args... args) noexcept {
   try {
     hal_result_t result = HAL_SUCCESS;
     size_t index = 0;
-    const auto check_one = [&](auto argument) {
+    // Unused by calls without arguments (hal_group_start).
+    [[maybe_unused]] const auto check_one = [&](auto argument) {
       if (result == HAL_SUCCESS) result = check_argument(Api::kName, Api::kArgs[index], argument);
       ++index;
     };
@@ -111,6 +133,13 @@ void record(ModuleLoad, hal_result_t result, const void* caller, hal_device_t de
 void record(ModuleUnload, hal_result_t result, const void* caller, hal_module_t module);
 void record(KernelGet, hal_result_t result, const void* caller, hal_module_t module,
             const hal_kernel_desc_t* desc, hal_kernel_t* out_kernel);
+void record(CommInitRank, hal_result_t result, const void* caller, hal_device_t device,
+            uint32_t nranks, const hal_comm_unique_id_t* id, uint32_t rank,
+            const hal_comm_config_t* config, hal_comm_t* out_comm);
+void record(CommInitAll, hal_result_t result, const void* caller, uint32_t count,
+            const hal_device_t* devices, const hal_comm_config_t* config, hal_comm_t* out_comms);
+void record(CommDestroy, hal_result_t result, const void* caller, hal_comm_t comm);
+void record(CommAbort, hal_result_t result, const void* caller, hal_comm_t comm);
 
 template <class Api, class... Args>
 void after(Api api, hal_result_t result, const void* caller, Args... args) noexcept {

@@ -52,3 +52,40 @@ TEST_CASE("tracing: a second trace replaces the first, and both are closed JSON"
   }
   std::remove(path.c_str());
 }
+
+TEST_CASE("tracing: collective calls are traced like every other entry point") {
+  const std::string path = "layers_tracing_collectives.json";
+  {
+    Session session("0", path.c_str(), "1");
+    hal_comm_t comm = nullptr;
+    REQUIRE(hal_comm_init_all(1, &session.device, nullptr, &comm) == HAL_SUCCESS);
+    uint32_t ranks = 0;
+    REQUIRE(hal_comm_count(comm, &ranks) == HAL_SUCCESS);
+    CHECK(ranks == 1);
+    hal_stream_t stream = nullptr;
+    REQUIRE(hal_stream_create(session.device, 0, &stream) == HAL_SUCCESS);
+    void* memory = nullptr;
+    REQUIRE(hal_mem_alloc(session.device, HAL_MEMORY_DEVICE, 64, 0, &memory) == HAL_SUCCESS);
+    REQUIRE(hal_group_start() == HAL_SUCCESS);
+    REQUIRE(hal_allreduce(memory, memory, 16, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream) ==
+            HAL_SUCCESS);
+    REQUIRE(hal_group_end() == HAL_SUCCESS);
+    CHECK(hal_broadcast(memory, memory, 16, HAL_DTYPE_F32, 5, comm, stream) ==
+          HAL_ERROR_INVALID_ARGUMENT);
+    REQUIRE(hal_stream_synchronize(stream) == HAL_SUCCESS);
+    REQUIRE(hal_comm_destroy(comm) == HAL_SUCCESS);
+    REQUIRE(hal_mem_free(memory) == HAL_SUCCESS);
+    REQUIRE(hal_stream_destroy(stream) == HAL_SUCCESS);
+    session.shutdown();
+  }
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* name : {"hal_comm_init_all", "hal_comm_count", "hal_group_start",
+                           "hal_allreduce", "hal_group_end", "hal_broadcast", "hal_comm_destroy"}) {
+    CAPTURE(name);
+    CHECK(contains(text, std::string("\"name\":\"") + name + "\",\"cat\":\"api\""));
+  }
+  CHECK(contains(text, "\"count\":16"));
+  CHECK(contains(text, "\"root\":5"));
+  std::remove(path.c_str());
+}

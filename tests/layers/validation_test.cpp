@@ -9,6 +9,10 @@
 #include <thread>
 #include <vector>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 using namespace layers_test;
 
 namespace {
@@ -265,4 +269,53 @@ TEST_CASE("validation off: HAL_VALIDATION=0 leaves only the loader's own checks"
     session.shutdown();  // leaks the stream: no report without validation
   }
   CHECK_FALSE(contains(capture.text(), "leak report"));
+}
+
+TEST_CASE("validation: collective buffers follow the host-range rules of copies") {
+  Session session("1");
+  hal_comm_t comm = nullptr;
+  REQUIRE(hal_comm_init_all(1, &session.device, nullptr, &comm) == HAL_SUCCESS);
+  hal_stream_t stream = nullptr;
+  REQUIRE(hal_stream_create(session.device, 0, &stream) == HAL_SUCCESS);
+  uint8_t* memory = nullptr;
+  REQUIRE(hal_mem_alloc(session.device, HAL_MEMORY_DEVICE, 4096, 0,
+                        reinterpret_cast<void**>(&memory)) == HAL_SUCCESS);
+  // 4 floats starting at the allocation's end, and 4 running into it.
+  CHECK(hal_allreduce(memory, memory + 4096, 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream) ==
+        HAL_ERROR_OUT_OF_BOUNDS);
+  CHECK(contains(last_message(), "recvbuf: 16 bytes at offset 4096 overrun a 4096-byte"));
+  CHECK(hal_send(memory - 8, 4, HAL_DTYPE_F32, 0, comm, stream) == HAL_ERROR_OUT_OF_BOUNDS);
+  CHECK(contains(last_message(), "hal_send"));
+  CHECK(contains(last_message(), "sendbuf: the host range"));
+  // In bounds, it runs.
+  CHECK(hal_allreduce(memory, memory, 1024, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream) ==
+        HAL_SUCCESS);
+  REQUIRE(hal_stream_synchronize(stream) == HAL_SUCCESS);
+  REQUIRE(hal_comm_destroy(comm) == HAL_SUCCESS);
+  CHECK(hal_comm_rank(comm, nullptr) == HAL_ERROR_DESTROYED_HANDLE);
+  REQUIRE(hal_mem_free(memory) == HAL_SUCCESS);
+  REQUIRE(hal_stream_destroy(stream) == HAL_SUCCESS);
+}
+
+TEST_CASE("validation: a leaked communicator is in the leak report") {
+  StderrCapture capture;
+  {
+    Session session("1");
+    hal_device_t devices[2] = {session.device, session.other_device};
+    hal_comm_t comms[2] = {};
+    {
+#ifdef __SANITIZE_ADDRESS__
+      // hal_shutdown reports a leaked communicator but does not free it.
+      const __lsan::ScopedDisabler leak_on_purpose;
+#endif
+      REQUIRE(hal_comm_init_all(2, devices, nullptr, comms) == HAL_SUCCESS);
+    }
+    REQUIRE(hal_comm_destroy(comms[0]) == HAL_SUCCESS);
+    session.shutdown();
+  }
+  const std::string report = capture.text();
+  CHECK(contains(report, "hal: validation: leak report: 1 object and 0 allocations"));
+  CHECK(contains(report, "  communicator 0x"));
+  CHECK(contains(report, "on device 1, created at "));
+  CHECK(contains(report, "layers_tests+0x"));
 }
