@@ -135,10 +135,13 @@ TEST_CASE("copies and fills are bounds-checked against the allocation table", "[
     CHECK(hal_memcpy_async(a + kSize, host.data(), 16, stream) == HAL_ERROR_OUT_OF_BOUNDS);
     CHECK(last_detail().message ==
           "hal_memcpy_async: dst: 16 bytes at offset 65536 overrun a 65536-byte allocation");
-    REQUIRE_FALSE(in_allocation(a - 8));
-    CHECK(hal_memcpy_async(host.data(), a - 8, 16, stream) == HAL_ERROR_OUT_OF_BOUNDS);
-    // The loader and, in Debug builds, the validation layer word it differently.
-    CHECK_THAT(last_detail().message, Catch::Contains("runs into"));
+    // ThreadSanitizer's allocator packs heap blocks back to back; there the
+    // bytes below |a| belong to another allocation and rule 4 has no host gap.
+    if (!in_allocation(a - 8)) {
+      CHECK(hal_memcpy_async(host.data(), a - 8, 16, stream) == HAL_ERROR_OUT_OF_BOUNDS);
+      // The loader and, in Debug builds, the validation layer word it differently.
+      CHECK_THAT(last_detail().message, Catch::Contains("runs into"));
+    }
   }
   SECTION("another device of the same plugin is accepted") {
     void* peer = nullptr;
