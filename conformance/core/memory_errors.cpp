@@ -34,18 +34,19 @@ HALCONFORM_TEST("core.memory.bounds",
   HC_REQUIRE(back.front() == 0x42 && back.back() == 0x42, "an exact-fit fill did not land");
 }
 
-HALCONFORM_TEST("core.memory.bounds_past_end",
-                "a range starting exactly at an allocation's end overruns it (SPEC.md §6 rule 3)",
+HALCONFORM_TEST("core.memory.bounds_into_allocation",
+                "a range that starts before an allocation and runs into it overruns (SPEC.md §6)",
                 {}) {
   Stream stream(ctx.device());
-  // 4000 bytes: no allocator places the next block at the very end, so one
-  // past the end is in no allocation.
   constexpr size_t kSize = 4000;
   Buffer buffer(ctx.device(), kSize);
-  HC_EXPECT_RESULT(hal_memset_async(buffer.bytes() + kSize, 0, 1, stream), HAL_ERROR_OUT_OF_BOUNDS);
-  uint8_t host[16] = {};
-  HC_EXPECT_RESULT(hal_memcpy_async(buffer.bytes() + kSize, host, 16, stream),
-                   HAL_ERROR_OUT_OF_BOUNDS);
+  // [base - 16, base + 16) either starts in host memory and runs into the
+  // buffer (rule 3) or starts in an allocation before it and overruns that
+  // (rule 2): out of bounds either way, and rejected before anything is written.
+  uint8_t* const before = buffer.bytes() - 16;
+  HC_EXPECT_RESULT(hal_memset_async(before, 0, 32, stream), HAL_ERROR_OUT_OF_BOUNDS);
+  uint8_t host[32] = {};
+  HC_EXPECT_RESULT(hal_memcpy_async(host, before, 32, stream), HAL_ERROR_OUT_OF_BOUNDS);
 }
 
 HALCONFORM_TEST("core.memory.free_errors",
