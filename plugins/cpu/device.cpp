@@ -36,69 +36,36 @@ const plugin::ErrorReporter& Device::report() const {
 }
 
 Stream* Device::add_stream() {
-  auto stream = std::make_shared<Stream>(*this);
-  std::lock_guard lock(mutex_);
-  streams_.emplace(stream.get(), stream);
-  return stream.get();
+  return streams_.add(std::make_shared<Stream>(*this));
 }
 
 void Device::remove_stream(Stream* stream) {
-  std::shared_ptr<Stream> owned;
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = streams_.find(stream);
-    if (it == streams_.end()) return;
-    owned = std::move(it->second);
-    streams_.erase(it);
-  }
-  // Outside the lock: finishing the work may take long. A concurrent
+  const std::shared_ptr<Stream> owned = streams_.take(stream);
+  // Outside the set's lock: finishing the work may take long. A concurrent
   // device_synchronize holding another reference only sees an idle stream.
-  owned->shutdown();
+  if (owned) owned->shutdown();
 }
 
 Event* Device::add_event(hal_event_flags_t flags) {
-  auto event = std::make_unique<Event>(*this, flags);
-  Event* raw = event.get();
-  std::lock_guard lock(mutex_);
-  events_.emplace(raw, std::move(event));
-  return raw;
+  return events_.add(std::make_unique<Event>(*this, flags));
 }
 
 void Device::remove_event(Event* event) {
-  std::unique_ptr<Event> owned;
-  std::lock_guard lock(mutex_);
-  const auto it = events_.find(event);
-  if (it == events_.end()) return;
-  owned = std::move(it->second);
-  events_.erase(it);
+  events_.take(event);
 }
 
 Module* Device::add_module(std::shared_ptr<Module> module) {
-  Module* raw = module.get();
-  std::lock_guard lock(mutex_);
-  modules_.emplace(raw, std::move(module));
-  return raw;
+  return modules_.add(std::move(module));
 }
 
 void Device::remove_module(Module* module) {
-  std::shared_ptr<Module> owned;
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = modules_.find(module);
-    if (it == modules_.end()) return;
-    owned = std::move(it->second);
-    modules_.erase(it);
-  }
   // dlclose runs here, or after the last enqueued launch of the module ran.
+  modules_.take(module);
 }
 
 hal_result_t Device::synchronize() {
   std::vector<std::shared_ptr<Stream>> streams;
-  {
-    std::lock_guard lock(mutex_);
-    streams.reserve(streams_.size());
-    for (const auto& [raw, stream] : streams_) streams.push_back(stream);
-  }
+  streams_.for_each([&](const std::shared_ptr<Stream>& stream) { streams.push_back(stream); });
   hal_result_t result = HAL_SUCCESS;
   for (const std::shared_ptr<Stream>& stream : streams) {
     const hal_result_t one = stream->synchronize();
@@ -108,20 +75,10 @@ hal_result_t Device::synchronize() {
 }
 
 void Device::release_all() {
-  std::unordered_map<Stream*, std::shared_ptr<Stream>> streams;
-  std::unordered_map<Event*, std::unique_ptr<Event>> events;
-  std::unordered_map<Module*, std::shared_ptr<Module>> modules;
-  {
-    std::lock_guard lock(mutex_);
-    streams.swap(streams_);
-    events.swap(events_);
-    modules.swap(modules_);
-  }
   // Streams first: their pending launches still use modules and memory.
-  for (auto& [raw, stream] : streams) stream->shutdown();
-  streams.clear();
-  modules.clear();
-  events.clear();
+  for (const std::shared_ptr<Stream>& stream : streams_.take_all()) stream->shutdown();
+  modules_.take_all();
+  events_.take_all();
   allocator_.release_all();
 }
 

@@ -7,9 +7,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
-
+#include "../common/owned_set.hpp"
 #include "../common/report.hpp"
 #include "caching_allocator.hpp"
 #include "hal_plugin.h"
@@ -56,10 +54,9 @@ class Device {
   Plugin& plugin_;
   const uint32_t index_;
   CachingAllocator allocator_;
-  std::mutex mutex_;  // guards the registries
-  std::unordered_map<Stream*, std::shared_ptr<Stream>> streams_;
-  std::unordered_map<Event*, std::unique_ptr<Event>> events_;
-  std::unordered_map<Module*, std::shared_ptr<Module>> modules_;
+  plugin::OwnedSet<Stream, std::shared_ptr<Stream>> streams_;
+  plugin::OwnedSet<Event, std::unique_ptr<Event>> events_;
+  plugin::OwnedSet<Module, std::shared_ptr<Module>> modules_;
 };
 
 inline Device* to_device(hal_impl_device_t* device) {

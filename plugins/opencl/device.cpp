@@ -106,54 +106,28 @@ void Device::read_properties() {
 }
 
 Stream* Device::add_stream(std::unique_ptr<Stream> stream) {
-  Stream* raw = stream.get();
-  std::lock_guard lock(mutex_);
-  streams_.emplace(raw, std::move(stream));
-  return raw;
+  return streams_.add(std::move(stream));
 }
 
 void Device::remove_stream(Stream* stream) {
-  std::unique_ptr<Stream> owned;
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = streams_.find(stream);
-    if (it == streams_.end()) return;
-    owned = std::move(it->second);
-    streams_.erase(it);
-  }
-  clFinish(owned->queue());
+  const std::unique_ptr<Stream> owned = streams_.take(stream);
+  if (owned) clFinish(owned->queue());
 }
 
 Event* Device::add_event(std::unique_ptr<Event> event) {
-  Event* raw = event.get();
-  std::lock_guard lock(mutex_);
-  events_.emplace(raw, std::move(event));
-  return raw;
+  return events_.add(std::move(event));
 }
 
 void Device::remove_event(Event* event) {
-  std::unique_ptr<Event> owned;
-  std::lock_guard lock(mutex_);
-  const auto it = events_.find(event);
-  if (it == events_.end()) return;
-  owned = std::move(it->second);
-  events_.erase(it);
+  events_.take(event);
 }
 
 Module* Device::add_module(std::unique_ptr<Module> module) {
-  Module* raw = module.get();
-  std::lock_guard lock(mutex_);
-  modules_.emplace(raw, std::move(module));
-  return raw;
+  return modules_.add(std::move(module));
 }
 
 void Device::remove_module(Module* module) {
-  std::unique_ptr<Module> owned;
-  std::lock_guard lock(mutex_);
-  const auto it = modules_.find(module);
-  if (it == modules_.end()) return;
-  owned = std::move(it->second);
-  modules_.erase(it);
+  modules_.take(module);
 }
 
 void Device::remember_base(void* aligned, void* base) {
@@ -172,13 +146,10 @@ void* Device::take_base(void* aligned) {
 
 hal_result_t Device::synchronize() {
   std::vector<cl_command_queue> queues;
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& [raw, stream] : streams_) {
-      clRetainCommandQueue(stream->queue());
-      queues.push_back(stream->queue());
-    }
-  }
+  streams_.for_each([&](const std::unique_ptr<Stream>& stream) {
+    clRetainCommandQueue(stream->queue());
+    queues.push_back(stream->queue());
+  });
   cl_int first_error = CL_SUCCESS;
   for (cl_command_queue queue : queues) {
     const cl_int status = clFinish(queue);
@@ -193,19 +164,9 @@ hal_result_t Device::synchronize() {
 }
 
 void Device::release_all() {
-  std::unordered_map<Stream*, std::unique_ptr<Stream>> streams;
-  std::unordered_map<Event*, std::unique_ptr<Event>> events;
-  std::unordered_map<Module*, std::unique_ptr<Module>> modules;
-  {
-    std::lock_guard lock(mutex_);
-    streams.swap(streams_);
-    events.swap(events_);
-    modules.swap(modules_);
-  }
-  for (auto& [raw, stream] : streams) clFinish(stream->queue());
-  streams.clear();
-  events.clear();
-  modules.clear();
+  for (const std::unique_ptr<Stream>& stream : streams_.take_all()) clFinish(stream->queue());
+  events_.take_all();
+  modules_.take_all();
 }
 
 // ---- table entries ----------------------------------------------------------

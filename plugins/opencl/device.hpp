@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "../common/owned_set.hpp"
 #include "../common/report.hpp"
 #include "opencl.hpp"
 
@@ -58,10 +59,10 @@ class Device {
   uint32_t index_;
   bool fine_grain_;
   hal_device_properties_t properties_{};
-  std::mutex mutex_;  // guards the registries
-  std::unordered_map<Stream*, std::unique_ptr<Stream>> streams_;
-  std::unordered_map<Event*, std::unique_ptr<Event>> events_;
-  std::unordered_map<Module*, std::unique_ptr<Module>> modules_;
+  plugin::OwnedSet<Stream, std::unique_ptr<Stream>> streams_;
+  plugin::OwnedSet<Event, std::unique_ptr<Event>> events_;
+  plugin::OwnedSet<Module, std::unique_ptr<Module>> modules_;
+  std::mutex mutex_;                               // guards over_aligned_
   std::unordered_map<void*, void*> over_aligned_;  // guarded by mutex_
 };
 
