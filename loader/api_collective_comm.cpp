@@ -3,6 +3,8 @@
 #include "collective_dispatch.hpp"
 #include "layers/intercept.hpp"
 
+#include "hal_util/env.hpp"
+
 #include <cstring>
 #include <random>
 
@@ -72,7 +74,7 @@ static hal_result_t comm_get_unique_id_body(hal_comm_unique_id_t* out_id) {
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
     if (out_id == nullptr) return null_argument(kFunction, "out_id");
-    const char* host = std::getenv("HAL_COMM_STORE_HOST");
+    const char* host = hal::util::env("HAL_COMM_STORE_HOST");
     StoreAddress address{host != nullptr && *host != '\0' ? host : "127.0.0.1", 0};
     Status status;
     auto server = hal::collective::StoreServer::start(address, status);

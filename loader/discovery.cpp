@@ -2,6 +2,8 @@
 
 #include "error.hpp"
 
+#include "hal_util/env.hpp"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -48,7 +50,7 @@ std::vector<SearchDirectory> search_directories(const hal_init_options_t* option
     for (std::string& dir : split_list(options->plugin_path, ':'))
       directories.push_back({std::move(dir), "options"});
   }
-  if (const char* env = std::getenv("HAL_PLUGIN_PATH"); env != nullptr) {
+  if (const char* env = hal::util::env("HAL_PLUGIN_PATH"); env != nullptr) {
     for (std::string& dir : split_list(env, ':'))
       directories.push_back({std::move(dir), "HAL_PLUGIN_PATH"});
   }
@@ -155,7 +157,7 @@ DiscoveryPlan discover_plugins(const hal_init_options_t* options) {
   if (options != nullptr && options->plugins != nullptr) {
     list = options->plugins;
     found_by = "options";
-  } else if (const char* env = std::getenv("HAL_PLUGINS"); env != nullptr && env[0] != '\0') {
+  } else if (const char* env = hal::util::env("HAL_PLUGINS"); env != nullptr && env[0] != '\0') {
     list = env;
     found_by = "HAL_PLUGINS";
   }

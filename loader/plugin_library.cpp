@@ -2,6 +2,8 @@
 
 #include "error.hpp"
 
+#include "hal_util/env.hpp"
+
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +23,7 @@ void host_set_error(void* host_context, hal_result_t result, int64_t native_code
 
 bool log_enabled() {
   static const bool enabled = [] {
-    const char* value = std::getenv("HAL_LOG");
+    const char* value = hal::util::env("HAL_LOG");
     return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
   }();
   return enabled;

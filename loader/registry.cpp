@@ -5,6 +5,8 @@
 #include "fallbacks.hpp"
 #include "layers/layers.hpp"
 
+#include "hal_util/env.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -134,7 +136,7 @@ const char* failed_step(hal_plugin_outcome_t outcome) {
 }
 
 void log_report(const PluginReport& report) {
-  const char* value = std::getenv("HAL_LOG");
+  const char* value = hal::util::env("HAL_LOG");
   if (value == nullptr || value[0] == '\0' || std::strcmp(value, "0") == 0) return;
   std::fprintf(stderr, "[hal:loader] %s (%s, found by %s): outcome %d%s%s\n", report.name.c_str(),
                report.path.empty() ? "no file" : report.path.c_str(), report.found_by.c_str(),

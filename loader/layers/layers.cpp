@@ -4,6 +4,8 @@
 #include "layers/validation.hpp"
 #include "registry.hpp"
 
+#include "hal_util/env.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +28,7 @@ constexpr bool kValidationDefault = false;
 // "1" on, "0" off; unset or empty gives |fallback|. Other values are
 // reported and read as on, so a typo never silently disables checking.
 bool env_flag(const char* name, bool fallback) {
-  const char* value = std::getenv(name);
+  const char* value = hal::util::env(name);
   if (value == nullptr || value[0] == '\0') return fallback;
   if (std::strcmp(value, "0") == 0) return false;
   if (std::strcmp(value, "1") != 0) {
@@ -53,7 +55,7 @@ void start(const Registry& registry) noexcept {
       layers &= ~kValidation;
     }
   }
-  const char* trace_path = std::getenv("HAL_TRACE");
+  const char* trace_path = hal::util::env("HAL_TRACE");
   const bool summary = env_flag("HAL_TRACE_SUMMARY", false);
   if ((trace_path != nullptr && trace_path[0] != '\0') || summary) {
     tracing::open(trace_path, summary);

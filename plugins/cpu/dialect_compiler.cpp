@@ -1,5 +1,7 @@
 #include "dialect_compiler.hpp"
 
+#include "hal_util/env.hpp"
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -58,7 +60,7 @@ bool is_executable(const std::string& path) {
 // |name| as a path: itself when it has a '/', else the first match in PATH.
 std::string resolve_program(const std::string& name) {
   if (name.find('/') != std::string::npos) return is_executable(name) ? name : std::string();
-  const char* path = std::getenv("PATH");
+  const char* path = hal::util::env("PATH");
   std::stringstream directories(path != nullptr ? path : "/usr/bin:/bin");
   for (std::string directory; std::getline(directories, directory, ':');) {
     // An empty PATH entry is the current directory.
@@ -112,7 +114,7 @@ struct Compiler {
 // The compiler: $HAL_CXX, else the first of c++, g++, clang++ on PATH. Its
 // version is asked once per path and process.
 bool find_compiler(Compiler& out, std::string& why) {
-  const char* chosen = std::getenv("HAL_CXX");
+  const char* chosen = hal::util::env("HAL_CXX");
   if (chosen != nullptr && *chosen != '\0') {
     out.path = resolve_program(chosen);
     if (out.path.empty()) {
@@ -156,11 +158,11 @@ bool find_compiler(Compiler& out, std::string& why) {
 }  // namespace
 
 std::string dialect_cache_directory() {
-  if (const char* dir = std::getenv("HAL_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+  if (const char* dir = hal::util::env("HAL_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* xdg = hal::util::env("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     return std::string(xdg) + "/hal";
   }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+  if (const char* home = hal::util::env("HOME"); home != nullptr && *home != '\0') {
     return std::string(home) + "/.cache/hal";
   }
   return (fs::temp_directory_path() / "hal-cache").string();

@@ -1,5 +1,7 @@
 // The cpu plugin's one exported symbol: negotiates the ABI, creates the
 // plugin context and hands the loader the function table.
+#include "hal_util/env.hpp"
+
 #include <cstdlib>
 #include <string>
 
@@ -83,11 +85,11 @@ extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host
   }
   uint32_t devices = 0;
   std::string why;
-  if (!parse_device_count(std::getenv("HAL_CPU_DEVICES"), &devices, why)) {
+  if (!parse_device_count(hal::util::env("HAL_CPU_DEVICES"), &devices, why)) {
     return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
   }
   uint64_t memory_per_device = 0;
-  if (!parse_device_memory(std::getenv("HAL_CPU_DEVICE_MEMORY"), &memory_per_device, why)) {
+  if (!parse_device_memory(hal::util::env("HAL_CPU_DEVICE_MEMORY"), &memory_per_device, why)) {
     return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
   }
   return hal::plugin::guarded(report, "hal_plugin_entry", [&] {
