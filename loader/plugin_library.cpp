@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 
+#include "hal_util/elf_image.hpp"
 #include "hal_util/env.hpp"
 
 #include <cstddef>
@@ -96,6 +97,10 @@ LoadOutcome load_plugin_library(const std::string& path, PluginRecord& identity)
   identity.path = plugin->path;
   identity.name = plugin->name;
 
+  // dlopen trusts the file: a truncated object dies of SIGBUS inside it.
+  if (std::string why; !hal::util::check_elf_file(path, why)) {
+    return failure(HAL_PLUGIN_FAILED_OPEN, HAL_ERROR_PLUGIN_LOAD, std::move(why));
+  }
   try {
     plugin->library.load(boost::dll::fs::path(path),
                          boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);

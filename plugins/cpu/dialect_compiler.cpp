@@ -1,26 +1,31 @@
 #include "dialect_compiler.hpp"
 
-#include "hal_util/env.hpp"
-
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <vector>
 
 #include "hal_dialect/dialect.hpp"
+#include "hal_util/elf_image.hpp"
+#include "hal_util/env.hpp"
+#include "hal_util/secure_file.hpp"
+#include "hal_util/sha256.hpp"
 
 extern char** environ;
 
@@ -28,6 +33,7 @@ namespace hal::cpu {
 namespace {
 
 namespace fs = std::filesystem;
+using hal::util::UniqueFd;
 
 // Flags every dialect module is built with. -march=native: kernels are
 // built on the machine that runs them; -fno-math-errno lets sqrt and
@@ -36,20 +42,14 @@ constexpr std::array<const char*, 7> kCompileFlags = {
     "-std=c++20", "-O2", "-march=native", "-fno-math-errno", "-fPIC", "-shared", "-w"};
 // Diagnostics longer than this are cut: the first errors are the useful ones.
 constexpr size_t kMaxDiagnosticBytes = 6000;
-
-uint64_t fnv1a(std::string_view text, uint64_t hash) {
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
-std::string hex(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
+// A compiler that writes more than this is stopped: no useful diagnostic is
+// this long, and a runaway one would otherwise fill memory or a disk.
+constexpr size_t kMaxCompilerOutputBytes = size_t{1} << 20;
+// The default wall-clock limit of one compiler run (HAL_CXX_TIMEOUT_S).
+constexpr double kDefaultTimeoutSeconds = 300;
+// The cache record: "hal-cpu-cache 1 sha256 <64 hex> size <bytes>\n".
+constexpr const char* kRecordTag = "hal-cpu-cache 1";
+constexpr size_t kMaxObjectBytes = size_t{1} << 30;
 
 bool is_executable(const std::string& path) {
   struct stat status {};
@@ -70,40 +70,124 @@ std::string resolve_program(const std::string& name) {
   return {};
 }
 
-// Runs |argv| with stdout and stderr to |log_path|; the exit status, or -1
-// when it could not start (errno set).
-int run_program(const std::vector<std::string>& argv, const std::string& log_path) {
+struct RunResult {
+  enum class Outcome { kExited, kSignaled, kTimedOut, kOutputCapped, kNotStarted };
+  Outcome outcome = Outcome::kNotStarted;
+  int code = 0;        // the exit status, the signal, or the errno of the failed start
+  std::string output;  // stdout and stderr, the first kMaxDiagnosticBytes
+  bool output_cut = false;
+};
+
+// Runs |argv| in its own process group with stdin from /dev/null and stdout
+// and stderr into a pipe read here: at most kMaxCompilerOutputBytes in all
+// (the group is killed beyond), and for at most |timeout_seconds| (the group
+// is killed then). No file is created.
+RunResult run_program(const std::vector<std::string>& argv, double timeout_seconds) {
+  RunResult result;
   std::vector<char*> arguments;
   for (const std::string& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
   arguments.push_back(nullptr);
+  int pipe_ends[2];
+  if (pipe2(pipe_ends, O_CLOEXEC) != 0) {
+    result.code = errno;
+    return result;
+  }
+  UniqueFd reader(pipe_ends[0]);
+  UniqueFd writer(pipe_ends[1]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0600);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_adddup2(&actions, writer.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, writer.get(), 2);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  // Its own process group, so a timeout kills whatever it started too; the
+  // default disposition of every signal and no blocked ones, whatever this
+  // process ignores or blocks.
+  sigset_t all, none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t child = 0;
   const int spawned =
-      posix_spawn(&child, arguments[0], &actions, nullptr, arguments.data(), environ);
+      posix_spawn(&child, arguments[0], &actions, &attributes, arguments.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  writer.reset();
   if (spawned != 0) {
-    errno = spawned;
-    return -1;
+    result.code = spawned;
+    return result;
   }
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::min(timeout_seconds, 1e7)));
+  size_t total = 0;
+  bool closed = false, exited = false;
+  char buffer[65536];
+  while (!(closed && exited)) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      result.outcome = RunResult::Outcome::kTimedOut;
+      break;
+    }
+    if (!closed) {
+      pollfd watch{reader.get(), POLLIN, 0};
+      // Short polls while it runs: its exit is seen by waitid, not by the pipe
+      // (a child it left behind may hold the pipe open).
+      const int ready = poll(&watch, 1, static_cast<int>(std::min<int64_t>(left.count(), 50)));
+      if (ready > 0) {
+        const ssize_t n = read(reader.get(), buffer, sizeof(buffer));
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+          closed = true;
+        } else if (n > 0) {
+          total += static_cast<size_t>(n);
+          const size_t keep =
+              std::min(static_cast<size_t>(n),
+                       kMaxDiagnosticBytes - std::min(kMaxDiagnosticBytes, result.output.size()));
+          result.output.append(buffer, keep);
+          result.output_cut = result.output_cut || keep < static_cast<size_t>(n);
+          if (total > kMaxCompilerOutputBytes) {
+            result.outcome = RunResult::Outcome::kOutputCapped;
+            break;
+          }
+        }
+      }
+    } else {
+      poll(nullptr, 0, static_cast<int>(std::min<int64_t>(left.count(), 10)));
+    }
+    if (!exited) {
+      // WNOWAIT: the child stays a zombie, so its pid (the group's id) cannot
+      // be reused before the group is killed below.
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == child) {
+        exited = true;
+        // Whatever it left behind in its group goes with it; that also closes
+        // the pipe they may hold.
+        kill(-child, SIGKILL);
+      }
+    }
+  }
+  kill(-child, SIGKILL);  // a no-op when the group is gone
   int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string read_text(const std::string& path, size_t limit) {
-  std::ifstream file(path, std::ios::binary);
-  std::string text(limit, '\0');
-  file.read(text.data(), static_cast<std::streamsize>(limit));
-  text.resize(static_cast<size_t>(file.gcount()));
-  if (text.size() == limit) text += "\n[... diagnostics cut]";
-  return text;
+  if (result.outcome == RunResult::Outcome::kNotStarted) {
+    if (WIFEXITED(status)) {
+      result.outcome = RunResult::Outcome::kExited;
+      result.code = WEXITSTATUS(status);
+    } else {
+      result.outcome = RunResult::Outcome::kSignaled;
+      result.code = WTERMSIG(status);
+    }
+  }
+  return result;
 }
 
 struct Compiler {
@@ -111,14 +195,64 @@ struct Compiler {
   std::string version;  // the first line of --version
 };
 
+std::string format_seconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+// A run that did not end with its own exit: the sentence saying which limit
+// was hit, and the result that goes with it. False when it did exit.
+bool failed_run(const RunResult& run, const std::string& what, double timeout_seconds,
+                hal_result_t& result, std::string& sentence) {
+  switch (run.outcome) {
+    case RunResult::Outcome::kTimedOut:
+      result = HAL_ERROR_TIMEOUT;
+      sentence = what + " ran longer than HAL_CXX_TIMEOUT_S = " + format_seconds(timeout_seconds) +
+                 " seconds and was killed (with its process group)";
+      return true;
+    case RunResult::Outcome::kOutputCapped:
+      result = HAL_ERROR_INVALID_MODULE;
+      sentence = what + " wrote more than " + std::to_string(kMaxCompilerOutputBytes) +
+                 " bytes of output and was killed (with its process group); its first "
+                 "output:\n" +
+                 run.output;
+      return true;
+    case RunResult::Outcome::kNotStarted:
+      result = HAL_ERROR_UNSUPPORTED;
+      sentence = what + " could not be started: " + std::strerror(run.code);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// HAL_CXX_TIMEOUT_S: seconds, > 0; unset or empty is the default.
+bool compiler_timeout(double& seconds, std::string& why) {
+  seconds = kDefaultTimeoutSeconds;
+  const char* text = hal::util::env_nonempty("HAL_CXX_TIMEOUT_S");
+  if (text == nullptr) return true;
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !std::isfinite(value) || value <= 0) {
+    why =
+        std::string("HAL_CXX_TIMEOUT_S is '") + text + "'; it must be a positive number of seconds";
+    return false;
+  }
+  seconds = value;
+  return true;
+}
+
 // The compiler: $HAL_CXX, else the first of c++, g++, clang++ on PATH. Its
 // version is asked once per path and process.
-bool find_compiler(Compiler& out, std::string& why) {
+bool find_compiler(Compiler& out, double timeout_seconds, hal_result_t& failure, std::string& why) {
   const char* chosen = hal::util::env("HAL_CXX");
   if (chosen != nullptr && *chosen != '\0') {
     out.path = resolve_program(chosen);
     if (out.path.empty()) {
       why = std::string("HAL_CXX names '") + chosen + "', which is not an executable";
+      failure = HAL_ERROR_UNSUPPORTED;
       return false;
     }
   } else {
@@ -128,6 +262,7 @@ bool find_compiler(Compiler& out, std::string& why) {
     }
     if (out.path.empty()) {
       why = "no C++ compiler found: HAL_CXX is unset and none of c++, g++, clang++ is on PATH";
+      failure = HAL_ERROR_UNSUPPORTED;
       return false;
     }
   }
@@ -136,40 +271,155 @@ bool find_compiler(Compiler& out, std::string& why) {
   std::lock_guard lock(mutex);
   auto found = versions.find(out.path);
   if (found == versions.end()) {
-    const std::string log =
-        (fs::temp_directory_path() / ("hal-cxx-version-" + std::to_string(getpid()) + ".txt"))
-            .string();
-    const int status = run_program({out.path, "--version"}, log);
-    std::string version = read_text(log, 512);
-    std::error_code ignored;
-    fs::remove(log, ignored);
-    if (status != 0) {
-      why = "the C++ compiler '" + out.path + "' does not run ('--version' exited with " +
-            std::to_string(status) + ")";
+    // The version text comes through a pipe: no file to create or to plant.
+    const RunResult run = run_program({out.path, "--version"}, timeout_seconds);
+    const std::string what = "the C++ compiler '" + out.path + "' asked for '--version'";
+    if (failed_run(run, what, timeout_seconds, failure, why)) return false;
+    if (run.outcome != RunResult::Outcome::kExited || run.code != 0) {
+      why =
+          "the C++ compiler '" + out.path + "' does not run ('--version' " +
+          (run.outcome == RunResult::Outcome::kExited ? "exited with " : "was killed by signal ") +
+          std::to_string(run.code) + ")";
+      failure = HAL_ERROR_UNSUPPORTED;
       return false;
     }
-    version = version.substr(0, version.find('\n'));
-    found = versions.emplace(out.path, version).first;
+    found = versions.emplace(out.path, run.output.substr(0, run.output.find('\n'))).first;
   }
   out.version = found->second;
   return true;
 }
 
-}  // namespace
+// The kernel cache, opened and checked (SPEC.md §8): $HAL_CACHE_DIR, else
+// $XDG_CACHE_HOME/hal, else $HOME/.cache/hal. The directory the user named
+// (HAL_CACHE_DIR's parent, XDG_CACHE_HOME's parent, HOME) is taken as it is;
+// every component below it must be private to this user (or is created so).
+// With none of the three there is no cache: a shared fallback such as
+// /tmp/hal-cache would let another user plant objects.
+struct CacheDirectory {
+  UniqueFd fd;
+  std::string path;
+};
 
-std::string dialect_cache_directory() {
-  if (const char* dir = hal::util::env("HAL_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
-  if (const char* xdg = hal::util::env("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return std::string(xdg) + "/hal";
+bool open_cache(CacheDirectory& out, std::string& why) {
+  std::string base;
+  std::vector<std::string> components;
+  auto split = [&](const std::string& directory, std::vector<std::string> below) {
+    fs::path normal = fs::path(directory).lexically_normal();
+    if (!normal.has_filename() && normal.has_parent_path() && normal != normal.root_path()) {
+      normal = normal.parent_path();  // a trailing '/'
+    }
+    if (normal.has_filename() && normal.filename() != "..") {
+      base = normal.has_parent_path() ? normal.parent_path().string() : ".";
+      components.push_back(normal.filename().string());
+    } else {
+      base = normal.string();
+    }
+    components.insert(components.end(), below.begin(), below.end());
+  };
+  if (const char* dir = hal::util::env_nonempty("HAL_CACHE_DIR")) {
+    split(dir, {});
+  } else if (const char* xdg = hal::util::env_nonempty("XDG_CACHE_HOME")) {
+    split(xdg, {"hal"});
+  } else if (const char* home = hal::util::env_nonempty("HOME")) {
+    base = home;
+    components = {".cache", "hal"};
+  } else {
+    why = "none of HAL_CACHE_DIR, XDG_CACHE_HOME and HOME is set";
+    return false;
   }
-  if (const char* home = hal::util::env("HOME"); home != nullptr && *home != '\0') {
-    return std::string(home) + "/.cache/hal";
-  }
-  return (fs::temp_directory_path() / "hal-cache").string();
+  out.path = base;
+  for (const std::string& name : components) out.path += (out.path.back() == '/' ? "" : "/") + name;
+  out.fd = hal::util::open_private_directory(base, components, why);
+  return out.fd.valid();
 }
 
+// The cached object of |key|, when its record and its bytes agree; otherwise
+// false with |why| (empty when there simply is no entry).
+bool read_cache_entry(const CacheDirectory& cache, const std::string& key,
+                      std::vector<unsigned char>& image, std::string& why) {
+  hal::util::ReadRule rule;
+  rule.no_follow = true;
+  rule.must_be_private = true;
+  rule.max_bytes = 4096;
+  std::vector<unsigned char> record_bytes;
+  int error = 0;
+  const std::string record_name = "cpu-" + key + ".sha256";
+  if (!hal::util::read_regular_file(cache.fd.get(), record_name, rule, record_bytes, error, why)) {
+    if (error == ENOENT)
+      why.clear();
+    else
+      why = "its record '" + record_name + "': " + why;
+    return false;
+  }
+  std::istringstream record(std::string(record_bytes.begin(), record_bytes.end()));
+  std::string tag, version, hash_word, hash, size_word;
+  uint64_t size = 0;
+  record >> tag >> version >> hash_word >> hash >> size_word >> size;
+  if (!record || tag + " " + version != kRecordTag || hash_word != "sha256" ||
+      size_word != "size" || hash.size() != 64) {
+    why = "its record '" + record_name + "' is not a HAL cache record";
+    return false;
+  }
+  rule.max_bytes = kMaxObjectBytes;
+  const std::string object_name = "cpu-" + key + ".so";
+  if (!hal::util::read_regular_file(cache.fd.get(), object_name, rule, image, error, why)) {
+    why = "'" + object_name + "': " + why;
+    return false;
+  }
+  if (image.size() != size ||
+      hal::util::Sha256::hex(hal::util::Sha256::of(image.data(), image.size())) != hash) {
+    why = "'" + object_name + "' does not match the SHA-256 and size its record holds";
+    return false;
+  }
+  if (!hal::util::check_elf_image(image.data(), image.size(), why)) {
+    why = "'" + object_name + "': " + why;
+    return false;
+  }
+  return true;
+}
+
+// Stores |image| as the entry of |key|: the object, then the record naming its
+// hash, each written to a temporary, fsync'ed and renamed into place. A reader
+// that meets an object and a record of different writers sees a mismatch and
+// rebuilds. Returns 0 or errno.
+int write_cache_entry(const CacheDirectory& cache, const std::string& key,
+                      const std::vector<unsigned char>& image) {
+  if (int error = hal::util::write_file_atomically(cache.fd.get(), "cpu-" + key + ".so",
+                                                   image.data(), image.size())) {
+    return error;
+  }
+  const std::string record =
+      std::string(kRecordTag) + " sha256 " +
+      hal::util::Sha256::hex(hal::util::Sha256::of(image.data(), image.size())) + " size " +
+      std::to_string(image.size()) + "\n";
+  return hal::util::write_file_atomically(cache.fd.get(), "cpu-" + key + ".sha256", record.data(),
+                                          record.size());
+}
+
+// Logs |message| once per process: the same cache problem on every load
+// would otherwise repeat on every compile.
+void log_once(const plugin::ErrorReporter& report, hal_log_level_t level,
+              const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  {
+    std::lock_guard lock(mutex);
+    if (!said.insert(message).second) return;
+  }
+  report.log(level, "%s", message.c_str());
+}
+
+bool mentions_full_disk(const std::string& text) {
+  for (int error : {ENOSPC, EDQUOT, EFBIG}) {
+    if (text.find(std::strerror(error)) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 hal_result_t compile_dialect(std::string_view source, const std::string& machine,
-                             const plugin::ErrorReporter& report, std::string& out_library) {
+                             const plugin::ErrorReporter& report, CompiledDialect& out) {
   dialect::TranslatedModule translated;
   dialect::Diagnostic diagnostic;
   if (!dialect::translate(source, dialect::Backend::kCpp, translated, diagnostic)) {
@@ -177,10 +427,15 @@ hal_result_t compile_dialect(std::string_view source, const std::string& machine
         HAL_ERROR_INVALID_MODULE, 0,
         "module_load: the HAL dialect source is invalid: " + diagnostic.to_string());
   }
-  Compiler compiler;
+  double timeout_seconds = 0;
   std::string why;
-  if (!find_compiler(compiler, why)) {
-    return report.fail_message(HAL_ERROR_UNSUPPORTED, 0,
+  if (!compiler_timeout(timeout_seconds, why)) {
+    return report.fail_message(HAL_ERROR_INVALID_ARGUMENT, 0, "module_load: " + why);
+  }
+  Compiler compiler;
+  hal_result_t failure = HAL_ERROR_INTERNAL;
+  if (!find_compiler(compiler, timeout_seconds, failure, why)) {
+    return report.fail_message(failure, 0,
                                "module_load: the cpu plugin compiles HAL dialect modules with "
                                "the system C++ compiler, but " +
                                    why);
@@ -190,68 +445,98 @@ hal_result_t compile_dialect(std::string_view source, const std::string& machine
   std::string key_text = translated.text;
   key_text += '\0' + compiler.path + '\0' + compiler.version + '\0' + machine;
   for (const char* flag : kCompileFlags) key_text += std::string("\0", 1) + flag;
-  const std::string key = hex(fnv1a(key_text, 14695981039346656037ull)) +
-                          hex(fnv1a(key_text, 0x84222325cbf29ce4ull ^ key_text.size()));
+  const std::string key =
+      hal::util::Sha256::hex(hal::util::Sha256::of(key_text.data(), key_text.size())).substr(0, 32);
 
-  const fs::path directory = dialect_cache_directory();
-  std::error_code error;
-  fs::create_directories(directory, error);
-  if (error) {
-    return report.fail_message(HAL_ERROR_INTERNAL, error.value(),
-                               "module_load: cannot create the kernel cache directory '" +
-                                   directory.string() + "': " + error.message());
-  }
-  const fs::path library = directory / ("cpu-" + key + ".so");
-  if (fs::exists(library, error)) {
-    out_library = library.string();
-    return HAL_SUCCESS;
-  }
-
-  // A unique stem per attempt: processes and threads may compile the same
-  // source at once; each renames its own complete object into place.
-  static std::atomic<uint64_t> attempts{0};
-  const std::string stem = "cpu-" + key + ".tmp." + std::to_string(getpid()) + "." +
-                           std::to_string(attempts.fetch_add(1));
-  const fs::path source_path = directory / (stem + ".cpp");
-  const fs::path object_path = directory / (stem + ".so");
-  const fs::path log_path = directory / (stem + ".log");
-  struct Cleanup {
-    std::vector<fs::path> paths;
-    ~Cleanup() {
-      std::error_code ignored;
-      for (const fs::path& path : paths) fs::remove(path, ignored);
+  CacheDirectory cache;
+  if (!open_cache(cache, why)) {
+    log_once(report, HAL_LOG_WARNING,
+             "the kernel cache is not used (" + why +
+                 "); HAL dialect modules are compiled in a private temporary directory on every "
+                 "load");
+    out.origin = "a HAL dialect module compiled without a cache (" + why + ")";
+  } else {
+    const std::string entry = cache.path + "/cpu-" + key + ".so";
+    if (read_cache_entry(cache, key, out.image, why)) {
+      out.origin = "the HAL dialect module cached as '" + entry + "'";
+      return HAL_SUCCESS;
     }
-  } cleanup{{source_path, object_path, log_path}};
+    if (!why.empty()) {
+      report.log(HAL_LOG_WARNING, "the kernel cache entry %s is rebuilt: %s", entry.c_str(),
+                 why.c_str());
+    }
+    out.image.clear();
+    out.origin = "the HAL dialect module cached as '" + entry + "'";
+  }
+
+  // The source, the object and anything the compiler writes stay in a fresh
+  // directory only this user can enter: no name in it can be planted.
+  hal::util::PrivateTempDirectory work;
+  if (!work.create("hal-cxx-", why)) {
+    const int error = errno;
+    return report.fail_message(
+        hal::util::is_disk_full(error) ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
+        "module_load: " + why);
+  }
+  const std::string source_path = work.path() + "/module.cpp";
+  const std::string object_path = work.path() + "/module.so";
   {
-    std::ofstream file(source_path, std::ios::binary);
-    file << translated.text;
-    if (!file.flush()) {
-      return report.fail_message(HAL_ERROR_INTERNAL, errno,
-                                 "module_load: cannot write '" + source_path.string() + "'");
+    UniqueFd file(openat(work.fd(), "module.cpp",
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    int error = file.valid() ? 0 : errno;
+    if (error == 0)
+      error = hal::util::write_all(file.get(), translated.text.data(), translated.text.size());
+    if (error != 0) {
+      return report.fail_message(
+          hal::util::is_disk_full(error) ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
+          "module_load: " + hal::util::describe_write_error(error, source_path));
     }
   }
   std::vector<std::string> argv = {compiler.path};
   for (const char* flag : kCompileFlags) argv.emplace_back(flag);
-  argv.insert(argv.end(), {"-o", object_path.string(), source_path.string()});
-  const int status = run_program(argv, log_path.string());
-  if (status < 0) {
-    return report.fail_message(HAL_ERROR_UNSUPPORTED, errno,
-                               "module_load: cannot run the C++ compiler '" + compiler.path +
-                                   "': " + std::strerror(errno));
+  argv.insert(argv.end(), {"-o", object_path, source_path});
+  const RunResult run = run_program(argv, timeout_seconds);
+  if (failed_run(run, "the C++ compiler '" + compiler.path + "'", timeout_seconds, failure, why)) {
+    return report.fail_message(failure, run.code, "module_load: " + why);
   }
-  if (status != 0) {
-    return report.fail_message(HAL_ERROR_INVALID_MODULE, status,
+  const std::string diagnostics = run.output + (run.output_cut ? "\n[... diagnostics cut]" : "");
+  if (run.outcome == RunResult::Outcome::kSignaled && run.code == SIGXFSZ) {
+    return report.fail_message(HAL_ERROR_OUT_OF_MEMORY, EFBIG,
+                               "module_load: the C++ compiler was stopped by the file size "
+                               "limit (RLIMIT_FSIZE) writing into '" +
+                                   work.path() + "'");
+  }
+  if (run.outcome != RunResult::Outcome::kExited || run.code != 0) {
+    if (mentions_full_disk(diagnostics)) {
+      return report.fail_message(HAL_ERROR_OUT_OF_MEMORY, ENOSPC,
+                                 "module_load: the C++ compiler ran out of disk space writing "
+                                 "into '" +
+                                     work.path() + "':\n" + diagnostics);
+    }
+    return report.fail_message(HAL_ERROR_INVALID_MODULE, run.code,
                                "module_load: the C++ compiler (" + compiler.version +
-                                   ") rejected the translated HAL dialect source:\n" +
-                                   read_text(log_path.string(), kMaxDiagnosticBytes));
+                                   ") rejected the translated HAL dialect source:\n" + diagnostics);
   }
-  fs::rename(object_path, library, error);
-  if (error) {
-    return report.fail_message(HAL_ERROR_INTERNAL, error.value(),
-                               "module_load: cannot move the compiled kernel into the cache at '" +
-                                   library.string() + "': " + error.message());
+  hal::util::ReadRule rule;
+  rule.no_follow = true;
+  rule.must_be_private = true;
+  rule.max_bytes = kMaxObjectBytes;
+  int error = 0;
+  if (!hal::util::read_regular_file(work.fd(), "module.so", rule, out.image, error, why) ||
+      !hal::util::check_elf_image(out.image.data(), out.image.size(), why)) {
+    return report.fail_message(HAL_ERROR_INVALID_MODULE, error,
+                               "module_load: the C++ compiler '" + compiler.path +
+                                   "' exited with 0 but its object '" + object_path +
+                                   "' is not a loadable shared object: " + why);
   }
-  out_library = library.string();
+  if (cache.fd.valid()) {
+    if (int written = write_cache_entry(cache, key, out.image); written != 0) {
+      // The module is compiled and loads; only later loads lose the cache.
+      log_once(report, HAL_LOG_WARNING,
+               "the kernel cache entry could not be stored: " +
+                   hal::util::describe_write_error(written, cache.path));
+    }
+  }
   return HAL_SUCCESS;
 }
 

@@ -1,18 +1,20 @@
 #include "module.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "../common/signature.hpp"
 #include "../common/versioned_struct.hpp"
 #include "device.hpp"
 #include "dialect_compiler.hpp"
+#include "hal_util/elf_image.hpp"
+#include "hal_util/secure_file.hpp"
 #include "plugin.hpp"
 
 namespace hal::cpu {
@@ -38,6 +40,10 @@ ffi_type* ffi_type_of(hal_arg_type_t type) {
       return nullptr;
   }
 }
+
+// Images larger than this are refused before they are read.
+constexpr size_t kMaxModuleBytes = size_t{1} << 30;
+constexpr size_t kMaxSourceBytes = size_t{64} << 20;
 
 // Writes |size| bytes to a fresh memfd; -1 with errno on failure.
 int image_to_memfd(const void* data, size_t size) {
@@ -66,13 +72,28 @@ hal_result_t read_dialect_source(const hal_module_desc_t& desc, const plugin::Er
     out.assign(text, strnlen(text, desc.size));
     return HAL_SUCCESS;
   }
-  std::ifstream file(desc.path, std::ios::binary);
-  if (!file) {
-    return report.fail(HAL_ERROR_NOT_FOUND, errno, "module_load: cannot read '%s': %s", desc.path,
-                       std::strerror(errno));
+  std::vector<unsigned char> bytes;
+  int error = 0;
+  std::string why;
+  hal::util::ReadRule rule;
+  rule.max_bytes = kMaxSourceBytes;
+  if (!hal::util::read_regular_file(AT_FDCWD, desc.path, rule, bytes, error, why)) {
+    return report.fail(error == ENOENT ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INVALID_MODULE, error,
+                       "module_load: cannot read '%s': %s", desc.path, why.c_str());
   }
-  out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  out.assign(bytes.begin(), bytes.end());
   return HAL_SUCCESS;
+}
+
+// The image's own defined symbols, after the checks that keep dlopen from
+// touching bytes past its end; false with |why| when it fails them.
+bool inspect_image(const void* data, size_t size, Module::DefinedSymbols& symbols,
+                   std::string& why) {
+  if (!hal::util::check_elf_image(data, size, why)) return false;
+  for (hal::util::ElfDefinedSymbol& symbol : hal::util::elf_defined_symbols(data, size)) {
+    symbols.emplace(std::move(symbol.name), symbol.function);
+  }
+  return true;
 }
 
 }  // namespace
@@ -91,8 +112,29 @@ Kernel::Kernel(Module& module, std::string name, void* entry, std::vector<hal_ar
   }
 }
 
-Module::Module(Device& device, void* handle, int memfd, std::string origin)
-    : device_(device), handle_(handle), memfd_(memfd), origin_(std::move(origin)) {}
+Module::Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols)
+    : device_(device),
+      handle_(handle),
+      memfd_(memfd),
+      origin_(std::move(origin)),
+      symbols_(std::move(symbols)) {}
+
+void* Module::defined_symbol(const std::string& name, bool function) const {
+  const auto found = symbols_.find(name);
+  if (found == symbols_.end() || found->second != function) return nullptr;
+  void* address = dlsym(handle_, name.c_str());
+  if (address == nullptr) return nullptr;
+  // The address must lie in this module, not in an object interposed on it.
+  link_map* own = nullptr;
+  link_map* owner = nullptr;
+  Dl_info info{};
+  if (dlinfo(handle_, RTLD_DI_LINKMAP, &own) != 0 ||
+      dladdr1(address, &info, reinterpret_cast<void**>(&owner), RTLD_DL_LINKMAP) == 0 ||
+      owner != own) {
+    return nullptr;
+  }
+  return address;
+}
 
 Module::~Module() {
   kernels_.clear();
@@ -125,48 +167,89 @@ hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* des
     int memfd = -1;
     std::string path;
     std::string origin;
+    std::string why;
+    Module::DefinedSymbols symbols;
+    // Every image is checked before dlopen maps it: a truncated object would
+    // otherwise kill the process with SIGBUS inside dlopen.
+    auto stage_in_memfd = [&](const void* data, size_t size) {
+      memfd = image_to_memfd(data, size);
+      if (memfd < 0) {
+        const int error = errno;
+        return report.fail(hal::util::is_disk_full(error) || error == ENOMEM
+                               ? HAL_ERROR_OUT_OF_MEMORY
+                               : HAL_ERROR_INTERNAL,
+                           error, "module_load: cannot stage the %zu-byte image in a memfd: %s",
+                           size, std::strerror(error));
+      }
+      path = "/proc/self/fd/" + std::to_string(memfd);
+      return HAL_SUCCESS;
+    };
     if (desc->format == HAL_MODULE_FORMAT_HAL_DIALECT) {
-      // Compiled (or found in the cache) to a shared object, then loaded as one.
+      // Compiled (or found in the cache and verified) to the bytes of a shared
+      // object, loaded from a memfd: the file in the cache could change after
+      // its hash was checked, the memfd cannot.
       std::string source;
       if (hal_result_t read = read_dialect_source(*desc, report, source); read != HAL_SUCCESS) {
         return read;
       }
-      if (hal_result_t compiled = compile_dialect(source, owner.plugin().cpu().model, report, path);
-          compiled != HAL_SUCCESS) {
-        return compiled;
+      CompiledDialect compiled;
+      if (hal_result_t result =
+              compile_dialect(source, owner.plugin().cpu().model, report, compiled);
+          result != HAL_SUCCESS) {
+        return result;
       }
-      origin = "the HAL dialect module '" + path + "'";
+      origin = std::move(compiled.origin);
+      if (!inspect_image(compiled.image.data(), compiled.image.size(), symbols, why)) {
+        return report.fail(HAL_ERROR_INTERNAL, 0, "module_load: %s is not loadable: %s",
+                           origin.c_str(), why.c_str());
+      }
+      if (hal_result_t staged = stage_in_memfd(compiled.image.data(), compiled.image.size());
+          staged != HAL_SUCCESS) {
+        return staged;
+      }
     } else if (desc->data != nullptr) {
-      memfd = image_to_memfd(desc->data, desc->size);
-      if (memfd < 0) {
-        const int error = errno;
-        return report.fail(error == ENOMEM ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
-                           "module_load: cannot stage the %zu-byte image in a memfd: %s",
-                           desc->size, std::strerror(error));
-      }
-      path = "/proc/self/fd/" + std::to_string(memfd);
       origin = "an in-memory image of " + std::to_string(desc->size) + " bytes";
+      if (!inspect_image(desc->data, desc->size, symbols, why)) {
+        return report.fail(HAL_ERROR_INVALID_MODULE, 0,
+                           "module_load: %s is not a loadable CPU shared object: %s",
+                           origin.c_str(), why.c_str());
+      }
+      if (hal_result_t staged = stage_in_memfd(desc->data, desc->size); staged != HAL_SUCCESS) {
+        return staged;
+      }
     } else {
+      // The user's own file, loaded by its path (so $ORIGIN and "the same
+      // path shares global data" hold), after the checks on its bytes. Only a
+      // regular file: a FIFO or a device must not block or flood the read.
       path = desc->path;
       origin = "'" + path + "'";
-      if (access(path.c_str(), R_OK) != 0) {
-        const int error = errno;
+      std::vector<unsigned char> bytes;
+      int error = 0;
+      hal::util::ReadRule rule;
+      rule.max_bytes = kMaxModuleBytes;
+      if (!hal::util::read_regular_file(AT_FDCWD, path, rule, bytes, error, why)) {
         return report.fail(error == ENOENT ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INVALID_MODULE, error,
-                           "module_load: cannot read %s: %s", origin.c_str(), std::strerror(error));
+                           "module_load: cannot load %s: %s", origin.c_str(), why.c_str());
+      }
+      if (!inspect_image(bytes.data(), bytes.size(), symbols, why)) {
+        return report.fail(HAL_ERROR_INVALID_MODULE, 0,
+                           "module_load: %s is not a loadable CPU shared object: %s",
+                           origin.c_str(), why.c_str());
       }
     }
     dlerror();  // clear any stale message
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      const char* why = dlerror();
+      const char* reason = dlerror();
       if (memfd >= 0) close(memfd);
       return report.fail(HAL_ERROR_INVALID_MODULE, 0,
                          "module_load: %s is not a loadable CPU shared object: %s", origin.c_str(),
-                         why != nullptr ? why : "dlopen failed");
+                         reason != nullptr ? reason : "dlopen failed");
     }
     std::shared_ptr<Module> module;
     try {
-      module = std::make_shared<Module>(owner, handle, memfd, std::move(origin));
+      module =
+          std::make_shared<Module>(owner, handle, memfd, std::move(origin), std::move(symbols));
     } catch (...) {
       dlclose(handle);
       if (memfd >= 0) close(memfd);
@@ -194,15 +277,18 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
   const plugin::ErrorReporter& report = self.device().report();
   return plugin::guarded(report, "kernel_get", [&] {
     const std::string name = desc->name;
-    dlerror();
-    void* entry = dlsym(self.handle(), name.c_str());
+    // Only a function the module itself defines is a kernel: not data, not an
+    // import, not what a dependency defines (dlsym would find libc's abort).
+    void* entry = self.defined_symbol(name, true);
     if (entry == nullptr) {
-      return report.fail(HAL_ERROR_NOT_FOUND, 0, "kernel_get: %s has no entry point '%s'",
+      return report.fail(HAL_ERROR_NOT_FOUND, 0,
+                         "kernel_get: %s has no entry point '%s' (a kernel is a function the "
+                         "module itself defines and exports)",
                          self.origin().c_str(), name.c_str());
     }
     // The module's own signature, when it exports one.
     const std::string signature_symbol = "hal_kernel_signature_" + name;
-    const auto* exported = static_cast<const char*>(dlsym(self.handle(), signature_symbol.c_str()));
+    const auto* exported = static_cast<const char*>(self.defined_symbol(signature_symbol, false));
     std::vector<hal_arg_type_t> exported_types;
     if (exported != nullptr) {
       std::string why;
@@ -238,9 +324,9 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
     }
     Kernel& kernel = self.add_kernel(name, entry, std::move(types));
     const auto* static_shared = static_cast<const uint32_t*>(
-        dlsym(self.handle(), ("hal_kernel_static_shared_" + name).c_str()));
-    const auto* max_threads = static_cast<const uint32_t*>(
-        dlsym(self.handle(), ("hal_kernel_max_threads_" + name).c_str()));
+        self.defined_symbol("hal_kernel_static_shared_" + name, false));
+    const auto* max_threads =
+        static_cast<const uint32_t*>(self.defined_symbol("hal_kernel_max_threads_" + name, false));
     kernel.set_limits(
         static_shared != nullptr ? *static_shared : 0,
         max_threads != nullptr && *max_threads != 0 ? *max_threads : kMaxThreadsPerBlock);

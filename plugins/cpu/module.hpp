@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hal_plugin.h"
@@ -64,8 +65,11 @@ class Kernel {
 // Shared ownership: launches still enqueued keep the code mapped.
 class Module : public std::enable_shared_from_this<Module> {
  public:
+  // What the module's own dynamic symbol table defines: name -> is a function.
+  using DefinedSymbols = std::unordered_map<std::string, bool>;
+
   // Takes ownership of |handle| (dlopen) and |memfd| (-1 when loaded from a path).
-  Module(Device& device, void* handle, int memfd, std::string origin);
+  Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols);
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -73,6 +77,10 @@ class Module : public std::enable_shared_from_this<Module> {
   Device& device() const { return device_; }
   const std::string& origin() const { return origin_; }
   void* handle() const { return handle_; }
+  // The address of |name| when the module itself defines it as a function
+  // (|function|) or as data; nullptr otherwise. dlsym alone would also find
+  // what the module's dependencies define (libc's abort) and imports.
+  void* defined_symbol(const std::string& name, bool function) const;
   Kernel& add_kernel(std::string name, void* entry, std::vector<hal_arg_type_t> arg_types);
 
  private:
@@ -83,6 +91,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // not be reused for another module until dlclose.
   int memfd_;
   std::string origin_;
+  DefinedSymbols symbols_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
 };
