@@ -128,8 +128,13 @@ RunResult run_program(const std::vector<std::string>& argv, double timeout_secon
                          std::chrono::duration<double>(std::min(timeout_seconds, 1e7)));
   size_t total = 0;
   bool closed = false, exited = false;
+  // Once it exited and its group is killed, the pipe closes at once unless a
+  // process that left the group (setsid) holds it: that one is not waited for.
+  constexpr auto kGraceAfterExit = std::chrono::seconds(1);
+  Clock::time_point exited_at{};
   char buffer[65536];
   while (!(closed && exited)) {
+    if (exited && Clock::now() - exited_at > kGraceAfterExit) break;
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
@@ -168,6 +173,7 @@ RunResult run_program(const std::vector<std::string>& argv, double timeout_secon
       if (waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
           info.si_pid == child) {
         exited = true;
+        exited_at = Clock::now();
         // Whatever it left behind in its group goes with it; that also closes
         // the pipe they may hold.
         kill(-child, SIGKILL);
