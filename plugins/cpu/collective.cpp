@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "collective_local.hpp"
+#include "hal_collective/local.hpp"
 #include "device.hpp"
 #include "plugin.hpp"
 #include "stream.hpp"

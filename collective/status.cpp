@@ -1,4 +1,4 @@
-#include "collective_status.hpp"
+#include "hal_collective/status.hpp"
 
 namespace hal::collective {
 
