@@ -9,7 +9,9 @@ for every `constexpr EnumName kTable[] = { ... };`, then requires:
     *_OP_COUNT markers) has an entry {ENUMERATOR, "ENUMERATOR", "short"} in
     its table, with short = the enumerator without the enum's prefix, lower
     case;
-  - a table names nothing that is not an enumerator of its enum.
+  - a table names nothing that is not an enumerator of its enum;
+  - the kernel signature tokens (plugins/common/signature.hpp) cover every
+    hal_arg_type_t.
 Usage: enum_names_test.py SOURCE_ROOT
 """
 import pathlib
@@ -98,6 +100,18 @@ def main():
         for value in entries:
             if value not in enums[enum]:
                 errors.append(f"{table} names {value}, which is not an enumerator of {enum}")
+    # The kernel signature syntax (plugins/common/signature.hpp, "ptr,u32,f32")
+    # is a second spelling of hal_arg_type_t with each type's size: it must
+    # cover every argument type too.
+    signature = root / "plugins" / "common" / "signature.hpp"
+    if signature.exists():
+        text = strip_comments(signature.read_text())
+        match = re.search(r"kArgTypeNames\[\]\s*=\s*\{(.*?)\};", text, flags=re.S)
+        spelled = set(re.findall(r"\{\s*(HAL_ARG_\w+)\s*,", match.group(1))) if match else set()
+        for enumerator in enums.get("hal_arg_type_t", []):
+            if enumerator not in spelled:
+                errors.append(f"{enumerator} has no signature token in {signature.name}'s "
+                              "kArgTypeNames")
     for error in errors:
         print("FAIL:", error)
     checked = sum(len(enums.get(e, [])) for e in TABLES)
