@@ -3,7 +3,7 @@
 #include "api_common.hpp"
 #include "collective_dispatch.hpp"
 #include "layers/intercept.hpp"
-#include "collective_reduce.hpp"
+#include "hal_collective/reduce.hpp"
 #include "layers/tracing.hpp"
 
 #include <algorithm>

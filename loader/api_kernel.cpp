@@ -2,6 +2,7 @@
 #include "api_common.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
+#include "hal_util/names.hpp"
 
 #include <filesystem>
 #include <system_error>
@@ -21,27 +22,6 @@ size_t argument_size(hal_arg_type_t type) {
       return 4;
     default:
       return 8;  // pointers and the 64-bit types
-  }
-}
-
-const char* arg_type_label(hal_arg_type_t type) {
-  switch (type) {
-    case HAL_ARG_POINTER:
-      return "pointer";
-    case HAL_ARG_I32:
-      return "i32";
-    case HAL_ARG_U32:
-      return "u32";
-    case HAL_ARG_I64:
-      return "i64";
-    case HAL_ARG_U64:
-      return "u64";
-    case HAL_ARG_F32:
-      return "f32";
-    case HAL_ARG_F64:
-      return "f64";
-    default:
-      return "unknown";
   }
 }
 
@@ -145,8 +125,8 @@ hal_result_t check_launch_args(const hal_kernel_s* kernel, uint32_t arg_count,
     if (args[i].size != expected) {
       return fail(HAL_ERROR_ARGUMENT_MISMATCH, function,
                   "args[%u].size is %zu but argument %u of kernel '%s' is %s (%zu bytes)", i,
-                  args[i].size, i, kernel->name.c_str(), arg_type_label(info.arg_types[i]),
-                  expected);
+                  args[i].size, i, kernel->name.c_str(),
+                  hal::util::arg_type_name(info.arg_types[i]), expected);
     }
   }
   return HAL_SUCCESS;

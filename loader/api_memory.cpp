@@ -2,6 +2,7 @@
 #include "api_common.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
+#include "hal_util/names.hpp"
 
 using namespace hal::loader;
 
@@ -75,19 +76,6 @@ hal_result_t check_stream(const hal_stream_s* stream, const char* function) {
   return HAL_SUCCESS;
 }
 
-const char* kind_label(hal_memory_kind_t kind) {
-  switch (kind) {
-    case HAL_MEMORY_DEVICE:
-      return "HAL_MEMORY_DEVICE";
-    case HAL_MEMORY_HOST:
-      return "HAL_MEMORY_HOST";
-    case HAL_MEMORY_SHARED:
-      return "HAL_MEMORY_SHARED";
-    default:
-      return "unknown";
-  }
-}
-
 }  // namespace
 
 static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, size_t size,
@@ -121,7 +109,8 @@ static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, 
                                                                  : 0;
     if ((properties.capabilities & needed) != needed) {
       return fail(HAL_ERROR_UNSUPPORTED, kFunction, "device %u (plugin '%s') does not support %s",
-                  properties.index, device->plugin->name.c_str(), kind_label(kind));
+                  properties.index, device->plugin->name.c_str(),
+                  hal::util::memory_kind_name(kind));
     }
     const PluginRecord& plugin = *device->plugin;
     void* pointer = nullptr;

@@ -2,8 +2,8 @@
 // the loader runs itself for plugins without collectives of their own.
 #pragma once
 
-#include "collective_local.hpp"
-#include "collective_p2p.hpp"
+#include "hal_collective/local.hpp"
+#include "hal_collective/p2p.hpp"
 #include "collective_store.hpp"
 #include "objects.hpp"
 

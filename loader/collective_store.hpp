@@ -6,7 +6,7 @@
 // answered HAL_ERROR_REMOTE, so a dead rank is an error in every survivor.
 #pragma once
 
-#include "collective_status.hpp"
+#include "hal_collective/status.hpp"
 
 #include <memory>
 #include <string>

@@ -1,5 +1,7 @@
 #include "error.hpp"
 
+#include "hal_util/names.hpp"
+
 #include <cstdarg>
 #include <cstdio>
 #include <utility>
@@ -109,57 +111,10 @@ std::string take_plugin_message() {
 }
 
 const char* result_name(hal_result_t result) noexcept {
-  switch (result) {
-    case HAL_SUCCESS:
-      return "HAL_SUCCESS";
-    case HAL_NOT_READY:
-      return "HAL_NOT_READY";
-    case HAL_ERROR_INVALID_ARGUMENT:
-      return "HAL_ERROR_INVALID_ARGUMENT";
-    case HAL_ERROR_NULL_POINTER:
-      return "HAL_ERROR_NULL_POINTER";
-    case HAL_ERROR_INVALID_HANDLE:
-      return "HAL_ERROR_INVALID_HANDLE";
-    case HAL_ERROR_DESTROYED_HANDLE:
-      return "HAL_ERROR_DESTROYED_HANDLE";
-    case HAL_ERROR_INVALID_SIZE:
-      return "HAL_ERROR_INVALID_SIZE";
-    case HAL_ERROR_OUT_OF_BOUNDS:
-      return "HAL_ERROR_OUT_OF_BOUNDS";
-    case HAL_ERROR_OUT_OF_MEMORY:
-      return "HAL_ERROR_OUT_OF_MEMORY";
-    case HAL_ERROR_UNSUPPORTED:
-      return "HAL_ERROR_UNSUPPORTED";
-    case HAL_ERROR_NOT_INITIALIZED:
-      return "HAL_ERROR_NOT_INITIALIZED";
-    case HAL_ERROR_PLUGIN_LOAD:
-      return "HAL_ERROR_PLUGIN_LOAD";
-    case HAL_ERROR_ABI_MISMATCH:
-      return "HAL_ERROR_ABI_MISMATCH";
-    case HAL_ERROR_INVALID_MODULE:
-      return "HAL_ERROR_INVALID_MODULE";
-    case HAL_ERROR_NOT_FOUND:
-      return "HAL_ERROR_NOT_FOUND";
-    case HAL_ERROR_INVALID_LAUNCH:
-      return "HAL_ERROR_INVALID_LAUNCH";
-    case HAL_ERROR_ARGUMENT_MISMATCH:
-      return "HAL_ERROR_ARGUMENT_MISMATCH";
-    case HAL_ERROR_DEVICE_MISMATCH:
-      return "HAL_ERROR_DEVICE_MISMATCH";
-    case HAL_ERROR_INVALID_STATE:
-      return "HAL_ERROR_INVALID_STATE";
-    case HAL_ERROR_TIMEOUT:
-      return "HAL_ERROR_TIMEOUT";
-    case HAL_ERROR_DEVICE_LOST:
-      return "HAL_ERROR_DEVICE_LOST";
-    case HAL_ERROR_INTERNAL:
-      return "HAL_ERROR_INTERNAL";
-    case HAL_ERROR_REMOTE:
-      return "HAL_ERROR_REMOTE";
-    case HAL_RESULT_MAX_ENUM:
-      break;
-  }
-  return "HAL_RESULT_UNKNOWN";
+  // The one table of result names is hal_util's (util/names.cpp).
+  const hal::util::EnumName* entry =
+      hal::util::find_name(hal::util::result_table(), static_cast<uint32_t>(result));
+  return entry != nullptr ? entry->enumerator : "HAL_RESULT_UNKNOWN";
 }
 
 }  // namespace hal::loader

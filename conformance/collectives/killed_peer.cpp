@@ -2,7 +2,7 @@
 // unique-id (TCP store) bootstrap; one is killed with SIGKILL mid-run and
 // every survivor must fail with an error instead of hanging. The helper
 // ranks are this halconform binary re-executed (`--collective-rank`), never
-// a fork; the scenario is tests/collectives' own (processes.hpp, shared).
+// a fork; the scenario (processes.hpp) is shared with tests/collectives.
 #include <limits.h>
 #include <unistd.h>
 

@@ -2,7 +2,7 @@
 // (0, 1, odd, past a chunk), in and out of place, on 1..N ranks of one
 // process: the device under test as rank 0 and its sibling devices of the
 // same plugin, one hal_comm_init_all communicator per rank count, checked
-// against the host reference of tests/collectives (shared, not copied).
+// against the host reference (reference.hpp, shared with tests/collectives).
 #include <algorithm>
 
 #include "check.hpp"

@@ -214,11 +214,9 @@ int run_main(int argc, char** argv) {
   print_summary(run, stdout);
 
   bool written = true;
-  for (const DeviceCertification& device : run.devices) {
-    if (options.report_path.empty()) break;
-    const std::string path = per_device_path(options.report_path, device, run.devices.size());
-    written &= write_file(path, certification_json(run, device));
-    std::printf("halconform: wrote %s\n", path.c_str());
+  if (!options.report_path.empty()) {
+    written &= write_file(options.report_path, certification_json(run));
+    std::printf("halconform: wrote %s\n", options.report_path.c_str());
   }
   if (!options.junit_path.empty()) written &= write_file(options.junit_path, junit_xml(run));
   if (!options.html_path.empty()) written &= write_file(options.html_path, html_report(run));

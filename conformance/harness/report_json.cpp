@@ -67,15 +67,11 @@ std::string json_quote(const std::string& text) {
   return out + "\"";
 }
 
-std::string certification_json(const RunRecord& run, const DeviceCertification& device) {
-  JsonWriter json;
+namespace {
+
+void write_device(JsonWriter& json, const DeviceCertification& device) {
   json.begin_object();
   json.field("verdict", device.passed() ? "pass" : "fail");
-  json.field("suite_version", run.suite_version);
-  json.field("abi_version", run.abi_version);
-  json.field("hal_version", run.hal_version);
-  json.field("command", run.command);
-  json.field("started_utc", run.started_utc);
   json.key("plugin").begin_object();
   json.field("name", device.plugin.name).field("version", device.plugin.version);
   json.field("vendor", device.plugin.vendor).field("build_id", device.plugin.build_id);
@@ -125,17 +121,26 @@ std::string certification_json(const RunRecord& run, const DeviceCertification& 
   }
   json.end_array();
   json.end_object();
-  return json.text() + "\n";
 }
 
-std::string per_device_path(const std::string& path, const DeviceCertification& device,
-                            size_t device_count) {
-  if (device_count <= 1) return path;
-  const size_t slash = path.rfind('/');
-  size_t dot = path.rfind('.');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) dot = path.size();
-  return path.substr(0, dot) + "." + device.plugin.name + "-" +
-         std::to_string(device.device_index) + path.substr(dot);
+}  // namespace
+
+std::string certification_json(const RunRecord& run) {
+  JsonWriter json;
+  json.begin_object();
+  json.field("record_version", kRecordVersion);
+  json.field("verdict", run.passed() ? "pass" : "fail");
+  json.field("suite_version", run.suite_version);
+  json.field("abi_version", run.abi_version);
+  json.field("hal_version", run.hal_version);
+  json.field("command", run.command);
+  json.field("started_utc", run.started_utc);
+  json.field("duration_s", run.duration_s);
+  json.key("devices").begin_array();
+  for (const DeviceCertification& device : run.devices) write_device(json, device);
+  json.end_array();
+  json.end_object();
+  return json.text() + "\n";
 }
 
 bool write_file(const std::string& path, const std::string& text) {

@@ -1,6 +1,7 @@
-// The outputs of a run: the JSON certification record (one per device, see
-// conformance/schema/certification.schema.json), JUnit XML, a self-contained
-// HTML page, and the console summary.
+// The outputs of a run: the JSON certification record (one file for the run,
+// every device in it, see conformance/schema/certification.schema.json),
+// JUnit XML, a self-contained HTML page, and the console summary. Each output
+// is the one file its option names, whatever the number of devices.
 #ifndef HAL_CONFORMANCE_HARNESS_REPORTS_HPP_
 #define HAL_CONFORMANCE_HARNESS_REPORTS_HPP_
 
@@ -11,15 +12,16 @@
 
 namespace halconform {
 
-// The certification record of one device of |run|.
-std::string certification_json(const RunRecord& run, const DeviceCertification& device);
+// The record's layout version ("record_version"): 2 holds every device of the
+// run in "devices" (1 was one file per device).
+inline constexpr uint32_t kRecordVersion = 2;
+
+// The certification record of |run|: the run's fields and one entry per device.
+std::string certification_json(const RunRecord& run);
 std::string junit_xml(const RunRecord& run);
 std::string html_report(const RunRecord& run);
 void print_summary(const RunRecord& run, std::FILE* out);
 
-// |path| as given for one device; with several, "<stem>.<plugin>-<index><ext>".
-std::string per_device_path(const std::string& path, const DeviceCertification& device,
-                            size_t device_count);
 bool write_file(const std::string& path, const std::string& text);
 std::string xml_escape(const std::string& text);
 

@@ -55,8 +55,8 @@ std::string uuid_string(const uint8_t (&uuid)[16]) {
 std::string device_fingerprint(const PluginIdentity& plugin,
                                const hal_device_properties_t& properties) {
   // Every identifying field in a fixed textual form, so the fingerprint is
-  // stable across builds of halconform. The declared peaks are left out: a
-  // plugin may measure them at load (the cpu plugin measures its clock).
+  // stable across builds of halconform. The declared peaks are left out, so
+  // a plugin that refines how it derives them keeps its devices' identity.
   const hal_device_properties_t& p = properties;
   char fields[1024];
   std::snprintf(fields, sizeof(fields),

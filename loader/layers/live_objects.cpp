@@ -2,28 +2,12 @@
 
 #include "error.hpp"
 #include "objects.hpp"
+#include "hal_util/names.hpp"
 
 #include <algorithm>
 #include <vector>
 
 namespace hal::loader::layers {
-
-namespace {
-
-const char* memory_kind_name(hal_memory_kind_t kind) {
-  switch (kind) {
-    case HAL_MEMORY_DEVICE:
-      return "HAL_MEMORY_DEVICE";
-    case HAL_MEMORY_HOST:
-      return "HAL_MEMORY_HOST";
-    case HAL_MEMORY_SHARED:
-      return "HAL_MEMORY_SHARED";
-    default:
-      return "unknown kind";
-  }
-}
-
-}  // namespace
 
 void LiveObjects::add_handle(const void* handle, HandleKind kind, const hal_device_s* device,
                              const void* owner_module, CreationSite site) {
@@ -126,11 +110,12 @@ std::string LiveObjects::leak_report() const {
   }
   for (const auto& [base, record] : allocations_) {
     bytes += record.size;
-    lines.push_back({record.serial, format("  allocation %p of %zu bytes (%s) on device %u, "
-                                           "created at %s",
-                                           base, record.size, memory_kind_name(record.kind),
-                                           record.device->properties.index,
-                                           describe_site(record.site, "      ").c_str())});
+    lines.push_back(
+        {record.serial,
+         format("  allocation %p of %zu bytes (%s) on device %u, "
+                "created at %s",
+                base, record.size, hal::util::memory_kind_name(record.kind),
+                record.device->properties.index, describe_site(record.site, "      ").c_str())});
   }
   if (lines.empty()) return {};
   std::sort(lines.begin(), lines.end(),

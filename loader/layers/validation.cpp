@@ -1,8 +1,8 @@
 #include "layers/validation.hpp"
 
 #include "collective_comm.hpp"
-#include "collective_reduce.hpp"
-#include "collective_status.hpp"
+#include "hal_collective/reduce.hpp"
+#include "hal_collective/status.hpp"
 #include "objects.hpp"
 
 #include <atomic>

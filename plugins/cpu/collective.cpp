@@ -4,7 +4,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "collective_local.hpp"
+#include "hal_collective/local.hpp"
+#include "hal_util/names.hpp"
 #include "device.hpp"
 #include "plugin.hpp"
 #include "stream.hpp"
@@ -62,7 +63,7 @@ class CollectiveTask final : public StreamTask {
     if (const hal_result_t failed = state_->error(); failed != HAL_SUCCESS) {
       throw std::runtime_error(
           std::string("collective skipped: the communicator failed earlier (") +
-          result_name(failed) + ")");
+          hal::util::result_name(failed) + ")");
     }
     const Deadline deadline = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
     const Status status =
@@ -72,25 +73,10 @@ class CollectiveTask final : public StreamTask {
     state_->record(status.result);
     throw std::runtime_error(std::string(collective::kind_name(calls_.front().kind)) + " on rank " +
                              std::to_string(state_->rank) + " failed (" +
-                             result_name(status.result) + "): " + status.message);
+                             hal::util::result_name(status.result) + "): " + status.message);
   }
 
  private:
-  static const char* result_name(hal_result_t result) {
-    switch (result) {
-      case HAL_ERROR_TIMEOUT:
-        return "HAL_ERROR_TIMEOUT";
-      case HAL_ERROR_REMOTE:
-        return "HAL_ERROR_REMOTE";
-      case HAL_ERROR_ARGUMENT_MISMATCH:
-        return "HAL_ERROR_ARGUMENT_MISMATCH";
-      case HAL_ERROR_INVALID_STATE:
-        return "HAL_ERROR_INVALID_STATE";
-      default:
-        return "an error";
-    }
-  }
-
   std::shared_ptr<RankState> state_;
   std::vector<hal_collective_call_t> calls_;
 };

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "collective_p2p.hpp"
+#include "hal_collective/p2p.hpp"
 #include "hal_plugin.h"
 
 namespace hal::cpu {

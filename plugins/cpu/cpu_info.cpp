@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
+#include <string>
 #include <thread>
 
 namespace hal::cpu {
@@ -23,6 +25,14 @@ std::string cpuinfo_field(const std::string& key) {
     return start == std::string::npos ? std::string() : line.substr(start);
   }
   return {};
+}
+
+// The number a sysfs file holds, or 0 when it is missing or not a number.
+double read_number(const std::string& path) {
+  std::ifstream file(path);
+  double value = 0;
+  if (!(file >> value) || !(value > 0)) return 0;
+  return value;
 }
 
 uint32_t allowed_threads() {
@@ -50,43 +60,67 @@ CpuInfo CpuInfo::detect() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   info.vector_floats = __builtin_cpu_supports("avx512f") ? 16
-                       : __builtin_cpu_supports("avx")   ? 8
+                       : __builtin_cpu_supports("avx2")  ? 8
                                                          : 4;
-  info.fma_flops_per_lane = __builtin_cpu_supports("fma") ? 2 : 1;
+  info.has_fma = __builtin_cpu_supports("fma");
 #else
-  info.vector_floats = 4;
-  info.fma_flops_per_lane = 2;
+  info.vector_floats = 4;  // 128-bit SIMD (NEON and the like)
+  info.has_fma = true;
 #endif
-  const std::string mhz = cpuinfo_field("cpu MHz");
-  info.nominal_clock_hz = mhz.empty() ? 0.0 : std::strtod(mhz.c_str(), nullptr) * 1e6;
+  // The stated clock, first found of: the kernel's cpufreq limits (the
+  // highest clock the core runs at, then its base clock), the "@ x.xxGHz" of
+  // the brand string, the "cpu MHz" of /proc/cpuinfo (the TSC clock in a VM).
+  // A peak is an upper bound, so the highest stated clock comes first.
+  const char* kCpufreq = "/sys/devices/system/cpu/cpu0/cpufreq/";
+  for (const char* file : {"cpuinfo_max_freq", "base_frequency"}) {
+    const double khz = read_number(std::string(kCpufreq) + file);
+    if (khz > 0) {
+      info.nominal_clock_hz = khz * 1e3;
+      info.clock_source = std::string("cpufreq ") + file;
+      break;
+    }
+  }
+  if (info.nominal_clock_hz <= 0) {
+    info.nominal_clock_hz = brand_string_clock_hz(info.model);
+    if (info.nominal_clock_hz > 0) info.clock_source = "brand string";
+  }
+  if (info.nominal_clock_hz <= 0) {
+    const std::string mhz = cpuinfo_field("cpu MHz");
+    info.nominal_clock_hz = mhz.empty() ? 0.0 : std::strtod(mhz.c_str(), nullptr) * 1e6;
+    if (info.nominal_clock_hz > 0) info.clock_source = "/proc/cpuinfo cpu MHz";
+  }
+  // Whole MHz: a stated clock has no finer meaning, and a "cpu MHz" that
+  // wobbles in its last digits must not move the declared peaks.
+  info.nominal_clock_hz = std::round(info.nominal_clock_hz / 1e6) * 1e6;
+  if (info.nominal_clock_hz <= 0) {
+    info.nominal_clock_hz = 0;
+    info.clock_source = "none";
+  }
   return info;
 }
 
-double measured_clock_hz() {
-  static std::once_flag once;
-  static double hz = 0.0;
-  std::call_once(once, [] {
-#if defined(__x86_64__)
-    constexpr uint64_t kIterations = 1u << 20;  // 8 adds each: ~8M cycles, ~2.5 ms
-    double best = 0.0;
-    for (int trial = 0; trial < 3; ++trial) {
-      uint64_t value = 0;
-      const auto start = std::chrono::steady_clock::now();
-      for (uint64_t i = 0; i < kIterations; ++i) {
-        asm volatile(
-            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
-            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
-            : "+r"(value));
-      }
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      // The loop counter's add and branch run in parallel with the chain.
-      if (seconds > 0) best = std::max(best, static_cast<double>(kIterations * 8) / seconds);
-    }
-    hz = best;
-#endif
-  });
-  return hz;
+double CpuInfo::peak_fp32_flops(uint32_t cores) const {
+  const double flops_per_lane_and_cycle = has_fma ? 4.0 : 2.0;
+  return static_cast<double>(cores) * vector_floats * flops_per_lane_and_cycle * nominal_clock_hz;
+}
+
+double CpuInfo::peak_memory_bandwidth(uint32_t cores) const {
+  return static_cast<double>(cores) * kLinesInFlight * kLineBytes / (kMemoryLatencyNs * 1e-9);
+}
+
+double brand_string_clock_hz(const std::string& brand) {
+  // "Intel(R) Xeon(R) Gold 6140 CPU @ 2.30GHz": the number after the last '@'.
+  const size_t at = brand.rfind('@');
+  if (at == std::string::npos) return 0;
+  const char* start = brand.c_str() + at + 1;
+  char* end = nullptr;
+  const double value = std::strtod(start, &end);
+  if (end == start || !(value > 0) || value > 1e6) return 0;
+  std::string unit(end);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  if (unit.rfind("GHz", 0) == 0) return value * 1e9;
+  if (unit.rfind("MHz", 0) == 0) return value * 1e6;
+  return 0;
 }
 
 }  // namespace hal::cpu

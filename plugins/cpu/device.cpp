@@ -117,15 +117,9 @@ void Device::get_properties(hal_device_properties_t& out) const {
   out.max_grid_dims[1] = out.max_grid_dims[2] = 65535;
   out.max_shared_memory_bytes = kMaxSharedMemoryBytes;
   out.subgroup_size = cpu.vector_floats;
-  // Peak = lanes x FLOPs per FMA lane x 2 FMA pipes x clock x threads. The
-  // clock is measured (dependent add chain, see cpu_info.hpp), falling back
-  // to the nominal /proc/cpuinfo clock. Two FMA pipes holds for the x86
-  // cores since Haswell/Zen 2 we target; it is an estimate, not a promise.
-  double clock = measured_clock_hz();
-  if (clock <= 0) clock = cpu.nominal_clock_hz;
-  out.peak_fp32_flops = static_cast<double>(cpu.vector_floats) * cpu.fma_flops_per_lane * 2.0 *
-                        clock * cpu.hardware_threads;
-  out.peak_memory_bandwidth = 0;  // unknown: nothing reliable to read on a VM
+  // Declared from what the hardware states, never timed (cpu_info.hpp).
+  out.peak_fp32_flops = cpu.peak_fp32_flops(out.compute_units);
+  out.peak_memory_bandwidth = cpu.peak_memory_bandwidth(out.compute_units);
 }
 
 // ---- table entries ----------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include "device.hpp"
 #include "stream.hpp"
+#include "hal_util/names.hpp"
 #include "thread_pool.hpp"
 
 namespace hal::cpu {
@@ -43,19 +44,6 @@ void fill_chunks(void* context, uint64_t begin, uint64_t end, uint32_t /*worker*
 
 size_t chunk_count(size_t size) {
   return (size + kCopyChunkBytes - 1) / kCopyChunkBytes;
-}
-
-const char* kind_name(hal_memory_kind_t kind) {
-  switch (kind) {
-    case HAL_MEMORY_DEVICE:
-      return "device";
-    case HAL_MEMORY_HOST:
-      return "host";
-    case HAL_MEMORY_SHARED:
-      return "shared";
-    default:
-      return "unknown";
-  }
 }
 
 }  // namespace
@@ -101,12 +89,14 @@ hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t
       case CachingAllocator::Status::kOk:
         return HAL_SUCCESS;
       case CachingAllocator::Status::kOverBudget:
-        return report.fail(HAL_ERROR_OUT_OF_MEMORY, 0,
-                           "mem_alloc: %zu bytes of %s memory (alignment %zu) do not fit: cpu "
-                           "device %u has %llu of %llu bytes in use",
-                           size, kind_name(kind), alignment, owner.index(),
-                           static_cast<unsigned long long>(allocator.bytes_in_use()),
-                           static_cast<unsigned long long>(allocator.budget()));
+        return report.fail(
+            HAL_ERROR_OUT_OF_MEMORY, 0,
+            "mem_alloc: %zu bytes of %s memory (alignment %zu) do not fit: cpu "
+            "device %u has %llu of %llu bytes in use",
+            size,
+            hal::util::short_name(hal::util::memory_kind_table(), static_cast<uint32_t>(kind)),
+            alignment, owner.index(), static_cast<unsigned long long>(allocator.bytes_in_use()),
+            static_cast<unsigned long long>(allocator.budget()));
       case CachingAllocator::Status::kMapFailed:
         return report.fail(HAL_ERROR_OUT_OF_MEMORY, error,
                            "mem_alloc: mapping memory for %zu bytes failed: %s", size,

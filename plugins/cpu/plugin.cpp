@@ -18,6 +18,13 @@ Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t me
   const uint64_t budget = memory_per_device != 0
                               ? memory_per_device
                               : share / CachingAllocator::kHugePage * CachingAllocator::kHugePage;
+  report_.log(HAL_LOG_DEBUG,
+              "cpu: %u threads, %u fp32 lanes, %s, clock %.0f MHz (from %s): declared peaks "
+              "%.4g FLOP/s, %.4g bytes/s per device",
+              cpu_.hardware_threads, cpu_.vector_floats, cpu_.has_fma ? "FMA" : "no FMA",
+              cpu_.nominal_clock_hz / 1e6, cpu_.clock_source.c_str(),
+              cpu_.peak_fp32_flops(cpu_.hardware_threads),
+              cpu_.peak_memory_bandwidth(cpu_.hardware_threads));
   devices_.reserve(device_count);
   for (uint32_t i = 0; i < device_count; ++i) {
     devices_.push_back(std::make_unique<Device>(*this, i, budget));

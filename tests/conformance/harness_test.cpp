@@ -1,5 +1,5 @@
 // Unit tests of halconform's harness pieces that need no device: globs,
-// known-failure data, the worker pipe protocol, JSON quoting, report paths.
+// known-failure data, the worker pipe protocol, JSON quoting, the record's layout.
 #include <catch2/catch.hpp>
 
 #include "expectations.hpp"
@@ -63,11 +63,34 @@ TEST_CASE("JSON strings are escaped and non-finite numbers are null") {
   CHECK(json.text() == "{\n  \"x\": 1.5,\n  \"nan\": null,\n  \"list\": []\n}");
 }
 
-TEST_CASE("several devices get one report file each") {
-  DeviceCertification device;
-  device.plugin.name = "cpu";
-  device.device_index = 1;
-  CHECK(per_device_path("out/run.json", device, 1) == "out/run.json");
-  CHECK(per_device_path("out/run.json", device, 2) == "out/run.cpu-1.json");
-  CHECK(per_device_path("out.d/run", device, 2) == "out.d/run.cpu-1");
+TEST_CASE("one record holds every device of the run, each with its own verdict") {
+  RunRecord run;
+  run.suite_version = "1.0.0";
+  run.started_utc = "2026-01-01T00:00:00Z";
+  for (uint32_t index : {0u, 1u, 2u}) {
+    DeviceCertification device;
+    device.plugin.name = index < 2 ? "cpu" : "opencl";
+    device.device_index = index;
+    device.profiles = {"core"};
+    device.properties.capabilities = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_COLLECTIVES;
+    device.properties.module_formats = 1u << HAL_MODULE_FORMAT_HAL_DIALECT;
+    device.tests.push_back(TestResult{"core.memory.fill", "core", "", Status::kPass, 0.1, ""});
+    if (index == 1) {
+      device.tests.push_back(TestResult{"core.memory.copy", "core", "", Status::kFail, 0.1, "x"});
+    }
+    run.devices.push_back(device);
+  }
+  const std::string json = certification_json(run);
+  CHECK(json.find("\"record_version\": 2") != std::string::npos);
+  CHECK(json.find("\"verdict\": \"fail\"") < json.find("\"devices\""));  // the run's verdict
+  size_t devices = 0;
+  for (size_t at = json.find("\"fingerprint\""); at != std::string::npos;
+       at = json.find("\"fingerprint\"", at + 1)) {
+    ++devices;
+  }
+  CHECK(devices == 3);
+  CHECK(json.find("\"name\": \"opencl\"") != std::string::npos);
+  // Every capability and format by name: no bare numbers such as |256 or |64.
+  CHECK(json.find("HAL_DEVICE_CAP_KERNELS|HAL_DEVICE_CAP_COLLECTIVES") != std::string::npos);
+  CHECK(json.find("\"module_formats\": \"HAL_MODULE_FORMAT_HAL_DIALECT\"") != std::string::npos);
 }

@@ -3,6 +3,9 @@
 // properties and capabilities, as text or as one JSON object (--json).
 #include <hal.h>
 
+#include "hal_util/names.hpp"
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -12,70 +15,29 @@
 
 namespace {
 
-struct Flag {
-  uint32_t bit;
-  const char* name;
-};
+using hal::util::device_type_name;
+using hal::util::plugin_outcome_name;
 
-constexpr Flag kCapabilities[] = {
-    {HAL_DEVICE_CAP_KERNELS, "kernels"},
-    {HAL_DEVICE_CAP_EVENT_TIMING, "event_timing"},
-    {HAL_DEVICE_CAP_HOST_CALLBACKS, "host_callbacks"},
-    {HAL_DEVICE_CAP_HOST_MEMORY, "host_memory"},
-    {HAL_DEVICE_CAP_SHARED_MEMORY, "shared_memory"},
-    {HAL_DEVICE_CAP_UNIFIED_ADDRESSING, "unified_addressing"},
-    {HAL_DEVICE_CAP_PEER_ACCESS, "peer_access"},
-    {HAL_DEVICE_CAP_STREAM_QUERY, "stream_query"},
-};
-
-constexpr Flag kModuleFormats[] = {
-    {1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT, "cpu_shared_object"},
-    {1u << HAL_MODULE_FORMAT_OPENCL_C, "opencl_c"},
-    {1u << HAL_MODULE_FORMAT_SPIRV, "spirv"},
-    {1u << HAL_MODULE_FORMAT_PTX, "ptx"},
-    {1u << HAL_MODULE_FORMAT_CUBIN, "cubin"},
-    {1u << HAL_MODULE_FORMAT_HSACO, "hsaco"},
-    {1u << HAL_MODULE_FORMAT_HAL_DIALECT, "hal_dialect"},
-};
-
-const char* outcome_name(hal_plugin_outcome_t outcome) {
-  switch (outcome) {
-    case HAL_PLUGIN_LOADED:
-      return "loaded";
-    case HAL_PLUGIN_SKIPPED_DUPLICATE:
-      return "skipped_duplicate";
-    case HAL_PLUGIN_FAILED_OPEN:
-      return "failed_open";
-    case HAL_PLUGIN_FAILED_SYMBOL:
-      return "failed_symbol";
-    case HAL_PLUGIN_FAILED_ABI:
-      return "failed_abi";
-    case HAL_PLUGIN_FAILED_INIT:
-      return "failed_init";
-    default:
-      return "unknown";
-  }
-}
-
-const char* device_type_name(hal_device_type_t type) {
-  switch (type) {
-    case HAL_DEVICE_TYPE_CPU:
-      return "cpu";
-    case HAL_DEVICE_TYPE_GPU:
-      return "gpu";
-    case HAL_DEVICE_TYPE_ACCELERATOR:
-      return "accelerator";
-    default:
-      return "unknown";
-  }
-}
-
-std::vector<const char*> decode(uint32_t bits, const Flag* flags, size_t count) {
-  std::vector<const char*> names;
-  for (size_t i = 0; i < count; ++i) {
-    if ((bits & flags[i].bit) != 0) names.push_back(flags[i].name);
+// "kernels event_timing" as a list; "none" is the empty list.
+std::vector<std::string> split_names(const std::string& joined) {
+  std::vector<std::string> names;
+  if (joined == "none") return names;
+  for (size_t start = 0; start <= joined.size();) {
+    const size_t space = std::min(joined.find(' ', start), joined.size());
+    names.push_back(joined.substr(start, space - start));
+    start = space + 1;
   }
   return names;
+}
+
+// The short names of the set bits ("kernels"), from hal_util's one table per
+// enum; a bit no table names shows as its number rather than vanishing.
+std::vector<std::string> capability_list(hal_device_caps_t capabilities) {
+  return split_names(hal::util::capability_names(capabilities, hal::util::Spelling::kShort, " "));
+}
+
+std::vector<std::string> module_format_list(uint32_t formats) {
+  return split_names(hal::util::module_format_names(formats, hal::util::Spelling::kShort, " "));
 }
 
 std::string version_string(uint32_t version) {
@@ -127,7 +89,7 @@ std::string json_string(std::string_view text) {
   return quoted + "\"";
 }
 
-std::string json_list(const std::vector<const char*>& names) {
+std::string json_list(const std::vector<std::string>& names) {
   std::string list = "[";
   for (size_t i = 0; i < names.size(); ++i) {
     if (i) list += ',';
@@ -136,10 +98,10 @@ std::string json_list(const std::vector<const char*>& names) {
   return list + "]";
 }
 
-std::string text_list(const std::vector<const char*>& names) {
+std::string text_list(const std::vector<std::string>& names) {
   if (names.empty()) return "(none)";
   std::string list;
-  for (size_t i = 0; i < names.size(); ++i) list += std::string(i ? " " : "") + names[i];
+  for (size_t i = 0; i < names.size(); ++i) list += (i ? " " : "") + names[i];
   return list;
 }
 
@@ -191,7 +153,7 @@ void print_text(const Inventory& inventory) {
               version_string(HAL_ABI_VERSION).c_str());
   std::printf("Plugins considered: %zu\n", inventory.reports.size());
   for (const hal_plugin_report_t& report : inventory.reports) {
-    std::printf("  %-16s %s\n", report.name, outcome_name(report.outcome));
+    std::printf("  %-16s %s\n", report.name, plugin_outcome_name(report.outcome));
     std::printf("    path:      %s\n", report.path);
     std::printf("    found by:  %s%s\n", report.found_by, report.requested ? " (requested)" : "");
     if (report.outcome == HAL_PLUGIN_LOADED) {
@@ -226,10 +188,9 @@ void print_text(const Inventory& inventory) {
     std::printf("    peak fp32:           %.3g FLOP/s\n", d.peak_fp32_flops);
     std::printf("    peak bandwidth:      %.3g B/s\n", d.peak_memory_bandwidth);
     std::printf("    capabilities:        %s\n",
-                text_list(decode(d.capabilities, kCapabilities, std::size(kCapabilities))).c_str());
-    std::printf(
-        "    module formats:      %s\n",
-        text_list(decode(d.module_formats, kModuleFormats, std::size(kModuleFormats))).c_str());
+                text_list(capability_list(d.capabilities)).c_str());
+    std::printf("    module formats:      %s\n",
+                text_list(module_format_list(d.module_formats)).c_str());
   }
 }
 
@@ -241,7 +202,7 @@ void print_json(const Inventory& inventory) {
     const hal_plugin_report_t& r = inventory.reports[i];
     out += std::string(i ? "," : "") + "{\"name\":" + json_string(r.name) +
            ",\"path\":" + json_string(r.path) +
-           ",\"outcome\":" + json_string(outcome_name(r.outcome)) +
+           ",\"outcome\":" + json_string(plugin_outcome_name(r.outcome)) +
            ",\"result\":" + json_string(hal_result_string(r.result)) +
            ",\"reason\":" + json_string(r.reason) + ",\"found_by\":" + json_string(r.found_by) +
            ",\"requested\":" + (r.requested ? "true" : "false") +
@@ -264,10 +225,9 @@ void print_json(const Inventory& inventory) {
            ",\"plugin_device_index\":" + std::to_string(d.plugin_device_index) +
            ",\"driver_version\":" + json_string(d.driver_version) +
            ",\"uuid\":" + json_string(uuid_string(d.uuid)) +
-           ",\"type\":" + json_string(device_type_name(d.type)) + ",\"capabilities\":" +
-           json_list(decode(d.capabilities, kCapabilities, std::size(kCapabilities))) +
-           ",\"module_formats\":" +
-           json_list(decode(d.module_formats, kModuleFormats, std::size(kModuleFormats))) +
+           ",\"type\":" + json_string(device_type_name(d.type)) +
+           ",\"capabilities\":" + json_list(capability_list(d.capabilities)) +
+           ",\"module_formats\":" + json_list(module_format_list(d.module_formats)) +
            ",\"compute_units\":" + std::to_string(d.compute_units) +
            ",\"total_memory_bytes\":" + std::to_string(d.total_memory_bytes) +
            ",\"max_allocation_bytes\":" + std::to_string(d.max_allocation_bytes) +

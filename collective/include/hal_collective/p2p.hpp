@@ -9,7 +9,7 @@
 // the wrong bytes.
 #pragma once
 
-#include "collective_status.hpp"
+#include "hal_collective/status.hpp"
 
 #include <memory>
 #include <span>

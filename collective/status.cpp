@@ -1,4 +1,6 @@
-#include "collective_status.hpp"
+#include "hal_collective/status.hpp"
+
+#include "hal_util/names.hpp"
 
 namespace hal::collective {
 
@@ -49,26 +51,7 @@ uint32_t call_signature(const hal_collective_call_t& call) noexcept {
 }
 
 const char* kind_name(hal_collective_kind_t kind) noexcept {
-  switch (kind) {
-    case HAL_COLLECTIVE_ALLREDUCE:
-      return "allreduce";
-    case HAL_COLLECTIVE_BROADCAST:
-      return "broadcast";
-    case HAL_COLLECTIVE_REDUCE:
-      return "reduce";
-    case HAL_COLLECTIVE_ALLGATHER:
-      return "allgather";
-    case HAL_COLLECTIVE_REDUCE_SCATTER:
-      return "reduce_scatter";
-    case HAL_COLLECTIVE_ALLTOALL:
-      return "alltoall";
-    case HAL_COLLECTIVE_SEND:
-      return "send";
-    case HAL_COLLECTIVE_RECV:
-      return "recv";
-    default:
-      return "unknown";
-  }
+  return hal::util::short_name(hal::util::collective_kind_table(), static_cast<uint32_t>(kind));
 }
 
 }  // namespace hal::collective

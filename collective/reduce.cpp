@@ -1,4 +1,4 @@
-#include "collective_reduce.hpp"
+#include "hal_collective/reduce.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -12,7 +12,7 @@
 // meet in per-pair mailboxes instead.
 #pragma once
 
-#include "collective_status.hpp"
+#include "hal_collective/status.hpp"
 
 #include <atomic>
 #include <deque>

@@ -1,6 +1,6 @@
-#include "collective_p2p.hpp"
+#include "hal_collective/p2p.hpp"
 
-#include "collective_reduce.hpp"
+#include "hal_collective/reduce.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
-#include "collective_local.hpp"
+#include "hal_collective/local.hpp"
 
-#include "collective_reduce.hpp"
+#include "hal_collective/reduce.hpp"
 
 #include <algorithm>
 #include <cstring>

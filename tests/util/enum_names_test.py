@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Every enumerator of the public headers has a name in hal_util's tables.
+
+Reads api/hal/*.h for every `typedef enum ... } name_t;` and util/names.cpp
+for every `constexpr EnumName kTable[] = { ... };`, then requires:
+  - each public enum is either mapped to a table below or listed as
+    deliberately unnamed (so a new enum is a decision, not an accident);
+  - each enumerator of a mapped enum (less the *_MAX_ENUM / *_COUNT /
+    *_OP_COUNT markers) has an entry {ENUMERATOR, "ENUMERATOR", "short"} in
+    its table, with short = the enumerator without the enum's prefix, lower
+    case;
+  - a table names nothing that is not an enumerator of its enum;
+  - the kernel signature tokens (plugins/common/signature.hpp) cover every
+    hal_arg_type_t.
+Usage: enum_names_test.py SOURCE_ROOT
+"""
+import pathlib
+import re
+import sys
+
+# enum typedef -> (table array in util/names.cpp, enumerator prefix)
+TABLES = {
+    "hal_device_cap_bits_t": ("kCapability", "HAL_DEVICE_CAP_"),
+    "hal_module_format_t": ("kModuleFormat", "HAL_MODULE_FORMAT_"),
+    "hal_memory_kind_t": ("kMemoryKind", "HAL_MEMORY_"),
+    "hal_dtype_t": ("kDtype", "HAL_DTYPE_"),
+    "hal_arg_type_t": ("kArgType", "HAL_ARG_"),
+    "hal_device_type_t": ("kDeviceType", "HAL_DEVICE_TYPE_"),
+    "hal_plugin_outcome_t": ("kPluginOutcome", "HAL_PLUGIN_"),
+    "hal_result_t": ("kResult", "HAL_"),
+    "hal_reduce_op_t": ("kReduceOp", "HAL_REDUCE_"),
+    "hal_collective_kind_t": ("kCollectiveKind", "HAL_COLLECTIVE_"),
+}
+# Enums nothing prints by name (flags with no bit beyond NONE, a log level
+# the plugin host takes, the bootstrap a config selects).
+UNNAMED = {
+    "hal_event_flag_bits_t",
+    "hal_stream_flag_bits_t",
+    "hal_log_level_t",
+    "hal_comm_bootstrap_t",
+}
+MARKER = re.compile(r"_(MAX_ENUM|COUNT)$")
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def header_enums(api_dir):
+    enums = {}
+    for header in sorted(api_dir.glob("hal/*.h")):
+        text = strip_comments(header.read_text())
+        for body, name in re.findall(r"typedef\s+enum\s+\w*\s*\{(.*?)\}\s*(\w+)\s*;", text,
+                                     flags=re.S):
+            names = [m.group(1) for m in re.finditer(r"\b(HAL_\w+)\s*(=|,|$)", body)]
+            enums[name] = [n for n in names if not MARKER.search(n)]
+    return enums
+
+
+def tables(source):
+    text = strip_comments(source.read_text())
+    found = {}
+    for name, body in re.findall(r"constexpr\s+EnumName\s+(\w+)\[\]\s*=\s*\{(.*?)\};", text,
+                                 flags=re.S):
+        found[name] = re.findall(r'\{\s*(\w+)\s*,\s*"(\w+)"\s*,\s*"(\w+)"\s*\}', body)
+    return found
+
+
+def main():
+    root = pathlib.Path(sys.argv[1])
+    enums = header_enums(root / "api")
+    named = tables(root / "util" / "names.cpp")
+    errors = []
+    if not enums:
+        errors.append("no enums found in api/hal/*.h (parser out of date?)")
+    for enum in sorted(enums):
+        if enum not in TABLES and enum not in UNNAMED:
+            errors.append(f"{enum}: a public enum with no table in util/names.cpp "
+                          "(add one, or list it in UNNAMED here with the reason)")
+    for enum, (table, prefix) in sorted(TABLES.items()):
+        if enum not in enums:
+            errors.append(f"{enum}: mapped to {table} but not found in api/hal/*.h")
+            continue
+        if table not in named:
+            errors.append(f"{table}: table for {enum} not found in util/names.cpp")
+            continue
+        entries = {value: (spelled, short) for value, spelled, short in named[table]}
+        for enumerator in enums[enum]:
+            if enumerator not in entries:
+                errors.append(f"{enumerator} ({enum}) has no name in {table}")
+                continue
+            spelled, short = entries[enumerator]
+            expected_short = enumerator[len(prefix):].lower()
+            if spelled != enumerator:
+                errors.append(f"{enumerator}: {table} spells it \"{spelled}\"")
+            if short != expected_short:
+                errors.append(f"{enumerator}: {table} short name \"{short}\", "
+                              f"expected \"{expected_short}\"")
+        for value in entries:
+            if value not in enums[enum]:
+                errors.append(f"{table} names {value}, which is not an enumerator of {enum}")
+    # The kernel signature syntax (plugins/common/signature.hpp, "ptr,u32,f32")
+    # is a second spelling of hal_arg_type_t with each type's size: it must
+    # cover every argument type too.
+    signature = root / "plugins" / "common" / "signature.hpp"
+    if signature.exists():
+        text = strip_comments(signature.read_text())
+        match = re.search(r"kArgTypeNames\[\]\s*=\s*\{(.*?)\};", text, flags=re.S)
+        spelled = set(re.findall(r"\{\s*(HAL_ARG_\w+)\s*,", match.group(1))) if match else set()
+        for enumerator in enums.get("hal_arg_type_t", []):
+            if enumerator not in spelled:
+                errors.append(f"{enumerator} has no signature token in {signature.name}'s "
+                              "kArgTypeNames")
+    for error in errors:
+        print("FAIL:", error)
+    checked = sum(len(enums.get(e, [])) for e in TABLES)
+    print(f"{checked} enumerators of {len(TABLES)} enums checked, {len(errors)} problems")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

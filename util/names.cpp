@@ -1,0 +1,211 @@
+#include "hal_util/names.hpp"
+
+namespace hal::util {
+namespace {
+
+constexpr EnumName kCapability[] = {
+    {HAL_DEVICE_CAP_KERNELS, "HAL_DEVICE_CAP_KERNELS", "kernels"},
+    {HAL_DEVICE_CAP_EVENT_TIMING, "HAL_DEVICE_CAP_EVENT_TIMING", "event_timing"},
+    {HAL_DEVICE_CAP_HOST_CALLBACKS, "HAL_DEVICE_CAP_HOST_CALLBACKS", "host_callbacks"},
+    {HAL_DEVICE_CAP_HOST_MEMORY, "HAL_DEVICE_CAP_HOST_MEMORY", "host_memory"},
+    {HAL_DEVICE_CAP_SHARED_MEMORY, "HAL_DEVICE_CAP_SHARED_MEMORY", "shared_memory"},
+    {HAL_DEVICE_CAP_UNIFIED_ADDRESSING, "HAL_DEVICE_CAP_UNIFIED_ADDRESSING", "unified_addressing"},
+    {HAL_DEVICE_CAP_PEER_ACCESS, "HAL_DEVICE_CAP_PEER_ACCESS", "peer_access"},
+    {HAL_DEVICE_CAP_STREAM_QUERY, "HAL_DEVICE_CAP_STREAM_QUERY", "stream_query"},
+    {HAL_DEVICE_CAP_COLLECTIVES, "HAL_DEVICE_CAP_COLLECTIVES", "collectives"},
+};
+
+constexpr EnumName kModuleFormat[] = {
+    {HAL_MODULE_FORMAT_CPU_SHARED_OBJECT, "HAL_MODULE_FORMAT_CPU_SHARED_OBJECT",
+     "cpu_shared_object"},
+    {HAL_MODULE_FORMAT_OPENCL_C, "HAL_MODULE_FORMAT_OPENCL_C", "opencl_c"},
+    {HAL_MODULE_FORMAT_SPIRV, "HAL_MODULE_FORMAT_SPIRV", "spirv"},
+    {HAL_MODULE_FORMAT_PTX, "HAL_MODULE_FORMAT_PTX", "ptx"},
+    {HAL_MODULE_FORMAT_CUBIN, "HAL_MODULE_FORMAT_CUBIN", "cubin"},
+    {HAL_MODULE_FORMAT_HSACO, "HAL_MODULE_FORMAT_HSACO", "hsaco"},
+    {HAL_MODULE_FORMAT_HAL_DIALECT, "HAL_MODULE_FORMAT_HAL_DIALECT", "hal_dialect"},
+};
+
+constexpr EnumName kMemoryKind[] = {
+    {HAL_MEMORY_DEVICE, "HAL_MEMORY_DEVICE", "device"},
+    {HAL_MEMORY_HOST, "HAL_MEMORY_HOST", "host"},
+    {HAL_MEMORY_SHARED, "HAL_MEMORY_SHARED", "shared"},
+};
+
+constexpr EnumName kDtype[] = {
+    {HAL_DTYPE_F32, "HAL_DTYPE_F32", "f32"},    {HAL_DTYPE_F16, "HAL_DTYPE_F16", "f16"},
+    {HAL_DTYPE_BF16, "HAL_DTYPE_BF16", "bf16"}, {HAL_DTYPE_F64, "HAL_DTYPE_F64", "f64"},
+    {HAL_DTYPE_I32, "HAL_DTYPE_I32", "i32"},    {HAL_DTYPE_I64, "HAL_DTYPE_I64", "i64"},
+    {HAL_DTYPE_I8, "HAL_DTYPE_I8", "i8"},       {HAL_DTYPE_U8, "HAL_DTYPE_U8", "u8"},
+};
+
+constexpr EnumName kArgType[] = {
+    {HAL_ARG_POINTER, "HAL_ARG_POINTER", "pointer"},
+    {HAL_ARG_I32, "HAL_ARG_I32", "i32"},
+    {HAL_ARG_U32, "HAL_ARG_U32", "u32"},
+    {HAL_ARG_I64, "HAL_ARG_I64", "i64"},
+    {HAL_ARG_U64, "HAL_ARG_U64", "u64"},
+    {HAL_ARG_F32, "HAL_ARG_F32", "f32"},
+    {HAL_ARG_F64, "HAL_ARG_F64", "f64"},
+};
+
+constexpr EnumName kDeviceType[] = {
+    {HAL_DEVICE_TYPE_CPU, "HAL_DEVICE_TYPE_CPU", "cpu"},
+    {HAL_DEVICE_TYPE_GPU, "HAL_DEVICE_TYPE_GPU", "gpu"},
+    {HAL_DEVICE_TYPE_ACCELERATOR, "HAL_DEVICE_TYPE_ACCELERATOR", "accelerator"},
+};
+
+constexpr EnumName kPluginOutcome[] = {
+    {HAL_PLUGIN_LOADED, "HAL_PLUGIN_LOADED", "loaded"},
+    {HAL_PLUGIN_SKIPPED_DUPLICATE, "HAL_PLUGIN_SKIPPED_DUPLICATE", "skipped_duplicate"},
+    {HAL_PLUGIN_FAILED_OPEN, "HAL_PLUGIN_FAILED_OPEN", "failed_open"},
+    {HAL_PLUGIN_FAILED_SYMBOL, "HAL_PLUGIN_FAILED_SYMBOL", "failed_symbol"},
+    {HAL_PLUGIN_FAILED_ABI, "HAL_PLUGIN_FAILED_ABI", "failed_abi"},
+    {HAL_PLUGIN_FAILED_INIT, "HAL_PLUGIN_FAILED_INIT", "failed_init"},
+};
+
+constexpr EnumName kResult[] = {
+    {HAL_SUCCESS, "HAL_SUCCESS", "success"},
+    {HAL_NOT_READY, "HAL_NOT_READY", "not_ready"},
+    {HAL_ERROR_INVALID_ARGUMENT, "HAL_ERROR_INVALID_ARGUMENT", "error_invalid_argument"},
+    {HAL_ERROR_NULL_POINTER, "HAL_ERROR_NULL_POINTER", "error_null_pointer"},
+    {HAL_ERROR_INVALID_HANDLE, "HAL_ERROR_INVALID_HANDLE", "error_invalid_handle"},
+    {HAL_ERROR_DESTROYED_HANDLE, "HAL_ERROR_DESTROYED_HANDLE", "error_destroyed_handle"},
+    {HAL_ERROR_INVALID_SIZE, "HAL_ERROR_INVALID_SIZE", "error_invalid_size"},
+    {HAL_ERROR_OUT_OF_BOUNDS, "HAL_ERROR_OUT_OF_BOUNDS", "error_out_of_bounds"},
+    {HAL_ERROR_OUT_OF_MEMORY, "HAL_ERROR_OUT_OF_MEMORY", "error_out_of_memory"},
+    {HAL_ERROR_UNSUPPORTED, "HAL_ERROR_UNSUPPORTED", "error_unsupported"},
+    {HAL_ERROR_NOT_INITIALIZED, "HAL_ERROR_NOT_INITIALIZED", "error_not_initialized"},
+    {HAL_ERROR_PLUGIN_LOAD, "HAL_ERROR_PLUGIN_LOAD", "error_plugin_load"},
+    {HAL_ERROR_ABI_MISMATCH, "HAL_ERROR_ABI_MISMATCH", "error_abi_mismatch"},
+    {HAL_ERROR_INVALID_MODULE, "HAL_ERROR_INVALID_MODULE", "error_invalid_module"},
+    {HAL_ERROR_NOT_FOUND, "HAL_ERROR_NOT_FOUND", "error_not_found"},
+    {HAL_ERROR_INVALID_LAUNCH, "HAL_ERROR_INVALID_LAUNCH", "error_invalid_launch"},
+    {HAL_ERROR_ARGUMENT_MISMATCH, "HAL_ERROR_ARGUMENT_MISMATCH", "error_argument_mismatch"},
+    {HAL_ERROR_DEVICE_MISMATCH, "HAL_ERROR_DEVICE_MISMATCH", "error_device_mismatch"},
+    {HAL_ERROR_INVALID_STATE, "HAL_ERROR_INVALID_STATE", "error_invalid_state"},
+    {HAL_ERROR_TIMEOUT, "HAL_ERROR_TIMEOUT", "error_timeout"},
+    {HAL_ERROR_DEVICE_LOST, "HAL_ERROR_DEVICE_LOST", "error_device_lost"},
+    {HAL_ERROR_INTERNAL, "HAL_ERROR_INTERNAL", "error_internal"},
+    {HAL_ERROR_REMOTE, "HAL_ERROR_REMOTE", "error_remote"},
+};
+
+constexpr EnumName kReduceOp[] = {
+    {HAL_REDUCE_SUM, "HAL_REDUCE_SUM", "sum"}, {HAL_REDUCE_PROD, "HAL_REDUCE_PROD", "prod"},
+    {HAL_REDUCE_MIN, "HAL_REDUCE_MIN", "min"}, {HAL_REDUCE_MAX, "HAL_REDUCE_MAX", "max"},
+    {HAL_REDUCE_AVG, "HAL_REDUCE_AVG", "avg"},
+};
+
+constexpr EnumName kCollectiveKind[] = {
+    {HAL_COLLECTIVE_ALLREDUCE, "HAL_COLLECTIVE_ALLREDUCE", "allreduce"},
+    {HAL_COLLECTIVE_BROADCAST, "HAL_COLLECTIVE_BROADCAST", "broadcast"},
+    {HAL_COLLECTIVE_REDUCE, "HAL_COLLECTIVE_REDUCE", "reduce"},
+    {HAL_COLLECTIVE_ALLGATHER, "HAL_COLLECTIVE_ALLGATHER", "allgather"},
+    {HAL_COLLECTIVE_REDUCE_SCATTER, "HAL_COLLECTIVE_REDUCE_SCATTER", "reduce_scatter"},
+    {HAL_COLLECTIVE_ALLTOALL, "HAL_COLLECTIVE_ALLTOALL", "alltoall"},
+    {HAL_COLLECTIVE_SEND, "HAL_COLLECTIVE_SEND", "send"},
+    {HAL_COLLECTIVE_RECV, "HAL_COLLECTIVE_RECV", "recv"},
+};
+
+template <typename Spell>
+std::string join_bits(uint32_t bits, std::span<const EnumName> table, Spell spell,
+                      std::string_view separator) {
+  std::string names;
+  for (const EnumName& entry : table) {
+    if ((bits & entry.value) == 0) continue;
+    if (!names.empty()) names += separator;
+    names += spell(entry);
+    bits &= ~entry.value;
+  }
+  // Bits no entry names stay visible, one number per bit.
+  for (uint32_t bit = 1; bits != 0; bit <<= 1) {
+    if ((bits & bit) == 0) continue;
+    if (!names.empty()) names += separator;
+    names += std::to_string(bit);
+    bits &= ~bit;
+  }
+  return names.empty() ? "none" : names;
+}
+
+const char* spell(const EnumName& entry, Spelling spelling) {
+  return spelling == Spelling::kEnumerator ? entry.enumerator : entry.short_name;
+}
+
+}  // namespace
+
+std::span<const EnumName> capability_table() noexcept {
+  return kCapability;
+}
+std::span<const EnumName> module_format_table() noexcept {
+  return kModuleFormat;
+}
+std::span<const EnumName> memory_kind_table() noexcept {
+  return kMemoryKind;
+}
+std::span<const EnumName> dtype_table() noexcept {
+  return kDtype;
+}
+std::span<const EnumName> arg_type_table() noexcept {
+  return kArgType;
+}
+std::span<const EnumName> device_type_table() noexcept {
+  return kDeviceType;
+}
+std::span<const EnumName> plugin_outcome_table() noexcept {
+  return kPluginOutcome;
+}
+std::span<const EnumName> result_table() noexcept {
+  return kResult;
+}
+std::span<const EnumName> reduce_op_table() noexcept {
+  return kReduceOp;
+}
+std::span<const EnumName> collective_kind_table() noexcept {
+  return kCollectiveKind;
+}
+
+const EnumName* find_name(std::span<const EnumName> table, uint32_t value) noexcept {
+  for (const EnumName& entry : table) {
+    if (entry.value == value) return &entry;
+  }
+  return nullptr;
+}
+
+const char* enumerator_name(std::span<const EnumName> table, uint32_t value) noexcept {
+  const EnumName* entry = find_name(table, value);
+  return entry != nullptr ? entry->enumerator : "unknown";
+}
+
+const char* short_name(std::span<const EnumName> table, uint32_t value) noexcept {
+  const EnumName* entry = find_name(table, value);
+  return entry != nullptr ? entry->short_name : "unknown";
+}
+
+std::string capability_names(hal_device_caps_t capabilities, Spelling spelling,
+                             std::string_view separator) {
+  return join_bits(
+      capabilities, capability_table(),
+      [spelling](const EnumName& entry) { return spell(entry, spelling); }, separator);
+}
+
+std::string module_format_names(uint32_t formats, Spelling spelling, std::string_view separator) {
+  // The mask holds 1u << format; walk it against the enumerators.
+  std::string names;
+  for (const EnumName& entry : module_format_table()) {
+    const uint32_t bit = entry.value < 32 ? 1u << entry.value : 0;
+    if ((formats & bit) == 0) continue;
+    if (!names.empty()) names += separator;
+    names += spell(entry, spelling);
+    formats &= ~bit;
+  }
+  for (uint32_t format = 0; formats != 0; ++format) {
+    const uint32_t bit = 1u << format;
+    if ((formats & bit) == 0) continue;
+    if (!names.empty()) names += separator;
+    names += "format_" + std::to_string(format);
+    formats &= ~bit;
+  }
+  return names.empty() ? "none" : names;
+}
+
+}  // namespace hal::util
