@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "../common/report.hpp"
+#include "hal_plugin_sdk/report.hpp"
 
 namespace hal::cpu {
 
