@@ -1,8 +1,11 @@
 /* HAL plugin ABI: what a vendor implements. Include this (it includes hal.h).
  *
- * A minimal plugin (memory, streams, copies) fills a handful of table entries;
- * everything left NULL is either served by a loader fallback or reported as
- * HAL_ERROR_UNSUPPORTED. tests/loader/plugins/minimal.c is one in full (nine entries). */
+ * Start from plugins/null: the skeleton to copy (one device on host memory,
+ * in-order streams, timed events, no kernels; every gap marked TODO(null)),
+ * built against an installed HAL with find_package(hal) and hal_add_plugin().
+ * SPEC.md §10 is the contract; hal/plugin_v1.h marks each table entry
+ * [required], [group: ...] or [optional: fallback ...]. `halconform --plugin
+ * PATH --profile core` certifies the result. */
 #ifndef HAL_PLUGIN_H_
 #define HAL_PLUGIN_H_
 

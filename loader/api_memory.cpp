@@ -94,10 +94,13 @@ static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, 
       return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "kind %d is not a hal_memory_kind_t",
                   static_cast<int>(kind));
     }
-    if (alignment == 0) alignment = static_cast<size_t>(properties.min_alignment_bytes);
     if ((alignment & (alignment - 1)) != 0) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "alignment %zu is not a power of two",
                   alignment);
+    }
+    // The plugin always gets at least min_alignment_bytes (SPEC.md §10.3), 0 included.
+    if (alignment < properties.min_alignment_bytes) {
+      alignment = static_cast<size_t>(properties.min_alignment_bytes);
     }
     if (size > properties.max_allocation_bytes) {
       return fail(HAL_ERROR_OUT_OF_MEMORY, kFunction,

@@ -30,6 +30,8 @@ run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_SANITIZE=thread -DHAL_BUI
 "$root/scripts/fuzz.sh" "$out/fuzz" || status=1
 echo "== [abi] check"
 "$root/scripts/abi_check.sh" --library "$out/asan/lib/libhal.so" | grep -v '^abi: compatible' || status=1
+echo "== [spec] SPEC.md against the headers"
+"$root/scripts/check_spec.sh" || status=1
 # The release suite runs last so that its CTest summary closes the output.
 run_suite release -DCMAKE_BUILD_TYPE=Release || status=1
 exit $status

@@ -7,10 +7,19 @@
  * services it offers; the plugin checks the ABI major, fills |out_plugin| with
  * its identity, its context and one function table, and returns HAL_SUCCESS.
  *
+ * Each table entry below is marked:
+ * - [required]: the loader refuses a plugin whose table leaves it NULL: the
+ *   load fails (FAILED_ABI, HAL_ERROR_ABI_MISMATCH) and the plugin report's
+ *   reason names the entry. The nine: device_count, device_open,
+ *   device_get_properties, mem_alloc, mem_free, memcpy_async, stream_create,
+ *   stream_destroy, stream_synchronize.
+ * - [group: ...]: used only when every entry of the group is set; otherwise
+ *   the loader serves the whole group itself, or reports it unsupported.
+ * - [optional: fallback ...]: NULL means "not implemented"; the loader then
+ *   does what the mark says. A NULL optional entry never disables the plugin.
+ * SPEC.md §10 is the full contract; plugins/null is a plugin to start from.
+ *
  * Rules for every table entry:
- * - A NULL entry means "not implemented". The loader then uses its portable
- *   fallback where it has one (see SPEC.md, "Plugin ABI") or returns
- *   HAL_ERROR_UNSUPPORTED. It never disables the plugin.
  * - The loader has already validated handles, NULL pointers, sizes and the
  *   bounds of HAL allocations; the plugin checks what only it can know
  *   (device limits, module contents, its driver's answers).
@@ -102,50 +111,79 @@ typedef struct hal_plugin_table_v1 {
   size_t struct_size; /* sizeof(hal_plugin_table_v1_t) the plugin was built with */
 
   /* plugin */
+  /* [optional: fallback nothing is called] */
   void (*plugin_shutdown)(hal_plugin_context_t* context);
+  /* [required] */
   hal_result_t (*device_count)(hal_plugin_context_t* context, uint32_t* out_count);
+  /* [required] */
   hal_result_t (*device_open)(hal_plugin_context_t* context, uint32_t index,
                               hal_impl_device_t** out_device);
+  /* [optional: fallback nothing is called] */
   void (*device_close)(hal_impl_device_t* device);
 
   /* device: the loader passes a zeroed struct whose struct_size is the
    * loader's; the plugin writes the fields it knows, and the loader sets
-   * index, plugin_device_index and plugin. */
+   * index, plugin_device_index and plugin. Launch limits
+   * (compute_units, max_threads_per_block, max_block_dims, max_grid_dims,
+   * subgroup_size) are at least 1 even on a device without kernels.
+   * [required] */
   hal_result_t (*device_get_properties)(hal_impl_device_t* device,
                                         hal_device_properties_t* out_properties);
+  /* [optional: fallback the loader synchronises each live stream] */
   hal_result_t (*device_synchronize)(hal_impl_device_t* device);
 
-  /* memory: size > 0, alignment a power of two (already resolved from 0).
+  /* memory: size > 0, alignment a power of two and at least the device's
+   * min_alignment_bytes (the loader resolves 0 and smaller values to it).
    * Before mem_free the loader has synchronised the device, so no enqueued
    * work still uses |ptr|. memcpy_async/memset_async get size > 0 and ranges
    * the loader has bounds-checked against the allocation table. */
+  /* [required] */
   hal_result_t (*mem_alloc)(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
                             size_t alignment, void** out_ptr);
+  /* [required] */
   hal_result_t (*mem_free)(hal_impl_device_t* device, void* ptr);
+  /* [required] */
   hal_result_t (*memcpy_async)(hal_impl_stream_t* stream, void* dst, const void* src, size_t size);
+  /* [optional: fallback memcpy_async from a host staging buffer] */
   hal_result_t (*memset_async)(hal_impl_stream_t* stream, void* dst, uint8_t value, size_t size);
 
   /* stream */
+  /* [required] */
   hal_result_t (*stream_create)(hal_impl_device_t* device, hal_stream_flags_t flags,
                                 hal_impl_stream_t** out_stream);
+  /* [required] */
   hal_result_t (*stream_destroy)(hal_impl_stream_t* stream);
+  /* [required] */
   hal_result_t (*stream_synchronize)(hal_impl_stream_t* stream);
+  /* [optional: fallback stream_synchronize, then HAL_SUCCESS; clears
+   * HAL_DEVICE_CAP_STREAM_QUERY] */
   hal_result_t (*stream_query)(hal_impl_stream_t* stream);
-  /* |event| belongs to this plugin (maybe another of its devices). */
+  /* |event| belongs to this plugin (maybe another of its devices).
+   * [optional: fallback a host function that waits for the event] */
   hal_result_t (*stream_wait_event)(hal_impl_stream_t* stream, hal_impl_event_t* event);
+  /* [optional: fallback stream_synchronize, then |fn| on the calling thread;
+   * clears HAL_DEVICE_CAP_HOST_CALLBACKS] */
   hal_result_t (*stream_enqueue_host_fn)(hal_impl_stream_t* stream, hal_host_fn_t fn,
                                          void* user_data);
 
-  /* event */
+  /* event: [group: events] event_create, event_destroy, event_record,
+   * event_query and event_synchronize are used only all together; with any
+   * of them NULL the loader's own events (built on host functions) serve the
+   * plugin's devices. */
   hal_result_t (*event_create)(hal_impl_device_t* device, hal_event_flags_t flags,
                                hal_impl_event_t** out_event);
   hal_result_t (*event_destroy)(hal_impl_event_t* event);
   hal_result_t (*event_record)(hal_impl_event_t* event, hal_impl_stream_t* stream);
   hal_result_t (*event_query)(hal_impl_event_t* event);
   hal_result_t (*event_synchronize)(hal_impl_event_t* event);
+  /* [optional: fallback none; clears HAL_DEVICE_CAP_EVENT_TIMING, also when
+   * the events group is incomplete] */
   hal_result_t (*event_elapsed_ms)(hal_impl_event_t* start, hal_impl_event_t* end, float* out_ms);
 
-  /* module and kernel: kernels belong to their module; module_unload frees them. */
+  /* module and kernel: kernels belong to their module; module_unload frees them.
+   * [group: kernels] module_load, module_unload, kernel_get and
+   * launch_kernel: with any of them NULL every call of the group returns
+   * HAL_ERROR_UNSUPPORTED and HAL_DEVICE_CAP_KERNELS is cleared. */
   hal_result_t (*module_load)(hal_impl_device_t* device, const hal_module_desc_t* desc,
                               hal_impl_module_t** out_module);
   hal_result_t (*module_unload)(hal_impl_module_t* module);
@@ -158,17 +196,18 @@ typedef struct hal_plugin_table_v1 {
                                 const hal_kernel_arg_t* args);
 
   /* ---- appended after v1.0: collectives (SPEC.md §10.4) ----
-   * A plugin leaves all of them NULL (the loader then runs host-staged
-   * collectives) or sets at least comm_init_local, comm_destroy,
-   * comm_abort and comm_enqueue. |config| is complete: the loader resolved
-   * the defaults (timeout_ms > 0). */
+   * [group: collectives] A plugin leaves all of them NULL (the loader then
+   * runs host-staged collectives) or sets at least comm_init_local,
+   * comm_destroy, comm_abort and comm_enqueue. |config| is complete: the
+   * loader resolved the defaults (timeout_ms > 0). */
 
   /* Ranks 0..count-1 over distinct devices of this plugin, one process. */
   hal_result_t (*comm_init_local)(uint32_t count, hal_impl_device_t* const* devices,
                                   const hal_comm_config_t* config, hal_impl_comm_t** out_comms);
   /* One rank of a multi-process communicator. HAL_ERROR_UNSUPPORTED
    * (without set_error) for a bootstrap the plugin does not serve makes the
-   * loader use its host-staged path. NULL: always that. */
+   * loader use its host-staged path.
+   * [optional: fallback the loader's host-staged path] */
   hal_result_t (*comm_init_rank)(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
                                  const hal_comm_config_t* config, hal_impl_comm_t** out_comm);
   /* Frees the plugin's rank; enqueued calls keep what they need. */
@@ -176,7 +215,8 @@ typedef struct hal_plugin_table_v1 {
   /* Makes in-flight and queued calls of this rank fail promptly; bounded,
    * never waits for peers. comm_destroy follows. */
   void (*comm_abort)(hal_impl_comm_t* comm);
-  /* HAL_SUCCESS or the first asynchronous failure of the rank. */
+  /* HAL_SUCCESS or the first asynchronous failure of the rank.
+   * [optional: fallback HAL_SUCCESS] */
   hal_result_t (*comm_get_async_error)(hal_impl_comm_t* comm);
   /* Enqueues |call_count| calls (one call, or a group's calls on this rank)
    * on |stream| as one operation whose parts progress together. The loader

@@ -47,17 +47,18 @@ HALCONFORM_TEST("core.plugin.properties",
                 "declared properties are consistent, stable and unique per device", {}) {
   const hal_device_properties_t& p = ctx.properties();
   HC_REQUIRE(p.name[0] != '\0' && p.vendor[0] != '\0' && p.driver_version[0] != '\0',
-             "name, vendor or driver_version is empty");
+             "name, vendor or driver_version is empty (SPEC.md §10.6)");
   HC_REQUIRE(p.max_threads_per_block >= 1 && p.compute_units >= 1 && p.subgroup_size >= 1,
-             "a zero limit: max_threads_per_block, compute_units or subgroup_size");
+             "a zero limit: max_threads_per_block, compute_units or subgroup_size (SPEC.md §10.6: "
+             "at least 1, also on a device without kernels)");
   for (int d = 0; d < 3; ++d) {
     HC_REQUIRE(p.max_block_dims[d] >= 1 && p.max_grid_dims[d] >= 1,
-               strf("dimension %d has a zero block or grid limit", d));
+               strf("dimension %d has a zero block or grid limit (SPEC.md §10.6)", d));
   }
   HC_REQUIRE(p.max_block_dims[0] <= p.max_threads_per_block || p.max_threads_per_block >= 1,
              "block limits are inconsistent");
   HC_REQUIRE(p.total_memory_bytes > 0 && p.max_allocation_bytes <= p.total_memory_bytes,
-             "max_allocation_bytes exceeds total_memory_bytes");
+             "max_allocation_bytes exceeds total_memory_bytes (SPEC.md §10.6)");
   HC_REQUIRE(p.peak_fp32_flops >= 0 && p.peak_memory_bandwidth >= 0, "a negative declared peak");
   // Every bit up to the highest capability this suite knows.
   const hal_device_caps_t known = (HAL_DEVICE_CAP_COLLECTIVES << 1) - 1;

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "../common/versioned_struct.hpp"
+#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "event.hpp"
 #include "module.hpp"
 #include "plugin.hpp"

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 #include <memory>
-#include "../common/owned_set.hpp"
-#include "../common/report.hpp"
+#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/report.hpp"
 #include "caching_allocator.hpp"
 #include "hal_plugin.h"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../common/report.hpp"
+#include "hal_plugin_sdk/report.hpp"
 
 namespace hal::cpu {
 

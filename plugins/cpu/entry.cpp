@@ -1,5 +1,5 @@
-// The cpu plugin's one exported symbol: negotiates the ABI, creates the
-// plugin context and hands the loader the function table.
+// The cpu plugin's one exported symbol: the SDK's handshake (negotiate.hpp)
+// with the cpu plugin's context and function table.
 #include "hal_util/env.hpp"
 
 #include <cstdlib>
@@ -9,6 +9,7 @@
 #include "device.hpp"
 #include "event.hpp"
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/negotiate.hpp"
 #include "launch.hpp"
 #include "memory.hpp"
 #include "module.hpp"
@@ -58,10 +59,8 @@ constexpr hal_plugin_table_v1_t kTable = {
     .comm_enqueue = comm_enqueue,
 };
 
-// The host table fields this plugin calls must lie inside what the loader gave.
-constexpr size_t kHostBytesUsed = offsetof(hal_plugin_host_t, log) + sizeof(void*);
-// hal_plugin_v1_t up to and including |table|, which every v1 loader has.
-constexpr size_t kPluginBytesWritten = offsetof(hal_plugin_v1_t, table) + sizeof(void*);
+constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
+                                             HAL_CPU_BUILD_ID};
 
 }  // namespace
 }  // namespace hal::cpu
@@ -69,38 +68,21 @@ constexpr size_t kPluginBytesWritten = offsetof(hal_plugin_v1_t, table) + sizeof
 extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
                                                            hal_plugin_v1_t* out_plugin) {
   using namespace hal::cpu;
-  if (host == nullptr || out_plugin == nullptr) return HAL_ERROR_NULL_POINTER;
-  if (host->struct_size < kHostBytesUsed) return HAL_ERROR_ABI_MISMATCH;
-  const hal::plugin::ErrorReporter report(host);
-  if (HAL_VERSION_MAJOR(host->abi_version) != HAL_ABI_VERSION_MAJOR) {
-    return report.fail(HAL_ERROR_ABI_MISMATCH, 0,
-                       "the cpu plugin implements HAL ABI %u.x, the loader offers %u.%u",
-                       HAL_ABI_VERSION_MAJOR, HAL_VERSION_MAJOR(host->abi_version),
-                       HAL_VERSION_MINOR(host->abi_version));
-  }
-  if (out_plugin->struct_size < kPluginBytesWritten) {
-    return report.fail(HAL_ERROR_ABI_MISMATCH, 0,
-                       "hal_plugin_v1_t of %zu bytes is smaller than the v1.0 struct (%zu)",
-                       out_plugin->struct_size, kPluginBytesWritten);
-  }
-  uint32_t devices = 0;
-  std::string why;
-  if (!parse_device_count(hal::util::env("HAL_CPU_DEVICES"), &devices, why)) {
-    return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
-  }
-  uint64_t memory_per_device = 0;
-  if (!parse_device_memory(hal::util::env("HAL_CPU_DEVICE_MEMORY"), &memory_per_device, why)) {
-    return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
-  }
-  return hal::plugin::guarded(report, "hal_plugin_entry", [&] {
-    auto plugin = std::make_unique<Plugin>(host, devices, memory_per_device);
-    out_plugin->abi_version = HAL_ABI_VERSION;
-    out_plugin->name = kPluginName;
-    out_plugin->version = kPluginVersion;
-    out_plugin->vendor = kPluginVendor;
-    out_plugin->build_id = HAL_CPU_BUILD_ID;
-    out_plugin->context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
-    out_plugin->table = &kTable;
-    return HAL_SUCCESS;
-  });
+  return hal::plugin::enter(
+      host, out_plugin, kIdentity, kTable,
+      [&](const hal::plugin::ErrorReporter& report, hal_plugin_context_t** out_context) {
+        uint32_t devices = 0;
+        std::string why;
+        if (!parse_device_count(hal::util::env("HAL_CPU_DEVICES"), &devices, why)) {
+          return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
+        }
+        uint64_t memory_per_device = 0;
+        if (!parse_device_memory(hal::util::env("HAL_CPU_DEVICE_MEMORY"), &memory_per_device,
+                                 why)) {
+          return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
+        }
+        auto plugin = std::make_unique<Plugin>(host, devices, memory_per_device);
+        *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
+        return HAL_SUCCESS;
+      });
 }

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "../common/signature.hpp"
-#include "../common/versioned_struct.hpp"
+#include "hal_plugin_sdk/signature.hpp"
+#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "device.hpp"
 #include "dialect_compiler.hpp"
 #include "hal_util/elf_image.hpp"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "../common/report.hpp"
+#include "hal_plugin_sdk/report.hpp"
 #include "cpu_info.hpp"
 #include "device.hpp"
 #include "event.hpp"

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "../common/versioned_struct.hpp"
+#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
 #include "plugin.hpp"
 #include "stream.hpp"

@@ -1,7 +1,9 @@
-/* The smallest useful HAL plugin, shaped as a vendor would write one: only
- * the nine required table entries. Memory is host memory from aligned_alloc
- * and a stream runs each operation as it is enqueued, so the loader's
- * fallbacks provide memset, host functions, events and device_synchronize. */
+/* A loader test plugin: the smallest plugin the loader accepts, only the
+ * nine [required] table entries (SPEC.md §10.3), in C. Memory is host memory
+ * from aligned_alloc and a stream runs each operation as it is enqueued, so
+ * the loader's fallbacks provide memset, host functions, events and
+ * device_synchronize. It passes `halconform --profile core`
+ * (conformance.minimal.core). A vendor starts from plugins/null instead. */
 #include <hal_plugin.h>
 
 #include <stdlib.h>
@@ -43,7 +45,12 @@ static hal_result_t minimal_device_get_properties(hal_impl_device_t* device,
                       HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_STREAM_QUERY |
                       HAL_DEVICE_CAP_EVENT_TIMING;
   out->module_formats = 1u << HAL_MODULE_FORMAT_OPENCL_C;
+  /* Launch limits are at least 1 even without kernels (SPEC.md §11.3). */
   out->compute_units = 1;
+  out->max_threads_per_block = 1;
+  out->max_block_dims[0] = out->max_block_dims[1] = out->max_block_dims[2] = 1;
+  out->max_grid_dims[0] = out->max_grid_dims[1] = out->max_grid_dims[2] = 1;
+  out->subgroup_size = 1;
   out->total_memory_bytes = 1ull << 30;
   out->max_allocation_bytes = 1ull << 28;
   out->min_alignment_bytes = 64;
@@ -54,6 +61,8 @@ static hal_result_t minimal_mem_alloc(hal_impl_device_t* device, hal_memory_kind
                                       size_t size, size_t alignment, void** out_ptr) {
   (void)device;
   (void)kind;
+  /* The loader promises at least min_alignment_bytes (SPEC.md §10.3). */
+  if (alignment < 64) return HAL_ERROR_INTERNAL;
   /* aligned_alloc wants a size that is a multiple of the alignment. */
   void* ptr = aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
   if (ptr == NULL) return HAL_ERROR_OUT_OF_MEMORY;

@@ -2,8 +2,8 @@
 // hal_kernel_info_t): the caller's struct_size says how much of the struct it
 // knows, so a plugin never writes past it, and never touches the header
 // (struct_size and the extension chain) that the caller owns.
-#ifndef HAL_PLUGINS_COMMON_VERSIONED_STRUCT_HPP_
-#define HAL_PLUGINS_COMMON_VERSIONED_STRUCT_HPP_
+#ifndef HAL_PLUGIN_SDK_VERSIONED_STRUCT_HPP_
+#define HAL_PLUGIN_SDK_VERSIONED_STRUCT_HPP_
 
 #include <algorithm>
 #include <cstddef>
@@ -35,4 +35,4 @@ void copy_string(char (&destination)[N], const char* source) {
 
 }  // namespace hal::plugin
 
-#endif  // HAL_PLUGINS_COMMON_VERSIONED_STRUCT_HPP_
+#endif  // HAL_PLUGIN_SDK_VERSIONED_STRUCT_HPP_

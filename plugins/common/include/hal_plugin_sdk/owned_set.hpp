@@ -1,8 +1,8 @@
 // The objects a plugin device owns on the application's behalf (streams,
 // events, modules), keyed by the raw pointer the table hands out, so that
 // device_close can finish and free whatever the application left behind.
-#ifndef HAL_PLUGINS_COMMON_OWNED_SET_HPP_
-#define HAL_PLUGINS_COMMON_OWNED_SET_HPP_
+#ifndef HAL_PLUGIN_SDK_OWNED_SET_HPP_
+#define HAL_PLUGIN_SDK_OWNED_SET_HPP_
 
 #include <mutex>
 #include <unordered_map>
@@ -58,4 +58,4 @@ class OwnedSet {
 
 }  // namespace hal::plugin
 
-#endif  // HAL_PLUGINS_COMMON_OWNED_SET_HPP_
+#endif  // HAL_PLUGIN_SDK_OWNED_SET_HPP_

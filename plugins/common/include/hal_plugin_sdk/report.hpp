@@ -1,8 +1,8 @@
 // Error reporting for plugins: every failure goes to the loader through
 // host->set_error as one sentence plus the vendor's native code, and no
 // exception ever crosses the C table.
-#ifndef HAL_PLUGINS_COMMON_REPORT_HPP_
-#define HAL_PLUGINS_COMMON_REPORT_HPP_
+#ifndef HAL_PLUGIN_SDK_REPORT_HPP_
+#define HAL_PLUGIN_SDK_REPORT_HPP_
 
 #include <cstdarg>
 #include <cstdio>
@@ -83,4 +83,4 @@ hal_result_t guarded(const ErrorReporter& report, const char* function, Body&& b
 
 }  // namespace hal::plugin
 
-#endif  // HAL_PLUGINS_COMMON_REPORT_HPP_
+#endif  // HAL_PLUGIN_SDK_REPORT_HPP_

@@ -1,8 +1,8 @@
 // Kernel argument signatures as text ("ptr,u32,f32", see hal/cpu_kernel.h):
 // parsing, printing and the byte size of each type, shared by every plugin
 // that reads a signature from a module.
-#ifndef HAL_PLUGINS_COMMON_SIGNATURE_HPP_
-#define HAL_PLUGINS_COMMON_SIGNATURE_HPP_
+#ifndef HAL_PLUGIN_SDK_SIGNATURE_HPP_
+#define HAL_PLUGIN_SDK_SIGNATURE_HPP_
 
 #include <cstddef>
 #include <string>
@@ -97,4 +97,4 @@ inline bool parse_signature(std::string_view text, std::vector<hal_arg_type_t>& 
 
 }  // namespace hal::plugin
 
-#endif  // HAL_PLUGINS_COMMON_SIGNATURE_HPP_
+#endif  // HAL_PLUGIN_SDK_SIGNATURE_HPP_
