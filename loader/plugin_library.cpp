@@ -2,8 +2,6 @@
 
 #include "error.hpp"
 
-#include "hal_util/env.hpp"
-
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -21,14 +19,6 @@ void host_set_error(void* host_context, hal_result_t result, int64_t native_code
   record_plugin_error(plugin->name, result, native_code, message);
 }
 
-bool log_enabled() {
-  static const bool enabled = [] {
-    const char* value = hal::util::env("HAL_LOG");
-    return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
-  }();
-  return enabled;
-}
-
 void host_log(void* host_context, hal_log_level_t level, const char* message) {
   auto* plugin = static_cast<PluginRecord*>(host_context);
   // While loading, the last warning explains a plugin that loads with no
@@ -39,12 +29,10 @@ void host_log(void* host_context, hal_log_level_t level, const char* message) {
     } catch (...) {
     }
   }
-  if (!log_enabled()) return;
   const char* level_name = level == HAL_LOG_DEBUG  ? "debug"
                            : level == HAL_LOG_INFO ? "info"
                                                    : "warning";
-  std::fprintf(stderr, "[hal:%s] %s: %s\n", plugin->name.c_str(), level_name,
-               message != nullptr ? message : "");
+  log_line(plugin->name.c_str(), "%s: %s", level_name, message != nullptr ? message : "");
 }
 
 // Boost.DLL wraps dlerror() as "... (dlerror system message: <text>): <errno text>";

@@ -33,6 +33,10 @@ struct PluginReport {
 
 inline constexpr size_t kQuarantineCapacity = 4096;
 
+// A plugin reporting more devices is refused (SPEC §9.3): a broken count must
+// not make hal_init open devices for minutes.
+inline constexpr uint32_t kMaxDevicesPerPlugin = 4096;
+
 struct Registry {
   // Immutable once hal_init returns, so readers need no lock.
   std::vector<std::unique_ptr<PluginRecord>> plugins;

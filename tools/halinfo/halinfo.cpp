@@ -14,29 +14,38 @@ namespace {
 
 struct Flag {
   uint32_t bit;
-  const char* name;
+  const char* name;       // the text form
+  const char* enum_name;  // the JSON form: the C enumerator (SPEC §12)
 };
 
+#define HAL_FLAG(bit, name, enumerator) \
+  { bit, name, #enumerator }
+
 constexpr Flag kCapabilities[] = {
-    {HAL_DEVICE_CAP_KERNELS, "kernels"},
-    {HAL_DEVICE_CAP_EVENT_TIMING, "event_timing"},
-    {HAL_DEVICE_CAP_HOST_CALLBACKS, "host_callbacks"},
-    {HAL_DEVICE_CAP_HOST_MEMORY, "host_memory"},
-    {HAL_DEVICE_CAP_SHARED_MEMORY, "shared_memory"},
-    {HAL_DEVICE_CAP_UNIFIED_ADDRESSING, "unified_addressing"},
-    {HAL_DEVICE_CAP_PEER_ACCESS, "peer_access"},
-    {HAL_DEVICE_CAP_STREAM_QUERY, "stream_query"},
+    HAL_FLAG(HAL_DEVICE_CAP_KERNELS, "kernels", HAL_DEVICE_CAP_KERNELS),
+    HAL_FLAG(HAL_DEVICE_CAP_EVENT_TIMING, "event_timing", HAL_DEVICE_CAP_EVENT_TIMING),
+    HAL_FLAG(HAL_DEVICE_CAP_HOST_CALLBACKS, "host_callbacks", HAL_DEVICE_CAP_HOST_CALLBACKS),
+    HAL_FLAG(HAL_DEVICE_CAP_HOST_MEMORY, "host_memory", HAL_DEVICE_CAP_HOST_MEMORY),
+    HAL_FLAG(HAL_DEVICE_CAP_SHARED_MEMORY, "shared_memory", HAL_DEVICE_CAP_SHARED_MEMORY),
+    HAL_FLAG(HAL_DEVICE_CAP_UNIFIED_ADDRESSING, "unified_addressing",
+             HAL_DEVICE_CAP_UNIFIED_ADDRESSING),
+    HAL_FLAG(HAL_DEVICE_CAP_PEER_ACCESS, "peer_access", HAL_DEVICE_CAP_PEER_ACCESS),
+    HAL_FLAG(HAL_DEVICE_CAP_STREAM_QUERY, "stream_query", HAL_DEVICE_CAP_STREAM_QUERY),
+    HAL_FLAG(HAL_DEVICE_CAP_COLLECTIVES, "collectives", HAL_DEVICE_CAP_COLLECTIVES),
 };
 
 constexpr Flag kModuleFormats[] = {
-    {1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT, "cpu_shared_object"},
-    {1u << HAL_MODULE_FORMAT_OPENCL_C, "opencl_c"},
-    {1u << HAL_MODULE_FORMAT_SPIRV, "spirv"},
-    {1u << HAL_MODULE_FORMAT_PTX, "ptx"},
-    {1u << HAL_MODULE_FORMAT_CUBIN, "cubin"},
-    {1u << HAL_MODULE_FORMAT_HSACO, "hsaco"},
-    {1u << HAL_MODULE_FORMAT_HAL_DIALECT, "hal_dialect"},
+    HAL_FLAG(1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT, "cpu_shared_object",
+             HAL_MODULE_FORMAT_CPU_SHARED_OBJECT),
+    HAL_FLAG(1u << HAL_MODULE_FORMAT_OPENCL_C, "opencl_c", HAL_MODULE_FORMAT_OPENCL_C),
+    HAL_FLAG(1u << HAL_MODULE_FORMAT_SPIRV, "spirv", HAL_MODULE_FORMAT_SPIRV),
+    HAL_FLAG(1u << HAL_MODULE_FORMAT_PTX, "ptx", HAL_MODULE_FORMAT_PTX),
+    HAL_FLAG(1u << HAL_MODULE_FORMAT_CUBIN, "cubin", HAL_MODULE_FORMAT_CUBIN),
+    HAL_FLAG(1u << HAL_MODULE_FORMAT_HSACO, "hsaco", HAL_MODULE_FORMAT_HSACO),
+    HAL_FLAG(1u << HAL_MODULE_FORMAT_HAL_DIALECT, "hal_dialect", HAL_MODULE_FORMAT_HAL_DIALECT),
 };
+
+#undef HAL_FLAG
 
 const char* outcome_name(hal_plugin_outcome_t outcome) {
   switch (outcome) {
@@ -57,6 +66,25 @@ const char* outcome_name(hal_plugin_outcome_t outcome) {
   }
 }
 
+const char* outcome_enum_name(hal_plugin_outcome_t outcome) {
+  switch (outcome) {
+    case HAL_PLUGIN_LOADED:
+      return "HAL_PLUGIN_LOADED";
+    case HAL_PLUGIN_SKIPPED_DUPLICATE:
+      return "HAL_PLUGIN_SKIPPED_DUPLICATE";
+    case HAL_PLUGIN_FAILED_OPEN:
+      return "HAL_PLUGIN_FAILED_OPEN";
+    case HAL_PLUGIN_FAILED_SYMBOL:
+      return "HAL_PLUGIN_FAILED_SYMBOL";
+    case HAL_PLUGIN_FAILED_ABI:
+      return "HAL_PLUGIN_FAILED_ABI";
+    case HAL_PLUGIN_FAILED_INIT:
+      return "HAL_PLUGIN_FAILED_INIT";
+    default:
+      return "HAL_PLUGIN_OUTCOME_UNKNOWN";
+  }
+}
+
 const char* device_type_name(hal_device_type_t type) {
   switch (type) {
     case HAL_DEVICE_TYPE_CPU:
@@ -70,10 +98,12 @@ const char* device_type_name(hal_device_type_t type) {
   }
 }
 
-std::vector<const char*> decode(uint32_t bits, const Flag* flags, size_t count) {
+std::vector<const char*> decode(uint32_t bits, const Flag* flags, size_t count,
+                                bool enum_names = false) {
   std::vector<const char*> names;
   for (size_t i = 0; i < count; ++i) {
-    if ((bits & flags[i].bit) != 0) names.push_back(flags[i].name);
+    if ((bits & flags[i].bit) != 0)
+      names.push_back(enum_names ? flags[i].enum_name : flags[i].name);
   }
   return names;
 }
@@ -233,20 +263,22 @@ void print_text(const Inventory& inventory) {
   }
 }
 
-void print_json(const Inventory& inventory) {
-  std::string out = "{\"libhal_version\":" + json_string(version_string(hal_get_version())) +
+// SPEC §12: one object; "error" is null on success, else hal_init's detail
+// (and then "plugins" and "devices" are empty).
+void print_json(const Inventory& inventory, const hal_error_detail_t* error) {
+  std::string out = "{\"hal_version\":" + json_string(version_string(hal_get_version())) +
                     ",\"abi_version\":" + json_string(version_string(HAL_ABI_VERSION)) +
                     ",\"plugins\":[";
   for (size_t i = 0; i < inventory.reports.size(); ++i) {
     const hal_plugin_report_t& r = inventory.reports[i];
-    out += std::string(i ? "," : "") + "{\"name\":" + json_string(r.name) +
-           ",\"path\":" + json_string(r.path) +
-           ",\"outcome\":" + json_string(outcome_name(r.outcome)) +
-           ",\"result\":" + json_string(hal_result_string(r.result)) +
-           ",\"reason\":" + json_string(r.reason) + ",\"found_by\":" + json_string(r.found_by) +
+    out += std::string(i ? "," : "") + "{\"path\":" + json_string(r.path) +
+           ",\"name\":" + json_string(r.name) + ",\"version\":" + json_string(r.version) +
+           ",\"vendor\":" + json_string(r.vendor) + ",\"build_id\":" + json_string(r.build_id) +
+           ",\"found_by\":" + json_string(r.found_by) +
            ",\"requested\":" + (r.requested ? "true" : "false") +
-           ",\"version\":" + json_string(r.version) + ",\"vendor\":" + json_string(r.vendor) +
-           ",\"build_id\":" + json_string(r.build_id) +
+           ",\"outcome\":" + json_string(outcome_enum_name(r.outcome)) +
+           ",\"result\":" + json_string(hal_result_string(r.result)) +
+           ",\"reason\":" + json_string(r.reason) +
            ",\"abi_version\":" + json_string(version_string(r.abi_version)) +
            ",\"device_count\":" + std::to_string(r.device_count) + "}";
   }
@@ -254,20 +286,22 @@ void print_json(const Inventory& inventory) {
   char number[64];
   const auto real = [&](double value) {
     std::snprintf(number, sizeof(number), "%.17g", value);
-    return std::string(number);
+    // JSON has no inf or nan.
+    return std::string(std::strpbrk(number, "in") != nullptr ? "null" : number);
   };
   for (size_t i = 0; i < inventory.devices.size(); ++i) {
     const hal_device_properties_t& d = inventory.devices[i];
     out += std::string(i ? "," : "") + "{\"index\":" + std::to_string(d.index) +
-           ",\"name\":" + json_string(d.name) + ",\"vendor\":" + json_string(d.vendor) +
            ",\"plugin\":" + json_string(d.plugin) +
            ",\"plugin_device_index\":" + std::to_string(d.plugin_device_index) +
+           ",\"name\":" + json_string(d.name) +
+           ",\"type\":" + json_string(device_type_name(d.type)) +
+           ",\"vendor\":" + json_string(d.vendor) +
            ",\"driver_version\":" + json_string(d.driver_version) +
-           ",\"uuid\":" + json_string(uuid_string(d.uuid)) +
-           ",\"type\":" + json_string(device_type_name(d.type)) + ",\"capabilities\":" +
-           json_list(decode(d.capabilities, kCapabilities, std::size(kCapabilities))) +
+           ",\"uuid\":" + json_string(uuid_string(d.uuid)) + ",\"capabilities\":" +
+           json_list(decode(d.capabilities, kCapabilities, std::size(kCapabilities), true)) +
            ",\"module_formats\":" +
-           json_list(decode(d.module_formats, kModuleFormats, std::size(kModuleFormats))) +
+           json_list(decode(d.module_formats, kModuleFormats, std::size(kModuleFormats), true)) +
            ",\"compute_units\":" + std::to_string(d.compute_units) +
            ",\"total_memory_bytes\":" + std::to_string(d.total_memory_bytes) +
            ",\"max_allocation_bytes\":" + std::to_string(d.max_allocation_bytes) +
@@ -280,8 +314,29 @@ void print_json(const Inventory& inventory) {
            ",\"peak_fp32_flops\":" + real(d.peak_fp32_flops) +
            ",\"peak_memory_bandwidth\":" + real(d.peak_memory_bandwidth) + "}";
   }
-  out += "]}\n";
+  out += "],\"error\":";
+  if (error == nullptr) {
+    out += "null";
+  } else {
+    out += "{\"result\":" + json_string(hal_result_string(error->result)) +
+           ",\"function\":" + json_string(error->function != nullptr ? error->function : "") +
+           ",\"plugin\":" + json_string(error->plugin != nullptr ? error->plugin : "") +
+           ",\"message\":" + json_string(error->message != nullptr ? error->message : "") +
+           ",\"native_code\":" + std::to_string(error->native_code) + "}";
+  }
+  out += "}\n";
   std::fputs(out.c_str(), stdout);
+}
+
+// The text form of a failure: the detail of the call that failed.
+void print_error_text(const hal_error_detail_t& error) {
+  std::fprintf(stderr,
+               "halinfo: %s failed: %s\n  plugin:      %s\n  message:     %s\n"
+               "  native code: %lld\n",
+               error.function != nullptr ? error.function : "HAL", hal_result_string(error.result),
+               error.plugin != nullptr ? error.plugin : "",
+               error.message != nullptr ? error.message : "",
+               static_cast<long long>(error.native_code));
 }
 
 void print_usage(const char* program) {
@@ -312,22 +367,25 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (hal_result_t result = hal_init(nullptr); result != HAL_SUCCESS) {
-    std::fprintf(stderr, "halinfo: hal_init failed: %s: %s\n", hal_result_string(result),
-                 hal_error_last_message());
-    return 1;
-  }
   Inventory inventory;
-  const bool collected = collect(inventory);
-  if (collected) {
+  const bool initialised = hal_init(nullptr) == HAL_SUCCESS;
+  const bool collected = initialised && collect(inventory);
+  if (!collected) {
+    // The detail of what failed (hal_init's survives it), and no partial lists.
+    hal_error_detail_t error{};
+    error.struct_size = sizeof(error);
+    hal_error_get_detail(&error);
+    inventory = Inventory{};
     if (json) {
-      print_json(inventory);
+      print_json(inventory, &error);
     } else {
-      print_text(inventory);
+      print_error_text(error);
     }
+  } else if (json) {
+    print_json(inventory, nullptr);
   } else {
-    std::fprintf(stderr, "halinfo: %s\n", hal_error_last_message());
+    print_text(inventory);
   }
-  hal_shutdown();
+  if (initialised) hal_shutdown();
   return collected ? 0 : 1;
 }
