@@ -3,7 +3,6 @@
 #include "discovery.hpp"
 #include "error.hpp"
 #include "fallbacks.hpp"
-#include "layers/layers.hpp"
 #include "plugin_file.hpp"
 
 #include <algorithm>
@@ -274,7 +273,7 @@ hal_result_t not_initialized(const char* function) noexcept {
               "HAL is not initialised: call hal_init first (or hal_shutdown already ran)");
 }
 
-hal_result_t initialize(const hal_init_options_t* options) {
+hal_result_t initialize(const hal_init_options_t* options, const LifecycleHooks& hooks) {
   std::lock_guard lock(init_mutex);
   if (options != nullptr && options->struct_size < sizeof(hal_init_options_t)) {
     return fail(HAL_ERROR_INVALID_ARGUMENT, "hal_init",
@@ -291,19 +290,19 @@ hal_result_t initialize(const hal_init_options_t* options) {
   }
   current_registry = std::move(registry);
   init_reference_count = 1;
-  layers::start(*current_registry);
+  hooks.started(*current_registry);
   detail::active_registry.store(current_registry.get(), std::memory_order_release);
   return HAL_SUCCESS;
 }
 
-hal_result_t shut_down() {
+hal_result_t shut_down(const LifecycleHooks& hooks) {
   std::lock_guard lock(init_mutex);
   if (init_reference_count == 0) return not_initialized("hal_shutdown");
   if (--init_reference_count > 0) return HAL_SUCCESS;
   detail::active_registry.store(nullptr, std::memory_order_release);
-  layers::stop_before_teardown(*current_registry);
+  hooks.stopping(*current_registry);
   current_registry.reset();
-  layers::stop_after_teardown();
+  hooks.stopped();
   return HAL_SUCCESS;
 }
 
