@@ -3,7 +3,7 @@
 // lists entry points by the kinds of their arguments; every combination of
 // faults is tried, and the result must be the one the order predicts:
 //   not initialised > handles left to right (NULL, foreign or wrong type:
-//   INVALID_HANDLE; destroyed: DESTROYED_HANDLE) > NULL out-pointers >
+//   INVALID_HANDLE; destroyed: DESTROYED_HANDLE) > NULL required pointers >
 //   argument values.
 #include "test_support.hpp"
 
@@ -105,6 +105,14 @@ const std::vector<Entry>& entries() {
          float ms = 0;
          return hal_event_elapsed_ms(as<hal_event_t>(a[0]), as<hal_event_t>(a[1]),
                                      a[2].null_out ? nullptr : &ms);
+       }},
+      {"hal_memcpy_async",
+       {out(), out(), handle(Kind::kStream)},
+       [](const std::vector<Argument>& a) {
+         static unsigned char source[16];
+         static unsigned char target[16];
+         return hal_memcpy_async(a[0].null_out ? nullptr : target, a[1].null_out ? nullptr : source,
+                                 sizeof(source), as<hal_stream_t>(a[2]));
        }},
       {"hal_plugin_report_get",
        {value(HAL_ERROR_NOT_FOUND), out()},
