@@ -3,7 +3,7 @@
 // Each input builds a fresh plugin directory and runs hal_init over it:
 // - a layout byte chooses which entries exist: a copy of a working plugin
 //   with its ELF header and section header table mutated, an intact copy, a
-//   text file, an empty file, a directory and a dangling symlink, all named
+//   text file, an empty file, a directory, a FIFO and a dangling symlink, all named
 //   like plugins, plus a file that is not named like one;
 // - (offset, value) pairs mutate the copy, but only where the dynamic
 //   loader checks and refuses cleanly or never looks: e_ident, e_type,
@@ -20,6 +20,7 @@
 #include <hal.h>
 
 #include <elf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -119,7 +120,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (layout & 2) write_file(directory / "hal_plugin_intact.so", template_plugin);
   if (layout & 4) write_file(directory / "hal_plugin_text.so", {'n', 'o', 't', ' ', 'E', 'L', 'F'});
   if (layout & 8) write_file(directory / "hal_plugin_empty.so", {});
-  if (layout & 16) fs::create_directory(directory / "hal_plugin_directory.so", ignored);
+  if (layout & 16) {
+    // Not regular files: refused before any open, so hal_init never blocks.
+    fs::create_directory(directory / "hal_plugin_directory.so", ignored);
+    mkfifo((directory / "hal_plugin_fifo.so").c_str(), 0600);
+  }
   if (layout & 32)
     fs::create_symlink(directory / "missing", directory / "hal_plugin_dangling.so", ignored);
   if (layout & 64) write_file(directory / "not_a_plugin_name.so", template_plugin);

@@ -1,6 +1,7 @@
 // hal/init.h: library lifetime, versions and plugin load reports.
 #include "api_common.hpp"
 #include "layers/intercept.hpp"
+#include "layers/layers.hpp"
 
 using namespace hal::loader;
 
@@ -9,12 +10,23 @@ uint32_t hal_get_version(void) {
                           HAL_LIBRARY_VERSION_PATCH);
 }
 
+namespace {
+
+// The layers start on a built registry and stop around its teardown.
+constexpr LifecycleHooks kLayerHooks = {
+    layers::start,
+    layers::stop_before_teardown,
+    layers::stop_after_teardown,
+};
+
+}  // namespace
+
 hal_result_t hal_init(const hal_init_options_t* options) {
-  return guarded("hal_init", [&] { return initialize(options); });
+  return guarded("hal_init", [&] { return initialize(options, kLayerHooks); });
 }
 
 hal_result_t hal_shutdown(void) {
-  return guarded("hal_shutdown", [&] { return shut_down(); });
+  return guarded("hal_shutdown", [&] { return shut_down(kLayerHooks); });
 }
 
 static hal_result_t plugin_report_count_body(uint32_t* out_count) {

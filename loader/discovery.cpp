@@ -36,6 +36,14 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(first, last - first + 1));
 }
 
+// Relative entries are resolved against the working directory once, here, at
+// hal_init: what loads never depends on a later chdir.
+std::string absolute_path(const std::string& path) {
+  std::error_code error;
+  const fs::path absolute = fs::absolute(path, error);
+  return error ? path : absolute.lexically_normal().string();
+}
+
 // A path compared by what it names, so one directory reached two ways is
 // searched once.
 std::string canonical_or_self(const std::string& path) {
@@ -48,11 +56,11 @@ std::vector<SearchDirectory> search_directories(const hal_init_options_t* option
   std::vector<SearchDirectory> directories;
   if (options != nullptr && options->plugin_path != nullptr) {
     for (std::string& dir : split_list(options->plugin_path, ':'))
-      directories.push_back({std::move(dir), "options"});
+      directories.push_back({absolute_path(dir), "options"});
   }
   if (const char* env = hal::util::env("HAL_PLUGIN_PATH"); env != nullptr) {
     for (std::string& dir : split_list(env, ':'))
-      directories.push_back({std::move(dir), "HAL_PLUGIN_PATH"});
+      directories.push_back({absolute_path(dir), "HAL_PLUGIN_PATH"});
   }
   if (options == nullptr || options->skip_default_search == 0) {
     const std::string install_dir = canonical_or_self(HAL_INSTALL_PLUGIN_DIR);
@@ -103,7 +111,7 @@ Candidate resolve_requested(const std::string& entry, const std::string& found_b
   candidate.requested = true;
   candidate.requested_as = entry;
   if (entry.find('/') != std::string::npos) {
-    candidate.path = fs::absolute(entry).lexically_normal().string();
+    candidate.path = absolute_path(entry);
     return candidate;
   }
   const std::string file_name = std::string(kPluginPrefix) + entry + std::string(kPluginSuffix);
@@ -152,18 +160,23 @@ DiscoveryPlan discover_plugins(const hal_init_options_t* options) {
   DiscoveryPlan plan;
   const std::vector<SearchDirectory> directories = search_directories(options);
 
-  const char* list = nullptr;
+  // A list with no entries (NULL, "", only blanks and commas) is no list: the
+  // search runs, as for an unset HAL_PLUGINS (SPEC §9.1).
+  std::vector<std::string> entries;
   std::string found_by;
   if (options != nullptr && options->plugins != nullptr) {
-    list = options->plugins;
+    entries = split_list(options->plugins, ',');
     found_by = "options";
-  } else if (const char* env = hal::util::env("HAL_PLUGINS"); env != nullptr && env[0] != '\0') {
-    list = env;
-    found_by = "HAL_PLUGINS";
   }
-  if (list != nullptr) {
+  if (entries.empty()) {
+    if (const char* env = hal::util::env("HAL_PLUGINS"); env != nullptr) {
+      entries = split_list(env, ',');
+      found_by = "HAL_PLUGINS";
+    }
+  }
+  if (!entries.empty()) {
     plan.explicit_list = true;
-    for (const std::string& entry : split_list(list, ','))
+    for (const std::string& entry : entries)
       plan.candidates.push_back(resolve_requested(entry, found_by, directories));
     return plan;
   }

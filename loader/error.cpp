@@ -1,9 +1,11 @@
 #include "error.hpp"
 
+#include "hal_util/env.hpp"
 #include "hal_util/names.hpp"
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 namespace hal::loader {
@@ -108,6 +110,24 @@ std::string take_plugin_message() {
   if (!detail.plugin_report_pending) return {};
   detail.plugin_report_pending = false;
   return detail.message;
+}
+
+bool log_enabled() noexcept {
+  const char* value = hal::util::env("HAL_LOG");
+  return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+}
+
+void log_line(const char* source, const char* fmt, ...) noexcept {
+  if (!log_enabled()) return;
+  try {
+    va_list args;
+    va_start(args, fmt);
+    std::string line = std::string("hal: ") + source + ": " + vformat(fmt, args) + "\n";
+    va_end(args);
+    std::fputs(line.c_str(), stderr);
+  } catch (...) {
+    // Out of memory while logging: the line is lost, nothing else.
+  }
 }
 
 const char* result_name(hal_result_t result) noexcept {

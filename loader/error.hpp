@@ -46,6 +46,15 @@ void record_plugin_error(const std::string& plugin_name, hal_result_t result, in
 // Takes the sentence a plugin reported (used for load reports); "" when none.
 std::string take_plugin_message();
 
+// HAL_LOG is set to something other than "" or "0" (read at each call, so a
+// test or a long-running process can change it between hal_init calls).
+bool log_enabled() noexcept;
+
+// With HAL_LOG on, prints "hal: <source>: <formatted text>" and a newline on
+// stderr in one write. |source| is "loader" or a plugin's name.
+void log_line(const char* source, const char* fmt, ...) noexcept
+    __attribute__((format(printf, 2, 3)));
+
 // The static name of a result code.
 const char* result_name(hal_result_t result) noexcept;
 

@@ -5,11 +5,13 @@
 #include "hal_util/elf_image.hpp"
 #include "hal_util/env.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 namespace hal::loader {
@@ -22,14 +24,6 @@ void host_set_error(void* host_context, hal_result_t result, int64_t native_code
   record_plugin_error(plugin->name, result, native_code, message);
 }
 
-bool log_enabled() {
-  static const bool enabled = [] {
-    const char* value = hal::util::env("HAL_LOG");
-    return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
-  }();
-  return enabled;
-}
-
 void host_log(void* host_context, hal_log_level_t level, const char* message) {
   auto* plugin = static_cast<PluginRecord*>(host_context);
   // While loading, the last warning explains a plugin that loads with no
@@ -40,12 +34,10 @@ void host_log(void* host_context, hal_log_level_t level, const char* message) {
     } catch (...) {
     }
   }
-  if (!log_enabled()) return;
   const char* level_name = level == HAL_LOG_DEBUG  ? "debug"
                            : level == HAL_LOG_INFO ? "info"
                                                    : "warning";
-  std::fprintf(stderr, "[hal:%s] %s: %s\n", plugin->name.c_str(), level_name,
-               message != nullptr ? message : "");
+  log_line(plugin->name.c_str(), "%s: %s", level_name, message != nullptr ? message : "");
 }
 
 // Boost.DLL wraps dlerror() as "... (dlerror system message: <text>): <errno text>";
@@ -83,51 +75,44 @@ LoadOutcome failure(hal_plugin_outcome_t outcome, hal_result_t result, std::stri
   return failed;
 }
 
-}  // namespace
+using Failure = std::optional<LoadOutcome>;
 
-PluginRecord::~PluginRecord() {
-  if (entry_succeeded && table.plugin_shutdown != nullptr) table.plugin_shutdown(context);
-  // |library| unloads in its own destructor, after the plugin let go of everything.
-}
-
-LoadOutcome load_plugin_library(const std::string& path, PluginRecord& identity) {
-  auto plugin = std::make_unique<PluginRecord>();
-  plugin->path = path;
-  plugin->name = plugin_name_from_path(path);
-  identity.path = plugin->path;
-  identity.name = plugin->name;
-
+// Step 1: dlopens the file and finds hal_plugin_entry.
+Failure open_library(PluginRecord& plugin, hal_plugin_entry_fn_t& out_entry) {
+  const std::string& path = plugin.path;
   // dlopen trusts the file: a truncated object dies of SIGBUS inside it.
   if (std::string why; !hal::util::check_elf_file(path, why)) {
     return failure(HAL_PLUGIN_FAILED_OPEN, HAL_ERROR_PLUGIN_LOAD, std::move(why));
   }
   try {
-    plugin->library.load(boost::dll::fs::path(path),
-                         boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    plugin.library.load(boost::dll::fs::path(path),
+                        boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::system_error& e) {
     return failure(HAL_PLUGIN_FAILED_OPEN, HAL_ERROR_PLUGIN_LOAD, dlerror_text(e.what()));
   }
-
-  hal_plugin_entry_fn_t entry = nullptr;
   try {
-    entry = plugin->library.get<hal_result_t(const hal_plugin_host_t*, hal_plugin_v1_t*)>(
+    out_entry = plugin.library.get<hal_result_t(const hal_plugin_host_t*, hal_plugin_v1_t*)>(
         HAL_PLUGIN_ENTRY_NAME);
   } catch (const std::system_error& e) {
     return failure(HAL_PLUGIN_FAILED_SYMBOL, HAL_ERROR_PLUGIN_LOAD, dlerror_text(e.what()));
   }
+  return std::nullopt;
+}
 
-  plugin->host.struct_size = sizeof(hal_plugin_host_t);
-  plugin->host.abi_version = HAL_ABI_VERSION;
-  plugin->host.host_context = plugin.get();
-  plugin->host.set_error = host_set_error;
-  plugin->host.log = host_log;
+// Step 2: calls the entry, negotiates the ABI and takes the plugin's identity.
+Failure call_entry(PluginRecord& plugin, hal_plugin_entry_fn_t entry, hal_plugin_v1_t& description,
+                   PluginRecord& identity) {
+  plugin.host.struct_size = sizeof(hal_plugin_host_t);
+  plugin.host.abi_version = HAL_ABI_VERSION;
+  plugin.host.host_context = &plugin;
+  plugin.host.set_error = host_set_error;
+  plugin.host.log = host_log;
 
-  hal_plugin_v1_t description;
   std::memset(&description, 0, sizeof(description));
   description.struct_size = sizeof(description);
   take_plugin_message();  // a stale report must not become this plugin's reason
-  const hal_result_t entry_result = entry(&plugin->host, &description);
-  plugin->abi_version = description.abi_version;
+  const hal_result_t entry_result = entry(&plugin.host, &description);
+  plugin.abi_version = description.abi_version;
   identity.abi_version = description.abi_version;
   if (entry_result != HAL_SUCCESS) {
     std::string said = take_plugin_message();
@@ -153,14 +138,19 @@ LoadOutcome load_plugin_library(const std::string& path, PluginRecord& identity)
     return failure(HAL_PLUGIN_FAILED_ABI, HAL_ERROR_ABI_MISMATCH,
                    "the plugin returned no name (hal_plugin_v1_t.name is NULL or empty)");
   }
-  plugin->name = description.name;
-  plugin->version = description.version != nullptr ? description.version : "";
-  plugin->vendor = description.vendor != nullptr ? description.vendor : "";
-  plugin->build_id = description.build_id != nullptr ? description.build_id : "";
-  identity.name = plugin->name;
-  identity.version = plugin->version;
-  identity.vendor = plugin->vendor;
-  identity.build_id = plugin->build_id;
+  plugin.name = description.name;
+  plugin.version = description.version != nullptr ? description.version : "";
+  plugin.vendor = description.vendor != nullptr ? description.vendor : "";
+  plugin.build_id = description.build_id != nullptr ? description.build_id : "";
+  identity.name = plugin.name;
+  identity.version = plugin.version;
+  identity.vendor = plugin.vendor;
+  identity.build_id = plugin.build_id;
+  return std::nullopt;
+}
+
+// Step 3: copies the plugin's function table and checks its required entries.
+Failure check_plugin_table(PluginRecord& plugin, const hal_plugin_v1_t& description) {
   if (description.table == nullptr) {
     return failure(HAL_PLUGIN_FAILED_ABI, HAL_ERROR_ABI_MISMATCH,
                    "the plugin returned no function table (hal_plugin_v1_t.table is NULL)");
@@ -176,13 +166,13 @@ LoadOutcome load_plugin_library(const std::string& path, PluginRecord& identity)
                           "the %zu bytes of the core v1 table",
                           description.table->struct_size, kCoreTableSize));
   }
-  std::memcpy(&plugin->table, description.table,
+  std::memcpy(&plugin.table, description.table,
               std::min(description.table->struct_size, sizeof(hal_plugin_table_v1_t)));
-  plugin->table.struct_size = sizeof(hal_plugin_table_v1_t);
-  plugin->context = description.context;
-  plugin->entry_succeeded = true;
+  plugin.table.struct_size = sizeof(hal_plugin_table_v1_t);
+  plugin.context = description.context;
+  plugin.entry_succeeded = true;
 
-  const hal_plugin_table_v1_t& table = plugin->table;
+  const hal_plugin_table_v1_t& table = plugin.table;
   const RequiredEntry required[] = {
       {"device_count", table.device_count != nullptr},
       {"device_open", table.device_open != nullptr},
@@ -203,12 +193,33 @@ LoadOutcome load_plugin_library(const std::string& path, PluginRecord& identity)
   }
   // Events come from the plugin only when it implements the whole set the
   // loader needs; otherwise the loader's own events serve every call.
-  plugin->loader_events = table.event_create == nullptr || table.event_destroy == nullptr ||
-                          table.event_record == nullptr || table.event_query == nullptr ||
-                          table.event_synchronize == nullptr;
+  plugin.loader_events = table.event_create == nullptr || table.event_destroy == nullptr ||
+                         table.event_record == nullptr || table.event_query == nullptr ||
+                         table.event_synchronize == nullptr;
+  plugin.kernels = table.module_load != nullptr && table.module_unload != nullptr &&
+                   table.kernel_get != nullptr && table.launch_kernel != nullptr;
+  return std::nullopt;
+}
 
-  plugin->kernels = table.module_load != nullptr && table.module_unload != nullptr &&
-                    table.kernel_get != nullptr && table.launch_kernel != nullptr;
+}  // namespace
+
+PluginRecord::~PluginRecord() {
+  if (entry_succeeded && table.plugin_shutdown != nullptr) table.plugin_shutdown(context);
+  // |library| unloads in its own destructor, after the plugin let go of everything.
+}
+
+LoadOutcome load_plugin_library(const std::string& path, PluginRecord& identity) {
+  auto plugin = std::make_unique<PluginRecord>();
+  plugin->path = path;
+  plugin->name = plugin_name_from_path(path);
+  identity.path = plugin->path;
+  identity.name = plugin->name;
+
+  hal_plugin_entry_fn_t entry = nullptr;
+  if (Failure failed = open_library(*plugin, entry)) return std::move(*failed);
+  hal_plugin_v1_t description;
+  if (Failure failed = call_entry(*plugin, entry, description, identity)) return std::move(*failed);
+  if (Failure failed = check_plugin_table(*plugin, description)) return std::move(*failed);
 
   LoadOutcome loaded;
   loaded.outcome = HAL_PLUGIN_LOADED;

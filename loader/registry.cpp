@@ -3,9 +3,7 @@
 #include "discovery.hpp"
 #include "error.hpp"
 #include "fallbacks.hpp"
-#include "layers/layers.hpp"
-
-#include "hal_util/env.hpp"
+#include "plugin_file.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -79,6 +77,13 @@ bool enumerate_devices(PluginRecord& plugin, uint32_t first_index,
       result != HAL_SUCCESS) {
     return fail_with("device_count", result);
   }
+  if (count > kMaxDevicesPerPlugin) {
+    report.outcome = HAL_PLUGIN_FAILED_INIT;
+    report.result = HAL_ERROR_INTERNAL;
+    report.reason = format("device_count reported %u devices, more than the %u a plugin may have",
+                           count, kMaxDevicesPerPlugin);
+    return false;
+  }
   for (uint32_t index = 0; index < count; ++index) {
     hal_impl_device_t* impl = nullptr;
     if (hal_result_t result = plugin.table.device_open(plugin.context, index, &impl);
@@ -135,13 +140,31 @@ const char* failed_step(hal_plugin_outcome_t outcome) {
   }
 }
 
+const char* outcome_name(hal_plugin_outcome_t outcome) {
+  switch (outcome) {
+    case HAL_PLUGIN_LOADED:
+      return "HAL_PLUGIN_LOADED";
+    case HAL_PLUGIN_SKIPPED_DUPLICATE:
+      return "HAL_PLUGIN_SKIPPED_DUPLICATE";
+    case HAL_PLUGIN_FAILED_OPEN:
+      return "HAL_PLUGIN_FAILED_OPEN";
+    case HAL_PLUGIN_FAILED_SYMBOL:
+      return "HAL_PLUGIN_FAILED_SYMBOL";
+    case HAL_PLUGIN_FAILED_ABI:
+      return "HAL_PLUGIN_FAILED_ABI";
+    case HAL_PLUGIN_FAILED_INIT:
+      return "HAL_PLUGIN_FAILED_INIT";
+    default:
+      return "HAL_PLUGIN_OUTCOME_UNKNOWN";
+  }
+}
+
+// SPEC §12: "hal: loader: <name>: <OUTCOME> (<path>, found by <found_by>, <n> devices)[: <reason>]"
 void log_report(const PluginReport& report) {
-  const char* value = hal::util::env("HAL_LOG");
-  if (value == nullptr || value[0] == '\0' || std::strcmp(value, "0") == 0) return;
-  std::fprintf(stderr, "[hal:loader] %s (%s, found by %s): outcome %d%s%s\n", report.name.c_str(),
-               report.path.empty() ? "no file" : report.path.c_str(), report.found_by.c_str(),
-               static_cast<int>(report.outcome), report.reason.empty() ? "" : ": ",
-               report.reason.c_str());
+  log_line("loader", "%s: %s (%s, found by %s, %u devices)%s%s", report.name.c_str(),
+           outcome_name(report.outcome), report.path.empty() ? "no file" : report.path.c_str(),
+           report.found_by.c_str(), report.device_count, report.reason.empty() ? "" : ": ",
+           report.reason.c_str());
 }
 
 // Loads one candidate into |registry|; returns its report.
@@ -157,6 +180,12 @@ PluginReport load_candidate(const Candidate& candidate, Registry& registry) {
   report.name = plugin_name_from_path(candidate.path);
   if (const PluginRecord* earlier = find_plugin(registry, report.name)) {
     return duplicate_of(*earlier, std::move(report));
+  }
+  if (std::string refusal = plugin_file_refusal(candidate.path); !refusal.empty()) {
+    report.outcome = HAL_PLUGIN_FAILED_OPEN;
+    report.result = HAL_ERROR_PLUGIN_LOAD;
+    report.reason = std::move(refusal);
+    return report;
   }
   PluginRecord identity;
   LoadOutcome loaded = load_plugin_library(candidate.path, identity);
@@ -244,7 +273,7 @@ hal_result_t not_initialized(const char* function) noexcept {
               "HAL is not initialised: call hal_init first (or hal_shutdown already ran)");
 }
 
-hal_result_t initialize(const hal_init_options_t* options) {
+hal_result_t initialize(const hal_init_options_t* options, const LifecycleHooks& hooks) {
   std::lock_guard lock(init_mutex);
   if (options != nullptr && options->struct_size < sizeof(hal_init_options_t)) {
     return fail(HAL_ERROR_INVALID_ARGUMENT, "hal_init",
@@ -261,19 +290,19 @@ hal_result_t initialize(const hal_init_options_t* options) {
   }
   current_registry = std::move(registry);
   init_reference_count = 1;
-  layers::start(*current_registry);
+  hooks.started(*current_registry);
   detail::active_registry.store(current_registry.get(), std::memory_order_release);
   return HAL_SUCCESS;
 }
 
-hal_result_t shut_down() {
+hal_result_t shut_down(const LifecycleHooks& hooks) {
   std::lock_guard lock(init_mutex);
   if (init_reference_count == 0) return not_initialized("hal_shutdown");
   if (--init_reference_count > 0) return HAL_SUCCESS;
   detail::active_registry.store(nullptr, std::memory_order_release);
-  layers::stop_before_teardown(*current_registry);
+  hooks.stopping(*current_registry);
   current_registry.reset();
-  layers::stop_after_teardown();
+  hooks.stopped();
   return HAL_SUCCESS;
 }
 

@@ -33,6 +33,10 @@ struct PluginReport {
 
 inline constexpr size_t kQuarantineCapacity = 4096;
 
+// A plugin reporting more devices is refused (SPEC §9.3): a broken count must
+// not make hal_init open devices for minutes.
+inline constexpr uint32_t kMaxDevicesPerPlugin = 4096;
+
 struct Registry {
   // Immutable once hal_init returns, so readers need no lock.
   std::vector<std::unique_ptr<PluginRecord>> plugins;
@@ -65,8 +69,21 @@ inline Registry* active_registry() noexcept {
 
 hal_result_t not_initialized(const char* function) noexcept;
 
-// hal_init and hal_shutdown behind their reference count.
-hal_result_t initialize(const hal_init_options_t* options);
-hal_result_t shut_down();
+// What runs around a registry's lifetime, under the init lock: hal_init and
+// hal_shutdown (api_init.cpp) pass the layers' start and stop here, so the
+// registry itself knows nothing of the layers that depend on it.
+struct LifecycleHooks {
+  // After the registry is built, before any call can reach it.
+  void (*started)(const Registry& registry) noexcept;
+  // Once no call can reach it any more, before it releases anything.
+  void (*stopping)(const Registry& registry) noexcept;
+  // After it is gone.
+  void (*stopped)() noexcept;
+};
+
+// hal_init and hal_shutdown behind their reference count; the hooks run at
+// the first reference and at the last release only.
+hal_result_t initialize(const hal_init_options_t* options, const LifecycleHooks& hooks);
+hal_result_t shut_down(const LifecycleHooks& hooks);
 
 }  // namespace hal::loader

@@ -21,6 +21,7 @@
 #include <hal/plugin_v1.h>
 
 #include <cstddef>
+#include <type_traits>
 
 namespace hal::loader::layers::validation {
 
@@ -63,6 +64,19 @@ hal_result_t check_argument(const char*, const char*, T) {
   return HAL_SUCCESS;  // not a handle
 }
 
+// A NULL handle argument: the entry point reports it, and by SPEC §4.1 it
+// takes precedence over any handle to its right, so checking stops there.
+template <class T>
+bool is_null_handle(T argument) {
+  if constexpr (std::is_same_v<T, hal_device_t> || std::is_same_v<T, hal_stream_t> ||
+                std::is_same_v<T, hal_event_t> || std::is_same_v<T, hal_module_t> ||
+                std::is_same_v<T, hal_kernel_t> || std::is_same_v<T, hal_comm_t>) {
+    return argument == nullptr;
+  } else {
+    return false;
+  }
+}
+
 // ---- before a call: what each call adds ----------------------------------------
 
 template <class Api, class... Args>
@@ -100,9 +114,12 @@ hal_result_t before(Api api, Args... args) noexcept {
   try {
     hal_result_t result = HAL_SUCCESS;
     size_t index = 0;
+    bool stopped = false;  // at a NULL handle, left to the entry point
     // Unused by calls without arguments (hal_group_start).
     [[maybe_unused]] const auto check_one = [&](auto argument) {
-      if (result == HAL_SUCCESS) result = check_argument(Api::kName, Api::kArgs[index], argument);
+      stopped = stopped || is_null_handle(argument);
+      if (result == HAL_SUCCESS && !stopped)
+        result = check_argument(Api::kName, Api::kArgs[index], argument);
       ++index;
     };
     (check_one(args), ...);

@@ -45,6 +45,10 @@ const std::vector<ZooCase>& zoo_cases() {
        HAL_PLUGIN_FAILED_OPEN,
        HAL_ERROR_PLUGIN_LOAD,
        {"libzoo_dependency.so", "cannot open shared object file"}},
+      {"zoo_too_many_devices",
+       HAL_PLUGIN_FAILED_INIT,
+       HAL_ERROR_INTERNAL,
+       {"device_count reported 4294967295 devices, more than the 4096 a plugin may have"}},
   };
   return cases;
 }

@@ -16,7 +16,16 @@
 namespace {
 
 using hal::util::device_type_name;
-using hal::util::plugin_outcome_name;
+using hal::util::Spelling;
+
+const char* outcome_name(hal_plugin_outcome_t outcome) {
+  return hal::util::plugin_outcome_name(outcome);
+}
+
+const char* outcome_enum_name(hal_plugin_outcome_t outcome) {
+  return hal::util::enumerator_name(hal::util::plugin_outcome_table(),
+                                    static_cast<uint32_t>(outcome));
+}
 
 // "kernels event_timing" as a list; "none" is the empty list.
 std::vector<std::string> split_names(const std::string& joined) {
@@ -30,14 +39,15 @@ std::vector<std::string> split_names(const std::string& joined) {
   return names;
 }
 
-// The short names of the set bits ("kernels"), from hal_util's one table per
-// enum; a bit no table names shows as its number rather than vanishing.
-std::vector<std::string> capability_list(hal_device_caps_t capabilities) {
-  return split_names(hal::util::capability_names(capabilities, hal::util::Spelling::kShort, " "));
+// The names of the set bits, from hal_util's one table per enum (the short
+// name for text, the enumerator for JSON: SPEC §12); a bit no table names
+// shows as its number rather than vanishing.
+std::vector<std::string> capability_list(hal_device_caps_t capabilities, Spelling spelling) {
+  return split_names(hal::util::capability_names(capabilities, spelling, " "));
 }
 
-std::vector<std::string> module_format_list(uint32_t formats) {
-  return split_names(hal::util::module_format_names(formats, hal::util::Spelling::kShort, " "));
+std::vector<std::string> module_format_list(uint32_t formats, Spelling spelling) {
+  return split_names(hal::util::module_format_names(formats, spelling, " "));
 }
 
 std::string version_string(uint32_t version) {
@@ -101,7 +111,7 @@ std::string json_list(const std::vector<std::string>& names) {
 std::string text_list(const std::vector<std::string>& names) {
   if (names.empty()) return "(none)";
   std::string list;
-  for (size_t i = 0; i < names.size(); ++i) list += (i ? " " : "") + names[i];
+  for (size_t i = 0; i < names.size(); ++i) list += std::string(i ? " " : "") + names[i];
   return list;
 }
 
@@ -153,7 +163,7 @@ void print_text(const Inventory& inventory) {
               version_string(HAL_ABI_VERSION).c_str());
   std::printf("Plugins considered: %zu\n", inventory.reports.size());
   for (const hal_plugin_report_t& report : inventory.reports) {
-    std::printf("  %-16s %s\n", report.name, plugin_outcome_name(report.outcome));
+    std::printf("  %-16s %s\n", report.name, outcome_name(report.outcome));
     std::printf("    path:      %s\n", report.path);
     std::printf("    found by:  %s%s\n", report.found_by, report.requested ? " (requested)" : "");
     if (report.outcome == HAL_PLUGIN_LOADED) {
@@ -188,26 +198,28 @@ void print_text(const Inventory& inventory) {
     std::printf("    peak fp32:           %.3g FLOP/s\n", d.peak_fp32_flops);
     std::printf("    peak bandwidth:      %.3g B/s\n", d.peak_memory_bandwidth);
     std::printf("    capabilities:        %s\n",
-                text_list(capability_list(d.capabilities)).c_str());
+                text_list(capability_list(d.capabilities, Spelling::kShort)).c_str());
     std::printf("    module formats:      %s\n",
-                text_list(module_format_list(d.module_formats)).c_str());
+                text_list(module_format_list(d.module_formats, Spelling::kShort)).c_str());
   }
 }
 
-void print_json(const Inventory& inventory) {
-  std::string out = "{\"libhal_version\":" + json_string(version_string(hal_get_version())) +
+// SPEC §12: one object; "error" is null on success, else hal_init's detail
+// (and then "plugins" and "devices" are empty).
+void print_json(const Inventory& inventory, const hal_error_detail_t* error) {
+  std::string out = "{\"hal_version\":" + json_string(version_string(hal_get_version())) +
                     ",\"abi_version\":" + json_string(version_string(HAL_ABI_VERSION)) +
                     ",\"plugins\":[";
   for (size_t i = 0; i < inventory.reports.size(); ++i) {
     const hal_plugin_report_t& r = inventory.reports[i];
-    out += std::string(i ? "," : "") + "{\"name\":" + json_string(r.name) +
-           ",\"path\":" + json_string(r.path) +
-           ",\"outcome\":" + json_string(plugin_outcome_name(r.outcome)) +
-           ",\"result\":" + json_string(hal_result_string(r.result)) +
-           ",\"reason\":" + json_string(r.reason) + ",\"found_by\":" + json_string(r.found_by) +
+    out += std::string(i ? "," : "") + "{\"path\":" + json_string(r.path) +
+           ",\"name\":" + json_string(r.name) + ",\"version\":" + json_string(r.version) +
+           ",\"vendor\":" + json_string(r.vendor) + ",\"build_id\":" + json_string(r.build_id) +
+           ",\"found_by\":" + json_string(r.found_by) +
            ",\"requested\":" + (r.requested ? "true" : "false") +
-           ",\"version\":" + json_string(r.version) + ",\"vendor\":" + json_string(r.vendor) +
-           ",\"build_id\":" + json_string(r.build_id) +
+           ",\"outcome\":" + json_string(outcome_enum_name(r.outcome)) +
+           ",\"result\":" + json_string(hal_result_string(r.result)) +
+           ",\"reason\":" + json_string(r.reason) +
            ",\"abi_version\":" + json_string(version_string(r.abi_version)) +
            ",\"device_count\":" + std::to_string(r.device_count) + "}";
   }
@@ -215,33 +227,57 @@ void print_json(const Inventory& inventory) {
   char number[64];
   const auto real = [&](double value) {
     std::snprintf(number, sizeof(number), "%.17g", value);
-    return std::string(number);
+    // JSON has no inf or nan.
+    return std::string(std::strpbrk(number, "in") != nullptr ? "null" : number);
   };
   for (size_t i = 0; i < inventory.devices.size(); ++i) {
     const hal_device_properties_t& d = inventory.devices[i];
-    out += std::string(i ? "," : "") + "{\"index\":" + std::to_string(d.index) +
-           ",\"name\":" + json_string(d.name) + ",\"vendor\":" + json_string(d.vendor) +
-           ",\"plugin\":" + json_string(d.plugin) +
-           ",\"plugin_device_index\":" + std::to_string(d.plugin_device_index) +
-           ",\"driver_version\":" + json_string(d.driver_version) +
-           ",\"uuid\":" + json_string(uuid_string(d.uuid)) +
-           ",\"type\":" + json_string(device_type_name(d.type)) +
-           ",\"capabilities\":" + json_list(capability_list(d.capabilities)) +
-           ",\"module_formats\":" + json_list(module_format_list(d.module_formats)) +
-           ",\"compute_units\":" + std::to_string(d.compute_units) +
-           ",\"total_memory_bytes\":" + std::to_string(d.total_memory_bytes) +
-           ",\"max_allocation_bytes\":" + std::to_string(d.max_allocation_bytes) +
-           ",\"min_alignment_bytes\":" + std::to_string(d.min_alignment_bytes) +
-           ",\"max_threads_per_block\":" + std::to_string(d.max_threads_per_block) +
-           ",\"max_block_dims\":" + json_dims(d.max_block_dims) +
-           ",\"max_grid_dims\":" + json_dims(d.max_grid_dims) +
-           ",\"max_shared_memory_bytes\":" + std::to_string(d.max_shared_memory_bytes) +
-           ",\"subgroup_size\":" + std::to_string(d.subgroup_size) +
-           ",\"peak_fp32_flops\":" + real(d.peak_fp32_flops) +
-           ",\"peak_memory_bandwidth\":" + real(d.peak_memory_bandwidth) + "}";
+    out +=
+        std::string(i ? "," : "") + "{\"index\":" + std::to_string(d.index) +
+        ",\"plugin\":" + json_string(d.plugin) +
+        ",\"plugin_device_index\":" + std::to_string(d.plugin_device_index) +
+        ",\"name\":" + json_string(d.name) + ",\"type\":" + json_string(device_type_name(d.type)) +
+        ",\"vendor\":" + json_string(d.vendor) +
+        ",\"driver_version\":" + json_string(d.driver_version) +
+        ",\"uuid\":" + json_string(uuid_string(d.uuid)) +
+        ",\"capabilities\":" + json_list(capability_list(d.capabilities, Spelling::kEnumerator)) +
+        ",\"module_formats\":" +
+        json_list(module_format_list(d.module_formats, Spelling::kEnumerator)) +
+        ",\"compute_units\":" + std::to_string(d.compute_units) +
+        ",\"total_memory_bytes\":" + std::to_string(d.total_memory_bytes) +
+        ",\"max_allocation_bytes\":" + std::to_string(d.max_allocation_bytes) +
+        ",\"min_alignment_bytes\":" + std::to_string(d.min_alignment_bytes) +
+        ",\"max_threads_per_block\":" + std::to_string(d.max_threads_per_block) +
+        ",\"max_block_dims\":" + json_dims(d.max_block_dims) +
+        ",\"max_grid_dims\":" + json_dims(d.max_grid_dims) +
+        ",\"max_shared_memory_bytes\":" + std::to_string(d.max_shared_memory_bytes) +
+        ",\"subgroup_size\":" + std::to_string(d.subgroup_size) +
+        ",\"peak_fp32_flops\":" + real(d.peak_fp32_flops) +
+        ",\"peak_memory_bandwidth\":" + real(d.peak_memory_bandwidth) + "}";
   }
-  out += "]}\n";
+  out += "],\"error\":";
+  if (error == nullptr) {
+    out += "null";
+  } else {
+    out += "{\"result\":" + json_string(hal_result_string(error->result)) +
+           ",\"function\":" + json_string(error->function != nullptr ? error->function : "") +
+           ",\"plugin\":" + json_string(error->plugin != nullptr ? error->plugin : "") +
+           ",\"message\":" + json_string(error->message != nullptr ? error->message : "") +
+           ",\"native_code\":" + std::to_string(error->native_code) + "}";
+  }
+  out += "}\n";
   std::fputs(out.c_str(), stdout);
+}
+
+// The text form of a failure: the detail of the call that failed.
+void print_error_text(const hal_error_detail_t& error) {
+  std::fprintf(stderr,
+               "halinfo: %s failed: %s\n  plugin:      %s\n  message:     %s\n"
+               "  native code: %lld\n",
+               error.function != nullptr ? error.function : "HAL", hal_result_string(error.result),
+               error.plugin != nullptr ? error.plugin : "",
+               error.message != nullptr ? error.message : "",
+               static_cast<long long>(error.native_code));
 }
 
 void print_usage(const char* program) {
@@ -272,22 +308,25 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (hal_result_t result = hal_init(nullptr); result != HAL_SUCCESS) {
-    std::fprintf(stderr, "halinfo: hal_init failed: %s: %s\n", hal_result_string(result),
-                 hal_error_last_message());
-    return 1;
-  }
   Inventory inventory;
-  const bool collected = collect(inventory);
-  if (collected) {
+  const bool initialised = hal_init(nullptr) == HAL_SUCCESS;
+  const bool collected = initialised && collect(inventory);
+  if (!collected) {
+    // The detail of what failed (hal_init's survives it), and no partial lists.
+    hal_error_detail_t error{};
+    error.struct_size = sizeof(error);
+    hal_error_get_detail(&error);
+    inventory = Inventory{};
     if (json) {
-      print_json(inventory);
+      print_json(inventory, &error);
     } else {
-      print_text(inventory);
+      print_error_text(error);
     }
+  } else if (json) {
+    print_json(inventory, nullptr);
   } else {
-    std::fprintf(stderr, "halinfo: %s\n", hal_error_last_message());
+    print_text(inventory);
   }
-  hal_shutdown();
+  if (initialised) hal_shutdown();
   return collected ? 0 : 1;
 }

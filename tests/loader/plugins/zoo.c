@@ -13,6 +13,7 @@
 #define ZOO_DEVICE_COUNT_FAILS 6 /* device_count fails with a sentence */
 #define ZOO_MISSING_DEPENDENCY 7 /* linked against a library absent at run time */
 #define ZOO_NO_ENTRY 8           /* exports no hal_plugin_entry */
+#define ZOO_TOO_MANY_DEVICES 9   /* device_count answers 0xffffffff */
 
 #if ZOO_FAULT == ZOO_MISSING_DEPENDENCY
 int zoo_dependency_answer(void);
@@ -27,6 +28,9 @@ static hal_result_t zoo_device_count(hal_plugin_context_t* context, uint32_t* ou
   zoo_host->set_error(zoo_host->host_context, HAL_ERROR_DEVICE_LOST, -3,
                       "zoo driver lost its devices");
   return HAL_ERROR_DEVICE_LOST;
+#elif ZOO_FAULT == ZOO_TOO_MANY_DEVICES
+  *out_count = 0xffffffffu;
+  return HAL_SUCCESS;
 #else
   *out_count = 0;
   return HAL_SUCCESS;
@@ -67,6 +71,7 @@ __attribute__((visibility("default"))) const void* zoo_not_an_entry(void) {
 HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
                                                 hal_plugin_v1_t* out_plugin) {
   zoo_host = host;
+  host->log(host->host_context, HAL_LOG_INFO, "zoo plugin " ZOO_NAME " entered");
   out_plugin->abi_version = HAL_ABI_VERSION;
   out_plugin->name = ZOO_NAME;
   out_plugin->version = "0";
