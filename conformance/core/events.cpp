@@ -87,11 +87,12 @@ HALCONFORM_TEST("core.events.synchronize",
   HC_OK(hal_event_record(event, stream));
   std::thread opener([&gate] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    gate.open();
+    gate.release();
   });
   const hal_result_t result = hal_event_synchronize(event);
   const bool ran_before_return = ran.load();
   opener.join();
+  gate.open();  // fails the test if the gate had to open by itself
   HC_OK(result);
   HC_REQUIRE(ran_before_return, "hal_event_synchronize returned before the captured work ran");
 }

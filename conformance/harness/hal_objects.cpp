@@ -57,10 +57,21 @@ void HostGate::enqueue_on(hal_stream_t stream) {
   HC_OK(hal_stream_enqueue_host_fn(stream, &HostGate::hold, this));
 }
 
-void HostGate::open() {
+void HostGate::release() {
   std::lock_guard lock(mutex_);
   open_ = true;
   opened_.notify_all();
+}
+
+void HostGate::open() {
+  release();
+  if (was_held_open_by_timeout()) {
+    fail(
+        strf("a HostGate holding a stream opened by itself after %.0f s, before the test opened "
+             "it: a call waited for work held behind the gate (a false dependency between "
+             "streams, or a wait done on the host thread)",
+             max_hold_seconds_));
+  }
 }
 
 bool HostGate::was_held_open_by_timeout() const {

@@ -90,16 +90,21 @@ class Module {
 };
 
 // A host function that holds a stream until the test opens the gate: the
-// deterministic way to keep work pending while a test looks at it. Opens by
-// itself after |max_hold_seconds| so a mistake is a slow test, not a hang.
+// deterministic way to keep work pending while a test looks at it. Gives up
+// after |max_hold_seconds| so a mistake is a slow test, not a hang, but a gate
+// that gave up fails the test: open() throws, so an ordering fault that made a
+// call wait for the held work (a deadlock the time-out broke) is never a pass.
 class HostGate {
  public:
   explicit HostGate(double max_hold_seconds = 20.0) : max_hold_seconds_(max_hold_seconds) {}
   HostGate(const HostGate&) = delete;
   HostGate& operator=(const HostGate&) = delete;
-  ~HostGate() { open(); }
+  ~HostGate() { release(); }
   void enqueue_on(hal_stream_t stream);
+  // Opens the gate; throws TestFailure when it had already opened by itself.
   void open();
+  // Opens the gate without checking (from a helper thread, or a destructor).
+  void release();
   bool was_held_open_by_timeout() const;
 
  private:
