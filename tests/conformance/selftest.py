@@ -55,6 +55,8 @@ PLANTED = [
      60),
     ("kernel_get_wrong_error", "core", "core.kernels.signature", "HAL_ERROR_NOT_FOUND", 60),
     # collectives
+    ("collective_half_ulp_off", "collectives", "collectives.matrix.half_exact",
+     "round to nearest even", 60),
     ("collective_deadline_ignored", "collectives", "collectives.abort.deadline",
      "deadline is ignored", 60),
 ]
