@@ -1,5 +1,6 @@
 // core.streams: creation, in-order execution, host functions, queries,
 // synchronisation and destruction of streams with work pending.
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -173,7 +174,15 @@ HALCONFORM_TEST("core.streams.concurrent_enqueue",
   for (std::thread& thread : threads) thread.join();
   HC_OK(hal_stream_synchronize(stream));
   HC_REQUIRE(failures.load() == 0, strf("%d concurrent enqueues failed", failures.load()));
-  HC_REQUIRE(host == data, "concurrent copies on one stream lost or corrupted data");
+  if (host != data) {
+    const auto at = static_cast<size_t>(
+        std::mismatch(host.begin(), host.end(), data.begin()).first - host.begin());
+    fail(
+        strf("hal_memcpy_async #%zu of thread %zu (64 bytes at offset %zu), enqueued "
+             "concurrently on one stream: byte %zu is 0x%02x, expected 0x%02x: lost or "
+             "corrupted data",
+             at / 64 % kCopies, at / 64 / kCopies, at / 64 * 64, at, host[at], data[at]));
+  }
 }
 
 HALCONFORM_TEST("core.streams.device_synchronize",

@@ -118,7 +118,8 @@ class HostGate {
 
 // Seeded random bytes.
 std::vector<uint8_t> random_bytes(size_t size, uint64_t seed);
-// Copies |size| bytes from device memory at |src| into a host vector (synchronously on |stream|).
+// Copies |size| bytes from device memory at |src| into a host vector (synchronously on
+// |stream|); fails naming hal_memcpy_async when the copy leaves a byte unwritten.
 std::vector<uint8_t> read_back(hal_stream_t stream, const void* src, size_t size);
 // The first index where |actual| and |expected| differ, or SIZE_MAX; a
 // readable sentence about it in |out_message|.

@@ -16,7 +16,7 @@ PLANTED = [
     # copies and fills
     ("copy_short", "core", "core.memory.copy_directions", "hal_memcpy_async", 60),
     ("copy_dst_off_by_one", "core", "core.memory.copy_directions", "hal_memcpy_async", 60),
-    ("copy_dropped_sometimes", "core", "core.streams.concurrent_enqueue", "lost or corrupted", 60),
+    ("copy_dropped_sometimes", "core", "core.streams.concurrent_enqueue", "hal_memcpy_async", 60),
     ("copy_small_staged", "core", "core.memory.small_copies_held", "small host->device", 60),
     ("memset_tail_zero", "core", "core.memory.fill", "hal_memset_async", 60),
     ("memset_high_bit", "core", "core.memory.fill", "hal_memset_async", 60),
