@@ -6,6 +6,12 @@ namespace hal::loader {
 
 bool AllocationTable::insert(const Allocation& allocation) {
   std::unique_lock lock(mutex_);
+  if (allocation.size == 0 || allocation.base + allocation.size < allocation.base) return false;
+  // Only two neighbours can overlap: the last allocation below the base and
+  // the first at or above it (the table itself never holds overlaps).
+  auto next = by_base_.lower_bound(allocation.base);
+  if (next != by_base_.end() && next->first - allocation.base < allocation.size) return false;
+  if (next != by_base_.begin() && std::prev(next)->second.contains(allocation.base)) return false;
   return by_base_.emplace(allocation.base, allocation).second;
 }
 

@@ -25,7 +25,9 @@ struct Allocation {
 // share it, alloc and free take it alone.
 class AllocationTable {
  public:
-  // False when an allocation with this base already exists.
+  // False when [base, base + size) overlaps a live allocation (an exact-base
+  // duplicate included): SPEC.md section 6 promises disjoint allocations, and
+  // a plugin that hands out overlapping memory would corrupt both users.
   bool insert(const Allocation& allocation);
 
   // The allocation whose [base, base + size) holds |address|.

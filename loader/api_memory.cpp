@@ -132,8 +132,9 @@ static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, 
     if (!inserted) {
       if (pointer != nullptr) plugin.table.mem_free(device->impl, pointer);
       return fail(HAL_ERROR_INTERNAL, kFunction,
-                  "plugin '%s' returned %p, which is NULL or already a live allocation",
-                  plugin.name.c_str(), pointer);
+                  "plugin '%s' returned %p for %zu bytes, which is NULL or overlaps a live "
+                  "allocation",
+                  plugin.name.c_str(), pointer, size);
     }
     *out_ptr = pointer;
     return HAL_SUCCESS;

@@ -1,5 +1,6 @@
 // collectives.abort: hal_comm_abort during a call is local and bounded, and
 // the peers of an aborted rank see it (SPEC.md section 13).
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -70,6 +71,56 @@ HALCONFORM_TEST("collectives.abort.peer_during_call",
                 "HAL_ERROR_REMOTE instead of a hang",
                 {.min_devices = 2}) {
   abort_during_call(ctx, 1);
+}
+
+HALCONFORM_TEST("collectives.abort.deadline",
+                "a rank whose peer never calls fails with HAL_ERROR_TIMEOUT at its deadline, "
+                "not a hang",
+                {.min_devices = 2}) {
+  constexpr uint32_t kDeadlineMs = 300;
+  LocalRanks local(rank_devices(ctx), 2, kDeadlineMs);
+  coll_test::Buffer buffer(local.ranks[0].device, 64);
+  HC_REQUIRE(buffer.get() != nullptr, std::string("a 64-byte allocation failed"));
+  hal_comm_t c0 = local.ranks[0].comm;
+  hal_stream_t s0 = local.ranks[0].stream;
+  hal_result_t issued = HAL_SUCCESS, synced = HAL_SUCCESS;
+  std::atomic<bool> finished{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread call([&] {
+    issued = hal_allreduce(buffer.get(), buffer.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0);
+    synced = issued == HAL_SUCCESS ? hal_stream_synchronize(s0) : issued;
+    finished.store(true);
+  });
+  // Bounded: 30 deadlines; past that, abort the rank so the test ends either way.
+  const auto bound = std::chrono::milliseconds(kDeadlineMs * 30);
+  while (!finished.load() && std::chrono::steady_clock::now() - start < bound) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool timed_out_itself = finished.load();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!timed_out_itself) {
+    hal_comm_abort(c0);
+    local.ranks[0].comm = nullptr;
+  }
+  call.join();
+  HC_REQUIRE(timed_out_itself,
+             strf("through %s: hal_allreduce with timeout_ms %u, its peer never calling, was still "
+                  "waiting %.1f s later: the collective deadline is ignored",
+                  collective_path(ctx), kDeadlineMs, waited));
+  // The host-staged path returns the cause from the call; a plugin's engine
+  // fails the stream and reports the cause as the rank's async error.
+  const hal_result_t cause = issued != HAL_SUCCESS ? issued : async_error(c0);
+  HC_REQUIRE(issued != HAL_SUCCESS || synced != HAL_SUCCESS,
+             strf("through %s: hal_allreduce whose peer never called succeeded after %.2f s",
+                  collective_path(ctx), waited));
+  HC_REQUIRE(cause == HAL_ERROR_TIMEOUT,
+             strf("through %s: hal_allreduce whose peer never called ended with %s (stream %s) "
+                  "after %.2f s, expected HAL_ERROR_TIMEOUT at its %u ms deadline",
+                  collective_path(ctx), hal_result_string(cause), hal_result_string(synced), waited,
+                  kDeadlineMs));
+  ctx.note(strf("through %s; HAL_ERROR_TIMEOUT after %.3f s (deadline %u ms)", collective_path(ctx),
+                waited, kDeadlineMs));
 }
 
 }  // namespace halconform

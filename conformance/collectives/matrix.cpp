@@ -4,10 +4,13 @@
 // same plugin, one hal_comm_init_all communicator per rank count, checked
 // against the host reference (reference.hpp, shared with tests/collectives).
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "check.hpp"
 #include "collectives_common.hpp"
 #include "context.hpp"
+#include "hal_objects.hpp"
 #include "harness.hpp"
 
 namespace halconform {
@@ -36,6 +39,87 @@ void run_kind(TestContext& ctx, Kind kind) {
     }
   }
   ctx.note(strf("%zu cases over 1..%u ranks through %s", cases, max_ranks, collective_path(ctx)));
+}
+
+// An independent reference for the 16-bit float dtypes: a format with
+// |mantissa| stored bits and |exponent| bits, decoded to and rounded from a
+// double (round to nearest, ties to even, through std::nearbyint). The sum of
+// two values of either format rounds from a double without a double-rounding
+// error (53 >= 2 * 11 + 2), so the expected bits are exact.
+struct HalfFormat {
+  int mantissa;
+  int exponent;
+  const char* name;
+};
+constexpr HalfFormat kF16{10, 5, "f16"};
+constexpr HalfFormat kBF16{7, 8, "bf16"};
+
+double half_decode(const HalfFormat& f, uint16_t bits) {
+  const int bias = (1 << (f.exponent - 1)) - 1;
+  const uint32_t exponent_field = (bits >> f.mantissa) & ((1u << f.exponent) - 1);
+  const uint32_t mantissa_field = bits & ((1u << f.mantissa) - 1);
+  const double sign = (bits & 0x8000u) != 0 ? -1.0 : 1.0;
+  if (exponent_field == (1u << f.exponent) - 1) {
+    return mantissa_field != 0 ? std::nan("") : sign * INFINITY;
+  }
+  if (exponent_field == 0) return sign * std::ldexp(mantissa_field, 1 - bias - f.mantissa);
+  return sign * std::ldexp(mantissa_field + (1u << f.mantissa),
+                           static_cast<int>(exponent_field) - bias - f.mantissa);
+}
+
+bool half_is_nan(const HalfFormat& f, uint16_t bits) {
+  const uint32_t all_ones = (1u << f.exponent) - 1;
+  return ((bits >> f.mantissa) & all_ones) == all_ones && (bits & ((1u << f.mantissa) - 1)) != 0;
+}
+
+uint16_t half_round(const HalfFormat& f, double x) {
+  const int bias = (1 << (f.exponent - 1)) - 1;
+  const uint16_t infinity = static_cast<uint16_t>(((1u << f.exponent) - 1) << f.mantissa);
+  if (std::isnan(x)) return static_cast<uint16_t>(infinity | (1u << (f.mantissa - 1)));
+  const uint16_t sign = std::signbit(x) ? 0x8000u : 0;
+  const double magnitude = std::fabs(x);
+  const int min_exponent = 1 - bias;
+  if (magnitude <
+      std::ldexp(1.0, min_exponent)) {  // subnormal (may round up to the minimum normal)
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(
+                                            std::ldexp(magnitude, f.mantissa - min_exponent))));
+  }
+  int e = 0;
+  std::frexp(magnitude, &e);
+  int exponent = e - 1;
+  auto q = static_cast<uint32_t>(std::nearbyint(std::ldexp(magnitude, f.mantissa - exponent)));
+  if (q == (2u << f.mantissa)) {
+    q = 1u << f.mantissa;
+    ++exponent;
+  }
+  if (exponent > bias) return static_cast<uint16_t>(sign | infinity);
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(exponent + bias) << f.mantissa) |
+                               (q - (1u << f.mantissa)));
+}
+
+// Operand pairs: the named edge cases first (ties to even, subnormals,
+// overflow to infinity, infinities, NaN, signed zeros), then random bit patterns.
+std::vector<std::pair<uint16_t, uint16_t>> half_operands(const HalfFormat& f, size_t count,
+                                                         std::mt19937_64& random) {
+  const uint16_t one = static_cast<uint16_t>(((1u << (f.exponent - 1)) - 1) << f.mantissa);
+  const uint16_t half_ulp_of_one = static_cast<uint16_t>(one - ((f.mantissa + 1) << f.mantissa));
+  const uint16_t infinity = static_cast<uint16_t>(((1u << f.exponent) - 1) << f.mantissa);
+  const uint16_t largest = static_cast<uint16_t>(infinity - 1);
+  std::vector<std::pair<uint16_t, uint16_t>> pairs = {
+      {one, half_ulp_of_one},                                   // a tie: stays even
+      {static_cast<uint16_t>(one + 1), half_ulp_of_one},        // a tie: rounds up to even
+      {0x0001, 0x0001},                                         // subnormals
+      {static_cast<uint16_t>((1u << f.mantissa) - 1), 0x0001},  // to the minimum normal
+      {largest, largest},                                       // overflow to infinity
+      {infinity, static_cast<uint16_t>(infinity | 0x8000)},     // inf + -inf: NaN
+      {static_cast<uint16_t>(infinity | 1), one},               // NaN
+      {0x8000, 0x8000},                                         // -0 + -0
+      {0x0000, 0x8000},                                         // +0 + -0
+  };
+  while (pairs.size() < count) {
+    pairs.emplace_back(static_cast<uint16_t>(random()), static_cast<uint16_t>(random()));
+  }
+  return pairs;
 }
 
 }  // namespace
@@ -67,6 +151,60 @@ HALCONFORM_TEST("collectives.matrix.alltoall", "alltoall: every dtype and count 
 HALCONFORM_TEST("collectives.matrix.send_recv",
                 "send/recv in a group: every dtype and count over 1..N ranks", {}) {
   run_kind(ctx, Kind::kSendRecv);
+}
+
+HALCONFORM_TEST("collectives.matrix.half_exact",
+                "f16 and bf16 allreduce (sum, max) of two ranks is bit-exact: round to nearest "
+                "even, subnormals, infinities, NaN",
+                {.min_devices = 2}) {
+  LocalRanks local(rank_devices(ctx), 2, 20000);
+  constexpr size_t kCount = 4099;
+  for (const HalfFormat& format : {kF16, kBF16}) {
+    const hal_dtype_t dtype = format.exponent == 5 ? HAL_DTYPE_F16 : HAL_DTYPE_BF16;
+    for (const hal_reduce_op_t op : {HAL_REDUCE_SUM, HAL_REDUCE_MAX}) {
+      const auto pairs = half_operands(format, kCount, ctx.random());
+      std::vector<uint16_t> inputs[2] = {std::vector<uint16_t>(kCount),
+                                         std::vector<uint16_t>(kCount)};
+      for (size_t i = 0; i < kCount; ++i)
+        inputs[0][i] = pairs[i].first, inputs[1][i] = pairs[i].second;
+      std::vector<Buffer> buffers;
+      for (int r = 0; r < 2; ++r) {
+        buffers.emplace_back(local.ranks[r].device, kCount * 2);
+        HC_OK(hal_memcpy_async(buffers[r].get(), inputs[r].data(), kCount * 2,
+                               local.ranks[r].stream));
+        HC_OK(hal_stream_synchronize(local.ranks[r].stream));
+      }
+      for (int r = 0; r < 2; ++r) {
+        HC_OK(hal_allreduce(buffers[r].get(), buffers[r].get(), kCount, dtype, op,
+                            local.ranks[r].comm, local.ranks[r].stream));
+      }
+      for (int r = 0; r < 2; ++r) {
+        const std::vector<uint8_t> bytes =
+            read_back(local.ranks[r].stream, buffers[r].get(), kCount * 2);
+        std::vector<uint16_t> got(kCount);
+        std::memcpy(got.data(), bytes.data(), kCount * 2);
+        for (size_t i = 0; i < kCount; ++i) {
+          const uint16_t a = inputs[0][i], b = inputs[1][i];
+          const bool any_nan = half_is_nan(format, a) || half_is_nan(format, b);
+          const double da = half_decode(format, a), db = half_decode(format, b);
+          bool ok = false;
+          uint16_t want = 0;
+          if (op == HAL_REDUCE_SUM) {
+            want = half_round(format, da + db);  // exact in a double, then one rounding
+            ok = half_is_nan(format, want) ? half_is_nan(format, got[i]) : got[i] == want;
+          } else {
+            if (any_nan) continue;  // max with NaN: SPEC leaves it open
+            want = da >= db ? a : b;
+            ok = da == db ? half_decode(format, got[i]) == da : got[i] == want;
+          }
+          HC_REQUIRE(ok, strf("through %s: hal_allreduce %s %s, rank %d, element %zu: 0x%04x "
+                              "and 0x%04x gave 0x%04x, expected 0x%04x (round to nearest even)",
+                              collective_path(ctx), format.name,
+                              op == HAL_REDUCE_SUM ? "sum" : "max", r, i, a, b, got[i], want));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace halconform

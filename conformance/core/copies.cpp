@@ -1,5 +1,6 @@
 // core.memory copies and fills: every direction, odd sizes and offsets,
 // guard bytes around the destination, zero sizes, and peer copies.
+#include <algorithm>
 #include <cstring>
 
 #include "check.hpp"
@@ -23,15 +24,17 @@ void check_copy_chain(hal_stream_t stream, const Buffer& src, const Buffer& dst,
   const std::vector<uint8_t> back = read_back(stream, dst.get(), dst.size());
   std::string why;
   if (first_mismatch(back.data() + dst_offset, data.data(), size, why) != SIZE_MAX) {
-    fail(
-        strf("copy of %zu bytes (src offset %zu, dst offset %zu): ", size, src_offset, dst_offset) +
-        why);
+    fail(strf("hal_memcpy_async of %zu bytes host->device (offset %zu), device->device (to "
+              "offset %zu), device->host: ",
+              size, src_offset, dst_offset) +
+         why);
   }
   for (size_t i = 0; i < dst.size(); ++i) {
     if (i >= dst_offset && i < dst_offset + size) continue;
-    HC_REQUIRE(back[i] == kGuard, strf("copy of %zu bytes at dst offset %zu wrote byte %zu outside "
-                                       "its range",
-                                       size, dst_offset, i));
+    HC_REQUIRE(back[i] == kGuard,
+               strf("hal_memcpy_async of %zu bytes to offset %zu wrote byte %zu outside its "
+                    "range (0x%02x, the hal_memset_async guard was 0x%02x)",
+                    size, dst_offset, i, back[i], kGuard));
   }
 }
 
@@ -63,19 +66,37 @@ HALCONFORM_TEST("core.memory.fill",
   Buffer buffer(ctx.device(), 70001);
   std::vector<uint8_t> expected(buffer.size(), kGuard);
   HC_OK(hal_memset_async(buffer.get(), kGuard, buffer.size(), stream));
+  // Which fill wrote each byte last (-1: the first, whole-buffer one), to name it on failure.
+  std::vector<int> last_fill(buffer.size(), -1);
+  struct Fill {
+    size_t first, size;
+    uint8_t value;
+  };
+  std::vector<Fill> fills;
   std::uniform_int_distribution<size_t> start(0, buffer.size() - 1);
   for (int round = 0; round < 40; ++round) {
     const size_t first = start(ctx.random());
+    // Every fourth fill is short (1..11 bytes: not a multiple of a word, and often unaligned).
     const size_t size =
-        std::uniform_int_distribution<size_t>(1, buffer.size() - first)(ctx.random());
+        round % 4 == 3
+            ? std::min<size_t>(1 + ctx.random()() % 11, buffer.size() - first)
+            : std::uniform_int_distribution<size_t>(1, buffer.size() - first)(ctx.random());
     const uint8_t value = static_cast<uint8_t>(round * 37 + 1);
     HC_OK(hal_memset_async(buffer.bytes() + first, value, size, stream));
     std::memset(expected.data() + first, value, size);
+    std::fill(last_fill.begin() + first, last_fill.begin() + first + size, round);
+    fills.push_back({first, size, value});
   }
   const std::vector<uint8_t> back = read_back(stream, buffer.get(), buffer.size());
   std::string why;
-  if (first_mismatch(back.data(), expected.data(), back.size(), why) != SIZE_MAX) {
-    fail("after 40 fills of random ranges: " + why);
+  if (const size_t at = first_mismatch(back.data(), expected.data(), back.size(), why);
+      at != SIZE_MAX) {
+    if (last_fill[at] < 0) fail("the first hal_memset_async (the whole buffer): " + why);
+    const Fill& fill = fills[last_fill[at]];
+    fail(strf("hal_memset_async #%d (value 0x%02x, %zu bytes at offset %zu), the last fill of "
+              "byte %zu: ",
+              last_fill[at], fill.value, fill.size, fill.first, at) +
+         why);
   }
 }
 

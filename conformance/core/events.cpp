@@ -33,9 +33,11 @@ void check_wait(hal_stream_t producer, hal_stream_t waiter, hal_event_t event,
   HC_OK(hal_stream_wait_event(waiter, event));
   std::vector<uint8_t> host(buffer.size(), 0);
   HC_OK(hal_memcpy_async(host.data(), buffer.get(), host.size(), waiter));
-  gate.open();
+  // Release, drain, then check the gate: |host| must outlive the queued copy.
+  gate.release();
   HC_OK(hal_stream_synchronize(waiter));
   HC_OK(hal_stream_synchronize(producer));
+  gate.open();
   for (size_t i = 0; i < host.size(); i += 511) {
     HC_REQUIRE(host[i] == 0x99, strf("byte %zu copied after the wait is 0x%02x: the waiting "
                                      "stream did not wait for the event",
@@ -87,11 +89,12 @@ HALCONFORM_TEST("core.events.synchronize",
   HC_OK(hal_event_record(event, stream));
   std::thread opener([&gate] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    gate.open();
+    gate.release();
   });
   const hal_result_t result = hal_event_synchronize(event);
   const bool ran_before_return = ran.load();
   opener.join();
+  gate.open();  // fails the test if the gate had to open by itself
   HC_OK(result);
   HC_REQUIRE(ran_before_return, "hal_event_synchronize returned before the captured work ran");
 }
@@ -159,8 +162,9 @@ HALCONFORM_TEST("core.events.destroy_pending",
   HC_OK(hal_event_destroy(event));
   std::vector<uint8_t> host(buffer.size(), 0);
   HC_OK(hal_memcpy_async(host.data(), buffer.get(), host.size(), waiter));
-  gate.open();
+  gate.release();
   HC_OK(hal_stream_synchronize(waiter));
+  gate.open();
   HC_REQUIRE(host[0] == 0x5e && host.back() == 0x5e,
              "the wait on a destroyed event did not hold back the copy");
 }

@@ -47,9 +47,10 @@ void check_coverage(TestContext& ctx, hal_kernel_t kernel, hal_stream_t stream,
     const uint32_t z = static_cast<uint32_t>(i / (size_t{extent[0]} * extent[1]));
     const uint32_t* slot = slots + 4 * i;
     HC_REQUIRE(slot[3] == 1 && slot[0] == x && slot[1] == y && slot[2] == z,
-               strf("grid %ux%ux%u of blocks %ux%ux%u: element (%u,%u,%u) written %u times",
+               strf("hal_launch_kernel(write_index) over a grid %ux%ux%u of blocks %ux%ux%u: "
+                    "element (%u,%u,%u) written %u times (expected once), holding (%u,%u,%u)",
                     config.grid[0], config.grid[1], config.grid[2], block[0], block[1], block[2], x,
-                    y, z, slot[3]));
+                    y, z, slot[3], slot[0], slot[1], slot[2]));
   }
 }
 
@@ -191,7 +192,10 @@ HALCONFORM_TEST("core.kernels.arguments",
   bytes = read_back(stream, out.get(), 63 * 8);
   std::memcpy(echoed, bytes.data(), 63 * 8);
   for (int i = 0; i < 63; ++i) {
-    HC_REQUIRE(echoed[i] == values[i], strf("argument %d of 64 arrived wrong", i + 1));
+    HC_REQUIRE(echoed[i] == values[i],
+               strf("hal_launch_kernel(echo_64): argument %d of 64 arrived as 0x%llx, sent 0x%llx",
+                    i + 2, static_cast<unsigned long long>(echoed[i]),
+                    static_cast<unsigned long long>(values[i])));
   }
 }
 
@@ -222,6 +226,78 @@ HALCONFORM_TEST("core.kernels.shared_memory",
     HC_REQUIRE(sums[blk] == expected,
                strf("block %u summed %u, expected %u", blk, sums[blk], expected));
   }
+}
+
+HALCONFORM_TEST("core.kernels.max_block",
+                "a block of the declared maximum threads runs every one of its work-items",
+                kCpuKernels) {
+  Module module(ctx.device(), ctx.kernels_path());
+  Stream stream(ctx.device());
+  hal_kernel_t kernel = module.kernel("write_index");
+  hal_kernel_info_t info{};
+  info.struct_size = sizeof(info);
+  HC_OK(hal_kernel_get_info(kernel, &info));
+  const hal_device_properties_t& p = ctx.properties();
+  const uint32_t max_threads = std::min(p.max_threads_per_block, info.max_threads_per_block);
+  // The whole maximum along x (as far as max_block_dims allows), then along y and z.
+  const uint32_t bx = std::min(max_threads, p.max_block_dims[0]);
+  check_coverage(ctx, kernel, stream, {bx * 3, 1, 1}, {bx, 1, 1});
+  const uint32_t by = std::min(max_threads / bx, p.max_block_dims[1]);
+  if (by > 1) check_coverage(ctx, kernel, stream, {bx, by * 2, 1}, {bx, by, 1});
+  const uint32_t bz = std::min(max_threads, p.max_block_dims[2]);
+  check_coverage(ctx, kernel, stream, {1, 1, bz * 2}, {1, 1, bz});
+  ctx.note(strf("blocks of %u threads (x), %ux%u (x, y) and %u (z)", bx, bx, by, bz));
+}
+
+HALCONFORM_TEST("core.kernels.max_grid",
+                "grids at the declared max_grid_dims[1] and [2] (and [0] up to 2^20) run every "
+                "block",
+                kCpuKernels) {
+  Module module(ctx.device(), ctx.kernels_path());
+  Stream stream(ctx.device());
+  hal_kernel_t kernel = module.kernel("write_index");
+  const hal_device_properties_t& p = ctx.properties();
+  // Bounded so the test stays fast; a declared limit past the bound is noted.
+  constexpr uint32_t kMostBlocks = 1u << 20;
+  const uint32_t gx = std::min(p.max_grid_dims[0], kMostBlocks);
+  const uint32_t gy = std::min(p.max_grid_dims[1], kMostBlocks);
+  const uint32_t gz = std::min(p.max_grid_dims[2], kMostBlocks);
+  check_coverage(ctx, kernel, stream, {gx, 1, 1}, {1, 1, 1});
+  check_coverage(ctx, kernel, stream, {1, gy, 1}, {1, 1, 1});
+  check_coverage(ctx, kernel, stream, {1, 1, gz}, {1, 1, 1});
+  ctx.note(strf("grids of %u, %u and %u blocks (declared %u, %u, %u)", gx, gy, gz,
+                p.max_grid_dims[0], p.max_grid_dims[1], p.max_grid_dims[2]));
+}
+
+HALCONFORM_TEST("core.kernels.parallelism",
+                "as many blocks run at once as compute_units declares (at least half of it)",
+                kCpuKernels) {
+  Module module(ctx.device(), ctx.kernels_path());
+  Stream stream(ctx.device());
+  const uint32_t units = ctx.properties().compute_units;
+  HC_REQUIRE(units >= 1, "compute_units is 0");
+  // Blocks that wait (at most 2 s in all) until |units| of them ran at once: a
+  // high-water mark of blocks running concurrently, bounded, never a hang.
+  Buffer state(ctx.device(), 4 * sizeof(uint64_t));
+  const uint64_t initial[4] = {0, 0, units, 0};
+  HC_OK(hal_memcpy_async(state.get(), initial, sizeof(initial), stream));
+  void* pointer = state.get();
+  const uint32_t wait_ms = 2000;
+  const hal_kernel_arg_t args[] = {{&pointer, sizeof(void*)}, {&wait_ms, 4}};
+  const hal_launch_config_t config = launch_config(units, 1, 1, 1, 1, 1);
+  HC_OK(hal_launch_kernel(module.kernel("concurrency_probe"), &config, 2, args, stream));
+  const std::vector<uint8_t> bytes = read_back(stream, state.get(), state.size());
+  uint64_t seen[4];
+  std::memcpy(seen, bytes.data(), sizeof(seen));
+  HC_REQUIRE(seen[0] == 0, strf("concurrency_probe left %llu blocks counted as running",
+                                static_cast<unsigned long long>(seen[0])));
+  // Half: a worker may be the launching thread, or busy a moment elsewhere;
+  // an overstated count (a multiple of the real one) stays far below it.
+  HC_REQUIRE(seen[1] * 2 >= units,
+             strf("compute_units declares %u, but hal_launch_kernel of %u spinning blocks ran at "
+                  "most %llu at once in 2 s: the declared parallelism is overstated",
+                  units, units, static_cast<unsigned long long>(seen[1])));
+  ctx.note(strf("%llu of %u blocks ran at once", static_cast<unsigned long long>(seen[1]), units));
 }
 
 }  // namespace halconform

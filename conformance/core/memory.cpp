@@ -9,6 +9,17 @@
 namespace halconform {
 namespace {
 
+constexpr uint8_t kGuardByte = 0xee;
+
+// Where a test that holds much memory writes and checks a pattern: all of a
+// small allocation; the first, middle and last 4 KiB of a large one (touching
+// every byte of most of a device's memory would make the test slow).
+std::vector<std::pair<size_t, size_t>> probe_windows(size_t size) {
+  constexpr size_t kWindow = 4096;
+  if (size <= 3 * kWindow) return {{0, size}};
+  return {{0, kWindow}, {size / 2 - kWindow / 2, kWindow}, {size - kWindow, kWindow}};
+}
+
 // Allocates |size| bytes, checks what hal_mem_get_info says about it, fills
 // it with seeded data through a stream, and reads the data back.
 void check_round_trip(TestContext& ctx, hal_stream_t stream, size_t size, hal_memory_kind_t kind) {
@@ -147,6 +158,123 @@ HALCONFORM_TEST("core.memory.total_declared",
   HC_EXPECT_RESULT(
       hal_mem_alloc(ctx.device(), HAL_MEMORY_DEVICE, p.max_allocation_bytes + 1, 0, &too_large),
       HAL_ERROR_OUT_OF_MEMORY);
+}
+
+HALCONFORM_TEST("core.memory.pressure",
+                "up to 90 % of the declared total, mixed-size allocations stay disjoint and keep "
+                "their data",
+                {}) {
+  const hal_device_properties_t& p = ctx.properties();
+  Stream stream(ctx.device());
+  // Mixed sizes, 1 byte to 1/16 of the total, until 90 % of the declared total is live.
+  const uint64_t budget = p.total_memory_bytes / 10 * 9;
+  const uint64_t largest = std::max<uint64_t>(
+      4096, std::min<uint64_t>(p.max_allocation_bytes, p.total_memory_bytes / 16));
+  struct Live {
+    uint8_t* base;
+    size_t size;
+    uint8_t pattern;
+  };
+  std::vector<Live> live;
+  AllocationList owned;
+  uint64_t allocated = 0;
+  for (uint32_t i = 0; allocated < budget; ++i) {
+    const int shape = static_cast<int>(ctx.random()() % 4);
+    const uint64_t big = largest / (shape == 2 ? 4 : 1);
+    uint64_t size = shape == 0   ? 1 + ctx.random()() % 64
+                    : shape == 1 ? 1 + ctx.random()() % 65536
+                                 : big - ctx.random()() % std::min<uint64_t>(big, 4096);
+    size = std::min<uint64_t>(std::max<uint64_t>(size, 1), budget - allocated + 1);
+    void* pointer = nullptr;
+    const hal_result_t result = hal_mem_alloc(ctx.device(), HAL_MEMORY_DEVICE, size, 0, &pointer);
+    if (result != HAL_SUCCESS) {
+      fail(
+          strf("hal_mem_alloc of %llu bytes (allocation %u, %llu of the declared %llu bytes "
+               "live) returned %s: %s",
+               static_cast<unsigned long long>(size), i, static_cast<unsigned long long>(allocated),
+               static_cast<unsigned long long>(p.total_memory_bytes), hal_result_string(result),
+               hal_error_last_message()));
+    }
+    owned.pointers.push_back(pointer);
+    const auto pattern = static_cast<uint8_t>(i * 131 + 7);
+    live.push_back({static_cast<uint8_t*>(pointer), static_cast<size_t>(size), pattern});
+    for (const auto& [offset, length] : probe_windows(size)) {
+      HC_OK(hal_memset_async(static_cast<uint8_t*>(pointer) + offset, pattern, length, stream));
+    }
+    allocated += size;
+  }
+  // Pairwise disjoint: sorted by base, each ends at or before the next begins.
+  std::vector<Live> sorted = live;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Live& a, const Live& b) { return a.base < b.base; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    const Live& a = sorted[i - 1];
+    const Live& b = sorted[i];
+    HC_REQUIRE(a.base + a.size <= b.base,
+               strf("hal_mem_alloc returned [%p, +%zu) and [%p, +%zu): live allocations overlap",
+                    static_cast<void*>(a.base), a.size, static_cast<void*>(b.base), b.size));
+  }
+  // Every allocation still holds its own pattern after all the fills.
+  for (size_t i = 0; i < live.size(); ++i) {
+    for (const auto& [offset, length] : probe_windows(live[i].size)) {
+      const std::vector<uint8_t> back = read_back(stream, live[i].base + offset, length);
+      const auto wrong = std::find_if(back.begin(), back.end(),
+                                      [&](uint8_t byte) { return byte != live[i].pattern; });
+      HC_REQUIRE(wrong == back.end(),
+                 strf("allocation %zu (%zu bytes at %p): byte %zu is 0x%02x, expected its own "
+                      "hal_memset_async pattern 0x%02x: another allocation overlaps it",
+                      i, live[i].size, static_cast<void*>(live[i].base),
+                      offset + static_cast<size_t>(wrong - back.begin()), *wrong, live[i].pattern));
+    }
+  }
+  ctx.note(
+      strf("%zu allocations of mixed sizes held %llu bytes (%.0f %% of the declared total)",
+           live.size(), static_cast<unsigned long long>(allocated),
+           100.0 * static_cast<double>(allocated) / static_cast<double>(p.total_memory_bytes)));
+}
+
+HALCONFORM_TEST("core.memory.small_copies_held",
+                "many small host->device copies queued behind held work each deliver their own "
+                "source",
+                {.capabilities = HAL_DEVICE_CAP_HOST_CALLBACKS}) {
+  // SPEC.md section 11.6: the source must stay valid until the copy completes,
+  // and the copy reads it then or before returning: either way each copy
+  // delivers its own source, whatever a plugin stages it through.
+  Stream stream(ctx.device());
+  constexpr size_t kCopies = 64;
+  const size_t sizes[] = {1, 3, 8, 61, 256, 1000, 4096};
+  std::vector<std::vector<uint8_t>> sources;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (size_t i = 0; i < kCopies; ++i) {
+    sources.push_back(random_bytes(sizes[i % std::size(sizes)], 1000 + i));
+    offsets.push_back(total);
+    total += sources.back().size() + 5;  // a gap, so a misplaced copy shows
+  }
+  Buffer device(ctx.device(), total);
+  HC_OK(hal_memset_async(device.get(), kGuardByte, total, stream));
+  HostGate gate;
+  gate.enqueue_on(stream);
+  for (size_t i = 0; i < kCopies; ++i) {
+    HC_OK(hal_memcpy_async(device.bytes() + offsets[i], sources[i].data(), sources[i].size(),
+                           stream));
+  }
+  gate.open();
+  const std::vector<uint8_t> back = read_back(stream, device.get(), total);
+  for (size_t i = 0; i < kCopies; ++i) {
+    std::string why;
+    if (first_mismatch(back.data() + offsets[i], sources[i].data(), sources[i].size(), why) !=
+        SIZE_MAX) {
+      fail(strf("hal_memcpy_async #%zu of %zu small host->device copies (%zu bytes to offset %zu) "
+                "queued behind a held stream: ",
+                i, kCopies, sources[i].size(), offsets[i]) +
+           why);
+    }
+    HC_REQUIRE(back[offsets[i] + sources[i].size()] == kGuardByte,
+               strf("hal_memcpy_async #%zu of %zu small host->device copies wrote past its %zu "
+                    "bytes",
+                    i, kCopies, sources[i].size()));
+  }
 }
 
 }  // namespace halconform

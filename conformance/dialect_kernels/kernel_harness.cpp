@@ -59,11 +59,15 @@ uint16_t reference_f32_to_bf16(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, 4);
   const uint32_t down = bits & 0xffff0000u, up = down + 0x10000u;  // the two neighbours
-  float low, high;
+  float low, high_float;
   std::memcpy(&low, &down, 4);
-  std::memcpy(&high, &up, 4);
+  std::memcpy(&high_float, &up, 4);
+  // Past the largest bf16 the upper neighbour is infinity; IEEE rounding
+  // measures to 2^128 there (what the next value would be with a wider exponent).
+  const double high = std::isinf(high_float) ? std::copysign(std::ldexp(1.0, 128), high_float)
+                                             : static_cast<double>(high_float);
   const double below = std::fabs(static_cast<double>(value) - low);
-  const double above = std::fabs(static_cast<double>(high) - value);
+  const double above = std::fabs(high - value);
   const uint32_t chosen = below < above        ? down
                           : above < below      ? up
                           : ((down >> 16) & 1) ? up

@@ -2,6 +2,9 @@
 // against a host reference on seeded random inputs. Sizes are chosen not to
 // divide the block, so the bounds checks of every kernel run too.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -242,6 +245,62 @@ KERNEL_TEST("bf16_axpy", "bf16 loads and stores with f32 arithmetic") {
   for (int i = 0; i < n; ++i) {
     const float expected = 0.7f * reference_bf16_to_f32(x[i]) + reference_bf16_to_f32(y[i]);
     REQUIRE(got[i] == reference_f32_to_bf16(expected));
+  }
+}
+
+KERNEL_TEST("f32_to_half",
+            "f32 stores to f16 and bf16 round to nearest even, bit-exactly: "
+            "ties, subnormals, overflow, infinities, NaN") {
+  // Exact ties between neighbouring f16 and bf16 values (both ways of the
+  // even rule), values just off a tie, subnormal ties, overflow past the
+  // largest value, infinities, NaN and signed zeros, then random bit patterns.
+  std::vector<float> in;
+  std::mt19937 engine(21);
+  for (int k = 0; k < 512; ++k) {
+    uint16_t h;
+    do h = static_cast<uint16_t>(engine());
+    while (((h >> 10) & 0x1f) >= 0x1e);  // finite, and h + 1 finite
+    const float tie = (reference_f16_to_f32(h) + reference_f16_to_f32(h + 1)) / 2;  // exact
+    in.push_back(tie);
+    in.push_back(std::nextafter(tie, 0.0f));
+    in.push_back(std::nextafter(tie, INFINITY));
+    const uint32_t b = static_cast<uint32_t>(engine()) & 0x7f7f0000u;  // a finite bf16
+    float bf_tie;
+    const uint32_t tie_bits = b | 0x8000u;  // exactly between b and b + 1 ulp
+    std::memcpy(&bf_tie, &tie_bits, 4);
+    in.push_back(bf_tie);
+  }
+  for (float special :
+       {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 1e30f, std::ldexp(1.0f, -25),
+        std::ldexp(3.0f, -26), std::ldexp(1.0f, -26), std::ldexp(1.0f, -149), INFINITY, -INFINITY,
+        NAN, -NAN, std::numeric_limits<float>::max(), std::numeric_limits<float>::min()}) {
+    in.push_back(special);
+  }
+  while (in.size() < 4096) {
+    const uint32_t bits = static_cast<uint32_t>(engine());
+    float value;
+    std::memcpy(&value, &bits, 4);
+    in.push_back(value);
+  }
+  const int n = static_cast<int>(in.size());
+  DeviceBuffer<float> din(device, in);
+  DeviceBuffer<uint16_t> dout_f16(device, n), dout_bf16(device, n);
+  run(device, "f32_to_half", {{blocks_for(n, 64), 1, 1}, {64, 1, 1}},
+      {din, dout_f16, dout_bf16, n});
+  const auto got_f16 = dout_f16.download();
+  const auto got_bf16 = dout_bf16.download();
+  for (int i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &in[i], 4);
+    INFO("store_f16/store_bf16 of f32 0x" << std::hex << bits << " (" << in[i] << "): got f16 0x"
+                                          << got_f16[i] << ", bf16 0x" << got_bf16[i]);
+    if (std::isnan(in[i])) {
+      REQUIRE(((got_f16[i] & 0x7c00) == 0x7c00 && (got_f16[i] & 0x3ff) != 0));
+      REQUIRE(((got_bf16[i] & 0x7f80) == 0x7f80 && (got_bf16[i] & 0x7f) != 0));
+      continue;
+    }
+    REQUIRE(got_f16[i] == reference_f32_to_f16(in[i]));
+    REQUIRE(got_bf16[i] == reference_f32_to_bf16(in[i]));
   }
 }
 

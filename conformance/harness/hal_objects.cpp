@@ -1,5 +1,6 @@
 #include "hal_objects.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -57,10 +58,21 @@ void HostGate::enqueue_on(hal_stream_t stream) {
   HC_OK(hal_stream_enqueue_host_fn(stream, &HostGate::hold, this));
 }
 
-void HostGate::open() {
+void HostGate::release() {
   std::lock_guard lock(mutex_);
   open_ = true;
   opened_.notify_all();
+}
+
+void HostGate::open() {
+  release();
+  if (was_held_open_by_timeout()) {
+    fail(
+        strf("a HostGate holding a stream opened by itself after %.0f s, before the test opened "
+             "it: a call waited for work held behind the gate (a false dependency between "
+             "streams, or a wait done on the host thread)",
+             max_hold_seconds_));
+  }
 }
 
 bool HostGate::was_held_open_by_timeout() const {
@@ -90,9 +102,21 @@ std::vector<uint8_t> random_bytes(size_t size, uint64_t seed) {
 }
 
 std::vector<uint8_t> read_back(hal_stream_t stream, const void* src, size_t size) {
-  std::vector<uint8_t> host(size);
+  // Read twice, into buffers filled with 0x00 and 0xff: a byte the copy did
+  // not write differs between them, so a broken device->host copy is named as
+  // such instead of showing up as wrong data of whatever the test checks.
+  std::vector<uint8_t> host(size, 0x00), again(size, 0xff);
   HC_OK(hal_memcpy_async(host.data(), src, size, stream));
+  HC_OK(hal_memcpy_async(again.data(), src, size, stream));
   HC_OK(hal_stream_synchronize(stream));
+  if (host != again) {
+    const auto at = static_cast<size_t>(
+        std::mismatch(host.begin(), host.end(), again.begin()).first - host.begin());
+    fail(
+        strf("hal_memcpy_async device->host of %zu bytes from %p did not write byte %zu (two "
+             "reads into 0x00- and 0xff-filled buffers gave 0x%02x and 0x%02x)",
+             size, src, at, host[at], again[at]));
+  }
   return host;
 }
 

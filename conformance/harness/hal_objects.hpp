@@ -90,16 +90,21 @@ class Module {
 };
 
 // A host function that holds a stream until the test opens the gate: the
-// deterministic way to keep work pending while a test looks at it. Opens by
-// itself after |max_hold_seconds| so a mistake is a slow test, not a hang.
+// deterministic way to keep work pending while a test looks at it. Gives up
+// after |max_hold_seconds| so a mistake is a slow test, not a hang, but a gate
+// that gave up fails the test: open() throws, so an ordering fault that made a
+// call wait for the held work (a deadlock the time-out broke) is never a pass.
 class HostGate {
  public:
   explicit HostGate(double max_hold_seconds = 20.0) : max_hold_seconds_(max_hold_seconds) {}
   HostGate(const HostGate&) = delete;
   HostGate& operator=(const HostGate&) = delete;
-  ~HostGate() { open(); }
+  ~HostGate() { release(); }
   void enqueue_on(hal_stream_t stream);
+  // Opens the gate; throws TestFailure when it had already opened by itself.
   void open();
+  // Opens the gate without checking (from a helper thread, or a destructor).
+  void release();
   bool was_held_open_by_timeout() const;
 
  private:
@@ -113,7 +118,8 @@ class HostGate {
 
 // Seeded random bytes.
 std::vector<uint8_t> random_bytes(size_t size, uint64_t seed);
-// Copies |size| bytes from device memory at |src| into a host vector (synchronously on |stream|).
+// Copies |size| bytes from device memory at |src| into a host vector (synchronously on
+// |stream|); fails naming hal_memcpy_async when the copy leaves a byte unwritten.
 std::vector<uint8_t> read_back(hal_stream_t stream, const void* src, size_t size);
 // The first index where |actual| and |expected| differ, or SIZE_MAX; a
 // readable sentence about it in |out_message|.

@@ -2,7 +2,10 @@
  * HAL_MODULE_FORMAT_CPU_SHARED_OBJECT, written against hal/cpu_kernel.h the
  * way a user writes one. Each exports its signature. Blocks run concurrently,
  * so a kernel writes only what its own block owns. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, sched_yield */
+#include <sched.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "hal/cpu_kernel.h"
 
@@ -125,4 +128,34 @@ HAL_CPU_KERNEL void block_sum(const hal_cpu_block_context_t* ctx, const uint32_t
 HAL_CPU_KERNEL_SIGNATURE(empty, "");
 HAL_CPU_KERNEL void empty(const hal_cpu_block_context_t* ctx) {
   (void)ctx;
+}
+
+/* Measures how many blocks run at once. state[0]: blocks running now;
+ * state[1]: the most seen at once; state[2]: the number the suite hopes to
+ * see; state[3]: a deadline (CLOCK_MONOTONIC ns) the first block sets. Each
+ * block waits until the high-water mark reaches the target or the deadline
+ * passes, so the launch is bounded (about |wait_ms|) whatever the device does. */
+HAL_CPU_KERNEL_SIGNATURE(concurrency_probe, "ptr,u32");
+HAL_CPU_KERNEL void concurrency_probe(const hal_cpu_block_context_t* ctx, uint64_t* state,
+                                      uint32_t wait_ms) {
+  struct timespec now;
+  (void)ctx;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const uint64_t start = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+  uint64_t unset = 0;
+  __atomic_compare_exchange_n(&state[3], &unset, start + (uint64_t)wait_ms * 1000000ull, 0,
+                              __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  const uint64_t deadline = __atomic_load_n(&state[3], __ATOMIC_SEQ_CST);
+  const uint64_t running = __atomic_add_fetch(&state[0], 1, __ATOMIC_SEQ_CST);
+  uint64_t high = __atomic_load_n(&state[1], __ATOMIC_SEQ_CST);
+  while (running > high && !__atomic_compare_exchange_n(&state[1], &high, running, 0,
+                                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  for (;;) {
+    if (__atomic_load_n(&state[1], __ATOMIC_SEQ_CST) >= state[2]) break;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec >= deadline) break;
+    sched_yield();
+  }
+  __atomic_sub_fetch(&state[0], 1, __ATOMIC_SEQ_CST);
 }
