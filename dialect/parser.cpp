@@ -8,6 +8,7 @@
 #include <charconv>
 #include <functional>
 #include <map>
+#include <utility>
 
 #include "hal_dialect/program.hpp"
 
@@ -319,16 +320,21 @@ class Parser {
       path.push_back(f);
       for (const auto& [callee, token] : functions[f].calls) {
         if (marks[callee] == Mark::kOnPath) {
-          std::string cycle;
+          // Appended piece by piece: GCC 12's -Wrestrict misfires on "'" + std::string.
+          std::string message;
+          if (callee == f) {
+            message.append("'").append(functions[f].name);
+            message.append("' calls itself: the dialect has no recursion");
+            return fail(token, std::move(message));
+          }
+          message.append("recursion: ");
           const auto start = std::find(path.begin(), path.end(), callee);
           for (auto it = start; it != path.end(); ++it) {
-            cycle += "'" + std::string(functions[*it].name) + "' calls ";
+            message.append("'").append(functions[*it].name).append("' calls ");
           }
-          cycle += "'" + std::string(functions[callee].name) + "'";
-          return fail(token, callee == f
-                                 ? "'" + std::string(functions[f].name) +
-                                       "' calls itself: the dialect has no recursion"
-                                 : "recursion: " + cycle + "; the dialect has no recursion");
+          message.append("'").append(functions[callee].name);
+          message.append("'; the dialect has no recursion");
+          return fail(token, std::move(message));
         }
         if (marks[callee] == Mark::kNew && !visit(callee)) return false;
       }
