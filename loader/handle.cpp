@@ -2,11 +2,15 @@
 
 #include "error.hpp"
 
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <mutex>
+#include <thread>
 
 namespace hal::loader {
 
@@ -88,8 +92,112 @@ hal_result_t reject_handle(const void* handle, HandleKind expected, const char* 
 hal_result_t reject_destroying(const void* handle, HandleKind kind, const char* function,
                                const char* argument) noexcept {
   return fail(HAL_ERROR_DESTROYED_HANDLE, function,
-              "%s %p is a %s that another thread is destroying (or has destroyed)", argument,
-              handle, kind_name(kind));
+              "%s %p is a %s that another thread destroyed first, or that a call of this thread "
+              "is still using (a host function may not destroy the stream it runs on)",
+              argument, handle, kind_name(kind));
+}
+
+// ---- hazard slots --------------------------------------------------------------
+
+__thread ThreadHazards* t_thread_hazards __attribute__((tls_model("initial-exec"))) = nullptr;
+std::atomic<bool> g_readers_fence{false};
+
+namespace {
+
+std::atomic<ThreadHazards*> g_hazards_head{nullptr};
+std::atomic<uint64_t> g_fence_word{0};
+
+// Whether destroys order themselves against readers with membarrier: decided
+// once, before any thread publishes its first hazard.
+bool use_membarrier() noexcept {
+  static const bool registered = [] {
+    const bool ok = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    if (!ok) g_readers_fence.store(true, std::memory_order_relaxed);
+    return ok;
+  }();
+  return registered;
+}
+
+// Gives the thread's record back when the thread exits.
+struct HazardsReleaser {
+  ~HazardsReleaser() {
+    if (t_thread_hazards != nullptr) {
+      t_thread_hazards->owned.store(false, std::memory_order_release);
+      t_thread_hazards = nullptr;
+    }
+  }
+};
+thread_local HazardsReleaser t_releaser;
+
+bool held_by_this_thread(const void* handle) noexcept {
+  const ThreadHazards* hazards = t_thread_hazards;
+  if (hazards == nullptr) return false;
+  for (uint32_t i = 0; i < hazards->depth; ++i) {
+    if (hazards->slots[i].load(std::memory_order_relaxed) == handle) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void reader_full_fence() noexcept {
+  g_fence_word.fetch_add(0, std::memory_order_seq_cst);  // a locked instruction: a full fence
+}
+
+ThreadHazards* register_thread_hazards() noexcept {
+  use_membarrier();   // before the first hazard store: g_readers_fence is settled
+  (void)&t_releaser;  // constructs it, so its destructor runs at thread exit
+  for (ThreadHazards* record = g_hazards_head.load(std::memory_order_acquire); record != nullptr;
+       record = record->next) {
+    bool expected = false;
+    if (record->owned.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+      record->depth = 0;
+      t_thread_hazards = record;
+      return record;
+    }
+  }
+  ThreadHazards* record = new (std::nothrow) ThreadHazards();
+  if (record == nullptr) return nullptr;
+  record->owned.store(true, std::memory_order_relaxed);
+  record->next = g_hazards_head.load(std::memory_order_relaxed);
+  while (!g_hazards_head.compare_exchange_weak(record->next, record, std::memory_order_release)) {
+  }
+  t_thread_hazards = record;
+  return record;
+}
+
+hal_result_t reject_too_deep(const char* function) noexcept {
+  return fail(HAL_ERROR_INTERNAL, function,
+              "calls nested more than %u deep on this thread (host functions run by a fallback "
+              "calling HAL)",
+              ThreadHazards::kSlots);
+}
+
+bool begin_destroy(DispatchHeader& header) noexcept {
+  if (held_by_this_thread(&header)) return false;
+  uint32_t expected = kLiveMagic;
+  if (!header.magic.compare_exchange_strong(expected, kDestroyedMagic, std::memory_order_seq_cst)) {
+    return false;
+  }
+  // Readers store their hazard, then load the magic, with only a compiler
+  // fence between. The membarrier makes every other running thread execute a
+  // full barrier: a reader either sees the destroyed magic, or its hazard is
+  // visible to the scan below (the asymmetric-fence argument of hazard
+  // pointers and userspace RCU).
+  if (use_membarrier()) {
+    syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+  } else {
+    reader_full_fence();
+  }
+  for (const ThreadHazards* record = g_hazards_head.load(std::memory_order_acquire);
+       record != nullptr; record = record->next) {
+    for (const std::atomic<const void*>& slot : record->slots) {
+      for (uint32_t spins = 0; slot.load(std::memory_order_acquire) == &header; ++spins) {
+        if (spins > 64) std::this_thread::yield();
+      }
+    }
+  }
+  return true;
 }
 
 // ---- HandleSlab --------------------------------------------------------------

@@ -27,10 +27,6 @@ enum class HandleKind : uint32_t { kDevice = 1, kStream, kEvent, kModule, kKerne
 inline constexpr uint32_t kLiveMagic = 0x314c4148u;       // "HAL1"
 inline constexpr uint32_t kDestroyedMagic = 0x44414544u;  // "DEAD"
 
-// Set in DispatchHeader::users by the destroy that won; the low bits count
-// the calls using the handle.
-inline constexpr uint32_t kDestroyingBit = 1u << 31;
-
 // At offset 0 of every public handle. Dispatch is: check magic and kind, load
 // plugin->table, call. The magic is atomic only so that a racy use-after-destroy
 // stays a detected error rather than a data race; relaxed loads are plain moves.
@@ -38,8 +34,6 @@ struct DispatchHeader {
   std::atomic<uint32_t> magic;
   uint32_t kind;
   const PluginRecord* plugin;
-  // Calls in flight on the handle, plus kDestroyingBit once a destroy began.
-  std::atomic<uint32_t> users{0};
 
   DispatchHeader(HandleKind handle_kind, const PluginRecord* owner) noexcept
       : magic(kLiveMagic), kind(static_cast<uint32_t>(handle_kind)), plugin(owner) {}
@@ -64,11 +58,35 @@ hal_result_t reject_handle(const void* handle, HandleKind expected, const char* 
 hal_result_t reject_destroying(const void* handle, HandleKind kind, const char* function,
                                const char* argument) noexcept;
 
+// Which handles the calls of one thread are using: hazard slots, written
+// only by their thread and read by destroys. Never freed; a thread's record
+// is reused by a later thread after it exits.
+struct ThreadHazards {
+  static constexpr uint32_t kSlots = 16;  // nested calls (fallback host functions) included
+  std::atomic<const void*> slots[kSlots] = {};
+  uint32_t depth = 0;  // the owning thread's slots in use
+  std::atomic<bool> owned{false};
+  ThreadHazards* next = nullptr;  // the global list; set before publication
+};
+
+// The calling thread's record (initial-exec TLS: a plain %fs-relative load).
+extern __thread ThreadHazards* t_thread_hazards __attribute__((tls_model("initial-exec")));
+// HAL_ERROR_INTERNAL: every hazard slot of the thread is in use.
+hal_result_t reject_too_deep(const char* function) noexcept;
+// Gives the calling thread a record; the slow path of the first call.
+ThreadHazards* register_thread_hazards() noexcept;
+// True where the kernel has no private expedited membarrier: readers then
+// order their hazard store before their magic load with a full fence.
+extern std::atomic<bool> g_readers_fence;
+void reader_full_fence() noexcept;
+
 // Holds a handle against a concurrent destroy for the length of one call:
-// acquire() validates it, counts the call in, and the destructor counts it
-// out. A destroy that began first makes acquire fail with
-// HAL_ERROR_DESTROYED_HANDLE; one that begins later waits for the call to end
-// (begin_destroy). Two uncontended atomic increments per handle and call.
+// acquire() validates it and publishes it in the thread's hazard slot; the
+// destructor clears the slot. A destroy that marked the handle first makes
+// acquire fail with HAL_ERROR_DESTROYED_HANDLE; one that marks it later
+// waits until the call has cleared its slot (begin_destroy). The cost is two
+// plain stores and a second magic load: the destroy pays for the ordering
+// with a process-wide membarrier.
 template <class Handle>
 class HandleUse {
  public:
@@ -76,43 +94,48 @@ class HandleUse {
   HandleUse(const HandleUse&) = delete;
   HandleUse& operator=(const HandleUse&) = delete;
   ~HandleUse() {
-    if (handle_ != nullptr) handle_->header.users.fetch_sub(1, std::memory_order_release);
+    if (slot_ == nullptr) return;
+    slot_->store(nullptr, std::memory_order_release);
+    --t_thread_hazards->depth;
   }
 
   hal_result_t acquire(Handle* handle, HandleKind kind, const char* function,
                        const char* argument) noexcept {
     if (!is_live(handle, kind)) [[unlikely]]
       return reject_handle(handle, kind, function, argument);
-    const uint32_t before = handle->header.users.fetch_add(1, std::memory_order_acquire);
-    // The magic is read again: a slot whose page was released after the
-    // first check reads as zeroes.
-    if ((before & kDestroyingBit) != 0 || !is_live(handle, kind)) [[unlikely]] {
-      handle->header.users.fetch_sub(1, std::memory_order_release);
-      return reject_destroying(handle, kind, function, argument);
+    ThreadHazards* hazards = t_thread_hazards;
+    if (hazards == nullptr) [[unlikely]]
+      hazards = register_thread_hazards();
+    if (hazards == nullptr || hazards->depth == ThreadHazards::kSlots) [[unlikely]]
+      return reject_too_deep(function);
+    std::atomic<const void*>* slot = &hazards->slots[hazards->depth];
+    slot->store(handle, std::memory_order_relaxed);
+    if (g_readers_fence.load(std::memory_order_relaxed)) [[unlikely]] {
+      reader_full_fence();
+    } else {
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // see begin_destroy
     }
-    handle_ = handle;
+    if (!is_live(handle, kind)) [[unlikely]] {
+      slot->store(nullptr, std::memory_order_relaxed);
+      return reject_handle(handle, kind, function, argument);
+    }
+    ++hazards->depth;
+    slot_ = slot;
     return HAL_SUCCESS;
   }
 
  private:
-  Handle* handle_ = nullptr;
+  std::atomic<const void*>* slot_ = nullptr;
 };
 
-// The first step of every destroy, after validation: marks |header| being
-// destroyed, waits until the calls using it have returned, then marks it
-// destroyed. False when another destroy of the same handle came first (the
-// caller reports HAL_ERROR_DESTROYED_HANDLE). Calls hold a handle only for
-// their own length, so the wait ends.
-inline bool begin_destroy(DispatchHeader& header) noexcept {
-  const uint32_t before = header.users.fetch_or(kDestroyingBit, std::memory_order_acq_rel);
-  if ((before & kDestroyingBit) != 0) return false;
-  for (uint32_t spins = 0; (header.users.load(std::memory_order_acquire) & ~kDestroyingBit) != 0;
-       ++spins) {
-    if (spins > 64) std::this_thread::yield();
-  }
-  header.magic.store(kDestroyedMagic, std::memory_order_release);
-  return true;
-}
+// The first step of every destroy, after validation: marks |header|
+// destroyed (one destroy wins the mark), then waits until no call of any
+// thread still uses the handle. False when another destroy marked it first,
+// or when the calling thread itself is inside a call using the handle (a
+// host function run by a fallback): the caller reports
+// HAL_ERROR_DESTROYED_HANDLE. Calls hold a handle only for their own length,
+// so the wait ends.
+bool begin_destroy(DispatchHeader& header) noexcept;
 
 // Handle memory. Each handle type has one process-wide slab: address space
 // mapped in arenas that are never unmapped, carved into fixed-size slots
