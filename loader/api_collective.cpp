@@ -117,8 +117,10 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
   const Registry* registry = active_registry();
   if (registry == nullptr) return not_initialized(function);
   if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
-  if (!is_live(stream, HandleKind::kStream)) {
-    return reject_handle(stream, HandleKind::kStream, function, "stream");
+  HandleUse<hal_stream_s> stream_use;  // held against a racing hal_stream_destroy
+  if (hal_result_t r = stream_use.acquire(stream, HandleKind::kStream, function, "stream");
+      r != HAL_SUCCESS) {
+    return r;
   }
   if (stream->device != comm->device) {
     return fail(HAL_ERROR_DEVICE_MISMATCH, function,
