@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <functional>
+#include <map>
+#include <utility>
 
 #include "hal_dialect/program.hpp"
 
@@ -20,6 +23,54 @@ constexpr std::array<std::string_view, 9> kKernelOnlyBuiltins = {
 bool is_kernel_only(std::string_view name) {
   return std::find(kKernelOnlyBuiltins.begin(), kKernelOnlyBuiltins.end(), name) !=
          kKernelOnlyBuiltins.end();
+}
+
+// Names no kernel or helper function may take: the dialect's keywords and
+// builtins (SPEC.md, "Kernel dialect", reserved), and the builtins of the
+// backends' languages that a translation would collide with.
+constexpr std::array<std::string_view, 90> kReservedNames = {
+    // the dialect
+    "kernel", "global", "local", "shared", "max_block", "global_id", "local_id", "group_id",
+    "local_size", "num_groups", "global_size", "dynamic_shared", "barrier", "atomic_add",
+    "atomic_sub", "atomic_min", "atomic_max", "atomic_xchg", "atomic_cas", "f16", "bf16",
+    "load_f16", "store_f16", "load_bf16", "store_bf16", "sqrt", "exp", "exp2", "log", "log2", "pow",
+    "sin", "cos", "tan", "tanh", "erf", "fabs", "floor", "ceil", "round", "fmin", "fmax", "fma",
+    "fmod", "atan2", "rsqrt", "min", "max", "i32", "u32", "i64", "u64", "f32", "f64", "uint",
+    // OpenCL C
+    "get_global_id", "get_local_id", "get_group_id", "get_local_size", "get_num_groups",
+    "get_global_size", "get_work_dim", "get_global_offset", "atomic_inc", "atomic_dec",
+    "atomic_and", "atomic_or", "atomic_xor", "atomic_cmpxchg", "atomic_exchange", "mem_fence",
+    "read_mem_fence", "write_mem_fence", "async_work_group_copy", "wait_group_events", "prefetch",
+    "printf", "clamp", "mix", "select",
+    // CUDA / HIP and the cpu backend's C++
+    "__syncthreads", "atomicAdd", "atomicCAS", "atomicExch", "threadIdx", "blockIdx", "blockDim",
+    "gridDim", "warpSize", "main"};
+
+bool is_reserved_name(std::string_view name) {
+  return std::find(kReservedNames.begin(), kReservedNames.end(), name) != kReservedNames.end();
+}
+
+// Sub-group (warp, wavefront, SIMD lane) operations of the backends: not in
+// the dialect, whose sub-group size is a queried device property.
+bool is_subgroup_operation(std::string_view name) {
+  for (std::string_view prefix :
+       {"sub_group_", "get_sub_group", "get_max_sub_group", "get_num_sub_groups",
+        "get_enqueued_num_sub_groups", "intel_sub_group", "__shfl", "__ballot", "__activemask",
+        "__any_sync", "__all_sync", "__match_", "__reduce_"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+// Type keywords that may stand before '(' in a file-scope declaration
+// without making it a function declarator.
+bool is_type_word(std::string_view word) {
+  for (std::string_view type :
+       {"void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "const",
+        "static", "inline", "volatile", "restrict", "struct", "union", "enum", "extern"}) {
+    if (word == type) return true;
+  }
+  return scalar_type_size(word) != 0;
 }
 
 struct ScalarArgType {
@@ -65,7 +116,7 @@ class Parser {
       return fail_at_line(0, 0,
                           "the source defines no kernel (mark one with 'kernel void name(...)')");
     }
-    return true;
+    return check_function_pointers() && check_names() && check_recursion();
   }
 
  private:
@@ -139,11 +190,162 @@ class Parser {
             return fail(j, "'" + tokens_[j].text + "' may only be used inside a kernel body");
           }
         }
+        if (!check_file_scope_declaration(first, i)) return false;
         program_.items.push_back(Item{ItemKind::kOther, {first, ++i}, 0, 0, {}});
         return true;
       }
     }
     return fail(first, "this declaration does not end (a missing ';' or '}')");
+  }
+
+  // A declaration at file scope, tokens [first, semicolon): a type (struct,
+  // union, enum, typedef) or a function prototype. Anything else declares a
+  // variable, and the dialect has no global variables.
+  bool check_file_scope_declaration(size_t first, size_t semicolon) {
+    if (is_identifier(tokens_[first], "typedef")) return true;
+    size_t j = first;
+    while (j < semicolon &&
+           (is_identifier(tokens_[j], "static") || is_identifier(tokens_[j], "const") ||
+            is_identifier(tokens_[j], "extern"))) {
+      ++j;
+    }
+    if (j < semicolon &&
+        (is_identifier(tokens_[j], "struct") || is_identifier(tokens_[j], "union") ||
+         is_identifier(tokens_[j], "enum"))) {
+      size_t k = j + 1;
+      if (k < semicolon && tokens_[k].kind == TokenKind::kIdentifier) ++k;
+      if (k == semicolon) return true;  // a forward declaration
+      if (is_punct(tokens_[k], "{")) {
+        const size_t close = matching_close(k);
+        if (close + 1 == semicolon) return true;  // a type definition
+        return global_variable(first, semicolon, close + 1);
+      }
+    }
+    // A prototype: NAME '(' at depth 0, NAME not a type word, nothing assigned.
+    for (size_t k = first + 1; k < semicolon; ++k) {
+      if (is_punct(tokens_[k], "=")) break;
+      if (is_punct(tokens_[k], "(")) {
+        const Token& before = tokens_[k - 1];
+        if (before.kind == TokenKind::kIdentifier && !is_type_word(before.text)) return true;
+        break;
+      }
+    }
+    return global_variable(first, semicolon, first);
+  }
+
+  // Reports the variable declared in [from, semicolon): its name is the last
+  // identifier before '=', '[' or the end.
+  bool global_variable(size_t first, size_t semicolon, size_t from) {
+    size_t name = semicolon;
+    for (size_t k = from; k < semicolon; ++k) {
+      if (is_punct(tokens_[k], "=") || is_punct(tokens_[k], "[") || is_punct(tokens_[k], ","))
+        break;
+      if (tokens_[k].kind == TokenKind::kIdentifier) name = k;
+    }
+    const size_t at = name < semicolon ? name : first;
+    const std::string what = name < semicolon ? "'" + tokens_[name].text + "' " : "";
+    return fail(at, "global variable " + what +
+                        "at file scope: the dialect has no global variables (pass a buffer as a "
+                        "kernel parameter, or use #define for a constant)");
+  }
+
+  // '(' '*' ... ')' '(' anywhere: a function pointer declarator, type or call
+  // through a pointer.
+  bool check_function_pointers() {
+    for (size_t i = 0; i + 2 < tokens_.size(); ++i) {
+      if (!is_punct(tokens_[i], "(") || !is_punct(tokens_[i + 1], "*")) continue;
+      const size_t close = matching_close(i);
+      if (close + 1 < tokens_.size() && is_punct(tokens_[close + 1], "(")) {
+        return fail(i, "function pointers are not in the dialect");
+      }
+    }
+    return true;
+  }
+
+  // Kernels and helper functions may not take a reserved name, and nothing
+  // may use a sub-group operation.
+  bool check_names() {
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      if (tokens_[i].kind == TokenKind::kIdentifier && is_subgroup_operation(tokens_[i].text)) {
+        return fail(i, "'" + tokens_[i].text +
+                           "' is a sub-group operation, which the dialect does not have (the "
+                           "sub-group size is a device property no kernel may assume)");
+      }
+    }
+    for (const Item& item : program_.items) {
+      if (item.kind != ItemKind::kKernel && item.kind != ItemKind::kFunction) continue;
+      const Token& name = tokens_[item.name_token];
+      if (is_reserved_name(name.text)) {
+        return fail(item.name_token, "'" + name.text +
+                                         "' is a builtin name of the dialect or of a backend and " +
+                                         "cannot name a " +
+                                         (item.kind == ItemKind::kKernel ? "kernel" : "function"));
+      }
+    }
+    return true;
+  }
+
+  // No function or kernel may reach itself through calls: the dialect has no
+  // recursion (GPU backends have no call stack for it).
+  bool check_recursion() {
+    struct Function {
+      std::string_view name;
+      Range body;
+      std::vector<std::pair<size_t, size_t>> calls;  // (callee index, call token)
+    };
+    std::vector<Function> functions;
+    std::map<std::string_view, size_t> index;
+    for (const Item& item : program_.items) {
+      if (item.kind != ItemKind::kKernel && item.kind != ItemKind::kFunction) continue;
+      size_t body = item.name_token;
+      while (body < item.tokens.end && !is_punct(tokens_[body], "{")) ++body;
+      const std::string_view name = tokens_[item.name_token].text;
+      if (index.count(name) != 0) continue;  // a redefinition is the backend's to report
+      index.emplace(name, functions.size());
+      functions.push_back(Function{name, Range{body, item.tokens.end}, {}});
+    }
+    for (Function& function : functions) {
+      for (size_t i = function.body.first; i + 1 < function.body.end; ++i) {
+        if (tokens_[i].kind != TokenKind::kIdentifier || !is_punct(tokens_[i + 1], "(")) continue;
+        const auto callee = index.find(tokens_[i].text);
+        if (callee != index.end()) function.calls.emplace_back(callee->second, i);
+      }
+    }
+    // Depth-first search; a call to a function on the current path closes a cycle.
+    enum class Mark : uint8_t { kNew, kOnPath, kDone };
+    std::vector<Mark> marks(functions.size(), Mark::kNew);
+    std::vector<size_t> path;
+    std::function<bool(size_t)> visit = [&](size_t f) -> bool {
+      marks[f] = Mark::kOnPath;
+      path.push_back(f);
+      for (const auto& [callee, token] : functions[f].calls) {
+        if (marks[callee] == Mark::kOnPath) {
+          // Appended piece by piece: GCC 12's -Wrestrict misfires on "'" + std::string.
+          std::string message;
+          if (callee == f) {
+            message.append("'").append(functions[f].name);
+            message.append("' calls itself: the dialect has no recursion");
+            return fail(token, std::move(message));
+          }
+          message.append("recursion: ");
+          const auto start = std::find(path.begin(), path.end(), callee);
+          for (auto it = start; it != path.end(); ++it) {
+            message.append("'").append(functions[*it].name).append("' calls ");
+          }
+          message.append("'").append(functions[callee].name);
+          message.append("'; the dialect has no recursion");
+          return fail(token, std::move(message));
+        }
+        if (marks[callee] == Mark::kNew && !visit(callee)) return false;
+      }
+      path.pop_back();
+      marks[f] = Mark::kDone;
+      return true;
+    };
+    for (size_t f = 0; f < functions.size(); ++f) {
+      if (marks[f] == Mark::kNew && !visit(f)) return false;
+    }
+    return true;
   }
 
   size_t matching_close(size_t open) const {

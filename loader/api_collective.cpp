@@ -2,6 +2,7 @@
 // comm_enqueue or to the loader's host-staged path.
 #include "api_common.hpp"
 #include "collective_dispatch.hpp"
+#include "fallbacks.hpp"
 #include "layers/intercept.hpp"
 #include "hal_collective/reduce.hpp"
 #include "layers/tracing.hpp"
@@ -44,12 +45,14 @@ hal_result_t submit(hal_comm_s* comm, hal_stream_s* stream,
   const PluginRecord& plugin = *comm->device->plugin;
   if (comm->impl != nullptr) {
     std::lock_guard lock(stream->enqueue_mutex);
+    if (hal_result_t lost = refuse_lost_stream(stream, function); lost != HAL_SUCCESS) return lost;
     const layers::tracing::StreamOpSpan span(stream, function, 0);  // HAL_TRACE execution span
     const hal_result_t r = plugin.table.comm_enqueue(
         comm->impl, stream->impl, static_cast<uint32_t>(calls.size()), calls.data());
-    if (r != HAL_SUCCESS) return fail_from_plugin(r, function, plugin.name);
+    if (r != HAL_SUCCESS) return stream_entry_failed(stream, r, function, plugin);
     return HAL_SUCCESS;
   }
+  if (hal_result_t lost = refuse_lost_stream(stream, function); lost != HAL_SUCCESS) return lost;
   // The host-staged path blocks; it holds its rank alive across an abort.
   const std::shared_ptr<HostComm> host = comm->host;
   std::lock_guard lock(host->run_mutex);
@@ -114,8 +117,10 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
   const Registry* registry = active_registry();
   if (registry == nullptr) return not_initialized(function);
   if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
-  if (!is_live(stream, HandleKind::kStream)) {
-    return reject_handle(stream, HandleKind::kStream, function, "stream");
+  HandleUse<hal_stream_s> stream_use;  // held against a racing hal_stream_destroy
+  if (hal_result_t r = stream_use.acquire(stream, HandleKind::kStream, function, "stream");
+      r != HAL_SUCCESS) {
+    return r;
   }
   if (stream->device != comm->device) {
     return fail(HAL_ERROR_DEVICE_MISMATCH, function,

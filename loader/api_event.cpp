@@ -7,12 +7,18 @@ using namespace hal::loader;
 
 namespace {
 
-hal_result_t check_event(hal_event_t event, const char* function, const char* argument) {
+// Validates |event| and holds it in |use| for the rest of the call.
+hal_result_t check_event(hal_event_t event, HandleUse<hal_event_s>& use, const char* function,
+                         const char* argument) {
   if (active_registry() == nullptr) return not_initialized(function);
-  if (!is_live(event, HandleKind::kEvent)) {
-    return reject_handle(event, HandleKind::kEvent, function, argument);
-  }
-  return HAL_SUCCESS;
+  return use.acquire(event, HandleKind::kEvent, function, argument);
+}
+
+// Whether the work |state| captured is known to have failed: its query says
+// HAL_ERROR_DEVICE_LOST. Loader events never record failures.
+bool captured_failed_work(const EventState& state) noexcept {
+  if (state.impl == nullptr || state.plugin->table.event_query == nullptr) return false;
+  return state.plugin->table.event_query(state.impl) == HAL_ERROR_DEVICE_LOST;
 }
 
 }  // namespace
@@ -54,7 +60,7 @@ static hal_result_t event_create_body(hal_device_t device, hal_event_flags_t fla
         throw;
       }
     }
-    *out_event = device->events.add(std::make_unique<hal_event_s>(&plugin, device, state, flags));
+    *out_event = device->events.add(make_handle<hal_event_s>(&plugin, device, state, flags));
     return HAL_SUCCESS;
   });
 }
@@ -62,21 +68,18 @@ static hal_result_t event_create_body(hal_device_t device, hal_event_flags_t fla
 static hal_result_t event_destroy_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_destroy";
   return guarded(kFunction, [&]() -> hal_result_t {
-    Registry* registry = active_registry();
-    if (registry == nullptr) return not_initialized(kFunction);
+    if (active_registry() == nullptr) return not_initialized(kFunction);
     if (event == nullptr) return HAL_SUCCESS;
     if (!is_live(event, HandleKind::kEvent)) {
       return reject_handle(event, HandleKind::kEvent, kFunction, "event");
     }
-    std::unique_ptr<hal_event_s> owned = event->device->events.take(event);
-    if (owned == nullptr) {
-      return fail(HAL_ERROR_DESTROYED_HANDLE, kFunction, "event %p is being destroyed already",
-                  static_cast<void*>(event));
+    // One destroy wins, after the calls using the event have returned.
+    if (!begin_destroy(event->header)) {
+      return reject_destroying(event, HandleKind::kEvent, kFunction, "event");
     }
-    // Waits already enqueued hold their own reference; the plugin's event is
-    // destroyed when the last of them has run.
-    owned->state.reset();
-    registry->retired_events.retire(std::move(owned));
+    // Waits already enqueued hold their own reference to the state; the
+    // plugin's event is destroyed when the last of them has run.
+    event->device->events.take(event);
     return HAL_SUCCESS;
   });
 }
@@ -84,11 +87,15 @@ static hal_result_t event_destroy_body(hal_event_t event) {
 static hal_result_t event_record_body(hal_event_t event, hal_stream_t stream) {
   constexpr const char* kFunction = "hal_event_record";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
+    HandleUse<hal_event_s> event_use;
+    if (hal_result_t result = check_event(event, event_use, kFunction, "event");
+        result != HAL_SUCCESS) {
       return result;
     }
-    if (!is_live(stream, HandleKind::kStream)) {
-      return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+    HandleUse<hal_stream_s> stream_use;
+    if (hal_result_t result = stream_use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+        result != HAL_SUCCESS) {
+      return result;
     }
     if (stream->device != event->device) {
       return fail(HAL_ERROR_DEVICE_MISMATCH, kFunction,
@@ -97,17 +104,21 @@ static hal_result_t event_record_body(hal_event_t event, hal_stream_t stream) {
     }
     EventState& state = *event->state;
     std::lock_guard lock(stream->enqueue_mutex);
+    if (hal_result_t result = refuse_lost_stream(stream, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
     const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     if (state.impl == nullptr) return record_loader_event(event->state, stream, kFunction);
     const hal_result_t result = state.plugin->table.event_record(state.impl, stream->impl);
-    if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, state.plugin->name);
+    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, kFunction, *state.plugin);
     return HAL_SUCCESS;
   });
 }
 
 static hal_result_t event_query_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_query";
-  if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
+  HandleUse<hal_event_s> use;
+  if (hal_result_t result = check_event(event, use, kFunction, "event"); result != HAL_SUCCESS) {
     return result;
   }
   EventState& state = *event->state;
@@ -121,7 +132,8 @@ static hal_result_t event_query_body(hal_event_t event) {
 
 static hal_result_t event_synchronize_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_synchronize";
-  if (hal_result_t result = check_event(event, kFunction, "event"); result != HAL_SUCCESS) {
+  HandleUse<hal_event_s> use;
+  if (hal_result_t result = check_event(event, use, kFunction, "event"); result != HAL_SUCCESS) {
     return result;
   }
   EventState& state = *event->state;
@@ -133,10 +145,13 @@ static hal_result_t event_synchronize_body(hal_event_t event) {
 
 static hal_result_t event_elapsed_ms_body(hal_event_t start, hal_event_t end, float* out_ms) {
   constexpr const char* kFunction = "hal_event_elapsed_ms";
-  if (hal_result_t result = check_event(start, kFunction, "start"); result != HAL_SUCCESS) {
+  HandleUse<hal_event_s> start_use;
+  if (hal_result_t result = check_event(start, start_use, kFunction, "start");
+      result != HAL_SUCCESS) {
     return result;
   }
-  if (hal_result_t result = check_event(end, kFunction, "end"); result != HAL_SUCCESS) {
+  HandleUse<hal_event_s> end_use;
+  if (hal_result_t result = check_event(end, end_use, kFunction, "end"); result != HAL_SUCCESS) {
     return result;
   }
   if (out_ms == nullptr) return null_argument(kFunction, "out_ms");
@@ -155,6 +170,14 @@ static hal_result_t event_elapsed_ms_body(hal_event_t start, hal_event_t end, fl
   // devices lack HAL_DEVICE_CAP_EVENT_TIMING, so no event has the flag.
   if (first.impl == nullptr || plugin.table.event_elapsed_ms == nullptr) {
     return unsupported_entry(kFunction, plugin, "event_elapsed_ms");
+  }
+  // No time between failed work (SPEC 11.5): whatever the plugin's timestamps say.
+  for (const EventState* state : {&first, &last}) {
+    if (captured_failed_work(*state)) {
+      return fail(HAL_ERROR_INVALID_STATE, kFunction,
+                  "%s captured work that failed (its stream is lost): there is no elapsed time",
+                  state == &first ? "start" : "end");
+    }
   }
   const hal_result_t result = plugin.table.event_elapsed_ms(first.impl, last.impl, out_ms);
   if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, plugin.name);

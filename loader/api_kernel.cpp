@@ -152,9 +152,9 @@ static hal_result_t module_load_body(hal_device_t device, const hal_module_desc_
         result != HAL_SUCCESS) {
       return fail_from_plugin(result, kFunction, plugin.name);
     }
-    std::unique_ptr<hal_module_s> module;
+    HandleOwner<hal_module_s> module;
     try {
-      module = std::make_unique<hal_module_s>(&plugin, impl, device);
+      module = make_handle<hal_module_s>(&plugin, impl, device);
     } catch (...) {
       if (plugin.table.module_unload != nullptr) plugin.table.module_unload(impl);
       throw;
@@ -167,30 +167,33 @@ static hal_result_t module_load_body(hal_device_t device, const hal_module_desc_
 static hal_result_t module_unload_body(hal_module_t module) {
   constexpr const char* kFunction = "hal_module_unload";
   return guarded(kFunction, [&]() -> hal_result_t {
-    Registry* registry = active_registry();
-    if (registry == nullptr) return not_initialized(kFunction);
+    if (active_registry() == nullptr) return not_initialized(kFunction);
     if (module == nullptr) return HAL_SUCCESS;
     if (!is_live(module, HandleKind::kModule)) {
       return reject_handle(module, HandleKind::kModule, kFunction, "module");
     }
-    std::unique_ptr<hal_module_s> owned = module->device->modules.take(module);
-    if (owned == nullptr) {
-      return fail(HAL_ERROR_DESTROYED_HANDLE, kFunction, "module %p is being unloaded already",
-                  static_cast<void*>(module));
+    // One unload wins, after the calls using the module (kernel_get) and its
+    // kernels (launches, infos) have returned; none can start afterwards.
+    if (!begin_destroy(module->header)) {
+      return reject_destroying(module, HandleKind::kModule, kFunction, "module");
     }
-    // Launches of its kernels may still be queued: they finish first.
-    hal_result_t result = synchronize_device(module->device, kFunction);
+    {
+      std::lock_guard lock(module->kernels_mutex);
+      for (auto& kernel : module->kernels) begin_destroy(kernel->header);
+    }
+    HandleOwner<hal_module_s> owned = module->device->modules.take(module);
+    // Launches of its kernels may still be queued: they finish first. A lost
+    // stream does not stop the unload (SPEC 4.4).
+    hal_result_t result = drain_device(module->device, kFunction);
     const PluginRecord& plugin = *module->header.plugin;
     const hal_result_t unloaded = plugin.table.module_unload(module->impl);
     if (unloaded != HAL_SUCCESS && result == HAL_SUCCESS) {
       result = fail_from_plugin(unloaded, kFunction, plugin.name);
     }
     {
-      std::lock_guard lock(owned->kernels_mutex);
-      for (auto& kernel : owned->kernels) registry->retired_kernels.retire(std::move(kernel));
-      owned->kernels.clear();
+      std::lock_guard lock(module->kernels_mutex);
+      module->kernels.clear();
     }
-    registry->retired_modules.retire(std::move(owned));
     return result;
   });
 }
@@ -200,8 +203,10 @@ static hal_result_t kernel_get_body(hal_module_t module, const hal_kernel_desc_t
   constexpr const char* kFunction = "hal_kernel_get";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (!is_live(module, HandleKind::kModule)) {
-      return reject_handle(module, HandleKind::kModule, kFunction, "module");
+    HandleUse<hal_module_s> use;
+    if (hal_result_t failed = use.acquire(module, HandleKind::kModule, kFunction, "module");
+        failed != HAL_SUCCESS) {
+      return failed;
     }
     if (desc == nullptr) return null_argument(kFunction, "desc");
     if (out_kernel == nullptr) return null_argument(kFunction, "out_kernel");
@@ -238,7 +243,8 @@ static hal_result_t kernel_get_body(hal_module_t module, const hal_kernel_desc_t
                   "plugin '%s' described kernel '%s' with %u arguments, above %d",
                   plugin.name.c_str(), desc->name, info.arg_count, HAL_MAX_KERNEL_ARGS);
     }
-    auto kernel = std::make_unique<hal_kernel_s>(&plugin, impl, module->device, module);
+    HandleOwner<hal_kernel_s> kernel =
+        make_handle<hal_kernel_s>(&plugin, impl, module->device, module);
     kernel->name = info.name != nullptr ? info.name : desc->name;
     kernel->info = info;
     kernel->info.struct_size = sizeof(hal_kernel_info_t);
@@ -257,8 +263,10 @@ static hal_result_t kernel_get_body(hal_module_t module, const hal_kernel_desc_t
 static hal_result_t kernel_get_info_body(hal_kernel_t kernel, hal_kernel_info_t* out_info) {
   constexpr const char* kFunction = "hal_kernel_get_info";
   if (active_registry() == nullptr) return not_initialized(kFunction);
-  if (!is_live(kernel, HandleKind::kKernel)) {
-    return reject_handle(kernel, HandleKind::kKernel, kFunction, "kernel");
+  HandleUse<hal_kernel_s> use;
+  if (hal_result_t failed = use.acquire(kernel, HandleKind::kKernel, kFunction, "kernel");
+      failed != HAL_SUCCESS) {
+    return failed;
   }
   if (out_info == nullptr) return null_argument(kFunction, "out_info");
   hal_result_t result = HAL_SUCCESS;
@@ -274,11 +282,15 @@ static hal_result_t launch_kernel_body(hal_kernel_t kernel, const hal_launch_con
                                        hal_stream_t stream) {
   constexpr const char* kFunction = "hal_launch_kernel";
   if (active_registry() == nullptr) return not_initialized(kFunction);
-  if (!is_live(kernel, HandleKind::kKernel)) {
-    return reject_handle(kernel, HandleKind::kKernel, kFunction, "kernel");
+  HandleUse<hal_kernel_s> kernel_use;
+  if (hal_result_t failed = kernel_use.acquire(kernel, HandleKind::kKernel, kFunction, "kernel");
+      failed != HAL_SUCCESS) [[unlikely]] {
+    return failed;
   }
-  if (!is_live(stream, HandleKind::kStream)) {
-    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  HandleUse<hal_stream_s> stream_use;
+  if (hal_result_t failed = stream_use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+      failed != HAL_SUCCESS) [[unlikely]] {
+    return failed;
   }
   if (config == nullptr) return null_argument(kFunction, "config");
   hal_result_t result = HAL_SUCCESS;
@@ -295,10 +307,13 @@ static hal_result_t launch_kernel_body(hal_kernel_t kernel, const hal_launch_con
   const PluginRecord& plugin = *kernel->header.plugin;
   return guarded(kFunction, [&]() -> hal_result_t {
     std::lock_guard lock(stream->enqueue_mutex);
+    if (hal_result_t lost = refuse_lost_stream(stream, kFunction); lost != HAL_SUCCESS) {
+      return lost;
+    }
     const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     const hal_result_t launched =
         plugin.table.launch_kernel(stream->impl, kernel->impl, config, arg_count, args);
-    if (launched != HAL_SUCCESS) return fail_from_plugin(launched, kFunction, plugin.name);
+    if (launched != HAL_SUCCESS) return stream_entry_failed(stream, launched, kFunction, plugin);
     return HAL_SUCCESS;
   });
 }

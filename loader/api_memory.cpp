@@ -69,13 +69,6 @@ hal_result_t check_range(const Registry& registry, const Range& range, size_t si
   return HAL_SUCCESS;
 }
 
-hal_result_t check_stream(const hal_stream_s* stream, const char* function) {
-  if (!is_live(stream, HandleKind::kStream)) {
-    return reject_handle(stream, HandleKind::kStream, function, "stream");
-  }
-  return HAL_SUCCESS;
-}
-
 }  // namespace
 
 static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, size_t size,
@@ -161,7 +154,9 @@ static hal_result_t mem_free_body(void* ptr) {
                   "ptr %p is not a live HAL allocation (never allocated, or freed already)", ptr);
     }
     hal_device_s* device = allocation->device;
-    if (hal_result_t result = synchronize_device(device, kFunction); result != HAL_SUCCESS) {
+    // Work still using the memory finishes first; a lost stream does not stop
+    // the free (SPEC 4.4): its work has ended too.
+    if (hal_result_t result = drain_device(device, kFunction); result != HAL_SUCCESS) {
       registry->allocations.insert(*allocation);
       return result;
     }
@@ -207,7 +202,9 @@ static hal_result_t memcpy_async_body(void* dst, const void* src, size_t size,
     const Registry* registry = active_registry();
     if (registry == nullptr) [[unlikely]]
       return not_initialized(kFunction);
-    if (hal_result_t result = check_stream(stream, kFunction); result != HAL_SUCCESS) {
+    HandleUse<hal_stream_s> use;
+    if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+        result != HAL_SUCCESS) {
       return result;
     }
     if (size == 0) return HAL_SUCCESS;  // nothing to order: the stream's order is kept trivially
@@ -226,9 +223,12 @@ static hal_result_t memcpy_async_body(void* dst, const void* src, size_t size,
     }
     const PluginRecord& plugin = *stream->header.plugin;
     std::lock_guard lock(stream->enqueue_mutex);
+    if (hal_result_t result = refuse_lost_stream(stream, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
     const layers::tracing::StreamOpSpan span(stream, kFunction, size);
     const hal_result_t result = plugin.table.memcpy_async(stream->impl, dst, src, size);
-    if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, plugin.name);
+    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, kFunction, plugin);
     return HAL_SUCCESS;
   });
 }
@@ -238,7 +238,9 @@ static hal_result_t memset_async_body(void* dst, uint8_t value, size_t size, hal
   return guarded(kFunction, [&]() -> hal_result_t {
     const Registry* registry = active_registry();
     if (registry == nullptr) return not_initialized(kFunction);
-    if (hal_result_t result = check_stream(stream, kFunction); result != HAL_SUCCESS) {
+    HandleUse<hal_stream_s> use;
+    if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+        result != HAL_SUCCESS) {
       return result;
     }
     if (size == 0) return HAL_SUCCESS;
@@ -248,6 +250,9 @@ static hal_result_t memset_async_body(void* dst, uint8_t value, size_t size, hal
       return result;
     }
     std::lock_guard lock(stream->enqueue_mutex);
+    if (hal_result_t result = refuse_lost_stream(stream, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
     const layers::tracing::StreamOpSpan span(stream, kFunction, size);
     return fill_memory(stream, dst, value, size, kFunction);
   });

@@ -24,9 +24,9 @@ static hal_result_t stream_create_body(hal_device_t device, hal_stream_flags_t f
         result != HAL_SUCCESS) {
       return fail_from_plugin(result, kFunction, plugin.name);
     }
-    std::unique_ptr<hal_stream_s> stream;
+    HandleOwner<hal_stream_s> stream;
     try {
-      stream = std::make_unique<hal_stream_s>(&plugin, impl, device);
+      stream = make_handle<hal_stream_s>(&plugin, impl, device);
     } catch (...) {
       plugin.table.stream_destroy(impl);
       throw;
@@ -39,34 +39,35 @@ static hal_result_t stream_create_body(hal_device_t device, hal_stream_flags_t f
 static hal_result_t stream_destroy_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_destroy";
   return guarded(kFunction, [&]() -> hal_result_t {
-    Registry* registry = active_registry();
-    if (registry == nullptr) return not_initialized(kFunction);
+    if (active_registry() == nullptr) return not_initialized(kFunction);
     if (stream == nullptr) return HAL_SUCCESS;
     if (!is_live(stream, HandleKind::kStream)) {
       return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
     }
-    // Taking it from the live set first makes a racing second destroy see a
-    // destroyed handle rather than destroy the plugin's stream twice.
-    std::unique_ptr<hal_stream_s> owned = stream->device->streams.take(stream);
-    if (owned == nullptr) {
-      return fail(HAL_ERROR_DESTROYED_HANDLE, kFunction, "stream %p is being destroyed already",
-                  static_cast<void*>(stream));
+    // One destroy wins; it waits for the calls using the stream to return, and
+    // later calls (or a second destroy) see a destroyed handle.
+    if (!begin_destroy(stream->header)) {
+      return reject_destroying(stream, HandleKind::kStream, kFunction, "stream");
     }
+    HandleOwner<hal_stream_s> owned = stream->device->streams.take(stream);
     const PluginRecord& plugin = *stream->header.plugin;
-    hal_result_t result = plugin.table.stream_synchronize(stream->impl);
+    // The work finishes first; a lost stream's failure is dropped (SPEC 4.4).
+    hal_result_t result = drain_stream(stream, kFunction);
     const hal_result_t destroyed = plugin.table.stream_destroy(stream->impl);
-    if (result == HAL_SUCCESS) result = destroyed;
-    registry->retired_streams.retire(std::move(owned));
-    if (result != HAL_SUCCESS) return fail_from_plugin(result, kFunction, plugin.name);
-    return HAL_SUCCESS;
+    if (destroyed != HAL_SUCCESS && result == HAL_SUCCESS) {
+      result = fail_from_plugin(destroyed, kFunction, plugin.name);
+    }
+    return result;
   });
 }
 
 static hal_result_t stream_get_device_body(hal_stream_t stream, hal_device_t* out_device) {
   constexpr const char* kFunction = "hal_stream_get_device";
   if (active_registry() == nullptr) return not_initialized(kFunction);
-  if (!is_live(stream, HandleKind::kStream)) {
-    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  HandleUse<hal_stream_s> use;
+  if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+      result != HAL_SUCCESS) {
+    return result;
   }
   if (out_device == nullptr) return null_argument(kFunction, "out_device");
   *out_device = stream->device;
@@ -77,8 +78,10 @@ static hal_result_t stream_synchronize_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_synchronize";
   if (active_registry() == nullptr) [[unlikely]]
     return not_initialized(kFunction);
-  if (!is_live(stream, HandleKind::kStream)) [[unlikely]] {
-    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  HandleUse<hal_stream_s> use;
+  if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+      result != HAL_SUCCESS) [[unlikely]] {
+    return result;
   }
   return synchronize_stream(stream, kFunction);
 }
@@ -87,8 +90,10 @@ static hal_result_t stream_query_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_query";
   if (active_registry() == nullptr) [[unlikely]]
     return not_initialized(kFunction);
-  if (!is_live(stream, HandleKind::kStream)) [[unlikely]] {
-    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  HandleUse<hal_stream_s> use;
+  if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+      result != HAL_SUCCESS) [[unlikely]] {
+    return result;
   }
   const PluginRecord& plugin = *stream->header.plugin;
   if (plugin.table.stream_query == nullptr) [[unlikely]] {
@@ -98,7 +103,7 @@ static hal_result_t stream_query_body(hal_stream_t stream) {
   }
   const hal_result_t result = plugin.table.stream_query(stream->impl);
   if (result != HAL_SUCCESS && result != HAL_NOT_READY) [[unlikely]] {
-    return fail_from_plugin(result, kFunction, plugin.name);
+    return stream_entry_failed(stream, result, kFunction, plugin);
   }
   return result;
 }
@@ -107,13 +112,20 @@ static hal_result_t stream_wait_event_body(hal_stream_t stream, hal_event_t even
   constexpr const char* kFunction = "hal_stream_wait_event";
   return guarded(kFunction, [&]() -> hal_result_t {
     if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (!is_live(stream, HandleKind::kStream)) {
-      return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+    HandleUse<hal_stream_s> stream_use;
+    if (hal_result_t result = stream_use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+        result != HAL_SUCCESS) {
+      return result;
     }
-    if (!is_live(event, HandleKind::kEvent)) {
-      return reject_handle(event, HandleKind::kEvent, kFunction, "event");
+    HandleUse<hal_event_s> event_use;
+    if (hal_result_t result = event_use.acquire(event, HandleKind::kEvent, kFunction, "event");
+        result != HAL_SUCCESS) {
+      return result;
     }
     std::lock_guard lock(stream->enqueue_mutex);
+    if (hal_result_t result = refuse_lost_stream(stream, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
     const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     return wait_for_event(stream, event->state, kFunction);
   });
@@ -123,12 +135,17 @@ static hal_result_t stream_enqueue_host_fn_body(hal_stream_t stream, hal_host_fn
                                                 void* user_data) {
   constexpr const char* kFunction = "hal_stream_enqueue_host_fn";
   if (active_registry() == nullptr) return not_initialized(kFunction);
-  if (!is_live(stream, HandleKind::kStream)) {
-    return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+  HandleUse<hal_stream_s> use;
+  if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+      result != HAL_SUCCESS) {
+    return result;
   }
   if (fn == nullptr) return null_argument(kFunction, "fn");
   return guarded(kFunction, [&] {
     std::lock_guard lock(stream->enqueue_mutex);
+    if (hal_result_t result = refuse_lost_stream(stream, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
     const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     return enqueue_host_fn(stream, fn, user_data, kFunction);
   });

@@ -71,10 +71,35 @@ hal_result_t enqueue_owned(hal_stream_s* stream, void (*run)(void*) noexcept,
 
 }  // namespace
 
+hal_result_t stream_entry_failed(hal_stream_s* stream, hal_result_t result, const char* function,
+                                 const PluginRecord& plugin) noexcept {
+  if (result == HAL_ERROR_DEVICE_LOST) stream->lost.store(true, std::memory_order_relaxed);
+  return fail_from_plugin(result, function, plugin.name);
+}
+
+hal_result_t refuse_lost_stream(const hal_stream_s* stream, const char* function) noexcept {
+  if (!stream->lost.load(std::memory_order_relaxed)) [[likely]]
+    return HAL_SUCCESS;
+  return fail(HAL_ERROR_DEVICE_LOST, function,
+              "stream %p is lost: earlier work on it failed (reported by an earlier call); "
+              "nothing more is enqueued on it, destroy it",
+              static_cast<const void*>(stream));
+}
+
+hal_result_t drain_device(hal_device_s* device, const char* function) noexcept {
+  const hal_result_t result = synchronize_device(device, function);
+  return result == HAL_ERROR_DEVICE_LOST ? HAL_SUCCESS : result;
+}
+
+hal_result_t drain_stream(hal_stream_s* stream, const char* function) noexcept {
+  const hal_result_t result = synchronize_stream(stream, function);
+  return result == HAL_ERROR_DEVICE_LOST ? HAL_SUCCESS : result;
+}
+
 hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noexcept {
   const PluginRecord& plugin = *stream->header.plugin;
   const hal_result_t result = plugin.table.stream_synchronize(stream->impl);
-  if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+  if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, function, plugin);
   return HAL_SUCCESS;
 }
 
@@ -98,7 +123,7 @@ hal_result_t enqueue_host_fn(hal_stream_s* stream, hal_host_fn_t fn, void* user_
   const PluginRecord& plugin = *stream->header.plugin;
   if (plugin.table.stream_enqueue_host_fn != nullptr) {
     const hal_result_t result = plugin.table.stream_enqueue_host_fn(stream->impl, fn, user_data);
-    if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, function, plugin);
     return HAL_SUCCESS;
   }
   if (hal_result_t result = synchronize_stream(stream, function); result != HAL_SUCCESS) {
@@ -113,7 +138,7 @@ hal_result_t fill_memory(hal_stream_s* stream, void* dst, uint8_t value, size_t 
   const PluginRecord& plugin = *stream->header.plugin;
   if (plugin.table.memset_async != nullptr) {
     const hal_result_t result = plugin.table.memset_async(stream->impl, dst, value, size);
-    if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, function, plugin);
     return HAL_SUCCESS;
   }
   // Host-staged fill: a staging buffer holding |value|, copied chunk by chunk
@@ -127,7 +152,7 @@ hal_result_t fill_memory(hal_stream_s* stream, void* dst, uint8_t value, size_t 
     const hal_result_t result =
         plugin.table.memcpy_async(stream->impl, destination + offset, staging->data(), bytes);
     if (result != HAL_SUCCESS) {
-      const hal_result_t reported = fail_from_plugin(result, function, plugin.name);
+      const hal_result_t reported = stream_entry_failed(stream, result, function, plugin);
       plugin.table.stream_synchronize(stream->impl);  // earlier chunks may still read it
       return reported;
     }
@@ -178,7 +203,7 @@ hal_result_t wait_for_event(hal_stream_s* stream, const std::shared_ptr<EventSta
   const PluginRecord& stream_plugin = *stream->header.plugin;
   if (state->plugin == &stream_plugin && stream_plugin.table.stream_wait_event != nullptr) {
     const hal_result_t result = stream_plugin.table.stream_wait_event(stream->impl, state->impl);
-    if (result != HAL_SUCCESS) return fail_from_plugin(result, function, stream_plugin.name);
+    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, function, stream_plugin);
     return HAL_SUCCESS;
   }
   // Another plugin's event: the stream's work waits on a host function that

@@ -12,6 +12,21 @@
 
 namespace hal::loader {
 
+// A plugin entry on |stream| failed with |result|: the public call's detail,
+// and HAL_ERROR_DEVICE_LOST marks the stream lost for good (SPEC 4.4).
+hal_result_t stream_entry_failed(hal_stream_s* stream, hal_result_t result, const char* function,
+                                 const PluginRecord& plugin) noexcept;
+
+// HAL_ERROR_DEVICE_LOST when |stream| is known lost: every enqueue entry
+// refuses such a stream before reaching the plugin, for every plugin alike.
+hal_result_t refuse_lost_stream(const hal_stream_s* stream, const char* function) noexcept;
+
+// Waits for the work of |device| (or of |stream|) without reporting a lost
+// stream: what destroys and hal_mem_free do, which succeed on lost streams.
+// Other failures are reported as usual.
+hal_result_t drain_device(hal_device_s* device, const char* function) noexcept;
+hal_result_t drain_stream(hal_stream_s* stream, const char* function) noexcept;
+
 // stream_synchronize, with a plugin failure turned into the public call's detail.
 hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noexcept;
 

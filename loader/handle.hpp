@@ -1,5 +1,7 @@
-// The dispatch header every public handle starts with, its validation, and
-// the quarantine that keeps destroyed handles recognisable.
+// The dispatch header every public handle starts with, its validation, the
+// in-use count that keeps a destroy from pulling a handle from under a call,
+// and the slab whose slots are never handed out twice in a row, so a stale
+// handle stays recognisable.
 #pragma once
 
 #include <hal/plugin_v1.h>
@@ -10,6 +12,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -49,9 +53,190 @@ inline bool is_live(const Handle* handle, HandleKind kind) noexcept {
 hal_result_t reject_handle(const void* handle, HandleKind expected, const char* function,
                            const char* argument) noexcept;
 
-// Destroyed handles stay allocated with kDestroyedMagic, the most recent
-// |capacity| of them, so a use-after-destroy or a double destroy reads a
-// recognisable header instead of freed memory. Older ones are freed.
+// The failure of a call that found its handle being destroyed by another
+// thread: HAL_ERROR_DESTROYED_HANDLE.
+hal_result_t reject_destroying(const void* handle, HandleKind kind, const char* function,
+                               const char* argument) noexcept;
+
+// Which handles the calls of one thread are using: hazard slots, written
+// only by their thread and read by destroys. Never freed; a thread's record
+// is reused by a later thread after it exits.
+struct ThreadHazards {
+  static constexpr uint32_t kSlots = 16;  // nested calls (fallback host functions) included
+  std::atomic<const void*> slots[kSlots] = {};
+  uint32_t depth = 0;  // the owning thread's slots in use
+  std::atomic<bool> owned{false};
+  ThreadHazards* next = nullptr;  // the global list; set before publication
+};
+
+// The calling thread's record (initial-exec TLS: a plain %fs-relative load).
+extern __thread ThreadHazards* t_thread_hazards __attribute__((tls_model("initial-exec")));
+// HAL_ERROR_INTERNAL: every hazard slot of the thread is in use.
+hal_result_t reject_too_deep(const char* function) noexcept;
+// Gives the calling thread a record; the slow path of the first call.
+ThreadHazards* register_thread_hazards() noexcept;
+// True where the kernel has no private expedited membarrier: readers then
+// order their hazard store before their magic load with a full fence.
+extern std::atomic<bool> g_readers_fence;
+void reader_full_fence() noexcept;
+
+// Holds a handle against a concurrent destroy for the length of one call:
+// acquire() validates it and publishes it in the thread's hazard slot; the
+// destructor clears the slot. A destroy that marked the handle first makes
+// acquire fail with HAL_ERROR_DESTROYED_HANDLE; one that marks it later
+// waits until the call has cleared its slot (begin_destroy). The cost is two
+// plain stores and a second magic load: the destroy pays for the ordering
+// with a process-wide membarrier.
+template <class Handle>
+class HandleUse {
+ public:
+  HandleUse() = default;
+  HandleUse(const HandleUse&) = delete;
+  HandleUse& operator=(const HandleUse&) = delete;
+  ~HandleUse() {
+    if (slot_ == nullptr) return;
+    slot_->store(nullptr, std::memory_order_release);
+    --t_thread_hazards->depth;
+  }
+
+  hal_result_t acquire(Handle* handle, HandleKind kind, const char* function,
+                       const char* argument) noexcept {
+    if (!is_live(handle, kind)) [[unlikely]]
+      return reject_handle(handle, kind, function, argument);
+    ThreadHazards* hazards = t_thread_hazards;
+    if (hazards == nullptr) [[unlikely]]
+      hazards = register_thread_hazards();
+    if (hazards == nullptr || hazards->depth == ThreadHazards::kSlots) [[unlikely]]
+      return reject_too_deep(function);
+    std::atomic<const void*>* slot = &hazards->slots[hazards->depth];
+    slot->store(handle, std::memory_order_relaxed);
+    if (g_readers_fence.load(std::memory_order_relaxed)) [[unlikely]] {
+      reader_full_fence();
+    } else {
+      std::atomic_signal_fence(std::memory_order_seq_cst);  // see begin_destroy
+    }
+    if (!is_live(handle, kind)) [[unlikely]] {
+      slot->store(nullptr, std::memory_order_relaxed);
+      return reject_handle(handle, kind, function, argument);
+    }
+    ++hazards->depth;
+    slot_ = slot;
+    return HAL_SUCCESS;
+  }
+
+ private:
+  std::atomic<const void*>* slot_ = nullptr;
+};
+
+// The first step of every destroy, after validation: marks |header|
+// destroyed (one destroy wins the mark), then waits until no call of any
+// thread still uses the handle. False when another destroy marked it first,
+// or when the calling thread itself is inside a call using the handle (a
+// host function run by a fallback): the caller reports
+// HAL_ERROR_DESTROYED_HANDLE. Calls hold a handle only for their own length,
+// so the wait ends.
+bool begin_destroy(DispatchHeader& header) noexcept;
+
+// Handle memory. Each handle type has one process-wide slab: address space
+// mapped in arenas that are never unmapped, carved into fixed-size slots
+// handed out in address order. A destroyed handle's slot keeps its header
+// (magic kDestroyedMagic) and is not handed out again until every other slot
+// of the slab has been: with the default sizes, hundreds of millions of
+// creations of the same kind later. A page whose slots are all destroyed is
+// given back to the system (it then reads as zeroes, which reject_handle
+// still recognises as a destroyed slot). So a stale handle never aliases a
+// live one of its kind within that window, and the memory of destroyed
+// handles is not kept. Slab memory is ordinary mmap'd memory: sanitizers see
+// the objects' own heap members, not the slots.
+class HandleSlab {
+ public:
+  // |slot_bytes| is rounded up to a power of two, at least 64.
+  HandleSlab(HandleKind kind, size_t slot_bytes, size_t arena_bytes = size_t{64} << 20,
+             size_t max_arenas = 256);
+  ~HandleSlab() = delete;  // process-lifetime: stale handles stay readable
+  HandleSlab(const HandleSlab&) = delete;
+  HandleSlab& operator=(const HandleSlab&) = delete;
+
+  // Uninitialised memory for one handle. Throws std::bad_alloc when mapping
+  // fails or every slot is live.
+  void* allocate();
+  // The handle in |slot| has been destroyed (its header marked destroyed).
+  void release(void* slot) noexcept;
+  // Whether |pointer| is the start of a slot this slab has handed out.
+  bool handed_out(const void* pointer) const noexcept;
+
+  HandleKind kind() const noexcept { return kind_; }
+  size_t slot_bytes() const noexcept { return slot_bytes_; }
+  // For tests: how many times every slot has been gone through.
+  uint64_t laps() const noexcept;
+
+  // A slab created by for_type() for |kind| that handed out |pointer|, if any.
+  static bool any_handed_out(HandleKind kind, const void* pointer) noexcept;
+
+ private:
+  struct Arena {
+    char* base;
+    std::vector<uint32_t> live;  // live slots per group
+  };
+  size_t group_of(size_t offset) const noexcept { return offset / group_bytes_; }
+  void release_group(Arena& arena, size_t group) noexcept;
+  void leave_group() noexcept;  // the cursor moves on from its group
+
+  const HandleKind kind_;
+  const size_t slot_bytes_;
+  const size_t group_bytes_;  // max(page, slot): the unit given back to the system
+  const size_t arena_bytes_;
+  const size_t max_arenas_;
+  mutable std::mutex mutex_;
+  std::vector<Arena> arenas_;
+  size_t cursor_arena_ = 0;   // where the next slot comes from
+  size_t cursor_offset_ = 0;  //   (offset within the arena)
+  uint64_t laps_ = 0;         // completed passes over all max_arenas_ arenas
+};
+
+// Registers |slab| for reject_handle's stale-handle check.
+void register_slab(HandleSlab* slab) noexcept;
+
+// The slab of handle type |Handle| (which names its kind as Handle::kKind).
+template <class Handle>
+HandleSlab& slab_of() {
+  static HandleSlab* const slab = [] {
+    auto* created = new HandleSlab(Handle::kKind, sizeof(Handle));
+    register_slab(created);
+    return created;
+  }();
+  return *slab;
+}
+
+// Destroys a handle and gives its slot back to its slab. The header is marked
+// destroyed first, unless begin_destroy did already.
+template <class Handle>
+struct SlabDelete {
+  void operator()(Handle* handle) const noexcept {
+    handle->header.magic.store(kDestroyedMagic, std::memory_order_release);
+    handle->~Handle();  // the header's members are trivial: its bytes stay
+    slab_of<Handle>().release(handle);
+  }
+};
+
+template <class Handle>
+using HandleOwner = std::unique_ptr<Handle, SlabDelete<Handle>>;
+
+// Constructs a handle in a fresh slot of its slab.
+template <class Handle, class... Args>
+HandleOwner<Handle> make_handle(Args&&... args) {
+  void* slot = slab_of<Handle>().allocate();
+  try {
+    return HandleOwner<Handle>(new (slot) Handle(std::forward<Args>(args)...));
+  } catch (...) {
+    slab_of<Handle>().release(slot);
+    throw;
+  }
+}
+
+// For handles not (yet) in a slab (communicators): destroyed handles stay
+// allocated with kDestroyedMagic, the most recent |capacity| of them, so a use-after-destroy or a
+// double destroy reads a recognisable header instead of freed memory. Older ones are freed.
 template <class Handle>
 class Quarantine {
  public:
@@ -84,25 +269,25 @@ class Quarantine {
 template <class Handle>
 class LiveSet {
  public:
-  Handle* add(std::unique_ptr<Handle> handle) {
+  Handle* add(HandleOwner<Handle> handle) {
     Handle* raw = handle.get();
     std::lock_guard lock(mutex_);
     objects_.emplace(raw, std::move(handle));
     return raw;
   }
 
-  std::unique_ptr<Handle> take(Handle* handle) {
+  HandleOwner<Handle> take(Handle* handle) {
     std::lock_guard lock(mutex_);
     auto found = objects_.find(handle);
     if (found == objects_.end()) return nullptr;
-    std::unique_ptr<Handle> owned = std::move(found->second);
+    HandleOwner<Handle> owned = std::move(found->second);
     objects_.erase(found);
     return owned;
   }
 
-  std::vector<std::unique_ptr<Handle>> take_all() {
+  std::vector<HandleOwner<Handle>> take_all() {
     std::lock_guard lock(mutex_);
-    std::vector<std::unique_ptr<Handle>> all;
+    std::vector<HandleOwner<Handle>> all;
     all.reserve(objects_.size());
     for (auto& [raw, owned] : objects_) all.push_back(std::move(owned));
     objects_.clear();
@@ -123,7 +308,7 @@ class LiveSet {
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_map<Handle*, std::unique_ptr<Handle>> objects_;
+  std::unordered_map<Handle*, HandleOwner<Handle>> objects_;
 };
 
 }  // namespace hal::loader

@@ -5,6 +5,7 @@
 #include "handle.hpp"
 #include "plugin_library.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,7 @@ struct EventState {
 }  // namespace hal::loader
 
 struct hal_stream_s {
+  static constexpr hal::loader::HandleKind kKind = hal::loader::HandleKind::kStream;
   hal_stream_s(const hal::loader::PluginRecord* plugin, hal_impl_stream_t* plugin_stream,
                hal_device_s* owner)
       : header(hal::loader::HandleKind::kStream, plugin), impl(plugin_stream), device(owner) {}
@@ -51,9 +53,13 @@ struct hal_stream_s {
   // host functions, records, launches), so plugins need no lock of their own.
   // Never held around stream_synchronize or stream_query.
   std::mutex enqueue_mutex;
+  // Set once any plugin entry reported HAL_ERROR_DEVICE_LOST for this stream:
+  // later enqueues are refused by the loader for every plugin alike (SPEC 4.4).
+  std::atomic<bool> lost{false};
 };
 
 struct hal_event_s {
+  static constexpr hal::loader::HandleKind kKind = hal::loader::HandleKind::kEvent;
   hal_event_s(const hal::loader::PluginRecord* plugin, hal_device_s* owner,
               std::shared_ptr<hal::loader::EventState> event_state, hal_event_flags_t event_flags)
       : header(hal::loader::HandleKind::kEvent, plugin),
@@ -67,6 +73,7 @@ struct hal_event_s {
 };
 
 struct hal_kernel_s {
+  static constexpr hal::loader::HandleKind kKind = hal::loader::HandleKind::kKernel;
   hal_kernel_s(const hal::loader::PluginRecord* plugin, hal_impl_kernel_t* plugin_kernel,
                hal_device_s* owner, hal_module_s* owning_module)
       : header(hal::loader::HandleKind::kKernel, plugin),
@@ -82,6 +89,7 @@ struct hal_kernel_s {
 };
 
 struct hal_module_s {
+  static constexpr hal::loader::HandleKind kKind = hal::loader::HandleKind::kModule;
   hal_module_s(const hal::loader::PluginRecord* plugin, hal_impl_module_t* plugin_module,
                hal_device_s* owner)
       : header(hal::loader::HandleKind::kModule, plugin), impl(plugin_module), device(owner) {}
@@ -89,7 +97,7 @@ struct hal_module_s {
   hal_impl_module_t* impl;
   hal_device_s* device;
   std::mutex kernels_mutex;
-  std::vector<std::unique_ptr<hal_kernel_s>> kernels;
+  std::vector<hal::loader::HandleOwner<hal_kernel_s>> kernels;
 };
 
 struct hal_device_s {

@@ -1,5 +1,6 @@
 // The loader's global state between hal_init and hal_shutdown: the plugins,
-// their load reports, the devices, the allocation table and the quarantines.
+// their load reports, the devices and the allocation table. Destroyed handles
+// live on in their slabs (handle.hpp).
 #pragma once
 
 #include "allocation_table.hpp"
@@ -31,6 +32,7 @@ struct PluginReport {
   bool requested = false;
 };
 
+// Communicators' quarantine (the other handles are in slabs).
 inline constexpr size_t kQuarantineCapacity = 4096;
 
 // A plugin reporting more devices is refused (SPEC §9.3): a broken count must
@@ -44,10 +46,6 @@ struct Registry {
   std::vector<PluginReport> reports;
 
   AllocationTable allocations;
-  Quarantine<hal_stream_s> retired_streams{kQuarantineCapacity};
-  Quarantine<hal_event_s> retired_events{kQuarantineCapacity};
-  Quarantine<hal_module_s> retired_modules{kQuarantineCapacity};
-  Quarantine<hal_kernel_s> retired_kernels{kQuarantineCapacity};
 
   Registry() = default;
   Registry(const Registry&) = delete;

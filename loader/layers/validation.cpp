@@ -130,6 +130,12 @@ hal_result_t check_handle(const char* function, const char* argument, const void
 
 hal_result_t extra(StreamDestroy, hal_stream_t stream) {
   if (stream == nullptr) return HAL_SUCCESS;
+  // Held like any call, so a racing destroy cannot free the plugin's stream
+  // under the query; a destroy that came first leaves the error to the body.
+  HandleUse<hal_stream_s> use;
+  if (use.acquire(stream, HandleKind::kStream, StreamDestroy::kName, "stream") != HAL_SUCCESS) {
+    return HAL_SUCCESS;
+  }
   const hal_plugin_table_v1_t& table = table_of(stream);
   if (table.stream_query != nullptr && table.stream_query(stream->impl) == HAL_NOT_READY) {
     warn(StreamDestroy::kName,

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -154,6 +156,20 @@ TEST_CASE("cpu dialect: bad input gets a specific result and a diagnostic", "[di
   // A rule of the dialect: the front end's diagnostic.
   REQUIRE(session.load("kernel void k(float* p) {}", &broken) == HAL_ERROR_INVALID_MODULE);
   CHECK(detail_message().find("must point to global memory") != std::string::npos);
+  // The exclusions of SPEC 8 come from the front end, with the same message on every device.
+  for (const auto& [source, message] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"int counter;\nkernel void k() {}", "line 1:5: global variable 'counter'"},
+           {"int f(int n) { return n ? f(n - 1) : 0; }\nkernel void k() {}",
+            "line 1:27: 'f' calls itself"},
+           {"int b(int n);\nint a(int n) { return b(n); }\nint b(int n) { return a(n); }\n"
+            "kernel void k() { a(1); }",
+            "line 3:23: recursion: 'a' calls 'b' calls 'a'"},
+           {"kernel void k() {\n  int (*op)(int) = 0;\n}", "line 2:7: function pointers"},
+           {"kernel void barrier() {}", "line 1:13: 'barrier' is a builtin name"}}) {
+    INFO(source);
+    REQUIRE(session.load(source, &broken) == HAL_ERROR_INVALID_MODULE);
+    CHECK(detail_message().find(message) != std::string::npos);
+  }
 
   // Unknown entry point.
   hal_kernel_desc_t desc{};

@@ -159,3 +159,83 @@ TEST_CASE("dialect: diagnostics name the rule and the line", "[dialect]") {
   CHECK(contains(error_of("kernel max_block(0) void k() {}"), "outside 1..65536"));
   CHECK(contains(error_of(""), "empty"));
 }
+
+TEST_CASE("dialect: every exclusion of SPEC 8 is rejected alike for every backend", "[dialect]") {
+  struct Bad {
+    const char* source;
+    const char* message;  // includes the "line L:C" the diagnostic must point at
+  };
+  const Bad cases[] = {
+      // global variables, plain, initialised, constant, arrays, after a struct
+      {"int counter;\nkernel void k() {}", "line 1:5: global variable 'counter' at file scope"},
+      {"kernel void k() {}\nfloat table[4] = {1, 2, 3, 4};", "line 2:7: global variable 'table'"},
+      {"const int N = 4;\nkernel void k() {}", "line 1:11: global variable 'N'"},
+      {"static float scale = 2.0f;\nkernel void k() {}", "line 1:14: global variable 'scale'"},
+      {"struct P { int a; } origin;\nkernel void k() {}", "line 1:21: global variable 'origin'"},
+      {"global float* buffer;\nkernel void k() {}", "line 1:15: global variable 'buffer'"},
+      // recursion: direct, mutual (through a prototype), and through a kernel
+      {"int f(int n) { return n ? f(n - 1) : 0; }\nkernel void k() {}",
+       "line 1:27: 'f' calls itself: the dialect has no recursion"},
+      {"int b(int n);\nint a(int n) { return b(n); }\nint b(int n) { return a(n); }\n"
+       "kernel void k() { a(1); }",
+       "line 3:23: recursion: 'a' calls 'b' calls 'a'"},
+      {"kernel void k(global int* p) {\n  if (p[0]) k(p);\n}", "line 2:13: 'k' calls itself"},
+      // function pointers: a variable, a typedef, a parameter, a call through one
+      {"kernel void k() {\n  int (*op)(int) = 0;\n}", "line 2:7: function pointers are not"},
+      {"typedef float (*unary)(float);\nkernel void k() {}", "line 1:15: function pointers"},
+      {"float apply(float (*f)(float), float x) { return x; }\nkernel void k() {}",
+       "line 1:19: function pointers"},
+      // builtin and backend names as kernel or function names
+      {"kernel void barrier() {}",
+       "line 1:13: 'barrier' is a builtin name of the dialect or "
+       "of a backend and cannot name a kernel"},
+      {"kernel void global_id() {}", "line 1:13: 'global_id' is a builtin name"},
+      {"kernel void atomic_add() {}", "line 1:13: 'atomic_add' is a builtin name"},
+      {"kernel void atomic_exchange() {}", "line 1:13: 'atomic_exchange' is a builtin name"},
+      {"kernel void get_global_id() {}", "line 1:13: 'get_global_id' is a builtin name"},
+      {"kernel void __syncthreads() {}", "line 1:13: '__syncthreads' is a builtin name"},
+      {"float sqrt(float x) { return x; }\nkernel void k() {}",
+       "line 1:7: 'sqrt' is a builtin name of the dialect or of a backend and cannot name a "
+       "function"},
+      {"kernel void max() {}", "line 1:13: 'max' is a builtin name"},
+      // sub-group operations
+      {"kernel void k(global int* p) {\n  p[0] = sub_group_reduce_add(p[0]);\n}",
+       "line 2:10: 'sub_group_reduce_add' is a sub-group operation"},
+      {"kernel void k(global int* p) {\n  p[0] = __shfl_sync(0, p[0], 1);\n}",
+       "line 2:10: '__shfl_sync' is a sub-group operation"},
+  };
+  for (const Bad& bad : cases) {
+    for (Backend backend : {Backend::kCpp, Backend::kOpenCL, Backend::kCuda, Backend::kHip}) {
+      INFO(bad.source << "\n(backend " << static_cast<int>(backend) << ")");
+      TranslatedModule module;
+      Diagnostic error;
+      REQUIRE_FALSE(translate(bad.source, backend, module, error));
+      const std::string text = error.to_string();
+      INFO(text);
+      CHECK(contains(text, bad.message));
+    }
+  }
+}
+
+TEST_CASE("dialect: what the exclusions leave allowed", "[dialect]") {
+  // Types, prototypes, helpers calling helpers (a DAG), parenthesised
+  // dereferences and #define constants stay legal.
+  const char* source = R"(#define N 4
+struct Pair { float a; float b; };
+typedef struct Pair pair_t;
+enum Mode { kAdd, kMul };
+static float twice(float x);
+static float twice(float x) { return 2.0f * x; }
+static float quad(float x) { return twice(twice(x)); }
+kernel void k(global float* p) {
+  float v = (*p) * N;
+  p[global_id(0)] = quad(v) + (*p);
+}
+)";
+  for (Backend backend : {Backend::kCpp, Backend::kOpenCL, Backend::kCuda, Backend::kHip}) {
+    TranslatedModule module;
+    Diagnostic error;
+    INFO(error.to_string());
+    CHECK(translate(source, backend, module, error));
+  }
+}
