@@ -92,8 +92,13 @@ extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host
   if (!parse_device_memory(hal::util::env("HAL_CPU_DEVICE_MEMORY"), &memory_per_device, why)) {
     return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
   }
+  StreamLimits stream_limits;
+  if (!parse_stream_limits(hal::util::env("HAL_CPU_STREAM_THREADS"),
+                           hal::util::env("HAL_CPU_STREAM_QUEUE_DEPTH"), &stream_limits, why)) {
+    return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
+  }
   return hal::plugin::guarded(report, "hal_plugin_entry", [&] {
-    auto plugin = std::make_unique<Plugin>(host, devices, memory_per_device);
+    auto plugin = std::make_unique<Plugin>(host, devices, memory_per_device, stream_limits);
     out_plugin->abi_version = HAL_ABI_VERSION;
     out_plugin->name = kPluginName;
     out_plugin->version = kPluginVersion;
