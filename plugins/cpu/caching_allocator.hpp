@@ -94,8 +94,8 @@ class CachingAllocator {
   std::unordered_map<void*, Block> live_;
   std::array<std::vector<FreeBlock>, kClassCount> free_small_;
   std::vector<std::unique_ptr<Slab>> slabs_;
-  Slab* bump_slab_ = nullptr;  // the slab new blocks are carved from
-  char* bump_ = nullptr;       // its free tail
+  Slab* bump_slab_ = nullptr;                // the slab new blocks are carved from
+  char* bump_ = nullptr;                     // its free tail
   std::multimap<size_t, void*> free_large_;  // cached mappings by size
 };
 

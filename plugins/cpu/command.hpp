@@ -96,12 +96,14 @@ struct TaskCommand {
 using Command = std::variant<std::monostate, CopyCommand, FillCommand, HostFnCommand, RecordCommand,
                              WaitCommand, LaunchCommand, TaskCommand>;
 
-// A FIFO of commands in fixed-size chunks, each its own page mapping. Push
-// and pop only move commands; the queue keeps one drained chunk for reuse, so
-// a stream that stays shallow allocates nothing after warm-up, and every
-// other chunk goes back to the system as soon as it is drained (a deep
-// backlog does not pin its memory until the stream is destroyed). Not
-// thread-safe; the stream's mutex guards it.
+class ChunkCache;
+
+// A FIFO of commands in fixed-size (~64 KiB) chunks. Push and pop only move
+// commands; the queue keeps one drained chunk for reuse, so a stream that
+// stays shallow allocates nothing after warm-up. Other drained chunks go to
+// a cache shared by all queues (4 MiB at most) and beyond it back to the
+// system, so a deep backlog does not pin its memory until the stream is
+// destroyed. Not thread-safe; the stream's mutex guards it.
 class CommandQueue {
  public:
   CommandQueue() = default;
@@ -121,6 +123,7 @@ class CommandQueue {
 
  private:
   struct Chunk;
+  static ChunkCache& cache();  // drained chunks shared by every queue
   static Chunk* new_chunk();
   static void delete_chunk(Chunk* chunk);
 
