@@ -98,7 +98,7 @@ using Command = std::variant<std::monostate, CopyCommand, FillCommand, HostFnCom
 
 class ChunkCache;
 
-// A FIFO of commands in fixed-size (~64 KiB) chunks. Push and pop only move
+// A FIFO of commands in fixed-size (~16 KiB) chunks. Push and pop only move
 // commands; the queue keeps one drained chunk for reuse, so a stream that
 // stays shallow allocates nothing after warm-up. Other drained chunks go to
 // a cache shared by all queues (4 MiB at most) and beyond it back to the

@@ -105,9 +105,9 @@ bool parse_stream_limits(const char* threads_text, const char* depth_text, Strea
 // ---- the command queue ------------------------------------------------------
 
 struct CommandQueue::Chunk {
-  // About 64 KiB a chunk: big enough that the chunk change is rare, small
-  // enough that a shallow stream holds little.
-  static constexpr size_t kCommands = (size_t{64} << 10) / sizeof(Command);
+  // About 16 KiB a chunk: big enough that the chunk change (a mutex) is
+  // rare, small enough that a thousand shallow streams hold little.
+  static constexpr size_t kCommands = ((size_t{16} << 10) - sizeof(void*)) / sizeof(Command);
   Command commands[kCommands];
   Chunk* next = nullptr;
 };
@@ -252,10 +252,6 @@ StreamExecutors::~StreamExecutors() {
   for (std::thread& thread : threads_) {
     if (thread.joinable()) thread.join();
   }
-}
-
-bool StreamExecutors::on_executor_thread() {
-  return tls_executors != nullptr;
 }
 
 void StreamExecutors::grow_locked() {

@@ -74,8 +74,6 @@ class StreamExecutors {
   // Brackets a command that may block for long on an executor thread.
   void begin_blocking();
   void end_blocking();
-  // True on a thread of an executor set (any plugin instance).
-  static bool on_executor_thread();
 
  private:
   void executor_main();
