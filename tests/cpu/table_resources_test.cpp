@@ -178,6 +178,22 @@ TEST_CASE("a 1 MiB budget admits its declared largest allocation",
   REQUIRE(t.mem_free(device, whole) == HAL_SUCCESS);
 }
 
+TEST_CASE("a budget that is not a whole number of pages declares what fits",
+          "[cpu][table][memory][resources]") {
+  PluginInstance plugin("1", "3000000");
+  const auto& t = plugin.table();
+  hal_impl_device_t* device = plugin.device(0);
+  const hal_device_properties_t properties = properties_of(t, device);
+  CHECK(properties.total_memory_bytes == 3000000);
+  REQUIRE(properties.max_allocation_bytes == 3000000 / 4096 * 4096);
+  void* whole = nullptr;
+  REQUIRE(t.mem_alloc(device, HAL_MEMORY_DEVICE, properties.max_allocation_bytes, 4096, &whole) ==
+          HAL_SUCCESS);
+  REQUIRE(t.mem_free(device, whole) == HAL_SUCCESS);
+  CHECK(t.mem_alloc(device, HAL_MEMORY_DEVICE, properties.max_allocation_bytes + 1, 64, &whole) ==
+        HAL_ERROR_OUT_OF_MEMORY);
+}
+
 namespace {
 
 void count_call(void* counter) {
