@@ -2,18 +2,22 @@
 // freshly mapped 4 KiB pages costs ~11 us each on the VMs we target and every
 // munmap slows unrelated memory for a while (research/baselines.md 4b).
 //
-// - Small blocks (<= kLargeThreshold) come in power-of-two size classes,
-//   carved from 2 MiB transparent-huge-page slabs; a block of class c is
-//   aligned to c. Freed blocks go to their class's free list; slabs are only
-//   unmapped when the allocator is destroyed.
-// - Large blocks are their own mappings, rounded to 2 MiB, 2 MiB aligned,
-//   MADV_HUGEPAGE and pre-faulted once when mapped. Freed ones are cached and
-//   handed out again for requests that fit; the cache is trimmed (munmap)
-//   only when live + cached memory would pass the budget, or at destruction.
-// - The budget (total_memory_bytes) bounds the bytes handed out; exceeding it
-//   is HAL_ERROR_OUT_OF_MEMORY, as a GPU that is full.
-// Thread-safe: one mutex, held only for bookkeeping, never across page faults
-// of a new mapping.
+// - Small blocks (up to 256 KiB, and no bigger than a slab) come in
+//   power-of-two size classes, carved from slabs (2 MiB transparent-huge-page
+//   slabs; smaller ones for budgets under 32 MiB); a block of class c is
+//   aligned to c. Freed blocks go to their class's free list.
+// - Large blocks are their own mappings, rounded to 4 KiB pages (2 MiB
+//   aligned, with MADV_HUGEPAGE, from 2 MiB up) and pre-faulted once when
+//   mapped. Freed ones are cached and handed out again for requests that fit.
+// - The budget (total_memory_bytes) bounds everything the allocator holds,
+//   not only the bytes handed out: slabs, live and cached large mappings.
+//   When a new slab or mapping would pass it, cached mappings are unmapped
+//   and slabs whose blocks are all free are released first; what still does
+//   not fit is HAL_ERROR_OUT_OF_MEMORY, as on a GPU that is full. A large
+//   block is charged its page-rounded size, so the largest allocation that
+//   fits a fresh device is the budget rounded down to a page.
+// Thread-safe: one mutex, held for bookkeeping and slab mapping, never
+// across the page faults of a new large mapping.
 #ifndef HAL_PLUGINS_CPU_CACHING_ALLOCATOR_HPP_
 #define HAL_PLUGINS_CPU_CACHING_ALLOCATOR_HPP_
 
@@ -21,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -29,13 +34,14 @@ namespace hal::cpu {
 
 class CachingAllocator {
  public:
+  static constexpr size_t kPage = 4096;
   static constexpr size_t kHugePage = size_t{2} << 20;
   static constexpr size_t kMinBlock = 64;
   static constexpr size_t kLargeThreshold = size_t{256} << 10;
 
   enum class Status { kOk, kOverBudget, kMapFailed };
 
-  explicit CachingAllocator(uint64_t budget_bytes) : budget_(budget_bytes) {}
+  explicit CachingAllocator(uint64_t budget_bytes);
   ~CachingAllocator() { release_all(); }
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -48,29 +54,48 @@ class CachingAllocator {
   void release_all();
 
   uint64_t budget() const { return budget_; }
+  // The largest single allocation a fresh device admits.
+  uint64_t max_allocation() const { return budget_ / kPage * kPage; }
   uint64_t bytes_in_use() const;
-  uint64_t bytes_cached() const;
+  // Everything mapped: slabs and live and cached large mappings (<= budget).
+  uint64_t bytes_held() const;
 
  private:
+  struct Slab {
+    char* base;
+    size_t bytes;
+    uint32_t live = 0;  // blocks handed out and not freed
+    bool releasing = false;
+  };
   struct Block {
     size_t bytes;  // what the block occupies (class size or mapping size)
-    bool large;
+    Slab* slab;    // nullptr: a large block, its own mapping
+  };
+  struct FreeBlock {
+    void* ptr;
+    Slab* slab;
   };
   static constexpr size_t kClassCount = 13;  // 64 B .. 256 KiB
 
   Status allocate_small(size_t bytes, void** out_ptr, int* out_errno);
   Status allocate_large(size_t bytes, size_t alignment, void** out_ptr, int* out_errno);
-  void trim_cache_locked();
+  // Makes room for |bytes| more held bytes, unmapping cached mappings and
+  // empty slabs as needed, and counts them held. False when they cannot fit.
+  bool reserve_locked(size_t bytes);
+  void release_empty_slabs_locked();
 
   const uint64_t budget_;
+  const size_t slab_bytes_;   // size of every slab
+  const size_t small_limit_;  // largest small block
   mutable std::mutex mutex_;
   uint64_t in_use_ = 0;  // bytes of live blocks
+  uint64_t held_ = 0;    // bytes of slabs and of live and cached large mappings
   uint64_t cached_ = 0;  // bytes of large mappings in the cache
   std::unordered_map<void*, Block> live_;
-  std::array<std::vector<void*>, kClassCount> free_small_;
-  std::vector<std::pair<void*, size_t>> slabs_;  // every small-block slab mapping
-  char* bump_ = nullptr;                         // free tail of the newest slab
-  char* bump_end_ = nullptr;
+  std::array<std::vector<FreeBlock>, kClassCount> free_small_;
+  std::vector<std::unique_ptr<Slab>> slabs_;
+  Slab* bump_slab_ = nullptr;                // the slab new blocks are carved from
+  char* bump_ = nullptr;                     // its free tail
   std::multimap<size_t, void*> free_large_;  // cached mappings by size
 };
 

@@ -1,8 +1,8 @@
-// The commands a stream executes, and the ring that queues them.
+// The commands a stream executes, and the queue that holds them.
 //
 // A command is a std::variant of small structs; kernel arguments live in the
 // command (16 inline slots, a heap spill only beyond), so enqueueing a launch
-// allocates nothing once the ring has grown to its working size.
+// allocates nothing once the queue has its working chunk.
 #ifndef HAL_PLUGINS_CPU_COMMAND_HPP_
 #define HAL_PLUGINS_CPU_COMMAND_HPP_
 
@@ -96,45 +96,43 @@ struct TaskCommand {
 using Command = std::variant<std::monostate, CopyCommand, FillCommand, HostFnCommand, RecordCommand,
                              WaitCommand, LaunchCommand, TaskCommand>;
 
-// A FIFO of commands in a power-of-two ring that doubles when full and never
-// shrinks: after warm-up, push and pop only move commands. Not thread-safe;
-// the stream's mutex guards it.
-class CommandRing {
+class ChunkCache;
+
+// A FIFO of commands in fixed-size (~16 KiB) chunks. Push and pop only move
+// commands; the queue keeps one drained chunk for reuse, so a stream that
+// stays shallow allocates nothing after warm-up. Other drained chunks go to
+// a cache shared by all queues (4 MiB at most) and beyond it back to the
+// system, so a deep backlog does not pin its memory until the stream is
+// destroyed. Not thread-safe; the stream's mutex guards it.
+class CommandQueue {
  public:
-  CommandRing() : slots_(kInitialCapacity) {}
+  CommandQueue() = default;
+  ~CommandQueue();
+  CommandQueue(const CommandQueue&) = delete;
+  CommandQueue& operator=(const CommandQueue&) = delete;
 
   bool empty() const { return count_ == 0; }
   size_t size() const { return count_; }
+  // Requires !empty().
+  Command& front();
 
-  void push(Command&& command) {
-    if (count_ == slots_.size()) grow();
-    slots_[(head_ + count_) & (slots_.size() - 1)] = std::move(command);
-    ++count_;
-  }
-
-  Command pop() {
-    Command command = std::move(slots_[head_]);
-    slots_[head_] = std::monostate{};
-    head_ = (head_ + 1) & (slots_.size() - 1);
-    --count_;
-    return command;
-  }
+  // May throw std::bad_alloc when a new chunk cannot be mapped.
+  void push(Command&& command);
+  // Requires !empty().
+  Command pop();
 
  private:
-  static constexpr size_t kInitialCapacity = 256;
+  struct Chunk;
+  static ChunkCache& cache();  // drained chunks shared by every queue
+  static Chunk* new_chunk();
+  static void delete_chunk(Chunk* chunk);
 
-  void grow() {
-    std::vector<Command> bigger(slots_.size() * 2);
-    for (size_t i = 0; i < count_; ++i) {
-      bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
-    }
-    slots_.swap(bigger);
-    head_ = 0;
-  }
-
-  std::vector<Command> slots_;
-  size_t head_ = 0;
+  Chunk* head_ = nullptr;  // oldest chunk: pop reads here
+  Chunk* tail_ = nullptr;  // newest chunk: push writes here
+  size_t head_index_ = 0;
+  size_t tail_index_ = 0;
   size_t count_ = 0;
+  Chunk* spare_ = nullptr;  // one drained chunk kept for the next push
 };
 
 }  // namespace hal::cpu

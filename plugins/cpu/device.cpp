@@ -109,7 +109,7 @@ void Device::get_properties(hal_device_properties_t& out) const {
       (1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) | (1u << HAL_MODULE_FORMAT_HAL_DIALECT);
   out.compute_units = cpu.hardware_threads;
   out.total_memory_bytes = allocator_.budget();
-  out.max_allocation_bytes = allocator_.budget();
+  out.max_allocation_bytes = allocator_.max_allocation();
   out.min_alignment_bytes = kMinAlignmentBytes;
   out.max_threads_per_block = kMaxThreadsPerBlock;
   out.max_block_dims[0] = out.max_block_dims[1] = out.max_block_dims[2] = kMaxThreadsPerBlock;

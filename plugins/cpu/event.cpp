@@ -28,6 +28,20 @@ void complete_marker(Marker& marker, bool failed, CompletionSignal& signal) {
   marker.time = std::chrono::steady_clock::now();
   marker.done.store(true);  // seq_cst: ordered before notify_all's sleeper check
   signal.notify_all();
+  std::vector<MarkerWaiter> waiters;
+  {
+    // add_marker_waiter checks done under this lock: no waiter is missed.
+    std::lock_guard lock(marker.waiters_mutex);
+    waiters.swap(marker.waiters);
+  }
+  for (const MarkerWaiter& waiter : waiters) waiter.wake(waiter.context);
+}
+
+bool add_marker_waiter(Marker& marker, MarkerWaiter waiter) {
+  std::lock_guard lock(marker.waiters_mutex);
+  if (marker.done.load()) return false;
+  marker.waiters.push_back(waiter);
+  return true;
 }
 
 void wait_marker(const Marker& marker, CompletionSignal& signal) {

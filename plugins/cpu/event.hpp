@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "hal_plugin.h"
 
@@ -41,14 +42,26 @@ class CompletionSignal {
   std::atomic<uint32_t> sleepers_{0};
 };
 
+// Called once when a marker completes; streams parked on the marker use it
+// to get back to an executor (stream.hpp).
+struct MarkerWaiter {
+  void (*wake)(void* context);
+  void* context;
+};
+
 struct Marker {
   std::atomic<bool> done{false};
   bool failed = false;                           // the stream had failed; written before done
   std::chrono::steady_clock::time_point time{};  // when the record executed; written before done
+  std::mutex waiters_mutex;
+  std::vector<MarkerWaiter> waiters;  // guarded by waiters_mutex
 };
 
 // Marks |marker| complete now and wakes whoever waits for it.
 void complete_marker(Marker& marker, bool failed, CompletionSignal& signal);
+// Registers |waiter| to be called when |marker| completes. False, with
+// nothing registered, when it already has.
+bool add_marker_waiter(Marker& marker, MarkerWaiter waiter);
 // Spins briefly, then sleeps until |marker| completes.
 void wait_marker(const Marker& marker, CompletionSignal& signal);
 

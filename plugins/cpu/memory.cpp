@@ -92,11 +92,12 @@ hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t
         return report.fail(
             HAL_ERROR_OUT_OF_MEMORY, 0,
             "mem_alloc: %zu bytes of %s memory (alignment %zu) do not fit: cpu "
-            "device %u has %llu of %llu bytes in use",
+            "device %u has %llu of %llu bytes in use (%llu held with its caches)",
             size,
             hal::util::short_name(hal::util::memory_kind_table(), static_cast<uint32_t>(kind)),
             alignment, owner.index(), static_cast<unsigned long long>(allocator.bytes_in_use()),
-            static_cast<unsigned long long>(allocator.budget()));
+            static_cast<unsigned long long>(allocator.budget()),
+            static_cast<unsigned long long>(allocator.bytes_held()));
       case CachingAllocator::Status::kMapFailed:
         return report.fail(HAL_ERROR_OUT_OF_MEMORY, error,
                            "mem_alloc: mapping memory for %zu bytes failed: %s", size,

@@ -4,13 +4,17 @@
 
 namespace hal::cpu {
 
-Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device)
-    : report_(host), cpu_(CpuInfo::detect()) {
+Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device,
+               const StreamLimits& stream_limits)
+    : report_(host), cpu_(CpuInfo::detect()), stream_limits_(stream_limits) {
   // One pool thread per hardware thread beyond the caller's own: a stream's
   // runner is worker 0 of every launch it executes.
   const uint32_t workers = device_count == 0 ? 0 : cpu_.hardware_threads - 1;
   pool_scratch_.resize(workers + 1);
   pool_ = std::make_unique<ThreadPool>(workers);
+  if (stream_limits_.executor_threads == 0)
+    stream_limits_.executor_threads = default_executor_threads(cpu_.hardware_threads);
+  executors_ = std::make_unique<StreamExecutors>(stream_limits_.executor_threads);
   // Half of the physical memory, split evenly, in whole huge pages; the
   // other half stays for the application and the allocator's caches.
   const uint64_t share =
@@ -32,7 +36,8 @@ Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t me
 }
 
 Plugin::~Plugin() {
-  devices_.clear();  // joins stream executors before the pool goes
+  devices_.clear();  // finishes every stream before the executors and the pool go
+  executors_.reset();
   pool_.reset();
 }
 

@@ -12,6 +12,7 @@
 #include "device.hpp"
 #include "event.hpp"
 #include "launch.hpp"
+#include "stream.hpp"
 #include "thread_pool.hpp"
 
 namespace hal::cpu {
@@ -26,7 +27,8 @@ class Plugin {
  public:
   // Each device gets |memory_per_device| bytes, or when 0 an even share of
   // half the physical memory.
-  Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device);
+  Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device,
+         const StreamLimits& stream_limits = {});
   ~Plugin();
   Plugin(const Plugin&) = delete;
   Plugin& operator=(const Plugin&) = delete;
@@ -36,6 +38,8 @@ class Plugin {
   ThreadPool& pool() { return *pool_; }
   std::vector<WorkerScratch>& pool_scratch() { return pool_scratch_; }
   CompletionSignal& completion_signal() { return signal_; }
+  StreamExecutors& executors() { return *executors_; }
+  const StreamLimits& stream_limits() const { return stream_limits_; }
   uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
   Device& device(uint32_t index) { return *devices_[index]; }
 
@@ -45,6 +49,8 @@ class Plugin {
   CompletionSignal signal_;
   std::vector<WorkerScratch> pool_scratch_;  // indexed by pool worker (0 unused)
   std::unique_ptr<ThreadPool> pool_;
+  StreamLimits stream_limits_;
+  std::unique_ptr<StreamExecutors> executors_;
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed first: streams use the pool
 };
 

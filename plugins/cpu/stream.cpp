@@ -1,6 +1,9 @@
 #include "stream.hpp"
 
+#include <sys/mman.h>
+
 #include <chrono>
+#include <new>
 
 #include "device.hpp"
 #include "memory.hpp"
@@ -13,6 +16,13 @@ namespace {
 // sleeps. Commands that arrive within it start without a wake-up.
 constexpr auto kSpin = std::chrono::microseconds(30);
 
+// Commands an executor runs on one stream before it lets another ready
+// stream have its turn.
+constexpr uint32_t kFairnessQuota = 64;
+
+constexpr uint32_t kMaxExecutorThreads = 1024;
+constexpr uint64_t kMaxQueueDepth = uint64_t{1} << 30;
+
 // Polls |ready| for up to kSpin; true when it became true.
 template <class Ready>
 bool spin_until(Ready ready) {
@@ -24,11 +34,315 @@ bool spin_until(Ready ready) {
   }
 }
 
+thread_local StreamExecutors* tls_executors = nullptr;  // set on executor threads
+thread_local const Stream* tls_running = nullptr;       // the stream whose command runs here
+
+// Marks an executor thread as inside a command that may block for long, so
+// the executor set may start another thread for the streams still waiting.
+class BlockingScope {
+ public:
+  BlockingScope() : executors_(tls_executors) {
+    if (executors_ != nullptr) executors_->begin_blocking();
+  }
+  ~BlockingScope() {
+    if (executors_ != nullptr) executors_->end_blocking();
+  }
+  BlockingScope(const BlockingScope&) = delete;
+  BlockingScope& operator=(const BlockingScope&) = delete;
+
+ private:
+  StreamExecutors* executors_;
+};
+
+bool parse_count(const char* name, const char* text, uint64_t max, uint64_t* out,
+                 std::string& out_error) {
+  const std::string value = text;
+  uint64_t number = 0;
+  bool valid = !value.empty() && value.size() <= 10;
+  for (char c : value) {
+    if (c < '0' || c > '9') {
+      valid = false;
+      break;
+    }
+    number = number * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (!valid || number == 0 || number > max) {
+    out_error = std::string(name) + "='" + value +
+                "' is not valid: expected a whole number from 1 to " + std::to_string(max);
+    return false;
+  }
+  *out = number;
+  return true;
+}
+
 }  // namespace
 
-Stream::Stream(Device& device) : device_(device) {
-  executor_ = std::thread([this] { executor_main(); });
+// ---- limits -----------------------------------------------------------------
+
+uint32_t default_executor_threads(uint32_t hardware_threads) {
+  const uint32_t doubled = 2 * (hardware_threads == 0 ? 1 : hardware_threads);
+  return doubled < 64 ? doubled : 64;
 }
+
+bool parse_stream_limits(const char* threads_text, const char* depth_text, StreamLimits* out,
+                         std::string& out_error) {
+  *out = StreamLimits{};
+  uint64_t value = 0;
+  if (threads_text != nullptr) {
+    if (!parse_count("HAL_CPU_STREAM_THREADS", threads_text, kMaxExecutorThreads, &value,
+                     out_error))
+      return false;
+    out->executor_threads = static_cast<uint32_t>(value);
+  }
+  if (depth_text != nullptr) {
+    if (!parse_count("HAL_CPU_STREAM_QUEUE_DEPTH", depth_text, kMaxQueueDepth, &value, out_error))
+      return false;
+    out->queue_depth = value;
+  }
+  return true;
+}
+
+// ---- the command queue ------------------------------------------------------
+
+struct CommandQueue::Chunk {
+  // About 16 KiB a chunk: big enough that the chunk change (a mutex) is
+  // rare, small enough that a thousand shallow streams hold little.
+  static constexpr size_t kCommands = ((size_t{16} << 10) - sizeof(void*)) / sizeof(Command);
+  Command commands[kCommands];
+  Chunk* next = nullptr;
+};
+
+// Drained chunks of every stream, up to kCachedChunkBytes, kept for the next
+// stream that needs one: a fresh mapping costs its page faults (~11 us a
+// 4 KiB page on the VMs we target), which a pipelined producer running ahead
+// of its stream would otherwise pay every few hundred commands. Beyond that
+// they go back to the system.
+class ChunkCache {
+ public:
+  static constexpr size_t kCachedChunkBytes = size_t{4} << 20;
+
+  explicit ChunkCache(size_t chunk_bytes) : chunk_bytes_(chunk_bytes) {
+    chunks_.reserve(kCachedChunkBytes / chunk_bytes_);
+  }
+  ~ChunkCache() {
+    for (void* chunk : chunks_) munmap(chunk, chunk_bytes_);
+  }
+  ChunkCache(const ChunkCache&) = delete;
+  ChunkCache& operator=(const ChunkCache&) = delete;
+
+  // A chunk's memory: cached, else freshly mapped.
+  void* take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!chunks_.empty()) {
+        void* chunk = chunks_.back();
+        chunks_.pop_back();
+        return chunk;
+      }
+    }
+    // Its own mapping, so a drained backlog can go back to the system at
+    // once instead of staying in the heap.
+    void* chunk =
+        mmap(nullptr, chunk_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (chunk == MAP_FAILED) throw std::bad_alloc();
+    return chunk;
+  }
+  // Keeps |chunk| while the cache has room, else unmaps it.
+  void give(void* chunk) {
+    {
+      std::lock_guard lock(mutex_);
+      if (chunks_.size() < chunks_.capacity()) {
+        chunks_.push_back(chunk);  // within the reserved capacity: cannot throw
+        return;
+      }
+    }
+    munmap(chunk, chunk_bytes_);
+  }
+
+ private:
+  const size_t chunk_bytes_;
+  std::mutex mutex_;
+  std::vector<void*> chunks_;
+};
+
+ChunkCache& CommandQueue::cache() {
+  static ChunkCache cache(sizeof(Chunk));
+  return cache;
+}
+
+CommandQueue::Chunk* CommandQueue::new_chunk() {
+  return new (cache().take()) Chunk();
+}
+
+void CommandQueue::delete_chunk(Chunk* chunk) {
+  if (chunk == nullptr) return;
+  chunk->~Chunk();
+  cache().give(chunk);
+}
+
+CommandQueue::~CommandQueue() {
+  while (head_ != nullptr) {
+    Chunk* next = head_->next;
+    delete_chunk(head_);
+    head_ = next;
+  }
+  delete_chunk(spare_);
+}
+
+Command& CommandQueue::front() {
+  return head_->commands[head_index_];
+}
+
+void CommandQueue::push(Command&& command) {
+  if (tail_ == nullptr || tail_index_ == Chunk::kCommands) {
+    Chunk* chunk = spare_ != nullptr ? spare_ : new_chunk();
+    spare_ = nullptr;
+    if (tail_ == nullptr) {
+      head_ = chunk;
+      head_index_ = 0;
+    } else {
+      tail_->next = chunk;
+    }
+    tail_ = chunk;
+    tail_index_ = 0;
+  }
+  tail_->commands[tail_index_++] = std::move(command);
+  ++count_;
+}
+
+Command CommandQueue::pop() {
+  Command command = std::move(head_->commands[head_index_]);
+  head_->commands[head_index_] = std::monostate{};
+  ++head_index_;
+  --count_;
+  if (count_ == 0) {
+    // Empty: start over in the same chunk, give the rest back.
+    Chunk* rest = head_->next;
+    head_->next = nullptr;
+    tail_ = head_;
+    head_index_ = tail_index_ = 0;
+    while (rest != nullptr) {
+      Chunk* next = rest->next;
+      delete_chunk(rest);
+      rest = next;
+    }
+  } else if (head_index_ == Chunk::kCommands) {
+    Chunk* drained = head_;
+    head_ = drained->next;
+    head_index_ = 0;
+    drained->next = nullptr;
+    if (spare_ == nullptr) {
+      spare_ = drained;
+    } else {
+      delete_chunk(drained);
+    }
+  }
+  return command;
+}
+
+// ---- executors --------------------------------------------------------------
+
+StreamExecutors::~StreamExecutors() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    stop_flag_.store(true);
+  }
+  work_cv_.notify_all();
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+}
+
+void StreamExecutors::grow_locked() {
+  const auto threads = static_cast<uint32_t>(threads_.size());
+  if (ready_.size() <= idle_ || threads - blocked_ >= max_threads_ ||
+      threads >= max_threads_ + kMaxBlockingExecutors) {
+    return;
+  }
+  try {
+    threads_.emplace_back([this] { executor_main(); });
+    ++idle_;
+  } catch (const std::exception&) {
+    // No thread to spare (EAGAIN): the streams still progress on the
+    // threads there are, and synchronize runs work inline.
+  }
+}
+
+bool StreamExecutors::submit(Stream* stream) {
+  bool wake = false;
+  {
+    std::lock_guard lock(mutex_);
+    try {
+      ready_.push_back(stream);
+    } catch (const std::exception&) {
+      return false;
+    }
+    ready_count_.store(ready_.size(), std::memory_order_release);
+    grow_locked();
+    wake = sleeping_ != 0 && ready_.size() > idle_ - sleeping_;
+  }
+  if (wake) work_cv_.notify_one();
+  return true;
+}
+
+void StreamExecutors::begin_blocking() {
+  std::lock_guard lock(mutex_);
+  ++blocked_;
+  grow_locked();
+}
+
+void StreamExecutors::end_blocking() {
+  std::lock_guard lock(mutex_);
+  --blocked_;
+}
+
+void StreamExecutors::executor_main() {
+  tls_executors = this;
+  std::unique_lock lock(mutex_);
+  while (true) {
+    if (!ready_.empty()) {
+      Stream* stream = ready_.front();
+      ready_.pop_front();
+      ready_count_.store(ready_.size(), std::memory_order_relaxed);
+      --idle_;
+      lock.unlock();
+      const bool again = stream->serve();
+      lock.lock();
+      ++idle_;
+      if (again) {
+        try {
+          ready_.push_back(stream);
+          ready_count_.store(ready_.size(), std::memory_order_relaxed);
+        } catch (const std::exception&) {
+          lock.unlock();  // no memory to queue it: keep serving it here
+          while (stream->serve()) {
+          }
+          lock.lock();
+        }
+      }
+      continue;
+    }
+    if (stopping_) return;
+    lock.unlock();
+    spin_until([&] {
+      return ready_count_.load(std::memory_order_acquire) != 0 ||
+             stop_flag_.load(std::memory_order_relaxed);
+    });
+    lock.lock();
+    if (!ready_.empty() || stopping_) continue;
+    ++sleeping_;
+    work_cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+    --sleeping_;
+  }
+}
+
+// ---- streams ----------------------------------------------------------------
+
+Stream::Stream(Device& device)
+    : device_(device),
+      executors_(device.plugin().executors()),
+      queue_depth_(device.plugin().stream_limits().queue_depth) {}
 
 Stream::~Stream() {
   shutdown();
@@ -36,68 +350,99 @@ Stream::~Stream() {
 
 void Stream::shutdown() {
   {
-    std::unique_lock lock(mutex_);
-    if (stopping_) return;
+    std::lock_guard lock(mutex_);
+    if (shut_down_) return;
   }
   drain();  // a failure was reported to whoever synchronized; finishing is what matters
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  work_cv_.notify_all();
-  if (executor_.joinable()) executor_.join();
+  std::unique_lock lock(mutex_);
+  shut_down_ = true;
+  // An executor may still hold the stream (queued, or about to let go).
+  ++sleepers_;
+  idle_cv_.wait(lock, [&] { return !scheduled_; });
+  --sleepers_;
+}
+
+void Stream::schedule_locked() {
+  if (scheduled_ || parked_ || runner_busy_ || queue_.empty()) return;
+  scheduled_ = executors_.submit(this);
 }
 
 hal_result_t Stream::enqueue(Command&& command) {
   if (failed_.load(std::memory_order_acquire)) return report_failure("enqueue");
-  bool wake;
-  {
-    std::lock_guard lock(mutex_);
-    ring_.push(std::move(command));
-    ++enqueued_;
-    enqueued_seen_.store(enqueued_, std::memory_order_release);
-    wake = executor_sleeping_ && !runner_busy_;
+  std::unique_lock lock(mutex_);
+  // Back-pressure, except for a command a host function puts on its own
+  // stream: that one could never see room.
+  while (queue_.size() >= queue_depth_ && tls_running != this) {
+    if (!runner_busy_ && !parked_) {
+      run_one(lock);  // the runner's seat is free: make room here
+      continue;
+    }
+    ++sleepers_;
+    idle_cv_.wait(lock,
+                  [&] { return queue_.size() < queue_depth_ || (!runner_busy_ && !parked_); });
+    --sleepers_;
   }
-  if (wake) work_cv_.notify_one();
+  queue_.push(std::move(command));
+  ++enqueued_;
+  enqueued_seen_.store(enqueued_, std::memory_order_release);
+  schedule_locked();
   return HAL_SUCCESS;
 }
 
 void Stream::run_one(std::unique_lock<std::mutex>& lock) {
-  Command command = ring_.pop();
+  Command command = queue_.pop();
   runner_busy_ = true;
   lock.unlock();
+  const Stream* previous = tls_running;
+  tls_running = this;
   execute(command);
   command = std::monostate{};  // drop references (module, marker) outside the lock
+  tls_running = previous;
   lock.lock();
   runner_busy_ = false;
   ++completed_;
   completed_seen_.store(completed_, std::memory_order_release);
-  if (sync_sleepers_ != 0) idle_cv_.notify_all();
-  // A synchronizing thread that leaves work behind hands it to the executor.
-  if (executor_sleeping_ && !ring_.empty()) work_cv_.notify_one();
+  if (sleepers_ != 0) idle_cv_.notify_all();
 }
 
-void Stream::executor_main() {
+bool Stream::serve() {
   std::unique_lock lock(mutex_);
-  while (true) {
-    if (!ring_.empty() && !runner_busy_) {
-      run_one(lock);
-      continue;
+  for (uint32_t served = 0;; ++served) {
+    if (queue_.empty() && !runner_busy_ && !parked_ && !executors_.waiting_streams()) {
+      // Nobody else needs this thread: stay with the stream a moment, as
+      // its next command usually follows at once (a pipelined producer);
+      // handing it back and forth would cost more than the command.
+      const uint64_t seen = enqueued_;
+      lock.unlock();
+      spin_until([&] {
+        return enqueued_seen_.load(std::memory_order_acquire) != seen ||
+               executors_.waiting_streams();
+      });
+      lock.lock();
     }
-    if (stopping_ && ring_.empty()) return;
-    const uint64_t seen = enqueued_;
-    const uint64_t finished = completed_;
-    lock.unlock();
-    spin_until([&] {
-      return enqueued_seen_.load(std::memory_order_acquire) != seen ||
-             completed_seen_.load(std::memory_order_acquire) != finished;
-    });
-    lock.lock();
-    if ((!ring_.empty() && !runner_busy_) || stopping_) continue;
-    executor_sleeping_ = true;
-    work_cv_.wait(lock, [&] { return stopping_ || (!ring_.empty() && !runner_busy_); });
-    executor_sleeping_ = false;
+    if (queue_.empty() || runner_busy_ || parked_) break;
+    // A wait for an event that has not completed parks the stream instead
+    // of holding this thread; the marker hands it back when it completes.
+    if (auto* wait = std::get_if<WaitCommand>(&queue_.front());
+        wait != nullptr && !wait->marker->done.load(std::memory_order_acquire) &&
+        add_marker_waiter(*wait->marker, MarkerWaiter{&Stream::wake_from_marker, this})) {
+      parked_ = true;
+      break;
+    }
+    if (served >= kFairnessQuota && executors_.waiting_streams()) return true;
+    run_one(lock);
   }
+  scheduled_ = false;
+  if (sleepers_ != 0) idle_cv_.notify_all();
+  return false;
+}
+
+void Stream::wake_from_marker(void* context) {
+  Stream& self = *static_cast<Stream*>(context);
+  std::lock_guard lock(self.mutex_);
+  self.parked_ = false;
+  self.schedule_locked();
+  if (self.sleepers_ != 0) self.idle_cv_.notify_all();
 }
 
 hal_result_t Stream::synchronize() {
@@ -109,8 +454,9 @@ hal_result_t Stream::synchronize() {
 void Stream::drain() {
   std::unique_lock lock(mutex_);
   const uint64_t target = enqueued_;
+  const auto runnable = [&] { return !runner_busy_ && !parked_ && !queue_.empty(); };
   while (completed_ < target) {
-    if (!runner_busy_ && !ring_.empty()) {
+    if (runnable()) {
       run_one(lock);  // the runner's seat is free: do the work here
       continue;
     }
@@ -119,11 +465,12 @@ void Stream::drain() {
         spin_until([&] { return completed_seen_.load(std::memory_order_acquire) >= target; });
     lock.lock();
     if (done || completed_ >= target) break;
-    if (!runner_busy_ && !ring_.empty()) continue;
-    ++sync_sleepers_;
-    idle_cv_.wait(lock, [&] { return completed_ >= target || (!runner_busy_ && !ring_.empty()); });
-    --sync_sleepers_;
+    if (runnable()) continue;
+    ++sleepers_;
+    idle_cv_.wait(lock, [&] { return completed_ >= target || runnable(); });
+    --sleepers_;
   }
+  schedule_locked();  // work enqueued meanwhile goes back to an executor
 }
 
 hal_result_t Stream::query() {
@@ -157,8 +504,10 @@ void Stream::execute(Command& command) {
     } else if (auto* launch = std::get_if<LaunchCommand>(&command)) {
       execute_launch(*launch, plugin.pool(), scratch_, plugin.pool_scratch());
     } else if (auto* host_fn = std::get_if<HostFnCommand>(&command)) {
+      BlockingScope blocking;  // may wait on anything, e.g. the loader's event fallback
       host_fn->fn(host_fn->user_data);
     } else if (auto* task = std::get_if<TaskCommand>(&command)) {
+      BlockingScope blocking;  // a collective waits for its peers
       task->task->run();
     }
   } catch (const std::exception& error) {

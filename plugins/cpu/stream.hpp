@@ -1,21 +1,39 @@
 // Streams of the cpu plugin (api/hal/stream.h): asynchronous, in-order
-// queues of commands.
+// queues of commands, served by a bounded set of executor threads.
 //
-// Each stream has a ring of commands and an executor thread. Exactly one
-// thread at a time runs the stream's commands (the "runner"), which keeps
-// them in order: normally the executor, but stream_synchronize runs pending
-// commands itself when the runner's seat is free, so launch + synchronize
-// costs no thread wake-up. The executor spins briefly when idle (a futex
-// wake costs ~10 us on the VMs we target), then sleeps.
+// A stream is a queue and a little state; it owns no thread. When work
+// arrives on an idle stream, the stream is handed to the plugin's
+// StreamExecutors, whose threads serve ready streams one at a time: exactly
+// one thread at a time runs a stream's commands (the "runner"), which keeps
+// them in order. stream_synchronize runs pending commands itself when the
+// runner's seat is free, so launch + synchronize costs no thread wake-up.
+//
+// Bounds:
+// - Executor threads: at most StreamLimits::executor_threads serve streams
+//   (default min(2 x hardware threads, 64), HAL_CPU_STREAM_THREADS). A
+//   command that may block for long (a collective, a host function) does
+//   not count against that while it runs: the set grows by up to
+//   kMaxBlockingExecutors more threads, so N in-process ranks on N streams
+//   meet even when N exceeds the executor count. A stream waiting for an
+//   event that has not completed is parked (it leaves its executor and is
+//   handed back when the event completes), so waits never hold a thread.
+// - Queue depth: at most StreamLimits::queue_depth commands wait on a stream
+//   (default 65536, HAL_CPU_STREAM_QUEUE_DEPTH). Enqueueing on a full stream
+//   blocks until the stream has room; the enqueueing thread runs the
+//   stream's commands itself while the runner's seat is free. A command
+//   enqueued by a host function on its own stream is never held back.
+// - Memory: the queue gives its chunks back once drained (command.hpp).
 #ifndef HAL_PLUGINS_CPU_STREAM_HPP_
 #define HAL_PLUGINS_CPU_STREAM_HPP_
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "command.hpp"
 #include "launch.hpp"
@@ -23,52 +41,115 @@
 namespace hal::cpu {
 
 class Device;
+class Stream;
+
+// Threads that may serve streams while others run blocking commands.
+inline constexpr uint32_t kMaxBlockingExecutors = 64;
+
+struct StreamLimits {
+  uint32_t executor_threads = 0;  // 0: the default for the host
+  uint64_t queue_depth = 65536;
+};
+
+// Reads HAL_CPU_STREAM_THREADS (1..1024; unset: min(2 x hardware threads,
+// 64)) and HAL_CPU_STREAM_QUEUE_DEPTH (1..2^30 commands; unset: 65536).
+// False, with |out_error|, on any other value.
+bool parse_stream_limits(const char* threads_text, const char* depth_text, StreamLimits* out,
+                         std::string& out_error);
+uint32_t default_executor_threads(uint32_t hardware_threads);
+
+// The plugin's executor threads. Threads start on demand, up to the limit,
+// and then stay (asleep when idle) until the plugin shuts down.
+class StreamExecutors {
+ public:
+  explicit StreamExecutors(uint32_t max_threads) : max_threads_(max_threads) {}
+  ~StreamExecutors();  // every stream must be shut down before
+  StreamExecutors(const StreamExecutors&) = delete;
+  StreamExecutors& operator=(const StreamExecutors&) = delete;
+
+  uint32_t max_threads() const { return max_threads_; }
+  // Hands |stream|, which has work, to an executor. False when it could not
+  // be queued (out of memory): synchronize still runs its work inline.
+  bool submit(Stream* stream);
+  // Brackets a command that may block for long on an executor thread.
+  void begin_blocking();
+  void end_blocking();
+
+ private:
+  void executor_main();
+  bool waiting_streams() const { return ready_count_.load(std::memory_order_relaxed) != 0; }
+  void grow_locked();  // starts a thread when ready streams outnumber idle threads
+  friend class Stream;
+
+  const uint32_t max_threads_;
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::deque<Stream*> ready_;           // streams waiting for an executor
+  std::atomic<size_t> ready_count_{0};  // ready_.size() for spinning threads
+  std::vector<std::thread> threads_;
+  uint32_t idle_ = 0;      // threads not serving a stream (spinning or asleep)
+  uint32_t sleeping_ = 0;  // of those, asleep on work_cv_
+  uint32_t blocked_ = 0;   // threads inside a blocking command
+  bool stopping_ = false;
+  std::atomic<bool> stop_flag_{false};
+};
 
 class Stream {
  public:
   explicit Stream(Device& device);
-  ~Stream();  // finishes pending work, stops the executor
+  ~Stream();  // finishes pending work
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
   Device& device() const { return device_; }
 
-  // Queues |command|. HAL_ERROR_DEVICE_LOST (reported) when earlier work failed.
+  // Queues |command|; blocks while the queue is full. HAL_ERROR_DEVICE_LOST
+  // (reported) when earlier work failed.
   hal_result_t enqueue(Command&& command);
   // Runs or waits for everything enqueued before the call.
   hal_result_t synchronize();
   // HAL_SUCCESS, HAL_NOT_READY or HAL_ERROR_DEVICE_LOST; never blocks.
   hal_result_t query();
-  // Finishes pending work and joins the executor. Idempotent.
+  // Finishes pending work and waits until no executor holds the stream.
+  // Idempotent.
   void shutdown();
 
  private:
-  void executor_main();
+  friend class StreamExecutors;
+  // Executor side: runs commands until the stream is empty, parked or taken
+  // over by an inline runner. True when it stopped early for fairness and
+  // must be queued again (it stays scheduled).
+  bool serve();
+  static void wake_from_marker(void* stream);
+  // Hands the stream to an executor when it has runnable work and nobody
+  // serves it. Requires mutex_.
+  void schedule_locked();
   // Runs or waits for everything enqueued so far, without reporting.
   void drain();
   // Pops one command and runs it with the lock released. Requires a
-  // non-empty ring and a free runner seat.
+  // non-empty queue and a free runner seat.
   void run_one(std::unique_lock<std::mutex>& lock);
   void execute(Command& command);
   hal_result_t report_failure(const char* function) const;
 
   Device& device_;
+  StreamExecutors& executors_;
+  const uint64_t queue_depth_;
   std::mutex mutex_;
-  std::condition_variable work_cv_;  // the executor sleeps here
-  std::condition_variable idle_cv_;  // synchronizing threads sleep here
-  CommandRing ring_;
+  std::condition_variable idle_cv_;  // threads waiting for progress sleep here
+  CommandQueue queue_;
   uint64_t enqueued_ = 0;                   // commands ever enqueued (guarded by mutex_)
   uint64_t completed_ = 0;                  // commands ever finished (guarded by mutex_)
   std::atomic<uint64_t> enqueued_seen_{0};  // copies for lock-free readers
   std::atomic<uint64_t> completed_seen_{0};
   bool runner_busy_ = false;  // a thread is executing a command
-  bool executor_sleeping_ = false;
-  uint32_t sync_sleepers_ = 0;
-  bool stopping_ = false;
+  bool scheduled_ = false;    // queued for or held by an executor
+  bool parked_ = false;       // the front command waits for an event not yet complete
+  bool shut_down_ = false;
+  uint32_t sleepers_ = 0;  // threads asleep on idle_cv_
   std::atomic<bool> failed_{false};
   std::string failure_;    // written once, before failed_ is set
   WorkerScratch scratch_;  // worker 0's group-shared memory for this stream's launches
-  std::thread executor_;
 };
 
 inline Stream* to_stream(hal_impl_stream_t* stream) {
