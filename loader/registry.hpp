@@ -3,6 +3,7 @@
 #pragma once
 
 #include "allocation_table.hpp"
+#include "collective_store.hpp"
 #include "handle.hpp"
 #include "objects.hpp"
 #include "plugin_library.hpp"
@@ -44,6 +45,9 @@ struct Registry {
   Quarantine<hal_event_s> retired_events{kQuarantineCapacity};
   Quarantine<hal_module_s> retired_modules{kQuarantineCapacity};
   Quarantine<hal_kernel_s> retired_kernels{kQuarantineCapacity};
+  // The collectives stores this process serves; the last hal_shutdown stops
+  // them (declared last: stopped before anything above is released).
+  collective::StoreRoster stores;
 
   Registry() = default;
   Registry(const Registry&) = delete;
