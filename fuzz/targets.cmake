@@ -42,4 +42,4 @@ set(hal_fuzz_dialect_frontend_libraries hal_dialect)
 
 set(hal_fuzz_store_protocol_sources "${hal_fuzz_dir}/store_protocol.cpp")
 set(hal_fuzz_store_protocol_depends hal_collective_store)
-set(hal_fuzz_store_protocol_libraries hal_collective_store Threads::Threads)
+set(hal_fuzz_store_protocol_libraries hal_collective_store)
