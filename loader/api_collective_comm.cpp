@@ -193,7 +193,9 @@ static hal_result_t comm_init_all_body(uint32_t count, const hal_device_t* devic
       auto group = std::make_shared<hal::collective::LocalGroup>(count);
       for (uint32_t i = 0; i < count; ++i) comms[i]->host = make_local_host_comm(group, i);
     }
-    for (uint32_t i = 0; i < count; ++i) out_comms[i] = comms[i].release();
+    for (uint32_t i = 0; i < count; ++i) {
+      out_comms[i] = active_registry()->comms.add(std::move(comms[i]));
+    }
     return HAL_SUCCESS;
   });
 }
@@ -250,7 +252,7 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
           plugin.table.comm_init_rank(device->impl, nranks, rank, &plugin_view, &made);
       if (r == HAL_SUCCESS) {
         comm->impl = made;
-        *out_comm = comm.release();
+        *out_comm = active_registry()->comms.add(std::move(comm));
         return HAL_SUCCESS;
       }
       if (r != HAL_ERROR_UNSUPPORTED) return fail_from_plugin(r, kFunction, plugin.name);
@@ -275,18 +277,16 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
     if (!comm->host) return fail_status(status, kFunction);
     // From now on the communicators of this process keep their store alive.
     if (server) active_registry()->stores.adopted(server.get());
-    *out_comm = comm.release();
+    *out_comm = active_registry()->comms.add(std::move(comm));
     return HAL_SUCCESS;
   });
 }
 
 namespace {
 
-hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
-  if (active_registry() == nullptr) return not_initialized(function);
-  if (comm == nullptr && !abort) return HAL_SUCCESS;
-  if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
-  std::unique_ptr<hal_comm_s> owned(comm);
+// Aborts (when |abort|) and frees |owned|: the plugin's rank or the loader's.
+void release_owned_comm(std::unique_ptr<hal_comm_s> owned, bool abort) {
+  hal_comm_s* comm = owned.get();
   const PluginRecord& plugin = *comm->device->plugin;
   if (comm->impl != nullptr) {
     if (abort) plugin.table.comm_abort(comm->impl);
@@ -300,10 +300,33 @@ hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
   comm->host.reset();
   comm->impl = nullptr;
   retire_comm(std::move(owned));
+}
+
+hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
+  Registry* registry = active_registry();
+  if (registry == nullptr) return not_initialized(function);
+  if (comm == nullptr && !abort) return HAL_SUCCESS;
+  if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
+  std::unique_ptr<hal_comm_s> owned = registry->comms.take(comm);
+  if (!owned) return reject_handle(comm, HandleKind::kComm, function, "comm");  // raced a destroy
+  release_owned_comm(std::move(owned), abort);
   return HAL_SUCCESS;
 }
 
 }  // namespace
+
+namespace hal::loader {
+
+void release_live_comms(Registry& registry) noexcept {
+  for (auto& comm : registry.comms.take_all()) {
+    try {
+      release_owned_comm(std::move(comm), /*abort=*/true);
+    } catch (...) {  // a shutdown frees what it can
+    }
+  }
+}
+
+}  // namespace hal::loader
 
 static hal_result_t comm_destroy_body(hal_comm_t comm) {
   constexpr const char* kFunction = "hal_comm_destroy";

@@ -606,6 +606,8 @@ std::unique_ptr<StoreClient> StoreClient::connect(const StoreAddress& address,
       if (interrupt_fd >= 0) ::close(interrupt_fd);
       return nullptr;
     }
+    const int one = 1;  // requests are small and answered: no Nagle delay
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     std::unique_ptr<StoreClient> client(new StoreClient(fd, interrupt_fd));
     client->broken_ = true;  // no goodbye until authenticated
     Status status;
@@ -770,9 +772,12 @@ Status StoreClient::request(uint32_t op, const std::string& key, const void* dat
   if (fd_ < 0) return Status::failure(HAL_ERROR_INVALID_STATE, "the store connection is closed");
   if (broken_) return broken_status_;
   const Frame frame{op, 0, argument, key.size(), bytes};
-  Status s = send_bytes(&frame, sizeof(frame), deadline);
-  if (s.ok()) s = send_bytes(key.data(), key.size(), deadline);
-  if (s.ok()) s = send_bytes(data, bytes, deadline);
+  // Header and key in one segment.
+  std::vector<uint8_t> head(sizeof(frame) + key.size());
+  std::memcpy(head.data(), &frame, sizeof(frame));
+  if (!key.empty()) std::memcpy(head.data() + sizeof(frame), key.data(), key.size());
+  Status s = send_bytes(head.data(), head.size(), deadline);
+  if (s.ok() && bytes != 0) s = send_bytes(data, bytes, deadline);
   return s.ok() ? s : broken(s);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "allocation_table.hpp"
+#include "collective_comm.hpp"
 #include "collective_store.hpp"
 #include "handle.hpp"
 #include "objects.hpp"
@@ -45,6 +46,9 @@ struct Registry {
   Quarantine<hal_event_s> retired_events{kQuarantineCapacity};
   Quarantine<hal_module_s> retired_modules{kQuarantineCapacity};
   Quarantine<hal_kernel_s> retired_kernels{kQuarantineCapacity};
+  // The communicators not yet destroyed: the last hal_shutdown aborts and
+  // frees them (release_live_comms, first thing in ~Registry).
+  LiveSet<hal_comm_s> comms;
   // The collectives stores this process serves; the last hal_shutdown stops
   // them (declared last: stopped before anything above is released).
   collective::StoreRoster stores;

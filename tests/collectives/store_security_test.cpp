@@ -619,3 +619,23 @@ TEST_CASE("communicator calls before hal_init are NOT_INITIALIZED", "[store][lif
   hal_comm_unique_id_t id{};
   CHECK(hal_comm_get_unique_id(&id) == HAL_ERROR_NOT_INITIALIZED);
 }
+
+TEST_CASE("the last hal_shutdown frees communicators and stops their stores", "[store][lifetime]") {
+  const size_t fds_before_init = open_fds();
+  const size_t threads_before_init = threads();
+  hal_comm_t comm = nullptr;
+  {
+    Session session;
+    hal_device_t device = nullptr;
+    REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
+    hal_comm_unique_id_t id{};
+    REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
+    hal_comm_config_t config = HAL_COMM_CONFIG_INIT;
+    config.timeout_ms = 10000;
+    REQUIRE(hal_comm_init_rank(device, 1, &id, 0, &config, &comm) == HAL_SUCCESS);
+    CHECK(threads() > threads_before_init);
+  }  // comm is left alive on purpose
+  CHECK(open_fds() == fds_before_init);
+  CHECK(threads() == threads_before_init);
+  CHECK(hal_comm_destroy(comm) == HAL_ERROR_NOT_INITIALIZED);
+}
