@@ -788,18 +788,21 @@ Status StoreClient::reply(std::vector<uint8_t>* out_value, size_t offset, size_t
   Frame frame{};
   if (Status s = recv_bytes(&frame, sizeof(frame), deadline); !s.ok()) return broken(s);
   const bool sized = frame.value_bytes <= max_bytes - std::min(offset, max_bytes);
-  if (frame.op != kReply || frame.key_bytes != 0 || !sized ||
+  // A store answers one of three results; the field is never cast unchecked.
+  const bool known_status = frame.status == HAL_SUCCESS || frame.status == HAL_ERROR_REMOTE ||
+                            frame.status == HAL_ERROR_ARGUMENT_MISMATCH;
+  if (frame.op != kReply || frame.key_bytes != 0 || !sized || !known_status ||
       (frame.status != HAL_SUCCESS && frame.value_bytes != 0)) {
     return broken(
         Status::failure(HAL_ERROR_REMOTE,
                         "the TCP store sent a malformed reply (or a value larger than expected)"));
   }
-  const auto status = static_cast<hal_result_t>(frame.status);
-  if (status == HAL_ERROR_REMOTE) {
-    return Status::failure(status, "a peer rank died or left the communicator");
+  if (frame.status == HAL_ERROR_REMOTE) {
+    return Status::failure(HAL_ERROR_REMOTE, "a peer rank died or left the communicator");
   }
-  if (status != HAL_SUCCESS) {
-    return Status::failure(status, "the ranks disagree on the rank count, or a rank joined twice");
+  if (frame.status == HAL_ERROR_ARGUMENT_MISMATCH) {
+    return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
+                           "the ranks disagree on the rank count, or a rank joined twice");
   }
   if (out_value != nullptr) {
     out_value->resize(offset + frame.value_bytes);
