@@ -42,7 +42,7 @@ constexpr const char* kClientRole = "hal-store-client";
 constexpr const char* kServerRole = "hal-store-server";
 constexpr uint32_t kByeDeadlineMs = 1000;
 constexpr int kAcceptPauseMs = 100;  // after EMFILE: the listener stays readable
-constexpr int kAcceptsPerWake = 64;
+constexpr int kAcceptsPerWake = 256;
 
 Status errno_failure(const char* what) {
   return Status::failure(HAL_ERROR_INTERNAL, std::string(what) + ": " + std::strerror(errno));
@@ -502,7 +502,8 @@ std::shared_ptr<StoreServer> StoreServer::start(const StoreAddress& address,
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   socklen_t length = sizeof(addr);
   int pipe_fds[2] = {-1, -1};
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0 ||
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, SOMAXCONN) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0 ||
       ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     out_status = errno_failure(("the TCP store cannot listen on " + address.text()).c_str());
