@@ -4,7 +4,7 @@
 #   hal_fuzz_<name>_sources, hal_fuzz_<name>_definitions, hal_fuzz_<name>_depends,
 #   hal_fuzz_<name>_libraries (linked besides hal)
 set(hal_fuzz_dir "${CMAKE_CURRENT_LIST_DIR}")
-set(hal_fuzz_targets api_sequence plugin_discovery dialect_frontend)
+set(hal_fuzz_targets api_sequence plugin_discovery dialect_frontend store_protocol)
 
 # A copy of the loader tests' minimal plugin: the template the discovery
 # target mutates.
@@ -39,3 +39,7 @@ set(hal_fuzz_plugin_discovery_depends hal_fuzz_template_plugin)
 set(hal_fuzz_dialect_frontend_sources "${hal_fuzz_dir}/dialect_frontend.cpp")
 set(hal_fuzz_dialect_frontend_depends hal_dialect)
 set(hal_fuzz_dialect_frontend_libraries hal_dialect)
+
+set(hal_fuzz_store_protocol_sources "${hal_fuzz_dir}/store_protocol.cpp")
+set(hal_fuzz_store_protocol_depends hal_collective_store)
+set(hal_fuzz_store_protocol_libraries hal_collective_store)

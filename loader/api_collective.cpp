@@ -249,6 +249,7 @@ static hal_result_t recv_body(void* recvbuf, size_t count, hal_dtype_t dtype, ui
 }
 
 static hal_result_t group_start_body(void) {
+  if (active_registry() == nullptr) return not_initialized("hal_group_start");
   ++t_group.depth;
   return HAL_SUCCESS;
 }
@@ -256,6 +257,7 @@ static hal_result_t group_start_body(void) {
 static hal_result_t group_end_body(void) {
   constexpr const char* kFunction = "hal_group_end";
   return guarded(kFunction, [&]() -> hal_result_t {
+    if (active_registry() == nullptr) return not_initialized(kFunction);
     if (t_group.depth == 0) {
       return fail(HAL_ERROR_INVALID_STATE, kFunction, "no hal_group_start is open on this thread");
     }

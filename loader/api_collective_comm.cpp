@@ -4,9 +4,14 @@
 #include "layers/intercept.hpp"
 
 #include "hal_util/env.hpp"
+#include "hal_util/hmac.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
-#include <random>
 
 using namespace hal::loader;
 using hal::collective::Deadline;
@@ -16,22 +21,63 @@ using hal::collective::StoreAddress;
 namespace {
 
 // The layout of hal_comm_unique_id_t's bytes: a magic, the store's port and
-// host, and a random session so two communicators on one store never meet.
+// host, a random session so two communicators on one store never meet, and
+// the store's secret (256 bits from getrandom) that every rank proves.
 struct UniqueIdLayout {
   char magic[8];
   uint16_t port;
   uint16_t reserved[3];
   uint64_t session;
   char host[64];
+  hal::collective::StoreSecret secret;
 };
 static_assert(sizeof(UniqueIdLayout) <= HAL_COMM_UNIQUE_ID_BYTES);
-constexpr char kIdMagic[8] = "HALCID1";
+constexpr char kIdMagic[8] = "HALCID2";
 
-// Servers that hal_comm_get_unique_id started; they live as long as the process.
-std::mutex g_servers_mutex;
-std::vector<std::unique_ptr<hal::collective::StoreServer>>& id_servers() {
-  static auto* servers = new std::vector<std::unique_ptr<hal::collective::StoreServer>>();
-  return *servers;
+// The fixed-session TCP store's secret: HAL_COMM_STORE_SECRET, else the
+// contents of the file HAL_COMM_STORE_SECRET_FILE (the caller's own, with no
+// group or other access); at least 16 bytes either way, hashed to the key.
+constexpr size_t kMinSecretBytes = 16;
+constexpr size_t kMaxSecretFileBytes = 4096;
+
+hal_result_t fixed_store_secret(const char* function, hal::collective::StoreSecret& out) {
+  std::string text;
+  if (const char* value = hal::util::env_nonempty("HAL_COMM_STORE_SECRET")) {
+    text = value;
+  } else if (const char* path = hal::util::env_nonempty("HAL_COMM_STORE_SECRET_FILE")) {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat info {};
+    if (fd < 0 || ::fstat(fd, &info) != 0) {
+      if (fd >= 0) ::close(fd);
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                  "HAL_COMM_STORE_SECRET_FILE '%s' cannot be opened: %s", path,
+                  std::strerror(errno));
+    }
+    std::vector<char> bytes(kMaxSecretFileBytes + 1);
+    const ssize_t got =
+        S_ISREG(info.st_mode) ? ::read(fd, bytes.data(), bytes.size()) : ssize_t{-1};
+    ::close(fd);
+    if (!S_ISREG(info.st_mode) || info.st_uid != ::geteuid() || (info.st_mode & 077) != 0 ||
+        got < 0 || static_cast<size_t>(got) > kMaxSecretFileBytes) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                  "HAL_COMM_STORE_SECRET_FILE '%s' must be a regular file of at most %zu bytes, "
+                  "owned by this user, with no group or other access (chmod 600)",
+                  path, kMaxSecretFileBytes);
+    }
+    text.assign(bytes.data(), static_cast<size_t>(got));
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  } else {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "HAL_COMM_BOOTSTRAP_TCP_STORE needs the job's shared secret: set "
+                "HAL_COMM_STORE_SECRET or HAL_COMM_STORE_SECRET_FILE in every rank");
+  }
+  if (text.size() < kMinSecretBytes) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "the TCP store secret has %zu bytes; at least %zu are required", text.size(),
+                kMinSecretBytes);
+  }
+  out = hal::util::sha256(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  return HAL_SUCCESS;
 }
 
 struct ResolvedConfig {
@@ -72,25 +118,33 @@ hal_result_t fail_status(const Status& status, const char* function) {
 static hal_result_t comm_get_unique_id_body(hal_comm_unique_id_t* out_id) {
   constexpr const char* kFunction = "hal_comm_get_unique_id";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
+    Registry* registry = active_registry();
+    if (registry == nullptr) return not_initialized(kFunction);
     if (out_id == nullptr) return null_argument(kFunction, "out_id");
-    const char* host = hal::util::env("HAL_COMM_STORE_HOST");
-    StoreAddress address{host != nullptr && *host != '\0' ? host : "127.0.0.1", 0};
-    Status status;
-    auto server = hal::collective::StoreServer::start(address, status);
-    if (!server) return fail_status(status, kFunction);
+    // Loopback unless the user names another address.
+    const char* host = hal::util::env_nonempty("HAL_COMM_STORE_HOST");
+    StoreAddress address{host != nullptr ? host : "127.0.0.1", 0};
+    if (address.host.size() >= sizeof(UniqueIdLayout::host)) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "HAL_COMM_STORE_HOST is too long");
+    }
     UniqueIdLayout layout{};
+    if (!hal::util::random_bytes(layout.secret) ||
+        !hal::util::random_bytes(
+            std::span(reinterpret_cast<uint8_t*>(&layout.session), sizeof(layout.session)))) {
+      return fail(HAL_ERROR_INTERNAL, kFunction, "getrandom failed: %s", std::strerror(errno));
+    }
+    Status status;
+    auto server = hal::collective::StoreServer::start(address, layout.secret, {}, status);
+    if (!server) return fail_status(status, kFunction);
     std::memcpy(layout.magic, kIdMagic, sizeof(kIdMagic));
     layout.port = server->port();
-    layout.session = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
     std::snprintf(layout.host, sizeof(layout.host), "%s", address.host.c_str());
-    {
-      std::lock_guard lock(g_servers_mutex);
-      id_servers().push_back(std::move(server));
-    }
+    registry->stores.add(server, layout.session, /*hold=*/true);
     hal_comm_unique_id_t id{};
     std::memcpy(id.bytes, &layout, sizeof(layout));
     *out_id = id;
+    hal::util::Sha256Digest wipe{};
+    std::memcpy(layout.secret.data(), wipe.data(), wipe.size());
     return HAL_SUCCESS;
   });
 }
@@ -139,7 +193,9 @@ static hal_result_t comm_init_all_body(uint32_t count, const hal_device_t* devic
       auto group = std::make_shared<hal::collective::LocalGroup>(count);
       for (uint32_t i = 0; i < count; ++i) comms[i]->host = make_local_host_comm(group, i);
     }
-    for (uint32_t i = 0; i < count; ++i) out_comms[i] = comms[i].release();
+    for (uint32_t i = 0; i < count; ++i) {
+      out_comms[i] = active_registry()->comms.add(std::move(comms[i]));
+    }
     return HAL_SUCCESS;
   });
 }
@@ -162,6 +218,8 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
     }
     StoreAddress address;
     std::string session;
+    hal::collective::StoreSecret secret{};
+    std::shared_ptr<hal::collective::StoreServer> server;  // this process's, if it serves
     if (resolved.bootstrap == HAL_COMM_BOOTSTRAP_UNIQUE_ID) {
       if (id == nullptr) return null_argument(kFunction, "id");
       UniqueIdLayout layout;
@@ -173,6 +231,8 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
       }
       address = {layout.host, layout.port};
       session = "id:" + std::to_string(layout.session);
+      secret = layout.secret;
+      server = active_registry()->stores.find(layout.port, layout.session);
     } else if (resolved.bootstrap == HAL_COMM_BOOTSTRAP_TCP_STORE) {
       if (resolved.store_address == nullptr ||
           !StoreAddress::parse(resolved.store_address, address)) {
@@ -180,6 +240,7 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
                     "config->store_address '%s' is not host:port",
                     resolved.store_address ? resolved.store_address : "(null)");
       }
+      if (hal_result_t r = fixed_store_secret(kFunction, secret); r != HAL_SUCCESS) return r;
       session = "store";
     }
     auto comm = std::make_unique<hal_comm_s>(device, rank, nranks, resolved.timeout_ms);
@@ -191,7 +252,7 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
           plugin.table.comm_init_rank(device->impl, nranks, rank, &plugin_view, &made);
       if (r == HAL_SUCCESS) {
         comm->impl = made;
-        *out_comm = comm.release();
+        *out_comm = active_registry()->comms.add(std::move(comm));
         return HAL_SUCCESS;
       }
       if (r != HAL_ERROR_UNSUPPORTED) return fail_from_plugin(r, kFunction, plugin.name);
@@ -203,22 +264,29 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
                   "over a TCP store only",
                   plugin.name.c_str());
     }
-    const bool serve = resolved.bootstrap == HAL_COMM_BOOTSTRAP_TCP_STORE && rank == 0;
     Status status;
-    comm->host = make_store_host_comm(address, serve, session, rank, nranks,
+    if (resolved.bootstrap == HAL_COMM_BOOTSTRAP_TCP_STORE && rank == 0) {
+      // Rank 0 serves, on the address the user named; port 0 takes a free one.
+      server = hal::collective::StoreServer::start(address, secret, {}, status);
+      if (!server) return fail_status(status, kFunction);
+      address.port = server->port();
+      active_registry()->stores.add(server, 0, /*hold=*/false);
+    }
+    comm->host = make_store_host_comm(address, secret, server, session, rank, nranks,
                                       Deadline::after_ms(resolved.timeout_ms, nullptr), status);
     if (!comm->host) return fail_status(status, kFunction);
-    *out_comm = comm.release();
+    // From now on the communicators of this process keep their store alive.
+    if (server) active_registry()->stores.adopted(server.get());
+    *out_comm = active_registry()->comms.add(std::move(comm));
     return HAL_SUCCESS;
   });
 }
 
 namespace {
 
-hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
-  if (comm == nullptr && !abort) return HAL_SUCCESS;
-  if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
-  std::unique_ptr<hal_comm_s> owned(comm);
+// Aborts (when |abort|) and frees |owned|: the plugin's rank or the loader's.
+void release_owned_comm(std::unique_ptr<hal_comm_s> owned, bool abort) {
+  hal_comm_s* comm = owned.get();
   const PluginRecord& plugin = *comm->device->plugin;
   if (comm->impl != nullptr) {
     if (abort) plugin.table.comm_abort(comm->impl);
@@ -232,10 +300,33 @@ hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
   comm->host.reset();
   comm->impl = nullptr;
   retire_comm(std::move(owned));
+}
+
+hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
+  Registry* registry = active_registry();
+  if (registry == nullptr) return not_initialized(function);
+  if (comm == nullptr && !abort) return HAL_SUCCESS;
+  if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
+  std::unique_ptr<hal_comm_s> owned = registry->comms.take(comm);
+  if (!owned) return reject_handle(comm, HandleKind::kComm, function, "comm");  // raced a destroy
+  release_owned_comm(std::move(owned), abort);
   return HAL_SUCCESS;
 }
 
 }  // namespace
+
+namespace hal::loader {
+
+void release_live_comms(Registry& registry) noexcept {
+  for (auto& comm : registry.comms.take_all()) {
+    try {
+      release_owned_comm(std::move(comm), /*abort=*/true);
+    } catch (...) {  // a shutdown frees what it can
+    }
+  }
+}
+
+}  // namespace hal::loader
 
 static hal_result_t comm_destroy_body(hal_comm_t comm) {
   constexpr const char* kFunction = "hal_comm_destroy";

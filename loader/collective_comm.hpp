@@ -33,9 +33,12 @@ class HostComm {
 
 std::shared_ptr<HostComm> make_local_host_comm(std::shared_ptr<collective::LocalGroup> group,
                                                uint32_t rank);
-// Connects rank |rank| through the store at |address| (started here when
-// |serve| is set) and joins |session| within |deadline|.
-std::shared_ptr<HostComm> make_store_host_comm(const collective::StoreAddress& address, bool serve,
+// Connects rank |rank| through the store at |address|, proving |secret|,
+// and joins |session| within |deadline|. The communicator keeps |server|
+// (this process's store, or nullptr) alive.
+std::shared_ptr<HostComm> make_store_host_comm(const collective::StoreAddress& address,
+                                               const collective::StoreSecret& secret,
+                                               std::shared_ptr<collective::StoreServer> server,
                                                const std::string& session, uint32_t rank,
                                                uint32_t ranks, const collective::Deadline& deadline,
                                                collective::Status& out_status);

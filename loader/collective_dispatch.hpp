@@ -21,6 +21,10 @@ hal_result_t comm_async_error(hal_comm_s* comm) noexcept;
 hal_result_t submit(hal_comm_s* comm, hal_stream_s* stream,
                     std::span<const hal_collective_call_t> calls, const char* function);
 
+struct Registry;
+// Aborts and frees every communicator still alive (the last hal_shutdown).
+void release_live_comms(Registry& registry) noexcept;
+
 // The retired communicator handles (use-after-destroy stays detectable).
 void retire_comm(std::unique_ptr<hal_comm_s> comm);
 

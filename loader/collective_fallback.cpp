@@ -40,6 +40,8 @@ class StoreTransport final : public collective::Transport {
  public:
   StoreTransport(collective::StoreClient& client, uint32_t rank, uint32_t ranks)
       : client_(client), rank_(rank), ranks_(ranks) {}
+  // The deadline of the call in progress: sends need one too.
+  void begin(const Deadline& deadline) { deadline_ = deadline; }
   uint32_t rank() const override { return rank_; }
   uint32_t ranks() const override { return ranks_; }
 
@@ -48,7 +50,7 @@ class StoreTransport final : public collective::Transport {
     message_.resize(sizeof(tag) + bytes);
     std::memcpy(message_.data(), &tag, sizeof(tag));
     if (bytes != 0) std::memcpy(message_.data() + sizeof(tag), data, bytes);
-    return client_.set(key(channel, rank_, peer), message_.data(), message_.size());
+    return client_.set(key(channel, rank_, peer), message_.data(), message_.size(), deadline_);
   }
   Status post_recv(uint32_t peer, void* data, size_t bytes, uint32_t tag,
                    Channel channel) override {
@@ -59,7 +61,7 @@ class StoreTransport final : public collective::Transport {
     Status status;
     for (const Pending& recv : pending_) {
       if (!status.ok()) break;
-      status = client_.take(recv.key, message_, deadline);
+      status = client_.take(recv.key, message_, sizeof(uint32_t) + recv.bytes, deadline);
       if (!status.ok()) break;
       uint32_t tag = 0;
       if (message_.size() >= sizeof(tag)) std::memcpy(&tag, message_.data(), sizeof(tag));
@@ -93,25 +95,30 @@ class StoreTransport final : public collective::Transport {
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint64_t> sequence_;
   std::vector<Pending> pending_;
   std::vector<uint8_t> message_;
+  Deadline deadline_{};
 };
 
 class StoreHostComm final : public HostComm {
  public:
-  StoreHostComm(std::unique_ptr<collective::StoreServer> server,
+  StoreHostComm(std::shared_ptr<collective::StoreServer> server,
                 std::unique_ptr<collective::StoreClient> client, uint32_t rank, uint32_t ranks)
       : server_(std::move(server)), client_(std::move(client)), transport_(*client_, rank, ranks) {}
   Status run(std::span<const hal_collective_call_t> calls, const Deadline& deadline) override {
+    transport_.begin(deadline);
     return collective::run_p2p(transport_, calls, deadline, scratch_);
   }
   // Only a thread that owns run_mutex may touch the connection, so an abort
-  // during a call leaves it to the call (which sees |aborted| within 10 ms).
+  // during a call interrupts the call's socket wait and leaves the rest to it.
   void leave_abruptly() override {
+    client_->interrupt();
     std::unique_lock lock(run_mutex, std::try_to_lock);
     if (lock.owns_lock()) client_->sever();
   }
 
  private:
-  std::unique_ptr<collective::StoreServer> server_;  // rank 0 of a TCP_STORE launch serves
+  // The store this process serves for the communicator, if any: it lives as
+  // long as the communicators that use it.
+  std::shared_ptr<collective::StoreServer> server_;
   std::unique_ptr<collective::StoreClient> client_;
   StoreTransport transport_;
   std::vector<uint8_t> scratch_;
@@ -124,19 +131,13 @@ std::shared_ptr<HostComm> make_local_host_comm(std::shared_ptr<collective::Local
   return std::make_shared<LocalHostComm>(std::move(group), rank);
 }
 
-std::shared_ptr<HostComm> make_store_host_comm(const collective::StoreAddress& address, bool serve,
+std::shared_ptr<HostComm> make_store_host_comm(const collective::StoreAddress& address,
+                                               const collective::StoreSecret& secret,
+                                               std::shared_ptr<collective::StoreServer> server,
                                                const std::string& session, uint32_t rank,
                                                uint32_t ranks, const Deadline& deadline,
                                                Status& out_status) {
-  std::unique_ptr<collective::StoreServer> server;
-  if (serve) {
-    server = collective::StoreServer::start(address, out_status);
-    if (!server) return nullptr;
-  }
-  // A server asked for port 0 took a free one; this rank connects there.
-  collective::StoreAddress target = address;
-  if (server) target.port = server->port();
-  auto client = collective::StoreClient::connect(target, deadline, out_status);
+  auto client = collective::StoreClient::connect(address, secret, deadline, out_status);
   if (!client) return nullptr;
   out_status = client->join(session, rank, ranks, deadline);
   if (!out_status.ok()) return nullptr;

@@ -1,54 +1,48 @@
 #include "collective_store.hpp"
 
+#include "hal_util/env.hpp"
+#include "hal_util/hmac.hpp"
+
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
 
 namespace hal::collective {
 
+using namespace store_wire;
+
+namespace store_wire {
+
+Proof proof(const StoreSecret& secret, const char* role, const Nonce& server_nonce,
+            const Nonce& client_nonce) noexcept {
+  const auto* role_bytes = reinterpret_cast<const uint8_t*>(role);
+  return hal::util::hmac_sha256(
+      secret, {std::span(role_bytes, std::strlen(role)), server_nonce, client_nonce});
+}
+
+}  // namespace store_wire
+
 namespace {
 
-enum Op : uint32_t { kReply = 0, kJoin = 1, kSet = 2, kTake = 3, kBye = 4 };
-
-struct Frame {
-  uint32_t op;
-  uint32_t status;  // a hal_result_t in replies
-  uint64_t argument;
-  uint64_t key_bytes;
-  uint64_t value_bytes;
-};
-
-bool send_all(int fd, const void* data, size_t bytes) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (bytes > 0) {
-    const ssize_t sent = ::send(fd, p, bytes, MSG_NOSIGNAL);
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent <= 0) return false;
-    p += sent;
-    bytes -= static_cast<size_t>(sent);
-  }
-  return true;
-}
-
-bool send_frame(int fd, const Frame& frame, const std::string& key, const void* value) {
-  return send_all(fd, &frame, sizeof(frame)) && send_all(fd, key.data(), key.size()) &&
-         send_all(fd, value, frame.value_bytes);
-}
-
-void send_reply(int fd, hal_result_t status, const std::vector<uint8_t>* value = nullptr) {
-  const Frame frame{kReply, static_cast<uint32_t>(status), 0, 0, value ? value->size() : 0};
-  send_frame(fd, frame, {}, value ? value->data() : nullptr);  // a dead reader is its own problem
-}
+constexpr const char* kClientRole = "hal-store-client";
+constexpr const char* kServerRole = "hal-store-server";
+constexpr uint32_t kByeDeadlineMs = 1000;
+constexpr int kAcceptPauseMs = 100;  // after EMFILE: the listener stays readable
+constexpr int kAcceptsPerWake = 256;
 
 Status errno_failure(const char* what) {
   return Status::failure(HAL_ERROR_INTERNAL, std::string(what) + ": " + std::strerror(errno));
@@ -62,24 +56,265 @@ bool to_sockaddr(const StoreAddress& address, sockaddr_in& out) {
   return inet_pton(AF_INET, host.c_str(), &out.sin_addr) == 1;
 }
 
+void log_drop(const std::string& why) {
+  static const bool enabled = [] {
+    const char* value = hal::util::env("HAL_LOG");
+    return value != nullptr && value[0] != '\0' && std::strcmp(value, "0") != 0;
+  }();
+  if (enabled) std::fprintf(stderr, "[hal:store] warning: dropped a connection: %s\n", why.c_str());
+}
+
+int ms_until(Clock::time_point at) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 60000));
+}
+
+// ---------------------------------------------------------------- server
+
+struct StoredValue {
+  uint64_t argument = 0;
+  std::vector<uint8_t> data;
+};
+
 struct Session {
   uint32_t ranks = 0;
   std::set<uint32_t> members;
   std::vector<int> join_waiters;
   bool failed = false;
-  std::map<std::string, std::vector<uint8_t>> values;
+  uint32_t connections = 0;
+  std::map<std::string, StoredValue> values;
   std::multimap<std::string, int> takers;  // key -> connection waiting for it
 };
 
 struct Connection {
+  Clock::time_point handshake_deadline;
+  Nonce nonce{};
+  bool authenticated = false;
   std::vector<uint8_t> in;
+  std::vector<uint8_t> out;
+  size_t out_sent = 0;
   std::string session;
   bool joined = false;
   bool clean = false;
+  bool doomed = false;
 };
 
-class ServerState {
+// Per-entry bookkeeping charged against max_buffered_bytes besides the data.
+constexpr uint64_t kEntryOverhead = 64;
+
+class ServerLoop {
  public:
+  ServerLoop(int listen_fd, int wake_fd, const StoreSecret& secret, const StoreLimits& limits,
+             std::atomic<uint64_t>& dropped)
+      : listen_fd_(listen_fd),
+        wake_fd_(wake_fd),
+        secret_(secret),
+        limits_(limits),
+        dropped_(dropped),
+        scratch_(256 * 1024) {}
+
+  ~ServerLoop() {
+    for (const auto& entry : connections_) ::close(entry.first);
+  }
+
+  void run() {
+    std::vector<pollfd> fds;
+    while (true) {
+      fds.clear();
+      fds.push_back({wake_fd_, POLLIN, 0});
+      const bool accepting = Clock::now() >= accept_paused_until_;
+      fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
+      Clock::time_point wake_at = Clock::time_point::max();
+      if (!accepting) wake_at = accept_paused_until_;
+      for (const auto& [fd, conn] : connections_) {
+        short events = POLLIN;
+        if (conn.out.size() > conn.out_sent) events |= POLLOUT;
+        fds.push_back({fd, events, 0});
+        if (!conn.authenticated) wake_at = std::min(wake_at, conn.handshake_deadline);
+      }
+      const int timeout = wake_at == Clock::time_point::max() ? -1 : ms_until(wake_at);
+      if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
+      if (fds[0].revents != 0) return;
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        auto found = connections_.find(fds[i].fd);
+        if (found == connections_.end() || found->second.doomed) continue;
+        try {
+          if (fds[i].revents & POLLOUT) flush(found->first, found->second);
+          if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) readable(found->first, found->second);
+        } catch (const std::exception& e) {
+          drop(found->second, std::string("the store could not serve it: ") + e.what());
+        }
+      }
+      expire_handshakes();
+      if (fds[1].revents & POLLIN) accept_new();
+      close_doomed();
+    }
+  }
+
+ private:
+  void drop(Connection& conn, const std::string& why) {
+    if (conn.doomed) return;
+    conn.doomed = true;
+    dropped_.fetch_add(1);
+    log_drop(why);
+  }
+
+  void accept_new() {
+    for (int i = 0; i < kAcceptsPerWake; ++i) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          accept_paused_until_ = Clock::now() + std::chrono::milliseconds(kAcceptPauseMs);
+          log_drop("the process is out of descriptors; accepting pauses");
+        }
+        return;
+      }
+      if (connections_.size() >= limits_.max_connections && !evict_one_unauthenticated()) {
+        dropped_.fetch_add(1);
+        log_drop("the store is at its connection limit");
+        ::close(fd);
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      Connection conn;
+      conn.handshake_deadline =
+          Clock::now() + std::chrono::milliseconds(limits_.handshake_timeout_ms);
+      std::array<uint8_t, kChallengeBytes> challenge;
+      if (!hal::util::random_bytes(conn.nonce)) {
+        ::close(fd);
+        log_drop("no random bytes for a challenge");
+        continue;
+      }
+      std::memcpy(challenge.data(), kChallengeMagic, sizeof(kChallengeMagic));
+      std::memcpy(challenge.data() + sizeof(kChallengeMagic), conn.nonce.data(), kNonceBytes);
+      Connection& placed = connections_.emplace(fd, std::move(conn)).first->second;
+      queue(fd, placed, challenge.data(), challenge.size());
+    }
+  }
+
+  // Makes room for a new connection under a flood: the oldest connection
+  // that has not proved the secret yet goes.
+  bool evict_one_unauthenticated() {
+    auto oldest = connections_.end();
+    for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+      if (it->second.authenticated || it->second.doomed) continue;
+      if (oldest == connections_.end() ||
+          it->second.handshake_deadline < oldest->second.handshake_deadline) {
+        oldest = it;
+      }
+    }
+    if (oldest == connections_.end()) return false;
+    drop(oldest->second, "evicted: the store is full and it had not authenticated");
+    close_connection(oldest->first);
+    return true;
+  }
+
+  void expire_handshakes() {
+    const auto now = Clock::now();
+    for (auto& [fd, conn] : connections_) {
+      if (!conn.authenticated && now >= conn.handshake_deadline) {
+        drop(conn, "it did not prove the secret in time");
+      }
+    }
+  }
+
+  // Closing one connection can fail a session, whose replies can doom more.
+  void close_doomed() {
+    while (true) {
+      std::vector<int> doomed;
+      for (const auto& [fd, conn] : connections_) {
+        if (conn.doomed) doomed.push_back(fd);
+      }
+      if (doomed.empty()) return;
+      for (int fd : doomed) close_connection(fd);
+    }
+  }
+
+  uint64_t buffered_bytes() const {
+    uint64_t total = held_bytes_;
+    for (const auto& [fd, conn] : connections_) total += conn.in.size() + conn.out.size();
+    return total;
+  }
+
+  void readable(int fd, Connection& conn) {
+    if (!conn.authenticated) {
+      // Nothing but the 64-byte response is read before the proof checks out.
+      const size_t want = kResponseBytes - conn.in.size();
+      uint8_t response[kResponseBytes];
+      const ssize_t got = ::recv(fd, response, want, MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      if (got <= 0) return drop(conn, "it closed before proving the secret");
+      conn.in.insert(conn.in.end(), response, response + got);
+      if (conn.in.size() < kResponseBytes) return;
+      Nonce client_nonce;
+      std::memcpy(client_nonce.data(), conn.in.data(), kNonceBytes);
+      const Proof expected = proof(secret_, kClientRole, conn.nonce, client_nonce);
+      if (!hal::util::equal_in_constant_time(
+              expected, std::span(conn.in.data() + kNonceBytes, kProofBytes))) {
+        return drop(conn, "its proof of the secret is wrong");
+      }
+      conn.in.clear();
+      conn.authenticated = true;
+      const Proof mine = proof(secret_, kServerRole, conn.nonce, client_nonce);
+      return queue(fd, conn, mine.data(), mine.size());
+    }
+    const ssize_t got = ::recv(fd, scratch_.data(), scratch_.size(), MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (got <= 0) {
+      if (!conn.clean && !conn.in.empty()) log_drop("it closed in the middle of a frame");
+      conn.doomed = true;  // a plain close: close_connection fails its session unless clean
+      return;
+    }
+    if (buffered_bytes() + static_cast<uint64_t>(got) > limits_.max_buffered_bytes) {
+      return drop(conn, "the store holds its limit of buffered bytes");
+    }
+    conn.in.insert(conn.in.end(), scratch_.data(), scratch_.data() + got);
+    size_t offset = 0;
+    while (!conn.doomed && conn.in.size() - offset >= sizeof(Frame)) {
+      Frame frame;
+      std::memcpy(&frame, conn.in.data() + offset, sizeof(frame));
+      if (const char* why = invalid(conn, frame)) {
+        drop(conn, why);
+        break;
+      }
+      // Both sizes are capped, so the sum cannot wrap.
+      const uint64_t total = sizeof(frame) + frame.key_bytes + frame.value_bytes;
+      if (conn.in.size() - offset < total) break;
+      const uint8_t* body = conn.in.data() + offset + sizeof(frame);
+      std::string key(reinterpret_cast<const char*>(body), frame.key_bytes);
+      std::vector<uint8_t> value(body + frame.key_bytes,
+                                 body + frame.key_bytes + frame.value_bytes);
+      offset += total;
+      handle(fd, conn, frame, std::move(key), std::move(value));
+    }
+    conn.in.erase(conn.in.begin(), conn.in.begin() + static_cast<ptrdiff_t>(offset));
+  }
+
+  // Why |frame| breaks the protocol, or nullptr: checked on the header alone,
+  // before any of its body is buffered.
+  const char* invalid(const Connection& conn, const Frame& frame) const {
+    if (frame.status != 0) return "a request carries a status";
+    if (frame.key_bytes > limits_.max_key_bytes) return "a key is longer than the limit";
+    if (frame.value_bytes > limits_.max_value_bytes) return "a value is longer than the limit";
+    switch (frame.op) {
+      case kJoin:
+        if (conn.joined) return "it joined twice";
+        if (frame.key_bytes == 0 || frame.value_bytes != 0) return "a malformed join";
+        return nullptr;
+      case kSet:
+        return conn.joined ? nullptr : "a set before joining";
+      case kTake:
+        if (!conn.joined) return "a take before joining";
+        return frame.value_bytes == 0 ? nullptr : "a take with a value";
+      case kBye:
+        return frame.key_bytes == 0 && frame.value_bytes == 0 ? nullptr : "a malformed goodbye";
+      default:
+        return "an unknown operation";
+    }
+  }
+
   void handle(int fd, Connection& conn, const Frame& frame, std::string key,
               std::vector<uint8_t> value) {
     switch (frame.op) {
@@ -88,23 +323,32 @@ class ServerState {
                     static_cast<uint32_t>(frame.argument));
       case kSet: {
         Session& s = sessions_[conn.session];
+        if (s.failed) return;  // the rank learns it from its next take
         if (auto taker = s.takers.find(key); taker != s.takers.end()) {
-          send_reply(taker->second, HAL_SUCCESS, &value);
+          const int to = taker->second;
+          held_bytes_ -= taker->first.size() + kEntryOverhead;
           s.takers.erase(taker);
-        } else {
-          s.values[std::move(key)] = std::move(value);
+          return reply(to, HAL_SUCCESS, frame.argument, &value);
         }
+        if (s.values.count(key) != 0) return drop(conn, "it set a key twice");
+        held_bytes_ += key.size() + value.size() + kEntryOverhead;
+        s.values[std::move(key)] = {frame.argument, std::move(value)};
         return;
       }
       case kTake: {
         Session& s = sessions_[conn.session];
-        if (s.failed) return send_reply(fd, HAL_ERROR_REMOTE);
+        if (s.failed) return reply(fd, HAL_ERROR_REMOTE);
         if (auto found = s.values.find(key); found != s.values.end()) {
-          send_reply(fd, HAL_SUCCESS, &found->second);
+          held_bytes_ -= found->first.size() + found->second.data.size() + kEntryOverhead;
+          StoredValue stored = std::move(found->second);
           s.values.erase(found);
-        } else {
-          s.takers.emplace(std::move(key), fd);
+          return reply(fd, HAL_SUCCESS, stored.argument, &stored.data);
         }
+        if (buffered_bytes() + key.size() + kEntryOverhead > limits_.max_buffered_bytes) {
+          return drop(conn, "the store holds its limit of buffered bytes");
+        }
+        held_bytes_ += key.size() + kEntryOverhead;
+        s.takers.emplace(std::move(key), fd);
         return;
       }
       case kBye:
@@ -115,43 +359,116 @@ class ServerState {
     }
   }
 
-  void closed(int fd, const Connection& conn) {
-    if (!conn.joined) return;
-    Session& s = sessions_[conn.session];
-    for (auto it = s.takers.begin(); it != s.takers.end();) {
-      it = it->second == fd ? s.takers.erase(it) : std::next(it);
-    }
-    if (!conn.clean) fail(s);
-  }
-
- private:
   void join(int fd, Connection& conn, const std::string& name, uint32_t rank, uint32_t ranks) {
     Session& s = sessions_[name];
-    if (s.failed) return send_reply(fd, HAL_ERROR_REMOTE);
-    if (s.ranks == 0) s.ranks = ranks;
-    if (ranks != s.ranks || rank >= ranks || s.members.count(rank) != 0) {
-      return send_reply(fd, HAL_ERROR_ARGUMENT_MISMATCH);
-    }
-    s.members.insert(rank);
     conn.joined = true;
     conn.session = name;
+    ++s.connections;
+    if (s.failed) return reply(fd, HAL_ERROR_REMOTE);
+    if (s.ranks == 0) s.ranks = ranks;
+    if (ranks == 0 || ranks != s.ranks || rank >= ranks || s.members.count(rank) != 0) {
+      conn.clean = true;  // a refused join fails nobody else
+      return reply(fd, HAL_ERROR_ARGUMENT_MISMATCH);
+    }
+    s.members.insert(rank);
     s.join_waiters.push_back(fd);
     if (s.members.size() == s.ranks) {
-      for (int waiter : s.join_waiters) send_reply(waiter, HAL_SUCCESS);
+      for (int waiter : s.join_waiters) reply(waiter, HAL_SUCCESS);
       s.join_waiters.clear();
     }
   }
 
   void fail(Session& s) {
     s.failed = true;
-    for (int waiter : s.join_waiters) send_reply(waiter, HAL_ERROR_REMOTE);
-    for (const auto& [key, taker] : s.takers) send_reply(taker, HAL_ERROR_REMOTE);
+    for (int waiter : s.join_waiters) reply(waiter, HAL_ERROR_REMOTE);
+    for (const auto& [key, taker] : s.takers) {
+      held_bytes_ -= key.size() + kEntryOverhead;
+      reply(taker, HAL_ERROR_REMOTE);
+    }
+    for (const auto& [key, stored] : s.values) {
+      held_bytes_ -= key.size() + stored.data.size() + kEntryOverhead;
+    }
     s.join_waiters.clear();
     s.takers.clear();
     s.values.clear();
   }
 
+  void close_connection(int fd) {
+    auto found = connections_.find(fd);
+    if (found == connections_.end()) return;
+    Connection conn = std::move(found->second);
+    connections_.erase(found);
+    ::close(fd);
+    if (!conn.joined) return;
+    auto session = sessions_.find(conn.session);
+    if (session == sessions_.end()) return;
+    Session& s = session->second;
+    for (auto it = s.takers.begin(); it != s.takers.end();) {
+      if (it->second != fd) {
+        ++it;
+        continue;
+      }
+      held_bytes_ -= it->first.size() + kEntryOverhead;
+      it = s.takers.erase(it);
+    }
+    std::erase(s.join_waiters, fd);
+    if (!conn.clean) fail(s);
+    if (--s.connections == 0) {
+      for (const auto& [key, stored] : s.values) {
+        held_bytes_ -= key.size() + stored.data.size() + kEntryOverhead;
+      }
+      sessions_.erase(session);
+    }
+  }
+
+  void reply(int fd, hal_result_t status, uint64_t argument = 0,
+             const std::vector<uint8_t>* value = nullptr) {
+    auto found = connections_.find(fd);
+    if (found == connections_.end() || found->second.doomed) return;
+    const Frame frame{kReply, static_cast<uint32_t>(status), argument, 0,
+                      value != nullptr ? value->size() : 0};
+    Connection& conn = found->second;
+    queue(fd, conn, &frame, sizeof(frame));
+    if (value != nullptr && !value->empty()) queue(fd, conn, value->data(), value->size());
+  }
+
+  void queue(int fd, Connection& conn, const void* data, size_t bytes) {
+    if (conn.doomed) return;
+    const uint64_t backlog = conn.out.size() - conn.out_sent;
+    if (backlog + bytes > 2 * (sizeof(Frame) + limits_.max_value_bytes)) {
+      return drop(conn, "it does not read its replies");
+    }
+    const auto* p = static_cast<const uint8_t*>(data);
+    conn.out.insert(conn.out.end(), p, p + bytes);
+    flush(fd, conn);
+  }
+
+  void flush(int fd, Connection& conn) {
+    while (conn.out_sent < conn.out.size()) {
+      const ssize_t sent = ::send(fd, conn.out.data() + conn.out_sent,
+                                  conn.out.size() - conn.out_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0 && errno == EINTR) continue;
+      if (sent < 0 && errno == EAGAIN) return;  // POLLOUT resumes
+      if (sent <= 0) {
+        conn.doomed = true;  // the peer went away; reading tells whether cleanly
+        return;
+      }
+      conn.out_sent += static_cast<size_t>(sent);
+    }
+    conn.out.clear();
+    conn.out_sent = 0;
+  }
+
+  int listen_fd_;
+  int wake_fd_;
+  StoreSecret secret_;
+  StoreLimits limits_;
+  std::atomic<uint64_t>& dropped_;
+  std::vector<uint8_t> scratch_;
+  std::map<int, Connection> connections_;
   std::map<std::string, Session> sessions_;
+  uint64_t held_bytes_ = 0;  // stored values and waiting takes
+  Clock::time_point accept_paused_until_{};
 };
 
 }  // namespace
@@ -168,13 +485,15 @@ bool StoreAddress::parse(const std::string& text, StoreAddress& out) {
   return to_sockaddr(out, probe);
 }
 
-std::unique_ptr<StoreServer> StoreServer::start(const StoreAddress& address, Status& out_status) {
+std::shared_ptr<StoreServer> StoreServer::start(const StoreAddress& address,
+                                                const StoreSecret& secret,
+                                                const StoreLimits& limits, Status& out_status) {
   sockaddr_in addr{};
   if (!to_sockaddr(address, addr)) {
     out_status = Status::failure(HAL_ERROR_INVALID_ARGUMENT, "bad store host " + address.host);
     return nullptr;
   }
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     out_status = errno_failure("socket");
     return nullptr;
@@ -183,81 +502,96 @@ std::unique_ptr<StoreServer> StoreServer::start(const StoreAddress& address, Sta
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   socklen_t length = sizeof(addr);
   int pipe_fds[2] = {-1, -1};
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0 ||
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, SOMAXCONN) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0 ||
       ::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     out_status = errno_failure(("the TCP store cannot listen on " + address.text()).c_str());
     ::close(fd);
     return nullptr;
   }
-  return std::unique_ptr<StoreServer>(
+  std::shared_ptr<StoreServer> server(
       new StoreServer(fd, pipe_fds[0], pipe_fds[1], ntohs(addr.sin_port)));
+  auto dropped = server->dropped_;
+  // The thread owns its state; nothing it throws leaves it.
+  server->thread_ = std::thread([fd, wake = pipe_fds[0], secret, limits, dropped] {
+    try {
+      ServerLoop loop(fd, wake, secret, limits, *dropped);
+      loop.run();
+    } catch (const std::exception& e) {
+      log_drop(std::string("the store stopped serving: ") + e.what());
+    }
+  });
+  server->native_thread_ = server->thread_.native_handle();
+  return server;
 }
 
 StoreServer::StoreServer(int listen_fd, int wake_read, int wake_write, uint16_t port)
-    : listen_fd_(listen_fd), wake_read_(wake_read), wake_write_(wake_write), port_(port) {
-  thread_ = std::thread([this] { serve(); });
-}
+    : listen_fd_(listen_fd),
+      wake_read_(wake_read),
+      wake_write_(wake_write),
+      port_(port),
+      dropped_(std::make_shared<std::atomic<uint64_t>>(0)) {}
 
 StoreServer::~StoreServer() {
+  stop();
+}
+
+void StoreServer::stop() noexcept {
+  std::lock_guard lock(stop_mutex_);
+  if (listen_fd_ < 0) return;
   const char stop = 1;
   [[maybe_unused]] ssize_t ignored = ::write(wake_write_, &stop, 1);
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
   ::close(listen_fd_);
   ::close(wake_read_);
   ::close(wake_write_);
+  listen_fd_ = wake_read_ = wake_write_ = -1;
 }
 
-void StoreServer::serve() {
-  ServerState state;
-  std::map<int, Connection> connections;
-  std::vector<pollfd> fds;
-  while (true) {
-    fds.clear();
-    fds.push_back({wake_read_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
-    for (const auto& [fd, conn] : connections) fds.push_back({fd, POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) break;
-    if (fds[0].revents != 0) break;
-    if (fds[1].revents & POLLIN) {
-      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) {
-        const int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        connections.emplace(fd, Connection{});
-      }
-    }
-    for (size_t i = 2; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      const int fd = fds[i].fd;
-      Connection& conn = connections[fd];
-      uint8_t buffer[64 * 1024];
-      const ssize_t got = ::recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
-      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (got <= 0) {
-        state.closed(fd, conn);
-        ::close(fd);
-        connections.erase(fd);
-        continue;
-      }
-      conn.in.insert(conn.in.end(), buffer, buffer + got);
-      while (conn.in.size() >= sizeof(Frame)) {
-        Frame frame;
-        std::memcpy(&frame, conn.in.data(), sizeof(frame));
-        const size_t total = sizeof(frame) + frame.key_bytes + frame.value_bytes;
-        if (conn.in.size() < total) break;
-        const auto* key = reinterpret_cast<const char*>(conn.in.data() + sizeof(frame));
-        std::vector<uint8_t> value(conn.in.begin() + sizeof(frame) + frame.key_bytes,
-                                   conn.in.begin() + total);
-        state.handle(fd, conn, frame, std::string(key, frame.key_bytes), std::move(value));
-        conn.in.erase(conn.in.begin(), conn.in.begin() + total);
-      }
-    }
+std::chrono::nanoseconds StoreServer::cpu_time() const noexcept {
+  std::lock_guard lock(stop_mutex_);
+  if (listen_fd_ < 0) return {};
+  clockid_t clock{};
+  timespec spent{};
+  if (pthread_getcpuclockid(native_thread_, &clock) != 0 || clock_gettime(clock, &spent) != 0) {
+    return {};
   }
-  for (const auto& [fd, conn] : connections) ::close(fd);
+  return std::chrono::seconds(spent.tv_sec) + std::chrono::nanoseconds(spent.tv_nsec);
 }
+
+StoreRoster::~StoreRoster() {
+  for (Entry& entry : entries_) {
+    if (auto server = entry.server.lock()) server->stop();
+  }
+}
+
+void StoreRoster::add(const std::shared_ptr<StoreServer>& server, uint64_t session, bool hold) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(entries_, [](const Entry& e) { return e.server.expired(); });
+  entries_.push_back({hold ? server : nullptr, server, session});
+}
+
+std::shared_ptr<StoreServer> StoreRoster::find(uint16_t port, uint64_t session) {
+  std::lock_guard lock(mutex_);
+  for (const Entry& entry : entries_) {
+    auto server = entry.server.lock();
+    if (server && entry.session == session && server->port() == port) return server;
+  }
+  return nullptr;
+}
+
+void StoreRoster::adopted(const StoreServer* server) {
+  std::lock_guard lock(mutex_);
+  for (Entry& entry : entries_) {
+    if (entry.held.get() == server) entry.held.reset();
+  }
+}
+
+// ---------------------------------------------------------------- client
 
 std::unique_ptr<StoreClient> StoreClient::connect(const StoreAddress& address,
+                                                  const StoreSecret& secret,
                                                   const Deadline& deadline, Status& out_status) {
   sockaddr_in addr{};
   if (!to_sockaddr(address, addr)) {
@@ -265,30 +599,109 @@ std::unique_ptr<StoreClient> StoreClient::connect(const StoreAddress& address,
     return nullptr;
   }
   while (true) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const int interrupt_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd < 0 || interrupt_fd < 0) {
       out_status = errno_failure("socket");
+      if (fd >= 0) ::close(fd);
+      if (interrupt_fd >= 0) ::close(interrupt_fd);
       return nullptr;
     }
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-      const int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      return std::unique_ptr<StoreClient>(new StoreClient(fd));
+    const int one = 1;  // requests are small and answered: no Nagle delay
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    std::unique_ptr<StoreClient> client(new StoreClient(fd, interrupt_fd));
+    client->broken_ = true;  // no goodbye until authenticated
+    Status status;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      if (errno != EINPROGRESS && errno != EINTR) {
+        status = Status::failure(HAL_ERROR_REMOTE, std::strerror(errno));
+      } else {
+        status = client->wait_ready(POLLOUT, deadline);
+        int error = 0;
+        socklen_t length = sizeof(error);
+        if (status.ok() &&
+            (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0)) {
+          status = Status::failure(HAL_ERROR_REMOTE, std::strerror(error));
+        }
+      }
     }
-    ::close(fd);
-    if (deadline.is_aborted() || Clock::now() > deadline.at) {
+    // The server proves itself first; a server at its limit closes at once.
+    std::array<uint8_t, kChallengeBytes> challenge;
+    bool challenged = false;
+    if (status.ok()) {
+      status = client->recv_bytes(challenge.data(), challenge.size(), deadline);
+      challenged = status.ok();
+    }
+    if (challenged) {
+      if (std::memcmp(challenge.data(), kChallengeMagic, sizeof(kChallengeMagic)) != 0) {
+        out_status = Status::failure(HAL_ERROR_REMOTE,
+                                     "what answers at " + address.text() + " is not a HAL store");
+        return nullptr;
+      }
+      Nonce server_nonce, client_nonce;
+      std::memcpy(server_nonce.data(), challenge.data() + sizeof(kChallengeMagic), kNonceBytes);
+      if (!hal::util::random_bytes(client_nonce)) {
+        out_status = errno_failure("getrandom");
+        return nullptr;
+      }
+      std::array<uint8_t, kResponseBytes> response;
+      const Proof mine = proof(secret, kClientRole, server_nonce, client_nonce);
+      std::memcpy(response.data(), client_nonce.data(), kNonceBytes);
+      std::memcpy(response.data() + kNonceBytes, mine.data(), kProofBytes);
+      Proof theirs{};
+      status = client->send_bytes(response.data(), response.size(), deadline);
+      if (status.ok()) status = client->recv_bytes(theirs.data(), theirs.size(), deadline);
+      if (status.result == HAL_ERROR_REMOTE) {
+        out_status = Status::failure(
+            HAL_ERROR_INVALID_ARGUMENT,
+            "the TCP store at " + address.text() +
+                " refused this rank's secret (an id from another job, or a different "
+                "HAL_COMM_STORE_SECRET)");
+        return nullptr;
+      }
+      if (!status.ok()) {
+        out_status = status;
+        return nullptr;
+      }
+      if (!hal::util::equal_in_constant_time(
+              theirs, proof(secret, kServerRole, server_nonce, client_nonce))) {
+        out_status = Status::failure(
+            HAL_ERROR_REMOTE, "the TCP store at " + address.text() + " did not prove the secret");
+        return nullptr;
+      }
+      client->broken_ = false;
+      return client;
+    }
+    if (status.result != HAL_ERROR_REMOTE) {  // the deadline or an abort
+      out_status = Status::failure(status.result, "no TCP store answered at " + address.text() +
+                                                      " in time: " + status.message);
+      return nullptr;
+    }
+    client.reset();
+    // Refused (not listening yet) or closed at once (full): retry shortly.
+    if (deadline.is_aborted() || Clock::now() >= deadline.at) {
       out_status = Status::failure(HAL_ERROR_TIMEOUT,
                                    "no TCP store answered at " + address.text() + " in time");
       return nullptr;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(10), deadline.at - Clock::now()));
   }
 }
 
 StoreClient::~StoreClient() {
-  if (fd_ < 0) return;
-  request(kBye, {}, nullptr, 0, 0);
-  ::close(fd_);
+  // An interrupted (aborted) rank leaves without a goodbye: its peers fail.
+  if (fd_ >= 0 && !broken_ && !interrupted_.load()) {
+    request(kBye, {}, nullptr, 0, 0, Deadline::after_ms(kByeDeadlineMs, nullptr));
+  }
+  if (fd_ >= 0) ::close(fd_);
+  ::close(interrupt_fd_);
+}
+
+void StoreClient::interrupt() noexcept {
+  interrupted_.store(true);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t ignored = ::write(interrupt_fd_, &one, sizeof(one));
 }
 
 void StoreClient::sever() {
@@ -298,74 +711,160 @@ void StoreClient::sever() {
   fd_ = -1;
 }
 
-Status StoreClient::request(uint32_t op, const std::string& key, const void* data, size_t bytes,
-                            uint64_t argument) {
-  if (fd_ < 0) return Status::failure(HAL_ERROR_INVALID_STATE, "the store connection is closed");
-  const Frame frame{op, 0, argument, key.size(), bytes};
-  if (!send_frame(fd_, frame, key, data)) {
-    return Status::failure(HAL_ERROR_REMOTE, "the TCP store connection broke");
+Status StoreClient::broken(Status status) {
+  broken_ = true;
+  broken_status_ = status;
+  return status;
+}
+
+Status StoreClient::wait_ready(short events, const Deadline& deadline) {
+  while (true) {
+    pollfd fds[2] = {{fd_, events, 0}, {interrupt_fd_, POLLIN, 0}};
+    if (deadline.is_aborted()) {
+      return Status::failure(HAL_ERROR_INVALID_STATE, "the communicator was aborted");
+    }
+    if (Clock::now() >= deadline.at) {
+      return Status::failure(HAL_ERROR_TIMEOUT, "the deadline passed waiting for the TCP store");
+    }
+    // Bounded naps: the abort flag is seen even if nobody calls interrupt().
+    const int ready = ::poll(fds, 2, std::min(ms_until(deadline.at), 100));
+    if (ready < 0 && errno != EINTR) return errno_failure("poll");
+    if (fds[1].revents != 0) {
+      return Status::failure(HAL_ERROR_INVALID_STATE, "the communicator was aborted");
+    }
+    if (fds[0].revents != 0) return {};
+  }
+}
+
+Status StoreClient::send_bytes(const void* data, size_t bytes, const Deadline& deadline) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (bytes > 0) {
+    const ssize_t sent = ::send(fd_, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && errno == EAGAIN) {
+      if (Status s = wait_ready(POLLOUT, deadline); !s.ok()) return s;
+      continue;
+    }
+    if (sent <= 0) return Status::failure(HAL_ERROR_REMOTE, "the TCP store connection broke");
+    p += sent;
+    bytes -= static_cast<size_t>(sent);
   }
   return {};
 }
 
-Status StoreClient::reply(std::vector<uint8_t>* out_value, const Deadline& deadline) {
-  Frame frame{};
-  std::vector<uint8_t> value;
-  size_t have = 0;
-  auto* header = reinterpret_cast<uint8_t*>(&frame);
-  size_t need = sizeof(frame);
-  bool header_done = false;
-  while (true) {
-    if (have == need) {
-      if (header_done) break;
-      header_done = true;
-      value.resize(frame.value_bytes);
-      have = 0;
-      need = frame.value_bytes;
+Status StoreClient::recv_bytes(void* data, size_t bytes, const Deadline& deadline) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (bytes > 0) {
+    const ssize_t got = ::recv(fd_, p, bytes, MSG_DONTWAIT);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == EAGAIN) {
+      if (Status s = wait_ready(POLLIN, deadline); !s.ok()) return s;
       continue;
     }
-    pollfd p{fd_, POLLIN, 0};
-    const int ready = ::poll(&p, 1, 10);
-    if (ready == 0 || (ready < 0 && errno == EINTR)) {
-      if (deadline.is_aborted()) {
-        return Status::failure(HAL_ERROR_INVALID_STATE, "the communicator was aborted");
-      }
-      if (Clock::now() > deadline.at) {
-        return Status::failure(HAL_ERROR_TIMEOUT, "the deadline passed waiting for a peer");
-      }
-      continue;
-    }
-    uint8_t* target = header_done ? value.data() : header;
-    const ssize_t got = ::recv(fd_, target + have, need - have, 0);
     if (got <= 0) return Status::failure(HAL_ERROR_REMOTE, "the TCP store went away");
-    have += static_cast<size_t>(got);
+    p += got;
+    bytes -= static_cast<size_t>(got);
   }
-  const auto status = static_cast<hal_result_t>(frame.status);
-  if (status == HAL_ERROR_REMOTE) {
-    return Status::failure(status, "a peer rank died or left the communicator");
+  return {};
+}
+
+Status StoreClient::request(uint32_t op, const std::string& key, const void* data, size_t bytes,
+                            uint64_t argument, const Deadline& deadline) {
+  if (fd_ < 0) return Status::failure(HAL_ERROR_INVALID_STATE, "the store connection is closed");
+  if (broken_) return broken_status_;
+  const Frame frame{op, 0, argument, key.size(), bytes};
+  // Header and key in one segment.
+  std::vector<uint8_t> head(sizeof(frame) + key.size());
+  std::memcpy(head.data(), &frame, sizeof(frame));
+  if (!key.empty()) std::memcpy(head.data() + sizeof(frame), key.data(), key.size());
+  Status s = send_bytes(head.data(), head.size(), deadline);
+  if (s.ok() && bytes != 0) s = send_bytes(data, bytes, deadline);
+  return s.ok() ? s : broken(s);
+}
+
+// Reads one reply; its value goes to (*out_value)[offset...], which must
+// stay within |max_bytes|.
+Status StoreClient::reply(std::vector<uint8_t>* out_value, size_t offset, size_t max_bytes,
+                          uint64_t* out_argument, const Deadline& deadline) {
+  Frame frame{};
+  if (Status s = recv_bytes(&frame, sizeof(frame), deadline); !s.ok()) return broken(s);
+  const bool sized = frame.value_bytes <= max_bytes - std::min(offset, max_bytes);
+  // A store answers one of three results; the field is never cast unchecked.
+  const bool known_status = frame.status == HAL_SUCCESS || frame.status == HAL_ERROR_REMOTE ||
+                            frame.status == HAL_ERROR_ARGUMENT_MISMATCH;
+  if (frame.op != kReply || frame.key_bytes != 0 || !sized || !known_status ||
+      (frame.status != HAL_SUCCESS && frame.value_bytes != 0)) {
+    return broken(
+        Status::failure(HAL_ERROR_REMOTE,
+                        "the TCP store sent a malformed reply (or a value larger than expected)"));
   }
-  if (status != HAL_SUCCESS) {
-    return Status::failure(status, "the ranks disagree on the rank count, or a rank joined twice");
+  if (frame.status == HAL_ERROR_REMOTE) {
+    return Status::failure(HAL_ERROR_REMOTE, "a peer rank died or left the communicator");
   }
-  if (out_value != nullptr) *out_value = std::move(value);
+  if (frame.status == HAL_ERROR_ARGUMENT_MISMATCH) {
+    return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
+                           "the ranks disagree on the rank count, or a rank joined twice");
+  }
+  if (out_value != nullptr) {
+    out_value->resize(offset + frame.value_bytes);
+    if (Status s = recv_bytes(out_value->data() + offset, frame.value_bytes, deadline); !s.ok()) {
+      return broken(s);
+    }
+  }
+  if (out_argument != nullptr) *out_argument = frame.argument;
   return {};
 }
 
 Status StoreClient::join(const std::string& session, uint32_t rank, uint32_t ranks,
                          const Deadline& deadline) {
   const uint64_t argument = (static_cast<uint64_t>(rank) << 32) | ranks;
-  if (Status s = request(kJoin, session, nullptr, 0, argument); !s.ok()) return s;
-  return reply(nullptr, deadline);
+  if (Status s = request(kJoin, session, nullptr, 0, argument, deadline); !s.ok()) return s;
+  return reply(nullptr, 0, 0, nullptr, deadline);
 }
 
-Status StoreClient::set(const std::string& key, const void* data, size_t bytes) {
-  return request(kSet, key, data, bytes, 0);
+namespace {
+// Values above one frame's limit travel as numbered chunks; the first,
+// under the key itself, carries the total size in its argument.
+constexpr size_t kChunkBytes = 16u << 20;
+std::string chunk_key(const std::string& key, size_t index) {
+  return index == 0 ? key : key + "~" + std::to_string(index);
+}
+}  // namespace
+
+Status StoreClient::set(const std::string& key, const void* data, size_t bytes,
+                        const Deadline& deadline) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  size_t index = 0;
+  size_t done = 0;
+  do {
+    const size_t chunk = std::min(kChunkBytes, bytes - done);
+    if (Status s = request(kSet, chunk_key(key, index), p + done, chunk, bytes, deadline); !s.ok())
+      return s;
+    done += chunk;
+    ++index;
+  } while (done < bytes);
+  return {};
 }
 
-Status StoreClient::take(const std::string& key, std::vector<uint8_t>& out_value,
+Status StoreClient::take(const std::string& key, std::vector<uint8_t>& out_value, size_t max_bytes,
                          const Deadline& deadline) {
-  if (Status s = request(kTake, key, nullptr, 0, 0); !s.ok()) return s;
-  return reply(&out_value, deadline);
+  out_value.clear();
+  uint64_t total = 0;
+  size_t index = 0;
+  do {
+    if (Status s = request(kTake, chunk_key(key, index), nullptr, 0, 0, deadline); !s.ok())
+      return s;
+    uint64_t announced = 0;
+    if (Status s = reply(&out_value, out_value.size(), max_bytes, &announced, deadline); !s.ok())
+      return s;
+    if (index == 0) total = announced;
+    if (announced != total || total > max_bytes || out_value.size() > total ||
+        (out_value.size() < total && out_value.size() != (index + 1) * kChunkBytes)) {
+      return broken(Status::failure(HAL_ERROR_REMOTE, "the TCP store sent inconsistent chunks"));
+    }
+    ++index;
+  } while (out_value.size() < total);
+  return {};
 }
 
 }  // namespace hal::collective

@@ -4,11 +4,24 @@
 // connection with poll(). A rank whose connection drops without a goodbye
 // fails its session: every pending and later request of that session is
 // answered HAL_ERROR_REMOTE, so a dead rank is an error in every survivor.
+//
+// The store is reachable by every local user (and, bound elsewhere than
+// loopback, by the network), so it trusts nothing it reads: a connection
+// proves knowledge of the job's secret (HMAC-SHA-256 challenge-response,
+// both ways) before the server reads a frame from it, every field is checked
+// against StoreLimits before use, and a peer that breaks a rule is dropped.
+// Clients use non-blocking sockets polled against the call's deadline and an
+// interrupt descriptor, so no socket call outlives its deadline or an abort.
 #pragma once
 
 #include "hal_collective/status.hpp"
 
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <pthread.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,50 +35,145 @@ struct StoreAddress {
   std::string text() const { return host + ":" + std::to_string(port); }
 };
 
+// The key both ends of every connection prove they hold.
+using StoreSecret = std::array<uint8_t, 32>;
+
+// The wire format (SPEC.md §13.6). All integers are little-endian.
+//   server -> client  challenge: kChallengeMagic (8 bytes), server nonce (32)
+//   client -> server  response:  client nonce (32), proof("client") (32)
+//   server -> client  proof("server") (32)
+//   then frames both ways: Frame (32 bytes), key, value
+namespace store_wire {
+inline constexpr char kChallengeMagic[8] = {'H', 'A', 'L', 'S', 'T', 'O', 'R', '2'};
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kChallengeBytes = sizeof(kChallengeMagic) + kNonceBytes;
+inline constexpr size_t kProofBytes = 32;
+inline constexpr size_t kResponseBytes = kNonceBytes + kProofBytes;
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Proof = std::array<uint8_t, kProofBytes>;
+// HMAC-SHA-256 under the secret of role ("client" or "server"), the server's
+// nonce and the client's nonce.
+Proof proof(const StoreSecret& secret, const char* role, const Nonce& server_nonce,
+            const Nonce& client_nonce) noexcept;
+
+enum Op : uint32_t { kReply = 0, kJoin = 1, kSet = 2, kTake = 3, kBye = 4 };
+struct Frame {
+  uint32_t op;
+  uint32_t status;    // a hal_result_t in replies, 0 in requests
+  uint64_t argument;  // join: rank << 32 | ranks; set, take reply: the chunked value's total bytes
+  uint64_t key_bytes;
+  uint64_t value_bytes;
+};
+static_assert(sizeof(Frame) == 32);
+}  // namespace store_wire
+
+// What one store holds at most; a peer that would exceed a limit is dropped.
+struct StoreLimits {
+  uint32_t max_connections = 1024;           // authenticated or still proving
+  uint64_t max_key_bytes = 1024;             // one key (or session name)
+  uint64_t max_value_bytes = 64ull << 20;    // one frame's value; larger sets are chunked
+  uint64_t max_buffered_bytes = 4ull << 30;  // stored values + every connection's buffers
+  uint32_t handshake_timeout_ms = 10000;     // to prove the secret after accept
+};
+
 class StoreServer {
  public:
   // Listens on |address| (port 0: any free port, see port()).
-  static std::unique_ptr<StoreServer> start(const StoreAddress& address, Status& out_status);
-  ~StoreServer();
+  static std::shared_ptr<StoreServer> start(const StoreAddress& address, const StoreSecret& secret,
+                                            const StoreLimits& limits, Status& out_status);
+  ~StoreServer();  // stop()
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
   uint16_t port() const { return port_; }
+  // Stops serving now: the thread ends and every descriptor is closed.
+  // Idempotent and safe from any thread.
+  void stop() noexcept;
+  // CPU time the server thread used so far (zero once stopped).
+  std::chrono::nanoseconds cpu_time() const noexcept;
+  // Connections the server dropped for breaking a rule (tests watch it).
+  uint64_t dropped() const noexcept { return dropped_->load(); }
 
  private:
-  StoreServer(int listen_fd, int wake_fd_read, int wake_fd_write, uint16_t port);
-  void serve();
+  StoreServer(int listen_fd, int wake_read, int wake_write, uint16_t port);
 
   int listen_fd_;
   int wake_read_;
   int wake_write_;
   uint16_t port_;
+  std::shared_ptr<std::atomic<uint64_t>> dropped_;
+  pthread_t native_thread_{};
+  mutable std::mutex stop_mutex_;
   std::thread thread_;
+};
+
+// The stores this process serves: it holds a store made for a unique id
+// until a communicator of this process adopts it (then the communicators
+// keep it alive), and stops every store still alive when it is destroyed
+// (with the registry, at the last hal_shutdown).
+class StoreRoster {
+ public:
+  StoreRoster() = default;
+  StoreRoster(const StoreRoster&) = delete;
+  StoreRoster& operator=(const StoreRoster&) = delete;
+  ~StoreRoster();
+  // |hold|: keep |server| alive until adopted() (else only watch it).
+  void add(const std::shared_ptr<StoreServer>& server, uint64_t session, bool hold);
+  // The live store of this process on |port| for |session|, or nullptr.
+  std::shared_ptr<StoreServer> find(uint16_t port, uint64_t session);
+  // A communicator holds |server| now; the roster only watches it.
+  void adopted(const StoreServer* server);
+
+ private:
+  struct Entry {
+    std::shared_ptr<StoreServer> held;
+    std::weak_ptr<StoreServer> server;
+    uint64_t session;
+  };
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
 };
 
 class StoreClient {
  public:
-  // Connects, retrying until the deadline (rank 0's server may start later).
-  static std::unique_ptr<StoreClient> connect(const StoreAddress& address, const Deadline& deadline,
+  // Connects and authenticates, retrying a refused connect until the
+  // deadline (rank 0's server may start later).
+  static std::unique_ptr<StoreClient> connect(const StoreAddress& address,
+                                              const StoreSecret& secret, const Deadline& deadline,
                                               Status& out_status);
-  ~StoreClient();  // says goodbye: a clean leave never fails the session
+  ~StoreClient();  // says goodbye (within a second): a clean leave never fails the session
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
   // Enters |session| as |rank| of |ranks| and returns when all have joined.
   Status join(const std::string& session, uint32_t rank, uint32_t ranks, const Deadline& deadline);
-  Status set(const std::string& key, const void* data, size_t bytes);
-  // Waits for |key|, removes it from the store, returns its value.
-  Status take(const std::string& key, std::vector<uint8_t>& out_value, const Deadline& deadline);
+  Status set(const std::string& key, const void* data, size_t bytes, const Deadline& deadline);
+  // Waits for |key|, removes it from the store, returns its value; a value
+  // longer than |max_bytes| is refused before anything is allocated for it.
+  Status take(const std::string& key, std::vector<uint8_t>& out_value, size_t max_bytes,
+              const Deadline& deadline);
+  // Wakes a call blocked on this connection from any thread; that call and
+  // every later one fail with HAL_ERROR_INVALID_STATE (what abort uses).
+  void interrupt() noexcept;
   // Drops the connection without a goodbye: what a crash looks like to peers.
+  // Only while no call is in flight.
   void sever();
 
  private:
-  explicit StoreClient(int fd) : fd_(fd) {}
+  StoreClient(int fd, int interrupt_fd) : fd_(fd), interrupt_fd_(interrupt_fd) {}
+  Status wait_ready(short events, const Deadline& deadline);
+  Status send_bytes(const void* data, size_t bytes, const Deadline& deadline);
+  Status recv_bytes(void* data, size_t bytes, const Deadline& deadline);
   Status request(uint32_t op, const std::string& key, const void* data, size_t bytes,
-                 uint64_t argument);
-  Status reply(std::vector<uint8_t>* out_value, const Deadline& deadline);
+                 uint64_t argument, const Deadline& deadline);
+  Status reply(std::vector<uint8_t>* out_value, size_t offset, size_t max_bytes,
+               uint64_t* out_argument, const Deadline& deadline);
+  Status broken(Status status);
 
   int fd_;
+  int interrupt_fd_;
+  std::atomic<bool> interrupted_{false};
+  bool broken_ = false;  // a call failed mid-frame: the stream is out of step
+  Status broken_status_;
 };
 
 }  // namespace hal::collective

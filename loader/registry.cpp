@@ -1,5 +1,6 @@
 #include "registry.hpp"
 
+#include "collective_dispatch.hpp"
 #include "discovery.hpp"
 #include "error.hpp"
 #include "fallbacks.hpp"
@@ -240,6 +241,7 @@ hal_result_t build_registry(const hal_init_options_t* options, Registry& registr
 }  // namespace
 
 Registry::~Registry() {
+  release_live_comms(*this);  // aborted first: no collective in flight waits on a peer
   // Streams first drain, so nothing in flight still uses what follows.
   for (auto& device : devices) {
     device->streams.for_each([](hal_stream_s* stream) {

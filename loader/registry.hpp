@@ -4,6 +4,8 @@
 #pragma once
 
 #include "allocation_table.hpp"
+#include "collective_comm.hpp"
+#include "collective_store.hpp"
 #include "handle.hpp"
 #include "objects.hpp"
 #include "plugin_library.hpp"
@@ -46,6 +48,12 @@ struct Registry {
   std::vector<PluginReport> reports;
 
   AllocationTable allocations;
+  // The communicators not yet destroyed: the last hal_shutdown aborts and
+  // frees them (release_live_comms, first thing in ~Registry).
+  LiveSet<hal_comm_s> comms;
+  // The collectives stores this process serves; the last hal_shutdown stops
+  // them (declared last: stopped before anything above is released).
+  collective::StoreRoster stores;
 
   Registry() = default;
   Registry(const Registry&) = delete;

@@ -10,7 +10,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-${HAL_FUZZ_BUILD_DIR:-$root/build-fuzz}}"
 seconds="${HAL_FUZZ_SECONDS:-20}"
-targets=(api_sequence plugin_discovery dialect_frontend)
+targets=(api_sequence plugin_discovery dialect_frontend store_protocol)
 
 cc="$(command -v clang-14 || command -v clang || true)"
 cxx="$(command -v clang++-14 || command -v clang++ || true)"

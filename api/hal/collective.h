@@ -34,8 +34,9 @@ typedef struct hal_comm_s* hal_comm_t;
 #define HAL_COMM_UNIQUE_ID_BYTES 128
 
 /* Names one communicator-to-be: made by hal_comm_get_unique_id on one
- * process and sent to the others out of band (a file, MPI_Bcast, a command
- * line). Plain bytes: copy it freely. */
+ * process and sent to the others out of band (a private file, a pipe,
+ * MPI_Bcast). Plain bytes, but a credential: it holds the store's secret,
+ * so keep it off command lines and out of logs. */
 typedef struct hal_comm_unique_id {
   uint8_t bytes[HAL_COMM_UNIQUE_ID_BYTES];
 } hal_comm_unique_id_t;
@@ -84,8 +85,9 @@ typedef struct hal_comm_config {
  *===------------------------------------------------------------------===*/
 
 /* Starts a TCP store in this process (on 127.0.0.1, or the host of
- * HAL_COMM_STORE_HOST) and writes an id naming it and a fresh session. The
- * store lives until hal_shutdown. Thread-safe.
+ * HAL_COMM_STORE_HOST) and writes an id naming it, a fresh session and a
+ * fresh secret. The store stops when this process's communicators that
+ * joined through it are destroyed, else at the last hal_shutdown. Thread-safe.
  * Errors: HAL_ERROR_NOT_INITIALIZED, HAL_ERROR_NULL_POINTER, HAL_ERROR_INTERNAL
  * (no socket could be opened; the detail has errno). */
 HAL_API hal_result_t hal_comm_get_unique_id(hal_comm_unique_id_t* out_id);
@@ -95,7 +97,8 @@ HAL_API hal_result_t hal_comm_get_unique_id(hal_comm_unique_id_t* out_id);
  * call it (one per process or thread). |config| may be NULL.
  * Errors: HAL_ERROR_INVALID_HANDLE (device), HAL_ERROR_NULL_POINTER (id with
  * the unique-id bootstrap, out_comm), HAL_ERROR_INVALID_ARGUMENT (nranks 0,
- * rank >= nranks, unknown bootstrap, bad store address, a corrupt id),
+ * rank >= nranks, unknown bootstrap, bad store address, a corrupt id, a
+ * secret the store refuses, TCP_STORE without HAL_COMM_STORE_SECRET(_FILE)),
  * HAL_ERROR_ARGUMENT_MISMATCH (the ranks disagree on nranks or a rank is
  * taken twice), HAL_ERROR_TIMEOUT, HAL_ERROR_REMOTE (a peer or the store
  * went away), HAL_ERROR_UNSUPPORTED (the bootstrap is not available). */

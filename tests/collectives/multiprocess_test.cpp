@@ -82,11 +82,19 @@ TEST_CASE("unique id and init_rank reject bad input", "[multiprocess][errors]") 
   config.bootstrap = HAL_COMM_BOOTSTRAP_TCP_STORE;
   config.store_address = "not an address";
   CHECK(hal_comm_init_rank(device, 2, &id, 0, &config, &comm) == HAL_ERROR_INVALID_ARGUMENT);
-  // One rank alone is a whole communicator.
+  // The fixed-session store needs the job's secret.
   config.store_address = "127.0.0.1:0";
+  ::unsetenv("HAL_COMM_STORE_SECRET");
+  ::unsetenv("HAL_COMM_STORE_SECRET_FILE");
+  CHECK(hal_comm_init_rank(device, 1, nullptr, 0, &config, &comm) == HAL_ERROR_INVALID_ARGUMENT);
+  ::setenv("HAL_COMM_STORE_SECRET", "short", 1);
+  CHECK(hal_comm_init_rank(device, 1, nullptr, 0, &config, &comm) == HAL_ERROR_INVALID_ARGUMENT);
+  ::setenv("HAL_COMM_STORE_SECRET", "a secret of the multiprocess test", 1);
+  // One rank alone is a whole communicator.
   REQUIRE(hal_comm_init_rank(device, 1, nullptr, 0, &config, &comm) == HAL_SUCCESS);
   uint32_t count = 0;
   CHECK(hal_comm_count(comm, &count) == HAL_SUCCESS);
   CHECK(count == 1);
   CHECK(hal_comm_destroy(comm) == HAL_SUCCESS);
+  ::unsetenv("HAL_COMM_STORE_SECRET");
 }
