@@ -83,7 +83,9 @@ static hal_result_t stream_synchronize_body(hal_stream_t stream) {
   return synchronize_stream(stream, kFunction);
 }
 
-static hal_result_t stream_query_body(hal_stream_t stream) {
+// inline: a hint that keeps this body inside hal_stream_query, as it was
+// before check_preconditions (bench/loader_overhead measures this call).
+static inline hal_result_t stream_query_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_query";
   HandleUse<hal_stream_s> use;
   if (hal_result_t result = check_preconditions(kFunction, Held{stream, "stream", use});
