@@ -17,14 +17,6 @@ using hal::collective::Status;
 
 namespace hal::loader {
 
-hal_result_t check_comm(const hal_comm_s* comm, const char* function) noexcept {
-  if (active_registry() == nullptr) return not_initialized(function);
-  if (!is_live(comm, HandleKind::kComm)) {
-    return reject_handle(comm, HandleKind::kComm, function, "comm");
-  }
-  return HAL_SUCCESS;
-}
-
 void record_host_error(hal_comm_s* comm, hal_result_t result) noexcept {
   std::lock_guard lock(comm->error_mutex);
   if (comm->host_error == HAL_SUCCESS) comm->host_error = result;
@@ -114,18 +106,13 @@ hal_result_t check_buffer(const Registry& registry, const void* pointer, size_t 
 
 hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_stream_s* stream,
                               const char* function) {
-  const Registry* registry = active_registry();
-  if (registry == nullptr) return not_initialized(function);
-  if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
+  // The buffers are ranges, checked with their sizes below (0 bytes take NULL).
+  Registry* registry = nullptr;
   HandleUse<hal_stream_s> stream_use;  // held against a racing hal_stream_destroy
-  if (hal_result_t r = stream_use.acquire(stream, HandleKind::kStream, function, "stream");
+  if (hal_result_t r = check_preconditions_in(registry, function, Live{comm, "comm"},
+                                              Held{stream, "stream", stream_use});
       r != HAL_SUCCESS) {
     return r;
-  }
-  if (stream->device != comm->device) {
-    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
-                "the stream is on device %u, the communicator's rank %u on device %u",
-                stream->device->properties.index, comm->rank, comm->device->properties.index);
   }
   if (!hal::collective::is_valid_dtype(call.dtype)) {
     return fail(HAL_ERROR_INVALID_ARGUMENT, function, "dtype %d is not a hal_dtype_t",
@@ -162,6 +149,12 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
           check_buffer(*registry, call.recv, extent.recv_bytes, "recvbuf", comm, function);
       r != HAL_SUCCESS) {
     return r;
+  }
+  // Device relations after values and ranges (SPEC §4.1, step 6).
+  if (stream->device != comm->device) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
+                "the stream is on device %u, the communicator's rank %u on device %u",
+                stream->device->properties.index, comm->rank, comm->device->properties.index);
   }
   if (call.kind == HAL_COLLECTIVE_ALLTOALL && extent.send_bytes != 0) {
     const auto s = reinterpret_cast<uintptr_t>(call.send);
@@ -249,7 +242,7 @@ static hal_result_t recv_body(void* recvbuf, size_t count, hal_dtype_t dtype, ui
 }
 
 static hal_result_t group_start_body(void) {
-  if (active_registry() == nullptr) return not_initialized("hal_group_start");
+  if (hal_result_t r = check_preconditions("hal_group_start"); r != HAL_SUCCESS) return r;
   ++t_group.depth;
   return HAL_SUCCESS;
 }
@@ -257,7 +250,7 @@ static hal_result_t group_start_body(void) {
 static hal_result_t group_end_body(void) {
   constexpr const char* kFunction = "hal_group_end";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
+    if (hal_result_t r = check_preconditions(kFunction); r != HAL_SUCCESS) return r;
     if (t_group.depth == 0) {
       return fail(HAL_ERROR_INVALID_STATE, kFunction, "no hal_group_start is open on this thread");
     }

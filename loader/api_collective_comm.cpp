@@ -118,9 +118,11 @@ hal_result_t fail_status(const Status& status, const char* function) {
 static hal_result_t comm_get_unique_id_body(hal_comm_unique_id_t* out_id) {
   constexpr const char* kFunction = "hal_comm_get_unique_id";
   return guarded(kFunction, [&]() -> hal_result_t {
-    Registry* registry = active_registry();
-    if (registry == nullptr) return not_initialized(kFunction);
-    if (out_id == nullptr) return null_argument(kFunction, "out_id");
+    Registry* registry = nullptr;
+    if (hal_result_t r = check_preconditions_in(registry, kFunction, Required{out_id, "out_id"});
+        r != HAL_SUCCESS) {
+      return r;
+    }
     // Loopback unless the user names another address.
     const char* host = hal::util::env_nonempty("HAL_COMM_STORE_HOST");
     StoreAddress address{host != nullptr ? host : "127.0.0.1", 0};
@@ -153,9 +155,11 @@ static hal_result_t comm_init_all_body(uint32_t count, const hal_device_t* devic
                                        const hal_comm_config_t* config, hal_comm_t* out_comms) {
   constexpr const char* kFunction = "hal_comm_init_all";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (devices == nullptr) return null_argument(kFunction, "devices");
-    if (out_comms == nullptr) return null_argument(kFunction, "out_comms");
+    if (hal_result_t r = check_preconditions(kFunction, Required{devices, "devices"},
+                                             Required{out_comms, "out_comms"});
+        r != HAL_SUCCESS) {
+      return r;
+    }
     if (count == 0) return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "count is 0");
     ResolvedConfig resolved;
     if (hal_result_t r = resolve_config(config, kFunction, resolved); r != HAL_SUCCESS) return r;
@@ -205,11 +209,11 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
                                         const hal_comm_config_t* config, hal_comm_t* out_comm) {
   constexpr const char* kFunction = "hal_comm_init_rank";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (!is_live(device, HandleKind::kDevice)) {
-      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    if (hal_result_t r =
+            check_preconditions(kFunction, Live{device, "device"}, Required{out_comm, "out_comm"});
+        r != HAL_SUCCESS) {
+      return r;
     }
-    if (out_comm == nullptr) return null_argument(kFunction, "out_comm");
     ResolvedConfig resolved;
     if (hal_result_t r = resolve_config(config, kFunction, resolved); r != HAL_SUCCESS) return r;
     if (nranks == 0 || rank >= nranks) {
@@ -303,10 +307,14 @@ void release_owned_comm(std::unique_ptr<hal_comm_s> owned, bool abort) {
 }
 
 hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
-  Registry* registry = active_registry();
-  if (registry == nullptr) return not_initialized(function);
-  if (comm == nullptr && !abort) return HAL_SUCCESS;
-  if (hal_result_t r = check_comm(comm, function); r != HAL_SUCCESS) return r;
+  // NULL is a no-op for hal_comm_destroy only.
+  Registry* registry = nullptr;
+  if (hal_result_t r = abort ? check_preconditions_in(registry, function, Live{comm, "comm"})
+                             : check_preconditions_in(registry, function, Nullable{comm, "comm"});
+      r != HAL_SUCCESS) {
+    return r;
+  }
+  if (comm == nullptr) return HAL_SUCCESS;
   std::unique_ptr<hal_comm_s> owned = registry->comms.take(comm);
   if (!owned) return reject_handle(comm, HandleKind::kComm, function, "comm");  // raced a destroy
   release_owned_comm(std::move(owned), abort);
@@ -341,30 +349,42 @@ static hal_result_t comm_abort_body(hal_comm_t comm) {
 static hal_result_t comm_get_async_error_body(hal_comm_t comm, hal_result_t* out_error) {
   constexpr const char* kFunction = "hal_comm_get_async_error";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (hal_result_t r = check_comm(comm, kFunction); r != HAL_SUCCESS) return r;
-    if (out_error == nullptr) return null_argument(kFunction, "out_error");
+    if (hal_result_t r =
+            check_preconditions(kFunction, Live{comm, "comm"}, Required{out_error, "out_error"});
+        r != HAL_SUCCESS) {
+      return r;
+    }
     *out_error = comm_async_error(comm);
     return HAL_SUCCESS;
   });
 }
 
 static hal_result_t comm_count_body(hal_comm_t comm, uint32_t* out_count) {
-  if (hal_result_t r = check_comm(comm, "hal_comm_count"); r != HAL_SUCCESS) return r;
-  if (out_count == nullptr) return null_argument("hal_comm_count", "out_count");
+  if (hal_result_t r = check_preconditions("hal_comm_count", Live{comm, "comm"},
+                                           Required{out_count, "out_count"});
+      r != HAL_SUCCESS) {
+    return r;
+  }
   *out_count = comm->ranks;
   return HAL_SUCCESS;
 }
 
 static hal_result_t comm_rank_body(hal_comm_t comm, uint32_t* out_rank) {
-  if (hal_result_t r = check_comm(comm, "hal_comm_rank"); r != HAL_SUCCESS) return r;
-  if (out_rank == nullptr) return null_argument("hal_comm_rank", "out_rank");
+  if (hal_result_t r =
+          check_preconditions("hal_comm_rank", Live{comm, "comm"}, Required{out_rank, "out_rank"});
+      r != HAL_SUCCESS) {
+    return r;
+  }
   *out_rank = comm->rank;
   return HAL_SUCCESS;
 }
 
 static hal_result_t comm_get_device_body(hal_comm_t comm, hal_device_t* out_device) {
-  if (hal_result_t r = check_comm(comm, "hal_comm_get_device"); r != HAL_SUCCESS) return r;
-  if (out_device == nullptr) return null_argument("hal_comm_get_device", "out_device");
+  if (hal_result_t r = check_preconditions("hal_comm_get_device", Live{comm, "comm"},
+                                           Required{out_device, "out_device"});
+      r != HAL_SUCCESS) {
+    return r;
+  }
   *out_device = comm->device;
   return HAL_SUCCESS;
 }

@@ -4,11 +4,17 @@
 #include "error.hpp"
 #include "handle.hpp"
 #include "objects.hpp"
+#include "preconditions.hpp"
 #include "registry.hpp"
 
 #include <cstring>
 
 namespace hal::loader {
+
+using preconditions::Held;
+using preconditions::Live;
+using preconditions::Nullable;
+using preconditions::Required;
 
 // Copies |value| into a caller's size-prefixed struct, keeping the caller's
 // struct_size and next. Callers have checked struct_size >= sizeof(T) (the

@@ -7,18 +7,24 @@ using namespace hal::loader;
 
 static hal_result_t device_count_body(uint32_t* out_count) {
   constexpr const char* kFunction = "hal_device_count";
-  const Registry* registry = active_registry();
-  if (registry == nullptr) return not_initialized(kFunction);
-  if (out_count == nullptr) return null_argument(kFunction, "out_count");
+  Registry* registry = nullptr;
+  if (hal_result_t result =
+          check_preconditions_in(registry, kFunction, Required{out_count, "out_count"});
+      result != HAL_SUCCESS) {
+    return result;
+  }
   *out_count = static_cast<uint32_t>(registry->devices.size());
   return HAL_SUCCESS;
 }
 
 static hal_result_t device_get_body(uint32_t index, hal_device_t* out_device) {
   constexpr const char* kFunction = "hal_device_get";
-  const Registry* registry = active_registry();
-  if (registry == nullptr) return not_initialized(kFunction);
-  if (out_device == nullptr) return null_argument(kFunction, "out_device");
+  Registry* registry = nullptr;
+  if (hal_result_t result =
+          check_preconditions_in(registry, kFunction, Required{out_device, "out_device"});
+      result != HAL_SUCCESS) {
+    return result;
+  }
   if (index >= registry->devices.size()) {
     return fail(HAL_ERROR_NOT_FOUND, kFunction, "index %u is out of range: there are %zu devices",
                 index, registry->devices.size());
@@ -30,11 +36,11 @@ static hal_result_t device_get_body(uint32_t index, hal_device_t* out_device) {
 static hal_result_t device_get_properties_body(hal_device_t device,
                                                hal_device_properties_t* out_properties) {
   constexpr const char* kFunction = "hal_device_get_properties";
-  if (active_registry() == nullptr) return not_initialized(kFunction);
-  if (!is_live(device, HandleKind::kDevice)) {
-    return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+  if (hal_result_t result = check_preconditions(kFunction, Live{device, "device"},
+                                                Required{out_properties, "out_properties"});
+      result != HAL_SUCCESS) {
+    return result;
   }
-  if (out_properties == nullptr) return null_argument(kFunction, "out_properties");
   hal_result_t result = HAL_SUCCESS;
   if (struct_too_small(out_properties, kFunction, "out_properties", "hal_device_properties_t",
                        result)) {
@@ -46,9 +52,9 @@ static hal_result_t device_get_properties_body(hal_device_t device,
 
 static hal_result_t device_synchronize_body(hal_device_t device) {
   constexpr const char* kFunction = "hal_device_synchronize";
-  if (active_registry() == nullptr) return not_initialized(kFunction);
-  if (!is_live(device, HandleKind::kDevice)) {
-    return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+  if (hal_result_t result = check_preconditions(kFunction, Live{device, "device"});
+      result != HAL_SUCCESS) {
+    return result;
   }
   return synchronize_device(device, kFunction);
 }

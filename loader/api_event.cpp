@@ -7,13 +7,6 @@ using namespace hal::loader;
 
 namespace {
 
-// Validates |event| and holds it in |use| for the rest of the call.
-hal_result_t check_event(hal_event_t event, HandleUse<hal_event_s>& use, const char* function,
-                         const char* argument) {
-  if (active_registry() == nullptr) return not_initialized(function);
-  return use.acquire(event, HandleKind::kEvent, function, argument);
-}
-
 // Whether the work |state| captured is known to have failed: its query says
 // HAL_ERROR_DEVICE_LOST. Loader events never record failures.
 bool captured_failed_work(const EventState& state) noexcept {
@@ -27,11 +20,11 @@ static hal_result_t event_create_body(hal_device_t device, hal_event_flags_t fla
                                       hal_event_t* out_event) {
   constexpr const char* kFunction = "hal_event_create";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (!is_live(device, HandleKind::kDevice)) {
-      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    if (hal_result_t result = check_preconditions(kFunction, Live{device, "device"},
+                                                  Required{out_event, "out_event"});
+        result != HAL_SUCCESS) {
+      return result;
     }
-    if (out_event == nullptr) return null_argument(kFunction, "out_event");
     if ((flags & ~static_cast<hal_event_flags_t>(HAL_EVENT_FLAG_TIMING)) != 0) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
                   "flags 0x%x has bits no v1.0 event flag defines", flags);
@@ -68,11 +61,11 @@ static hal_result_t event_create_body(hal_device_t device, hal_event_flags_t fla
 static hal_result_t event_destroy_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_destroy";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (event == nullptr) return HAL_SUCCESS;
-    if (!is_live(event, HandleKind::kEvent)) {
-      return reject_handle(event, HandleKind::kEvent, kFunction, "event");
+    if (hal_result_t result = check_preconditions(kFunction, Nullable{event, "event"});
+        result != HAL_SUCCESS) {
+      return result;
     }
+    if (event == nullptr) return HAL_SUCCESS;
     // One destroy wins, after the calls using the event have returned.
     if (!begin_destroy(event->header)) {
       return reject_destroying(event, HandleKind::kEvent, kFunction, "event");
@@ -88,12 +81,9 @@ static hal_result_t event_record_body(hal_event_t event, hal_stream_t stream) {
   constexpr const char* kFunction = "hal_event_record";
   return guarded(kFunction, [&]() -> hal_result_t {
     HandleUse<hal_event_s> event_use;
-    if (hal_result_t result = check_event(event, event_use, kFunction, "event");
-        result != HAL_SUCCESS) {
-      return result;
-    }
     HandleUse<hal_stream_s> stream_use;
-    if (hal_result_t result = stream_use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+    if (hal_result_t result = check_preconditions(kFunction, Held{event, "event", event_use},
+                                                  Held{stream, "stream", stream_use});
         result != HAL_SUCCESS) {
       return result;
     }
@@ -118,7 +108,8 @@ static hal_result_t event_record_body(hal_event_t event, hal_stream_t stream) {
 static hal_result_t event_query_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_query";
   HandleUse<hal_event_s> use;
-  if (hal_result_t result = check_event(event, use, kFunction, "event"); result != HAL_SUCCESS) {
+  if (hal_result_t result = check_preconditions(kFunction, Held{event, "event", use});
+      result != HAL_SUCCESS) {
     return result;
   }
   EventState& state = *event->state;
@@ -133,7 +124,8 @@ static hal_result_t event_query_body(hal_event_t event) {
 static hal_result_t event_synchronize_body(hal_event_t event) {
   constexpr const char* kFunction = "hal_event_synchronize";
   HandleUse<hal_event_s> use;
-  if (hal_result_t result = check_event(event, use, kFunction, "event"); result != HAL_SUCCESS) {
+  if (hal_result_t result = check_preconditions(kFunction, Held{event, "event", use});
+      result != HAL_SUCCESS) {
     return result;
   }
   EventState& state = *event->state;
@@ -146,15 +138,13 @@ static hal_result_t event_synchronize_body(hal_event_t event) {
 static hal_result_t event_elapsed_ms_body(hal_event_t start, hal_event_t end, float* out_ms) {
   constexpr const char* kFunction = "hal_event_elapsed_ms";
   HandleUse<hal_event_s> start_use;
-  if (hal_result_t result = check_event(start, start_use, kFunction, "start");
+  HandleUse<hal_event_s> end_use;
+  if (hal_result_t result =
+          check_preconditions(kFunction, Held{start, "start", start_use}, Held{end, "end", end_use},
+                              Required{out_ms, "out_ms"});
       result != HAL_SUCCESS) {
     return result;
   }
-  HandleUse<hal_event_s> end_use;
-  if (hal_result_t result = check_event(end, end_use, kFunction, "end"); result != HAL_SUCCESS) {
-    return result;
-  }
-  if (out_ms == nullptr) return null_argument(kFunction, "out_ms");
   if (start->device != end->device) {
     return fail(HAL_ERROR_DEVICE_MISMATCH, kFunction, "start is on device %u and end on device %u",
                 start->device->properties.index, end->device->properties.index);

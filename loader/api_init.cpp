@@ -31,19 +31,22 @@ hal_result_t hal_shutdown(void) {
 
 static hal_result_t plugin_report_count_body(uint32_t* out_count) {
   constexpr const char* kFunction = "hal_plugin_report_count";
-  const Registry* registry = active_registry();
-  if (registry == nullptr) return not_initialized(kFunction);
-  if (out_count == nullptr) return null_argument(kFunction, "out_count");
+  Registry* registry = nullptr;
+  if (hal_result_t result =
+          check_preconditions_in(registry, kFunction, Required{out_count, "out_count"});
+      result != HAL_SUCCESS) {
+    return result;
+  }
   *out_count = static_cast<uint32_t>(registry->reports.size());
   return HAL_SUCCESS;
 }
 
 static hal_result_t plugin_report_get_body(uint32_t index, hal_plugin_report_t* out_report) {
   constexpr const char* kFunction = "hal_plugin_report_get";
-  const Registry* registry = active_registry();
-  if (registry == nullptr) return not_initialized(kFunction);
-  if (out_report == nullptr) return null_argument(kFunction, "out_report");
-  hal_result_t result = HAL_SUCCESS;
+  Registry* registry = nullptr;
+  hal_result_t result =
+      check_preconditions_in(registry, kFunction, Required{out_report, "out_report"});
+  if (result != HAL_SUCCESS) return result;
   if (struct_too_small(out_report, kFunction, "out_report", "hal_plugin_report_t", result)) {
     return result;
   }

@@ -31,7 +31,7 @@ bool kernels_supported(const hal_device_s* device) {
 
 hal_result_t check_module_desc(const hal_device_s* device, const hal_module_desc_t* desc,
                                const char* function) {
-  if (desc == nullptr) return null_argument(function, "desc");
+  // desc is not NULL: hal_module_load's preconditions.
   hal_result_t result = HAL_SUCCESS;
   if (struct_too_small(desc, function, "desc", "hal_module_desc_t", result)) return result;
   if (static_cast<uint32_t>(desc->format) > kLastModuleFormat) {
@@ -138,11 +138,12 @@ static hal_result_t module_load_body(hal_device_t device, const hal_module_desc_
                                      hal_module_t* out_module) {
   constexpr const char* kFunction = "hal_module_load";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (!is_live(device, HandleKind::kDevice)) {
-      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    if (hal_result_t result =
+            check_preconditions(kFunction, Live{device, "device"}, Required{desc, "desc"},
+                                Required{out_module, "out_module"});
+        result != HAL_SUCCESS) {
+      return result;
     }
-    if (out_module == nullptr) return null_argument(kFunction, "out_module");
     if (hal_result_t result = check_module_desc(device, desc, kFunction); result != HAL_SUCCESS) {
       return result;
     }
@@ -167,11 +168,11 @@ static hal_result_t module_load_body(hal_device_t device, const hal_module_desc_
 static hal_result_t module_unload_body(hal_module_t module) {
   constexpr const char* kFunction = "hal_module_unload";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (module == nullptr) return HAL_SUCCESS;
-    if (!is_live(module, HandleKind::kModule)) {
-      return reject_handle(module, HandleKind::kModule, kFunction, "module");
+    if (hal_result_t result = check_preconditions(kFunction, Nullable{module, "module"});
+        result != HAL_SUCCESS) {
+      return result;
     }
+    if (module == nullptr) return HAL_SUCCESS;
     // One unload wins, after the calls using the module (kernel_get) and its
     // kernels (launches, infos) have returned; none can start afterwards.
     if (!begin_destroy(module->header)) {
@@ -202,15 +203,11 @@ static hal_result_t kernel_get_body(hal_module_t module, const hal_kernel_desc_t
                                     hal_kernel_t* out_kernel) {
   constexpr const char* kFunction = "hal_kernel_get";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
     HandleUse<hal_module_s> use;
-    if (hal_result_t failed = use.acquire(module, HandleKind::kModule, kFunction, "module");
-        failed != HAL_SUCCESS) {
-      return failed;
-    }
-    if (desc == nullptr) return null_argument(kFunction, "desc");
-    if (out_kernel == nullptr) return null_argument(kFunction, "out_kernel");
-    hal_result_t result = HAL_SUCCESS;
+    hal_result_t result =
+        check_preconditions(kFunction, Held{module, "module", use}, Required{desc, "desc"},
+                            Required{out_kernel, "out_kernel"});
+    if (result != HAL_SUCCESS) return result;
     if (struct_too_small(desc, kFunction, "desc", "hal_kernel_desc_t", result)) return result;
     if (desc->name == nullptr) return null_argument(kFunction, "desc->name");
     if (desc->arg_count > HAL_MAX_KERNEL_ARGS) {
@@ -262,14 +259,10 @@ static hal_result_t kernel_get_body(hal_module_t module, const hal_kernel_desc_t
 
 static hal_result_t kernel_get_info_body(hal_kernel_t kernel, hal_kernel_info_t* out_info) {
   constexpr const char* kFunction = "hal_kernel_get_info";
-  if (active_registry() == nullptr) return not_initialized(kFunction);
   HandleUse<hal_kernel_s> use;
-  if (hal_result_t failed = use.acquire(kernel, HandleKind::kKernel, kFunction, "kernel");
-      failed != HAL_SUCCESS) {
-    return failed;
-  }
-  if (out_info == nullptr) return null_argument(kFunction, "out_info");
-  hal_result_t result = HAL_SUCCESS;
+  hal_result_t result =
+      check_preconditions(kFunction, Held{kernel, "kernel", use}, Required{out_info, "out_info"});
+  if (result != HAL_SUCCESS) return result;
   if (struct_too_small(out_info, kFunction, "out_info", "hal_kernel_info_t", result)) {
     return result;
   }
@@ -281,19 +274,13 @@ static hal_result_t launch_kernel_body(hal_kernel_t kernel, const hal_launch_con
                                        uint32_t arg_count, const hal_kernel_arg_t* args,
                                        hal_stream_t stream) {
   constexpr const char* kFunction = "hal_launch_kernel";
-  if (active_registry() == nullptr) return not_initialized(kFunction);
   HandleUse<hal_kernel_s> kernel_use;
-  if (hal_result_t failed = kernel_use.acquire(kernel, HandleKind::kKernel, kFunction, "kernel");
-      failed != HAL_SUCCESS) [[unlikely]] {
-    return failed;
-  }
   HandleUse<hal_stream_s> stream_use;
-  if (hal_result_t failed = stream_use.acquire(stream, HandleKind::kStream, kFunction, "stream");
-      failed != HAL_SUCCESS) [[unlikely]] {
-    return failed;
-  }
-  if (config == nullptr) return null_argument(kFunction, "config");
-  hal_result_t result = HAL_SUCCESS;
+  hal_result_t result =
+      check_preconditions(kFunction, Held{kernel, "kernel", kernel_use}, Required{config, "config"},
+                          Held{stream, "stream", stream_use});
+  if (result != HAL_SUCCESS) [[unlikely]]
+    return result;
   if (struct_too_small(config, kFunction, "config", "hal_launch_config_t", result)) return result;
   if (kernel->device != stream->device) {
     return fail(HAL_ERROR_DEVICE_MISMATCH, kFunction,

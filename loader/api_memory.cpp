@@ -75,12 +75,12 @@ static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, 
                                    size_t alignment, void** out_ptr) {
   constexpr const char* kFunction = "hal_mem_alloc";
   return guarded(kFunction, [&]() -> hal_result_t {
-    Registry* registry = active_registry();
-    if (registry == nullptr) return not_initialized(kFunction);
-    if (!is_live(device, HandleKind::kDevice)) {
-      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    Registry* registry = nullptr;
+    if (hal_result_t result = check_preconditions_in(registry, kFunction, Live{device, "device"},
+                                                     Required{out_ptr, "out_ptr"});
+        result != HAL_SUCCESS) {
+      return result;
     }
-    if (out_ptr == nullptr) return null_argument(kFunction, "out_ptr");
     const hal_device_properties_t& properties = device->properties;
     if (size == 0) return fail(HAL_ERROR_INVALID_SIZE, kFunction, "size is 0");
     if (kind != HAL_MEMORY_DEVICE && kind != HAL_MEMORY_HOST && kind != HAL_MEMORY_SHARED) {
@@ -137,9 +137,11 @@ static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, 
 static hal_result_t mem_free_body(void* ptr) {
   constexpr const char* kFunction = "hal_mem_free";
   return guarded(kFunction, [&]() -> hal_result_t {
-    Registry* registry = active_registry();
-    if (registry == nullptr) return not_initialized(kFunction);
-    if (ptr == nullptr) return HAL_SUCCESS;
+    Registry* registry = nullptr;
+    if (hal_result_t result = check_preconditions_in(registry, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
+    if (ptr == nullptr) return HAL_SUCCESS;  // the documented no-op
     const auto address = reinterpret_cast<uintptr_t>(ptr);
     // Extracting first means two racing frees of one pointer free it once.
     std::optional<Allocation> allocation = registry->allocations.extract(address);
@@ -172,10 +174,12 @@ static hal_result_t mem_free_body(void* ptr) {
 static hal_result_t mem_get_info_body(const void* ptr, hal_memory_info_t* out_info) {
   constexpr const char* kFunction = "hal_mem_get_info";
   return guarded(kFunction, [&]() -> hal_result_t {
-    const Registry* registry = active_registry();
-    if (registry == nullptr) return not_initialized(kFunction);
-    if (ptr == nullptr) return null_argument(kFunction, "ptr");
-    if (out_info == nullptr) return null_argument(kFunction, "out_info");
+    Registry* registry = nullptr;
+    if (hal_result_t result = check_preconditions_in(registry, kFunction, Required{ptr, "ptr"},
+                                                     Required{out_info, "out_info"});
+        result != HAL_SUCCESS) {
+      return result;
+    }
     hal_result_t result = HAL_SUCCESS;
     if (struct_too_small(out_info, kFunction, "out_info", "hal_memory_info_t", result)) {
       return result;
@@ -199,12 +203,12 @@ static hal_result_t memcpy_async_body(void* dst, const void* src, size_t size,
                                       hal_stream_t stream) {
   constexpr const char* kFunction = "hal_memcpy_async";
   return guarded(kFunction, [&]() -> hal_result_t {
-    const Registry* registry = active_registry();
-    if (registry == nullptr) [[unlikely]]
-      return not_initialized(kFunction);
+    // dst and src are ranges, checked with their size (a 0-byte copy takes NULL).
+    Registry* registry = nullptr;
     HandleUse<hal_stream_s> use;
-    if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
-        result != HAL_SUCCESS) {
+    if (hal_result_t result =
+            check_preconditions_in(registry, kFunction, Held{stream, "stream", use});
+        result != HAL_SUCCESS) [[unlikely]] {
       return result;
     }
     if (size == 0) return HAL_SUCCESS;  // nothing to order: the stream's order is kept trivially
@@ -236,10 +240,10 @@ static hal_result_t memcpy_async_body(void* dst, const void* src, size_t size,
 static hal_result_t memset_async_body(void* dst, uint8_t value, size_t size, hal_stream_t stream) {
   constexpr const char* kFunction = "hal_memset_async";
   return guarded(kFunction, [&]() -> hal_result_t {
-    const Registry* registry = active_registry();
-    if (registry == nullptr) return not_initialized(kFunction);
+    Registry* registry = nullptr;
     HandleUse<hal_stream_s> use;
-    if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+    if (hal_result_t result =
+            check_preconditions_in(registry, kFunction, Held{stream, "stream", use});
         result != HAL_SUCCESS) {
       return result;
     }

@@ -9,11 +9,11 @@ static hal_result_t stream_create_body(hal_device_t device, hal_stream_flags_t f
                                        hal_stream_t* out_stream) {
   constexpr const char* kFunction = "hal_stream_create";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (!is_live(device, HandleKind::kDevice)) {
-      return reject_handle(device, HandleKind::kDevice, kFunction, "device");
+    if (hal_result_t result = check_preconditions(kFunction, Live{device, "device"},
+                                                  Required{out_stream, "out_stream"});
+        result != HAL_SUCCESS) {
+      return result;
     }
-    if (out_stream == nullptr) return null_argument(kFunction, "out_stream");
     if (flags != HAL_STREAM_FLAG_NONE) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
                   "flags 0x%x has bits no v1.0 stream flag defines", flags);
@@ -39,11 +39,11 @@ static hal_result_t stream_create_body(hal_device_t device, hal_stream_flags_t f
 static hal_result_t stream_destroy_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_destroy";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
-    if (stream == nullptr) return HAL_SUCCESS;
-    if (!is_live(stream, HandleKind::kStream)) {
-      return reject_handle(stream, HandleKind::kStream, kFunction, "stream");
+    if (hal_result_t result = check_preconditions(kFunction, Nullable{stream, "stream"});
+        result != HAL_SUCCESS) {
+      return result;
     }
+    if (stream == nullptr) return HAL_SUCCESS;
     // One destroy wins; it waits for the calls using the stream to return, and
     // later calls (or a second destroy) see a destroyed handle.
     if (!begin_destroy(stream->header)) {
@@ -63,35 +63,32 @@ static hal_result_t stream_destroy_body(hal_stream_t stream) {
 
 static hal_result_t stream_get_device_body(hal_stream_t stream, hal_device_t* out_device) {
   constexpr const char* kFunction = "hal_stream_get_device";
-  if (active_registry() == nullptr) return not_initialized(kFunction);
   HandleUse<hal_stream_s> use;
-  if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+  if (hal_result_t result = check_preconditions(kFunction, Held{stream, "stream", use},
+                                                Required{out_device, "out_device"});
       result != HAL_SUCCESS) {
     return result;
   }
-  if (out_device == nullptr) return null_argument(kFunction, "out_device");
   *out_device = stream->device;
   return HAL_SUCCESS;
 }
 
 static hal_result_t stream_synchronize_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_synchronize";
-  if (active_registry() == nullptr) [[unlikely]]
-    return not_initialized(kFunction);
   HandleUse<hal_stream_s> use;
-  if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+  if (hal_result_t result = check_preconditions(kFunction, Held{stream, "stream", use});
       result != HAL_SUCCESS) [[unlikely]] {
     return result;
   }
   return synchronize_stream(stream, kFunction);
 }
 
-static hal_result_t stream_query_body(hal_stream_t stream) {
+// inline: a hint that keeps this body inside hal_stream_query, as it was
+// before check_preconditions (bench/loader_overhead measures this call).
+static inline hal_result_t stream_query_body(hal_stream_t stream) {
   constexpr const char* kFunction = "hal_stream_query";
-  if (active_registry() == nullptr) [[unlikely]]
-    return not_initialized(kFunction);
   HandleUse<hal_stream_s> use;
-  if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+  if (hal_result_t result = check_preconditions(kFunction, Held{stream, "stream", use});
       result != HAL_SUCCESS) [[unlikely]] {
     return result;
   }
@@ -111,14 +108,10 @@ static hal_result_t stream_query_body(hal_stream_t stream) {
 static hal_result_t stream_wait_event_body(hal_stream_t stream, hal_event_t event) {
   constexpr const char* kFunction = "hal_stream_wait_event";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (active_registry() == nullptr) return not_initialized(kFunction);
     HandleUse<hal_stream_s> stream_use;
-    if (hal_result_t result = stream_use.acquire(stream, HandleKind::kStream, kFunction, "stream");
-        result != HAL_SUCCESS) {
-      return result;
-    }
     HandleUse<hal_event_s> event_use;
-    if (hal_result_t result = event_use.acquire(event, HandleKind::kEvent, kFunction, "event");
+    if (hal_result_t result = check_preconditions(kFunction, Held{stream, "stream", stream_use},
+                                                  Held{event, "event", event_use});
         result != HAL_SUCCESS) {
       return result;
     }
@@ -134,13 +127,12 @@ static hal_result_t stream_wait_event_body(hal_stream_t stream, hal_event_t even
 static hal_result_t stream_enqueue_host_fn_body(hal_stream_t stream, hal_host_fn_t fn,
                                                 void* user_data) {
   constexpr const char* kFunction = "hal_stream_enqueue_host_fn";
-  if (active_registry() == nullptr) return not_initialized(kFunction);
   HandleUse<hal_stream_s> use;
-  if (hal_result_t result = use.acquire(stream, HandleKind::kStream, kFunction, "stream");
+  if (hal_result_t result = check_preconditions(kFunction, Held{stream, "stream", use},
+                                                Required{reinterpret_cast<const void*>(fn), "fn"});
       result != HAL_SUCCESS) {
     return result;
   }
-  if (fn == nullptr) return null_argument(kFunction, "fn");
   return guarded(kFunction, [&] {
     std::lock_guard lock(stream->enqueue_mutex);
     if (hal_result_t result = refuse_lost_stream(stream, kFunction); result != HAL_SUCCESS) {

@@ -9,7 +9,6 @@
 namespace hal::loader {
 
 // Live handle check of a communicator.
-hal_result_t check_comm(const hal_comm_s* comm, const char* function) noexcept;
 
 // Records the first asynchronous failure of a host-staged rank.
 void record_host_error(hal_comm_s* comm, hal_result_t result) noexcept;

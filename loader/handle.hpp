@@ -101,13 +101,23 @@ class HandleUse {
 
   hal_result_t acquire(Handle* handle, HandleKind kind, const char* function,
                        const char* argument) noexcept {
+    if (try_acquire(handle, kind)) [[likely]]
+      return HAL_SUCCESS;
+    // Why it failed: the handle is (now) not live, or no slot was free.
+    if (!is_live(handle, kind)) return reject_handle(handle, kind, function, argument);
+    return reject_too_deep(function);
+  }
+
+  // acquire() without the report: false when |handle| is not a live handle
+  // of |kind| or the thread has no free slot.
+  bool try_acquire(Handle* handle, HandleKind kind) noexcept {
     if (!is_live(handle, kind)) [[unlikely]]
-      return reject_handle(handle, kind, function, argument);
+      return false;
     ThreadHazards* hazards = t_thread_hazards;
     if (hazards == nullptr) [[unlikely]]
       hazards = register_thread_hazards();
     if (hazards == nullptr || hazards->depth == ThreadHazards::kSlots) [[unlikely]]
-      return reject_too_deep(function);
+      return false;
     std::atomic<const void*>* slot = &hazards->slots[hazards->depth];
     slot->store(handle, std::memory_order_relaxed);
     if (g_readers_fence.load(std::memory_order_relaxed)) [[unlikely]] {
@@ -117,12 +127,14 @@ class HandleUse {
     }
     if (!is_live(handle, kind)) [[unlikely]] {
       slot->store(nullptr, std::memory_order_relaxed);
-      return reject_handle(handle, kind, function, argument);
+      return false;
     }
     ++hazards->depth;
     slot_ = slot;
-    return HAL_SUCCESS;
+    return true;
   }
+
+  bool held() const noexcept { return slot_ != nullptr; }
 
  private:
   std::atomic<const void*>* slot_ = nullptr;

@@ -17,11 +17,14 @@
 #include "handle.hpp"
 #include "layers/api_calls.hpp"
 #include "layers/live_objects.hpp"
+#include "preconditions.hpp"
 
 #include <hal/plugin_v1.h>
 
 #include <cstddef>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 namespace hal::loader::layers::validation {
 
@@ -39,42 +42,39 @@ void warn(const char* function, const char* fmt, ...) noexcept
 hal_result_t check_handle(const char* function, const char* argument, const void* handle,
                           HandleKind expected);
 
-// NULL is left to the entry point: it is a no-op for destroy calls and an
-// error everywhere else, with the entry point's own message.
-inline hal_result_t check_argument(const char* function, const char* argument, hal_device_t h) {
-  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kDevice);
-}
-inline hal_result_t check_argument(const char* function, const char* argument, hal_stream_t h) {
-  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kStream);
-}
-inline hal_result_t check_argument(const char* function, const char* argument, hal_event_t h) {
-  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kEvent);
-}
-inline hal_result_t check_argument(const char* function, const char* argument, hal_module_t h) {
-  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kModule);
-}
-inline hal_result_t check_argument(const char* function, const char* argument, hal_kernel_t h) {
-  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kKernel);
-}
-inline hal_result_t check_argument(const char* function, const char* argument, hal_comm_t h) {
-  return h == nullptr ? HAL_SUCCESS : check_handle(function, argument, h, HandleKind::kComm);
-}
+// The handle check of SPEC §4.1's step 2 by this layer's records, for
+// preconditions::first_handle_fault (the loader's own order, written once). A
+// NULL handle ends the check: the entry point reports it (or, for a destroy,
+// does nothing), and by §4.1 it takes precedence over any handle to its right.
+struct RecordsCheck {
+  template <class H>
+  hal_result_t operator()(const char* function, preconditions::Live<H>& step, bool& stop) const {
+    if (step.handle == nullptr) {
+      stop = true;
+      return HAL_SUCCESS;
+    }
+    return check_handle(function, step.name, step.handle, handle_kind_of<H>());
+  }
+};
+
+// One argument as a step of first_handle_fault.
 template <class T>
-hal_result_t check_argument(const char*, const char*, T) {
-  return HAL_SUCCESS;  // not a handle
+auto as_step(T argument, const char* name) {
+  if constexpr (is_handle_type_v<T>) {
+    return preconditions::Live{argument, name};
+  } else {
+    return preconditions::NotAHandle{};
+  }
 }
 
-// A NULL handle argument: the entry point reports it, and by SPEC §4.1 it
-// takes precedence over any handle to its right, so checking stops there.
-template <class T>
-bool is_null_handle(T argument) {
-  if constexpr (std::is_same_v<T, hal_device_t> || std::is_same_v<T, hal_stream_t> ||
-                std::is_same_v<T, hal_event_t> || std::is_same_v<T, hal_module_t> ||
-                std::is_same_v<T, hal_kernel_t> || std::is_same_v<T, hal_comm_t>) {
-    return argument == nullptr;
-  } else {
-    return false;
-  }
+template <class Api, class... Args, size_t... I>
+hal_result_t check_handles(std::index_sequence<I...>, Args... args) {
+  auto steps = std::tuple{as_step(args, Api::kArgs[I])...};
+  return std::apply(
+      [](auto&... step) {
+        return preconditions::first_handle_fault(Api::kName, RecordsCheck{}, step...);
+      },
+      steps);
 }
 
 // ---- before a call: what each call adds ----------------------------------------
@@ -112,18 +112,10 @@ hal_result_t extra(Recv, void* recvbuf, size_t count, hal_dtype_t dtype, uint32_
 template <class Api, class... Args>
 hal_result_t before(Api api, Args... args) noexcept {
   try {
-    hal_result_t result = HAL_SUCCESS;
-    size_t index = 0;
-    bool stopped = false;  // at a NULL handle, left to the entry point
-    // Unused by calls without arguments (hal_group_start).
-    [[maybe_unused]] const auto check_one = [&](auto argument) {
-      stopped = stopped || is_null_handle(argument);
-      if (result == HAL_SUCCESS && !stopped)
-        result = check_argument(Api::kName, Api::kArgs[index], argument);
-      ++index;
-    };
-    (check_one(args), ...);
-    if (result != HAL_SUCCESS) return result;
+    if (hal_result_t result = check_handles<Api>(std::index_sequence_for<Args...>{}, args...);
+        result != HAL_SUCCESS) {
+      return result;
+    }
     return extra(api, args...);
   } catch (...) {
     return fail(HAL_ERROR_OUT_OF_MEMORY, Api::kName, "the validation layer ran out of memory");
