@@ -1,0 +1,126 @@
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import hal
+
+
+def test_allreduce_and_friends_in_one_process(devices, rng):
+    comms = hal.Communicator.init_all(devices)
+    assert [c.rank for c in comms] == [0, 1] and comms[0].size == 2
+    xs = [rng.standard_normal(100).astype(np.float32) for _ in comms]
+    bufs = [hal.to_device(x, c.device) for x, c in zip(xs, comms)]
+    for c, b in zip(comms, bufs):
+        c.allreduce(b, b, "sum")
+    for b in bufs:
+        np.testing.assert_allclose(b.to_numpy(), xs[0] + xs[1], rtol=1e-6)
+    outs = [hal.empty(200, np.float32, c.device) for c in comms]
+    for c, b, o in zip(comms, bufs, outs):
+        c.allgather(b, o)
+    np.testing.assert_allclose(outs[1].to_numpy(), np.concatenate([xs[0] + xs[1]] * 2), rtol=1e-6)
+    ints = [hal.to_device(np.arange(6, dtype=np.int32) + 10 * r, c.device)
+            for r, c in enumerate(comms)]
+    for c, b in zip(comms, ints):
+        c.broadcast(b, b, root=1)
+    np.testing.assert_array_equal(ints[0].to_numpy(), np.arange(6) + 10)
+    received = hal.empty(6, np.int32, comms[1].device)
+    with hal.group():
+        comms[0].send(ints[0], 1)
+        comms[1].recv(received, 0)
+    np.testing.assert_array_equal(received.to_numpy(), np.arange(6) + 10)
+    with pytest.raises(TypeError, match="send is float32, recv is int32"):
+        comms[0].allreduce(bufs[0], ints[0])
+    with pytest.raises(ValueError, match="reduce op"):
+        comms[0].allreduce(bufs[0], bufs[0], "median")
+    for c in comms:
+        c.close()
+
+
+def _rank_main(rank, nranks, queue, results):
+    os.environ["HAL_PLUGINS"] = "cpu"
+    import hal as h  # noqa: F811 - a fresh interpreter (spawn)
+
+    if rank == 0:
+        uid = h.comm_unique_id()
+        for _ in range(nranks - 1):
+            queue.put(uid)
+    else:
+        uid = queue.get(timeout=60)
+    comm = h.Communicator.init_rank(h.device(0), nranks, uid, rank, timeout_ms=60000)
+    x = np.random.default_rng(rank).standard_normal(64).astype(np.float64)
+    buf = h.to_device(x, h.device(0))
+    comm.allreduce(buf, buf, "max")
+    results.put((rank, buf.to_numpy()))
+    comm.close()
+    h.shutdown()
+
+
+def test_allreduce_across_processes():
+    ctx = mp.get_context("spawn")
+    queue, results = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(r, 2, queue, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    expected = np.maximum(np.random.default_rng(0).standard_normal(64),
+                          np.random.default_rng(1).standard_normal(64))
+    for r in range(2):
+        np.testing.assert_array_equal(got[r], expected)
+
+
+def test_bad_unique_id(dev):
+    with pytest.raises(ValueError, match="128 bytes"):
+        hal.Communicator.init_rank(dev, 2, b"short", 0)
+
+
+def _python(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, env=os.environ.copy())
+
+
+def test_shutdown_releases_objects_and_later_use_raises():
+    r = _python("""
+        import numpy as np, hal
+        d = hal.device(0)
+        buf = hal.to_device(np.arange(4, dtype=np.float32), d)
+        s = hal.Stream(d)
+        view = np.from_dlpack(buf)
+        try:
+            hal.shutdown()
+        except hal.InvalidStateError as e:
+            print("refused:", e)
+        del view
+        assert hal.shutdown() is True
+        for f in (buf.to_numpy, s.synchronize, lambda: d.properties):
+            try:
+                f()
+            except hal.DestroyedHandleError as e:
+                print("raised:", e.name)
+        print("devices again:", len(hal.devices()))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "refused:" in r.stdout and r.stdout.count("raised: HAL_ERROR_DESTROYED_HANDLE") == 3
+    assert "devices again: 2" in r.stdout
+
+
+def test_exit_with_live_objects_and_pending_callbacks_is_clean():
+    r = _python("""
+        import numpy as np, hal, time
+        d = hal.device(0)
+        s = hal.Stream(d)
+        keep = [hal.to_device(np.ones(1000, np.float32), d) for _ in range(3)]
+        view = np.from_dlpack(keep[0])
+        s.enqueue_host_fn(lambda: time.sleep(0.05))
+        s.enqueue_host_fn(lambda: print("callback ran"))
+        print("exiting")
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "callback ran" in r.stdout
