@@ -15,6 +15,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -210,11 +212,8 @@ const DType& dtype_named(const std::string& name) {
 
 // Accepts "float32", numpy.float32, numpy.dtype("float32").
 const DType& dtype_of(nb::handle spec) {
-  if (nb::isinstance<nb::str>(spec)) {
-    std::string name = nb::cast<std::string>(spec);
-    if (name == "bfloat16") return dtype_named(name);
-    spec = nb::str(name.c_str());
-  }
+  if (nb::isinstance<nb::str>(spec) && nb::cast<std::string>(spec) == "bfloat16")
+    return dtype_named("bfloat16");
   nb::object np = nb::module_::import_("numpy");
   nb::object canonical;
   try {
@@ -709,12 +708,16 @@ nb::object buffer_dlpack(nb::handle self_handle, nb::object stream, nb::object m
   nb::object guard =
       nb::cast(new ExportGuard(nb::borrow(self_handle)), nb::rv_policy::take_ownership);
   std::vector<size_t> shape = self.shape;
-  nb::ndarray<> view(data, shape.size(), shape.data(), guard, nullptr, self.dtype->dl,
-                     nb::device::cpu::value, 0);
+  // nanobind's array_api object speaks both DLPack versions (numpy >= 2 asks for a
+  // versioned capsule: a legacy one would come back read-only).
+  nb::ndarray<nb::array_api> view(data, shape.size(), shape.data(), guard, nullptr, self.dtype->dl,
+                                  nb::device::cpu::value, 0);
   nb::object exported = nb::cast(view, nb::rv_policy::reference);
+  if (PyCapsule_CheckExact(exported.ptr())) return exported;
   nb::kwargs kwargs;
   if (!max_version.is_none()) kwargs["max_version"] = max_version;
   if (!dl_device.is_none()) kwargs["dl_device"] = dl_device;
+  if (!copy.is_none()) kwargs["copy"] = copy;
   return exported.attr("__dlpack__")(**kwargs);
 }
 
