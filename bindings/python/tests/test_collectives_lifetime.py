@@ -124,3 +124,102 @@ def test_exit_with_live_objects_and_pending_callbacks_is_clean():
     """)
     assert r.returncode == 0, r.stderr
     assert "callback ran" in r.stdout
+
+
+def test_reduce_scatter_alltoall_reduce(devices, rng):
+    comms = hal.Communicator.init_all(devices)
+    xs = [rng.integers(-50, 50, 8).astype(np.int64) for _ in comms]
+    sends = [hal.to_device(x, c.device) for x, c in zip(xs, comms)]
+    halves = [hal.empty(4, np.int64, c.device) for c in comms]
+    for c, s, h in zip(comms, sends, halves):
+        c.reduce_scatter(s, h, "max")
+    total = np.maximum(xs[0], xs[1])
+    for r, h in enumerate(halves):
+        np.testing.assert_array_equal(h.to_numpy(), total[4 * r:4 * r + 4])
+    swapped = [hal.empty(8, np.int64, c.device) for c in comms]
+    for c, s, o in zip(comms, sends, swapped):
+        c.alltoall(s, o)
+    np.testing.assert_array_equal(swapped[0].to_numpy(), np.concatenate([xs[0][:4], xs[1][:4]]))
+    np.testing.assert_array_equal(swapped[1].to_numpy(), np.concatenate([xs[0][4:], xs[1][4:]]))
+    outs = [hal.empty(8, np.int64, c.device) for c in comms]
+    for c, s, o in zip(comms, sends, outs):
+        c.reduce(s, o, "prod", root=0)
+    np.testing.assert_array_equal(outs[0].to_numpy(), xs[0] * xs[1])
+    for c in comms:
+        c.check_async_error()
+    with pytest.raises(ValueError, match="expected 16"):
+        comms[0].reduce_scatter(sends[0], sends[0])
+    comms[0].abort()
+    comms[1].abort()
+
+
+def test_validation_layer_rejects_pageable_kernel_args_and_host_kind_is_portable():
+    env = dict(os.environ, HAL_VALIDATION="1")
+    code = """
+        import numpy as np, hal
+        d = hal.device(0)
+        k = hal.Module(d, source="kernel void twice(global float* x, int n) {"
+                                " int i = global_id(0); if (i < n) x[i] = 2.0f * x[i]; }").kernel("twice")
+        wrapped = hal.from_dlpack(np.ones(8, np.float32), d)
+        try:
+            k.launch(1, 8, wrapped, 8)
+            d.synchronize()
+            print("pageable accepted")
+        except hal.InvalidArgumentError as e:
+            print("pageable refused:", e.plugin)
+        buf = hal.empty(8, np.float32, d, kind="host")
+        view = np.from_dlpack(buf)
+        view[:] = np.arange(8)
+        k.launch(1, 8, buf, 8)
+        d.synchronize()
+        print("host kind:", view.tolist() == [2.0 * i for i in range(8)])
+        del view
+    """
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "pageable refused" in r.stdout and "host kind: True" in r.stdout
+
+
+def test_dropping_a_stream_with_pending_callbacks_does_not_deadlock(dev):
+    ran = []
+    s = hal.Stream(dev)
+    for i in range(20):
+        s.enqueue_host_fn(lambda i=i: ran.append(i))
+    del s  # destroy waits for the callbacks, which need the GIL this thread held
+    assert ran == list(range(20))
+
+
+def test_callbacks_while_other_python_threads_run(dev):
+    import threading
+
+    s = hal.Stream(dev)
+    stop = threading.Event()
+    counter = [0]
+
+    def spin():
+        while not stop.is_set():
+            counter[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    seen = []
+    for i in range(50):
+        s.enqueue_host_fn(lambda i=i: seen.append(i))
+    s.synchronize()
+    stop.set()
+    t.join()
+    assert seen == list(range(50))
+
+
+def test_event_and_device_queries(dev):
+    s = hal.Stream(dev)
+    e = hal.Event(dev)
+    assert e.query()  # never recorded: complete
+    e.record(s)
+    dev.synchronize()
+    assert e.query() and s.query()
+    e.close()
+    assert e.closed
+    with pytest.raises(hal.DestroyedHandleError):
+        e.query()
