@@ -1256,6 +1256,8 @@ NB_MODULE(_hal, m) {
             new (self) Buffer(device, std::move(dims_), dtype_of(dtype), k);
           },
           "device"_a, "shape"_a, "dtype"_a = "float32", "kind"_a = "device",
+          nb::sig("def __init__(self, device: Device, shape: int | Sequence[int], "
+                  "dtype: object = 'float32', kind: str = 'device') -> None"),
           "Allocates shape x dtype of 'device', 'host' or 'shared' memory on the device.")
       .def_ro("device", &Buffer::device)
       .def_ro("nbytes", &Buffer::nbytes)
@@ -1315,6 +1317,8 @@ NB_MODULE(_hal, m) {
   nb::class_<ExportGuard>(m, "_ExportGuard");
 
   m.def("from_dlpack", &from_dlpack, "array"_a, "device"_a = nb::none(), "copy"_a = nb::none(),
+        nb::sig("def from_dlpack(array: object, device: Device | None = None, "
+                "copy: bool | None = None) -> Buffer"),
         "Wraps a DLPack producer (numpy, JAX, torch, a capsule) as a Buffer: without a copy when "
         "the memory is a HAL allocation or host memory a CPU device with unified addressing "
         "uses; otherwise a copy into device memory (copy=None) or UnsupportedError (copy=False).");
@@ -1353,6 +1357,9 @@ NB_MODULE(_hal, m) {
       .def_prop_ro("module", [](const Kernel& k) { return k.module; })
       .def("launch", &launch, "grid"_a, "block"_a, "args"_a, nb::kw_only(), "stream"_a = nb::none(),
            "shared_memory_bytes"_a = 0,
+           nb::sig("def launch(self, grid: int | Sequence[int], block: int | Sequence[int], "
+                   "*args: Buffer | int | float, stream: Stream | None = None, "
+                   "shared_memory_bytes: int = 0) -> None"),
            "Enqueues the kernel (asynchronously) over grid x block; each argument converts by the "
            "signature: a Buffer of the kernel's device for 'pointer', an int or numpy integer for "
            "integer types, a float for 'f32'/'f64'.")
@@ -1360,6 +1367,8 @@ NB_MODULE(_hal, m) {
 
   nb::class_<Communicator>(m, "Communicator")
       .def_static("init_all", &comm_init_all, "devices"_a, "timeout_ms"_a = 0,
+                  nb::sig("def init_all(devices: Sequence[Device], timeout_ms: int = 0) -> "
+                          "list[Communicator]"),
                   "One communicator per device, all in this process (rank i on devices[i]).")
       .def_static("init_rank", &comm_init_rank, "device"_a, "nranks"_a, "unique_id"_a, "rank"_a,
                   "timeout_ms"_a = 0, nb::rv_policy::take_ownership,
