@@ -96,6 +96,10 @@ struct Resource {
   virtual bool alive() const noexcept = 0;
   // Blocks an explicit hal.shutdown while outside references (DLPack) exist.
   virtual size_t exports() const noexcept { return 0; }
+  // Calls of other threads running on this object with the GIL released, plus
+  // exports: while non-zero the handle must not be given back.
+  size_t pinned() const noexcept { return in_use + exports(); }
+  size_t in_use = 0;
   void unregister() noexcept {
     if (registered) g_runtime.live.erase(position);
     registered = false;
@@ -103,6 +107,40 @@ struct Resource {
   std::list<Resource*>::iterator position;
   bool registered = true;
 };
+
+// Marks resources in use for the lifetime of a call that releases the GIL:
+// constructed and destroyed with the GIL held, around the gil_scoped_release.
+class InUse {
+ public:
+  explicit InUse(std::vector<Resource*> resources) : resources_(std::move(resources)) {
+    for (Resource* r : resources_)
+      if (r) ++r->in_use;
+  }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+  ~InUse() {
+    for (Resource* r : resources_)
+      if (r) --r->in_use;
+  }
+
+ private:
+  std::vector<Resource*> resources_;
+};
+
+// An explicit close: refused while another thread is inside a call on the
+// object or DLPack views of it are alive, so a handle is never destroyed
+// under a call that uses it.
+void close_resource(Resource& resource, const char* what) {
+  if (resource.in_use)
+    raise_hal(HAL_ERROR_INVALID_STATE, std::string(what) +
+                                           ".close: another thread is inside a call on it; "
+                                           "close it when that call has returned");
+  if (resource.exports())
+    raise_hal(HAL_ERROR_INVALID_STATE, std::string(what) +
+                                           ".close: " + std::to_string(resource.exports()) +
+                                           " DLPack view(s) of it are alive");
+  resource.release();
+}
 
 void init_runtime(const std::optional<std::string>& plugins,
                   const std::optional<std::string>& plugin_path) {
@@ -124,23 +162,29 @@ void ensure_runtime() {
 }
 
 // Releases every live resource, newest first, then shuts HAL down. |at_exit|:
-// buffers still exported through DLPack are left alone and HAL stays loaded
-// (the process is ending; their memory must not be unmapped under a reader).
+// resources still pinned (DLPack views alive, a daemon thread blocked in a
+// call) are left alone and HAL stays loaded: the process is ending, and their
+// memory must not be unmapped under a reader.
 bool shutdown_runtime(bool at_exit) {
   if (!g_runtime.initialized) return false;
-  size_t exported = 0;
-  for (Resource* resource : g_runtime.live) exported += resource->exports();
-  if (exported && !at_exit) {
+  size_t exported = 0, in_use = 0;
+  for (Resource* resource : g_runtime.live) {
+    exported += resource->exports();
+    in_use += resource->in_use;
+  }
+  if ((exported || in_use) && !at_exit) {
     raise_hal(HAL_ERROR_INVALID_STATE,
               "hal.shutdown: " + std::to_string(exported) +
-                  " DLPack export(s) (numpy/JAX/torch views of HAL buffers) are still alive; "
-                  "delete them first");
+                  " DLPack export(s) (numpy/JAX/torch views of HAL buffers) are alive and " +
+                  std::to_string(in_use) +
+                  " call(s) of other threads are running; delete the views and let the calls "
+                  "return first");
   }
   for (auto it = g_runtime.live.rbegin(); it != g_runtime.live.rend(); ++it) {
-    if (!(*it)->exports()) (*it)->release();
+    if (!(*it)->pinned()) (*it)->release();
   }
+  if (exported || in_use) return false;
   g_default_streams.clear();
-  if (exported) return false;
   for (Resource* resource : g_runtime.live) resource->registered = false;
   g_runtime.live.clear();
   {
@@ -393,6 +437,7 @@ struct Stream : Resource {
     hal_stream_t stream = get();
     hal_result_t result;
     {
+      InUse use({this});
       nb::gil_scoped_release unlocked;
       result = hal_stream_synchronize(stream);
     }
@@ -413,6 +458,7 @@ struct Stream : Resource {
     {
       // Without HAL_DEVICE_CAP_HOST_CALLBACKS the loader runs fn on this
       // thread after synchronising: the trampoline takes the GIL back then.
+      InUse use({this});
       nb::gil_scoped_release unlocked;
       result = hal_stream_enqueue_host_fn(stream, host_call_trampoline, call.get());
     }
@@ -459,6 +505,7 @@ struct Event : Resource {
     hal_event_t event = get();
     hal_result_t result;
     {
+      InUse use({this});
       nb::gil_scoped_release unlocked;
       result = hal_event_synchronize(event);
     }
@@ -634,12 +681,14 @@ HostArray import_array(nb::handle obj, const char* what) {
 // Enqueues a copy and, for a synchronous call (no stream given), waits: the
 // device first (work on other streams that wrote the source), then the copy.
 void copy_bytes(void* dst, const void* src, size_t n, Stream* stream, const Device& device,
-                nb::object keepalive) {
+                nb::object keepalive, std::vector<Resource*> buffers) {
   if (!stream) device.synchronize();
   Stream& s = stream_or_default(stream, device);
   hal_stream_t h = s.get();
   hal_result_t result;
   {
+    buffers.push_back(&s);
+    InUse use(std::move(buffers));
     nb::gil_scoped_release unlocked;
     result = hal_memcpy_async(dst, src, n, h);
   }
@@ -659,7 +708,7 @@ nb::object buffer_to_numpy(Buffer& self, Stream* stream) {
   nb::object out = np.attr("empty")(shape, self.dtype->name.c_str());
   if (self.nbytes) {
     void* dst = reinterpret_cast<void*>(nb::cast<uintptr_t>(out.attr("ctypes").attr("data")));
-    copy_bytes(dst, self.get(), self.nbytes, stream, self.device, out);
+    copy_bytes(dst, self.get(), self.nbytes, stream, self.device, out, {&self});
   }
   return out;
 }
@@ -673,7 +722,8 @@ void buffer_copy_from(Buffer& self, nb::handle src, Stream* stream) {
                              " bytes, this buffer " + std::to_string(self.nbytes))
                                 .c_str());
     if (self.nbytes)
-      copy_bytes(dst, other.get(), self.nbytes, stream, self.device, nb::borrow(src));
+      copy_bytes(dst, other.get(), self.nbytes, stream, self.device, nb::borrow(src),
+                 {&self, &other});
     return;
   }
   HostArray host = import_array(src, "copy_from");
@@ -685,7 +735,8 @@ void buffer_copy_from(Buffer& self, nb::handle src, Stream* stream) {
     throw nb::type_error(("copy_from: the array's dtype is " + host.dtype->name +
                           ", this buffer's " + self.dtype->name)
                              .c_str());
-  if (self.nbytes) copy_bytes(dst, host.data, self.nbytes, stream, self.device, nb::borrow(src));
+  if (self.nbytes)
+    copy_bytes(dst, host.data, self.nbytes, stream, self.device, nb::borrow(src), {&self});
 }
 
 nb::object buffer_dlpack(nb::handle self_handle, nb::object stream, nb::object max_version,
@@ -761,7 +812,8 @@ nb::object from_dlpack(nb::handle obj, std::optional<Device> device, std::option
                   "addressing can); pass copy=None to copy it");
   auto* buffer = new Buffer(target, host.shape, *host.dtype, HAL_MEMORY_DEVICE);
   nb::object result = nb::cast(buffer, nb::rv_policy::take_ownership);
-  if (host.nbytes) copy_bytes(buffer->ptr, host.data, host.nbytes, nullptr, target, nb::object());
+  if (host.nbytes)
+    copy_bytes(buffer->ptr, host.data, host.nbytes, nullptr, target, nb::object(), {buffer});
   return result;
 }
 
@@ -880,7 +932,8 @@ union ArgValue {
   double f64;
 };
 
-size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& out) {
+size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& out,
+                   std::vector<Resource*>& used) {
   const hal_arg_type_t type = kernel.arg_types[i];
   auto where = [&] {
     return "argument " + std::to_string(i) + " of " + signature(kernel) + " (" +
@@ -899,6 +952,7 @@ size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& o
                                                ", the kernel is loaded on device " +
                                                std::to_string(kernel.owner().device.index));
     out.pointer = p;
+    used.push_back(&buffer);
     return sizeof(void*);
   }
   const bool is_float = type == HAL_ARG_F32 || type == HAL_ARG_F64;
@@ -961,8 +1015,9 @@ void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::args ar
                              .c_str());
   std::vector<ArgValue> values(args.size());
   std::vector<hal_kernel_arg_t> raw(args.size());
+  std::vector<Resource*> used{&kernel.owner()};
   for (size_t i = 0; i < args.size(); ++i) {
-    raw[i].size = convert_arg(kernel, i, args[i], values[i]);
+    raw[i].size = convert_arg(kernel, i, args[i], values[i], used);
     raw[i].value = &values[i];
   }
   hal_launch_config_t config{};
@@ -975,6 +1030,8 @@ void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::args ar
   hal_stream_t h = s.get();
   hal_result_t result;
   {
+    used.push_back(&s);
+    InUse use(std::move(used));
     nb::gil_scoped_release unlocked;
     result = hal_launch_kernel(handle, &config, static_cast<uint32_t>(raw.size()), raw.data(), h);
   }
@@ -1089,11 +1146,15 @@ void need_size(size_t have, size_t want, const char* what, const char* which) {
 }
 
 template <typename Call>
-void collective(Communicator& comm, Stream* stream, Call&& call) {
+void collective(Communicator& comm, Stream* stream, std::vector<Resource*> buffers, Call&& call) {
   hal_comm_t c = comm.get();
-  hal_stream_t s = stream_or_default(stream, comm.device).get();
+  Stream& st = stream_or_default(stream, comm.device);
+  hal_stream_t s = st.get();
   hal_result_t result;
   {
+    buffers.push_back(&comm);
+    buffers.push_back(&st);
+    InUse use(std::move(buffers));
     nb::gil_scoped_release unlocked;
     result = call(c, s);
   }
@@ -1219,7 +1280,10 @@ NB_MODULE(_hal, m) {
           "event"_a)
       .def("enqueue_host_fn", &Stream::enqueue_host_fn, "fn"_a,
            "Runs fn() after the work enqueued so far, on a plugin thread holding the GIL.")
-      .def("close", [](Stream& s) { s.release(); })
+      .def("close", [](Stream& s) { close_resource(s, "Stream"); })
+      .def_prop_ro(
+          "_in_use", [](const Stream& s) { return s.in_use; },
+          "Calls of other threads inside this stream now (for tests).")
       .def_prop_ro("closed", [](const Stream& s) { return !s.alive(); });
 
   nb::class_<Event>(m, "Event")
@@ -1232,7 +1296,7 @@ NB_MODULE(_hal, m) {
       .def("query", &Event::query)
       .def("elapsed_ms", &Event::elapsed_ms, "end"_a,
            "Milliseconds from this event to |end| (both timing events, both complete).")
-      .def("close", [](Event& e) { e.release(); })
+      .def("close", [](Event& e) { close_resource(e, "Event"); })
       .def_prop_ro("closed", [](const Event& e) { return !e.alive(); });
 
   nb::class_<Buffer>(m, "Buffer")
@@ -1282,18 +1346,19 @@ NB_MODULE(_hal, m) {
             void* p = b.get();
             if (!stream) b.device.synchronize();
             Stream& s = stream_or_default(stream, b.device);
-            check(hal_memset_async(p, value, b.nbytes, s.get()));
+            hal_stream_t h = s.get();
+            hal_result_t result;
+            {
+              InUse use({&b, &s});
+              nb::gil_scoped_release unlocked;
+              result = hal_memset_async(p, value, b.nbytes, h);
+            }
+            check(result);
             if (!stream) s.synchronize();
           },
           "byte"_a, "stream"_a = nb::none(), "Sets every byte to |byte|.")
       .def(
-          "close",
-          [](Buffer& b) {
-            if (b.live_exports)
-              raise_hal(HAL_ERROR_INVALID_STATE, "Buffer.close: " + std::to_string(b.live_exports) +
-                                                     " DLPack view(s) of it are alive");
-            b.release();
-          },
+          "close", [](Buffer& b) { close_resource(b, "Buffer"); },
           "Frees the memory now (waits for the device's work).")
       .def("__dlpack__", &buffer_dlpack, nb::kw_only(), "stream"_a = nb::none(),
            "max_version"_a = nb::none(), "dl_device"_a = nb::none(), "copy"_a = nb::none(),
@@ -1340,7 +1405,7 @@ NB_MODULE(_hal, m) {
       .def_ro("device", &Module::device)
       .def("kernel", &get_kernel, "name"_a,
            "The kernel |name|, its signature taken from the module.")
-      .def("close", [](Module& mod) { mod.release(); })
+      .def("close", [](Module& mod) { close_resource(mod, "Module"); })
       .def_prop_ro("closed", [](const Module& mod) { return !mod.alive(); });
 
   nb::class_<Kernel>(m, "Kernel")
@@ -1388,7 +1453,7 @@ NB_MODULE(_hal, m) {
           },
           "Raises the error an earlier collective hit asynchronously, if any.")
       .def("abort", [](Communicator& c) { check(hal_comm_abort(c.get())); })
-      .def("close", [](Communicator& c) { c.release(); })
+      .def("close", [](Communicator& c) { close_resource(c, "Communicator"); })
       .def(
           "allreduce",
           [](Communicator& c, Buffer& send, Buffer& recv, const std::string& op, Stream* stream) {
@@ -1397,7 +1462,7 @@ NB_MODULE(_hal, m) {
             const void* sp = send.get();
             void* rp = recv.get();
             auto o = reduce_op(op);
-            collective(c, stream, [&](hal_comm_t h, hal_stream_t s) {
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
               return hal_allreduce(sp, rp, send.size(), send.dtype->hal, o, h, s);
             });
           },
@@ -1409,7 +1474,7 @@ NB_MODULE(_hal, m) {
             need_size(recv.size(), send.size(), "broadcast", "recv");
             const void* sp = send.get();
             void* rp = recv.get();
-            collective(c, stream, [&](hal_comm_t h, hal_stream_t s) {
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
               return hal_broadcast(sp, rp, send.size(), send.dtype->hal, root, h, s);
             });
           },
@@ -1423,7 +1488,7 @@ NB_MODULE(_hal, m) {
             const void* sp = send.get();
             void* rp = recv.get();
             auto o = reduce_op(op);
-            collective(c, stream, [&](hal_comm_t h, hal_stream_t s) {
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
               return hal_reduce(sp, rp, send.size(), send.dtype->hal, o, root, h, s);
             });
           },
@@ -1435,7 +1500,7 @@ NB_MODULE(_hal, m) {
             need_size(recv.size(), send.size() * c.size(), "allgather", "recv");
             const void* sp = send.get();
             void* rp = recv.get();
-            collective(c, stream, [&](hal_comm_t h, hal_stream_t s) {
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
               return hal_allgather(sp, rp, send.size(), send.dtype->hal, h, s);
             });
           },
@@ -1448,7 +1513,7 @@ NB_MODULE(_hal, m) {
             const void* sp = send.get();
             void* rp = recv.get();
             auto o = reduce_op(op);
-            collective(c, stream, [&](hal_comm_t h, hal_stream_t s) {
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
               return hal_reduce_scatter(sp, rp, recv.size(), recv.dtype->hal, o, h, s);
             });
           },
@@ -1464,7 +1529,7 @@ NB_MODULE(_hal, m) {
                   "alltoall: send's element count is not a multiple of the ranks");
             const void* sp = send.get();
             void* rp = recv.get();
-            collective(c, stream, [&](hal_comm_t h, hal_stream_t s) {
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
               return hal_alltoall(sp, rp, send.size() / n, send.dtype->hal, h, s);
             });
           },
@@ -1473,7 +1538,7 @@ NB_MODULE(_hal, m) {
           "send",
           [](Communicator& c, Buffer& buf, uint32_t peer, Stream* stream) {
             const void* p = buf.get();
-            collective(c, stream, [&](hal_comm_t h, hal_stream_t s) {
+            collective(c, stream, {&buf}, [&](hal_comm_t h, hal_stream_t s) {
               return hal_send(p, buf.size(), buf.dtype->hal, peer, h, s);
             });
           },
@@ -1482,7 +1547,7 @@ NB_MODULE(_hal, m) {
           "recv",
           [](Communicator& c, Buffer& buf, uint32_t peer, Stream* stream) {
             void* p = buf.get();
-            collective(c, stream, [&](hal_comm_t h, hal_stream_t s) {
+            collective(c, stream, {&buf}, [&](hal_comm_t h, hal_stream_t s) {
               return hal_recv(p, buf.size(), buf.dtype->hal, peer, h, s);
             });
           },

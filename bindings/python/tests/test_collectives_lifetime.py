@@ -223,3 +223,27 @@ def test_event_and_device_queries(dev):
     assert e.closed
     with pytest.raises(hal.DestroyedHandleError):
         e.query()
+
+
+def test_close_and_shutdown_refused_while_another_thread_blocks_in_a_call(dev):
+    import threading
+    import time
+
+    s = hal.Stream(dev)
+    gate = threading.Event()
+    s.enqueue_host_fn(lambda: gate.wait(30))
+    t = threading.Thread(target=s.synchronize)
+    t.start()
+    for _ in range(3000):  # until the thread is inside synchronize (GIL released)
+        if s._in_use:
+            break
+        time.sleep(0.001)
+    assert s._in_use == 1
+    with pytest.raises(hal.InvalidStateError, match="another thread"):
+        s.close()
+    with pytest.raises(hal.InvalidStateError, match="call\\(s\\) of other threads"):
+        hal.shutdown()
+    gate.set()
+    t.join(30)
+    assert s._in_use == 0
+    s.close()
