@@ -127,3 +127,6 @@ def _make(code: int, message: str, function: str, plugin: str, native_code: int)
         error.code, error.name = code, f"HAL_RESULT_{code}"
         return error
     return cls(message, function, plugin, native_code)
+
+
+__all__ = ["Error", "ERRORS"] + [cls.__name__ for cls in ERRORS.values()]
