@@ -143,3 +143,23 @@ def test_torch_round_trip_when_installed(dev, rng):
     np.testing.assert_array_equal(t.numpy(), x)
     w = hal.from_dlpack(torch.arange(5, dtype=torch.int64), dev)
     assert w.ptr != 0 and w.to_numpy().tolist() == [0, 1, 2, 3, 4]
+
+
+def test_dlpack_stream_protocol_and_versions(dev, vadd_module, rng):
+    n = 4096
+    a = rng.standard_normal(n).astype(np.float32)
+    da = hal.to_device(a, dev)
+    dc = hal.empty(n, np.float32, dev)
+    s = hal.Stream(dev)
+    vadd_module.kernel("vadd").launch(n // 256, 256, da, da, dc, n, stream=s)
+    # no synchronize: the export waits for the device's work before handing the capsule out
+    capsule = dc.__dlpack__(stream=s, max_version=(1, 0))
+    assert "dltensor_versioned" in repr(capsule)
+    legacy = dc.__dlpack__(stream=None)
+    assert '"dltensor"' in repr(legacy)
+    np.testing.assert_array_equal(np.from_dlpack(dc), a + a)
+    with pytest.raises(TypeError, match="stream must be"):
+        dc.__dlpack__(stream="default")
+    with pytest.raises(ValueError, match="copy=True"):
+        dc.__dlpack__(copy=True)
+    del capsule, legacy
