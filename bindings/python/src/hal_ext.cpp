@@ -183,7 +183,15 @@ bool shutdown_runtime(bool at_exit) {
   for (auto it = g_runtime.live.rbegin(); it != g_runtime.live.rend(); ++it) {
     if (!(*it)->pinned()) (*it)->release();
   }
-  if (exported || in_use) return false;
+  if (exported || in_use) {
+    // At exit, with HAL left loaded: the default streams' Python objects are
+    // leaked, not decref'd from the map's static destructor after the
+    // interpreter is gone.
+    for (auto& entry : g_default_streams) entry.second.release();
+    g_default_streams.clear();
+    nb::set_leak_warnings(false);  // the leaks here are deliberate
+    return false;
+  }
   g_default_streams.clear();
   for (Resource* resource : g_runtime.live) resource->registered = false;
   g_runtime.live.clear();

@@ -124,6 +124,24 @@ def test_exit_with_live_objects_and_pending_callbacks_is_clean():
     """)
     assert r.returncode == 0, r.stderr
     assert "callback ran" in r.stdout
+    assert "leaked" not in r.stderr, r.stderr
+
+
+def test_exit_with_every_kind_of_object_alive_is_clean():
+    r = _python("""
+        import numpy as np, hal
+        d = hal.device(0)
+        k = hal.Module(d, source="kernel void k(global float* x) { x[0] = 1.0f; }").kernel("k")
+        b = hal.empty(4, np.float32, d)
+        k.launch(1, 1, b)
+        comms = hal.Communicator.init_all(hal.devices())
+        e, s = hal.Event(d, timing=True), hal.Stream(d)
+        e.record(s)
+        wrapped = hal.from_dlpack(np.zeros(3, np.float32), d)
+        print("done")
+    """)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    assert r.stderr == "", r.stderr
 
 
 def test_reduce_scatter_alltoall_reduce(devices, rng):
