@@ -575,6 +575,7 @@ struct Buffer : Resource {
     if (nbytes) {
       hal_result_t result;
       {
+        InUse use({this});  // no shutdown while the allocation is in flight
         nb::gil_scoped_release unlocked;
         result = hal_mem_alloc(d, static_cast<hal_memory_kind_t>(kind), nbytes, 0, &ptr);
       }
@@ -844,6 +845,7 @@ struct Module : Resource {
     hal_device_t d = device.get();
     hal_result_t result;
     {
+      InUse use({this});
       nb::gil_scoped_release unlocked;  // a dialect module compiles here
       result = hal_module_load(d, &desc, &handle);
     }
