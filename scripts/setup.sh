@@ -8,7 +8,7 @@ packages=(
   clang clang-format libclang-rt-14-dev
   libboost-dev libboost-filesystem-dev libffi-dev catch2
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo
-  python3 python3-jsonschema
+  python3 python3-jsonschema python3-pip python3-venv
   libopenmpi-dev openmpi-bin
 )
 
@@ -23,4 +23,21 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 else
   echo "setup: all packages present"
+fi
+
+# Python packages for bindings/python (PyPI). Debian 12's python3 is "externally managed"
+# (PEP 668): as root with no stdin, --break-system-packages installs into /usr/local, apart from
+# apt's files, and needs no venv to be found by CMake (python3 -m nanobind) and by CTest.
+python_packages=(nanobind scikit-build-core numpy pytest jax)
+python_modules=(nanobind scikit_build_core numpy pytest jax)
+python_missing=()
+for i in "${!python_modules[@]}"; do
+  python3 -c "import ${python_modules[$i]}" 2>/dev/null || python_missing+=("${python_packages[$i]}")
+done
+if ((${#python_missing[@]})); then
+  echo "setup: pip installing ${python_missing[*]}"
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --break-system-packages "${python_missing[@]}" </dev/null
+else
+  echo "setup: python packages present"
 fi

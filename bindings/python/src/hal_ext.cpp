@@ -1,0 +1,1577 @@
+// hal._hal: the Python extension over HAL's public C ABI (hal.h).
+//
+// The rules it implements (SPEC.md, "Python bindings"):
+// - every failing HAL call raises hal.Error (a subclass per result code) with
+//   the detail of hal_error_get_detail;
+// - every object holds its HAL handle in a Resource registered with the one
+//   Runtime; hal.shutdown releases the live resources newest first, then calls
+//   hal_shutdown, and a Python object whose handle is gone raises
+//   hal.DestroyedHandleError instead of touching freed state;
+// - every call that may block (synchronize, free, destroy, unload, collective
+//   set-up) runs with the GIL released, and a host function enqueued on a
+//   stream takes the GIL on the plugin's thread before it touches Python.
+#include <hal.h>
+#include <hal_util/names.hpp>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// ---- errors ------------------------------------------------------------------
+
+// A failed HAL call (or a rule of the bindings stated with a HAL result code),
+// turned into the matching hal.Error subclass by the translator below.
+struct HalError {
+  hal_result_t code;
+  std::string message;
+  std::string function;
+  std::string plugin;
+  int64_t native_code;
+};
+
+[[noreturn]] void raise_hal(hal_result_t code, std::string message, std::string function = "",
+                            std::string plugin = "bindings") {
+  throw HalError{code, std::move(message), std::move(function), std::move(plugin), 0};
+}
+
+// Raises the detail of the last failure on this thread (the GIL may have been
+// released around the call; the detail is per OS thread, which has not changed).
+void check(hal_result_t result) {
+  if (result == HAL_SUCCESS) return;
+  hal_error_detail_t detail{};
+  detail.struct_size = sizeof detail;
+  if (hal_error_get_detail(&detail) == HAL_SUCCESS && detail.result == result) {
+    throw HalError{result, detail.message ? detail.message : "",
+                   detail.function ? detail.function : "", detail.plugin ? detail.plugin : "",
+                   detail.native_code};
+  }
+  throw HalError{result, hal_result_string(result), "", "", 0};
+}
+
+// ---- the runtime and its resources -------------------------------------------
+
+struct Resource;
+struct Stream;
+struct Device;
+
+// The one HAL initialisation the bindings hold, and every live resource made
+// under it, in creation order.
+struct Runtime {
+  bool initialized = false;
+  uint64_t generation = 0;  // bumped by each shutdown: older Devices are stale
+  std::list<Resource*> live;
+};
+Runtime g_runtime;
+
+// The stream used when a call names none: one per device, made on first use
+// (Stream objects; cleared by shutdown, before the interpreter goes).
+std::map<std::pair<uint64_t, hal_device_t>, nb::object> g_default_streams;
+
+struct Resource {
+  Resource() { position = g_runtime.live.insert(g_runtime.live.end(), this); }
+  Resource(const Resource&) = delete;
+  Resource& operator=(const Resource&) = delete;
+  virtual ~Resource() {
+    if (registered) g_runtime.live.erase(position);
+  }
+  // Gives the HAL handle back (idempotent, never throws).
+  virtual void release() noexcept = 0;
+  // True while the handle is usable.
+  virtual bool alive() const noexcept = 0;
+  // Blocks an explicit hal.shutdown while outside references (DLPack) exist.
+  virtual size_t exports() const noexcept { return 0; }
+  // Calls of other threads running on this object with the GIL released, plus
+  // exports: while non-zero the handle must not be given back.
+  size_t pinned() const noexcept { return in_use + exports(); }
+  size_t in_use = 0;
+  void unregister() noexcept {
+    if (registered) g_runtime.live.erase(position);
+    registered = false;
+  }
+  std::list<Resource*>::iterator position;
+  bool registered = true;
+};
+
+// Marks resources in use for the lifetime of a call that releases the GIL:
+// constructed and destroyed with the GIL held, around the gil_scoped_release.
+class InUse {
+ public:
+  explicit InUse(std::vector<Resource*> resources) : resources_(std::move(resources)) {
+    for (Resource* r : resources_)
+      if (r) ++r->in_use;
+  }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+  ~InUse() {
+    for (Resource* r : resources_)
+      if (r) --r->in_use;
+  }
+
+ private:
+  std::vector<Resource*> resources_;
+};
+
+// An explicit close: refused while another thread is inside a call on the
+// object or DLPack views of it are alive, so a handle is never destroyed
+// under a call that uses it.
+void close_resource(Resource& resource, const char* what) {
+  if (resource.in_use)
+    raise_hal(HAL_ERROR_INVALID_STATE, std::string(what) +
+                                           ".close: another thread is inside a call on it; "
+                                           "close it when that call has returned");
+  if (resource.exports())
+    raise_hal(HAL_ERROR_INVALID_STATE, std::string(what) +
+                                           ".close: " + std::to_string(resource.exports()) +
+                                           " DLPack view(s) of it are alive");
+  resource.release();
+}
+
+void init_runtime(const std::optional<std::string>& plugins,
+                  const std::optional<std::string>& plugin_path) {
+  if (g_runtime.initialized) return;
+  hal_init_options_t options = HAL_INIT_OPTIONS_INIT;
+  if (plugins) options.plugins = plugins->c_str();
+  if (plugin_path) options.plugin_path = plugin_path->c_str();
+  hal_result_t result;
+  {
+    nb::gil_scoped_release unlocked;
+    result = hal_init(&options);
+  }
+  check(result);
+  g_runtime.initialized = true;
+}
+
+void ensure_runtime() {
+  init_runtime(std::nullopt, std::nullopt);
+}
+
+// Releases every live resource, newest first, then shuts HAL down. |at_exit|:
+// resources still pinned (DLPack views alive, a daemon thread blocked in a
+// call) are left alone and HAL stays loaded: the process is ending, and their
+// memory must not be unmapped under a reader.
+bool shutdown_runtime(bool at_exit) {
+  if (!g_runtime.initialized) return false;
+  size_t exported = 0, in_use = 0;
+  for (Resource* resource : g_runtime.live) {
+    exported += resource->exports();
+    in_use += resource->in_use;
+  }
+  if ((exported || in_use) && !at_exit) {
+    raise_hal(HAL_ERROR_INVALID_STATE,
+              "hal.shutdown: " + std::to_string(exported) +
+                  " DLPack export(s) (numpy/JAX/torch views of HAL buffers) are alive and " +
+                  std::to_string(in_use) +
+                  " call(s) of other threads are running; delete the views and let the calls "
+                  "return first");
+  }
+  for (auto it = g_runtime.live.rbegin(); it != g_runtime.live.rend(); ++it) {
+    if (!(*it)->pinned()) (*it)->release();
+  }
+  if (exported || in_use) {
+    // At exit, with HAL left loaded: the default streams' Python objects are
+    // leaked, not decref'd from the map's static destructor after the
+    // interpreter is gone.
+    for (auto& entry : g_default_streams) entry.second.release();
+    g_default_streams.clear();
+    nb::set_leak_warnings(false);  // the leaks here are deliberate
+    return false;
+  }
+  g_default_streams.clear();
+  for (Resource* resource : g_runtime.live) resource->registered = false;
+  g_runtime.live.clear();
+  {
+    nb::gil_scoped_release unlocked;
+    hal_shutdown();
+  }
+  g_runtime.initialized = false;
+  ++g_runtime.generation;
+  return true;
+}
+
+// ---- names -------------------------------------------------------------------
+
+std::vector<std::string> bit_names(std::span<const hal::util::EnumName> table, uint32_t bits,
+                                   bool bits_are_shifts) {
+  std::vector<std::string> names;
+  for (const auto& entry : table) {
+    const uint32_t bit = bits_are_shifts ? (1u << entry.value) : entry.value;
+    if (bits & bit) names.emplace_back(entry.short_name);
+  }
+  return names;
+}
+
+// The value of the table entry called |name| (short name or enumerator).
+uint32_t value_of(std::span<const hal::util::EnumName> table, const std::string& name,
+                  const char* what) {
+  for (const auto& entry : table) {
+    if (name == entry.short_name || name == entry.enumerator) return entry.value;
+  }
+  std::string known;
+  for (const auto& entry : table)
+    known += std::string(known.empty() ? "" : ", ") + entry.short_name;
+  throw nb::value_error(
+      (std::string("unknown ") + what + " '" + name + "' (known: " + known + ")").c_str());
+}
+
+// ---- element types -----------------------------------------------------------
+
+struct DType {
+  std::string name;  // numpy's spelling ("float32"), "bfloat16"
+  hal_dtype_t hal;
+  nb::dlpack::dtype dl;
+  size_t size;
+};
+
+const std::vector<DType>& dtypes() {
+  using nb::dlpack::dtype_code;
+  static const std::vector<DType> table = {
+      {"float32", HAL_DTYPE_F32, {uint8_t(dtype_code::Float), 32, 1}, 4},
+      {"float16", HAL_DTYPE_F16, {uint8_t(dtype_code::Float), 16, 1}, 2},
+      {"bfloat16", HAL_DTYPE_BF16, {uint8_t(dtype_code::Bfloat), 16, 1}, 2},
+      {"float64", HAL_DTYPE_F64, {uint8_t(dtype_code::Float), 64, 1}, 8},
+      {"int32", HAL_DTYPE_I32, {uint8_t(dtype_code::Int), 32, 1}, 4},
+      {"int64", HAL_DTYPE_I64, {uint8_t(dtype_code::Int), 64, 1}, 8},
+      {"int8", HAL_DTYPE_I8, {uint8_t(dtype_code::Int), 8, 1}, 1},
+      {"uint8", HAL_DTYPE_U8, {uint8_t(dtype_code::UInt), 8, 1}, 1},
+  };
+  return table;
+}
+
+const DType& dtype_named(const std::string& name) {
+  for (const DType& d : dtypes())
+    if (d.name == name) return d;
+  throw nb::type_error(("dtype '" + name +
+                        "' is not a HAL element type (float32, float16, bfloat16, float64, int32, "
+                        "int64, int8, uint8)")
+                           .c_str());
+}
+
+// Accepts "float32", numpy.float32, numpy.dtype("float32").
+const DType& dtype_of(nb::handle spec) {
+  if (nb::isinstance<nb::str>(spec) && nb::cast<std::string>(spec) == "bfloat16")
+    return dtype_named("bfloat16");
+  nb::object np = nb::module_::import_("numpy");
+  nb::object canonical;
+  try {
+    canonical = np.attr("dtype")(spec);
+  } catch (nb::python_error&) {
+    throw nb::type_error("dtype must be a numpy dtype, a numpy scalar type or a dtype name");
+  }
+  return dtype_named(nb::cast<std::string>(canonical.attr("name")));
+}
+
+const DType& dtype_of_dl(nb::dlpack::dtype dl) {
+  for (const DType& d : dtypes())
+    if (d.dl == dl) return d;
+  throw nb::type_error(("DLPack dtype (code " + std::to_string(dl.code) + ", " +
+                        std::to_string(dl.bits) + " bits, " + std::to_string(dl.lanes) +
+                        " lanes) is not a HAL element type")
+                           .c_str());
+}
+
+// ---- devices -----------------------------------------------------------------
+
+struct DeviceProperties {
+  std::string name, vendor, plugin, driver_version, type;
+  nb::bytes uuid;
+  uint32_t index, plugin_device_index, compute_units, max_threads_per_block,
+      max_shared_memory_bytes, subgroup_size;
+  uint64_t total_memory_bytes, max_allocation_bytes, min_alignment_bytes;
+  std::vector<uint32_t> max_block_dims, max_grid_dims;
+  std::vector<std::string> capabilities, module_formats;
+  double peak_fp32_flops, peak_memory_bandwidth;
+};
+
+// A device of the current HAL initialisation. Borrowed from the loader: it
+// stays valid until hal.shutdown, after which every use raises.
+struct Device {
+  hal_device_t handle = nullptr;
+  uint32_t index = 0;
+  uint64_t generation = 0;
+
+  hal_device_t get() const {
+    if (!g_runtime.initialized || generation != g_runtime.generation) {
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE,
+                "device " + std::to_string(index) +
+                    " belongs to a HAL session that hal.shutdown ended; call hal.devices() again");
+    }
+    return handle;
+  }
+  hal_device_properties_t raw() const {
+    hal_device_properties_t props{};
+    props.struct_size = sizeof props;
+    check(hal_device_get_properties(get(), &props));
+    return props;
+  }
+  bool has(hal_device_caps_t cap) const { return (raw().capabilities & cap) != 0; }
+  void synchronize() const {
+    hal_device_t device = get();
+    hal_result_t result;
+    {
+      nb::gil_scoped_release unlocked;
+      result = hal_device_synchronize(device);
+    }
+    check(result);
+  }
+  bool operator==(const Device& other) const {
+    return handle == other.handle && generation == other.generation;
+  }
+};
+
+Device device_at(uint32_t index) {
+  ensure_runtime();
+  Device device;
+  check(hal_device_get(index, &device.handle));
+  device.index = index;
+  device.generation = g_runtime.generation;
+  return device;
+}
+
+Device device_of(hal_device_t handle) {
+  hal_device_properties_t props{};
+  props.struct_size = sizeof props;
+  check(hal_device_get_properties(handle, &props));
+  return Device{handle, props.index, g_runtime.generation};
+}
+
+DeviceProperties properties_of(const Device& device) {
+  const hal_device_properties_t p = device.raw();
+  DeviceProperties out;
+  out.name = p.name;
+  out.vendor = p.vendor;
+  out.plugin = p.plugin;
+  out.driver_version = p.driver_version;
+  out.type = hal::util::device_type_name(p.type);
+  out.uuid = nb::bytes(reinterpret_cast<const char*>(p.uuid), sizeof p.uuid);
+  out.index = p.index;
+  out.plugin_device_index = p.plugin_device_index;
+  out.compute_units = p.compute_units;
+  out.max_threads_per_block = p.max_threads_per_block;
+  out.max_shared_memory_bytes = p.max_shared_memory_bytes;
+  out.subgroup_size = p.subgroup_size;
+  out.total_memory_bytes = p.total_memory_bytes;
+  out.max_allocation_bytes = p.max_allocation_bytes;
+  out.min_alignment_bytes = p.min_alignment_bytes;
+  out.max_block_dims.assign(p.max_block_dims, p.max_block_dims + 3);
+  out.max_grid_dims.assign(p.max_grid_dims, p.max_grid_dims + 3);
+  out.capabilities = bit_names(hal::util::capability_table(), p.capabilities, false);
+  out.module_formats = bit_names(hal::util::module_format_table(), p.module_formats, true);
+  out.peak_fp32_flops = p.peak_fp32_flops;
+  out.peak_memory_bandwidth = p.peak_memory_bandwidth;
+  return out;
+}
+
+// ---- streams -----------------------------------------------------------------
+
+// The first exception a host function raised, re-raised by the next synchronize.
+struct CallbackErrors {
+  nb::object first;  // touched only with the GIL held
+};
+
+struct HostCall {
+  nb::object fn;
+  std::shared_ptr<CallbackErrors> errors;
+};
+
+// Runs on the plugin's thread (or on the caller's, for devices without
+// HAL_DEVICE_CAP_HOST_CALLBACKS): takes the GIL before touching Python.
+void host_call_trampoline(void* user_data) noexcept {
+  nb::gil_scoped_acquire locked;
+  std::unique_ptr<HostCall> call(static_cast<HostCall*>(user_data));
+  try {
+    call->fn();
+  } catch (nb::python_error& error) {
+    if (!call->errors->first.is_valid()) call->errors->first = nb::borrow(error.value());
+  } catch (...) {
+    // A C++ exception from the call machinery: nothing Python can see; drop it.
+  }
+  call.reset();  // the callable's reference goes with the GIL held
+}
+
+struct Stream : Resource {
+  Device device;
+  hal_stream_t handle = nullptr;
+  std::shared_ptr<CallbackErrors> errors = std::make_shared<CallbackErrors>();
+  // Host arrays of asynchronous copies, kept alive until the next synchronize.
+  std::vector<nb::object> pending;
+
+  explicit Stream(const Device& dev) : device(dev) {
+    hal_device_t d = device.get();
+    check(hal_stream_create(d, 0, &handle));
+  }
+  ~Stream() override { release(); }
+  void release() noexcept override {
+    if (!handle) return;
+    hal_stream_t stream = handle;
+    handle = nullptr;
+    {
+      nb::gil_scoped_release unlocked;  // destroy waits for host functions, which take the GIL
+      hal_stream_destroy(stream);
+    }
+    pending.clear();
+  }
+  bool alive() const noexcept override { return handle != nullptr; }
+  hal_stream_t get() const {
+    if (!handle)
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE, "the Stream was closed (or hal.shutdown ran)");
+    device.get();
+    return handle;
+  }
+  void raise_callback_error() {
+    if (errors->first.is_valid()) {
+      nb::object error = errors->first;
+      errors->first = nb::object();
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+      throw nb::python_error();
+    }
+  }
+  void synchronize() {
+    hal_stream_t stream = get();
+    hal_result_t result;
+    {
+      InUse use({this});
+      nb::gil_scoped_release unlocked;
+      result = hal_stream_synchronize(stream);
+    }
+    pending.clear();
+    check(result);
+    raise_callback_error();
+  }
+  bool query() {
+    hal_result_t result = hal_stream_query(get());
+    if (result == HAL_NOT_READY) return false;
+    check(result);
+    return true;
+  }
+  void enqueue_host_fn(nb::callable fn) {
+    hal_stream_t stream = get();
+    auto call = std::make_unique<HostCall>(HostCall{fn, errors});
+    hal_result_t result;
+    {
+      // Without HAL_DEVICE_CAP_HOST_CALLBACKS the loader runs fn on this
+      // thread after synchronising: the trampoline takes the GIL back then.
+      InUse use({this});
+      nb::gil_scoped_release unlocked;
+      result = hal_stream_enqueue_host_fn(stream, host_call_trampoline, call.get());
+    }
+    if (result == HAL_SUCCESS) call.release();  // the trampoline owns it now
+    check(result);
+  }
+};
+
+Stream& default_stream(const Device& device) {
+  auto key = std::make_pair(g_runtime.generation, device.get());
+  auto it = g_default_streams.find(key);
+  if (it == g_default_streams.end() || !nb::cast<Stream&>(it->second).alive()) {
+    nb::object stream = nb::cast(new Stream(device), nb::rv_policy::take_ownership);
+    it = g_default_streams.insert_or_assign(key, stream).first;
+  }
+  return nb::cast<Stream&>(it->second);
+}
+
+Stream& stream_or_default(Stream* stream, const Device& device) {
+  return stream ? *stream : default_stream(device);
+}
+
+// ---- events ------------------------------------------------------------------
+
+struct Event : Resource {
+  Device device;
+  hal_event_t handle = nullptr;
+  Event(const Device& dev, bool timing) : device(dev) {
+    check(hal_event_create(device.get(), timing ? HAL_EVENT_FLAG_TIMING : 0, &handle));
+  }
+  ~Event() override { release(); }
+  void release() noexcept override {
+    if (handle) hal_event_destroy(handle);
+    handle = nullptr;
+  }
+  bool alive() const noexcept override { return handle != nullptr; }
+  hal_event_t get() const {
+    if (!handle)
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE, "the Event was closed (or hal.shutdown ran)");
+    device.get();
+    return handle;
+  }
+  void synchronize() {
+    hal_event_t event = get();
+    hal_result_t result;
+    {
+      InUse use({this});
+      nb::gil_scoped_release unlocked;
+      result = hal_event_synchronize(event);
+    }
+    check(result);
+  }
+  bool query() {
+    hal_result_t result = hal_event_query(get());
+    if (result == HAL_NOT_READY) return false;
+    check(result);
+    return true;
+  }
+  float elapsed_ms(const Event& end) {
+    float ms = 0;
+    check(hal_event_elapsed_ms(get(), end.get(), &ms));
+    return ms;
+  }
+};
+
+// ---- buffers -----------------------------------------------------------------
+
+const char* kind_name(int kind) {
+  switch (kind) {
+    case HAL_MEMORY_DEVICE:
+      return "device";
+    case HAL_MEMORY_HOST:
+      return "host";
+    case HAL_MEMORY_SHARED:
+      return "shared";
+    default:
+      return "external";
+  }
+}
+constexpr int kExternal = -1;  // memory HAL did not allocate (wrapped from DLPack)
+
+size_t checked_product(const std::vector<size_t>& shape, size_t element) {
+  size_t total = element;
+  for (size_t extent : shape) {
+    if (extent && total > SIZE_MAX / extent) throw nb::value_error("the shape's size overflows");
+    total *= extent;
+  }
+  return total;
+}
+
+struct Buffer : Resource {
+  Device device;
+  void* ptr = nullptr;
+  size_t nbytes = 0;
+  int kind = HAL_MEMORY_DEVICE;
+  std::vector<size_t> shape;
+  const DType* dtype = nullptr;
+  bool owned = true;        // hal_mem_free on release
+  nb::object keepalive;     // the producer of wrapped memory
+  size_t live_exports = 0;  // DLPack views handed out and not yet deleted
+
+  Buffer(const Device& dev, std::vector<size_t> shape_, const DType& type, int kind_)
+      : device(dev), kind(kind_), shape(std::move(shape_)), dtype(&type) {
+    nbytes = checked_product(shape, type.size);
+    hal_device_t d = device.get();
+    if (nbytes) {
+      hal_result_t result;
+      {
+        InUse use({this});  // no shutdown while the allocation is in flight
+        nb::gil_scoped_release unlocked;
+        result = hal_mem_alloc(d, static_cast<hal_memory_kind_t>(kind), nbytes, 0, &ptr);
+      }
+      check(result);
+    }
+  }
+  Buffer(const Device& dev, void* data, std::vector<size_t> shape_, const DType& type, int kind_,
+         nb::object owner)
+      : device(dev),
+        ptr(data),
+        kind(kind_),
+        shape(std::move(shape_)),
+        dtype(&type),
+        owned(false),
+        keepalive(std::move(owner)) {
+    nbytes = checked_product(shape, type.size);
+  }
+  ~Buffer() override { release(); }
+  void release() noexcept override {
+    if (ptr && owned) {
+      void* p = ptr;
+      nb::gil_scoped_release unlocked;  // hal_mem_free waits for the device's streams
+      hal_mem_free(p);
+    } else if (ptr && g_runtime.initialized && device.generation == g_runtime.generation) {
+      // Wrapped memory: work enqueued on it must finish before the producer may free it.
+      hal_device_t d = device.handle;
+      nb::gil_scoped_release unlocked;
+      hal_device_synchronize(d);
+    }
+    ptr = nullptr;
+    keepalive = nb::object();
+  }
+  bool alive() const noexcept override { return ptr != nullptr || nbytes == 0; }
+  size_t exports() const noexcept override { return live_exports; }
+  void* get() const {
+    if (!ptr && nbytes) {
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE,
+                "the Buffer was freed (closed, or hal.shutdown ran); its memory is gone");
+    }
+    device.get();
+    return ptr;
+  }
+  bool host_visible() const {
+    return kind != HAL_MEMORY_DEVICE || device.has(HAL_DEVICE_CAP_UNIFIED_ADDRESSING);
+  }
+  size_t size() const { return dtype ? nbytes / dtype->size : 0; }
+};
+
+// A guard owned by each DLPack view: counts the view while it lives and keeps
+// the Buffer (and so its memory) alive.
+struct ExportGuard {
+  nb::object buffer;
+  explicit ExportGuard(nb::object b) : buffer(std::move(b)) {
+    ++nb::cast<Buffer&>(buffer).live_exports;
+  }
+  ~ExportGuard() { --nb::cast<Buffer&>(buffer).live_exports; }
+};
+
+// A host array (numpy, anything with __dlpack__ or the buffer protocol) seen
+// as C-contiguous bytes on the host.
+struct HostArray {
+  nb::ndarray<nb::ro> array;
+  const void* data;
+  size_t nbytes;
+  const DType* dtype;
+  std::vector<size_t> shape;
+};
+
+bool c_contiguous(const nb::ndarray<nb::ro>& a) {
+  int64_t expected = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+HostArray import_array(nb::handle obj, const char* what) {
+  if (PyCapsule_CheckExact(obj.ptr())) {
+    const char* name = PyCapsule_GetName(obj.ptr());
+    if (!name ||
+        (std::strcmp(name, "dltensor") != 0 && std::strcmp(name, "dltensor_versioned") != 0))
+      throw nb::value_error((std::string(what) +
+                             ": the DLPack capsule was already consumed (its name is '" +
+                             (name ? name : "") + "'); a capsule can be imported once")
+                                .c_str());
+  }
+  nb::ndarray<nb::ro> array;
+  if (!nb::try_cast(obj, array, /*convert=*/false)) {
+    throw nb::type_error((std::string(what) +
+                          ": expected a hal.Buffer, a numpy array or an object with __dlpack__, "
+                          "got " +
+                          nb::cast<std::string>(nb::str(obj.type())))
+                             .c_str());
+  }
+  if (array.device_type() != nb::device::cpu::value) {
+    raise_hal(HAL_ERROR_UNSUPPORTED, std::string(what) + ": DLPack device type " +
+                                         std::to_string(array.device_type()) +
+                                         " is not host memory; only kDLCPU arrays are accepted");
+  }
+  if (!c_contiguous(array)) {
+    throw nb::value_error(
+        (std::string(what) + ": the array is not C-contiguous; pass numpy.ascontiguousarray(x)")
+            .c_str());
+  }
+  HostArray out{array, array.data(), 0, &dtype_of_dl(array.dtype()), {}};
+  for (size_t i = 0; i < array.ndim(); ++i) out.shape.push_back(array.shape(i));
+  out.nbytes = checked_product(out.shape, out.dtype->size);
+  return out;
+}
+
+// Enqueues a copy and, for a synchronous call (no stream given), waits: the
+// device first (work on other streams that wrote the source), then the copy.
+void copy_bytes(void* dst, const void* src, size_t n, Stream* stream, const Device& device,
+                nb::object keepalive, std::vector<Resource*> buffers) {
+  if (!stream) device.synchronize();
+  Stream& s = stream_or_default(stream, device);
+  hal_stream_t h = s.get();
+  hal_result_t result;
+  {
+    buffers.push_back(&s);
+    InUse use(std::move(buffers));
+    nb::gil_scoped_release unlocked;
+    result = hal_memcpy_async(dst, src, n, h);
+  }
+  check(result);
+  if (stream) {
+    s.pending.push_back(std::move(keepalive));
+  } else {
+    s.synchronize();
+  }
+}
+
+nb::object buffer_to_numpy(Buffer& self, Stream* stream) {
+  if (self.dtype->hal == HAL_DTYPE_BF16)
+    throw nb::type_error("numpy has no bfloat16: use hal.Buffer.__dlpack__ with a framework");
+  nb::object np = nb::module_::import_("numpy");
+  nb::object shape = nb::tuple(nb::cast(self.shape));
+  nb::object out = np.attr("empty")(shape, self.dtype->name.c_str());
+  if (self.nbytes) {
+    void* dst = reinterpret_cast<void*>(nb::cast<uintptr_t>(out.attr("ctypes").attr("data")));
+    copy_bytes(dst, self.get(), self.nbytes, stream, self.device, out, {&self});
+  }
+  return out;
+}
+
+void buffer_copy_from(Buffer& self, nb::handle src, Stream* stream) {
+  void* dst = self.get();
+  if (nb::isinstance<Buffer>(src)) {
+    Buffer& other = nb::cast<Buffer&>(src);
+    if (other.nbytes != self.nbytes)
+      throw nb::value_error(("copy_from: the source has " + std::to_string(other.nbytes) +
+                             " bytes, this buffer " + std::to_string(self.nbytes))
+                                .c_str());
+    if (self.nbytes)
+      copy_bytes(dst, other.get(), self.nbytes, stream, self.device, nb::borrow(src),
+                 {&self, &other});
+    return;
+  }
+  HostArray host = import_array(src, "copy_from");
+  if (host.nbytes != self.nbytes)
+    throw nb::value_error(("copy_from: the array has " + std::to_string(host.nbytes) +
+                           " bytes, this buffer " + std::to_string(self.nbytes))
+                              .c_str());
+  if (host.dtype != self.dtype)
+    throw nb::type_error(("copy_from: the array's dtype is " + host.dtype->name +
+                          ", this buffer's " + self.dtype->name)
+                             .c_str());
+  if (self.nbytes)
+    copy_bytes(dst, host.data, self.nbytes, stream, self.device, nb::borrow(src), {&self});
+}
+
+nb::object buffer_dlpack(nb::handle self_handle, nb::object stream, nb::object max_version,
+                         nb::object dl_device, nb::object copy) {
+  Buffer& self = nb::cast<Buffer&>(self_handle);
+  void* data = self.get();
+  if (!self.host_visible()) {
+    raise_hal(HAL_ERROR_UNSUPPORTED,
+              std::string("__dlpack__: this ") + kind_name(self.kind) +
+                  " buffer is not host-visible (the device lacks unified addressing); copy it "
+                  "with to_numpy() or allocate kind='host'");
+  }
+  if (!stream.is_none() && !nb::isinstance<Stream>(stream) && !nb::isinstance<nb::int_>(stream))
+    throw nb::type_error("__dlpack__: stream must be None, an int or a hal.Stream");
+  if (!copy.is_none() && nb::cast<bool>(copy))
+    throw nb::value_error("__dlpack__: copy=True is not supported (use to_numpy())");
+  // HAL buffers are exported as kDLCPU memory: the consumer reads them on the
+  // host at once, so all work on the buffer's device must be complete.
+  self.device.synchronize();
+  nb::object guard =
+      nb::cast(new ExportGuard(nb::borrow(self_handle)), nb::rv_policy::take_ownership);
+  std::vector<size_t> shape = self.shape;
+  // nanobind's array_api object speaks both DLPack versions (numpy >= 2 asks for a
+  // versioned capsule: a legacy one would come back read-only).
+  nb::ndarray<nb::array_api> view(data, shape.size(), shape.data(), guard, nullptr, self.dtype->dl,
+                                  nb::device::cpu::value, 0);
+  nb::object exported = nb::cast(view, nb::rv_policy::reference);
+  if (PyCapsule_CheckExact(exported.ptr())) return exported;
+  nb::kwargs kwargs;
+  if (!max_version.is_none()) kwargs["max_version"] = max_version;
+  if (!dl_device.is_none()) kwargs["dl_device"] = dl_device;
+  if (!copy.is_none()) kwargs["copy"] = copy;
+  return exported.attr("__dlpack__")(**kwargs);
+}
+
+// Wraps |obj| (DLPack producer, numpy array, capsule) as a Buffer without a
+// copy when the memory is a HAL allocation, or host memory a CPU device with
+// unified addressing reaches; otherwise copies (copy=None) or refuses (copy=False).
+nb::object from_dlpack(nb::handle obj, std::optional<Device> device, std::optional<bool> copy) {
+  ensure_runtime();
+  if (nb::isinstance<Buffer>(obj)) return nb::borrow(obj);
+  HostArray host = import_array(obj, "hal.from_dlpack");
+  hal_memory_info_t info{};
+  info.struct_size = sizeof info;
+  const bool in_hal = host.nbytes && hal_mem_get_info(host.data, &info) == HAL_SUCCESS;
+  if (in_hal) {
+    Device owner = device_of(info.device);
+    if (device && !(*device == owner))
+      raise_hal(HAL_ERROR_DEVICE_MISMATCH,
+                "hal.from_dlpack: the array lives in an allocation of device " +
+                    std::to_string(owner.index) + ", not of device " +
+                    std::to_string(device->index));
+    if (copy && *copy)
+      device = owner;
+    else
+      return nb::cast(new Buffer(owner, const_cast<void*>(host.data), host.shape, *host.dtype,
+                                 info.kind, nb::borrow(obj)),
+                      nb::rv_policy::take_ownership);
+  }
+  Device target = device ? *device : device_at(0);
+  const hal_device_properties_t props = target.raw();
+  const bool reaches_host =
+      props.type == HAL_DEVICE_TYPE_CPU && (props.capabilities & HAL_DEVICE_CAP_UNIFIED_ADDRESSING);
+  if (!(copy && *copy) && reaches_host && !in_hal) {
+    return nb::cast(new Buffer(target, const_cast<void*>(host.data), host.shape, *host.dtype,
+                               kExternal, nb::borrow(obj)),
+                    nb::rv_policy::take_ownership);
+  }
+  if (copy && !*copy)
+    raise_hal(HAL_ERROR_UNSUPPORTED,
+              "hal.from_dlpack(copy=False): device " + std::to_string(target.index) +
+                  " cannot use this host memory in place (only a CPU device with unified "
+                  "addressing can); pass copy=None to copy it");
+  auto* buffer = new Buffer(target, host.shape, *host.dtype, HAL_MEMORY_DEVICE);
+  nb::object result = nb::cast(buffer, nb::rv_policy::take_ownership);
+  if (host.nbytes)
+    copy_bytes(buffer->ptr, host.data, host.nbytes, nullptr, target, nb::object(), {buffer});
+  return result;
+}
+
+// ---- modules and kernels -----------------------------------------------------
+
+struct Module : Resource {
+  Device device;
+  hal_module_t handle = nullptr;
+  Module(const Device& dev, hal_module_format_t format, const std::string* source,
+         const std::string* path)
+      : device(dev) {
+    hal_module_desc_t desc{};
+    desc.struct_size = sizeof desc;
+    desc.format = format;
+    if (source) {
+      desc.data = source->data();
+      desc.size = source->size();
+    }
+    if (path) desc.path = path->c_str();
+    hal_device_t d = device.get();
+    hal_result_t result;
+    {
+      InUse use({this});
+      nb::gil_scoped_release unlocked;  // a dialect module compiles here
+      result = hal_module_load(d, &desc, &handle);
+    }
+    check(result);
+  }
+  ~Module() override { release(); }
+  void release() noexcept override {
+    if (!handle) return;
+    hal_module_t module = handle;
+    handle = nullptr;
+    nb::gil_scoped_release unlocked;
+    hal_module_unload(module);
+  }
+  bool alive() const noexcept override { return handle != nullptr; }
+  hal_module_t get() const {
+    if (!handle)
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE, "the Module was unloaded (or hal.shutdown ran)");
+    device.get();
+    return handle;
+  }
+};
+
+struct Kernel {
+  nb::object module;  // keeps the Module (and so this handle) alive
+  hal_kernel_t handle = nullptr;
+  std::string name;
+  std::vector<hal_arg_type_t> arg_types;
+  uint32_t max_threads_per_block = 0;
+
+  Module& owner() const { return nb::cast<Module&>(module); }
+  hal_kernel_t get() const {
+    owner().get();
+    return handle;
+  }
+};
+
+Kernel get_kernel(nb::handle module_handle, const std::string& name) {
+  Module& module = nb::cast<Module&>(module_handle);
+  hal_kernel_desc_t desc{};
+  desc.struct_size = sizeof desc;
+  desc.name = name.c_str();
+  Kernel kernel;
+  check(hal_kernel_get(module.get(), &desc, &kernel.handle));
+  hal_kernel_info_t info{};
+  info.struct_size = sizeof info;
+  check(hal_kernel_get_info(kernel.handle, &info));
+  kernel.module = nb::borrow(module_handle);
+  kernel.name = name;
+  kernel.arg_types.assign(info.arg_types, info.arg_types + info.arg_count);
+  kernel.max_threads_per_block = info.max_threads_per_block;
+  return kernel;
+}
+
+std::string signature(const Kernel& kernel) {
+  std::string out = kernel.name + "(";
+  for (size_t i = 0; i < kernel.arg_types.size(); ++i)
+    out += std::string(i ? ", " : "") + hal::util::arg_type_name(kernel.arg_types[i]);
+  return out + ")";
+}
+
+std::array<uint32_t, 3> dims(nb::handle value, const char* what) {
+  std::array<uint32_t, 3> out{1, 1, 1};
+  auto one = [&](nb::handle v) -> uint32_t {
+    if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
+      throw nb::type_error(
+          (std::string(what) + " must be an int or a tuple of 1 to 3 ints").c_str());
+    nb::object index = nb::steal(PyNumber_Index(v.ptr()));
+    if (!index.is_valid()) throw nb::python_error();
+    long long x = nb::cast<long long>(index);
+    if (x < 0 || x > UINT32_MAX)
+      throw nb::value_error((std::string(what) + " entries must be in [0, 2**32)").c_str());
+    return static_cast<uint32_t>(x);
+  };
+  if (nb::isinstance<nb::tuple>(value) || nb::isinstance<nb::list>(value)) {
+    nb::sequence seq = nb::borrow<nb::sequence>(value);
+    size_t n = nb::len(seq);
+    if (n < 1 || n > 3)
+      throw nb::value_error((std::string(what) + " must have 1 to 3 entries").c_str());
+    for (size_t i = 0; i < n; ++i) out[i] = one(seq[i]);
+  } else {
+    out[0] = one(value);
+  }
+  return out;
+}
+
+// One kernel argument's bytes, converted by the signature's type.
+union ArgValue {
+  void* pointer;
+  int32_t i32;
+  uint32_t u32;
+  int64_t i64;
+  uint64_t u64;
+  float f32;
+  double f64;
+};
+
+size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& out,
+                   std::vector<Resource*>& used) {
+  const hal_arg_type_t type = kernel.arg_types[i];
+  auto where = [&] {
+    return "argument " + std::to_string(i) + " of " + signature(kernel) + " (" +
+           hal::util::arg_type_name(type) + ")";
+  };
+  if (type == HAL_ARG_POINTER) {
+    if (!nb::isinstance<Buffer>(value))
+      throw nb::type_error(
+          (where() + " must be a hal.Buffer, got " + nb::cast<std::string>(nb::str(value.type())))
+              .c_str());
+    Buffer& buffer = nb::cast<Buffer&>(value);
+    void* p = buffer.get();
+    if (!(buffer.device == kernel.owner().device))
+      raise_hal(HAL_ERROR_DEVICE_MISMATCH, where() + " is a buffer of device " +
+                                               std::to_string(buffer.device.index) +
+                                               ", the kernel is loaded on device " +
+                                               std::to_string(kernel.owner().device.index));
+    out.pointer = p;
+    used.push_back(&buffer);
+    return sizeof(void*);
+  }
+  const bool is_float = type == HAL_ARG_F32 || type == HAL_ARG_F64;
+  if (nb::isinstance<Buffer>(value) || PyBool_Check(value.ptr()) ||
+      (!is_float && !PyIndex_Check(value.ptr())) ||
+      (is_float && !PyIndex_Check(value.ptr()) && !PyFloat_Check(value.ptr()) &&
+       !nb::hasattr(value, "__float__")))
+    throw nb::type_error((where() + " must be " + (is_float ? "a float" : "an int") + ", got " +
+                          nb::cast<std::string>(nb::str(value.type())))
+                             .c_str());
+  if (is_float) {
+    double v = PyFloat_AsDouble(value.ptr());
+    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    if (type == HAL_ARG_F32) {
+      out.f32 = static_cast<float>(v);
+      return 4;
+    }
+    out.f64 = v;
+    return 8;
+  }
+  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  unsigned long long u = 0;
+  bool fits = !overflow;
+  switch (type) {
+    case HAL_ARG_I32:
+      fits = fits && v >= INT32_MIN && v <= INT32_MAX;
+      out.i32 = static_cast<int32_t>(v);
+      break;
+    case HAL_ARG_U32:
+      fits = fits && v >= 0 && v <= UINT32_MAX;
+      out.u32 = static_cast<uint32_t>(v);
+      break;
+    case HAL_ARG_I64:
+      out.i64 = v;
+      break;
+    case HAL_ARG_U64:
+      u = PyLong_AsUnsignedLongLong(index.ptr());
+      fits = !(u == static_cast<unsigned long long>(-1) && PyErr_Occurred());
+      PyErr_Clear();
+      out.u64 = u;
+      break;
+    default:
+      raise_hal(HAL_ERROR_INTERNAL, where() + ": unknown argument type");
+  }
+  if (!fits)
+    throw nb::value_error(
+        (where() + ": " + nb::cast<std::string>(nb::repr(value)) + " is out of range").c_str());
+  return (type == HAL_ARG_I32 || type == HAL_ARG_U32) ? 4 : 8;
+}
+
+void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::args args, Stream* stream,
+            uint32_t shared_memory_bytes) {
+  hal_kernel_t handle = kernel.get();
+  if (args.size() != kernel.arg_types.size())
+    throw nb::type_error((signature(kernel) + " takes " + std::to_string(kernel.arg_types.size()) +
+                          " arguments, got " + std::to_string(args.size()))
+                             .c_str());
+  std::vector<ArgValue> values(args.size());
+  std::vector<hal_kernel_arg_t> raw(args.size());
+  std::vector<Resource*> used{&kernel.owner()};
+  for (size_t i = 0; i < args.size(); ++i) {
+    raw[i].size = convert_arg(kernel, i, args[i], values[i], used);
+    raw[i].value = &values[i];
+  }
+  hal_launch_config_t config{};
+  config.struct_size = sizeof config;
+  auto g = dims(grid, "grid"), b = dims(block, "block");
+  std::copy(g.begin(), g.end(), config.grid);
+  std::copy(b.begin(), b.end(), config.block);
+  config.shared_memory_bytes = shared_memory_bytes;
+  Stream& s = stream_or_default(stream, kernel.owner().device);
+  hal_stream_t h = s.get();
+  hal_result_t result;
+  {
+    used.push_back(&s);
+    InUse use(std::move(used));
+    nb::gil_scoped_release unlocked;
+    result = hal_launch_kernel(handle, &config, static_cast<uint32_t>(raw.size()), raw.data(), h);
+  }
+  check(result);
+}
+
+// ---- collectives -------------------------------------------------------------
+
+struct Communicator : Resource {
+  Device device;
+  hal_comm_t handle = nullptr;
+  Communicator(const Device& dev, hal_comm_t h) : device(dev), handle(h) {}
+  ~Communicator() override { release(); }
+  void release() noexcept override {
+    if (!handle) return;
+    hal_comm_t comm = handle;
+    handle = nullptr;
+    nb::gil_scoped_release unlocked;
+    hal_comm_destroy(comm);
+  }
+  bool alive() const noexcept override { return handle != nullptr; }
+  hal_comm_t get() const {
+    if (!handle)
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE, "the Communicator was closed (or hal.shutdown ran)");
+    device.get();
+    return handle;
+  }
+  uint32_t size() const {
+    uint32_t n = 0;
+    check(hal_comm_count(get(), &n));
+    return n;
+  }
+  uint32_t rank() const {
+    uint32_t r = 0;
+    check(hal_comm_rank(get(), &r));
+    return r;
+  }
+};
+
+hal_comm_config_t comm_config(uint32_t timeout_ms) {
+  hal_comm_config_t config = HAL_COMM_CONFIG_INIT;
+  config.timeout_ms = timeout_ms;
+  return config;
+}
+
+nb::bytes comm_unique_id() {
+  ensure_runtime();
+  hal_comm_unique_id_t id{};
+  hal_result_t result;
+  {
+    nb::gil_scoped_release unlocked;
+    result = hal_comm_get_unique_id(&id);
+  }
+  check(result);
+  return nb::bytes(reinterpret_cast<const char*>(id.bytes), sizeof id.bytes);
+}
+
+Communicator* comm_init_rank(const Device& device, uint32_t nranks, nb::bytes unique_id,
+                             uint32_t rank, uint32_t timeout_ms) {
+  if (unique_id.size() != HAL_COMM_UNIQUE_ID_BYTES)
+    throw nb::value_error(("unique_id must be the " + std::to_string(HAL_COMM_UNIQUE_ID_BYTES) +
+                           " bytes of hal.comm_unique_id(), got " +
+                           std::to_string(unique_id.size()))
+                              .c_str());
+  hal_comm_unique_id_t id{};
+  std::memcpy(id.bytes, unique_id.c_str(), sizeof id.bytes);
+  hal_comm_config_t config = comm_config(timeout_ms);
+  hal_device_t d = device.get();
+  hal_comm_t comm = nullptr;
+  hal_result_t result;
+  {
+    nb::gil_scoped_release unlocked;  // waits for every rank to join
+    result = hal_comm_init_rank(d, nranks, &id, rank, &config, &comm);
+  }
+  check(result);
+  return new Communicator(device, comm);
+}
+
+std::vector<nb::object> comm_init_all(const std::vector<Device>& devices, uint32_t timeout_ms) {
+  std::vector<hal_device_t> handles;
+  for (const Device& d : devices) handles.push_back(d.get());
+  std::vector<hal_comm_t> comms(devices.size());
+  hal_comm_config_t config = comm_config(timeout_ms);
+  hal_result_t result;
+  {
+    nb::gil_scoped_release unlocked;
+    result = hal_comm_init_all(static_cast<uint32_t>(handles.size()), handles.data(), &config,
+                               comms.data());
+  }
+  check(result);
+  std::vector<nb::object> out;
+  for (size_t i = 0; i < comms.size(); ++i)
+    out.push_back(nb::cast(new Communicator(devices[i], comms[i]), nb::rv_policy::take_ownership));
+  return out;
+}
+
+hal_reduce_op_t reduce_op(const std::string& op) {
+  return static_cast<hal_reduce_op_t>(value_of(hal::util::reduce_op_table(), op, "reduce op"));
+}
+
+void same_dtype(const Buffer& a, const Buffer& b, const char* what) {
+  if (a.dtype != b.dtype)
+    throw nb::type_error(
+        (std::string(what) + ": send is " + a.dtype->name + ", recv is " + b.dtype->name).c_str());
+}
+
+void need_size(size_t have, size_t want, const char* what, const char* which) {
+  if (have != want)
+    throw nb::value_error((std::string(what) + ": " + which + " has " + std::to_string(have) +
+                           " elements, expected " + std::to_string(want))
+                              .c_str());
+}
+
+template <typename Call>
+void collective(Communicator& comm, Stream* stream, std::vector<Resource*> buffers, Call&& call) {
+  hal_comm_t c = comm.get();
+  Stream& st = stream_or_default(stream, comm.device);
+  hal_stream_t s = st.get();
+  hal_result_t result;
+  {
+    buffers.push_back(&comm);
+    buffers.push_back(&st);
+    InUse use(std::move(buffers));
+    nb::gil_scoped_release unlocked;
+    result = call(c, s);
+  }
+  check(result);
+}
+
+}  // namespace
+
+// ---- the module --------------------------------------------------------------
+
+NB_MODULE(_hal, m) {
+  m.doc() = "HAL's C ABI for Python (the extension behind the hal package)";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const HalError& e) {
+      nb::object errors = nb::module_::import_("hal._errors");
+      nb::object error = errors.attr("_make")(static_cast<int>(e.code), e.message, e.function,
+                                              e.plugin, e.native_code);
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+    }
+  });
+
+  m.def("init", &init_runtime, "plugins"_a = nb::none(), "plugin_path"_a = nb::none(),
+        "Loads HAL's plugins (once; later calls do nothing until shutdown). Other calls "
+        "initialise HAL on first use with the environment's settings.");
+  m.def(
+      "shutdown", [] { return shutdown_runtime(false); },
+      "Releases every live HAL object (newest first) and shuts HAL down. Raises "
+      "InvalidStateError while DLPack views of HAL buffers are alive. Returns False when HAL "
+      "was not initialised.");
+  m.def("_shutdown_at_exit", [] { return shutdown_runtime(true); });
+  m.def("is_initialized", [] { return g_runtime.initialized; });
+  m.def(
+      "version",
+      [] {
+        uint32_t v = hal_get_version();
+        return std::make_tuple(HAL_VERSION_MAJOR(v), HAL_VERSION_MINOR(v), HAL_VERSION_PATCH(v));
+      },
+      "The (major, minor, patch) of the loaded libhal.");
+  m.def(
+      "result_names",
+      [] {
+        std::vector<std::pair<uint32_t, std::string>> names;
+        for (const auto& e : hal::util::result_table()) names.emplace_back(e.value, e.enumerator);
+        return names;
+      },
+      "Every result code with its enumerator name, from HAL's name table.");
+  m.def("_raise", [](int code, const std::string& message) {
+    raise_hal(static_cast<hal_result_t>(code), message);
+  });
+
+  nb::class_<DeviceProperties>(m, "DeviceProperties")
+      .def_ro("name", &DeviceProperties::name)
+      .def_ro("vendor", &DeviceProperties::vendor)
+      .def_ro("plugin", &DeviceProperties::plugin)
+      .def_ro("driver_version", &DeviceProperties::driver_version)
+      .def_ro("type", &DeviceProperties::type)
+      .def_ro("uuid", &DeviceProperties::uuid)
+      .def_ro("index", &DeviceProperties::index)
+      .def_ro("plugin_device_index", &DeviceProperties::plugin_device_index)
+      .def_ro("compute_units", &DeviceProperties::compute_units)
+      .def_ro("total_memory_bytes", &DeviceProperties::total_memory_bytes)
+      .def_ro("max_allocation_bytes", &DeviceProperties::max_allocation_bytes)
+      .def_ro("min_alignment_bytes", &DeviceProperties::min_alignment_bytes)
+      .def_ro("max_threads_per_block", &DeviceProperties::max_threads_per_block)
+      .def_ro("max_block_dims", &DeviceProperties::max_block_dims)
+      .def_ro("max_grid_dims", &DeviceProperties::max_grid_dims)
+      .def_ro("max_shared_memory_bytes", &DeviceProperties::max_shared_memory_bytes)
+      .def_ro("subgroup_size", &DeviceProperties::subgroup_size)
+      .def_ro("capabilities", &DeviceProperties::capabilities,
+              "Short names of the declared capabilities (HAL_DEVICE_CAP_*), e.g. 'kernels'.")
+      .def_ro("module_formats", &DeviceProperties::module_formats,
+              "Short names of the loadable module formats, e.g. 'hal_dialect'.")
+      .def_ro("peak_fp32_flops", &DeviceProperties::peak_fp32_flops)
+      .def_ro("peak_memory_bandwidth", &DeviceProperties::peak_memory_bandwidth);
+
+  nb::class_<Device>(m, "Device")
+      .def_ro("index", &Device::index)
+      .def_prop_ro("properties", &properties_of)
+      .def(
+          "has_capability",
+          [](const Device& d, const std::string& name) {
+            uint32_t bit = value_of(hal::util::capability_table(), name, "capability");
+            return d.has(bit);
+          },
+          "name"_a, "True when the device declares the capability (short name or enumerator).")
+      .def("synchronize", &Device::synchronize)
+      .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
+      .def("__hash__", [](const Device& d) { return std::hash<const void*>()(d.handle); })
+      .def("__repr__",
+           [](const Device& d) { return "<hal.Device " + std::to_string(d.index) + ">"; });
+
+  m.def("device_count", [] {
+    ensure_runtime();
+    uint32_t n = 0;
+    check(hal_device_count(&n));
+    return n;
+  });
+  m.def("device", &device_at, "index"_a);
+  m.def(
+      "devices",
+      [] {
+        ensure_runtime();
+        uint32_t n = 0;
+        check(hal_device_count(&n));
+        std::vector<Device> out;
+        for (uint32_t i = 0; i < n; ++i) out.push_back(device_at(i));
+        return out;
+      },
+      "Every device of every loaded plugin, in the loader's order.");
+
+  nb::class_<Stream>(m, "Stream")
+      .def(nb::init<const Device&>(), "device"_a)
+      .def_ro("device", &Stream::device)
+      .def("synchronize", &Stream::synchronize,
+           "Waits for the stream's work (GIL released); re-raises the first exception a host "
+           "function raised since the last synchronize.")
+      .def("query", &Stream::query, "True when all enqueued work has completed.")
+      .def(
+          "wait_event", [](Stream& s, Event& e) { check(hal_stream_wait_event(s.get(), e.get())); },
+          "event"_a)
+      .def("enqueue_host_fn", &Stream::enqueue_host_fn, "fn"_a,
+           "Runs fn() after the work enqueued so far, on a plugin thread holding the GIL.")
+      .def("close", [](Stream& s) { close_resource(s, "Stream"); })
+      .def_prop_ro(
+          "_in_use", [](const Stream& s) { return s.in_use; },
+          "Calls of other threads inside this stream now (for tests).")
+      .def_prop_ro("closed", [](const Stream& s) { return !s.alive(); });
+
+  nb::class_<Event>(m, "Event")
+      .def(nb::init<const Device&, bool>(), "device"_a, "timing"_a = false)
+      .def_ro("device", &Event::device)
+      .def(
+          "record", [](Event& e, Stream& s) { check(hal_event_record(e.get(), s.get())); },
+          "stream"_a)
+      .def("synchronize", &Event::synchronize)
+      .def("query", &Event::query)
+      .def("elapsed_ms", &Event::elapsed_ms, "end"_a,
+           "Milliseconds from this event to |end| (both timing events, both complete).")
+      .def("close", [](Event& e) { close_resource(e, "Event"); })
+      .def_prop_ro("closed", [](const Event& e) { return !e.alive(); });
+
+  nb::class_<Buffer>(m, "Buffer")
+      .def(
+          "__init__",
+          [](Buffer* self, const Device& device, nb::handle shape, nb::handle dtype,
+             const std::string& kind) {
+            std::vector<size_t> dims_;
+            if (PyIndex_Check(shape.ptr())) {
+              long long n = nb::cast<long long>(shape);
+              if (n < 0) throw nb::value_error("shape entries must be >= 0");
+              dims_.push_back(static_cast<size_t>(n));
+            } else {
+              for (nb::handle extent : nb::iter(shape)) {
+                long long n = nb::cast<long long>(extent);
+                if (n < 0) throw nb::value_error("shape entries must be >= 0");
+                dims_.push_back(static_cast<size_t>(n));
+              }
+            }
+            int k = static_cast<int>(value_of(hal::util::memory_kind_table(), kind, "memory kind"));
+            new (self) Buffer(device, std::move(dims_), dtype_of(dtype), k);
+          },
+          "device"_a, "shape"_a, "dtype"_a = "float32", "kind"_a = "device",
+          nb::sig("def __init__(self, device: Device, shape: int | Sequence[int], "
+                  "dtype: object = 'float32', kind: str = 'device') -> None"),
+          "Allocates shape x dtype of 'device', 'host' or 'shared' memory on the device.")
+      .def_ro("device", &Buffer::device)
+      .def_ro("nbytes", &Buffer::nbytes)
+      .def_prop_ro("shape", [](const Buffer& b) { return nb::tuple(nb::cast(b.shape)); })
+      .def_prop_ro("dtype", [](const Buffer& b) { return b.dtype->name; })
+      .def_prop_ro(
+          "kind", [](const Buffer& b) { return std::string(kind_name(b.kind)); },
+          "'device', 'host', 'shared', or 'external' (wrapped memory HAL did not "
+          "allocate).")
+      .def_prop_ro("size", &Buffer::size)
+      .def_prop_ro("ndim", [](const Buffer& b) { return b.shape.size(); })
+      .def_prop_ro("ptr", [](const Buffer& b) { return reinterpret_cast<uintptr_t>(b.get()); })
+      .def_prop_ro("closed", [](const Buffer& b) { return !b.alive(); })
+      .def("copy_from", &buffer_copy_from, "src"_a, "stream"_a = nb::none(),
+           "Copies a Buffer or a C-contiguous host array of the same size and dtype into this "
+           "buffer; synchronous without a stream, else asynchronous on it.")
+      .def("to_numpy", &buffer_to_numpy, "stream"_a = nb::none(),
+           "A new numpy array with a copy of the contents.")
+      .def(
+          "fill",
+          [](Buffer& b, uint8_t value, Stream* stream) {
+            void* p = b.get();
+            if (!stream) b.device.synchronize();
+            Stream& s = stream_or_default(stream, b.device);
+            hal_stream_t h = s.get();
+            hal_result_t result;
+            {
+              InUse use({&b, &s});
+              nb::gil_scoped_release unlocked;
+              result = hal_memset_async(p, value, b.nbytes, h);
+            }
+            check(result);
+            if (!stream) s.synchronize();
+          },
+          "byte"_a, "stream"_a = nb::none(), "Sets every byte to |byte|.")
+      .def(
+          "close", [](Buffer& b) { close_resource(b, "Buffer"); },
+          "Frees the memory now (waits for the device's work).")
+      .def("__dlpack__", &buffer_dlpack, nb::kw_only(), "stream"_a = nb::none(),
+           "max_version"_a = nb::none(), "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+           "A DLPack capsule over this buffer (kDLCPU); the device is synchronised first.")
+      .def("__dlpack_device__",
+           [](Buffer& b) {
+             b.get();
+             if (!b.host_visible())
+               raise_hal(HAL_ERROR_UNSUPPORTED,
+                         "__dlpack_device__: the buffer is not host-visible");
+             return std::make_tuple(1, 0);  // kDLCPU, device 0
+           })
+      .def("__len__", [](const Buffer& b) { return b.shape.empty() ? size_t(1) : b.shape[0]; })
+      .def("__repr__", [](const Buffer& b) {
+        std::string shape;
+        for (size_t d : b.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        return "<hal.Buffer (" + shape + ") " + b.dtype->name + " " + kind_name(b.kind) +
+               " on device " + std::to_string(b.device.index) + (b.alive() ? "" : " (freed)") + ">";
+      });
+
+  nb::class_<ExportGuard>(m, "_ExportGuard");
+
+  m.def("from_dlpack", &from_dlpack, "array"_a, "device"_a = nb::none(), "copy"_a = nb::none(),
+        nb::sig("def from_dlpack(array: object, device: Device | None = None, "
+                "copy: bool | None = None) -> Buffer"),
+        "Wraps a DLPack producer (numpy, JAX, torch, a capsule) as a Buffer: without a copy when "
+        "the memory is a HAL allocation or host memory a CPU device with unified addressing "
+        "uses; otherwise a copy into device memory (copy=None) or UnsupportedError (copy=False).");
+
+  nb::class_<Module>(m, "Module")
+      .def(
+          "__init__",
+          [](Module* self, const Device& device, std::optional<std::string> source,
+             std::optional<std::string> path, const std::string& format) {
+            if (source.has_value() == path.has_value())
+              throw nb::value_error("Module: pass exactly one of source= and path=");
+            auto f = static_cast<hal_module_format_t>(
+                value_of(hal::util::module_format_table(), format, "module format"));
+            new (self) Module(device, f, source ? &*source : nullptr, path ? &*path : nullptr);
+          },
+          "device"_a, "source"_a = nb::none(), "path"_a = nb::none(), "format"_a = "hal_dialect",
+          "Loads a module: dialect source (format='hal_dialect'), or a file such as a CPU shared "
+          "object (path=..., format='cpu_shared_object').")
+      .def_ro("device", &Module::device)
+      .def("kernel", &get_kernel, "name"_a,
+           "The kernel |name|, its signature taken from the module.")
+      .def("close", [](Module& mod) { close_resource(mod, "Module"); })
+      .def_prop_ro("closed", [](const Module& mod) { return !mod.alive(); });
+
+  nb::class_<Kernel>(m, "Kernel")
+      .def_ro("name", &Kernel::name)
+      .def_ro("max_threads_per_block", &Kernel::max_threads_per_block)
+      .def_prop_ro(
+          "arg_types",
+          [](const Kernel& k) {
+            std::vector<std::string> names;
+            for (auto t : k.arg_types) names.emplace_back(hal::util::arg_type_name(t));
+            return names;
+          },
+          "The signature: 'pointer', 'i32', 'u32', 'i64', 'u64', 'f32', 'f64'.")
+      .def_prop_ro("module", [](const Kernel& k) { return k.module; })
+      .def("launch", &launch, "grid"_a, "block"_a, "args"_a, nb::kw_only(), "stream"_a = nb::none(),
+           "shared_memory_bytes"_a = 0,
+           nb::sig("def launch(self, grid: int | Sequence[int], block: int | Sequence[int], "
+                   "*args: Buffer | int | float, stream: Stream | None = None, "
+                   "shared_memory_bytes: int = 0) -> None"),
+           "Enqueues the kernel (asynchronously) over grid x block; each argument converts by the "
+           "signature: a Buffer of the kernel's device for 'pointer', an int or numpy integer for "
+           "integer types, a float for 'f32'/'f64'.")
+      .def("__repr__", [](const Kernel& k) { return "<hal.Kernel " + signature(k) + ">"; });
+
+  nb::class_<Communicator>(m, "Communicator")
+      .def_static("init_all", &comm_init_all, "devices"_a, "timeout_ms"_a = 0,
+                  nb::sig("def init_all(devices: Sequence[Device], timeout_ms: int = 0) -> "
+                          "list[Communicator]"),
+                  "One communicator per device, all in this process (rank i on devices[i]).")
+      .def_static("init_rank", &comm_init_rank, "device"_a, "nranks"_a, "unique_id"_a, "rank"_a,
+                  "timeout_ms"_a = 0, nb::rv_policy::take_ownership,
+                  "Joins rank |rank| of |nranks| through the unique id (bytes from "
+                  "hal.comm_unique_id() in one process, passed to the others by any means).")
+      .def_ro("device", &Communicator::device)
+      .def_prop_ro("size", &Communicator::size)
+      .def_prop_ro("rank", &Communicator::rank)
+      .def(
+          "check_async_error",
+          [](Communicator& c) {
+            hal_result_t error = HAL_SUCCESS;
+            check(hal_comm_get_async_error(c.get(), &error));
+            if (error != HAL_SUCCESS)
+              raise_hal(error, "the communicator failed asynchronously",
+                        "hal_comm_get_async_error");
+          },
+          "Raises the error an earlier collective hit asynchronously, if any.")
+      .def("abort", [](Communicator& c) { check(hal_comm_abort(c.get())); })
+      .def("close", [](Communicator& c) { close_resource(c, "Communicator"); })
+      .def(
+          "allreduce",
+          [](Communicator& c, Buffer& send, Buffer& recv, const std::string& op, Stream* stream) {
+            same_dtype(send, recv, "allreduce");
+            need_size(recv.size(), send.size(), "allreduce", "recv");
+            const void* sp = send.get();
+            void* rp = recv.get();
+            auto o = reduce_op(op);
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
+              return hal_allreduce(sp, rp, send.size(), send.dtype->hal, o, h, s);
+            });
+          },
+          "send"_a, "recv"_a, "op"_a = "sum", "stream"_a = nb::none())
+      .def(
+          "broadcast",
+          [](Communicator& c, Buffer& send, Buffer& recv, uint32_t root, Stream* stream) {
+            same_dtype(send, recv, "broadcast");
+            need_size(recv.size(), send.size(), "broadcast", "recv");
+            const void* sp = send.get();
+            void* rp = recv.get();
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
+              return hal_broadcast(sp, rp, send.size(), send.dtype->hal, root, h, s);
+            });
+          },
+          "send"_a, "recv"_a, "root"_a = 0, "stream"_a = nb::none())
+      .def(
+          "reduce",
+          [](Communicator& c, Buffer& send, Buffer& recv, const std::string& op, uint32_t root,
+             Stream* stream) {
+            same_dtype(send, recv, "reduce");
+            need_size(recv.size(), send.size(), "reduce", "recv");
+            const void* sp = send.get();
+            void* rp = recv.get();
+            auto o = reduce_op(op);
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
+              return hal_reduce(sp, rp, send.size(), send.dtype->hal, o, root, h, s);
+            });
+          },
+          "send"_a, "recv"_a, "op"_a = "sum", "root"_a = 0, "stream"_a = nb::none())
+      .def(
+          "allgather",
+          [](Communicator& c, Buffer& send, Buffer& recv, Stream* stream) {
+            same_dtype(send, recv, "allgather");
+            need_size(recv.size(), send.size() * c.size(), "allgather", "recv");
+            const void* sp = send.get();
+            void* rp = recv.get();
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
+              return hal_allgather(sp, rp, send.size(), send.dtype->hal, h, s);
+            });
+          },
+          "send"_a, "recv"_a, "stream"_a = nb::none())
+      .def(
+          "reduce_scatter",
+          [](Communicator& c, Buffer& send, Buffer& recv, const std::string& op, Stream* stream) {
+            same_dtype(send, recv, "reduce_scatter");
+            need_size(send.size(), recv.size() * c.size(), "reduce_scatter", "send");
+            const void* sp = send.get();
+            void* rp = recv.get();
+            auto o = reduce_op(op);
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
+              return hal_reduce_scatter(sp, rp, recv.size(), recv.dtype->hal, o, h, s);
+            });
+          },
+          "send"_a, "recv"_a, "op"_a = "sum", "stream"_a = nb::none())
+      .def(
+          "alltoall",
+          [](Communicator& c, Buffer& send, Buffer& recv, Stream* stream) {
+            same_dtype(send, recv, "alltoall");
+            need_size(recv.size(), send.size(), "alltoall", "recv");
+            const uint32_t n = c.size();
+            if (send.size() % n)
+              throw nb::value_error(
+                  "alltoall: send's element count is not a multiple of the ranks");
+            const void* sp = send.get();
+            void* rp = recv.get();
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
+              return hal_alltoall(sp, rp, send.size() / n, send.dtype->hal, h, s);
+            });
+          },
+          "send"_a, "recv"_a, "stream"_a = nb::none())
+      .def(
+          "send",
+          [](Communicator& c, Buffer& buf, uint32_t peer, Stream* stream) {
+            const void* p = buf.get();
+            collective(c, stream, {&buf}, [&](hal_comm_t h, hal_stream_t s) {
+              return hal_send(p, buf.size(), buf.dtype->hal, peer, h, s);
+            });
+          },
+          "buffer"_a, "peer"_a, "stream"_a = nb::none())
+      .def(
+          "recv",
+          [](Communicator& c, Buffer& buf, uint32_t peer, Stream* stream) {
+            void* p = buf.get();
+            collective(c, stream, {&buf}, [&](hal_comm_t h, hal_stream_t s) {
+              return hal_recv(p, buf.size(), buf.dtype->hal, peer, h, s);
+            });
+          },
+          "buffer"_a, "peer"_a, "stream"_a = nb::none());
+
+  m.def("comm_unique_id", &comm_unique_id,
+        "A new unique id (bytes) for Communicator.init_rank; this process serves its store.");
+  m.def("group_start", [] { check(hal_group_start()); });
+  m.def("group_end", [] {
+    hal_result_t result;
+    {
+      nb::gil_scoped_release unlocked;
+      result = hal_group_end();
+    }
+    check(result);
+  });
+}

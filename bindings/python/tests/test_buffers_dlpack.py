@@ -1,0 +1,165 @@
+import numpy as np
+import pytest
+
+import hal
+
+DTYPES = ["float32", "float64", "float16", "int32", "int64", "int8", "uint8"]
+
+
+@pytest.mark.parametrize("kind", ["device", "host", "shared"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_round_trip_every_kind_and_dtype(dev, rng, kind, dtype):
+    if kind != "device" and not dev.has_capability(kind + "_memory"):
+        pytest.skip(f"device lacks {kind} memory")
+    x = (rng.standard_normal((7, 13)) * 50).astype(dtype)
+    buf = hal.empty(x.shape, x.dtype, dev, kind)
+    assert (buf.shape, buf.dtype, buf.kind, buf.nbytes) == (x.shape, dtype, kind, x.nbytes)
+    buf.copy_from(x)
+    np.testing.assert_array_equal(buf.to_numpy(), x)
+
+
+def test_numpy_view_shares_memory(dev, rng):
+    buf = hal.to_device(rng.standard_normal(1000).astype(np.float32), dev)
+    view = np.from_dlpack(buf)
+    assert view.ctypes.data == buf.ptr
+    assert view.shape == (1000,) and view.dtype == np.float32
+    view[:] = 3.0  # writes through to the HAL allocation
+    np.testing.assert_array_equal(buf.to_numpy(), np.full(1000, 3.0, np.float32))
+    assert buf.__dlpack_device__() == (1, 0)
+    del view
+
+
+def test_from_dlpack_numpy_wraps_without_copy(dev, rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    buf = hal.from_dlpack(x, dev)
+    assert buf.ptr == x.ctypes.data and buf.kind == "external"
+    assert buf.shape == (4, 5) and buf.dtype == "float32"
+    copied = hal.from_dlpack(x, dev, copy=True)
+    assert copied.ptr != x.ctypes.data and copied.kind == "device"
+    np.testing.assert_array_equal(copied.to_numpy(), x)
+
+
+def test_from_dlpack_of_a_hal_view_is_the_allocation(dev, rng):
+    buf = hal.to_device(rng.integers(0, 100, 64, dtype=np.int32), dev)
+    view = np.from_dlpack(buf)
+    again = hal.from_dlpack(view)
+    assert again.ptr == buf.ptr and again.kind == "device" and again.device == dev
+    with pytest.raises(hal.DeviceMismatchError):
+        hal.from_dlpack(view, hal.device(1))
+    del again, view
+
+
+def test_non_contiguous_is_value_error(dev):
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)[:, ::2]
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        hal.from_dlpack(x, dev)
+    buf = hal.empty(x.shape, np.float32, dev)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        buf.copy_from(x)
+
+
+def test_capsule_consumed_twice(dev):
+    x = np.arange(8, dtype=np.float32)
+    capsule = x.__dlpack__()
+    first = hal.from_dlpack(capsule, dev)
+    np.testing.assert_array_equal(first.to_numpy(), x)
+    with pytest.raises(ValueError, match="already consumed"):
+        hal.from_dlpack(capsule, dev)
+
+
+def test_size_and_dtype_mismatch_in_copy(dev):
+    buf = hal.empty(4, np.float32, dev)
+    with pytest.raises(ValueError, match="bytes"):
+        buf.copy_from(np.zeros(5, np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        buf.copy_from(np.zeros(4, np.int32))
+    with pytest.raises(TypeError, match="expected a hal.Buffer"):
+        buf.copy_from("four floats")
+    with pytest.raises(TypeError):
+        hal.from_dlpack(np.zeros(3, np.complex64), dev)
+
+
+def test_buffer_to_buffer_copy_and_fill(devices, rng):
+    x = rng.standard_normal(333).astype(np.float64)
+    a = hal.to_device(x, devices[0])
+    b = hal.empty(333, np.float64, devices[1])
+    b.copy_from(a)
+    np.testing.assert_array_equal(b.to_numpy(), x)
+    b.fill(0)
+    np.testing.assert_array_equal(b.to_numpy(), np.zeros(333))
+
+
+def test_async_copies_on_a_stream(dev, rng):
+    x = rng.standard_normal(4096).astype(np.float32)
+    s = hal.Stream(dev)
+    buf = hal.empty(x.shape, x.dtype, dev)
+    out = np.empty_like(x)
+    buf.copy_from(x, stream=s)
+    # the host arrays stay alive until synchronize, even without a reference here
+    buf.copy_from(x.copy(), stream=s)
+    host_out = buf.to_numpy(stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(host_out, x)
+    del out
+
+
+def test_freed_buffer_raises_and_close_with_views_refuses(dev):
+    buf = hal.empty(16, np.float32, dev)
+    view = np.from_dlpack(buf)
+    with pytest.raises(hal.InvalidStateError, match="DLPack view"):
+        buf.close()
+    del view
+    buf.close()
+    assert buf.closed
+    with pytest.raises(hal.DestroyedHandleError):
+        buf.to_numpy()
+    with pytest.raises(hal.DestroyedHandleError):
+        np.from_dlpack(buf)
+
+
+def test_zero_sized_buffer(dev):
+    buf = hal.empty((0, 3), np.float32, dev)
+    assert buf.nbytes == 0 and buf.to_numpy().shape == (0, 3)
+
+
+def test_jax_round_trip(dev, rng):
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    x = rng.standard_normal(256).astype(np.float32)
+    buf = hal.to_device(x, dev)
+    j = jnp.from_dlpack(buf)
+    np.testing.assert_array_equal(np.asarray(j), x)
+    back = hal.from_dlpack(jnp.arange(10, dtype=jnp.int32) * 3, dev)
+    np.testing.assert_array_equal(back.to_numpy(), np.arange(10, dtype=np.int32) * 3)
+    assert jax.devices()[0].platform == "cpu"
+
+
+def test_torch_round_trip_when_installed(dev, rng):
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal(64).astype(np.float32)
+    buf = hal.to_device(x, dev)
+    t = torch.from_dlpack(buf)
+    assert t.data_ptr() == buf.ptr
+    np.testing.assert_array_equal(t.numpy(), x)
+    w = hal.from_dlpack(torch.arange(5, dtype=torch.int64), dev)
+    assert w.ptr != 0 and w.to_numpy().tolist() == [0, 1, 2, 3, 4]
+
+
+def test_dlpack_stream_protocol_and_versions(dev, vadd_module, rng):
+    n = 4096
+    a = rng.standard_normal(n).astype(np.float32)
+    da = hal.to_device(a, dev)
+    dc = hal.empty(n, np.float32, dev)
+    s = hal.Stream(dev)
+    vadd_module.kernel("vadd").launch(n // 256, 256, da, da, dc, n, stream=s)
+    # no synchronize: the export waits for the device's work before handing the capsule out
+    capsule = dc.__dlpack__(stream=s, max_version=(1, 0))
+    assert "dltensor_versioned" in repr(capsule)
+    legacy = dc.__dlpack__(stream=None)
+    assert '"dltensor"' in repr(legacy)
+    np.testing.assert_array_equal(np.from_dlpack(dc), a + a)
+    with pytest.raises(TypeError, match="stream must be"):
+        dc.__dlpack__(stream="default")
+    with pytest.raises(ValueError, match="copy=True"):
+        dc.__dlpack__(copy=True)
+    del capsule, legacy

@@ -1,0 +1,267 @@
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import hal
+
+
+def test_allreduce_and_friends_in_one_process(devices, rng):
+    comms = hal.Communicator.init_all(devices)
+    assert [c.rank for c in comms] == [0, 1] and comms[0].size == 2
+    xs = [rng.standard_normal(100).astype(np.float32) for _ in comms]
+    bufs = [hal.to_device(x, c.device) for x, c in zip(xs, comms)]
+    for c, b in zip(comms, bufs):
+        c.allreduce(b, b, "sum")
+    for b in bufs:
+        np.testing.assert_allclose(b.to_numpy(), xs[0] + xs[1], rtol=1e-6)
+    outs = [hal.empty(200, np.float32, c.device) for c in comms]
+    for c, b, o in zip(comms, bufs, outs):
+        c.allgather(b, o)
+    np.testing.assert_allclose(outs[1].to_numpy(), np.concatenate([xs[0] + xs[1]] * 2), rtol=1e-6)
+    ints = [hal.to_device(np.arange(6, dtype=np.int32) + 10 * r, c.device)
+            for r, c in enumerate(comms)]
+    for c, b in zip(comms, ints):
+        c.broadcast(b, b, root=1)
+    np.testing.assert_array_equal(ints[0].to_numpy(), np.arange(6) + 10)
+    received = hal.empty(6, np.int32, comms[1].device)
+    with hal.group():
+        comms[0].send(ints[0], 1)
+        comms[1].recv(received, 0)
+    np.testing.assert_array_equal(received.to_numpy(), np.arange(6) + 10)
+    with pytest.raises(TypeError, match="send is float32, recv is int32"):
+        comms[0].allreduce(bufs[0], ints[0])
+    with pytest.raises(ValueError, match="reduce op"):
+        comms[0].allreduce(bufs[0], bufs[0], "median")
+    for c in comms:
+        c.close()
+
+
+def _rank_main(rank, nranks, queue, results):
+    os.environ["HAL_PLUGINS"] = "cpu"
+    import hal as h  # noqa: F811 - a fresh interpreter (spawn)
+
+    if rank == 0:
+        uid = h.comm_unique_id()
+        for _ in range(nranks - 1):
+            queue.put(uid)
+    else:
+        uid = queue.get(timeout=60)
+    comm = h.Communicator.init_rank(h.device(0), nranks, uid, rank, timeout_ms=60000)
+    x = np.random.default_rng(rank).standard_normal(64).astype(np.float64)
+    buf = h.to_device(x, h.device(0))
+    comm.allreduce(buf, buf, "max")
+    results.put((rank, buf.to_numpy()))
+    comm.close()
+    h.shutdown()
+
+
+def test_allreduce_across_processes():
+    ctx = mp.get_context("spawn")
+    queue, results = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(r, 2, queue, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    expected = np.maximum(np.random.default_rng(0).standard_normal(64),
+                          np.random.default_rng(1).standard_normal(64))
+    for r in range(2):
+        np.testing.assert_array_equal(got[r], expected)
+
+
+def test_bad_unique_id(dev):
+    with pytest.raises(ValueError, match="128 bytes"):
+        hal.Communicator.init_rank(dev, 2, b"short", 0)
+
+
+def _python(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, env=os.environ.copy())
+
+
+def test_shutdown_releases_objects_and_later_use_raises():
+    r = _python("""
+        import numpy as np, hal
+        d = hal.device(0)
+        buf = hal.to_device(np.arange(4, dtype=np.float32), d)
+        s = hal.Stream(d)
+        view = np.from_dlpack(buf)
+        try:
+            hal.shutdown()
+        except hal.InvalidStateError as e:
+            print("refused:", e)
+        del view
+        assert hal.shutdown() is True
+        for f in (buf.to_numpy, s.synchronize, lambda: d.properties):
+            try:
+                f()
+            except hal.DestroyedHandleError as e:
+                print("raised:", e.name)
+        print("devices again:", len(hal.devices()))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "refused:" in r.stdout and r.stdout.count("raised: HAL_ERROR_DESTROYED_HANDLE") == 3
+    assert "devices again: 2" in r.stdout
+
+
+def test_exit_with_live_objects_and_pending_callbacks_is_clean():
+    r = _python("""
+        import numpy as np, hal, time
+        d = hal.device(0)
+        s = hal.Stream(d)
+        keep = [hal.to_device(np.ones(1000, np.float32), d) for _ in range(3)]
+        view = np.from_dlpack(keep[0])
+        s.enqueue_host_fn(lambda: time.sleep(0.05))
+        s.enqueue_host_fn(lambda: print("callback ran"))
+        print("exiting")
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "callback ran" in r.stdout
+    assert "leaked" not in r.stderr, r.stderr
+
+
+def test_exit_with_every_kind_of_object_alive_is_clean():
+    r = _python("""
+        import numpy as np, hal
+        d = hal.device(0)
+        k = hal.Module(d, source="kernel void k(global float* x) { x[0] = 1.0f; }").kernel("k")
+        b = hal.empty(4, np.float32, d)
+        k.launch(1, 1, b)
+        comms = hal.Communicator.init_all(hal.devices())
+        e, s = hal.Event(d, timing=True), hal.Stream(d)
+        e.record(s)
+        wrapped = hal.from_dlpack(np.zeros(3, np.float32), d)
+        print("done")
+    """)
+    assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    assert r.stderr == "", r.stderr
+
+
+def test_reduce_scatter_alltoall_reduce(devices, rng):
+    comms = hal.Communicator.init_all(devices)
+    xs = [rng.integers(-50, 50, 8).astype(np.int64) for _ in comms]
+    sends = [hal.to_device(x, c.device) for x, c in zip(xs, comms)]
+    halves = [hal.empty(4, np.int64, c.device) for c in comms]
+    for c, s, h in zip(comms, sends, halves):
+        c.reduce_scatter(s, h, "max")
+    total = np.maximum(xs[0], xs[1])
+    for r, h in enumerate(halves):
+        np.testing.assert_array_equal(h.to_numpy(), total[4 * r:4 * r + 4])
+    swapped = [hal.empty(8, np.int64, c.device) for c in comms]
+    for c, s, o in zip(comms, sends, swapped):
+        c.alltoall(s, o)
+    np.testing.assert_array_equal(swapped[0].to_numpy(), np.concatenate([xs[0][:4], xs[1][:4]]))
+    np.testing.assert_array_equal(swapped[1].to_numpy(), np.concatenate([xs[0][4:], xs[1][4:]]))
+    outs = [hal.empty(8, np.int64, c.device) for c in comms]
+    for c, s, o in zip(comms, sends, outs):
+        c.reduce(s, o, "prod", root=0)
+    np.testing.assert_array_equal(outs[0].to_numpy(), xs[0] * xs[1])
+    for c in comms:
+        c.check_async_error()
+    with pytest.raises(ValueError, match="expected 16"):
+        comms[0].reduce_scatter(sends[0], sends[0])
+    comms[0].abort()
+    comms[1].abort()
+
+
+def test_validation_layer_rejects_pageable_kernel_args_and_host_kind_is_portable():
+    env = dict(os.environ, HAL_VALIDATION="1")
+    code = """
+        import numpy as np, hal
+        d = hal.device(0)
+        k = hal.Module(d, source="kernel void twice(global float* x, int n) {"
+                                " int i = global_id(0); if (i < n) x[i] = 2.0f * x[i]; }").kernel("twice")
+        wrapped = hal.from_dlpack(np.ones(8, np.float32), d)
+        try:
+            k.launch(1, 8, wrapped, 8)
+            d.synchronize()
+            print("pageable accepted")
+        except hal.InvalidArgumentError as e:
+            print("pageable refused:", e.plugin)
+        buf = hal.empty(8, np.float32, d, kind="host")
+        view = np.from_dlpack(buf)
+        view[:] = np.arange(8)
+        k.launch(1, 8, buf, 8)
+        d.synchronize()
+        print("host kind:", view.tolist() == [2.0 * i for i in range(8)])
+        del view
+    """
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "pageable refused" in r.stdout and "host kind: True" in r.stdout
+
+
+def test_dropping_a_stream_with_pending_callbacks_does_not_deadlock(dev):
+    ran = []
+    s = hal.Stream(dev)
+    for i in range(20):
+        s.enqueue_host_fn(lambda i=i: ran.append(i))
+    del s  # destroy waits for the callbacks, which need the GIL this thread held
+    assert ran == list(range(20))
+
+
+def test_callbacks_while_other_python_threads_run(dev):
+    import threading
+
+    s = hal.Stream(dev)
+    stop = threading.Event()
+    counter = [0]
+
+    def spin():
+        while not stop.is_set():
+            counter[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    seen = []
+    for i in range(50):
+        s.enqueue_host_fn(lambda i=i: seen.append(i))
+    s.synchronize()
+    stop.set()
+    t.join()
+    assert seen == list(range(50))
+
+
+def test_event_and_device_queries(dev):
+    s = hal.Stream(dev)
+    e = hal.Event(dev)
+    assert e.query()  # never recorded: complete
+    e.record(s)
+    dev.synchronize()
+    assert e.query() and s.query()
+    e.close()
+    assert e.closed
+    with pytest.raises(hal.DestroyedHandleError):
+        e.query()
+
+
+def test_close_and_shutdown_refused_while_another_thread_blocks_in_a_call(dev):
+    import threading
+    import time
+
+    s = hal.Stream(dev)
+    gate = threading.Event()
+    s.enqueue_host_fn(lambda: gate.wait(30))
+    t = threading.Thread(target=s.synchronize)
+    t.start()
+    for _ in range(3000):  # until the thread is inside synchronize (GIL released)
+        if s._in_use:
+            break
+        time.sleep(0.001)
+    assert s._in_use == 1
+    with pytest.raises(hal.InvalidStateError, match="another thread"):
+        s.close()
+    with pytest.raises(hal.InvalidStateError, match="call\\(s\\) of other threads"):
+        hal.shutdown()
+    gate.set()
+    t.join(30)
+    assert s._in_use == 0
+    s.close()
