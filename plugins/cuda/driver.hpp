@@ -21,8 +21,9 @@ namespace hal::cuda {
 struct DriverApi {
 #define HAL_CUDA_DRIVER_FUNCTIONS(X)                                                              \
   X(cuInit)                                                                                       \
-  X(cuDriverGetVersion) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)   \
-      X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)  \
+  X(cuDriverGetVersion)                                                                           \
+  X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid)      \
+      X(cuDeviceTotalMem) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)                     \
           X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)       \
               X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemAllocManaged)                \
                   X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy)        \

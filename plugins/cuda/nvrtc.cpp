@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 
 #include "hal_util/env.hpp"
@@ -16,6 +18,28 @@ template <class Fn>
 bool resolve(void* library, const char* name, Fn& out) {
   out = reinterpret_cast<Fn>(dlsym(library, name));
   return out != nullptr;
+}
+
+bool has_fp16_header(const std::string& dir) {
+  struct stat info {};
+  return !dir.empty() && stat((dir + "/cuda_fp16.h").c_str(), &info) == 0;
+}
+
+// The first directory with the toolkit's headers.
+std::string find_include_dir(void* symbol_in_nvrtc) {
+  if (const char* configured = hal::util::env_nonempty("HAL_CUDA_INCLUDE_PATH")) {
+    if (has_fp16_header(configured)) return configured;
+  }
+  Dl_info info{};
+  if (dladdr(symbol_in_nvrtc, &info) != 0 && info.dli_fname != nullptr) {
+    std::string dir = info.dli_fname;
+    dir = dir.substr(0, dir.find_last_of('/') + 1) + "../include";
+    if (has_fp16_header(dir)) return dir;
+  }
+#ifdef HAL_CUDA_TOOLKIT_INCLUDE_DIR
+  if (has_fp16_header(HAL_CUDA_TOOLKIT_INCLUDE_DIR)) return HAL_CUDA_TOOLKIT_INCLUDE_DIR;
+#endif
+  return {};
 }
 
 }  // namespace
@@ -50,6 +74,9 @@ std::unique_ptr<Nvrtc> Nvrtc::open(std::string& why) {
     return nullptr;
   }
   version(&nvrtc->major_, &nvrtc->minor_);
+  const std::string include_dir =
+      find_include_dir(reinterpret_cast<void*>(nvrtc->compile_program_));
+  if (!include_dir.empty()) nvrtc->include_options_.push_back("-I" + include_dir);
   int count = 0;
   if (arch_count(&count) == NVRTC_SUCCESS && count > 0) {
     nvrtc->archs_.resize(static_cast<size_t>(count));
@@ -80,8 +107,9 @@ bool Nvrtc::compile_to_ptx(const std::string& source, const char* name, int arch
     return false;
   }
   const std::string arch_option = "--gpu-architecture=compute_" + std::to_string(arch);
-  const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device"};
-  result = compile_program_(program, 3, options);
+  std::vector<const char*> options = {arch_option.c_str(), "--std=c++17", "-default-device"};
+  for (const std::string& include : include_options_) options.push_back(include.c_str());
+  result = compile_program_(program, static_cast<int>(options.size()), options.data());
   size_t log_size = 0;
   log.clear();
   if (get_log_size_(program, &log_size) == NVRTC_SUCCESS && log_size > 1) {

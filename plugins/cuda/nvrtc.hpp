@@ -19,10 +19,17 @@ namespace hal::cuda {
 class Nvrtc {
  public:
   // Opens HAL_CUDA_NVRTC_PATH or libnvrtc.so.13; null with |why| when absent.
+  // The headers the dialect's prelude includes (cuda_fp16.h) are looked for
+  // in HAL_CUDA_INCLUDE_PATH, then beside the library (../include), then in
+  // the toolkit the plugin was built with.
   static std::unique_ptr<Nvrtc> open(std::string& why);
   Nvrtc(const Nvrtc&) = delete;
   Nvrtc& operator=(const Nvrtc&) = delete;
 
+  // The toolkit include directory NVRTC is given, "" when none was found.
+  std::string include_dir() const {
+    return include_options_.empty() ? std::string() : include_options_.front().substr(2);
+  }
   // "13.0".
   std::string version() const;
   // The virtual architecture to compile for on a device of compute
@@ -38,6 +45,8 @@ class Nvrtc {
   Nvrtc() = default;
   void* library_ = nullptr;
   std::vector<int> archs_;
+  // Where the translated source's #include <cuda_fp16.h> is found (-I).
+  std::vector<std::string> include_options_;
   int major_ = 0, minor_ = 0;
   decltype(&::nvrtcGetErrorString) get_error_string_ = nullptr;
   decltype(&::nvrtcCreateProgram) create_program_ = nullptr;
