@@ -149,7 +149,7 @@ TEST_CASE("each GPU is a device with the driver's properties") {
     CHECK(p.type == HAL_DEVICE_TYPE_GPU);
     CHECK(p.plugin_device_index == index);
     CHECK(p.compute_units == static_cast<uint32_t>(sms));
-    CHECK(p.total_memory_bytes == (uint64_t{8} << 30));
+    CHECK(p.total_memory_bytes == (uint64_t{2} << 30));
     CHECK(p.min_alignment_bytes == 256);
     CHECK(p.max_threads_per_block == 1024);
     CHECK(p.max_block_dims[2] == 64);

@@ -1,10 +1,10 @@
 // A stand-in for libcuda.so.1, for testing the cuda plugin without a GPU:
 // cuGetProcAddress_v2 and the entry points the plugin uses, serving memory,
-// streams and events from host memory. Enqueued work runs in submission
-// order on the enqueuing thread (or waits while the test pauses the device);
-// launches are recorded with their parameters, read back through
-// fake_driver.h. Environment: HAL_FAKE_CUDA_DEVICES (default 2),
-// HAL_FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns).
+// streams and events from host memory. Each stream runs its work in order on
+// a thread of its own (so a blocking host function blocks only its stream, as
+// in CUDA), and waits while the test pauses the device; launches are recorded
+// with their parameters (they run nothing), read back through fake_driver.h. Environment:
+// HAL_FAKE_CUDA_DEVICES (default 2), HAL_FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns).
 #include <cuda.h>
 
 #include <chrono>
@@ -14,10 +14,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "fake_driver.h"
@@ -30,12 +32,21 @@ struct CUctx_st {
 };
 struct CUstream_st {
   uint64_t id = 0;
+  std::deque<std::function<void()>> queue;  // guarded by the state's mutex
+  bool busy = false;
+  bool stopping = false;
+  std::thread worker;
+};
+// Shared with the work that records or waits for it, which may outlive the
+// CUevent (CUDA lets pending waits on a destroyed event complete).
+struct EventState {
+  bool timing = true;
+  uint64_t recorded = 0;   // records enqueued
+  uint64_t completed = 0;  // records reached
+  std::chrono::steady_clock::time_point when;
 };
 struct CUevent_st {
-  bool timing = true;
-  bool pending = false;  // recorded, its point not reached yet
-  bool recorded = false;
-  std::chrono::steady_clock::time_point when;
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 struct CUfunc_st {
   std::string name;
@@ -49,21 +60,20 @@ struct CUmod_st {
 namespace {
 
 constexpr int kSmCount[] = {4, 8};
-constexpr size_t kTotalMemory = size_t{8} << 30;
+constexpr size_t kTotalMemory = size_t{2} << 30;  // above FAKE_CUDA_OOM_BYTES
 
 struct State {
   std::mutex mutex;
-  std::condition_variable idle;
+  std::condition_variable changed;  // any queue, pause or event changed
   bool initialised = false;
   bool paused = false;
-  bool draining = false;
   int device_count = 2;
   CUctx_st contexts[2];
   std::map<void*, size_t> allocations;  // base -> bytes (device, host and managed)
   std::set<CUstream_st*> streams;
+  CUstream_st* legacy_stream = nullptr;  // the NULL stream, made on first use
   std::set<CUevent_st*> events;
   std::set<CUmod_st*> modules;
-  std::deque<std::function<void()>> queue;
   std::vector<fake_cuda_launch_t> launches;
   uint64_t next_stream_id = 1;
 };
@@ -75,45 +85,52 @@ State& state() {
 
 thread_local CUcontext current_context = nullptr;
 
-// Runs queued work in order, outside the lock (a host function may call the
-// driver), unless paused or another thread is already running it.
-void drain(std::unique_lock<std::mutex>& lock) {
-  State& s = state();
-  if (s.draining) {
-    s.idle.wait(lock, [&] { return !s.draining; });
-    if (s.queue.empty()) return;
-  }
-  s.draining = true;
-  while (!s.queue.empty()) {
-    std::function<void()> work = std::move(s.queue.front());
-    s.queue.pop_front();
-    lock.unlock();
-    work();
-    lock.lock();
-  }
-  s.draining = false;
-  s.idle.notify_all();
-}
-
-void submit(std::function<void()> work) {
+void run_stream(CUstream_st* stream) {
   State& s = state();
   std::unique_lock lock(s.mutex);
-  s.queue.push_back(std::move(work));
-  if (!s.paused && !s.draining) drain(lock);
+  while (true) {
+    s.changed.wait(lock, [&] { return stream->stopping || (!s.paused && !stream->queue.empty()); });
+    if (stream->queue.empty()) return;  // stopping, and everything ran
+    std::function<void()> work = std::move(stream->queue.front());
+    stream->queue.pop_front();
+    stream->busy = true;
+    lock.unlock();
+    work();  // outside the lock: a host function may call the driver
+    lock.lock();
+    stream->busy = false;
+    s.changed.notify_all();
+  }
 }
 
-// Every synchronize runs what is queued, paused or not (the device caught up).
-void finish_all() {
+CUstream_st* start_stream(uint64_t id) {
+  auto* stream = new CUstream_st();
+  stream->id = id;
+  stream->worker = std::thread(run_stream, stream);
+  return stream;
+}
+
+bool idle(const CUstream_st* stream) {
+  return stream->queue.empty() && !stream->busy;
+}
+
+void submit(CUstream stream, std::function<void()> work) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (stream == nullptr) {
+    if (s.legacy_stream == nullptr) s.legacy_stream = start_stream(0);
+    stream = s.legacy_stream;
+  }
+  stream->queue.push_back(std::move(work));
+  s.changed.notify_all();
+}
+
+// Every synchronize resumes a paused device first (it would never return).
+void wait_until(const std::function<bool()>& done) {
   State& s = state();
   std::unique_lock lock(s.mutex);
   s.paused = false;
-  drain(lock);
-}
-
-bool work_pending() {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  return !s.queue.empty();
+  s.changed.notify_all();
+  s.changed.wait(lock, done);
 }
 
 CUresult ready() {
@@ -315,7 +332,13 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext context) {
 
 CUresult CUDAAPI cuCtxSynchronize(void) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
-  finish_all();
+  State& s = state();
+  wait_until([&] {
+    for (CUstream_st* stream : s.streams) {
+      if (!idle(stream)) return false;
+    }
+    return s.legacy_stream == nullptr || idle(s.legacy_stream);
+  });
   return CUDA_SUCCESS;
 }
 
@@ -362,17 +385,18 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* out, size_t bytes, unsigned int 
   return cuMemAlloc(out, bytes);
 }
 
-CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream) {
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
-  submit([=] {
+  submit(stream, [=] {
     std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
   });
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count, CUstream) {
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count,
+                                 CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
-  submit([=] { std::memset(reinterpret_cast<void*>(dst), value, count); });
+  submit(stream, [=] { std::memset(reinterpret_cast<void*>(dst), value, count); });
   return CUDA_SUCCESS;
 }
 
@@ -382,7 +406,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream* out, unsigned int flags) {
     return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  auto* stream = new CUstream_st{s.next_stream_id++};
+  CUstream_st* stream = start_stream(s.next_stream_id++);
   s.streams.insert(stream);
   *out = stream;
   return CUDA_SUCCESS;
@@ -390,32 +414,52 @@ CUresult CUDAAPI cuStreamCreate(CUstream* out, unsigned int flags) {
 
 CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
   State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (s.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    stream->stopping = true;  // its queued work still runs, as in CUDA
+    s.changed.notify_all();
+  }
+  stream->worker.join();
   delete stream;
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamSynchronize(CUstream) {
+CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
-  finish_all();
+  if (stream == nullptr) return cuCtxSynchronize();
+  wait_until([stream] { return idle(stream); });
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamQuery(CUstream) {
+CUresult CUDAAPI cuStreamQuery(CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
-  return work_pending() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  std::lock_guard lock(state().mutex);
+  if (stream == nullptr) stream = state().legacy_stream;
+  return stream == nullptr || idle(stream) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult CUDAAPI cuStreamWaitEvent(CUstream, CUevent event, unsigned int flags) {
+CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   if (flags != 0 || event == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_SUCCESS;  // one queue in submission order: the record is already ahead
+  std::shared_ptr<EventState> awaited;
+  uint64_t target = 0;
+  {
+    std::lock_guard lock(state().mutex);
+    awaited = event->state;
+    target = awaited->recorded;  // the record enqueued last, as CUDA captures it
+  }
+  submit(stream, [awaited, target] {
+    State& s = state();
+    std::unique_lock lock(s.mutex);
+    s.changed.wait(lock, [&] { return awaited->completed >= target; });
+  });
+  return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuLaunchHostFunc(CUstream, CUhostFn fn, void* user_data) {
+CUresult CUDAAPI cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
-  submit([=] { fn(user_data); });
+  submit(stream, [=] { fn(user_data); });
   return CUDA_SUCCESS;
 }
 
@@ -424,54 +468,66 @@ CUresult CUDAAPI cuEventCreate(CUevent* out, unsigned int flags) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   auto* event = new CUevent_st();
-  event->timing = (flags & CU_EVENT_DISABLE_TIMING) == 0;
+  event->state->timing = (flags & CU_EVENT_DISABLE_TIMING) == 0;
   s.events.insert(event);
   *out = event;
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventDestroy(CUevent event) {
-  finish_all();  // work already queued may still record it
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (s.events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  delete event;
+  delete event;  // enqueued records and waits keep its state
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuEventRecord(CUevent event, CUstream) {
+CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<EventState> recorded;
+  uint64_t generation = 0;
   {
     State& s = state();
     std::lock_guard lock(s.mutex);
     if (s.events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    event->pending = true;
+    recorded = event->state;
+    generation = ++recorded->recorded;
   }
-  submit([event] {
-    std::lock_guard lock(state().mutex);
-    event->pending = false;
-    event->recorded = true;
-    event->when = std::chrono::steady_clock::now();
+  submit(stream, [recorded, generation] {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    recorded->completed = std::max(recorded->completed, generation);
+    recorded->when = std::chrono::steady_clock::now();
+    s.changed.notify_all();
   });
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventQuery(CUevent event) {
   std::lock_guard lock(state().mutex);
-  return event->pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  return event->state->completed >= event->state->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult CUDAAPI cuEventSynchronize(CUevent) {
-  finish_all();
+CUresult CUDAAPI cuEventSynchronize(CUevent event) {
+  std::shared_ptr<EventState> awaited;
+  {
+    std::lock_guard lock(state().mutex);
+    awaited = event->state;
+  }
+  wait_until([&] { return awaited->completed >= awaited->recorded; });
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   std::lock_guard lock(state().mutex);
-  if (!start->timing || !end->timing) return CUDA_ERROR_INVALID_HANDLE;
-  if (start->pending || end->pending) return CUDA_ERROR_NOT_READY;
-  if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
-  *ms = std::chrono::duration<float, std::milli>(end->when - start->when).count();
+  const EventState& first = *start->state;
+  const EventState& last = *end->state;
+  if (!first.timing || !last.timing) return CUDA_ERROR_INVALID_HANDLE;
+  if (first.completed < first.recorded || last.completed < last.recorded) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  if (first.completed == 0 || last.completed == 0) return CUDA_ERROR_INVALID_HANDLE;
+  *ms = std::chrono::duration<float, std::milli>(last.when - first.when).count();
   return CUDA_SUCCESS;
 }
 
@@ -638,7 +694,7 @@ FAKE_EXPORT long fake_cuda_live(const char* what) {
 
 FAKE_EXPORT void fake_cuda_set_paused(int paused) {
   State& s = state();
-  std::unique_lock lock(s.mutex);
+  std::lock_guard lock(s.mutex);
   s.paused = paused != 0;
-  if (!s.paused) drain(lock);
+  s.changed.notify_all();
 }

@@ -32,7 +32,7 @@ typedef int (*fake_cuda_launch_get_fn)(size_t index, fake_cuda_launch_t* out);
 /* what: "allocations", "streams", "events", "modules", "contexts" (primary context references) */
 typedef long (*fake_cuda_live_fn)(const char* what);
 /* While paused, enqueued work waits (queries answer CUDA_ERROR_NOT_READY);
- * unpausing or any synchronize call runs it in submission order. */
+ * unpausing or any synchronize call lets each stream run it in order. */
 typedef void (*fake_cuda_set_paused_fn)(int paused);
 
 #ifdef __cplusplus
