@@ -393,6 +393,12 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, C
   return CUDA_SUCCESS;
 }
 
+// Not used by the plugin: bench/cuda_peer's raw side, smoke-run over the fake.
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                   CUstream stream) {
+  return cuMemcpyAsync(dst, src, bytes, stream);
+}
+
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count,
                                  CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
@@ -639,17 +645,19 @@ FAKE_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn,
                   cuCtxSetCurrent) FAKE_ENTRY(cuCtxSynchronize) FAKE_ENTRY(cuMemAlloc)
                   FAKE_ENTRY(cuMemFree) FAKE_ENTRY(cuMemHostAlloc) FAKE_ENTRY(cuMemFreeHost)
                       FAKE_ENTRY(cuMemAllocManaged) FAKE_ENTRY(cuMemcpyAsync) FAKE_ENTRY(
-                          cuMemsetD8Async) FAKE_ENTRY(cuStreamCreate) FAKE_ENTRY(cuStreamDestroy)
-                          FAKE_ENTRY(cuStreamSynchronize) FAKE_ENTRY(cuStreamQuery)
-                              FAKE_ENTRY(cuStreamWaitEvent) FAKE_ENTRY(cuLaunchHostFunc)
-                                  FAKE_ENTRY(cuEventCreate) FAKE_ENTRY(cuEventDestroy)
-                                      FAKE_ENTRY(cuEventRecord) FAKE_ENTRY(cuEventQuery) FAKE_ENTRY(
-                                          cuEventSynchronize) FAKE_ENTRY(cuEventElapsedTime)
-                                          FAKE_ENTRY(cuModuleLoadData) FAKE_ENTRY(cuModuleUnload)
-                                              FAKE_ENTRY(cuModuleGetFunction)
-                                                  FAKE_ENTRY(cuFuncGetAttribute)
-                                                      FAKE_ENTRY(cuFuncSetAttribute)
-                                                          FAKE_ENTRY(cuLaunchKernel)
+                          cuMemcpyDtoDAsync) FAKE_ENTRY(cuMemsetD8Async) FAKE_ENTRY(cuStreamCreate)
+                          FAKE_ENTRY(cuStreamDestroy) FAKE_ENTRY(cuStreamSynchronize)
+                              FAKE_ENTRY(cuStreamQuery) FAKE_ENTRY(cuStreamWaitEvent)
+                                  FAKE_ENTRY(cuLaunchHostFunc) FAKE_ENTRY(cuEventCreate)
+                                      FAKE_ENTRY(cuEventDestroy) FAKE_ENTRY(cuEventRecord)
+                                          FAKE_ENTRY(cuEventQuery) FAKE_ENTRY(cuEventSynchronize)
+                                              FAKE_ENTRY(cuEventElapsedTime)
+                                                  FAKE_ENTRY(cuModuleLoadData)
+                                                      FAKE_ENTRY(cuModuleUnload)
+                                                          FAKE_ENTRY(cuModuleGetFunction)
+                                                              FAKE_ENTRY(cuFuncGetAttribute)
+                                                                  FAKE_ENTRY(cuFuncSetAttribute)
+                                                                      FAKE_ENTRY(cuLaunchKernel)
 #undef FAKE_ENTRY
   };
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
