@@ -77,11 +77,10 @@ void Device::read_properties() {
   };
   hal_device_properties_t& out = properties_;
   out.struct_size = sizeof(out);
-  char name[128] = {};
-  if (cu.cuDeviceGetName(name, sizeof(name) - 1, handle_) != CUDA_SUCCESS) {
-    std::snprintf(name, sizeof(name), "CUDA device %u", index_);
+  // Written in place (the struct is zeroed): NUL-terminated within the field.
+  if (cu.cuDeviceGetName(out.name, sizeof(out.name) - 1, handle_) != CUDA_SUCCESS) {
+    std::snprintf(out.name, sizeof(out.name), "CUDA device %u", index_);
   }
-  plugin::copy_string(out.name, name);
   plugin::copy_string(out.vendor, "NVIDIA");
   plugin::copy_string(out.plugin, kPluginName);
   const int version = driver_.version();
