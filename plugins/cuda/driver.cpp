@@ -149,6 +149,18 @@ std::unique_ptr<Driver> Driver::open(std::string& why) {
   HAL_CUDA_DRIVER_FUNCTIONS(HAL_CUDA_RESOLVE)
 #undef HAL_CUDA_RESOLVE
   if (missing) return nullptr;
+  auto resolve_optional = [&](const char* symbol, void** slot) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (get_proc(symbol, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=
+            CUDA_SUCCESS ||
+        status != CU_GET_PROC_ADDRESS_SUCCESS) {
+      *slot = nullptr;
+    }
+  };
+#define HAL_CUDA_RESOLVE_OPTIONAL(name) \
+  resolve_optional(#name, reinterpret_cast<void**>(&api.name));
+  HAL_CUDA_OPTIONAL_FUNCTIONS(HAL_CUDA_RESOLVE_OPTIONAL)
+#undef HAL_CUDA_RESOLVE_OPTIONAL
   if (const CUresult result = api.cuInit(0); result != CUDA_SUCCESS) {
     why = "cuInit failed: " + cu_error_text(&api, result);
     return nullptr;

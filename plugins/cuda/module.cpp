@@ -8,6 +8,7 @@
 #include "../common/signature.hpp"
 #include "../common/versioned_struct.hpp"
 #include "device.hpp"
+#include "image.hpp"
 #include "nvrtc.hpp"
 #include "stream.hpp"
 
@@ -27,6 +28,40 @@ hal_result_t read_image(const hal_module_desc_t& desc, const plugin::ErrorReport
   }
   out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   return HAL_SUCCESS;
+}
+
+// Checks |types| against the entry's parameters as the driver knows them
+// (cuFuncGetParamInfo, CUDA 12.4+): a PTX or cubin signature is declared by
+// the caller, and a wrong one would be undefined behaviour on the device.
+// Empty when they agree or the driver cannot tell.
+std::string signature_disagreement(const DriverApi& cu, CUfunction function,
+                                   const std::vector<hal_arg_type_t>& types) {
+  if (cu.cuFuncGetParamInfo == nullptr) return {};
+  std::vector<size_t> sizes;
+  for (size_t index = 0; index <= HAL_MAX_KERNEL_ARGS; ++index) {
+    size_t offset = 0, size = 0;
+    const CUresult result = cu.cuFuncGetParamInfo(function, index, &offset, &size);
+    if (result == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    if (result != CUDA_SUCCESS) return {};          // the driver cannot tell
+    sizes.push_back(size);
+  }
+  std::string entry_sizes;
+  for (size_t size : sizes) entry_sizes += (entry_sizes.empty() ? "" : ",") + std::to_string(size);
+  const std::string declared = plugin::format_signature(types.data(), types.size());
+  if (sizes.size() != types.size()) {
+    return "the entry takes " + std::to_string(sizes.size()) +
+           " parameters (bytes: " + entry_sizes + "), the declared signature \"" + declared +
+           "\" has " + std::to_string(types.size());
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] != plugin::arg_type_size(types[i])) {
+      return "parameter " + std::to_string(i) + " of the entry is " + std::to_string(sizes[i]) +
+             " bytes, the declared signature \"" + declared + "\" makes it " +
+             std::string(plugin::arg_type_name(types[i])) + " (" +
+             std::to_string(plugin::arg_type_size(types[i])) + " bytes)";
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -80,7 +115,15 @@ hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* des
       image = std::move(compiled->ptx);
       translated = std::make_unique<dialect::TranslatedModule>(std::move(compiled->translated));
     }
-    if (format != HAL_MODULE_FORMAT_CUBIN) image.push_back('\0');  // PTX is text
+    if (format == HAL_MODULE_FORMAT_CUBIN) {
+      std::string why;
+      if (!check_binary_image(image.data(), image.size(), why)) {
+        return report.fail(HAL_ERROR_INVALID_MODULE, 0,
+                           "module_load: the cubin image is invalid: %s", why.c_str());
+      }
+    } else {
+      image.push_back('\0');  // PTX is text
+    }
     if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
       return owner.fail(bound, "module_load");
     }
@@ -154,6 +197,10 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
       const std::string what = "kernel_get: cuModuleGetFunction('" + name + "')";
       return owner.fail(result == CUDA_ERROR_NOT_FOUND ? HAL_ERROR_NOT_FOUND : result_of(result),
                         result, what.c_str());
+    }
+    if (const std::string why = signature_disagreement(cu, function, types); !why.empty()) {
+      return report.fail_message(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                                 "kernel_get: '" + name + "': " + why);
     }
     int max_threads = 0;
     int static_shared = 0;

@@ -275,6 +275,16 @@ TEST_CASE("launch arguments reach cuLaunchKernel marshalled by the signature") {
   CHECK(get(module, "mixed", &kernel) == HAL_ERROR_ARGUMENT_MISMATCH);  // PTX: declare it
   const std::vector<hal_arg_type_t> types = {HAL_ARG_POINTER, HAL_ARG_U32, HAL_ARG_F32, HAL_ARG_F64,
                                              HAL_ARG_I64};
+  // A declared signature that disagrees with the entry's parameters
+  // (cuFuncGetParamInfo): a count and a size.
+  const std::vector<hal_arg_type_t> short_types = {HAL_ARG_POINTER, HAL_ARG_U32};
+  CHECK(get(module, "mixed", &kernel, &short_types) == HAL_ERROR_ARGUMENT_MISMATCH);
+  CHECK(std::string(hal_error_last_message()).find("takes 5 parameters") != std::string::npos);
+  const std::vector<hal_arg_type_t> wrong_size = {HAL_ARG_POINTER, HAL_ARG_U64, HAL_ARG_F32,
+                                                  HAL_ARG_F64, HAL_ARG_I64};
+  CHECK(get(module, "mixed", &kernel, &wrong_size) == HAL_ERROR_ARGUMENT_MISMATCH);
+  CHECK(std::string(hal_error_last_message()).find("parameter 1 of the entry is 4 bytes") !=
+        std::string::npos);
   REQUIRE(get(module, "mixed", &kernel, &types) == HAL_SUCCESS);
   hal_kernel_info_t info{};
   info.struct_size = sizeof(info);
@@ -374,6 +384,17 @@ TEST_CASE("driver errors keep their CUresult: a bad image, a missing entry") {
   CHECK(std::string(detail.message).find("CUDA_ERROR_NOT_FOUND") != std::string::npos);
   CHECK(std::string(detail.message).find("absent") != std::string::npos);
   CHECK(hal_module_unload(module) == HAL_SUCCESS);
+
+  // A cubin the plugin refuses before the driver reads it (no size is passed).
+  const std::string truncated = std::string(
+                                    "\x7f"
+                                    "ELF\x02\x01",
+                                    6) +
+                                std::string(20, '\0');
+  CHECK(load(session.device(), HAL_MODULE_FORMAT_CUBIN, truncated, &module) ==
+        HAL_ERROR_INVALID_MODULE);
+  CHECK(std::string(hal_error_last_message()).find("the cubin image is invalid") !=
+        std::string::npos);
 
   const std::string broken = "kernel void k(global float* out) {\n  out[0] = nope;\n}\n";
   CHECK(load(session.device(), HAL_MODULE_FORMAT_HAL_DIALECT, broken, &module) ==

@@ -591,6 +591,18 @@ CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attribute attribute, 
   }
 }
 
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* size) {
+  if (index >= f->param_sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+  size_t at = 0;
+  for (size_t i = 0; i <= index; ++i) {
+    at = (at + f->param_sizes[i] - 1) / f->param_sizes[i] * f->param_sizes[i];  // aligned
+    if (i < index) at += f->param_sizes[i];
+  }
+  *offset = at;
+  *size = f->param_sizes[index];
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute attribute, int value) {
   if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES || value > 227 * 1024) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -656,8 +668,9 @@ FAKE_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn,
                                                       FAKE_ENTRY(cuModuleUnload)
                                                           FAKE_ENTRY(cuModuleGetFunction)
                                                               FAKE_ENTRY(cuFuncGetAttribute)
-                                                                  FAKE_ENTRY(cuFuncSetAttribute)
-                                                                      FAKE_ENTRY(cuLaunchKernel)
+                                                                  FAKE_ENTRY(cuFuncGetParamInfo)
+                                                                      FAKE_ENTRY(cuFuncSetAttribute)
+                                                                          FAKE_ENTRY(cuLaunchKernel)
 #undef FAKE_ENTRY
   };
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
