@@ -19,20 +19,18 @@ namespace hal::cuda {
 // name to (cuMemAlloc -> cuMemAlloc_v2), which is the version
 // cuGetProcAddress returns for CUDA_VERSION.
 struct DriverApi {
-#define HAL_CUDA_DRIVER_FUNCTIONS(X)                                                              \
-  X(cuInit)                                                                                       \
-  X(cuDriverGetVersion)                                                                           \
-  X(cuGetErrorName)                                                                               \
-  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceTotalMem)    \
-      X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)            \
-          X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc)     \
-              X(cuMemFreeHost) X(cuMemAllocManaged) X(cuMemcpyAsync) X(cuMemsetD8Async)           \
-                  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)    \
-                      X(cuStreamWaitEvent) X(cuLaunchHostFunc) X(cuEventCreate) X(cuEventDestroy) \
-                          X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                  \
-                              X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload)         \
-                                  X(cuModuleGetFunction) X(cuFuncGetAttribute)                    \
-                                      X(cuFuncSetAttribute) X(cuLaunchKernel)
+// clang-format off
+#define HAL_CUDA_DRIVER_FUNCTIONS(X) \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet) \
+  X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) \
+  X(cuCtxSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) \
+  X(cuMemAllocManaged) X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) \
+  X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent) X(cuLaunchHostFunc) \
+  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) \
+  X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
+  X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)
+// clang-format on
 #define HAL_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
   HAL_CUDA_DRIVER_FUNCTIONS(HAL_CUDA_DECLARE)
   // Optional (CUDA 12.4+ drivers): null when the driver lacks them.
