@@ -170,6 +170,8 @@ void print_text(const Inventory& inventory) {
       std::printf("    version:   %s  vendor: %s  build: %s  ABI %s\n", report.version,
                   report.vendor, report.build_id, version_string(report.abi_version).c_str());
       std::printf("    devices:   %u\n", report.device_count);
+      // A plugin that loads with no devices says why (its driver is absent).
+      if (report.reason[0] != '\0') std::printf("    note:      %s\n", report.reason);
     } else {
       std::printf("    result:    %s\n", hal_result_string(report.result));
       std::printf("    reason:    %s\n", report.reason);

@@ -1,0 +1,80 @@
+// The cuda plugin's one exported symbol: negotiates the ABI, opens the driver
+// (or finds none) and hands the loader the function table.
+#include "device.hpp"
+#include "hal_plugin.h"
+#include "module.hpp"
+#include "plugin.hpp"
+#include "stream.hpp"
+
+namespace hal::cuda {
+namespace {
+
+hal_plugin_table_v1_t make_table() {
+  hal_plugin_table_v1_t table{};
+  table.struct_size = sizeof(hal_plugin_table_v1_t);
+  table.plugin_shutdown = plugin_shutdown;
+  table.device_count = device_count;
+  table.device_open = device_open;
+  table.device_close = device_close;
+  table.device_get_properties = device_get_properties;
+  table.device_synchronize = device_synchronize;
+  table.mem_alloc = mem_alloc;
+  table.mem_free = mem_free;
+  table.memcpy_async = memcpy_async;
+  table.memset_async = memset_async;
+  table.stream_create = stream_create;
+  table.stream_destroy = stream_destroy;
+  table.stream_synchronize = stream_synchronize;
+  table.stream_query = stream_query;
+  table.stream_wait_event = stream_wait_event;
+  table.stream_enqueue_host_fn = stream_enqueue_host_fn;
+  table.event_create = event_create;
+  table.event_destroy = event_destroy;
+  table.event_record = event_record;
+  table.event_query = event_query;
+  table.event_synchronize = event_synchronize;
+  table.event_elapsed_ms = event_elapsed_ms;
+  table.module_load = module_load;
+  table.module_unload = module_unload;
+  table.kernel_get = kernel_get;
+  table.launch_kernel = launch_kernel;
+  return table;  // entries appended to the table later (collectives...) stay NULL
+}
+
+const hal_plugin_table_v1_t kTable = make_table();
+
+constexpr size_t kHostBytesUsed = offsetof(hal_plugin_host_t, log) + sizeof(void*);
+constexpr size_t kPluginBytesWritten = offsetof(hal_plugin_v1_t, table) + sizeof(void*);
+
+}  // namespace
+}  // namespace hal::cuda
+
+extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
+                                                           hal_plugin_v1_t* out_plugin) {
+  using namespace hal::cuda;
+  if (host == nullptr || out_plugin == nullptr) return HAL_ERROR_NULL_POINTER;
+  if (host->struct_size < kHostBytesUsed) return HAL_ERROR_ABI_MISMATCH;
+  const hal::plugin::ErrorReporter report(host);
+  if (HAL_VERSION_MAJOR(host->abi_version) != HAL_ABI_VERSION_MAJOR) {
+    return report.fail(HAL_ERROR_ABI_MISMATCH, 0,
+                       "the cuda plugin implements HAL ABI %u.x, the loader offers %u.%u",
+                       HAL_ABI_VERSION_MAJOR, HAL_VERSION_MAJOR(host->abi_version),
+                       HAL_VERSION_MINOR(host->abi_version));
+  }
+  if (out_plugin->struct_size < kPluginBytesWritten) {
+    return report.fail(HAL_ERROR_ABI_MISMATCH, 0,
+                       "hal_plugin_v1_t of %zu bytes is smaller than the v1.0 struct (%zu)",
+                       out_plugin->struct_size, kPluginBytesWritten);
+  }
+  return hal::plugin::guarded(report, "hal_plugin_entry", [&] {
+    auto plugin = std::make_unique<Plugin>(host);
+    out_plugin->abi_version = HAL_ABI_VERSION;
+    out_plugin->name = kPluginName;
+    out_plugin->version = kPluginVersion;
+    out_plugin->vendor = kPluginVendor;
+    out_plugin->build_id = HAL_CUDA_BUILD_ID;
+    out_plugin->context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
+    out_plugin->table = &kTable;
+    return HAL_SUCCESS;
+  });
+}

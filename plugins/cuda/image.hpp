@@ -1,0 +1,20 @@
+// Bounds checks of a HAL_MODULE_FORMAT_CUBIN image before the driver reads
+// it: cuModuleLoadData takes no size and trusts the offsets inside the image,
+// so a truncated or forged one would make it read past the caller's buffer.
+#ifndef HAL_PLUGINS_CUDA_IMAGE_HPP_
+#define HAL_PLUGINS_CUDA_IMAGE_HPP_
+
+#include <cstddef>
+#include <string>
+
+namespace hal::cuda {
+
+// True when |data| (|size| bytes) is a cubin (a 64-bit little-endian ELF for
+// EM_CUDA whose header tables, segments and sections lie inside |size|) or a
+// fatbin (its header's declared size lies inside |size|). Otherwise false
+// with |why| (one phrase).
+bool check_binary_image(const void* data, size_t size, std::string& why);
+
+}  // namespace hal::cuda
+
+#endif  // HAL_PLUGINS_CUDA_IMAGE_HPP_

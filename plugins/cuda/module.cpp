@@ -1,0 +1,296 @@
+#include "module.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "../common/signature.hpp"
+#include "../common/versioned_struct.hpp"
+#include "device.hpp"
+#include "image.hpp"
+#include "nvrtc.hpp"
+#include "stream.hpp"
+
+namespace hal::cuda {
+namespace {
+
+hal_result_t read_image(const hal_module_desc_t& desc, const plugin::ErrorReporter& report,
+                        std::string& out) {
+  if (desc.data != nullptr) {
+    out.assign(static_cast<const char*>(desc.data), desc.size);
+    return HAL_SUCCESS;
+  }
+  std::ifstream file(desc.path, std::ios::binary);
+  if (!file) {
+    return report.fail(HAL_ERROR_NOT_FOUND, errno, "module_load: cannot read '%s': %s", desc.path,
+                       std::strerror(errno));
+  }
+  out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  return HAL_SUCCESS;
+}
+
+// Checks |types| against the entry's parameters as the driver knows them
+// (cuFuncGetParamInfo, CUDA 12.4+): a PTX or cubin signature is declared by
+// the caller, and a wrong one would be undefined behaviour on the device.
+// Empty when they agree or the driver cannot tell.
+std::string signature_disagreement(const DriverApi& cu, CUfunction function,
+                                   const std::vector<hal_arg_type_t>& types) {
+  if (cu.cuFuncGetParamInfo == nullptr) return {};
+  std::vector<size_t> sizes;
+  for (size_t index = 0; index <= HAL_MAX_KERNEL_ARGS; ++index) {
+    size_t offset = 0, size = 0;
+    const CUresult result = cu.cuFuncGetParamInfo(function, index, &offset, &size);
+    if (result == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+    if (result != CUDA_SUCCESS) return {};          // the driver cannot tell
+    sizes.push_back(size);
+  }
+  // Appended piece by piece: GCC 12 warns (-Wrestrict) on "text" + std::string&&.
+  std::string entry_sizes;
+  for (size_t size : sizes) {
+    if (!entry_sizes.empty()) entry_sizes += ',';
+    entry_sizes += std::to_string(size);
+  }
+  const std::string declared = plugin::format_signature(types.data(), types.size());
+  std::string why;
+  if (sizes.size() != types.size()) {
+    why.append("the entry takes ").append(std::to_string(sizes.size()));
+    why.append(" parameters (bytes: ").append(entry_sizes);
+    why.append("), the declared signature \"").append(declared).append("\" has ");
+    why.append(std::to_string(types.size()));
+    return why;
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] != plugin::arg_type_size(types[i])) {
+      why.append("parameter ").append(std::to_string(i)).append(" of the entry is ");
+      why.append(std::to_string(sizes[i])).append(" bytes, the declared signature \"");
+      why.append(declared).append("\" makes it ").append(plugin::arg_type_name(types[i]));
+      why.append(" (").append(std::to_string(plugin::arg_type_size(types[i]))).append(" bytes)");
+      return why;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+CUresult Kernel::ensure_dynamic_shared(const DriverApi& api, uint32_t bytes) {
+  std::lock_guard lock(mutex_);
+  if (bytes <= dynamic_shared_limit_) return CUDA_SUCCESS;
+  const CUresult result = api.cuFuncSetAttribute(
+      function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes));
+  if (result == CUDA_SUCCESS) dynamic_shared_limit_ = bytes;
+  return result;
+}
+
+Module::~Module() {
+  kernels_.clear();
+  if (device_.bind() == CUDA_SUCCESS) device_.api().cuModuleUnload(module_);
+}
+
+Kernel& Module::add_kernel(std::unique_ptr<Kernel> kernel) {
+  std::lock_guard lock(mutex_);
+  kernels_.push_back(std::move(kernel));
+  return *kernels_.back();
+}
+
+hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
+                         hal_impl_module_t** out_module) {
+  Device& owner = *to_device(device);
+  const plugin::ErrorReporter& report = owner.report();
+  return plugin::guarded(report, "module_load", [&] {
+    const hal_module_format_t format = desc->format;
+    if ((owner.properties().module_formats & (1u << format)) == 0 ||
+        format > HAL_MODULE_FORMAT_HAL_DIALECT) {
+      return report.fail(HAL_ERROR_UNSUPPORTED, 0,
+                         "module_load: format %d is not supported; the cuda plugin loads "
+                         "HAL_MODULE_FORMAT_PTX (3), HAL_MODULE_FORMAT_CUBIN (4) and, with "
+                         "NVRTC, HAL_MODULE_FORMAT_HAL_DIALECT (6)",
+                         static_cast<int>(format));
+    }
+    std::string image;
+    if (hal_result_t read = read_image(*desc, report, image); read != HAL_SUCCESS) return read;
+    std::unique_ptr<dialect::TranslatedModule> translated;
+    if (format == HAL_MODULE_FORMAT_HAL_DIALECT) {
+      const Nvrtc& nvrtc = *owner.nvrtc();  // the format bit is set only with NVRTC
+      const int arch = nvrtc.pick_arch(owner.cc_major(), owner.cc_minor());
+      auto compiled = std::make_unique<CompiledDialect>();
+      std::string message;
+      image.resize(strnlen(image.c_str(), image.size()));
+      if (compile_dialect(nvrtc, image, arch, *compiled, message) != DialectStatus::kOk) {
+        return report.fail_message(HAL_ERROR_INVALID_MODULE, 0, "module_load: " + message);
+      }
+      image = std::move(compiled->ptx);
+      translated = std::make_unique<dialect::TranslatedModule>(std::move(compiled->translated));
+    }
+    if (format == HAL_MODULE_FORMAT_CUBIN) {
+      std::string why;
+      if (!check_binary_image(image.data(), image.size(), why)) {
+        return report.fail(HAL_ERROR_INVALID_MODULE, 0,
+                           "module_load: the cubin image is invalid: %s", why.c_str());
+      }
+    } else {
+      image.push_back('\0');  // PTX is text
+    }
+    if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
+      return owner.fail(bound, "module_load");
+    }
+    CUmodule loaded = nullptr;
+    const CUresult result = owner.api().cuModuleLoadData(&loaded, image.data());
+    if (result != CUDA_SUCCESS) {
+      return owner.fail(result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY
+                                                                     : HAL_ERROR_INVALID_MODULE,
+                        result, "module_load: cuModuleLoadData");
+    }
+    auto owned = std::make_unique<Module>(owner, loaded, std::move(translated));
+    *out_module = reinterpret_cast<hal_impl_module_t*>(owner.add_module(std::move(owned)));
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t module_unload(hal_impl_module_t* module) {
+  Module& self = *to_module(module);
+  Device& owner = self.device();
+  return plugin::guarded(owner.report(), "module_unload", [&] {
+    owner.remove_module(&self);  // the loader synchronised the device first
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
+                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info) {
+  Module& self = *to_module(module);
+  Device& owner = self.device();
+  const plugin::ErrorReporter& report = owner.report();
+  return plugin::guarded(report, "kernel_get", [&] {
+    const std::string name = desc->name;
+    const dialect::KernelRecord* record = nullptr;
+    if (self.dialect() != nullptr) {
+      record = self.dialect()->find(name);
+      if (record == nullptr) {
+        std::string known;
+        for (const dialect::KernelRecord& kernel : self.dialect()->kernels) {
+          known += (known.empty() ? "" : ", ") + kernel.entry;
+        }
+        return report.fail(HAL_ERROR_NOT_FOUND, 0,
+                           "kernel_get: the module has no kernel '%s' (its kernels: %s)",
+                           name.c_str(), known.c_str());
+      }
+    }
+    std::vector<hal_arg_type_t> types;
+    if (desc->arg_types != nullptr) {
+      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
+      if (record != nullptr && types != record->arg_types) {
+        return report.fail(
+            HAL_ERROR_ARGUMENT_MISMATCH, 0,
+            "kernel_get: the declared signature \"%s\" of '%s' disagrees with the module's \"%s\"",
+            plugin::format_signature(types.data(), types.size()).c_str(), name.c_str(),
+            plugin::format_signature(record->arg_types.data(), record->arg_types.size()).c_str());
+      }
+    } else if (record != nullptr) {
+      types = record->arg_types;
+    } else {
+      return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                         "kernel_get: '%s' has no signature: PTX and cubin carry none the plugin "
+                         "reads, so declare arg_types",
+                         name.c_str());
+    }
+    if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
+      return owner.fail(bound, "kernel_get");
+    }
+    const DriverApi& cu = owner.api();
+    CUfunction function = nullptr;
+    if (const CUresult result = cu.cuModuleGetFunction(&function, self.get(), name.c_str());
+        result != CUDA_SUCCESS) {
+      const std::string what = "kernel_get: cuModuleGetFunction('" + name + "')";
+      return owner.fail(result == CUDA_ERROR_NOT_FOUND ? HAL_ERROR_NOT_FOUND : result_of(result),
+                        result, what.c_str());
+    }
+    if (const std::string why = signature_disagreement(cu, function, types); !why.empty()) {
+      return report.fail_message(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                                 "kernel_get: '" + name + "': " + why);
+    }
+    int max_threads = 0;
+    int static_shared = 0;
+    cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function);
+    cu.cuFuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function);
+    uint32_t limit = owner.properties().max_threads_per_block;
+    if (max_threads > 0) limit = std::min(limit, static_cast<uint32_t>(max_threads));
+    if (record != nullptr && record->max_threads_per_block != 0) {
+      limit = std::min(limit, record->max_threads_per_block);
+    }
+    const uint32_t shared = record != nullptr ? record->static_shared_bytes
+                                              : static_cast<uint32_t>(std::max(static_shared, 0));
+    Kernel& added = self.add_kernel(
+        std::make_unique<Kernel>(self, function, name, std::move(types), limit, shared));
+    *out_kernel = reinterpret_cast<hal_impl_kernel_t*>(&added);
+    if (out_info != nullptr) {
+      hal_kernel_info_t info{};
+      info.name = added.name().c_str();
+      info.arg_count = static_cast<uint32_t>(added.arg_types().size());
+      for (uint32_t i = 0; i < info.arg_count; ++i) info.arg_types[i] = added.arg_types()[i];
+      info.max_threads_per_block = added.max_threads();
+      info.static_shared_memory_bytes = added.static_shared_bytes();
+      plugin::write_versioned_struct(info, out_info);
+    }
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
+                           const hal_launch_config_t* config, uint32_t arg_count,
+                           const hal_kernel_arg_t* args) {
+  Stream& target = *to_stream(stream);
+  Kernel& entry = *to_kernel(kernel);
+  Device& device = target.device();
+  const plugin::ErrorReporter& report = device.report();
+  return plugin::guarded(report, "launch_kernel", [&] {
+    if (arg_count != entry.arg_types().size()) {
+      return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                         "launch_kernel: '%s' takes %zu arguments, %u were given",
+                         entry.name().c_str(), entry.arg_types().size(), arg_count);
+    }
+    const uint32_t limit = device.properties().max_shared_memory_bytes;
+    if (uint64_t{config->shared_memory_bytes} + entry.static_shared_bytes() > limit) {
+      return report.fail(HAL_ERROR_INVALID_LAUNCH, 0,
+                         "launch_kernel: '%s' needs %u bytes of static and %u of dynamic shared "
+                         "memory, above the device's %u",
+                         entry.name().c_str(), entry.static_shared_bytes(),
+                         config->shared_memory_bytes, limit);
+    }
+    const uint64_t threads = uint64_t{config->block[0]} * config->block[1] * config->block[2];
+    if (threads > entry.max_threads()) {
+      return report.fail(HAL_ERROR_INVALID_LAUNCH, 0,
+                         "launch_kernel: a block of %llu threads is above the %u '%s' allows",
+                         static_cast<unsigned long long>(threads), entry.max_threads(),
+                         entry.name().c_str());
+    }
+    if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
+      return device.fail(bound, "launch_kernel");
+    }
+    const DriverApi& cu = device.api();
+    if (const CUresult raised = entry.ensure_dynamic_shared(cu, config->shared_memory_bytes);
+        raised != CUDA_SUCCESS) {
+      return device.fail(HAL_ERROR_INVALID_LAUNCH, raised,
+                         "launch_kernel: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    }
+    // kernelParams: one pointer per argument to its value; the loader has
+    // checked each size against the signature, and cuLaunchKernel copies
+    // the values before it returns.
+    void* params[HAL_MAX_KERNEL_ARGS] = {};
+    for (uint32_t i = 0; i < arg_count; ++i) params[i] = const_cast<void*>(args[i].value);
+    const CUresult result = cu.cuLaunchKernel(
+        entry.function(), config->grid[0], config->grid[1], config->grid[2], config->block[0],
+        config->block[1], config->block[2], config->shared_memory_bytes, target.get(),
+        arg_count > 0 ? params : nullptr, nullptr);
+    if (result != CUDA_SUCCESS) {
+      const std::string what = "launch_kernel: cuLaunchKernel('" + entry.name() + "')";
+      const hal_result_t mapped =
+          result == CUDA_ERROR_INVALID_VALUE ? HAL_ERROR_INVALID_LAUNCH : result_of(result);
+      return device.fail(mapped, result, what.c_str());
+    }
+    return HAL_SUCCESS;
+  });
+}
+
+}  // namespace hal::cuda

@@ -1,0 +1,154 @@
+#include "nvrtc.hpp"
+
+#include <dlfcn.h>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "hal_util/env.hpp"
+
+namespace hal::cuda {
+namespace {
+
+constexpr char kDefaultNvrtc[] = "libnvrtc.so.13";
+constexpr size_t kMaxLogBytes = 6000;
+
+template <class Fn>
+bool resolve(void* library, const char* name, Fn& out) {
+  out = reinterpret_cast<Fn>(dlsym(library, name));
+  return out != nullptr;
+}
+
+bool has_fp16_header(const std::string& dir) {
+  struct stat info {};
+  return !dir.empty() && stat((dir + "/cuda_fp16.h").c_str(), &info) == 0;
+}
+
+// The first directory with the toolkit's headers.
+std::string find_include_dir(void* symbol_in_nvrtc) {
+  if (const char* configured = hal::util::env_nonempty("HAL_CUDA_INCLUDE_PATH")) {
+    if (has_fp16_header(configured)) return configured;
+  }
+  Dl_info info{};
+  if (dladdr(symbol_in_nvrtc, &info) != 0 && info.dli_fname != nullptr) {
+    std::string dir = info.dli_fname;
+    dir = dir.substr(0, dir.find_last_of('/') + 1) + "../include";
+    if (has_fp16_header(dir)) return dir;
+  }
+#ifdef HAL_CUDA_TOOLKIT_INCLUDE_DIR
+  if (has_fp16_header(HAL_CUDA_TOOLKIT_INCLUDE_DIR)) return HAL_CUDA_TOOLKIT_INCLUDE_DIR;
+#endif
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<Nvrtc> Nvrtc::open(std::string& why) {
+  const char* configured = hal::util::env_nonempty("HAL_CUDA_NVRTC_PATH");
+  const std::string path = configured != nullptr ? configured : kDefaultNvrtc;
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* error = dlerror();
+    why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
+    return nullptr;
+  }
+  std::unique_ptr<Nvrtc> nvrtc(new Nvrtc());
+  nvrtc->library_ = library;
+  decltype(&::nvrtcVersion) version = nullptr;
+  decltype(&::nvrtcGetNumSupportedArchs) arch_count = nullptr;
+  decltype(&::nvrtcGetSupportedArchs) archs = nullptr;
+  const bool complete = resolve(library, "nvrtcVersion", version) &&
+                        resolve(library, "nvrtcGetNumSupportedArchs", arch_count) &&
+                        resolve(library, "nvrtcGetSupportedArchs", archs) &&
+                        resolve(library, "nvrtcGetErrorString", nvrtc->get_error_string_) &&
+                        resolve(library, "nvrtcCreateProgram", nvrtc->create_program_) &&
+                        resolve(library, "nvrtcDestroyProgram", nvrtc->destroy_program_) &&
+                        resolve(library, "nvrtcCompileProgram", nvrtc->compile_program_) &&
+                        resolve(library, "nvrtcGetProgramLogSize", nvrtc->get_log_size_) &&
+                        resolve(library, "nvrtcGetProgramLog", nvrtc->get_log_) &&
+                        resolve(library, "nvrtcGetPTXSize", nvrtc->get_ptx_size_) &&
+                        resolve(library, "nvrtcGetPTX", nvrtc->get_ptx_);
+  if (!complete) {
+    why = path + " lacks an NVRTC entry point";
+    return nullptr;
+  }
+  version(&nvrtc->major_, &nvrtc->minor_);
+  const std::string include_dir =
+      find_include_dir(reinterpret_cast<void*>(nvrtc->compile_program_));
+  if (!include_dir.empty()) nvrtc->include_options_.push_back("-I" + include_dir);
+  int count = 0;
+  if (arch_count(&count) == NVRTC_SUCCESS && count > 0) {
+    nvrtc->archs_.resize(static_cast<size_t>(count));
+    archs(nvrtc->archs_.data());
+  }
+  return nvrtc;
+}
+
+std::string Nvrtc::version() const {
+  return std::to_string(major_) + "." + std::to_string(minor_);
+}
+
+int Nvrtc::pick_arch(int major, int minor) const {
+  const int device = major * 10 + minor;
+  int best = 0;
+  for (int arch : archs_) {
+    if (arch <= device) best = std::max(best, arch);
+  }
+  return best;
+}
+
+bool Nvrtc::compile_to_ptx(const std::string& source, const char* name, int arch, std::string& ptx,
+                           std::string& log) const {
+  nvrtcProgram program = nullptr;
+  nvrtcResult result = create_program_(&program, source.c_str(), name, 0, nullptr, nullptr);
+  if (result != NVRTC_SUCCESS) {
+    log = std::string("nvrtcCreateProgram: ") + get_error_string_(result);
+    return false;
+  }
+  const std::string arch_option = "--gpu-architecture=compute_" + std::to_string(arch);
+  std::vector<const char*> options = {arch_option.c_str(), "--std=c++17", "-default-device"};
+  for (const std::string& include : include_options_) options.push_back(include.c_str());
+  result = compile_program_(program, static_cast<int>(options.size()), options.data());
+  size_t log_size = 0;
+  log.clear();
+  if (get_log_size_(program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+    log.resize(log_size);
+    get_log_(program, log.data());
+    log.resize(log_size - 1);
+    if (log.size() > kMaxLogBytes) log = log.substr(0, kMaxLogBytes) + "\n[... log cut]";
+  }
+  bool ok = result == NVRTC_SUCCESS;
+  if (!ok) {
+    log = std::string("nvrtcCompileProgram: ") + get_error_string_(result) + "\n" + log;
+  } else {
+    size_t size = 0;
+    ok = get_ptx_size_(program, &size) == NVRTC_SUCCESS && size > 0;
+    if (ok) {
+      ptx.assign(size, '\0');
+      ok = get_ptx_(program, ptx.data()) == NVRTC_SUCCESS;
+      ptx.resize(size - 1);  // the size counts the NUL
+    }
+    if (!ok) log = "nvrtcGetPTX failed";
+  }
+  destroy_program_(&program);
+  return ok;
+}
+
+DialectStatus compile_dialect(const Nvrtc& nvrtc, std::string_view source, int arch,
+                              CompiledDialect& out, std::string& message) {
+  dialect::Diagnostic diagnostic;
+  if (!dialect::translate(source, dialect::Backend::kCuda, out.translated, diagnostic)) {
+    message = "the HAL dialect source is invalid: " + diagnostic.to_string();
+    return DialectStatus::kInvalidSource;
+  }
+  std::string log;
+  if (!nvrtc.compile_to_ptx(out.translated.text, "hal_dialect.cu", arch, out.ptx, log)) {
+    message = "NVRTC " + nvrtc.version() + " rejected the translated HAL dialect (compute_" +
+              std::to_string(arch) + "):\n" + log;
+    return DialectStatus::kCompilerRejected;
+  }
+  return DialectStatus::kOk;
+}
+
+}  // namespace hal::cuda

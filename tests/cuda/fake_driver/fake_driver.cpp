@@ -1,0 +1,721 @@
+// A stand-in for libcuda.so.1, for testing the cuda plugin without a GPU:
+// cuGetProcAddress_v2 and the entry points the plugin uses, serving memory,
+// streams and events from host memory. Each stream runs its work in order on
+// a thread of its own (so a blocking host function blocks only its stream, as
+// in CUDA), and waits while the test pauses the device; launches are recorded
+// with their parameters (they run nothing), read back through fake_driver.h. Environment:
+// HAL_FAKE_CUDA_DEVICES (default 2), HAL_FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns).
+#include <cuda.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "fake_driver.h"
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+struct CUctx_st {
+  int ordinal = 0;
+  long references = 0;
+};
+struct CUstream_st {
+  uint64_t id = 0;
+  std::deque<std::function<void()>> queue;  // guarded by the state's mutex
+  bool busy = false;
+  bool stopping = false;
+  std::thread worker;
+};
+// Shared with the work that records or waits for it, which may outlive the
+// CUevent (CUDA lets pending waits on a destroyed event complete).
+struct EventState {
+  bool timing = true;
+  uint64_t recorded = 0;   // records enqueued
+  uint64_t completed = 0;  // records reached
+  std::chrono::steady_clock::time_point when;
+};
+struct CUevent_st {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+};
+struct CUfunc_st {
+  std::string name;
+  std::vector<uint32_t> param_sizes;
+  int max_threads = 1024;
+};
+struct CUmod_st {
+  std::vector<CUfunc_st*> functions;
+};
+
+namespace {
+
+constexpr int kSmCount[] = {4, 8};
+constexpr size_t kTotalMemory = size_t{2} << 30;  // above FAKE_CUDA_OOM_BYTES
+
+struct State {
+  std::mutex mutex;
+  std::condition_variable changed;  // any queue, pause or event changed
+  bool initialised = false;
+  bool paused = false;
+  int device_count = 2;
+  CUctx_st contexts[2];
+  std::map<void*, size_t> allocations;  // base -> bytes (device, host and managed)
+  std::set<CUstream_st*> streams;
+  CUstream_st* legacy_stream = nullptr;  // the NULL stream, made on first use
+  std::set<CUevent_st*> events;
+  std::set<CUmod_st*> modules;
+  std::vector<fake_cuda_launch_t> launches;
+  uint64_t next_stream_id = 1;
+};
+
+State& state() {
+  static State* instance = new State();  // never destroyed: host functions may outlive exit
+  return *instance;
+}
+
+thread_local CUcontext current_context = nullptr;
+
+void run_stream(CUstream_st* stream) {
+  State& s = state();
+  std::unique_lock lock(s.mutex);
+  while (true) {
+    s.changed.wait(lock, [&] { return stream->stopping || (!s.paused && !stream->queue.empty()); });
+    if (stream->queue.empty()) return;  // stopping, and everything ran
+    std::function<void()> work = std::move(stream->queue.front());
+    stream->queue.pop_front();
+    stream->busy = true;
+    lock.unlock();
+    work();  // outside the lock: a host function may call the driver
+    lock.lock();
+    stream->busy = false;
+    s.changed.notify_all();
+  }
+}
+
+CUstream_st* start_stream(uint64_t id) {
+  auto* stream = new CUstream_st();
+  stream->id = id;
+  stream->worker = std::thread(run_stream, stream);
+  return stream;
+}
+
+bool idle(const CUstream_st* stream) {
+  return stream->queue.empty() && !stream->busy;
+}
+
+void submit(CUstream stream, std::function<void()> work) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (stream == nullptr) {
+    if (s.legacy_stream == nullptr) s.legacy_stream = start_stream(0);
+    stream = s.legacy_stream;
+  }
+  stream->queue.push_back(std::move(work));
+  s.changed.notify_all();
+}
+
+// Every synchronize resumes a paused device first (it would never return).
+void wait_until(const std::function<bool()>& done) {
+  State& s = state();
+  std::unique_lock lock(s.mutex);
+  s.paused = false;
+  s.changed.notify_all();
+  s.changed.wait(lock, done);
+}
+
+CUresult ready() {
+  if (!state().initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+// Reads the entries of a PTX text: ".entry NAME(" then ".param .TYPE" lines
+// until ")", and ".maxntid X, Y, Z".
+bool parse_ptx(std::string_view text, CUmod_st& out) {
+  if (text.find(".version") == std::string_view::npos) return false;
+  size_t at = 0;
+  while ((at = text.find(".entry ", at)) != std::string_view::npos) {
+    at += 7;
+    const size_t open = text.find('(', at);
+    if (open == std::string_view::npos) return false;
+    auto* function = new CUfunc_st();
+    function->name = std::string(text.substr(at, open - at));
+    while (!function->name.empty() && function->name.back() == ' ') function->name.pop_back();
+    const size_t close = text.find(')', open);
+    const std::string_view params = text.substr(open, close - open);
+    size_t p = 0;
+    while ((p = params.find(".param .", p)) != std::string_view::npos) {
+      p += 8;
+      const std::string_view type = params.substr(p, 3);
+      uint32_t size = 4;
+      if (type == "u64" || type == "b64" || type == "s64" || type == "f64") size = 8;
+      if (type.substr(0, 2) == "u8" || type.substr(0, 2) == "b8" || type.substr(0, 2) == "s8") {
+        size = 1;
+      }
+      function->param_sizes.push_back(size);
+    }
+    const size_t next_entry = text.find(".entry ", close);
+    const size_t maxntid = text.find(".maxntid ", close);
+    if (maxntid != std::string_view::npos && maxntid < next_entry) {
+      function->max_threads = std::atoi(std::string(text.substr(maxntid + 9, 8)).c_str());
+    }
+    out.functions.push_back(function);
+    at = close;
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---- the driver API ---------------------------------------------------------------
+
+extern "C" {
+
+CUresult CUDAAPI cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (const char* error = std::getenv("HAL_FAKE_CUDA_INIT_ERROR")) {
+    return static_cast<CUresult>(std::atoi(error));
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (const char* count = std::getenv("HAL_FAKE_CUDA_DEVICES")) {
+    s.device_count = std::max(0, std::min(2, std::atoi(count)));
+  }
+  s.initialised = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int* version) {
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char** name) {
+  switch (error) {
+    case CUDA_SUCCESS:
+      *name = "CUDA_SUCCESS";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_VALUE:
+      *name = "CUDA_ERROR_INVALID_VALUE";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      *name = "CUDA_ERROR_OUT_OF_MEMORY";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_READY:
+      *name = "CUDA_ERROR_NOT_READY";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_PTX:
+      *name = "CUDA_ERROR_INVALID_PTX";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_NOT_FOUND:
+      *name = "CUDA_ERROR_NOT_FOUND";
+      return CUDA_SUCCESS;
+    default:
+      *name = nullptr;
+      return CUDA_ERROR_INVALID_VALUE;  // the plugin's table names the rest
+  }
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  if (!state().initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  *count = state().device_count;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+  if (ordinal < 0 || ordinal >= state().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char* name, int length, CUdevice device) {
+  std::snprintf(name, static_cast<size_t>(length), "HAL fake GPU %d", device);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
+  for (int i = 0; i < 16; ++i) uuid->bytes[i] = static_cast<char>(0xa0 + i + 16 * device);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceTotalMem(size_t* bytes, CUdevice) {
+  *bytes = kTotalMemory;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = kSmCount[device];
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *value = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      *value = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      *value = 64;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      *value = 0x7fffffff;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      *value = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      *value = 48 * 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      *value = 227 * 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      *value = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      *value = 1500000;
+      break;  // kHz
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      *value = 2000000;
+      break;  // kHz
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+      *value = 256;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+      *value = 1;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.contexts[device].ordinal = device;
+  ++s.contexts[device].references;
+  *context = &s.contexts[device];
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.contexts[device].references == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --s.contexts[device].references;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext context) {
+  current_context = context;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  State& s = state();
+  wait_until([&] {
+    for (CUstream_st* stream : s.streams) {
+      if (!idle(stream)) return false;
+    }
+    return s.legacy_stream == nullptr || idle(s.legacy_stream);
+  });
+  return CUDA_SUCCESS;
+}
+
+namespace {
+CUresult allocate(void** out, size_t bytes) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes == FAKE_CUDA_OOM_BYTES || bytes > kTotalMemory) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.allocations.emplace(memory, bytes);
+  *out = memory;
+  return CUDA_SUCCESS;
+}
+CUresult release(void* memory) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.allocations.erase(memory) == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::free(memory);
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr* out, size_t bytes) {
+  void* memory = nullptr;
+  const CUresult r = allocate(&memory, bytes);
+  if (r == CUDA_SUCCESS) *out = reinterpret_cast<CUdeviceptr>(memory);
+  return r;
+}
+CUresult CUDAAPI cuMemFree(CUdeviceptr pointer) {
+  return release(reinterpret_cast<void*>(pointer));
+}
+CUresult CUDAAPI cuMemHostAlloc(void** out, size_t bytes, unsigned int) {
+  return allocate(out, bytes);
+}
+CUresult CUDAAPI cuMemFreeHost(void* pointer) {
+  return release(pointer);
+}
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* out, size_t bytes, unsigned int flags) {
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  return cuMemAlloc(out, bytes);
+}
+
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  submit(stream, [=] {
+    std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  });
+  return CUDA_SUCCESS;
+}
+
+// Not used by the plugin: bench/cuda_peer's raw side, smoke-run over the fake.
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                   CUstream stream) {
+  return cuMemcpyAsync(dst, src, bytes, stream);
+}
+
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count,
+                                 CUstream stream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  submit(stream, [=] { std::memset(reinterpret_cast<void*>(dst), value, count); });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamCreate(CUstream* out, unsigned int flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  if (flags != CU_STREAM_NON_BLOCKING && flags != CU_STREAM_DEFAULT)
+    return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  CUstream_st* stream = start_stream(s.next_stream_id++);
+  s.streams.insert(stream);
+  *out = stream;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
+  State& s = state();
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    stream->stopping = true;  // its queued work still runs, as in CUDA
+    s.changed.notify_all();
+  }
+  stream->worker.join();
+  delete stream;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  if (stream == nullptr) return cuCtxSynchronize();
+  wait_until([stream] { return idle(stream); });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamQuery(CUstream stream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  std::lock_guard lock(state().mutex);
+  if (stream == nullptr) stream = state().legacy_stream;
+  return stream == nullptr || idle(stream) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  if (flags != 0 || event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<EventState> awaited;
+  uint64_t target = 0;
+  {
+    std::lock_guard lock(state().mutex);
+    awaited = event->state;
+    target = awaited->recorded;  // the record enqueued last, as CUDA captures it
+  }
+  submit(stream, [awaited, target] {
+    State& s = state();
+    std::unique_lock lock(s.mutex);
+    s.changed.wait(lock, [&] { return awaited->completed >= target; });
+  });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  submit(stream, [=] { fn(user_data); });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventCreate(CUevent* out, unsigned int flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto* event = new CUevent_st();
+  event->state->timing = (flags & CU_EVENT_DISABLE_TIMING) == 0;
+  s.events.insert(event);
+  *out = event;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventDestroy(CUevent event) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  delete event;  // enqueued records and waits keep its state
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  std::shared_ptr<EventState> recorded;
+  uint64_t generation = 0;
+  {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (s.events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    recorded = event->state;
+    generation = ++recorded->recorded;
+  }
+  submit(stream, [recorded, generation] {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    recorded->completed = std::max(recorded->completed, generation);
+    recorded->when = std::chrono::steady_clock::now();
+    s.changed.notify_all();
+  });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventQuery(CUevent event) {
+  std::lock_guard lock(state().mutex);
+  return event->state->completed >= event->state->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult CUDAAPI cuEventSynchronize(CUevent event) {
+  std::shared_ptr<EventState> awaited;
+  {
+    std::lock_guard lock(state().mutex);
+    awaited = event->state;
+  }
+  wait_until([&] { return awaited->completed >= awaited->recorded; });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  std::lock_guard lock(state().mutex);
+  const EventState& first = *start->state;
+  const EventState& last = *end->state;
+  if (!first.timing || !last.timing) return CUDA_ERROR_INVALID_HANDLE;
+  if (first.completed < first.recorded || last.completed < last.recorded) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  if (first.completed == 0 || last.completed == 0) return CUDA_ERROR_INVALID_HANDLE;
+  *ms = std::chrono::duration<float, std::milli>(last.when - first.when).count();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule* out, const void* image) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  const auto* bytes = static_cast<const char*>(image);
+  if (std::memcmp(bytes,
+                  "\x7f"
+                  "ELF",
+                  4) == 0)
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;  // PTX only
+  auto* module = new CUmod_st();
+  if (!parse_ptx(bytes, *module)) {
+    for (CUfunc_st* f : module->functions) delete f;
+    delete module;
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.modules.insert(module);
+  *out = module;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule module) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.modules.erase(module) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  for (CUfunc_st* f : module->functions) delete f;
+  delete module;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* out, CUmodule module, const char* name) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  for (CUfunc_st* f : module->functions) {
+    if (f->name == name) {
+      *out = f;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction f) {
+  switch (attribute) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *value = f->max_threads;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+      *value = 0;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* size) {
+  if (index >= f->param_sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+  size_t at = 0;
+  for (size_t i = 0; i <= index; ++i) {
+    at = (at + f->param_sizes[i] - 1) / f->param_sizes[i] * f->param_sizes[i];  // aligned
+    if (i < index) at += f->param_sizes[i];
+  }
+  *offset = at;
+  *size = f->param_sizes[index];
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute attribute, int value) {
+  if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES || value > 227 * 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz,
+                                unsigned int shared, CUstream stream, void** params, void** extra) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  if (extra != nullptr || (params == nullptr && !f->param_sizes.empty())) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (uint64_t{bx} * by * bz > static_cast<uint64_t>(f->max_threads)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  fake_cuda_launch_t launch{};
+  std::snprintf(launch.name, sizeof(launch.name), "%s", f->name.c_str());
+  launch.grid[0] = gx, launch.grid[1] = gy, launch.grid[2] = gz;
+  launch.block[0] = bx, launch.block[1] = by, launch.block[2] = bz;
+  launch.shared_bytes = shared;
+  launch.param_count = static_cast<uint32_t>(f->param_sizes.size());
+  launch.stream_id = stream != nullptr ? stream->id : 0;
+  size_t offset = 0;
+  for (size_t i = 0; i < f->param_sizes.size() && i < 64; ++i) {
+    const uint32_t size = f->param_sizes[i];
+    launch.param_sizes[i] = size;
+    if (offset + size > sizeof(launch.params)) return CUDA_ERROR_INVALID_VALUE;
+    std::memcpy(launch.params + offset, params[i], size);  // copied at the call, as CUDA does
+    offset += size;
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.launches.push_back(launch);
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
+
+// ---- the exports: cuGetProcAddress and the test queries ---------------------------
+
+FAKE_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version,
+                                                 cuuint64_t flags,
+                                                 CUdriverProcAddressQueryResult* status) {
+  static const std::map<std::string_view, void*> kTable = {
+#define FAKE_ENTRY(name) {#name, reinterpret_cast<void*>(&name)},
+      FAKE_ENTRY(cuInit) FAKE_ENTRY(cuDriverGetVersion) FAKE_ENTRY(cuGetErrorName) FAKE_ENTRY(
+          cuDeviceGetCount) FAKE_ENTRY(cuDeviceGet) FAKE_ENTRY(cuDeviceGetName)
+          FAKE_ENTRY(cuDeviceGetUuid) FAKE_ENTRY(cuDeviceTotalMem) FAKE_ENTRY(cuDeviceGetAttribute)
+              FAKE_ENTRY(cuDevicePrimaryCtxRetain) FAKE_ENTRY(cuDevicePrimaryCtxRelease) FAKE_ENTRY(
+                  cuCtxSetCurrent) FAKE_ENTRY(cuCtxSynchronize) FAKE_ENTRY(cuMemAlloc)
+                  FAKE_ENTRY(cuMemFree) FAKE_ENTRY(cuMemHostAlloc) FAKE_ENTRY(cuMemFreeHost)
+                      FAKE_ENTRY(cuMemAllocManaged) FAKE_ENTRY(cuMemcpyAsync) FAKE_ENTRY(
+                          cuMemcpyDtoDAsync) FAKE_ENTRY(cuMemsetD8Async) FAKE_ENTRY(cuStreamCreate)
+                          FAKE_ENTRY(cuStreamDestroy) FAKE_ENTRY(cuStreamSynchronize)
+                              FAKE_ENTRY(cuStreamQuery) FAKE_ENTRY(cuStreamWaitEvent)
+                                  FAKE_ENTRY(cuLaunchHostFunc) FAKE_ENTRY(cuEventCreate)
+                                      FAKE_ENTRY(cuEventDestroy) FAKE_ENTRY(cuEventRecord)
+                                          FAKE_ENTRY(cuEventQuery) FAKE_ENTRY(cuEventSynchronize)
+                                              FAKE_ENTRY(cuEventElapsedTime)
+                                                  FAKE_ENTRY(cuModuleLoadData)
+                                                      FAKE_ENTRY(cuModuleUnload)
+                                                          FAKE_ENTRY(cuModuleGetFunction)
+                                                              FAKE_ENTRY(cuFuncGetAttribute)
+                                                                  FAKE_ENTRY(cuFuncGetParamInfo)
+                                                                      FAKE_ENTRY(cuFuncSetAttribute)
+                                                                          FAKE_ENTRY(cuLaunchKernel)
+#undef FAKE_ENTRY
+  };
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pfn = nullptr;
+  if (flags != CU_GET_PROC_ADDRESS_DEFAULT || cuda_version < 12000) {
+    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  const auto it = kTable.find(symbol);
+  if (it == kTable.end()) {
+    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = it->second;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT size_t fake_cuda_launch_count(void) {
+  std::lock_guard lock(state().mutex);
+  return state().launches.size();
+}
+
+FAKE_EXPORT int fake_cuda_launch_get(size_t index, fake_cuda_launch_t* out) {
+  std::lock_guard lock(state().mutex);
+  if (index >= state().launches.size()) return 0;
+  *out = state().launches[index];
+  return 1;
+}
+
+FAKE_EXPORT long fake_cuda_live(const char* what) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const std::string_view name(what);
+  if (name == "allocations") return static_cast<long>(s.allocations.size());
+  if (name == "streams") return static_cast<long>(s.streams.size());
+  if (name == "events") return static_cast<long>(s.events.size());
+  if (name == "modules") return static_cast<long>(s.modules.size());
+  if (name == "contexts") return s.contexts[0].references + s.contexts[1].references;
+  return -1;
+}
+
+FAKE_EXPORT void fake_cuda_set_paused(int paused) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.paused = paused != 0;
+  s.changed.notify_all();
+}

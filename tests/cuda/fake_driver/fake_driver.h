@@ -1,0 +1,42 @@
+/* Test-only queries of the stand-in CUDA driver (libcuda.so.1 built in the
+ * test tree, never installed). A test reaches them with dlsym on the library
+ * the plugin opened (HAL_CUDA_DRIVER_PATH). */
+#ifndef HAL_TESTS_CUDA_FAKE_DRIVER_H_
+#define HAL_TESTS_CUDA_FAKE_DRIVER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cuMemAlloc of exactly this many bytes fails with CUDA_ERROR_OUT_OF_MEMORY. */
+#define FAKE_CUDA_OOM_BYTES ((size_t)0x7fff0001u)
+
+/* One cuLaunchKernel as the driver received it: the parameter bytes are
+ * copied at the call, by the sizes of the PTX entry's .param list. */
+typedef struct fake_cuda_launch {
+  char name[64];
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes;
+  uint32_t param_count;
+  uint32_t param_sizes[64];
+  uint8_t params[512]; /* the parameters back to back */
+  uint64_t stream_id;  /* which stream (an opaque number) */
+} fake_cuda_launch_t;
+
+typedef size_t (*fake_cuda_launch_count_fn)(void);
+typedef int (*fake_cuda_launch_get_fn)(size_t index, fake_cuda_launch_t* out);
+/* what: "allocations", "streams", "events", "modules", "contexts" (primary context references) */
+typedef long (*fake_cuda_live_fn)(const char* what);
+/* While paused, enqueued work waits (queries answer CUDA_ERROR_NOT_READY);
+ * unpausing or any synchronize call lets each stream run it in order. */
+typedef void (*fake_cuda_set_paused_fn)(int paused);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HAL_TESTS_CUDA_FAKE_DRIVER_H_ */
