@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 namespace hal::collective {
 
@@ -182,7 +183,14 @@ void LocalGroup::do_share(uint32_t rank, const hal_collective_call_t& call) {
   const size_t count = call.count;
   const uint32_t n = ranks_;
   auto peer = [&](uint32_t r) -> const hal_collective_call_t& { return *slots_[r].call; };
-  alignas(64) static thread_local uint8_t partial[kChunkBytes];
+  // Per thread, on the heap: a 16 KiB thread_local array would sit in every
+  // thread's static TLS block of libhal and of the cpu plugin.
+  struct alignas(64) Chunk {
+    uint8_t bytes[kChunkBytes];
+  };
+  static thread_local std::unique_ptr<Chunk> partial_chunk;
+  if (!partial_chunk) partial_chunk = std::make_unique<Chunk>();
+  uint8_t* const partial = partial_chunk->bytes;
   const size_t chunk_elems = kChunkBytes / elem;
 
   // Reduces elements [begin, end) at |offset| bytes into every rank's send

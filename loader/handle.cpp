@@ -99,7 +99,7 @@ hal_result_t reject_destroying(const void* handle, HandleKind kind, const char* 
 
 // ---- hazard slots --------------------------------------------------------------
 
-__thread ThreadHazards* t_thread_hazards __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread ThreadHazards* t_thread_hazards = nullptr;
 std::atomic<bool> g_readers_fence{false};
 
 namespace {

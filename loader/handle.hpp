@@ -69,8 +69,12 @@ struct ThreadHazards {
   ThreadHazards* next = nullptr;  // the global list; set before publication
 };
 
-// The calling thread's record (initial-exec TLS: a plain %fs-relative load).
-extern __thread ThreadHazards* t_thread_hazards __attribute__((tls_model("initial-exec")));
+// The calling thread's record. Not initial-exec: that marks libhal STATIC_TLS,
+// and a libhal loaded by dlopen (a Python extension, a framework's plugin)
+// would then fail with "cannot allocate memory in static TLS block". libhal is
+// built with TLS descriptors (-mtls-dialect=gnu2, loader/CMakeLists.txt), so
+// the access is still a short call without __tls_get_addr.
+extern __thread ThreadHazards* t_thread_hazards;
 // HAL_ERROR_INTERNAL: every hazard slot of the thread is in use.
 hal_result_t reject_too_deep(const char* function) noexcept;
 // Gives the calling thread a record; the slow path of the first call.
@@ -276,30 +280,32 @@ class Quarantine {
   std::deque<std::unique_ptr<Handle>> retired_;
 };
 
-// The live objects of one kind on one device: what device_synchronize and
-// hal_shutdown walk.
-template <class Handle>
+// The live objects of one kind on one device (or, for communicators, in the
+// registry): what device_synchronize and hal_shutdown walk. |Owner| is how a
+// live object is held: a slab slot, or a plain unique_ptr for communicators,
+// which retire into a quarantine instead (retire_comm).
+template <class Handle, class Owner = HandleOwner<Handle>>
 class LiveSet {
  public:
-  Handle* add(HandleOwner<Handle> handle) {
+  Handle* add(Owner handle) {
     Handle* raw = handle.get();
     std::lock_guard lock(mutex_);
     objects_.emplace(raw, std::move(handle));
     return raw;
   }
 
-  HandleOwner<Handle> take(Handle* handle) {
+  Owner take(Handle* handle) {
     std::lock_guard lock(mutex_);
     auto found = objects_.find(handle);
     if (found == objects_.end()) return nullptr;
-    HandleOwner<Handle> owned = std::move(found->second);
+    Owner owned = std::move(found->second);
     objects_.erase(found);
     return owned;
   }
 
-  std::vector<HandleOwner<Handle>> take_all() {
+  std::vector<Owner> take_all() {
     std::lock_guard lock(mutex_);
-    std::vector<HandleOwner<Handle>> all;
+    std::vector<Owner> all;
     all.reserve(objects_.size());
     for (auto& [raw, owned] : objects_) all.push_back(std::move(owned));
     objects_.clear();
@@ -320,7 +326,7 @@ class LiveSet {
 
  private:
   mutable std::mutex mutex_;
-  std::unordered_map<Handle*, HandleOwner<Handle>> objects_;
+  std::unordered_map<Handle*, Owner> objects_;
 };
 
 }  // namespace hal::loader

@@ -50,7 +50,7 @@ struct Registry {
   AllocationTable allocations;
   // The communicators not yet destroyed: the last hal_shutdown aborts and
   // frees them (release_live_comms, first thing in ~Registry).
-  LiveSet<hal_comm_s> comms;
+  LiveSet<hal_comm_s, std::unique_ptr<hal_comm_s>> comms;
   // The collectives stores this process serves; the last hal_shutdown stops
   // them (declared last: stopped before anything above is released).
   collective::StoreRoster stores;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../common/versioned_struct.hpp"
+#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
 #include "plugin.hpp"
 #include "stream.hpp"

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "../common/owned_set.hpp"
-#include "../common/report.hpp"
+#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/report.hpp"
 #include "driver.hpp"
 #include "nvrtc.hpp"
 

@@ -2,6 +2,7 @@
 // (or finds none) and hands the loader the function table.
 #include "device.hpp"
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/negotiate.hpp"
 #include "module.hpp"
 #include "plugin.hpp"
 #include "stream.hpp"
@@ -43,8 +44,8 @@ hal_plugin_table_v1_t make_table() {
 
 const hal_plugin_table_v1_t kTable = make_table();
 
-constexpr size_t kHostBytesUsed = offsetof(hal_plugin_host_t, log) + sizeof(void*);
-constexpr size_t kPluginBytesWritten = offsetof(hal_plugin_v1_t, table) + sizeof(void*);
+constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
+                                             HAL_CUDA_BUILD_ID};
 
 }  // namespace
 }  // namespace hal::cuda
@@ -52,29 +53,13 @@ constexpr size_t kPluginBytesWritten = offsetof(hal_plugin_v1_t, table) + sizeof
 extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
                                                            hal_plugin_v1_t* out_plugin) {
   using namespace hal::cuda;
-  if (host == nullptr || out_plugin == nullptr) return HAL_ERROR_NULL_POINTER;
-  if (host->struct_size < kHostBytesUsed) return HAL_ERROR_ABI_MISMATCH;
-  const hal::plugin::ErrorReporter report(host);
-  if (HAL_VERSION_MAJOR(host->abi_version) != HAL_ABI_VERSION_MAJOR) {
-    return report.fail(HAL_ERROR_ABI_MISMATCH, 0,
-                       "the cuda plugin implements HAL ABI %u.x, the loader offers %u.%u",
-                       HAL_ABI_VERSION_MAJOR, HAL_VERSION_MAJOR(host->abi_version),
-                       HAL_VERSION_MINOR(host->abi_version));
-  }
-  if (out_plugin->struct_size < kPluginBytesWritten) {
-    return report.fail(HAL_ERROR_ABI_MISMATCH, 0,
-                       "hal_plugin_v1_t of %zu bytes is smaller than the v1.0 struct (%zu)",
-                       out_plugin->struct_size, kPluginBytesWritten);
-  }
-  return hal::plugin::guarded(report, "hal_plugin_entry", [&] {
-    auto plugin = std::make_unique<Plugin>(host);
-    out_plugin->abi_version = HAL_ABI_VERSION;
-    out_plugin->name = kPluginName;
-    out_plugin->version = kPluginVersion;
-    out_plugin->vendor = kPluginVendor;
-    out_plugin->build_id = HAL_CUDA_BUILD_ID;
-    out_plugin->context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
-    out_plugin->table = &kTable;
-    return HAL_SUCCESS;
-  });
+  // The one handshake (hal_plugin_sdk/negotiate.hpp); a missing driver is not
+  // a failure: the plugin loads with 0 devices and says why (SPEC §10.7).
+  return hal::plugin::enter(
+      host, out_plugin, kIdentity, kTable,
+      [&](const hal::plugin::ErrorReporter&, hal_plugin_context_t** out_context) {
+        auto plugin = std::make_unique<Plugin>(host);
+        *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
+        return HAL_SUCCESS;
+      });
 }

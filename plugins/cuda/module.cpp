@@ -5,8 +5,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "../common/signature.hpp"
-#include "../common/versioned_struct.hpp"
+#include "hal_plugin_sdk/signature.hpp"
+#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "device.hpp"
 #include "image.hpp"
 #include "nvrtc.hpp"

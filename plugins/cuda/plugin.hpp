@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../common/report.hpp"
+#include "hal_plugin_sdk/report.hpp"
 #include "driver.hpp"
 #include "nvrtc.hpp"
 

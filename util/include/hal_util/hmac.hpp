@@ -1,6 +1,6 @@
 #pragma once
-// SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104): what the collectives
-// store's challenge-response needs, without a TLS library. Not for bulk data.
+// HMAC-SHA-256 (RFC 2104) over hal_util's SHA-256: what the collectives
+// store's challenge-response needs, without a TLS library.
 
 #include <array>
 #include <initializer_list>
@@ -8,23 +8,11 @@
 #include <cstdint>
 #include <span>
 
+#include "hal_util/sha256.hpp"
+
 namespace hal::util {
 
-using Sha256Digest = std::array<uint8_t, 32>;
-
-class Sha256 {
- public:
-  Sha256() noexcept;
-  void update(std::span<const uint8_t> data) noexcept;
-  Sha256Digest finish() noexcept;  // the object is spent afterwards
-
- private:
-  void block(const uint8_t* p) noexcept;
-  std::array<uint32_t, 8> state_;
-  std::array<uint8_t, 64> buffer_{};
-  size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
-};
+using Sha256Digest = Sha256::Digest;
 
 Sha256Digest sha256(std::span<const uint8_t> data) noexcept;
 
