@@ -166,7 +166,10 @@ class ChunkCache {
 };
 
 ChunkCache& CommandQueue::cache() {
-  static ChunkCache cache(sizeof(Chunk));
+  // Never destroyed: a stream may be destroyed by another static's destructor
+  // at exit (a framework's session object calling hal_stream_destroy), after
+  // a function-local cache would already be gone.
+  static ChunkCache& cache = *new ChunkCache(sizeof(Chunk));
   return cache;
 }
 

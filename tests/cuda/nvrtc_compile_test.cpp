@@ -51,7 +51,9 @@ TEST_CASE("every conformance dialect kernel compiles to PTX with NVRTC") {
   const std::regex kernel_keyword(R"((^|\n)kernel\s)");
   const auto declared = static_cast<size_t>(std::distance(
       std::sregex_iterator(source.begin(), source.end(), kernel_keyword), std::sregex_iterator()));
-  REQUIRE(declared == 23);
+  // The conformance set has 24 kernels today (23 plus f32_to_half); a set that
+  // shrank below that would make this test vacuous.
+  REQUIRE(declared >= 24);
 
   hal::cuda::CompiledDialect compiled;
   std::string message;
