@@ -121,6 +121,11 @@ class CommandQueue {
   // Requires !empty().
   Command pop();
 
+  // The chunk cache every queue shares lives from the first plugin context
+  // to the last (Plugin's constructor and destructor).
+  static void retain_cache();
+  static void release_cache() noexcept;
+
  private:
   struct Chunk;
   static ChunkCache& cache();  // drained chunks shared by every queue

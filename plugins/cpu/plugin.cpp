@@ -7,6 +7,7 @@ namespace hal::cpu {
 Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device,
                const StreamLimits& stream_limits)
     : report_(host), cpu_(CpuInfo::detect()), stream_limits_(stream_limits) {
+  CommandQueue::retain_cache();
   // One pool thread per hardware thread beyond the caller's own: a stream's
   // runner is worker 0 of every launch it executes.
   const uint32_t workers = device_count == 0 ? 0 : cpu_.hardware_threads - 1;
@@ -39,6 +40,7 @@ Plugin::~Plugin() {
   devices_.clear();  // finishes every stream before the executors and the pool go
   executors_.reset();
   pool_.reset();
+  CommandQueue::release_cache();
 }
 
 bool parse_device_count(const char* text, uint32_t* out_count, std::string& out_error) {

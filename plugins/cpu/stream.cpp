@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <new>
 
 #include "device.hpp"
@@ -165,12 +167,31 @@ class ChunkCache {
   std::vector<void*> chunks_;
 };
 
+namespace {
+// The one cache, alive while any cpu plugin context is: created by the first
+// Plugin, destroyed by the last, after its streams (a function-local static
+// would die in exit handlers before a stream that a static's destructor
+// destroys).
+std::mutex g_cache_mutex;
+uint32_t g_cache_users = 0;
+ChunkCache* g_cache = nullptr;
+}  // namespace
+
+void CommandQueue::retain_cache() {
+  std::lock_guard lock(g_cache_mutex);
+  if (g_cache_users++ == 0) g_cache = std::make_unique<ChunkCache>(sizeof(Chunk)).release();
+}
+
+void CommandQueue::release_cache() noexcept {
+  std::lock_guard lock(g_cache_mutex);
+  if (--g_cache_users == 0) {
+    std::unique_ptr<ChunkCache> last(g_cache);
+    g_cache = nullptr;
+  }
+}
+
 ChunkCache& CommandQueue::cache() {
-  // Never destroyed: a stream may be destroyed by another static's destructor
-  // at exit (a framework's session object calling hal_stream_destroy), after
-  // a function-local cache would already be gone.
-  static ChunkCache& cache = *new ChunkCache(sizeof(Chunk));
-  return cache;
+  return *g_cache;
 }
 
 CommandQueue::Chunk* CommandQueue::new_chunk() {
