@@ -31,6 +31,21 @@ uint64_t resident_bytes() {
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+// Whether resident memory measures the plugin: under ThreadSanitizer every
+// byte the test touches brings shadow and meta-shadow pages with it, several
+// times its own size, so the bounds below hold only without it (ASan's shadow
+// is an eighth and fits the slack).
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kResidentMeasuresThePlugin = false;
+#else
+constexpr bool kResidentMeasuresThePlugin = true;
+#endif
+
+// resident_bytes() <= limit, where resident memory means something.
+bool resident_within(uint64_t limit) {
+  return !kResidentMeasuresThePlugin || resident_bytes() <= limit;
+}
+
 // Threads of this process, from /proc/self/task.
 size_t thread_count() {
   size_t count = 0;
@@ -103,8 +118,8 @@ TEST_CASE("the memory budget bounds resident memory through alloc/free churn",
   const hal_device_properties_t properties = properties_of(t, device);
   CHECK(properties.total_memory_bytes == budget);
   CHECK(properties.max_allocation_bytes == budget);
-  CHECK(resident_bytes() <= before + slack);  // nothing reserved up-front
-  const uint64_t loaded = resident_bytes();   // with the plugin's libraries and threads
+  CHECK(resident_within(before + slack));    // nothing reserved up-front
+  const uint64_t loaded = resident_bytes();  // with the plugin's libraries and threads
 
   // Each size fills the device, then frees everything: caches of one size
   // must make room for the next instead of adding to it.
@@ -113,14 +128,14 @@ TEST_CASE("the memory budget bounds resident memory through alloc/free churn",
     CAPTURE(size);
     std::vector<void*> blocks = allocate_until_full(t, device, size);
     CHECK(blocks.size() >= budget / (2 * page_rounded(size)));  // most of the budget is usable
-    CHECK(resident_bytes() <= loaded + budget + slack);
+    CHECK(resident_within(loaded + budget + slack));
     free_all(t, device, blocks);
-    CHECK(resident_bytes() <= loaded + budget + slack);
+    CHECK(resident_within(loaded + budget + slack));
   }
   // After all that, the whole budget is still one allocation away.
   void* whole = nullptr;
   REQUIRE(t.mem_alloc(device, HAL_MEMORY_DEVICE, budget, 64, &whole) == HAL_SUCCESS);
-  CHECK(resident_bytes() <= loaded + budget + slack);
+  CHECK(resident_within(loaded + budget + slack));
   void* more = nullptr;
   CHECK(t.mem_alloc(device, HAL_MEMORY_DEVICE, 64, 64, &more) == HAL_ERROR_OUT_OF_MEMORY);
   REQUIRE(t.mem_free(device, whole) == HAL_SUCCESS);
@@ -285,8 +300,8 @@ TEST_CASE("a stream queue is bounded and gives its memory back once drained",
   REQUIRE(t.stream_synchronize(stream) == HAL_SUCCESS);
   CHECK(gate.enqueued_while_full == gate.depth);
   // 64 Ki queued commands stay far below what a million would take.
-  CHECK(gate.resident_while_full <= before + 48 * kMiB);
-  CHECK(resident_bytes() <= before + 8 * kMiB);
+  CHECK((!kResidentMeasuresThePlugin || gate.resident_while_full <= before + 48 * kMiB));
+  CHECK(resident_within(before + 8 * kMiB));
   CHECK(std::equal(expected.begin(), expected.end(), data));
   REQUIRE(t.stream_destroy(stream) == HAL_SUCCESS);
   REQUIRE(t.mem_free(device, data) == HAL_SUCCESS);
