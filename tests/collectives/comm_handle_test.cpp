@@ -155,6 +155,7 @@ TEST_CASE("destroy and abort are exclusive with calls on the same communicator",
   const std::vector<hal_device_t> on = devices(1);
   constexpr int kRounds = 30;
   constexpr int kCallers = 3;
+  constexpr int kMaxCollectives = 32;  // per caller and round
   const uint32_t seed = Catch::rngSeed();
   INFO("seed " << seed);
   Buffer buffer(on[0], 64 * kCallers);
@@ -176,14 +177,20 @@ TEST_CASE("destroy and abort are exclusive with calls on the same communicator",
         void* mine = static_cast<char*>(buffer.get()) + 64 * t;
         started.fetch_add(1);
         while (!go.load()) std::this_thread::yield();
+        int collectives = 0;
         // Until the communicator is seen destroyed, and a few calls beyond.
         for (int after = 0; after < 4;) {
           hal_result_t r = HAL_SUCCESS;
           uint32_t value = 0;
+          // A bounded number of collectives: the stream runs them all.
           switch (rng() % 4) {
             case 0:
-              r = hal_allreduce(mine, mine, 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream);
-              break;
+              if (collectives < kMaxCollectives) {
+                ++collectives;
+                r = hal_allreduce(mine, mine, 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream);
+                break;
+              }
+              [[fallthrough]];
             case 1: {
               hal_result_t error = HAL_SUCCESS;
               r = hal_comm_get_async_error(comm, &error);
@@ -290,5 +297,23 @@ TEST_CASE("an abort from another thread interrupts a collective blocked in fligh
     // Then the failed rank ends without waiting for anyone.
     CHECK(hal_comm_destroy(comms[0]) == HAL_SUCCESS);
   }
+  CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+}
+
+TEST_CASE("a communicator destroyed inside an open group fails the group's end", "[comm_handle]") {
+  const Plugin plugin = pick_plugin();
+  Session session(plugin.dir, plugin.name);
+  const std::vector<hal_device_t> on = devices(1);
+  hal_stream_t stream = nullptr;
+  REQUIRE(hal_stream_create(on[0], 0, &stream) == HAL_SUCCESS);
+  Buffer buffer(on[0], 64);
+  const hal_comm_t comm = init_all(on, 5000)[0];
+  REQUIRE(hal_group_start() == HAL_SUCCESS);
+  REQUIRE(hal_allreduce(buffer.get(), buffer.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm,
+                        stream) == HAL_SUCCESS);
+  REQUIRE(hal_comm_destroy(comm) == HAL_SUCCESS);
+  // The batch holds the communicator again when it runs, and finds it gone.
+  CHECK(hal_group_end() == HAL_ERROR_DESTROYED_HANDLE);
+  CHECK(hal_stream_synchronize(stream) == HAL_SUCCESS);
   CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
 }
