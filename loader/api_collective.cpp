@@ -55,11 +55,6 @@ hal_result_t submit(hal_comm_s* comm, hal_stream_s* stream,
   return fail(status.result, function, "%s", status.message.c_str());
 }
 
-void retire_comm(std::unique_ptr<hal_comm_s> comm) {
-  static auto* quarantine = new Quarantine<hal_comm_s>(kQuarantineCapacity);
-  quarantine->retire(std::move(comm));
-}
-
 }  // namespace hal::loader
 
 namespace {
@@ -108,8 +103,12 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
                               const char* function) {
   // The buffers are ranges, checked with their sizes below (0 bytes take NULL).
   Registry* registry = nullptr;
-  HandleUse<hal_stream_s> stream_use;  // held against a racing hal_stream_destroy
-  if (hal_result_t r = check_preconditions_in(registry, function, Live{comm, "comm"},
+  // Held against a racing hal_comm_destroy or hal_comm_abort (an abort marks
+  // the communicator, makes a blocked call return, then waits for it) and a
+  // racing hal_stream_destroy.
+  HandleUse<hal_comm_s> comm_use;
+  HandleUse<hal_stream_s> stream_use;
+  if (hal_result_t r = check_preconditions_in(registry, function, Held{comm, "comm", comm_use},
                                               Held{stream, "stream", stream_use});
       r != HAL_SUCCESS) {
     return r;
@@ -173,6 +172,24 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
     return HAL_SUCCESS;
   }
   return submit(comm, stream, std::span(&call, 1), function);
+}
+
+// submit() for a batch of a group: the communicator and stream were checked
+// when each call was made, but either may have been destroyed since; they are
+// held again, on the thread that runs the batch, for its length.
+hal_result_t submit_held(hal_comm_s* comm, hal_stream_s* stream,
+                         std::span<const hal_collective_call_t> calls, const char* function) {
+  HandleUse<hal_comm_s> comm_use;
+  HandleUse<hal_stream_s> stream_use;
+  if (hal_result_t r = comm_use.acquire(comm, HandleKind::kComm, function, "comm");
+      r != HAL_SUCCESS) {
+    return r;
+  }
+  if (hal_result_t r = stream_use.acquire(stream, HandleKind::kStream, function, "stream");
+      r != HAL_SUCCESS) {
+    return r;
+  }
+  return submit(comm, stream, calls, function);
 }
 
 hal_collective_call_t make_call(hal_collective_kind_t kind, const void* send, void* recv,
@@ -280,7 +297,7 @@ static hal_result_t group_end_body(void) {
       // A plain reference, not a structured binding: clang 14 cannot capture those.
       const auto& key = batches[i].first;
       auto run = [&, i] {
-        results[i] = submit(key.first, key.second, batches[i].second, kFunction);
+        results[i] = submit_held(key.first, key.second, batches[i].second, kFunction);
         if (results[i] != HAL_SUCCESS) messages[i] = hal_error_last_message();
       };
       const bool blocking = key.first->impl == nullptr;

@@ -181,9 +181,9 @@ static hal_result_t comm_init_all_body(uint32_t count, const hal_device_t* devic
       }
       impls[i] = devices[i]->impl;
     }
-    std::vector<std::unique_ptr<hal_comm_s>> comms;
+    std::vector<HandleOwner<hal_comm_s>> comms;
     for (uint32_t i = 0; i < count; ++i) {
-      comms.push_back(std::make_unique<hal_comm_s>(devices[i], i, count, resolved.timeout_ms));
+      comms.push_back(make_handle<hal_comm_s>(devices[i], i, count, resolved.timeout_ms));
     }
     const PluginRecord& plugin = *devices[0]->plugin;
     if (plugin.table.comm_init_local != nullptr) {
@@ -247,7 +247,7 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
       if (hal_result_t r = fixed_store_secret(kFunction, secret); r != HAL_SUCCESS) return r;
       session = "store";
     }
-    auto comm = std::make_unique<hal_comm_s>(device, rank, nranks, resolved.timeout_ms);
+    auto comm = make_handle<hal_comm_s>(device, rank, nranks, resolved.timeout_ms);
     const PluginRecord& plugin = *device->plugin;
     if (plugin.table.comm_init_rank != nullptr) {
       const hal_comm_config_t plugin_view = plugin_config(resolved);
@@ -288,23 +288,30 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
 
 namespace {
 
-// Aborts (when |abort|) and frees |owned|: the plugin's rank or the loader's.
-void release_owned_comm(std::unique_ptr<hal_comm_s> owned, bool abort) {
-  hal_comm_s* comm = owned.get();
-  const PluginRecord& plugin = *comm->device->plugin;
+// Makes the calls in flight on |comm| return: the plugin's rank aborts, the
+// loader's leaves its peers and wakes its blocked wait (the deadline watches
+// |aborted|; a store rank's client is woken through its eventfd).
+void signal_abort(hal_comm_s* comm) {
   if (comm->impl != nullptr) {
-    if (abort) plugin.table.comm_abort(comm->impl);
-    plugin.table.comm_destroy(comm->impl);
-  } else if (abort) {
+    comm->device->plugin->table.comm_abort(comm->impl);
+  } else if (comm->host) {
     comm->host->aborted.store(true);
     comm->host->leave_abruptly();
   }
-  // The quarantine keeps the handle's memory, not its rank: a store rank says
-  // goodbye now (calls in flight hold their own reference).
-  comm->host.reset();
-  comm->impl = nullptr;
-  retire_comm(std::move(owned));
 }
+
+// Ends a communicator its caller marked destroyed (mark_destroyed). An abort
+// signals the calls in flight before waiting for them, so a collective
+// blocked on a peer that never comes returns instead of holding the abort up
+// to its deadline; a destroy waits for them to finish. Then no call uses the
+// handle: its rank and its slot are freed.
+void end_comm(HandleOwner<hal_comm_s> owned, bool abort) {
+  hal_comm_s* comm = owned.get();
+  if (abort) signal_abort(comm);
+  wait_until_unused(comm->header);
+  if (comm->impl != nullptr) comm->device->plugin->table.comm_destroy(comm->impl);
+  comm->impl = nullptr;
+}  // |owned| gives the slot back; a store rank says goodbye with its last reference
 
 hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
   // NULL is a no-op for hal_comm_destroy only.
@@ -315,9 +322,14 @@ hal_result_t release_comm(hal_comm_t comm, bool abort, const char* function) {
     return r;
   }
   if (comm == nullptr) return HAL_SUCCESS;
-  std::unique_ptr<hal_comm_s> owned = registry->comms.take(comm);
-  if (!owned) return reject_handle(comm, HandleKind::kComm, function, "comm");  // raced a destroy
-  release_owned_comm(std::move(owned), abort);
+  // One destroy or abort wins the mark; later calls, and the loser, see a
+  // destroyed handle.
+  if (!mark_destroyed(comm->header)) {
+    return reject_destroying(comm, HandleKind::kComm, function, "comm");
+  }
+  HandleOwner<hal_comm_s> owned = registry->comms.take(comm);
+  if (!owned) return reject_handle(comm, HandleKind::kComm, function, "comm");  // raced a shutdown
+  end_comm(std::move(owned), abort);
   return HAL_SUCCESS;
 }
 
@@ -328,7 +340,10 @@ namespace hal::loader {
 void release_live_comms(Registry& registry) noexcept {
   for (auto& comm : registry.comms.take_all()) {
     try {
-      release_owned_comm(std::move(comm), /*abort=*/true);
+      // Marked here, unless a destroy marked it already and lost it to this
+      // take (that destroy then reads only the header, which stays in the slab).
+      static_cast<void>(mark_destroyed(comm->header));
+      end_comm(std::move(comm), /*abort=*/true);
     } catch (...) {  // a shutdown frees what it can
     }
   }
@@ -349,8 +364,9 @@ static hal_result_t comm_abort_body(hal_comm_t comm) {
 static hal_result_t comm_get_async_error_body(hal_comm_t comm, hal_result_t* out_error) {
   constexpr const char* kFunction = "hal_comm_get_async_error";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (hal_result_t r =
-            check_preconditions(kFunction, Live{comm, "comm"}, Required{out_error, "out_error"});
+    HandleUse<hal_comm_s> use;
+    if (hal_result_t r = check_preconditions(kFunction, Held{comm, "comm", use},
+                                             Required{out_error, "out_error"});
         r != HAL_SUCCESS) {
       return r;
     }
@@ -360,7 +376,8 @@ static hal_result_t comm_get_async_error_body(hal_comm_t comm, hal_result_t* out
 }
 
 static hal_result_t comm_count_body(hal_comm_t comm, uint32_t* out_count) {
-  if (hal_result_t r = check_preconditions("hal_comm_count", Live{comm, "comm"},
+  HandleUse<hal_comm_s> use;
+  if (hal_result_t r = check_preconditions("hal_comm_count", Held{comm, "comm", use},
                                            Required{out_count, "out_count"});
       r != HAL_SUCCESS) {
     return r;
@@ -370,8 +387,9 @@ static hal_result_t comm_count_body(hal_comm_t comm, uint32_t* out_count) {
 }
 
 static hal_result_t comm_rank_body(hal_comm_t comm, uint32_t* out_rank) {
-  if (hal_result_t r =
-          check_preconditions("hal_comm_rank", Live{comm, "comm"}, Required{out_rank, "out_rank"});
+  HandleUse<hal_comm_s> use;
+  if (hal_result_t r = check_preconditions("hal_comm_rank", Held{comm, "comm", use},
+                                           Required{out_rank, "out_rank"});
       r != HAL_SUCCESS) {
     return r;
   }
@@ -380,7 +398,8 @@ static hal_result_t comm_rank_body(hal_comm_t comm, uint32_t* out_rank) {
 }
 
 static hal_result_t comm_get_device_body(hal_comm_t comm, hal_device_t* out_device) {
-  if (hal_result_t r = check_preconditions("hal_comm_get_device", Live{comm, "comm"},
+  HandleUse<hal_comm_s> use;
+  if (hal_result_t r = check_preconditions("hal_comm_get_device", Held{comm, "comm", use},
                                            Required{out_device, "out_device"});
       r != HAL_SUCCESS) {
     return r;

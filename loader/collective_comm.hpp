@@ -52,6 +52,7 @@ collective::Status run_host_staged(hal_stream_s* stream, HostComm& comm,
 }  // namespace hal::loader
 
 struct hal_comm_s {
+  static constexpr hal::loader::HandleKind kKind = hal::loader::HandleKind::kComm;
   hal_comm_s(hal_device_s* owner, uint32_t comm_rank, uint32_t comm_ranks, uint32_t timeout)
       : header(hal::loader::HandleKind::kComm, owner->plugin),
         device(owner),

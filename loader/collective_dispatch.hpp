@@ -8,8 +8,6 @@
 
 namespace hal::loader {
 
-// Live handle check of a communicator.
-
 // Records the first asynchronous failure of a host-staged rank.
 void record_host_error(hal_comm_s* comm, hal_result_t result) noexcept;
 
@@ -23,8 +21,5 @@ hal_result_t submit(hal_comm_s* comm, hal_stream_s* stream,
 struct Registry;
 // Aborts and frees every communicator still alive (the last hal_shutdown).
 void release_live_comms(Registry& registry) noexcept;
-
-// The retired communicator handles (use-after-destroy stays detectable).
-void retire_comm(std::unique_ptr<hal_comm_s> comm);
 
 }  // namespace hal::loader

@@ -174,11 +174,18 @@ hal_result_t reject_too_deep(const char* function) noexcept {
 }
 
 bool begin_destroy(DispatchHeader& header) noexcept {
+  if (!mark_destroyed(header)) return false;
+  wait_until_unused(header);
+  return true;
+}
+
+bool mark_destroyed(DispatchHeader& header) noexcept {
   if (held_by_this_thread(&header)) return false;
   uint32_t expected = kLiveMagic;
-  if (!header.magic.compare_exchange_strong(expected, kDestroyedMagic, std::memory_order_seq_cst)) {
-    return false;
-  }
+  return header.magic.compare_exchange_strong(expected, kDestroyedMagic, std::memory_order_seq_cst);
+}
+
+void wait_until_unused(const DispatchHeader& header) noexcept {
   // Readers store their hazard, then load the magic, with only a compiler
   // fence between. The membarrier makes every other running thread execute a
   // full barrier: a reader either sees the destroyed magic, or its hazard is
@@ -197,7 +204,6 @@ bool begin_destroy(DispatchHeader& header) noexcept {
       }
     }
   }
-  return true;
 }
 
 // ---- HandleSlab --------------------------------------------------------------

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -153,6 +152,13 @@ class HandleUse {
 // so the wait ends.
 bool begin_destroy(DispatchHeader& header) noexcept;
 
+// begin_destroy in two steps, for a destroy that must act between them
+// (hal_comm_abort signals a blocked collective, which then returns, before it
+// waits): mark_destroyed is the mark (false as begin_destroy's), and
+// wait_until_unused the wait for the calls that still use the handle.
+bool mark_destroyed(DispatchHeader& header) noexcept;
+void wait_until_unused(const DispatchHeader& header) noexcept;
+
 // Handle memory. Each handle type has one process-wide slab: address space
 // mapped in arenas that are never unmapped, carved into fixed-size slots
 // handed out in address order. A destroyed handle's slot keeps its header
@@ -250,40 +256,9 @@ HandleOwner<Handle> make_handle(Args&&... args) {
   }
 }
 
-// For handles not (yet) in a slab (communicators): destroyed handles stay
-// allocated with kDestroyedMagic, the most recent |capacity| of them, so a use-after-destroy or a
-// double destroy reads a recognisable header instead of freed memory. Older ones are freed.
-template <class Handle>
-class Quarantine {
- public:
-  explicit Quarantine(size_t capacity) : capacity_(capacity) {}
-
-  void retire(std::unique_ptr<Handle> handle) {
-    handle->header.magic.store(kDestroyedMagic, std::memory_order_relaxed);
-    std::unique_ptr<Handle> evicted;
-    std::lock_guard lock(mutex_);
-    retired_.push_back(std::move(handle));
-    if (retired_.size() > capacity_) {
-      evicted = std::move(retired_.front());
-      retired_.pop_front();
-    }
-  }
-
-  size_t size() const {
-    std::lock_guard lock(mutex_);
-    return retired_.size();
-  }
-
- private:
-  const size_t capacity_;
-  mutable std::mutex mutex_;
-  std::deque<std::unique_ptr<Handle>> retired_;
-};
-
 // The live objects of one kind on one device (or, for communicators, in the
-// registry): what device_synchronize and hal_shutdown walk. |Owner| is how a
-// live object is held: a slab slot, or a plain unique_ptr for communicators,
-// which retire into a quarantine instead (retire_comm).
+// registry): what device_synchronize and hal_shutdown walk, each held by its
+// slab slot.
 template <class Handle, class Owner = HandleOwner<Handle>>
 class LiveSet {
  public:

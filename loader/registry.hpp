@@ -34,9 +34,6 @@ struct PluginReport {
   bool requested = false;
 };
 
-// Communicators' quarantine (the other handles are in slabs).
-inline constexpr size_t kQuarantineCapacity = 4096;
-
 // A plugin reporting more devices is refused (SPEC §9.3): a broken count must
 // not make hal_init open devices for minutes.
 inline constexpr uint32_t kMaxDevicesPerPlugin = 4096;
@@ -50,7 +47,7 @@ struct Registry {
   AllocationTable allocations;
   // The communicators not yet destroyed: the last hal_shutdown aborts and
   // frees them (release_live_comms, first thing in ~Registry).
-  LiveSet<hal_comm_s, std::unique_ptr<hal_comm_s>> comms;
+  LiveSet<hal_comm_s> comms;
   // The collectives stores this process serves; the last hal_shutdown stops
   // them (declared last: stopped before anything above is released).
   collective::StoreRoster stores;

@@ -117,7 +117,10 @@ HAL_API hal_result_t hal_comm_init_all(uint32_t count, const hal_device_t* devic
                                        const hal_comm_config_t* config, hal_comm_t* out_comms);
 
 /* Frees |comm|. Calls already enqueued keep what they need and finish (or
- * fail at their deadline). hal_comm_destroy(NULL) is a no-op.
+ * fail at their deadline); a call in progress on another thread (the
+ * loader's blocking host-staged path) is waited for, and calls made after
+ * the destroy get HAL_ERROR_DESTROYED_HANDLE. hal_comm_destroy(NULL) is a
+ * no-op.
  * Errors: HAL_ERROR_INVALID_HANDLE, HAL_ERROR_DESTROYED_HANDLE. */
 HAL_API hal_result_t hal_comm_destroy(hal_comm_t comm);
 
@@ -126,7 +129,10 @@ HAL_API hal_result_t hal_comm_destroy(hal_comm_t comm);
  * peers see this rank gone (HAL_ERROR_REMOTE, or HAL_ERROR_TIMEOUT where the
  * transport cannot tell).
  * Local and bounded: never waits for a peer. May be called from any thread,
- * also while another thread is blocked in a call on |comm|.
+ * also while another thread is blocked in a call on |comm|: that call is
+ * made to fail first, and the handle is freed once it has returned. Of a
+ * racing destroy and abort one succeeds, the other gets
+ * HAL_ERROR_DESTROYED_HANDLE.
  * Errors: HAL_ERROR_INVALID_HANDLE, HAL_ERROR_DESTROYED_HANDLE. */
 HAL_API hal_result_t hal_comm_abort(hal_comm_t comm);
 

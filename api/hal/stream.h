@@ -43,7 +43,7 @@ HAL_API hal_result_t hal_stream_create(hal_device_t device, hal_stream_flags_t f
 /* Waits for the work enqueued on |stream| to complete, then destroys it.
  * hal_stream_destroy(NULL) is a no-op. No other thread may use |stream|
  * concurrently or afterwards; a later use gets HAL_ERROR_DESTROYED_HANDLE
- * (detected while the loader's quarantine holds the handle).
+ * (detected until its slab slot is handed out again, SPEC §3).
  * Errors: HAL_ERROR_INVALID_HANDLE, HAL_ERROR_DESTROYED_HANDLE (double destroy). */
 HAL_API hal_result_t hal_stream_destroy(hal_stream_t stream);
 

@@ -13,7 +13,7 @@ void LiveObjects::add_handle(const void* handle, HandleKind kind, const hal_devi
                              const void* owner_module, CreationSite site) {
   std::lock_guard lock(mutex_);
   if (handles_.size() >= kMaxRemembered) forget_destroyed_locked();
-  // A new object may reuse the address of one that left the quarantine.
+  // A new object may reuse the address (slab slot) of a destroyed one.
   handles_[handle] =
       HandleRecord{kind, true, false, device, owner_module, next_serial_++, std::move(site)};
 }

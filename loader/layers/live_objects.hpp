@@ -1,8 +1,8 @@
 // The validation layer's own record of every handle and allocation HAL gave
 // out, and of every handle it destroyed. Unlike the dispatch header's magic,
 // it answers "is this a live stream?" without reading the handle's memory, so
-// a handle stays recognised as destroyed after it left the quarantine and its
-// memory was freed. It also remembers where each object was created, for the
+// a handle stays recognised as destroyed after its slab slot was handed out
+// again. It also remembers where each object was created, for the
 // leak report at the last hal_shutdown.
 #pragma once
 

@@ -2,7 +2,7 @@
 //
 // It runs around the loader's own checks, never instead of them:
 // - before a call: every handle argument is looked up in LiveObjects, so a
-//   destroyed handle is reported as such even after it left the quarantine
+//   destroyed handle is reported as such even after its slot was reused
 //   (no read of its memory); then the call's own checks (extra(...)): bounds
 //   and device reach of copies, fills and kernel pointer arguments, events
 //   used before they were recorded, streams destroyed with work pending;
