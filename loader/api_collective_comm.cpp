@@ -186,7 +186,7 @@ static hal_result_t comm_init_all_body(uint32_t count, const hal_device_t* devic
       comms.push_back(make_handle<hal_comm_s>(devices[i], i, count, resolved.timeout_ms));
     }
     const PluginRecord& plugin = *devices[0]->plugin;
-    if (plugin.table.comm_init_local != nullptr) {
+    if (plugin.collectives) {
       const hal_comm_config_t plugin_view = plugin_config(resolved);
       std::vector<hal_impl_comm_t*> made(count, nullptr);
       const hal_result_t r =
@@ -249,7 +249,7 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
     }
     auto comm = make_handle<hal_comm_s>(device, rank, nranks, resolved.timeout_ms);
     const PluginRecord& plugin = *device->plugin;
-    if (plugin.table.comm_init_rank != nullptr) {
+    if (plugin.collectives && plugin.table.comm_init_rank != nullptr) {
       const hal_comm_config_t plugin_view = plugin_config(resolved);
       hal_impl_comm_t* made = nullptr;
       const hal_result_t r =

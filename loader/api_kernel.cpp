@@ -3,8 +3,11 @@
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
 #include "hal_util/names.hpp"
+#include "hal_plugin_sdk/signature.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 using namespace hal::loader;
@@ -99,10 +102,15 @@ hal_result_t check_launch_shape(const hal_kernel_s* kernel, const hal_launch_con
                 "the block has %llu threads, above the %u allowed per block",
                 static_cast<unsigned long long>(threads), max_threads);
   }
-  if (config->shared_memory_bytes > limits.max_shared_memory_bytes) {
+  // The kernel's own (static) shared memory and the launch's dynamic share
+  // one per-block budget.
+  const uint32_t static_shared = kernel->info.static_shared_memory_bytes;
+  if (uint64_t{config->shared_memory_bytes} + static_shared > limits.max_shared_memory_bytes) {
     return fail(HAL_ERROR_INVALID_LAUNCH, function,
-                "config->shared_memory_bytes is %u, above the device's max_shared_memory_bytes %u",
-                config->shared_memory_bytes, limits.max_shared_memory_bytes);
+                "config->shared_memory_bytes is %u; with the %u bytes of static shared memory "
+                "of kernel '%s' that is above the device's max_shared_memory_bytes %u",
+                config->shared_memory_bytes, static_shared, kernel->name.c_str(),
+                limits.max_shared_memory_bytes);
   }
   return HAL_SUCCESS;
 }
@@ -130,6 +138,21 @@ hal_result_t check_launch_args(const hal_kernel_s* kernel, uint32_t arg_count,
     }
   }
   return HAL_SUCCESS;
+}
+
+// The one signature rule (SPEC 10.3): the plugin reports the signature it
+// bound, the module's own when the module carries one; a declared signature
+// must be exactly that.
+hal_result_t check_declared_signature(const hal_kernel_desc_t* desc, const hal_kernel_info_t& info,
+                                      const char* function) {
+  if (desc->arg_types == nullptr) return HAL_SUCCESS;
+  const bool same = desc->arg_count == info.arg_count &&
+                    std::equal(desc->arg_types, desc->arg_types + desc->arg_count, info.arg_types);
+  if (same) return HAL_SUCCESS;
+  return fail(HAL_ERROR_ARGUMENT_MISMATCH, function,
+              "the declared signature \"%s\" of kernel '%s' disagrees with the module's \"%s\"",
+              hal::plugin::format_signature(desc->arg_types, desc->arg_count).c_str(), desc->name,
+              hal::plugin::format_signature(info.arg_types, info.arg_count).c_str());
 }
 
 }  // namespace
@@ -239,6 +262,12 @@ static hal_result_t kernel_get_body(hal_module_t module, const hal_kernel_desc_t
       return fail(HAL_ERROR_INTERNAL, kFunction,
                   "plugin '%s' described kernel '%s' with %u arguments, above %d",
                   plugin.name.c_str(), desc->name, info.arg_count, HAL_MAX_KERNEL_ARGS);
+    }
+    if (hal_result_t mismatch = check_declared_signature(desc, info, kFunction);
+        mismatch != HAL_SUCCESS) {
+      // The plugin's kernel stays with its module until module_unload (the
+      // table has no kernel release); a later kernel_get makes a new one.
+      return mismatch;
     }
     HandleOwner<hal_kernel_s> kernel =
         make_handle<hal_kernel_s>(&plugin, impl, module->device, module);

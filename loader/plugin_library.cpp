@@ -198,6 +198,8 @@ Failure check_plugin_table(PluginRecord& plugin, const hal_plugin_v1_t& descript
                          table.event_synchronize == nullptr;
   plugin.kernels = table.module_load != nullptr && table.module_unload != nullptr &&
                    table.kernel_get != nullptr && table.launch_kernel != nullptr;
+  plugin.collectives = table.comm_init_local != nullptr && table.comm_destroy != nullptr &&
+                       table.comm_abort != nullptr && table.comm_enqueue != nullptr;
   return std::nullopt;
 }
 

@@ -34,6 +34,9 @@ class PluginRecord {
   bool loader_events = false;
   // All four of module_load, module_unload, kernel_get, launch_kernel exist.
   bool kernels = false;
+  // All four of comm_init_local, comm_destroy, comm_abort, comm_enqueue exist;
+  // otherwise the loader's host-staged collectives serve every device.
+  bool collectives = false;
   // What hal_plugin_entry succeeded; only then is plugin_shutdown owed.
   bool entry_succeeded = false;
   // Between the entry call and the end of device enumeration.

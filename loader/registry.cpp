@@ -50,9 +50,7 @@ void complete_properties(hal_device_properties_t& properties, const PluginRecord
   if (plugin.loader_events || table.event_elapsed_ms == nullptr)
     properties.capabilities &= ~HAL_DEVICE_CAP_EVENT_TIMING;
   // Without its own collective entries a plugin gets the loader's host-staged ones.
-  if (table.comm_init_local == nullptr || table.comm_destroy == nullptr ||
-      table.comm_abort == nullptr || table.comm_enqueue == nullptr)
-    properties.capabilities &= ~HAL_DEVICE_CAP_COLLECTIVES;
+  if (!plugin.collectives) properties.capabilities &= ~HAL_DEVICE_CAP_COLLECTIVES;
 }
 
 // Opens every device of a freshly loaded plugin. On failure closes what it

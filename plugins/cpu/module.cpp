@@ -156,14 +156,7 @@ hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* des
   Device& owner = *to_device(device);
   const plugin::ErrorReporter& report = owner.report();
   return plugin::guarded(report, "module_load", [&] {
-    if (desc->format != HAL_MODULE_FORMAT_CPU_SHARED_OBJECT &&
-        desc->format != HAL_MODULE_FORMAT_HAL_DIALECT) {
-      return report.fail(HAL_ERROR_UNSUPPORTED, 0,
-                         "module_load: format %d is not supported; the cpu plugin loads "
-                         "HAL_MODULE_FORMAT_CPU_SHARED_OBJECT (0) and "
-                         "HAL_MODULE_FORMAT_HAL_DIALECT (6)",
-                         static_cast<int>(desc->format));
-    }
+    // The loader let through only the formats in the device's module_formats.
     int memfd = -1;
     std::string path;
     std::string origin;
@@ -297,25 +290,13 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
                            signature_symbol.c_str(), self.origin().c_str(), why.c_str());
       }
     }
+    // Bound to the module's own signature when it exports one: the loader
+    // compares a declared signature with the one reported in out_info.
     std::vector<hal_arg_type_t> types;
-    if (desc->arg_types != nullptr) {
-      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
-      for (uint32_t i = 0; i < desc->arg_count; ++i) {
-        if (plugin::find_arg_type(types[i]) == nullptr) {
-          return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                             "kernel_get: argument %u of '%s' has unknown type %d", i, name.c_str(),
-                             static_cast<int>(types[i]));
-        }
-      }
-      if (exported != nullptr && exported_types != types) {
-        return report.fail(
-            HAL_ERROR_ARGUMENT_MISMATCH, 0,
-            "kernel_get: the declared signature \"%s\" of '%s' disagrees with the module's "
-            "\"%s\"",
-            plugin::format_signature(types.data(), types.size()).c_str(), name.c_str(), exported);
-      }
-    } else if (exported != nullptr) {
+    if (exported != nullptr) {
       types = std::move(exported_types);
+    } else if (desc->arg_types != nullptr) {
+      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
     } else {
       return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
                          "kernel_get: '%s' has no signature: declare arg_types or export %s "

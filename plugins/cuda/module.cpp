@@ -99,15 +99,9 @@ hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* des
   Device& owner = *to_device(device);
   const plugin::ErrorReporter& report = owner.report();
   return plugin::guarded(report, "module_load", [&] {
+    // The loader let through only the formats in the device's module_formats
+    // (HAL_MODULE_FORMAT_HAL_DIALECT is there only with NVRTC).
     const hal_module_format_t format = desc->format;
-    if ((owner.properties().module_formats & (1u << format)) == 0 ||
-        format > HAL_MODULE_FORMAT_HAL_DIALECT) {
-      return report.fail(HAL_ERROR_UNSUPPORTED, 0,
-                         "module_load: format %d is not supported; the cuda plugin loads "
-                         "HAL_MODULE_FORMAT_PTX (3), HAL_MODULE_FORMAT_CUBIN (4) and, with "
-                         "NVRTC, HAL_MODULE_FORMAT_HAL_DIALECT (6)",
-                         static_cast<int>(format));
-    }
     std::string image;
     if (hal_result_t read = read_image(*desc, report, image); read != HAL_SUCCESS) return read;
     std::unique_ptr<dialect::TranslatedModule> translated;
@@ -177,18 +171,13 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
                            name.c_str(), known.c_str());
       }
     }
+    // Bound to the dialect's signature when the module is one: the loader
+    // compares a declared signature with the one reported in out_info.
     std::vector<hal_arg_type_t> types;
-    if (desc->arg_types != nullptr) {
-      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
-      if (record != nullptr && types != record->arg_types) {
-        return report.fail(
-            HAL_ERROR_ARGUMENT_MISMATCH, 0,
-            "kernel_get: the declared signature \"%s\" of '%s' disagrees with the module's \"%s\"",
-            plugin::format_signature(types.data(), types.size()).c_str(), name.c_str(),
-            plugin::format_signature(record->arg_types.data(), record->arg_types.size()).c_str());
-      }
-    } else if (record != nullptr) {
+    if (record != nullptr) {
       types = record->arg_types;
+    } else if (desc->arg_types != nullptr) {
+      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
     } else {
       return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
                          "kernel_get: '%s' has no signature: PTX and cubin carry none the plugin "
@@ -245,26 +234,8 @@ hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
   Device& device = target.device();
   const plugin::ErrorReporter& report = device.report();
   return plugin::guarded(report, "launch_kernel", [&] {
-    if (arg_count != entry.arg_types().size()) {
-      return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
-                         "launch_kernel: '%s' takes %zu arguments, %u were given",
-                         entry.name().c_str(), entry.arg_types().size(), arg_count);
-    }
-    const uint32_t limit = device.properties().max_shared_memory_bytes;
-    if (uint64_t{config->shared_memory_bytes} + entry.static_shared_bytes() > limit) {
-      return report.fail(HAL_ERROR_INVALID_LAUNCH, 0,
-                         "launch_kernel: '%s' needs %u bytes of static and %u of dynamic shared "
-                         "memory, above the device's %u",
-                         entry.name().c_str(), entry.static_shared_bytes(),
-                         config->shared_memory_bytes, limit);
-    }
-    const uint64_t threads = uint64_t{config->block[0]} * config->block[1] * config->block[2];
-    if (threads > entry.max_threads()) {
-      return report.fail(HAL_ERROR_INVALID_LAUNCH, 0,
-                         "launch_kernel: a block of %llu threads is above the %u '%s' allows",
-                         static_cast<unsigned long long>(threads), entry.max_threads(),
-                         entry.name().c_str());
-    }
+    // The loader checked the shape, the shared memory and the arguments
+    // against this kernel (SPEC 10.3); the plugin trusts them.
     if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
       return device.fail(bound, "launch_kernel");
     }

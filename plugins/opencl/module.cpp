@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iterator>
 
-#include "hal_plugin_sdk/signature.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
 #include "device.hpp"
 
@@ -96,13 +95,7 @@ hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* des
   Device& owner = *to_device(device);
   const plugin::ErrorReporter& report = owner.report();
   return plugin::guarded(report, "module_load", [&] {
-    if (desc->format != HAL_MODULE_FORMAT_OPENCL_C &&
-        desc->format != HAL_MODULE_FORMAT_HAL_DIALECT) {
-      return report.fail(HAL_ERROR_UNSUPPORTED, 0,
-                         "module_load: format %d is not supported; the opencl plugin loads "
-                         "HAL_MODULE_FORMAT_OPENCL_C (1) and HAL_MODULE_FORMAT_HAL_DIALECT (6)",
-                         static_cast<int>(desc->format));
-    }
+    // The loader let through only the formats in the device's module_formats.
     std::string source;
     if (hal_result_t read = read_source(*desc, report, source); read != HAL_SUCCESS) return read;
     std::unique_ptr<dialect::TranslatedModule> translated;
@@ -183,27 +176,21 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
     const bool module_signature = record != nullptr
                                       ? (module_types = record->arg_types, true)
                                       : signature_from_arg_info(kernel.get(), module_types, why);
+    // Bound to the module's own signature when it has one: the loader
+    // compares a declared signature with the one reported in out_info.
     std::vector<hal_arg_type_t> types;
-    if (desc->arg_types != nullptr) {
+    if (module_signature) {
+      types = std::move(module_types);
+    } else if (desc->arg_types != nullptr) {
+      // Without argument info only the count can be checked here.
       types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
-      if (module_signature && types != module_types) {
-        return report.fail(
-            HAL_ERROR_ARGUMENT_MISMATCH, 0,
-            "kernel_get: the declared signature \"%s\" of '%s' disagrees with "
-            "the module's \"%s\"",
-            plugin::format_signature(types.data(), types.size()).c_str(), name.c_str(),
-            plugin::format_signature(module_types.data(), module_types.size()).c_str());
-      }
       cl_uint count = 0;
       clGetKernelInfo(kernel.get(), CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr);
-      const cl_uint hidden = record != nullptr && record->dynamic_shared ? 1 : 0;
-      if (count != types.size() + hidden) {
+      if (count != types.size()) {
         return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
                            "kernel_get: '%s' takes %u arguments, the declared signature has %zu",
-                           name.c_str(), count - hidden, types.size());
+                           name.c_str(), count, types.size());
       }
-    } else if (module_signature) {
-      types = std::move(module_types);
     } else {
       return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
                          "kernel_get: '%s' has no signature: declare arg_types (%s)", name.c_str(),

@@ -2,7 +2,9 @@
 // CTest runs this with HAL_PLUGINS=cpu and HAL_CPU_DEVICES=2.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -284,6 +286,67 @@ TEST_CASE("module errors through the API", "[cpu][api][module]") {
   kdesc.arg_types = wrong;
   kdesc.arg_count = 2;
   CHECK(hal_kernel_get(module, &kdesc, &kernel) == HAL_ERROR_ARGUMENT_MISMATCH);
+  REQUIRE(hal_module_unload(module) == HAL_SUCCESS);
+}
+
+// The loader owns the declared-versus-module signature rule and the launch
+// limits (SPEC 10.3); the plugin reports the module's signature and limits.
+TEST_CASE("the loader compares signatures and counts static shared memory", "[cpu][api][kernel]") {
+  Session session;
+  hal_device_t device = session.device(0);
+  hal_module_t module = load_kernels(device);
+  hal_kernel_desc_t kdesc{};
+  kdesc.struct_size = sizeof(kdesc);
+  kdesc.name = "vector_add";  // exports "ptr,ptr,ptr,u32"
+  hal_kernel_t kernel = nullptr;
+
+  SECTION("every declared signature but the module's is refused, with both named") {
+    std::mt19937 random(20261201);
+    const hal_arg_type_t exported[] = {HAL_ARG_POINTER, HAL_ARG_POINTER, HAL_ARG_POINTER,
+                                       HAL_ARG_U32};
+    for (int trial = 0; trial < 40; ++trial) {
+      // Never NULL, so a count of 0 declares "no arguments".
+      std::array<hal_arg_type_t, 6> declared{};
+      std::fill(declared.begin(), declared.end(), HAL_ARG_F32);
+      std::copy(exported, exported + 4, declared.begin());
+      const uint32_t count = static_cast<uint32_t>(random() % 6);
+      if (count != 0) declared[random() % count] = static_cast<hal_arg_type_t>(random() % 7);
+      kdesc.arg_types = declared.data();
+      kdesc.arg_count = count;
+      const bool same =
+          std::equal(declared.begin(), declared.begin() + count, exported, exported + 4);
+      const hal_result_t got = hal_kernel_get(module, &kdesc, &kernel);
+      CHECK(got == (same ? HAL_SUCCESS : HAL_ERROR_ARGUMENT_MISMATCH));
+      if (!same) {
+        INFO(last_message());
+        CHECK(last_message().find("disagrees with the module's \"ptr,ptr,ptr,u32\"") !=
+              std::string::npos);
+      }
+    }
+  }
+  SECTION("static and dynamic shared memory share the device's budget") {
+    hal_device_properties_t properties{};
+    properties.struct_size = sizeof(properties);
+    REQUIRE(hal_device_get_properties(device, &properties) == HAL_SUCCESS);
+    kernel = get_kernel(module, "static_shared");
+    hal_kernel_info_t info{};
+    info.struct_size = sizeof(info);
+    REQUIRE(hal_kernel_get_info(kernel, &info) == HAL_SUCCESS);
+    REQUIRE(info.static_shared_memory_bytes == 60u * 1024u);
+    REQUIRE(properties.max_shared_memory_bytes > info.static_shared_memory_bytes);
+    const uint32_t room = properties.max_shared_memory_bytes - info.static_shared_memory_bytes;
+    hal_stream_t stream = nullptr;
+    REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+    const hal_launch_config_t fits = config_of({1, 1, 1}, {1, 1, 1}, room);
+    CHECK(hal_launch_kernel(kernel, &fits, 0, nullptr, stream) == HAL_SUCCESS);
+    const hal_launch_config_t over = config_of({1, 1, 1}, {1, 1, 1}, room + 1);
+    CHECK(hal_launch_kernel(kernel, &over, 0, nullptr, stream) == HAL_ERROR_INVALID_LAUNCH);
+    CHECK(last_message().find("static shared memory") != std::string::npos);
+    const hal_launch_config_t most = config_of({1, 1, 1}, {1, 1, 1}, UINT32_MAX);
+    CHECK(hal_launch_kernel(kernel, &most, 0, nullptr, stream) == HAL_ERROR_INVALID_LAUNCH);
+    REQUIRE(hal_stream_synchronize(stream) == HAL_SUCCESS);
+    REQUIRE(hal_stream_destroy(stream) == HAL_SUCCESS);
+  }
   REQUIRE(hal_module_unload(module) == HAL_SUCCESS);
 }
 

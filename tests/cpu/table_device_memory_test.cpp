@@ -49,10 +49,20 @@ TEST_CASE("entry negotiates the ABI and identifies the plugin", "[cpu][table][en
     }
     setenv("HAL_CPU_DEVICES", "2", 1);
   }
-  SECTION("device_open rejects an index out of range") {
+  SECTION("device_open opens each index below device_count") {
+    // The plugin trusts the loader to ask for 0..device_count-1 only (SPEC
+    // 10.3); an index past that is the loader's to never send.
     PluginInstance plugin;
-    hal_impl_device_t* device = nullptr;
-    CHECK(plugin.table().device_open(plugin.info().context, 2, &device) == HAL_ERROR_NOT_FOUND);
+    uint32_t count = 0;
+    REQUIRE(plugin.table().device_count(plugin.info().context, &count) == HAL_SUCCESS);
+    REQUIRE(count == 2);
+    hal_impl_device_t* first = nullptr;
+    hal_impl_device_t* second = nullptr;
+    CHECK(plugin.table().device_open(plugin.info().context, 0, &first) == HAL_SUCCESS);
+    CHECK(plugin.table().device_open(plugin.info().context, 1, &second) == HAL_SUCCESS);
+    CHECK(first != nullptr);
+    CHECK(second != nullptr);
+    CHECK(first != second);
   }
 }
 

@@ -1,6 +1,7 @@
 // The cpu plugin's table driven directly: modules, kernels, launch.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -162,9 +163,8 @@ TEST_CASE("group-shared memory per block", "[cpu][table][kernel]") {
       REQUIRE(out[b] == expected);
     }
   }
-  const auto args = kernel_args(in, out, n);
-  const hal_launch_config_t too_much = config_of({1, 1, 1}, {1, 1, 1}, 64 * 1024 + 1);
-  CHECK(t.launch_kernel(stream, block_sum, &too_much, 3, args.data()) == HAL_ERROR_INVALID_LAUNCH);
+  // More than the device's shared memory is the loader's to refuse (SPEC
+  // 10.3; cpu api_test): the plugin trusts the launch it is given.
   REQUIRE(t.stream_destroy(stream) == HAL_SUCCESS);
 }
 
@@ -192,11 +192,8 @@ TEST_CASE("module and kernel errors", "[cpu][table][module]") {
     desc.path = "/nonexistent/kernels.so";
     CHECK(t.module_load(device, &desc, &module) == HAL_ERROR_NOT_FOUND);
   }
-  SECTION("another format") {
-    desc.format = HAL_MODULE_FORMAT_PTX;
-    desc.path = HAL_TEST_CPU_KERNELS_PATH;
-    CHECK(t.module_load(device, &desc, &module) == HAL_ERROR_UNSUPPORTED);
-  }
+  // A format outside the device's module_formats never reaches the plugin:
+  // the loader refuses it (SPEC 10.3).
   SECTION("an image in memory loads and runs") {
     std::ifstream file(HAL_TEST_CPU_KERNELS_PATH, std::ios::binary);
     const std::vector<char> image((std::istreambuf_iterator<char>(file)),
@@ -235,18 +232,30 @@ TEST_CASE("module and kernel errors", "[cpu][table][module]") {
     CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, nullptr) == HAL_ERROR_ARGUMENT_MISMATCH);
     CHECK(last_error().message.find("no signature") != std::string::npos);
 
-    const hal_arg_type_t right[] = {HAL_ARG_POINTER, HAL_ARG_POINTER, HAL_ARG_POINTER, HAL_ARG_U32};
-    const hal_arg_type_t wrong[] = {HAL_ARG_POINTER, HAL_ARG_POINTER, HAL_ARG_POINTER, HAL_ARG_I64};
+    // The plugin binds the module's own signature and reports it, whatever
+    // was declared: comparing the two is the loader's rule (SPEC 10.3, the
+    // cpu api_test checks it through hal_kernel_get).
+    const hal_arg_type_t exported[] = {HAL_ARG_POINTER, HAL_ARG_POINTER, HAL_ARG_POINTER,
+                                       HAL_ARG_U32};
+    const hal_arg_type_t wrong[] = {HAL_ARG_POINTER, HAL_ARG_I64};
     kdesc.name = "vector_add";
     kdesc.arg_types = wrong;
-    kdesc.arg_count = 4;
-    CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, nullptr) == HAL_ERROR_ARGUMENT_MISMATCH);
-    CHECK(last_error().message.find("ptr,ptr,ptr,i64") != std::string::npos);
-    kdesc.arg_count = 3;
-    CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, nullptr) == HAL_ERROR_ARGUMENT_MISMATCH);
-    kdesc.arg_types = right;
-    kdesc.arg_count = 4;
-    CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, nullptr) == HAL_SUCCESS);
+    kdesc.arg_count = 2;
+    hal_kernel_info_t info{};
+    info.struct_size = sizeof(info);
+    CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, &info) == HAL_SUCCESS);
+    REQUIRE(info.arg_count == 4);
+    CHECK(std::equal(exported, exported + 4, info.arg_types));
+    // Without a signature of its own, the declared one is what it binds.
+    const hal_arg_type_t declared[] = {HAL_ARG_POINTER, HAL_ARG_F64};
+    kdesc.name = "many_args";
+    kdesc.arg_types = declared;
+    kdesc.arg_count = 2;
+    info = {};
+    info.struct_size = sizeof(info);
+    CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, &info) == HAL_SUCCESS);
+    REQUIRE(info.arg_count == 2);
+    CHECK(std::equal(declared, declared + 2, info.arg_types));
 
     kdesc.name = "bad_signature";
     kdesc.arg_types = nullptr;
@@ -257,9 +266,7 @@ TEST_CASE("module and kernel errors", "[cpu][table][module]") {
     kdesc.name = "vector_add";
     kernel = nullptr;
     REQUIRE(t.kernel_get(loaded.module, &kdesc, &kernel, nullptr) == HAL_SUCCESS);
-    hal_impl_stream_t* stream = make_stream(t, device);
-    const hal_launch_config_t config = config_of({1, 1, 1}, {1, 1, 1});
-    CHECK(t.launch_kernel(stream, kernel, &config, 0, nullptr) == HAL_ERROR_ARGUMENT_MISMATCH);
-    REQUIRE(t.stream_destroy(stream) == HAL_SUCCESS);
+    CHECK(kernel != nullptr);
+    // A launch with the wrong argument count is the loader's to refuse.
   }
 }

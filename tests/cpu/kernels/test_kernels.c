@@ -75,6 +75,15 @@ KERNEL void block_sum(const hal_cpu_block_context_t* ctx, const float* in, float
   out[ctx->block_id[0]] = sum;
 }
 
+/* Declares 60 KiB of static group-shared memory, the way a dialect kernel
+ * exports it: a launch's dynamic share must fit in what is left. */
+HAL_CPU_KERNEL_SIGNATURE(static_shared, "");
+HAL_CPU_KERNEL_EXTERN __attribute__((visibility("default")))
+const uint32_t hal_kernel_static_shared_static_shared = 60u * 1024u;
+KERNEL void static_shared(const hal_cpu_block_context_t* ctx) {
+  (void)ctx;
+}
+
 HAL_CPU_KERNEL_SIGNATURE(empty, "");
 KERNEL void empty(const hal_cpu_block_context_t* ctx) {
   (void)ctx;
