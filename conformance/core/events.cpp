@@ -33,11 +33,25 @@ void check_wait(hal_stream_t producer, hal_stream_t waiter, hal_event_t event,
   HC_OK(hal_stream_wait_event(waiter, event));
   std::vector<uint8_t> host(buffer.size(), 0);
   HC_OK(hal_memcpy_async(host.data(), buffer.get(), host.size(), waiter));
+  std::atomic<bool> waiter_done{false};
+  HC_OK(hal_stream_enqueue_host_fn(waiter, set_flag, &waiter_done));
+  // Give the waiter time to run ahead while the producer is still held: a
+  // stream that ignored the wait finishes its copy now. Without this pause a
+  // plugin whose executor starts a moment later would copy after the release
+  // and pass by luck. A correct plugin costs the whole pause.
+  const auto pause_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (!waiter_done.load() && std::chrono::steady_clock::now() < pause_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool ran_ahead = waiter_done.load();
   // Release, drain, then check the gate: |host| must outlive the queued copy.
   gate.release();
   HC_OK(hal_stream_synchronize(waiter));
   HC_OK(hal_stream_synchronize(producer));
   gate.open();
+  HC_REQUIRE(!ran_ahead,
+             "hal_stream_wait_event: the waiting stream ran its copy and a host function while "
+             "the event's work was still held behind a gate: it did not wait for the event");
   for (size_t i = 0; i < host.size(); i += 511) {
     HC_REQUIRE(host[i] == 0x99, strf("byte %zu copied after the wait is 0x%02x: the waiting "
                                      "stream did not wait for the event",
