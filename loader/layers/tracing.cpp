@@ -254,7 +254,13 @@ void append_device(std::string& out, const char* name, const hal_device_s* devic
 
 void append_stream(std::string& out, const char* name, const hal_stream_s* stream) {
   append_pointer(out, name, stream);
-  out += format(",\"device\":%u", stream->device->properties.index);
+  // A call that succeeded may have destroyed the stream (hal_stream_destroy),
+  // and a destroyed handle's slab page may already read as zeroes: name the
+  // device only while the handle is live, and read its pointer once.
+  if (!is_live(stream, HandleKind::kStream)) return;
+  if (const hal_device_s* device = stream->device; device != nullptr) {
+    out += format(",\"device\":%u", device->properties.index);
+  }
 }
 
 void StreamOpSpan::begin(hal_stream_s* stream, const char* operation, uint64_t bytes) noexcept {
