@@ -11,8 +11,8 @@ out="${HAL_TEST_BUILD_ROOT:-$root/_build-test}"
 "$root/scripts/check_format.sh"
 
 # run_suite NAME [--retry-once] CMAKE_ARGS...
-# --retry-once (the sanitizer builds only): a test that fails is run once more
-# and fails the suite only if it fails again. LeakSanitizer's exit-time tracer
+# --retry-once (the sanitizer builds only): a test that fails is run again, up
+# to two more times, and fails the suite only if every run fails. LeakSanitizer's exit-time tracer
 # occasionally dies of a signal ("Tracer caught signal 11") while PoCL's worker
 # threads are exiting: that is the sanitizer's fault, not the test's. Every
 # first failure stays in the log; the Release suite runs without retries.
@@ -21,7 +21,7 @@ run_suite() {
   shift
   local repeat=()
   if [[ "${1:-}" == "--retry-once" ]]; then
-    repeat=(--repeat until-pass:2)
+    repeat=(--repeat until-pass:3)
     shift
   fi
   echo "== [$name] build"
