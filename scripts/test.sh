@@ -10,8 +10,8 @@ out="${HAL_TEST_BUILD_ROOT:-$root/_build-test}"
 # Format check first: it is cheap and a failure says exactly which file.
 "$root/scripts/check_format.sh"
 
-# run_suite NAME [--retry-once] CMAKE_ARGS...
-# --retry-once (the sanitizer builds only): a test that fails is run again, up
+# run_suite NAME [--retry] CMAKE_ARGS...
+# --retry (the sanitizer builds only): a test that fails is run again, up
 # to two more times, and fails the suite only if every run fails. LeakSanitizer's exit-time tracer
 # occasionally dies of a signal ("Tracer caught signal 11") while PoCL's worker
 # threads are exiting: that is the sanitizer's fault, not the test's. Every
@@ -20,7 +20,7 @@ run_suite() {
   local name="$1"
   shift
   local repeat=()
-  if [[ "${1:-}" == "--retry-once" ]]; then
+  if [[ "${1:-}" == "--retry" ]]; then
     repeat=(--repeat until-pass:3)
     shift
   fi
@@ -35,8 +35,8 @@ status=0
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 # Leaks inside PoCL's LLVM are not ours; tests/sanitizers/lsan.supp says why.
 export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-run_suite asan --retry-once -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=address,undefined -DHAL_BUILD_BENCH=OFF || status=1
-run_suite tsan --retry-once -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_SANITIZE=thread -DHAL_BUILD_BENCH=OFF || status=1
+run_suite asan --retry -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=address,undefined -DHAL_BUILD_BENCH=OFF || status=1
+run_suite tsan --retry -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_SANITIZE=thread -DHAL_BUILD_BENCH=OFF || status=1
 # Fuzzing (clang, its own build tree, ~20 s per target) and the ABI check against the baseline.
 "$root/scripts/fuzz.sh" "$out/fuzz" || status=1
 echo "== [abi] check"
