@@ -9,6 +9,7 @@
  *   hal/kernel.h   modules, kernels, launch
  *   hal/dtype.h    element types
  *   hal/collective.h  communicators and collectives
+ *   hal/ops.h      operators: tensors, plans, execution
  *
  * The contract of every function is in SPEC.md. */
 #ifndef HAL_H_
@@ -22,5 +23,6 @@
 #include "hal/memory.h"
 #include "hal/kernel.h"
 #include "hal/collective.h"
+#include "hal/ops.h"
 
 #endif /* HAL_H_ */

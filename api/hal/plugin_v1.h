@@ -58,6 +58,7 @@ typedef struct hal_impl_event_s hal_impl_event_t;
 typedef struct hal_impl_module_s hal_impl_module_t;
 typedef struct hal_impl_kernel_s hal_impl_kernel_t;
 typedef struct hal_impl_comm_s hal_impl_comm_t;
+typedef struct hal_impl_op_plan_s hal_impl_op_plan_t;
 
 typedef enum hal_log_level {
   HAL_LOG_DEBUG = 0,
@@ -224,6 +225,28 @@ typedef struct hal_plugin_table_v1 {
    * buffers against the allocation table and the communicator's device. */
   hal_result_t (*comm_enqueue)(hal_impl_comm_t* comm, hal_impl_stream_t* stream,
                                uint32_t call_count, const hal_collective_call_t* calls);
+
+  /* ---- appended after v1.0: operators (SPEC.md §17) ----
+   * [group: operators] op_plan_create, op_plan_destroy and op_execute: with
+   * any of them NULL the plugin has no operators of its own, and the
+   * loader's portable and reference implementations serve its devices. */
+
+  /* Plans |desc|, which the loader has checked against its op's rules
+   * (shapes, dtypes, strides). A plugin that does not implement this case
+   * returns HAL_ERROR_UNSUPPORTED after set_error with a sentence saying why
+   * (the dtype, the layout, the shape); the loader then tries the next
+   * implementation. |out_implementation| names the implementation ("cpu.onednn"):
+   * static storage of the plugin. */
+  hal_result_t (*op_plan_create)(hal_impl_device_t* device, const hal_op_header_t* desc,
+                                 hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
+                                 size_t* out_workspace_bytes, const char** out_implementation);
+  /* Executions already enqueued keep what they need. */
+  hal_result_t (*op_plan_destroy)(hal_impl_op_plan_t* plan);
+  /* Enqueues one execution on |stream| (of the plan's device). The loader has
+   * checked the counts, every operand against its tensor's extent in the
+   * allocation table, the forbidden overlaps and the workspace size. */
+  hal_result_t (*op_execute)(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
+                             const hal_op_exec_args_t* args);
 } hal_plugin_table_v1_t;
 
 /* What a plugin tells the loader about itself. The loader zeroes it and sets

@@ -1,0 +1,517 @@
+/* HAL public C API: operators. Plan once for a device, execute many times
+ * on its streams.
+ *
+ * An operator is described by a versioned struct (one per op, each starting
+ * with hal_op_header_t) whose tensors are hal_tensor_desc_t: dtype, rank,
+ * shape and strides in elements. Pointers are not part of a plan: they are
+ * given to hal_op_execute, in the operand order each op's struct states.
+ *
+ * hal_op_plan_create walks the device's ordered implementation list: the
+ * plugin's own (tuned) implementation, then the portable one written in the
+ * kernel dialect (devices with HAL_MODULE_FORMAT_HAL_DIALECT), then the host
+ * reference (devices with HAL_DEVICE_CAP_UNIFIED_ADDRESSING). The first that
+ * accepts the descriptor serves the plan; every one that declined says why
+ * (hal_op_plan_get_info). SPEC.md §17 specifies every op, its tolerances and
+ * its errors. */
+#ifndef HAL_OPS_H_
+#define HAL_OPS_H_
+
+#include "hal/dtype.h"
+#include "hal/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===------------------------------------------------------------------===*
+ * Tensors
+ *===------------------------------------------------------------------===*/
+
+#define HAL_TENSOR_MAX_RANK 8
+
+/* A tensor's layout. Element (i0, ..., i{r-1}) lies at
+ * base + sum(i_d * strides[d]) elements from the pointer given at execution.
+ * shape[d] >= 0 (a tensor with a 0 is empty); strides[d] >= 0, and 0 repeats
+ * one element along d (broadcast, allowed only where an op says so). */
+typedef struct hal_tensor_desc {
+  hal_dtype_t dtype;
+  uint32_t rank; /* 0..HAL_TENSOR_MAX_RANK; rank 0 is one element */
+  int64_t shape[HAL_TENSOR_MAX_RANK];
+  int64_t strides[HAL_TENSOR_MAX_RANK];
+} hal_tensor_desc_t;
+
+/* Fills |tensor| as a dense row-major tensor of |shape| (strides computed). */
+static inline void hal_tensor_desc_contiguous(hal_tensor_desc_t* tensor, hal_dtype_t dtype,
+                                              uint32_t rank, const int64_t* shape) {
+  int64_t stride = 1;
+  uint32_t d;
+  tensor->dtype = dtype;
+  tensor->rank = rank;
+  for (d = 0; d < HAL_TENSOR_MAX_RANK; ++d) {
+    tensor->shape[d] = 0;
+    tensor->strides[d] = 0;
+  }
+  for (d = rank; d-- > 0;) {
+    tensor->shape[d] = shape[d];
+    tensor->strides[d] = stride;
+    stride *= shape[d] > 0 ? shape[d] : 1;
+  }
+}
+
+/*===------------------------------------------------------------------===*
+ * Plans
+ *===------------------------------------------------------------------===*/
+
+/* A planned operator on one device. Owned by the caller. */
+typedef struct hal_op_plan_s* hal_op_plan_t;
+
+/* The operators. Values are stable; new ops are only appended. */
+typedef enum hal_op_kind {
+  HAL_OP_MATMUL = 1,
+  HAL_OP_BIAS_ACTIVATION_BACKWARD = 2,
+  HAL_OP_GROUPED_MATMUL = 3,
+  HAL_OP_SOFTMAX = 4,
+  HAL_OP_SOFTMAX_BACKWARD = 5,
+  HAL_OP_NORM = 6,
+  HAL_OP_NORM_BACKWARD = 7,
+  HAL_OP_BINARY = 8,
+  HAL_OP_UNARY = 9,
+  HAL_OP_UNARY_BACKWARD = 10,
+  HAL_OP_SWIGLU = 11,
+  HAL_OP_SWIGLU_BACKWARD = 12,
+  HAL_OP_REDUCE = 13,
+  HAL_OP_ROPE = 14,
+  HAL_OP_EMBEDDING = 15,
+  HAL_OP_EMBEDDING_BACKWARD = 16,
+  HAL_OP_CROSS_ENTROPY = 17,
+  HAL_OP_ADAMW = 18,
+  HAL_OP_CAST = 19,
+  HAL_OP_PERMUTE = 20,
+  HAL_OP_DROPOUT = 21,
+  HAL_OP_ATTENTION = 22,
+  HAL_OP_ATTENTION_BACKWARD = 23,
+  HAL_OP_TOPK_GATING = 24,
+  HAL_OP_KIND_COUNT = 25, /* one past the last op of this version; not an op */
+  HAL_OP_KIND_MAX_ENUM = 0x7fffffff
+} hal_op_kind_t;
+
+/* The first member of every op descriptor. */
+typedef struct hal_op_header {
+  size_t struct_size; /* [in] sizeof the op's descriptor */
+  const void* next;   /* [in] extension chain, NULL */
+  hal_op_kind_t kind; /* which descriptor this is */
+  uint32_t reserved;  /* 0 */
+} hal_op_header_t;
+
+typedef enum hal_op_plan_flag_bits {
+  HAL_OP_PLAN_FLAG_NONE = 0,
+  /* Bitwise-identical results run to run on the same device (no atomics
+   * whose order varies, a fixed reduction order). */
+  HAL_OP_PLAN_DETERMINISTIC = 1u << 0,
+  HAL_OP_PLAN_FLAG_MAX_ENUM = 0x7fffffff
+} hal_op_plan_flag_bits_t;
+typedef uint32_t hal_op_plan_flags_t;
+
+#define HAL_OP_IMPLEMENTATION_NAME_BYTES 64
+#define HAL_OP_DECLINES_BYTES 2048
+
+/* What a plan is. */
+typedef struct hal_op_plan_info {
+  size_t struct_size; /* [in] sizeof(hal_op_plan_info_t) */
+  const void* next;   /* [in] extension chain, NULL */
+  hal_op_kind_t kind;
+  uint32_t operand_count;  /* pointers hal_op_execute takes */
+  uint32_t scalar_count;   /* run-time scalars hal_op_execute takes */
+  hal_op_plan_flags_t flags;
+  size_t workspace_bytes;  /* the caller's workspace each execution needs */
+  /* "cpu.onednn", "portable", "reference" ... NUL-terminated. */
+  char implementation[HAL_OP_IMPLEMENTATION_NAME_BYTES];
+  /* One line per implementation tried before it: "name: reason\n";
+   * NUL-terminated, cut at a line end when longer. */
+  char declines[HAL_OP_DECLINES_BYTES];
+} hal_op_plan_info_t;
+
+/* A run-time scalar of an execution (AdamW's learning rate, a dropout seed). */
+typedef union hal_op_scalar {
+  double f64;
+  uint64_t u64;
+  int64_t i64;
+} hal_op_scalar_t;
+
+/* What one execution works on. */
+typedef struct hal_op_exec_args {
+  size_t struct_size;      /* [in] sizeof(hal_op_exec_args_t) */
+  const void* next;        /* [in] extension chain, NULL */
+  uint32_t operand_count;  /* must equal the plan's */
+  uint32_t scalar_count;   /* must equal the plan's */
+  void* const* operands;   /* [range(0,operand_count)] in the op's order; NULL = absent optional */
+  const hal_op_scalar_t* scalars; /* [range(0,scalar_count)] */
+  void* workspace;         /* [optional] device memory of workspace_bytes or more */
+  size_t workspace_bytes;
+} hal_op_exec_args_t;
+
+/*===------------------------------------------------------------------===*
+ * Op descriptors. Operands are listed in execution order. An optional
+ * operand is used when its descriptor's flag says so (then it must be given)
+ * and must be NULL otherwise. Unless an op says so, an output overlaps no
+ * other operand; where it says "may be x", only exactly x (same pointer and
+ * layout). Accumulation is f32 for f16 and bf16 tensors.
+ *===------------------------------------------------------------------===*/
+
+typedef enum hal_activation {
+  HAL_ACTIVATION_NONE = 0,
+  HAL_ACTIVATION_RELU = 1,
+  HAL_ACTIVATION_GELU_TANH = 2, /* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
+  HAL_ACTIVATION_GELU_ERF = 3,  /* 0.5x(1 + erf(x / sqrt(2))) */
+  HAL_ACTIVATION_SILU = 4,      /* x * sigmoid(x) */
+  HAL_ACTIVATION_COUNT = 5,
+  HAL_ACTIVATION_MAX_ENUM = 0x7fffffff
+} hal_activation_t;
+
+typedef enum hal_matmul_flag_bits {
+  HAL_MATMUL_TRANSPOSE_A = 1u << 0, /* use A^T: a is [..., k, m] */
+  HAL_MATMUL_TRANSPOSE_B = 1u << 1, /* use B^T: b is [..., n, k] */
+  HAL_MATMUL_BIAS = 1u << 2,        /* add bias[n] before the activation */
+  HAL_MATMUL_SAVE_AUX = 1u << 3,    /* write the pre-activation to aux */
+  HAL_MATMUL_FLAG_MAX_ENUM = 0x7fffffff
+} hal_matmul_flag_bits_t;
+
+/* HAL_OP_MATMUL: d = act(alpha * op(a) @ op(b) + beta * c + bias); aux = the
+ * value act was applied to. a: [batch..., m, k] (or [..., k, m] transposed),
+ * b: [batch..., k, n] (or [..., n, k]), c and d: [batch..., m, n]; batch
+ * dimensions (rank - 2 of them, the same rank for all) broadcast with stride
+ * 0 in a, b and c. Strided views allowed for every operand.
+ * Operands: 0 a, 1 b, 2 c (read when beta != 0; may be d itself, exactly),
+ * 3 d, 4 bias [n] (with HAL_MATMUL_BIAS), 5 aux (with SAVE_AUX; d's shape). */
+typedef struct hal_op_matmul_desc {
+  hal_op_header_t header; /* kind = HAL_OP_MATMUL */
+  uint32_t flags;         /* hal_matmul_flag_bits_t */
+  hal_activation_t activation; /* NONE, RELU, GELU_TANH or GELU_ERF */
+  float alpha;
+  float beta;
+  hal_tensor_desc_t a, b, c, d, bias, aux; /* c, bias, aux: ignored when unused */
+} hal_op_matmul_desc_t;
+
+/* HAL_OP_BIAS_ACTIVATION_BACKWARD: grad_pre = grad_out * act'(aux) (or
+ * grad_out itself for NONE), and with compute_bias_grad the bias gradient
+ * grad_bias[n] = sum over rows of grad_pre (f32 accumulation).
+ * grad_out, aux, grad_pre: [rows, n].
+ * Operands: 0 grad_out, 1 aux, 2 grad_pre, 3 grad_bias. */
+typedef struct hal_op_bias_activation_backward_desc {
+  hal_op_header_t header;
+  hal_activation_t activation;
+  uint32_t compute_bias_grad; /* 0 or 1 */
+  hal_tensor_desc_t grad_out, aux, grad_pre, grad_bias;
+} hal_op_bias_activation_backward_desc_t;
+
+/* HAL_OP_GROUPED_MATMUL (MoE): for each group g, rows offsets[g] ..
+ * offsets[g+1]-1 of a ([rows, k]) times b[g] ([groups, k, n], or
+ * [groups, n, k] transposed) give the same rows of d ([rows, n]).
+ * offsets: i32 [groups + 1] in device memory, non-decreasing, offsets[0] = 0,
+ * offsets[groups] <= rows (rows past it are left as they are).
+ * Operands: 0 a, 1 b, 2 offsets, 3 d. */
+typedef struct hal_op_grouped_matmul_desc {
+  hal_op_header_t header;
+  uint32_t flags; /* HAL_MATMUL_TRANSPOSE_B only */
+  uint32_t groups;
+  hal_tensor_desc_t a, b, d;
+} hal_op_grouped_matmul_desc_t;
+
+/* HAL_OP_SOFTMAX over the last dimension: y = softmax(x) or, with log,
+ * log_softmax(x). x, y: [..., n] same shape. Operands: 0 x, 1 y (may be x).
+ * HAL_OP_SOFTMAX_BACKWARD: grad_x from y (the forward output) and grad_y.
+ * Operands: 0 y, 1 grad_y, 2 grad_x (may be grad_y). */
+typedef struct hal_op_softmax_desc {
+  hal_op_header_t header;
+  uint32_t log; /* 0: softmax, 1: log-softmax */
+  uint32_t reserved;
+  hal_tensor_desc_t x, y; /* backward: x is grad_y's and y the forward y's layout; grad_x as x */
+  hal_tensor_desc_t grad_x; /* backward only */
+} hal_op_softmax_desc_t;
+
+typedef enum hal_norm_kind {
+  HAL_NORM_LAYERNORM = 0, /* (x - mean) * rstd * gamma + beta */
+  HAL_NORM_RMSNORM = 1,   /* x * rstd * gamma, rstd = 1/sqrt(mean(x^2) + eps) */
+  HAL_NORM_KIND_MAX_ENUM = 0x7fffffff
+} hal_norm_kind_t;
+
+/* HAL_OP_NORM over the last dimension n of x ([rows..., n]).
+ * Operands: 0 x, 1 gamma [n] (optional: has_gamma), 2 beta [n] (layernorm,
+ * has_beta), 3 y, 4 mean (f32 [rows], layernorm, optional), 5 rstd (f32
+ * [rows], optional).
+ * HAL_OP_NORM_BACKWARD: 0 x, 1 gamma, 2 mean, 3 rstd (both required as the
+ * forward saved them), 4 grad_y, 5 grad_x, 6 grad_gamma (f32 or x's dtype,
+ * optional), 7 grad_beta (optional). */
+typedef struct hal_op_norm_desc {
+  hal_op_header_t header;
+  hal_norm_kind_t norm;
+  float epsilon;
+  uint32_t has_gamma;
+  uint32_t has_beta;
+  hal_tensor_desc_t x, gamma, beta, y, mean, rstd;
+  hal_tensor_desc_t grad_y, grad_x, grad_gamma, grad_beta; /* backward only */
+} hal_op_norm_desc_t;
+
+typedef enum hal_binary_op {
+  HAL_BINARY_ADD = 0,
+  HAL_BINARY_SUB = 1,
+  HAL_BINARY_MUL = 2,
+  HAL_BINARY_DIV = 3,
+  HAL_BINARY_MAX = 4,
+  HAL_BINARY_MIN = 5,
+  HAL_BINARY_OP_COUNT = 6,
+  HAL_BINARY_OP_MAX_ENUM = 0x7fffffff
+} hal_binary_op_t;
+
+/* HAL_OP_BINARY: out = alpha * (a OP b), broadcasting a and b (stride 0)
+ * to out's shape; all three of out's rank. Operands: 0 a, 1 b, 2 out (may
+ * be a or b exactly). */
+typedef struct hal_op_binary_desc {
+  hal_op_header_t header;
+  hal_binary_op_t op;
+  float alpha;
+  hal_tensor_desc_t a, b, out;
+} hal_op_binary_desc_t;
+
+/* HAL_OP_UNARY: out = act(alpha * x) (NONE: scaling only).
+ * HAL_OP_UNARY_BACKWARD: grad_x = grad_out * alpha * act'(alpha * x).
+ * Operands forward: 0 x, 1 out (may be x). Backward: 0 x, 1 grad_out,
+ * 2 grad_x (may be grad_out). */
+typedef struct hal_op_unary_desc {
+  hal_op_header_t header;
+  hal_activation_t activation;
+  float alpha;
+  hal_tensor_desc_t x, out;  /* backward: out is grad_out's layout */
+  hal_tensor_desc_t grad_x;  /* backward only */
+} hal_op_unary_desc_t;
+
+/* HAL_OP_SWIGLU: x [..., 2n] holds (gate, up) halves; out [..., n] =
+ * silu(gate) * up. Operands: 0 x, 1 out.
+ * HAL_OP_SWIGLU_BACKWARD: 0 x, 1 grad_out, 2 grad_x ([..., 2n]). */
+typedef struct hal_op_swiglu_desc {
+  hal_op_header_t header;
+  hal_tensor_desc_t x, out;  /* backward: out is grad_out's layout */
+  hal_tensor_desc_t grad_x;  /* backward only */
+} hal_op_swiglu_desc_t;
+
+typedef enum hal_reduce_kind {
+  HAL_REDUCE_KIND_SUM = 0,
+  HAL_REDUCE_KIND_MEAN = 1,
+  HAL_REDUCE_KIND_MAX = 2,
+  HAL_REDUCE_KIND_COUNT = 3,
+  HAL_REDUCE_KIND_MAX_ENUM = 0x7fffffff
+} hal_reduce_kind_t;
+
+/* HAL_OP_REDUCE over the axes set in axes_mask (bit d = axis d): out has x's
+ * rank with 1 in every reduced axis. Reducing an empty axis: sum 0, mean
+ * NaN, max -inf. Operands: 0 x, 1 out. */
+typedef struct hal_op_reduce_desc {
+  hal_op_header_t header;
+  hal_reduce_kind_t reduce;
+  uint32_t axes_mask;
+  hal_tensor_desc_t x, out;
+} hal_op_reduce_desc_t;
+
+/* HAL_OP_ROPE: rotary embedding of x [batch, seq, heads, dim] into out (may
+ * be x). Pair (x1, x2) at position p and frequency index i rotates by angle
+ * p * base^(-2i/rotary_dim): pairs are (2i, 2i+1) when interleaved, else
+ * (i, i + rotary_dim/2). Dimensions past rotary_dim are copied. positions:
+ * i32 [batch, seq] (optional: has_positions; else p = position_offset + s).
+ * inverse rotates by -angle (the backward pass).
+ * Operands: 0 x, 1 positions, 2 out. */
+typedef struct hal_op_rope_desc {
+  hal_op_header_t header;
+  uint32_t rotary_dim; /* even, <= dim */
+  uint32_t interleaved;
+  uint32_t inverse;
+  uint32_t has_positions;
+  float base;          /* 10000 in most models */
+  int32_t position_offset;
+  hal_tensor_desc_t x, positions, out;
+} hal_op_rope_desc_t;
+
+/* HAL_OP_EMBEDDING: out[i, :] = table[ids[i], :]. ids: i32 or i64 [n...],
+ * table [vocab, dim], out [n..., dim]. An id outside [0, vocab) gives a zero
+ * row (and no gradient).
+ * Operands: 0 ids, 1 table, 2 out.
+ * HAL_OP_EMBEDDING_BACKWARD: grad_table (f32 or table dtype, [vocab, dim])
+ * = (accumulate ? grad_table : 0) + sum over i with ids[i] = v of
+ * grad_out[i, :], summed in index order (deterministic always).
+ * Operands: 0 ids, 1 grad_out, 2 grad_table. */
+typedef struct hal_op_embedding_desc {
+  hal_op_header_t header;
+  uint32_t accumulate; /* backward only */
+  uint32_t reserved;
+  hal_tensor_desc_t ids, table, out; /* backward: table = grad_table, out = grad_out */
+} hal_op_embedding_desc_t;
+
+/* HAL_OP_CROSS_ENTROPY from logits [rows, classes] and labels (i32 or i64
+ * [rows]), with label smoothing s: loss_r = -(1-s) log p[label] - (s/C)
+ * sum_c log p[c]; rows whose label is ignore_index contribute 0 and a zero
+ * gradient. loss (f32 [1]) = mean over the counted rows (0 when none).
+ * grad_logits (optional, logits' layout) = d loss / d logits * grad_scale,
+ * grad_scale the execution's scalar 0 (f64; 1.0 for plain training).
+ * row_losses (optional, f32 [rows]).
+ * Operands: 0 logits, 1 labels, 2 loss, 3 row_losses, 4 grad_logits (may be
+ * logits). Scalars: 0 grad_scale. */
+typedef struct hal_op_cross_entropy_desc {
+  hal_op_header_t header;
+  int64_t ignore_index; /* -100 in most frameworks */
+  float label_smoothing;
+  uint32_t has_row_losses;
+  uint32_t has_grad;
+  uint32_t reserved;
+  hal_tensor_desc_t logits, labels, loss, row_losses, grad_logits;
+} hal_op_cross_entropy_desc_t;
+
+/* HAL_OP_ADAMW over tensor_count dense tensors in one call. Tensor t has
+ * numels[t] elements; its param is param_dtype (f32, f16 or bf16), grad
+ * grad_dtype, m and v f32, master (f32, when has_master) the weights the
+ * step updates (param then receives them rounded). With max_grad_norm > 0
+ * every grad is scaled by min(1, max_grad_norm / (norm + 1e-6)), norm the
+ * L2 norm over all grads (written to operand 0 as f32 [1] when non-NULL).
+ * Step: g' = g*clip; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ * w -= lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay w).
+ * Operands: 0 grad_norm (optional), then per tensor 5: param, grad, m, v,
+ * master (NULL without has_master). Scalars: 0 lr (f64), 1 step t (i64 >= 1).
+ * Workspace: f32 partial sums for the norm. */
+typedef struct hal_op_adamw_desc {
+  hal_op_header_t header;
+  uint32_t tensor_count; /* 1..4096 */
+  uint32_t has_master;
+  hal_dtype_t param_dtype;
+  hal_dtype_t grad_dtype;
+  const int64_t* numels; /* [range(0,tensor_count)] copied at planning */
+  float beta1, beta2, epsilon, weight_decay, max_grad_norm;
+} hal_op_adamw_desc_t;
+
+/* HAL_OP_CAST: out = in converted to out's dtype (round to nearest even;
+ * float to integer truncates toward zero, saturating; NaN to 0), same shape,
+ * any strides (in may broadcast). Operands: 0 in, 1 out.
+ * HAL_OP_PERMUTE: out[i_perm...] = in: out.shape[d] = in.shape[perm[d]],
+ * with a cast when the dtypes differ. Operands: 0 in, 1 out. */
+typedef struct hal_op_cast_desc {
+  hal_op_header_t header;
+  uint32_t perm[HAL_TENSOR_MAX_RANK]; /* HAL_OP_PERMUTE only */
+  hal_tensor_desc_t in, out;
+} hal_op_cast_desc_t;
+
+/* HAL_OP_DROPOUT: out = keep ? x / (1 - p) : 0, keep decided for element i
+ * (row-major index in x) by Philox-4x32-10 with key = seed and counter =
+ * (offset + i/4, 0): keep when the (i%4)-th output word / 2^32 >= p.
+ * backward regenerates the same mask: grad_x = keep ? grad_out / (1-p) : 0
+ * (x is then grad_out's layout). Operands: 0 x, 1 out (may be x), 2 mask (u8
+ * [x's shape], optional: has_mask). Scalars: 0 seed (u64), 1 offset (u64). */
+typedef struct hal_op_dropout_desc {
+  hal_op_header_t header;
+  float probability; /* 0 <= p < 1 */
+  uint32_t backward;
+  uint32_t has_mask;
+  uint32_t reserved;
+  hal_tensor_desc_t x, out, mask;
+} hal_op_dropout_desc_t;
+
+typedef enum hal_causal_alignment {
+  HAL_CAUSAL_NONE = 0,
+  /* query i sees keys j <= i (aligned at the first row: TileLang's) */
+  HAL_CAUSAL_TOP_LEFT = 1,
+  /* query i sees keys j <= i + s_k - s_q (aligned at the last row:
+   * FlashAttention's); a query that sees no key gets output 0, lse -inf */
+  HAL_CAUSAL_BOTTOM_RIGHT = 2,
+  HAL_CAUSAL_MAX_ENUM = 0x7fffffff
+} hal_causal_alignment_t;
+
+typedef enum hal_attention_sparsity {
+  HAL_ATTENTION_DENSE = 0,
+  /* u8 block_mask [batch, heads, ceil(s_q/block_q), ceil(s_k/block_k)]:
+   * nonzero = the block is computed */
+  HAL_ATTENTION_BLOCK_MASK = 1,
+  /* i32 block_indices [batch, heads, ceil(s_q/block_q), topk]: the key blocks
+   * each query block sees; -1 = none; a repeated index counts once */
+  HAL_ATTENTION_BLOCK_INDICES = 2,
+  HAL_ATTENTION_SPARSITY_MAX_ENUM = 0x7fffffff
+} hal_attention_sparsity_t;
+
+/* HAL_OP_ATTENTION on the FlashAttention contract: q [batch, s_q, heads, d],
+ * k and v [batch, s_k, kv_heads, d] (heads a multiple of kv_heads: query head
+ * h uses kv head h / (heads / kv_heads)); out like q; lse f32 [batch, heads,
+ * s_q], the natural-log (base e) log-sum-exp of the scaled scores (-inf for
+ * a row that sees no key). Varlen (has_cu_seqlens): batch sequences packed
+ * along s (q [1, total_q, heads, d]), cu_seqlens_q/k i32 [batch + 1] in device
+ * memory; the causal alignment applies per sequence; an empty sequence is
+ * allowed. Causal and sparse masks combine (a key is seen when both allow).
+ * Operands: 0 q, 1 k, 2 v, 3 out, 4 lse, 5 cu_seqlens_q, 6 cu_seqlens_k,
+ * 7 block_mask or block_indices.
+ * HAL_OP_ATTENTION_BACKWARD: 0 q, 1 k, 2 v, 3 out, 4 lse, 5 cu_seqlens_q,
+ * 6 cu_seqlens_k, 7 block sparsity, 8 grad_out, 9 grad_q, 10 grad_k,
+ * 11 grad_v (grad_k, grad_v with k's layout). Workspace per the plan. */
+typedef struct hal_op_attention_desc {
+  hal_op_header_t header;
+  hal_causal_alignment_t causal;
+  hal_attention_sparsity_t sparsity;
+  float scale;      /* softmax scale; 0 means 1/sqrt(d) */
+  uint32_t has_cu_seqlens;
+  uint32_t batch;   /* sequences when varlen; else q.shape[0] */
+  uint32_t max_seqlen_q, max_seqlen_k; /* varlen only: bounds on the lengths */
+  uint32_t block_q, block_k;          /* sparse only */
+  uint32_t topk;                      /* BLOCK_INDICES only */
+  hal_tensor_desc_t q, k, v, out, lse;
+  hal_tensor_desc_t grad_out, grad_q, grad_k, grad_v; /* backward only */
+} hal_op_attention_desc_t;
+
+/* HAL_OP_TOPK_GATING: for each token (row of logits [tokens, experts]) the
+ * k largest experts (ties: lower index first), indices i32 [tokens, k] in
+ * descending order, weights f32 [tokens, k]: softmax over all experts taken
+ * at the chosen ones, renormalised to sum 1 when renormalize.
+ * Operands: 0 logits, 1 weights, 2 indices. */
+typedef struct hal_op_topk_gating_desc {
+  hal_op_header_t header;
+  uint32_t k;
+  uint32_t renormalize;
+  hal_tensor_desc_t logits, weights, indices;
+} hal_op_topk_gating_desc_t;
+
+/*===------------------------------------------------------------------===*
+ * Functions
+ *===------------------------------------------------------------------===*/
+
+/* Plans the op |desc| describes on |device|. Thread-safe.
+ * Errors: HAL_ERROR_NOT_INITIALIZED, HAL_ERROR_INVALID_HANDLE,
+ * HAL_ERROR_NULL_POINTER (desc, out_plan), HAL_ERROR_INVALID_ARGUMENT (an
+ * unknown kind or flag, a struct_size smaller than the op's v1 struct, a
+ * descriptor breaking its op's rules: the message names the field and the
+ * rule), HAL_ERROR_UNSUPPORTED (every implementation declined: the message
+ * lists each with its reason), HAL_ERROR_OUT_OF_MEMORY. */
+HAL_API hal_result_t hal_op_plan_create(hal_device_t device, const hal_op_header_t* desc,
+                                        hal_op_plan_flags_t flags, hal_op_plan_t* out_plan);
+
+/* Describes |plan|. Thread-safe.
+ * Errors: HAL_ERROR_NOT_INITIALIZED, HAL_ERROR_INVALID_HANDLE,
+ * HAL_ERROR_DESTROYED_HANDLE, HAL_ERROR_NULL_POINTER,
+ * HAL_ERROR_INVALID_ARGUMENT (struct_size too small). */
+HAL_API hal_result_t hal_op_plan_get_info(hal_op_plan_t plan, hal_op_plan_info_t* out_info);
+
+/* Enqueues one execution of |plan| on |stream|, which must be on the plan's
+ * device. Every operand lies inside a HAL allocation reachable by the device
+ * over the whole extent its tensor describes; nothing is written when a
+ * check fails. Thread-safe; executions of one plan may run concurrently.
+ * Errors: HAL_ERROR_NOT_INITIALIZED, HAL_ERROR_INVALID_HANDLE,
+ * HAL_ERROR_DESTROYED_HANDLE, HAL_ERROR_NULL_POINTER (args; a required
+ * operand), HAL_ERROR_INVALID_ARGUMENT (counts, an optional operand given
+ * that the plan does not use, a forbidden overlap, an operand outside its
+ * allocation, too little workspace), HAL_ERROR_DEVICE_MISMATCH (stream or an
+ * operand on another device), HAL_ERROR_DEVICE_LOST. */
+HAL_API hal_result_t hal_op_execute(hal_op_plan_t plan, const hal_op_exec_args_t* args,
+                                    hal_stream_t stream);
+
+/* Destroys |plan|; executions already enqueued complete.
+ * hal_op_plan_destroy(NULL) is a no-op.
+ * Errors: HAL_ERROR_NOT_INITIALIZED, HAL_ERROR_INVALID_HANDLE,
+ * HAL_ERROR_DESTROYED_HANDLE. */
+HAL_API hal_result_t hal_op_plan_destroy(hal_op_plan_t plan);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HAL_OPS_H_ */
