@@ -51,6 +51,8 @@ const char* kind_name(HandleKind kind) noexcept {
       return "kernel";
     case HandleKind::kComm:
       return "communicator";
+    case HandleKind::kOpPlan:
+      return "operator plan";
   }
   return "unknown";
 }
@@ -74,7 +76,7 @@ hal_result_t reject_handle(const void* handle, HandleKind expected, const char* 
   const uint32_t magic = header->magic.load(std::memory_order_relaxed);
   const uint32_t kind = header->kind;
   const bool known_kind = kind >= static_cast<uint32_t>(HandleKind::kDevice) &&
-                          kind <= static_cast<uint32_t>(HandleKind::kComm);
+                          kind <= static_cast<uint32_t>(HandleKind::kOpPlan);
   if (magic == kDestroyedMagic && kind == static_cast<uint32_t>(expected)) {
     return fail(HAL_ERROR_DESTROYED_HANDLE, function, "%s %p is a %s that was already destroyed",
                 argument, handle, kind_name(expected));

@@ -21,7 +21,7 @@ namespace hal::loader {
 
 class PluginRecord;
 
-enum class HandleKind : uint32_t { kDevice = 1, kStream, kEvent, kModule, kKernel, kComm };
+enum class HandleKind : uint32_t { kDevice = 1, kStream, kEvent, kModule, kKernel, kComm, kOpPlan };
 
 inline constexpr uint32_t kLiveMagic = 0x314c4148u;       // "HAL1"
 inline constexpr uint32_t kDestroyedMagic = 0x44414544u;  // "DEAD"

@@ -4,6 +4,8 @@
 
 #include "handle.hpp"
 #include "plugin_library.hpp"
+#include "hal_ops/device_state.hpp"
+#include "hal_ops/implementation.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -100,6 +102,34 @@ struct hal_module_s {
   std::vector<hal::loader::HandleOwner<hal_kernel_s>> kernels;
 };
 
+// An operator plan (api_ops.cpp): the checked descriptor, its signature, and
+// the implementation that accepted it: the plugin's plan or the loader's.
+struct hal_op_plan_s {
+  static constexpr hal::loader::HandleKind kKind = hal::loader::HandleKind::kOpPlan;
+  hal_op_plan_s(const hal::loader::PluginRecord* plugin, hal_device_s* owner)
+      : header(hal::loader::HandleKind::kOpPlan, plugin), device(owner) {}
+  hal_op_plan_s(const hal_op_plan_s&) = delete;
+  hal_op_plan_s& operator=(const hal_op_plan_s&) = delete;
+  ~hal_op_plan_s() {
+    if (plugin_plan != nullptr) header.plugin->table.op_plan_destroy(plugin_plan);
+  }
+  hal::loader::DispatchHeader header;
+  hal_device_s* device;
+  hal_op_plan_flags_t flags = 0;
+  std::vector<unsigned char> desc;  // the caller's descriptor, copied
+  std::vector<int64_t> numels;      // AdamW's sizes, copied (desc points here)
+  hal::ops::OpSignature signature;
+  hal_impl_op_plan_t* plugin_plan = nullptr;                // the plugin's, or
+  std::shared_ptr<const hal::ops::PlannedOp> loader_plan;  // the loader's
+  size_t workspace_bytes = 0;
+  std::string implementation;
+  std::string declines;  // "name: reason\n" per implementation that declined
+
+  const hal_op_header_t* header_of_desc() const {
+    return reinterpret_cast<const hal_op_header_t*>(desc.data());
+  }
+};
+
 struct hal_device_s {
   hal_device_s(hal::loader::PluginRecord* owner, hal_impl_device_t* plugin_device)
       : header(hal::loader::HandleKind::kDevice, owner), impl(plugin_device), plugin(owner) {}
@@ -110,6 +140,11 @@ struct hal_device_s {
   hal::loader::LiveSet<hal_stream_s> streams;
   hal::loader::LiveSet<hal_event_s> events;
   hal::loader::LiveSet<hal_module_s> modules;
+  hal::loader::LiveSet<hal_op_plan_s> op_plans;
+  // The loader's operator implementations' per-device caches (api_ops.cpp),
+  // made at the first plan.
+  std::mutex ops_mutex;
+  std::unique_ptr<hal::ops::DeviceState> ops_state;
 };
 
 namespace hal::loader {

@@ -249,6 +249,7 @@ Registry::~Registry() {
   }
   for (auto& device : devices) {
     const hal_plugin_table_v1_t& table = device->plugin->table;
+    device->op_plans.take_all();  // before the modules their kernels belong to
     for (auto& module : device->modules.take_all()) {
       if (table.module_unload != nullptr) table.module_unload(module->impl);
     }

@@ -107,6 +107,73 @@ constexpr EnumName kCollectiveKind[] = {
     {HAL_COLLECTIVE_RECV, "HAL_COLLECTIVE_RECV", "recv"},
 };
 
+constexpr EnumName kOpKind[] = {
+    {HAL_OP_MATMUL, "HAL_OP_MATMUL", "matmul"},
+    {HAL_OP_BIAS_ACTIVATION_BACKWARD, "HAL_OP_BIAS_ACTIVATION_BACKWARD", "bias_activation_backward"},
+    {HAL_OP_GROUPED_MATMUL, "HAL_OP_GROUPED_MATMUL", "grouped_matmul"},
+    {HAL_OP_SOFTMAX, "HAL_OP_SOFTMAX", "softmax"},
+    {HAL_OP_SOFTMAX_BACKWARD, "HAL_OP_SOFTMAX_BACKWARD", "softmax_backward"},
+    {HAL_OP_NORM, "HAL_OP_NORM", "norm"},
+    {HAL_OP_NORM_BACKWARD, "HAL_OP_NORM_BACKWARD", "norm_backward"},
+    {HAL_OP_BINARY, "HAL_OP_BINARY", "binary"},
+    {HAL_OP_UNARY, "HAL_OP_UNARY", "unary"},
+    {HAL_OP_UNARY_BACKWARD, "HAL_OP_UNARY_BACKWARD", "unary_backward"},
+    {HAL_OP_SWIGLU, "HAL_OP_SWIGLU", "swiglu"},
+    {HAL_OP_SWIGLU_BACKWARD, "HAL_OP_SWIGLU_BACKWARD", "swiglu_backward"},
+    {HAL_OP_REDUCE, "HAL_OP_REDUCE", "reduce"},
+    {HAL_OP_ROPE, "HAL_OP_ROPE", "rope"},
+    {HAL_OP_EMBEDDING, "HAL_OP_EMBEDDING", "embedding"},
+    {HAL_OP_EMBEDDING_BACKWARD, "HAL_OP_EMBEDDING_BACKWARD", "embedding_backward"},
+    {HAL_OP_CROSS_ENTROPY, "HAL_OP_CROSS_ENTROPY", "cross_entropy"},
+    {HAL_OP_ADAMW, "HAL_OP_ADAMW", "adamw"},
+    {HAL_OP_CAST, "HAL_OP_CAST", "cast"},
+    {HAL_OP_PERMUTE, "HAL_OP_PERMUTE", "permute"},
+    {HAL_OP_DROPOUT, "HAL_OP_DROPOUT", "dropout"},
+    {HAL_OP_ATTENTION, "HAL_OP_ATTENTION", "attention"},
+    {HAL_OP_ATTENTION_BACKWARD, "HAL_OP_ATTENTION_BACKWARD", "attention_backward"},
+    {HAL_OP_TOPK_GATING, "HAL_OP_TOPK_GATING", "topk_gating"},
+};
+
+constexpr EnumName kActivation[] = {
+    {HAL_ACTIVATION_NONE, "HAL_ACTIVATION_NONE", "none"},
+    {HAL_ACTIVATION_RELU, "HAL_ACTIVATION_RELU", "relu"},
+    {HAL_ACTIVATION_GELU_TANH, "HAL_ACTIVATION_GELU_TANH", "gelu_tanh"},
+    {HAL_ACTIVATION_GELU_ERF, "HAL_ACTIVATION_GELU_ERF", "gelu_erf"},
+    {HAL_ACTIVATION_SILU, "HAL_ACTIVATION_SILU", "silu"},
+};
+
+constexpr EnumName kNormKind[] = {
+    {HAL_NORM_LAYERNORM, "HAL_NORM_LAYERNORM", "layernorm"},
+    {HAL_NORM_RMSNORM, "HAL_NORM_RMSNORM", "rmsnorm"},
+};
+
+constexpr EnumName kBinaryOp[] = {
+    {HAL_BINARY_ADD, "HAL_BINARY_ADD", "add"},
+    {HAL_BINARY_SUB, "HAL_BINARY_SUB", "sub"},
+    {HAL_BINARY_MUL, "HAL_BINARY_MUL", "mul"},
+    {HAL_BINARY_DIV, "HAL_BINARY_DIV", "div"},
+    {HAL_BINARY_MAX, "HAL_BINARY_MAX", "max"},
+    {HAL_BINARY_MIN, "HAL_BINARY_MIN", "min"},
+};
+
+constexpr EnumName kReduceKind[] = {
+    {HAL_REDUCE_KIND_SUM, "HAL_REDUCE_KIND_SUM", "sum"},
+    {HAL_REDUCE_KIND_MEAN, "HAL_REDUCE_KIND_MEAN", "mean"},
+    {HAL_REDUCE_KIND_MAX, "HAL_REDUCE_KIND_MAX", "max"},
+};
+
+constexpr EnumName kCausalAlignment[] = {
+    {HAL_CAUSAL_NONE, "HAL_CAUSAL_NONE", "none"},
+    {HAL_CAUSAL_TOP_LEFT, "HAL_CAUSAL_TOP_LEFT", "top_left"},
+    {HAL_CAUSAL_BOTTOM_RIGHT, "HAL_CAUSAL_BOTTOM_RIGHT", "bottom_right"},
+};
+
+constexpr EnumName kAttentionSparsity[] = {
+    {HAL_ATTENTION_DENSE, "HAL_ATTENTION_DENSE", "dense"},
+    {HAL_ATTENTION_BLOCK_MASK, "HAL_ATTENTION_BLOCK_MASK", "block_mask"},
+    {HAL_ATTENTION_BLOCK_INDICES, "HAL_ATTENTION_BLOCK_INDICES", "block_indices"},
+};
+
 template <typename Spell>
 std::string join_bits(uint32_t bits, std::span<const EnumName> table, Spell spell,
                       std::string_view separator) {
@@ -162,6 +229,28 @@ std::span<const EnumName> reduce_op_table() noexcept {
 }
 std::span<const EnumName> collective_kind_table() noexcept {
   return kCollectiveKind;
+}
+
+std::span<const EnumName> op_kind_table() noexcept {
+  return kOpKind;
+}
+std::span<const EnumName> activation_table() noexcept {
+  return kActivation;
+}
+std::span<const EnumName> norm_kind_table() noexcept {
+  return kNormKind;
+}
+std::span<const EnumName> binary_op_table() noexcept {
+  return kBinaryOp;
+}
+std::span<const EnumName> reduce_kind_table() noexcept {
+  return kReduceKind;
+}
+std::span<const EnumName> causal_alignment_table() noexcept {
+  return kCausalAlignment;
+}
+std::span<const EnumName> attention_sparsity_table() noexcept {
+  return kAttentionSparsity;
 }
 
 const EnumName* find_name(std::span<const EnumName> table, uint32_t value) noexcept {

@@ -57,7 +57,11 @@ namespace hal::loader::layers {
   X(Send, "hal_send", "sendbuf", "count", "dtype", "peer", "comm", "stream")                       \
   X(Recv, "hal_recv", "recvbuf", "count", "dtype", "peer", "comm", "stream")                       \
   X(GroupStart, "hal_group_start")                                                                 \
-  X(GroupEnd, "hal_group_end")
+  X(GroupEnd, "hal_group_end")                                                                     \
+  X(OpPlanCreate, "hal_op_plan_create", "device", "desc", "flags", "out_plan")                     \
+  X(OpPlanGetInfo, "hal_op_plan_get_info", "plan", "out_info")                                     \
+  X(OpExecute, "hal_op_execute", "plan", "args", "stream")                                         \
+  X(OpPlanDestroy, "hal_op_plan_destroy", "plan")
 
 enum class ApiIndex : size_t {
 #define HAL_LAYER_API_INDEX(tag, ...) k##tag,

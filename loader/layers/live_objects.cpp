@@ -15,7 +15,7 @@ void LiveObjects::add_handle(const void* handle, HandleKind kind, const hal_devi
   if (handles_.size() >= kMaxRemembered) forget_destroyed_locked();
   // A new object may reuse the address (slab slot) of a destroyed one.
   handles_[handle] =
-      HandleRecord{kind, true, false, device, owner_module, next_serial_++, std::move(site)};
+      HandleRecord{kind, true, false, false, device, owner_module, next_serial_++, std::move(site)};
 }
 
 HandleState LiveObjects::find(const void* handle) const {
@@ -32,6 +32,12 @@ void LiveObjects::mark_destroyed(const void* handle) {
   if (found == handles_.end()) return;
   found->second.live = false;
   found->second.site = {};  // the site only matters for leaks
+}
+
+void LiveObjects::mark_internal(const void* handle) {
+  std::lock_guard lock(mutex_);
+  const auto found = handles_.find(handle);
+  if (found != handles_.end()) found->second.internal = true;
 }
 
 void LiveObjects::mark_kernels_destroyed(const void* module) {
@@ -100,7 +106,8 @@ std::string LiveObjects::leak_report() const {
   size_t bytes = 0;
   for (const auto& [handle, record] : handles_) {
     // Devices belong to the loader; kernels go with their module.
-    if (!record.live || record.kind == HandleKind::kDevice || record.kind == HandleKind::kKernel)
+    if (!record.live || record.internal || record.kind == HandleKind::kDevice ||
+        record.kind == HandleKind::kKernel)
       continue;
     ++objects;
     lines.push_back(

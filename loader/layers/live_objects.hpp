@@ -45,6 +45,9 @@ class LiveObjects {
   // hal_module_unload destroys the module's kernels with it.
   void mark_kernels_destroyed(const void* module);
   void mark_recorded(const void* event);
+  // An object libhal made for itself (the operators' portable modules): not
+  // the application's, so never in the leak report.
+  void mark_internal(const void* handle);
 
   void add_allocation(const void* base, size_t size, hal_memory_kind_t kind,
                       const hal_device_s* device, CreationSite site);
@@ -66,6 +69,7 @@ class LiveObjects {
     HandleKind kind;
     bool live;
     bool recorded;
+    bool internal = false;  // made by libhal for itself (mark_internal)
     const hal_device_s* device;
     const void* owner_module;
     uint64_t serial;

@@ -1,5 +1,7 @@
 #include "layers/validation.hpp"
 
+#include <dlfcn.h>
+
 #include "collective_comm.hpp"
 #include "hal_collective/reduce.hpp"
 #include "hal_collective/status.hpp"
@@ -278,6 +280,17 @@ hal_result_t extra(Recv, void* recvbuf, size_t count, hal_dtype_t dtype, uint32_
 
 namespace {
 
+// Whether |caller| is code of libhal itself (the operators' own modules).
+bool called_from_libhal(const void* caller) {
+  Dl_info caller_info{};
+  Dl_info own_info{};
+  if (dladdr(caller, &caller_info) == 0 ||
+      dladdr(reinterpret_cast<const void*>(&called_from_libhal), &own_info) == 0) {
+    return false;
+  }
+  return caller_info.dli_fbase == own_info.dli_fbase;
+}
+
 CreationSite site_of(const void* caller) {
   return capture_site(caller, backtrace_enabled());
 }
@@ -329,6 +342,17 @@ void record(ModuleLoad, hal_result_t result, const void* caller, hal_device_t de
             const hal_module_desc_t*, hal_module_t* out_module) {
   if (result != HAL_SUCCESS) return;
   objects().add_handle(*out_module, HandleKind::kModule, device, nullptr, site_of(caller));
+  if (called_from_libhal(caller)) objects().mark_internal(*out_module);
+}
+
+void record(OpPlanCreate, hal_result_t result, const void* caller, hal_device_t device,
+            const hal_op_header_t*, hal_op_plan_flags_t, hal_op_plan_t* out_plan) {
+  if (result != HAL_SUCCESS) return;
+  objects().add_handle(*out_plan, HandleKind::kOpPlan, device, nullptr, site_of(caller));
+}
+
+void record(OpPlanDestroy, hal_result_t result, const void*, hal_op_plan_t plan) {
+  if (plan != nullptr && destroy_reached(result)) objects().mark_destroyed(plan);
 }
 
 void record(ModuleUnload, hal_result_t result, const void*, hal_module_t module) {

@@ -148,6 +148,9 @@ void record(CommInitRank, hal_result_t result, const void* caller, hal_device_t 
 void record(CommInitAll, hal_result_t result, const void* caller, uint32_t count,
             const hal_device_t* devices, const hal_comm_config_t* config, hal_comm_t* out_comms);
 void record(CommDestroy, hal_result_t result, const void* caller, hal_comm_t comm);
+void record(OpPlanCreate, hal_result_t result, const void* caller, hal_device_t device,
+            const hal_op_header_t* desc, hal_op_plan_flags_t flags, hal_op_plan_t* out_plan);
+void record(OpPlanDestroy, hal_result_t result, const void* caller, hal_op_plan_t plan);
 void record(CommAbort, hal_result_t result, const void* caller, hal_comm_t comm);
 
 template <class Api, class... Args>

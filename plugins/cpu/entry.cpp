@@ -57,6 +57,10 @@ constexpr hal_plugin_table_v1_t kTable = {
     .comm_abort = comm_abort,
     .comm_get_async_error = comm_get_async_error,
     .comm_enqueue = comm_enqueue,
+    // Operators: none of its own yet; the loader's portable ones serve it.
+    .op_plan_create = nullptr,
+    .op_plan_destroy = nullptr,
+    .op_execute = nullptr,
 };
 
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,

@@ -54,6 +54,10 @@ constexpr hal_plugin_table_v1_t kTable = {
     .comm_abort = nullptr,
     .comm_get_async_error = nullptr,
     .comm_enqueue = nullptr,
+    // Operators: none of its own yet; the loader's portable ones serve it.
+    .op_plan_create = nullptr,
+    .op_plan_destroy = nullptr,
+    .op_execute = nullptr,
 };
 
 constexpr plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,

@@ -30,6 +30,13 @@ TABLES = {
     "hal_result_t": ("kResult", "HAL_"),
     "hal_reduce_op_t": ("kReduceOp", "HAL_REDUCE_"),
     "hal_collective_kind_t": ("kCollectiveKind", "HAL_COLLECTIVE_"),
+    "hal_op_kind_t": ("kOpKind", "HAL_OP_"),
+    "hal_activation_t": ("kActivation", "HAL_ACTIVATION_"),
+    "hal_norm_kind_t": ("kNormKind", "HAL_NORM_"),
+    "hal_binary_op_t": ("kBinaryOp", "HAL_BINARY_"),
+    "hal_reduce_kind_t": ("kReduceKind", "HAL_REDUCE_KIND_"),
+    "hal_causal_alignment_t": ("kCausalAlignment", "HAL_CAUSAL_"),
+    "hal_attention_sparsity_t": ("kAttentionSparsity", "HAL_ATTENTION_"),
 }
 # Enums nothing prints by name (flags with no bit beyond NONE, a log level
 # the plugin host takes, the bootstrap a config selects).
@@ -38,6 +45,8 @@ UNNAMED = {
     "hal_stream_flag_bits_t",
     "hal_log_level_t",
     "hal_comm_bootstrap_t",
+    "hal_op_plan_flag_bits_t",
+    "hal_matmul_flag_bits_t",
 }
 MARKER = re.compile(r"_(MAX_ENUM|COUNT)$")
 

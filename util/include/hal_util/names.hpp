@@ -37,6 +37,13 @@ std::span<const EnumName> plugin_outcome_table() noexcept;
 std::span<const EnumName> result_table() noexcept;
 std::span<const EnumName> reduce_op_table() noexcept;
 std::span<const EnumName> collective_kind_table() noexcept;
+std::span<const EnumName> op_kind_table() noexcept;
+std::span<const EnumName> activation_table() noexcept;
+std::span<const EnumName> norm_kind_table() noexcept;
+std::span<const EnumName> binary_op_table() noexcept;
+std::span<const EnumName> reduce_kind_table() noexcept;
+std::span<const EnumName> causal_alignment_table() noexcept;
+std::span<const EnumName> attention_sparsity_table() noexcept;
 
 // The entry of |value|, or nullptr for a value the table does not hold.
 const EnumName* find_name(std::span<const EnumName> table, uint32_t value) noexcept;
@@ -58,6 +65,12 @@ inline const char* arg_type_name(hal_arg_type_t type) noexcept {
 }
 inline const char* plugin_outcome_name(hal_plugin_outcome_t outcome) noexcept {
   return short_name(plugin_outcome_table(), static_cast<uint32_t>(outcome));
+}
+inline const char* dtype_name(hal_dtype_t dtype) noexcept {
+  return short_name(dtype_table(), static_cast<uint32_t>(dtype));
+}
+inline const char* op_kind_name(hal_op_kind_t kind) noexcept {
+  return short_name(op_kind_table(), static_cast<uint32_t>(kind));
 }
 inline const char* result_name(hal_result_t result) noexcept {
   return enumerator_name(result_table(), static_cast<uint32_t>(result));

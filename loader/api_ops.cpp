@@ -1,0 +1,480 @@
+// hal/ops.h: operator plans. The loader checks each descriptor against its
+// op's rules once (hal::ops::describe), walks the implementation list (the
+// plugin's own, then the loader's portable ones) and checks every execution's
+// operands against the plan's signature and the allocation table before any
+// implementation sees them.
+#include "api_common.hpp"
+#include "fallbacks.hpp"
+#include "hal_ops/tensor.hpp"
+#include "hal_util/env.hpp"
+#include "hal_util/names.hpp"
+#include "layers/intercept.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace hal::loader;
+
+namespace {
+
+constexpr uint32_t kKnownPlanFlags = HAL_OP_PLAN_DETERMINISTIC;
+constexpr uint32_t kMaxAdamwTensors = 4096;
+
+bool ops_verbose() {
+  static const bool verbose = [] {
+    const char* value = hal::util::env("HAL_OPS_VERBOSE");
+    return value != nullptr && value[0] != '\0' && value[0] != '0';
+  }();
+  return verbose;
+}
+
+// HAL_OPS_IMPLEMENTATIONS: a comma-separated list of implementation names
+// (or their first component: "cpu" allows "cpu.onednn"); unset allows all.
+bool implementation_allowed(const std::string& name) {
+  const char* value = hal::util::env("HAL_OPS_IMPLEMENTATIONS");
+  if (value == nullptr || value[0] == '\0') return true;
+  const std::string list = value;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    size_t end = list.find(',', begin);
+    if (end == std::string::npos) end = list.size();
+    const std::string token = list.substr(begin, end - begin);
+    if (!token.empty() && (name == token || name.rfind(token + ".", 0) == 0)) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
+std::string signature_text(const hal::ops::OpSignature& signature) {
+  std::string text;
+  for (const hal::ops::OperandSpec& operand : signature.operands) {
+    if (!operand.used) continue;
+    if (!text.empty()) text += ' ';
+    text += operand.name;
+    text += '=';
+    text += hal::ops::describe_tensor(operand.tensor);
+  }
+  if (!signature.summary.empty()) text += " " + signature.summary;
+  return text;
+}
+
+void verbose_line(const std::string& line) {
+  std::fprintf(stderr, "hal_ops: %s\n", line.c_str());
+}
+
+// Copies the caller's descriptor (and AdamW's numels) into the plan, so the
+// plan never reads the caller's memory again.
+hal_result_t copy_descriptor(const hal_op_header_t* desc, size_t size, hal_op_plan_s* plan,
+                             const char* function) {
+  plan->desc.assign(reinterpret_cast<const unsigned char*>(desc),
+                    reinterpret_cast<const unsigned char*>(desc) + size);
+  auto* header = reinterpret_cast<hal_op_header_t*>(plan->desc.data());
+  header->struct_size = size;
+  header->next = nullptr;
+  if (desc->kind == HAL_OP_ADAMW) {
+    auto* adamw = reinterpret_cast<hal_op_adamw_desc_t*>(plan->desc.data());
+    if (adamw->tensor_count == 0 || adamw->tensor_count > kMaxAdamwTensors) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                  "desc->tensor_count is %u; an AdamW plan takes 1..%u tensors",
+                  adamw->tensor_count, kMaxAdamwTensors);
+    }
+    if (adamw->numels == nullptr) return null_argument(function, "desc->numels");
+    plan->numels.assign(adamw->numels, adamw->numels + adamw->tensor_count);
+    adamw->numels = plan->numels.data();
+  }
+  return HAL_SUCCESS;
+}
+
+// Asks the plugin's own implementation. HAL_SUCCESS with the plan set, or
+// HAL_ERROR_UNSUPPORTED with |decline| set, or another failure to return.
+hal_result_t plan_with_plugin(hal_device_s* device, hal_op_plan_s* plan, std::string* decline,
+                              const char* function) {
+  const PluginRecord& plugin = *device->plugin;
+  const hal_plugin_table_v1_t& table = plugin.table;
+  if (table.op_plan_create == nullptr || table.op_plan_destroy == nullptr ||
+      table.op_execute == nullptr) {
+    return HAL_ERROR_UNSUPPORTED;  // no operators of its own: nothing to report
+  }
+  if (!implementation_allowed(plugin.name)) {
+    *decline = plugin.name + ": excluded by HAL_OPS_IMPLEMENTATIONS";
+    return HAL_ERROR_UNSUPPORTED;
+  }
+  hal_impl_op_plan_t* impl = nullptr;
+  size_t workspace = 0;
+  const char* name = nullptr;
+  const hal_result_t result = table.op_plan_create(device->impl, plan->header_of_desc(),
+                                                   plan->flags, &impl, &workspace, &name);
+  if (result == HAL_ERROR_UNSUPPORTED) {
+    *decline = plugin.name + ": " + hal_error_last_message();
+    return result;
+  }
+  if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+  plan->plugin_plan = impl;
+  plan->workspace_bytes = workspace;
+  plan->implementation = name != nullptr && name[0] != '\0' ? name : plugin.name;
+  return HAL_SUCCESS;
+}
+
+hal_result_t plan_create_body(hal_device_t device, const hal_op_header_t* desc,
+                              hal_op_plan_flags_t flags, hal_op_plan_t* out_plan) {
+  constexpr const char* kFunction = "hal_op_plan_create";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (hal_result_t result = check_preconditions(kFunction, Live{device, "device"},
+                                                  Required{desc, "desc"},
+                                                  Required{out_plan, "out_plan"});
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    if ((flags & ~kKnownPlanFlags) != 0) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "flags 0x%x has bits no hal_op_plan_flag_bits_t defines", flags);
+    }
+    const size_t size = hal::ops::descriptor_size(desc->kind);
+    if (size == 0) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "desc->kind %u is not a hal_op_kind_t",
+                  static_cast<uint32_t>(desc->kind));
+    }
+    const char* op = hal::util::op_kind_name(desc->kind);
+    if (desc->struct_size < size) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "desc->struct_size is %zu, smaller than the %zu bytes of the %s descriptor",
+                  desc->struct_size, size, op);
+    }
+    HandleOwner<hal_op_plan_s> plan = make_handle<hal_op_plan_s>(device->plugin, device);
+    plan->flags = flags;
+    if (hal_result_t result = copy_descriptor(desc, size, plan.get(), kFunction);
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    std::string message;
+    if (hal_result_t result =
+            hal::ops::describe(plan->header_of_desc(), &plan->signature, &message);
+        result != HAL_SUCCESS) {
+      return fail(result, kFunction, "%s: %s", op, message.c_str());
+    }
+
+    // The implementation list: the plugin's own, then the loader's.
+    std::string decline;
+    hal_result_t planned = plan_with_plugin(device, plan.get(), &decline, kFunction);
+    if (planned != HAL_SUCCESS && planned != HAL_ERROR_UNSUPPORTED) return planned;
+    if (!decline.empty()) plan->declines += decline + "\n";
+    if (planned != HAL_SUCCESS) {
+      hal::ops::DeviceState* state = nullptr;
+      {
+        std::lock_guard lock(device->ops_mutex);
+        if (!device->ops_state) device->ops_state = std::make_unique<hal::ops::DeviceState>(device);
+        state = device->ops_state.get();
+      }
+      hal::ops::PlanRequest request;
+      request.device = device;
+      request.properties = &device->properties;
+      request.state = state;
+      request.desc = plan->header_of_desc();
+      request.signature = &plan->signature;
+      request.flags = flags;
+      for (const hal::ops::Implementation* implementation : hal::ops::implementations(desc->kind)) {
+        const std::string name = implementation->name();
+        if (!implementation_allowed(name)) {
+          plan->declines += name + ": excluded by HAL_OPS_IMPLEMENTATIONS\n";
+          continue;
+        }
+        std::string reason;
+        std::unique_ptr<hal::ops::PlannedOp> loader_plan = implementation->plan(request, &reason);
+        if (!loader_plan) {
+          plan->declines += name + ": " + reason + "\n";
+          continue;
+        }
+        plan->workspace_bytes = loader_plan->workspace_bytes();
+        plan->loader_plan = std::move(loader_plan);
+        plan->implementation = name;
+        planned = HAL_SUCCESS;
+        break;
+      }
+    }
+    if (ops_verbose()) {
+      verbose_line(std::string("plan ") + op + " " + signature_text(plan->signature) + " -> " +
+                   (planned == HAL_SUCCESS ? plan->implementation : std::string("none")) +
+                   (plan->declines.empty() ? "" : " (declined: " + plan->declines + ")"));
+    }
+    if (planned != HAL_SUCCESS) {
+      std::string reasons = plan->declines;
+      if (reasons.empty()) reasons = "no implementation of this op is built for the device\n";
+      reasons.pop_back();
+      for (char& c : reasons) c = c == '\n' ? ';' : c;
+      return fail(HAL_ERROR_UNSUPPORTED, kFunction,
+                  "no implementation of %s on device %u (plugin '%s') accepts %s: %s", op,
+                  device->properties.index, device->plugin->name.c_str(),
+                  signature_text(plan->signature).c_str(), reasons.c_str());
+    }
+    *out_plan = device->op_plans.add(std::move(plan));
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t plan_get_info_body(hal_op_plan_t plan, hal_op_plan_info_t* out_info) {
+  constexpr const char* kFunction = "hal_op_plan_get_info";
+  HandleUse<hal_op_plan_s> use;
+  if (hal_result_t result = check_preconditions(kFunction, Held{plan, "plan", use},
+                                                Required{out_info, "out_info"});
+      result != HAL_SUCCESS) {
+    return result;
+  }
+  hal_result_t result = HAL_SUCCESS;
+  if (struct_too_small(out_info, kFunction, "out_info", "hal_op_plan_info_t", result)) {
+    return result;
+  }
+  hal_op_plan_info_t info{};
+  info.kind = plan->header_of_desc()->kind;
+  info.operand_count = static_cast<uint32_t>(plan->signature.operands.size());
+  info.scalar_count = static_cast<uint32_t>(plan->signature.scalars.size());
+  info.flags = plan->flags;
+  info.workspace_bytes = plan->workspace_bytes;
+  std::snprintf(info.implementation, sizeof(info.implementation), "%s",
+                plan->implementation.c_str());
+  // Whole lines only.
+  size_t kept = 0;
+  while (kept < plan->declines.size()) {
+    const size_t end = plan->declines.find('\n', kept);
+    const size_t next = end == std::string::npos ? plan->declines.size() : end + 1;
+    if (next >= sizeof(info.declines)) break;
+    kept = next;
+  }
+  std::memcpy(info.declines, plan->declines.data(), kept);
+  info.declines[kept] = '\0';
+  write_sized(info, out_info);
+  return HAL_SUCCESS;
+}
+
+struct ByteRange {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;  // one past
+  bool overlaps(const ByteRange& other) const {
+    return begin < other.end && other.begin < end;
+  }
+};
+
+// One operand (or the workspace) of an execution: inside one allocation of
+// the plan's device, over the whole extent of its tensor.
+hal_result_t check_in_allocation(const Registry& registry, const hal_op_plan_s* plan,
+                                 const char* name, const void* pointer, uint64_t bytes,
+                                 const char* function) {
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  const std::optional<Allocation> allocation = registry.allocations.find_containing(address);
+  if (!allocation) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "operand %s (%p) is not inside a HAL allocation; operators take device memory",
+                name, pointer);
+  }
+  if (allocation->device != plan->device) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
+                "operand %s is memory of device %u, but the plan is for device %u", name,
+                allocation->device->properties.index, plan->device->properties.index);
+  }
+  const uint64_t offset = address - allocation->base;
+  if (bytes > allocation->size - offset) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "operand %s reaches %llu bytes from offset %llu of a %zu-byte allocation: its "
+                "tensor runs past the allocation's end",
+                name, static_cast<unsigned long long>(bytes),
+                static_cast<unsigned long long>(offset), allocation->size);
+  }
+  return HAL_SUCCESS;
+}
+
+hal_result_t check_exec_args(const Registry& registry, const hal_op_plan_s* plan,
+                             const hal_op_exec_args_t* args, const char* function) {
+  hal_result_t result = HAL_SUCCESS;
+  if (struct_too_small(args, function, "args", "hal_op_exec_args_t", result)) return result;
+  const hal::ops::OpSignature& signature = plan->signature;
+  if (args->operand_count != signature.operands.size()) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "args->operand_count is %u; a %s plan takes %zu operands", args->operand_count,
+                hal::util::op_kind_name(plan->header_of_desc()->kind), signature.operands.size());
+  }
+  if (args->scalar_count != signature.scalars.size()) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "args->scalar_count is %u; a %s plan takes %zu scalars", args->scalar_count,
+                hal::util::op_kind_name(plan->header_of_desc()->kind), signature.scalars.size());
+  }
+  if (args->operand_count > 0 && args->operands == nullptr) {
+    return null_argument(function, "args->operands");
+  }
+  if (args->scalar_count > 0 && args->scalars == nullptr) {
+    return null_argument(function, "args->scalars");
+  }
+  std::vector<ByteRange> ranges(signature.operands.size());
+  for (size_t i = 0; i < signature.operands.size(); ++i) {
+    const hal::ops::OperandSpec& operand = signature.operands[i];
+    void* pointer = args->operands[i];
+    if (!operand.used) {
+      if (pointer != nullptr) {
+        return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                    "operand %zu (%s) is given, but the plan's descriptor does not use it: pass "
+                    "NULL",
+                    i, operand.name);
+      }
+      continue;
+    }
+    const uint64_t bytes = hal::ops::extent_bytes(operand.tensor);
+    if (pointer == nullptr) {
+      if (bytes == 0) continue;  // an empty tensor is never dereferenced
+      return fail(HAL_ERROR_NULL_POINTER, function, "operand %zu (%s) is NULL", i, operand.name);
+    }
+    if (bytes == 0) continue;
+    if (hal_result_t r = check_in_allocation(registry, plan, operand.name, pointer, bytes, function);
+        r != HAL_SUCCESS) {
+      return r;
+    }
+    ranges[i] = {reinterpret_cast<uintptr_t>(pointer), reinterpret_cast<uintptr_t>(pointer) + bytes};
+  }
+  // Outputs overlap nothing else, except the one operand each may be exactly.
+  for (size_t i = 0; i < signature.operands.size(); ++i) {
+    const hal::ops::OperandSpec& operand = signature.operands[i];
+    if (operand.role == hal::ops::Role::kInput || ranges[i].end == 0) continue;
+    for (size_t j = 0; j < signature.operands.size(); ++j) {
+      if (j == i || ranges[j].end == 0 || !ranges[i].overlaps(ranges[j])) continue;
+      const hal::ops::OperandSpec& other = signature.operands[j];
+      const bool exact_alias = operand.may_alias == static_cast<int>(j) &&
+                               args->operands[i] == args->operands[j] &&
+                               hal::ops::same_layout(operand.tensor, other.tensor);
+      if (exact_alias) continue;
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                  "output %s overlaps operand %s%s", operand.name, other.name,
+                  operand.may_alias == static_cast<int>(j)
+                      ? " without being exactly it (same pointer and layout)"
+                      : ", which this op forbids");
+    }
+  }
+  if (args->workspace_bytes < plan->workspace_bytes) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "args->workspace_bytes is %zu; the plan needs %zu", args->workspace_bytes,
+                plan->workspace_bytes);
+  }
+  if (plan->workspace_bytes > 0) {
+    if (args->workspace == nullptr) return null_argument(function, "args->workspace");
+    if (hal_result_t r = check_in_allocation(registry, plan, "workspace", args->workspace,
+                                             plan->workspace_bytes, function);
+        r != HAL_SUCCESS) {
+      return r;
+    }
+    const ByteRange workspace{reinterpret_cast<uintptr_t>(args->workspace),
+                              reinterpret_cast<uintptr_t>(args->workspace) + plan->workspace_bytes};
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      if (ranges[i].end != 0 && workspace.overlaps(ranges[i])) {
+        return fail(HAL_ERROR_INVALID_ARGUMENT, function, "the workspace overlaps operand %s",
+                    signature.operands[i].name);
+      }
+    }
+  }
+  if (signature.check_scalars != nullptr) {
+    const std::string problem = signature.check_scalars(args->scalars);
+    if (!problem.empty()) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function, "%s", problem.c_str());
+    }
+  }
+  return HAL_SUCCESS;
+}
+
+hal_result_t execute_body(hal_op_plan_t plan, const hal_op_exec_args_t* args,
+                          hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_op_execute";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    HandleUse<hal_op_plan_s> plan_use;
+    HandleUse<hal_stream_s> stream_use;
+    Registry* registry = nullptr;
+    if (hal_result_t result = check_preconditions_in(
+            registry, kFunction, Held{plan, "plan", plan_use}, Held{stream, "stream", stream_use},
+            Required{args, "args"});
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    if (stream->device != plan->device) {
+      return fail(HAL_ERROR_DEVICE_MISMATCH, kFunction,
+                  "the stream is on device %u, the plan on device %u",
+                  stream->device->properties.index, plan->device->properties.index);
+    }
+    if (hal_result_t result = check_exec_args(*registry, plan, args, kFunction);
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    const bool verbose = ops_verbose();
+    const auto started = std::chrono::steady_clock::now();
+    hal_result_t result = HAL_SUCCESS;
+    if (plan->plugin_plan != nullptr) {
+      const PluginRecord& plugin = *plan->header.plugin;
+      std::lock_guard lock(stream->enqueue_mutex);
+      if (hal_result_t lost = refuse_lost_stream(stream, kFunction); lost != HAL_SUCCESS) {
+        return lost;
+      }
+      result = plugin.table.op_execute(plan->plugin_plan, stream->impl, args);
+      if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, kFunction, plugin);
+    } else {
+      hal::ops::ExecContext context;
+      context.stream = stream;
+      context.operands = args->operands;
+      context.scalars = args->scalars;
+      context.workspace = args->workspace;
+      context.workspace_bytes = args->workspace_bytes;
+      result = plan->loader_plan->execute(context);
+      if (result != HAL_SUCCESS) {
+        const std::string cause = hal_error_last_message();
+        return fail(result, kFunction, "the %s implementation failed: %s",
+                    plan->implementation.c_str(), cause.c_str());
+      }
+    }
+    if (verbose) {
+      // The time includes the work: the stream is drained for the figure.
+      hal_stream_synchronize(stream);
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+              .count();
+      char timing[64];
+      std::snprintf(timing, sizeof(timing), " %.3f ms", ms);
+      verbose_line(std::string("exec ") + hal::util::op_kind_name(plan->header_of_desc()->kind) +
+                   " " + signature_text(plan->signature) + " -> " + plan->implementation +
+                   timing);
+    }
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t plan_destroy_body(hal_op_plan_t plan) {
+  constexpr const char* kFunction = "hal_op_plan_destroy";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (hal_result_t result = check_preconditions(kFunction, Nullable{plan, "plan"});
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    if (plan == nullptr) return HAL_SUCCESS;
+    if (!begin_destroy(plan->header)) {
+      return reject_destroying(plan, HandleKind::kOpPlan, kFunction, "plan");
+    }
+    // Executions already enqueued hold what they need: the loader's kernels
+    // belong to the device's cache, the plugin keeps its plan's parts.
+    HandleOwner<hal_op_plan_s> owned = plan->device->op_plans.take(plan);
+    return HAL_SUCCESS;
+  });
+}
+
+}  // namespace
+
+hal_result_t hal_op_plan_create(hal_device_t device, const hal_op_header_t* desc,
+                                hal_op_plan_flags_t flags, hal_op_plan_t* out_plan) {
+  return layers::call<layers::OpPlanCreate, plan_create_body>(HAL_CALLER, device, desc, flags,
+                                                              out_plan);
+}
+
+hal_result_t hal_op_plan_get_info(hal_op_plan_t plan, hal_op_plan_info_t* out_info) {
+  return layers::call<layers::OpPlanGetInfo, plan_get_info_body>(HAL_CALLER, plan, out_info);
+}
+
+hal_result_t hal_op_execute(hal_op_plan_t plan, const hal_op_exec_args_t* args,
+                            hal_stream_t stream) {
+  return layers::call<layers::OpExecute, execute_body>(HAL_CALLER, plan, args, stream);
+}
+
+hal_result_t hal_op_plan_destroy(hal_op_plan_t plan) {
+  return layers::call<layers::OpPlanDestroy, plan_destroy_body>(HAL_CALLER, plan);
+}

@@ -1,0 +1,7 @@
+#include "registry.hpp"
+
+namespace hal::ops::portable {
+
+void add_attention(ImplementationTable&) {}
+
+}  // namespace hal::ops::portable

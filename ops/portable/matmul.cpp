@@ -1,0 +1,7 @@
+#include "registry.hpp"
+
+namespace hal::ops::portable {
+
+void add_matmul(ImplementationTable&) {}
+
+}  // namespace hal::ops::portable

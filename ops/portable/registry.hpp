@@ -1,0 +1,19 @@
+// The portable implementations per op kind; each family file adds its own.
+#pragma once
+
+#include "hal_ops/implementation.hpp"
+
+#include <array>
+#include <vector>
+
+namespace hal::ops::portable {
+
+using ImplementationTable = std::array<std::vector<const Implementation*>, HAL_OP_KIND_COUNT>;
+
+void add_matmul(ImplementationTable& table);         // matmul.cpp
+void add_normalization(ImplementationTable& table);  // normalization.cpp
+void add_elementwise(ImplementationTable& table);    // elementwise.cpp
+void add_training(ImplementationTable& table);       // training.cpp
+void add_attention(ImplementationTable& table);      // attention.cpp
+
+}  // namespace hal::ops::portable
