@@ -1,0 +1,141 @@
+// The rules every execution is checked against (SPEC.md §17.2), shown on a
+// unary plan: each broken rule gives its result code and writes nothing.
+#include "op_harness.hpp"
+
+using namespace halconform;
+using namespace halconform::ops;
+
+namespace {
+
+struct UnaryFixture {
+  hal_op_unary_desc_t desc{};
+  Plan plan;
+  explicit UnaryFixture(TestContext& ctx, int64_t n = 64) {
+    desc.header.struct_size = sizeof(desc);
+    desc.header.kind = HAL_OP_UNARY;
+    desc.activation = HAL_ACTIVATION_RELU;
+    desc.alpha = 1.0f;
+    desc.x = dense(HAL_DTYPE_F32, {n});
+    desc.out = dense(HAL_DTYPE_F32, {n});
+    plan_or_skip(ctx, &desc.header, plan);
+  }
+};
+
+}  // namespace
+
+HALCONFORM_TEST("operators.errors.descriptor", "bad descriptors are refused with the rule", {}) {
+  hal_op_unary_desc_t desc{};
+  desc.header.struct_size = sizeof(desc);
+  desc.header.kind = HAL_OP_UNARY;
+  desc.x = dense(HAL_DTYPE_F32, {4, 5});
+  desc.out = dense(HAL_DTYPE_F32, {4, 6});
+  hal_op_plan_t plan = nullptr;
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                   HAL_ERROR_INVALID_ARGUMENT);  // shapes differ
+  desc.out = dense(HAL_DTYPE_I32, {4, 5});
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                   HAL_ERROR_INVALID_ARGUMENT);  // dtype
+  desc.out = dense(HAL_DTYPE_F32, {4, 5});
+  desc.out.strides[0] = 0;  // an output reaching one element twice
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                   HAL_ERROR_INVALID_ARGUMENT);
+  desc.out = dense(HAL_DTYPE_F32, {4, 5});
+  desc.x.rank = 9;
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                   HAL_ERROR_INVALID_ARGUMENT);
+  desc.x = dense(HAL_DTYPE_F32, {4, 5});
+  desc.x.shape[1] = -1;
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                   HAL_ERROR_INVALID_ARGUMENT);
+  desc.x = dense(HAL_DTYPE_F32, {4, 5});
+  desc.header.struct_size = sizeof(desc) - 8;
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                   HAL_ERROR_INVALID_ARGUMENT);
+  desc.header.struct_size = sizeof(desc);
+  desc.header.kind = static_cast<hal_op_kind_t>(999);
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                   HAL_ERROR_INVALID_ARGUMENT);
+  desc.header.kind = HAL_OP_UNARY;
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0x80, &plan),
+                   HAL_ERROR_INVALID_ARGUMENT);  // unknown flag
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), nullptr, 0, &plan), HAL_ERROR_NULL_POINTER);
+  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, nullptr),
+                   HAL_ERROR_NULL_POINTER);
+  HC_REQUIRE(plan == nullptr, std::string("a refused plan was still written"));
+}
+
+HALCONFORM_TEST("operators.errors.operands", "counts, NULLs, overlap and bounds are checked", {}) {
+  UnaryFixture fixture(ctx);
+  const auto x = random_values(ctx.random(), 64, HAL_DTYPE_F32);
+  DeviceTensor dx(ctx.device(), fixture.desc.x, x);
+  DeviceTensor dout(ctx.device(), fixture.desc.out, std::vector<double>(64, 7.0));
+  DeviceTensor small(ctx.device(), dense(HAL_DTYPE_F32, {8}));
+  const auto untouched = [&](const char* what) {
+    const auto values = dout.download();
+    for (double v : values) HC_REQUIRE(v == 7.0, std::string(what) + ": out was written");
+  };
+  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data()}), HAL_ERROR_INVALID_ARGUMENT);
+  untouched("one operand missing");
+  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data(), nullptr}), HAL_ERROR_NULL_POINTER);
+  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data(), dout.data()}, {{1.0}}),
+                   HAL_ERROR_INVALID_ARGUMENT);  // a scalar the op does not take
+  untouched("an extra scalar");
+  // out overlapping x by one element, not exactly it
+  HC_EXPECT_RESULT(
+      try_execute(ctx, fixture.plan, {dx.data(), static_cast<float*>(dx.data()) + 1}),
+      HAL_ERROR_INVALID_ARGUMENT);
+  // an operand running past its allocation
+  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {small.data(), dout.data()}),
+                   HAL_ERROR_INVALID_ARGUMENT);
+  untouched("x past its allocation");
+  // host memory is not an operand
+  std::vector<float> host(64);
+  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {host.data(), dout.data()}),
+                   HAL_ERROR_INVALID_ARGUMENT);
+  untouched("host memory as x");
+}
+
+HALCONFORM_TEST("operators.errors.other_device", "a plan runs only on its device's streams",
+                {.min_devices = 2}) {
+  UnaryFixture fixture(ctx);
+  hal_device_t other = ctx.peer_device();
+  DeviceTensor dx(other, fixture.desc.x, std::vector<double>(64, 1.0));
+  DeviceTensor dout(other, fixture.desc.out);
+  hal_stream_t stream = nullptr;
+  HC_OK(hal_stream_create(other, 0, &stream));
+  void* operands[2] = {dx.data(), dout.data()};
+  hal_op_exec_args_t args{};
+  args.struct_size = sizeof(args);
+  args.operand_count = 2;
+  args.operands = operands;
+  const hal_result_t result = hal_op_execute(fixture.plan.get(), &args, stream);
+  hal_stream_destroy(stream);
+  HC_EXPECT_RESULT(result, HAL_ERROR_DEVICE_MISMATCH);
+  // the plan's own stream with the other device's memory
+  DeviceTensor mine(ctx.device(), fixture.desc.out);
+  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data(), mine.data()}),
+                   HAL_ERROR_DEVICE_MISMATCH);
+}
+
+HALCONFORM_TEST("operators.errors.handles", "destroyed and foreign plan handles", {}) {
+  hal_op_plan_t stale = nullptr;
+  {
+    UnaryFixture fixture(ctx);
+    stale = fixture.plan.get();
+  }
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof(info);
+  HC_EXPECT_RESULT(hal_op_plan_get_info(stale, &info), HAL_ERROR_DESTROYED_HANDLE);
+  HC_EXPECT_RESULT(hal_op_plan_destroy(stale), HAL_ERROR_DESTROYED_HANDLE);
+  HC_EXPECT_RESULT(hal_op_plan_get_info(nullptr, &info), HAL_ERROR_INVALID_HANDLE);
+  HC_OK(hal_op_plan_destroy(nullptr));
+}
+
+HALCONFORM_TEST("operators.plan.info", "a plan names its implementation and the declines", {}) {
+  UnaryFixture fixture(ctx);
+  const hal_op_plan_info_t info = fixture.plan.info();
+  HC_REQUIRE(info.kind == HAL_OP_UNARY, std::string("kind"));
+  HC_REQUIRE(info.operand_count == 2, "operand_count " + std::to_string(info.operand_count));
+  HC_REQUIRE(info.implementation[0] != '\0', std::string("no implementation name"));
+  ctx.note(std::string("implementation: ") + info.implementation);
+}
