@@ -131,11 +131,12 @@ typedef struct hal_op_plan_info {
   char declines[HAL_OP_DECLINES_BYTES];
 } hal_op_plan_info_t;
 
-/* A run-time scalar of an execution (AdamW's learning rate, a dropout seed). */
-typedef union hal_op_scalar {
+/* A run-time scalar of an execution (AdamW's learning rate, a dropout seed):
+ * the op reads the one field of the scalar's type its descriptor states. */
+typedef struct hal_op_scalar {
   double f64;
-  uint64_t u64;
   int64_t i64;
+  uint64_t u64;
 } hal_op_scalar_t;
 
 /* What one execution works on. */
