@@ -121,9 +121,9 @@ hal_result_t plan_create_body(hal_device_t device, const hal_op_header_t* desc,
                               hal_op_plan_flags_t flags, hal_op_plan_t* out_plan) {
   constexpr const char* kFunction = "hal_op_plan_create";
   return guarded(kFunction, [&]() -> hal_result_t {
-    if (hal_result_t result = check_preconditions(kFunction, Live{device, "device"},
-                                                  Required{desc, "desc"},
-                                                  Required{out_plan, "out_plan"});
+    if (hal_result_t result =
+            check_preconditions(kFunction, Live{device, "device"}, Required{desc, "desc"},
+                                Required{out_plan, "out_plan"});
         result != HAL_SUCCESS) {
       return result;
     }
@@ -216,8 +216,8 @@ hal_result_t plan_create_body(hal_device_t device, const hal_op_header_t* desc,
 hal_result_t plan_get_info_body(hal_op_plan_t plan, hal_op_plan_info_t* out_info) {
   constexpr const char* kFunction = "hal_op_plan_get_info";
   HandleUse<hal_op_plan_s> use;
-  if (hal_result_t result = check_preconditions(kFunction, Held{plan, "plan", use},
-                                                Required{out_info, "out_info"});
+  if (hal_result_t result =
+          check_preconditions(kFunction, Held{plan, "plan", use}, Required{out_info, "out_info"});
       result != HAL_SUCCESS) {
     return result;
   }
@@ -250,9 +250,7 @@ hal_result_t plan_get_info_body(hal_op_plan_t plan, hal_op_plan_info_t* out_info
 struct ByteRange {
   uintptr_t begin = 0;
   uintptr_t end = 0;  // one past
-  bool overlaps(const ByteRange& other) const {
-    return begin < other.end && other.begin < end;
-  }
+  bool overlaps(const ByteRange& other) const { return begin < other.end && other.begin < end; }
 };
 
 // One operand (or the workspace) of an execution: inside one allocation of
@@ -323,11 +321,13 @@ hal_result_t check_exec_args(const Registry& registry, const hal_op_plan_s* plan
       return fail(HAL_ERROR_NULL_POINTER, function, "operand %zu (%s) is NULL", i, operand.name);
     }
     if (bytes == 0) continue;
-    if (hal_result_t r = check_in_allocation(registry, plan, operand.name, pointer, bytes, function);
+    if (hal_result_t r =
+            check_in_allocation(registry, plan, operand.name, pointer, bytes, function);
         r != HAL_SUCCESS) {
       return r;
     }
-    ranges[i] = {reinterpret_cast<uintptr_t>(pointer), reinterpret_cast<uintptr_t>(pointer) + bytes};
+    ranges[i] = {reinterpret_cast<uintptr_t>(pointer),
+                 reinterpret_cast<uintptr_t>(pointer) + bytes};
   }
   // Outputs overlap nothing else, except the one operand each may be exactly.
   for (size_t i = 0; i < signature.operands.size(); ++i) {
@@ -340,8 +340,8 @@ hal_result_t check_exec_args(const Registry& registry, const hal_op_plan_s* plan
                                args->operands[i] == args->operands[j] &&
                                hal::ops::same_layout(operand.tensor, other.tensor);
       if (exact_alias) continue;
-      return fail(HAL_ERROR_INVALID_ARGUMENT, function,
-                  "output %s overlaps operand %s%s", operand.name, other.name,
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function, "output %s overlaps operand %s%s",
+                  operand.name, other.name,
                   operand.may_alias == static_cast<int>(j)
                       ? " without being exactly it (same pointer and layout)"
                       : ", which this op forbids");
@@ -377,16 +377,15 @@ hal_result_t check_exec_args(const Registry& registry, const hal_op_plan_s* plan
   return HAL_SUCCESS;
 }
 
-hal_result_t execute_body(hal_op_plan_t plan, const hal_op_exec_args_t* args,
-                          hal_stream_t stream) {
+hal_result_t execute_body(hal_op_plan_t plan, const hal_op_exec_args_t* args, hal_stream_t stream) {
   constexpr const char* kFunction = "hal_op_execute";
   return guarded(kFunction, [&]() -> hal_result_t {
     HandleUse<hal_op_plan_s> plan_use;
     HandleUse<hal_stream_s> stream_use;
     Registry* registry = nullptr;
-    if (hal_result_t result = check_preconditions_in(
-            registry, kFunction, Held{plan, "plan", plan_use}, Held{stream, "stream", stream_use},
-            Required{args, "args"});
+    if (hal_result_t result =
+            check_preconditions_in(registry, kFunction, Held{plan, "plan", plan_use},
+                                   Held{stream, "stream", stream_use}, Required{args, "args"});
         result != HAL_SUCCESS) {
       return result;
     }
@@ -433,8 +432,7 @@ hal_result_t execute_body(hal_op_plan_t plan, const hal_op_exec_args_t* args,
       char timing[64];
       std::snprintf(timing, sizeof(timing), " %.3f ms", ms);
       verbose_line(std::string("exec ") + hal::util::op_kind_name(plan->header_of_desc()->kind) +
-                   " " + signature_text(plan->signature) + " -> " + plan->implementation +
-                   timing);
+                   " " + signature_text(plan->signature) + " -> " + plan->implementation + timing);
     }
     return HAL_SUCCESS;
   });

@@ -9,8 +9,7 @@ std::string last_error_message(const char* call) {
 }  // namespace
 
 hal_result_t DeviceState::kernel(std::string_view source_name, std::string_view source,
-                                 const char* name, hal_kernel_t* out_kernel,
-                                 std::string* message) {
+                                 const char* name, hal_kernel_t* out_kernel, std::string* message) {
   std::lock_guard lock(mutex_);
   auto found = modules_.find(source_name);
   if (found == modules_.end()) {

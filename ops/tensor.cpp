@@ -41,7 +41,9 @@ int64_t element_count(const hal_tensor_desc_t& tensor) {
   return count;
 }
 
-bool is_empty(const hal_tensor_desc_t& tensor) { return element_count(tensor) == 0; }
+bool is_empty(const hal_tensor_desc_t& tensor) {
+  return element_count(tensor) == 0;
+}
 
 int64_t last_offset(const hal_tensor_desc_t& tensor) {
   if (is_empty(tensor)) return 0;

@@ -109,7 +109,8 @@ constexpr EnumName kCollectiveKind[] = {
 
 constexpr EnumName kOpKind[] = {
     {HAL_OP_MATMUL, "HAL_OP_MATMUL", "matmul"},
-    {HAL_OP_BIAS_ACTIVATION_BACKWARD, "HAL_OP_BIAS_ACTIVATION_BACKWARD", "bias_activation_backward"},
+    {HAL_OP_BIAS_ACTIVATION_BACKWARD, "HAL_OP_BIAS_ACTIVATION_BACKWARD",
+     "bias_activation_backward"},
     {HAL_OP_GROUPED_MATMUL, "HAL_OP_GROUPED_MATMUL", "grouped_matmul"},
     {HAL_OP_SOFTMAX, "HAL_OP_SOFTMAX", "softmax"},
     {HAL_OP_SOFTMAX_BACKWARD, "HAL_OP_SOFTMAX_BACKWARD", "softmax_backward"},
@@ -148,12 +149,9 @@ constexpr EnumName kNormKind[] = {
 };
 
 constexpr EnumName kBinaryOp[] = {
-    {HAL_BINARY_ADD, "HAL_BINARY_ADD", "add"},
-    {HAL_BINARY_SUB, "HAL_BINARY_SUB", "sub"},
-    {HAL_BINARY_MUL, "HAL_BINARY_MUL", "mul"},
-    {HAL_BINARY_DIV, "HAL_BINARY_DIV", "div"},
-    {HAL_BINARY_MAX, "HAL_BINARY_MAX", "max"},
-    {HAL_BINARY_MIN, "HAL_BINARY_MIN", "min"},
+    {HAL_BINARY_ADD, "HAL_BINARY_ADD", "add"}, {HAL_BINARY_SUB, "HAL_BINARY_SUB", "sub"},
+    {HAL_BINARY_MUL, "HAL_BINARY_MUL", "mul"}, {HAL_BINARY_DIV, "HAL_BINARY_DIV", "div"},
+    {HAL_BINARY_MAX, "HAL_BINARY_MAX", "max"}, {HAL_BINARY_MIN, "HAL_BINARY_MIN", "min"},
 };
 
 constexpr EnumName kReduceKind[] = {

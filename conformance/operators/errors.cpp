@@ -77,13 +77,12 @@ HALCONFORM_TEST("operators.errors.operands", "counts, NULLs, overlap and bounds 
   HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data()}), HAL_ERROR_INVALID_ARGUMENT);
   untouched("one operand missing");
   HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data(), nullptr}), HAL_ERROR_NULL_POINTER);
-  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data(), dout.data()}, {{1.0}}),
+  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data(), dout.data()}, {{1.0, 0, 0}}),
                    HAL_ERROR_INVALID_ARGUMENT);  // a scalar the op does not take
   untouched("an extra scalar");
   // out overlapping x by one element, not exactly it
-  HC_EXPECT_RESULT(
-      try_execute(ctx, fixture.plan, {dx.data(), static_cast<float*>(dx.data()) + 1}),
-      HAL_ERROR_INVALID_ARGUMENT);
+  HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {dx.data(), static_cast<float*>(dx.data()) + 1}),
+                   HAL_ERROR_INVALID_ARGUMENT);
   // an operand running past its allocation
   HC_EXPECT_RESULT(try_execute(ctx, fixture.plan, {small.data(), dout.data()}),
                    HAL_ERROR_INVALID_ARGUMENT);

@@ -34,7 +34,9 @@ uint16_t to_bf16(double value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-double from_bf16(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
+double from_bf16(uint16_t h) {
+  return bits_float(static_cast<uint32_t>(h) << 16);
+}
 
 uint16_t to_f16(double value) {
   const float f = static_cast<float>(value);
@@ -51,7 +53,7 @@ uint16_t to_f16(double value) {
   }
   int exponent = 0;
   const double mantissa = std::frexp(magnitude, &exponent);  // [0.5, 1)
-  double scaled = std::nearbyint(mantissa * 2048.0);          // 11 bits
+  double scaled = std::nearbyint(mantissa * 2048.0);         // 11 bits
   if (scaled >= 2048.0) {
     scaled /= 2.0;
     ++exponent;
@@ -239,7 +241,8 @@ int64_t offset_of(const hal_tensor_desc_t& tensor, int64_t i) {
 
 std::string label(const hal_tensor_desc_t& tensor) {
   std::string text = std::string(dtype_label(tensor.dtype)) + "[";
-  for (uint32_t d = 0; d < tensor.rank; ++d) text += (d ? "," : "") + std::to_string(tensor.shape[d]);
+  for (uint32_t d = 0; d < tensor.rank; ++d)
+    text += (d ? "," : "") + std::to_string(tensor.shape[d]);
   text += "]{";
   for (uint32_t d = 0; d < tensor.rank; ++d)
     text += (d ? "," : "") + std::to_string(tensor.strides[d]);
@@ -254,8 +257,7 @@ std::vector<double> random_values(std::mt19937_64& random, int64_t count, hal_dt
   return values;
 }
 
-std::vector<double> random_ints(std::mt19937_64& random, int64_t count, int64_t low,
-                                int64_t high) {
+std::vector<double> random_ints(std::mt19937_64& random, int64_t count, int64_t low, int64_t high) {
   std::uniform_int_distribution<int64_t> distribution(low, high);
   std::vector<double> values(static_cast<size_t>(count));
   for (double& v : values) v = static_cast<double>(distribution(random));
@@ -331,9 +333,9 @@ void DeviceTensor::check_untouched(const std::string& what) const {
     for (size_t b = 0; b < element; ++b) covered[at + b] = true;
   }
   for (size_t b = 0; b < bytes_; ++b) {
-    HC_REQUIRE(covered[b] || host[b] == kCanary,
-               what + ": byte " + std::to_string(b) + " outside the view of " + label(layout_) +
-                   " was written");
+    HC_REQUIRE(covered[b] || host[b] == kCanary, what + ": byte " + std::to_string(b) +
+                                                     " outside the view of " + label(layout_) +
+                                                     " was written");
   }
 }
 
@@ -418,9 +420,9 @@ Tolerance tolerance_for(hal_dtype_t dtype, double terms) {
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& expected,
                   Tolerance tolerance, const std::string& what) {
-  HC_REQUIRE(got.size() == expected.size(),
-             what + ": " + std::to_string(got.size()) + " values, expected " +
-                 std::to_string(expected.size()));
+  HC_REQUIRE(got.size() == expected.size(), what + ": " + std::to_string(got.size()) +
+                                                " values, expected " +
+                                                std::to_string(expected.size()));
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = got[i];
     const double e = expected[i];

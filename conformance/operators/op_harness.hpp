@@ -46,8 +46,7 @@ std::string label(const hal_tensor_desc_t& tensor);  // "f32[2,3]{3,1}"
 // the reference start from the same numbers.
 std::vector<double> random_values(std::mt19937_64& random, int64_t count, hal_dtype_t dtype,
                                   double low = -1.0, double high = 1.0);
-std::vector<double> random_ints(std::mt19937_64& random, int64_t count, int64_t low,
-                                int64_t high);
+std::vector<double> random_ints(std::mt19937_64& random, int64_t count, int64_t low, int64_t high);
 
 // ---- device tensors --------------------------------------------------------
 // Device memory holding a tensor of |layout|, filled from logical (row-major)

@@ -39,8 +39,8 @@ void run_forward(TestContext& ctx, hal_activation_t act, const hal_tensor_desc_t
   for (size_t i = 0; i < x.size(); ++i) {
     expected[i] = reference::activation(act, static_cast<double>(alpha) * x[i]);
   }
-  const std::string what = "unary " + std::to_string(act) + " " + label(x_layout) + " -> " +
-                           label(out_layout);
+  const std::string what =
+      "unary " + std::to_string(act) + " " + label(x_layout) + " -> " + label(out_layout);
   expect_close(dout.download(), expected, tolerance_for(out_layout.dtype), what);
   dout.check_untouched(what);
 }

@@ -8,8 +8,7 @@ namespace {
 hal_result_t describe_unary(const hal_op_unary_desc_t& desc, bool backward, OpSignature* out,
                             std::string* message) {
   if (static_cast<uint32_t>(desc.activation) >= HAL_ACTIVATION_COUNT) {
-    *message = "desc->activation " + std::to_string(desc.activation) +
-               " is not a hal_activation_t";
+    *message = "desc->activation " + std::to_string(desc.activation) + " is not a hal_activation_t";
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   if (reject(check_tensor("x", desc.x, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message))
@@ -43,8 +42,8 @@ hal_result_t describe_elementwise_family(const hal_op_header_t* desc, OpSignatur
       return describe_unary(*reinterpret_cast<const hal_op_unary_desc_t*>(desc),
                             desc->kind == HAL_OP_UNARY_BACKWARD, out, message);
     default:
-      *message = std::string("no definition of op ") + std::to_string(desc->kind) +
-                 " in this build";
+      *message =
+          std::string("no definition of op ") + std::to_string(desc->kind) + " in this build";
       return HAL_ERROR_UNSUPPORTED;
   }
 }

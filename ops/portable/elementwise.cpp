@@ -13,8 +13,7 @@ constexpr const char* kSource = "elementwise";
 // HAL_OP_UNARY and HAL_OP_UNARY_BACKWARD: one work-item per element.
 class UnaryPlan final : public PlannedOp {
  public:
-  UnaryPlan(hal_kernel_t kernel, const hal_op_unary_desc_t& desc, bool backward,
-            MergedViews views)
+  UnaryPlan(hal_kernel_t kernel, const hal_op_unary_desc_t& desc, bool backward, MergedViews views)
       : kernel_(kernel), desc_(desc), backward_(backward), views_(std::move(views)) {}
 
   hal_result_t execute(const ExecContext& context) const override {
@@ -42,8 +41,7 @@ class UnaryPlan final : public PlannedOp {
 class Unary final : public Implementation {
  public:
   const char* name() const override { return "portable"; }
-  std::unique_ptr<PlannedOp> plan(const PlanRequest& request,
-                                  std::string* decline) const override {
+  std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_unary_desc_t*>(request.desc);
     const bool backward = desc.header.kind == HAL_OP_UNARY_BACKWARD;
     MergedViews views;

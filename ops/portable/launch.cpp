@@ -83,8 +83,8 @@ bool device_runs_dialect(const PlanRequest& request, std::string* decline) {
   return true;
 }
 
-hal_kernel_t portable_kernel(const PlanRequest& request, const char* source_name,
-                             const char* name, std::string* decline) {
+hal_kernel_t portable_kernel(const PlanRequest& request, const char* source_name, const char* name,
+                             std::string* decline) {
   if (!device_runs_dialect(request, decline)) return nullptr;
   const std::string_view source = portable_source(source_name);
   hal_kernel_t kernel = nullptr;

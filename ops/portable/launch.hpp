@@ -54,8 +54,8 @@ bool merge_views(const hal_tensor_desc_t& shape,
 
 // The kernel |name| of the portable source |source_name|, loaded on the
 // request's device; on failure |decline| says why and nullptr is returned.
-hal_kernel_t portable_kernel(const PlanRequest& request, const char* source_name,
-                             const char* name, std::string* decline);
+hal_kernel_t portable_kernel(const PlanRequest& request, const char* source_name, const char* name,
+                             std::string* decline);
 
 // Whether the device compiles dialect kernels; else |decline| says why.
 bool device_runs_dialect(const PlanRequest& request, std::string* decline);

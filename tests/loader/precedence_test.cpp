@@ -19,7 +19,7 @@ using namespace loader_test;
 
 namespace {
 
-enum class Kind { kDevice, kStream, kEvent, kModule, kKernel, kComm };
+enum class Kind { kDevice, kStream, kEvent, kModule, kKernel, kComm, kOpPlan };
 enum class Fault { kNone, kNull, kForeign, kWrongKind, kDestroyed, kNullOut, kBadValue };
 
 struct Parameter {
@@ -86,6 +86,19 @@ hal_module_desc_t module_desc(bool bad_format) {
   desc.format = bad_format ? static_cast<hal_module_format_t>(99) : HAL_MODULE_FORMAT_OPENCL_C;
   desc.data = kSource;
   desc.size = sizeof(kSource) - 1;
+  return desc;
+}
+
+// A plan the mock plugin accepts: an f32 scale of 16 elements.
+hal_op_unary_desc_t scale_desc() {
+  hal_op_unary_desc_t desc{};
+  desc.header.struct_size = sizeof(desc);
+  desc.header.kind = HAL_OP_UNARY;
+  desc.activation = HAL_ACTIVATION_NONE;
+  desc.alpha = 2.0f;
+  const int64_t shape[1] = {16};
+  hal_tensor_desc_contiguous(&desc.x, HAL_DTYPE_F32, 1, shape);
+  hal_tensor_desc_contiguous(&desc.out, HAL_DTYPE_F32, 1, shape);
   return desc;
 }
 
@@ -370,6 +383,39 @@ const std::vector<Entry>& entries() {
          return hal_recv(g_target, 4, dtype(a[0]), rank(a[1]), as<hal_comm_t>(a[2]),
                          as<hal_stream_t>(a[3]));
        }},
+      // ---- hal/ops.h
+      {"hal_op_plan_create",
+       {handle(Kind::kDevice), out(), bad_argument, out()},
+       [](A a) {
+         const hal_op_unary_desc_t desc = scale_desc();
+         hal_op_plan_t plan = nullptr;
+         const hal_result_t result =
+             hal_op_plan_create(as<hal_device_t>(a[0]), a[1].null_out ? nullptr : &desc.header,
+                                a[2].bad ? 0x80u : 0u, out_or_null(a[3], plan));
+         if (plan != nullptr) hal_op_plan_destroy(plan);
+         return result;
+       }},
+      {"hal_op_plan_get_info",
+       {handle(Kind::kOpPlan), out()},
+       [](A a) {
+         hal_op_plan_info_t info{};
+         info.struct_size = sizeof(info);
+         return hal_op_plan_get_info(as<hal_op_plan_t>(a[0]), out_or_null(a[1], info));
+       }},
+      {"hal_op_execute",
+       {handle(Kind::kOpPlan), out(), handle(Kind::kStream)},
+       [](A a) {
+         void* operands[2] = {g_source, g_target};
+         hal_op_exec_args_t args{};
+         args.struct_size = sizeof(args);
+         args.operand_count = 2;
+         args.operands = operands;
+         return hal_op_execute(as<hal_op_plan_t>(a[0]), a[1].null_out ? nullptr : &args,
+                               as<hal_stream_t>(a[2]));
+       }},
+      {"hal_op_plan_destroy",
+       {nullable(Kind::kOpPlan)},
+       [](A a) { return hal_op_plan_destroy(as<hal_op_plan_t>(a[0])); }},
       // No arguments: only "not initialised" applies.
       {"hal_group_start", {}, [](A) { return hal_group_start(); }},
       {"hal_group_end", {}, [](A) { return hal_group_end(); }},
@@ -381,9 +427,10 @@ const std::vector<Entry>& entries() {
 // without hal_init (§4.1, "Results beyond the listed ones"), or are the
 // plugins' entry rather than the loader's.
 const std::set<std::string> kExempt = {
-    "hal_init",          "hal_shutdown",         "hal_get_version",
-    "hal_result_string", "hal_error_get_detail", "hal_error_last_message",
-    "hal_plugin_entry"};
+    "hal_init", "hal_shutdown", "hal_get_version", "hal_result_string", "hal_error_get_detail",
+    "hal_error_last_message", "hal_plugin_entry",
+    // a static inline helper of hal/ops.h: no handle, no state, never fails
+    "hal_tensor_desc_contiguous"};
 
 // The public functions of the ABI baseline (abi/baseline.txt, kept equal to
 // api/ and libhal.so by the abi tests).
@@ -453,7 +500,7 @@ const char* fault_name(Fault fault) {
 
 // Live and destroyed handles of each kind, all on one device.
 struct Handles {
-  static constexpr size_t kKinds = 6;
+  static constexpr size_t kKinds = 7;
   void* live_handles[kKinds] = {};
   void* destroyed_handles[kKinds] = {};  // none for devices: they are never destroyed
 
@@ -541,6 +588,8 @@ Handles make_handles() {
   hal_module_t modules[2] = {};
   hal_kernel_t kernels[2] = {};
   hal_comm_t comms[2] = {};
+  hal_op_plan_t plans[2] = {};
+  const hal_op_unary_desc_t scale = scale_desc();
   const hal_module_desc_t desc = module_desc(false);
   hal_kernel_desc_t kernel_desc{};
   kernel_desc.struct_size = sizeof(kernel_desc);
@@ -551,7 +600,9 @@ Handles make_handles() {
     REQUIRE(hal_module_load(device, &desc, &modules[i]) == HAL_SUCCESS);
     REQUIRE(hal_kernel_get(modules[i], &kernel_desc, &kernels[i]) == HAL_SUCCESS);
     REQUIRE(hal_comm_init_all(1, &device, nullptr, &comms[i]) == HAL_SUCCESS);
+    REQUIRE(hal_op_plan_create(device, &scale.header, 0, &plans[i]) == HAL_SUCCESS);
   }
+  REQUIRE(hal_op_plan_destroy(plans[1]) == HAL_SUCCESS);
   REQUIRE(hal_stream_destroy(streams[1]) == HAL_SUCCESS);
   REQUIRE(hal_event_destroy(events[1]) == HAL_SUCCESS);
   REQUIRE(hal_module_unload(modules[1]) == HAL_SUCCESS);
@@ -562,10 +613,13 @@ Handles make_handles() {
   set(Kind::kModule, modules[0], modules[1]);
   set(Kind::kKernel, kernels[0], kernels[1]);
   set(Kind::kComm, comms[0], comms[1]);
+  set(Kind::kOpPlan, plans[0], plans[1]);
   return handles;
 }
 
 void destroy_handles(const Handles& handles) {
+  CHECK(hal_op_plan_destroy(static_cast<hal_op_plan_t>(handles.live(Kind::kOpPlan))) ==
+        HAL_SUCCESS);
   CHECK(hal_comm_destroy(static_cast<hal_comm_t>(handles.live(Kind::kComm))) == HAL_SUCCESS);
   CHECK(hal_module_unload(static_cast<hal_module_t>(handles.live(Kind::kModule))) == HAL_SUCCESS);
   CHECK(hal_event_destroy(static_cast<hal_event_t>(handles.live(Kind::kEvent))) == HAL_SUCCESS);

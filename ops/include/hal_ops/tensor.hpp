@@ -13,7 +13,9 @@ namespace hal::ops {
 
 // Dtype sets as bit masks over hal_dtype_t.
 using DtypeSet = uint32_t;
-constexpr DtypeSet dtype_bit(hal_dtype_t dtype) { return 1u << static_cast<uint32_t>(dtype); }
+constexpr DtypeSet dtype_bit(hal_dtype_t dtype) {
+  return 1u << static_cast<uint32_t>(dtype);
+}
 constexpr DtypeSet kFloatDtypes =
     dtype_bit(HAL_DTYPE_F32) | dtype_bit(HAL_DTYPE_F16) | dtype_bit(HAL_DTYPE_BF16);
 constexpr DtypeSet kIndexDtypes = dtype_bit(HAL_DTYPE_I32) | dtype_bit(HAL_DTYPE_I64);

@@ -211,6 +211,54 @@ hal_result_t mock_launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t*,
   });
 }
 
+// Operators: only an f32 unary scale (activation NONE) of dense tensors, so
+// the loader's plugin path and the precedence of the op entries are testable.
+struct MockOpPlan {
+  float alpha;
+  int64_t count;
+};
+
+hal_result_t mock_op_plan_create(hal_impl_device_t*, const hal_op_header_t* desc,
+                                 hal_op_plan_flags_t, hal_impl_op_plan_t** out_plan,
+                                 size_t* out_workspace_bytes, const char** out_implementation) {
+  if (desc->kind != HAL_OP_UNARY) {
+    return report(HAL_ERROR_UNSUPPORTED, "mock: only HAL_OP_UNARY is implemented");
+  }
+  const auto* unary = reinterpret_cast<const hal_op_unary_desc_t*>(desc);
+  if (unary->activation != HAL_ACTIVATION_NONE || unary->x.dtype != HAL_DTYPE_F32 ||
+      unary->out.dtype != HAL_DTYPE_F32) {
+    return report(HAL_ERROR_UNSUPPORTED, "mock: only an f32 scale (activation NONE)");
+  }
+  int64_t count = 1;
+  int64_t stride = 1;
+  for (uint32_t d = unary->x.rank; d-- > 0;) {
+    if (unary->x.strides[d] != stride || unary->out.strides[d] != stride) {
+      return report(HAL_ERROR_UNSUPPORTED, "mock: only dense tensors");
+    }
+    stride *= unary->x.shape[d];
+    count *= unary->x.shape[d];
+  }
+  *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(new MockOpPlan{unary->alpha, count});
+  *out_workspace_bytes = 0;
+  *out_implementation = "mock.scale";
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_op_plan_destroy(hal_impl_op_plan_t* plan) {
+  delete reinterpret_cast<MockOpPlan*>(plan);
+  return HAL_SUCCESS;
+}
+
+hal_result_t mock_op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
+                             const hal_op_exec_args_t* args) {
+  const MockOpPlan op = *reinterpret_cast<MockOpPlan*>(plan);
+  const auto* x = static_cast<const float*>(args->operands[0]);
+  auto* out = static_cast<float*>(args->operands[1]);
+  return enqueue(stream, [=] {
+    for (int64_t i = 0; i < op.count; ++i) out[i] = op.alpha * x[i];
+  });
+}
+
 const hal_plugin_table_v1_t mock_table = [] {
   hal_plugin_table_v1_t table{};
   table.struct_size = sizeof(table);
@@ -229,6 +277,9 @@ const hal_plugin_table_v1_t mock_table = [] {
   table.module_unload = mock_module_unload;
   table.kernel_get = mock_kernel_get;
   table.launch_kernel = mock_launch_kernel;
+  table.op_plan_create = mock_op_plan_create;
+  table.op_plan_destroy = mock_op_plan_destroy;
+  table.op_execute = mock_op_execute;
   return table;
 }();
 
