@@ -113,11 +113,34 @@ class Planner {
       if (!plan_loop(statement)) return false;
       current = new_region(-1);
     }
-    return find_declarations() && check_names() && check_macros() && check_returns() &&
-           check_loops() && place_variables() && check_headers() && bind_regions();
+    if (plan_.regions.size() > kMaxRegions) return reject("more regions than the splitter takes");
+    if (!find_declarations()) return false;
+    if (plan_.variables.size() > kMaxVariables) {
+      return reject("more top-level variables than the splitter takes");
+    }
+    if (!(check_names() && check_macros() && check_returns() && check_loops() &&
+          place_variables() && check_headers() && bind_regions())) {
+      return false;
+    }
+    // A spent budget made some check answer "no": the plan may be poorer than
+    // it could be, never wrong, but say so rather than guess.
+    return budget_ > 0 || reject("the kernel is too large for the region analysis");
   }
 
  private:
+  // The analysis is quadratic in places (and macros nest): past these sizes
+  // a kernel keeps its coroutines rather than the compile waiting on it.
+  static constexpr size_t kMaxRegions = 128;
+  static constexpr size_t kMaxVariables = 128;
+
+  // One token looked at by pure() or macro_is_safe(); false once the budget
+  // for the kernel is spent (nested macros fan out).
+  bool spend() const {
+    if (budget_ == 0) return false;
+    --budget_;
+    return true;
+  }
+
   bool reject(std::string reason) {
     why_ = std::move(reason);
     return false;
@@ -483,6 +506,7 @@ class Planner {
     if (macro == nullptr) return true;
     if (macro->redefined || depth > 8) return false;
     for (size_t i = macro->body.first; i < macro->body.end; ++i) {
+      if (!spend()) return false;
       const Token& token = tokens_[i];
       if (token.kind == TokenKind::kPunct) {
         if (is_assignment(token) || token.text == "++" || token.text == "--" || token.text == "{" ||
@@ -602,6 +626,7 @@ class Planner {
             int depth = 0) const {
     if (depth > 8) return false;
     for (size_t i = first; i < end; ++i) {
+      if (!spend()) return false;
       const Token& token = tokens_[i];
       const bool operand_before =
           i > first && (tokens_[i - 1].kind != TokenKind::kPunct || is_punct(tokens_[i - 1], ")"));
@@ -909,6 +934,7 @@ class Planner {
   std::map<std::string, Macro> macros_;
   std::map<size_t, Range> loop_init_;  // per loop: the for-init through its ';'
   std::vector<RegionVariable> induction_init_;
+  mutable size_t budget_ = 1000000;
 };
 
 }  // namespace
