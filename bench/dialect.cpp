@@ -11,7 +11,9 @@
 //             shape the cpu plugin gave the kernel (parallel regions or
 //             coroutines) and the host's FMA peak it is measured against
 //
-// Medians [min-max] over --reps repetitions. Not a test: nothing asserts.
+// Medians [min-max] over --reps repetitions. --peak GFLOPS (the host's FMA
+// peak for the plugin's threads; not measured here) adds the share of it.
+// Not a test: nothing asserts.
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -274,6 +276,7 @@ int main(int argc, char** argv) {
   for (const int n : sizes) {
     std::printf("\n== tiled-matmul dialect kernel, %d^3, GFLOP/s\n", n);
     std::map<std::string, double> medians;
+    const bench::NoiseMeter noise;
     for (Device& d : devices) {
       std::vector<double> rates;
       matmul_gflops(d, n);  // warm up
@@ -281,12 +284,19 @@ int main(int argc, char** argv) {
       const bench::Stats stats = bench::summarize(rates);
       medians[d.plugin] = stats.median;
       std::printf("  %-7s %s", d.plugin.c_str(), bench::fmt_stats(stats).c_str());
-      if (peak_gflops > 0) std::printf("   %.1f%% of peak", 100.0 * stats.median / peak_gflops);
+      if (peak_gflops > 0) {
+        const double share = stats.median / peak_gflops;
+        std::printf("   %.1f%% of the %.0f GFLOP/s peak", 100.0 * share, peak_gflops);
+        if (d.plugin == "cpu") std::printf(" (goal >= 25%%: %s)", share >= 0.25 ? "met" : "missed");
+      }
       std::printf("\n");
     }
     if (medians.count("cpu") != 0 && medians.count("opencl") != 0 && medians["opencl"] > 0) {
-      std::printf("  cpu / opencl (PoCL): %.1fx\n", medians["cpu"] / medians["opencl"]);
+      const double ratio = medians["cpu"] / medians["opencl"];
+      std::printf("  cpu / opencl (PoCL): %.1fx (goal >= 20x: %s)\n", ratio,
+                  ratio >= 20 ? "met" : "missed");
     }
+    std::printf("# noise: %.2f vCPUs busy with other processes\n", noise.other_vcpus());
   }
   for (Device& d : devices) {
     hal_module_unload(d.module);
