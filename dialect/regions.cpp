@@ -537,16 +537,24 @@ class Planner {
   // ---- control flow -----------------------------------------------------------
 
   // `break` or `continue` that would leave the region rather than a loop or
-  // switch inside it.
-  bool has_free_jump(Range range) const {
+  // switch inside it (a `continue` inside a switch still leaves it).
+  bool has_free_jump(Range range, bool break_bound = false) const {
     for (size_t i = range.first; i < range.end; ++i) {
       const Token& token = tokens_[i];
       if (is_identifier(token, "for") || is_identifier(token, "while") ||
-          is_identifier(token, "do") || is_identifier(token, "switch")) {
+          is_identifier(token, "do")) {
         i = statement_end(i, range.end) - 1;
         continue;
       }
-      if (is_identifier(token, "break") || is_identifier(token, "continue")) return true;
+      if (is_identifier(token, "switch")) {
+        const size_t end = statement_end(i, range.end);
+        if (has_free_jump(Range{i + 1, end}, true)) return true;
+        i = end - 1;
+        continue;
+      }
+      if (is_identifier(token, "continue") || (!break_bound && is_identifier(token, "break"))) {
+        return true;
+      }
     }
     return false;
   }
@@ -750,8 +758,17 @@ class Planner {
       for (const SplitLoop& loop : plan_.loops) {
         header_use |= mentions(loop.header, variable.name) && header_sees(loop, variable);
       }
-      if (!used_later && !header_use) continue;  // kLocal
-      variable.storage = remat[v] && !header_use ? Storage::kRematerialised : Storage::kPerItem;
+      // A pointer to it may outlive its region: its address is taken, or an
+      // array decays. It needs storage that lives for the whole block.
+      bool escapes = false;
+      for (size_t i = kernel_.body.first + 1; i + 1 < kernel_.body.end; ++i) {
+        if (!is_identifier(tokens_[i], variable.name) || is_member(i)) continue;
+        escapes |= is_punct(tokens_[i - 1], "&") ||
+                   (variable.array && i != variable.name_token && !is_punct(tokens_[i + 1], "["));
+      }
+      if (!used_later && !header_use && !escapes) continue;  // kLocal
+      variable.storage =
+          remat[v] && !header_use && !escapes ? Storage::kRematerialised : Storage::kPerItem;
     }
     // A repeated declaration repeats the values its initialiser reads.
     for (size_t v = plan_.variables.size(); v-- > 0;) {

@@ -97,8 +97,49 @@ kernel void mirror(global const float* in, global float* out, float bias) {
 }
 )";
 
+// Pointers into locals that outlive their region: an array that decays
+// and a scalar whose address is taken both need per-item storage.
+constexpr const char* kEscapes = R"(
+kernel max_block(64) void escapes(global const int* in, global int* out) {
+  shared int s[64];
+  int t = local_id(0);
+  int pair[2];
+  int* p = pair;
+  int v = in[global_id(0)];
+  int* q = &v;
+  pair[0] = v;
+  pair[1] = -v;
+  s[t] = v;
+  barrier();
+  int sum = 0;
+  for (int j = 0; j < 4; ++j) {
+    switch (j) {
+      case 1: continue;
+      default: sum += p[j & 1] + *q;
+    }
+  }
+  out[global_id(0)] = sum + s[63 - t];
+}
+)";
+
 // Kernels the splitter leaves to coroutines, each for its own reason.
 constexpr const char* kFallbacks = R"(
+kernel max_block(64) void switch_continue(global const int* in, global int* out, int flag) {
+  shared int s[64];
+  int t = local_id(0);
+  int acc = in[global_id(0)];
+  for (int r = 0; r < 4; ++r) {
+    s[t] = acc;
+    barrier();
+    acc += s[(t + r + 1) % 64];
+    barrier();
+    switch (r & 1) {
+      case 1: continue;
+      default: acc += flag;
+    }
+  }
+  out[global_id(0)] = acc;
+}
 kernel max_block(64) void in_branch(global const int* in, global int* out, int flag) {
   shared int s[64];
   int t = local_id(0);
@@ -429,6 +470,29 @@ TEST_CASE("regions: 3-D blocks with an odd y extent and dynamic shared memory",
   }
 }
 
+TEST_CASE("regions: locals whose address outlives their region are kept per work-item",
+          "[dialect][regions]") {
+  const hal::dialect::KernelRecord record = record_of(kEscapes, "escapes");
+  INFO(record.cpu_shape_note);
+  REQUIRE(record.cpu_shape == CpuShape::kRegions);
+  CHECK(contains(record.cpu_shape_note, "per-item values: pair, p, v, q"));
+  Session session;
+  REQUIRE(session.load(kEscapes) == HAL_SUCCESS);
+  hal_kernel_t kernel = session.kernel("escapes");
+  std::mt19937 random(5);
+  const int groups = 4, size = 64;
+  std::vector<int> in(groups * size), out(in.size(), 0), expected(in.size());
+  for (int& v : in) v = static_cast<int>(random() % 2001) - 1000;
+  for (int g = 0; g < groups; ++g) {
+    for (int t = 0; t < size; ++t)
+      expected[g * size + t] = 4 * in[g * size + t] + in[g * size + 63 - t];
+  }
+  void* in_d = session.upload(in);
+  void* out_d = session.upload(out);
+  session.launch(kernel, {groups}, {size}, {{&in_d, sizeof(in_d)}, {&out_d, sizeof(out_d)}});
+  REQUIRE(session.download<int>(out_d, out.size()) == expected);
+}
+
 TEST_CASE("regions: kernels the splitter cannot prove keep their coroutines and still run",
           "[dialect][regions]") {
   struct Case {
@@ -448,6 +512,18 @@ TEST_CASE("regions: kernels the splitter cannot prove keep their coroutines and 
     return out;
   };
   const std::vector<Case> cases = {
+      {"switch_continue", "'break' or 'continue' of a loop with barriers",
+       [&](const std::vector<int>& in, int flag) {
+         return per_block(in, [&](std::vector<int>& acc) {
+           for (int r = 0; r < 4; ++r) {
+             const std::vector<int> s = acc;
+             for (int t = 0; t < size; ++t) {
+               acc[t] += s[(t + r + 1) % 64];
+               if ((r & 1) == 0) acc[t] += flag;
+             }
+           }
+         });
+       }},
       {"in_branch", "a barrier inside 'if'",
        [&](const std::vector<int>& in, int flag) {
          return per_block(in, [&](std::vector<int>& s) {
@@ -540,8 +616,9 @@ TEST_CASE("regions: the conformance kernels with barriers split, except a barrie
   CHECK(contains(record_of(source.str(), "matmul_tiled").cpu_shape_note, "per-item values: acc"));
 }
 
-TEST_CASE("regions: errors in a split kernel name the line the user wrote, and scoping is unchanged",
-          "[dialect][regions]") {
+TEST_CASE(
+    "regions: errors in a split kernel name the line the user wrote, and scoping is unchanged",
+    "[dialect][regions]") {
   Session session;
   SECTION("an undeclared name in a later region") {
     const std::string source = R"(kernel void broken(global int* out) {
