@@ -108,13 +108,25 @@ void Emitter::emit_cpp_kernel(const Kernel& kernel) {
     raw("co_return;\n}\n");
   }
 
+  // Parameters the body writes: each work-item of the loop gets its own copy
+  // (the block function's parameter is renamed), as each coroutine does.
+  std::vector<const Parameter*> copied;
+  if (!kernel.uses_barrier) {
+    for (const Parameter& parameter : kernel.parameters) {
+      if (parameter_written(program_, kernel, parameter.name)) copied.push_back(&parameter);
+    }
+  }
   line_break();
   raw("extern \"C\" __attribute__((visibility(\"default\"))) void");
   put(tokens_[kernel.name_token], kernel.name);
   put(tokens_[kernel.name_token + 1], "(");
   raw(with_params ? "const hal_cpu_block_context_t* hal_ctx,"
                   : "const hal_cpu_block_context_t* hal_ctx");
-  put_range(kernel.parameter_tokens.first, kernel.parameter_tokens.end, {});
+  for (size_t i = kernel.parameter_tokens.first; i < kernel.parameter_tokens.end; ++i) {
+    const auto renamed = std::find_if(copied.begin(), copied.end(),
+                                      [&](const Parameter* p) { return p->tokens.end - 1 == i; });
+    put(tokens_[i], renamed != copied.end() ? "hal_arg_" + tokens_[i].text : spelling(tokens_[i]));
+  }
   put(tokens_[kernel.parameter_tokens.end], ")");
   put(tokens_[kernel.body.first], "{");
   raw("const hal_rt::Block hal_block(hal_ctx);\n");
@@ -130,6 +142,10 @@ void Emitter::emit_cpp_kernel(const Kernel& kernel) {
     raw(call + "); };\nhal_rt::run_items_with_barriers(hal_block, hal_body);\n");
   } else {
     raw("auto hal_body = [&](const hal_rt::Item hal_item) { (void)hal_item;");
+    for (const Parameter* parameter : copied) {
+      raw("std::remove_reference_t<decltype(hal_arg_" + parameter->name + ")> " + parameter->name +
+          " = hal_arg_" + parameter->name + ";");
+    }
     put_range(kernel.body.first + 1, kernel.body.end - 1, shared_ranges);
     line_break();
     raw("};\nhal_rt::run_items(hal_block, hal_body);\n");

@@ -114,6 +114,13 @@ class Planner {
       current = new_region(-1);
     }
     if (plan_.regions.size() > kMaxRegions) return reject("more regions than the splitter takes");
+    // Parameters are the block function's own, shared by its work-items: one
+    // the body writes would need a copy per work-item.
+    for (const Parameter& parameter : kernel_.parameters) {
+      if (!parameter_is_constant(parameter.name)) {
+        return reject("the parameter '" + parameter.name + "' is written in the body");
+      }
+    }
     if (!find_declarations()) return false;
     if (plan_.variables.size() > kMaxVariables) {
       return reject("more top-level variables than the splitter takes");
@@ -613,16 +620,7 @@ class Planner {
   }
 
   bool parameter_is_constant(const std::string& name) const {
-    for (size_t i = kernel_.body.first + 1; i + 1 < kernel_.body.end; ++i) {
-      if (!is_identifier(tokens_[i], name) || is_member(i)) continue;
-      const Token& previous = tokens_[i - 1];
-      const Token& next = tokens_[i + 1];
-      if (is_punct(previous, "&") || is_punct(previous, "++") || is_punct(previous, "--") ||
-          is_assignment(next) || is_punct(next, "++") || is_punct(next, "--")) {
-        return false;
-      }
-    }
-    return true;
+    return !parameter_written(program_, kernel_, name);
   }
 
   // Whether tokens [first, end) are an expression of |purity| without side
@@ -955,6 +953,24 @@ class Planner {
 };
 
 }  // namespace
+
+bool parameter_written(const Program& program, const Kernel& kernel, const std::string& name) {
+  const std::vector<Token>& tokens = program.tokens;
+  for (size_t i = kernel.body.first + 1; i + 1 < kernel.body.end; ++i) {
+    if (!is_identifier(tokens[i], name)) continue;
+    const Token& previous = tokens[i - 1];
+    const Token& next = tokens[i + 1];
+    if (is_punct(previous, ".") || is_punct(previous, "->")) continue;  // a member
+    // &p[i] and &p->x take the address of what a pointer points to.
+    const bool pointee = is_punct(next, "[") || is_punct(next, "->");
+    if ((is_punct(previous, "&") && !pointee) || is_punct(previous, "++") ||
+        is_punct(previous, "--") || is_assignment(next) || is_punct(next, "++") ||
+        is_punct(next, "--")) {
+      return true;
+    }
+  }
+  return false;
+}
 
 const RegionDeclaration* RegionPlan::declaration_at(size_t token) const {
   for (const RegionDeclaration& declaration : declarations) {

@@ -82,6 +82,10 @@ struct RegionPlan {
 // |why| (for the log), when the kernel keeps the coroutine shape.
 bool plan_regions(const Program& program, const Kernel& kernel, RegionPlan& plan, std::string& why);
 
+// Whether |kernel|'s body may write its parameter |name| (an assignment,
+// ++/--, or its address taken).
+bool parameter_written(const Program& program, const Kernel& kernel, const std::string& name);
+
 }  // namespace hal::dialect
 
 #endif  // HAL_DIALECT_REGIONS_HPP_

@@ -122,8 +122,25 @@ kernel max_block(64) void escapes(global const int* in, global int* out) {
 }
 )";
 
+// A parameter the body writes is each work-item's own copy (OpenCL C's
+// rule), on the item loop as on the coroutines.
+constexpr const char* kBump = R"(
+kernel void bump(global int* out, int base, global const int* in) {
+  base += in[global_id(0)];
+  out[global_id(0)] = base;
+}
+)";
+
 // Kernels the splitter leaves to coroutines, each for its own reason.
 constexpr const char* kFallbacks = R"(
+kernel max_block(64) void param_written(global const int* in, global int* out, int flag) {
+  shared int s[64];
+  int t = local_id(0);
+  flag += t;
+  s[t] = in[global_id(0)] + flag;
+  barrier();
+  out[global_id(0)] = s[63 - t];
+}
 kernel max_block(64) void switch_continue(global const int* in, global int* out, int flag) {
   shared int s[64];
   int t = local_id(0);
@@ -493,6 +510,23 @@ TEST_CASE("regions: locals whose address outlives their region are kept per work
   REQUIRE(session.download<int>(out_d, out.size()) == expected);
 }
 
+TEST_CASE("regions: a written parameter is each work-item's own on the item loop",
+          "[dialect][regions]") {
+  REQUIRE(record_of(kBump, "bump").cpu_shape == CpuShape::kItemLoop);
+  Session session;
+  REQUIRE(session.load(kBump) == HAL_SUCCESS);
+  std::mt19937 random(11);
+  std::vector<int> in(3 * 32), out(in.size(), 0), expected(in.size());
+  for (int& v : in) v = static_cast<int>(random() % 100);
+  const int base = 1000;
+  for (size_t i = 0; i < in.size(); ++i) expected[i] = base + in[i];
+  void* in_d = session.upload(in);
+  void* out_d = session.upload(out);
+  session.launch(session.kernel("bump"), {3}, {32},
+                 {{&out_d, sizeof(out_d)}, {&base, 4}, {&in_d, sizeof(in_d)}});
+  REQUIRE(session.download<int>(out_d, out.size()) == expected);
+}
+
 TEST_CASE("regions: kernels the splitter cannot prove keep their coroutines and still run",
           "[dialect][regions]") {
   struct Case {
@@ -512,6 +546,13 @@ TEST_CASE("regions: kernels the splitter cannot prove keep their coroutines and 
     return out;
   };
   const std::vector<Case> cases = {
+      {"param_written", "the parameter 'flag' is written in the body",
+       [&](const std::vector<int>& in, int flag) {
+         return per_block(in, [&](std::vector<int>& s) {
+           const std::vector<int> old = s;
+           for (int t = 0; t < size; ++t) s[t] = old[63 - t] + flag + 63 - t;
+         });
+       }},
       {"switch_continue", "'break' or 'continue' of a loop with barriers",
        [&](const std::vector<int>& in, int flag) {
          return per_block(in, [&](std::vector<int>& acc) {
