@@ -259,6 +259,12 @@ class Planner {
     const size_t close = matching(open, statement.end);
     SplitLoop loop;
     loop.header = Range{statement.first, close + 1};
+    for (size_t i = loop.header.first; i < loop.header.end; ++i) {
+      if (is_identifier(tokens_[i], "barrier") || is_identifier(tokens_[i], "dynamic_shared")) {
+        return reject("'" + tokens_[i].text + "' in the header of the loop at line " +
+                      std::to_string(tokens_[statement.first].line));
+      }
+    }
     plan_.loops.push_back(loop);
     const int index = static_cast<int>(plan_.loops.size() - 1);
     plan_.steps.push_back(RegionPlan::Step{true, static_cast<size_t>(index)});
