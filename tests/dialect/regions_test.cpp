@@ -122,6 +122,27 @@ kernel max_block(64) void escapes(global const int* in, global int* out) {
 }
 )";
 
+// Declarations of every form the splitter reads, live across a barrier: a
+// struct, a const array with an initialiser, unsigned, restrict pointers in
+// one declaration.
+constexpr const char* kDeclarations = R"(
+struct pair { int lo; int hi; };
+kernel max_block(64) void declarations(global const int* in, global int* out) {
+  shared int s[64];
+  const int t = local_id(0);
+  unsigned int u = (unsigned)in[global_id(0)];
+  struct pair p;
+  p.lo = in[global_id(0)] & 255;
+  p.hi = in[global_id(0)] >> 8;
+  const int weights[2] = {3, 5};
+  global const int* restrict row = in + group_id(0) * 64, *other = in;
+  s[t] = p.lo;
+  barrier();
+  out[global_id(0)] = s[63 - t] * weights[0] + p.hi * weights[1] + (int)(u & 1u) + row[t] -
+                      other[global_id(0)];
+}
+)";
+
 // A parameter the body writes is each work-item's own copy (OpenCL C's
 // rule), on the item loop as on the coroutines.
 constexpr const char* kBump = R"(
@@ -507,6 +528,33 @@ TEST_CASE("regions: locals whose address outlives their region are kept per work
   void* in_d = session.upload(in);
   void* out_d = session.upload(out);
   session.launch(kernel, {groups}, {size}, {{&in_d, sizeof(in_d)}, {&out_d, sizeof(out_d)}});
+  REQUIRE(session.download<int>(out_d, out.size()) == expected);
+}
+
+TEST_CASE(
+    "regions: structs, const arrays with initialisers and pointer declarators live across "
+    "a barrier",
+    "[dialect][regions]") {
+  const hal::dialect::KernelRecord record = record_of(kDeclarations, "declarations");
+  INFO(record.cpu_shape_note);
+  REQUIRE(record.cpu_shape == CpuShape::kRegions);
+  CHECK(contains(record.cpu_shape_note, "per-item values: u, p, weights"));
+  Session session;
+  REQUIRE(session.load(kDeclarations) == HAL_SUCCESS);
+  std::mt19937 random(3);
+  const int groups = 3, size = 64;
+  std::vector<int> in(groups * size), out(in.size(), 0), expected(in.size());
+  for (int& v : in) v = static_cast<int>(random() % 100000);
+  for (int g = 0; g < groups; ++g) {
+    for (int t = 0; t < size; ++t) {
+      const int mine = in[g * size + t];
+      expected[g * size + t] = (in[g * size + 63 - t] & 255) * 3 + (mine >> 8) * 5 + (mine & 1);
+    }
+  }
+  void* in_d = session.upload(in);
+  void* out_d = session.upload(out);
+  session.launch(session.kernel("declarations"), {groups}, {size},
+                 {{&in_d, sizeof(in_d)}, {&out_d, sizeof(out_d)}});
   REQUIRE(session.download<int>(out_d, out.size()) == expected);
 }
 
