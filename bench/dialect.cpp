@@ -5,15 +5,23 @@
 //             opencl plugin (PoCL's compiler + PoCL's cache)
 //   launch    an empty dialect kernel: launch + synchronize, and pipelined,
 //             on cpu, on opencl, and through PoCL's own OpenCL API
-//   matmul    the tiled-matmul dialect kernel (16x16 tiles in shared memory)
-//             at N^3, GFLOP/s on cpu and on opencl
+//   matmul    the tiled-matmul dialect kernel (16x16 tiles in shared memory,
+//             two barriers in the k loop) at 512^3 and 1024^3 (--sizes),
+//             GFLOP/s on cpu and on opencl (PoCL) and their ratio, with the
+//             shape the cpu plugin gave the kernel (parallel regions or
+//             coroutines) and the host's FMA peak it is measured against
 //
-// Medians [min-max] over --reps repetitions. Not a test: nothing asserts.
+// Medians [min-max] over --reps repetitions. --peak GFLOPS (the host's FMA
+// peak for the plugin's threads; not measured here) adds the share of it.
+// Not a test: nothing asserts.
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
+#include "hal_dialect/dialect.hpp"
 
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -168,10 +176,20 @@ struct Pocl {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 5, n = 512;
+  int reps = 5;
+  std::vector<int> sizes = {512, 1024};
+  double peak_gflops = 0;  // the host's FMA peak for the threads used, when known
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--reps") reps = std::atoi(argv[i + 1]);
-    if (std::string(argv[i]) == "--n") n = std::atoi(argv[i + 1]) / 16 * 16;
+    const std::string option = argv[i];
+    if (option == "--reps") reps = std::atoi(argv[i + 1]);
+    if (option == "--n" || option == "--sizes") {
+      sizes.clear();
+      std::stringstream list(argv[i + 1]);
+      for (std::string item; std::getline(list, item, ',');) {
+        if (std::atoi(item.c_str()) >= 16) sizes.push_back(std::atoi(item.c_str()) / 16 * 16);
+      }
+    }
+    if (option == "--peak") peak_gflops = std::atof(argv[i + 1]);
   }
   // A fresh cache per run, so "cold" is cold for both compilers.
   const std::filesystem::path cache =
@@ -245,12 +263,40 @@ int main(int argc, char** argv) {
                 bench::fmt_stats(bench::summarize(piped[i])).c_str());
   }
 
-  std::printf("\n== tiled-matmul dialect kernel, %d^3, GFLOP/s\n", n);
-  for (Device& d : devices) {
-    std::vector<double> rates;
-    matmul_gflops(d, n);  // warm up
-    for (int r = 0; r < reps; ++r) rates.push_back(matmul_gflops(d, n));
-    std::printf("  %-7s %s\n", d.plugin.c_str(), bench::fmt_stats(bench::summarize(rates)).c_str());
+  {
+    hal::dialect::TranslatedModule translated;
+    hal::dialect::Diagnostic diagnostic;
+    if (hal::dialect::translate(kSource, hal::dialect::Backend::kCpp, translated, diagnostic)) {
+      const hal::dialect::KernelRecord* matmul = translated.find("matmul");
+      std::printf("\n== tiled-matmul dialect kernel on the cpu plugin: %s (%s)\n",
+                  std::string(hal::dialect::cpu_shape_name(matmul->cpu_shape)).c_str(),
+                  matmul->cpu_shape_note.c_str());
+    }
+  }
+  for (const int n : sizes) {
+    std::printf("\n== tiled-matmul dialect kernel, %d^3, GFLOP/s\n", n);
+    std::map<std::string, double> medians;
+    const bench::NoiseMeter noise;
+    for (Device& d : devices) {
+      std::vector<double> rates;
+      matmul_gflops(d, n);  // warm up
+      for (int r = 0; r < reps; ++r) rates.push_back(matmul_gflops(d, n));
+      const bench::Stats stats = bench::summarize(rates);
+      medians[d.plugin] = stats.median;
+      std::printf("  %-7s %s", d.plugin.c_str(), bench::fmt_stats(stats).c_str());
+      if (peak_gflops > 0) {
+        const double share = stats.median / peak_gflops;
+        std::printf("   %.1f%% of the %.0f GFLOP/s peak", 100.0 * share, peak_gflops);
+        if (d.plugin == "cpu") std::printf(" (goal >= 25%%: %s)", share >= 0.25 ? "met" : "missed");
+      }
+      std::printf("\n");
+    }
+    if (medians.count("cpu") != 0 && medians.count("opencl") != 0 && medians["opencl"] > 0) {
+      const double ratio = medians["cpu"] / medians["opencl"];
+      std::printf("  cpu / opencl (PoCL): %.1fx (goal >= 20x: %s)\n", ratio,
+                  ratio >= 20 ? "met" : "missed");
+    }
+    std::printf("# noise: %.2f vCPUs busy with other processes\n", noise.other_vcpus());
   }
   for (Device& d : devices) {
     hal_module_unload(d.module);

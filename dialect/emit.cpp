@@ -292,7 +292,13 @@ std::string emit(const Program& program, Backend backend) {
   switch (backend) {
     case Backend::kCpp:
       text = std::string(cpp_prelude());
-      if (program.any_barrier()) text += cpp_coroutine_prelude();
+      for (const Kernel& kernel : program.kernels) {
+        std::string note;
+        if (cpu_shape(program, kernel, note) == CpuShape::kCoroutines) {
+          text += cpp_coroutine_prelude();
+          break;
+        }
+      }
       break;
     case Backend::kOpenCL:
       text = std::string(opencl_prelude());
@@ -323,6 +329,8 @@ bool translate(std::string_view source, Backend backend, TranslatedModule& out, 
         static_cast<uint32_t>(std::min<uint64_t>(kernel.static_shared_bytes, UINT32_MAX));
     record.dynamic_shared = kernel.uses_dynamic_shared;
     record.barriers = kernel.uses_barrier;
+    if (backend == Backend::kCpp)
+      record.cpu_shape = cpu_shape(program, kernel, record.cpu_shape_note);
     out.kernels.push_back(std::move(record));
   }
   return true;

@@ -5,20 +5,84 @@
 //  - without barriers, as a loop over the work-items, x innermost, calling a
 //    lambda that holds the body, which the compiler inlines and can
 //    vectorise across work-items;
-//  - with barriers, each work-item is a C++20 coroutine (a static function,
-//    hal_items_<name>) and barrier() is a co_await. The block function
-//    resumes every work-item in turn, so one pass over the work-items runs
-//    one barrier interval; a barrier inside a loop or a branch is just
-//    another suspension point. Locals live in the coroutine frames, as
-//    PoCL's context arrays hold values across parallel regions.
+//  - with barriers the region splitter accepts (regions.cpp), as parallel
+//    regions: the code between two barriers is one such loop, a top-level
+//    loop with uniform header and barriers in its body stays an ordinary
+//    loop around its regions, and values that live from one region into a
+//    later one are either recomputed there (pure functions of the ids) or
+//    kept in per-work-item arrays (PoCL's context arrays);
+//  - with other barriers, each work-item is a C++20 coroutine (a static
+//    function, hal_items_<name>) and barrier() is a co_await. The block
+//    function resumes every work-item in turn, so one pass over the
+//    work-items runs one barrier interval; a barrier inside a loop or a
+//    branch is just another suspension point. Locals live in the coroutine
+//    frames.
 //
 // `shared` arrays move out of the body into the block function; work-items
 // see them by reference.
+#include <algorithm>
+
 #include "emitter.hpp"
 
 namespace hal::dialect {
 
+std::string_view cpu_shape_name(CpuShape shape) {
+  switch (shape) {
+    case CpuShape::kItemLoop:
+      return "item loop";
+    case CpuShape::kRegions:
+      return "parallel regions";
+    case CpuShape::kCoroutines:
+      return "coroutines";
+  }
+  return "?";
+}
+
+namespace {
+
+bool is_punct(const Token& token, std::string_view text) {
+  return token.kind == TokenKind::kPunct && token.text == text;
+}
+
+std::string describe(const RegionPlan& plan) {
+  size_t regions = 0;
+  for (const Region& region : plan.regions) regions += region.statements.empty() ? 0 : 1;
+  std::string text = std::to_string(regions) + " regions, " + std::to_string(plan.loops.size()) +
+                     " uniform loops, per-item values:";
+  size_t listed = 0;
+  for (const RegionVariable& variable : plan.variables) {
+    if (variable.storage != Storage::kPerItem) continue;
+    text += (listed++ == 0 ? " " : ", ") + variable.name;
+  }
+  if (listed == 0) text += " none";
+  return text;
+}
+
+}  // namespace
+
+CpuShape cpu_shape(const Program& program, const Kernel& kernel, std::string& note) {
+  note.clear();
+  if (!kernel.uses_barrier) return CpuShape::kItemLoop;
+  RegionPlan plan;
+  if (!plan_regions(program, kernel, plan, note)) return CpuShape::kCoroutines;
+  note = describe(plan);
+  return CpuShape::kRegions;
+}
+
 void Emitter::emit_cpp_kernel(const Kernel& kernel) {
+  if (kernel.uses_barrier) {
+    RegionPlan plan;
+    std::string why;
+    if (plan_regions(program_, kernel, plan, why)) {
+      line_break();
+      raw("// hal: kernel '" + kernel.name + "' runs as parallel regions (" + describe(plan) +
+          ")\n");
+      emit_cpp_regions(kernel, plan);
+      return;
+    }
+    line_break();
+    raw("// hal: kernel '" + kernel.name + "' runs its work-items as coroutines: " + why + "\n");
+  }
   std::vector<Range> shared_ranges;
   for (const SharedArray& array : kernel.shared) shared_ranges.push_back(array.tokens);
   const bool with_params = !kernel.parameters.empty();
@@ -44,13 +108,25 @@ void Emitter::emit_cpp_kernel(const Kernel& kernel) {
     raw("co_return;\n}\n");
   }
 
+  // Parameters the body writes: each work-item of the loop gets its own copy
+  // (the block function's parameter is renamed), as each coroutine does.
+  std::vector<const Parameter*> copied;
+  if (!kernel.uses_barrier) {
+    for (const Parameter& parameter : kernel.parameters) {
+      if (parameter_written(program_, kernel, parameter.name)) copied.push_back(&parameter);
+    }
+  }
   line_break();
   raw("extern \"C\" __attribute__((visibility(\"default\"))) void");
   put(tokens_[kernel.name_token], kernel.name);
   put(tokens_[kernel.name_token + 1], "(");
   raw(with_params ? "const hal_cpu_block_context_t* hal_ctx,"
                   : "const hal_cpu_block_context_t* hal_ctx");
-  put_range(kernel.parameter_tokens.first, kernel.parameter_tokens.end, {});
+  for (size_t i = kernel.parameter_tokens.first; i < kernel.parameter_tokens.end; ++i) {
+    const auto renamed = std::find_if(copied.begin(), copied.end(),
+                                      [&](const Parameter* p) { return p->tokens.end - 1 == i; });
+    put(tokens_[i], renamed != copied.end() ? "hal_arg_" + tokens_[i].text : spelling(tokens_[i]));
+  }
   put(tokens_[kernel.parameter_tokens.end], ")");
   put(tokens_[kernel.body.first], "{");
   raw("const hal_rt::Block hal_block(hal_ctx);\n");
@@ -66,6 +142,10 @@ void Emitter::emit_cpp_kernel(const Kernel& kernel) {
     raw(call + "); };\nhal_rt::run_items_with_barriers(hal_block, hal_body);\n");
   } else {
     raw("auto hal_body = [&](const hal_rt::Item hal_item) { (void)hal_item;");
+    for (const Parameter* parameter : copied) {
+      raw("std::remove_reference_t<decltype(hal_arg_" + parameter->name + ")> " + parameter->name +
+          " = hal_arg_" + parameter->name + ";");
+    }
     put_range(kernel.body.first + 1, kernel.body.end - 1, shared_ranges);
     line_break();
     raw("};\nhal_rt::run_items(hal_block, hal_body);\n");
@@ -73,6 +153,10 @@ void Emitter::emit_cpp_kernel(const Kernel& kernel) {
   put(tokens_[kernel.body.end - 1], "}");
   line_break();
 
+  emit_cpp_symbols(kernel);
+}
+
+void Emitter::emit_cpp_symbols(const Kernel& kernel) {
   std::vector<hal_arg_type_t> types;
   for (const Parameter& parameter : kernel.parameters) types.push_back(parameter.type);
   raw("HAL_CPU_KERNEL_SIGNATURE(" + kernel.name + ", \"" + signature_text(types) + "\");\n");
@@ -82,6 +166,152 @@ void Emitter::emit_cpp_kernel(const Kernel& kernel) {
   raw("extern \"C\" __attribute__((visibility(\"default\"))) const uint32_t "
       "hal_kernel_max_threads_" +
       kernel.name + " = " + std::to_string(kernel.max_threads_per_block) + "u;\n");
+}
+
+// The block function of a split kernel:
+//
+//   void K(ctx, params) {
+//     Block; Item (work-item 0, for uniform headers); shared arrays;
+//     typedef T hal_T_v; ... one per per-item variable
+//     ItemStorage; hal_s_v = one array per per-item variable;
+//     run_region(block, [&](Item) { bind, repeat, statements });   region
+//     for (uniform header) { run_region(...); run_region(...); }  split loop
+//   }
+void Emitter::emit_cpp_regions(const Kernel& kernel, const RegionPlan& plan) {
+  line_break();
+  raw("extern \"C\" __attribute__((visibility(\"default\"))) void");
+  put(tokens_[kernel.name_token], kernel.name);
+  put(tokens_[kernel.name_token + 1], "(");
+  raw(kernel.parameters.empty() ? "const hal_cpu_block_context_t* hal_ctx"
+                                : "const hal_cpu_block_context_t* hal_ctx,");
+  put_range(kernel.parameter_tokens.first, kernel.parameter_tokens.end, {});
+  put(tokens_[kernel.parameter_tokens.end], ")");
+  put(tokens_[kernel.body.first], "{");
+  raw("const hal_rt::Block hal_block(hal_ctx);\n"
+      "const hal_rt::Item hal_item{&hal_block, {0, 0, 0}}; (void)hal_item;\n");
+  for (const SharedArray& array : kernel.shared)
+    put_range(array.tokens.first, array.tokens.end, {});
+
+  // Per-item storage: a type per variable, then one allocation.
+  std::string types;
+  for (const RegionVariable& variable : plan.variables) {
+    if (variable.storage != Storage::kPerItem) continue;
+    const RegionDeclaration& declaration = plan.declarations[variable.declaration];
+    line_break();
+    raw("typedef");
+    put_range(declaration.specifiers.first, declaration.specifiers.end, {});
+    for (size_t i = variable.declarator.first; i < variable.declarator.end; ++i) {
+      put(tokens_[i], i == variable.name_token ? "hal_T_" + variable.name : spelling(tokens_[i]));
+    }
+    raw(";\n");
+    types += (types.empty() ? "" : ", ") + ("hal_T_" + variable.name);
+  }
+  if (!types.empty()) {
+    line_break();
+    raw("const size_t hal_items = static_cast<size_t>(hal_block.items());\n"
+        "hal_rt::ItemStorage hal_storage(hal_rt::ItemStorage::bytes<" +
+        types + ">(hal_items));\n");
+    for (const RegionVariable& variable : plan.variables) {
+      if (variable.storage != Storage::kPerItem) continue;
+      raw("auto* const hal_s_" + variable.name + " = hal_storage.take<hal_T_" + variable.name +
+          ">(hal_items);\n");
+    }
+  }
+
+  for (const RegionPlan::Step& step : plan.steps) {
+    if (!step.loop) {
+      emit_region(kernel, plan, plan.regions[step.index]);
+      continue;
+    }
+    const SplitLoop& loop = plan.loops[step.index];
+    line_break();
+    for (size_t i = loop.header.first; i < loop.header.end; ++i) {
+      const Token& token = tokens_[i];
+      const bool member = is_punct(tokens_[i - 1], ".") || is_punct(tokens_[i - 1], "->");
+      const auto read =
+          std::find_if(loop.header_reads.begin(), loop.header_reads.end(),
+                       [&](size_t v) { return plan.variables[v].name == token.text; });
+      if (token.kind == TokenKind::kIdentifier && !member && read != loop.header_reads.end()) {
+        put(token, "hal_s_" + token.text + "[0]");  // uniform: work-item 0's value is everyone's
+      } else {
+        put(token, spelling(token));
+      }
+    }
+    raw("{\n");
+    for (size_t region : loop.regions) emit_region(kernel, plan, plan.regions[region]);
+    line_break();
+    raw("}\n");
+  }
+  put(tokens_[kernel.body.end - 1], "}");
+  line_break();
+  emit_cpp_symbols(kernel);
+}
+
+void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Region& region) {
+  if (region.statements.empty()) return;
+  std::vector<Range> shared_ranges;
+  for (const SharedArray& array : kernel.shared) shared_ranges.push_back(array.tokens);
+  line_break();
+  raw("hal_rt::run_region(hal_block, [&](const hal_rt::Item hal_item) {\n"
+      "const int hal_lin = hal_item.linear(); (void)hal_lin;\n");
+  for (size_t v : region.bound) {
+    const std::string& name = plan.variables[v].name;
+    raw("auto& " + name + " = hal_s_" + name + "[hal_lin];\n");
+  }
+  for (size_t v : region.repeated) {
+    const RegionVariable& variable = plan.variables[v];
+    const RegionDeclaration& declaration = plan.declarations[variable.declaration];
+    put_range(declaration.specifiers.first, declaration.specifiers.end, {});
+    emit_declarator(plan, variable);
+  }
+  for (const Range& statement : region.statements) {
+    const RegionDeclaration* declaration = plan.declaration_at(statement.first);
+    const bool rewrite =
+        declaration != nullptr &&
+        std::any_of(declaration->variables.begin(), declaration->variables.end(),
+                    [&](size_t v) { return plan.variables[v].storage == Storage::kPerItem; });
+    if (!rewrite) {
+      put_range(statement.first, statement.end, shared_ranges);
+      continue;
+    }
+    for (size_t v : declaration->variables) {
+      const RegionVariable& variable = plan.variables[v];
+      if (variable.storage != Storage::kPerItem) {
+        put_range(declaration->specifiers.first, declaration->specifiers.end, {});
+        emit_declarator(plan, variable);
+        continue;
+      }
+      // The declaration becomes a reference to the work-item's slot, and
+      // its initialiser an assignment.
+      line_break();
+      raw("auto& " + variable.name + " = hal_s_" + variable.name + "[hal_lin];");
+      if (variable.init.first == variable.init.end) continue;
+      const bool plain = !variable.array && !is_punct(tokens_[variable.init.first], "{");
+      if (plain) {
+        put(tokens_[variable.name_token], variable.name);
+        put(tokens_[variable.init.first - 1], "=");
+        put_range(variable.init.first, variable.init.end, {});
+        raw(";");
+      } else {
+        raw("{ const hal_T_" + variable.name + " hal_init =");
+        put_range(variable.init.first, variable.init.end, {});
+        raw("; std::memcpy(&" + variable.name + ", &hal_init, sizeof(hal_init)); }");
+      }
+    }
+  }
+  line_break();
+  raw("});\n");
+}
+
+// DECLARATOR [= INIT]; after the specifiers.
+void Emitter::emit_declarator(const RegionPlan& plan, const RegionVariable& variable) {
+  (void)plan;
+  put_range(variable.declarator.first, variable.declarator.end, {});
+  if (variable.init.first != variable.init.end) {
+    put(tokens_[variable.init.first - 1], "=");
+    put_range(variable.init.first, variable.init.end, {});
+  }
+  raw(";");
 }
 
 }  // namespace hal::dialect

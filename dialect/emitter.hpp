@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hal_dialect/dialect.hpp"
+#include "regions.hpp"
 
 namespace hal::dialect {
 
@@ -31,6 +32,10 @@ class Emitter {
   void emit_function(const Item& item);
   void emit_gpu_kernel(const Kernel& kernel);
   void emit_cpp_kernel(const Kernel& kernel);  // emit_cpp.cpp
+  void emit_cpp_regions(const Kernel& kernel, const RegionPlan& plan);
+  void emit_region(const Kernel& kernel, const RegionPlan& plan, const Region& region);
+  void emit_declarator(const RegionPlan& plan, const RegionVariable& variable);
+  void emit_cpp_symbols(const Kernel& kernel);
 
   const Program& program_;
   const std::vector<Token>& tokens_;

@@ -19,6 +19,7 @@ constexpr std::string_view kCppPrelude = R"hal_prelude(
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 typedef int32_t hal_i32;
 typedef uint32_t hal_u32;
 typedef int64_t hal_i64;
@@ -44,6 +45,7 @@ struct Block {
       groups[d] = static_cast<int>(ctx->grid[d]);
     }
   }
+  int items() const { return size[0] * size[1] * size[2]; }
   int size[3];
   int id[3];
   int groups[3];
@@ -59,6 +61,8 @@ struct Item {
   int num_groups(int d) const { return d >= 0 && d < 3 ? block->groups[d] : 1; }
   int global_id(int d) const { return group_id(d) * local_size(d) + local_id(d); }
   int global_size(int d) const { return num_groups(d) * local_size(d); }
+  // The work-item's index in its block, x fastest: its slot in per-item storage.
+  int linear() const { return (lid[2] * block->size[1] + lid[1]) * block->size[0] + lid[0]; }
 };
 // Kernels without barriers: a loop over the work-items, x innermost.
 template <class Body>
@@ -67,6 +71,51 @@ inline void run_items(const Block& block, Body& body) {
     for (int y = 0; y < block.size[1]; ++y)
       for (int x = 0; x < block.size[0]; ++x) body(Item{&block, {x, y, z}});
 }
+// Kernels split at their barriers: one such loop per parallel region. The
+// work-items of a region may run in any order (nothing orders them before
+// the next barrier), so two rows go through the x loop together: their
+// bodies are independent, which gives the vectoriser two chains instead of
+// one (a loop-carried sum per work-item, as in a tiled matmul, is otherwise
+// bound by the latency of its adds).
+template <class Body>
+inline void run_region(const Block& block, Body&& body) {
+  for (int z = 0; z < block.size[2]; ++z) {
+    int y = 0;
+    for (; y + 1 < block.size[1]; y += 2) {
+      for (int x = 0; x < block.size[0]; ++x) {
+        body(Item{&block, {x, y, z}});
+        body(Item{&block, {x, y + 1, z}});
+      }
+    }
+    for (; y < block.size[1]; ++y)
+      for (int x = 0; x < block.size[0]; ++x) body(Item{&block, {x, y, z}});
+  }
+}
+// The values a split kernel keeps across its regions: one array per
+// variable, one element per work-item, all from one allocation per block.
+class ItemStorage {
+ public:
+  template <class... T>
+  static size_t bytes(size_t items) {
+    return (size_t{0} + ... + padded(items * sizeof(T)));
+  }
+  explicit ItemStorage(size_t bytes)
+      : base_(static_cast<unsigned char*>(::operator new(bytes, std::align_val_t{64}))) {}
+  ~ItemStorage() { ::operator delete(base_, std::align_val_t{64}); }
+  ItemStorage(const ItemStorage&) = delete;
+  ItemStorage& operator=(const ItemStorage&) = delete;
+  template <class T>
+  std::remove_cv_t<T>* take(size_t items) {
+    auto* slots = reinterpret_cast<std::remove_cv_t<T>*>(base_ + used_);
+    used_ += padded(items * sizeof(T));
+    return slots;
+  }
+
+ private:
+  static size_t padded(size_t bytes) { return (bytes + 63) & ~size_t{63}; }
+  unsigned char* base_;
+  size_t used_ = 0;
+};
 }  // namespace hal_rt
 
 template <class T> static inline T hal_min(T a, T b) { return b < a ? b : a; }

@@ -71,6 +71,8 @@ TEST_CASE("dialect: kernel records come from the source", "[dialect]") {
   REQUIRE(reduce->max_threads_per_block == 256);
   REQUIRE(reduce->static_shared_bytes == 256 * 4 + 2 * 16 * 2);
   REQUIRE(reduce->barriers);
+  REQUIRE(reduce->cpu_shape == CpuShape::kRegions);
+  REQUIRE(vadd->cpu_shape == CpuShape::kItemLoop);
   const KernelRecord* dyn = module.find("dyn");
   REQUIRE(signature_text(dyn->arg_types) == "ptr,i64,u64");
   REQUIRE(dyn->dynamic_shared);
@@ -82,10 +84,12 @@ TEST_CASE("dialect: C++ text for the cpu plugin", "[dialect]") {
   CHECK(contains(text, "typedef struct hal_cpu_block_context"));  // cpu_kernel.h embedded
   CHECK(contains(text, "vadd( const hal_cpu_block_context_t* hal_ctx,"));
   CHECK(contains(text, "hal_rt::run_items(hal_block, hal_body);"));
-  CHECK(contains(text, "static hal_rt::ItemTask hal_items_reduce("));
-  CHECK(contains(text, "float (&partial)"));
-  CHECK(contains(text, "co_await hal_rt::Barrier{}"));
-  CHECK(contains(text, "co_return;"));
+  // reduce's barriers are at the top level and in a uniform loop: regions
+  // (the coroutine shape has its own test in regions_test.cpp).
+  CHECK(contains(text, "// hal: kernel 'reduce' runs as parallel regions"));
+  CHECK(contains(text, "hal_rt::run_region(hal_block, [&](const hal_rt::Item hal_item) {"));
+  CHECK_FALSE(contains(text, "co_await"));
+  CHECK_FALSE(contains(text, "#include <coroutine>"));
   CHECK(contains(text, "int i = hal_item.global_id(0);"));
   CHECK(contains(text, "((float*)hal_ctx->shared_memory)"));
   CHECK(contains(text, "HAL_CPU_KERNEL_SIGNATURE(vadd, \"ptr,ptr,ptr,i32\");"));

@@ -24,6 +24,15 @@ enum class Backend : uint8_t {
 
 std::string_view backend_name(Backend backend);
 
+// How the C++ backend runs a kernel's work-items (SPEC.md, "Work-items and
+// barriers on the cpu plugin").
+enum class CpuShape : uint8_t {
+  kItemLoop,    // no barrier: one loop over the work-items
+  kRegions,     // barriers split the body into parallel regions, each a loop over the work-items
+  kCoroutines,  // barriers the splitter does not handle: one coroutine per work-item
+};
+std::string_view cpu_shape_name(CpuShape shape);  // "item loop", "parallel regions", "coroutines"
+
 // What a plugin needs to know about one compiled kernel. With the module's
 // binary and format (TranslatedModule) it is the kernel record of SPEC.md.
 struct KernelRecord {
@@ -34,6 +43,8 @@ struct KernelRecord {
   bool dynamic_shared = false;            // uses dynamic_shared(T): OpenCL gets a hidden
                                           // trailing __local argument
   bool barriers = false;
+  CpuShape cpu_shape = CpuShape::kItemLoop;  // the C++ backend's shape for it
+  std::string cpu_shape_note;                // kRegions: the split; kCoroutines: why not split
 };
 
 struct TranslatedModule {
@@ -50,6 +61,10 @@ bool translate(std::string_view source, Backend backend, TranslatedModule& out, 
 
 // The translation of an already parsed program.
 std::string emit(const Program& program, Backend backend);
+
+// The C++ backend's shape for |kernel|, with a sentence for the log (the
+// regions and per-item values, or why the kernel stays on coroutines).
+CpuShape cpu_shape(const Program& program, const Kernel& kernel, std::string& note);
 
 // "ptr,u32,f32" (hal/cpu_kernel.h).
 std::string signature_text(const std::vector<hal_arg_type_t>& types);
