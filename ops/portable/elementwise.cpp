@@ -223,7 +223,7 @@ class Reduce final : public Implementation {
         x_reduced.strides[x_reduced.rank++] = desc.x.strides[d];
       } else {
         x_kept.shape[x_kept.rank] = desc.x.shape[d];
-        x_kept.strides[x_kept.rank] = desc.x.strides[d];
+        x_kept.strides[x_kept.rank++] = desc.x.strides[d];
         out_kept.shape[out_kept.rank] = desc.out.shape[d];
         out_kept.strides[out_kept.rank++] = desc.out.strides[d];
       }
