@@ -154,6 +154,12 @@ HALCONFORM_TEST("operators.binary.broadcast", "size-1 dimensions of a and b, bot
   expect_close(dout.download(), expected, tolerance_for(HAL_DTYPE_F32), "stride-0 a");
 }
 
+HALCONFORM_TEST("operators.binary.rank8", "rank-8 views that merge to 4 dimensions", {}) {
+  const hal_tensor_desc_t out = dense(HAL_DTYPE_F32, {2, 2, 2, 2, 2, 2, 3, 5});
+  run_binary(ctx, HAL_BINARY_MUL, dense(HAL_DTYPE_F32, {1, 1, 1, 1, 2, 2, 3, 5}), out, out);
+  run_binary(ctx, HAL_BINARY_ADD, out, dense(HAL_DTYPE_F16, {2, 2, 2, 2, 2, 2, 1, 5}), out);
+}
+
 HALCONFORM_TEST("operators.binary.empty_and_scalar", "rank 0 and empty tensors", {}) {
   run_binary(ctx, HAL_BINARY_MUL, dense(HAL_DTYPE_F32, {}), dense(HAL_DTYPE_F32, {}),
              dense(HAL_DTYPE_F32, {}));

@@ -126,6 +126,9 @@ HALCONFORM_TEST("operators.reduce.strided", "transposed and padded x, another ou
       run_reduce(ctx, kind, axes, padded(HAL_DTYPE_F32, {3, 4, 5}, 3), HAL_DTYPE_BF16);
     }
   }
+  // Rank 8, alternate axes reduced: 4 kept and 4 reduced dimensions.
+  run_reduce(ctx, HAL_REDUCE_KIND_MEAN, 0x55, dense(HAL_DTYPE_F32, {2, 3, 2, 3, 2, 3, 2, 3}),
+             HAL_DTYPE_F32);
   // Rank 5 with non-adjacent reduced axes.
   run_reduce(ctx, HAL_REDUCE_KIND_SUM, 0x15, dense(HAL_DTYPE_F32, {2, 3, 4, 3, 2}), HAL_DTYPE_F32);
 }
