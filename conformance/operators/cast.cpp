@@ -4,6 +4,7 @@
 // integer saturates): every dtype pair, special values, broadcast and
 // strided views, permutations of ranks 1..8, rank 0, empty, errors.
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "op_harness.hpp"
@@ -112,8 +113,8 @@ std::vector<double> values_of(TestContext& ctx, hal_dtype_t dtype, int64_t count
       random = random_ints(ctx.random(), count, -(int64_t{1} << 40), int64_t{1} << 40);
       break;
     default:
-      // Values every float format holds exactly or rounds once: the f64
-      // input uses f32-exact values (SPEC: f64 to f16/bf16 rounds through f32).
+      // Edge values; the random f64 ones are f32-exact (f64_rounding covers
+      // full-precision doubles).
       special = {nan,  inf,   -inf,   0.0,   -0.0,   0.5,     -0.5,    1.999,
                  -2.7, 127.9, -128.9, 255.5, 300.75, -300.75, 65504.0, -65520.0,
                  1e10, -1e10, 3e9,    1e30,  -1e30,  2.5e-8};
@@ -218,9 +219,20 @@ HALCONFORM_TEST("operators.cast.every_pair", "every dtype to every dtype, edge v
   }
 }
 
-HALCONFORM_TEST("operators.cast.f64_rounding", "full-precision f64 to f32 rounds once", {}) {
-  const auto values = random_values(ctx.random(), 257, HAL_DTYPE_F64, -1e3, 1e3);
-  run_cast(ctx, dense(HAL_DTYPE_F64, {257}), dense(HAL_DTYPE_F32, {257}), values);
+HALCONFORM_TEST("operators.cast.f64_rounding", "full-precision f64 rounds once to f32/f16/bf16",
+                {}) {
+  auto values = random_values(ctx.random(), 257, HAL_DTYPE_F64, -1e3, 1e3);
+  // Just past a half-way point of bf16 (resp. f16, f32): rounding through
+  // f32 (resp. through nothing wider) would land on the tie and round to even.
+  const double tiny = std::ldexp(1.0, -40);
+  const double near_ties[] = {
+      1 + std::ldexp(1.0, -8) + tiny,  -(1 + std::ldexp(1.0, -8) + tiny),
+      1 + std::ldexp(1.0, -11) + tiny, 3 * (1 + std::ldexp(1.0, -11)) - tiny,
+      1 + std::ldexp(1.0, -24) + tiny, 1 + 3 * std::ldexp(1.0, -8) - tiny};
+  for (size_t i = 0; i < std::size(near_ties); ++i) values[i] = near_ties[i];
+  for (hal_dtype_t to : {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16}) {
+    run_cast(ctx, dense(HAL_DTYPE_F64, {257}), dense(to, {257}), values);
+  }
 }
 
 HALCONFORM_TEST("operators.cast.views", "strided, transposed and broadcast (stride 0) in", {}) {
