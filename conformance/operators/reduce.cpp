@@ -143,18 +143,24 @@ HALCONFORM_TEST("operators.reduce.empty_and_scalar",
   }
 }
 
-HALCONFORM_TEST("operators.reduce.long", "a 3000-element sum stays accurate; NaN wins max", {}) {
-  auto x = random_values(ctx.random(), 3000, HAL_DTYPE_F32, 0, 1);
+HALCONFORM_TEST("operators.reduce.long", "long reductions stay accurate; NaN wins max", {}) {
+  auto x = random_values(ctx.random(), 9001, HAL_DTYPE_F32, 0, 1);
   for (hal_reduce_kind_t kind : kKinds) {
-    run_reduce(ctx, kind, 0x1, dense(HAL_DTYPE_F32, {3000}), HAL_DTYPE_F32, &x);
+    run_reduce(ctx, kind, 0x1, dense(HAL_DTYPE_F32, {9001}), HAL_DTYPE_F32, &x);
+    run_reduce(ctx, kind, 0x2, transposed(dense(HAL_DTYPE_F16, {5003, 3}), 0, 1), HAL_DTYPE_F32);
+    run_reduce(ctx, kind, 0x3, dense(HAL_DTYPE_BF16, {7, 1001}), HAL_DTYPE_BF16);
   }
   x[1234] = std::numeric_limits<double>::quiet_NaN();
-  run_reduce(ctx, HAL_REDUCE_KIND_MAX, 0x1, dense(HAL_DTYPE_F32, {3000}), HAL_DTYPE_F32, &x);
+  run_reduce(ctx, HAL_REDUCE_KIND_MAX, 0x1, dense(HAL_DTYPE_F32, {9001}), HAL_DTYPE_F32, &x);
+  x[1234] = 0.5;
+  x[8999] = std::numeric_limits<double>::quiet_NaN();
+  run_reduce(ctx, HAL_REDUCE_KIND_MAX, 0x1, dense(HAL_DTYPE_F32, {9001}), HAL_DTYPE_F32, &x);
+  run_reduce(ctx, HAL_REDUCE_KIND_SUM, 0x1, dense(HAL_DTYPE_F32, {9001}), HAL_DTYPE_F32, &x);
 }
 
 HALCONFORM_TEST("operators.reduce.deterministic", "two runs give identical bits", {}) {
-  const hal_tensor_desc_t x = dense(HAL_DTYPE_F32, {8, 600});
-  const hal_tensor_desc_t out = dense(HAL_DTYPE_F32, {8, 1});
+  const hal_tensor_desc_t x = dense(HAL_DTYPE_F32, {3, 6000});
+  const hal_tensor_desc_t out = dense(HAL_DTYPE_F32, {3, 1});
   hal_op_reduce_desc_t desc = reduce_desc(HAL_REDUCE_KIND_SUM, 0x2, x, out);
   Plan plan;
   plan_or_skip(ctx, &desc.header, plan, HAL_OP_PLAN_DETERMINISTIC);

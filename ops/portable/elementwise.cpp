@@ -177,34 +177,79 @@ class Swiglu final : public Implementation {
 
 // HAL_OP_REDUCE: the kept dimensions (merged over x and out) give one
 // work-item per output element; the reduced ones (merged over x) its loop.
+// A long reduction over few outputs runs in two passes (chunks of
+// kReduceChunk elements into an f32 workspace, then the chunks in order), so
+// it spreads over the device; the order is fixed by the shape alone.
+constexpr int64_t kReduceChunk = 2048;
+constexpr int64_t kReduceSplitOutputs = 4096;  // more outputs are parallel enough
+
 class ReducePlan final : public PlannedOp {
  public:
-  ReducePlan(hal_kernel_t kernel, const hal_op_reduce_desc_t& desc, MergedViews kept,
-             MergedViews reduced, int64_t reduced_count)
-      : kernel_(kernel),
+  ReducePlan(hal_kernel_t single, hal_kernel_t partial, hal_kernel_t finish,
+             const hal_op_reduce_desc_t& desc, MergedViews kept, MergedViews reduced,
+             int64_t reduced_count)
+      : single_(single),
+        partial_(partial),
+        finish_(finish),
         desc_(desc),
         kept_(std::move(kept)),
         reduced_(std::move(reduced)),
-        reduced_count_(reduced_count) {}
+        reduced_count_(reduced_count),
+        count_(element_count(desc.out)),
+        chunks_(chunks_for(count_, reduced_count)) {}
+
+  // 1: a single pass.
+  static int64_t chunks_for(int64_t outputs, int64_t reduced) {
+    if (outputs == 0 || outputs >= kReduceSplitOutputs || reduced <= 2 * kReduceChunk) return 1;
+    return (reduced + kReduceChunk - 1) / kReduceChunk;
+  }
+
+  size_t workspace_bytes() const override {
+    return chunks_ > 1 ? static_cast<size_t>(count_ * chunks_) * sizeof(float) : 0;
+  }
 
   hal_result_t execute(const ExecContext& context) const override {
-    const int64_t count = element_count(desc_.out);
-    if (count == 0) return HAL_SUCCESS;
-    KernelArgs args;
-    view_args(args, context.operands[0], desc_.x.dtype, kept_.strides[0]);
-    view_args(args, context.operands[1], desc_.out.dtype, kept_.strides[1]);
-    args.i64(kept_.shape[1]).i64(kept_.shape[2]).i64(kept_.shape[3]).i64(count);
-    for (int64_t stride : reduced_.strides[0]) args.i64(stride);
-    args.i64(reduced_.shape[1]).i64(reduced_.shape[2]).i64(reduced_.shape[3]);
-    args.i64(reduced_count_).i32(desc_.reduce);
-    return args.launch(kernel_, context.stream, linear_config(count));
+    if (count_ == 0) return HAL_SUCCESS;
+    if (chunks_ == 1) {
+      KernelArgs args;
+      view_args(args, context.operands[0], desc_.x.dtype, kept_.strides[0]);
+      view_args(args, context.operands[1], desc_.out.dtype, kept_.strides[1]);
+      kept_shape(args).i64(count_);
+      reduced_view(args).i64(reduced_count_).i32(desc_.reduce);
+      return args.launch(single_, context.stream, linear_config(count_));
+    }
+    KernelArgs first;
+    view_args(first, context.operands[0], desc_.x.dtype, kept_.strides[0]);
+    first.pointer(context.workspace);
+    kept_shape(first).i64(count_);
+    reduced_view(first).i64(reduced_count_).i64(kReduceChunk).i64(chunks_).i32(desc_.reduce);
+    if (hal_result_t r = first.launch(partial_, context.stream, linear_config(count_ * chunks_));
+        r != HAL_SUCCESS) {
+      return r;
+    }
+    KernelArgs second;
+    second.pointer(context.workspace);
+    view_args(second, context.operands[1], desc_.out.dtype, kept_.strides[1]);
+    kept_shape(second).i64(count_);
+    second.i64(reduced_count_).i64(chunks_).i32(desc_.reduce);
+    return second.launch(finish_, context.stream, linear_config(count_));
   }
 
  private:
-  hal_kernel_t kernel_;
+  KernelArgs& kept_shape(KernelArgs& args) const {
+    return args.i64(kept_.shape[1]).i64(kept_.shape[2]).i64(kept_.shape[3]);
+  }
+  KernelArgs& reduced_view(KernelArgs& args) const {
+    for (int64_t stride : reduced_.strides[0]) args.i64(stride);
+    return args.i64(reduced_.shape[1]).i64(reduced_.shape[2]).i64(reduced_.shape[3]);
+  }
+
+  hal_kernel_t single_, partial_, finish_;
   hal_op_reduce_desc_t desc_;
   MergedViews kept_, reduced_;
   int64_t reduced_count_;
+  int64_t count_;
+  int64_t chunks_;
 };
 
 class Reduce final : public Implementation {
@@ -237,10 +282,19 @@ class Reduce final : public Implementation {
       *decline = "the reduced axes need more than 4 dimensions after merging";
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "reduce_forward", decline);
-    if (kernel == nullptr) return nullptr;
-    return std::make_unique<ReducePlan>(kernel, desc, std::move(kept), std::move(reduced),
-                                        element_count(x_reduced));
+    const int64_t reduced_count = element_count(x_reduced);
+    hal_kernel_t single = portable_kernel(request, kSource, "reduce_forward", decline);
+    if (single == nullptr) return nullptr;
+    hal_kernel_t partial = nullptr;
+    hal_kernel_t finish = nullptr;
+    if (ReducePlan::chunks_for(element_count(desc.out), reduced_count) > 1) {
+      partial = portable_kernel(request, kSource, "reduce_partial", decline);
+      if (partial == nullptr) return nullptr;
+      finish = portable_kernel(request, kSource, "reduce_finish", decline);
+      if (finish == nullptr) return nullptr;
+    }
+    return std::make_unique<ReducePlan>(single, partial, finish, desc, std::move(kept),
+                                        std::move(reduced), reduced_count);
   }
 };
 
