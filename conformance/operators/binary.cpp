@@ -160,6 +160,25 @@ HALCONFORM_TEST("operators.binary.rank8", "rank-8 views that merge to 4 dimensio
   run_binary(ctx, HAL_BINARY_ADD, out, dense(HAL_DTYPE_F16, {2, 2, 2, 2, 2, 2, 1, 5}), out);
 }
 
+HALCONFORM_TEST("operators.binary.unmergeable",
+                "views that stay above 4 dimensions: served correctly or declined with a reason",
+                {}) {
+  // out reversed in every dimension of a rank-6 tensor: no two dimensions merge.
+  hal_tensor_desc_t out = dense(HAL_DTYPE_F32, {2, 3, 2, 3, 2, 3});
+  for (uint32_t d = 0; d < 3; ++d) out = transposed(out, d, 5 - d);
+  const hal_tensor_desc_t a = dense(HAL_DTYPE_F32, shape_of(out));
+  hal_op_binary_desc_t desc = binary_desc(HAL_BINARY_ADD, 1.0f, a, a, out);
+  Plan plan;
+  const hal_result_t result = hal_op_plan_create(ctx.device(), &desc.header, 0, plan.out());
+  HC_REQUIRE(result == HAL_SUCCESS || result == HAL_ERROR_UNSUPPORTED,
+             "unmergeable binary: result " + std::to_string(result));
+  if (result == HAL_ERROR_UNSUPPORTED) {
+    ctx.note("declined: more than 4 dimensions after merging");
+    return;
+  }
+  run_binary(ctx, HAL_BINARY_ADD, a, a, out);
+}
+
 HALCONFORM_TEST("operators.binary.empty_and_scalar", "rank 0 and empty tensors", {}) {
   run_binary(ctx, HAL_BINARY_MUL, dense(HAL_DTYPE_F32, {}), dense(HAL_DTYPE_F32, {}),
              dense(HAL_DTYPE_F32, {}));
