@@ -265,8 +265,9 @@ typedef enum hal_binary_op {
 } hal_binary_op_t;
 
 /* HAL_OP_BINARY: out = alpha * (a OP b), broadcasting a and b (stride 0)
- * to out's shape; all three of out's rank. Operands: 0 a, 1 b, 2 out (may
- * be a or b exactly). */
+ * to out's shape; all three of out's rank, each dimension of a and b out's
+ * or 1. MAX and MIN propagate NaN. Operands: 0 a, 1 b, 2 out (may be a
+ * exactly when a has out's layout, else b exactly when b has it). */
 typedef struct hal_op_binary_desc {
   hal_op_header_t header;
   hal_binary_op_t op;
@@ -387,7 +388,8 @@ typedef struct hal_op_adamw_desc {
 } hal_op_adamw_desc_t;
 
 /* HAL_OP_CAST: out = in converted to out's dtype (round to nearest even;
- * float to integer truncates toward zero, saturating; NaN to 0), same shape,
+ * float to integer truncates toward zero, saturating; NaN to 0; integer to
+ * integer saturates), same shape,
  * any strides (in may broadcast). Operands: 0 in, 1 out.
  * HAL_OP_PERMUTE: out[i_perm...] = in: out.shape[d] = in.shape[perm[d]],
  * with a cast when the dtypes differ. Operands: 0 in, 1 out. */
@@ -398,8 +400,10 @@ typedef struct hal_op_cast_desc {
 } hal_op_cast_desc_t;
 
 /* HAL_OP_DROPOUT: out = keep ? x / (1 - p) : 0, keep decided for element i
- * (row-major index in x) by Philox-4x32-10 with key = seed and counter =
- * (offset + i/4, 0): keep when the (i%4)-th output word / 2^32 >= p.
+ * (row-major index in x) by Philox-4x32-10 with key = seed (low 32 bits,
+ * high 32 bits) and counter = (offset + i/4) mod 2^64 in words 0 (low) and
+ * 1 (high), words 2 and 3 zero: keep when the (i%4)-th output word / 2^32
+ * >= p.
  * backward regenerates the same mask: grad_x = keep ? grad_out / (1-p) : 0
  * (x is then grad_out's layout). Operands: 0 x, 1 out (may be x), 2 mask (u8
  * [x's shape], optional: has_mask). Scalars: 0 seed (u64), 1 offset (u64). */
