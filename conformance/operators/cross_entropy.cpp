@@ -38,7 +38,9 @@ struct Reference {
   std::vector<double> grad;  // closed form: (softmax - target) / counted * scale
 };
 
-bool counted(double label) { return static_cast<int64_t>(label) != kIgnore; }
+bool counted(double label) {
+  return static_cast<int64_t>(label) != kIgnore;
+}
 
 // The float64 mean loss and its parts.
 Reference reference(const std::vector<double>& logits, const std::vector<double>& labels,
@@ -97,9 +99,9 @@ Outputs run_ce(TestContext& ctx, const hal_op_cross_entropy_desc_t& desc,
                double grad_scale, bool grad_in_place = false, hal_op_plan_flags_t flags = 0) {
   Plan plan;
   plan_or_skip(ctx, &desc.header, plan, flags);
-  DeviceTensor dlogits(ctx.device(), desc.logits, logits), dlabels(ctx.device(), desc.labels, labels),
-      dloss(ctx.device(), desc.loss), drows(ctx.device(), desc.row_losses),
-      dgrad(ctx.device(), desc.grad_logits);
+  DeviceTensor dlogits(ctx.device(), desc.logits, logits),
+      dlabels(ctx.device(), desc.labels, labels), dloss(ctx.device(), desc.loss),
+      drows(ctx.device(), desc.row_losses), dgrad(ctx.device(), desc.grad_logits);
   void* grad = desc.has_grad ? (grad_in_place ? dlogits.data() : dgrad.data()) : nullptr;
   hal_op_scalar_t scale{};
   scale.f64 = grad_scale;
@@ -131,8 +133,8 @@ std::vector<double> some_labels(TestContext& ctx, int64_t rows, int64_t classes)
   return labels;
 }
 
-void check_case(TestContext& ctx, const hal_tensor_desc_t& logits_layout,
-                hal_dtype_t labels_dtype, float smoothing, double grad_scale,
+void check_case(TestContext& ctx, const hal_tensor_desc_t& logits_layout, hal_dtype_t labels_dtype,
+                float smoothing, double grad_scale,
                 const hal_tensor_desc_t* grad_layout = nullptr) {
   const int64_t rows = logits_layout.shape[0], classes = logits_layout.shape[1];
   const hal_op_cross_entropy_desc_t desc =
@@ -141,8 +143,8 @@ void check_case(TestContext& ctx, const hal_tensor_desc_t& logits_layout,
   const auto labels = some_labels(ctx, rows, classes);
   const Outputs got = run_ce(ctx, desc, logits, labels, grad_scale);
   const Reference want = reference(logits, labels, rows, classes, smoothing, grad_scale);
-  const std::string what = "cross-entropy " + label(logits_layout) +
-                           " smoothing=" + std::to_string(smoothing);
+  const std::string what =
+      "cross-entropy " + label(logits_layout) + " smoothing=" + std::to_string(smoothing);
   // Losses: f32 log-sum-exp over |classes| terms from inputs already in
   // their dtype (the reference starts from the same rounded values).
   expect_close(got.row_losses, want.row_losses, tolerance_for(HAL_DTYPE_F32, 4.0 * classes),
@@ -180,9 +182,8 @@ HALCONFORM_TEST("operators.cross_entropy.finite_differences",
     const auto logits = random_values(ctx.random(), rows * classes, HAL_DTYPE_F32, -3, 3);
     const std::vector<double> labels = {1, kIgnore, 4, 0};
     const double grad_scale = 1.5;
-    const Outputs got =
-        run_ce(ctx, ce_desc(layout, HAL_DTYPE_I32, smoothing, false, true), logits, labels,
-               grad_scale);
+    const Outputs got = run_ce(ctx, ce_desc(layout, HAL_DTYPE_I32, smoothing, false, true), logits,
+                               labels, grad_scale);
     std::vector<double> expected(logits.size());
     const double h = 1e-6;
     for (size_t i = 0; i < logits.size(); ++i) {
@@ -215,8 +216,8 @@ HALCONFORM_TEST("operators.cross_entropy.edge_cases",
   const std::vector<double> labels = {3, 10, kIgnore, 0, -1, 9};
   got = run_ce(ctx, ce_desc(layout, HAL_DTYPE_I64, 0.0f, true, true), logits, labels, 1.0);
   const Reference want = reference(logits, labels, 6, 10, 0.0, 1.0);
-  HC_REQUIRE(std::isnan(got.loss[0]), "an out-of-range label gives a NaN loss, got " +
-                                          std::to_string(got.loss[0]));
+  HC_REQUIRE(std::isnan(got.loss[0]),
+             "an out-of-range label gives a NaN loss, got " + std::to_string(got.loss[0]));
   expect_close(got.row_losses, want.row_losses, tolerance_for(HAL_DTYPE_F32, 40),
                "out-of-range labels: row_losses");
   expect_close(got.grad, want.grad, tolerance_for(HAL_DTYPE_F32, 10), "out-of-range labels: grad");
@@ -224,13 +225,13 @@ HALCONFORM_TEST("operators.cross_entropy.edge_cases",
   const hal_tensor_desc_t half = dense(HAL_DTYPE_F16, {7, 33});
   const auto half_logits = random_values(ctx.random(), 7 * 33, HAL_DTYPE_F16, -3, 3);
   const auto half_labels = some_labels(ctx, 7, 33);
-  got = run_ce(ctx, ce_desc(half, HAL_DTYPE_I32, 0.05f, false, true), half_logits, half_labels,
-               1.0, true);
+  got = run_ce(ctx, ce_desc(half, HAL_DTYPE_I32, 0.05f, false, true), half_logits, half_labels, 1.0,
+               true);
   expect_close(got.grad, reference(half_logits, half_labels, 7, 33, 0.05, 1.0).grad,
                tolerance_for(HAL_DTYPE_F16, 33), "grad in place");
   // loss only
-  got = run_ce(ctx, ce_desc(layout, HAL_DTYPE_I32, 0.0f, false, false), logits,
-               {1, 2, 3, 4, 5, 6}, 1.0);
+  got = run_ce(ctx, ce_desc(layout, HAL_DTYPE_I32, 0.0f, false, false), logits, {1, 2, 3, 4, 5, 6},
+               1.0);
   expect_close(got.loss, {reference(logits, {1, 2, 3, 4, 5, 6}, 6, 10, 0, 1).loss},
                tolerance_for(HAL_DTYPE_F32, 50), "loss only");
 }
@@ -305,16 +306,14 @@ HALCONFORM_TEST("operators.cross_entropy.errors", "each rule of the descriptor a
   HC_OK(hal_mem_alloc(ctx.device(), HAL_MEMORY_DEVICE, workspace_bytes, 0, &workspace));
   hal_op_scalar_t scale{};
   scale.f64 = std::numeric_limits<double>::infinity();
-  const hal_result_t result =
-      try_execute(ctx, plan, {dlogits.data(), dlabels.data(), dloss.data(), drows.data(),
-                              dgrad.data()},
-                  {scale}, workspace, workspace_bytes);
+  const hal_result_t result = try_execute(
+      ctx, plan, {dlogits.data(), dlabels.data(), dloss.data(), drows.data(), dgrad.data()},
+      {scale}, workspace, workspace_bytes);
   // and too little workspace
   scale.f64 = 1.0;
-  const hal_result_t small =
-      try_execute(ctx, plan, {dlogits.data(), dlabels.data(), dloss.data(), drows.data(),
-                              dgrad.data()},
-                  {scale}, workspace, workspace_bytes - 1);
+  const hal_result_t small = try_execute(
+      ctx, plan, {dlogits.data(), dlabels.data(), dloss.data(), drows.data(), dgrad.data()},
+      {scale}, workspace, workspace_bytes - 1);
   hal_mem_free(workspace);
   HC_EXPECT_RESULT(result, HAL_ERROR_INVALID_ARGUMENT);
   HC_EXPECT_RESULT(small, HAL_ERROR_INVALID_ARGUMENT);

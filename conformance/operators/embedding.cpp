@@ -11,8 +11,8 @@ using namespace halconform::ops;
 namespace {
 
 hal_op_embedding_desc_t embedding_desc(hal_op_kind_t kind, const hal_tensor_desc_t& ids,
-                                       const hal_tensor_desc_t& table,
-                                       const hal_tensor_desc_t& out, bool accumulate = false) {
+                                       const hal_tensor_desc_t& table, const hal_tensor_desc_t& out,
+                                       bool accumulate = false) {
   hal_op_embedding_desc_t desc{};
   desc.header.struct_size = sizeof(desc);
   desc.header.kind = kind;
@@ -47,8 +47,8 @@ void check_forward(TestContext& ctx, const hal_tensor_desc_t& ids_layout,
     if (id < 0 || id >= vocab) continue;
     for (int64_t c = 0; c < dim; ++c) expected[i * dim + c] = table[id * dim + c];
   }
-  const std::string what = "embedding " + label(ids_layout) + " " + label(table_layout) + " -> " +
-                           label(out_layout);
+  const std::string what =
+      "embedding " + label(ids_layout) + " " + label(table_layout) + " -> " + label(out_layout);
   // A copy: exact except for the conversion to out's dtype.
   expect_close(dout.download(), expected, tolerance_for(out_layout.dtype), what);
   dout.check_untouched(what);
@@ -110,8 +110,7 @@ void check_backward(TestContext& ctx, hal_dtype_t ids_dtype, hal_dtype_t grad_ou
 
 }  // namespace
 
-HALCONFORM_TEST("operators.embedding.forward", "i32/i64 ids, out-of-range ids, dtypes, views",
-                {}) {
+HALCONFORM_TEST("operators.embedding.forward", "i32/i64 ids, out-of-range ids, dtypes, views", {}) {
   for (hal_dtype_t dtype : {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16}) {
     check_forward(ctx, dense(HAL_DTYPE_I32, {3, 7}), dense(dtype, {50, 13}),
                   dense(dtype, {3, 7, 13}));
@@ -189,8 +188,8 @@ HALCONFORM_TEST("operators.embedding.descriptor_errors", "each rule of the descr
                std::string("embedding descriptor accepted: ") + rule);
   };
   const hal_op_embedding_desc_t forward =
-      embedding_desc(HAL_OP_EMBEDDING, dense(HAL_DTYPE_I32, {4, 3}),
-                     dense(HAL_DTYPE_F32, {10, 8}), dense(HAL_DTYPE_F32, {4, 3, 8}));
+      embedding_desc(HAL_OP_EMBEDDING, dense(HAL_DTYPE_I32, {4, 3}), dense(HAL_DTYPE_F32, {10, 8}),
+                     dense(HAL_DTYPE_F32, {4, 3, 8}));
   hal_op_embedding_desc_t d = forward;
   d.ids.dtype = HAL_DTYPE_F32;
   refused(d, "float ids");

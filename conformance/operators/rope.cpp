@@ -47,14 +47,14 @@ std::vector<double> reference_rope(const RopeCase& c, const std::vector<int64_t>
   std::vector<double> out = x;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t s = 0; s < seq; ++s) {
-      const double p = c.has_positions ? positions[b * seq + s]
-                                       : static_cast<double>(c.position_offset) + s;
+      const double p =
+          c.has_positions ? positions[b * seq + s] : static_cast<double>(c.position_offset) + s;
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t row = ((b * seq + s) * heads + h) * dim;
         for (int64_t i = 0; i < half; ++i) {
-          const double angle = (c.inverse ? -p : p) *
-                               std::pow(static_cast<double>(c.base),
-                                        -2.0 * static_cast<double>(i) / c.rotary_dim);
+          const double angle =
+              (c.inverse ? -p : p) *
+              std::pow(static_cast<double>(c.base), -2.0 * static_cast<double>(i) / c.rotary_dim);
           const int64_t d1 = c.interleaved ? 2 * i : i;
           const int64_t d2 = c.interleaved ? 2 * i + 1 : i + half;
           const double x1 = x[row + d1], x2 = x[row + d2];
@@ -75,10 +75,11 @@ std::vector<double> run_rope(TestContext& ctx, const RopeCase& c, const hal_tens
   Plan plan;
   plan_or_skip(ctx, &desc.header, plan);
   DeviceTensor dx(ctx.device(), x_layout, x);
-  DeviceTensor dpos(ctx.device(), dense(HAL_DTYPE_I32, {x_layout.shape[0], x_layout.shape[1]}),
-                    c.has_positions ? positions
-                                    : std::vector<double>(static_cast<size_t>(
-                                          x_layout.shape[0] * x_layout.shape[1])));
+  DeviceTensor dpos(
+      ctx.device(), dense(HAL_DTYPE_I32, {x_layout.shape[0], x_layout.shape[1]}),
+      c.has_positions
+          ? positions
+          : std::vector<double>(static_cast<size_t>(x_layout.shape[0] * x_layout.shape[1])));
   DeviceTensor dout(ctx.device(), out_layout);
   void* out = in_place ? dx.data() : dout.data();
   execute(ctx, plan, {dx.data(), c.has_positions ? dpos.data() : nullptr, out});
@@ -125,8 +126,7 @@ HALCONFORM_TEST("operators.rope.forward",
 
 HALCONFORM_TEST("operators.rope.views_and_in_place", "strided x and out, and out = x", {}) {
   // x as a [batch, heads, seq, dim] buffer viewed as [batch, seq, heads, dim]
-  check_case(ctx, {12, false, false, true},
-             transposed(dense(HAL_DTYPE_F32, {2, 3, 11, 12}), 1, 2),
+  check_case(ctx, {12, false, false, true}, transposed(dense(HAL_DTYPE_F32, {2, 3, 11, 12}), 1, 2),
              padded(HAL_DTYPE_F32, {2, 11, 3, 12}, 5));
   check_case(ctx, {10, true, false, false}, dense(HAL_DTYPE_BF16, {2, 4, 3, 14}),
              dense(HAL_DTYPE_BF16, {2, 4, 3, 14}), true);

@@ -17,8 +17,7 @@ bool check_flag(const char* field, uint32_t value, std::string* message) {
   return false;
 }
 
-hal_result_t describe_rope(const hal_op_rope_desc_t& desc, OpSignature* out,
-                           std::string* message) {
+hal_result_t describe_rope(const hal_op_rope_desc_t& desc, OpSignature* out, std::string* message) {
   if (!check_flag("interleaved", desc.interleaved, message) ||
       !check_flag("inverse", desc.inverse, message) ||
       !check_flag("has_positions", desc.has_positions, message))
@@ -241,8 +240,7 @@ hal_result_t describe_adamw(const hal_op_adamw_desc_t& desc, OpSignature* out,
   out->scalars.push_back({"step", ScalarType::kI64});
   out->check_scalars = check_adamw_scalars;
   out->summary = "tensors=" + std::to_string(desc.tensor_count) +
-                 (desc.has_master ? " master" : "") +
-                 (desc.max_grad_norm > 0.0f ? " clip" : "");
+                 (desc.has_master ? " master" : "") + (desc.max_grad_norm > 0.0f ? " clip" : "");
   return HAL_SUCCESS;
 }
 
@@ -252,8 +250,8 @@ hal_result_t describe_topk_gating(const hal_op_topk_gating_desc_t& desc, OpSigna
   if (reject(check_tensor("logits", desc.logits, kFloatDtypes, 2, 2), message)) return kInvalid;
   const int64_t experts = desc.logits.shape[1];
   if (desc.k == 0 || desc.k > experts) {
-    *message = "desc->k is " + std::to_string(desc.k) + "; it must be in [1, experts = " +
-               std::to_string(experts) + "]";
+    *message = "desc->k is " + std::to_string(desc.k) +
+               "; it must be in [1, experts = " + std::to_string(experts) + "]";
     return kInvalid;
   }
   const int64_t tokens = desc.logits.shape[0];
@@ -291,8 +289,8 @@ hal_result_t describe_training_family(const hal_op_header_t* desc, OpSignature* 
       return describe_topk_gating(*reinterpret_cast<const hal_op_topk_gating_desc_t*>(desc), out,
                                   message);
     default:
-      *message = std::string("no definition of op ") + std::to_string(desc->kind) +
-                 " in this build";
+      *message =
+          std::string("no definition of op ") + std::to_string(desc->kind) + " in this build";
       return HAL_ERROR_UNSUPPORTED;
   }
 }

@@ -18,7 +18,9 @@ namespace {
 constexpr const char* kSource = "training";
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
-hal_launch_config_t single_item_config() { return linear_config(1, 1); }
+hal_launch_config_t single_item_config() {
+  return linear_config(1, 1);
+}
 
 // A tensor's leading dimensions (all but the last) as a tensor of their own.
 hal_tensor_desc_t leading(const hal_tensor_desc_t& tensor) {
@@ -78,8 +80,7 @@ class RopePlan final : public PlannedOp {
 class Rope final : public Implementation {
  public:
   const char* name() const override { return "portable"; }
-  std::unique_ptr<PlannedOp> plan(const PlanRequest& request,
-                                  std::string* decline) const override {
+  std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_rope_desc_t*>(request.desc);
     hal_kernel_t kernel = portable_kernel(request, kSource, "rope", decline);
     if (kernel == nullptr) return nullptr;
@@ -90,8 +91,7 @@ class Rope final : public Implementation {
 // ---- Embedding -----------------------------------------------------------
 
 // The ids and the rows of out (grad_out) merged into at most 4 dimensions.
-bool merge_id_views(const hal_op_embedding_desc_t& desc, MergedViews* views,
-                    std::string* decline) {
+bool merge_id_views(const hal_op_embedding_desc_t& desc, MergedViews* views, std::string* decline) {
   const hal_tensor_desc_t rows = leading(desc.out);
   if (!merge_views(desc.ids, {&desc.ids, &rows}, views)) {
     *decline = "ids and the rows of out need more than 4 dimensions after merging";
@@ -102,8 +102,7 @@ bool merge_id_views(const hal_op_embedding_desc_t& desc, MergedViews* views,
 
 class EmbeddingForwardPlan final : public PlannedOp {
  public:
-  EmbeddingForwardPlan(hal_kernel_t kernel, const hal_op_embedding_desc_t& desc,
-                       MergedViews views)
+  EmbeddingForwardPlan(hal_kernel_t kernel, const hal_op_embedding_desc_t& desc, MergedViews views)
       : kernel_(kernel), desc_(desc), views_(std::move(views)) {}
 
   hal_result_t execute(const ExecContext& context) const override {
@@ -189,8 +188,7 @@ class EmbeddingBackwardPlan final : public PlannedOp {
 class Embedding final : public Implementation {
  public:
   const char* name() const override { return "portable"; }
-  std::unique_ptr<PlannedOp> plan(const PlanRequest& request,
-                                  std::string* decline) const override {
+  std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_embedding_desc_t*>(request.desc);
     MergedViews views;
     if (!merge_id_views(desc, &views, decline)) return nullptr;
@@ -273,8 +271,7 @@ class CrossEntropyPlan final : public PlannedOp {
 class CrossEntropy final : public Implementation {
  public:
   const char* name() const override { return "portable"; }
-  std::unique_ptr<PlannedOp> plan(const PlanRequest& request,
-                                  std::string* decline) const override {
+  std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_cross_entropy_desc_t*>(request.desc);
     if (desc.logits.shape[0] >= kMaxInt32) {
       *decline = "2^31 - 1 rows or more (the counted-row total is an i32)";
@@ -300,7 +297,10 @@ class AdamwPlan final : public PlannedOp {
  public:
   AdamwPlan(hal_kernel_t squares, hal_kernel_t norm, hal_kernel_t update,
             const hal_op_adamw_desc_t& desc)
-      : squares_(squares), norm_(norm), update_(update), desc_(desc),
+      : squares_(squares),
+        norm_(norm),
+        update_(update),
+        desc_(desc),
         numels_(desc.numels, desc.numels + desc.tensor_count) {
     desc_.numels = nullptr;  // the plan's own copy is numels_
     for (int64_t n : numels_) {
@@ -380,8 +380,7 @@ class AdamwPlan final : public PlannedOp {
 class Adamw final : public Implementation {
  public:
   const char* name() const override { return "portable"; }
-  std::unique_ptr<PlannedOp> plan(const PlanRequest& request,
-                                  std::string* decline) const override {
+  std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_adamw_desc_t*>(request.desc);
     hal_kernel_t squares = portable_kernel(request, kSource, "adamw_sum_squares", decline);
     if (squares == nullptr) return nullptr;
@@ -422,8 +421,7 @@ class TopkGatingPlan final : public PlannedOp {
 class TopkGating final : public Implementation {
  public:
   const char* name() const override { return "portable"; }
-  std::unique_ptr<PlannedOp> plan(const PlanRequest& request,
-                                  std::string* decline) const override {
+  std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_topk_gating_desc_t*>(request.desc);
     if (desc.logits.shape[1] > kMaxInt32) {
       *decline = "more than 2^31 - 1 experts (indices are i32)";
