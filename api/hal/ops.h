@@ -371,12 +371,13 @@ typedef struct hal_op_cross_entropy_desc {
  * grad_dtype, m and v f32, master (f32, when has_master) the weights the
  * step updates (param then receives them rounded). With max_grad_norm > 0
  * every grad is scaled by min(1, max_grad_norm / (norm + 1e-6)), norm the
- * L2 norm over all grads (written to operand 0 as f32 [1] when non-NULL).
+ * L2 norm over all grads (written to operand 0 as f32 [1] with
+ * has_grad_norm, which computes it even without clipping).
  * Step: g' = g*clip; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
  * w -= lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay w).
- * Operands: 0 grad_norm (optional), then per tensor 5: param, grad, m, v,
- * master (NULL without has_master). Scalars: 0 lr (f64), 1 step t (i64 >= 1).
- * Workspace: f32 partial sums for the norm. */
+ * Operands: 0 grad_norm (optional: has_grad_norm), then per tensor 5: param,
+ * grad, m, v, master (NULL without has_master). Scalars: 0 lr (f64), 1 step
+ * t (i64 >= 1). Workspace: f32 partial sums for the norm. */
 typedef struct hal_op_adamw_desc {
   hal_op_header_t header;
   uint32_t tensor_count; /* 1..4096 */
@@ -385,6 +386,7 @@ typedef struct hal_op_adamw_desc {
   hal_dtype_t grad_dtype;
   const int64_t* numels; /* [range(0,tensor_count)] copied at planning */
   float beta1, beta2, epsilon, weight_decay, max_grad_norm;
+  uint32_t has_grad_norm; /* 0 or 1 */
 } hal_op_adamw_desc_t;
 
 /* HAL_OP_CAST: out = in converted to out's dtype (round to nearest even;
