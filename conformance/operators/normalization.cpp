@@ -509,15 +509,16 @@ HALCONFORM_TEST("operators.softmax.in_place", "y may be x exactly", {}) {
 }
 
 HALCONFORM_TEST("operators.softmax.edge_cases",
-                "rows of -inf give NaN, partly masked rows, n = 1, empty tensors", {}) {
+                "rows of -inf give NaN, partly masked rows, +inf, n = 1, empty tensors", {}) {
   for (bool log : {false, true}) {
-    const hal_tensor_desc_t layout = dense(HAL_DTYPE_F32, {3, 5});
+    const hal_tensor_desc_t layout = dense(HAL_DTYPE_F32, {4, 5});
     hal_op_softmax_desc_t desc = softmax_desc(false, log, layout, layout);
     Plan plan;
     plan_or_skip(ctx, &desc.header, plan);
     const std::vector<double> x = {-kInf, -kInf, -kInf, -kInf, -kInf,  // all masked
                                    -kInf, 1.0,   -kInf, 2.0,   -kInf,  // partly masked
-                                   1e30,  -1e30, 0.0,   88.0,  -88.0};
+                                   1e30,  -1e30, 0.0,   88.0,  -88.0,
+                                   kInf,  1.0,   2.0,   3.0,   4.0};  // +inf: NaN (inf - inf)
     DeviceTensor dx(ctx.device(), layout, x), dy(ctx.device(), layout);
     execute(ctx, plan, {dx.data(), dy.data()});
     const auto got = dy.download();
