@@ -218,9 +218,14 @@ typedef struct hal_op_grouped_matmul_desc {
   hal_tensor_desc_t a, b, d;
 } hal_op_grouped_matmul_desc_t;
 
-/* HAL_OP_SOFTMAX over the last dimension: y = softmax(x) or, with log,
- * log_softmax(x). x, y: [..., n] same shape. Operands: 0 x, 1 y (may be x).
- * HAL_OP_SOFTMAX_BACKWARD: grad_x from y (the forward output) and grad_y.
+/* HAL_OP_SOFTMAX over the last dimension n: y = softmax(x) or, with log,
+ * log_softmax(x), computed with the row's maximum subtracted. x, y: [..., n]
+ * (rank >= 1) same shape, any float dtypes, any strides. A row whose
+ * elements are all -inf gives NaN (as frameworks do). Operands: 0 x, 1 y
+ * (may be x).
+ * HAL_OP_SOFTMAX_BACKWARD: grad_x from y (the forward output) and grad_y:
+ * softmax: grad_x = y * (grad_y - sum(grad_y * y)); log-softmax:
+ * grad_x = grad_y - exp(y) * sum(grad_y) (sums over the row).
  * Operands: 0 y, 1 grad_y, 2 grad_x (may be grad_y). */
 typedef struct hal_op_softmax_desc {
   hal_op_header_t header;
@@ -236,19 +241,31 @@ typedef enum hal_norm_kind {
   HAL_NORM_KIND_MAX_ENUM = 0x7fffffff
 } hal_norm_kind_t;
 
-/* HAL_OP_NORM over the last dimension n of x ([rows..., n]).
+/* HAL_OP_NORM over the last dimension n of x ([rows..., n], rank >= 1; rows
+ * = the product of the leading dimensions, 1 for rank 1): layernorm
+ * y = (x - mean) * rstd * gamma + beta, rstd = 1/sqrt(var + epsilon) (var
+ * the biased variance, two-pass in f32); rmsnorm y = x * rstd * gamma, rstd
+ * = 1/sqrt(mean(x^2) + epsilon). gamma and beta: [n], any float dtype and
+ * stride; absent means 1 and 0. n = 0 gives mean and rstd NaN.
  * Operands: 0 x, 1 gamma [n] (optional: has_gamma), 2 beta [n] (layernorm,
- * has_beta), 3 y, 4 mean (f32 [rows], layernorm, optional), 5 rstd (f32
- * [rows], optional).
- * HAL_OP_NORM_BACKWARD: 0 x, 1 gamma, 2 mean, 3 rstd (both required as the
- * forward saved them), 4 grad_y, 5 grad_x, 6 grad_gamma (f32 or x's dtype,
- * optional), 7 grad_beta (optional). */
+ * has_beta), 3 y (may be x), 4 mean (f32 [rows], layernorm, has_mean),
+ * 5 rstd (f32 [rows], has_rstd).
+ * HAL_OP_NORM_BACKWARD: 0 x, 1 gamma (has_gamma), 2 mean (layernorm), 3 rstd
+ * (both required as the forward saved them), 4 grad_y, 5 grad_x (may be
+ * grad_y), 6 grad_gamma ([n], f32 or x's dtype, has_grad_gamma: needs
+ * has_gamma), 7 grad_beta ([n], has_grad_beta: needs layernorm and
+ * has_beta). grad_gamma and grad_beta are column sums over the rows in row
+ * order (deterministic always); rows = 0 gives zeros. */
 typedef struct hal_op_norm_desc {
   hal_op_header_t header;
   hal_norm_kind_t norm;
-  float epsilon;
+  float epsilon; /* >= 0 and finite */
   uint32_t has_gamma;
   uint32_t has_beta;
+  uint32_t has_mean;       /* forward only: write mean (layernorm) */
+  uint32_t has_rstd;       /* forward only: write rstd */
+  uint32_t has_grad_gamma; /* backward only */
+  uint32_t has_grad_beta;  /* backward only */
   hal_tensor_desc_t x, gamma, beta, y, mean, rstd;
   hal_tensor_desc_t grad_y, grad_x, grad_gamma, grad_beta; /* backward only */
 } hal_op_norm_desc_t;
