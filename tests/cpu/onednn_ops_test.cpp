@@ -425,7 +425,103 @@ TEST_CASE("onednn matmul: declines what it does not serve, saying why", "[cpu][t
 
   hal_op_softmax_desc_t softmax{};
   softmax.header.struct_size = sizeof(softmax);
-  softmax.header.kind = HAL_OP_SOFTMAX;
+  softmax.header.kind = HAL_OP_SOFTMAX_BACKWARD;
   softmax.x = softmax.y = dense(HAL_DTYPE_F32, {4, 8});
-  declined(&softmax.header, "HAL_OP_MATMUL only");
+  declined(&softmax.header, "HAL_OP_MATMUL and HAL_OP_SOFTMAX only");
+}
+
+namespace {
+
+// Float64 softmax / log-softmax over the last dimension of |x|'s values,
+// written where |y| says (elements outside y's view keep |y_before|'s).
+std::vector<double> softmax_reference(const Operand& x, const Operand& y, bool log,
+                                      const std::vector<double>& x_values,
+                                      const std::vector<double>& y_before) {
+  const hal_tensor_desc_t& t = x.tensor;
+  const uint32_t rank = t.rank;
+  const int64_t n = t.shape[rank - 1];
+  int64_t rows = 1;
+  for (uint32_t d = 0; d + 1 < rank; ++d) rows *= t.shape[d];
+  std::vector<double> out = y_before;
+  std::vector<int64_t> index(rank);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t rest = row;
+    for (uint32_t d = rank - 1; d-- > 0;) {
+      index[d] = rest % t.shape[d];
+      rest /= t.shape[d];
+    }
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      index[rank - 1] = j;
+      v[static_cast<size_t>(j)] = x_values[static_cast<size_t>(x.offset(index))];
+    }
+    double max = v[0];
+    for (double e : v) max = std::max(max, e);
+    double sum = 0;
+    for (double e : v) sum += std::exp(e - max);
+    for (int64_t j = 0; j < n; ++j) {
+      index[rank - 1] = j;
+      const double e = v[static_cast<size_t>(j)] - max;
+      out[static_cast<size_t>(y.offset(index))] = log ? e - std::log(sum) : std::exp(e) / sum;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("onednn softmax and log-softmax match the float64 reference", "[cpu][table][ops]") {
+  PluginInstance plugin;
+  const auto& t = plugin.table();
+  hal_impl_device_t* device = plugin.device(0);
+  if (t.op_plan_create == nullptr) return;
+  std::mt19937 random(23);
+  hal_impl_stream_t* stream = make_stream(t, device);
+  for (hal_dtype_t dtype : {HAL_DTYPE_F32, HAL_DTYPE_BF16}) {
+    for (uint32_t log : {0u, 1u}) {
+      for (int layout = 0; layout < 3; ++layout) {  // 0 dense, 1 strided x, 2 in place
+        CAPTURE(dtype, log, layout);
+        hal_op_softmax_desc_t desc{};
+        desc.header.struct_size = sizeof(desc);
+        desc.header.kind = HAL_OP_SOFTMAX;
+        desc.log = log;
+        desc.x = dense(dtype, {3, 5, 37});
+        desc.y = desc.x;
+        if (layout == 1) {  // rows of x padded to 40 elements
+          desc.x.strides[1] = 40;
+          desc.x.strides[0] = 5 * 40;
+        }
+        Operand x(t, device, desc.x, random);
+        for (int64_t i = 0; i < x.elements; ++i) x.set(i, 8.0f * static_cast<float>(x.get(i)));
+        Operand y = layout == 2 ? x : Operand(t, device, desc.y, random);
+        hal_impl_op_plan_t* op = nullptr;
+        size_t workspace = 0;
+        const char* name = nullptr;
+        REQUIRE(t.op_plan_create(device, &desc.header, 0, &op, &workspace, &name) == HAL_SUCCESS);
+        CHECK(std::string(name) == "cpu.onednn");
+        const std::vector<double> expected =
+            softmax_reference(x, y, log != 0, x.snapshot(), y.snapshot());
+        void* operands[2] = {x.memory, y.memory};
+        hal_op_exec_args_t args{};
+        args.struct_size = sizeof(args);
+        args.operand_count = 2;
+        args.operands = operands;
+        REQUIRE(t.op_execute(op, stream, &args) == HAL_SUCCESS);
+        REQUIRE(t.stream_synchronize(stream) == HAL_SUCCESS);
+        const std::vector<double> got = y.snapshot();
+        const double relative = dtype == HAL_DTYPE_BF16 ? 1.0 / 128 : 1e-5;
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (!(std::fabs(got[i] - expected[i]) <=
+                relative * std::max(1.0, std::fabs(expected[i])))) {
+            if (bad++ < 5)
+              UNSCOPED_INFO("element " << i << ": got " << got[i] << ", expected " << expected[i]);
+          }
+        }
+        CHECK(bad == 0);
+        REQUIRE(t.op_plan_destroy(op) == HAL_SUCCESS);
+      }
+    }
+  }
+  t.stream_destroy(stream);
 }
