@@ -10,6 +10,7 @@ packages=(
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo
   python3 python3-jsonschema python3-pip python3-venv
   libopenmpi-dev openmpi-bin
+  libdnnl-dev
 )
 
 missing=()

@@ -1,0 +1,494 @@
+// sgemm through HAL (HAL_OP_MATMUL on the cpu plugin, whose own
+// implementation is oneDNN: "cpu.onednn") beside the libraries a user would
+// otherwise call on the same buffers: oneDNN directly (its matmul primitive
+// and dnnl_sgemm), OpenBLAS and BLIS (cblas_sgemm, each dlopened on its own
+// so their identical cblas symbols do not clash). Row-major C = A @ B, f32,
+// at each thread count in --threads; then bf16 2048^3 through HAL beside
+// oneDNN's bf16 matmul.
+//
+// Threads: every thread count runs in a fresh process (this program
+// re-executes itself) with OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
+// BLIS_NUM_THREADS set, since OpenMP reads its thread count once; the
+// OpenBLAS and BLIS thread counts are also set through their calls.
+//
+// HAL's path: hal_op_plan_create + hal_op_execute + hal_stream_synchronize
+// per repetition. When the loader in this build has no HAL_OP_MATMUL
+// definition yet (hal_op_plan_create says so), the same plugin entries are
+// driven directly through the cpu plugin's table (dlopen + hal_plugin_entry)
+// and the row says "(table)". Nothing here asserts on time.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+
+#include <dnnl.h>
+#include <dnnl.hpp>
+
+#include <immintrin.h>
+
+#include <functional>
+#include <memory>
+#include <random>
+
+#include "bench_common.h"
+#include "hal_plugin.h"
+
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+  double flops() const { return 2.0 * static_cast<double>(m) * n * k; }
+  std::string text() const {
+    if (m == n && n == k) return std::to_string(m) + "^3";
+    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  }
+};
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::exit(1);
+}
+
+hal_op_matmul_desc_t matmul_desc(const Shape& s, hal_dtype_t dtype) {
+  hal_op_matmul_desc_t desc{};
+  desc.header.struct_size = sizeof(desc);
+  desc.header.kind = HAL_OP_MATMUL;
+  desc.alpha = 1.0f;
+  desc.beta = 0.0f;
+  const int64_t a[2] = {s.m, s.k}, b[2] = {s.k, s.n}, d[2] = {s.m, s.n};
+  hal_tensor_desc_contiguous(&desc.a, dtype, 2, a);
+  hal_tensor_desc_contiguous(&desc.b, dtype, 2, b);
+  hal_tensor_desc_contiguous(&desc.c, dtype, 2, d);
+  hal_tensor_desc_contiguous(&desc.d, dtype, 2, d);
+  return desc;
+}
+
+// ---- HAL: the public API, or the plugin's table when the loader cannot plan
+
+class HalMatmul {
+ public:
+  virtual ~HalMatmul() = default;
+  virtual void* alloc(size_t bytes) = 0;
+  // A runner for |desc| on a, b, d; empty with |why| when no plan.
+  virtual std::function<void()> plan(const hal_op_matmul_desc_t& desc, void* a, void* b, void* d,
+                                     std::string* why) = 0;
+  virtual std::string label() const = 0;
+  double peak_per_core = 0;  // the device's declared FP32 peak / compute units
+};
+
+class ApiMatmul final : public HalMatmul {
+ public:
+  ApiMatmul() {
+    hal_device_properties_t props{};
+    device_ = bench::hal_open_device("cpu", "cpu", 0, &props);
+    peak_per_core = props.peak_fp32_flops / std::max(1u, props.compute_units);
+    BENCH_HAL_CHECK(hal_stream_create(device_, 0, &stream_));
+  }
+  ~ApiMatmul() override {
+    for (hal_op_plan_t plan : plans_) hal_op_plan_destroy(plan);
+    for (void* p : memory_) hal_mem_free(p);
+    hal_stream_destroy(stream_);
+    hal_shutdown();
+  }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    BENCH_HAL_CHECK(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, bytes, 0, &p));
+    memory_.push_back(p);
+    return p;
+  }
+  std::function<void()> plan(const hal_op_matmul_desc_t& desc, void* a, void* b, void* d,
+                             std::string* why) override {
+    hal_op_plan_t plan = nullptr;
+    if (hal_op_plan_create(device_, &desc.header, 0, &plan) != HAL_SUCCESS) {
+      *why = hal_error_last_message();
+      return {};
+    }
+    plans_.push_back(plan);
+    hal_op_plan_info_t info{};
+    info.struct_size = sizeof(info);
+    BENCH_HAL_CHECK(hal_op_plan_get_info(plan, &info));
+    implementation_ = info.implementation;
+    auto operands = std::make_shared<std::array<void*, 6>>(std::array<void*, 6>{a, b, nullptr, d});
+    return [this, plan, operands] {
+      hal_op_exec_args_t args{};
+      args.struct_size = sizeof(args);
+      args.operand_count = 6;
+      args.operands = operands->data();
+      BENCH_HAL_CHECK(hal_op_execute(plan, &args, stream_));
+      BENCH_HAL_CHECK(hal_stream_synchronize(stream_));
+    };
+  }
+  std::string label() const override { return "hal " + implementation_; }
+
+ private:
+  hal_device_t device_ = nullptr;
+  hal_stream_t stream_ = nullptr;
+  std::vector<void*> memory_;
+  std::vector<hal_op_plan_t> plans_;
+  std::string implementation_ = "?";
+};
+
+std::string table_error;  // the plugin's last set_error
+void table_set_error(void*, hal_result_t, int64_t, const char* message) {
+  table_error = message != nullptr ? message : "";
+}
+void table_log(void*, hal_log_level_t, const char*) {}
+
+// A private copy of the plugin: libhal may still hold the original, and an
+// entry runs once per loaded plugin.
+std::string copy_to_temp(const std::string& path) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/hal_bench_sgemm_XXXXXX.so";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  const int out = mkstemps(name.data(), 3);
+  if (out < 0) return "";
+  const int in = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  bool ok = in >= 0;
+  char buf[1 << 16];
+  while (ok) {
+    const ssize_t n = read(in, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0 || write(out, buf, static_cast<size_t>(n)) != n) ok = false;
+  }
+  if (in >= 0) ::close(in);
+  ::close(out);
+  if (!ok) {
+    unlink(name.data());
+    return "";
+  }
+  return name.data();
+}
+
+class TableMatmul final : public HalMatmul {
+ public:
+  TableMatmul() {
+    const std::string copy = copy_to_temp(HAL_BENCH_CPU_PLUGIN_PATH);
+    if (copy.empty()) die("cannot copy the cpu plugin to a temporary file");
+    void* dl = dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+    unlink(copy.c_str());
+    if (dl == nullptr) die(dlerror());
+    auto entry = reinterpret_cast<hal_plugin_entry_fn_t>(dlsym(dl, HAL_PLUGIN_ENTRY_NAME));
+    host_ =
+        hal_plugin_host_t{sizeof(host_), HAL_ABI_VERSION, 0, nullptr, table_set_error, table_log};
+    plugin_.struct_size = sizeof(plugin_);
+    if (entry(&host_, &plugin_) != HAL_SUCCESS) die("hal_plugin_entry: " + table_error);
+    t_ = plugin_.table;
+    if (t_->op_plan_create == nullptr)
+      die("the cpu plugin has no operators (built without oneDNN)");
+    if (t_->device_open(plugin_.context, 0, &device_) != HAL_SUCCESS) die(table_error);
+    if (t_->stream_create(device_, 0, &stream_) != HAL_SUCCESS) die(table_error);
+    hal_device_properties_t props{};
+    props.struct_size = sizeof(props);
+    if (t_->device_get_properties(device_, &props) == HAL_SUCCESS) {
+      peak_per_core = props.peak_fp32_flops / std::max(1u, props.compute_units);
+    }
+  }
+  ~TableMatmul() override {
+    for (hal_impl_op_plan_t* plan : plans_) t_->op_plan_destroy(plan);
+    for (void* p : memory_) t_->mem_free(device_, p);
+    t_->stream_destroy(stream_);
+    t_->device_close(device_);
+    t_->plugin_shutdown(plugin_.context);
+  }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    if (t_->mem_alloc(device_, HAL_MEMORY_DEVICE, bytes, 64, &p) != HAL_SUCCESS) die(table_error);
+    memory_.push_back(p);
+    return p;
+  }
+  std::function<void()> plan(const hal_op_matmul_desc_t& desc, void* a, void* b, void* d,
+                             std::string* why) override {
+    hal_impl_op_plan_t* plan = nullptr;
+    size_t workspace = 0;
+    const char* name = nullptr;
+    if (t_->op_plan_create(device_, &desc.header, 0, &plan, &workspace, &name) != HAL_SUCCESS) {
+      *why = table_error;
+      return {};
+    }
+    plans_.push_back(plan);
+    implementation_ = name;
+    auto operands = std::make_shared<std::array<void*, 6>>(std::array<void*, 6>{a, b, nullptr, d});
+    return [this, plan, operands] {
+      hal_op_exec_args_t args{};
+      args.struct_size = sizeof(args);
+      args.operand_count = 6;
+      args.operands = operands->data();
+      if (t_->op_execute(plan, stream_, &args) != HAL_SUCCESS ||
+          t_->stream_synchronize(stream_) != HAL_SUCCESS) {
+        die("op_execute: " + table_error);
+      }
+    };
+  }
+  std::string label() const override { return "hal " + implementation_ + " (table)"; }
+
+ private:
+  hal_plugin_host_t host_{};
+  hal_plugin_v1_t plugin_{};
+  const hal_plugin_table_v1_t* t_ = nullptr;
+  hal_impl_device_t* device_ = nullptr;
+  hal_impl_stream_t* stream_ = nullptr;
+  std::vector<void*> memory_;
+  std::vector<hal_impl_op_plan_t*> plans_;
+  std::string implementation_ = "?";
+};
+
+// The public API when the loader plans matmul; else the plugin's table.
+std::unique_ptr<HalMatmul> open_hal() {
+  auto api = std::make_unique<ApiMatmul>();
+  const Shape probe{64, 64, 64};
+  void* a = api->alloc(64 * 64 * 4);
+  void* b = api->alloc(64 * 64 * 4);
+  void* d = api->alloc(64 * 64 * 4);
+  std::string why;
+  if (api->plan(matmul_desc(probe, HAL_DTYPE_F32), a, b, d, &why)) return api;
+  std::printf(
+      "note: hal_op_plan_create(HAL_OP_MATMUL) failed in this build (%s); HAL is driven "
+      "through the cpu plugin's table instead\n",
+      why.c_str());
+  api.reset();
+  return std::make_unique<TableMatmul>();
+}
+
+// ---- oneDNN directly --------------------------------------------------------
+
+std::function<void()> onednn_matmul(const Shape& s, dnnl::memory::data_type type, void* a, void* b,
+                                    void* d) {
+  using dnnl::memory;
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::stream stream(engine);
+  const memory::desc a_md({s.m, s.k}, type, memory::format_tag::ab);
+  const memory::desc b_md({s.k, s.n}, type, memory::format_tag::ab);
+  const memory::desc d_md({s.m, s.n}, type, memory::format_tag::ab);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, d_md), engine);
+  auto primitive = std::make_shared<dnnl::matmul>(pd);
+  return [=] {
+    primitive->execute(stream, {{DNNL_ARG_SRC, memory(a_md, engine, a)},
+                                {DNNL_ARG_WEIGHTS, memory(b_md, engine, b)},
+                                {DNNL_ARG_DST, memory(d_md, engine, d)}});
+    stream.wait();
+  };
+}
+
+// ---- BLAS libraries, each dlopened privately -------------------------------
+
+using cblas_sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int,
+                                const float*, int, float, float*, int);
+constexpr int kRowMajor = 101, kNoTrans = 111;
+
+struct Blas {
+  std::string name;
+  cblas_sgemm_fn sgemm = nullptr;
+};
+
+Blas open_blas(const char* name, const char* soname, const char* set_threads_symbol, int threads) {
+  Blas blas{name};
+  void* dl = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  if (dl == nullptr) {
+    std::printf("note: %s not found (%s): its rows are skipped\n", name, dlerror());
+    return blas;
+  }
+  blas.sgemm = reinterpret_cast<cblas_sgemm_fn>(dlsym(dl, "cblas_sgemm"));
+  if (auto set = reinterpret_cast<void (*)(int)>(dlsym(dl, set_threads_symbol))) set(threads);
+  return blas;
+}
+
+// ---- measurement ------------------------------------------------------------
+
+// One core's FP32 FMA throughput, measured: 12 independent chains of 16-lane
+// FMAs (enough to cover the FMA latency on two pipes), 2 flops per lane.
+// The clock a busy core really runs at is what the libraries get too, so
+// this is the peak their figures are held against. 0 without AVX-512.
+__attribute__((target("avx512f"))) double measure_fma_peak_per_core() {
+  if (!__builtin_cpu_supports("avx512f")) return 0;
+  constexpr int kChains = 12;
+  constexpr int64_t kIterations = 20'000'000;
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(0.001f * c);
+  const __m512 x = _mm512_set1_ps(0.999999f);
+  const __m512 y = _mm512_set1_ps(1e-7f);
+  double best = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    const double start = bench::now_s();
+    for (int64_t i = 0; i < kIterations; ++i) {
+      for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], x, y);
+    }
+    const double seconds = bench::now_s() - start;
+    for (int c = 0; c < kChains; ++c) bench::do_not_optimize(acc[c]);
+    best = std::max(best, kIterations * kChains * 16.0 * 2.0 / seconds);
+  }
+  float sink[16];
+  _mm512_storeu_ps(sink, acc[0]);
+  bench::do_not_optimize(sink[0]);
+  return best;
+}
+
+bench::Stats time_runs(const std::function<void()>& run, int reps) {
+  run();  // warm-up: first-touch, JIT, thread start
+  std::vector<double> seconds;
+  for (int r = 0; r < reps; ++r) {
+    const double start = bench::now_s();
+    run();
+    seconds.push_back(bench::now_s() - start);
+  }
+  return bench::summarize(seconds);
+}
+
+void fill(void* memory, size_t count, std::mt19937& random) {
+  std::uniform_real_distribution<float> values(-1.0f, 1.0f);
+  auto* f = static_cast<float*>(memory);
+  for (size_t i = 0; i < count; ++i) f[i] = values(random);
+}
+
+void fill_bf16(void* memory, size_t count, std::mt19937& random) {
+  std::uniform_real_distribution<float> values(-1.0f, 1.0f);
+  auto* h = static_cast<uint16_t*>(memory);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = values(random);
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    h[i] = static_cast<uint16_t>(bits >> 16);
+  }
+}
+
+int child(int threads, bool quick, double peak_override) {
+  std::vector<Shape> shapes = {{256, 256, 256},    {512, 512, 512},    {1024, 1024, 1024},
+                               {2048, 2048, 2048}, {4096, 4096, 4096}, {4096, 4096, 1024}};
+  if (quick) shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}};
+  std::unique_ptr<HalMatmul> hal = open_hal();
+  const double measured = measure_fma_peak_per_core();
+  const double peak_core =
+      peak_override > 0 ? peak_override * 1e9 : (measured > 0 ? measured : hal->peak_per_core);
+  const double peak = peak_core * threads;
+  std::printf(
+      "\n== %d thread%s (OMP_NUM_THREADS=%s); FP32 FMA peak per core: measured %.1f GFLOP/s, "
+      "declared by the cpu device %.1f GFLOP/s; %% of peak uses %.1f x %d\n",
+      threads, threads == 1 ? "" : "s", std::getenv("OMP_NUM_THREADS"), measured / 1e9,
+      hal->peak_per_core / 1e9, peak_core / 1e9, threads);
+  const Blas blases[] = {
+      open_blas("openblas", "libopenblas.so.0", "openblas_set_num_threads", threads),
+      open_blas("blis", "libblis.so.4", "bli_thread_set_num_threads", threads),
+  };
+  bench::Table table({"shape", "library", "ms median [min-max]", "GFLOP/s", "% of peak"});
+  std::mt19937 random(42);
+  for (const Shape& s : shapes) {
+    const int reps = static_cast<int>(std::clamp(2e10 / s.flops(), 3.0, 20.0));
+    const size_t a_count = s.m * s.k, b_count = s.k * s.n, d_count = s.m * s.n;
+    void* a = hal->alloc(a_count * 4);
+    void* b = hal->alloc(b_count * 4);
+    void* d = hal->alloc(d_count * 4);
+    fill(a, a_count, random);
+    fill(b, b_count, random);
+    std::vector<std::pair<std::string, std::function<void()>>> runs;
+    std::string why;
+    if (auto run = hal->plan(matmul_desc(s, HAL_DTYPE_F32), a, b, d, &why)) {
+      runs.emplace_back(hal->label(), run);
+    } else {
+      std::printf("note: HAL declined %s: %s\n", s.text().c_str(), why.c_str());
+    }
+    runs.emplace_back("onednn matmul", onednn_matmul(s, dnnl::memory::data_type::f32, a, b, d));
+    runs.emplace_back("dnnl_sgemm", [&, a, b, d] {
+      dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, static_cast<const float*>(a), s.k,
+                 static_cast<const float*>(b), s.n, 0.0f, static_cast<float*>(d), s.n);
+    });
+    for (const Blas& blas : blases) {
+      if (blas.sgemm == nullptr) continue;
+      runs.emplace_back(blas.name + " cblas_sgemm", [&, a, b, d, fn = blas.sgemm] {
+        fn(kRowMajor, kNoTrans, kNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
+           static_cast<int>(s.k), 1.0f, static_cast<const float*>(a), static_cast<int>(s.k),
+           static_cast<const float*>(b), static_cast<int>(s.n), 0.0f, static_cast<float*>(d),
+           static_cast<int>(s.n));
+      });
+    }
+    for (const auto& [label, run] : runs) {
+      // Let the previous library's spinning threads go to sleep first.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const bench::Stats stats = time_runs(run, reps);
+      const double gflops = s.flops() / stats.median / 1e9;
+      table.row({s.text(), label,
+                 bench::fmt_stats(
+                     bench::Stats{stats.median * 1e3, stats.min * 1e3, stats.max * 1e3, stats.n}),
+                 bench::fmt(gflops, 1), bench::fmt(100 * gflops * 1e9 / peak, 1)});
+    }
+    std::fflush(stdout);
+  }
+  // bf16 2048^3: HAL beside oneDNN's bf16 matmul.
+  {
+    const Shape s{2048, 2048, 2048};
+    const size_t count = s.m * s.k;
+    void* a = hal->alloc(count * 2);
+    void* b = hal->alloc(count * 2);
+    void* d = hal->alloc(count * 2);
+    fill_bf16(a, count, random);
+    fill_bf16(b, count, random);
+    std::string why;
+    std::vector<std::pair<std::string, std::function<void()>>> runs;
+    if (auto run = hal->plan(matmul_desc(s, HAL_DTYPE_BF16), a, b, d, &why)) {
+      runs.emplace_back(hal->label() + " bf16", run);
+    } else {
+      std::printf("note: HAL declined bf16 %s: %s\n", s.text().c_str(), why.c_str());
+    }
+    runs.emplace_back("onednn matmul bf16",
+                      onednn_matmul(s, dnnl::memory::data_type::bf16, a, b, d));
+    for (const auto& [label, run] : runs) {
+      const bench::Stats stats = time_runs(run, 5);
+      const double gflops = s.flops() / stats.median / 1e9;
+      table.row({s.text() + " bf16", label,
+                 bench::fmt_stats(
+                     bench::Stats{stats.median * 1e3, stats.min * 1e3, stats.max * 1e3, stats.n}),
+                 bench::fmt(gflops, 1), bench::fmt(100 * gflops * 1e9 / peak, 1) + " (f32 peak)"});
+    }
+  }
+  table.print();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::Args args(argc, argv);
+  if (args.flag("--help") || args.flag("-h")) {
+    std::printf(
+        "usage: %s [--threads 1,2] [--quick] [--peak-per-core GFLOPS]\n"
+        "sgemm (row-major f32 C = A @ B) through HAL's HAL_OP_MATMUL on the cpu plugin beside\n"
+        "oneDNN (matmul primitive, dnnl_sgemm), OpenBLAS and BLIS; squares 256..4096 and\n"
+        "4096x4096x1024 (--quick: up to 1024), then bf16 2048^3 through HAL and oneDNN.\n"
+        "Each thread count runs in its own process. %% of peak: one core's FP32 FMA peak,\n"
+        "measured (16 lanes x FMAs x 2 flops at the clock the core really runs), times the\n"
+        "threads; or --peak-per-core GFLOPS.\n",
+        argv[0]);
+    return 0;
+  }
+  const std::string child_threads = args.str("--child", "");
+  const bool quick = args.flag("--quick");
+  const std::string peak_text = args.str("--peak-per-core", "0");
+  const double peak_override = std::atof(peak_text.c_str());
+  if (!child_threads.empty()) return child(std::atoi(child_threads.c_str()), quick, peak_override);
+
+  std::string list = args.str("--threads", "1,2");
+  int status = 0;
+  for (size_t begin = 0; begin < list.size();) {
+    size_t end = list.find(',', begin);
+    if (end == std::string::npos) end = list.size();
+    const std::string threads = list.substr(begin, end - begin);
+    begin = end + 1;
+    if (std::atoi(threads.c_str()) < 1) die("--threads takes positive counts, e.g. 1,2");
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+      setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
+      setenv("BLIS_NUM_THREADS", threads.c_str(), 1);
+      std::vector<std::string> words = {argv[0], "--child", threads, "--peak-per-core", peak_text};
+      if (quick) words.push_back("--quick");
+      std::vector<char*> child_argv;
+      for (std::string& w : words) child_argv.push_back(w.data());
+      child_argv.push_back(nullptr);
+      execv("/proc/self/exe", child_argv.data());
+      _exit(127);
+    }
+    int wstatus = 0;
+    waitpid(pid, &wstatus, 0);
+    if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) status = 1;
+  }
+  return status;
+}

@@ -1,0 +1,60 @@
+// The operator entries of the cpu plugin's table: dispatch on the op kind
+// to the oneDNN planners; everything else is declined so the loader's
+// portable implementations serve it.
+#include <memory>
+
+#include "../device.hpp"
+#include "../stream.hpp"
+#include "hal_plugin_sdk/report.hpp"
+#include "ops.hpp"
+
+namespace hal::cpu {
+namespace {
+
+ops::OpPlan* to_op_plan(hal_impl_op_plan_t* plan) {
+  return reinterpret_cast<ops::OpPlan*>(plan);
+}
+
+}  // namespace
+
+hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
+                            hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
+                            size_t* out_workspace_bytes, const char** out_implementation) {
+  const plugin::ErrorReporter& report = to_device(device)->report();
+  return plugin::guarded(report, "op_plan_create", [&]() -> hal_result_t {
+    ops::Decline decline;
+    std::unique_ptr<ops::OpPlan> plan;
+    switch (desc->kind) {
+      case HAL_OP_MATMUL:
+        plan =
+            ops::plan_matmul(*reinterpret_cast<const hal_op_matmul_desc_t*>(desc), flags, decline);
+        break;
+      case HAL_OP_SOFTMAX:
+        plan = ops::plan_softmax(*reinterpret_cast<const hal_op_softmax_desc_t*>(desc), flags,
+                                 decline);
+        break;
+      default:
+        decline.reason = "cpu.onednn serves HAL_OP_MATMUL and HAL_OP_SOFTMAX only";
+        break;
+    }
+    if (!plan) return report.fail_message(HAL_ERROR_UNSUPPORTED, 0, decline.reason);
+    *out_workspace_bytes = 0;
+    *out_implementation = ops::kImplementationName;
+    *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(plan.release());
+    return HAL_SUCCESS;
+  });
+}
+
+hal_result_t op_plan_destroy(hal_impl_op_plan_t* plan) {
+  std::unique_ptr<ops::OpPlan> owned(to_op_plan(plan));
+  return HAL_SUCCESS;
+}
+
+hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
+                        const hal_op_exec_args_t* args) {
+  Stream& target = *to_stream(stream);
+  return plugin::guarded(target.device().report(), "op_execute",
+                         [&] { return to_op_plan(plan)->enqueue(target, *args); });
+}
+
+}  // namespace hal::cpu

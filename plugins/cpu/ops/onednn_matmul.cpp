@@ -1,0 +1,353 @@
+// HAL_OP_MATMUL on oneDNN's matmul primitive:
+//   d = act(alpha * op(a) @ op(b) + beta * c + bias)
+// mapped as
+//   - a, b, d: memory descriptors with the tensors' strides; a transpose is
+//     the last two dimensions' strides swapped; a batch dimension that a or b
+//     broadcasts (extent 1 or stride 0) becomes extent 1, which oneDNN
+//     broadcasts;
+//   - alpha: the output scale. oneDNN scales the bias with it (it computes
+//     alpha * (a @ b + bias)), so with alpha != 1 the bias is a binary-add
+//     post-op instead of the primitive's bias argument;
+//   - beta * c: a sum post-op, which reads d. When c is not d itself, the
+//     execution first copies c into d (c may broadcast);
+//   - the activation: an eltwise post-op (relu, gelu_tanh, gelu_erf).
+// The primitive is created once, at planning, and every execution reuses it.
+//
+// Declined (the portable implementation serves them): SAVE_AUX (the
+// pre-activation is not an output of one oneDNN primitive), empty tensors
+// (oneDNN 2.6's brgemm planner divides by zero on an empty problem on this
+// host), f16 where oneDNN 2.6 has no kernel (it needs AVX512-FP16), and
+// any dtype combination oneDNN refuses.
+//
+// Determinism: for a fixed thread count oneDNN's matmul gives the same bits
+// run to run (its work split, including any split of k, is fixed when the
+// primitive is created, and executions never overlap here).
+#include <dnnl.hpp>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../device.hpp"
+#include "../stream.hpp"
+#include "onednn_common.hpp"
+#include "ops.hpp"
+
+namespace hal::cpu::ops {
+namespace {
+
+using dnnl::memory;
+
+// Operand positions of HAL_OP_MATMUL (api/hal/ops.h).
+enum MatmulOperand : uint32_t { kA = 0, kB = 1, kC = 2, kD = 3, kBias = 4, kAux = 5, kCount = 6 };
+
+// Copies c into d element by element over d's shape (c may broadcast with
+// stride 0). Same dtype: |element| bytes each.
+void copy_strided(const hal_tensor_desc_t& c, const void* c_base, const hal_tensor_desc_t& d,
+                  void* d_base, size_t element) {
+  const uint32_t rank = d.rank;
+  int64_t index[HAL_TENSOR_MAX_RANK] = {};
+  const auto* source = static_cast<const unsigned char*>(c_base);
+  auto* target = static_cast<unsigned char*>(d_base);
+  const int64_t inner = d.shape[rank - 1];
+  while (true) {
+    int64_t c_offset = 0;
+    int64_t d_offset = 0;
+    for (uint32_t i = 0; i + 1 < rank; ++i) {
+      c_offset += index[i] * c.strides[i];
+      d_offset += index[i] * d.strides[i];
+    }
+    const int64_t c_step = c.strides[rank - 1];
+    const int64_t d_step = d.strides[rank - 1];
+    for (int64_t j = 0; j < inner; ++j) {
+      std::memcpy(target + (d_offset + j * d_step) * static_cast<int64_t>(element),
+                  source + (c_offset + j * c_step) * static_cast<int64_t>(element), element);
+    }
+    // Next index over the outer dimensions (row-major).
+    uint32_t dim = rank - 1;
+    while (dim > 0) {
+      --dim;
+      if (++index[dim] < d.shape[dim]) break;
+      index[dim] = 0;
+      if (dim == 0) return;
+    }
+    if (rank == 1) return;
+  }
+}
+
+struct MatmulState {
+  dnnl::matmul primitive;
+  memory::desc a, b, d, bias;
+  bool has_bias = false;
+  bool bias_as_post_op = false;  // alpha != 1: bias is a binary-add post-op
+  int bias_post_op_index = 0;
+  bool reads_c = false;  // beta != 0
+  hal_tensor_desc_t c_tensor{};
+  hal_tensor_desc_t d_tensor{};
+  size_t element_bytes = 0;
+  // A bias with a stride other than 1 is packed per execution: oneDNN's
+  // fused bias reads its operand densely whatever its descriptor says.
+  int64_t bias_stride = 1;
+  int64_t bias_count = 0;
+  size_t bias_element_bytes = 0;
+
+  void run(void* a_ptr, void* b_ptr, const void* c_ptr, void* d_ptr, void* bias_ptr) const {
+    std::lock_guard lock(onednn_execution_mutex());
+    if (reads_c && c_ptr != d_ptr) copy_strided(c_tensor, c_ptr, d_tensor, d_ptr, element_bytes);
+    const dnnl::engine& engine = onednn_engine();
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(a, engine, a_ptr)},
+        {DNNL_ARG_WEIGHTS, memory(b, engine, b_ptr)},
+        {DNNL_ARG_DST, memory(d, engine, d_ptr)},
+    };
+    std::vector<unsigned char> packed_bias;
+    if (has_bias && bias_stride != 1) {
+      packed_bias.resize(static_cast<size_t>(bias_count) * bias_element_bytes);
+      const auto* source = static_cast<const unsigned char*>(bias_ptr);
+      for (int64_t j = 0; j < bias_count; ++j) {
+        std::memcpy(packed_bias.data() + j * bias_element_bytes,
+                    source + j * bias_stride * static_cast<int64_t>(bias_element_bytes),
+                    bias_element_bytes);
+      }
+      bias_ptr = packed_bias.data();
+    }
+    if (has_bias) {
+      const int key = bias_as_post_op
+                          ? (DNNL_ARG_ATTR_MULTIPLE_POST_OP(bias_post_op_index) | DNNL_ARG_SRC_1)
+                          : DNNL_ARG_BIAS;
+      args.emplace(key, memory(bias, engine, bias_ptr));
+    }
+    dnnl::stream& stream = onednn_stream();
+    primitive.execute(stream, args);
+    stream.wait();
+  }
+};
+
+// One execution in stream order.
+class MatmulTask final : public StreamTask {
+ public:
+  MatmulTask(std::shared_ptr<const MatmulState> state, void* const* operands)
+      : state_(std::move(state)) {
+    for (uint32_t i = 0; i < kCount; ++i) operands_[i] = operands[i];
+  }
+  void run() override {
+    state_->run(operands_[kA], operands_[kB], operands_[kC], operands_[kD], operands_[kBias]);
+  }
+
+ private:
+  std::shared_ptr<const MatmulState> state_;
+  void* operands_[kCount] = {};
+};
+
+class MatmulPlan final : public OpPlan {
+ public:
+  explicit MatmulPlan(std::shared_ptr<const MatmulState> state) : state_(std::move(state)) {}
+  hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
+    if (args.operand_count != kCount || args.operands == nullptr) {
+      return stream.device().report().fail(
+          HAL_ERROR_INVALID_ARGUMENT, 0, "op_execute: a matmul plan takes %u operands, args has %u",
+          kCount, args.operand_count);
+    }
+    return stream.enqueue(TaskCommand{std::make_unique<MatmulTask>(state_, args.operands)});
+  }
+
+ private:
+  std::shared_ptr<const MatmulState> state_;
+};
+
+bool is_empty(const hal_tensor_desc_t& tensor) {
+  for (uint32_t d = 0; d < tensor.rank; ++d) {
+    if (tensor.shape[d] == 0) return true;
+  }
+  return false;
+}
+
+// The batch extent oneDNN sees for a or b in dimension |dim|: 1 where the
+// operand broadcasts (extent 1 or stride 0), else the extent, which must be
+// d's. False when neither.
+bool batch_extent(const hal_tensor_desc_t& tensor, const hal_tensor_desc_t& d, uint32_t dim,
+                  memory::dim* out) {
+  if (tensor.shape[dim] == 1 || tensor.strides[dim] == 0) {
+    *out = 1;
+    return true;
+  }
+  *out = tensor.shape[dim];
+  return tensor.shape[dim] == d.shape[dim];
+}
+
+// The logical [batch..., rows, cols] view of |tensor|, the last two
+// dimensions swapped when |transposed|.
+void matrix_view(const hal_tensor_desc_t& tensor, bool transposed, const memory::dims& batch,
+                 memory::dims* dims, memory::dims* strides) {
+  const uint32_t rank = tensor.rank;
+  dims->assign(batch.begin(), batch.end());
+  strides->clear();
+  for (uint32_t i = 0; i + 2 < rank; ++i) strides->push_back(tensor.strides[i]);
+  const uint32_t row = transposed ? rank - 1 : rank - 2;
+  const uint32_t col = transposed ? rank - 2 : rank - 1;
+  dims->push_back(tensor.shape[row]);
+  dims->push_back(tensor.shape[col]);
+  strides->push_back(tensor.strides[row]);
+  strides->push_back(tensor.strides[col]);
+}
+
+}  // namespace
+
+std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t,
+                                    Decline& decline) {
+  const uint32_t flags = desc.flags;
+  if ((flags & HAL_MATMUL_SAVE_AUX) != 0) {
+    decline.reason = "SAVE_AUX (the pre-activation as a second output) is not one oneDNN primitive";
+    return nullptr;
+  }
+  const hal_tensor_desc_t& a = desc.a;
+  const hal_tensor_desc_t& b = desc.b;
+  const hal_tensor_desc_t& d = desc.d;
+  const uint32_t rank = d.rank;
+  if (rank < 2 || a.rank != rank || b.rank != rank || rank > DNNL_MAX_NDIMS) {
+    decline.reason = "ranks other than 2.." + std::to_string(HAL_TENSOR_MAX_RANK) +
+                     " alike for a, b and d are not served";
+    return nullptr;
+  }
+  const bool has_bias = (flags & HAL_MATMUL_BIAS) != 0;
+  const bool reads_c = desc.beta != 0.0f;
+  if (is_empty(a) || is_empty(b) || is_empty(d)) {
+    decline.reason = "empty tensors are left to the portable implementation";
+    return nullptr;
+  }
+  const auto a_type = onednn_dtype(a.dtype);
+  const auto b_type = onednn_dtype(b.dtype);
+  const auto d_type = onednn_dtype(d.dtype);
+  if (!a_type || !b_type || !d_type) {
+    decline.reason = std::string("dtypes a=") + dtype_text(a.dtype) + " b=" + dtype_text(b.dtype) +
+                     " d=" + dtype_text(d.dtype) + " are not floating types oneDNN takes";
+    return nullptr;
+  }
+  for (uint32_t i = 0; i < rank; ++i) {
+    if (d.strides[i] == 0 && d.shape[i] > 1) {
+      decline.reason = "d broadcasts (stride 0), which an output cannot";
+      return nullptr;
+    }
+  }
+  // Batch dimensions: a and b broadcast into d's.
+  memory::dims a_batch, b_batch, d_batch;
+  for (uint32_t i = 0; i + 2 < rank; ++i) {
+    memory::dim a_extent = 0, b_extent = 0;
+    if (!batch_extent(a, d, i, &a_extent) || !batch_extent(b, d, i, &b_extent)) {
+      decline.reason = "a batch extent of a or b is neither 1 nor d's";
+      return nullptr;
+    }
+    if (a_extent == 1 && b_extent == 1 && d.shape[i] != 1) {
+      decline.reason = "a and b both broadcast batch dimension " + std::to_string(i) +
+                       ", which oneDNN's matmul does not express";
+      return nullptr;
+    }
+    a_batch.push_back(a_extent);
+    b_batch.push_back(b_extent);
+    d_batch.push_back(d.shape[i]);
+  }
+
+  auto state = std::make_shared<MatmulState>();
+  memory::dims dims, strides;
+  matrix_view(a, (flags & HAL_MATMUL_TRANSPOSE_A) != 0, a_batch, &dims, &strides);
+  state->a = strided_desc(dims, strides, *a_type);
+  matrix_view(b, (flags & HAL_MATMUL_TRANSPOSE_B) != 0, b_batch, &dims, &strides);
+  state->b = strided_desc(dims, strides, *b_type);
+  matrix_view(d, false, d_batch, &dims, &strides);
+  state->d = strided_desc(dims, strides, *d_type);
+
+  dnnl::primitive_attr attr;
+  dnnl::post_ops post_ops;
+  if (desc.alpha != 1.0f) attr.set_output_scales(0, {desc.alpha});
+  if (reads_c) {
+    if (desc.c.dtype != d.dtype) {
+      decline.reason = "c's dtype differs from d's (the sum post-op accumulates into d)";
+      return nullptr;
+    }
+    post_ops.append_sum(desc.beta);
+    state->reads_c = true;
+    state->c_tensor = desc.c;
+    state->d_tensor = d;
+    state->element_bytes = HAL_DTYPE_SIZE(d.dtype);
+  }
+  if (has_bias) {
+    const auto bias_type = onednn_dtype(desc.bias.dtype);
+    if (!bias_type || desc.bias.rank != 1) {
+      decline.reason = std::string("a bias of dtype ") + dtype_text(desc.bias.dtype) +
+                       " or of rank other than 1 is not served";
+      return nullptr;
+    }
+    memory::dims bias_dims(rank, 1);
+    memory::dims bias_strides(rank, 1);
+    bias_dims[rank - 1] = desc.bias.shape[0];
+    state->bias_stride = desc.bias.strides[0];
+    state->bias_count = desc.bias.shape[0];
+    state->bias_element_bytes = HAL_DTYPE_SIZE(desc.bias.dtype);
+    state->bias = strided_desc(bias_dims, bias_strides, *bias_type);
+    state->has_bias = true;
+    if (desc.alpha != 1.0f) {
+      state->bias_as_post_op = true;
+      state->bias_post_op_index = post_ops.len();
+      post_ops.append_binary(dnnl::algorithm::binary_add, state->bias);
+    }
+  }
+  switch (desc.activation) {
+    case HAL_ACTIVATION_NONE:
+      break;
+    case HAL_ACTIVATION_RELU:
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      break;
+    case HAL_ACTIVATION_GELU_TANH:
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+      break;
+    case HAL_ACTIVATION_GELU_ERF:
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+      break;
+    default:
+      decline.reason = "activation " + std::to_string(desc.activation) + " is not served";
+      return nullptr;
+  }
+  attr.set_post_ops(post_ops);
+
+  try {
+    const dnnl::matmul::desc op =
+        state->has_bias && !state->bias_as_post_op
+            ? dnnl::matmul::desc(state->a, state->b, state->bias, state->d)
+            : dnnl::matmul::desc(state->a, state->b, state->d);
+    const bool all_f32 =
+        a.dtype == HAL_DTYPE_F32 && b.dtype == HAL_DTYPE_F32 && d.dtype == HAL_DTYPE_F32;
+    run_on_planning_thread([&] {
+      dnnl::matmul::primitive_desc pd(op, attr, onednn_engine());
+      // For f32, oneDNN 2.6's gemm-based matmul (its sgemm kernels) is as
+      // fast as the brgemm one it lists first up to 1024^3 and ~15% faster
+      // from 2048^3 on this host (bench/sgemm): take it when it is offered.
+      if (all_f32) {
+        dnnl::matmul::primitive_desc candidate(op, attr, onednn_engine());
+        do {
+          if (std::string(candidate.impl_info_str()).rfind("gemm:", 0) == 0) {
+            pd = candidate;
+            break;
+          }
+        } while (candidate.next_impl());
+      }
+      state->primitive = dnnl::matmul(pd);
+    });
+  } catch (const dnnl::error& error) {
+    if (error.status != dnnl_unimplemented) throw;
+    decline.reason = std::string("oneDNN ") + std::to_string(dnnl_version()->major) + "." +
+                     std::to_string(dnnl_version()->minor) +
+                     " has no matmul for a=" + dtype_text(a.dtype) + " b=" + dtype_text(b.dtype) +
+                     " d=" + dtype_text(d.dtype) +
+                     (has_bias ? std::string(" bias=") + dtype_text(desc.bias.dtype) : "") +
+                     " with these layouts and post-ops on this CPU";
+    if (a.dtype == HAL_DTYPE_F16 || b.dtype == HAL_DTYPE_F16 || d.dtype == HAL_DTYPE_F16) {
+      decline.reason += " (its f16 kernels need AVX512-FP16)";
+    }
+    return nullptr;
+  }
+  return std::make_unique<MatmulPlan>(std::move(state));
+}
+
+}  // namespace hal::cpu::ops

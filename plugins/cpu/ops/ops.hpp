@@ -1,0 +1,61 @@
+// The cpu plugin's own operators (api/hal/plugin_v1.h, the operator
+// entries): tuned implementations on oneDNN, tried by the loader before its
+// portable ones. A case this file does not serve is declined with
+// HAL_ERROR_UNSUPPORTED and a sentence saying why, and the loader moves on.
+//
+// Built only when oneDNN was found at configure time (HAL_CPU_HAS_ONEDNN);
+// without it the table's operator entries stay NULL.
+#ifndef HAL_PLUGINS_CPU_OPS_OPS_HPP_
+#define HAL_PLUGINS_CPU_OPS_OPS_HPP_
+
+#include <memory>
+#include <string>
+
+#include "hal_plugin.h"
+
+namespace hal::cpu {
+
+class Device;
+class Stream;
+
+namespace ops {
+
+// The name hal_op_plan_get_info reports for every plan served here.
+inline constexpr char kImplementationName[] = "cpu.onednn";
+
+// A planned operator. Executions hold a shared_ptr to what they use, so a
+// plan destroyed while executions are queued leaves them intact.
+class OpPlan {
+ public:
+  virtual ~OpPlan() = default;
+  // Enqueues one execution on |stream|; the loader checked |args|.
+  virtual hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const = 0;
+};
+
+// Why a descriptor is not served: filled by a planner that declines.
+struct Decline {
+  std::string reason;
+};
+
+// Plans HAL_OP_MATMUL on a oneDNN matmul primitive; nullptr with
+// |decline| set when the case is not served.
+std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags,
+                                    Decline& decline);
+
+// Plans HAL_OP_SOFTMAX (forward; softmax or log-softmax) on a oneDNN
+// softmax primitive; nullptr with |decline| set when not served.
+std::unique_ptr<OpPlan> plan_softmax(const hal_op_softmax_desc_t& desc, hal_op_plan_flags_t flags,
+                                     Decline& decline);
+
+}  // namespace ops
+
+hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
+                            hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
+                            size_t* out_workspace_bytes, const char** out_implementation);
+hal_result_t op_plan_destroy(hal_impl_op_plan_t* plan);
+hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
+                        const hal_op_exec_args_t* args);
+
+}  // namespace hal::cpu
+
+#endif  // HAL_PLUGINS_CPU_OPS_OPS_HPP_

@@ -1,0 +1,168 @@
+// The cpu plugin's oneDNN matmul through the public API: the loader's
+// implementation list picks "cpu.onednn" first, and what it declines goes
+// on to the loader's implementations with the reason in the plan's declines.
+//
+// Until the loader has a HAL_OP_MATMUL definition (the operators'
+// describe step), hal_op_plan_create refuses every matmul before any
+// implementation is asked: these tests then say so and pass without
+// checking (tests/cpu/onednn_ops_test.cpp drives the plugin's table
+// directly and checks the numbers in any case).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hal.h"
+
+namespace {
+
+class Session {
+ public:
+  Session() {
+    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
+  }
+  ~Session() {
+    hal_stream_destroy(stream_);
+    hal_shutdown();
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  hal_device_t device() const { return device_; }
+  hal_stream_t stream() const { return stream_; }
+  float* alloc(size_t count) {
+    void* p = nullptr;
+    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, count * sizeof(float), 0, &p) == HAL_SUCCESS);
+    return static_cast<float*>(p);
+  }
+
+ private:
+  hal_device_t device_ = nullptr;
+  hal_stream_t stream_ = nullptr;
+};
+
+hal_op_matmul_desc_t batched_desc(int64_t batch, int64_t m, int64_t n, int64_t k, uint32_t flags,
+                                  hal_activation_t activation) {
+  hal_op_matmul_desc_t desc{};
+  desc.header.struct_size = sizeof(desc);
+  desc.header.kind = HAL_OP_MATMUL;
+  desc.flags = flags;
+  desc.activation = activation;
+  desc.alpha = 1.0f;
+  const int64_t a[3] = {batch, m, k}, b[3] = {batch, k, n}, d[3] = {batch, m, n}, bias[1] = {n};
+  hal_tensor_desc_contiguous(&desc.a, HAL_DTYPE_F32, 3, a);
+  hal_tensor_desc_contiguous(&desc.b, HAL_DTYPE_F32, 3, b);
+  hal_tensor_desc_contiguous(&desc.c, HAL_DTYPE_F32, 3, d);
+  hal_tensor_desc_contiguous(&desc.d, HAL_DTYPE_F32, 3, d);
+  hal_tensor_desc_contiguous(&desc.bias, HAL_DTYPE_F32, 1, bias);
+  hal_tensor_desc_contiguous(&desc.aux, HAL_DTYPE_F32, 3, d);
+  return desc;
+}
+
+// True when the loader cannot describe a matmul yet (see the top).
+bool loader_lacks_matmul(hal_result_t result) {
+  const std::string message = hal_error_last_message();
+  if (result != HAL_SUCCESS && message.find("no definition of op") != std::string::npos) {
+    WARN("the loader has no HAL_OP_MATMUL definition in this build: " << message);
+    return true;
+  }
+  return false;
+}
+
+hal_op_plan_info_t info_of(hal_op_plan_t plan) {
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof(info);
+  REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
+  return info;
+}
+
+}  // namespace
+
+TEST_CASE("cpu.onednn serves an f32 batched matmul with bias and gelu through the API",
+          "[cpu][api][ops]") {
+  Session session;
+  const int64_t batch = 2, m = 24, n = 16, k = 40;
+  const hal_op_matmul_desc_t desc =
+      batched_desc(batch, m, n, k, HAL_MATMUL_BIAS, HAL_ACTIVATION_GELU_ERF);
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t result = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
+  if (loader_lacks_matmul(result)) return;
+  REQUIRE(result == HAL_SUCCESS);
+  CHECK(std::string(info_of(plan).implementation) == "cpu.onednn");
+
+  float* a = session.alloc(batch * m * k);
+  float* b = session.alloc(batch * k * n);
+  float* d = session.alloc(batch * m * n);
+  float* bias = session.alloc(n);
+  std::mt19937 random(17);
+  std::uniform_real_distribution<float> values(-1.0f, 1.0f);
+  for (int64_t i = 0; i < batch * m * k; ++i) a[i] = values(random);
+  for (int64_t i = 0; i < batch * k * n; ++i) b[i] = values(random);
+  for (int64_t i = 0; i < n; ++i) bias[i] = values(random);
+  void* operands[6] = {a, b, nullptr, d, bias, nullptr};
+  hal_op_exec_args_t args{};
+  args.struct_size = sizeof(args);
+  args.operand_count = 6;
+  args.operands = operands;
+  REQUIRE(hal_op_execute(plan, &args, session.stream()) == HAL_SUCCESS);
+  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  size_t bad = 0;
+  for (int64_t p = 0; p < batch; ++p) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double x = bias[j];
+        for (int64_t q = 0; q < k; ++q) {
+          x += static_cast<double>(a[(p * m + i) * k + q]) * b[(p * k + q) * n + j];
+        }
+        const double expected = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+        if (std::fabs(d[(p * m + i) * n + j] - expected) > 1e-5 * (k + 1)) ++bad;
+      }
+    }
+  }
+  CHECK(bad == 0);
+  REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
+}
+
+TEST_CASE("what cpu.onednn declines goes on to the next implementation with its reason",
+          "[cpu][api][ops]") {
+  Session session;
+  // SAVE_AUX: the pre-activation is not one oneDNN primitive's output.
+  const hal_op_matmul_desc_t desc =
+      batched_desc(1, 8, 8, 8, HAL_MATMUL_BIAS | HAL_MATMUL_SAVE_AUX, HAL_ACTIVATION_RELU);
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t result = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
+  if (loader_lacks_matmul(result)) return;
+  if (result == HAL_SUCCESS) {
+    const hal_op_plan_info_t info = info_of(plan);
+    CHECK(std::string(info.implementation) != "cpu.onednn");
+    CHECK_THAT(std::string(info.declines), Catch::Contains("cpu: SAVE_AUX"));
+    REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
+  } else {
+    // No portable matmul in this build: the failure lists the decline.
+    CHECK(result == HAL_ERROR_UNSUPPORTED);
+    CHECK_THAT(std::string(hal_error_last_message()), Catch::Contains("cpu: SAVE_AUX"));
+  }
+}
+
+TEST_CASE("HAL_OPS_IMPLEMENTATIONS=portable keeps matmul off cpu.onednn", "[cpu][api][ops]") {
+  Session session;
+  const hal_op_matmul_desc_t desc = batched_desc(1, 8, 8, 8, 0, HAL_ACTIVATION_NONE);
+  setenv("HAL_OPS_IMPLEMENTATIONS", "portable", 1);
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t result = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
+  const std::string message = hal_error_last_message();
+  unsetenv("HAL_OPS_IMPLEMENTATIONS");
+  if (loader_lacks_matmul(result)) return;
+  if (result == HAL_SUCCESS) {
+    CHECK(std::string(info_of(plan).implementation) == "portable");
+    REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
+  } else {
+    CHECK(result == HAL_ERROR_UNSUPPORTED);
+    CHECK_THAT(message, Catch::Contains("cpu: excluded by HAL_OPS_IMPLEMENTATIONS"));
+  }
+}
