@@ -363,6 +363,11 @@ HALCONFORM_TEST("operators.attention.forward", "dense attention, every dtype, d 
       check_case(ctx, c);
     }
   }
+  Case widest;  // the largest head dim the portable kernels keep per row
+  widest.s_q = 5;
+  widest.s_k = 7;
+  widest.dim = 256;
+  check_case(ctx, widest, true);
   Case scaled;  // an explicit scale and a strided q view
   scaled.s_q = 9;
   scaled.s_k = 31;
