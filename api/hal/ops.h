@@ -464,6 +464,12 @@ typedef enum hal_attention_sparsity {
  * along s (q [1, total_q, heads, d]), cu_seqlens_q/k i32 [batch + 1] in device
  * memory; the causal alignment applies per sequence; an empty sequence is
  * allowed. Causal and sparse masks combine (a key is seen when both allow).
+ * cu_seqlens and the block sparsity tensor are dense, their shapes implied by
+ * the fields (in varlen, s_q and s_k of the block shapes are max_seqlen_q and
+ * max_seqlen_k). Device data is read clamped: entry b of cu_seqlens as
+ * clamp(cu[b], entry b-1, rows) (entry 0 from 0); q rows outside every
+ * sequence get out 0, lse -inf and grad 0; a block outside the sparsity
+ * tensor is not computed. Strided views allowed for every tensor.
  * Operands: 0 q, 1 k, 2 v, 3 out, 4 lse, 5 cu_seqlens_q, 6 cu_seqlens_k,
  * 7 block_mask or block_indices.
  * HAL_OP_ATTENTION_BACKWARD: 0 q, 1 k, 2 v, 3 out, 4 lse, 5 cu_seqlens_q,

@@ -1,7 +1,221 @@
+// Portable attention: kernels/attention.hal (flash-style, barrier-free; see
+// the kernel file for the work split).
+#include "launch.hpp"
 #include "registry.hpp"
+
+#include "hal_ops/tensor.hpp"
+
+#include <cmath>
 
 namespace hal::ops::portable {
 
-void add_attention(ImplementationTable&) {}
+namespace {
+
+constexpr const char* kSource = "attention";
+// The kernels keep a query (or key) row and its accumulators in registers.
+constexpr int64_t kMaxHeadDim = 256;
+
+enum Operand : int {
+  kQ = 0,
+  kK = 1,
+  kV = 2,
+  kOut = 3,
+  kLse = 4,
+  kCuQ = 5,
+  kCuK = 6,
+  kSparsity = 7,
+  kGradOut = 8,
+  kGradQ = 9,
+  kGradK = 10,
+  kGradV = 11,
+};
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+size_t align16(size_t bytes) {
+  return (bytes + 15) / 16 * 16;
+}
+
+// Appends a 4-D view: pointer, dtype, strides.
+void add_view(KernelArgs& args, const void* pointer, const hal_tensor_desc_t& tensor) {
+  args.pointer(pointer).i32(tensor.dtype);
+  for (int d = 0; d < 4; ++d) args.i64(tensor.strides[d]);
+}
+
+class AttentionPlan final : public PlannedOp {
+ public:
+  struct Kernels {
+    hal_kernel_t sanitize = nullptr;
+    hal_kernel_t forward = nullptr;
+    hal_kernel_t delta = nullptr;
+    hal_kernel_t grad_q = nullptr;
+    hal_kernel_t grad_kv = nullptr;
+  };
+
+  AttentionPlan(const hal_op_attention_desc_t& desc, bool backward, Kernels kernels)
+      : desc_(desc), backward_(backward), kernels_(kernels) {
+    varlen_ = desc.has_cu_seqlens != 0;
+    heads_ = desc.q.shape[2];
+    kv_heads_ = desc.k.shape[2];
+    dim_ = desc.q.shape[3];
+    q_rows_ = desc.q.shape[0] * desc.q.shape[1];
+    k_rows_ = desc.k.shape[0] * desc.k.shape[1];
+    scale_ = desc.scale != 0.0f ? desc.scale
+                                : static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim_)));
+    if (desc.sparsity != HAL_ATTENTION_DENSE) {
+      const int64_t s_q = varlen_ ? desc.max_seqlen_q : desc.q.shape[1];
+      const int64_t s_k = varlen_ ? desc.max_seqlen_k : desc.k.shape[1];
+      nqb_ = ceil_div(s_q, desc.block_q);
+      nkb_ = ceil_div(s_k, desc.block_k);
+    }
+    cu_bytes_ = varlen_ ? align16(2 * (static_cast<size_t>(desc.batch) + 1) * sizeof(int32_t)) : 0;
+    delta_bytes_ = backward ? static_cast<size_t>(q_rows_ * heads_) * sizeof(float) : 0;
+  }
+
+  size_t workspace_bytes() const override { return cu_bytes_ + delta_bytes_; }
+
+  hal_result_t execute(const ExecContext& context) const override {
+    void* const* ops = context.operands;
+    const void* q = ops[kQ];
+    char* workspace = static_cast<char*>(context.workspace);
+    // Unused pointer arguments get q: a valid address the kernels never read.
+    const void* cu_q = q;
+    const void* cu_k = q;
+    if (varlen_) {
+      cu_q = workspace;
+      cu_k = workspace + (desc_.batch + 1) * sizeof(int32_t);
+      KernelArgs args;
+      args.pointer(ops[kCuQ]).pointer(ops[kCuK]).pointer(cu_q).pointer(cu_k);
+      args.i32(static_cast<int32_t>(desc_.batch)).i64(desc_.q.shape[1]).i64(desc_.k.shape[1]);
+      if (hal_result_t r = args.launch(kernels_.sanitize, context.stream, linear_config(1, 1));
+          r != HAL_SUCCESS)
+        return r;
+    }
+    const void* mask = desc_.sparsity == HAL_ATTENTION_BLOCK_MASK ? ops[kSparsity] : q;
+    const void* indices = desc_.sparsity == HAL_ATTENTION_BLOCK_INDICES ? ops[kSparsity] : q;
+    // The arguments every row kernel ends with.
+    const auto add_geometry = [&](KernelArgs& args, int64_t count) {
+      args.pointer(cu_q).pointer(cu_k).i32(static_cast<int32_t>(desc_.batch));
+      args.pointer(mask).pointer(indices);
+      args.i64(desc_.q.shape[1]).i64(desc_.k.shape[1]);
+      args.i32(static_cast<int32_t>(heads_)).i32(static_cast<int32_t>(kv_heads_));
+      args.i32(static_cast<int32_t>(dim_)).f32(scale_);
+      args.i32(desc_.causal).i32(desc_.sparsity).i32(varlen_ ? 1 : 0);
+      args.i64(desc_.block_q).i64(desc_.block_k).i64(nqb_).i64(nkb_);
+      args.i32(static_cast<int32_t>(desc_.topk)).i64(count);
+    };
+    const auto add_lse = [&](KernelArgs& args) {
+      args.pointer(ops[kLse]);
+      for (int d = 0; d < 3; ++d) args.i64(desc_.lse.strides[d]);
+    };
+    const int64_t q_count = q_rows_ * heads_;
+    const int64_t k_count = k_rows_ * kv_heads_;
+
+    if (!backward_) {
+      if (q_count == 0) return HAL_SUCCESS;
+      KernelArgs args;
+      add_view(args, q, desc_.q);
+      add_view(args, ops[kK], desc_.k);
+      add_view(args, ops[kV], desc_.v);
+      add_view(args, ops[kOut], desc_.out);
+      add_lse(args);
+      add_geometry(args, q_count);
+      return args.launch(kernels_.forward, context.stream, linear_config(q_count, 64));
+    }
+
+    const void* delta = delta_bytes_ > 0 ? workspace + cu_bytes_ : q;
+    if (q_count > 0) {
+      KernelArgs args;
+      add_view(args, ops[kOut], desc_.out);
+      add_view(args, ops[kGradOut], desc_.grad_out);
+      args.pointer(delta).i64(desc_.q.shape[1]).i32(static_cast<int32_t>(heads_));
+      args.i32(static_cast<int32_t>(dim_)).i64(q_count);
+      if (hal_result_t r = args.launch(kernels_.delta, context.stream, linear_config(q_count));
+          r != HAL_SUCCESS)
+        return r;
+      KernelArgs grad_q;
+      add_view(grad_q, q, desc_.q);
+      add_view(grad_q, ops[kK], desc_.k);
+      add_view(grad_q, ops[kV], desc_.v);
+      add_view(grad_q, ops[kGradOut], desc_.grad_out);
+      add_view(grad_q, ops[kGradQ], desc_.grad_q);
+      add_lse(grad_q);
+      grad_q.pointer(delta);
+      add_geometry(grad_q, q_count);
+      if (hal_result_t r =
+              grad_q.launch(kernels_.grad_q, context.stream, linear_config(q_count, 64));
+          r != HAL_SUCCESS)
+        return r;
+    }
+    if (k_count == 0) return HAL_SUCCESS;
+    KernelArgs grad_kv;
+    add_view(grad_kv, q, desc_.q);
+    add_view(grad_kv, ops[kK], desc_.k);
+    add_view(grad_kv, ops[kV], desc_.v);
+    add_view(grad_kv, ops[kGradOut], desc_.grad_out);
+    grad_kv.pointer(ops[kGradK]).i32(desc_.grad_k.dtype);
+    grad_kv.pointer(ops[kGradV]).i32(desc_.grad_v.dtype);
+    for (int d = 0; d < 4; ++d) grad_kv.i64(desc_.grad_k.strides[d]);
+    add_lse(grad_kv);
+    grad_kv.pointer(delta);
+    add_geometry(grad_kv, k_count);
+    return grad_kv.launch(kernels_.grad_kv, context.stream, linear_config(k_count, 64));
+  }
+
+ private:
+  hal_op_attention_desc_t desc_;
+  bool backward_;
+  Kernels kernels_;
+  bool varlen_ = false;
+  int64_t heads_ = 0, kv_heads_ = 0, dim_ = 0, q_rows_ = 0, k_rows_ = 0;
+  int64_t nqb_ = 0, nkb_ = 0;
+  float scale_ = 1.0f;
+  size_t cu_bytes_ = 0, delta_bytes_ = 0;
+};
+
+class Attention final : public Implementation {
+ public:
+  const char* name() const override { return "portable"; }
+  std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
+    const auto& desc = *reinterpret_cast<const hal_op_attention_desc_t*>(request.desc);
+    const bool backward = desc.header.kind == HAL_OP_ATTENTION_BACKWARD;
+    if (desc.q.shape[3] > kMaxHeadDim) {
+      *decline = "head dim " + std::to_string(desc.q.shape[3]) +
+                 " exceeds 256, the most the portable kernels keep per row";
+      return nullptr;
+    }
+    if (backward) {
+      for (int d = 0; d < 4; ++d) {
+        if (desc.grad_k.strides[d] != desc.grad_v.strides[d]) {
+          *decline = "grad_k and grad_v have different strides (the kernel takes one layout)";
+          return nullptr;
+        }
+      }
+    }
+    AttentionPlan::Kernels kernels;
+    const auto load = [&](const char* name, hal_kernel_t* kernel) {
+      *kernel = portable_kernel(request, kSource, name, decline);
+      return *kernel != nullptr;
+    };
+    if (desc.has_cu_seqlens != 0 && !load("attention_sanitize", &kernels.sanitize)) return nullptr;
+    if (!backward) {
+      if (!load("attention_forward", &kernels.forward)) return nullptr;
+    } else if (!load("attention_delta", &kernels.delta) ||
+               !load("attention_grad_q", &kernels.grad_q) ||
+               !load("attention_grad_kv", &kernels.grad_kv)) {
+      return nullptr;
+    }
+    return std::make_unique<AttentionPlan>(desc, backward, kernels);
+  }
+};
+
+}  // namespace
+
+void add_attention(ImplementationTable& table) {
+  static const Attention attention;
+  table[HAL_OP_ATTENTION].push_back(&attention);
+  table[HAL_OP_ATTENTION_BACKWARD].push_back(&attention);
+}
 
 }  // namespace hal::ops::portable

@@ -1,0 +1,158 @@
+// Times HAL_OP_ATTENTION and HAL_OP_ATTENTION_BACKWARD through the public
+// API and shows their memory behaviour (plan workspace, the process's peak
+// resident set before and after the runs). Not part of the build: compile it
+// against a Release tree, e.g.
+//   g++ -std=c++20 -O2 -Iapi docs/ops/attention_bench.cpp -L_build-rel/lib -lhal
+//     -Wl,-rpath,$PWD/_build-rel/lib -o /tmp/attention_bench
+//   HAL_PLUGIN_PATH=$PWD/_build-rel/lib/hal/plugins /tmp/attention_bench 512 1024
+// Shape: batch 1, heads 4 (kv_heads 4), head dim 64, causal bottom-right,
+// f32 (f16 and bf16 with a third argument "f16"/"bf16").
+#include <hal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CHECK(call)                                                      \
+  do {                                                                   \
+    hal_result_t r_ = (call);                                            \
+    if (r_ != HAL_SUCCESS) {                                             \
+      std::fprintf(stderr, "%s: %s: %s\n", #call, hal_result_string(r_), \
+                   hal_error_last_message());                            \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+
+long peak_rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+hal_tensor_desc_t dense(hal_dtype_t dtype, std::vector<int64_t> shape) {
+  hal_tensor_desc_t t{};
+  hal_tensor_desc_contiguous(&t, dtype, static_cast<uint32_t>(shape.size()), shape.data());
+  return t;
+}
+
+void* alloc_filled(hal_device_t device, hal_stream_t stream, size_t bytes) {
+  void* p = nullptr;
+  CHECK(hal_mem_alloc(device, HAL_MEMORY_DEVICE, bytes, 0, &p));
+  std::vector<unsigned char> host(bytes);
+  // Small values of any 16- or 32-bit float type: low mantissa bits vary.
+  for (size_t i = 0; i < bytes; ++i)
+    host[i] = (i % 2 == 1) ? 0x3c : static_cast<unsigned char>(i * 37);
+  CHECK(hal_memcpy_async(p, host.data(), bytes, stream));
+  CHECK(hal_stream_synchronize(stream));
+  return p;
+}
+
+double run(hal_op_plan_t plan, std::vector<void*> operands, hal_device_t device,
+           hal_stream_t stream, int reps) {
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof(info);
+  CHECK(hal_op_plan_get_info(plan, &info));
+  void* workspace = nullptr;
+  if (info.workspace_bytes > 0) {
+    CHECK(hal_mem_alloc(device, HAL_MEMORY_DEVICE, info.workspace_bytes, 0, &workspace));
+  }
+  hal_op_exec_args_t args{};
+  args.struct_size = sizeof(args);
+  args.operand_count = static_cast<uint32_t>(operands.size());
+  args.operands = operands.data();
+  args.workspace = workspace;
+  args.workspace_bytes = info.workspace_bytes;
+  CHECK(hal_op_execute(plan, &args, stream));  // warm-up (kernel compile is at planning)
+  CHECK(hal_stream_synchronize(stream));
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(hal_op_execute(plan, &args, stream));
+    CHECK(hal_stream_synchronize(stream));
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (ms < best) best = ms;
+  }
+  if (workspace != nullptr) hal_mem_free(workspace);
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hal_dtype_t dtype = HAL_DTYPE_F32;
+  std::vector<int64_t> lengths;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "f16") == 0) {
+      dtype = HAL_DTYPE_F16;
+    } else if (std::strcmp(argv[i], "bf16") == 0) {
+      dtype = HAL_DTYPE_BF16;
+    } else {
+      lengths.push_back(std::atoll(argv[i]));
+    }
+  }
+  if (lengths.empty()) lengths = {512, 1024};
+  CHECK(hal_init(nullptr));
+  hal_device_t device = nullptr;
+  CHECK(hal_device_get(0, &device));
+  hal_stream_t stream = nullptr;
+  CHECK(hal_stream_create(device, 0, &stream));
+  const int64_t heads = 4, dim = 64;
+  const size_t element = dtype == HAL_DTYPE_F32 ? 4 : 2;
+  std::printf("%6s %10s %10s %14s %14s %12s %12s\n", "seq", "fwd ms", "bwd ms", "fwd workspace",
+              "bwd workspace", "rss before", "rss after");
+  for (int64_t s : lengths) {
+    hal_op_attention_desc_t desc{};
+    desc.header.struct_size = sizeof(desc);
+    desc.header.kind = HAL_OP_ATTENTION;
+    desc.causal = HAL_CAUSAL_BOTTOM_RIGHT;
+    desc.batch = 1;
+    desc.q = desc.k = desc.v = desc.out = desc.grad_out = desc.grad_q = desc.grad_k = desc.grad_v =
+        dense(dtype, {1, s, heads, dim});
+    desc.lse = dense(HAL_DTYPE_F32, {1, heads, s});
+    const size_t bytes = static_cast<size_t>(s * heads * dim) * element;
+    void* q = alloc_filled(device, stream, bytes);
+    void* k = alloc_filled(device, stream, bytes);
+    void* v = alloc_filled(device, stream, bytes);
+    void* dout = alloc_filled(device, stream, bytes);
+    void* out = alloc_filled(device, stream, bytes);
+    void* dq = alloc_filled(device, stream, bytes);
+    void* dk = alloc_filled(device, stream, bytes);
+    void* dv = alloc_filled(device, stream, bytes);
+    void* lse = alloc_filled(device, stream, static_cast<size_t>(heads * s) * 4);
+    hal_op_plan_t forward = nullptr, backward = nullptr;
+    CHECK(hal_op_plan_create(device, &desc.header, HAL_OP_PLAN_DETERMINISTIC, &forward));
+    desc.header.kind = HAL_OP_ATTENTION_BACKWARD;
+    CHECK(hal_op_plan_create(device, &desc.header, HAL_OP_PLAN_DETERMINISTIC, &backward));
+    hal_op_plan_info_t fi{}, bi{};
+    fi.struct_size = bi.struct_size = sizeof(fi);
+    CHECK(hal_op_plan_get_info(forward, &fi));
+    CHECK(hal_op_plan_get_info(backward, &bi));
+    const long rss_before = peak_rss_kib();
+    const int reps = s <= 512 ? 5 : 3;
+    const double fwd =
+        run(forward, {q, k, v, out, lse, nullptr, nullptr, nullptr}, device, stream, reps);
+    const double bwd =
+        run(backward, {q, k, v, out, lse, nullptr, nullptr, nullptr, dout, dq, dk, dv}, device,
+            stream, reps);
+    const long rss_after = peak_rss_kib();
+    std::printf("%6lld %10.2f %10.2f %12zu B %12zu B %9ld KiB %9ld KiB  [%s]\n",
+                static_cast<long long>(s), fwd, bwd, fi.workspace_bytes, bi.workspace_bytes,
+                rss_before, rss_after, fi.implementation);
+    hal_op_plan_destroy(forward);
+    hal_op_plan_destroy(backward);
+    for (void* p : {q, k, v, dout, out, dq, dk, dv, lse}) hal_mem_free(p);
+  }
+  hal_stream_destroy(stream);
+  hal_shutdown();
+  return 0;
+}
