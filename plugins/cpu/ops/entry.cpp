@@ -29,12 +29,8 @@ hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* de
         plan =
             ops::plan_matmul(*reinterpret_cast<const hal_op_matmul_desc_t*>(desc), flags, decline);
         break;
-      case HAL_OP_SOFTMAX:
-        plan = ops::plan_softmax(*reinterpret_cast<const hal_op_softmax_desc_t*>(desc), flags,
-                                 decline);
-        break;
       default:
-        decline.reason = "cpu.onednn serves HAL_OP_MATMUL and HAL_OP_SOFTMAX only";
+        decline.reason = "cpu.onednn serves HAL_OP_MATMUL only";
         break;
     }
     if (!plan) return report.fail_message(HAL_ERROR_UNSUPPORTED, 0, decline.reason);

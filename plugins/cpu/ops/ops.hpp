@@ -42,11 +42,6 @@ struct Decline {
 std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags,
                                     Decline& decline);
 
-// Plans HAL_OP_SOFTMAX (forward; softmax or log-softmax) on a oneDNN
-// softmax primitive; nullptr with |decline| set when not served.
-std::unique_ptr<OpPlan> plan_softmax(const hal_op_softmax_desc_t& desc, hal_op_plan_flags_t flags,
-                                     Decline& decline);
-
 }  // namespace ops
 
 hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
