@@ -80,8 +80,14 @@ bool is_non_overlapping(const hal_tensor_desc_t& tensor) {
   for (uint32_t d = 0; d < tensor.rank; ++d) {
     if (tensor.shape[d] > 1) order[count++] = d;
   }
-  std::sort(order.begin(), order.begin() + count,
-            [&](uint32_t a, uint32_t b) { return tensor.strides[a] < tensor.strides[b]; });
+  // An insertion sort: at most 8 dimensions (std::sort trips GCC 12's
+  // -Warray-bounds at -O3 on the fixed-size array).
+  for (uint32_t i = 1; i < count; ++i) {
+    const uint32_t d = order[i];
+    uint32_t j = i;
+    for (; j > 0 && tensor.strides[order[j - 1]] > tensor.strides[d]; --j) order[j] = order[j - 1];
+    order[j] = d;
+  }
   int64_t reach = 0;  // the largest offset the smaller dimensions reach
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t d = order[i];
@@ -171,7 +177,10 @@ std::string check_shape(const char* name, const hal_tensor_desc_t& tensor,
   if (same) return {};
   std::string wanted = "[";
   d = 0;
-  for (int64_t extent : shape) wanted += (d++ ? "," : "") + std::to_string(extent);
+  for (int64_t extent : shape) {
+    if (d++ != 0) wanted += ',';
+    wanted += std::to_string(extent);
+  }
   return std::string(name) + " is " + describe_tensor(tensor) + "; the op needs shape " + wanted +
          "]";
 }
