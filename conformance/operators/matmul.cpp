@@ -447,7 +447,7 @@ BackwardResult run_backward(TestContext& ctx, hal_activation_t act, bool bias_gr
   if (bias_grad) {
     // The sum is of f32 values (not rounded to grad_pre's dtype): f32
     // accumulation of rows terms, each within the elementwise error.
-    const Tolerance one = tolerance_for(dtype == HAL_DTYPE_F32 ? dtype : HAL_DTYPE_F32, rows);
+    const Tolerance one = tolerance_for(HAL_DTYPE_F32, static_cast<double>(rows));
     expect_close(result.grad_bias, sums, {one.atol + 1e-6 * rows, one.rtol}, what + " grad_bias");
     dbias.check_untouched(what);
   }
