@@ -183,7 +183,9 @@ typedef enum hal_matmul_flag_bits {
  * dimensions (rank - 2 of them, the same rank for all) broadcast with stride
  * 0 in a, b and c. Strided views allowed for every operand.
  * Operands: 0 a, 1 b, 2 c (read when beta != 0; may be d itself, exactly),
- * 3 d, 4 bias [n] (with HAL_MATMUL_BIAS), 5 aux (with SAVE_AUX; d's shape). */
+ * 3 d, 4 bias [n] (with HAL_MATMUL_BIAS), 5 aux (with SAVE_AUX; d's shape).
+ * Dtypes: a and b the same of f32, f16, bf16; c, d, bias, aux each any of
+ * the three. */
 typedef struct hal_op_matmul_desc {
   hal_op_header_t header; /* kind = HAL_OP_MATMUL */
   uint32_t flags;         /* hal_matmul_flag_bits_t */
@@ -195,9 +197,11 @@ typedef struct hal_op_matmul_desc {
 
 /* HAL_OP_BIAS_ACTIVATION_BACKWARD: grad_pre = grad_out * act'(aux) (or
  * grad_out itself for NONE), and with compute_bias_grad the bias gradient
- * grad_bias[n] = sum over rows of grad_pre (f32 accumulation).
- * grad_out, aux, grad_pre: [rows, n].
- * Operands: 0 grad_out, 1 aux, 2 grad_pre, 3 grad_bias. */
+ * grad_bias[n] = sum over rows of grad_pre (f32 accumulation, rows in order:
+ * deterministic). grad_out, aux, grad_pre: [rows, n]; activation NONE, RELU,
+ * GELU_TANH or GELU_ERF.
+ * Operands: 0 grad_out, 1 aux (unused with NONE), 2 grad_pre (may be
+ * grad_out), 3 grad_bias [n] (with compute_bias_grad). */
 typedef struct hal_op_bias_activation_backward_desc {
   hal_op_header_t header;
   hal_activation_t activation;
@@ -209,7 +213,10 @@ typedef struct hal_op_bias_activation_backward_desc {
  * offsets[g+1]-1 of a ([rows, k]) times b[g] ([groups, k, n], or
  * [groups, n, k] transposed) give the same rows of d ([rows, n]).
  * offsets: i32 [groups + 1] in device memory, non-decreasing, offsets[0] = 0,
- * offsets[groups] <= rows (rows past it are left as they are).
+ * offsets[groups] <= rows (rows past it are left as they are). Other values
+ * are clamped to [0, rows] and a decreasing pair is an empty group; a row in
+ * several groups' ranges gets the last one's product; nothing outside the
+ * tensors is ever read or written.
  * Operands: 0 a, 1 b, 2 offsets, 3 d. */
 typedef struct hal_op_grouped_matmul_desc {
   hal_op_header_t header;
