@@ -1,5 +1,5 @@
 // HAL_OP_MATMUL, HAL_OP_BIAS_ACTIVATION_BACKWARD and HAL_OP_GROUPED_MATMUL
-// against float64 references written from the definitions (docs/ops/matmul.md).
+// against float64 references written from the definitions (SPEC.md §17.6.1).
 #include "op_harness.hpp"
 #include "reference.hpp"
 
@@ -148,7 +148,7 @@ MatmulResult run_matmul(TestContext& ctx, const MatmulCase& t) {
 
 // d's error: f32 accumulation of k products (tolerance_for's sqrt(k)
 // growth) plus the rounding of the output to its dtype (rtol), see
-// docs/ops/matmul.md.
+// SPEC.md §17.6.1.
 void check_matmul(TestContext& ctx, const MatmulCase& t) {
   const MatmulResult result = run_matmul(ctx, t);
   const double terms = static_cast<double>(t.k) + 2;
