@@ -1,10 +1,7 @@
 // Times HAL_OP_ATTENTION and HAL_OP_ATTENTION_BACKWARD through the public
 // API and shows their memory behaviour (plan workspace, the process's peak
-// resident set before and after the runs). Not part of the build: compile it
-// against a Release tree, e.g.
-//   g++ -std=c++20 -O2 -Iapi docs/ops/attention_bench.cpp -L_build-rel/lib -lhal
-//     -Wl,-rpath,$PWD/_build-rel/lib -o /tmp/attention_bench
-//   HAL_PLUGIN_PATH=$PWD/_build-rel/lib/hal/plugins /tmp/attention_bench 512 1024
+// resident set before and after the runs).
+//   _build-rel/bench/attention 512 1024
 // Shape: batch 1, heads 4 (kv_heads 4), head dim 64, causal bottom-right,
 // f32 (f16 and bf16 with a third argument "f16"/"bf16").
 #include <hal.h>
