@@ -119,7 +119,7 @@ struct hal_op_plan_s {
   std::vector<unsigned char> desc;  // the caller's descriptor, copied
   std::vector<int64_t> numels;      // AdamW's sizes, copied (desc points here)
   hal::ops::OpSignature signature;
-  hal_impl_op_plan_t* plugin_plan = nullptr;                // the plugin's, or
+  hal_impl_op_plan_t* plugin_plan = nullptr;               // the plugin's, or
   std::shared_ptr<const hal::ops::PlannedOp> loader_plan;  // the loader's
   size_t workspace_bytes = 0;
   std::string implementation;

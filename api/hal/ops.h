@@ -120,10 +120,10 @@ typedef struct hal_op_plan_info {
   size_t struct_size; /* [in] sizeof(hal_op_plan_info_t) */
   const void* next;   /* [in] extension chain, NULL */
   hal_op_kind_t kind;
-  uint32_t operand_count;  /* pointers hal_op_execute takes */
-  uint32_t scalar_count;   /* run-time scalars hal_op_execute takes */
+  uint32_t operand_count; /* pointers hal_op_execute takes */
+  uint32_t scalar_count;  /* run-time scalars hal_op_execute takes */
   hal_op_plan_flags_t flags;
-  size_t workspace_bytes;  /* the caller's workspace each execution needs */
+  size_t workspace_bytes; /* the caller's workspace each execution needs */
   /* "cpu.onednn", "portable", "reference" ... NUL-terminated. */
   char implementation[HAL_OP_IMPLEMENTATION_NAME_BYTES];
   /* One line per implementation tried before it: "name: reason\n";
@@ -141,13 +141,13 @@ typedef struct hal_op_scalar {
 
 /* What one execution works on. */
 typedef struct hal_op_exec_args {
-  size_t struct_size;      /* [in] sizeof(hal_op_exec_args_t) */
-  const void* next;        /* [in] extension chain, NULL */
-  uint32_t operand_count;  /* must equal the plan's */
-  uint32_t scalar_count;   /* must equal the plan's */
-  void* const* operands;   /* [range(0,operand_count)] in the op's order; NULL = absent optional */
+  size_t struct_size;     /* [in] sizeof(hal_op_exec_args_t) */
+  const void* next;       /* [in] extension chain, NULL */
+  uint32_t operand_count; /* must equal the plan's */
+  uint32_t scalar_count;  /* must equal the plan's */
+  void* const* operands;  /* [range(0,operand_count)] in the op's order; NULL = absent optional */
   const hal_op_scalar_t* scalars; /* [range(0,scalar_count)] */
-  void* workspace;         /* [optional] device memory of workspace_bytes or more */
+  void* workspace;                /* [optional] device memory of workspace_bytes or more */
   size_t workspace_bytes;
 } hal_op_exec_args_t;
 
@@ -187,8 +187,8 @@ typedef enum hal_matmul_flag_bits {
  * Dtypes: a and b the same of f32, f16, bf16; c, d, bias, aux each any of
  * the three. */
 typedef struct hal_op_matmul_desc {
-  hal_op_header_t header; /* kind = HAL_OP_MATMUL */
-  uint32_t flags;         /* hal_matmul_flag_bits_t */
+  hal_op_header_t header;      /* kind = HAL_OP_MATMUL */
+  uint32_t flags;              /* hal_matmul_flag_bits_t */
   hal_activation_t activation; /* NONE, RELU, GELU_TANH or GELU_ERF */
   float alpha;
   float beta;
@@ -238,7 +238,7 @@ typedef struct hal_op_softmax_desc {
   hal_op_header_t header;
   uint32_t log; /* 0: softmax, 1: log-softmax */
   uint32_t reserved;
-  hal_tensor_desc_t x, y; /* backward: x is grad_y's and y the forward y's layout; grad_x as x */
+  hal_tensor_desc_t x, y;   /* backward: x is grad_y's and y the forward y's layout; grad_x as x */
   hal_tensor_desc_t grad_x; /* backward only */
 } hal_op_softmax_desc_t;
 
@@ -307,8 +307,8 @@ typedef struct hal_op_unary_desc {
   hal_op_header_t header;
   hal_activation_t activation;
   float alpha;
-  hal_tensor_desc_t x, out;  /* backward: out is grad_out's layout */
-  hal_tensor_desc_t grad_x;  /* backward only */
+  hal_tensor_desc_t x, out; /* backward: out is grad_out's layout */
+  hal_tensor_desc_t grad_x; /* backward only */
 } hal_op_unary_desc_t;
 
 /* HAL_OP_SWIGLU: x [..., 2n] holds (gate, up) halves; out [..., n] =
@@ -316,8 +316,8 @@ typedef struct hal_op_unary_desc {
  * HAL_OP_SWIGLU_BACKWARD: 0 x, 1 grad_out, 2 grad_x ([..., 2n]). */
 typedef struct hal_op_swiglu_desc {
   hal_op_header_t header;
-  hal_tensor_desc_t x, out;  /* backward: out is grad_out's layout */
-  hal_tensor_desc_t grad_x;  /* backward only */
+  hal_tensor_desc_t x, out; /* backward: out is grad_out's layout */
+  hal_tensor_desc_t grad_x; /* backward only */
 } hal_op_swiglu_desc_t;
 
 typedef enum hal_reduce_kind {
@@ -351,7 +351,7 @@ typedef struct hal_op_rope_desc {
   uint32_t interleaved;
   uint32_t inverse;
   uint32_t has_positions;
-  float base;          /* 10000 in most models */
+  float base; /* 10000 in most models */
   int32_t position_offset;
   hal_tensor_desc_t x, positions, out;
 } hal_op_rope_desc_t;
@@ -486,12 +486,12 @@ typedef struct hal_op_attention_desc {
   hal_op_header_t header;
   hal_causal_alignment_t causal;
   hal_attention_sparsity_t sparsity;
-  float scale;      /* softmax scale; 0 means 1/sqrt(d) */
+  float scale; /* softmax scale; 0 means 1/sqrt(d) */
   uint32_t has_cu_seqlens;
-  uint32_t batch;   /* sequences when varlen; else q.shape[0] */
+  uint32_t batch;                      /* sequences when varlen; else q.shape[0] */
   uint32_t max_seqlen_q, max_seqlen_k; /* varlen only: bounds on the lengths */
-  uint32_t block_q, block_k;          /* sparse only */
-  uint32_t topk;                      /* BLOCK_INDICES only */
+  uint32_t block_q, block_k;           /* sparse only */
+  uint32_t topk;                       /* BLOCK_INDICES only */
   hal_tensor_desc_t q, k, v, out, lse;
   hal_tensor_desc_t grad_out, grad_q, grad_k, grad_v; /* backward only */
 } hal_op_attention_desc_t;
