@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 namespace halconform::ops {
 
@@ -358,9 +359,20 @@ void plan_or_skip(TestContext& ctx, const hal_op_header_t* desc, Plan& plan,
              std::string("hal_op_plan_create failed: ") + hal_error_last_message());
 }
 
-hal_result_t try_execute(TestContext& ctx, const Plan& plan, const std::vector<void*>& operands,
-                         const std::vector<hal_op_scalar_t>& scalars, void* workspace,
-                         size_t workspace_bytes) {
+namespace {
+
+// What one execution on a fresh stream gave: hal_op_execute's result (with
+// its message) and the stream synchronisation's.
+struct Execution {
+  hal_result_t executed = HAL_SUCCESS;
+  std::string message;
+  hal_result_t synced = HAL_SUCCESS;
+};
+
+Execution execute_on_fresh_stream(TestContext& ctx, const Plan& plan,
+                                  const std::vector<void*>& operands,
+                                  const std::vector<hal_op_scalar_t>& scalars, void* workspace,
+                                  size_t workspace_bytes) {
   hal_stream_t stream = nullptr;
   HC_OK(hal_stream_create(ctx.device(), 0, &stream));
   hal_op_exec_args_t args{};
@@ -371,39 +383,36 @@ hal_result_t try_execute(TestContext& ctx, const Plan& plan, const std::vector<v
   args.scalars = scalars.data();
   args.workspace = workspace;
   args.workspace_bytes = workspace_bytes;
-  hal_result_t result = hal_op_execute(plan.get(), &args, stream);
-  const std::string message = result == HAL_SUCCESS ? "" : hal_error_last_message();
-  const hal_result_t synced = hal_stream_synchronize(stream);
+  Execution execution;
+  execution.executed = hal_op_execute(plan.get(), &args, stream);
+  if (execution.executed != HAL_SUCCESS) execution.message = hal_error_last_message();
+  execution.synced = hal_stream_synchronize(stream);
   hal_stream_destroy(stream);
-  if (result == HAL_SUCCESS) result = synced;
-  if (result != HAL_SUCCESS && !message.empty()) ctx.note("hal_op_execute: " + message);
-  return result;
+  return execution;
+}
+
+}  // namespace
+
+hal_result_t try_execute(TestContext& ctx, const Plan& plan, const std::vector<void*>& operands,
+                         const std::vector<hal_op_scalar_t>& scalars, void* workspace,
+                         size_t workspace_bytes) {
+  const Execution execution =
+      execute_on_fresh_stream(ctx, plan, operands, scalars, workspace, workspace_bytes);
+  if (!execution.message.empty()) ctx.note("hal_op_execute: " + execution.message);
+  return execution.executed != HAL_SUCCESS ? execution.executed : execution.synced;
 }
 
 void execute(TestContext& ctx, const Plan& plan, const std::vector<void*>& operands,
              const std::vector<hal_op_scalar_t>& scalars) {
   const size_t workspace_bytes = plan.info().workspace_bytes;
-  void* workspace = nullptr;
+  std::optional<DeviceTensor> workspace;  // freed however the checks below end
   if (workspace_bytes > 0) {
-    HC_OK(hal_mem_alloc(ctx.device(), HAL_MEMORY_DEVICE, workspace_bytes, 0, &workspace));
+    workspace.emplace(ctx.device(), dense(HAL_DTYPE_U8, {static_cast<int64_t>(workspace_bytes)}));
   }
-  hal_stream_t stream = nullptr;
-  HC_OK(hal_stream_create(ctx.device(), 0, &stream));
-  hal_op_exec_args_t args{};
-  args.struct_size = sizeof(args);
-  args.operand_count = static_cast<uint32_t>(operands.size());
-  args.operands = operands.data();
-  args.scalar_count = static_cast<uint32_t>(scalars.size());
-  args.scalars = scalars.data();
-  args.workspace = workspace;
-  args.workspace_bytes = workspace_bytes;
-  const hal_result_t result = hal_op_execute(plan.get(), &args, stream);
-  const std::string message = result == HAL_SUCCESS ? "" : hal_error_last_message();
-  const hal_result_t synced = hal_stream_synchronize(stream);
-  hal_stream_destroy(stream);
-  if (workspace != nullptr) hal_mem_free(workspace);
-  HC_REQUIRE(result == HAL_SUCCESS, "hal_op_execute failed: " + message);
-  HC_OK(synced);
+  const Execution execution = execute_on_fresh_stream(
+      ctx, plan, operands, scalars, workspace ? workspace->data() : nullptr, workspace_bytes);
+  HC_REQUIRE(execution.executed == HAL_SUCCESS, "hal_op_execute failed: " + execution.message);
+  HC_OK(execution.synced);
 }
 
 Tolerance tolerance_for(hal_dtype_t dtype, double terms) {
