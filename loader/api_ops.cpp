@@ -400,6 +400,7 @@ hal_result_t execute_body(hal_op_plan_t plan, const hal_op_exec_args_t* args, ha
     }
     const bool verbose = ops_verbose();
     const auto started = std::chrono::steady_clock::now();
+    const char* op_name = hal::util::op_kind_name(plan->header_of_desc()->kind);
     hal_result_t result = HAL_SUCCESS;
     if (plan->plugin_plan != nullptr) {
       const PluginRecord& plugin = *plan->header.plugin;
@@ -407,9 +408,15 @@ hal_result_t execute_body(hal_op_plan_t plan, const hal_op_exec_args_t* args, ha
       if (hal_result_t lost = refuse_lost_stream(stream, kFunction); lost != HAL_SUCCESS) {
         return lost;
       }
+      const layers::tracing::StreamOpSpan span(stream, op_name, 0, plan->implementation.c_str());
       result = plugin.table.op_execute(plan->plugin_plan, stream->impl, args);
       if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, kFunction, plugin);
     } else {
+      // The portable and reference implementations enqueue through the
+      // loader's own entries, which take the enqueue lock per launch: the
+      // span is not under it, so another thread's work enqueued on this
+      // stream in between would count in this op's time.
+      const layers::tracing::StreamOpSpan span(stream, op_name, 0, plan->implementation.c_str());
       hal::ops::ExecContext context;
       context.stream = stream;
       context.operands = args->operands;

@@ -5,12 +5,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace hal::loader::layers::tracing {
 
@@ -19,13 +23,16 @@ namespace hal::loader::layers::tracing {
 struct ExecutionSpan {
   uint32_t track = 0;
   uint32_t device = 0;
-  const char* operation = "";
+  std::string operation;  // owned: the op plan that named it may be gone when it ends
   uint64_t bytes = 0;
   const void* stream = nullptr;
   uint64_t begin_ns = 0;
 };
 
 namespace {
+
+// Spans this thread has open (StreamOpSpan objects alive with a span).
+thread_local int open_spans_on_this_thread = 0;
 
 // Stream tracks get thread ids far above any real one, so they never merge
 // with a thread's track.
@@ -38,12 +45,19 @@ struct CallCounters {
   std::atomic<uint64_t> max_ns{0};
 };
 
+// Executed stream operations of one name, for the summary.
+struct SpanTotals {
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+};
+
 struct TraceState {
-  std::mutex mutex;  // the file and the track table
+  std::mutex mutex;  // the file, the track table and the span totals
   std::FILE* file = nullptr;
   std::atomic<bool> file_open{false};  // read without the mutex by writing()
   bool first_event = true;
-  bool summary = false;
+  std::atomic<bool> summary{false};  // read without the mutex by spans
+  std::map<std::string, SpanTotals> span_totals;
   uint64_t origin_ns = 0;
   std::unordered_map<const void*, uint32_t> stream_tracks;
   std::array<CallCounters, kApiCount> counters;
@@ -121,13 +135,20 @@ void run_span_end(void* data) noexcept {
   std::unique_ptr<ExecutionSpan> span(static_cast<ExecutionSpan*>(data));
   const uint64_t end_ns = now_ns();
   try {
+    TraceState& trace = state();
+    if (trace.summary.load(std::memory_order_acquire)) {
+      std::lock_guard lock(trace.mutex);
+      SpanTotals& totals = trace.span_totals[span->operation];
+      ++totals.count;
+      totals.total_ns += end_ns - span->begin_ns;
+    }
+    if (!writing()) return;
     const std::string event = format(
-        "{\"name\":\"%s\",\"cat\":\"stream\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,"
+        "{\"name\":%s,\"cat\":\"stream\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,"
         "\"tid\":%u,\"args\":{\"device\":%u,\"stream\":\"%p\",\"bytes\":%llu}}",
-        span->operation, micros_since_origin(span->begin_ns),
+        json_string(span->operation).c_str(), micros_since_origin(span->begin_ns),
         static_cast<double>(end_ns - span->begin_ns) / 1000.0, process_id(), span->track,
         span->device, span->stream, static_cast<unsigned long long>(span->bytes));
-    TraceState& trace = state();
     std::lock_guard lock(trace.mutex);
     write_event_locked(trace, event);
   } catch (...) {
@@ -153,6 +174,27 @@ void print_summary(TraceState& trace) {
                  total_ns / 1e3 / static_cast<double>(calls),
                  static_cast<double>(counters.max_ns.load()) / 1e3);
   }
+  if (trace.span_totals.empty()) return;
+  // Where the streams spent their time, largest first: an op's line is
+  // "kind [implementation]", so a training step's profile reads off directly.
+  std::vector<std::pair<std::string, SpanTotals>> spans(trace.span_totals.begin(),
+                                                        trace.span_totals.end());
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+    return a.second.total_ns > b.second.total_ns;
+  });
+  uint64_t all_ns = 0;
+  for (const auto& [name, totals] : spans) all_ns += totals.total_ns;
+  std::fprintf(stderr, "hal: stream operations executed: %.3f ms in all\n",
+               static_cast<double>(all_ns) / 1e6);
+  std::fprintf(stderr, "%-44s %10s %12s %10s %7s\n", "operation", "count", "total ms", "mean us",
+               "share");
+  for (const auto& [name, totals] : spans) {
+    const double total_ns = static_cast<double>(totals.total_ns);
+    std::fprintf(stderr, "%-44s %10llu %12.3f %10.3f %6.1f%%\n", name.c_str(),
+                 static_cast<unsigned long long>(totals.count), total_ns / 1e6,
+                 total_ns / 1e3 / static_cast<double>(totals.count),
+                 all_ns > 0 ? 100.0 * total_ns / static_cast<double>(all_ns) : 0.0);
+  }
 }
 
 }  // namespace
@@ -173,7 +215,8 @@ bool open(const char* path, bool summary) noexcept {
     counters.max_ns = 0;
   }
   trace.stream_tracks.clear();
-  trace.summary = summary;
+  trace.span_totals.clear();
+  trace.summary.store(summary, std::memory_order_release);
   trace.origin_ns = now_ns();
   trace.first_event = true;
   if (path == nullptr || path[0] == '\0') return true;
@@ -200,8 +243,8 @@ void close() noexcept {
     trace.file = nullptr;
     trace.file_open.store(false, std::memory_order_release);
   }
-  if (trace.summary) print_summary(trace);
-  trace.summary = false;
+  if (trace.summary.load()) print_summary(trace);
+  trace.summary.store(false, std::memory_order_release);
 }
 
 bool writing() noexcept {
@@ -263,13 +306,24 @@ void append_stream(std::string& out, const char* name, const hal_stream_s* strea
   }
 }
 
-void StreamOpSpan::begin(hal_stream_s* stream, const char* operation, uint64_t bytes) noexcept {
+void StreamOpSpan::begin(hal_stream_s* stream, const char* operation, uint64_t bytes,
+                         const char* qualifier) noexcept {
   const hal_plugin_table_v1_t& table = table_of(stream);
-  if (!writing() || table.stream_enqueue_host_fn == nullptr) return;
+  // An operation made of other stream operations (an op served by the
+  // portable kernels) is one span: the launches inside it open none.
+  if (open_spans_on_this_thread > 0) return;
+  if ((!writing() && !state().summary.load(std::memory_order_acquire)) ||
+      table.stream_enqueue_host_fn == nullptr)
+    return;
   try {
     auto span = std::make_unique<ExecutionSpan>();
     span->device = stream->device->properties.index;
     span->operation = operation;
+    if (qualifier != nullptr) {
+      span->operation += " [";
+      span->operation += qualifier;
+      span->operation += ']';
+    }
     span->bytes = bytes;
     span->stream = stream;
     {
@@ -284,12 +338,14 @@ void StreamOpSpan::begin(hal_stream_s* stream, const char* operation, uint64_t b
     }
     stream_ = stream;
     span_ = span.release();
+    ++open_spans_on_this_thread;
   } catch (...) {
     // Out of memory: no span for this operation.
   }
 }
 
 void StreamOpSpan::end() noexcept {
+  --open_spans_on_this_thread;
   const hal_plugin_table_v1_t& table = table_of(stream_);
   if (table.stream_enqueue_host_fn(stream_->impl, run_span_end, span_) != HAL_SUCCESS) {
     // The begin function may still be queued: let it run before freeing.

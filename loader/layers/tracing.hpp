@@ -90,11 +90,15 @@ struct ExecutionSpan;
 
 // Placed in an enqueue entry right after it takes the stream's enqueue lock:
 // brackets the operation with the host functions that time its execution.
+// The span is named |operation|, or "|operation| [|qualifier|]" (an op and
+// the implementation that serves it). Spans go to the HAL_TRACE file and
+// into HAL_TRACE_SUMMARY's per-operation table.
 class StreamOpSpan {
  public:
-  StreamOpSpan(hal_stream_s* stream, const char* operation, uint64_t bytes) noexcept {
+  StreamOpSpan(hal_stream_s* stream, const char* operation, uint64_t bytes,
+               const char* qualifier = nullptr) noexcept {
     if (tracing_on()) [[unlikely]]
-      begin(stream, operation, bytes);
+      begin(stream, operation, bytes, qualifier);
   }
   ~StreamOpSpan() {
     if (span_ != nullptr) [[unlikely]]
@@ -104,7 +108,8 @@ class StreamOpSpan {
   StreamOpSpan& operator=(const StreamOpSpan&) = delete;
 
  private:
-  void begin(hal_stream_s* stream, const char* operation, uint64_t bytes) noexcept;
+  void begin(hal_stream_s* stream, const char* operation, uint64_t bytes,
+             const char* qualifier) noexcept;
   void end() noexcept;
 
   hal_stream_s* stream_ = nullptr;
