@@ -1,14 +1,17 @@
 # Runs WORKLOAD with HAL_TRACE=TRACE_FILE and HAL_TRACE_SUMMARY=1, then checks
 # that the file is Trace Event Format JSON holding what the viewers need:
 # API calls on the calling thread with their arguments and results, stream
-# execution spans on a named track per stream, and that the summary printed.
+# execution spans on a named track per stream (an operator's as one span
+# named "kind [implementation]", without spans for the kernels inside it),
+# and that the summary printed both tables.
 file(REMOVE "${TRACE_FILE}")
 set(ENV{HAL_TRACE} "${TRACE_FILE}")
 execute_process(COMMAND "${WORKLOAD}" RESULT_VARIABLE failed ERROR_VARIABLE stderr_text)
 if(failed)
   message(FATAL_ERROR "the workload failed (${failed}): ${stderr_text}")
 endif()
-foreach(expected "hal: trace summary: " "hal_memcpy_async +3 +1 ")
+foreach(expected "hal: trace summary: " "hal_memcpy_async +3 +1 "
+                 "hal: stream operations executed: " "\nbinary \\[[a-z.]+\\] +1 ")
   if(NOT stderr_text MATCHES "${expected}")
     message(FATAL_ERROR "the summary lacks '${expected}':\n${stderr_text}")
   endif()
@@ -73,5 +76,15 @@ foreach(operation hal_memcpy_async hal_memset_async hal_stream_enqueue_host_fn h
     message(FATAL_ERROR "no execution span for ${operation}; spans: ${stream_spans}")
   endif()
 endforeach()
+set(op_spans "${stream_spans}")
+list(FILTER op_spans INCLUDE REGEX "^binary \\[[a-z.]+\\]$")
+list(LENGTH op_spans op_span_count)
+if(NOT op_span_count EQUAL 1)
+  message(FATAL_ERROR "expected one execution span 'binary [implementation]'; spans: ${stream_spans}")
+endif()
+list(FIND stream_spans "hal_launch_kernel" found)
+if(NOT found EQUAL -1)
+  message(FATAL_ERROR "a kernel inside an operator got its own span; spans: ${stream_spans}")
+endif()
 list(LENGTH stream_spans span_count)
 message(STATUS "${count} trace events, ${span_count} execution spans: ${TRACE_FILE} is a valid trace")

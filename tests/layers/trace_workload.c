@@ -1,5 +1,6 @@
 /* A small HAL program for the tracing tests: every kind of stream operation
- * on device 0 of the cpu plugin, run under HAL_TRACE / HAL_TRACE_SUMMARY. */
+ * on device 0 of the cpu plugin, an operator among them, run under
+ * HAL_TRACE / HAL_TRACE_SUMMARY. */
 #include <hal.h>
 
 #include <stdio.h>
@@ -39,6 +40,34 @@ int main(void) {
   CHECK(hal_event_record(event, stream));
   CHECK(hal_stream_wait_event(stream, event));
   CHECK(hal_memcpy_async(host, memory, kBytes, stream));
+  {
+    /* out = a + b on 256 floats inside |memory|: one op execution, one span
+     * named after the op and its implementation, whatever kernels serve it. */
+    hal_op_binary_desc_t add;
+    hal_op_plan_t plan = NULL;
+    const int64_t shape[1] = {256};
+    float* floats = (float*)memory;
+    void* operands[3];
+    hal_op_exec_args_t args;
+    memset(&add, 0, sizeof add);
+    add.header.struct_size = sizeof add;
+    add.header.kind = HAL_OP_BINARY;
+    add.op = HAL_BINARY_ADD;
+    add.alpha = 1.0f;
+    hal_tensor_desc_contiguous(&add.a, HAL_DTYPE_F32, 1, shape);
+    add.b = add.a;
+    add.out = add.a;
+    CHECK(hal_op_plan_create(device, &add.header, 0, &plan));
+    operands[0] = floats;
+    operands[1] = floats + 256;
+    operands[2] = floats + 512;
+    memset(&args, 0, sizeof args);
+    args.struct_size = sizeof args;
+    args.operand_count = 3;
+    args.operands = operands;
+    CHECK(hal_op_execute(plan, &args, stream));
+    CHECK(hal_op_plan_destroy(plan)); /* before the execution ends: the span keeps its name */
+  }
   CHECK(hal_stream_synchronize(stream));
   /* A failing call is traced with its result. */
   if (hal_memcpy_async(NULL, host, 1, stream) != HAL_ERROR_NULL_POINTER) return 1;
