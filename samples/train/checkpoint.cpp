@@ -78,6 +78,7 @@ void write_header(Writer& out, const Checkpoint& checkpoint, uint64_t elements) 
   out.put(c.final_lr_ratio);
   for (float field : {c.beta1, c.beta2, c.epsilon, c.weight_decay, c.max_grad_norm}) out.put(field);
   out.put(c.seed);
+  out.put(static_cast<uint32_t>(c.precision));
   out.put(checkpoint.step);
   out.put(checkpoint.rng_state);
   out.put(elements);
@@ -205,6 +206,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     *field = in.get<float>();
   }
   c.seed = in.get<uint64_t>();
+  c.precision = static_cast<Precision>(in.get<uint32_t>());  // validate() checks the value
   checkpoint.step = in.get<uint32_t>();
   checkpoint.rng_state = in.get<uint64_t>();
   const uint64_t elements = in.get<uint64_t>();

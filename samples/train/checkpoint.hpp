@@ -6,7 +6,7 @@
 //   "HALCKPT1" | u32 version | u32 endian marker 0x01020304
 //   | config: u32 layers, width, heads, context, vocab, batch, steps, warmup
 //   |         f64 learning_rate, final_lr_ratio | f32 beta1, beta2, epsilon,
-//   |         weight_decay, max_grad_norm | u64 seed
+//   |         weight_decay, max_grad_norm | u64 seed | u32 precision
 //   | u32 step | u64 rng_state | u64 elements
 //   | f32 params[elements] | f32 m[elements] | f32 v[elements]
 //   | u64 FNV-1a-64 of every byte before it

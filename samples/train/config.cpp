@@ -6,6 +6,10 @@
 
 namespace train {
 
+const char* precision_name(Precision precision) {
+  return precision == Precision::kBf16 ? "bf16 (mixed, f32 master weights)" : "f32";
+}
+
 double learning_rate_at(const TrainConfig& config, uint32_t step) {
   const double peak = config.learning_rate;
   if (step < config.warmup_steps) return peak * (step + 1) / config.warmup_steps;
@@ -31,6 +35,9 @@ void validate(const TrainConfig& config, uint32_t devices) {
   if (config.batch % devices != 0) {
     fail("the global batch " + std::to_string(config.batch) + " does not split evenly over " +
          std::to_string(devices) + " devices");
+  }
+  if (config.precision != Precision::kF32 && config.precision != Precision::kBf16) {
+    fail("precision must be f32 or bf16");
   }
   if (config.steps < 1) fail("steps must be at least 1");
   if (config.warmup_steps < 1) fail("warmup_steps must be at least 1");

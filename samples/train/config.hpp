@@ -16,8 +16,17 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
+// What the matmuls compute in. kBf16 is mixed precision: bf16 copies of
+// the weights and of the activations and gradients that feed matmuls, f32
+// accumulation, f32 master weights, gradients, optimizer state and
+// residual stream.
+enum class Precision : uint32_t { kF32 = 0, kBf16 = 1 };
+
+const char* precision_name(Precision precision);
+
 struct TrainConfig {
   ModelConfig model;
+  Precision precision = Precision::kF32;
   uint32_t batch = 8;  // global sequences per step, split evenly over the devices
   uint32_t steps = 300;
   uint32_t warmup_steps = 10;

@@ -1,7 +1,8 @@
 // train: trains the sample transformer on the devices HAL finds.
 //
 //   train [--steps N] [--layers L] [--width C] [--heads H] [--context T]
-//         [--batch B] [--lr X] [--seed S] [--eval-every N] [--devices K|all]
+//         [--batch B] [--lr X] [--seed S] [--precision f32|bf16]
+//         [--eval-every N] [--devices K|all]
 //         [--mpi] [--corpus PATH] [--save FILE] [--resume FILE] [--log FILE]
 //         [--label TEXT] [--sample N] [--temperature X] [--quiet]
 //         [--expect-log FILE --tolerance X]
@@ -95,7 +96,16 @@ Options parse(int argc, char** argv) {
       c.learning_rate = parse_double(flag, value());
     else if (flag == "--seed")
       c.seed = parse_unsigned(flag, value(), UINT64_MAX);
-    else if (flag == "--eval-every")
+    else if (flag == "--precision") {
+      const std::string name = value();
+      if (name == "f32") {
+        c.precision = train::Precision::kF32;
+      } else if (name == "bf16") {
+        c.precision = train::Precision::kBf16;
+      } else {
+        throw UsageError("--precision expects f32 or bf16, not '" + name + "'");
+      }
+    } else if (flag == "--eval-every")
       options.eval_every = u32();
     else if (flag == "--devices")
       options.devices = value();
@@ -378,12 +388,14 @@ int main(int argc, char** argv) {
     options = parse(argc, argv);
   } catch (const UsageError& error) {
     if (error.what()[0] != '\0') std::fprintf(stderr, "train: %s\n", error.what());
-    std::fprintf(stderr,
-                 "usage: train [--steps N] [--layers L] [--width C] [--heads H] [--context T]\n"
-                 "             [--batch B] [--warmup N] [--lr X] [--seed S] [--eval-every N]\n"
-                 "             [--devices K|all] [--mpi] [--corpus PATH] [--save FILE]\n"
-                 "             [--resume FILE] [--log FILE] [--label TEXT] [--sample N]\n"
-                 "             [--temperature X] [--quiet] [--expect-log FILE --tolerance X]\n");
+    std::fprintf(
+        stderr,
+        "usage: train [--steps N] [--layers L] [--width C] [--heads H] [--context T]\n"
+        "             [--batch B] [--warmup N] [--lr X] [--seed S] [--precision f32|bf16]\n"
+        "             [--eval-every N]\n"
+        "             [--devices K|all] [--mpi] [--corpus PATH] [--save FILE]\n"
+        "             [--resume FILE] [--log FILE] [--label TEXT] [--sample N]\n"
+        "             [--temperature X] [--quiet] [--expect-log FILE --tolerance X]\n");
     return 2;
   }
   const hal_result_t init = hal_init(nullptr);

@@ -111,11 +111,14 @@ double forward_flops_per_token(const ModelConfig& model) {
 
 // --- Replica -----------------------------------------------------------------
 
-Replica::Replica(hal_device_t device, const ParamLayout& layout, uint32_t local_batch)
+Replica::Replica(hal_device_t device, const ParamLayout& layout, uint32_t local_batch,
+                 Precision precision)
     : device_(device),
       layout_(layout),
       batch_(local_batch),
-      rows_(size_t{local_batch} * layout.model.context) {
+      rows_(size_t{local_batch} * layout.model.context),
+      precision_(precision),
+      compute_dtype_(precision == Precision::kBf16 ? HAL_DTYPE_BF16 : HAL_DTYPE_F32) {
   hal_stream_t stream = nullptr;
   check(hal_stream_create(device, 0, &stream), "hal_stream_create");
   stream_ = Stream(stream);
@@ -153,6 +156,11 @@ Replica::Replica(hal_device_t device, const ParamLayout& layout, uint32_t local_
   d_k_ = DeviceBuffer(device, N * C * f);
   d_v_ = DeviceBuffer(device, N * C * f);
   d_qkv_ = DeviceBuffer(device, N * 3 * C * f);
+  if (precision_ == Precision::kBf16) {
+    params_low_ = DeviceBuffer(device, layout.total * sizeof(uint16_t));
+    d_residual_low_ = DeviceBuffer(device, N * C * sizeof(uint16_t));
+    d_fc_low_ = DeviceBuffer(device, N * 4 * C * sizeof(uint16_t));
+  }
 
   // Gradients are overwritten every step, but the padding between entries
   // never is: zero it once so the norm and the all-reduce see zeros there.
@@ -219,7 +227,7 @@ void Replica::build_plans(const ParamLayout& layout) {
     desc.mean = desc.rstd = dense({N});
     if (!backward) {
       desc.has_mean = desc.has_rstd = 1;
-      desc.y = dense({N, C});
+      desc.y = dense({N, C}, compute_dtype_);  // feeds a matmul
       return plan(desc, HAL_OP_NORM, "layernorm");
     }
     desc.has_grad_gamma = desc.has_grad_beta = 1;
@@ -251,29 +259,55 @@ void Replica::build_plans(const ParamLayout& layout) {
   const hal_tensor_desc_t heads = dense({B, T, H, D});
   // q, k and v are column blocks of qkv: [B, T, H, D] views with qkv's row stride.
   const hal_tensor_desc_t qkv_part = view({B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
+  // Matmul operands (weights, the activations and gradients they multiply)
+  // are in the compute dtype; results, biases and accumulations in f32.
+  const hal_dtype_t lp = compute_dtype_;
+  const bool mixed = precision_ == Precision::kBf16;
+  const hal_tensor_desc_t lp_c = dense({N, C}, lp), lp_3c = dense({N, 3 * C}, lp),
+                          lp_4c = dense({N, 4 * C}, lp), lp_v = dense({N, V}, lp);
+  auto weight = [&](int64_t rows, int64_t cols) { return dense({rows, cols}, lp); };
 
-  const hal_op_plan_t qkv_mm = matmul(rows_c, dense({C, 3 * C}), rows_3c, 0, 0.0f, true);
-  const hal_op_plan_t proj_mm = matmul(rows_c, dense({C, C}), rows_c, 0, 1.0f, true);
-  const hal_op_plan_t fc_mm = matmul(rows_c, dense({C, 4 * C}), rows_4c, 0, 0.0f, true);
-  const hal_op_plan_t out_mm = matmul(rows_4c, dense({4 * C, C}), rows_c, 0, 1.0f, true);
-  const hal_op_plan_t head_mm = matmul(rows_c, dense({C, V}), rows_v, 0, 0.0f, false);
+  const hal_op_plan_t qkv_mm = matmul(lp_c, weight(C, 3 * C), rows_3c, 0, 0.0f, true);
+  const hal_op_plan_t proj_mm = matmul(lp_c, weight(C, C), rows_c, 0, 1.0f, true);
+  const hal_op_plan_t fc_mm = matmul(lp_c, weight(C, 4 * C), rows_4c, 0, 0.0f, true);
+  const hal_op_plan_t out_mm = matmul(lp_4c, weight(4 * C, C), rows_c, 0, 1.0f, true);
+  const hal_op_plan_t head_mm = matmul(lp_c, weight(C, V), rows_v, 0, 0.0f, false);
   // Weight gradients: dW = x^T @ dy (TRANSPOSE_A); input gradients dx = dy @ W^T.
   const uint32_t tA = HAL_MATMUL_TRANSPOSE_A, tB = HAL_MATMUL_TRANSPOSE_B;
-  const hal_op_plan_t d_qkv_w = matmul(rows_c, rows_3c, dense({C, 3 * C}), tA, 0.0f, false);
-  const hal_op_plan_t d_qkv_x = matmul(rows_3c, dense({C, 3 * C}), rows_c, tB, 0.0f, false);
-  const hal_op_plan_t d_proj_w = matmul(rows_c, rows_c, dense({C, C}), tA, 0.0f, false);
-  const hal_op_plan_t d_proj_x = matmul(rows_c, dense({C, C}), rows_c, tB, 0.0f, false);
-  const hal_op_plan_t d_fc_w = matmul(rows_c, rows_4c, dense({C, 4 * C}), tA, 0.0f, false);
-  const hal_op_plan_t d_fc_x = matmul(rows_4c, dense({C, 4 * C}), rows_c, tB, 0.0f, false);
-  const hal_op_plan_t d_out_w = matmul(rows_4c, rows_c, dense({4 * C, C}), tA, 0.0f, false);
-  const hal_op_plan_t d_out_x = matmul(rows_c, dense({4 * C, C}), rows_4c, tB, 0.0f, false);
-  const hal_op_plan_t d_head_w = matmul(rows_c, rows_v, dense({C, V}), tA, 0.0f, false);
-  const hal_op_plan_t d_head_x = matmul(rows_v, dense({C, V}), rows_c, tB, 0.0f, false);
+  const hal_op_plan_t d_qkv_w = matmul(lp_c, lp_3c, dense({C, 3 * C}), tA, 0.0f, false);
+  const hal_op_plan_t d_qkv_x = matmul(lp_3c, weight(C, 3 * C), rows_c, tB, 0.0f, false);
+  const hal_op_plan_t d_proj_w = matmul(lp_c, lp_c, dense({C, C}), tA, 0.0f, false);
+  const hal_op_plan_t d_proj_x = matmul(lp_c, weight(C, C), rows_c, tB, 0.0f, false);
+  const hal_op_plan_t d_fc_w = matmul(lp_c, lp_4c, dense({C, 4 * C}), tA, 0.0f, false);
+  const hal_op_plan_t d_fc_x = matmul(lp_4c, weight(C, 4 * C), rows_c, tB, 0.0f, false);
+  const hal_op_plan_t d_out_w = matmul(lp_4c, lp_c, dense({4 * C, C}), tA, 0.0f, false);
+  const hal_op_plan_t d_out_x = matmul(lp_c, weight(4 * C, C), rows_4c, tB, 0.0f, false);
+  const hal_op_plan_t d_head_w = matmul(lp_c, lp_v, dense({C, V}), tA, 0.0f, false);
+  const hal_op_plan_t d_head_x = matmul(lp_v, weight(C, V), rows_c, tB, 0.0f, false);
+  // bf16 copies: of every weight after each optimizer step, of the residual
+  // gradient before it enters matmuls.
+  if (mixed) {
+    auto cast = zeroed<hal_op_cast_desc_t>();
+    cast.in = dense({static_cast<int64_t>(layout.total)});
+    cast.out = dense({static_cast<int64_t>(layout.total)}, lp);
+    cast_weights_ = plan(cast, HAL_OP_CAST, "cast");
+    cast.in = rows_c;
+    cast.out = lp_c;
+    cast_rows_ = plan(cast, HAL_OP_CAST, "cast");
+  }
+  void* dres_low = mixed ? d_residual_low_.get() : d_residual_.get();
+  void* dfc_low = mixed ? d_fc_low_.get() : d_fc_.get();
+  auto W = [&](size_t offset) { return matmul_weight(offset); };
 
   const hal_op_plan_t norm_fwd = layernorm(false);
   const hal_op_plan_t norm_bwd = layernorm(true);
   const hal_op_plan_t sum_c = column_sum(N, C);
-  const hal_op_plan_t sum_3c = column_sum(N, 3 * C);
+  auto sum_dqkv = zeroed<hal_op_reduce_desc_t>();
+  sum_dqkv.reduce = HAL_REDUCE_KIND_SUM;
+  sum_dqkv.axes_mask = 1u;
+  sum_dqkv.x = lp_3c;
+  sum_dqkv.out = dense({1, 3 * C});
+  const hal_op_plan_t sum_3c = plan(sum_dqkv, HAL_OP_REDUCE, "reduce");
   const hal_op_plan_t add_rows = binary(HAL_BINARY_ADD, rows_c, rows_c, rows_c);
   // The position table broadcast over the batch: [1, T, C] onto [B, T, C].
   const hal_op_plan_t add_positions =
@@ -292,12 +326,14 @@ void Replica::build_plans(const ParamLayout& layout) {
   auto gelu = zeroed<hal_op_unary_desc_t>();
   gelu.activation = HAL_ACTIVATION_GELU_TANH;
   gelu.alpha = 1.0f;
-  gelu.x = gelu.out = rows_4c;
+  gelu.x = rows_4c;
+  gelu.out = lp_4c;
   const hal_op_plan_t gelu_fwd = plan(gelu, HAL_OP_UNARY, "gelu");
   auto gelu_back = zeroed<hal_op_bias_activation_backward_desc_t>();
   gelu_back.activation = HAL_ACTIVATION_GELU_TANH;
   gelu_back.compute_bias_grad = 1;
-  gelu_back.grad_out = gelu_back.aux = gelu_back.grad_pre = rows_4c;
+  gelu_back.grad_out = gelu_back.aux = rows_4c;
+  gelu_back.grad_pre = lp_4c;
   gelu_back.grad_bias = dense({4 * C});
   const hal_op_plan_t gelu_bwd = plan(gelu_back, HAL_OP_BIAS_ACTIVATION_BACKWARD, "gelu backward");
 
@@ -306,7 +342,7 @@ void Replica::build_plans(const ParamLayout& layout) {
   attention.sparsity = HAL_ATTENTION_DENSE;
   attention.batch = static_cast<uint32_t>(B);
   attention.q = attention.k = attention.v = qkv_part;
-  attention.out = heads;
+  attention.out = dense({B, T, H, D}, lp);  // feeds the projection matmul
   attention.lse = dense({B, H, T});
   const hal_op_plan_t attention_fwd = plan(attention, HAL_OP_ATTENTION, "attention");
   attention.grad_out = attention.grad_q = attention.grad_k = attention.grad_v = heads;
@@ -315,7 +351,8 @@ void Replica::build_plans(const ParamLayout& layout) {
   // Dense dq, dk, dv copied into qkv's interleaved layout.
   auto scatter = zeroed<hal_op_cast_desc_t>();
   scatter.in = heads;
-  scatter.out = qkv_part;
+  scatter.out = view({B, T, H, D}, {T * 3 * C, 3 * C, D, 1});
+  scatter.out.dtype = lp;
   const hal_op_plan_t scatter_heads = plan(scatter, HAL_OP_CAST, "copy");
 
   auto cross_entropy = [&](bool with_grad) {
@@ -325,7 +362,7 @@ void Replica::build_plans(const ParamLayout& layout) {
     desc.logits = rows_v;
     desc.labels = dense({N}, HAL_DTYPE_I32);
     desc.loss = dense({1});
-    if (with_grad) desc.grad_logits = rows_v;
+    if (with_grad) desc.grad_logits = lp_v;
     return plan(desc, HAL_OP_CROSS_ENTROPY, "cross-entropy");
   };
   const hal_op_plan_t loss_train = cross_entropy(true), loss_eval = cross_entropy(false);
@@ -351,13 +388,13 @@ void Replica::build_plans(const ParamLayout& layout) {
          {residual(l), P(w.ln1_g), P(w.ln1_b), slice(ln1_, l, c), stats(l, 0), stats(l, 1)},
          {}});
     forward_.push_back(
-        {qkv_mm, {slice(ln1_, l, c), P(w.qkv_w), nullptr, qkv, P(w.qkv_b), nullptr}, {}});
+        {qkv_mm, {slice(ln1_, l, c), W(w.qkv_w), nullptr, qkv, P(w.qkv_b), nullptr}, {}});
     forward_.push_back({attention_fwd,
                         {qkv, qkv + c, qkv + 2 * c, slice(attention_, l, c), lse_.f32(l * n * h),
                          nullptr, nullptr, nullptr},
                         {}});
     forward_.push_back({proj_mm,
-                        {slice(attention_, l, c), P(w.proj_w), residual(l), slice(middle_, l, c),
+                        {slice(attention_, l, c), W(w.proj_w), residual(l), slice(middle_, l, c),
                          P(w.proj_b), nullptr},
                         {}});
     forward_.push_back({norm_fwd,
@@ -366,11 +403,11 @@ void Replica::build_plans(const ParamLayout& layout) {
                         {}});
     forward_.push_back(
         {fc_mm,
-         {slice(ln2_, l, c), P(w.fc_w), nullptr, slice(fc_pre_, l, 4 * c), P(w.fc_b), nullptr},
+         {slice(ln2_, l, c), W(w.fc_w), nullptr, slice(fc_pre_, l, 4 * c), P(w.fc_b), nullptr},
          {}});
     forward_.push_back({gelu_fwd, {slice(fc_pre_, l, 4 * c), slice(fc_act_, l, 4 * c)}, {}});
     forward_.push_back({out_mm,
-                        {slice(fc_act_, l, 4 * c), P(w.out_w), slice(middle_, l, c),
+                        {slice(fc_act_, l, 4 * c), W(w.out_w), slice(middle_, l, c),
                          residual(l + 1), P(w.out_b), nullptr},
                         {}});
   }
@@ -380,7 +417,7 @@ void Replica::build_plans(const ParamLayout& layout) {
                        final_stats_.f32(0), final_stats_.f32(n)},
                       {}});
   forward_.push_back(
-      {head_mm, {final_ln_.get(), P(layout.head_w), nullptr, logits_.get(), nullptr, nullptr}, {}});
+      {head_mm, {final_ln_.get(), W(layout.head_w), nullptr, logits_.get(), nullptr, nullptr}, {}});
 
   hal_op_scalar_t unit_scale{};
   unit_scale.f64 = 1.0;
@@ -401,7 +438,7 @@ void Replica::build_plans(const ParamLayout& layout) {
        {final_ln_.get(), dlogits_.get(), nullptr, G(layout.head_w), nullptr, nullptr},
        {}});
   backward_.push_back(
-      {d_head_x, {dlogits_.get(), P(layout.head_w), nullptr, dnorm, nullptr, nullptr}, {}});
+      {d_head_x, {dlogits_.get(), W(layout.head_w), nullptr, dnorm, nullptr, nullptr}, {}});
   backward_.push_back({norm_bwd,
                        {residual(L), P(layout.lnf_g), final_stats_.f32(0), final_stats_.f32(n),
                         dnorm, dres, G(layout.lnf_g), G(layout.lnf_b)},
@@ -409,42 +446,52 @@ void Replica::build_plans(const ParamLayout& layout) {
   for (size_t l = L; l-- > 0;) {
     const LayerParams& w = layout.layers[l];
     float* qkv = slice(qkv_, l, 3 * c);
-    float* dqkv = d_qkv_.f32();
+    void* dqkv = d_qkv_.get();
+    // In bf16, dqkv holds 2-byte elements: the k and v blocks start c elements apart.
+    const size_t lp_bytes = mixed ? sizeof(uint16_t) : sizeof(float);
+    auto dqkv_block = [&](size_t block) -> void* {
+      return static_cast<char*>(dqkv) + block * c * lp_bytes;
+    };
+    if (mixed) backward_.push_back({cast_rows_, {dres, dres_low}, {}});
     // residual' = middle + fc_act @ out_w + out_b
     backward_.push_back(
-        {d_out_w, {slice(fc_act_, l, 4 * c), dres, nullptr, G(w.out_w), nullptr, nullptr}, {}});
+        {d_out_w, {slice(fc_act_, l, 4 * c), dres_low, nullptr, G(w.out_w), nullptr, nullptr}, {}});
     backward_.push_back({sum_c, {dres, G(w.out_b)}, {}});
-    backward_.push_back({d_out_x, {dres, P(w.out_w), nullptr, d_fc_.get(), nullptr, nullptr}, {}});
+    backward_.push_back(
+        {d_out_x, {dres_low, W(w.out_w), nullptr, d_fc_.get(), nullptr, nullptr}, {}});
     // fc_act = gelu(fc_pre); fc_pre = ln2 @ fc_w + fc_b
     backward_.push_back(
-        {gelu_bwd, {d_fc_.get(), slice(fc_pre_, l, 4 * c), d_fc_.get(), G(w.fc_b)}, {}});
+        {gelu_bwd, {d_fc_.get(), slice(fc_pre_, l, 4 * c), dfc_low, G(w.fc_b)}, {}});
     backward_.push_back(
-        {d_fc_w, {slice(ln2_, l, c), d_fc_.get(), nullptr, G(w.fc_w), nullptr, nullptr}, {}});
-    backward_.push_back({d_fc_x, {d_fc_.get(), P(w.fc_w), nullptr, dnorm, nullptr, nullptr}, {}});
+        {d_fc_w, {slice(ln2_, l, c), dfc_low, nullptr, G(w.fc_w), nullptr, nullptr}, {}});
+    backward_.push_back({d_fc_x, {dfc_low, W(w.fc_w), nullptr, dnorm, nullptr, nullptr}, {}});
     backward_.push_back({norm_bwd,
                          {slice(middle_, l, c), P(w.ln2_g), stats(l, 2), stats(l, 3), dnorm, dnorm,
                           G(w.ln2_g), G(w.ln2_b)},
                          {}});
     backward_.push_back({add_rows, {dres, dnorm, dres}, {}});  // d(middle)
+    if (mixed) backward_.push_back({cast_rows_, {dres, dres_low}, {}});
     // middle = residual + attention @ proj_w + proj_b
     backward_.push_back(
-        {d_proj_w, {slice(attention_, l, c), dres, nullptr, G(w.proj_w), nullptr, nullptr}, {}});
+        {d_proj_w,
+         {slice(attention_, l, c), dres_low, nullptr, G(w.proj_w), nullptr, nullptr},
+         {}});
     backward_.push_back({sum_c, {dres, G(w.proj_b)}, {}});
     backward_.push_back(
-        {d_proj_x, {dres, P(w.proj_w), nullptr, d_attention_.get(), nullptr, nullptr}, {}});
+        {d_proj_x, {dres_low, W(w.proj_w), nullptr, d_attention_.get(), nullptr, nullptr}, {}});
     backward_.push_back(
         {attention_bwd,
          {qkv, qkv + c, qkv + 2 * c, slice(attention_, l, c), lse_.f32(l * n * h), nullptr, nullptr,
           nullptr, d_attention_.get(), d_q_.get(), d_k_.get(), d_v_.get()},
          {}});
-    backward_.push_back({scatter_heads, {d_q_.get(), dqkv}, {}});
-    backward_.push_back({scatter_heads, {d_k_.get(), dqkv + c}, {}});
-    backward_.push_back({scatter_heads, {d_v_.get(), dqkv + 2 * c}, {}});
+    backward_.push_back({scatter_heads, {d_q_.get(), dqkv_block(0)}, {}});
+    backward_.push_back({scatter_heads, {d_k_.get(), dqkv_block(1)}, {}});
+    backward_.push_back({scatter_heads, {d_v_.get(), dqkv_block(2)}, {}});
     // qkv = ln1 @ qkv_w + qkv_b
     backward_.push_back(
         {d_qkv_w, {slice(ln1_, l, c), dqkv, nullptr, G(w.qkv_w), nullptr, nullptr}, {}});
     backward_.push_back({sum_3c, {dqkv, G(w.qkv_b)}, {}});
-    backward_.push_back({d_qkv_x, {dqkv, P(w.qkv_w), nullptr, dnorm, nullptr, nullptr}, {}});
+    backward_.push_back({d_qkv_x, {dqkv, W(w.qkv_w), nullptr, dnorm, nullptr, nullptr}, {}});
     backward_.push_back(
         {norm_bwd,
          {residual(l), P(w.ln1_g), stats(l, 0), stats(l, 1), dnorm, dnorm, G(w.ln1_g), G(w.ln1_b)},
@@ -478,6 +525,15 @@ void Replica::build_plans(const ParamLayout& layout) {
   for (const ParamEntry& entry : layout.entries) {
     (entry.decay ? decay_numels_ : no_decay_numels_).push_back(static_cast<int64_t>(entry.numel()));
   }
+}
+
+void* Replica::matmul_weight(size_t offset) const {
+  if (precision_ != Precision::kBf16) return params_.f32(offset);
+  return static_cast<uint16_t*>(params_low_.get()) + offset;
+}
+
+void Replica::enqueue_low_precision_weights() {
+  if (cast_weights_ != nullptr) run(cast_weights_, {params_.get(), params_low_.get()});
 }
 
 void Replica::run(const OpCall& call) {
@@ -560,6 +616,7 @@ void Replica::enqueue_adamw(const TrainConfig& config, double learning_rate, int
     }
     run(decay ? adamw_decay_ : adamw_no_decay_, std::move(operands), {lr, t});
   }
+  enqueue_low_precision_weights();
 }
 
 Replica::Scalars Replica::read_scalars() {
@@ -582,6 +639,7 @@ void Replica::upload_state(const float* params, const float* m, const float* v) 
   check(hal_memcpy_async(params_.get(), params, bytes, s), "hal_memcpy_async");
   check(hal_memcpy_async(adam_m_.get(), m, bytes, s), "hal_memcpy_async");
   check(hal_memcpy_async(adam_v_.get(), v, bytes, s), "hal_memcpy_async");
+  enqueue_low_precision_weights();
   check(hal_stream_synchronize(s), "hal_stream_synchronize");
 }
 

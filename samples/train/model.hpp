@@ -65,7 +65,8 @@ double forward_flops_per_token(const ModelConfig& model);
 // is enqueued on the replica's stream; the caller synchronises.
 class Replica {
  public:
-  Replica(hal_device_t device, const ParamLayout& layout, uint32_t local_batch);
+  Replica(hal_device_t device, const ParamLayout& layout, uint32_t local_batch,
+          Precision precision = Precision::kF32);
 
   hal_device_t device() const { return device_; }
   hal_stream_t stream() const { return stream_.get(); }
@@ -123,11 +124,17 @@ class Replica {
   void run(hal_op_plan_t plan, std::vector<void*> operands,
            std::vector<hal_op_scalar_t> scalars = {});
   void build_plans(const ParamLayout& layout);
+  // bf16: the weights' bf16 copy from the f32 master weights.
+  void enqueue_low_precision_weights();
+  // Where matmuls read weight |offset|: the bf16 copy, or the f32 weights.
+  void* matmul_weight(size_t offset) const;
 
   hal_device_t device_;
   ParamLayout layout_;
   uint32_t batch_;
   size_t rows_;  // batch * context
+  Precision precision_;
+  hal_dtype_t compute_dtype_;  // of matmul operands: f32, or bf16 in mixed precision
   Stream stream_;
   std::vector<Plan> plans_;
   std::vector<std::string> plan_labels_;  // what each plan computes, for implementations()
@@ -142,6 +149,10 @@ class Replica {
   // Backward temporaries.
   DeviceBuffer d_residual_, d_norm_out_, d_fc_, d_attention_, d_q_, d_k_, d_v_, d_qkv_;
   DeviceBuffer workspace_;
+  // Mixed precision only: bf16 weights, and bf16 copies of the gradients
+  // that are matmul operands (the f32 ones accumulate).
+  DeviceBuffer params_low_, d_residual_low_, d_fc_low_;
+  hal_op_plan_t cast_weights_ = nullptr, cast_rows_ = nullptr;
 
   std::vector<OpCall> forward_, train_loss_, eval_loss_, backward_, sum_squares_;
   hal_op_plan_t scale_plan_ = nullptr;

@@ -32,7 +32,7 @@ Trainer::Trainer(const TrainConfig& config, const Corpus& corpus, const Placemen
   const std::vector<float> params = initial_parameters(layout_, config.seed);
   const std::vector<float> zeros(layout_.total, 0.0f);
   for (hal_device_t device : placement.devices) {
-    replicas_.push_back(std::make_unique<Replica>(device, layout_, local_batch_));
+    replicas_.push_back(std::make_unique<Replica>(device, layout_, local_batch_, config.precision));
     replicas_.back()->upload_state(params.data(), zeros.data(), zeros.data());
   }
 
