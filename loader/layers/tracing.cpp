@@ -179,9 +179,8 @@ void print_summary(TraceState& trace) {
   // "kind [implementation]", so a training step's profile reads off directly.
   std::vector<std::pair<std::string, SpanTotals>> spans(trace.span_totals.begin(),
                                                         trace.span_totals.end());
-  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
-    return a.second.total_ns > b.second.total_ns;
-  });
+  std::sort(spans.begin(), spans.end(),
+            [](const auto& a, const auto& b) { return a.second.total_ns > b.second.total_ns; });
   uint64_t all_ns = 0;
   for (const auto& [name, totals] : spans) all_ns += totals.total_ns;
   std::fprintf(stderr, "hal: stream operations executed: %.3f ms in all\n",
