@@ -1,9 +1,10 @@
 // Times HAL_OP_ATTENTION and HAL_OP_ATTENTION_BACKWARD through the public
 // API and shows their memory behaviour (plan workspace, the process's peak
 // resident set before and after the runs).
-//   _build-rel/bench/attention 512 1024
+//   _build-rel/bench/attention 512 1024 [f16|bf16] [batch=1] [heads=4] [dim=64]
 // Shape: batch 1, heads 4 (kv_heads 4), head dim 64, causal bottom-right,
-// f32 (f16 and bf16 with a third argument "f16"/"bf16").
+// f32 unless told otherwise. GFLOP/s counts the causal half: forward
+// 2 matmuls, backward 5 (FlashAttention's accounting).
 #include <hal.h>
 
 #include <chrono>
@@ -88,8 +89,15 @@ double run(hal_op_plan_t plan, std::vector<void*> operands, hal_device_t device,
 int main(int argc, char** argv) {
   hal_dtype_t dtype = HAL_DTYPE_F32;
   std::vector<int64_t> lengths;
+  int64_t batch = 1, heads = 4, dim = 64;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "f16") == 0) {
+    if (std::strncmp(argv[i], "batch=", 6) == 0) {
+      batch = std::atoll(argv[i] + 6);
+    } else if (std::strncmp(argv[i], "heads=", 6) == 0) {
+      heads = std::atoll(argv[i] + 6);
+    } else if (std::strncmp(argv[i], "dim=", 4) == 0) {
+      dim = std::atoll(argv[i] + 4);
+    } else if (std::strcmp(argv[i], "f16") == 0) {
       dtype = HAL_DTYPE_F16;
     } else if (std::strcmp(argv[i], "bf16") == 0) {
       dtype = HAL_DTYPE_BF16;
@@ -103,20 +111,21 @@ int main(int argc, char** argv) {
   CHECK(hal_device_get(0, &device));
   hal_stream_t stream = nullptr;
   CHECK(hal_stream_create(device, 0, &stream));
-  const int64_t heads = 4, dim = 64;
   const size_t element = dtype == HAL_DTYPE_F32 ? 4 : 2;
-  std::printf("%6s %10s %10s %14s %14s %12s %12s\n", "seq", "fwd ms", "bwd ms", "fwd workspace",
-              "bwd workspace", "rss before", "rss after");
+  std::printf("batch %lld, heads %lld, head dim %lld, causal\n", static_cast<long long>(batch),
+              static_cast<long long>(heads), static_cast<long long>(dim));
+  std::printf("%6s %10s %10s %10s %10s %14s %14s %12s %12s\n", "seq", "fwd ms", "bwd ms",
+              "fwd GF/s", "bwd GF/s", "fwd workspace", "bwd workspace", "rss before", "rss after");
   for (int64_t s : lengths) {
     hal_op_attention_desc_t desc{};
     desc.header.struct_size = sizeof(desc);
     desc.header.kind = HAL_OP_ATTENTION;
     desc.causal = HAL_CAUSAL_BOTTOM_RIGHT;
-    desc.batch = 1;
+    desc.batch = static_cast<uint32_t>(batch);
     desc.q = desc.k = desc.v = desc.out = desc.grad_out = desc.grad_q = desc.grad_k = desc.grad_v =
-        dense(dtype, {1, s, heads, dim});
-    desc.lse = dense(HAL_DTYPE_F32, {1, heads, s});
-    const size_t bytes = static_cast<size_t>(s * heads * dim) * element;
+        dense(dtype, {batch, s, heads, dim});
+    desc.lse = dense(HAL_DTYPE_F32, {batch, heads, s});
+    const size_t bytes = static_cast<size_t>(batch * s * heads * dim) * element;
     void* q = alloc_filled(device, stream, bytes);
     void* k = alloc_filled(device, stream, bytes);
     void* v = alloc_filled(device, stream, bytes);
@@ -125,7 +134,7 @@ int main(int argc, char** argv) {
     void* dq = alloc_filled(device, stream, bytes);
     void* dk = alloc_filled(device, stream, bytes);
     void* dv = alloc_filled(device, stream, bytes);
-    void* lse = alloc_filled(device, stream, static_cast<size_t>(heads * s) * 4);
+    void* lse = alloc_filled(device, stream, static_cast<size_t>(batch * heads * s) * 4);
     hal_op_plan_t forward = nullptr, backward = nullptr;
     CHECK(hal_op_plan_create(device, &desc.header, HAL_OP_PLAN_DETERMINISTIC, &forward));
     desc.header.kind = HAL_OP_ATTENTION_BACKWARD;
@@ -142,9 +151,13 @@ int main(int argc, char** argv) {
         run(backward, {q, k, v, out, lse, nullptr, nullptr, nullptr, dout, dq, dk, dv}, device,
             stream, reps);
     const long rss_after = peak_rss_kib();
-    std::printf("%6lld %10.2f %10.2f %12zu B %12zu B %9ld KiB %9ld KiB  [%s]\n",
-                static_cast<long long>(s), fwd, bwd, fi.workspace_bytes, bi.workspace_bytes,
-                rss_before, rss_after, fi.implementation);
+    // One causal QK^T: batch * heads * s^2 / 2 dot products of length dim.
+    const double matmul_flops = 2.0 * static_cast<double>(batch * heads * dim) *
+                                static_cast<double>(s) * static_cast<double>(s) / 2.0;
+    std::printf("%6lld %10.2f %10.2f %10.1f %10.1f %12zu B %12zu B %9ld KiB %9ld KiB  [%s]\n",
+                static_cast<long long>(s), fwd, bwd, 2 * matmul_flops / fwd / 1e6,
+                5 * matmul_flops / bwd / 1e6, fi.workspace_bytes, bi.workspace_bytes, rss_before,
+                rss_after, fi.implementation);
     hal_op_plan_destroy(forward);
     hal_op_plan_destroy(backward);
     for (void* p : {q, k, v, dout, out, dq, dk, dv, lse}) hal_mem_free(p);

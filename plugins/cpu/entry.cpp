@@ -14,9 +14,7 @@
 #include "memory.hpp"
 #include "module.hpp"
 #include "plugin.hpp"
-#ifdef HAL_CPU_HAS_ONEDNN
 #include "ops/ops.hpp"
-#endif
 #include "stream.hpp"
 
 #ifndef HAL_CPU_BUILD_ID
@@ -60,18 +58,12 @@ constexpr hal_plugin_table_v1_t kTable = {
     .comm_abort = comm_abort,
     .comm_get_async_error = comm_get_async_error,
     .comm_enqueue = comm_enqueue,
-#ifdef HAL_CPU_HAS_ONEDNN
-    // Operators on oneDNN (ops/); what they decline goes to the loader's
-    // portable implementations.
+    // The plugin's own operators (ops/): matmul on oneDNN when built with
+    // it, the native elementwise ops always; what they decline goes to the
+    // loader's portable implementations.
     .op_plan_create = op_plan_create,
     .op_plan_destroy = op_plan_destroy,
     .op_execute = op_execute,
-#else
-    // Built without oneDNN: the loader's portable operators serve it.
-    .op_plan_create = nullptr,
-    .op_plan_destroy = nullptr,
-    .op_execute = nullptr,
-#endif
 };
 
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,

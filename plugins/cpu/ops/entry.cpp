@@ -1,6 +1,6 @@
-// The operator entries of the cpu plugin's table: dispatch on the op kind
-// to the oneDNN planners; everything else is declined so the loader's
-// portable implementations serve it.
+// The operator entries of the cpu plugin's table: matmul to the oneDNN
+// planner, every other kind to the native ones; what they decline goes on
+// to the loader's portable implementations.
 #include <memory>
 
 #include "../device.hpp"
@@ -24,18 +24,20 @@ hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* de
   return plugin::guarded(report, "op_plan_create", [&]() -> hal_result_t {
     ops::Decline decline;
     std::unique_ptr<ops::OpPlan> plan;
-    switch (desc->kind) {
-      case HAL_OP_MATMUL:
-        plan =
-            ops::plan_matmul(*reinterpret_cast<const hal_op_matmul_desc_t*>(desc), flags, decline);
-        break;
-      default:
-        decline.reason = "cpu.onednn serves HAL_OP_MATMUL only";
-        break;
+    const char* implementation = ops::kNativeName;
+    if (desc->kind == HAL_OP_MATMUL) {
+#ifdef HAL_CPU_HAS_ONEDNN
+      plan = ops::plan_matmul(*reinterpret_cast<const hal_op_matmul_desc_t*>(desc), flags, decline);
+      implementation = ops::kOneDnnName;
+#else
+      decline.reason = "matmul needs oneDNN, which this build of the plugin lacks";
+#endif
+    } else {
+      plan = ops::plan_native(*desc, flags, decline);
     }
     if (!plan) return report.fail_message(HAL_ERROR_UNSUPPORTED, 0, decline.reason);
     *out_workspace_bytes = 0;
-    *out_implementation = ops::kImplementationName;
+    *out_implementation = implementation;
     *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(plan.release());
     return HAL_SUCCESS;
   });

@@ -1,10 +1,10 @@
 // The cpu plugin's own operators (api/hal/plugin_v1.h, the operator
-// entries): tuned implementations on oneDNN, tried by the loader before its
-// portable ones. A case this file does not serve is declined with
-// HAL_ERROR_UNSUPPORTED and a sentence saying why, and the loader moves on.
-//
-// Built only when oneDNN was found at configure time (HAL_CPU_HAS_ONEDNN);
-// without it the table's operator entries stay NULL.
+// entries), tried by the loader before its portable ones: matmul on oneDNN
+// ("cpu.onednn", when oneDNN was found at configure time:
+// HAL_CPU_HAS_ONEDNN) and the vectorised elementwise, reduction and
+// normalisation-backward ops ("cpu.native", always built). A case they do
+// not serve is declined with HAL_ERROR_UNSUPPORTED and a sentence saying
+// why, and the loader moves on.
 #ifndef HAL_PLUGINS_CPU_OPS_OPS_HPP_
 #define HAL_PLUGINS_CPU_OPS_OPS_HPP_
 
@@ -20,8 +20,9 @@ class Stream;
 
 namespace ops {
 
-// The name hal_op_plan_get_info reports for every plan served here.
-inline constexpr char kImplementationName[] = "cpu.onednn";
+// The names hal_op_plan_get_info reports for the plans served here.
+inline constexpr char kOneDnnName[] = "cpu.onednn";
+inline constexpr char kNativeName[] = "cpu.native";
 
 // A planned operator. Executions hold a shared_ptr to what they use, so a
 // plan destroyed while executions are queued leaves them intact.
@@ -40,6 +41,11 @@ struct Decline {
 // Plans HAL_OP_MATMUL on a oneDNN matmul primitive; nullptr with
 // |decline| set when the case is not served.
 std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags,
+                                    Decline& decline);
+
+// Plans the ops native_ops.cpp serves (every kind but matmul); nullptr
+// with |decline| set otherwise.
+std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& desc, hal_op_plan_flags_t flags,
                                     Decline& decline);
 
 }  // namespace ops

@@ -1,0 +1,350 @@
+#include "native_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "native_math.hpp"
+
+namespace hal::cpu::ops::native {
+namespace {
+
+// Keys per block: a block's transposed keys (dim x kBlockKeys floats) and its
+// values stay in L1/L2 while every query row of a work item passes over them.
+constexpr int64_t kBlockKeys = 64;
+// Query rows per backward step: each key's grad_k and grad_v row takes the
+// step's rows as one register-blocked sum.
+constexpr int64_t kStepRows = 16;
+// Lanes of the partial sums; a multiple of every vector width we build for.
+constexpr int64_t kLanes = 16;
+
+constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+
+// ---- the hot loops, one clone per ISA ------------------------------------------------
+
+// scores[c] = sum over d of x[d] * keys_t[d * kBlockKeys + c], for the whole
+// block (columns past the block's keys are zero in keys_t).
+HAL_NATIVE_CLONES void block_scores(const float* x, const float* keys_t, int64_t dim,
+                                    float* scores) {
+  float sum[kBlockKeys] = {};
+  for (int64_t d = 0; d < dim; ++d) {
+    const float xd = x[d];
+    const float* column = keys_t + d * kBlockKeys;
+    for (int64_t c = 0; c < kBlockKeys; ++c) sum[c] += xd * column[c];
+  }
+  for (int64_t c = 0; c < kBlockKeys; ++c) scores[c] = sum[c];
+}
+
+// acc[0, dim) += sum over c < count of weights[c] * rows[c * dim + 0, dim),
+// in an order fixed by count and dim.
+HAL_NATIVE_CLONES void add_weighted_rows(const float* weights, const float* rows, int64_t count,
+                                         int64_t dim, float* acc) {
+  // kLanes columns at a time held in registers (a GCC vector: one zmm, two
+  // ymm or four xmm, by the clone) across the whole sum.
+  using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+  int64_t d0 = 0;
+  for (; d0 + kLanes <= dim; d0 += kLanes) {
+    // Four independent chains (c mod 4), so the FMAs overlap their latency.
+    Lanes sum[4] = {};
+    std::memcpy(&sum[0], acc + d0, sizeof sum[0]);
+    int64_t c = 0;
+    for (; c + 4 <= count; c += 4) {
+      for (int64_t k = 0; k < 4; ++k) {
+        Lanes row;
+        std::memcpy(&row, rows + (c + k) * dim + d0, sizeof row);
+        sum[k] += weights[c + k] * row;
+      }
+    }
+    for (; c < count; ++c) {
+      Lanes row;
+      std::memcpy(&row, rows + c * dim + d0, sizeof row);
+      sum[0] += weights[c] * row;
+    }
+    const Lanes total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+    std::memcpy(acc + d0, &total, sizeof total);
+  }
+  for (; d0 < dim; ++d0) {
+    float sum = acc[d0];
+    for (int64_t c = 0; c < count; ++c) sum += weights[c] * rows[c * dim + d0];
+    acc[d0] = sum;
+  }
+}
+
+// One key block of the forward for one query row: scores[0, count) (already
+// scaled) enter the running max, sum and output (online softmax).
+HAL_NATIVE_CLONES void online_softmax_step(float* scores, int64_t count, const float* values,
+                                           int64_t dim, float* running_max, float* running_sum,
+                                           float* acc) {
+  float lane_max[kLanes];
+  for (int64_t t = 0; t < kLanes; ++t) lane_max[t] = kMinusInfinity;
+  int64_t m = 0;
+  for (; m + kLanes <= count; m += kLanes) {
+    for (int64_t t = 0; t < kLanes; ++t) {
+      lane_max[t] = scores[m + t] > lane_max[t] ? scores[m + t] : lane_max[t];
+    }
+  }
+  float block_max = kMinusInfinity;
+  for (int64_t t = 0; t < kLanes; ++t)
+    block_max = lane_max[t] > block_max ? lane_max[t] : block_max;
+  for (; m < count; ++m) block_max = scores[m] > block_max ? scores[m] : block_max;
+  const float new_max = block_max > *running_max ? block_max : *running_max;
+  // The first block (running max -inf) has nothing to rescale.
+  const float correction =
+      *running_max == kMinusInfinity ? 0.0f : exp_clamped(*running_max - new_max);
+  float lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= count; c += kLanes) {
+    for (int64_t t = 0; t < kLanes; ++t) {
+      scores[c + t] = exp_clamped(scores[c + t] - new_max);
+      lanes[t] += scores[c + t];
+    }
+  }
+  float block_sum = 0.0f;
+  for (int64_t t = 0; t < kLanes; ++t) block_sum += lanes[t];
+  for (; c < count; ++c) {
+    scores[c] = exp_clamped(scores[c] - new_max);
+    block_sum += scores[c];
+  }
+  *running_sum = *running_sum * correction + block_sum;
+  *running_max = new_max;
+  for (int64_t d = 0; d < dim; ++d) acc[d] *= correction;
+  add_weighted_rows(scores, values, count, dim, acc);
+}
+
+// One key block of the backward for one query row: probs[c] = exp(scale *
+// probs[c] - lse) from the raw scores, grad_scores[c] = scale * probs[c] *
+// (grad_probs[c] - delta) from dO.V, for c < count; both zero on [count,
+// kBlockKeys), the keys the row does not see.
+HAL_NATIVE_CLONES void backward_step(float* probs, float* grad_probs, int64_t count, float scale,
+                                     float lse, float delta) {
+  for (int64_t c = 0; c < count; ++c) {
+    probs[c] = exp_clamped(scale * probs[c] - lse);
+    grad_probs[c] = scale * probs[c] * (grad_probs[c] - delta);
+  }
+  for (int64_t c = count; c < kBlockKeys; ++c) probs[c] = grad_probs[c] = 0.0f;
+}
+
+HAL_NATIVE_CLONES float dot(const float* a, const float* b, int64_t count) {
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (int64_t t = 0; t < kLanes; ++t) lanes[t] += a[i + t] * b[i + t];
+  }
+  float sum = 0.0f;
+  for (int64_t t = 0; t < kLanes; ++t) sum += lanes[t];
+  for (; i < count; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// ---- operand access -------------------------------------------------------------------
+
+size_t element_bytes(Type type) {
+  return type == Type::kF32 ? 4 : 2;
+}
+
+const void* row_address(const HeadsView& view, int64_t b, int64_t s, int64_t h) {
+  const int64_t offset = b * view.stride[0] + s * view.stride[1] + h * view.stride[2];
+  return static_cast<const char*>(view.data) +
+         offset * static_cast<int64_t>(element_bytes(view.type));
+}
+
+void load_row(const HeadsView& view, int64_t b, int64_t s, int64_t h, int64_t dim, float* out) {
+  convert(ConstRef{row_address(view, b, s, h), view.type}, Ref{out, Type::kF32},
+          static_cast<size_t>(dim));
+}
+
+void store_row(const HeadsView& view, int64_t b, int64_t s, int64_t h, int64_t dim,
+               const float* row) {
+  convert(ConstRef{row, Type::kF32}, Ref{const_cast<void*>(row_address(view, b, s, h)), view.type},
+          static_cast<size_t>(dim));
+}
+
+float& lse_at(const LseView& view, int64_t b, int64_t h, int64_t i) {
+  return view.data[b * view.stride[0] + h * view.stride[1] + i * view.stride[2]];
+}
+
+// Keys [0, n) that query row i sees.
+int64_t visible_keys(const Attention& a, int64_t i) {
+  switch (a.causal) {
+    case HAL_CAUSAL_TOP_LEFT:
+      return std::min(a.s_k, i + 1);
+    case HAL_CAUSAL_BOTTOM_RIGHT:
+      return std::clamp<int64_t>(i + 1 + a.s_k - a.s_q, 0, a.s_k);
+    default:
+      return a.s_k;
+  }
+}
+
+// The first query row that sees key j (s_q when none does).
+int64_t first_row_seeing(const Attention& a, int64_t j) {
+  switch (a.causal) {
+    case HAL_CAUSAL_TOP_LEFT:
+      return std::min(a.s_q, j);
+    case HAL_CAUSAL_BOTTOM_RIGHT:
+      return std::clamp<int64_t>(j - (a.s_k - a.s_q), 0, a.s_q);
+    default:
+      return 0;
+  }
+}
+
+// Packs keys [first, first + count) of |view| as dim x kBlockKeys columns
+// (transposed), the columns past |count| zero; |row| is scratch for one row.
+void pack_transposed(const HeadsView& view, int64_t b, int64_t h, int64_t first, int64_t count,
+                     int64_t dim, float* row, float* out) {
+  std::fill(out, out + dim * kBlockKeys, 0.0f);
+  for (int64_t c = 0; c < count; ++c) {
+    load_row(view, b, first + c, h, dim, row);
+    for (int64_t d = 0; d < dim; ++d) out[d * kBlockKeys + c] = row[d];
+  }
+}
+
+}  // namespace
+
+void prepare_forward(const Attention& a, AttentionScratch& s) {
+  const size_t dim = static_cast<size_t>(a.dim), rows = kAttentionRowsPerItem;
+  s.rows.resize(rows * dim);
+  s.acc.resize(rows * dim);
+  s.max.resize(rows);
+  s.sum.resize(rows);
+  s.keys_t.resize(dim * kBlockKeys);
+  s.values.resize(kBlockKeys * dim);
+  s.scores.resize(kBlockKeys);
+  s.row.resize(dim);
+}
+
+void prepare_backward(const Attention& a, AttentionScratch& s) {
+  const size_t dim = static_cast<size_t>(a.dim);
+  const size_t rows_total = static_cast<size_t>(a.heads / a.kv_heads * a.s_q);
+  s.rows.resize(rows_total * dim);
+  s.grad_rows.resize(rows_total * dim);
+  s.grad_q.resize(rows_total * dim);
+  s.delta.resize(rows_total);
+  s.lse.resize(rows_total);
+  s.keys_t.resize(dim * kBlockKeys);
+  s.values_t.resize(dim * kBlockKeys);
+  s.keys.resize(kBlockKeys * dim);
+  s.grad_k.resize(kBlockKeys * dim);
+  s.grad_v.resize(kBlockKeys * dim);
+  s.scores.resize(kStepRows * kBlockKeys);
+  s.grad_scores.resize(kStepRows * kBlockKeys);
+  s.probs_t.resize(kBlockKeys * kStepRows);
+  s.grad_scores_t.resize(kBlockKeys * kStepRows);
+  s.row.resize(dim);
+}
+
+void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_begin,
+                       int64_t row_end, AttentionScratch& scratch) {
+  const int64_t dim = a.dim, rows = row_end - row_begin;
+  const int64_t kv_head = head / (a.heads / a.kv_heads);
+  AttentionScratch& s = scratch;
+  std::fill_n(s.acc.begin(), rows * dim, 0.0f);
+  std::fill_n(s.max.begin(), rows, kMinusInfinity);
+  std::fill_n(s.sum.begin(), rows, 0.0f);
+  // Queries pre-scaled, so scores come out scaled.
+  for (int64_t r = 0; r < rows; ++r) {
+    float* q = s.rows.data() + r * dim;
+    load_row(a.q, b, row_begin + r, head, dim, q);
+    for (int64_t d = 0; d < dim; ++d) q[d] *= a.scale;
+  }
+  const int64_t key_end = rows > 0 ? visible_keys(a, row_end - 1) : 0;  // monotone in the row
+  for (int64_t first = 0; first < key_end; first += kBlockKeys) {
+    const int64_t count = std::min(kBlockKeys, key_end - first);
+    pack_transposed(a.k, b, kv_head, first, count, dim, s.row.data(), s.keys_t.data());
+    for (int64_t c = 0; c < count; ++c) {
+      load_row(a.v, b, first + c, kv_head, dim, s.values.data() + c * dim);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t seen = std::clamp<int64_t>(visible_keys(a, row_begin + r) - first, 0, count);
+      if (seen == 0) continue;
+      block_scores(s.rows.data() + r * dim, s.keys_t.data(), dim, s.scores.data());
+      online_softmax_step(s.scores.data(), seen, s.values.data(), dim, &s.max[r], &s.sum[r],
+                          s.acc.data() + r * dim);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* acc = s.acc.data() + r * dim;
+    const float sum = s.sum[r];
+    // A row that saw no key: output 0, lse -inf.
+    const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int64_t d = 0; d < dim; ++d) acc[d] *= inverse;
+    store_row(a.out, b, row_begin + r, head, dim, acc);
+    lse_at(a.lse, b, head, row_begin + r) = sum > 0.0f ? s.max[r] + std::log(sum) : kMinusInfinity;
+  }
+}
+
+void attention_backward(const Attention& a, int64_t b, int64_t kv_head, AttentionScratch& scratch) {
+  const int64_t dim = a.dim, group = a.heads / a.kv_heads, s_q = a.s_q;
+  const size_t rows_total = static_cast<size_t>(group * s_q);
+  AttentionScratch& s = scratch;
+  // The group's queries and output gradients, packed once (f32 rows, [g][i]).
+  std::fill_n(s.grad_q.begin(), rows_total * static_cast<size_t>(dim), 0.0f);
+  for (int64_t g = 0; g < group; ++g) {
+    const int64_t head = kv_head * group + g;
+    for (int64_t i = 0; i < s_q; ++i) {
+      const size_t at = static_cast<size_t>(g * s_q + i);
+      float* q = s.rows.data() + at * static_cast<size_t>(dim);
+      float* grad_out = s.grad_rows.data() + at * static_cast<size_t>(dim);
+      load_row(a.q, b, i, head, dim, q);
+      load_row(a.grad_out, b, i, head, dim, grad_out);
+      load_row(a.out, b, i, head, dim, s.row.data());
+      s.delta[at] = dot(s.row.data(), grad_out, dim);  // the softmax backward's row term
+      s.lse[at] = lse_at(a.lse, b, head, i);
+    }
+  }
+  for (int64_t first = 0; first < a.s_k; first += kBlockKeys) {
+    const int64_t count = std::min(kBlockKeys, a.s_k - first);
+    pack_transposed(a.k, b, kv_head, first, count, dim, s.row.data(), s.keys_t.data());
+    pack_transposed(a.v, b, kv_head, first, count, dim, s.row.data(), s.values_t.data());
+    for (int64_t c = 0; c < count; ++c) {
+      load_row(a.k, b, first + c, kv_head, dim, s.keys.data() + c * dim);
+    }
+    std::fill(s.grad_k.begin(), s.grad_k.end(), 0.0f);
+    std::fill(s.grad_v.begin(), s.grad_v.end(), 0.0f);
+    for (int64_t g = 0; g < group; ++g) {
+      for (int64_t step = first_row_seeing(a, first); step < s_q; step += kStepRows) {
+        const int64_t rows = std::min(kStepRows, s_q - step);
+        const size_t base = static_cast<size_t>(g * s_q + step);
+        const float* q = s.rows.data() + base * static_cast<size_t>(dim);
+        const float* grad_out = s.grad_rows.data() + base * static_cast<size_t>(dim);
+        // Probabilities and score gradients of the step's rows (zero where a
+        // row does not see a key), then transposed for the per-key sums.
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t seen = std::clamp<int64_t>(visible_keys(a, step + r) - first, 0, count);
+          float* probs = s.scores.data() + r * kBlockKeys;
+          float* grad_scores = s.grad_scores.data() + r * kBlockKeys;
+          block_scores(q + r * dim, s.keys_t.data(), dim, probs);
+          block_scores(grad_out + r * dim, s.values_t.data(), dim, grad_scores);
+          backward_step(probs, grad_scores, seen, a.scale, s.lse[base + static_cast<size_t>(r)],
+                        s.delta[base + static_cast<size_t>(r)]);
+          for (int64_t c = 0; c < count; ++c) {
+            s.probs_t[static_cast<size_t>(c * kStepRows + r)] = probs[c];
+            s.grad_scores_t[static_cast<size_t>(c * kStepRows + r)] = grad_scores[c];
+          }
+          if (seen > 0) {
+            add_weighted_rows(grad_scores, s.keys.data(), seen, dim,
+                              s.grad_q.data() + (base + static_cast<size_t>(r)) * dim);
+          }
+        }
+        for (int64_t c = 0; c < count; ++c) {
+          add_weighted_rows(s.probs_t.data() + c * kStepRows, grad_out, rows, dim,
+                            s.grad_v.data() + c * dim);
+          add_weighted_rows(s.grad_scores_t.data() + c * kStepRows, q, rows, dim,
+                            s.grad_k.data() + c * dim);
+        }
+      }
+    }
+    for (int64_t c = 0; c < count; ++c) {
+      store_row(a.grad_k, b, first + c, kv_head, dim, s.grad_k.data() + c * dim);
+      store_row(a.grad_v, b, first + c, kv_head, dim, s.grad_v.data() + c * dim);
+    }
+  }
+  for (int64_t g = 0; g < group; ++g) {
+    for (int64_t i = 0; i < s_q; ++i) {
+      store_row(a.grad_q, b, i, kv_head * group + g, dim,
+                s.grad_q.data() + static_cast<size_t>(g * s_q + i) * dim);
+    }
+  }
+}
+
+}  // namespace hal::cpu::ops::native

@@ -1,0 +1,72 @@
+// Fused attention for the cpu plugin's native operators (native_ops.cpp
+// plans it): FlashAttention's algorithm on the CPU. The forward walks key
+// blocks with an online softmax, so the score matrix is never stored and
+// memory stays linear in the sequence; the backward recomputes each block's
+// probabilities from the saved log-sum-exp. Operands of f32 or bf16, any
+// strides with a contiguous head dimension; arithmetic in f32 on packed
+// blocks. Every sum runs in an order fixed by the shape, so results are the
+// same run to run.
+#ifndef HAL_PLUGINS_CPU_OPS_NATIVE_ATTENTION_HPP_
+#define HAL_PLUGINS_CPU_OPS_NATIVE_ATTENTION_HPP_
+
+#include <cstdint>
+#include <vector>
+
+#include "hal/ops.h"
+#include "native_kernels.hpp"
+
+namespace hal::cpu::ops::native {
+
+// A [batch, seq, heads, dim] tensor whose last dimension is contiguous:
+// element (b, s, h, d) lies at data + b*stride[0] + s*stride[1] +
+// h*stride[2] + d elements of |type|.
+struct HeadsView {
+  void* data;
+  Type type;
+  int64_t stride[3];
+};
+
+// The log-sum-exp tensor, f32 [batch, heads, s_q], any strides.
+struct LseView {
+  float* data;
+  int64_t stride[3];
+};
+
+// One attention call with its operands bound.
+struct Attention {
+  int64_t batch, s_q, s_k, heads, kv_heads, dim;
+  float scale;  // resolved: never 0
+  hal_causal_alignment_t causal;
+  HeadsView q, k, v, out;
+  LseView lse;
+  HeadsView grad_out, grad_q, grad_k, grad_v;  // backward only
+};
+
+// Query rows per forward work item.
+inline constexpr int64_t kAttentionRowsPerItem = 64;
+
+// One worker's scratch (packed blocks and running sums), sized by prepare_*
+// before the work items run so that they never allocate.
+struct AttentionScratch {
+  std::vector<float> rows, acc, max, sum, keys_t, values_t, keys, values, scores, grad_scores;
+  std::vector<float> grad_rows, grad_q, delta, lse, grad_k, grad_v, probs_t, grad_scores_t, row;
+};
+// Size |scratch| for forward or backward items of |attention| (may throw
+// std::bad_alloc; the items do not).
+void prepare_forward(const Attention& attention, AttentionScratch& scratch);
+void prepare_backward(const Attention& attention, AttentionScratch& scratch);
+
+// out and lse of query rows [row_begin, row_end) (at most
+// kAttentionRowsPerItem) of head |head| of sequence |b|.
+void attention_forward(const Attention& attention, int64_t b, int64_t head, int64_t row_begin,
+                       int64_t row_end, AttentionScratch& scratch);
+
+// grad_k and grad_v of kv head |kv_head| of sequence |b|, and grad_q of the
+// query heads that share it (one work item, so nothing is summed across
+// threads).
+void attention_backward(const Attention& attention, int64_t b, int64_t kv_head,
+                        AttentionScratch& scratch);
+
+}  // namespace hal::cpu::ops::native
+
+#endif  // HAL_PLUGINS_CPU_OPS_NATIVE_ATTENTION_HPP_

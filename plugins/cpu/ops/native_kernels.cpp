@@ -1,0 +1,429 @@
+#include "native_kernels.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "native_math.hpp"
+
+namespace hal::cpu::ops::native {
+namespace {
+
+// ---- element access -----------------------------------------------------------------
+
+struct F32 {
+  using Storage = float;
+  static float load(float v) { return v; }
+  static float store(float v) { return v; }
+};
+struct Bf16 {
+  using Storage = uint16_t;
+  static float load(uint16_t v) { return from_bf16(v); }
+  static uint16_t store(float v) { return to_bf16(v); }
+};
+
+template <typename E>
+inline const typename E::Storage* in(ConstRef ref) {
+  return static_cast<const typename E::Storage*>(ref.data);
+}
+template <typename E>
+inline typename E::Storage* out(Ref ref) {
+  return static_cast<typename E::Storage*>(ref.data);
+}
+
+// Calls body.template operator()<E>() with E the element type of |type|.
+template <typename Body>
+inline void with_type(Type type, Body&& body) {
+  if (type == Type::kF32) {
+    body.template operator()<F32>();
+  } else {
+    body.template operator()<Bf16>();
+  }
+}
+
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluCubic = 0.044715f;
+
+// 0.5 x (1 + tanh(u)) = x sigmoid(2u): no cancellation for negative x.
+inline float activate(hal_activation_t activation, float x) {
+  switch (activation) {
+    case HAL_ACTIVATION_RELU:
+      return x < 0.0f ? 0.0f : x;  // NaN stays NaN
+    case HAL_ACTIVATION_GELU_TANH: {
+      const float u = kGeluScale * (x + kGeluCubic * x * x * x);
+      return x / (1.0f + exp_clamped(-2.0f * u));
+    }
+    case HAL_ACTIVATION_SILU:
+      return x / (1.0f + exp_clamped(-x));
+    default:
+      return x;
+  }
+}
+
+inline float derivative(hal_activation_t activation, float x) {
+  switch (activation) {
+    case HAL_ACTIVATION_RELU:
+      return x > 0.0f ? 1.0f : 0.0f;
+    case HAL_ACTIVATION_GELU_TANH: {
+      const float u = kGeluScale * (x + kGeluCubic * x * x * x);
+      const float s = 1.0f / (1.0f + exp_clamped(-2.0f * u));
+      const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+      return s + 2.0f * x * s * (1.0f - s) * du;
+    }
+    case HAL_ACTIVATION_SILU: {
+      const float s = 1.0f / (1.0f + exp_clamped(-x));
+      return s + x * s * (1.0f - s);
+    }
+    default:
+      return 1.0f;
+  }
+}
+
+inline float nan_max(float a, float b) {
+  if (a != a || b != b) return std::numeric_limits<float>::quiet_NaN();
+  return a > b ? a : b;
+}
+inline float nan_min(float a, float b) {
+  if (a != a || b != b) return std::numeric_limits<float>::quiet_NaN();
+  return a < b ? a : b;
+}
+
+inline float apply(hal_binary_op_t op, float a, float b) {
+  switch (op) {
+    case HAL_BINARY_ADD:
+      return a + b;
+    case HAL_BINARY_SUB:
+      return a - b;
+    case HAL_BINARY_MUL:
+      return a * b;
+    case HAL_BINARY_DIV:
+      return a / b;
+    case HAL_BINARY_MAX:
+      return nan_max(a, b);
+    default:
+      return nan_min(a, b);
+  }
+}
+
+// Loops are instantiated per activation / op so the switch leaves the loop.
+template <hal_activation_t Act, typename X, typename O>
+inline void unary_forward_loop(float alpha, const typename X::Storage* x, typename O::Storage* y,
+                               size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) y[i] = O::store(activate(Act, alpha * X::load(x[i])));
+}
+
+template <hal_activation_t Act, typename X, typename G, typename O>
+inline void unary_backward_loop(float alpha, const typename X::Storage* x,
+                                const typename G::Storage* grad_out, typename O::Storage* grad_x,
+                                size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    grad_x[i] = O::store(G::load(grad_out[i]) * alpha * derivative(Act, alpha * X::load(x[i])));
+  }
+}
+
+template <typename Body>
+inline void with_activation(hal_activation_t activation, Body&& body) {
+  switch (activation) {
+    case HAL_ACTIVATION_RELU:
+      body.template operator()<HAL_ACTIVATION_RELU>();
+      break;
+    case HAL_ACTIVATION_GELU_TANH:
+      body.template operator()<HAL_ACTIVATION_GELU_TANH>();
+      break;
+    case HAL_ACTIVATION_SILU:
+      body.template operator()<HAL_ACTIVATION_SILU>();
+      break;
+    default:
+      body.template operator()<HAL_ACTIVATION_NONE>();
+      break;
+  }
+}
+
+constexpr size_t kLanes = 64;  // columns per block, and lanes of a one-value sum
+
+}  // namespace
+
+HAL_NATIVE_CLONES void unary_forward(hal_activation_t activation, float alpha, ConstRef x, Ref y,
+                                     size_t begin, size_t end) {
+  with_activation(activation, [&]<hal_activation_t Act>() {
+    with_type(x.type, [&]<typename X>() {
+      with_type(y.type, [&]<typename O>() {
+        unary_forward_loop<Act, X, O>(alpha, in<X>(x), out<O>(y), begin, end);
+      });
+    });
+  });
+}
+
+HAL_NATIVE_CLONES void unary_backward(hal_activation_t activation, float alpha, ConstRef x,
+                                      ConstRef grad_out, Ref grad_x, size_t begin, size_t end) {
+  with_activation(activation, [&]<hal_activation_t Act>() {
+    with_type(x.type, [&]<typename X>() {
+      with_type(grad_out.type, [&]<typename G>() {
+        with_type(grad_x.type, [&]<typename O>() {
+          unary_backward_loop<Act, X, G, O>(alpha, in<X>(x), in<G>(grad_out), out<O>(grad_x), begin,
+                                            end);
+        });
+      });
+    });
+  });
+}
+
+HAL_NATIVE_CLONES void bias_activation_backward(hal_activation_t activation, ConstRef grad_out,
+                                                ConstRef aux, Ref grad_pre, float* grad_bias,
+                                                size_t rows, size_t cols, size_t col_begin,
+                                                size_t col_end) {
+  with_activation(activation, [&]<hal_activation_t Act>() {
+    with_type(grad_out.type, [&]<typename G>() {
+      with_type(aux.type, [&]<typename A>() {
+        with_type(grad_pre.type, [&]<typename O>() {
+          const auto* g = in<G>(grad_out);
+          const auto* a = in<A>(aux);
+          auto* o = out<O>(grad_pre);
+          for (size_t j0 = col_begin; j0 < col_end; j0 += kLanes) {
+            const size_t width = col_end - j0 < kLanes ? col_end - j0 : kLanes;
+            float sums[kLanes] = {};
+            for (size_t r = 0; r < rows; ++r) {
+              const size_t base = r * cols + j0;
+              for (size_t j = 0; j < width; ++j) {
+                float value = G::load(g[base + j]);
+                if constexpr (Act != HAL_ACTIVATION_NONE) {
+                  value *= derivative(Act, A::load(a[base + j]));
+                }
+                o[base + j] = O::store(value);
+                sums[j] += value;
+              }
+            }
+            if (grad_bias != nullptr) {
+              for (size_t j = 0; j < width; ++j) grad_bias[j0 + j] = sums[j];
+            }
+          }
+        });
+      });
+    });
+  });
+}
+
+HAL_NATIVE_CLONES void binary(hal_binary_op_t op, float alpha, ConstRef a, size_t a_period,
+                              ConstRef b, size_t b_period, Ref result, size_t begin, size_t end) {
+  with_type(a.type, [&]<typename TA>() {
+    with_type(b.type, [&]<typename TB>() {
+      with_type(result.type, [&]<typename O>() {
+        const auto* pa = in<TA>(a);
+        const auto* pb = in<TB>(b);
+        auto* po = out<O>(result);
+        auto run = [&](auto op_constant) {
+          constexpr hal_binary_op_t kOp = decltype(op_constant)::value;
+          if (a_period == 0 && b_period == 0) {  // both dense over the range
+            for (size_t i = begin; i < end; ++i) {
+              po[i] = O::store(alpha * apply(kOp, TA::load(pa[i]), TB::load(pb[i])));
+            }
+            return;
+          }
+          // Broadcast: walk the range in runs within one period of each operand.
+          size_t i = begin;
+          while (i < end) {
+            const size_t ia = a_period ? i % a_period : i;
+            const size_t ib = b_period ? i % b_period : i;
+            size_t run_end = end;
+            if (a_period) run_end = std::min(run_end, i + (a_period - ia));
+            if (b_period) run_end = std::min(run_end, i + (b_period - ib));
+            const size_t n = run_end - i;
+            const auto* ra = pa + ia;
+            const auto* rb = pb + ib;
+            auto* ro = po + i;
+            if (a_period == 1) {
+              const float va = TA::load(pa[0]);
+              for (size_t k = 0; k < n; ++k)
+                ro[k] = O::store(alpha * apply(kOp, va, TB::load(rb[k])));
+            } else if (b_period == 1) {
+              const float vb = TB::load(pb[0]);
+              for (size_t k = 0; k < n; ++k)
+                ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), vb));
+            } else {
+              for (size_t k = 0; k < n; ++k) {
+                ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), TB::load(rb[k])));
+              }
+            }
+            i = run_end;
+          }
+        };
+        switch (op) {
+          case HAL_BINARY_ADD:
+            run(std::integral_constant<hal_binary_op_t, HAL_BINARY_ADD>{});
+            break;
+          case HAL_BINARY_SUB:
+            run(std::integral_constant<hal_binary_op_t, HAL_BINARY_SUB>{});
+            break;
+          case HAL_BINARY_MUL:
+            run(std::integral_constant<hal_binary_op_t, HAL_BINARY_MUL>{});
+            break;
+          case HAL_BINARY_DIV:
+            run(std::integral_constant<hal_binary_op_t, HAL_BINARY_DIV>{});
+            break;
+          case HAL_BINARY_MAX:
+            run(std::integral_constant<hal_binary_op_t, HAL_BINARY_MAX>{});
+            break;
+          default:
+            run(std::integral_constant<hal_binary_op_t, HAL_BINARY_MIN>{});
+            break;
+        }
+      });
+    });
+  });
+}
+
+HAL_NATIVE_CLONES void reduce_columns(hal_reduce_kind_t reduce, ConstRef x, Ref result, size_t rows,
+                                      size_t cols, size_t col_begin, size_t col_end) {
+  with_type(x.type, [&]<typename X>() {
+    with_type(result.type, [&]<typename O>() {
+      const auto* px = in<X>(x);
+      auto* po = out<O>(result);
+      for (size_t j0 = col_begin; j0 < col_end; j0 += kLanes) {
+        const size_t width = col_end - j0 < kLanes ? col_end - j0 : kLanes;
+        if (reduce == HAL_REDUCE_KIND_MAX) {
+          float best[kLanes];
+          for (size_t j = 0; j < width; ++j) best[j] = -std::numeric_limits<float>::infinity();
+          for (size_t r = 0; r < rows; ++r) {
+            const auto* row = px + r * cols + j0;
+            for (size_t j = 0; j < width; ++j) best[j] = nan_max(best[j], X::load(row[j]));
+          }
+          for (size_t j = 0; j < width; ++j) po[j0 + j] = O::store(best[j]);
+          continue;
+        }
+        float sum[kLanes] = {}, compensation[kLanes] = {};
+        for (size_t r = 0; r < rows; ++r) {
+          const auto* row = px + r * cols + j0;
+          for (size_t j = 0; j < width; ++j) {
+            const float y = X::load(row[j]) - compensation[j];
+            const float t = sum[j] + y;
+            compensation[j] = (t - sum[j]) - y;
+            sum[j] = t;
+          }
+        }
+        const float divisor = reduce == HAL_REDUCE_KIND_MEAN ? static_cast<float>(rows) : 1.0f;
+        for (size_t j = 0; j < width; ++j) po[j0 + j] = O::store(sum[j] / divisor);
+      }
+    });
+  });
+}
+
+HAL_NATIVE_CLONES float sum_range(ConstRef x, size_t begin, size_t end) {
+  float total = 0.0f;
+  with_type(x.type, [&]<typename X>() {
+    const auto* px = in<X>(x);
+    float sum[kLanes] = {}, compensation[kLanes] = {};
+    size_t i = begin;
+    for (; i + kLanes <= end; i += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) {
+        const float y = X::load(px[i + j]) - compensation[j];
+        const float t = sum[j] + y;
+        compensation[j] = (t - sum[j]) - y;
+        sum[j] = t;
+      }
+    }
+    // The lanes, then the tail, in order.
+    float s = 0.0f, c = 0.0f;
+    auto add = [&](float value) {
+      const float y = value - c;
+      const float t = s + y;
+      c = (t - s) - y;
+      s = t;
+    };
+    for (size_t j = 0; j < kLanes; ++j) add(sum[j] - compensation[j]);
+    for (; i < end; ++i) add(X::load(px[i]));
+    total = s - c;
+  });
+  return total;
+}
+
+HAL_NATIVE_CLONES float max_range(ConstRef x, size_t begin, size_t end) {
+  float best = -std::numeric_limits<float>::infinity();
+  with_type(x.type, [&]<typename X>() {
+    const auto* px = in<X>(x);
+    for (size_t i = begin; i < end; ++i) best = nan_max(best, X::load(px[i]));
+  });
+  return best;
+}
+
+HAL_NATIVE_CLONES void norm_backward_columns(bool with_mean, const float* x, const float* mean,
+                                             const float* rstd, const float* grad_y,
+                                             float* grad_gamma, float* grad_beta, size_t rows,
+                                             size_t cols, size_t col_begin, size_t col_end) {
+  for (size_t j0 = col_begin; j0 < col_end; j0 += kLanes) {
+    const size_t width = col_end - j0 < kLanes ? col_end - j0 : kLanes;
+    float gamma_sum[kLanes] = {}, beta_sum[kLanes] = {};
+    for (size_t r = 0; r < rows; ++r) {
+      const float centre = with_mean ? mean[r] : 0.0f;
+      const float scale = rstd[r];
+      const float* xr = x + r * cols + j0;
+      const float* dy = grad_y + r * cols + j0;
+      for (size_t j = 0; j < width; ++j) {
+        gamma_sum[j] += dy[j] * ((xr[j] - centre) * scale);
+        beta_sum[j] += dy[j];
+      }
+    }
+    for (size_t j = 0; j < width; ++j) {
+      if (grad_gamma != nullptr) grad_gamma[j0 + j] = gamma_sum[j];
+      if (grad_beta != nullptr) grad_beta[j0 + j] = beta_sum[j];
+    }
+  }
+}
+
+HAL_NATIVE_CLONES void norm_backward_rows(bool with_mean, const float* x, const float* gamma,
+                                          const float* mean, const float* rstd, const float* grad_y,
+                                          float* grad_x, size_t cols, size_t row_begin,
+                                          size_t row_end) {
+  constexpr size_t kSumLanes = 16;
+  const float inverse_cols = cols > 0 ? 1.0f / static_cast<float>(cols) : 0.0f;
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const float centre = with_mean ? mean[r] : 0.0f;
+    const float scale = rstd[r];
+    const float* xr = x + r * cols;
+    const float* dy = grad_y + r * cols;
+    // Row sums of g and g * xhat in 16 lanes, then the lanes in order.
+    float g_lanes[kSumLanes] = {}, gx_lanes[kSumLanes] = {};
+    size_t j = 0;
+    for (; j + kSumLanes <= cols; j += kSumLanes) {
+      for (size_t k = 0; k < kSumLanes; ++k) {
+        const float g = dy[j + k] * (gamma ? gamma[j + k] : 1.0f);
+        g_lanes[k] += g;
+        gx_lanes[k] += g * ((xr[j + k] - centre) * scale);
+      }
+    }
+    float g_sum = 0.0f, gx_sum = 0.0f;
+    for (size_t k = 0; k < kSumLanes; ++k) {
+      g_sum += g_lanes[k];
+      gx_sum += gx_lanes[k];
+    }
+    for (; j < cols; ++j) {
+      const float g = dy[j] * (gamma ? gamma[j] : 1.0f);
+      g_sum += g;
+      gx_sum += g * ((xr[j] - centre) * scale);
+    }
+    const float g_mean = with_mean ? g_sum * inverse_cols : 0.0f;
+    const float gx_mean = gx_sum * inverse_cols;
+    float* dx = grad_x + r * cols;
+    for (size_t k = 0; k < cols; ++k) {
+      const float g = dy[k] * (gamma ? gamma[k] : 1.0f);
+      const float xhat = (xr[k] - centre) * scale;
+      dx[k] = scale * (g - g_mean - xhat * gx_mean);
+    }
+  }
+}
+
+HAL_NATIVE_CLONES void convert(ConstRef source, Ref target, size_t count) {
+  if (source.type == target.type) {
+    std::memcpy(target.data, source.data, count * (source.type == Type::kF32 ? 4 : 2));
+    return;
+  }
+  with_type(source.type, [&]<typename I>() {
+    with_type(target.type, [&]<typename O>() {
+      const auto* pi = in<I>(source);
+      auto* po = out<O>(target);
+      for (size_t i = 0; i < count; ++i) po[i] = O::store(I::load(pi[i]));
+    });
+  });
+}
+
+}  // namespace hal::cpu::ops::native

@@ -1,0 +1,77 @@
+// The loops of the cpu plugin's native operators (native_ops.cpp): plain
+// functions over ranges of rows or columns, written so the compiler
+// vectorises them, each built for AVX-512, AVX2 and baseline x86-64 and
+// chosen at load time by what the CPU has (GCC target_clones). No libm call
+// sits in a loop: exp is a Cephes-style polynomial (about 1 ulp), so GELU
+// and SiLU vectorise.
+//
+// Element types: the operators' f32 and bf16 (bf16 rounds to nearest even,
+// NaN stays NaN, as SPEC §17.6 casts do). Every loop's summation order
+// depends on the shape only, so results are the same run to run.
+#ifndef HAL_PLUGINS_CPU_OPS_NATIVE_KERNELS_HPP_
+#define HAL_PLUGINS_CPU_OPS_NATIVE_KERNELS_HPP_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hal/ops.h"
+
+namespace hal::cpu::ops::native {
+
+enum class Type : uint8_t { kF32, kBf16 };
+
+// One operand's storage: a base pointer and its element type.
+struct Ref {
+  void* data;
+  Type type;
+};
+struct ConstRef {
+  const void* data;
+  Type type;
+};
+
+// out[i] = act(alpha * x[i]), i in [begin, end).
+void unary_forward(hal_activation_t activation, float alpha, ConstRef x, Ref out, size_t begin,
+                   size_t end);
+// grad_x[i] = grad_out[i] * alpha * act'(alpha * x[i]).
+void unary_backward(hal_activation_t activation, float alpha, ConstRef x, ConstRef grad_out,
+                    Ref grad_x, size_t begin, size_t end);
+
+// Columns [col_begin, col_end) of [rows, cols] row-major tensors:
+// grad_pre = grad_out * act'(aux) (NONE: grad_out), and, when grad_bias is
+// not null, grad_bias[j] = sum over rows in order of grad_pre (f32).
+void bias_activation_backward(hal_activation_t activation, ConstRef grad_out, ConstRef aux,
+                              Ref grad_pre, float* grad_bias, size_t rows, size_t cols,
+                              size_t col_begin, size_t col_end);
+
+// out[i] = alpha * (a[i % a_period] OP b[i % b_period]), i in [begin, end).
+void binary(hal_binary_op_t op, float alpha, ConstRef a, size_t a_period, ConstRef b,
+            size_t b_period, Ref out, size_t begin, size_t end);
+
+// Columns [col_begin, col_end) of x [rows, cols]: out[j] = the reduction of
+// x[0..rows, j] in row order (SUM and MEAN compensated: Kahan; MAX
+// propagates NaN).
+void reduce_columns(hal_reduce_kind_t reduce, ConstRef x, Ref out, size_t rows, size_t cols,
+                    size_t col_begin, size_t col_end);
+// The Kahan sum of x[begin, end) in a fixed order (64 lanes, then the lanes
+// and the tail in order), for reductions to one value done in chunks.
+float sum_range(ConstRef x, size_t begin, size_t end);
+// MAX of x[begin, end), NaN if any is NaN; -inf for an empty range.
+float max_range(ConstRef x, size_t begin, size_t end);
+
+// Layernorm (with_mean) or RMSNorm backward, gamma and beta gradients of
+// columns [col_begin, col_end): column sums over all rows in row order.
+void norm_backward_columns(bool with_mean, const float* x, const float* mean, const float* rstd,
+                           const float* grad_y, float* grad_gamma, float* grad_beta, size_t rows,
+                           size_t cols, size_t col_begin, size_t col_end);
+// grad_x of rows [row_begin, row_end) (grad_x may be grad_y).
+void norm_backward_rows(bool with_mean, const float* x, const float* gamma, const float* mean,
+                        const float* rstd, const float* grad_y, float* grad_x, size_t cols,
+                        size_t row_begin, size_t row_end);
+
+// out[0..count) = in[0..count) converted (f32 or bf16 each).
+void convert(ConstRef in, Ref out, size_t count);
+
+}  // namespace hal::cpu::ops::native
+
+#endif  // HAL_PLUGINS_CPU_OPS_NATIVE_KERNELS_HPP_

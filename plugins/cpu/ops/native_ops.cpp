@@ -1,0 +1,539 @@
+// The cpu plugin's native operators ("cpu.native"): the elementwise,
+// reduction and normalisation-backward ops a training step spends its time
+// in, as vectorised loops (native_kernels.cpp) split over the plugin's
+// thread pool. They serve f32 and bf16 tensors in the common layouts (dense
+// row-major; broadcasts over leading dimensions of 1) and decline the rest
+// with a reason, which the loader's portable implementation then serves.
+//
+// Work is split by the shape alone (fixed chunks, each output element
+// reduced in a fixed order by one thread), so every plan is deterministic.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../device.hpp"
+#include "../plugin.hpp"
+#include "../stream.hpp"
+#include "native_attention.hpp"
+#include "native_kernels.hpp"
+#include "ops.hpp"
+
+namespace hal::cpu::ops {
+namespace {
+
+using native::ConstRef;
+using native::Ref;
+using native::Type;
+
+// ---- descriptors ----------------------------------------------------------------------
+
+uint64_t element_count(const hal_tensor_desc_t& tensor) {
+  uint64_t count = 1;
+  for (uint32_t d = 0; d < tensor.rank; ++d) count *= static_cast<uint64_t>(tensor.shape[d]);
+  return count;
+}
+
+// Row-major without gaps (extent-1 dimensions may have any stride).
+bool dense(const hal_tensor_desc_t& tensor) {
+  int64_t expected = 1;
+  for (uint32_t d = tensor.rank; d-- > 0;) {
+    if (tensor.shape[d] != 1 && tensor.strides[d] != expected) return false;
+    expected *= tensor.shape[d];
+  }
+  return true;
+}
+
+bool native_type(hal_dtype_t dtype, Type* out) {
+  if (dtype == HAL_DTYPE_F32) {
+    *out = Type::kF32;
+  } else if (dtype == HAL_DTYPE_BF16) {
+    *out = Type::kBf16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Checks that every tensor is a dense f32/bf16 tensor; says which is not.
+bool dense_float_tensors(
+    std::initializer_list<std::pair<const char*, const hal_tensor_desc_t*>> list,
+    std::vector<Type>& types, Decline& decline) {
+  for (const auto& [name, tensor] : list) {
+    Type type;
+    if (!native_type(tensor->dtype, &type)) {
+      decline.reason = std::string(name) + " is neither f32 nor bf16";
+      return false;
+    }
+    if (!dense(*tensor)) {
+      decline.reason = std::string(name) + " is not dense row-major";
+      return false;
+    }
+    types.push_back(type);
+  }
+  return true;
+}
+
+bool f32_dense(const char* name, const hal_tensor_desc_t& tensor, Decline& decline) {
+  if (tensor.dtype != HAL_DTYPE_F32 || !dense(tensor)) {
+    decline.reason = std::string(name) + " is not a dense f32 tensor";
+    return false;
+  }
+  return true;
+}
+
+// ---- execution ------------------------------------------------------------------------
+
+// Runs fn(begin, end) over [0, count) in chunks of |grain|, on the pool when
+// there is more than one chunk.
+template <typename Fn>
+void parallel_ranges(ThreadPool& pool, uint64_t count, uint64_t grain, const Fn& fn) {
+  if (count == 0) return;
+  const uint64_t chunks = (count + grain - 1) / grain;
+  if (chunks == 1) {
+    fn(uint64_t{0}, count);
+    return;
+  }
+  struct Context {
+    const Fn* fn;
+    uint64_t count;
+    uint64_t grain;
+  } context{&fn, count, grain};
+  pool.parallel_for(chunks, 1,
+                    ParallelTask{[](void* data, uint64_t begin, uint64_t end, uint32_t) {
+                                   const auto* c = static_cast<const Context*>(data);
+                                   for (uint64_t k = begin; k < end; ++k) {
+                                     (*c->fn)(k * c->grain, std::min((k + 1) * c->grain, c->count));
+                                   }
+                                 },
+                                 &context});
+}
+
+// Runs fn(item, worker) for every item in [0, count) on the pool; |worker|
+// indexes per-worker scratch, in [0, pool.workers()].
+template <typename Fn>
+void parallel_items(ThreadPool& pool, uint64_t count, const Fn& fn) {
+  if (count == 0) return;
+  pool.parallel_for(count, 1,
+                    ParallelTask{[](void* data, uint64_t begin, uint64_t end, uint32_t worker) {
+                                   const auto* f = static_cast<const Fn*>(data);
+                                   for (uint64_t item = begin; item < end; ++item) {
+                                     (*f)(item, worker);
+                                   }
+                                 },
+                                 const_cast<Fn*>(&fn)});
+}
+
+// What an execution does with its operands, shared by the plan and every
+// execution still queued.
+using Body = std::function<void(ThreadPool& pool, void* const* operands)>;
+
+class NativeTask final : public StreamTask {
+ public:
+  NativeTask(std::shared_ptr<const Body> body, ThreadPool& pool, const hal_op_exec_args_t& args)
+      : body_(std::move(body)),
+        pool_(pool),
+        operands_(args.operands, args.operands + args.operand_count) {}
+  void run() override { (*body_)(pool_, operands_.data()); }
+
+ private:
+  std::shared_ptr<const Body> body_;
+  ThreadPool& pool_;
+  std::vector<void*> operands_;
+};
+
+class NativePlan final : public OpPlan {
+ public:
+  NativePlan(uint32_t operand_count, Body body)
+      : operand_count_(operand_count), body_(std::make_shared<const Body>(std::move(body))) {}
+  hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
+    if (args.operand_count != operand_count_ || args.operands == nullptr) {
+      return stream.device().report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                                           "op_execute: this plan takes %u operands, args has %u",
+                                           operand_count_, args.operand_count);
+    }
+    return stream.enqueue(
+        TaskCommand{std::make_unique<NativeTask>(body_, stream.device().plugin().pool(), args)});
+  }
+
+ private:
+  uint32_t operand_count_;
+  std::shared_ptr<const Body> body_;
+};
+
+constexpr uint64_t kElementGrain = 16384;  // elements per chunk of an elementwise op
+constexpr uint64_t kColumnGrain = 64;      // columns per chunk of a column reduction
+
+// ---- planners -------------------------------------------------------------------------
+
+std::unique_ptr<OpPlan> plan_unary(const hal_op_unary_desc_t& desc, bool backward,
+                                   Decline& decline) {
+  const hal_activation_t act = desc.activation;
+  if (act == HAL_ACTIVATION_GELU_ERF) {
+    decline.reason = "GELU_ERF: no vectorised erf here";
+    return nullptr;
+  }
+  std::vector<Type> types;
+  if (!backward) {
+    if (!dense_float_tensors({{"x", &desc.x}, {"out", &desc.out}}, types, decline)) return nullptr;
+    const uint64_t count = element_count(desc.x);
+    const float alpha = desc.alpha;
+    return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand) {
+      parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
+        native::unary_forward(act, alpha, ConstRef{operand[0], types[0]}, Ref{operand[1], types[1]},
+                              begin, end);
+      });
+    });
+  }
+  if (!dense_float_tensors({{"x", &desc.x}, {"grad_out", &desc.out}, {"grad_x", &desc.grad_x}},
+                           types, decline))
+    return nullptr;
+  const uint64_t count = element_count(desc.x);
+  const float alpha = desc.alpha;
+  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand) {
+    parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
+      native::unary_backward(act, alpha, ConstRef{operand[0], types[0]},
+                             ConstRef{operand[1], types[1]}, Ref{operand[2], types[2]}, begin, end);
+    });
+  });
+}
+
+std::unique_ptr<OpPlan> plan_bias_activation_backward(
+    const hal_op_bias_activation_backward_desc_t& desc, Decline& decline) {
+  const hal_activation_t act = desc.activation;
+  if (act == HAL_ACTIVATION_GELU_ERF) {
+    decline.reason = "GELU_ERF: no vectorised erf here";
+    return nullptr;
+  }
+  std::vector<Type> types;
+  const hal_tensor_desc_t& aux = act == HAL_ACTIVATION_NONE ? desc.grad_out : desc.aux;
+  if (!dense_float_tensors(
+          {{"grad_out", &desc.grad_out}, {"aux", &aux}, {"grad_pre", &desc.grad_pre}}, types,
+          decline))
+    return nullptr;
+  const bool bias = desc.compute_bias_grad != 0;
+  if (bias && !f32_dense("grad_bias", desc.grad_bias, decline)) return nullptr;
+  const uint64_t rows = static_cast<uint64_t>(desc.grad_out.shape[0]);
+  const uint64_t cols = static_cast<uint64_t>(desc.grad_out.shape[1]);
+  return std::make_unique<NativePlan>(4, [=](ThreadPool& pool, void* const* operand) {
+    parallel_ranges(pool, cols, kColumnGrain, [&](uint64_t begin, uint64_t end) {
+      native::bias_activation_backward(
+          act, ConstRef{operand[0], types[0]},
+          ConstRef{act == HAL_ACTIVATION_NONE ? operand[0] : operand[1], types[1]},
+          Ref{operand[2], types[2]}, bias ? static_cast<float*>(operand[3]) : nullptr, rows, cols,
+          begin, end);
+    });
+  });
+}
+
+// How an input of a binary op is read along out's flat index: 0 = at the
+// same index (out's shape, dense), p > 0 = at index % p (dense, with out's
+// trailing dimensions after leading dimensions of extent 1: a scalar is 1).
+bool binary_period(const char* name, const hal_tensor_desc_t& input,
+                   const hal_tensor_desc_t& result, uint64_t* period, Decline& decline) {
+  if (!dense(input)) {
+    decline.reason = std::string(name) + " is not dense row-major (a stride-0 broadcast)";
+    return false;
+  }
+  bool same = true;
+  for (uint32_t d = 0; d < result.rank; ++d) same = same && input.shape[d] == result.shape[d];
+  if (same) {
+    *period = 0;
+    return true;
+  }
+  uint32_t d = 0;
+  while (d < result.rank && input.shape[d] == 1) ++d;
+  for (uint32_t rest = d; rest < result.rank; ++rest) {
+    if (input.shape[rest] != result.shape[rest]) {
+      decline.reason = std::string(name) +
+                       " broadcasts a dimension after one it keeps (only leading dimensions of "
+                       "extent 1 are served)";
+      return false;
+    }
+  }
+  *period = element_count(input);
+  return true;
+}
+
+std::unique_ptr<OpPlan> plan_binary(const hal_op_binary_desc_t& desc, Decline& decline) {
+  Type type_a, type_b, type_out;
+  if (!native_type(desc.a.dtype, &type_a) || !native_type(desc.b.dtype, &type_b) ||
+      !native_type(desc.out.dtype, &type_out)) {
+    decline.reason = "a dtype other than f32 and bf16";
+    return nullptr;
+  }
+  if (!dense(desc.out)) {
+    decline.reason = "out is not dense row-major";
+    return nullptr;
+  }
+  uint64_t period_a = 0, period_b = 0;
+  if (!binary_period("a", desc.a, desc.out, &period_a, decline) ||
+      !binary_period("b", desc.b, desc.out, &period_b, decline))
+    return nullptr;
+  const uint64_t count = element_count(desc.out);
+  const hal_binary_op_t op = desc.op;
+  const float alpha = desc.alpha;
+  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand) {
+    parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
+      native::binary(op, alpha, ConstRef{operand[0], type_a}, period_a,
+                     ConstRef{operand[1], type_b}, period_b, Ref{operand[2], type_out}, begin, end);
+    });
+  });
+}
+
+std::unique_ptr<OpPlan> plan_reduce(const hal_op_reduce_desc_t& desc, Decline& decline) {
+  std::vector<Type> types;
+  if (!dense_float_tensors({{"x", &desc.x}, {"out", &desc.out}}, types, decline)) return nullptr;
+  const uint32_t rank = desc.x.rank;
+  const uint32_t mask = desc.axes_mask;
+  const uint32_t reduced = static_cast<uint32_t>(__builtin_popcount(mask));
+  if (mask == 0 || mask != (1u << reduced) - 1u) {
+    decline.reason = "the reduced axes are not the leading ones (or none)";
+    return nullptr;
+  }
+  uint64_t rows = 1;
+  for (uint32_t d = 0; d < reduced; ++d) rows *= static_cast<uint64_t>(desc.x.shape[d]);
+  const hal_reduce_kind_t kind = desc.reduce;
+  if (reduced < rank || rows == 0) {
+    const uint64_t columns = reduced < rank ? element_count(desc.out) : 1;
+    return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand) {
+      parallel_ranges(pool, columns, kColumnGrain, [&](uint64_t begin, uint64_t end) {
+        native::reduce_columns(kind, ConstRef{operand[0], types[0]}, Ref{operand[1], types[1]},
+                               rows, columns, begin, end);
+      });
+    });
+  }
+  // Every axis: partial results of fixed chunks, combined in chunk order.
+  constexpr uint64_t kChunk = 65536;
+  const uint64_t count = rows;
+  return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand) {
+    const uint64_t chunks = (count + kChunk - 1) / kChunk;
+    std::vector<float> partial(chunks);
+    const ConstRef x{operand[0], types[0]};
+    parallel_ranges(pool, chunks, 1, [&](uint64_t begin, uint64_t end) {
+      for (uint64_t c = begin; c < end; ++c) {
+        const uint64_t first = c * kChunk, last = std::min(first + kChunk, count);
+        partial[c] = kind == HAL_REDUCE_KIND_MAX ? native::max_range(x, first, last)
+                                                 : native::sum_range(x, first, last);
+      }
+    });
+    const ConstRef partials{partial.data(), Type::kF32};
+    float value = kind == HAL_REDUCE_KIND_MAX ? native::max_range(partials, 0, chunks)
+                                              : native::sum_range(partials, 0, chunks);
+    if (kind == HAL_REDUCE_KIND_MEAN) value /= static_cast<float>(count);
+    native::convert(ConstRef{&value, Type::kF32}, Ref{operand[1], types[1]}, 1);
+  });
+}
+
+std::unique_ptr<OpPlan> plan_norm_backward(const hal_op_norm_desc_t& desc, Decline& decline) {
+  const bool layernorm = desc.norm == HAL_NORM_LAYERNORM;
+  if (!f32_dense("x", desc.x, decline) || !f32_dense("grad_y", desc.grad_y, decline) ||
+      !f32_dense("grad_x", desc.grad_x, decline) || !f32_dense("rstd", desc.rstd, decline) ||
+      (layernorm && !f32_dense("mean", desc.mean, decline)) ||
+      (desc.has_gamma && !f32_dense("gamma", desc.gamma, decline)) ||
+      (desc.has_grad_gamma && !f32_dense("grad_gamma", desc.grad_gamma, decline)) ||
+      (desc.has_grad_beta && !f32_dense("grad_beta", desc.grad_beta, decline)))
+    return nullptr;
+  const uint64_t cols = desc.x.rank == 0 ? 1 : static_cast<uint64_t>(desc.x.shape[desc.x.rank - 1]);
+  const uint64_t rows = cols == 0 ? 0 : element_count(desc.x) / cols;
+  const bool has_gamma = desc.has_gamma != 0;
+  const bool grad_gamma = desc.has_grad_gamma != 0, grad_beta = desc.has_grad_beta != 0;
+  return std::make_unique<NativePlan>(8, [=](ThreadPool& pool, void* const* operand) {
+    const auto* x = static_cast<const float*>(operand[0]);
+    const auto* gamma = has_gamma ? static_cast<const float*>(operand[1]) : nullptr;
+    const auto* mean = layernorm ? static_cast<const float*>(operand[2]) : nullptr;
+    const auto* rstd = static_cast<const float*>(operand[3]);
+    const auto* dy = static_cast<const float*>(operand[4]);
+    auto* dx = static_cast<float*>(operand[5]);
+    auto* dgamma = grad_gamma ? static_cast<float*>(operand[6]) : nullptr;
+    auto* dbeta = grad_beta ? static_cast<float*>(operand[7]) : nullptr;
+    // Column sums first: grad_x may overwrite grad_y.
+    if (dgamma != nullptr || dbeta != nullptr) {
+      if (rows == 0) {
+        for (uint64_t j = 0; j < cols; ++j) {
+          if (dgamma) dgamma[j] = 0.0f;
+          if (dbeta) dbeta[j] = 0.0f;
+        }
+      }
+      parallel_ranges(pool, rows == 0 ? 0 : cols, kColumnGrain, [&](uint64_t begin, uint64_t end) {
+        native::norm_backward_columns(layernorm, x, mean, rstd, dy, dgamma, dbeta, rows, cols,
+                                      begin, end);
+      });
+    }
+    const uint64_t row_grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(cols, 1));
+    parallel_ranges(pool, rows, row_grain, [&](uint64_t begin, uint64_t end) {
+      native::norm_backward_rows(layernorm, x, gamma, mean, rstd, dy, dx, cols, begin, end);
+    });
+  });
+}
+
+std::unique_ptr<OpPlan> plan_cast(const hal_op_cast_desc_t& desc, Decline& decline) {
+  Type type_in, type_out;
+  if (!native_type(desc.in.dtype, &type_in) || !native_type(desc.out.dtype, &type_out)) {
+    decline.reason = "a dtype other than f32 and bf16";
+    return nullptr;
+  }
+  const uint32_t rank = desc.in.rank;
+  if (rank == 0 || desc.in.strides[rank - 1] != 1 || desc.out.strides[rank - 1] != 1) {
+    decline.reason = "the last dimension is not contiguous in both tensors";
+    return nullptr;
+  }
+  const hal_tensor_desc_t in = desc.in, result = desc.out;
+  const uint64_t inner = static_cast<uint64_t>(in.shape[rank - 1]);
+  const uint64_t outer = inner == 0 ? 0 : element_count(in) / inner;
+  const size_t in_bytes = type_in == Type::kF32 ? 4 : 2, out_bytes = type_out == Type::kF32 ? 4 : 2;
+  return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand) {
+    const auto* source = static_cast<const char*>(operand[0]);
+    auto* target = static_cast<char*>(operand[1]);
+    const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(inner, 1));
+    parallel_ranges(pool, outer, grain, [&](uint64_t begin, uint64_t end) {
+      for (uint64_t row = begin; row < end; ++row) {
+        // The row's offsets in both tensors, from its index over the outer dimensions.
+        int64_t in_offset = 0, out_offset = 0;
+        uint64_t rest = row;
+        for (uint32_t d = rank - 1; d-- > 0;) {
+          const int64_t index = static_cast<int64_t>(rest % static_cast<uint64_t>(in.shape[d]));
+          rest /= static_cast<uint64_t>(in.shape[d]);
+          in_offset += index * in.strides[d];
+          out_offset += index * result.strides[d];
+        }
+        native::convert(ConstRef{source + in_offset * static_cast<int64_t>(in_bytes), type_in},
+                        Ref{target + out_offset * static_cast<int64_t>(out_bytes), type_out},
+                        inner);
+      }
+    });
+  });
+}
+
+// A [batch, seq, heads, dim] operand as the attention loops read it; false
+// when its head dimension is not contiguous or its type not f32/bf16.
+bool heads_view(const char* name, const hal_tensor_desc_t& tensor, native::HeadsView* view,
+                Decline& decline) {
+  if (!native_type(tensor.dtype, &view->type)) {
+    decline.reason = std::string(name) + " is neither f32 nor bf16";
+    return false;
+  }
+  if (tensor.shape[3] > 1 && tensor.strides[3] != 1) {
+    decline.reason = std::string(name) + "'s head dimension is not contiguous";
+    return false;
+  }
+  view->data = nullptr;
+  for (int d = 0; d < 3; ++d) view->stride[d] = tensor.strides[d];
+  return true;
+}
+
+std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool backward,
+                                       Decline& decline) {
+  if (desc.has_cu_seqlens != 0) {
+    decline.reason = "varlen (cu_seqlens) is left to the portable implementation";
+    return nullptr;
+  }
+  if (desc.sparsity != HAL_ATTENTION_DENSE) {
+    decline.reason = "block-sparse attention is left to the portable implementation";
+    return nullptr;
+  }
+  native::Attention attention{};
+  if (!heads_view("q", desc.q, &attention.q, decline) ||
+      !heads_view("k", desc.k, &attention.k, decline) ||
+      !heads_view("v", desc.v, &attention.v, decline) ||
+      !heads_view("out", desc.out, &attention.out, decline))
+    return nullptr;
+  if (backward && (!heads_view("grad_out", desc.grad_out, &attention.grad_out, decline) ||
+                   !heads_view("grad_q", desc.grad_q, &attention.grad_q, decline) ||
+                   !heads_view("grad_k", desc.grad_k, &attention.grad_k, decline) ||
+                   !heads_view("grad_v", desc.grad_v, &attention.grad_v, decline)))
+    return nullptr;
+  for (int d = 0; d < 3; ++d) attention.lse.stride[d] = desc.lse.strides[d];
+  attention.batch = desc.q.shape[0];
+  attention.s_q = desc.q.shape[1];
+  attention.s_k = desc.k.shape[1];
+  attention.heads = desc.q.shape[2];
+  attention.kv_heads = desc.k.shape[2];
+  attention.dim = desc.q.shape[3];
+  attention.scale =
+      desc.scale != 0.0f ? desc.scale : 1.0f / std::sqrt(static_cast<float>(attention.dim));
+  attention.causal = desc.causal;
+  if (!backward) {
+    // Items: (sequence, head, block of query rows), the blocks of a head
+    // adjacent so that threads share its keys in cache.
+    const int64_t blocks =
+        (attention.s_q + native::kAttentionRowsPerItem - 1) / native::kAttentionRowsPerItem;
+    const uint64_t items = static_cast<uint64_t>(attention.batch * attention.heads * blocks);
+    return std::make_unique<NativePlan>(8, [=](ThreadPool& pool, void* const* operand) {
+      native::Attention a = attention;
+      a.q.data = operand[0];
+      a.k.data = operand[1];
+      a.v.data = operand[2];
+      a.out.data = operand[3];
+      a.lse.data = static_cast<float*>(operand[4]);
+      // Scratch per worker, allocated here (a failure is the execution's
+      // error) rather than in the items.
+      std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
+      for (native::AttentionScratch& s : scratch) native::prepare_forward(a, s);
+      parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
+        const int64_t block = static_cast<int64_t>(item) % blocks;
+        const int64_t head = static_cast<int64_t>(item) / blocks % a.heads;
+        const int64_t b = static_cast<int64_t>(item) / blocks / a.heads;
+        const int64_t first = block * native::kAttentionRowsPerItem;
+        native::attention_forward(a, b, head, first,
+                                  std::min(a.s_q, first + native::kAttentionRowsPerItem),
+                                  scratch[worker]);
+      });
+    });
+  }
+  const uint64_t items = static_cast<uint64_t>(attention.batch * attention.kv_heads);
+  return std::make_unique<NativePlan>(12, [=](ThreadPool& pool, void* const* operand) {
+    native::Attention a = attention;
+    a.q.data = operand[0];
+    a.k.data = operand[1];
+    a.v.data = operand[2];
+    a.out.data = operand[3];
+    a.lse.data = static_cast<float*>(operand[4]);
+    a.grad_out.data = operand[8];
+    a.grad_q.data = operand[9];
+    a.grad_k.data = operand[10];
+    a.grad_v.data = operand[11];
+    std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
+    for (native::AttentionScratch& s : scratch) native::prepare_backward(a, s);
+    parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
+      native::attention_backward(a, static_cast<int64_t>(item) / a.kv_heads,
+                                 static_cast<int64_t>(item) % a.kv_heads, scratch[worker]);
+    });
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_flags_t,
+                                    Decline& decline) {
+  switch (header.kind) {
+    case HAL_OP_UNARY:
+    case HAL_OP_UNARY_BACKWARD:
+      return plan_unary(reinterpret_cast<const hal_op_unary_desc_t&>(header),
+                        header.kind == HAL_OP_UNARY_BACKWARD, decline);
+    case HAL_OP_BIAS_ACTIVATION_BACKWARD:
+      return plan_bias_activation_backward(
+          reinterpret_cast<const hal_op_bias_activation_backward_desc_t&>(header), decline);
+    case HAL_OP_BINARY:
+      return plan_binary(reinterpret_cast<const hal_op_binary_desc_t&>(header), decline);
+    case HAL_OP_REDUCE:
+      return plan_reduce(reinterpret_cast<const hal_op_reduce_desc_t&>(header), decline);
+    case HAL_OP_NORM_BACKWARD:
+      return plan_norm_backward(reinterpret_cast<const hal_op_norm_desc_t&>(header), decline);
+    case HAL_OP_CAST:
+      return plan_cast(reinterpret_cast<const hal_op_cast_desc_t&>(header), decline);
+    case HAL_OP_ATTENTION:
+    case HAL_OP_ATTENTION_BACKWARD:
+      return plan_attention(reinterpret_cast<const hal_op_attention_desc_t&>(header),
+                            header.kind == HAL_OP_ATTENTION_BACKWARD, decline);
+    default:
+      decline.reason =
+          "cpu.native serves unary, bias-activation backward, binary, reduce, norm "
+          "backward, cast and attention";
+      return nullptr;
+  }
+}
+
+}  // namespace hal::cpu::ops

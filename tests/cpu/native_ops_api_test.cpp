@@ -1,0 +1,555 @@
+// The cpu plugin's native operators ("cpu.native") through the public API:
+// each op the training sample uses, on seeded random inputs at awkward
+// sizes, against the loader's portable implementation of the same
+// descriptor (HAL_OPS_IMPLEMENTATIONS=portable: an independent code path,
+// the dialect kernels), within SPEC §17.6's conformance tolerances; the same
+// bits run to run; and what cpu.native declines goes on with its reason.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hal.h"
+
+namespace {
+
+class Session {
+ public:
+  Session() {
+    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
+  }
+  ~Session() {
+    for (void* p : allocations_) hal_mem_free(p);
+    hal_stream_destroy(stream_);
+    hal_shutdown();
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  hal_device_t device() const { return device_; }
+  hal_stream_t stream() const { return stream_; }
+  float* floats(size_t count) {
+    void* p = nullptr;
+    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, (count == 0 ? 1 : count) * sizeof(float), 0,
+                          &p) == HAL_SUCCESS);
+    allocations_.push_back(p);
+    return static_cast<float*>(p);
+  }
+
+ private:
+  hal_device_t device_ = nullptr;
+  hal_stream_t stream_ = nullptr;
+  std::vector<void*> allocations_;
+};
+
+hal_tensor_desc_t dense(std::vector<int64_t> shape, hal_dtype_t dtype = HAL_DTYPE_F32) {
+  hal_tensor_desc_t tensor;
+  hal_tensor_desc_contiguous(&tensor, dtype, static_cast<uint32_t>(shape.size()), shape.data());
+  return tensor;
+}
+
+std::string implementation_of(hal_op_plan_t plan, std::string* declines = nullptr) {
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof info;
+  REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
+  if (declines != nullptr) *declines = info.declines;
+  return info.implementation;
+}
+
+// Plans |desc| with the default list (or only the portable implementation).
+hal_op_plan_t plan_of(Session& session, const hal_op_header_t* desc, bool portable) {
+  if (portable) setenv("HAL_OPS_IMPLEMENTATIONS", "portable", 1);
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t result =
+      hal_op_plan_create(session.device(), desc, HAL_OP_PLAN_DETERMINISTIC, &plan);
+  if (portable) unsetenv("HAL_OPS_IMPLEMENTATIONS");
+  INFO(hal_error_last_message());
+  REQUIRE(result == HAL_SUCCESS);
+  return plan;
+}
+
+void execute(Session& session, hal_op_plan_t plan, std::vector<void*> operands,
+             std::vector<hal_op_scalar_t> scalars = {}) {
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof info;
+  REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
+  void* workspace = nullptr;
+  if (info.workspace_bytes > 0) {
+    REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, info.workspace_bytes, 0,
+                          &workspace) == HAL_SUCCESS);
+  }
+  hal_op_exec_args_t args{};
+  args.struct_size = sizeof args;
+  args.operand_count = static_cast<uint32_t>(operands.size());
+  args.operands = operands.data();
+  args.scalar_count = static_cast<uint32_t>(scalars.size());
+  args.scalars = scalars.data();
+  args.workspace = workspace;
+  args.workspace_bytes = info.workspace_bytes;
+  INFO(hal_error_last_message());
+  REQUIRE(hal_op_execute(plan, &args, session.stream()) == HAL_SUCCESS);
+  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  hal_mem_free(workspace);
+}
+
+void fill(float* data, size_t count, uint32_t seed, float low = -3.0f, float high = 3.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(low, high);
+  for (size_t i = 0; i < count; ++i) data[i] = uniform(rng);
+}
+
+// SPEC §17.6's tolerance_for(f32, terms): 1e-5 * sqrt(terms) + 1e-5 * |expected|.
+void check_close(const float* actual, const float* expected, size_t count, double terms) {
+  size_t bad = 0, first = count;
+  for (size_t i = 0; i < count; ++i) {
+    const double tolerance = 1e-5 * std::sqrt(terms) + 1e-5 * std::fabs(expected[i]);
+    const bool both_nan = std::isnan(actual[i]) && std::isnan(expected[i]);
+    if (!both_nan && !(std::fabs(double{actual[i]} - expected[i]) <= tolerance)) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  INFO("first mismatch at " << first << ": " << (first < count ? actual[first] : 0.0f) << " vs "
+                            << (first < count ? expected[first] : 0.0f));
+  CHECK(bad == 0);
+}
+
+// Runs |desc| natively and portably on copies of the inputs; compares the
+// outputs named by |outputs| (operand index, element count, terms).
+struct Output {
+  size_t operand;
+  size_t count;
+  double terms;
+};
+
+void compare_with_portable(Session& session, const hal_op_header_t* desc,
+                           const std::vector<size_t>& sizes, const std::vector<Output>& outputs,
+                           uint32_t seed, std::vector<hal_op_scalar_t> scalars = {}) {
+  hal_op_plan_t native = plan_of(session, desc, false);
+  hal_op_plan_t portable = plan_of(session, desc, true);
+  CHECK(implementation_of(native) == "cpu.native");
+  std::vector<float*> a, b;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    a.push_back(sizes[i] ? session.floats(sizes[i]) : nullptr);
+    b.push_back(sizes[i] ? session.floats(sizes[i]) : nullptr);
+    if (sizes[i]) {
+      fill(a.back(), sizes[i], seed + static_cast<uint32_t>(i));
+      std::memcpy(b.back(), a.back(), sizes[i] * sizeof(float));
+    }
+  }
+  execute(session, native, std::vector<void*>(a.begin(), a.end()), scalars);
+  execute(session, portable, std::vector<void*>(b.begin(), b.end()), scalars);
+  for (const Output& output : outputs) {
+    INFO("operand " << output.operand);
+    check_close(a[output.operand], b[output.operand], output.count, output.terms);
+  }
+  // Deterministic: a second execution on fresh copies of the inputs gives the same bits.
+  std::vector<float*> c;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    c.push_back(sizes[i] ? session.floats(sizes[i]) : nullptr);
+    if (sizes[i]) fill(c.back(), sizes[i], seed + static_cast<uint32_t>(i));
+  }
+  execute(session, native, std::vector<void*>(c.begin(), c.end()), scalars);
+  for (const Output& output : outputs) {
+    CHECK(std::memcmp(a[output.operand], c[output.operand], output.count * sizeof(float)) == 0);
+  }
+  hal_op_plan_destroy(native);
+  hal_op_plan_destroy(portable);
+}
+
+}  // namespace
+
+TEST_CASE("cpu.native unary and its backward match the portable implementation",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const hal_activation_t activation = GENERATE(HAL_ACTIVATION_NONE, HAL_ACTIVATION_RELU,
+                                               HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_SILU);
+  const int64_t count = GENERATE(int64_t{1}, int64_t{37}, int64_t{100003});
+  hal_op_unary_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_UNARY;
+  desc.activation = activation;
+  desc.alpha = 1.5f;
+  desc.x = desc.out = desc.grad_x = dense({count});
+  const size_t n = static_cast<size_t>(count);
+  INFO("activation " << activation << ", " << count << " elements");
+  compare_with_portable(session, &desc.header, {n, n}, {{1, n, 1}}, 11);
+  desc.header.kind = HAL_OP_UNARY_BACKWARD;
+  compare_with_portable(session, &desc.header, {n, n, n}, {{2, n, 4}}, 12);
+}
+
+TEST_CASE("cpu.native bias-activation backward: grad_pre and the bias gradient",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const hal_activation_t activation =
+      GENERATE(HAL_ACTIVATION_NONE, HAL_ACTIVATION_RELU, HAL_ACTIVATION_GELU_TANH);
+  const int64_t rows = GENERATE(int64_t{1}, int64_t{300}),
+                cols = GENERATE(int64_t{3}, int64_t{130});
+  hal_op_bias_activation_backward_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_BIAS_ACTIVATION_BACKWARD;
+  desc.activation = activation;
+  desc.compute_bias_grad = 1;
+  desc.grad_out = desc.aux = desc.grad_pre = dense({rows, cols});
+  desc.grad_bias = dense({cols});
+  const size_t n = static_cast<size_t>(rows * cols), c = static_cast<size_t>(cols);
+  INFO("activation " << activation << ", " << rows << " x " << cols);
+  const size_t aux = activation == HAL_ACTIVATION_NONE ? 0 : n;  // NONE reads no aux
+  compare_with_portable(session, &desc.header, {n, aux, n, c},
+                        {{2, n, 4}, {3, c, static_cast<double>(rows) * 4}}, 21);
+}
+
+TEST_CASE("cpu.native binary: same shapes, a scalar, and leading broadcast dimensions",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const hal_binary_op_t op =
+      GENERATE(HAL_BINARY_ADD, HAL_BINARY_SUB, HAL_BINARY_MUL, HAL_BINARY_MAX, HAL_BINARY_MIN);
+  hal_op_binary_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_BINARY;
+  desc.op = op;
+  desc.alpha = 0.5f;
+  desc.out = dense({5, 7, 33});
+  const size_t n = 5 * 7 * 33;
+  SECTION("same shapes") {
+    desc.a = desc.b = desc.out;
+    compare_with_portable(session, &desc.header, {n, n, n}, {{2, n, 2}}, 31);
+  }
+  SECTION("b a scalar") {
+    desc.a = desc.out;
+    desc.b = dense({1, 1, 1});
+    compare_with_portable(session, &desc.header, {n, 1, n}, {{2, n, 2}}, 32);
+  }
+  SECTION("a broadcast over the leading dimension") {
+    desc.a = dense({1, 7, 33});
+    desc.b = desc.out;
+    compare_with_portable(session, &desc.header, {7 * 33, n, n}, {{2, n, 2}}, 33);
+  }
+}
+
+TEST_CASE("cpu.native reduce over leading axes and over everything", "[cpu][api][ops][native]") {
+  Session session;
+  const hal_reduce_kind_t kind =
+      GENERATE(HAL_REDUCE_KIND_SUM, HAL_REDUCE_KIND_MEAN, HAL_REDUCE_KIND_MAX);
+  hal_op_reduce_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_REDUCE;
+  desc.reduce = kind;
+  SECTION("columns of [513, 200]") {
+    desc.axes_mask = 1;
+    desc.x = dense({513, 200});
+    desc.out = dense({1, 200});
+    compare_with_portable(session, &desc.header, {513 * 200, 200}, {{1, 200, 513}}, 41);
+  }
+  SECTION("the batch of [4, 9, 70]") {
+    desc.axes_mask = 1;
+    desc.x = dense({4, 9, 70});
+    desc.out = dense({1, 9, 70});
+    compare_with_portable(session, &desc.header, {4 * 9 * 70, 9 * 70}, {{1, 9 * 70, 4}}, 42);
+  }
+  SECTION("all of [300007]") {
+    desc.axes_mask = 1;
+    desc.x = dense({300007});
+    desc.out = dense({1});
+    compare_with_portable(session, &desc.header, {300007, 1}, {{1, 1, 300007}}, 43);
+  }
+}
+
+TEST_CASE("cpu.native layernorm and rmsnorm backward", "[cpu][api][ops][native]") {
+  Session session;
+  const hal_norm_kind_t norm = GENERATE(HAL_NORM_LAYERNORM, HAL_NORM_RMSNORM);
+  const int64_t rows = 77, cols = GENERATE(int64_t{5}, int64_t{128});
+  // The forward pass saves mean and rstd; the backward reads them.
+  hal_op_norm_desc_t forward{};
+  forward.header.struct_size = sizeof forward;
+  forward.header.kind = HAL_OP_NORM;
+  forward.norm = norm;
+  forward.epsilon = 1e-5f;
+  forward.has_gamma = 1;
+  forward.has_beta = norm == HAL_NORM_LAYERNORM;
+  forward.has_mean = norm == HAL_NORM_LAYERNORM;
+  forward.has_rstd = 1;
+  forward.x = forward.y = dense({rows, cols});
+  forward.gamma = forward.beta = dense({cols});
+  forward.mean = forward.rstd = dense({rows});
+  const size_t n = static_cast<size_t>(rows * cols), c = static_cast<size_t>(cols),
+               r = static_cast<size_t>(rows);
+  float* x = session.floats(n);
+  float* gamma = session.floats(c);
+  float* beta = session.floats(c);
+  float* y = session.floats(n);
+  float* mean = session.floats(r);
+  float* rstd = session.floats(r);
+  fill(x, n, 51);
+  fill(gamma, c, 52, 0.5f, 1.5f);
+  fill(beta, c, 53);
+  hal_op_plan_t plan = plan_of(session, &forward.header, false);
+  execute(
+      session, plan,
+      {x, gamma, forward.has_beta ? beta : nullptr, y, forward.has_mean ? mean : nullptr, rstd});
+  hal_op_plan_destroy(plan);
+
+  hal_op_norm_desc_t backward = forward;
+  backward.header.kind = HAL_OP_NORM_BACKWARD;
+  backward.has_mean = backward.has_rstd = 0;
+  backward.has_grad_gamma = 1;
+  backward.has_grad_beta = norm == HAL_NORM_LAYERNORM;
+  backward.grad_y = backward.grad_x = dense({rows, cols});
+  backward.grad_gamma = backward.grad_beta = dense({cols});
+  hal_op_plan_t native = plan_of(session, &backward.header, false);
+  hal_op_plan_t portable = plan_of(session, &backward.header, true);
+  CHECK(implementation_of(native) == "cpu.native");
+  std::vector<float> results[2][3];
+  for (int which = 0; which < 2; ++which) {
+    float* dy = session.floats(n);
+    float* dx = session.floats(n);
+    float* dgamma = session.floats(c);
+    float* dbeta = session.floats(c);
+    fill(dy, n, 54);
+    execute(session, which == 0 ? native : portable,
+            {x, gamma, backward.has_grad_beta ? mean : nullptr, rstd, dy, dx, dgamma,
+             backward.has_grad_beta ? dbeta : nullptr});
+    results[which][0].assign(dx, dx + n);
+    results[which][1].assign(dgamma, dgamma + c);
+    results[which][2].assign(dbeta, dbeta + c);
+  }
+  check_close(results[0][0].data(), results[1][0].data(), n, 16);
+  check_close(results[0][1].data(), results[1][1].data(), c, static_cast<double>(rows));
+  if (backward.has_grad_beta) {
+    check_close(results[0][2].data(), results[1][2].data(), c, static_cast<double>(rows));
+  }
+  hal_op_plan_destroy(native);
+  hal_op_plan_destroy(portable);
+}
+
+TEST_CASE("cpu.native cast into a strided view is exact", "[cpu][api][ops][native]") {
+  Session session;
+  // Dense [2, 5, 3, 4] into the middle block of [2, 5, 3 * 12] rows (q/k/v in one buffer).
+  hal_op_cast_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_CAST;
+  desc.in = dense({2, 5, 3, 4});
+  desc.out = desc.in;
+  const int64_t strides[4] = {5 * 36, 36, 4, 1};
+  std::memcpy(desc.out.strides, strides, sizeof strides);
+  hal_op_plan_t native = plan_of(session, &desc.header, false);
+  CHECK(implementation_of(native) == "cpu.native");
+  float* in = session.floats(120);
+  float* out = session.floats(2 * 5 * 36 + 12);
+  fill(in, 120, 61);
+  for (int i = 0; i < 2 * 5 * 36 + 12; ++i) out[i] = -7.0f;
+  execute(session, native, {in, out + 12});
+  size_t copied = 0;
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 5; ++t) {
+      for (int k = 0; k < 36; ++k) {
+        const float value = out[12 + b * 180 + t * 36 + k];
+        if (k < 12) {
+          CHECK(value == in[b * 60 + t * 12 + k]);
+          ++copied;
+        } else {
+          CHECK(value == -7.0f);  // the gaps are left alone
+        }
+      }
+    }
+  }
+  CHECK(copied == 120);
+  CHECK(out[0] == -7.0f);
+  hal_op_plan_destroy(native);
+}
+
+TEST_CASE("what cpu.native declines goes on with its reason", "[cpu][api][ops][native]") {
+  Session session;
+  hal_op_unary_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_UNARY;
+  desc.activation = HAL_ACTIVATION_GELU_ERF;
+  desc.alpha = 1.0f;
+  desc.x = desc.out = dense({64});
+  hal_op_plan_t plan = plan_of(session, &desc.header, false);
+  std::string declines;
+  CHECK(implementation_of(plan, &declines) == "portable");
+  CHECK_THAT(declines, Catch::Contains("cpu: GELU_ERF"));
+  hal_op_plan_destroy(plan);
+
+  hal_op_reduce_desc_t reduce{};
+  reduce.header.struct_size = sizeof reduce;
+  reduce.header.kind = HAL_OP_REDUCE;
+  reduce.reduce = HAL_REDUCE_KIND_SUM;
+  reduce.axes_mask = 2;  // the trailing axis
+  reduce.x = dense({8, 8});
+  reduce.out = dense({8, 1});
+  plan = plan_of(session, &reduce.header, false);
+  CHECK(implementation_of(plan, &declines) == "portable");
+  CHECK_THAT(declines, Catch::Contains("not the leading ones"));
+  hal_op_plan_destroy(plan);
+}
+
+namespace {
+
+// One attention shape; q, k and v are views into one packed [b, s, 3, h, d]
+// buffer when |packed| (the training sample's layout), dense otherwise.
+struct AttentionCase {
+  int64_t batch, s_q, s_k, heads, kv_heads, dim;
+  hal_causal_alignment_t causal;
+  bool packed;
+  float scale;
+};
+
+struct AttentionRun {
+  std::vector<float> out, lse, grad_q, grad_k, grad_v;
+};
+
+hal_tensor_desc_t heads_view(int64_t batch, int64_t seq, int64_t heads, int64_t dim,
+                             int64_t row_stride) {
+  hal_tensor_desc_t tensor = dense({batch, seq, heads, dim});
+  tensor.strides[1] = row_stride;
+  tensor.strides[0] = row_stride * seq;
+  return tensor;
+}
+
+// Runs forward then backward with the default list (cpu.native) or the
+// portable implementation alone, on the same seeded inputs. The backward of
+// both takes the native forward's out and lse, so that it compares the
+// gradients alone.
+AttentionRun run_attention(Session& session, const AttentionCase& c, bool portable,
+                           const AttentionRun* forward_of = nullptr) {
+  const bool packed = c.packed && c.s_q == c.s_k && c.heads == c.kv_heads;
+  const int64_t q_row = packed ? 3 * c.heads * c.dim : c.heads * c.dim;
+  const int64_t kv_row = packed ? q_row : c.kv_heads * c.dim;
+  hal_op_attention_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_ATTENTION;
+  desc.causal = c.causal;
+  desc.sparsity = HAL_ATTENTION_DENSE;
+  desc.scale = c.scale;
+  desc.batch = static_cast<uint32_t>(c.batch);
+  desc.q = heads_view(c.batch, c.s_q, c.heads, c.dim, q_row);
+  desc.k = desc.v = heads_view(c.batch, c.s_k, c.kv_heads, c.dim, kv_row);
+  desc.out = dense({c.batch, c.s_q, c.heads, c.dim});
+  desc.lse = dense({c.batch, c.heads, c.s_q});
+  const size_t q_count = static_cast<size_t>(c.batch * c.s_q * c.heads * c.dim);
+  const size_t kv_count = static_cast<size_t>(c.batch * c.s_k * c.kv_heads * c.dim);
+  const size_t lse_count = static_cast<size_t>(c.batch * c.heads * c.s_q);
+  float *q, *k, *v;
+  if (packed) {
+    float* qkv = session.floats(3 * q_count);
+    fill(qkv, 3 * q_count, 11, -2.0f, 2.0f);
+    q = qkv;
+    k = qkv + c.heads * c.dim;
+    v = qkv + 2 * c.heads * c.dim;
+  } else {
+    q = session.floats(q_count);
+    k = session.floats(kv_count);
+    v = session.floats(kv_count);
+    fill(q, q_count, 11, -2.0f, 2.0f);
+    fill(k, kv_count, 12, -2.0f, 2.0f);
+    fill(v, kv_count, 13, -1.0f, 1.0f);
+  }
+  float* out = session.floats(q_count);
+  float* lse = session.floats(lse_count);
+  hal_op_plan_t forward = plan_of(session, &desc.header, portable);
+  if (!portable) CHECK(implementation_of(forward) == "cpu.native");
+  execute(session, forward, {q, k, v, out, lse, nullptr, nullptr, nullptr});
+  hal_op_plan_destroy(forward);
+  AttentionRun run;
+  run.out.assign(out, out + q_count);
+  run.lse.assign(lse, lse + lse_count);
+  if (forward_of != nullptr) {
+    std::memcpy(out, forward_of->out.data(), q_count * sizeof(float));
+    std::memcpy(lse, forward_of->lse.data(), lse_count * sizeof(float));
+  }
+  desc.header.kind = HAL_OP_ATTENTION_BACKWARD;
+  desc.grad_out = desc.grad_q = desc.out;
+  desc.grad_k = desc.grad_v = dense({c.batch, c.s_k, c.kv_heads, c.dim});
+  float* grad_out = session.floats(q_count);
+  fill(grad_out, q_count, 14, -1.0f, 1.0f);
+  float* grad_q = session.floats(q_count);
+  float* grad_k = session.floats(kv_count);
+  float* grad_v = session.floats(kv_count);
+  hal_op_plan_t backward = plan_of(session, &desc.header, portable);
+  if (!portable) CHECK(implementation_of(backward) == "cpu.native");
+  execute(session, backward,
+          {q, k, v, out, lse, nullptr, nullptr, nullptr, grad_out, grad_q, grad_k, grad_v});
+  hal_op_plan_destroy(backward);
+  run.grad_q.assign(grad_q, grad_q + q_count);
+  run.grad_k.assign(grad_k, grad_k + kv_count);
+  run.grad_v.assign(grad_v, grad_v + kv_count);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("cpu.native attention forward and backward match the portable implementation",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const AttentionCase cases[] = {
+      {2, 80, 80, 2, 2, 32, HAL_CAUSAL_TOP_LEFT, true, 0.0f},        // the sample's layout
+      {1, 70, 130, 4, 2, 40, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f},  // GQA, a dim tail
+      {1, 130, 70, 2, 1, 16, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.3f},  // rows that see no key
+      {2, 33, 65, 3, 3, 64, HAL_CAUSAL_NONE, false, 0.0f},
+      {1, 65, 65, 1, 1, 8, HAL_CAUSAL_TOP_LEFT, false, 0.0f},
+  };
+  for (const AttentionCase& c : cases) {
+    INFO("b=" << c.batch << " s_q=" << c.s_q << " s_k=" << c.s_k << " h=" << c.heads << "/"
+              << c.kv_heads << " d=" << c.dim << " causal=" << c.causal);
+    AttentionRun native = run_attention(session, c, false);
+    AttentionRun portable = run_attention(session, c, true, &native);
+    const double terms = static_cast<double>(c.s_k * c.dim);
+    check_close(native.out.data(), portable.out.data(), native.out.size(), terms);
+    for (size_t i = 0; i < native.lse.size(); ++i) {
+      if (std::isinf(portable.lse[i])) {
+        CHECK(native.lse[i] == portable.lse[i]);  // a row that sees no key: -inf
+        native.lse[i] = portable.lse[i] = 0.0f;
+      }
+    }
+    check_close(native.lse.data(), portable.lse.data(), native.lse.size(), terms);
+    check_close(native.grad_q.data(), portable.grad_q.data(), native.grad_q.size(), terms);
+    check_close(native.grad_k.data(), portable.grad_k.data(), native.grad_k.size(), terms);
+    check_close(native.grad_v.data(), portable.grad_v.data(), native.grad_v.size(), terms);
+    // The same bits on a second run.
+    const AttentionRun again = run_attention(session, c, false);
+    CHECK(again.out == native.out);
+    CHECK(again.grad_q == native.grad_q);
+    CHECK(again.grad_k == native.grad_k);
+    CHECK(again.grad_v == native.grad_v);
+  }
+}
+
+TEST_CASE("cpu.native attention with no keys gives out 0 and lse -inf", "[cpu][api][ops][native]") {
+  Session session;
+  const AttentionRun run =
+      run_attention(session, {1, 5, 0, 2, 2, 16, HAL_CAUSAL_NONE, false, 0}, false);
+  for (float value : run.out) CHECK(value == 0.0f);
+  for (float value : run.lse) CHECK((std::isinf(value) && value < 0));
+  for (float value : run.grad_q) CHECK(value == 0.0f);
+}
+
+TEST_CASE("cpu.native leaves varlen and block-sparse attention to the portable implementation",
+          "[cpu][api][ops][native]") {
+  Session session;
+  hal_op_attention_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_ATTENTION;
+  desc.sparsity = HAL_ATTENTION_BLOCK_MASK;
+  desc.block_q = desc.block_k = 16;
+  desc.batch = 1;
+  desc.q = desc.k = desc.v = desc.out = dense({1, 32, 2, 16});
+  desc.lse = dense({1, 2, 32});
+  hal_op_plan_t plan = plan_of(session, &desc.header, false);
+  std::string declines;
+  CHECK(implementation_of(plan, &declines) == "portable");
+  CHECK_THAT(declines, Catch::Contains("block-sparse"));
+  hal_op_plan_destroy(plan);
+  desc.sparsity = HAL_ATTENTION_DENSE;
+  desc.q = desc.k = desc.v = desc.out = dense({1, 32, 2, 16}, HAL_DTYPE_F16);
+  plan = plan_of(session, &desc.header, false);
+  CHECK(implementation_of(plan, &declines) == "portable");
+  CHECK_THAT(declines, Catch::Contains("neither f32 nor bf16"));
+  hal_op_plan_destroy(plan);
+}
