@@ -553,3 +553,60 @@ TEST_CASE("cpu.native leaves varlen and block-sparse attention to the portable i
   CHECK_THAT(declines, Catch::Contains("neither f32 nor bf16"));
   hal_op_plan_destroy(plan);
 }
+
+TEST_CASE("cpu.native AdamW with the global norm and clipping matches the portable implementation",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const std::vector<int64_t> numels = {1000, 40000, 7};  // one tensor crosses a chunk
+  for (const float max_grad_norm : {0.0f, 1.0f}) {
+    hal_op_adamw_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_ADAMW;
+    desc.tensor_count = static_cast<uint32_t>(numels.size());
+    desc.param_dtype = desc.grad_dtype = HAL_DTYPE_F32;
+    desc.numels = numels.data();
+    desc.beta1 = 0.9f;
+    desc.beta2 = 0.95f;
+    desc.epsilon = 1e-8f;
+    desc.weight_decay = 0.1f;
+    desc.max_grad_norm = max_grad_norm;
+    desc.has_grad_norm = 1;
+    INFO("max_grad_norm " << max_grad_norm);
+    hal_op_plan_t native = plan_of(session, &desc.header, false);
+    hal_op_plan_t portable = plan_of(session, &desc.header, true);
+    CHECK(implementation_of(native) == "cpu.native");
+    // Both runs start from the same param, grad, m and v (v >= 0).
+    std::vector<std::vector<float*>> state(2);
+    std::vector<void*> operands[2];
+    for (int run = 0; run < 2; ++run) {
+      operands[run].push_back(session.floats(1));
+      for (size_t t = 0; t < numels.size(); ++t) {
+        const size_t n = static_cast<size_t>(numels[t]);
+        const uint32_t seed = 100 + 10 * static_cast<uint32_t>(t);
+        float* param = session.floats(n);
+        float* grad = session.floats(n);
+        float* m = session.floats(n);
+        float* v = session.floats(n);
+        fill(param, n, seed, -1.0f, 1.0f);
+        fill(grad, n, seed + 1, -0.05f, 0.05f);
+        fill(m, n, seed + 2, -0.01f, 0.01f);
+        fill(v, n, seed + 3, 0.0f, 1e-3f);
+        operands[run].insert(operands[run].end(), {param, grad, m, v, nullptr});
+        state[run].insert(state[run].end(), {param, m, v});
+      }
+    }
+    const std::vector<hal_op_scalar_t> scalars = {{1e-2, 0, 0}, {0.0, 3, 0}};
+    execute(session, native, operands[0], scalars);
+    execute(session, portable, operands[1], scalars);
+    const auto* norm_native = static_cast<const float*>(operands[0][0]);
+    const auto* norm_portable = static_cast<const float*>(operands[1][0]);
+    CHECK(std::fabs(*norm_native - *norm_portable) <= 1e-5 * *norm_portable);
+    for (size_t i = 0; i < state[0].size(); ++i) {
+      const size_t n = static_cast<size_t>(numels[i / 3]);
+      INFO("tensor " << i / 3 << " array " << i % 3);
+      check_close(state[0][i], state[1][i], n, 16);
+    }
+    hal_op_plan_destroy(native);
+    hal_op_plan_destroy(portable);
+  }
+}

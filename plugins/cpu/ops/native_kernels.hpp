@@ -69,6 +69,19 @@ void norm_backward_rows(bool with_mean, const float* x, const float* gamma, cons
                         const float* rstd, const float* grad_y, float* grad_x, size_t cols,
                         size_t row_begin, size_t row_end);
 
+// The sum of g^2 over grad[begin, end): f32 in 64 lanes, the lanes and the
+// tail added in order in f64.
+double sum_squares(ConstRef grad, size_t begin, size_t end);
+
+// AdamW's per-step constants (HAL_OP_ADAMW; clip 1 without clipping).
+struct AdamwStep {
+  float beta1, beta2, epsilon, weight_decay, lr, bias_correction1, bias_correction2, clip;
+};
+// One AdamW step of elements [begin, end): m, v (and master when not null)
+// f32, param and grad f32 or bf16.
+void adamw_update(const AdamwStep& step, ConstRef grad, float* m, float* v, float* master,
+                  Ref param, size_t begin, size_t end);
+
 // out[0..count) = in[0..count) converted (f32 or bf16 each).
 void convert(ConstRef in, Ref out, size_t count);
 

@@ -128,31 +128,41 @@ void parallel_items(ThreadPool& pool, uint64_t count, const Fn& fn) {
 
 // What an execution does with its operands, shared by the plan and every
 // execution still queued.
-using Body = std::function<void(ThreadPool& pool, void* const* operands)>;
+using Body =
+    std::function<void(ThreadPool& pool, void* const* operands, const hal_op_scalar_t* scalars)>;
 
 class NativeTask final : public StreamTask {
  public:
   NativeTask(std::shared_ptr<const Body> body, ThreadPool& pool, const hal_op_exec_args_t& args)
       : body_(std::move(body)),
         pool_(pool),
-        operands_(args.operands, args.operands + args.operand_count) {}
-  void run() override { (*body_)(pool_, operands_.data()); }
+        operands_(args.operands, args.operands + args.operand_count),
+        scalars_(args.scalars, args.scalars + args.scalar_count) {}
+  void run() override { (*body_)(pool_, operands_.data(), scalars_.data()); }
 
  private:
   std::shared_ptr<const Body> body_;
   ThreadPool& pool_;
   std::vector<void*> operands_;
+  std::vector<hal_op_scalar_t> scalars_;
 };
 
 class NativePlan final : public OpPlan {
  public:
-  NativePlan(uint32_t operand_count, Body body)
-      : operand_count_(operand_count), body_(std::make_shared<const Body>(std::move(body))) {}
+  NativePlan(uint32_t operand_count, Body body, uint32_t scalar_count = 0)
+      : operand_count_(operand_count),
+        scalar_count_(scalar_count),
+        body_(std::make_shared<const Body>(std::move(body))) {}
   hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
     if (args.operand_count != operand_count_ || args.operands == nullptr) {
       return stream.device().report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
                                            "op_execute: this plan takes %u operands, args has %u",
                                            operand_count_, args.operand_count);
+    }
+    if (args.scalar_count != scalar_count_ || (scalar_count_ > 0 && args.scalars == nullptr)) {
+      return stream.device().report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                                           "op_execute: this plan takes %u scalars, args has %u",
+                                           scalar_count_, args.scalar_count);
     }
     return stream.enqueue(
         TaskCommand{std::make_unique<NativeTask>(body_, stream.device().plugin().pool(), args)});
@@ -160,6 +170,7 @@ class NativePlan final : public OpPlan {
 
  private:
   uint32_t operand_count_;
+  uint32_t scalar_count_;
   std::shared_ptr<const Body> body_;
 };
 
@@ -180,19 +191,21 @@ std::unique_ptr<OpPlan> plan_unary(const hal_op_unary_desc_t& desc, bool backwar
     if (!dense_float_tensors({{"x", &desc.x}, {"out", &desc.out}}, types, decline)) return nullptr;
     const uint64_t count = element_count(desc.x);
     const float alpha = desc.alpha;
-    return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand) {
-      parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
-        native::unary_forward(act, alpha, ConstRef{operand[0], types[0]}, Ref{operand[1], types[1]},
-                              begin, end);
-      });
-    });
+    return std::make_unique<NativePlan>(
+        2, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+          parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
+            native::unary_forward(act, alpha, ConstRef{operand[0], types[0]},
+                                  Ref{operand[1], types[1]}, begin, end);
+          });
+        });
   }
   if (!dense_float_tensors({{"x", &desc.x}, {"grad_out", &desc.out}, {"grad_x", &desc.grad_x}},
                            types, decline))
     return nullptr;
   const uint64_t count = element_count(desc.x);
   const float alpha = desc.alpha;
-  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand) {
+  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
     parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
       native::unary_backward(act, alpha, ConstRef{operand[0], types[0]},
                              ConstRef{operand[1], types[1]}, Ref{operand[2], types[2]}, begin, end);
@@ -217,15 +230,16 @@ std::unique_ptr<OpPlan> plan_bias_activation_backward(
   if (bias && !f32_dense("grad_bias", desc.grad_bias, decline)) return nullptr;
   const uint64_t rows = static_cast<uint64_t>(desc.grad_out.shape[0]);
   const uint64_t cols = static_cast<uint64_t>(desc.grad_out.shape[1]);
-  return std::make_unique<NativePlan>(4, [=](ThreadPool& pool, void* const* operand) {
-    parallel_ranges(pool, cols, kColumnGrain, [&](uint64_t begin, uint64_t end) {
-      native::bias_activation_backward(
-          act, ConstRef{operand[0], types[0]},
-          ConstRef{act == HAL_ACTIVATION_NONE ? operand[0] : operand[1], types[1]},
-          Ref{operand[2], types[2]}, bias ? static_cast<float*>(operand[3]) : nullptr, rows, cols,
-          begin, end);
-    });
-  });
+  return std::make_unique<NativePlan>(
+      4, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+        parallel_ranges(pool, cols, kColumnGrain, [&](uint64_t begin, uint64_t end) {
+          native::bias_activation_backward(
+              act, ConstRef{operand[0], types[0]},
+              ConstRef{act == HAL_ACTIVATION_NONE ? operand[0] : operand[1], types[1]},
+              Ref{operand[2], types[2]}, bias ? static_cast<float*>(operand[3]) : nullptr, rows,
+              cols, begin, end);
+        });
+      });
 }
 
 // How an input of a binary op is read along out's flat index: 0 = at the
@@ -275,7 +289,8 @@ std::unique_ptr<OpPlan> plan_binary(const hal_op_binary_desc_t& desc, Decline& d
   const uint64_t count = element_count(desc.out);
   const hal_binary_op_t op = desc.op;
   const float alpha = desc.alpha;
-  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand) {
+  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
     parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
       native::binary(op, alpha, ConstRef{operand[0], type_a}, period_a,
                      ConstRef{operand[1], type_b}, period_b, Ref{operand[2], type_out}, begin, end);
@@ -298,33 +313,35 @@ std::unique_ptr<OpPlan> plan_reduce(const hal_op_reduce_desc_t& desc, Decline& d
   const hal_reduce_kind_t kind = desc.reduce;
   if (reduced < rank || rows == 0) {
     const uint64_t columns = reduced < rank ? element_count(desc.out) : 1;
-    return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand) {
-      parallel_ranges(pool, columns, kColumnGrain, [&](uint64_t begin, uint64_t end) {
-        native::reduce_columns(kind, ConstRef{operand[0], types[0]}, Ref{operand[1], types[1]},
-                               rows, columns, begin, end);
-      });
-    });
+    return std::make_unique<NativePlan>(
+        2, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+          parallel_ranges(pool, columns, kColumnGrain, [&](uint64_t begin, uint64_t end) {
+            native::reduce_columns(kind, ConstRef{operand[0], types[0]}, Ref{operand[1], types[1]},
+                                   rows, columns, begin, end);
+          });
+        });
   }
   // Every axis: partial results of fixed chunks, combined in chunk order.
   constexpr uint64_t kChunk = 65536;
   const uint64_t count = rows;
-  return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand) {
-    const uint64_t chunks = (count + kChunk - 1) / kChunk;
-    std::vector<float> partial(chunks);
-    const ConstRef x{operand[0], types[0]};
-    parallel_ranges(pool, chunks, 1, [&](uint64_t begin, uint64_t end) {
-      for (uint64_t c = begin; c < end; ++c) {
-        const uint64_t first = c * kChunk, last = std::min(first + kChunk, count);
-        partial[c] = kind == HAL_REDUCE_KIND_MAX ? native::max_range(x, first, last)
-                                                 : native::sum_range(x, first, last);
-      }
-    });
-    const ConstRef partials{partial.data(), Type::kF32};
-    float value = kind == HAL_REDUCE_KIND_MAX ? native::max_range(partials, 0, chunks)
-                                              : native::sum_range(partials, 0, chunks);
-    if (kind == HAL_REDUCE_KIND_MEAN) value /= static_cast<float>(count);
-    native::convert(ConstRef{&value, Type::kF32}, Ref{operand[1], types[1]}, 1);
-  });
+  return std::make_unique<NativePlan>(
+      2, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+        const uint64_t chunks = (count + kChunk - 1) / kChunk;
+        std::vector<float> partial(chunks);
+        const ConstRef x{operand[0], types[0]};
+        parallel_ranges(pool, chunks, 1, [&](uint64_t begin, uint64_t end) {
+          for (uint64_t c = begin; c < end; ++c) {
+            const uint64_t first = c * kChunk, last = std::min(first + kChunk, count);
+            partial[c] = kind == HAL_REDUCE_KIND_MAX ? native::max_range(x, first, last)
+                                                     : native::sum_range(x, first, last);
+          }
+        });
+        const ConstRef partials{partial.data(), Type::kF32};
+        float value = kind == HAL_REDUCE_KIND_MAX ? native::max_range(partials, 0, chunks)
+                                                  : native::sum_range(partials, 0, chunks);
+        if (kind == HAL_REDUCE_KIND_MEAN) value /= static_cast<float>(count);
+        native::convert(ConstRef{&value, Type::kF32}, Ref{operand[1], types[1]}, 1);
+      });
 }
 
 std::unique_ptr<OpPlan> plan_norm_backward(const hal_op_norm_desc_t& desc, Decline& decline) {
@@ -340,7 +357,8 @@ std::unique_ptr<OpPlan> plan_norm_backward(const hal_op_norm_desc_t& desc, Decli
   const uint64_t rows = cols == 0 ? 0 : element_count(desc.x) / cols;
   const bool has_gamma = desc.has_gamma != 0;
   const bool grad_gamma = desc.has_grad_gamma != 0, grad_beta = desc.has_grad_beta != 0;
-  return std::make_unique<NativePlan>(8, [=](ThreadPool& pool, void* const* operand) {
+  return std::make_unique<NativePlan>(8, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
     const auto* x = static_cast<const float*>(operand[0]);
     const auto* gamma = has_gamma ? static_cast<const float*>(operand[1]) : nullptr;
     const auto* mean = layernorm ? static_cast<const float*>(operand[2]) : nullptr;
@@ -384,27 +402,28 @@ std::unique_ptr<OpPlan> plan_cast(const hal_op_cast_desc_t& desc, Decline& decli
   const uint64_t inner = static_cast<uint64_t>(in.shape[rank - 1]);
   const uint64_t outer = inner == 0 ? 0 : element_count(in) / inner;
   const size_t in_bytes = type_in == Type::kF32 ? 4 : 2, out_bytes = type_out == Type::kF32 ? 4 : 2;
-  return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand) {
-    const auto* source = static_cast<const char*>(operand[0]);
-    auto* target = static_cast<char*>(operand[1]);
-    const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(inner, 1));
-    parallel_ranges(pool, outer, grain, [&](uint64_t begin, uint64_t end) {
-      for (uint64_t row = begin; row < end; ++row) {
-        // The row's offsets in both tensors, from its index over the outer dimensions.
-        int64_t in_offset = 0, out_offset = 0;
-        uint64_t rest = row;
-        for (uint32_t d = rank - 1; d-- > 0;) {
-          const int64_t index = static_cast<int64_t>(rest % static_cast<uint64_t>(in.shape[d]));
-          rest /= static_cast<uint64_t>(in.shape[d]);
-          in_offset += index * in.strides[d];
-          out_offset += index * result.strides[d];
-        }
-        native::convert(ConstRef{source + in_offset * static_cast<int64_t>(in_bytes), type_in},
-                        Ref{target + out_offset * static_cast<int64_t>(out_bytes), type_out},
-                        inner);
-      }
-    });
-  });
+  return std::make_unique<NativePlan>(
+      2, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+        const auto* source = static_cast<const char*>(operand[0]);
+        auto* target = static_cast<char*>(operand[1]);
+        const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(inner, 1));
+        parallel_ranges(pool, outer, grain, [&](uint64_t begin, uint64_t end) {
+          for (uint64_t row = begin; row < end; ++row) {
+            // The row's offsets in both tensors, from its index over the outer dimensions.
+            int64_t in_offset = 0, out_offset = 0;
+            uint64_t rest = row;
+            for (uint32_t d = rank - 1; d-- > 0;) {
+              const int64_t index = static_cast<int64_t>(rest % static_cast<uint64_t>(in.shape[d]));
+              rest /= static_cast<uint64_t>(in.shape[d]);
+              in_offset += index * in.strides[d];
+              out_offset += index * result.strides[d];
+            }
+            native::convert(ConstRef{source + in_offset * static_cast<int64_t>(in_bytes), type_in},
+                            Ref{target + out_offset * static_cast<int64_t>(out_bytes), type_out},
+                            inner);
+          }
+        });
+      });
 }
 
 // A [batch, seq, heads, dim] operand as the attention loops read it; false
@@ -422,6 +441,70 @@ bool heads_view(const char* name, const hal_tensor_desc_t& tensor, native::Heads
   view->data = nullptr;
   for (int d = 0; d < 3; ++d) view->stride[d] = tensor.strides[d];
   return true;
+}
+
+std::unique_ptr<OpPlan> plan_adamw(const hal_op_adamw_desc_t& desc, Decline& decline) {
+  Type param_type, grad_type;
+  if (!native_type(desc.param_dtype, &param_type) || !native_type(desc.grad_dtype, &grad_type)) {
+    decline.reason = "param or grad is neither f32 nor bf16";
+    return nullptr;
+  }
+  // Work items: fixed chunks of each tensor, so the norm's order depends on
+  // the sizes alone.
+  struct Chunk {
+    uint32_t tensor;
+    uint64_t begin, end;
+  };
+  constexpr uint64_t kChunk = 32768;
+  std::vector<Chunk> chunks;
+  for (uint32_t t = 0; t < desc.tensor_count; ++t) {
+    const uint64_t n = static_cast<uint64_t>(desc.numels[t]);
+    for (uint64_t begin = 0; begin < n; begin += kChunk) {
+      chunks.push_back({t, begin, std::min(begin + kChunk, n)});
+    }
+  }
+  const bool has_master = desc.has_master != 0, has_grad_norm = desc.has_grad_norm != 0;
+  const bool clip = desc.max_grad_norm > 0.0f;
+  const float beta1 = desc.beta1, beta2 = desc.beta2, epsilon = desc.epsilon;
+  const float weight_decay = desc.weight_decay, max_grad_norm = desc.max_grad_norm;
+  const uint32_t operands = 1 + 5 * desc.tensor_count;
+  auto body = [=, chunks = std::move(chunks)](ThreadPool& pool, void* const* operand,
+                                              const hal_op_scalar_t* scalar) {
+    auto tensor = [&](const Chunk& chunk, uint32_t which) {
+      return operand[1 + 5 * chunk.tensor + which];
+    };
+    native::AdamwStep step{};
+    step.clip = 1.0f;
+    if (clip || has_grad_norm) {
+      std::vector<double> partial(chunks.size());
+      parallel_items(pool, chunks.size(), [&](uint64_t k, uint32_t) {
+        partial[k] = native::sum_squares(ConstRef{tensor(chunks[k], 1), grad_type}, chunks[k].begin,
+                                         chunks[k].end);
+      });
+      double sum = 0.0;
+      for (double p : partial) sum += p;
+      const float norm = static_cast<float>(std::sqrt(sum));
+      if (has_grad_norm) *static_cast<float*>(operand[0]) = norm;
+      if (clip) step.clip = std::min(1.0f, max_grad_norm / (norm + 1e-6f));
+    }
+    const double t = static_cast<double>(scalar[1].i64);
+    step.beta1 = beta1;
+    step.beta2 = beta2;
+    step.epsilon = epsilon;
+    step.weight_decay = weight_decay;
+    step.lr = static_cast<float>(scalar[0].f64);
+    step.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
+    step.bias_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), t));
+    parallel_items(pool, chunks.size(), [&](uint64_t k, uint32_t) {
+      const Chunk& chunk = chunks[k];
+      native::adamw_update(step, ConstRef{tensor(chunk, 1), grad_type},
+                           static_cast<float*>(tensor(chunk, 2)),
+                           static_cast<float*>(tensor(chunk, 3)),
+                           has_master ? static_cast<float*>(tensor(chunk, 4)) : nullptr,
+                           Ref{tensor(chunk, 0), param_type}, chunk.begin, chunk.end);
+    });
+  };
+  return std::make_unique<NativePlan>(operands, std::move(body), 2);
 }
 
 std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool backward,
@@ -461,47 +544,49 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
     const int64_t blocks =
         (attention.s_q + native::kAttentionRowsPerItem - 1) / native::kAttentionRowsPerItem;
     const uint64_t items = static_cast<uint64_t>(attention.batch * attention.heads * blocks);
-    return std::make_unique<NativePlan>(8, [=](ThreadPool& pool, void* const* operand) {
-      native::Attention a = attention;
-      a.q.data = operand[0];
-      a.k.data = operand[1];
-      a.v.data = operand[2];
-      a.out.data = operand[3];
-      a.lse.data = static_cast<float*>(operand[4]);
-      // Scratch per worker, allocated here (a failure is the execution's
-      // error) rather than in the items.
-      std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
-      for (native::AttentionScratch& s : scratch) native::prepare_forward(a, s);
-      parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
-        const int64_t block = static_cast<int64_t>(item) % blocks;
-        const int64_t head = static_cast<int64_t>(item) / blocks % a.heads;
-        const int64_t b = static_cast<int64_t>(item) / blocks / a.heads;
-        const int64_t first = block * native::kAttentionRowsPerItem;
-        native::attention_forward(a, b, head, first,
-                                  std::min(a.s_q, first + native::kAttentionRowsPerItem),
-                                  scratch[worker]);
-      });
-    });
+    return std::make_unique<NativePlan>(
+        8, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+          native::Attention a = attention;
+          a.q.data = operand[0];
+          a.k.data = operand[1];
+          a.v.data = operand[2];
+          a.out.data = operand[3];
+          a.lse.data = static_cast<float*>(operand[4]);
+          // Scratch per worker, allocated here (a failure is the execution's
+          // error) rather than in the items.
+          std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
+          for (native::AttentionScratch& s : scratch) native::prepare_forward(a, s);
+          parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
+            const int64_t block = static_cast<int64_t>(item) % blocks;
+            const int64_t head = static_cast<int64_t>(item) / blocks % a.heads;
+            const int64_t b = static_cast<int64_t>(item) / blocks / a.heads;
+            const int64_t first = block * native::kAttentionRowsPerItem;
+            native::attention_forward(a, b, head, first,
+                                      std::min(a.s_q, first + native::kAttentionRowsPerItem),
+                                      scratch[worker]);
+          });
+        });
   }
   const uint64_t items = static_cast<uint64_t>(attention.batch * attention.kv_heads);
-  return std::make_unique<NativePlan>(12, [=](ThreadPool& pool, void* const* operand) {
-    native::Attention a = attention;
-    a.q.data = operand[0];
-    a.k.data = operand[1];
-    a.v.data = operand[2];
-    a.out.data = operand[3];
-    a.lse.data = static_cast<float*>(operand[4]);
-    a.grad_out.data = operand[8];
-    a.grad_q.data = operand[9];
-    a.grad_k.data = operand[10];
-    a.grad_v.data = operand[11];
-    std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
-    for (native::AttentionScratch& s : scratch) native::prepare_backward(a, s);
-    parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
-      native::attention_backward(a, static_cast<int64_t>(item) / a.kv_heads,
-                                 static_cast<int64_t>(item) % a.kv_heads, scratch[worker]);
-    });
-  });
+  return std::make_unique<NativePlan>(
+      12, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+        native::Attention a = attention;
+        a.q.data = operand[0];
+        a.k.data = operand[1];
+        a.v.data = operand[2];
+        a.out.data = operand[3];
+        a.lse.data = static_cast<float*>(operand[4]);
+        a.grad_out.data = operand[8];
+        a.grad_q.data = operand[9];
+        a.grad_k.data = operand[10];
+        a.grad_v.data = operand[11];
+        std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
+        for (native::AttentionScratch& s : scratch) native::prepare_backward(a, s);
+        parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
+          native::attention_backward(a, static_cast<int64_t>(item) / a.kv_heads,
+                                     static_cast<int64_t>(item) % a.kv_heads, scratch[worker]);
+        });
+      });
 }
 
 }  // namespace
@@ -524,6 +609,8 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
       return plan_norm_backward(reinterpret_cast<const hal_op_norm_desc_t&>(header), decline);
     case HAL_OP_CAST:
       return plan_cast(reinterpret_cast<const hal_op_cast_desc_t&>(header), decline);
+    case HAL_OP_ADAMW:
+      return plan_adamw(reinterpret_cast<const hal_op_adamw_desc_t&>(header), decline);
     case HAL_OP_ATTENTION:
     case HAL_OP_ATTENTION_BACKWARD:
       return plan_attention(reinterpret_cast<const hal_op_attention_desc_t&>(header),
@@ -531,7 +618,7 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
     default:
       decline.reason =
           "cpu.native serves unary, bias-activation backward, binary, reduce, norm "
-          "backward, cast and attention";
+          "backward, cast, AdamW and attention";
       return nullptr;
   }
 }
