@@ -16,6 +16,10 @@ constexpr int64_t kBlockKeys = 64;
 // Query rows per backward step: each key's grad_k and grad_v row takes the
 // step's rows as one register-blocked sum.
 constexpr int64_t kStepRows = 16;
+// Query rows whose scores (and, forward, outputs) are computed together, so
+// that each load of a key or value row serves all of them.
+constexpr int64_t kRowGroup = 4;
+static_assert(kAttentionRowsPerItem % kRowGroup == 0 && kStepRows % kRowGroup == 0);
 // Lanes of the partial sums; a multiple of every vector width we build for.
 constexpr int64_t kLanes = 16;
 
@@ -34,6 +38,49 @@ HAL_NATIVE_CLONES void block_scores(const float* x, const float* keys_t, int64_t
     for (int64_t c = 0; c < kBlockKeys; ++c) sum[c] += xd * column[c];
   }
   for (int64_t c = 0; c < kBlockKeys; ++c) scores[c] = sum[c];
+}
+
+// block_scores for kRowGroup rows of x (row stride dim) at once: each
+// column load of keys_t serves every row.
+HAL_NATIVE_CLONES void block_scores_group(const float* x, const float* keys_t, int64_t dim,
+                                          float* scores) {
+  float sum[kRowGroup][kBlockKeys] = {};
+  for (int64_t d = 0; d < dim; ++d) {
+    const float* column = keys_t + d * kBlockKeys;
+    for (int64_t r = 0; r < kRowGroup; ++r) {
+      const float xd = x[r * dim + d];
+      for (int64_t c = 0; c < kBlockKeys; ++c) sum[r][c] += xd * column[c];
+    }
+  }
+  for (int64_t r = 0; r < kRowGroup; ++r) {
+    for (int64_t c = 0; c < kBlockKeys; ++c) scores[r * kBlockKeys + c] = sum[r][c];
+  }
+}
+
+// add_weighted_rows for kRowGroup accumulator rows (acc row stride dim,
+// weights row stride kBlockKeys) at once: each load of rows serves every
+// accumulator, and the accumulators are independent chains.
+HAL_NATIVE_CLONES void add_weighted_rows_group(const float* weights, const float* rows,
+                                               int64_t count, int64_t dim, float* acc) {
+  using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+  int64_t d0 = 0;
+  for (; d0 + kLanes <= dim; d0 += kLanes) {
+    Lanes sum[kRowGroup];
+    for (int64_t r = 0; r < kRowGroup; ++r) std::memcpy(&sum[r], acc + r * dim + d0, sizeof sum[r]);
+    for (int64_t c = 0; c < count; ++c) {
+      Lanes row;
+      std::memcpy(&row, rows + c * dim + d0, sizeof row);
+      for (int64_t r = 0; r < kRowGroup; ++r) sum[r] += weights[r * kBlockKeys + c] * row;
+    }
+    for (int64_t r = 0; r < kRowGroup; ++r) std::memcpy(acc + r * dim + d0, &sum[r], sizeof sum[r]);
+  }
+  for (; d0 < dim; ++d0) {
+    for (int64_t r = 0; r < kRowGroup; ++r) {
+      float sum = acc[r * dim + d0];
+      for (int64_t c = 0; c < count; ++c) sum += weights[r * kBlockKeys + c] * rows[c * dim + d0];
+      acc[r * dim + d0] = sum;
+    }
+  }
 }
 
 // acc[0, dim) += sum over c < count of weights[c] * rows[c * dim + 0, dim),
@@ -71,11 +118,12 @@ HAL_NATIVE_CLONES void add_weighted_rows(const float* weights, const float* rows
   }
 }
 
-// One key block of the forward for one query row: scores[0, count) (already
-// scaled) enter the running max, sum and output (online softmax).
-HAL_NATIVE_CLONES void online_softmax_step(float* scores, int64_t count, const float* values,
-                                           int64_t dim, float* running_max, float* running_sum,
-                                           float* acc) {
+// One key block of the forward for one query row: scores[0, count)
+// (already scaled) enter the running max and sum; they become the block's
+// probabilities relative to the new max, zero on [count, width); the row's
+// output accumulator is rescaled to the new max (the caller adds P.V).
+HAL_NATIVE_CLONES void online_softmax_step(float* scores, int64_t count, int64_t width, int64_t dim,
+                                           float* running_max, float* running_sum, float* acc) {
   float lane_max[kLanes];
   for (int64_t t = 0; t < kLanes; ++t) lane_max[t] = kMinusInfinity;
   int64_t m = 0;
@@ -106,10 +154,10 @@ HAL_NATIVE_CLONES void online_softmax_step(float* scores, int64_t count, const f
     scores[c] = exp_clamped(scores[c] - new_max);
     block_sum += scores[c];
   }
+  for (; c < width; ++c) scores[c] = 0.0f;
   *running_sum = *running_sum * correction + block_sum;
   *running_max = new_max;
   for (int64_t d = 0; d < dim; ++d) acc[d] *= correction;
-  add_weighted_rows(scores, values, count, dim, acc);
 }
 
 // One key block of the backward for one query row: probs[c] = exp(scale *
@@ -209,7 +257,7 @@ void prepare_forward(const Attention& a, AttentionScratch& s) {
   s.sum.resize(rows);
   s.keys_t.resize(dim * kBlockKeys);
   s.values.resize(kBlockKeys * dim);
-  s.scores.resize(kBlockKeys);
+  s.scores.resize(kRowGroup * kBlockKeys);
   s.row.resize(dim);
 }
 
@@ -241,6 +289,8 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
   std::fill_n(s.acc.begin(), rows * dim, 0.0f);
   std::fill_n(s.max.begin(), rows, kMinusInfinity);
   std::fill_n(s.sum.begin(), rows, 0.0f);
+  // The rows past |rows| of the last group: zero queries, never read back.
+  std::fill(s.rows.begin() + rows * dim, s.rows.end(), 0.0f);
   // Queries pre-scaled, so scores come out scaled.
   for (int64_t r = 0; r < rows; ++r) {
     float* q = s.rows.data() + r * dim;
@@ -254,12 +304,27 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
     for (int64_t c = 0; c < count; ++c) {
       load_row(a.v, b, first + c, kv_head, dim, s.values.data() + c * dim);
     }
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t seen = std::clamp<int64_t>(visible_keys(a, row_begin + r) - first, 0, count);
-      if (seen == 0) continue;
-      block_scores(s.rows.data() + r * dim, s.keys_t.data(), dim, s.scores.data());
-      online_softmax_step(s.scores.data(), seen, s.values.data(), dim, &s.max[r], &s.sum[r],
-                          s.acc.data() + r * dim);
+    for (int64_t group = 0; group < rows; group += kRowGroup) {
+      int64_t seen[kRowGroup], widest = 0;
+      for (int64_t k = 0; k < kRowGroup; ++k) {
+        const int64_t r = group + k;
+        seen[k] =
+            r < rows ? std::clamp<int64_t>(visible_keys(a, row_begin + r) - first, 0, count) : 0;
+        widest = std::max(widest, seen[k]);
+      }
+      if (widest == 0) continue;
+      float* scores = s.scores.data();
+      block_scores_group(s.rows.data() + group * dim, s.keys_t.data(), dim, scores);
+      for (int64_t k = 0; k < kRowGroup; ++k) {
+        float* row_scores = scores + k * kBlockKeys;
+        if (seen[k] == 0) {
+          std::fill_n(row_scores, widest, 0.0f);
+        } else {
+          online_softmax_step(row_scores, seen[k], widest, dim, &s.max[group + k],
+                              &s.sum[group + k], s.acc.data() + (group + k) * dim);
+        }
+      }
+      add_weighted_rows_group(scores, s.values.data(), widest, dim, s.acc.data() + group * dim);
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -309,12 +374,24 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
         const float* grad_out = s.grad_rows.data() + base * static_cast<size_t>(dim);
         // Probabilities and score gradients of the step's rows (zero where a
         // row does not see a key), then transposed for the per-key sums.
+        for (int64_t group = 0; group < rows; group += kRowGroup) {
+          if (group + kRowGroup <= rows) {
+            block_scores_group(q + group * dim, s.keys_t.data(), dim,
+                               s.scores.data() + group * kBlockKeys);
+            block_scores_group(grad_out + group * dim, s.values_t.data(), dim,
+                               s.grad_scores.data() + group * kBlockKeys);
+          } else {
+            for (int64_t r = group; r < rows; ++r) {
+              block_scores(q + r * dim, s.keys_t.data(), dim, s.scores.data() + r * kBlockKeys);
+              block_scores(grad_out + r * dim, s.values_t.data(), dim,
+                           s.grad_scores.data() + r * kBlockKeys);
+            }
+          }
+        }
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t seen = std::clamp<int64_t>(visible_keys(a, step + r) - first, 0, count);
           float* probs = s.scores.data() + r * kBlockKeys;
           float* grad_scores = s.grad_scores.data() + r * kBlockKeys;
-          block_scores(q + r * dim, s.keys_t.data(), dim, probs);
-          block_scores(grad_out + r * dim, s.values_t.data(), dim, grad_scores);
           backward_step(probs, grad_scores, seen, a.scale, s.lse[base + static_cast<size_t>(r)],
                         s.delta[base + static_cast<size_t>(r)]);
           for (int64_t c = 0; c < count; ++c) {
