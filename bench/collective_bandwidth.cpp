@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -130,6 +131,38 @@ int run_local() {
       bound_busbw = bytes / bound_t / 1e9 * 2.0 * (n - 1) / n;
     }
     print_row(bytes, t, n, bound_busbw > 0 ? "mem-bound" : "-", bound_busbw, bound_t);
+  }
+  // Every dtype at 64 MiB against the same traffic bound: the reductions'
+  // arithmetic must keep up with memory (16-bit types widen and narrow).
+  constexpr size_t kDtypeBytes = size_t{64} << 20;
+  const double rw = copy_bandwidth(kDtypeBytes, n);
+  const double bound_t = 2.0 * n * kDtypeBytes / rw;
+  const double bound_busbw = kDtypeBytes / bound_t / 1e9 * 2.0 * (n - 1) / n;
+  std::printf("\n# allreduce sum of 64 MiB per dtype, %u ranks in one process; goal >= 0.95x\n", n);
+  std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s\n", "dtype", "time_us", "algbw", "busbw",
+              "peer", "peer_busbw", "peer_us", "ratio");
+  const std::pair<hal_dtype_t, const char*> dtypes[] = {
+      {HAL_DTYPE_F32, "f32"},   {HAL_DTYPE_F64, "f64"}, {HAL_DTYPE_F16, "f16"},
+      {HAL_DTYPE_BF16, "bf16"}, {HAL_DTYPE_I32, "i32"}, {HAL_DTYPE_I64, "i64"},
+      {HAL_DTYPE_I8, "i8"},     {HAL_DTYPE_U8, "u8"}};
+  for (const auto& [dtype, dtype_name] : dtypes) {
+    const size_t count = kDtypeBytes / HAL_DTYPE_SIZE(dtype);
+    auto batch = [&](int calls) {
+      const double t0 = bench::now_s();
+      for (int c = 0; c < calls; ++c) {
+        for (uint32_t i = 0; i < n; ++i) {
+          check(hal_allreduce(send[i], recv[i], count, dtype, HAL_REDUCE_SUM, comms[i], streams[i]),
+                "hal_allreduce");
+        }
+      }
+      for (uint32_t i = 0; i < n; ++i) check(hal_stream_synchronize(streams[i]), "sync");
+      return bench::now_s() - t0;
+    };
+    const double t = median_seconds_per_call(batch, identity);
+    const double busbw = kDtypeBytes / t / 1e9 * 2.0 * (n - 1) / n;
+    std::printf("%12s %12.2f %10.3f %10.3f   %-10s %10.3f %10.2f   %6.2fx\n", dtype_name, t * 1e6,
+                kDtypeBytes / t / 1e9, busbw, "mem-bound", bound_busbw, bound_t * 1e6,
+                busbw / bound_busbw);
   }
   for (uint32_t i = 0; i < n; ++i) {
     hal_comm_destroy(comms[i]);

@@ -29,8 +29,7 @@ constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
 
 // scores[c] = sum over d of x[d] * keys_t[d * kBlockKeys + c], for the whole
 // block (columns past the block's keys are zero in keys_t).
-HAL_NATIVE_CLONES void block_scores(const float* x, const float* keys_t, int64_t dim,
-                                    float* scores) {
+HAL_ISA_CLONES void block_scores(const float* x, const float* keys_t, int64_t dim, float* scores) {
   float sum[kBlockKeys] = {};
   for (int64_t d = 0; d < dim; ++d) {
     const float xd = x[d];
@@ -42,8 +41,8 @@ HAL_NATIVE_CLONES void block_scores(const float* x, const float* keys_t, int64_t
 
 // block_scores for kRowGroup rows of x (row stride dim) at once: each
 // column load of keys_t serves every row.
-HAL_NATIVE_CLONES void block_scores_group(const float* x, const float* keys_t, int64_t dim,
-                                          float* scores) {
+HAL_ISA_CLONES void block_scores_group(const float* x, const float* keys_t, int64_t dim,
+                                       float* scores) {
   float sum[kRowGroup][kBlockKeys] = {};
   for (int64_t d = 0; d < dim; ++d) {
     const float* column = keys_t + d * kBlockKeys;
@@ -60,8 +59,8 @@ HAL_NATIVE_CLONES void block_scores_group(const float* x, const float* keys_t, i
 // add_weighted_rows for kRowGroup accumulator rows (acc row stride dim,
 // weights row stride kBlockKeys) at once: each load of rows serves every
 // accumulator, and the accumulators are independent chains.
-HAL_NATIVE_CLONES void add_weighted_rows_group(const float* weights, const float* rows,
-                                               int64_t count, int64_t dim, float* acc) {
+HAL_ISA_CLONES void add_weighted_rows_group(const float* weights, const float* rows, int64_t count,
+                                            int64_t dim, float* acc) {
   using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
   int64_t d0 = 0;
   for (; d0 + kLanes <= dim; d0 += kLanes) {
@@ -85,8 +84,8 @@ HAL_NATIVE_CLONES void add_weighted_rows_group(const float* weights, const float
 
 // acc[0, dim) += sum over c < count of weights[c] * rows[c * dim + 0, dim),
 // in an order fixed by count and dim.
-HAL_NATIVE_CLONES void add_weighted_rows(const float* weights, const float* rows, int64_t count,
-                                         int64_t dim, float* acc) {
+HAL_ISA_CLONES void add_weighted_rows(const float* weights, const float* rows, int64_t count,
+                                      int64_t dim, float* acc) {
   // kLanes columns at a time held in registers (a GCC vector: one zmm, two
   // ymm or four xmm, by the clone) across the whole sum.
   using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
@@ -122,8 +121,8 @@ HAL_NATIVE_CLONES void add_weighted_rows(const float* weights, const float* rows
 // (already scaled) enter the running max and sum; they become the block's
 // probabilities relative to the new max, zero on [count, width); the row's
 // output accumulator is rescaled to the new max (the caller adds P.V).
-HAL_NATIVE_CLONES void online_softmax_step(float* scores, int64_t count, int64_t width, int64_t dim,
-                                           float* running_max, float* running_sum, float* acc) {
+HAL_ISA_CLONES void online_softmax_step(float* scores, int64_t count, int64_t width, int64_t dim,
+                                        float* running_max, float* running_sum, float* acc) {
   float lane_max[kLanes];
   for (int64_t t = 0; t < kLanes; ++t) lane_max[t] = kMinusInfinity;
   int64_t m = 0;
@@ -164,8 +163,8 @@ HAL_NATIVE_CLONES void online_softmax_step(float* scores, int64_t count, int64_t
 // probs[c] - lse) from the raw scores, grad_scores[c] = scale * probs[c] *
 // (grad_probs[c] - delta) from dO.V, for c < count; both zero on [count,
 // kBlockKeys), the keys the row does not see.
-HAL_NATIVE_CLONES void backward_step(float* probs, float* grad_probs, int64_t count, float scale,
-                                     float lse, float delta) {
+HAL_ISA_CLONES void backward_step(float* probs, float* grad_probs, int64_t count, float scale,
+                                  float lse, float delta) {
   for (int64_t c = 0; c < count; ++c) {
     probs[c] = exp_clamped(scale * probs[c] - lse);
     grad_probs[c] = scale * probs[c] * (grad_probs[c] - delta);
@@ -173,7 +172,7 @@ HAL_NATIVE_CLONES void backward_step(float* probs, float* grad_probs, int64_t co
   for (int64_t c = count; c < kBlockKeys; ++c) probs[c] = grad_probs[c] = 0.0f;
 }
 
-HAL_NATIVE_CLONES float dot(const float* a, const float* b, int64_t count) {
+HAL_ISA_CLONES float dot(const float* a, const float* b, int64_t count) {
   float lanes[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= count; i += kLanes) {

@@ -144,8 +144,8 @@ constexpr size_t kLanes = 64;  // columns per block, and lanes of a one-value su
 
 }  // namespace
 
-HAL_NATIVE_CLONES void unary_forward(hal_activation_t activation, float alpha, ConstRef x, Ref y,
-                                     size_t begin, size_t end) {
+HAL_ISA_CLONES void unary_forward(hal_activation_t activation, float alpha, ConstRef x, Ref y,
+                                  size_t begin, size_t end) {
   with_activation(activation, [&]<hal_activation_t Act>() {
     with_type(x.type, [&]<typename X>() {
       with_type(y.type, [&]<typename O>() {
@@ -155,8 +155,8 @@ HAL_NATIVE_CLONES void unary_forward(hal_activation_t activation, float alpha, C
   });
 }
 
-HAL_NATIVE_CLONES void unary_backward(hal_activation_t activation, float alpha, ConstRef x,
-                                      ConstRef grad_out, Ref grad_x, size_t begin, size_t end) {
+HAL_ISA_CLONES void unary_backward(hal_activation_t activation, float alpha, ConstRef x,
+                                   ConstRef grad_out, Ref grad_x, size_t begin, size_t end) {
   with_activation(activation, [&]<hal_activation_t Act>() {
     with_type(x.type, [&]<typename X>() {
       with_type(grad_out.type, [&]<typename G>() {
@@ -169,10 +169,10 @@ HAL_NATIVE_CLONES void unary_backward(hal_activation_t activation, float alpha, 
   });
 }
 
-HAL_NATIVE_CLONES void bias_activation_backward(hal_activation_t activation, ConstRef grad_out,
-                                                ConstRef aux, Ref grad_pre, float* grad_bias,
-                                                size_t rows, size_t cols, size_t col_begin,
-                                                size_t col_end) {
+HAL_ISA_CLONES void bias_activation_backward(hal_activation_t activation, ConstRef grad_out,
+                                             ConstRef aux, Ref grad_pre, float* grad_bias,
+                                             size_t rows, size_t cols, size_t col_begin,
+                                             size_t col_end) {
   with_activation(activation, [&]<hal_activation_t Act>() {
     with_type(grad_out.type, [&]<typename G>() {
       with_type(aux.type, [&]<typename A>() {
@@ -204,8 +204,8 @@ HAL_NATIVE_CLONES void bias_activation_backward(hal_activation_t activation, Con
   });
 }
 
-HAL_NATIVE_CLONES void binary(hal_binary_op_t op, float alpha, ConstRef a, size_t a_period,
-                              ConstRef b, size_t b_period, Ref result, size_t begin, size_t end) {
+HAL_ISA_CLONES void binary(hal_binary_op_t op, float alpha, ConstRef a, size_t a_period, ConstRef b,
+                           size_t b_period, Ref result, size_t begin, size_t end) {
   with_type(a.type, [&]<typename TA>() {
     with_type(b.type, [&]<typename TB>() {
       with_type(result.type, [&]<typename O>() {
@@ -273,8 +273,8 @@ HAL_NATIVE_CLONES void binary(hal_binary_op_t op, float alpha, ConstRef a, size_
   });
 }
 
-HAL_NATIVE_CLONES void reduce_columns(hal_reduce_kind_t reduce, ConstRef x, Ref result, size_t rows,
-                                      size_t cols, size_t col_begin, size_t col_end) {
+HAL_ISA_CLONES void reduce_columns(hal_reduce_kind_t reduce, ConstRef x, Ref result, size_t rows,
+                                   size_t cols, size_t col_begin, size_t col_end) {
   with_type(x.type, [&]<typename X>() {
     with_type(result.type, [&]<typename O>() {
       const auto* px = in<X>(x);
@@ -308,7 +308,7 @@ HAL_NATIVE_CLONES void reduce_columns(hal_reduce_kind_t reduce, ConstRef x, Ref 
   });
 }
 
-HAL_NATIVE_CLONES float sum_range(ConstRef x, size_t begin, size_t end) {
+HAL_ISA_CLONES float sum_range(ConstRef x, size_t begin, size_t end) {
   float total = 0.0f;
   with_type(x.type, [&]<typename X>() {
     const auto* px = in<X>(x);
@@ -337,7 +337,7 @@ HAL_NATIVE_CLONES float sum_range(ConstRef x, size_t begin, size_t end) {
   return total;
 }
 
-HAL_NATIVE_CLONES float max_range(ConstRef x, size_t begin, size_t end) {
+HAL_ISA_CLONES float max_range(ConstRef x, size_t begin, size_t end) {
   float best = -std::numeric_limits<float>::infinity();
   with_type(x.type, [&]<typename X>() {
     const auto* px = in<X>(x);
@@ -346,10 +346,10 @@ HAL_NATIVE_CLONES float max_range(ConstRef x, size_t begin, size_t end) {
   return best;
 }
 
-HAL_NATIVE_CLONES void norm_backward_columns(bool with_mean, const float* x, const float* mean,
-                                             const float* rstd, const float* grad_y,
-                                             float* grad_gamma, float* grad_beta, size_t rows,
-                                             size_t cols, size_t col_begin, size_t col_end) {
+HAL_ISA_CLONES void norm_backward_columns(bool with_mean, const float* x, const float* mean,
+                                          const float* rstd, const float* grad_y, float* grad_gamma,
+                                          float* grad_beta, size_t rows, size_t cols,
+                                          size_t col_begin, size_t col_end) {
   for (size_t j0 = col_begin; j0 < col_end; j0 += kLanes) {
     const size_t width = col_end - j0 < kLanes ? col_end - j0 : kLanes;
     float gamma_sum[kLanes] = {}, beta_sum[kLanes] = {};
@@ -370,10 +370,10 @@ HAL_NATIVE_CLONES void norm_backward_columns(bool with_mean, const float* x, con
   }
 }
 
-HAL_NATIVE_CLONES void norm_backward_rows(bool with_mean, const float* x, const float* gamma,
-                                          const float* mean, const float* rstd, const float* grad_y,
-                                          float* grad_x, size_t cols, size_t row_begin,
-                                          size_t row_end) {
+HAL_ISA_CLONES void norm_backward_rows(bool with_mean, const float* x, const float* gamma,
+                                       const float* mean, const float* rstd, const float* grad_y,
+                                       float* grad_x, size_t cols, size_t row_begin,
+                                       size_t row_end) {
   constexpr size_t kSumLanes = 16;
   const float inverse_cols = cols > 0 ? 1.0f / static_cast<float>(cols) : 0.0f;
   for (size_t r = row_begin; r < row_end; ++r) {
@@ -412,7 +412,7 @@ HAL_NATIVE_CLONES void norm_backward_rows(bool with_mean, const float* x, const 
   }
 }
 
-HAL_NATIVE_CLONES void convert(ConstRef source, Ref target, size_t count) {
+HAL_ISA_CLONES void convert(ConstRef source, Ref target, size_t count) {
   if (source.type == target.type) {
     std::memcpy(target.data, source.data, count * (source.type == Type::kF32 ? 4 : 2));
     return;
@@ -426,7 +426,7 @@ HAL_NATIVE_CLONES void convert(ConstRef source, Ref target, size_t count) {
   });
 }
 
-HAL_NATIVE_CLONES double sum_squares(ConstRef x, size_t begin, size_t end) {
+HAL_ISA_CLONES double sum_squares(ConstRef x, size_t begin, size_t end) {
   double total = 0.0;
   with_type(x.type, [&]<typename X>() {
     const auto* px = in<X>(x);
@@ -447,8 +447,8 @@ HAL_NATIVE_CLONES double sum_squares(ConstRef x, size_t begin, size_t end) {
   return total;
 }
 
-HAL_NATIVE_CLONES void adamw_update(const AdamwStep& step, ConstRef grad, float* m, float* v,
-                                    float* master, Ref param, size_t begin, size_t end) {
+HAL_ISA_CLONES void adamw_update(const AdamwStep& step, ConstRef grad, float* m, float* v,
+                                 float* master, Ref param, size_t begin, size_t end) {
   with_type(grad.type, [&]<typename G>() {
     with_type(param.type, [&]<typename P>() {
       const auto* pg = in<G>(grad);

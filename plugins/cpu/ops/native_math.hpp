@@ -7,16 +7,7 @@
 #include <bit>
 #include <cstdint>
 
-// One clone per ISA, picked by the dynamic loader (an ifunc) from what the
-// CPU reports; the bodies are the same C++. flatten inlines the type and
-// activation dispatch (lambdas) into each clone, so the loops are compiled
-// for the clone's ISA, not for the baseline. Clang refuses flatten on a
-// multiversioned function: its clones (the fuzz build) go without.
-#if defined(__clang__)
-#define HAL_NATIVE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HAL_NATIVE_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
-#endif
+#include "hal_util/isa_clones.hpp"
 
 namespace hal::cpu::ops::native {
 
