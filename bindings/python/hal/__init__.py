@@ -20,6 +20,7 @@ from typing import Iterator
 from . import _errors
 from ._errors import *  # noqa: F401,F403 - the error classes are part of the API
 from ._errors import ERRORS, Error
+from . import _kernel
 from ._hal import _shutdown_at_exit
 from ._hal import (
     Buffer,
@@ -44,7 +45,11 @@ from ._hal import (
     version,
 )
 
-__all__ = [
+# @hal.kernel and what its functions use (types, ids, barrier, atomics, math).
+from ._kernel import *  # noqa: E402,F401,F403
+from ._kernel import KernelSourceError, kernel  # noqa: E402
+
+__all__ = _kernel.__all__ + [
     "Buffer", "Communicator", "Device", "DeviceProperties", "Error", "ERRORS", "Event", "Kernel",
     "Module", "Stream", "comm_unique_id", "device", "device_count", "devices", "empty",
     "from_dlpack", "group", "init", "is_initialized", "result_names", "shutdown", "to_device",
