@@ -66,7 +66,72 @@ MatmulFigure time_matmul(TestContext& ctx, hal_dtype_t dtype, int64_t n) {
   return {2.0 * static_cast<double>(n) * n * n / median, info.implementation};
 }
 
+// Median of 5 timed causal f32 attention forwards (batch 1, 8 heads, 2048
+// keys, head dim 64) after one warm-up: FLOP/s counting the causal half of
+// QK^T and PV. Skips the test when no implementation accepts the plan.
+MatmulFigure time_attention(TestContext& ctx) {
+  constexpr int64_t kSeq = 2048, kHeads = 8, kDim = 64;
+  hal_op_attention_desc_t desc{};
+  desc.header.struct_size = sizeof(desc);
+  desc.header.kind = HAL_OP_ATTENTION;
+  desc.causal = HAL_CAUSAL_TOP_LEFT;
+  desc.sparsity = HAL_ATTENTION_DENSE;
+  desc.batch = 1;
+  const int64_t shape[4] = {1, kSeq, kHeads, kDim};
+  const int64_t lse_shape[3] = {1, kHeads, kSeq};
+  hal_tensor_desc_contiguous(&desc.q, HAL_DTYPE_F32, 4, shape);
+  desc.k = desc.v = desc.out = desc.q;
+  hal_tensor_desc_contiguous(&desc.lse, HAL_DTYPE_F32, 3, lse_shape);
+  hal_op_plan_t plan = nullptr;
+  if (hal_op_plan_create(ctx.device(), &desc.header, 0, &plan) != HAL_SUCCESS) {
+    ctx.skip(std::string("no attention on this device: ") + hal_error_last_message());
+  }
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof(info);
+  HC_OK(hal_op_plan_get_info(plan, &info));
+  const size_t bytes = static_cast<size_t>(kSeq * kHeads * kDim) * 4;
+  Buffer q(ctx.device(), bytes), k(ctx.device(), bytes), v(ctx.device(), bytes),
+      out(ctx.device(), bytes), lse(ctx.device(), static_cast<size_t>(kHeads * kSeq) * 4);
+  Buffer workspace(ctx.device(), std::max<size_t>(info.workspace_bytes, 1));
+  Stream stream(ctx.device());
+  for (Buffer* input : {&q, &k, &v}) HC_OK(hal_memset_async(input->get(), 0, bytes, stream));
+  void* operands[8] = {q.get(), k.get(), v.get(), out.get(), lse.get(), nullptr, nullptr, nullptr};
+  hal_op_exec_args_t args{};
+  args.struct_size = sizeof(args);
+  args.operand_count = 8;
+  args.operands = operands;
+  args.workspace = info.workspace_bytes > 0 ? workspace.get() : nullptr;
+  args.workspace_bytes = info.workspace_bytes;
+  std::vector<double> seconds;
+  for (int r = 0; r < 6; ++r) {
+    HC_OK(hal_stream_synchronize(stream));
+    const auto start = std::chrono::steady_clock::now();
+    HC_OK(hal_op_execute(plan, &args, stream));
+    HC_OK(hal_stream_synchronize(stream));
+    if (r > 0) {
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  HC_OK(hal_op_plan_destroy(plan));
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  const double flops = 4.0 * static_cast<double>(kHeads * kDim) * kSeq * kSeq / 2.0;
+  return {flops / median, info.implementation};
+}
+
 }  // namespace
+
+HALCONFORM_TEST("performance.operators.attention_forward",
+                "causal f32 attention forward (8 heads, 2048 keys, head dim 64) through the "
+                "device's chosen implementation, against the declared peak_fp32_flops",
+                {}) {
+  const MatmulFigure figure = time_attention(ctx);
+  const double declared = ctx.properties().peak_fp32_flops;
+  ctx.record_metric("attention_forward_flops", figure.flops_per_second, "FLOP/s",
+                    declared > 0 ? declared : NAN);
+  ctx.note("implementation " + figure.implementation);
+}
 
 HALCONFORM_TEST("performance.operators.matmul_f32",
                 "f32 matmul (1024^3) through the device's chosen implementation, against the "
