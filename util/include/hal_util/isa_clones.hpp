@@ -8,7 +8,11 @@
 #ifndef HAL_UTIL_ISA_CLONES_HPP_
 #define HAL_UTIL_ISA_CLONES_HPP_
 
-#if defined(__x86_64__) && defined(__clang__)
+// Sanitizer builds define HAL_NO_ISA_CLONES (the resolvers run before the
+// sanitizer runtime starts): one baseline build of each function.
+#if defined(HAL_NO_ISA_CLONES)
+#define HAL_ISA_CLONES
+#elif defined(__x86_64__) && defined(__clang__)
 #define HAL_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #elif defined(__x86_64__)
 #define HAL_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
