@@ -610,3 +610,65 @@ TEST_CASE("cpu.native AdamW with the global norm and clipping matches the portab
     hal_op_plan_destroy(portable);
   }
 }
+
+TEST_CASE("cpu.native layernorm, rmsnorm and softmax forward match the portable implementation",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const int64_t rows = 37, cols = GENERATE(int64_t{1}, int64_t{15}, int64_t{300});
+  const size_t n = static_cast<size_t>(rows * cols), c = static_cast<size_t>(cols),
+               r = static_cast<size_t>(rows);
+  for (const hal_norm_kind_t norm : {HAL_NORM_LAYERNORM, HAL_NORM_RMSNORM}) {
+    INFO("norm " << norm << " cols " << cols);
+    hal_op_norm_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_NORM;
+    desc.norm = norm;
+    desc.epsilon = 1e-5f;
+    desc.has_gamma = 1;
+    desc.has_beta = norm == HAL_NORM_LAYERNORM;
+    desc.has_mean = norm == HAL_NORM_LAYERNORM;
+    desc.has_rstd = 1;
+    desc.x = desc.y = dense({rows, cols});
+    desc.gamma = desc.beta = dense({cols});
+    desc.mean = desc.rstd = dense({rows});
+    const bool layernorm = norm == HAL_NORM_LAYERNORM;
+    compare_with_portable(session, &desc.header, {n, c, layernorm ? c : 0, n, layernorm ? r : 0, r},
+                          {{3, n, static_cast<double>(cols)}, {5, r, static_cast<double>(cols)}},
+                          61);
+  }
+  for (const uint32_t log : {0u, 1u}) {
+    INFO("log " << log << " cols " << cols);
+    hal_op_softmax_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_SOFTMAX;
+    desc.log = log;
+    desc.x = desc.y = dense({rows, cols});
+    compare_with_portable(session, &desc.header, {n, n}, {{1, n, static_cast<double>(cols)}}, 71);
+  }
+}
+
+TEST_CASE("cpu.native softmax: -inf entries give 0, a row of -inf gives NaN, in place",
+          "[cpu][api][ops][native]") {
+  Session session;
+  hal_op_softmax_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_SOFTMAX;
+  desc.x = desc.y = dense({2, 40});
+  float* x = session.floats(80);
+  const float inf = INFINITY;
+  for (int j = 0; j < 40; ++j) {
+    x[j] = j % 3 == 0 ? -inf : static_cast<float>(j) * 0.1f;
+    x[40 + j] = -inf;
+  }
+  hal_op_plan_t plan = plan_of(session, &desc.header, false);
+  CHECK(implementation_of(plan) == "cpu.native");
+  execute(session, plan, {x, x});
+  double sum = 0;
+  for (int j = 0; j < 40; ++j) {
+    if (j % 3 == 0) CHECK(x[j] == 0.0f);
+    sum += x[j];
+    CHECK(std::isnan(x[40 + j]));
+  }
+  CHECK(std::fabs(sum - 1.0) < 1e-5);
+  hal_op_plan_destroy(plan);
+}

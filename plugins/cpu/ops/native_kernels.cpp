@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "native_math.hpp"
 
@@ -422,6 +423,116 @@ HAL_ISA_CLONES void convert(ConstRef source, Ref target, size_t count) {
       const auto* pi = in<I>(source);
       auto* po = out<O>(target);
       for (size_t i = 0; i < count; ++i) po[i] = O::store(I::load(pi[i]));
+    });
+  });
+}
+
+// The sum of f(j) over j in [0, n) in 16 lanes, then the lanes and the tail in order.
+template <typename F>
+inline float lane_sum(size_t n, F f) {
+  constexpr size_t kSumLanes = 16;
+  float lanes[kSumLanes] = {};
+  size_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes) {
+    for (size_t k = 0; k < kSumLanes; ++k) lanes[k] += f(j + k);
+  }
+  float sum = 0.0f;
+  for (size_t k = 0; k < kSumLanes; ++k) sum += lanes[k];
+  for (; j < n; ++j) sum += f(j);
+  return sum;
+}
+
+HAL_ISA_CLONES void norm_rows(bool layernorm, float epsilon, ConstRef x, const float* gamma,
+                              const float* beta, Ref y, float* mean, float* rstd, size_t n,
+                              size_t row_begin, size_t row_end) {
+  with_type(x.type, [&]<typename X>() {
+    with_type(y.type, [&]<typename Y>() {
+      const float inverse_n = 1.0f / static_cast<float>(n);  // n = 0: NaN statistics
+      for (size_t r = row_begin; r < row_end; ++r) {
+        const auto* xr = in<X>(x) + r * n;
+        auto* yr = out<Y>(y) + r * n;
+        float centre = 0.0f, scale;
+        if (layernorm) {
+          // Two passes: the mean, then the biased variance around it.
+          centre = lane_sum(n, [&](size_t j) { return X::load(xr[j]); }) * inverse_n;
+          const float variance = lane_sum(n,
+                                          [&](size_t j) {
+                                            const float d = X::load(xr[j]) - centre;
+                                            return d * d;
+                                          }) *
+                                 inverse_n;
+          scale = 1.0f / std::sqrt(variance + epsilon);
+        } else {
+          const float square_mean = lane_sum(n,
+                                             [&](size_t j) {
+                                               const float v = X::load(xr[j]);
+                                               return v * v;
+                                             }) *
+                                    inverse_n;
+          scale = 1.0f / std::sqrt(square_mean + epsilon);
+        }
+        if (n == 0) centre = scale = std::numeric_limits<float>::quiet_NaN();
+        if (mean != nullptr) mean[r] = centre;
+        if (rstd != nullptr) rstd[r] = scale;
+        for (size_t j = 0; j < n; ++j) {
+          float v = (X::load(xr[j]) - centre) * scale;
+          if (gamma != nullptr) v *= gamma[j];
+          if (beta != nullptr) v += beta[j];
+          yr[j] = Y::store(v);
+        }
+      }
+    });
+  });
+}
+
+// e^x that is exactly 0 below float's range (exp(-inf) = 0), NaN for NaN.
+inline float exp_or_zero(float x) {
+  return x < -87.5f ? 0.0f : exp_clamped(x);
+}
+
+HAL_ISA_CLONES void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t row_begin,
+                                 size_t row_end) {
+  with_type(x.type, [&]<typename X>() {
+    with_type(y.type, [&]<typename Y>() {
+      for (size_t r = row_begin; r < row_end; ++r) {
+        const auto* xr = in<X>(x) + r * n;
+        auto* yr = out<Y>(y) + r * n;
+        float lanes[16];
+        for (float& lane : lanes) lane = -std::numeric_limits<float>::infinity();
+        size_t j = 0;
+        for (; j + 16 <= n; j += 16) {
+          for (size_t k = 0; k < 16; ++k) {
+            const float v = X::load(xr[j + k]);
+            lanes[k] = (v > lanes[k] || v != v) ? v : lanes[k];  // NaN sticks
+          }
+        }
+        float maximum = -std::numeric_limits<float>::infinity();
+        for (float lane : lanes) maximum = nan_max(maximum, lane);
+        for (; j < n; ++j) maximum = nan_max(maximum, X::load(xr[j]));
+        // A row of -inf: -inf - -inf is NaN, so the row is NaN (as frameworks give).
+        // An f32 y keeps each exponential from the sum's pass (y may be x: the
+        // element was read first), so each is computed once.
+        constexpr bool kKeep = std::is_same_v<Y, F32>;
+        const float sum = lane_sum(n, [&](size_t k) {
+          const float e = exp_or_zero(X::load(xr[k]) - maximum);
+          if constexpr (kKeep) {
+            if (!log) yr[k] = e;
+          }
+          return e;
+        });
+        if (log) {
+          const float log_sum = std::log(sum);
+          for (size_t k = 0; k < n; ++k) yr[k] = Y::store((X::load(xr[k]) - maximum) - log_sum);
+        } else if constexpr (kKeep) {
+          const float inverse = 1.0f / sum;
+          for (size_t k = 0; k < n; ++k) yr[k] = yr[k] * inverse;
+        } else {
+          const float inverse = 1.0f / sum;
+          for (size_t k = 0; k < n; ++k) {
+            yr[k] = Y::store(exp_or_zero(X::load(xr[k]) - maximum) * inverse);
+          }
+        }
+      }
     });
   });
 }

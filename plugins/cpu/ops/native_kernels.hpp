@@ -69,6 +69,16 @@ void norm_backward_rows(bool with_mean, const float* x, const float* gamma, cons
                         const float* rstd, const float* grad_y, float* grad_x, size_t cols,
                         size_t row_begin, size_t row_end);
 
+// Layernorm (|layernorm|) or RMSNorm of rows [row_begin, row_end) of x
+// [rows, n] into y: the statistics in f32 (layernorm two-pass), mean and rstd
+// written when not null, gamma and beta (f32, not null) applied.
+void norm_rows(bool layernorm, float epsilon, ConstRef x, const float* gamma, const float* beta,
+               Ref y, float* mean, float* rstd, size_t n, size_t row_begin, size_t row_end);
+
+// Softmax or log-softmax (|log|) of rows [row_begin, row_end) of x [rows, n]
+// into y (may be x), the row's maximum subtracted; a row of -inf is NaN.
+void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t row_begin, size_t row_end);
+
 // The sum of g^2 over grad[begin, end): f32 in 64 lanes, the lanes and the
 // tail added in order in f64.
 double sum_squares(ConstRef grad, size_t begin, size_t end);

@@ -344,6 +344,56 @@ std::unique_ptr<OpPlan> plan_reduce(const hal_op_reduce_desc_t& desc, Decline& d
       });
 }
 
+// Rows and the last extent of a [rows..., n] tensor (rank 0: one row of one).
+void rows_and_columns(const hal_tensor_desc_t& tensor, uint64_t* rows, uint64_t* columns) {
+  *columns = tensor.rank == 0 ? 1 : static_cast<uint64_t>(tensor.shape[tensor.rank - 1]);
+  *rows = 1;
+  for (uint32_t d = 0; d + 1 < tensor.rank; ++d) *rows *= static_cast<uint64_t>(tensor.shape[d]);
+}
+
+std::unique_ptr<OpPlan> plan_norm(const hal_op_norm_desc_t& desc, Decline& decline) {
+  const bool layernorm = desc.norm == HAL_NORM_LAYERNORM;
+  std::vector<Type> types;
+  if (!dense_float_tensors({{"x", &desc.x}, {"y", &desc.y}}, types, decline)) return nullptr;
+  const bool gamma = desc.has_gamma != 0, beta = layernorm && desc.has_beta != 0;
+  const bool mean = layernorm && desc.has_mean != 0, rstd = desc.has_rstd != 0;
+  if ((gamma && !f32_dense("gamma", desc.gamma, decline)) ||
+      (beta && !f32_dense("beta", desc.beta, decline)) ||
+      (mean && !f32_dense("mean", desc.mean, decline)) ||
+      (rstd && !f32_dense("rstd", desc.rstd, decline)))
+    return nullptr;
+  uint64_t rows = 0, columns = 0;
+  rows_and_columns(desc.x, &rows, &columns);
+  const float epsilon = desc.epsilon;
+  return std::make_unique<NativePlan>(6, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
+    const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(columns, 1));
+    parallel_ranges(pool, rows, grain, [&](uint64_t begin, uint64_t end) {
+      native::norm_rows(layernorm, epsilon, ConstRef{operand[0], types[0]},
+                        gamma ? static_cast<const float*>(operand[1]) : nullptr,
+                        beta ? static_cast<const float*>(operand[2]) : nullptr,
+                        Ref{operand[3], types[1]}, mean ? static_cast<float*>(operand[4]) : nullptr,
+                        rstd ? static_cast<float*>(operand[5]) : nullptr, columns, begin, end);
+    });
+  });
+}
+
+std::unique_ptr<OpPlan> plan_softmax(const hal_op_softmax_desc_t& desc, Decline& decline) {
+  std::vector<Type> types;
+  if (!dense_float_tensors({{"x", &desc.x}, {"y", &desc.y}}, types, decline)) return nullptr;
+  uint64_t rows = 0, columns = 0;
+  rows_and_columns(desc.x, &rows, &columns);
+  const bool log = desc.log != 0;
+  return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
+    const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(columns, 1));
+    parallel_ranges(pool, rows, grain, [&](uint64_t begin, uint64_t end) {
+      native::softmax_rows(log, ConstRef{operand[0], types[0]}, Ref{operand[1], types[1]}, columns,
+                           begin, end);
+    });
+  });
+}
+
 std::unique_ptr<OpPlan> plan_norm_backward(const hal_op_norm_desc_t& desc, Decline& decline) {
   const bool layernorm = desc.norm == HAL_NORM_LAYERNORM;
   if (!f32_dense("x", desc.x, decline) || !f32_dense("grad_y", desc.grad_y, decline) ||
@@ -605,6 +655,10 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
       return plan_binary(reinterpret_cast<const hal_op_binary_desc_t&>(header), decline);
     case HAL_OP_REDUCE:
       return plan_reduce(reinterpret_cast<const hal_op_reduce_desc_t&>(header), decline);
+    case HAL_OP_NORM:
+      return plan_norm(reinterpret_cast<const hal_op_norm_desc_t&>(header), decline);
+    case HAL_OP_SOFTMAX:
+      return plan_softmax(reinterpret_cast<const hal_op_softmax_desc_t&>(header), decline);
     case HAL_OP_NORM_BACKWARD:
       return plan_norm_backward(reinterpret_cast<const hal_op_norm_desc_t&>(header), decline);
     case HAL_OP_CAST:
@@ -617,8 +671,8 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
                             header.kind == HAL_OP_ATTENTION_BACKWARD, decline);
     default:
       decline.reason =
-          "cpu.native serves unary, bias-activation backward, binary, reduce, norm "
-          "backward, cast, AdamW and attention";
+          "cpu.native serves unary, bias-activation backward, binary, reduce, softmax, "
+          "norm and its backward, cast, AdamW and attention";
       return nullptr;
   }
 }
