@@ -110,7 +110,12 @@ uint64_t page_rounded(uint64_t bytes) {
 TEST_CASE("the memory budget bounds resident memory through alloc/free churn",
           "[cpu][table][memory][resources]") {
   const uint64_t budget = 64 * kMiB;
-  const uint64_t slack = 24 * kMiB;  // the test's own vectors, sanitizer bookkeeping
+  // The test's own vectors and sanitizer bookkeeping, and the plugin's own
+  // pages: a Debug ASan build of the plugin (oneDNN's bindings and the native
+  // operators included) dirties about 26 MiB of relocated data and code when
+  // it loads. Still half the 64 MiB budget, so reserving the budget up front
+  // would show.
+  const uint64_t slack = 32 * kMiB;
   const uint64_t before = resident_bytes();
   PluginInstance plugin("1", "67108864");
   const auto& t = plugin.table();
