@@ -124,7 +124,7 @@ TEST_CASE("floats narrow to the nearest half, ties to even, at every boundary",
   CHECK(float_to_half(-INFINITY) == 0xfc00);
 }
 
-TEST_CASE("floats narrow to the nearest bf16, ties to even; bf16 widens exactly",
+TEST_CASE("floats narrow to the nearest bf16, ties to even, and bf16 widens exactly",
           "[collectives][reduce]") {
   for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
     const float widened = bf16_to_float(static_cast<uint16_t>(bits));
