@@ -13,6 +13,25 @@
 namespace halconform {
 namespace {
 
+// The median of 5 timed executions of |plan| (each synchronised) after one
+// warm-up.
+double median_execution_seconds(hal_op_plan_t plan, const hal_op_exec_args_t& args,
+                                hal_stream_t stream) {
+  std::vector<double> seconds;
+  for (int r = 0; r < 6; ++r) {
+    HC_OK(hal_stream_synchronize(stream));
+    const auto start = std::chrono::steady_clock::now();
+    HC_OK(hal_op_execute(plan, &args, stream));
+    HC_OK(hal_stream_synchronize(stream));
+    if (r > 0) {
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
 struct MatmulFigure {
   double flops_per_second = 0;
   std::string implementation;
@@ -49,20 +68,8 @@ MatmulFigure time_matmul(TestContext& ctx, hal_dtype_t dtype, int64_t n) {
   args.struct_size = sizeof(args);
   args.operand_count = 6;
   args.operands = operands;
-  std::vector<double> seconds;
-  for (int r = 0; r < 6; ++r) {
-    HC_OK(hal_stream_synchronize(stream));
-    const auto start = std::chrono::steady_clock::now();
-    HC_OK(hal_op_execute(plan, &args, stream));
-    HC_OK(hal_stream_synchronize(stream));
-    if (r > 0) {
-      seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-  }
+  const double median = median_execution_seconds(plan, args, stream);
   HC_OK(hal_op_plan_destroy(plan));
-  std::sort(seconds.begin(), seconds.end());
-  const double median = seconds[seconds.size() / 2];
   return {2.0 * static_cast<double>(n) * n * n / median, info.implementation};
 }
 
@@ -102,20 +109,8 @@ MatmulFigure time_attention(TestContext& ctx) {
   args.operands = operands;
   args.workspace = info.workspace_bytes > 0 ? workspace.get() : nullptr;
   args.workspace_bytes = info.workspace_bytes;
-  std::vector<double> seconds;
-  for (int r = 0; r < 6; ++r) {
-    HC_OK(hal_stream_synchronize(stream));
-    const auto start = std::chrono::steady_clock::now();
-    HC_OK(hal_op_execute(plan, &args, stream));
-    HC_OK(hal_stream_synchronize(stream));
-    if (r > 0) {
-      seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-  }
+  const double median = median_execution_seconds(plan, args, stream);
   HC_OK(hal_op_plan_destroy(plan));
-  std::sort(seconds.begin(), seconds.end());
-  const double median = seconds[seconds.size() / 2];
   const double flops = 4.0 * static_cast<double>(kHeads * kDim) * kSeq * kSeq / 2.0;
   return {flops / median, info.implementation};
 }

@@ -557,6 +557,24 @@ std::unique_ptr<OpPlan> plan_adamw(const hal_op_adamw_desc_t& desc, Decline& dec
   return std::make_unique<NativePlan>(operands, std::move(body), 2);
 }
 
+// |planned| with the execution's operands (ops.h's attention operand order).
+native::Attention bind_attention(const native::Attention& planned, void* const* operand,
+                                 bool backward) {
+  native::Attention a = planned;
+  a.q.data = operand[0];
+  a.k.data = operand[1];
+  a.v.data = operand[2];
+  a.out.data = operand[3];
+  a.lse.data = static_cast<float*>(operand[4]);
+  if (backward) {
+    a.grad_out.data = operand[8];
+    a.grad_q.data = operand[9];
+    a.grad_k.data = operand[10];
+    a.grad_v.data = operand[11];
+  }
+  return a;
+}
+
 std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool backward,
                                        Decline& decline) {
   if (desc.has_cu_seqlens != 0) {
@@ -596,12 +614,7 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
     const uint64_t items = static_cast<uint64_t>(attention.batch * attention.heads * blocks);
     return std::make_unique<NativePlan>(
         8, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
-          native::Attention a = attention;
-          a.q.data = operand[0];
-          a.k.data = operand[1];
-          a.v.data = operand[2];
-          a.out.data = operand[3];
-          a.lse.data = static_cast<float*>(operand[4]);
+          const native::Attention a = bind_attention(attention, operand, false);
           // Scratch per worker, allocated here (a failure is the execution's
           // error) rather than in the items.
           std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
@@ -620,16 +633,7 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
   const uint64_t items = static_cast<uint64_t>(attention.batch * attention.kv_heads);
   return std::make_unique<NativePlan>(
       12, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
-        native::Attention a = attention;
-        a.q.data = operand[0];
-        a.k.data = operand[1];
-        a.v.data = operand[2];
-        a.out.data = operand[3];
-        a.lse.data = static_cast<float*>(operand[4]);
-        a.grad_out.data = operand[8];
-        a.grad_q.data = operand[9];
-        a.grad_k.data = operand[10];
-        a.grad_v.data = operand[11];
+        const native::Attention a = bind_attention(attention, operand, true);
         std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
         for (native::AttentionScratch& s : scratch) native::prepare_backward(a, s);
         parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
