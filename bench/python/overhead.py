@@ -1,6 +1,8 @@
 """What the Python bindings add to HAL: launch + synchronize from Python (compare with
-bench/launch_latency, the same empty kernel from C), and a numpy -> HAL -> numpy round trip
-beside numpy's own copy. Not a test: nothing asserts on time.
+bench/launch_latency, the same empty kernel from C), an operator's dispatch from Python
+(hal.ops.relu on 256 floats, through the plan cache and through OpPlan.execute, beside
+numpy.maximum on the same array), and a numpy -> HAL -> numpy round trip beside numpy's own
+copy. Not a test: nothing asserts on time.
 
     PYTHONPATH=<build>/python HAL_PLUGINS=cpu python3 bench/python/overhead.py \
         [--module <build>/bench/empty_kernel.so] [--reps 9]
@@ -19,6 +21,34 @@ import hal
 
 def median_range(samples):
     return f"{statistics.median(samples):10.2f} [{min(samples):.2f}-{max(samples):.2f}]"
+
+
+def pyopencl_rows(args):
+    """The same empty kernel launched from Python through pyopencl on PoCL (the peer the
+    issue names), when pyopencl is installed (pip install pyopencl; not a CI dependency)."""
+    try:
+        import pyopencl as cl
+    except ImportError:
+        print("pyopencl launch                  (pyopencl not installed: pip install pyopencl)")
+        return
+    ctx = cl.Context(devices=[cl.get_platforms()[0].get_devices()[0]])
+    queue = cl.CommandQueue(ctx)
+    kernel = cl.Program(ctx, "kernel void empty(void) {}").build().empty
+    sync_us, pipe_us = [], []
+    calls_sync, calls_pipe = max(1, args.sync // 10), max(1, args.pipelined // 10)
+    for _ in range(args.reps):
+        start = time.perf_counter()
+        for _ in range(calls_sync):
+            kernel(queue, (1,), (1,))
+            queue.finish()
+        sync_us.append((time.perf_counter() - start) / calls_sync * 1e6)
+        start = time.perf_counter()
+        for _ in range(calls_pipe):
+            kernel(queue, (1,), (1,))
+        queue.finish()
+        pipe_us.append((time.perf_counter() - start) / calls_pipe * 1e6)
+    print(f"launch+finish  (pyopencl, PoCL)  us/launch {median_range(sync_us)}")
+    print(f"launch pipelined (pyopencl, PoCL) us/launch {median_range(pipe_us)}")
 
 
 def main():
@@ -48,6 +78,35 @@ def main():
         pipe_us.append((time.perf_counter() - start) / args.pipelined * 1e6)
     print(f"launch+synchronize (python)      us/launch {median_range(sync_us)}")
     print(f"launch pipelined   (python)      us/launch {median_range(pipe_us)}")
+
+    pyopencl_rows(args)
+
+    # An operator's dispatch: what the plan cache and the binding cost per call. The op is
+    # tiny so that the figure is the overhead, not the work.
+    host = np.linspace(-1, 1, 256, dtype=np.float32)
+    x, y = hal.to_device(host, dev), hal.empty(256, np.float32, dev)
+    plan = hal.ops.plan("unary", dev, activation="relu", alpha=1.0, x=x, out=y)
+    host_out = np.empty_like(host)
+    calls = args.pipelined // 2
+    cached_us, plan_us, numpy_us = [], [], []
+    for _ in range(args.reps):
+        start = time.perf_counter()
+        for _ in range(calls):
+            hal.ops.relu(x, out=y, stream=stream)
+        stream.synchronize()
+        cached_us.append((time.perf_counter() - start) / calls * 1e6)
+        start = time.perf_counter()
+        for _ in range(calls):
+            plan.execute([x, y], stream=stream)
+        stream.synchronize()
+        plan_us.append((time.perf_counter() - start) / calls * 1e6)
+        start = time.perf_counter()
+        for _ in range(calls):
+            np.maximum(host, 0, out=host_out)
+        numpy_us.append((time.perf_counter() - start) / calls * 1e6)
+    print(f"hal.ops.relu(256) pipelined      us/call   {median_range(cached_us)}")
+    print(f"OpPlan.execute(256) pipelined    us/call   {median_range(plan_us)}")
+    print(f"numpy.maximum(256)               us/call   {median_range(numpy_us)}")
     # The round trip writes into an existing numpy array (wrapped by hal.from_dlpack), as
     # numpy.copyto does: Buffer.to_numpy() allocates a new array, whose first touch costs
     # page faults that are not HAL's.
@@ -71,7 +130,17 @@ def main():
             np.copyto(out, x)
             np.copyto(x, out)
             np_ms.append((time.perf_counter() - start) * 1e3)
+        # Zero-copy both ways on host-visible memory: the same bytes, checked by address.
+        zero_us = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            back = np.from_dlpack(hal.from_dlpack(x, dev))
+            zero_us.append((time.perf_counter() - start) * 1e6)
+            same = back.__array_interface__["data"][0] == x.__array_interface__["data"][0]
+            del back
         label = f"{size >> 20} MiB"
+        print(f"numpy->HAL->numpy zero-copy {label:>8} us {median_range(zero_us)}"
+              f"  same address: {same}")
         print(f"numpy->HAL->numpy {label:>8}        ms {median_range(hal_ms)}")
         print(f"numpy.copyto x2   {label:>8}        ms {median_range(np_ms)}")
         del out_view

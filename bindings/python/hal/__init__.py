@@ -9,7 +9,9 @@ stable C ABI (hal.h). SPEC.md, "Python bindings", states the rules; in short:
   raises hal.DestroyedHandleError; hal.shutdown runs at interpreter exit;
 - buffers speak DLPack both ways (``np.from_dlpack(buf)``, ``hal.from_dlpack(array)``)
   without copies for host-visible memory;
-- blocking calls release the GIL; host functions take it on the plugin's thread.
+- blocking calls release the GIL; host functions take it on the plugin's thread;
+- hal.ops runs HAL's operators on buffers and strided views of them (hal.Tensor), planning
+  once per layout.
 """
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ from ._hal import (
     Event,
     Kernel,
     Module,
+    OpPlan,
     Stream,
+    Tensor,
     comm_unique_id,
     device,
     device_count,
@@ -49,11 +53,14 @@ from ._hal import (
 from ._kernel import *  # noqa: E402,F401,F403
 from ._kernel import KernelSourceError, kernel  # noqa: E402
 
+# The operators (api/hal/ops.h): hal.ops.matmul, hal.ops.attention, ... and hal.ops.plan.
+from . import ops  # noqa: E402
+
 __all__ = _kernel.__all__ + [
     "Buffer", "Communicator", "Device", "DeviceProperties", "Error", "ERRORS", "Event", "Kernel",
-    "Module", "Stream", "comm_unique_id", "device", "device_count", "devices", "empty",
-    "from_dlpack", "group", "init", "is_initialized", "result_names", "shutdown", "to_device",
-    "version",
+    "Module", "OpPlan", "Stream", "Tensor", "comm_unique_id", "device", "device_count", "devices", "empty",
+    "from_dlpack", "group", "init", "is_initialized", "ops", "result_names", "shutdown",
+    "to_device", "version",
 ] + [cls.__name__ for cls in ERRORS.values()]
 
 

@@ -1,0 +1,577 @@
+"""hal.ops: HAL's operators (api/hal/ops.h) from Python.
+
+Two levels, both over the same C calls (hal_op_plan_create, hal_op_execute):
+
+- ``hal.ops.plan(op, device, **fields)`` makes a ``hal.OpPlan`` from the fields of the op's C
+  descriptor (SPEC.md §17 names them; tensor fields take a ``hal.Tensor`` or a ``hal.Buffer``
+  for their layout), and ``plan.execute(operands, scalars)`` runs it in the C operand order;
+- one function per op (``matmul``, ``softmax``, ``layer_norm``, ``attention``...) that takes
+  buffers or tensor views, allocates the outputs it is not given, plans once per layout (plans
+  are cached) and enqueues the execution on ``stream`` (the device's default stream when None).
+
+Every call is asynchronous on its stream, like the C API: read results with
+``buffer.to_numpy()`` (which synchronises) or synchronise the stream. Outputs live on the device
+of the first input. A tensor that does not fit its op raises ``ValueError``/``TypeError`` or the
+``hal.Error`` the C API gives, whose message names the field and the rule.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, NamedTuple, Sequence, Union
+
+from . import _hal
+from ._hal import Buffer, Device, OpPlan, Stream, Tensor
+
+__all__ = [
+    "OPS", "plan", "clear_cache", "matmul", "grouped_matmul", "bias_activation_backward",
+    "softmax", "softmax_backward", "layer_norm", "rms_norm", "norm_backward", "binary", "add",
+    "sub", "mul", "div", "maximum", "minimum", "unary", "unary_backward", "relu", "gelu", "silu",
+    "swiglu", "swiglu_backward", "reduce", "rope", "embedding", "embedding_backward",
+    "cross_entropy", "CrossEntropy", "adamw", "cast", "permute", "dropout", "attention",
+    "attention_backward", "topk_gating",
+]
+
+TensorLike = Union[Tensor, Buffer]
+
+#: The op names HAL's operators API has (hal_op_kind_t's short names).
+OPS: tuple[str, ...] = tuple(_hal.op_names())
+
+_CACHE_LIMIT = 512
+_cache: "OrderedDict[tuple, OpPlan]" = OrderedDict()
+
+
+def _layout_key(value: Any) -> Any:
+    # A Buffer is dense: its dtype and shape are its layout. A Tensor with the same layout gets
+    # its own entry, which costs a plan, never a wrong one.
+    if isinstance(value, Buffer):
+        return (value.dtype, value.shape)
+    if isinstance(value, Tensor):
+        return (value.dtype, value.shape, value.strides)
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def plan(op: str, device: Device, *, deterministic: bool = False, **fields: Any) -> OpPlan:
+    """A new plan of ``op`` on ``device`` from its descriptor's fields (never cached)."""
+    return OpPlan(device, op, fields, deterministic)
+
+
+def _planned(op: str, device: Device, fields: dict) -> OpPlan:
+    # Each function builds its fields in one order, so the items need no sorting. The device
+    # by index: a plan of an earlier HAL session is closed (hal.shutdown) and made again.
+    key = (op, device.index, *[(k, _layout_key(v)) for k, v in fields.items()])
+    found = _cache.get(key)
+    if found is not None and not found.closed:
+        _cache.move_to_end(key)
+        return found
+    made = OpPlan(device, op, fields, False)
+    _cache[key] = made
+    if len(_cache) > _CACHE_LIMIT:
+        _cache.popitem(last=False)
+    return made
+
+
+def clear_cache() -> None:
+    """Drops the cached plans (hal.shutdown makes them unusable; they are re-planned then)."""
+    _cache.clear()
+
+
+def _run(op: str, device: Device, fields: dict, operands: list, scalars: Sequence = (),
+         stream: Stream | None = None) -> None:
+    _planned(op, device, fields).execute(operands, scalars, stream=stream)
+
+
+def _device(x: TensorLike) -> Device:
+    if not isinstance(x, (Tensor, Buffer)):
+        raise TypeError(f"expected a hal.Tensor or hal.Buffer, got {type(x).__name__}")
+    return x.device
+
+
+def _new(shape: Sequence[int], dtype: str, device: Device) -> Buffer:
+    return Buffer(device, tuple(int(e) for e in shape), dtype)
+
+
+def _out(out: TensorLike | None, shape: Sequence[int], dtype: str, device: Device) -> TensorLike:
+    return _new(shape, dtype, device) if out is None else out
+
+
+def _expand(x: TensorLike, shape: Sequence[int]) -> TensorLike:
+    """x viewed at shape: each extent-1 dimension that shape widens repeats with stride 0."""
+    if tuple(x.shape) == tuple(shape):
+        return x
+    view = x if isinstance(x, Tensor) else Tensor(x)
+    strides = [0 if extent == 1 and want != 1 else stride
+               for extent, want, stride in zip(view.shape, shape, view.strides)]
+    return Tensor(view.buffer, tuple(shape), strides, view.offset)
+
+
+# ---- matmul ----------------------------------------------------------------------------------
+
+
+def matmul(a: TensorLike, b: TensorLike, *, out: TensorLike | None = None,
+           c: TensorLike | None = None, bias: TensorLike | None = None, alpha: float = 1.0,
+           beta: float = 0.0, activation: str = "none", transpose_a: bool = False,
+           transpose_b: bool = False, aux: TensorLike | None = None, dtype: str | None = None,
+           stream: Stream | None = None) -> TensorLike:
+    """out = act(alpha * op(a) @ op(b) + beta * c + bias); aux (when given) gets the value act
+    was applied to. Batch dimensions broadcast (extent 1 or stride 0). With beta != 0 and no c,
+    c is out itself (accumulate into it)."""
+    device = _device(a)
+    if len(a.shape) < 2 or len(a.shape) != len(b.shape):
+        raise ValueError(f"matmul: a {a.shape} and b {b.shape} need the same rank >= 2")
+    m = a.shape[-1] if transpose_a else a.shape[-2]
+    n = b.shape[-2] if transpose_b else b.shape[-1]
+    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+    a = _expand(a, batch + tuple(a.shape[-2:]))
+    b = _expand(b, batch + tuple(b.shape[-2:]))
+    out = _out(out, batch + (m, n), dtype or a.dtype, device)
+    if beta != 0.0 and c is None:
+        c = out
+    fields = dict(a=a, b=b, c=c if beta != 0.0 else None, d=out, bias=bias, aux=aux,
+                  alpha=alpha, beta=beta, activation=activation, transpose_a=transpose_a,
+                  transpose_b=transpose_b, has_bias=bias is not None, save_aux=aux is not None)
+    _run("matmul", device, fields, [a, b, fields["c"], out, bias, aux], stream=stream)
+    return out
+
+
+def grouped_matmul(a: TensorLike, b: TensorLike, offsets: TensorLike, *,
+                   out: TensorLike | None = None, transpose_b: bool = False,
+                   stream: Stream | None = None) -> TensorLike:
+    """For each group g, rows offsets[g]..offsets[g+1]-1 of a times b[g] (MoE experts)."""
+    device = _device(a)
+    groups = b.shape[0]
+    n = b.shape[1] if transpose_b else b.shape[2]
+    out = _out(out, (a.shape[0], n), a.dtype, device)
+    fields = dict(a=a, b=b, d=out, groups=groups, transpose_b=transpose_b)
+    _run("grouped_matmul", device, fields, [a, b, offsets, out], stream=stream)
+    return out
+
+
+def bias_activation_backward(grad_out: TensorLike, aux: TensorLike | None = None, *,
+                             activation: str = "none", compute_bias_grad: bool = False,
+                             grad_pre: TensorLike | None = None,
+                             grad_bias: TensorLike | None = None,
+                             stream: Stream | None = None) -> tuple:
+    """(grad_pre, grad_bias): grad_out * act'(aux), and its column sums when asked."""
+    device = _device(grad_out)
+    grad_pre = _out(grad_pre, grad_out.shape, grad_out.dtype, device)
+    if compute_bias_grad:
+        grad_bias = _out(grad_bias, (grad_out.shape[-1],), "float32", device)
+    else:
+        grad_bias = None
+    aux_used = aux if activation != "none" else None
+    fields = dict(activation=activation, compute_bias_grad=compute_bias_grad, grad_out=grad_out,
+                  aux=aux_used, grad_pre=grad_pre, grad_bias=grad_bias)
+    _run("bias_activation_backward", device, fields, [grad_out, aux_used, grad_pre, grad_bias],
+         stream=stream)
+    return grad_pre, grad_bias
+
+
+# ---- softmax and norms -----------------------------------------------------------------------
+
+
+def softmax(x: TensorLike, *, log: bool = False, out: TensorLike | None = None,
+            stream: Stream | None = None) -> TensorLike:
+    """softmax (or log_softmax) over the last dimension."""
+    device = _device(x)
+    out = _out(out, x.shape, x.dtype, device)
+    _run("softmax", device, dict(log=log, x=x, y=out), [x, out], stream=stream)
+    return out
+
+
+def softmax_backward(y: TensorLike, grad_y: TensorLike, *, log: bool = False,
+                     grad_x: TensorLike | None = None,
+                     stream: Stream | None = None) -> TensorLike:
+    """grad_x from the forward output y and grad_y."""
+    device = _device(y)
+    grad_x = _out(grad_x, grad_y.shape, grad_y.dtype, device)
+    _run("softmax_backward", device, dict(log=log, x=grad_y, y=y, grad_x=grad_x),
+         [y, grad_y, grad_x], stream=stream)
+    return grad_x
+
+
+def _rows(x: TensorLike) -> int:
+    rows = 1
+    for extent in x.shape[:-1]:
+        rows *= extent
+    return rows
+
+
+def _norm(kind: str, x: TensorLike, gamma: TensorLike | None, beta: TensorLike | None,
+          eps: float, out: TensorLike | None, save_stats: bool, stream: Stream | None):
+    device = _device(x)
+    out = _out(out, x.shape, x.dtype, device)
+    rows = (_rows(x),)
+    mean = _new(rows, "float32", device) if save_stats and kind == "layernorm" else None
+    rstd = _new(rows, "float32", device) if save_stats else None
+    fields = dict(norm=kind, epsilon=eps, has_gamma=gamma is not None,
+                  has_beta=beta is not None, has_mean=mean is not None,
+                  has_rstd=rstd is not None, x=x, gamma=gamma, beta=beta, y=out, mean=mean,
+                  rstd=rstd)
+    _run("norm", device, fields, [x, gamma, beta, out, mean, rstd], stream=stream)
+    if not save_stats:
+        return out
+    return (out, mean, rstd) if kind == "layernorm" else (out, rstd)
+
+
+def layer_norm(x: TensorLike, gamma: TensorLike | None = None, beta: TensorLike | None = None,
+               *, eps: float = 1e-5, out: TensorLike | None = None, save_stats: bool = False,
+               stream: Stream | None = None):
+    """Layernorm over the last dimension; with save_stats, (y, mean, rstd) for the backward."""
+    return _norm("layernorm", x, gamma, beta, eps, out, save_stats, stream)
+
+
+def rms_norm(x: TensorLike, gamma: TensorLike | None = None, *, eps: float = 1e-6,
+             out: TensorLike | None = None, save_stats: bool = False,
+             stream: Stream | None = None):
+    """RMSNorm over the last dimension; with save_stats, (y, rstd) for the backward."""
+    return _norm("rmsnorm", x, gamma, None, eps, out, save_stats, stream)
+
+
+def norm_backward(x: TensorLike, grad_y: TensorLike, rstd: TensorLike, *,
+                  mean: TensorLike | None = None, gamma: TensorLike | None = None,
+                  has_beta: bool = False, grad_gamma: bool = False, grad_beta: bool = False,
+                  grad_x: TensorLike | None = None, stream: Stream | None = None) -> tuple:
+    """(grad_x, grad_gamma, grad_beta) of layernorm (mean given) or RMSNorm (mean None)."""
+    device = _device(x)
+    kind = "layernorm" if mean is not None else "rmsnorm"
+    grad_x = _out(grad_x, x.shape, x.dtype, device)
+    n = (x.shape[-1],)
+    gg = _new(n, "float32", device) if grad_gamma else None
+    gb = _new(n, "float32", device) if grad_beta else None
+    fields = dict(norm=kind, has_gamma=gamma is not None, has_beta=has_beta or grad_beta,
+                  has_grad_gamma=grad_gamma, has_grad_beta=grad_beta, x=x, gamma=gamma,
+                  mean=mean, rstd=rstd, grad_y=grad_y, grad_x=grad_x, grad_gamma=gg,
+                  grad_beta=gb)
+    _run("norm_backward", device, fields, [x, gamma, mean, rstd, grad_y, grad_x, gg, gb],
+         stream=stream)
+    return grad_x, gg, gb
+
+
+# ---- elementwise -----------------------------------------------------------------------------
+
+
+def binary(op: str, a: TensorLike, b: TensorLike, *, alpha: float = 1.0,
+           out: TensorLike | None = None, stream: Stream | None = None) -> TensorLike:
+    """out = alpha * (a op b), op one of add, sub, mul, div, max, min; a and b broadcast
+    (extent 1) to out's shape and have its rank."""
+    device = _device(a)
+    if len(a.shape) != len(b.shape):
+        raise ValueError(f"{op}: a {a.shape} and b {b.shape} need the same rank")
+    shape = tuple(max(x, y) for x, y in zip(a.shape, b.shape))
+    out = _out(out, shape, a.dtype, device)
+    _run("binary", device, dict(op=op, alpha=alpha, a=a, b=b, out=out), [a, b, out],
+         stream=stream)
+    return out
+
+
+def add(a, b, **kw):
+    """a + b (see binary)."""
+    return binary("add", a, b, **kw)
+
+
+def sub(a, b, **kw):
+    """a - b (see binary)."""
+    return binary("sub", a, b, **kw)
+
+
+def mul(a, b, **kw):
+    """a * b (see binary)."""
+    return binary("mul", a, b, **kw)
+
+
+def div(a, b, **kw):
+    """a / b (see binary)."""
+    return binary("div", a, b, **kw)
+
+
+def maximum(a, b, **kw):
+    """max(a, b), NaN propagating (see binary)."""
+    return binary("max", a, b, **kw)
+
+
+def minimum(a, b, **kw):
+    """min(a, b), NaN propagating (see binary)."""
+    return binary("min", a, b, **kw)
+
+
+def unary(x: TensorLike, activation: str = "none", *, alpha: float = 1.0,
+          out: TensorLike | None = None, stream: Stream | None = None) -> TensorLike:
+    """out = act(alpha * x); activation none, relu, gelu_tanh, gelu_erf or silu."""
+    device = _device(x)
+    out = _out(out, x.shape, x.dtype, device)
+    _run("unary", device, dict(activation=activation, alpha=alpha, x=x, out=out), [x, out],
+         stream=stream)
+    return out
+
+
+def unary_backward(x: TensorLike, grad_out: TensorLike, activation: str = "none", *,
+                   alpha: float = 1.0, grad_x: TensorLike | None = None,
+                   stream: Stream | None = None) -> TensorLike:
+    """grad_x = grad_out * alpha * act'(alpha * x)."""
+    device = _device(x)
+    grad_x = _out(grad_x, x.shape, x.dtype, device)
+    fields = dict(activation=activation, alpha=alpha, x=x, out=grad_out, grad_x=grad_x)
+    _run("unary_backward", device, fields, [x, grad_out, grad_x], stream=stream)
+    return grad_x
+
+
+def relu(x, **kw):
+    """max(x, 0)."""
+    return unary(x, "relu", **kw)
+
+
+def gelu(x, approximate: str = "none", **kw):
+    """GELU: erf form, or the tanh form with approximate='tanh' (PyTorch's convention)."""
+    return unary(x, "gelu_tanh" if approximate == "tanh" else "gelu_erf", **kw)
+
+
+def silu(x, **kw):
+    """x * sigmoid(x)."""
+    return unary(x, "silu", **kw)
+
+
+def swiglu(x: TensorLike, *, out: TensorLike | None = None,
+           stream: Stream | None = None) -> TensorLike:
+    """x [..., 2n] = (gate, up): silu(gate) * up, [..., n]."""
+    device = _device(x)
+    out = _out(out, tuple(x.shape[:-1]) + (x.shape[-1] // 2,), x.dtype, device)
+    _run("swiglu", device, dict(x=x, out=out), [x, out], stream=stream)
+    return out
+
+
+def swiglu_backward(x: TensorLike, grad_out: TensorLike, *, grad_x: TensorLike | None = None,
+                    stream: Stream | None = None) -> TensorLike:
+    """grad_x [..., 2n] of swiglu."""
+    device = _device(x)
+    grad_x = _out(grad_x, x.shape, x.dtype, device)
+    _run("swiglu_backward", device, dict(x=x, out=grad_out, grad_x=grad_x), [x, grad_out, grad_x],
+         stream=stream)
+    return grad_x
+
+
+def reduce(x: TensorLike, axes: int | Sequence[int], kind: str = "sum", *,
+           out: TensorLike | None = None, dtype: str | None = None,
+           stream: Stream | None = None) -> TensorLike:
+    """sum, mean or max over axes; out keeps x's rank with extent 1 in each reduced axis."""
+    device = _device(x)
+    rank = len(x.shape)
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    mask = 0
+    for axis in axes:
+        if not -rank <= axis < rank:
+            raise ValueError(f"reduce: axis {axis} is outside a rank-{rank} tensor")
+        mask |= 1 << (axis % rank)
+    shape = tuple(1 if mask >> d & 1 else e for d, e in enumerate(x.shape))
+    out = _out(out, shape, dtype or x.dtype, device)
+    _run("reduce", device, dict(reduce=kind, axes_mask=mask, x=x, out=out), [x, out],
+         stream=stream)
+    return out
+
+
+def rope(x: TensorLike, *, rotary_dim: int | None = None, base: float = 10000.0,
+         interleaved: bool = False, inverse: bool = False,
+         positions: TensorLike | None = None, position_offset: int = 0,
+         out: TensorLike | None = None, stream: Stream | None = None) -> TensorLike:
+    """Rotary embedding of x [batch, seq, heads, dim] (inverse: the backward rotation)."""
+    device = _device(x)
+    out = _out(out, x.shape, x.dtype, device)
+    fields = dict(rotary_dim=rotary_dim if rotary_dim is not None else x.shape[-1],
+                  interleaved=interleaved, inverse=inverse, has_positions=positions is not None,
+                  base=base, position_offset=position_offset, x=x, positions=positions, out=out)
+    _run("rope", device, fields, [x, positions, out], stream=stream)
+    return out
+
+
+def embedding(ids: TensorLike, table: TensorLike, *, out: TensorLike | None = None,
+              stream: Stream | None = None) -> TensorLike:
+    """out[i, :] = table[ids[i], :] (an id outside the table gives a zero row)."""
+    device = _device(table)
+    out = _out(out, tuple(ids.shape) + (table.shape[-1],), table.dtype, device)
+    _run("embedding", device, dict(ids=ids, table=table, out=out), [ids, table, out],
+         stream=stream)
+    return out
+
+
+def embedding_backward(ids: TensorLike, grad_out: TensorLike, grad_table: TensorLike, *,
+                       accumulate: bool = False, stream: Stream | None = None) -> TensorLike:
+    """grad_table (+)= the sum of grad_out's rows per id, in index order."""
+    device = _device(grad_table)
+    fields = dict(accumulate=accumulate, ids=ids, out=grad_out, table=grad_table)
+    _run("embedding_backward", device, fields, [ids, grad_out, grad_table], stream=stream)
+    return grad_table
+
+
+class CrossEntropy(NamedTuple):
+    loss: Buffer  # float32 [1]: the mean over the counted rows
+    row_losses: Buffer | None
+    grad_logits: TensorLike | None
+
+
+def cross_entropy(logits: TensorLike, labels: TensorLike, *, ignore_index: int = -100,
+                  label_smoothing: float = 0.0, grad: bool = False, row_losses: bool = False,
+                  grad_scale: float = 1.0, grad_logits: TensorLike | None = None,
+                  stream: Stream | None = None) -> CrossEntropy:
+    """Mean cross-entropy of logits [rows, classes] against labels [rows]; with grad, also
+    d loss / d logits * grad_scale (into grad_logits, which may be logits itself)."""
+    device = _device(logits)
+    loss = _new((1,), "float32", device)
+    rows = _new((logits.shape[0],), "float32", device) if row_losses else None
+    if grad:
+        grad_logits = _out(grad_logits, logits.shape, logits.dtype, device)
+    else:
+        grad_logits = None
+    fields = dict(ignore_index=ignore_index, label_smoothing=label_smoothing,
+                  has_row_losses=row_losses, has_grad=grad, logits=logits, labels=labels,
+                  loss=loss, row_losses=rows, grad_logits=grad_logits)
+    _run("cross_entropy", device, fields, [logits, labels, loss, rows, grad_logits],
+         [grad_scale], stream=stream)
+    return CrossEntropy(loss, rows, grad_logits)
+
+
+# ---- optimizer, casts, dropout ---------------------------------------------------------------
+
+
+def adamw(params: Sequence[TensorLike], grads: Sequence[TensorLike],
+          m: Sequence[TensorLike], v: Sequence[TensorLike], *, lr: float, step: int,
+          betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+          weight_decay: float = 0.0, max_grad_norm: float = 0.0,
+          master: Sequence[TensorLike] | None = None, grad_norm: bool = False,
+          stream: Stream | None = None) -> Buffer | None:
+    """One AdamW step over every tensor in one call, in place; max_grad_norm > 0 clips by the
+    global norm. Returns the global gradient norm (float32 [1]) when grad_norm is True."""
+    count = len(params)
+    if not count or not (len(grads) == len(m) == len(v) == count) or (
+            master is not None and len(master) != count):
+        raise ValueError("adamw: params, grads, m, v (and master) need the same non-zero length")
+    device = _device(params[0])
+    numels = []
+    for p in params:
+        size = 1
+        for extent in p.shape:
+            size *= extent
+        numels.append(size)
+    norm = _new((1,), "float32", device) if grad_norm else None
+    operands: list = [norm]
+    for t in range(count):
+        operands += [params[t], grads[t], m[t], v[t], master[t] if master is not None else None]
+    fields = dict(has_master=master is not None, param_dtype=params[0].dtype,
+                  grad_dtype=grads[0].dtype, numels=numels, beta1=betas[0], beta2=betas[1],
+                  epsilon=eps, weight_decay=weight_decay, max_grad_norm=max_grad_norm,
+                  has_grad_norm=grad_norm)
+    _run("adamw", device, fields, operands, [lr, step], stream=stream)
+    return norm
+
+
+def cast(x: TensorLike, dtype: str, *, out: TensorLike | None = None,
+         stream: Stream | None = None) -> TensorLike:
+    """x converted to dtype (round to nearest even; saturating to integers)."""
+    device = _device(x)
+    out = _out(out, x.shape, dtype, device)
+    _run("cast", device, dict(**{"in": x}, out=out), [x, out], stream=stream)
+    return out
+
+
+def permute(x: TensorLike, perm: Sequence[int], *, dtype: str | None = None,
+            out: TensorLike | None = None, stream: Stream | None = None) -> TensorLike:
+    """out.shape[d] = x.shape[perm[d]] (a transpose written densely), cast to dtype."""
+    device = _device(x)
+    if sorted(perm) != list(range(len(x.shape))):
+        raise ValueError(f"permute: {tuple(perm)} is not a permutation of {len(x.shape)} axes")
+    out = _out(out, tuple(x.shape[p] for p in perm), dtype or x.dtype, device)
+    _run("permute", device, dict(**{"in": x}, out=out, perm=list(perm)), [x, out],
+         stream=stream)
+    return out
+
+
+def dropout(x: TensorLike, p: float, *, seed: int, offset: int = 0, mask: bool = False,
+            backward: bool = False, out: TensorLike | None = None,
+            stream: Stream | None = None):
+    """Philox dropout (SPEC §17): keep ? x / (1 - p) : 0. The same (seed, offset) with
+    backward=True applies the same mask to a gradient. With mask, returns (out, mask u8)."""
+    device = _device(x)
+    out = _out(out, x.shape, x.dtype, device)
+    keep = _new(x.shape, "uint8", device) if mask else None
+    fields = dict(probability=p, backward=backward, has_mask=mask, x=x, out=out, mask=keep)
+    _run("dropout", device, fields, [x, out, keep], [seed, offset], stream=stream)
+    return (out, keep) if mask else out
+
+
+# ---- attention and routing -------------------------------------------------------------------
+
+
+def _attention_fields(q, k, v, causal, scale, cu_seqlens_q, max_seqlen_q, max_seqlen_k,
+                      block_mask, block_indices, block_q, block_k):
+    sparsity, sparse = "dense", None
+    if block_mask is not None:
+        sparsity, sparse = "block_mask", block_mask
+    if block_indices is not None:
+        if block_mask is not None:
+            raise ValueError("attention: give block_mask or block_indices, not both")
+        sparsity, sparse = "block_indices", block_indices
+    varlen = cu_seqlens_q is not None
+    batch = (cu_seqlens_q.shape[0] - 1) if varlen else q.shape[0]
+    fields = dict(causal=causal, sparsity=sparsity, scale=scale, has_cu_seqlens=varlen,
+                  batch=batch, max_seqlen_q=max_seqlen_q if varlen else 0,
+                  max_seqlen_k=max_seqlen_k if varlen else 0,
+                  block_q=block_q if sparse is not None else 0,
+                  block_k=block_k if sparse is not None else 0,
+                  topk=block_indices.shape[-1] if block_indices is not None else 0, q=q, k=k, v=v)
+    return fields, sparse, batch
+
+
+def attention(q: TensorLike, k: TensorLike, v: TensorLike, *, causal: str = "none",
+              scale: float = 0.0, out: TensorLike | None = None, lse: TensorLike | None = None,
+              cu_seqlens_q: TensorLike | None = None, cu_seqlens_k: TensorLike | None = None,
+              max_seqlen_q: int = 0, max_seqlen_k: int = 0,
+              block_mask: TensorLike | None = None, block_indices: TensorLike | None = None,
+              block_q: int = 64, block_k: int = 64, stream: Stream | None = None) -> tuple:
+    """Fused attention on the FlashAttention contract: q [batch, s_q, heads, d], k and v
+    [batch, s_k, kv_heads, d]; causal none, top_left or bottom_right; scale 0 = 1/sqrt(d).
+    Returns (out, lse), lse f32 [batch, heads, s_q] for the backward."""
+    device = _device(q)
+    fields, sparse, batch = _attention_fields(q, k, v, causal, scale, cu_seqlens_q, max_seqlen_q,
+                                              max_seqlen_k, block_mask, block_indices, block_q,
+                                              block_k)
+    out = _out(out, q.shape, q.dtype, device)
+    lse = _out(lse, (batch, q.shape[2], q.shape[1]), "float32", device)
+    fields.update(out=out, lse=lse)
+    _run("attention", device, fields, [q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sparse],
+         stream=stream)
+    return out, lse
+
+
+def attention_backward(q: TensorLike, k: TensorLike, v: TensorLike, out: TensorLike,
+                       lse: TensorLike, grad_out: TensorLike, *, causal: str = "none",
+                       scale: float = 0.0, cu_seqlens_q: TensorLike | None = None,
+                       cu_seqlens_k: TensorLike | None = None, max_seqlen_q: int = 0,
+                       max_seqlen_k: int = 0, block_mask: TensorLike | None = None,
+                       block_indices: TensorLike | None = None, block_q: int = 64,
+                       block_k: int = 64, stream: Stream | None = None) -> tuple:
+    """(grad_q, grad_k, grad_v) of attention, from its out and lse."""
+    device = _device(q)
+    fields, sparse, _ = _attention_fields(q, k, v, causal, scale, cu_seqlens_q, max_seqlen_q,
+                                          max_seqlen_k, block_mask, block_indices, block_q,
+                                          block_k)
+    grad_q = _new(q.shape, q.dtype, device)
+    grad_k = _new(k.shape, k.dtype, device)
+    grad_v = _new(v.shape, v.dtype, device)
+    fields.update(out=out, lse=lse, grad_out=grad_out, grad_q=grad_q, grad_k=grad_k,
+                  grad_v=grad_v)
+    _run("attention_backward", device, fields,
+         [q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sparse, grad_out, grad_q, grad_k,
+          grad_v], stream=stream)
+    return grad_q, grad_k, grad_v
+
+
+def topk_gating(logits: TensorLike, k: int, *, renormalize: bool = True,
+                stream: Stream | None = None) -> tuple:
+    """MoE routing: (weights f32 [tokens, k], indices i32 [tokens, k]) of the k largest
+    experts per token, softmax weights (renormalised to sum 1 when asked)."""
+    device = _device(logits)
+    weights = _new((logits.shape[0], k), "float32", device)
+    indices = _new((logits.shape[0], k), "int32", device)
+    fields = dict(k=k, renormalize=renormalize, logits=logits, weights=weights, indices=indices)
+    _run("topk_gating", device, fields, [logits, weights, indices], stream=stream)
+    return weights, indices

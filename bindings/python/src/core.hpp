@@ -1,0 +1,627 @@
+// The core of hal._hal shared by its source files: errors, the runtime and its
+// resources, element types, devices, streams, events and buffers. One
+// definition of each rule the bindings keep (SPEC.md, "Python bindings"); the
+// files binding the rest of the API (hal_ext.cpp, ops.cpp) build on it.
+#ifndef HAL_PYTHON_CORE_HPP_
+#define HAL_PYTHON_CORE_HPP_
+
+#include <hal.h>
+#include <hal_util/names.hpp>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <cstring>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <span>
+
+namespace halpy {
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+// ---- errors ------------------------------------------------------------------
+
+// A failed HAL call (or a rule of the bindings stated with a HAL result code),
+// turned into the matching hal.Error subclass by the translator below.
+struct HalError {
+  hal_result_t code;
+  std::string message;
+  std::string function;
+  std::string plugin;
+  int64_t native_code;
+};
+
+[[noreturn]] inline void raise_hal(hal_result_t code, std::string message,
+                                   std::string function = "", std::string plugin = "bindings") {
+  throw HalError{code, std::move(message), std::move(function), std::move(plugin), 0};
+}
+
+// Raises the detail of the last failure on this thread (the GIL may have been
+// released around the call; the detail is per OS thread, which has not changed).
+inline void check(hal_result_t result) {
+  if (result == HAL_SUCCESS) return;
+  hal_error_detail_t detail{};
+  detail.struct_size = sizeof detail;
+  if (hal_error_get_detail(&detail) == HAL_SUCCESS && detail.result == result) {
+    throw HalError{result, detail.message ? detail.message : "",
+                   detail.function ? detail.function : "", detail.plugin ? detail.plugin : "",
+                   detail.native_code};
+  }
+  throw HalError{result, hal_result_string(result), "", "", 0};
+}
+
+// ---- the runtime and its resources -------------------------------------------
+
+struct Resource;
+struct Stream;
+struct Device;
+
+// The one HAL initialisation the bindings hold, and every live resource made
+// under it, in creation order.
+struct Runtime {
+  bool initialized = false;
+  uint64_t generation = 0;  // bumped by each shutdown: older Devices are stale
+  std::list<Resource*> live;
+};
+inline Runtime g_runtime;
+
+// The stream used when a call names none: one per device, made on first use
+// (Stream objects; cleared by shutdown, before the interpreter goes).
+inline std::map<std::pair<uint64_t, hal_device_t>, nb::object> g_default_streams;
+
+struct Resource {
+  Resource() { position = g_runtime.live.insert(g_runtime.live.end(), this); }
+  Resource(const Resource&) = delete;
+  Resource& operator=(const Resource&) = delete;
+  virtual ~Resource() {
+    if (registered) g_runtime.live.erase(position);
+  }
+  // Gives the HAL handle back (idempotent, never throws).
+  virtual void release() noexcept = 0;
+  // True while the handle is usable.
+  virtual bool alive() const noexcept = 0;
+  // Blocks an explicit hal.shutdown while outside references (DLPack) exist.
+  virtual size_t exports() const noexcept { return 0; }
+  // Calls of other threads running on this object with the GIL released, plus
+  // exports: while non-zero the handle must not be given back.
+  size_t pinned() const noexcept { return in_use + exports(); }
+  size_t in_use = 0;
+  void unregister() noexcept {
+    if (registered) g_runtime.live.erase(position);
+    registered = false;
+  }
+  std::list<Resource*>::iterator position;
+  bool registered = true;
+};
+
+// Marks resources in use for the lifetime of a call that releases the GIL:
+// constructed and destroyed with the GIL held, around the gil_scoped_release.
+class InUse {
+ public:
+  explicit InUse(std::vector<Resource*> resources) : resources_(std::move(resources)) {
+    for (Resource* r : resources_)
+      if (r) ++r->in_use;
+  }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+  ~InUse() {
+    for (Resource* r : resources_)
+      if (r) --r->in_use;
+  }
+
+ private:
+  std::vector<Resource*> resources_;
+};
+
+// An explicit close: refused while another thread is inside a call on the
+// object or DLPack views of it are alive, so a handle is never destroyed
+// under a call that uses it.
+inline void close_resource(Resource& resource, const char* what) {
+  if (resource.in_use)
+    raise_hal(HAL_ERROR_INVALID_STATE, std::string(what) +
+                                           ".close: another thread is inside a call on it; "
+                                           "close it when that call has returned");
+  if (resource.exports())
+    raise_hal(HAL_ERROR_INVALID_STATE, std::string(what) +
+                                           ".close: " + std::to_string(resource.exports()) +
+                                           " DLPack view(s) of it are alive");
+  resource.release();
+}
+
+inline void init_runtime(const std::optional<std::string>& plugins,
+                         const std::optional<std::string>& plugin_path) {
+  if (g_runtime.initialized) return;
+  hal_init_options_t options = HAL_INIT_OPTIONS_INIT;
+  if (plugins) options.plugins = plugins->c_str();
+  if (plugin_path) options.plugin_path = plugin_path->c_str();
+  hal_result_t result;
+  {
+    nb::gil_scoped_release unlocked;
+    result = hal_init(&options);
+  }
+  check(result);
+  g_runtime.initialized = true;
+}
+
+inline void ensure_runtime() {
+  init_runtime(std::nullopt, std::nullopt);
+}
+
+// Releases every live resource, newest first, then shuts HAL down. |at_exit|:
+// resources still pinned (DLPack views alive, a daemon thread blocked in a
+// call) are left alone and HAL stays loaded: the process is ending, and their
+// memory must not be unmapped under a reader.
+inline bool shutdown_runtime(bool at_exit) {
+  if (!g_runtime.initialized) return false;
+  size_t exported = 0, in_use = 0;
+  for (Resource* resource : g_runtime.live) {
+    exported += resource->exports();
+    in_use += resource->in_use;
+  }
+  if ((exported || in_use) && !at_exit) {
+    raise_hal(HAL_ERROR_INVALID_STATE,
+              "hal.shutdown: " + std::to_string(exported) +
+                  " DLPack export(s) (numpy/JAX/torch views of HAL buffers) are alive and " +
+                  std::to_string(in_use) +
+                  " call(s) of other threads are running; delete the views and let the calls "
+                  "return first");
+  }
+  for (auto it = g_runtime.live.rbegin(); it != g_runtime.live.rend(); ++it) {
+    if (!(*it)->pinned()) (*it)->release();
+  }
+  if (exported || in_use) {
+    // At exit, with HAL left loaded: the default streams' Python objects are
+    // leaked, not decref'd from the map's static destructor after the
+    // interpreter is gone.
+    for (auto& entry : g_default_streams) entry.second.release();
+    g_default_streams.clear();
+    nb::set_leak_warnings(false);  // the leaks here are deliberate
+    return false;
+  }
+  g_default_streams.clear();
+  for (Resource* resource : g_runtime.live) resource->registered = false;
+  g_runtime.live.clear();
+  {
+    nb::gil_scoped_release unlocked;
+    hal_shutdown();
+  }
+  g_runtime.initialized = false;
+  ++g_runtime.generation;
+  return true;
+}
+
+// ---- names -------------------------------------------------------------------
+
+inline std::vector<std::string> bit_names(std::span<const hal::util::EnumName> table, uint32_t bits,
+                                          bool bits_are_shifts) {
+  std::vector<std::string> names;
+  for (const auto& entry : table) {
+    const uint32_t bit = bits_are_shifts ? (1u << entry.value) : entry.value;
+    if (bits & bit) names.emplace_back(entry.short_name);
+  }
+  return names;
+}
+
+// The value of the table entry called |name| (short name or enumerator).
+inline uint32_t value_of(std::span<const hal::util::EnumName> table, const std::string& name,
+                         const char* what) {
+  for (const auto& entry : table) {
+    if (name == entry.short_name || name == entry.enumerator) return entry.value;
+  }
+  std::string known;
+  for (const auto& entry : table)
+    known += std::string(known.empty() ? "" : ", ") + entry.short_name;
+  throw nb::value_error(
+      (std::string("unknown ") + what + " '" + name + "' (known: " + known + ")").c_str());
+}
+
+// ---- element types -----------------------------------------------------------
+
+struct DType {
+  std::string name;  // numpy's spelling ("float32"), "bfloat16"
+  hal_dtype_t hal;
+  nb::dlpack::dtype dl;
+  size_t size;
+};
+
+inline const std::vector<DType>& dtypes() {
+  using nb::dlpack::dtype_code;
+  static const std::vector<DType> table = {
+      {"float32", HAL_DTYPE_F32, {uint8_t(dtype_code::Float), 32, 1}, 4},
+      {"float16", HAL_DTYPE_F16, {uint8_t(dtype_code::Float), 16, 1}, 2},
+      {"bfloat16", HAL_DTYPE_BF16, {uint8_t(dtype_code::Bfloat), 16, 1}, 2},
+      {"float64", HAL_DTYPE_F64, {uint8_t(dtype_code::Float), 64, 1}, 8},
+      {"int32", HAL_DTYPE_I32, {uint8_t(dtype_code::Int), 32, 1}, 4},
+      {"int64", HAL_DTYPE_I64, {uint8_t(dtype_code::Int), 64, 1}, 8},
+      {"int8", HAL_DTYPE_I8, {uint8_t(dtype_code::Int), 8, 1}, 1},
+      {"uint8", HAL_DTYPE_U8, {uint8_t(dtype_code::UInt), 8, 1}, 1},
+  };
+  return table;
+}
+
+inline const DType& dtype_named(const std::string& name) {
+  for (const DType& d : dtypes())
+    if (d.name == name) return d;
+  throw nb::type_error(("dtype '" + name +
+                        "' is not a HAL element type (float32, float16, bfloat16, float64, int32, "
+                        "int64, int8, uint8)")
+                           .c_str());
+}
+
+// Accepts "float32", numpy.float32, numpy.dtype("float32").
+inline const DType& dtype_of(nb::handle spec) {
+  if (nb::isinstance<nb::str>(spec) && nb::cast<std::string>(spec) == "bfloat16")
+    return dtype_named("bfloat16");
+  nb::object np = nb::module_::import_("numpy");
+  nb::object canonical;
+  try {
+    canonical = np.attr("dtype")(spec);
+  } catch (nb::python_error&) {
+    throw nb::type_error("dtype must be a numpy dtype, a numpy scalar type or a dtype name");
+  }
+  return dtype_named(nb::cast<std::string>(canonical.attr("name")));
+}
+
+inline const DType& dtype_of_dl(nb::dlpack::dtype dl) {
+  for (const DType& d : dtypes())
+    if (d.dl == dl) return d;
+  throw nb::type_error(("DLPack dtype (code " + std::to_string(dl.code) + ", " +
+                        std::to_string(dl.bits) + " bits, " + std::to_string(dl.lanes) +
+                        " lanes) is not a HAL element type")
+                           .c_str());
+}
+
+// ---- devices -----------------------------------------------------------------
+
+struct DeviceProperties {
+  std::string name, vendor, plugin, driver_version, type;
+  nb::bytes uuid;
+  uint32_t index, plugin_device_index, compute_units, max_threads_per_block,
+      max_shared_memory_bytes, subgroup_size;
+  uint64_t total_memory_bytes, max_allocation_bytes, min_alignment_bytes;
+  std::vector<uint32_t> max_block_dims, max_grid_dims;
+  std::vector<std::string> capabilities, module_formats;
+  double peak_fp32_flops, peak_memory_bandwidth;
+};
+
+// A device of the current HAL initialisation. Borrowed from the loader: it
+// stays valid until hal.shutdown, after which every use raises.
+struct Device {
+  hal_device_t handle = nullptr;
+  uint32_t index = 0;
+  uint64_t generation = 0;
+
+  hal_device_t get() const {
+    if (!g_runtime.initialized || generation != g_runtime.generation) {
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE,
+                "device " + std::to_string(index) +
+                    " belongs to a HAL session that hal.shutdown ended; call hal.devices() again");
+    }
+    return handle;
+  }
+  hal_device_properties_t raw() const {
+    hal_device_properties_t props{};
+    props.struct_size = sizeof props;
+    check(hal_device_get_properties(get(), &props));
+    return props;
+  }
+  bool has(hal_device_caps_t cap) const { return (raw().capabilities & cap) != 0; }
+  void synchronize() const {
+    hal_device_t device = get();
+    hal_result_t result;
+    {
+      nb::gil_scoped_release unlocked;
+      result = hal_device_synchronize(device);
+    }
+    check(result);
+  }
+  bool operator==(const Device& other) const {
+    return handle == other.handle && generation == other.generation;
+  }
+};
+
+inline Device device_at(uint32_t index) {
+  ensure_runtime();
+  Device device;
+  check(hal_device_get(index, &device.handle));
+  device.index = index;
+  device.generation = g_runtime.generation;
+  return device;
+}
+
+inline Device device_of(hal_device_t handle) {
+  hal_device_properties_t props{};
+  props.struct_size = sizeof props;
+  check(hal_device_get_properties(handle, &props));
+  return Device{handle, props.index, g_runtime.generation};
+}
+
+inline DeviceProperties properties_of(const Device& device) {
+  const hal_device_properties_t p = device.raw();
+  DeviceProperties out;
+  out.name = p.name;
+  out.vendor = p.vendor;
+  out.plugin = p.plugin;
+  out.driver_version = p.driver_version;
+  out.type = hal::util::device_type_name(p.type);
+  out.uuid = nb::bytes(reinterpret_cast<const char*>(p.uuid), sizeof p.uuid);
+  out.index = p.index;
+  out.plugin_device_index = p.plugin_device_index;
+  out.compute_units = p.compute_units;
+  out.max_threads_per_block = p.max_threads_per_block;
+  out.max_shared_memory_bytes = p.max_shared_memory_bytes;
+  out.subgroup_size = p.subgroup_size;
+  out.total_memory_bytes = p.total_memory_bytes;
+  out.max_allocation_bytes = p.max_allocation_bytes;
+  out.min_alignment_bytes = p.min_alignment_bytes;
+  out.max_block_dims.assign(p.max_block_dims, p.max_block_dims + 3);
+  out.max_grid_dims.assign(p.max_grid_dims, p.max_grid_dims + 3);
+  out.capabilities = bit_names(hal::util::capability_table(), p.capabilities, false);
+  out.module_formats = bit_names(hal::util::module_format_table(), p.module_formats, true);
+  out.peak_fp32_flops = p.peak_fp32_flops;
+  out.peak_memory_bandwidth = p.peak_memory_bandwidth;
+  return out;
+}
+
+// ---- streams -----------------------------------------------------------------
+
+// The first exception a host function raised, re-raised by the next synchronize.
+struct CallbackErrors {
+  nb::object first;  // touched only with the GIL held
+};
+
+struct HostCall {
+  nb::object fn;
+  std::shared_ptr<CallbackErrors> errors;
+};
+
+// Runs on the plugin's thread (or on the caller's, for devices without
+// HAL_DEVICE_CAP_HOST_CALLBACKS): takes the GIL before touching Python.
+inline void host_call_trampoline(void* user_data) noexcept {
+  nb::gil_scoped_acquire locked;
+  std::unique_ptr<HostCall> call(static_cast<HostCall*>(user_data));
+  try {
+    call->fn();
+  } catch (nb::python_error& error) {
+    if (!call->errors->first.is_valid()) call->errors->first = nb::borrow(error.value());
+  } catch (...) {
+    // A C++ exception from the call machinery: nothing Python can see; drop it.
+  }
+  call.reset();  // the callable's reference goes with the GIL held
+}
+
+struct Stream : Resource {
+  Device device;
+  hal_stream_t handle = nullptr;
+  std::shared_ptr<CallbackErrors> errors = std::make_shared<CallbackErrors>();
+  // Host arrays of asynchronous copies, kept alive until the next synchronize.
+  std::vector<nb::object> pending;
+
+  explicit Stream(const Device& dev) : device(dev) {
+    hal_device_t d = device.get();
+    check(hal_stream_create(d, 0, &handle));
+  }
+  ~Stream() override { release(); }
+  void release() noexcept override {
+    if (!handle) return;
+    hal_stream_t stream = handle;
+    handle = nullptr;
+    {
+      nb::gil_scoped_release unlocked;  // destroy waits for host functions, which take the GIL
+      hal_stream_destroy(stream);
+    }
+    pending.clear();
+  }
+  bool alive() const noexcept override { return handle != nullptr; }
+  hal_stream_t get() const {
+    if (!handle)
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE, "the Stream was closed (or hal.shutdown ran)");
+    device.get();
+    return handle;
+  }
+  void raise_callback_error() {
+    if (errors->first.is_valid()) {
+      nb::object error = errors->first;
+      errors->first = nb::object();
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+      throw nb::python_error();
+    }
+  }
+  void synchronize() {
+    hal_stream_t stream = get();
+    hal_result_t result;
+    {
+      InUse use({this});
+      nb::gil_scoped_release unlocked;
+      result = hal_stream_synchronize(stream);
+    }
+    pending.clear();
+    check(result);
+    raise_callback_error();
+  }
+  bool query() {
+    hal_result_t result = hal_stream_query(get());
+    if (result == HAL_NOT_READY) return false;
+    check(result);
+    return true;
+  }
+  void enqueue_host_fn(nb::callable fn) {
+    hal_stream_t stream = get();
+    auto call = std::make_unique<HostCall>(HostCall{fn, errors});
+    hal_result_t result;
+    {
+      // Without HAL_DEVICE_CAP_HOST_CALLBACKS the loader runs fn on this
+      // thread after synchronising: the trampoline takes the GIL back then.
+      InUse use({this});
+      nb::gil_scoped_release unlocked;
+      result = hal_stream_enqueue_host_fn(stream, host_call_trampoline, call.get());
+    }
+    if (result == HAL_SUCCESS) call.release();  // the trampoline owns it now
+    check(result);
+  }
+};
+
+inline Stream& default_stream(const Device& device) {
+  auto key = std::make_pair(g_runtime.generation, device.get());
+  auto it = g_default_streams.find(key);
+  if (it == g_default_streams.end() || !nb::cast<Stream&>(it->second).alive()) {
+    nb::object stream = nb::cast(new Stream(device), nb::rv_policy::take_ownership);
+    it = g_default_streams.insert_or_assign(key, stream).first;
+  }
+  return nb::cast<Stream&>(it->second);
+}
+
+inline Stream& stream_or_default(Stream* stream, const Device& device) {
+  return stream ? *stream : default_stream(device);
+}
+
+// ---- events ------------------------------------------------------------------
+
+struct Event : Resource {
+  Device device;
+  hal_event_t handle = nullptr;
+  Event(const Device& dev, bool timing) : device(dev) {
+    check(hal_event_create(device.get(), timing ? HAL_EVENT_FLAG_TIMING : 0, &handle));
+  }
+  ~Event() override { release(); }
+  void release() noexcept override {
+    if (handle) hal_event_destroy(handle);
+    handle = nullptr;
+  }
+  bool alive() const noexcept override { return handle != nullptr; }
+  hal_event_t get() const {
+    if (!handle)
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE, "the Event was closed (or hal.shutdown ran)");
+    device.get();
+    return handle;
+  }
+  void synchronize() {
+    hal_event_t event = get();
+    hal_result_t result;
+    {
+      InUse use({this});
+      nb::gil_scoped_release unlocked;
+      result = hal_event_synchronize(event);
+    }
+    check(result);
+  }
+  bool query() {
+    hal_result_t result = hal_event_query(get());
+    if (result == HAL_NOT_READY) return false;
+    check(result);
+    return true;
+  }
+  float elapsed_ms(const Event& end) {
+    float ms = 0;
+    check(hal_event_elapsed_ms(get(), end.get(), &ms));
+    return ms;
+  }
+};
+
+// ---- buffers -----------------------------------------------------------------
+
+inline const char* kind_name(int kind) {
+  switch (kind) {
+    case HAL_MEMORY_DEVICE:
+      return "device";
+    case HAL_MEMORY_HOST:
+      return "host";
+    case HAL_MEMORY_SHARED:
+      return "shared";
+    default:
+      return "external";
+  }
+}
+constexpr int kExternal = -1;  // memory HAL did not allocate (wrapped from DLPack)
+
+inline size_t checked_product(const std::vector<size_t>& shape, size_t element) {
+  size_t total = element;
+  for (size_t extent : shape) {
+    if (extent && total > SIZE_MAX / extent) throw nb::value_error("the shape's size overflows");
+    total *= extent;
+  }
+  return total;
+}
+
+struct Buffer : Resource {
+  Device device;
+  void* ptr = nullptr;
+  size_t nbytes = 0;
+  int kind = HAL_MEMORY_DEVICE;
+  std::vector<size_t> shape;
+  const DType* dtype = nullptr;
+  bool owned = true;        // hal_mem_free on release
+  nb::object keepalive;     // the producer of wrapped memory
+  size_t live_exports = 0;  // DLPack views handed out and not yet deleted
+
+  Buffer(const Device& dev, std::vector<size_t> shape_, const DType& type, int kind_)
+      : device(dev), kind(kind_), shape(std::move(shape_)), dtype(&type) {
+    nbytes = checked_product(shape, type.size);
+    hal_device_t d = device.get();
+    if (nbytes) {
+      hal_result_t result;
+      {
+        InUse use({this});  // no shutdown while the allocation is in flight
+        nb::gil_scoped_release unlocked;
+        result = hal_mem_alloc(d, static_cast<hal_memory_kind_t>(kind), nbytes, 0, &ptr);
+      }
+      check(result);
+    }
+  }
+  Buffer(const Device& dev, void* data, std::vector<size_t> shape_, const DType& type, int kind_,
+         nb::object owner)
+      : device(dev),
+        ptr(data),
+        kind(kind_),
+        shape(std::move(shape_)),
+        dtype(&type),
+        owned(false),
+        keepalive(std::move(owner)) {
+    nbytes = checked_product(shape, type.size);
+  }
+  ~Buffer() override { release(); }
+  void release() noexcept override {
+    if (ptr && owned) {
+      void* p = ptr;
+      nb::gil_scoped_release unlocked;  // hal_mem_free waits for the device's streams
+      hal_mem_free(p);
+    } else if (ptr && g_runtime.initialized && device.generation == g_runtime.generation) {
+      // Wrapped memory: work enqueued on it must finish before the producer may free it.
+      hal_device_t d = device.handle;
+      nb::gil_scoped_release unlocked;
+      hal_device_synchronize(d);
+    }
+    ptr = nullptr;
+    keepalive = nb::object();
+  }
+  bool alive() const noexcept override { return ptr != nullptr || nbytes == 0; }
+  size_t exports() const noexcept override { return live_exports; }
+  void* get() const {
+    if (!ptr && nbytes) {
+      raise_hal(HAL_ERROR_DESTROYED_HANDLE,
+                "the Buffer was freed (closed, or hal.shutdown ran); its memory is gone");
+    }
+    device.get();
+    return ptr;
+  }
+  bool host_visible() const {
+    return kind != HAL_MEMORY_DEVICE || device.has(HAL_DEVICE_CAP_UNIFIED_ADDRESSING);
+  }
+  size_t size() const { return dtype ? nbytes / dtype->size : 0; }
+};
+
+// hal.ops' extension half (ops.cpp): op plans and their executions.
+void bind_ops(nb::module_& m);
+
+}  // namespace halpy
+
+#endif  // HAL_PYTHON_CORE_HPP_
