@@ -447,6 +447,22 @@ HALCONFORM_TEST("operators.attention.block_mask", "u8 block mask, alone and with
       check_case(ctx, c, dtype == HAL_DTYPE_F32);
     }
   }
+  // Key blocks of 64 and more: the blocks tuned implementations (FlashAttention's, the cpu
+  // plugin's packed 64-key blocks) compute natively.
+  Case wide;
+  wide.dtype = HAL_DTYPE_F32;
+  wide.batch = 1;
+  wide.s_q = 100;
+  wide.s_k = 150;
+  wide.heads = 2;
+  wide.kv_heads = 1;
+  wide.dim = 16;
+  wide.causal = HAL_CAUSAL_BOTTOM_RIGHT;
+  wide.sparsity = HAL_ATTENTION_BLOCK_MASK;
+  wide.block_q = 32;
+  wide.block_k = 64;
+  wide.sparse = random_mask(ctx, wide);
+  check_case(ctx, wide, true);
   Case v = varlen_case(HAL_DTYPE_F32, HAL_CAUSAL_TOP_LEFT);
   v.sparsity = HAL_ATTENTION_BLOCK_MASK;
   v.block_q = 4;
@@ -477,6 +493,21 @@ HALCONFORM_TEST("operators.attention.block_indices",
     c.sparse[1] = 2;
     check_case(ctx, c, dtype != HAL_DTYPE_F16);
   }
+  Case wide;  // key blocks of 128: two packed 64-key blocks each
+  wide.dtype = HAL_DTYPE_F32;
+  wide.batch = 1;
+  wide.s_q = 90;
+  wide.s_k = 300;
+  wide.heads = 2;
+  wide.kv_heads = 2;
+  wide.dim = 16;
+  wide.causal = HAL_CAUSAL_NONE;
+  wide.sparsity = HAL_ATTENTION_BLOCK_INDICES;
+  wide.block_q = 30;
+  wide.block_k = 128;
+  wide.topk = 2;
+  wide.sparse = random_indices(ctx, wide);
+  check_case(ctx, wide, true);
 }
 
 HALCONFORM_TEST("operators.attention.backward", "gradients vs the float64 analytic gradient", {}) {

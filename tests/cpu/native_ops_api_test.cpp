@@ -399,7 +399,28 @@ struct AttentionCase {
   hal_causal_alignment_t causal;
   bool packed;
   float scale;
+  hal_attention_sparsity_t sparsity = HAL_ATTENTION_DENSE;
+  uint32_t block_q = 0, block_k = 0, topk = 0;
 };
+
+// A seeded block mask (about half the blocks) or top-k block indices with
+// -1, repeats and out-of-range entries, in the session's memory.
+void* sparsity_tensor(Session& session, const AttentionCase& c) {
+  const int64_t q_blocks = (c.s_q + c.block_q - 1) / c.block_q;
+  const int64_t k_blocks = (c.s_k + c.block_k - 1) / c.block_k;
+  const int64_t rows = c.batch * c.heads * q_blocks;
+  std::mt19937 rng(21);
+  if (c.sparsity == HAL_ATTENTION_BLOCK_MASK) {
+    auto* mask = reinterpret_cast<uint8_t*>(session.floats(static_cast<size_t>(rows * k_blocks)));
+    for (int64_t i = 0; i < rows * k_blocks; ++i) mask[i] = static_cast<uint8_t>(rng() % 2 * 3);
+    return mask;
+  }
+  auto* indices = reinterpret_cast<int32_t*>(session.floats(static_cast<size_t>(rows * c.topk)));
+  std::uniform_int_distribution<int32_t> pick(-1, static_cast<int32_t>(k_blocks));  // k_blocks: out
+  for (int64_t i = 0; i < rows * c.topk; ++i) indices[i] = pick(rng);
+  if (rows * c.topk >= 2) indices[0] = indices[1] = 0;  // a repeat
+  return indices;
+}
 
 struct AttentionRun {
   std::vector<float> out, lse, grad_q, grad_k, grad_v;
@@ -426,7 +447,10 @@ AttentionRun run_attention(Session& session, const AttentionCase& c, bool portab
   desc.header.struct_size = sizeof desc;
   desc.header.kind = HAL_OP_ATTENTION;
   desc.causal = c.causal;
-  desc.sparsity = HAL_ATTENTION_DENSE;
+  desc.sparsity = c.sparsity;
+  desc.block_q = c.block_q;
+  desc.block_k = c.block_k;
+  desc.topk = c.topk;
   desc.scale = c.scale;
   desc.batch = static_cast<uint32_t>(c.batch);
   desc.q = heads_view(c.batch, c.s_q, c.heads, c.dim, q_row);
@@ -453,9 +477,10 @@ AttentionRun run_attention(Session& session, const AttentionCase& c, bool portab
   }
   float* out = session.floats(q_count);
   float* lse = session.floats(lse_count);
+  void* sparse = c.sparsity == HAL_ATTENTION_DENSE ? nullptr : sparsity_tensor(session, c);
   hal_op_plan_t forward = plan_of(session, &desc.header, portable);
   if (!portable) CHECK(implementation_of(forward) == "cpu.native");
-  execute(session, forward, {q, k, v, out, lse, nullptr, nullptr, nullptr});
+  execute(session, forward, {q, k, v, out, lse, nullptr, nullptr, sparse});
   hal_op_plan_destroy(forward);
   AttentionRun run;
   run.out.assign(out, out + q_count);
@@ -475,12 +500,39 @@ AttentionRun run_attention(Session& session, const AttentionCase& c, bool portab
   hal_op_plan_t backward = plan_of(session, &desc.header, portable);
   if (!portable) CHECK(implementation_of(backward) == "cpu.native");
   execute(session, backward,
-          {q, k, v, out, lse, nullptr, nullptr, nullptr, grad_out, grad_q, grad_k, grad_v});
+          {q, k, v, out, lse, nullptr, nullptr, sparse, grad_out, grad_q, grad_k, grad_v});
   hal_op_plan_destroy(backward);
   run.grad_q.assign(grad_q, grad_q + q_count);
   run.grad_k.assign(grad_k, grad_k + kv_count);
   run.grad_v.assign(grad_v, grad_v + kv_count);
   return run;
+}
+
+// Native against portable on |c|, within tolerance; the same bits twice.
+void compare_attention(Session& session, const AttentionCase& c) {
+  INFO("b=" << c.batch << " s_q=" << c.s_q << " s_k=" << c.s_k << " h=" << c.heads << "/"
+            << c.kv_heads << " d=" << c.dim << " causal=" << c.causal << " sparsity=" << c.sparsity
+            << " blocks=" << c.block_q << "x" << c.block_k << " topk=" << c.topk);
+  AttentionRun native = run_attention(session, c, false);
+  AttentionRun portable = run_attention(session, c, true, &native);
+  const double terms = static_cast<double>(c.s_k * c.dim);
+  check_close(native.out.data(), portable.out.data(), native.out.size(), terms);
+  for (size_t i = 0; i < native.lse.size(); ++i) {
+    if (std::isinf(portable.lse[i])) {
+      CHECK(native.lse[i] == portable.lse[i]);  // a row that sees no key: -inf
+      native.lse[i] = portable.lse[i] = 0.0f;
+    }
+  }
+  check_close(native.lse.data(), portable.lse.data(), native.lse.size(), terms);
+  check_close(native.grad_q.data(), portable.grad_q.data(), native.grad_q.size(), terms);
+  check_close(native.grad_k.data(), portable.grad_k.data(), native.grad_k.size(), terms);
+  check_close(native.grad_v.data(), portable.grad_v.data(), native.grad_v.size(), terms);
+  // The same bits on a second run.
+  const AttentionRun again = run_attention(session, c, false);
+  CHECK(again.out == native.out);
+  CHECK(again.grad_q == native.grad_q);
+  CHECK(again.grad_k == native.grad_k);
+  CHECK(again.grad_v == native.grad_v);
 }
 
 }  // namespace
@@ -495,30 +547,23 @@ TEST_CASE("cpu.native attention forward and backward match the portable implemen
       {2, 33, 65, 3, 3, 64, HAL_CAUSAL_NONE, false, 0.0f},
       {1, 65, 65, 1, 1, 8, HAL_CAUSAL_TOP_LEFT, false, 0.0f},
   };
-  for (const AttentionCase& c : cases) {
-    INFO("b=" << c.batch << " s_q=" << c.s_q << " s_k=" << c.s_k << " h=" << c.heads << "/"
-              << c.kv_heads << " d=" << c.dim << " causal=" << c.causal);
-    AttentionRun native = run_attention(session, c, false);
-    AttentionRun portable = run_attention(session, c, true, &native);
-    const double terms = static_cast<double>(c.s_k * c.dim);
-    check_close(native.out.data(), portable.out.data(), native.out.size(), terms);
-    for (size_t i = 0; i < native.lse.size(); ++i) {
-      if (std::isinf(portable.lse[i])) {
-        CHECK(native.lse[i] == portable.lse[i]);  // a row that sees no key: -inf
-        native.lse[i] = portable.lse[i] = 0.0f;
-      }
-    }
-    check_close(native.lse.data(), portable.lse.data(), native.lse.size(), terms);
-    check_close(native.grad_q.data(), portable.grad_q.data(), native.grad_q.size(), terms);
-    check_close(native.grad_k.data(), portable.grad_k.data(), native.grad_k.size(), terms);
-    check_close(native.grad_v.data(), portable.grad_v.data(), native.grad_v.size(), terms);
-    // The same bits on a second run.
-    const AttentionRun again = run_attention(session, c, false);
-    CHECK(again.out == native.out);
-    CHECK(again.grad_q == native.grad_q);
-    CHECK(again.grad_k == native.grad_k);
-    CHECK(again.grad_v == native.grad_v);
-  }
+  for (const AttentionCase& c : cases) compare_attention(session, c);
+}
+
+TEST_CASE("cpu.native block-sparse attention (mask and indices) matches the portable one",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const AttentionCase cases[] = {
+      // mask, alone; query blocks smaller than a work item
+      {1, 200, 200, 2, 1, 32, HAL_CAUSAL_NONE, false, 0.0f, HAL_ATTENTION_BLOCK_MASK, 32, 64, 0},
+      // mask with causal, key blocks of two packed blocks, rows that see no key
+      {2, 150, 300, 2, 2, 16, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f, HAL_ATTENTION_BLOCK_MASK, 24,
+       128, 0},
+      // indices with -1, repeats and out-of-range entries, causal, odd block_q
+      {1, 256, 256, 4, 2, 24, HAL_CAUSAL_TOP_LEFT, false, 0.0f, HAL_ATTENTION_BLOCK_INDICES, 37, 64,
+       3},
+  };
+  for (const AttentionCase& c : cases) compare_attention(session, c);
 }
 
 TEST_CASE("cpu.native attention with no keys gives out 0 and lse -inf", "[cpu][api][ops][native]") {
@@ -530,7 +575,7 @@ TEST_CASE("cpu.native attention with no keys gives out 0 and lse -inf", "[cpu][a
   for (float value : run.grad_q) CHECK(value == 0.0f);
 }
 
-TEST_CASE("cpu.native leaves varlen and block-sparse attention to the portable implementation",
+TEST_CASE("cpu.native leaves f16 and block-sparse attention with small key blocks to portable",
           "[cpu][api][ops][native]") {
   Session session;
   hal_op_attention_desc_t desc{};
@@ -544,7 +589,7 @@ TEST_CASE("cpu.native leaves varlen and block-sparse attention to the portable i
   hal_op_plan_t plan = plan_of(session, &desc.header, false);
   std::string declines;
   CHECK(implementation_of(plan, &declines) == "portable");
-  CHECK_THAT(declines, Catch::Contains("block-sparse"));
+  CHECK_THAT(declines, Catch::Contains("block_k not a multiple of 64"));
   hal_op_plan_destroy(plan);
   desc.sparsity = HAL_ATTENTION_DENSE;
   desc.q = desc.k = desc.v = desc.out = dense({1, 32, 2, 16}, HAL_DTYPE_F16);

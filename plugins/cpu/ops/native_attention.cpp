@@ -12,7 +12,7 @@ namespace {
 
 // Keys per block: a block's transposed keys (dim x kBlockKeys floats) and its
 // values stay in L1/L2 while every query row of a work item passes over them.
-constexpr int64_t kBlockKeys = 64;
+constexpr int64_t kBlockKeys = kAttentionBlockKeys;
 // Query rows per backward step: each key's grad_k and grad_v row takes the
 // step's rows as one register-blocked sum.
 constexpr int64_t kStepRows = 16;
@@ -298,6 +298,7 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
   }
   const int64_t key_end = rows > 0 ? visible_keys(a, row_end - 1) : 0;  // monotone in the row
   for (int64_t first = 0; first < key_end; first += kBlockKeys) {
+    if (!a.blocks.any_sees(b, a.heads, head, row_begin, row_end, first)) continue;
     const int64_t count = std::min(kBlockKeys, key_end - first);
     pack_transposed(a.k, b, kv_head, first, count, dim, s.row.data(), s.keys_t.data());
     for (int64_t c = 0; c < count; ++c) {
@@ -307,8 +308,9 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
       int64_t seen[kRowGroup], widest = 0;
       for (int64_t k = 0; k < kRowGroup; ++k) {
         const int64_t r = group + k;
-        seen[k] =
-            r < rows ? std::clamp<int64_t>(visible_keys(a, row_begin + r) - first, 0, count) : 0;
+        seen[k] = r < rows && a.blocks.sees(b, a.heads, head, row_begin + r, first)
+                      ? std::clamp<int64_t>(visible_keys(a, row_begin + r) - first, 0, count)
+                      : 0;
         widest = std::max(widest, seen[k]);
       }
       if (widest == 0) continue;
@@ -358,6 +360,19 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
   }
   for (int64_t first = 0; first < a.s_k; first += kBlockKeys) {
     const int64_t count = std::min(kBlockKeys, a.s_k - first);
+    const int64_t first_row = first_row_seeing(a, first);
+    bool computed = false;  // by any query row of the group's heads
+    for (int64_t g = 0; g < group && !computed; ++g) {
+      computed = a.blocks.any_sees(b, a.heads, kv_head * group + g, first_row, s_q, first);
+    }
+    if (!computed) {  // grad_k and grad_v of keys no row sees are zero
+      std::fill_n(s.row.begin(), dim, 0.0f);
+      for (int64_t c = 0; c < count; ++c) {
+        store_row(a.grad_k, b, first + c, kv_head, dim, s.row.data());
+        store_row(a.grad_v, b, first + c, kv_head, dim, s.row.data());
+      }
+      continue;
+    }
     pack_transposed(a.k, b, kv_head, first, count, dim, s.row.data(), s.keys_t.data());
     pack_transposed(a.v, b, kv_head, first, count, dim, s.row.data(), s.values_t.data());
     for (int64_t c = 0; c < count; ++c) {
@@ -366,8 +381,10 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
     std::fill(s.grad_k.begin(), s.grad_k.end(), 0.0f);
     std::fill(s.grad_v.begin(), s.grad_v.end(), 0.0f);
     for (int64_t g = 0; g < group; ++g) {
-      for (int64_t step = first_row_seeing(a, first); step < s_q; step += kStepRows) {
+      const int64_t head = kv_head * group + g;
+      for (int64_t step = first_row; step < s_q; step += kStepRows) {
         const int64_t rows = std::min(kStepRows, s_q - step);
+        if (!a.blocks.any_sees(b, a.heads, head, step, step + rows, first)) continue;
         const size_t base = static_cast<size_t>(g * s_q + step);
         const float* q = s.rows.data() + base * static_cast<size_t>(dim);
         const float* grad_out = s.grad_rows.data() + base * static_cast<size_t>(dim);
@@ -388,7 +405,10 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
           }
         }
         for (int64_t r = 0; r < rows; ++r) {
-          const int64_t seen = std::clamp<int64_t>(visible_keys(a, step + r) - first, 0, count);
+          const int64_t seen =
+              a.blocks.sees(b, a.heads, head, step + r, first)
+                  ? std::clamp<int64_t>(visible_keys(a, step + r) - first, 0, count)
+                  : 0;
           float* probs = s.scores.data() + r * kBlockKeys;
           float* grad_scores = s.grad_scores.data() + r * kBlockKeys;
           backward_step(probs, grad_scores, seen, a.scale, s.lse[base + static_cast<size_t>(r)],

@@ -32,11 +32,36 @@ struct LseView {
   int64_t stride[3];
 };
 
+// Block sparsity as one byte per (sequence, head, query block, key block),
+// nonzero where the block is computed (HAL_ATTENTION_BLOCK_MASK's layout;
+// block indices are expanded to it per execution). block_k is a multiple of
+// the packed key block, so a packed block lies in one sparse key block.
+struct BlockVisibility {
+  const uint8_t* mask = nullptr;  // nullptr: dense, every block computed
+  int64_t block_q = 1, block_k = 1, q_blocks = 0, k_blocks = 0;
+
+  // Whether query row |i| of (b, head) computes the key block holding |key|.
+  bool sees(int64_t b, int64_t heads, int64_t head, int64_t i, int64_t key) const {
+    if (mask == nullptr) return true;
+    return mask[((b * heads + head) * q_blocks + i / block_q) * k_blocks + key / block_k] != 0;
+  }
+  // Whether any of query rows [row_begin, row_end) computes that key block.
+  bool any_sees(int64_t b, int64_t heads, int64_t head, int64_t row_begin, int64_t row_end,
+                int64_t key) const {
+    if (mask == nullptr) return true;
+    for (int64_t qb = row_begin / block_q; qb * block_q < row_end; ++qb) {
+      if (mask[((b * heads + head) * q_blocks + qb) * k_blocks + key / block_k] != 0) return true;
+    }
+    return false;
+  }
+};
+
 // One attention call with its operands bound.
 struct Attention {
   int64_t batch, s_q, s_k, heads, kv_heads, dim;
   float scale;  // resolved: never 0
   hal_causal_alignment_t causal;
+  BlockVisibility blocks;  // causal and sparse combine: a key is seen when both allow
   HeadsView q, k, v, out;
   LseView lse;
   HeadsView grad_out, grad_q, grad_k, grad_v;  // backward only
@@ -44,6 +69,8 @@ struct Attention {
 
 // Query rows per forward work item.
 inline constexpr int64_t kAttentionRowsPerItem = 64;
+// Keys per packed block; a sparse block_k must be a multiple of it.
+inline constexpr int64_t kAttentionBlockKeys = 64;
 
 // One worker's scratch (packed blocks and running sums), sized by prepare_*
 // before the work items run so that they never allocate.

@@ -581,8 +581,10 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
     decline.reason = "varlen (cu_seqlens) is left to the portable implementation";
     return nullptr;
   }
-  if (desc.sparsity != HAL_ATTENTION_DENSE) {
-    decline.reason = "block-sparse attention is left to the portable implementation";
+  if (desc.sparsity != HAL_ATTENTION_DENSE && desc.block_k % native::kAttentionBlockKeys != 0) {
+    decline.reason =
+        "block-sparse attention with block_k not a multiple of 64 (the packed key "
+        "block) is left to the portable implementation";
     return nullptr;
   }
   native::Attention attention{};
@@ -606,6 +608,36 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
   attention.scale =
       desc.scale != 0.0f ? desc.scale : 1.0f / std::sqrt(static_cast<float>(attention.dim));
   attention.causal = desc.causal;
+  const hal_attention_sparsity_t sparsity = desc.sparsity;
+  const int64_t topk = desc.topk;
+  if (sparsity != HAL_ATTENTION_DENSE) {
+    native::BlockVisibility& blocks = attention.blocks;
+    blocks.block_q = desc.block_q;
+    blocks.block_k = desc.block_k;
+    blocks.q_blocks = (attention.s_q + blocks.block_q - 1) / blocks.block_q;
+    blocks.k_blocks = (attention.s_k + blocks.block_k - 1) / blocks.block_k;
+  }
+  // The execution's block visibility: the mask operand itself, or the block
+  // indices expanded into |expanded| (per execution: the indices are device
+  // data, read when the execution runs).
+  const auto bind_blocks = [sparsity, topk](native::Attention& a, void* const* operand,
+                                            std::vector<uint8_t>& expanded) {
+    if (sparsity == HAL_ATTENTION_BLOCK_MASK) {
+      a.blocks.mask = static_cast<const uint8_t*>(operand[7]);
+    } else if (sparsity == HAL_ATTENTION_BLOCK_INDICES) {
+      const int64_t rows = a.batch * a.heads * a.blocks.q_blocks;
+      expanded.assign(static_cast<size_t>(rows * a.blocks.k_blocks), 0);
+      const auto* indices = static_cast<const int32_t*>(operand[7]);
+      for (int64_t row = 0; row < rows; ++row) {
+        for (int64_t t = 0; t < topk; ++t) {
+          const int32_t index = indices[row * topk + t];  // -1, or outside: not computed
+          if (index >= 0 && index < a.blocks.k_blocks)
+            expanded[static_cast<size_t>(row * a.blocks.k_blocks + index)] = 1;
+        }
+      }
+      a.blocks.mask = expanded.data();
+    }
+  };
   if (!backward) {
     // Items: (sequence, head, block of query rows), the blocks of a head
     // adjacent so that threads share its keys in cache.
@@ -614,7 +646,9 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
     const uint64_t items = static_cast<uint64_t>(attention.batch * attention.heads * blocks);
     return std::make_unique<NativePlan>(
         8, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
-          const native::Attention a = bind_attention(attention, operand, false);
+          native::Attention a = bind_attention(attention, operand, false);
+          std::vector<uint8_t> expanded;
+          bind_blocks(a, operand, expanded);
           // Scratch per worker, allocated here (a failure is the execution's
           // error) rather than in the items.
           std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
@@ -633,7 +667,9 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
   const uint64_t items = static_cast<uint64_t>(attention.batch * attention.kv_heads);
   return std::make_unique<NativePlan>(
       12, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
-        const native::Attention a = bind_attention(attention, operand, true);
+        native::Attention a = bind_attention(attention, operand, true);
+        std::vector<uint8_t> expanded;
+        bind_blocks(a, operand, expanded);
         std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
         for (native::AttentionScratch& s : scratch) native::prepare_backward(a, s);
         parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
