@@ -301,21 +301,25 @@ HALCONFORM_TEST("operators.cross_entropy.errors", "each rule of the descriptor a
   DeviceTensor dlogits(ctx.device(), layout, std::vector<double>(24, 0.0)),
       dlabels(ctx.device(), good.labels, {0, 1, 2, 3}), dloss(ctx.device(), good.loss, {7.0}),
       drows(ctx.device(), good.row_losses), dgrad(ctx.device(), layout);
+  // The workspace is the serving implementation's (the portable one needs one; a tuned one
+  // may need none).
   const size_t workspace_bytes = plan.info().workspace_bytes;
   void* workspace = nullptr;
-  HC_OK(hal_mem_alloc(ctx.device(), HAL_MEMORY_DEVICE, workspace_bytes, 0, &workspace));
+  if (workspace_bytes > 0)
+    HC_OK(hal_mem_alloc(ctx.device(), HAL_MEMORY_DEVICE, workspace_bytes, 0, &workspace));
   hal_op_scalar_t scale{};
   scale.f64 = std::numeric_limits<double>::infinity();
   const hal_result_t result = try_execute(
       ctx, plan, {dlogits.data(), dlabels.data(), dloss.data(), drows.data(), dgrad.data()},
       {scale}, workspace, workspace_bytes);
-  // and too little workspace
-  scale.f64 = 1.0;
-  const hal_result_t small = try_execute(
-      ctx, plan, {dlogits.data(), dlabels.data(), dloss.data(), drows.data(), dgrad.data()},
-      {scale}, workspace, workspace_bytes - 1);
-  hal_mem_free(workspace);
   HC_EXPECT_RESULT(result, HAL_ERROR_INVALID_ARGUMENT);
-  HC_EXPECT_RESULT(small, HAL_ERROR_INVALID_ARGUMENT);
+  if (workspace_bytes > 0) {  // and too little workspace
+    scale.f64 = 1.0;
+    const hal_result_t small = try_execute(
+        ctx, plan, {dlogits.data(), dlabels.data(), dloss.data(), drows.data(), dgrad.data()},
+        {scale}, workspace, workspace_bytes - 1);
+    HC_EXPECT_RESULT(small, HAL_ERROR_INVALID_ARGUMENT);
+  }
+  hal_mem_free(workspace);
   HC_REQUIRE(dloss.download()[0] == 7.0, std::string("a refused execution wrote the loss"));
 }

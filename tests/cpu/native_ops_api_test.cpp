@@ -717,3 +717,160 @@ TEST_CASE("cpu.native softmax: -inf entries give 0, a row of -inf gives NaN, in 
   CHECK(std::fabs(sum - 1.0) < 1e-5);
   hal_op_plan_destroy(plan);
 }
+
+TEST_CASE("cpu.native softmax backward matches the portable implementation",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const int64_t rows = 29, cols = GENERATE(int64_t{1}, int64_t{17}, int64_t{300});
+  const size_t n = static_cast<size_t>(rows * cols);
+  for (const uint32_t log : {0u, 1u}) {
+    INFO("log " << log << " cols " << cols);
+    hal_op_softmax_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_SOFTMAX_BACKWARD;
+    desc.log = log;
+    desc.x = desc.y = desc.grad_x = dense({rows, cols});
+    compare_with_portable(session, &desc.header, {n, n, n}, {{2, n, static_cast<double>(cols)}},
+                          81);
+  }
+}
+
+namespace {
+
+// Labels or ids (i32 or i64) in the session's memory.
+void* integers(Session& session, const std::vector<int64_t>& values, bool i64) {
+  void* p = session.floats(values.size() * 2);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i64) {
+      static_cast<int64_t*>(p)[i] = values[i];
+    } else {
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(values[i]);
+    }
+  }
+  return p;
+}
+
+struct CrossEntropyRun {
+  std::vector<float> loss, rows, grad;
+};
+
+CrossEntropyRun run_cross_entropy(Session& session, const hal_op_cross_entropy_desc_t& desc,
+                                  const std::vector<int64_t>& labels, bool in_place,
+                                  bool portable) {
+  const size_t rows = static_cast<size_t>(desc.logits.shape[0]);
+  const size_t count = rows * static_cast<size_t>(desc.logits.shape[1]);
+  float* logits = session.floats(count);
+  fill(logits, count, 91, -4.0f, 4.0f);
+  void* label_data = integers(session, labels, desc.labels.dtype == HAL_DTYPE_I64);
+  float* loss = session.floats(1);
+  float* row_losses = session.floats(rows);
+  float* grad = in_place ? logits : session.floats(count);
+  hal_op_plan_t plan = plan_of(session, &desc.header, portable);
+  if (!portable) CHECK(implementation_of(plan) == "cpu.native");
+  hal_op_scalar_t scale{};
+  scale.f64 = 0.5;
+  execute(session, plan, {logits, label_data, loss, row_losses, grad}, {scale});
+  hal_op_plan_destroy(plan);
+  return {{loss[0]}, {row_losses, row_losses + rows}, {grad, grad + count}};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cpu.native cross-entropy matches the portable implementation (smoothing, ignored and "
+    "invalid labels, i32 and i64, the gradient in place)",
+    "[cpu][api][ops][native]") {
+  Session session;
+  const int64_t rows = 37, classes = GENERATE(int64_t{1}, int64_t{5}, int64_t{300});
+  std::mt19937 rng(93);
+  std::vector<int64_t> labels(static_cast<size_t>(rows));
+  for (int64_t& label : labels) label = static_cast<int64_t>(rng() % classes);
+  labels[3] = -100;  // ignored
+  std::vector<int64_t> invalid = labels;
+  invalid[5] = classes + 3;  // counted, loss NaN, zero gradient row
+  for (const bool i64 : {false, true}) {
+    for (const float smoothing : {0.0f, 0.1f}) {
+      for (const bool in_place : {false, true}) {
+        for (const auto* set : {&labels, &invalid}) {
+          INFO("classes " << classes << " i64 " << i64 << " smoothing " << smoothing << " in place "
+                          << in_place << " invalid " << (set == &invalid));
+          hal_op_cross_entropy_desc_t desc{};
+          desc.header.struct_size = sizeof desc;
+          desc.header.kind = HAL_OP_CROSS_ENTROPY;
+          desc.ignore_index = -100;
+          desc.label_smoothing = smoothing;
+          desc.has_row_losses = desc.has_grad = 1;
+          desc.logits = desc.grad_logits = dense({rows, classes});
+          desc.labels = dense({rows}, i64 ? HAL_DTYPE_I64 : HAL_DTYPE_I32);
+          desc.loss = dense({1});
+          desc.row_losses = dense({rows});
+          const CrossEntropyRun native = run_cross_entropy(session, desc, *set, in_place, false);
+          const CrossEntropyRun portable = run_cross_entropy(session, desc, *set, in_place, true);
+          const double terms = 4.0 * static_cast<double>(classes);
+          check_close(native.rows.data(), portable.rows.data(), native.rows.size(), terms);
+          check_close(native.loss.data(), portable.loss.data(), 1, terms + rows);
+          check_close(native.grad.data(), portable.grad.data(), native.grad.size(),
+                      static_cast<double>(classes));
+          CHECK(std::isnan(native.loss[0]) == (set == &invalid));
+          const CrossEntropyRun again = run_cross_entropy(session, desc, *set, in_place, false);
+          CHECK(std::memcmp(again.grad.data(), native.grad.data(),
+                            native.grad.size() * sizeof(float)) == 0);
+          CHECK(std::memcmp(again.rows.data(), native.rows.data(),
+                            native.rows.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "cpu.native embedding and its backward (repeats, ids out of range, accumulate) match "
+    "the portable implementation",
+    "[cpu][api][ops][native]") {
+  Session session;
+  const int64_t vocab = 11, width = GENERATE(int64_t{1}, int64_t{48});
+  const std::vector<int64_t> ids = {3, 0, 10, 3, -1, 11, 3, 7, 0, 1000, 4, 4};  // [3, 4]
+  const int64_t n = static_cast<int64_t>(ids.size());
+  for (const bool i64 : {false, true}) {
+    INFO("width " << width << " i64 " << i64);
+    void* id_data = integers(session, ids, i64);
+    hal_op_embedding_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_EMBEDDING;
+    desc.ids = dense({3, 4}, i64 ? HAL_DTYPE_I64 : HAL_DTYPE_I32);
+    desc.table = dense({vocab, width});
+    desc.out = dense({3, 4, width});
+    const size_t table_count = static_cast<size_t>(vocab * width);
+    const size_t out_count = static_cast<size_t>(n * width);
+    float* table = session.floats(table_count);
+    fill(table, table_count, 95);
+    std::vector<float> results[2];
+    for (const bool portable : {false, true}) {
+      float* out = session.floats(out_count);
+      fill(out, out_count, 96);  // every element is written
+      hal_op_plan_t plan = plan_of(session, &desc.header, portable);
+      if (!portable) CHECK(implementation_of(plan) == "cpu.native");
+      execute(session, plan, {id_data, table, out});
+      hal_op_plan_destroy(plan);
+      results[portable].assign(out, out + out_count);
+    }
+    CHECK(results[0] == results[1]);  // a copy: exact
+    for (const uint32_t accumulate : {0u, 1u}) {
+      INFO("accumulate " << accumulate);
+      desc.header.kind = HAL_OP_EMBEDDING_BACKWARD;
+      desc.accumulate = accumulate;
+      float* grad_out = session.floats(out_count);
+      fill(grad_out, out_count, 97);
+      for (const bool portable : {false, true}) {
+        float* grad_table = session.floats(table_count);
+        fill(grad_table, table_count, 98);  // kept (accumulate) or overwritten
+        hal_op_plan_t plan = plan_of(session, &desc.header, portable);
+        if (!portable) CHECK(implementation_of(plan) == "cpu.native");
+        execute(session, plan, {id_data, grad_out, grad_table});
+        hal_op_plan_destroy(plan);
+        results[portable].assign(grad_table, grad_table + table_count);
+      }
+      check_close(results[0].data(), results[1].data(), table_count, 4.0);
+    }
+  }
+}

@@ -537,6 +537,32 @@ HAL_ISA_CLONES void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t r
   });
 }
 
+HAL_ISA_CLONES void softmax_backward_rows(bool log, ConstRef y, ConstRef grad_y, Ref grad_x,
+                                          size_t n, size_t row_begin, size_t row_end) {
+  with_type(y.type, [&]<typename Y>() {
+    with_type(grad_y.type, [&]<typename G>() {
+      with_type(grad_x.type, [&]<typename X>() {
+        for (size_t r = row_begin; r < row_end; ++r) {
+          const auto* yr = in<Y>(y) + r * n;
+          const auto* gr = in<G>(grad_y) + r * n;
+          auto* xr = out<X>(grad_x) + r * n;
+          // Each grad_y element is read before grad_x's (grad_x may be grad_y).
+          if (log) {
+            const float sum = lane_sum(n, [&](size_t k) { return G::load(gr[k]); });
+            for (size_t k = 0; k < n; ++k)
+              xr[k] = X::store(G::load(gr[k]) - exp_clamped(Y::load(yr[k])) * sum);
+          } else {
+            const float sum =
+                lane_sum(n, [&](size_t k) { return G::load(gr[k]) * Y::load(yr[k]); });
+            for (size_t k = 0; k < n; ++k)
+              xr[k] = X::store(Y::load(yr[k]) * (G::load(gr[k]) - sum));
+          }
+        }
+      });
+    });
+  });
+}
+
 HAL_ISA_CLONES double sum_squares(ConstRef x, size_t begin, size_t end) {
   double total = 0.0;
   with_type(x.type, [&]<typename X>() {
@@ -576,6 +602,85 @@ HAL_ISA_CLONES void adamw_update(const AdamwStep& step, ConstRef grad, float* m,
         w = w - step.lr * (update + step.weight_decay * w);
         if (master != nullptr) master[i] = w;
         pp[i] = P::store(w);
+      }
+    });
+  });
+}
+
+namespace {
+int64_t label_at(const void* labels, bool labels_i64, size_t r) {
+  return labels_i64 ? static_cast<const int64_t*>(labels)[r]
+                    : static_cast<const int32_t*>(labels)[r];
+}
+}  // namespace
+
+HAL_ISA_CLONES void cross_entropy_rows(ConstRef logits, const void* labels, bool labels_i64,
+                                       int64_t ignore_index, float smoothing, size_t classes,
+                                       float* row_loss, float* lse, LabelState* state,
+                                       size_t row_begin, size_t row_end) {
+  with_type(logits.type, [&]<typename X>() {
+    for (size_t r = row_begin; r < row_end; ++r) {
+      const auto* xr = in<X>(logits) + r * classes;
+      float lanes[16];
+      for (float& lane : lanes) lane = -std::numeric_limits<float>::infinity();
+      size_t j = 0;
+      for (; j + 16 <= classes; j += 16) {
+        for (size_t k = 0; k < 16; ++k) {
+          const float v = X::load(xr[j + k]);
+          lanes[k] = (v > lanes[k] || v != v) ? v : lanes[k];  // NaN sticks
+        }
+      }
+      float maximum = -std::numeric_limits<float>::infinity();
+      for (float lane : lanes) maximum = nan_max(maximum, lane);
+      for (; j < classes; ++j) maximum = nan_max(maximum, X::load(xr[j]));
+      const float sum_exp =
+          lane_sum(classes, [&](size_t k) { return exp_or_zero(X::load(xr[k]) - maximum); });
+      const float row_lse = maximum + std::log(sum_exp);
+      lse[r] = row_lse;
+      const int64_t label = label_at(labels, labels_i64, r);
+      if (label == ignore_index) {
+        state[r] = LabelState::kIgnored;
+        row_loss[r] = 0.0f;
+        continue;
+      }
+      if (label < 0 || static_cast<uint64_t>(label) >= classes) {
+        state[r] = LabelState::kInvalid;
+        row_loss[r] = std::numeric_limits<float>::quiet_NaN();
+        continue;
+      }
+      state[r] = LabelState::kValid;
+      float loss = -(1.0f - smoothing) * (X::load(xr[label]) - row_lse);
+      if (smoothing != 0.0f) {
+        const float sum_x = lane_sum(classes, [&](size_t k) { return X::load(xr[k]); });
+        loss -= smoothing / static_cast<float>(classes) *
+                (sum_x - static_cast<float>(classes) * row_lse);
+      }
+      row_loss[r] = loss;
+    }
+  });
+}
+
+HAL_ISA_CLONES void cross_entropy_grad_rows(ConstRef logits, const void* labels, bool labels_i64,
+                                            float smoothing, size_t classes, const float* lse,
+                                            const LabelState* state, float scale, Ref grad,
+                                            size_t row_begin, size_t row_end) {
+  const float uniform = smoothing / static_cast<float>(classes);
+  with_type(logits.type, [&]<typename X>() {
+    with_type(grad.type, [&]<typename G>() {
+      for (size_t r = row_begin; r < row_end; ++r) {
+        const auto* xr = in<X>(logits) + r * classes;
+        auto* gr = out<G>(grad) + r * classes;
+        if (state[r] != LabelState::kValid) {
+          for (size_t c = 0; c < classes; ++c) gr[c] = G::store(0.0f);
+          continue;
+        }
+        const float row_lse = lse[r], hit = 1.0f - smoothing;
+        const size_t label = static_cast<size_t>(label_at(labels, labels_i64, r));
+        // Each element read before it is written: grad may be logits.
+        for (size_t c = 0; c < classes; ++c) {
+          const float target = uniform + (c == label ? hit : 0.0f);
+          gr[c] = G::store(scale * (exp_or_zero(X::load(xr[c]) - row_lse) - target));
+        }
       }
     });
   });

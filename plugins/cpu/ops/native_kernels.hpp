@@ -79,6 +79,12 @@ void norm_rows(bool layernorm, float epsilon, ConstRef x, const float* gamma, co
 // into y (may be x), the row's maximum subtracted; a row of -inf is NaN.
 void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t row_begin, size_t row_end);
 
+// The backward of softmax_rows from its output y and grad_y, rows [row_begin,
+// row_end): softmax grad_x = y * (grad_y - sum(grad_y * y)), log-softmax
+// grad_x = grad_y - exp(y) * sum(grad_y). grad_x may be grad_y.
+void softmax_backward_rows(bool log, ConstRef y, ConstRef grad_y, Ref grad_x, size_t n,
+                           size_t row_begin, size_t row_end);
+
 // The sum of g^2 over grad[begin, end): f32 in 64 lanes, the lanes and the
 // tail added in order in f64.
 double sum_squares(ConstRef grad, size_t begin, size_t end);
@@ -94,6 +100,24 @@ void adamw_update(const AdamwStep& step, ConstRef grad, float* m, float* v, floa
 
 // out[0..count) = in[0..count) converted (f32 or bf16 each).
 void convert(ConstRef in, Ref out, size_t count);
+
+// A row of cross-entropy as the gradient pass needs it (HAL_OP_CROSS_ENTROPY).
+enum class LabelState : uint8_t {
+  kIgnored,  // label == ignore_index: not counted, zero gradient
+  kValid,    // counted, gradient p - target
+  kInvalid,  // a label outside [0, classes): counted, loss NaN, zero gradient
+};
+// Rows [row_begin, row_end) of logits [rows, classes]: the row's loss (0 when
+// ignored, NaN when invalid), its log-sum-exp and state. labels: i32, or i64
+// when |labels_i64|. Sums over the classes in a fixed order.
+void cross_entropy_rows(ConstRef logits, const void* labels, bool labels_i64, int64_t ignore_index,
+                        float smoothing, size_t classes, float* row_loss, float* lse,
+                        LabelState* state, size_t row_begin, size_t row_end);
+// grad[r, c] = scale * (exp(x - lse) - (1 - s)[c == y] - s / classes) for
+// valid rows, 0 for the others (grad may be logits).
+void cross_entropy_grad_rows(ConstRef logits, const void* labels, bool labels_i64, float smoothing,
+                             size_t classes, const float* lse, const LabelState* state, float scale,
+                             Ref grad, size_t row_begin, size_t row_end);
 
 }  // namespace hal::cpu::ops::native
 

@@ -9,6 +9,7 @@
 // reduced in a fixed order by one thread), so every plan is deterministic.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -394,6 +395,25 @@ std::unique_ptr<OpPlan> plan_softmax(const hal_op_softmax_desc_t& desc, Decline&
   });
 }
 
+std::unique_ptr<OpPlan> plan_softmax_backward(const hal_op_softmax_desc_t& desc, Decline& decline) {
+  std::vector<Type> types;  // y, grad_y, grad_x
+  if (!dense_float_tensors({{"y", &desc.y}, {"grad_y", &desc.x}, {"grad_x", &desc.grad_x}}, types,
+                           decline))
+    return nullptr;
+  uint64_t rows = 0, columns = 0;
+  rows_and_columns(desc.x, &rows, &columns);
+  const bool log = desc.log != 0;
+  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
+    const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(columns, 1));
+    parallel_ranges(pool, rows, grain, [&](uint64_t begin, uint64_t end) {
+      native::softmax_backward_rows(log, ConstRef{operand[0], types[0]},
+                                    ConstRef{operand[1], types[1]}, Ref{operand[2], types[2]},
+                                    columns, begin, end);
+    });
+  });
+}
+
 std::unique_ptr<OpPlan> plan_norm_backward(const hal_op_norm_desc_t& desc, Decline& decline) {
   const bool layernorm = desc.norm == HAL_NORM_LAYERNORM;
   if (!f32_dense("x", desc.x, decline) || !f32_dense("grad_y", desc.grad_y, decline) ||
@@ -557,6 +577,149 @@ std::unique_ptr<OpPlan> plan_adamw(const hal_op_adamw_desc_t& desc, Decline& dec
   return std::make_unique<NativePlan>(operands, std::move(body), 2);
 }
 
+size_t type_bytes(Type type) {
+  return type == Type::kF32 ? 4 : 2;
+}
+ConstRef const_row_of(const void* base, Type type, uint64_t row, uint64_t width) {
+  return ConstRef{static_cast<const char*>(base) + row * width * type_bytes(type), type};
+}
+Ref row_of(void* base, Type type, uint64_t row, uint64_t width) {
+  return Ref{static_cast<char*>(base) + row * width * type_bytes(type), type};
+}
+
+bool dense_labels(const char* name, const hal_tensor_desc_t& tensor, Decline& decline) {
+  if ((tensor.dtype != HAL_DTYPE_I32 && tensor.dtype != HAL_DTYPE_I64) || !dense(tensor)) {
+    decline.reason = std::string(name) + " is not a dense i32 or i64 tensor";
+    return false;
+  }
+  return true;
+}
+
+int64_t id_at(const void* ids, bool ids_i64, uint64_t i) {
+  return ids_i64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
+}
+
+std::unique_ptr<OpPlan> plan_cross_entropy(const hal_op_cross_entropy_desc_t& desc,
+                                           Decline& decline) {
+  const bool grad = desc.has_grad != 0, row_losses = desc.has_row_losses != 0;
+  std::vector<Type> types;
+  if (!dense_float_tensors({{"logits", &desc.logits}}, types, decline) ||
+      (grad && !dense_float_tensors({{"grad_logits", &desc.grad_logits}}, types, decline)) ||
+      !dense_labels("labels", desc.labels, decline) ||
+      (row_losses && !f32_dense("row_losses", desc.row_losses, decline)))
+    return nullptr;
+  const uint64_t rows = static_cast<uint64_t>(desc.logits.shape[0]);
+  const uint64_t classes = static_cast<uint64_t>(desc.logits.shape[1]);
+  const bool labels_i64 = desc.labels.dtype == HAL_DTYPE_I64;
+  const int64_t ignore_index = desc.ignore_index;
+  const float smoothing = desc.label_smoothing;
+  return std::make_unique<NativePlan>(
+      5,
+      [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t* scalar) {
+        std::vector<float> loss(rows), lse(rows);
+        std::vector<native::LabelState> state(rows);
+        const uint64_t grain =
+            std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(classes, 1));
+        parallel_ranges(pool, rows, grain, [&](uint64_t begin, uint64_t end) {
+          native::cross_entropy_rows(ConstRef{operand[0], types[0]}, operand[1], labels_i64,
+                                     ignore_index, smoothing, classes, loss.data(), lse.data(),
+                                     state.data(), begin, end);
+        });
+        // The mean over the counted rows, summed in row order (fixed: deterministic).
+        uint64_t counted = 0;
+        float total = 0.0f;
+        for (uint64_t r = 0; r < rows; ++r) {
+          if (state[r] == native::LabelState::kIgnored) continue;
+          ++counted;
+          total += loss[r];
+        }
+        *static_cast<float*>(operand[2]) = counted > 0 ? total / static_cast<float>(counted) : 0.0f;
+        if (row_losses) std::copy(loss.begin(), loss.end(), static_cast<float*>(operand[3]));
+        if (!grad) return;
+        const float scale =
+            counted > 0 ? static_cast<float>(scalar[0].f64) / static_cast<float>(counted) : 0.0f;
+        parallel_ranges(pool, rows, grain, [&](uint64_t begin, uint64_t end) {
+          native::cross_entropy_grad_rows(ConstRef{operand[0], types[0]}, operand[1], labels_i64,
+                                          smoothing, classes, lse.data(), state.data(), scale,
+                                          Ref{operand[4], types[1]}, begin, end);
+        });
+      },
+      1);
+}
+
+std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool backward,
+                                       Decline& decline) {
+  std::vector<Type> types;  // table (or grad_table), out (or grad_out)
+  if (!dense_labels("ids", desc.ids, decline) ||
+      !dense_float_tensors({{backward ? "grad_table" : "table", &desc.table},
+                            {backward ? "grad_out" : "out", &desc.out}},
+                           types, decline))
+    return nullptr;
+  const uint64_t ids = element_count(desc.ids);
+  const uint64_t vocab = static_cast<uint64_t>(desc.table.shape[0]);
+  const uint64_t width = static_cast<uint64_t>(desc.table.shape[1]);
+  const bool ids_i64 = desc.ids.dtype == HAL_DTYPE_I64;
+  if (!backward) {
+    return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand,
+                                               const hal_op_scalar_t*) {
+      const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(width, 1));
+      parallel_ranges(pool, ids, grain, [&](uint64_t begin, uint64_t end) {
+        for (uint64_t i = begin; i < end; ++i) {
+          const int64_t id = id_at(operand[0], ids_i64, i);
+          Ref out = row_of(operand[2], types[1], i, width);
+          if (id < 0 || static_cast<uint64_t>(id) >= vocab) {
+            std::memset(out.data, 0, width * type_bytes(out.type));  // +0 in f32 and bf16
+          } else {
+            native::convert(const_row_of(operand[1], types[0], static_cast<uint64_t>(id), width),
+                            out, width);
+          }
+        }
+      });
+    });
+  }
+  const bool accumulate = desc.accumulate != 0;
+  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
+    // A stable counting sort of the rows by id (SPEC's order: each id's rows
+    // in increasing index), then one sum per vocabulary row: no atomics.
+    std::vector<uint64_t> starts(vocab + 1, 0), sorted;
+    for (uint64_t i = 0; i < ids; ++i) {
+      const int64_t id = id_at(operand[0], ids_i64, i);
+      if (id >= 0 && static_cast<uint64_t>(id) < vocab) ++starts[static_cast<uint64_t>(id) + 1];
+    }
+    for (uint64_t v = 0; v < vocab; ++v) starts[v + 1] += starts[v];
+    sorted.resize(starts[vocab]);
+    std::vector<uint64_t> cursor(starts.begin(), starts.end() - 1);
+    for (uint64_t i = 0; i < ids; ++i) {
+      const int64_t id = id_at(operand[0], ids_i64, i);
+      if (id >= 0 && static_cast<uint64_t>(id) < vocab)
+        sorted[cursor[static_cast<uint64_t>(id)]++] = i;
+    }
+    const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(width, 1));
+    parallel_ranges(pool, vocab, grain, [&](uint64_t begin, uint64_t end) {
+      std::vector<float> sum(width), row(width);
+      for (uint64_t v = begin; v < end; ++v) {
+        Ref target = row_of(operand[2], types[0], v, width);
+        if (starts[v] == starts[v + 1]) {
+          if (!accumulate) std::memset(target.data, 0, width * type_bytes(target.type));
+          continue;
+        }
+        std::fill(sum.begin(), sum.end(), 0.0f);
+        for (uint64_t k = starts[v]; k < starts[v + 1]; ++k) {
+          native::convert(const_row_of(operand[1], types[1], sorted[k], width),
+                          Ref{row.data(), Type::kF32}, width);
+          for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
+        }
+        if (accumulate) {
+          native::convert(ConstRef{target.data, target.type}, Ref{row.data(), Type::kF32}, width);
+          for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
+        }
+        native::convert(ConstRef{sum.data(), Type::kF32}, target, width);
+      }
+    });
+  });
+}
+
 // |planned| with the execution's operands (ops.h's attention operand order).
 native::Attention bind_attention(const native::Attention& planned, void* const* operand,
                                  bool backward) {
@@ -699,8 +862,17 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
       return plan_norm(reinterpret_cast<const hal_op_norm_desc_t&>(header), decline);
     case HAL_OP_SOFTMAX:
       return plan_softmax(reinterpret_cast<const hal_op_softmax_desc_t&>(header), decline);
+    case HAL_OP_SOFTMAX_BACKWARD:
+      return plan_softmax_backward(reinterpret_cast<const hal_op_softmax_desc_t&>(header), decline);
     case HAL_OP_NORM_BACKWARD:
       return plan_norm_backward(reinterpret_cast<const hal_op_norm_desc_t&>(header), decline);
+    case HAL_OP_CROSS_ENTROPY:
+      return plan_cross_entropy(reinterpret_cast<const hal_op_cross_entropy_desc_t&>(header),
+                                decline);
+    case HAL_OP_EMBEDDING:
+    case HAL_OP_EMBEDDING_BACKWARD:
+      return plan_embedding(reinterpret_cast<const hal_op_embedding_desc_t&>(header),
+                            header.kind == HAL_OP_EMBEDDING_BACKWARD, decline);
     case HAL_OP_CAST:
       return plan_cast(reinterpret_cast<const hal_op_cast_desc_t&>(header), decline);
     case HAL_OP_ADAMW:
@@ -711,8 +883,8 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
                             header.kind == HAL_OP_ATTENTION_BACKWARD, decline);
     default:
       decline.reason =
-          "cpu.native serves unary, bias-activation backward, binary, reduce, softmax, "
-          "norm and its backward, cast, AdamW and attention";
+          "cpu.native serves unary, bias-activation backward, binary, reduce, softmax and "
+          "norm and their backward, cast, AdamW, attention, cross-entropy and embedding";
       return nullptr;
   }
 }
