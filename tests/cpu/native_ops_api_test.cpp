@@ -401,14 +401,20 @@ struct AttentionCase {
   float scale;
   hal_attention_sparsity_t sparsity = HAL_ATTENTION_DENSE;
   uint32_t block_q = 0, block_k = 0, topk = 0;
+  // Varlen when not empty: batch is then 1 and s_q, s_k the packed rows.
+  std::vector<int32_t> cu_q = {}, cu_k = {};
+  uint32_t max_q = 0, max_k = 0;
 };
 
 // A seeded block mask (about half the blocks) or top-k block indices with
 // -1, repeats and out-of-range entries, in the session's memory.
 void* sparsity_tensor(Session& session, const AttentionCase& c) {
-  const int64_t q_blocks = (c.s_q + c.block_q - 1) / c.block_q;
-  const int64_t k_blocks = (c.s_k + c.block_k - 1) / c.block_k;
-  const int64_t rows = c.batch * c.heads * q_blocks;
+  const bool varlen = !c.cu_q.empty();
+  const int64_t s_q = varlen ? c.max_q : c.s_q, s_k = varlen ? c.max_k : c.s_k;
+  const int64_t batch = varlen ? static_cast<int64_t>(c.cu_q.size()) - 1 : c.batch;
+  const int64_t q_blocks = (s_q + c.block_q - 1) / c.block_q;
+  const int64_t k_blocks = (s_k + c.block_k - 1) / c.block_k;
+  const int64_t rows = batch * c.heads * q_blocks;
   std::mt19937 rng(21);
   if (c.sparsity == HAL_ATTENTION_BLOCK_MASK) {
     auto* mask = reinterpret_cast<uint8_t*>(session.floats(static_cast<size_t>(rows * k_blocks)));
@@ -453,6 +459,18 @@ AttentionRun run_attention(Session& session, const AttentionCase& c, bool portab
   desc.topk = c.topk;
   desc.scale = c.scale;
   desc.batch = static_cast<uint32_t>(c.batch);
+  void* cu_q = nullptr;
+  void* cu_k = nullptr;
+  if (!c.cu_q.empty()) {
+    desc.has_cu_seqlens = 1;
+    desc.batch = static_cast<uint32_t>(c.cu_q.size() - 1);
+    desc.max_seqlen_q = c.max_q;
+    desc.max_seqlen_k = c.max_k;
+    cu_q = session.floats(c.cu_q.size());
+    cu_k = session.floats(c.cu_k.size());
+    std::memcpy(cu_q, c.cu_q.data(), c.cu_q.size() * sizeof(int32_t));
+    std::memcpy(cu_k, c.cu_k.data(), c.cu_k.size() * sizeof(int32_t));
+  }
   desc.q = heads_view(c.batch, c.s_q, c.heads, c.dim, q_row);
   desc.k = desc.v = heads_view(c.batch, c.s_k, c.kv_heads, c.dim, kv_row);
   desc.out = dense({c.batch, c.s_q, c.heads, c.dim});
@@ -480,7 +498,7 @@ AttentionRun run_attention(Session& session, const AttentionCase& c, bool portab
   void* sparse = c.sparsity == HAL_ATTENTION_DENSE ? nullptr : sparsity_tensor(session, c);
   hal_op_plan_t forward = plan_of(session, &desc.header, portable);
   if (!portable) CHECK(implementation_of(forward) == "cpu.native");
-  execute(session, forward, {q, k, v, out, lse, nullptr, nullptr, sparse});
+  execute(session, forward, {q, k, v, out, lse, cu_q, cu_k, sparse});
   hal_op_plan_destroy(forward);
   AttentionRun run;
   run.out.assign(out, out + q_count);
@@ -500,7 +518,7 @@ AttentionRun run_attention(Session& session, const AttentionCase& c, bool portab
   hal_op_plan_t backward = plan_of(session, &desc.header, portable);
   if (!portable) CHECK(implementation_of(backward) == "cpu.native");
   execute(session, backward,
-          {q, k, v, out, lse, nullptr, nullptr, sparse, grad_out, grad_q, grad_k, grad_v});
+          {q, k, v, out, lse, cu_q, cu_k, sparse, grad_out, grad_q, grad_k, grad_v});
   hal_op_plan_destroy(backward);
   run.grad_q.assign(grad_q, grad_q + q_count);
   run.grad_k.assign(grad_k, grad_k + kv_count);
@@ -564,6 +582,26 @@ TEST_CASE("cpu.native block-sparse attention (mask and indices) matches the port
        3},
   };
   for (const AttentionCase& c : cases) compare_attention(session, c);
+}
+
+TEST_CASE(
+    "cpu.native varlen attention (clamped cu_seqlens, empty sequences, rows outside every "
+    "sequence, with block sparsity) matches the portable one",
+    "[cpu][api][ops][native]") {
+  Session session;
+  AttentionCase dense{1, 150, 170, 4, 2, 32, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f};
+  dense.cu_q = {3, 40, 40, 140};  // rows 0-2 and 140-149 outside; an empty sequence
+  dense.cu_k = {0, 70, 71, 160};
+  AttentionCase clamped{1, 90, 90, 2, 2, 16, HAL_CAUSAL_TOP_LEFT, false, 0.0f};
+  clamped.cu_q = {-5, 60, 30, 1000};  // read as 0, 60, 60, 90
+  clamped.cu_k = {2, 1, 80, 2147483647};
+  AttentionCase sparse{
+      1, 200, 200, 2, 1, 16, HAL_CAUSAL_NONE, false, 0.0f, HAL_ATTENTION_BLOCK_MASK, 32, 64};
+  sparse.cu_q = {0, 130, 200};  // the first sequence is longer than max_q: rows past it see none
+  sparse.cu_k = {0, 100, 200};
+  sparse.max_q = 96;
+  sparse.max_k = 128;
+  for (const AttentionCase& c : {dense, clamped, sparse}) compare_attention(session, c);
 }
 
 TEST_CASE("cpu.native attention with no keys gives out 0 and lse -inf", "[cpu][api][ops][native]") {

@@ -284,6 +284,7 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
                        int64_t row_end, AttentionScratch& scratch) {
   const int64_t dim = a.dim, rows = row_end - row_begin;
   const int64_t kv_head = head / (a.heads / a.kv_heads);
+  const int64_t seq = a.sequence < 0 ? b : a.sequence;  // the sparsity tensor's index
   AttentionScratch& s = scratch;
   std::fill_n(s.acc.begin(), rows * dim, 0.0f);
   std::fill_n(s.max.begin(), rows, kMinusInfinity);
@@ -298,7 +299,7 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
   }
   const int64_t key_end = rows > 0 ? visible_keys(a, row_end - 1) : 0;  // monotone in the row
   for (int64_t first = 0; first < key_end; first += kBlockKeys) {
-    if (!a.blocks.any_sees(b, a.heads, head, row_begin, row_end, first)) continue;
+    if (!a.blocks.any_sees(seq, a.heads, head, row_begin, row_end, first)) continue;
     const int64_t count = std::min(kBlockKeys, key_end - first);
     pack_transposed(a.k, b, kv_head, first, count, dim, s.row.data(), s.keys_t.data());
     for (int64_t c = 0; c < count; ++c) {
@@ -308,7 +309,7 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
       int64_t seen[kRowGroup], widest = 0;
       for (int64_t k = 0; k < kRowGroup; ++k) {
         const int64_t r = group + k;
-        seen[k] = r < rows && a.blocks.sees(b, a.heads, head, row_begin + r, first)
+        seen[k] = r < rows && a.blocks.sees(seq, a.heads, head, row_begin + r, first)
                       ? std::clamp<int64_t>(visible_keys(a, row_begin + r) - first, 0, count)
                       : 0;
         widest = std::max(widest, seen[k]);
@@ -342,6 +343,7 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
 void attention_backward(const Attention& a, int64_t b, int64_t kv_head, AttentionScratch& scratch) {
   const int64_t dim = a.dim, group = a.heads / a.kv_heads, s_q = a.s_q;
   const size_t rows_total = static_cast<size_t>(group * s_q);
+  const int64_t seq = a.sequence < 0 ? b : a.sequence;  // the sparsity tensor's index
   AttentionScratch& s = scratch;
   // The group's queries and output gradients, packed once (f32 rows, [g][i]).
   std::fill_n(s.grad_q.begin(), rows_total * static_cast<size_t>(dim), 0.0f);
@@ -363,7 +365,7 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
     const int64_t first_row = first_row_seeing(a, first);
     bool computed = false;  // by any query row of the group's heads
     for (int64_t g = 0; g < group && !computed; ++g) {
-      computed = a.blocks.any_sees(b, a.heads, kv_head * group + g, first_row, s_q, first);
+      computed = a.blocks.any_sees(seq, a.heads, kv_head * group + g, first_row, s_q, first);
     }
     if (!computed) {  // grad_k and grad_v of keys no row sees are zero
       std::fill_n(s.row.begin(), dim, 0.0f);
@@ -384,7 +386,7 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
       const int64_t head = kv_head * group + g;
       for (int64_t step = first_row; step < s_q; step += kStepRows) {
         const int64_t rows = std::min(kStepRows, s_q - step);
-        if (!a.blocks.any_sees(b, a.heads, head, step, step + rows, first)) continue;
+        if (!a.blocks.any_sees(seq, a.heads, head, step, step + rows, first)) continue;
         const size_t base = static_cast<size_t>(g * s_q + step);
         const float* q = s.rows.data() + base * static_cast<size_t>(dim);
         const float* grad_out = s.grad_rows.data() + base * static_cast<size_t>(dim);
@@ -406,7 +408,7 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
         }
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t seen =
-              a.blocks.sees(b, a.heads, head, step + r, first)
+              a.blocks.sees(seq, a.heads, head, step + r, first)
                   ? std::clamp<int64_t>(visible_keys(a, step + r) - first, 0, count)
                   : 0;
           float* probs = s.scores.data() + r * kBlockKeys;
@@ -439,6 +441,55 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
     for (int64_t i = 0; i < s_q; ++i) {
       store_row(a.grad_q, b, i, kv_head * group + g, dim,
                 s.grad_q.data() + static_cast<size_t>(g * s_q + i) * dim);
+    }
+  }
+}
+
+namespace {
+HeadsView shifted(HeadsView view, int64_t rows) {
+  view.data = static_cast<char*>(view.data) +
+              rows * view.stride[1] * static_cast<int64_t>(element_bytes(view.type));
+  return view;
+}
+}  // namespace
+
+Attention sequence_view(const Attention& a, int64_t sequence, int64_t q_begin, int64_t q_len,
+                        int64_t k_begin, int64_t k_len) {
+  Attention view = a;
+  view.batch = 1;
+  view.sequence = sequence;
+  view.s_q = q_len;
+  view.s_k = k_len;
+  for (HeadsView* q_rows : {&view.q, &view.out, &view.grad_out, &view.grad_q}) {
+    if (q_rows->data != nullptr) *q_rows = shifted(*q_rows, q_begin);
+  }
+  for (HeadsView* k_rows : {&view.k, &view.v, &view.grad_k, &view.grad_v}) {
+    if (k_rows->data != nullptr) *k_rows = shifted(*k_rows, k_begin);
+  }
+  view.lse.data += q_begin * a.lse.stride[2];
+  return view;
+}
+
+void clear_query_rows(const Attention& a, bool backward, int64_t row_begin, int64_t row_end) {
+  const std::vector<float> zeros(static_cast<size_t>(a.dim), 0.0f);
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    for (int64_t h = 0; h < a.heads; ++h) {
+      if (backward) {
+        store_row(a.grad_q, 0, i, h, a.dim, zeros.data());
+      } else {
+        store_row(a.out, 0, i, h, a.dim, zeros.data());
+        lse_at(a.lse, 0, h, i) = kMinusInfinity;
+      }
+    }
+  }
+}
+
+void clear_key_rows(const Attention& a, int64_t row_begin, int64_t row_end) {
+  const std::vector<float> zeros(static_cast<size_t>(a.dim), 0.0f);
+  for (int64_t j = row_begin; j < row_end; ++j) {
+    for (int64_t h = 0; h < a.kv_heads; ++h) {
+      store_row(a.grad_k, 0, j, h, a.dim, zeros.data());
+      store_row(a.grad_v, 0, j, h, a.dim, zeros.data());
     }
   }
 }

@@ -41,16 +41,22 @@ struct BlockVisibility {
   int64_t block_q = 1, block_k = 1, q_blocks = 0, k_blocks = 0;
 
   // Whether query row |i| of (b, head) computes the key block holding |key|.
+  // A block outside the tensor (varlen: a sequence longer than max_seqlen) is
+  // not computed.
   bool sees(int64_t b, int64_t heads, int64_t head, int64_t i, int64_t key) const {
     if (mask == nullptr) return true;
-    return mask[((b * heads + head) * q_blocks + i / block_q) * k_blocks + key / block_k] != 0;
+    const int64_t qb = i / block_q, kb = key / block_k;
+    return qb < q_blocks && kb < k_blocks &&
+           mask[((b * heads + head) * q_blocks + qb) * k_blocks + kb] != 0;
   }
   // Whether any of query rows [row_begin, row_end) computes that key block.
   bool any_sees(int64_t b, int64_t heads, int64_t head, int64_t row_begin, int64_t row_end,
                 int64_t key) const {
     if (mask == nullptr) return true;
-    for (int64_t qb = row_begin / block_q; qb * block_q < row_end; ++qb) {
-      if (mask[((b * heads + head) * q_blocks + qb) * k_blocks + key / block_k] != 0) return true;
+    const int64_t kb = key / block_k;
+    if (kb >= k_blocks) return false;
+    for (int64_t qb = row_begin / block_q; qb * block_q < row_end && qb < q_blocks; ++qb) {
+      if (mask[((b * heads + head) * q_blocks + qb) * k_blocks + kb] != 0) return true;
     }
     return false;
   }
@@ -62,6 +68,10 @@ struct Attention {
   float scale;  // resolved: never 0
   hal_causal_alignment_t causal;
   BlockVisibility blocks;  // causal and sparse combine: a key is seen when both allow
+  // Varlen: the views start at one sequence's rows (s_q, s_k its lengths,
+  // batch index 0) and |sequence| is its index in the sparsity tensor; -1
+  // otherwise (the batch index is the sequence).
+  int64_t sequence = -1;
   HeadsView q, k, v, out;
   LseView lse;
   HeadsView grad_out, grad_q, grad_k, grad_v;  // backward only
@@ -93,6 +103,18 @@ void attention_forward(const Attention& attention, int64_t b, int64_t head, int6
 // threads).
 void attention_backward(const Attention& attention, int64_t b, int64_t kv_head,
                         AttentionScratch& scratch);
+
+// Varlen: |attention| seen as its sequence |sequence| alone, whose query
+// rows are [q_begin, q_begin + q_len) and key rows [k_begin, k_begin + k_len)
+// of the packed tensors (batch index 0 of the views).
+Attention sequence_view(const Attention& attention, int64_t sequence, int64_t q_begin,
+                        int64_t q_len, int64_t k_begin, int64_t k_len);
+// Varlen: query rows [row_begin, row_end) outside every sequence get out 0
+// and lse -inf (forward) or grad_q 0 (backward); key rows outside every
+// sequence get grad_k = grad_v = 0.
+void clear_query_rows(const Attention& attention, bool backward, int64_t row_begin,
+                      int64_t row_end);
+void clear_key_rows(const Attention& attention, int64_t row_begin, int64_t row_end);
 
 }  // namespace hal::cpu::ops::native
 

@@ -738,12 +738,27 @@ native::Attention bind_attention(const native::Attention& planned, void* const* 
   return a;
 }
 
+// Varlen: cu_seqlens (device data, untrusted) read clamped as SPEC §17.6
+// says: cu'[0] = clamp(cu[0], 0, rows), cu'[b] = clamp(cu[b], cu'[b-1], rows).
+std::vector<int64_t> sequence_starts(const void* cu_seqlens, int64_t batch, int64_t rows) {
+  const auto* cu = static_cast<const int32_t*>(cu_seqlens);
+  std::vector<int64_t> starts(static_cast<size_t>(batch + 1));
+  int64_t previous = 0;
+  for (int64_t b = 0; b <= batch; ++b) {
+    previous = std::clamp<int64_t>(cu[b], previous, rows);
+    starts[static_cast<size_t>(b)] = previous;
+  }
+  return starts;
+}
+
+int64_t longest(const std::vector<int64_t>& starts) {
+  int64_t most = 0;
+  for (size_t b = 0; b + 1 < starts.size(); ++b) most = std::max(most, starts[b + 1] - starts[b]);
+  return most;
+}
+
 std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool backward,
                                        Decline& decline) {
-  if (desc.has_cu_seqlens != 0) {
-    decline.reason = "varlen (cu_seqlens) is left to the portable implementation";
-    return nullptr;
-  }
   if (desc.sparsity != HAL_ATTENTION_DENSE && desc.block_k % native::kAttentionBlockKeys != 0) {
     decline.reason =
         "block-sparse attention with block_k not a multiple of 64 (the packed key "
@@ -761,8 +776,10 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
                    !heads_view("grad_k", desc.grad_k, &attention.grad_k, decline) ||
                    !heads_view("grad_v", desc.grad_v, &attention.grad_v, decline)))
     return nullptr;
+  const bool varlen = desc.has_cu_seqlens != 0;
   for (int d = 0; d < 3; ++d) attention.lse.stride[d] = desc.lse.strides[d];
-  attention.batch = desc.q.shape[0];
+  // Varlen: batch counts sequences, s_q and s_k are the packed row counts.
+  attention.batch = varlen ? int64_t{desc.batch} : desc.q.shape[0];
   attention.s_q = desc.q.shape[1];
   attention.s_k = desc.k.shape[1];
   attention.heads = desc.q.shape[2];
@@ -777,8 +794,10 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
     native::BlockVisibility& blocks = attention.blocks;
     blocks.block_q = desc.block_q;
     blocks.block_k = desc.block_k;
-    blocks.q_blocks = (attention.s_q + blocks.block_q - 1) / blocks.block_q;
-    blocks.k_blocks = (attention.s_k + blocks.block_k - 1) / blocks.block_k;
+    const int64_t s_q = varlen ? int64_t{desc.max_seqlen_q} : attention.s_q;
+    const int64_t s_k = varlen ? int64_t{desc.max_seqlen_k} : attention.s_k;
+    blocks.q_blocks = (s_q + blocks.block_q - 1) / blocks.block_q;
+    blocks.k_blocks = (s_k + blocks.block_k - 1) / blocks.block_k;
   }
   // The execution's block visibility: the mask operand itself, or the block
   // indices expanded into |expanded| (per execution: the indices are device
@@ -801,45 +820,91 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
       a.blocks.mask = expanded.data();
     }
   };
+  // The sequences an execution works on: one per batch entry, or (varlen)
+  // the clamped cu_seqlens ranges of the packed rows.
+  struct Sequences {
+    std::vector<int64_t> q, k;  // varlen: starts, batch + 1 each
+    int64_t longest_q = 0;
+  };
+  const auto sequences_of = [varlen](const native::Attention& a, void* const* operand) {
+    Sequences seqs;
+    if (varlen) {
+      seqs.q = sequence_starts(operand[5], a.batch, a.s_q);
+      seqs.k = sequence_starts(operand[6], a.batch, a.s_k);
+      seqs.longest_q = longest(seqs.q);
+    } else {
+      seqs.longest_q = a.s_q;
+    }
+    return seqs;
+  };
+  // Sequence |b| as the loops see it: itself (batch index b) or a view.
+  const auto sequence = [varlen](const native::Attention& a, const Sequences& seqs, int64_t b,
+                                 int64_t* index) {
+    if (!varlen) {
+      *index = b;
+      return a;
+    }
+    *index = 0;
+    const size_t at = static_cast<size_t>(b);
+    return native::sequence_view(a, b, seqs.q[at], seqs.q[at + 1] - seqs.q[at], seqs.k[at],
+                                 seqs.k[at + 1] - seqs.k[at]);
+  };
   if (!backward) {
-    // Items: (sequence, head, block of query rows), the blocks of a head
-    // adjacent so that threads share its keys in cache.
-    const int64_t blocks =
-        (attention.s_q + native::kAttentionRowsPerItem - 1) / native::kAttentionRowsPerItem;
-    const uint64_t items = static_cast<uint64_t>(attention.batch * attention.heads * blocks);
     return std::make_unique<NativePlan>(
         8, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
           native::Attention a = bind_attention(attention, operand, false);
           std::vector<uint8_t> expanded;
           bind_blocks(a, operand, expanded);
+          const Sequences seqs = sequences_of(a, operand);
+          if (varlen) {  // rows outside every sequence: out 0, lse -inf
+            native::clear_query_rows(a, false, 0, seqs.q.front());
+            native::clear_query_rows(a, false, seqs.q.back(), a.s_q);
+          }
           // Scratch per worker, allocated here (a failure is the execution's
           // error) rather than in the items.
           std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
           for (native::AttentionScratch& s : scratch) native::prepare_forward(a, s);
+          // Items: (sequence, head, block of query rows), the blocks of a
+          // head adjacent so that threads share its keys in cache.
+          const int64_t blocks =
+              (seqs.longest_q + native::kAttentionRowsPerItem - 1) / native::kAttentionRowsPerItem;
+          const uint64_t items = static_cast<uint64_t>(a.batch * a.heads * blocks);
           parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
             const int64_t block = static_cast<int64_t>(item) % blocks;
             const int64_t head = static_cast<int64_t>(item) / blocks % a.heads;
-            const int64_t b = static_cast<int64_t>(item) / blocks / a.heads;
+            int64_t b = static_cast<int64_t>(item) / blocks / a.heads;
+            const native::Attention one = sequence(a, seqs, b, &b);
             const int64_t first = block * native::kAttentionRowsPerItem;
-            native::attention_forward(a, b, head, first,
-                                      std::min(a.s_q, first + native::kAttentionRowsPerItem),
+            if (first >= one.s_q) return;  // past a shorter sequence's rows
+            native::attention_forward(one, b, head, first,
+                                      std::min(one.s_q, first + native::kAttentionRowsPerItem),
                                       scratch[worker]);
           });
         });
   }
-  const uint64_t items = static_cast<uint64_t>(attention.batch * attention.kv_heads);
-  return std::make_unique<NativePlan>(
-      12, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
-        native::Attention a = bind_attention(attention, operand, true);
-        std::vector<uint8_t> expanded;
-        bind_blocks(a, operand, expanded);
-        std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
-        for (native::AttentionScratch& s : scratch) native::prepare_backward(a, s);
-        parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
-          native::attention_backward(a, static_cast<int64_t>(item) / a.kv_heads,
-                                     static_cast<int64_t>(item) % a.kv_heads, scratch[worker]);
-        });
-      });
+  return std::make_unique<NativePlan>(12, [=](ThreadPool& pool, void* const* operand,
+                                              const hal_op_scalar_t*) {
+    native::Attention a = bind_attention(attention, operand, true);
+    std::vector<uint8_t> expanded;
+    bind_blocks(a, operand, expanded);
+    const Sequences seqs = sequences_of(a, operand);
+    if (varlen) {  // rows outside every sequence: zero gradients
+      native::clear_query_rows(a, true, 0, seqs.q.front());
+      native::clear_query_rows(a, true, seqs.q.back(), a.s_q);
+      native::clear_key_rows(a, 0, seqs.k.front());
+      native::clear_key_rows(a, seqs.k.back(), a.s_k);
+    }
+    native::Attention widest = a;  // scratch for the longest sequence
+    widest.s_q = seqs.longest_q;
+    std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
+    for (native::AttentionScratch& s : scratch) native::prepare_backward(widest, s);
+    const uint64_t items = static_cast<uint64_t>(a.batch * a.kv_heads);
+    parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
+      int64_t b = static_cast<int64_t>(item) / a.kv_heads;
+      const native::Attention one = sequence(a, seqs, b, &b);
+      native::attention_backward(one, b, static_cast<int64_t>(item) % a.kv_heads, scratch[worker]);
+    });
+  });
 }
 
 }  // namespace
