@@ -423,10 +423,11 @@ TEST_CASE("onednn matmul: declines what it does not serve, saying why", "[cpu][t
   desc.c.dtype = HAL_DTYPE_BF16;
   declined(&desc.header, "c's dtype");
 
-  hal_op_softmax_desc_t softmax{};
-  softmax.header.struct_size = sizeof(softmax);
-  softmax.header.kind = HAL_OP_SOFTMAX_BACKWARD;
-  softmax.x = softmax.y = dense(HAL_DTYPE_F32, {4, 8});
+  hal_op_swiglu_desc_t swiglu{};
+  swiglu.header.struct_size = sizeof(swiglu);
+  swiglu.header.kind = HAL_OP_SWIGLU;
+  swiglu.x = dense(HAL_DTYPE_F32, {4, 16});
+  swiglu.out = dense(HAL_DTYPE_F32, {4, 8});
   // Other kinds go to cpu.native, whose decline lists what it serves.
-  declined(&softmax.header, "cpu.native serves");
+  declined(&swiglu.header, "cpu.native serves");
 }

@@ -63,7 +63,10 @@ def _planned(op: str, device: Device, fields: dict) -> OpPlan:
     key = (op, device.index, *[(k, _layout_key(v)) for k, v in fields.items()])
     found = _cache.get(key)
     if found is not None and not found.closed:
-        _cache.move_to_end(key)
+        try:
+            _cache.move_to_end(key)
+        except KeyError:  # another thread evicted it meanwhile: it is still a valid plan
+            pass
         return found
     made = OpPlan(device, op, fields, False)
     _cache[key] = made
@@ -96,6 +99,11 @@ def _out(out: TensorLike | None, shape: Sequence[int], dtype: str, device: Devic
     return _new(shape, dtype, device) if out is None else out
 
 
+def _broadcast(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """The shape a and b broadcast to: each extent the other's where one is 1."""
+    return tuple(y if x == 1 else x for x, y in zip(a, b))
+
+
 def _expand(x: TensorLike, shape: Sequence[int]) -> TensorLike:
     """x viewed at shape: each extent-1 dimension that shape widens repeats with stride 0."""
     if tuple(x.shape) == tuple(shape):
@@ -122,12 +130,12 @@ def matmul(a: TensorLike, b: TensorLike, *, out: TensorLike | None = None,
         raise ValueError(f"matmul: a {a.shape} and b {b.shape} need the same rank >= 2")
     m = a.shape[-1] if transpose_a else a.shape[-2]
     n = b.shape[-2] if transpose_b else b.shape[-1]
-    batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+    batch = _broadcast(a.shape[:-2], b.shape[:-2])
     a = _expand(a, batch + tuple(a.shape[-2:]))
     b = _expand(b, batch + tuple(b.shape[-2:]))
     out = _out(out, batch + (m, n), dtype or a.dtype, device)
-    if beta != 0.0 and c is None:
-        c = out
+    if beta != 0.0:
+        c = out if c is None else _expand(c, tuple(out.shape))
     fields = dict(a=a, b=b, c=c if beta != 0.0 else None, d=out, bias=bias, aux=aux,
                   alpha=alpha, beta=beta, activation=activation, transpose_a=transpose_a,
                   transpose_b=transpose_b, has_bias=bias is not None, save_aux=aux is not None)
@@ -259,7 +267,7 @@ def binary(op: str, a: TensorLike, b: TensorLike, *, alpha: float = 1.0,
     device = _device(a)
     if len(a.shape) != len(b.shape):
         raise ValueError(f"{op}: a {a.shape} and b {b.shape} need the same rank")
-    shape = tuple(max(x, y) for x, y in zip(a.shape, b.shape))
+    shape = _broadcast(a.shape, b.shape)
     out = _out(out, shape, a.dtype, device)
     _run("binary", device, dict(op=op, alpha=alpha, a=a, b=b, out=out), [a, b, out],
          stream=stream)
@@ -420,8 +428,8 @@ def cross_entropy(logits: TensorLike, labels: TensorLike, *, ignore_index: int =
     rows = _new((logits.shape[0],), "float32", device) if row_losses else None
     if grad:
         grad_logits = _out(grad_logits, logits.shape, logits.dtype, device)
-    else:
-        grad_logits = None
+    elif grad_logits is not None:
+        raise ValueError("cross_entropy: grad_logits is given but grad is False")
     fields = dict(ignore_index=ignore_index, label_smoothing=label_smoothing,
                   has_row_losses=row_losses, has_grad=grad, logits=logits, labels=labels,
                   loss=loss, row_losses=rows, grad_logits=grad_logits)
@@ -535,7 +543,7 @@ def attention(q: TensorLike, k: TensorLike, v: TensorLike, *, causal: str = "non
                                               max_seqlen_k, block_mask, block_indices, block_q,
                                               block_k)
     out = _out(out, q.shape, q.dtype, device)
-    lse = _out(lse, (batch, q.shape[2], q.shape[1]), "float32", device)
+    lse = _out(lse, (q.shape[0], q.shape[2], q.shape[1]), "float32", device)
     fields.update(out=out, lse=lse)
     _run("attention", device, fields, [q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sparse],
          stream=stream)

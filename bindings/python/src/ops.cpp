@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core.hpp"
@@ -186,9 +186,13 @@ struct Field {
 
 // An operand position of hal_op_execute: its name and, when the descriptor
 // states its layout, that tensor member's offset.
+// Operands without a descriptor tensor have a layout the op implies: dense,
+// of this element type.
+enum class Implied : uint8_t { kNone, kI32, kSparsity /* u8 mask or i32 indices */ };
 struct OperandSlot {
   const char* name;
   std::ptrdiff_t tensor = -1;
+  Implied implied = Implied::kNone;
 };
 
 enum class ScalarType { F64, I64, U64 };
@@ -225,9 +229,9 @@ struct OpSpec {
   OperandSlot {                                            \
     name, static_cast<std::ptrdiff_t>(offsetof(S, member)) \
   }
-#define HALPY_O_RAW(name) \
-  OperandSlot {           \
-    name, -1              \
+#define HALPY_O_RAW(name, implied) \
+  OperandSlot {                    \
+    name, -1, Implied::implied     \
   }
 
 std::vector<OpSpec> make_specs() {
@@ -255,13 +259,13 @@ std::vector<OpSpec> make_specs() {
         HALPY_O(BAB, "grad_pre", grad_pre), HALPY_O(BAB, "grad_bias", grad_bias)},
        {}});
   using GM = hal_op_grouped_matmul_desc_t;
-  specs.push_back(
-      {HAL_OP_GROUPED_MATMUL,
-       sizeof(GM),
-       {HALPY_BIT(GM, "transpose_b", flags, HAL_MATMUL_TRANSPOSE_B), HALPY_F(GM, groups, U32),
-        HALPY_T(GM, a), HALPY_T(GM, b), HALPY_T(GM, d)},
-       {HALPY_O(GM, "a", a), HALPY_O(GM, "b", b), HALPY_O_RAW("offsets"), HALPY_O(GM, "d", d)},
-       {}});
+  specs.push_back({HAL_OP_GROUPED_MATMUL,
+                   sizeof(GM),
+                   {HALPY_BIT(GM, "transpose_b", flags, HAL_MATMUL_TRANSPOSE_B),
+                    HALPY_F(GM, groups, U32), HALPY_T(GM, a), HALPY_T(GM, b), HALPY_T(GM, d)},
+                   {HALPY_O(GM, "a", a), HALPY_O(GM, "b", b), HALPY_O_RAW("offsets", kI32),
+                    HALPY_O(GM, "d", d)},
+                   {}});
   using SM = hal_op_softmax_desc_t;
   std::vector<Field> softmax_fields = {HALPY_F(SM, log, U32), HALPY_T(SM, x), HALPY_T(SM, y),
                                        HALPY_T(SM, grad_x)};
@@ -425,10 +429,14 @@ std::vector<OpSpec> make_specs() {
                                          HALPY_T(AT, grad_q),
                                          HALPY_T(AT, grad_k),
                                          HALPY_T(AT, grad_v)};
-  std::vector<OperandSlot> attention_operands = {
-      HALPY_O(AT, "q", q),         HALPY_O(AT, "k", k),          HALPY_O(AT, "v", v),
-      HALPY_O(AT, "out", out),     HALPY_O(AT, "lse", lse),      HALPY_O_RAW("cu_seqlens_q"),
-      HALPY_O_RAW("cu_seqlens_k"), HALPY_O_RAW("block_sparsity")};
+  std::vector<OperandSlot> attention_operands = {HALPY_O(AT, "q", q),
+                                                 HALPY_O(AT, "k", k),
+                                                 HALPY_O(AT, "v", v),
+                                                 HALPY_O(AT, "out", out),
+                                                 HALPY_O(AT, "lse", lse),
+                                                 HALPY_O_RAW("cu_seqlens_q", kI32),
+                                                 HALPY_O_RAW("cu_seqlens_k", kI32),
+                                                 HALPY_O_RAW("block_sparsity", kSparsity)};
   specs.push_back({HAL_OP_ATTENTION, sizeof(AT), attention_fields, attention_operands, {}});
   attention_operands.push_back(HALPY_O(AT, "grad_out", grad_out));
   attention_operands.push_back(HALPY_O(AT, "grad_q", grad_q));
@@ -532,8 +540,10 @@ struct OpPlan : Resource {
   hal_op_plan_t handle = nullptr;
   hal_op_plan_info_t info{};
   // One workspace per stream, made on first use: executions on different
-  // streams may overlap, so they never share one.
-  std::map<hal_stream_t, nb::object> workspaces;
+  // streams may overlap, so they never share one. The last few streams'
+  // only: an older one's is freed (hal_mem_free waits for its work).
+  static constexpr size_t kWorkspaceStreams = 4;
+  std::vector<std::pair<hal_stream_t, nb::object>> workspaces;
 
   OpPlan(const Device& dev, const std::string& kind, nb::dict fields, bool deterministic)
       : device(dev), spec(&spec_named(kind)) {
@@ -640,7 +650,13 @@ struct OpPlan : Resource {
     }
     check(result);
     info.struct_size = sizeof info;
-    check(hal_op_plan_get_info(handle, &info));
+    try {
+      check(hal_op_plan_get_info(handle, &info));
+    } catch (...) {  // the destructor does not run for a throwing constructor
+      hal_op_plan_destroy(handle);
+      handle = nullptr;
+      throw;
+    }
   }
   ~OpPlan() override { release(); }
   void release() noexcept override {
@@ -707,7 +723,18 @@ struct OpPlan : Resource {
       return;
     }
     const OperandSlot& slot = spec->operands[i];
-    if (slot.tensor < 0) return;  // a layout the op implies; HAL checks its extent
+    if (slot.tensor < 0) {  // a dense layout the op implies; HAL checks its extent
+      const hal_dtype_t want =
+          slot.implied == Implied::kSparsity && desc.attention.sparsity == HAL_ATTENTION_BLOCK_MASK
+              ? HAL_DTYPE_U8
+              : HAL_DTYPE_I32;
+      if (op.dtype->hal != want)
+        raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, where + " is " + op.dtype->name + ", the op reads " +
+                                                   hal::util::dtype_name(want));
+      if (op.strides != contiguous_strides(op.shape))
+        raise_hal(HAL_ERROR_INVALID_ARGUMENT, where + " must be dense (contiguous)");
+      return;
+    }
     hal_tensor_desc_t planned;
     std::memcpy(&planned, reinterpret_cast<const unsigned char*>(&desc) + slot.tensor,
                 sizeof planned);
@@ -720,37 +747,32 @@ struct OpPlan : Resource {
                                                 "; the plan was made for " + layout_text(planned));
   }
 
-  Buffer& workspace_for(hal_stream_t stream) {
-    auto it = workspaces.find(stream);
-    if (it == workspaces.end()) {
-      nb::object ws = nb::cast(
-          new Buffer(device, {info.workspace_bytes}, dtype_named("uint8"), HAL_MEMORY_DEVICE),
-          nb::rv_policy::take_ownership);
-      it = workspaces.emplace(stream, ws).first;
-    }
-    return nb::cast<Buffer&>(it->second);
+  nb::object workspace_for(hal_stream_t stream) {
+    for (auto& [owner, buffer] : workspaces)
+      if (owner == stream) return buffer;
+    nb::object buffer = nb::cast(
+        new Buffer(device, {info.workspace_bytes}, dtype_named("uint8"), HAL_MEMORY_DEVICE),
+        nb::rv_policy::take_ownership);
+    if (workspaces.size() >= kWorkspaceStreams) workspaces.erase(workspaces.begin());
+    workspaces.emplace_back(stream, buffer);
+    return buffer;
   }
 
+  // Python code (a sequence's __getitem__, a scalar's __float__, another
+  // thread while an allocation releases the GIL) runs only before the
+  // operands' pointers are taken; from then on the buffers are pinned (InUse)
+  // until hal_op_execute has returned.
   void execute(nb::sequence operands, nb::sequence scalars, nb::handle workspace, Stream* stream) {
     hal_op_plan_t plan = get();
-    const size_t n = nb::len(operands);
+    const nb::tuple items(operands);  // our own references for the whole call
+    const size_t n = nb::len(items);
     const std::vector<std::string> names = operand_names();
     if (n != info.operand_count || names.size() != n)
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, kind_name() + " takes " +
                                                  std::to_string(info.operand_count) +
                                                  " operands, got " + std::to_string(n));
-    std::vector<void*> pointers(n, nullptr);
-    std::vector<Resource*> used{this};
-    for (size_t i = 0; i < n; ++i) {
-      nb::handle value = operands[i];
-      if (value.is_none()) continue;
-      Operand op = operand_of(value, kind_name() + " operand '" + names[i] + "'");
-      check_operand(i, names[i], op);
-      pointers[i] = static_cast<unsigned char*>(op.buffer->get()) +
-                    static_cast<size_t>(op.offset) * op.dtype->size;
-      used.push_back(op.buffer);
-    }
-    const size_t s = nb::len(scalars);
+    const nb::tuple scalar_items(scalars);
+    const size_t s = nb::len(scalar_items);
     if (s != info.scalar_count || s != spec->scalars.size())
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, kind_name() + " takes " +
                                                  std::to_string(info.scalar_count) +
@@ -760,40 +782,53 @@ struct OpPlan : Resource {
       const ScalarSlot& slot = spec->scalars[i];
       switch (slot.type) {
         case ScalarType::F64:
-          values[i].f64 = number<double>(scalars[i], slot.name);
+          values[i].f64 = number<double>(scalar_items[i], slot.name);
           break;
         case ScalarType::I64:
-          values[i].i64 = number<int64_t>(scalars[i], slot.name);
+          values[i].i64 = number<int64_t>(scalar_items[i], slot.name);
           break;
         case ScalarType::U64:
-          values[i].u64 = number<uint64_t>(scalars[i], slot.name);
+          values[i].u64 = number<uint64_t>(scalar_items[i], slot.name);
           break;
       }
     }
     Stream& st = stream_or_default(stream, device);
     hal_stream_t h = st.get();
+    nb::object ws_object;  // held for the call: a later eviction cannot free it under us
+    if (info.workspace_bytes) {
+      if (!workspace.is_none()) {
+        if (!nb::isinstance<Buffer>(workspace))
+          raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, "workspace must be a hal.Buffer");
+        if (!(nb::cast<Buffer&>(workspace).device == device))
+          raise_hal(HAL_ERROR_DEVICE_MISMATCH, "the workspace is on another device");
+        ws_object = nb::borrow(workspace);
+      } else {
+        ws_object = workspace_for(h);  // may allocate (the GIL is released there)
+      }
+    }
+    std::vector<void*> pointers(n, nullptr);
+    std::vector<Resource*> used{this, &st};
+    for (size_t i = 0; i < n; ++i) {
+      nb::handle value = items[i];
+      if (value.is_none()) continue;
+      Operand op = operand_of(value, kind_name() + " operand '" + names[i] + "'");
+      check_operand(i, names[i], op);
+      pointers[i] = static_cast<unsigned char*>(op.buffer->get()) +
+                    static_cast<size_t>(op.offset) * op.dtype->size;
+      used.push_back(op.buffer);
+    }
     hal_op_exec_args_t args{};
     args.struct_size = sizeof args;
     args.operand_count = static_cast<uint32_t>(n);
     args.scalar_count = static_cast<uint32_t>(s);
     args.operands = pointers.data();
     args.scalars = values.data();
-    if (info.workspace_bytes) {
-      Buffer* ws = nullptr;
-      if (!workspace.is_none()) {
-        if (!nb::isinstance<Buffer>(workspace))
-          raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, "workspace must be a hal.Buffer");
-        ws = &nb::cast<Buffer&>(workspace);
-        if (!(ws->device == device))
-          raise_hal(HAL_ERROR_DEVICE_MISMATCH, "the workspace is on another device");
-      } else {
-        ws = &workspace_for(h);
-      }
-      args.workspace = ws->get();
-      args.workspace_bytes = ws->nbytes;
-      used.push_back(ws);
+    if (ws_object.is_valid()) {
+      Buffer& ws = nb::cast<Buffer&>(ws_object);
+      args.workspace = ws.get();
+      args.workspace_bytes = ws.nbytes;
+      used.push_back(&ws);
     }
-    used.push_back(&st);
     hal_result_t result;
     {
       InUse use(std::move(used));

@@ -454,3 +454,41 @@ def test_a_closed_buffer_raises_and_a_plan_outlives_nothing(dev, rng):
     planned.close()
     with pytest.raises(hal.DestroyedHandleError):
         planned.execute([view, view])
+
+
+def test_varlen_attention_matches_each_sequence_alone(dev, rng):
+    lengths_q, lengths_k, h, d = [5, 0, 11], [7, 3, 11], 2, 8
+    cu_q = np.concatenate([[0], np.cumsum(lengths_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lengths_k)]).astype(np.int32)
+    q = randn(rng, 1, int(cu_q[-1]), h, d)
+    k, v = randn(rng, 1, int(cu_k[-1]), h, d), randn(rng, 1, int(cu_k[-1]), h, d)
+    out, lse = ops.attention(put(q, dev), put(k, dev), put(v, dev), causal="bottom_right",
+                             cu_seqlens_q=put(cu_q, dev), cu_seqlens_k=put(cu_k, dev),
+                             max_seqlen_q=max(lengths_q), max_seqlen_k=max(lengths_k))
+    assert lse.shape == (1, h, int(cu_q[-1]))
+    got, got_lse = out.to_numpy(), lse.to_numpy()
+    for b in range(3):
+        qs, ks = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        if lengths_q[b] == 0:
+            continue
+        # bottom-right alignment in the sequence: row i sees keys j <= i + len_k - len_q
+        sq, sk = lengths_q[b], lengths_k[b]
+        for hi in range(h):
+            s = q[0, qs, hi].astype(np.float64) @ k[0, ks, hi].T.astype(np.float64) / math.sqrt(d)
+            allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq
+            s = np.where(allowed, s, -np.inf)
+            mx = s.max(-1, keepdims=True)
+            e = np.exp(s - mx)
+            np.testing.assert_allclose(got[0, qs, hi], (e / e.sum(-1, keepdims=True)) @ v[0, ks, hi],
+                                       rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(got_lse[0, hi, qs], (mx + np.log(e.sum(-1, keepdims=True)))[:, 0],
+                                       rtol=1e-5, atol=1e-5)
+
+
+def test_implied_operands_must_be_dense_and_of_their_dtype(dev, rng):
+    a, b = put(randn(rng, 6, 4), dev), put(randn(rng, 2, 4, 3), dev)
+    with pytest.raises(hal.ArgumentMismatchError, match="the op reads i32"):
+        ops.grouped_matmul(a, b, put(np.array([0, 3, 6], np.int64), dev))
+    offsets = put(np.array([0, 9, 3, 9, 6, 9], np.int32), dev)
+    with pytest.raises(hal.InvalidArgumentError, match="dense"):
+        ops.grouped_matmul(a, b, hal.Tensor(offsets, (3,), (2,)))

@@ -306,13 +306,14 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
       load_row(a.v, b, first + c, kv_head, dim, s.values.data() + c * dim);
     }
     for (int64_t group = 0; group < rows; group += kRowGroup) {
-      int64_t seen[kRowGroup], widest = 0;
+      int64_t seen[kRowGroup], widest = 0, narrowest = count;
       for (int64_t k = 0; k < kRowGroup; ++k) {
         const int64_t r = group + k;
         seen[k] = r < rows && a.blocks.sees(seq, a.heads, head, row_begin + r, first)
                       ? std::clamp<int64_t>(visible_keys(a, row_begin + r) - first, 0, count)
                       : 0;
         widest = std::max(widest, seen[k]);
+        if (group + k < rows) narrowest = std::min(narrowest, seen[k]);
       }
       if (widest == 0) continue;
       float* scores = s.scores.data();
@@ -326,7 +327,18 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
                               &s.sum[group + k], s.acc.data() + (group + k) * dim);
         }
       }
-      add_weighted_rows_group(scores, s.values.data(), widest, dim, s.acc.data() + group * dim);
+      if (narrowest == widest) {
+        add_weighted_rows_group(scores, s.values.data(), widest, dim, s.acc.data() + group * dim);
+      } else {
+        // Rows that see fewer keys (a causal diagonal, a sparse block
+        // edge) sum over their own: a weight of 0 times a value they do not
+        // see (inf or NaN in a masked block) would still reach them.
+        for (int64_t k = 0; k < kRowGroup && group + k < rows; ++k) {
+          if (seen[k] > 0)
+            add_weighted_rows(scores + k * kBlockKeys, s.values.data(), seen[k], dim,
+                              s.acc.data() + (group + k) * dim);
+        }
+      }
     }
   }
   for (int64_t r = 0; r < rows; ++r) {

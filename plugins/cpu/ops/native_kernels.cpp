@@ -550,7 +550,7 @@ HAL_ISA_CLONES void softmax_backward_rows(bool log, ConstRef y, ConstRef grad_y,
           if (log) {
             const float sum = lane_sum(n, [&](size_t k) { return G::load(gr[k]); });
             for (size_t k = 0; k < n; ++k)
-              xr[k] = X::store(G::load(gr[k]) - exp_clamped(Y::load(yr[k])) * sum);
+              xr[k] = X::store(G::load(gr[k]) - exp_or_zero(Y::load(yr[k])) * sum);
           } else {
             const float sum =
                 lane_sum(n, [&](size_t k) { return G::load(gr[k]) * Y::load(yr[k]); });

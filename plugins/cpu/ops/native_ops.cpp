@@ -678,46 +678,54 @@ std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool
     });
   }
   const bool accumulate = desc.accumulate != 0;
-  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand,
-                                             const hal_op_scalar_t*) {
-    // A stable counting sort of the rows by id (SPEC's order: each id's rows
-    // in increasing index), then one sum per vocabulary row: no atomics.
-    std::vector<uint64_t> starts(vocab + 1, 0), sorted;
-    for (uint64_t i = 0; i < ids; ++i) {
-      const int64_t id = id_at(operand[0], ids_i64, i);
-      if (id >= 0 && static_cast<uint64_t>(id) < vocab) ++starts[static_cast<uint64_t>(id) + 1];
-    }
-    for (uint64_t v = 0; v < vocab; ++v) starts[v + 1] += starts[v];
-    sorted.resize(starts[vocab]);
-    std::vector<uint64_t> cursor(starts.begin(), starts.end() - 1);
-    for (uint64_t i = 0; i < ids; ++i) {
-      const int64_t id = id_at(operand[0], ids_i64, i);
-      if (id >= 0 && static_cast<uint64_t>(id) < vocab)
-        sorted[cursor[static_cast<uint64_t>(id)]++] = i;
-    }
-    const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(width, 1));
-    parallel_ranges(pool, vocab, grain, [&](uint64_t begin, uint64_t end) {
-      std::vector<float> sum(width), row(width);
-      for (uint64_t v = begin; v < end; ++v) {
-        Ref target = row_of(operand[2], types[0], v, width);
-        if (starts[v] == starts[v + 1]) {
-          if (!accumulate) std::memset(target.data, 0, width * type_bytes(target.type));
-          continue;
+  return std::make_unique<NativePlan>(
+      3, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+        // A stable counting sort of the rows by id (SPEC's order: each id's rows
+        // in increasing index), then one sum per vocabulary row: no atomics.
+        std::vector<uint64_t> starts(vocab + 1, 0), sorted;
+        for (uint64_t i = 0; i < ids; ++i) {
+          const int64_t id = id_at(operand[0], ids_i64, i);
+          if (id >= 0 && static_cast<uint64_t>(id) < vocab) ++starts[static_cast<uint64_t>(id) + 1];
         }
-        std::fill(sum.begin(), sum.end(), 0.0f);
-        for (uint64_t k = starts[v]; k < starts[v + 1]; ++k) {
-          native::convert(const_row_of(operand[1], types[1], sorted[k], width),
-                          Ref{row.data(), Type::kF32}, width);
-          for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
+        for (uint64_t v = 0; v < vocab; ++v) starts[v + 1] += starts[v];
+        sorted.resize(starts[vocab]);
+        std::vector<uint64_t> cursor(starts.begin(), starts.end() - 1);
+        for (uint64_t i = 0; i < ids; ++i) {
+          // ids are device data read twice: a value changed in between must not
+          // write past its bucket.
+          const int64_t id = id_at(operand[0], ids_i64, i);
+          if (id >= 0 && static_cast<uint64_t>(id) < vocab &&
+              cursor[static_cast<uint64_t>(id)] < starts[static_cast<uint64_t>(id) + 1])
+            sorted[cursor[static_cast<uint64_t>(id)]++] = i;
         }
-        if (accumulate) {
-          native::convert(ConstRef{target.data, target.type}, Ref{row.data(), Type::kF32}, width);
-          for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
-        }
-        native::convert(ConstRef{sum.data(), Type::kF32}, target, width);
-      }
-    });
-  });
+        const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(width, 1));
+        const uint64_t chunks = (vocab + grain - 1) / grain;
+        // Scratch per worker, allocated here: an item never allocates.
+        std::vector<float> scratch((pool.workers() + 1) * 2 * width);
+        parallel_items(pool, chunks, [&](uint64_t chunk, uint32_t worker) {
+          float* sum = scratch.data() + worker * 2 * width;
+          float* row = sum + width;
+          const uint64_t begin = chunk * grain, end = std::min(vocab, begin + grain);
+          for (uint64_t v = begin; v < end; ++v) {
+            Ref target = row_of(operand[2], types[0], v, width);
+            if (starts[v] == starts[v + 1]) {
+              if (!accumulate) std::memset(target.data, 0, width * type_bytes(target.type));
+              continue;
+            }
+            std::fill(sum, sum + width, 0.0f);
+            for (uint64_t k = starts[v]; k < starts[v + 1]; ++k) {
+              native::convert(const_row_of(operand[1], types[1], sorted[k], width),
+                              Ref{row, Type::kF32}, width);
+              for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
+            }
+            if (accumulate) {
+              native::convert(ConstRef{target.data, target.type}, Ref{row, Type::kF32}, width);
+              for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
+            }
+            native::convert(ConstRef{sum, Type::kF32}, target, width);
+          }
+        });
+      });
 }
 
 // |planned| with the execution's operands (ops.h's attention operand order).
@@ -798,6 +806,19 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
     const int64_t s_k = varlen ? int64_t{desc.max_seqlen_k} : attention.s_k;
     blocks.q_blocks = (s_q + blocks.block_q - 1) / blocks.block_q;
     blocks.k_blocks = (s_k + blocks.block_k - 1) / blocks.block_k;
+    // Block indices become a byte mask per execution: bounded, so a huge
+    // sparse problem is declined rather than failing the stream.
+    constexpr int64_t kMaxExpandedMask = int64_t{64} << 20;
+    const double expanded =
+        static_cast<double>(attention.batch) * static_cast<double>(attention.heads) *
+        static_cast<double>(blocks.q_blocks) * static_cast<double>(blocks.k_blocks);
+    if (sparsity == HAL_ATTENTION_BLOCK_INDICES &&
+        expanded > static_cast<double>(kMaxExpandedMask)) {
+      decline.reason =
+          "block indices would expand to a mask of more than 64 MiB (batch x heads x query "
+          "blocks x key blocks); left to the portable implementation";
+      return nullptr;
+    }
   }
   // The execution's block visibility: the mask operand itself, or the block
   // indices expanded into |expanded| (per execution: the indices are device
