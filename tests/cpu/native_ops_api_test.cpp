@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -910,5 +911,91 @@ TEST_CASE(
       }
       check_close(results[0].data(), results[1].data(), table_count, 4.0);
     }
+  }
+}
+
+namespace {
+
+// Forward and backward of one head, causal top-left, on the given q, k, v
+// and grad_out; returns out, then grad_q, grad_k, grad_v.
+AttentionRun attention_of(Session& session, int64_t s, int64_t dim, const std::vector<float>& q,
+                          const std::vector<float>& k, const std::vector<float>& v,
+                          const std::vector<float>& grad_out) {
+  hal_op_attention_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_ATTENTION;
+  desc.causal = HAL_CAUSAL_TOP_LEFT;
+  desc.batch = 1;
+  desc.q = desc.k = desc.v = desc.out = dense({1, s, 1, dim});
+  desc.lse = dense({1, 1, s});
+  const size_t n = static_cast<size_t>(s * dim);
+  float* buffers[8];
+  for (float*& b : buffers) b = session.floats(n);
+  std::memcpy(buffers[0], q.data(), n * 4);
+  std::memcpy(buffers[1], k.data(), n * 4);
+  std::memcpy(buffers[2], v.data(), n * 4);
+  float* lse = session.floats(static_cast<size_t>(s));
+  hal_op_plan_t forward = plan_of(session, &desc.header, false);
+  execute(session, forward,
+          {buffers[0], buffers[1], buffers[2], buffers[3], lse, nullptr, nullptr, nullptr});
+  hal_op_plan_destroy(forward);
+  desc.header.kind = HAL_OP_ATTENTION_BACKWARD;
+  desc.grad_out = desc.grad_q = desc.grad_k = desc.grad_v = desc.q;
+  std::memcpy(buffers[4], grad_out.data(), n * 4);
+  hal_op_plan_t backward = plan_of(session, &desc.header, false);
+  CHECK(implementation_of(backward) == "cpu.native");
+  execute(session, backward,
+          {buffers[0], buffers[1], buffers[2], buffers[3], lse, nullptr, nullptr, nullptr,
+           buffers[4], buffers[5], buffers[6], buffers[7]});
+  hal_op_plan_destroy(backward);
+  return {{buffers[3], buffers[3] + n},
+          {},
+          {buffers[5], buffers[5] + n},
+          {buffers[6], buffers[6] + n},
+          {buffers[7], buffers[7] + n}};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cpu.native attention: a value no row sees never reaches that row (inf and NaN in "
+    "masked keys, values and queries)",
+    "[cpu][api][ops][native]") {
+  Session session;
+  const int64_t s = 70, dim = 16, poisoned = 37;  // key/query row 37: mid group, mid step
+  const size_t n = static_cast<size_t>(s * dim);
+  std::vector<float> q(n), k(n), v(n), grad_out(n);
+  fill(q.data(), n, 101);
+  fill(k.data(), n, 102);
+  fill(v.data(), n, 103);
+  fill(grad_out.data(), n, 104);
+  const AttentionRun clean = attention_of(session, s, dim, q, k, v, grad_out);
+  const size_t before = static_cast<size_t>(poisoned * dim);
+  {
+    // An inf value at key 37: rows before 37 do not see it (causal), though
+    // rows 36 and 37 share a group of 4: their out and grad_q are the clean
+    // run's, bit for bit.
+    std::vector<float> dirty_v = v;
+    for (int64_t d = 0; d < dim; ++d)
+      dirty_v[before + static_cast<size_t>(d)] = std::numeric_limits<float>::infinity();
+    const AttentionRun dirty = attention_of(session, s, dim, q, k, dirty_v, grad_out);
+    CHECK(std::memcmp(dirty.out.data(), clean.out.data(), before * 4) == 0);
+    CHECK(std::memcmp(dirty.grad_q.data(), clean.grad_q.data(), before * 4) == 0);
+  }
+  {
+    // NaN in query row 37 and inf in its output gradient: keys after 37 are
+    // not seen by row 37 (the rest of their step sees them): their grad_k
+    // and grad_v are the clean run's, bit for bit.
+    std::vector<float> dirty_q = q, dirty_grad = grad_out;
+    for (int64_t d = 0; d < dim; ++d) {
+      dirty_q[before + static_cast<size_t>(d)] = std::numeric_limits<float>::quiet_NaN();
+      dirty_grad[before + static_cast<size_t>(d)] = std::numeric_limits<float>::infinity();
+    }
+    const AttentionRun dirty = attention_of(session, s, dim, dirty_q, k, v, dirty_grad);
+    const size_t after = before + static_cast<size_t>(dim);
+    CHECK(std::memcmp(dirty.grad_k.data() + after, clean.grad_k.data() + after, (n - after) * 4) ==
+          0);
+    CHECK(std::memcmp(dirty.grad_v.data() + after, clean.grad_v.data() + after, (n - after) * 4) ==
+          0);
   }
 }

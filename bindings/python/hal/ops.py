@@ -537,7 +537,8 @@ def attention(q: TensorLike, k: TensorLike, v: TensorLike, *, causal: str = "non
               block_q: int = 64, block_k: int = 64, stream: Stream | None = None) -> tuple:
     """Fused attention on the FlashAttention contract: q [batch, s_q, heads, d], k and v
     [batch, s_k, kv_heads, d]; causal none, top_left or bottom_right; scale 0 = 1/sqrt(d).
-    Returns (out, lse), lse f32 [batch, heads, s_q] for the backward."""
+    Returns (out, lse), lse f32 [q.shape[0], heads, q.shape[1]] for the backward (varlen:
+    [1, heads, total_q])."""
     device = _device(q)
     fields, sparse, batch = _attention_fields(q, k, v, causal, scale, cu_seqlens_q, max_seqlen_q,
                                               max_seqlen_k, block_mask, block_indices, block_q,

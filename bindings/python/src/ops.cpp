@@ -46,6 +46,18 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
+// Dense row-major: the strides of extents above 1 are the contiguous ones
+// (an extent of 1 may have any stride; an empty tensor is dense).
+bool dense_layout(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 0) return true;
+    if (shape[d] != 1 && strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
 std::vector<int64_t> int_list(nb::handle value, const char* what) {
   const std::string wrong = std::string(what) + " must be an int or a sequence of ints";
   std::vector<int64_t> out;
@@ -712,7 +724,7 @@ struct OpPlan : Resource {
         raise_hal(
             HAL_ERROR_ARGUMENT_MISMATCH,
             where + " is " + op.dtype->name + ", the plan needs " + hal::util::dtype_name(want));
-      if (op.strides != contiguous_strides(op.shape))
+      if (!dense_layout(op.shape, op.strides))
         raise_hal(HAL_ERROR_INVALID_ARGUMENT, where + " must be dense (contiguous)");
       int64_t count = 1;
       for (int64_t e : op.shape) count *= e;
@@ -731,7 +743,7 @@ struct OpPlan : Resource {
       if (op.dtype->hal != want)
         raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, where + " is " + op.dtype->name + ", the op reads " +
                                                    hal::util::dtype_name(want));
-      if (op.strides != contiguous_strides(op.shape))
+      if (!dense_layout(op.shape, op.strides))
         raise_hal(HAL_ERROR_INVALID_ARGUMENT, where + " must be dense (contiguous)");
       return;
     }
@@ -747,13 +759,27 @@ struct OpPlan : Resource {
                                                 "; the plan was made for " + layout_text(planned));
   }
 
-  nb::object workspace_for(hal_stream_t stream) {
+  // The workspace of |stream|, made on first use. Buffers that leave the list
+  // go to |dropped|, which the caller lets go after its execution: freeing
+  // one releases the GIL (hal_mem_free waits for the device), which must not
+  // happen while the list is being changed.
+  nb::object workspace_for(hal_stream_t stream, std::vector<nb::object>& dropped) {
     for (auto& [owner, buffer] : workspaces)
       if (owner == stream) return buffer;
     nb::object buffer = nb::cast(
         new Buffer(device, {info.workspace_bytes}, dtype_named("uint8"), HAL_MEMORY_DEVICE),
         nb::rv_policy::take_ownership);
-    if (workspaces.size() >= kWorkspaceStreams) workspaces.erase(workspaces.begin());
+    // The allocation released the GIL: another thread may have made one meanwhile.
+    for (auto& [owner, existing] : workspaces) {
+      if (owner == stream) {
+        dropped.push_back(std::move(buffer));
+        return existing;
+      }
+    }
+    if (workspaces.size() >= kWorkspaceStreams) {
+      dropped.push_back(std::move(workspaces.front().second));
+      workspaces.erase(workspaces.begin());
+    }
     workspaces.emplace_back(stream, buffer);
     return buffer;
   }
@@ -763,7 +789,8 @@ struct OpPlan : Resource {
   // operands' pointers are taken; from then on the buffers are pinned (InUse)
   // until hal_op_execute has returned.
   void execute(nb::sequence operands, nb::sequence scalars, nb::handle workspace, Stream* stream) {
-    hal_op_plan_t plan = get();
+    get();                            // a closed plan raises before anything runs
+    std::vector<nb::object> dropped;  // workspaces let go after the call (declared first)
     const nb::tuple items(operands);  // our own references for the whole call
     const size_t n = nb::len(items);
     const std::vector<std::string> names = operand_names();
@@ -793,7 +820,6 @@ struct OpPlan : Resource {
       }
     }
     Stream& st = stream_or_default(stream, device);
-    hal_stream_t h = st.get();
     nb::object ws_object;  // held for the call: a later eviction cannot free it under us
     if (info.workspace_bytes) {
       if (!workspace.is_none()) {
@@ -803,7 +829,7 @@ struct OpPlan : Resource {
           raise_hal(HAL_ERROR_DEVICE_MISMATCH, "the workspace is on another device");
         ws_object = nb::borrow(workspace);
       } else {
-        ws_object = workspace_for(h);  // may allocate (the GIL is released there)
+        ws_object = workspace_for(st.get(), dropped);  // may release the GIL (allocation)
       }
     }
     std::vector<void*> pointers(n, nullptr);
@@ -817,6 +843,9 @@ struct OpPlan : Resource {
                     static_cast<size_t>(op.offset) * op.dtype->size;
       used.push_back(op.buffer);
     }
+    // No Python code runs from here on: the handles read now are the call's.
+    hal_op_plan_t plan = get();
+    hal_stream_t h = st.get();
     hal_op_exec_args_t args{};
     args.struct_size = sizeof args;
     args.operand_count = static_cast<uint32_t>(n);

@@ -418,11 +418,13 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
             }
           }
         }
+        int64_t seen_by[kStepRows];  // keys [0, seen_by[r]) of the block row r sees
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t seen =
               a.blocks.sees(seq, a.heads, head, step + r, first)
                   ? std::clamp<int64_t>(visible_keys(a, step + r) - first, 0, count)
                   : 0;
+          seen_by[r] = seen;
           float* probs = s.scores.data() + r * kBlockKeys;
           float* grad_scores = s.grad_scores.data() + r * kBlockKeys;
           backward_step(probs, grad_scores, seen, a.scale, s.lse[base + static_cast<size_t>(r)],
@@ -436,11 +438,31 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
                               s.grad_q.data() + (base + static_cast<size_t>(r)) * dim);
           }
         }
+        // Key c sums over the rows that see it only: a weight of 0 times a
+        // row that does not (inf or NaN in a masked query row) must not
+        // reach its gradients. Causal rows that see c are a suffix of the
+        // step; a sparse block edge may split it, then row by row.
         for (int64_t c = 0; c < count; ++c) {
-          add_weighted_rows(s.probs_t.data() + c * kStepRows, grad_out, rows, dim,
-                            s.grad_v.data() + c * dim);
-          add_weighted_rows(s.grad_scores_t.data() + c * kStepRows, q, rows, dim,
-                            s.grad_k.data() + c * dim);
+          int64_t lo = 0;
+          while (lo < rows && seen_by[lo] <= c) ++lo;
+          bool suffix = true;
+          for (int64_t r = lo; r < rows && suffix; ++r) suffix = seen_by[r] > c;
+          const size_t at = static_cast<size_t>(c * kStepRows);
+          if (suffix) {
+            if (lo == rows) continue;
+            add_weighted_rows(s.probs_t.data() + at + lo, grad_out + lo * dim, rows - lo, dim,
+                              s.grad_v.data() + c * dim);
+            add_weighted_rows(s.grad_scores_t.data() + at + lo, q + lo * dim, rows - lo, dim,
+                              s.grad_k.data() + c * dim);
+            continue;
+          }
+          for (int64_t r = lo; r < rows; ++r) {
+            if (seen_by[r] <= c) continue;
+            add_weighted_rows(s.probs_t.data() + at + r, grad_out + r * dim, 1, dim,
+                              s.grad_v.data() + c * dim);
+            add_weighted_rows(s.grad_scores_t.data() + at + r, q + r * dim, 1, dim,
+                              s.grad_k.data() + c * dim);
+          }
         }
       }
     }
