@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -205,6 +206,20 @@ size_t open_fds() {
 }  // less opendir's own
 size_t threads() {
   return count_entries("/proc/self/task");
+}
+// The thread count once it reaches |expected|, or after two seconds. A joined
+// thread can stay in /proc/self/task for a moment after pthread_join returns
+// (the kernel wakes the joiner before it reaps the task), so an exact count
+// read right after a join races with the reaping; a thread really left
+// running stays counted past the wait.
+size_t threads_settled_at(size_t expected) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  size_t now = threads();
+  while (now != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    now = threads();
+  }
+  return now;
 }
 // The thread count with the runtime's own helpers already started: under
 // ThreadSanitizer the first thread the process creates also starts TSan's
@@ -549,7 +564,7 @@ TEST_CASE("store: an id's store binds loopback and stops with its communicators"
     hal_comm_unique_id_t id{};
     REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
     CHECK(open_fds() > fds_before);
-    CHECK(threads() == threads_before + 1);
+    CHECK(threads_settled_at(threads_before + 1) == threads_before + 1);
 
     // Its listening socket is on 127.0.0.1 (0100007F in /proc/net/tcp).
     std::set<std::string> fresh;
@@ -580,15 +595,15 @@ TEST_CASE("store: an id's store binds loopback and stops with its communicators"
     REQUIRE(hal_comm_init_rank(device, 1, &id, 0, &config, &comm) == HAL_SUCCESS);
     REQUIRE(hal_comm_destroy(comm) == HAL_SUCCESS);
     CHECK(open_fds() == fds_before);
-    CHECK(threads() == threads_before);
+    CHECK(threads_settled_at(threads_before) == threads_before);
 
     // A store no communicator adopted stops at hal_shutdown.
     REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
     REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
-    CHECK(threads() == threads_before + 2);
+    CHECK(threads_settled_at(threads_before + 2) == threads_before + 2);
   }
   CHECK(open_fds() == fds_before_init);
-  CHECK(threads() == threads_before_init);
+  CHECK(threads_settled_at(threads_before_init) == threads_before_init);
 }
 
 TEST_CASE("store: the fixed-session store's secret file must be private", "[store][secret]") {
@@ -643,6 +658,6 @@ TEST_CASE("the last hal_shutdown frees communicators and stops their stores", "[
     CHECK(threads() > threads_before_init);
   }  // comm is left alive on purpose
   CHECK(open_fds() == fds_before_init);
-  CHECK(threads() == threads_before_init);
+  CHECK(threads_settled_at(threads_before_init) == threads_before_init);
   CHECK(hal_comm_destroy(comm) == HAL_ERROR_NOT_INITIALIZED);
 }
