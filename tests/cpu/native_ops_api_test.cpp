@@ -698,7 +698,8 @@ TEST_CASE("cpu.native AdamW with the global norm and clipping matches the portab
 TEST_CASE("cpu.native layernorm, rmsnorm and softmax forward match the portable implementation",
           "[cpu][api][ops][native]") {
   Session session;
-  const int64_t rows = 37, cols = GENERATE(int64_t{1}, int64_t{15}, int64_t{300});
+  // 4100 columns: softmax rows longer than the AVX-512 path's 4096-float block.
+  const int64_t rows = 37, cols = GENERATE(int64_t{1}, int64_t{15}, int64_t{300}, int64_t{4100});
   const size_t n = static_cast<size_t>(rows * cols), c = static_cast<size_t>(cols),
                r = static_cast<size_t>(rows);
   for (const hal_norm_kind_t norm : {HAL_NORM_LAYERNORM, HAL_NORM_RMSNORM}) {
@@ -731,30 +732,38 @@ TEST_CASE("cpu.native layernorm, rmsnorm and softmax forward match the portable 
   }
 }
 
-TEST_CASE("cpu.native softmax: -inf entries give 0, a row of -inf gives NaN, in place",
-          "[cpu][api][ops][native]") {
+TEST_CASE(
+    "cpu.native softmax: -inf entries give 0, a row of -inf or with a NaN gives NaN, in place",
+    "[cpu][api][ops][native]") {
   Session session;
-  hal_op_softmax_desc_t desc{};
-  desc.header.struct_size = sizeof desc;
-  desc.header.kind = HAL_OP_SOFTMAX;
-  desc.x = desc.y = dense({2, 40});
-  float* x = session.floats(80);
-  const float inf = INFINITY;
-  for (int j = 0; j < 40; ++j) {
-    x[j] = j % 3 == 0 ? -inf : static_cast<float>(j) * 0.1f;
-    x[40 + j] = -inf;
+  for (const uint32_t log : {0u, 1u}) {
+    INFO("log " << log);
+    hal_op_softmax_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_SOFTMAX;
+    desc.log = log;
+    desc.x = desc.y = dense({3, 40});  // 40: two vectors of 16 and a tail
+    float* x = session.floats(120);
+    const float inf = INFINITY;
+    for (int j = 0; j < 40; ++j) {
+      x[j] = j % 3 == 0 ? -inf : static_cast<float>(j) * 0.1f;
+      x[40 + j] = -inf;
+      x[80 + j] = static_cast<float>(j);
+    }
+    x[80 + 37] = NAN;  // in the tail
+    hal_op_plan_t plan = plan_of(session, &desc.header, false);
+    CHECK(implementation_of(plan) == "cpu.native");
+    execute(session, plan, {x, x});
+    double sum = 0;
+    for (int j = 0; j < 40; ++j) {
+      if (j % 3 == 0) CHECK(x[j] == (log ? -inf : 0.0f));
+      sum += log ? std::exp(static_cast<double>(x[j])) : x[j];
+      CHECK(std::isnan(x[40 + j]));
+      CHECK(std::isnan(x[80 + j]));
+    }
+    CHECK(std::fabs(sum - 1.0) < 1e-5);
+    hal_op_plan_destroy(plan);
   }
-  hal_op_plan_t plan = plan_of(session, &desc.header, false);
-  CHECK(implementation_of(plan) == "cpu.native");
-  execute(session, plan, {x, x});
-  double sum = 0;
-  for (int j = 0; j < 40; ++j) {
-    if (j % 3 == 0) CHECK(x[j] == 0.0f);
-    sum += x[j];
-    CHECK(std::isnan(x[40 + j]));
-  }
-  CHECK(std::fabs(sum - 1.0) < 1e-5);
-  hal_op_plan_destroy(plan);
 }
 
 TEST_CASE("cpu.native softmax backward matches the portable implementation",

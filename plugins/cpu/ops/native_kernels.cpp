@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "native_math.hpp"
+#include "native_rows_avx512.hpp"
 
 namespace hal::cpu::ops::native {
 namespace {
@@ -490,25 +491,71 @@ inline float exp_or_zero(float x) {
   return x < -87.5f ? 0.0f : exp_clamped(x);
 }
 
+// The maximum of a row, NaN if any element is NaN (-inf when empty), in 16
+// lanes so the loop vectorises.
+template <typename X>
+inline float row_max(const typename X::Storage* xr, size_t n) {
+  float lanes[16];
+  for (float& lane : lanes) lane = -std::numeric_limits<float>::infinity();
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    for (size_t k = 0; k < 16; ++k) {
+      const float v = X::load(xr[j + k]);
+      lanes[k] = (v > lanes[k] || v != v) ? v : lanes[k];  // NaN sticks
+    }
+  }
+  float maximum = -std::numeric_limits<float>::infinity();
+  for (float lane : lanes) maximum = nan_max(maximum, lane);
+  for (; j < n; ++j) maximum = nan_max(maximum, X::load(xr[j]));
+  return maximum;
+}
+
+// The logarithm of the sum of e^(x - maximum) over a row, plus maximum.
+template <typename X>
+inline float row_log_sum_exp(const typename X::Storage* xr, size_t n) {
+  if constexpr (std::is_same_v<X, F32>) {
+    if (avx512_rows_available()) {
+      const float maximum = row_max_f32_avx512(xr, n);
+      return maximum + std::log(row_sum_exp_f32_avx512(xr, maximum, nullptr, n));
+    }
+  }
+  const float maximum = row_max<X>(xr, n);
+  return maximum +
+         std::log(lane_sum(n, [&](size_t k) { return exp_or_zero(X::load(xr[k]) - maximum); }));
+}
+
 HAL_ISA_CLONES void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t row_begin,
                                  size_t row_end) {
   with_type(x.type, [&]<typename X>() {
     with_type(y.type, [&]<typename Y>() {
+      if constexpr (std::is_same_v<X, F32> && std::is_same_v<Y, F32>) {
+        if (avx512_rows_available()) {
+          // Softmax keeps a row's exponentials where the scaling pass reads
+          // them back from L1: this stack block when the row fits, else y
+          // itself (which makes y's lines travel from memory before the
+          // scaling pass writes them).
+          constexpr size_t kBlock = 4096;
+          alignas(64) float block[kBlock];
+          for (size_t r = row_begin; r < row_end; ++r) {
+            const float* xr = in<X>(x) + r * n;
+            float* yr = out<Y>(y) + r * n;
+            const float maximum = row_max_f32_avx512(xr, n);
+            if (log) {
+              const float sum = row_sum_exp_f32_avx512(xr, maximum, nullptr, n);
+              row_shift_f32_avx512(xr, maximum, std::log(sum), yr, n);
+            } else {
+              float* kept = n <= kBlock ? block : yr;
+              const float sum = row_sum_exp_f32_avx512(xr, maximum, kept, n);
+              row_scale_f32_avx512(kept, 1.0f / sum, yr, n);
+            }
+          }
+          return;
+        }
+      }
       for (size_t r = row_begin; r < row_end; ++r) {
         const auto* xr = in<X>(x) + r * n;
         auto* yr = out<Y>(y) + r * n;
-        float lanes[16];
-        for (float& lane : lanes) lane = -std::numeric_limits<float>::infinity();
-        size_t j = 0;
-        for (; j + 16 <= n; j += 16) {
-          for (size_t k = 0; k < 16; ++k) {
-            const float v = X::load(xr[j + k]);
-            lanes[k] = (v > lanes[k] || v != v) ? v : lanes[k];  // NaN sticks
-          }
-        }
-        float maximum = -std::numeric_limits<float>::infinity();
-        for (float lane : lanes) maximum = nan_max(maximum, lane);
-        for (; j < n; ++j) maximum = nan_max(maximum, X::load(xr[j]));
+        const float maximum = row_max<X>(xr, n);
         // A row of -inf: -inf - -inf is NaN, so the row is NaN (as frameworks give).
         // An f32 y keeps each exponential from the sum's pass (y may be x: the
         // element was read first), so each is computed once.
@@ -621,21 +668,7 @@ HAL_ISA_CLONES void cross_entropy_rows(ConstRef logits, const void* labels, bool
   with_type(logits.type, [&]<typename X>() {
     for (size_t r = row_begin; r < row_end; ++r) {
       const auto* xr = in<X>(logits) + r * classes;
-      float lanes[16];
-      for (float& lane : lanes) lane = -std::numeric_limits<float>::infinity();
-      size_t j = 0;
-      for (; j + 16 <= classes; j += 16) {
-        for (size_t k = 0; k < 16; ++k) {
-          const float v = X::load(xr[j + k]);
-          lanes[k] = (v > lanes[k] || v != v) ? v : lanes[k];  // NaN sticks
-        }
-      }
-      float maximum = -std::numeric_limits<float>::infinity();
-      for (float lane : lanes) maximum = nan_max(maximum, lane);
-      for (; j < classes; ++j) maximum = nan_max(maximum, X::load(xr[j]));
-      const float sum_exp =
-          lane_sum(classes, [&](size_t k) { return exp_or_zero(X::load(xr[k]) - maximum); });
-      const float row_lse = maximum + std::log(sum_exp);
+      const float row_lse = row_log_sum_exp<X>(xr, classes);
       lse[r] = row_lse;
       const int64_t label = label_at(labels, labels_i64, r);
       if (label == ignore_index) {

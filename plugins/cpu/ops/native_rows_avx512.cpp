@@ -1,0 +1,155 @@
+#include "native_rows_avx512.hpp"
+
+#include <limits>
+
+#if defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which its
+// -Wmaybe-uninitialized reports as a read of an uninitialised value once
+// inlined (GCC bug 105593, fixed in 12.3 and 13); the warning is in the
+// header, so it is silenced for this file's include of it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#endif
+
+namespace hal::cpu::ops::native {
+
+#if defined(__x86_64__)
+
+#define HAL_AVX512 __attribute__((target("avx512f")))
+
+namespace {
+
+// Lanes [0, n) of a vector, for the tail of a row.
+HAL_AVX512 inline __mmask16 first_lanes(size_t n) {
+  return static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// e^x per lane, the vector twin of native_math.hpp's exp_clamped followed by
+// exp_or_zero: 0 below -87.5 (e^-inf = 0), NaN for NaN, otherwise the
+// Cephes polynomial on r = x - n ln2 and 2^n through the exponent bits.
+HAL_AVX512 inline __m512 exp_or_zero(__m512 x) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.5f), _CMP_LT_OQ);
+  const __m512 clamped =
+      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 magic = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23: round to nearest
+  const __m512 n =
+      _mm512_sub_ps(_mm512_fmadd_ps(clamped, _mm512_set1_ps(1.44269504088896341f), magic), magic);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  const __m512i exponent =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  const __m512 value = _mm512_mul_ps(p, _mm512_castsi512_ps(exponent));
+  return _mm512_mask_blend_ps(nan, _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), value),
+                              x);
+}
+
+// The 16 lanes summed in lane order, as lane_sum does.
+HAL_AVX512 inline float sum_lanes(__m512 lanes) {
+  alignas(64) float values[16];
+  _mm512_store_ps(values, lanes);
+  float sum = 0.0f;
+  for (float value : values) sum += value;
+  return sum;
+}
+
+}  // namespace
+
+bool avx512_rows_available() {
+  static const bool available = __builtin_cpu_supports("avx512f");
+  return available;
+}
+
+HAL_AVX512 float row_max_f32_avx512(const float* x, size_t n) {
+  const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 best = lowest;
+  __mmask16 nan = 0;
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    best = _mm512_max_ps(v, best);
+  }
+  if (j < n) {
+    const __m512 v = _mm512_mask_loadu_ps(lowest, first_lanes(n - j), x + j);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    best = _mm512_max_ps(v, best);
+  }
+  if (nan != 0) return std::numeric_limits<float>::quiet_NaN();
+  return _mm512_reduce_max_ps(best);
+}
+
+HAL_AVX512 float row_sum_exp_f32_avx512(const float* x, float shift, float* keep, size_t n) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 lanes = _mm512_setzero_ps();
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = exp_or_zero(_mm512_sub_ps(_mm512_loadu_ps(x + j), s));
+    if (keep != nullptr) _mm512_storeu_ps(keep + j, e);
+    lanes = _mm512_add_ps(lanes, e);
+  }
+  float sum = sum_lanes(lanes);
+  if (j < n) {
+    // The tail after the lanes, in order, as lane_sum adds it.
+    const __mmask16 tail = first_lanes(n - j);
+    const __m512 e = exp_or_zero(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + j), s));
+    if (keep != nullptr) _mm512_mask_storeu_ps(keep + j, tail, e);
+    alignas(64) float values[16];
+    _mm512_store_ps(values, e);
+    for (size_t k = 0; k < n - j; ++k) sum += values[k];
+  }
+  return sum;
+}
+
+HAL_AVX512 void row_scale_f32_avx512(const float* x, float factor, float* y, size_t n) {
+  const __m512 f = _mm512_set1_ps(factor);
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), f));
+  if (j < n) {
+    const __mmask16 tail = first_lanes(n - j);
+    _mm512_mask_storeu_ps(y + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + j), f));
+  }
+}
+
+HAL_AVX512 void row_shift_f32_avx512(const float* x, float shift, float offset, float* y,
+                                     size_t n) {
+  const __m512 s = _mm512_set1_ps(shift), o = _mm512_set1_ps(offset);
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    _mm512_storeu_ps(y + j, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), s), o));
+  }
+  if (j < n) {
+    const __mmask16 tail = first_lanes(n - j);
+    const __m512 v = _mm512_maskz_loadu_ps(tail, x + j);
+    _mm512_mask_storeu_ps(y + j, tail, _mm512_sub_ps(_mm512_sub_ps(v, s), o));
+  }
+}
+
+#undef HAL_AVX512
+
+#else  // not x86-64: the portable clones serve
+
+bool avx512_rows_available() {
+  return false;
+}
+float row_max_f32_avx512(const float*, size_t) {
+  return std::numeric_limits<float>::quiet_NaN();
+}
+float row_sum_exp_f32_avx512(const float*, float, float*, size_t) {
+  return std::numeric_limits<float>::quiet_NaN();
+}
+void row_scale_f32_avx512(const float*, float, float*, size_t) {}
+void row_shift_f32_avx512(const float*, float, float, float*, size_t) {}
+
+#endif
+
+}  // namespace hal::cpu::ops::native
