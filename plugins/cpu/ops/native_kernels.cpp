@@ -654,13 +654,6 @@ HAL_ISA_CLONES void adamw_update(const AdamwStep& step, ConstRef grad, float* m,
   });
 }
 
-namespace {
-int64_t label_at(const void* labels, bool labels_i64, size_t r) {
-  return labels_i64 ? static_cast<const int64_t*>(labels)[r]
-                    : static_cast<const int32_t*>(labels)[r];
-}
-}  // namespace
-
 HAL_ISA_CLONES void cross_entropy_rows(ConstRef logits, const void* labels, bool labels_i64,
                                        int64_t ignore_index, float smoothing, size_t classes,
                                        float* row_loss, float* lse, LabelState* state,
@@ -670,7 +663,7 @@ HAL_ISA_CLONES void cross_entropy_rows(ConstRef logits, const void* labels, bool
       const auto* xr = in<X>(logits) + r * classes;
       const float row_lse = row_log_sum_exp<X>(xr, classes);
       lse[r] = row_lse;
-      const int64_t label = label_at(labels, labels_i64, r);
+      const int64_t label = index_at(labels, labels_i64, r);
       if (label == ignore_index) {
         state[r] = LabelState::kIgnored;
         row_loss[r] = 0.0f;
@@ -708,7 +701,7 @@ HAL_ISA_CLONES void cross_entropy_grad_rows(ConstRef logits, const void* labels,
           continue;
         }
         const float row_lse = lse[r], hit = 1.0f - smoothing;
-        const size_t label = static_cast<size_t>(label_at(labels, labels_i64, r));
+        const size_t label = static_cast<size_t>(index_at(labels, labels_i64, r));
         // Each element read before it is written: grad may be logits.
         for (size_t c = 0; c < classes; ++c) {
           const float target = uniform + (c == label ? hit : 0.0f);

@@ -20,6 +20,12 @@ namespace hal::cpu::ops::native {
 
 enum class Type : uint8_t { kF32, kBf16 };
 
+// Element i of an index operand (labels, token ids): i32 or i64.
+inline int64_t index_at(const void* indices, bool indices_i64, size_t i) {
+  return indices_i64 ? static_cast<const int64_t*>(indices)[i]
+                     : static_cast<const int32_t*>(indices)[i];
+}
+
 // One operand's storage: a base pointer and its element type.
 struct Ref {
   void* data;

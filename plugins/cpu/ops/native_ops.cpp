@@ -595,10 +595,6 @@ bool dense_labels(const char* name, const hal_tensor_desc_t& tensor, Decline& de
   return true;
 }
 
-int64_t id_at(const void* ids, bool ids_i64, uint64_t i) {
-  return ids_i64 ? static_cast<const int64_t*>(ids)[i] : static_cast<const int32_t*>(ids)[i];
-}
-
 std::unique_ptr<OpPlan> plan_cross_entropy(const hal_op_cross_entropy_desc_t& desc,
                                            Decline& decline) {
   const bool grad = desc.has_grad != 0, row_losses = desc.has_row_losses != 0;
@@ -665,7 +661,7 @@ std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool
       const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(width, 1));
       parallel_ranges(pool, ids, grain, [&](uint64_t begin, uint64_t end) {
         for (uint64_t i = begin; i < end; ++i) {
-          const int64_t id = id_at(operand[0], ids_i64, i);
+          const int64_t id = native::index_at(operand[0], ids_i64, i);
           Ref out = row_of(operand[2], types[1], i, width);
           if (id < 0 || static_cast<uint64_t>(id) >= vocab) {
             std::memset(out.data, 0, width * type_bytes(out.type));  // +0 in f32 and bf16
@@ -684,7 +680,7 @@ std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool
         // in increasing index), then one sum per vocabulary row: no atomics.
         std::vector<uint64_t> starts(vocab + 1, 0), sorted;
         for (uint64_t i = 0; i < ids; ++i) {
-          const int64_t id = id_at(operand[0], ids_i64, i);
+          const int64_t id = native::index_at(operand[0], ids_i64, i);
           if (id >= 0 && static_cast<uint64_t>(id) < vocab) ++starts[static_cast<uint64_t>(id) + 1];
         }
         for (uint64_t v = 0; v < vocab; ++v) starts[v + 1] += starts[v];
@@ -693,7 +689,7 @@ std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool
         for (uint64_t i = 0; i < ids; ++i) {
           // ids are device data read twice: a value changed in between must not
           // write past its bucket.
-          const int64_t id = id_at(operand[0], ids_i64, i);
+          const int64_t id = native::index_at(operand[0], ids_i64, i);
           if (id >= 0 && static_cast<uint64_t>(id) < vocab &&
               cursor[static_cast<uint64_t>(id)] < starts[static_cast<uint64_t>(id) + 1])
             sorted[cursor[static_cast<uint64_t>(id)]++] = i;
