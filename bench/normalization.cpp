@@ -4,15 +4,18 @@
 //
 //   layernorm    HAL_OP_NORM over rows x n f32, with gamma, beta, mean, rstd
 //   rmsnorm      HAL_OP_NORM, rmsnorm with gamma and rstd
-//   softmax      HAL_OP_SOFTMAX over rows x n f32
+//   softmax      HAL_OP_SOFTMAX over rows x n f32 (and log-softmax)
+//   gelu, silu   HAL_OP_UNARY (tanh GELU, SiLU), elementwise over the same
+//   add          HAL_OP_BINARY add of two such tensors
 //   stream copy  b[i] = a[i] on hardware-concurrency threads (each a slice),
 //                pre-touched host buffers of the same size as x
 //   libc memcpy  one thread
 //
 // Each op is executed on a stream and synchronized. Bandwidth counts x read
 // once plus y written once (rows x n x 4 bytes each; gamma, beta and the
-// statistics are under 0.1% at the default size), 1 GB = 1e9 bytes; a copy
-// counts its read plus its write the same way.
+// statistics are under 0.1% at the default size), and for add its second
+// input read once too, 1 GB = 1e9 bytes; a copy counts its read plus its
+// write the same way.
 #include <cstring>
 #include <string>
 #include <thread>
@@ -27,9 +30,10 @@ void usage() {
   std::printf(
       "usage: normalization [options]\n"
       "\n"
-      "GB/s (read + write) of HAL_OP_NORM (layernorm, rmsnorm) and HAL_OP_SOFTMAX on f32\n"
-      "rows x n on the cpu plugin, beside a STREAM-like threaded copy and memcpy of the\n"
-      "same bytes, interleaved in every repetition.\n"
+      "GB/s (read + write) of HAL_OP_NORM (layernorm, rmsnorm), HAL_OP_SOFTMAX and the\n"
+      "elementwise HAL_OP_UNARY (gelu, silu) and HAL_OP_BINARY (add) on f32 rows x n on\n"
+      "the cpu plugin, beside a STREAM-like threaded copy and memcpy of the same bytes,\n"
+      "interleaved in every repetition.\n"
       "\n"
       "  --rows N    rows (default 4096)\n"
       "  --n N       row length (default 4096)\n"
@@ -41,6 +45,7 @@ struct Op {
   std::string name;
   hal_op_plan_t plan = nullptr;
   std::vector<void*> operands;
+  int arrays = 2;  // full-size tensors read or written once
 };
 
 double run_op(hal_stream_t stream, const Op& op) {
@@ -115,10 +120,11 @@ int main(int argc, char** argv) {
   hal_device_t device = bench::hal_open_device("cpu", "cpu", HAL_DEVICE_CAP_KERNELS, &props);
   hal_stream_t stream = nullptr;
   BENCH_HAL_CHECK(hal_stream_create(device, 0, &stream));
-  void *x = nullptr, *y = nullptr, *gamma = nullptr, *beta = nullptr, *mean = nullptr,
+  void *x = nullptr, *y = nullptr, *z = nullptr, *gamma = nullptr, *beta = nullptr, *mean = nullptr,
        *rstd = nullptr;
   BENCH_HAL_CHECK(hal_mem_alloc(device, HAL_MEMORY_DEVICE, bytes, 0, &x));
   BENCH_HAL_CHECK(hal_mem_alloc(device, HAL_MEMORY_DEVICE, bytes, 0, &y));
+  BENCH_HAL_CHECK(hal_mem_alloc(device, HAL_MEMORY_DEVICE, bytes, 0, &z));
   BENCH_HAL_CHECK(hal_mem_alloc(device, HAL_MEMORY_DEVICE, n * sizeof(float), 0, &gamma));
   BENCH_HAL_CHECK(hal_mem_alloc(device, HAL_MEMORY_DEVICE, n * sizeof(float), 0, &beta));
   BENCH_HAL_CHECK(hal_mem_alloc(device, HAL_MEMORY_DEVICE, rows * sizeof(float), 0, &mean));
@@ -133,6 +139,7 @@ int main(int argc, char** argv) {
     }
     BENCH_HAL_CHECK(hal_memcpy_async(x, host.data(), bytes, stream));
     BENCH_HAL_CHECK(hal_memcpy_async(y, host.data(), bytes, stream));
+    BENCH_HAL_CHECK(hal_memcpy_async(z, host.data(), bytes, stream));
     const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
     BENCH_HAL_CHECK(hal_memcpy_async(gamma, ones.data(), n * sizeof(float), stream));
     BENCH_HAL_CHECK(hal_memcpy_async(beta, ones.data(), n * sizeof(float), stream));
@@ -178,6 +185,28 @@ int main(int argc, char** argv) {
     BENCH_HAL_CHECK(hal_op_plan_create(device, &desc.header, 0, &log_op.plan));
     ops.push_back(log_op);
   }
+  for (const hal_activation_t activation : {HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_SILU}) {
+    hal_op_unary_desc_t desc{};
+    desc.header.struct_size = sizeof(desc);
+    desc.header.kind = HAL_OP_UNARY;
+    desc.activation = activation;
+    desc.alpha = 1.0f;
+    desc.x = desc.out = matrix;
+    Op op{activation == HAL_ACTIVATION_SILU ? "silu" : "gelu", nullptr, {x, y}};
+    BENCH_HAL_CHECK(hal_op_plan_create(device, &desc.header, 0, &op.plan));
+    ops.push_back(op);
+  }
+  {
+    hal_op_binary_desc_t desc{};
+    desc.header.struct_size = sizeof(desc);
+    desc.header.kind = HAL_OP_BINARY;
+    desc.op = HAL_BINARY_ADD;
+    desc.alpha = 1.0f;
+    desc.a = desc.b = desc.out = matrix;
+    Op op{"add", nullptr, {x, z, y}, 3};
+    BENCH_HAL_CHECK(hal_op_plan_create(device, &desc.header, 0, &op.plan));
+    ops.push_back(op);
+  }
   for (const Op& op : ops) {
     hal_op_plan_info_t info{};
     info.struct_size = sizeof(info);
@@ -197,8 +226,8 @@ int main(int argc, char** argv) {
     seconds[ops.size() + 1].push_back(libc_copy(a.data(), b.data(), count));
   }
 
-  const double traffic = 2.0 * static_cast<double>(bytes);  // read + write
-  const auto gbs = [&](const std::vector<double>& s) {
+  const auto gbs = [&](const std::vector<double>& s, int arrays = 2) {
+    const double traffic = arrays * static_cast<double>(bytes);
     std::vector<double> rates;
     for (double t : s) rates.push_back(traffic / t / 1e9);
     return bench::summarize(rates);
@@ -209,7 +238,7 @@ int main(int argc, char** argv) {
       "median [min-max]\n",
       static_cast<long long>(rows), static_cast<long long>(n), reps, threads);
   for (size_t o = 0; o < ops.size(); ++o) {
-    const bench::Stats s = gbs(seconds[o]);
+    const bench::Stats s = gbs(seconds[o], ops[o].arrays);
     std::printf("%-14s %s GB/s  (%.0f%% of the stream copy)\n", ops[o].name.c_str(),
                 bench::fmt_stats(s).c_str(), 100.0 * s.median / copy.median);
   }
@@ -218,7 +247,7 @@ int main(int argc, char** argv) {
               bench::fmt_stats(gbs(seconds[ops.size() + 1])).c_str());
 
   for (Op& op : ops) hal_op_plan_destroy(op.plan);
-  for (void* p : {x, y, gamma, beta, mean, rstd}) hal_mem_free(p);
+  for (void* p : {x, y, z, gamma, beta, mean, rstd}) hal_mem_free(p);
   hal_stream_destroy(stream);
   hal_shutdown();
   return 0;

@@ -525,7 +525,7 @@ inline float row_log_sum_exp(const typename X::Storage* xr, size_t n) {
 }
 
 HAL_ISA_CLONES void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t row_begin,
-                                 size_t row_end) {
+                                 size_t row_end, bool around_caches) {
   with_type(x.type, [&]<typename X>() {
     with_type(y.type, [&]<typename Y>() {
       if constexpr (std::is_same_v<X, F32> && std::is_same_v<Y, F32>) {
@@ -536,19 +536,21 @@ HAL_ISA_CLONES void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t r
           // scaling pass writes them).
           constexpr size_t kBlock = 4096;
           alignas(64) float block[kBlock];
+          const bool streaming = around_caches && (log || n <= kBlock);
           for (size_t r = row_begin; r < row_end; ++r) {
             const float* xr = in<X>(x) + r * n;
             float* yr = out<Y>(y) + r * n;
             const float maximum = row_max_f32_avx512(xr, n);
             if (log) {
               const float sum = row_sum_exp_f32_avx512(xr, maximum, nullptr, n);
-              row_shift_f32_avx512(xr, maximum, std::log(sum), yr, n);
+              row_shift_f32_avx512(xr, maximum, std::log(sum), yr, n, streaming);
             } else {
               float* kept = n <= kBlock ? block : yr;
               const float sum = row_sum_exp_f32_avx512(xr, maximum, kept, n);
-              row_scale_f32_avx512(kept, 1.0f / sum, yr, n);
+              row_scale_f32_avx512(kept, 1.0f / sum, yr, n, streaming);
             }
           }
+          if (streaming) order_streaming_stores();
           return;
         }
       }

@@ -83,7 +83,10 @@ void norm_rows(bool layernorm, float epsilon, ConstRef x, const float* gamma, co
 
 // Softmax or log-softmax (|log|) of rows [row_begin, row_end) of x [rows, n]
 // into y (may be x), the row's maximum subtracted; a row of -inf is NaN.
-void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t row_begin, size_t row_end);
+// |around_caches|: y is far larger than the caches, so f32 softmax may write
+// it with streaming stores (ordered before the call returns).
+void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t row_begin, size_t row_end,
+                  bool around_caches);
 
 // The backward of softmax_rows from its output y and grad_y, rows [row_begin,
 // row_end): softmax grad_x = y * (grad_y - sum(grad_y * y)), log-softmax

@@ -385,12 +385,17 @@ std::unique_ptr<OpPlan> plan_softmax(const hal_op_softmax_desc_t& desc, Decline&
   uint64_t rows = 0, columns = 0;
   rows_and_columns(desc.x, &rows, &columns);
   const bool log = desc.log != 0;
+  // Outputs of 32 MiB and more (beyond the last-level cache of one core
+  // complex on the CPUs we measure; sysconf reports the whole socket's) are
+  // evicted before anyone reads them: they go around the caches.
+  constexpr uint64_t kAroundCachesBytes = uint64_t{32} << 20;
+  const bool around_caches = rows * columns * sizeof(float) >= kAroundCachesBytes;
   return std::make_unique<NativePlan>(2, [=](ThreadPool& pool, void* const* operand,
                                              const hal_op_scalar_t*) {
     const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(columns, 1));
     parallel_ranges(pool, rows, grain, [&](uint64_t begin, uint64_t end) {
       native::softmax_rows(log, ConstRef{operand[0], types[0]}, Ref{operand[1], types[1]}, columns,
-                           begin, end);
+                           begin, end, around_caches);
     });
   });
 }

@@ -1,5 +1,6 @@
 #include "native_rows_avx512.hpp"
 
+#include <cstdint>
 #include <limits>
 
 #if defined(__x86_64__)
@@ -24,6 +25,15 @@ namespace {
 // Lanes [0, n) of a vector, for the tail of a row.
 HAL_AVX512 inline __mmask16 first_lanes(size_t n) {
   return static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// Streaming stores take 64-byte-aligned addresses: the elements before the
+// first aligned one go through the caches like the tail; n when y has no
+// aligned element at all.
+inline size_t streaming_head(const float* y, size_t n) {
+  const auto address = reinterpret_cast<uintptr_t>(y);
+  if (address % sizeof(float) != 0) return n;
+  return ((64 - (address & 63u)) & 63u) / sizeof(float);
 }
 
 // e^x per lane, the vector twin of native_math.hpp's exp_clamped followed by
@@ -51,6 +61,11 @@ HAL_AVX512 inline __m512 exp_or_zero(__m512 x) {
   const __m512 value = _mm512_mul_ps(p, _mm512_castsi512_ps(exponent));
   return _mm512_mask_blend_ps(nan, _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), value),
                               x);
+}
+
+// (v - s) - o, the two roundings of the portable loop.
+HAL_AVX512 inline __m512 shifted(__m512 v, __m512 s, __m512 o) {
+  return _mm512_sub_ps(_mm512_sub_ps(v, s), o);
 }
 
 // The 16 lanes summed in lane order, as lane_sum does.
@@ -110,9 +125,20 @@ HAL_AVX512 float row_sum_exp_f32_avx512(const float* x, float shift, float* keep
   return sum;
 }
 
-HAL_AVX512 void row_scale_f32_avx512(const float* x, float factor, float* y, size_t n) {
+HAL_AVX512 void row_scale_f32_avx512(const float* x, float factor, float* y, size_t n,
+                                     bool around_caches) {
   const __m512 f = _mm512_set1_ps(factor);
   size_t j = 0;
+  if (around_caches) {
+    const size_t head = streaming_head(y, n);
+    if (head < n) {
+      const __mmask16 lanes = first_lanes(head);
+      _mm512_mask_storeu_ps(y, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, x), f));
+      for (j = head; j + 16 <= n; j += 16) {
+        _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), f));
+      }
+    }
+  }
   for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), f));
   if (j < n) {
     const __mmask16 tail = first_lanes(n - j);
@@ -120,17 +146,27 @@ HAL_AVX512 void row_scale_f32_avx512(const float* x, float factor, float* y, siz
   }
 }
 
-HAL_AVX512 void row_shift_f32_avx512(const float* x, float shift, float offset, float* y,
-                                     size_t n) {
+void order_streaming_stores() {
+  _mm_sfence();
+}
+
+HAL_AVX512 void row_shift_f32_avx512(const float* x, float shift, float offset, float* y, size_t n,
+                                     bool around_caches) {
   const __m512 s = _mm512_set1_ps(shift), o = _mm512_set1_ps(offset);
   size_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    _mm512_storeu_ps(y + j, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), s), o));
+  if (around_caches) {
+    const size_t head = streaming_head(y, n);
+    if (head < n) {
+      const __mmask16 lanes = first_lanes(head);
+      _mm512_mask_storeu_ps(y, lanes, shifted(_mm512_maskz_loadu_ps(lanes, x), s, o));
+      for (j = head; j + 16 <= n; j += 16)
+        _mm512_stream_ps(y + j, shifted(_mm512_loadu_ps(x + j), s, o));
+    }
   }
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, shifted(_mm512_loadu_ps(x + j), s, o));
   if (j < n) {
     const __mmask16 tail = first_lanes(n - j);
-    const __m512 v = _mm512_maskz_loadu_ps(tail, x + j);
-    _mm512_mask_storeu_ps(y + j, tail, _mm512_sub_ps(_mm512_sub_ps(v, s), o));
+    _mm512_mask_storeu_ps(y + j, tail, shifted(_mm512_maskz_loadu_ps(tail, x + j), s, o));
   }
 }
 
@@ -147,8 +183,9 @@ float row_max_f32_avx512(const float*, size_t) {
 float row_sum_exp_f32_avx512(const float*, float, float*, size_t) {
   return std::numeric_limits<float>::quiet_NaN();
 }
-void row_scale_f32_avx512(const float*, float, float*, size_t) {}
-void row_shift_f32_avx512(const float*, float, float, float*, size_t) {}
+void row_scale_f32_avx512(const float*, float, float*, size_t, bool) {}
+void order_streaming_stores() {}
+void row_shift_f32_avx512(const float*, float, float, float*, size_t, bool) {}
 
 #endif
 

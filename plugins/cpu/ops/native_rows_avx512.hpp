@@ -25,11 +25,16 @@ float row_max_f32_avx512(const float* x, size_t n);
 // is not null, keep[k] = e^(x[k] - shift) (keep may be x itself).
 float row_sum_exp_f32_avx512(const float* x, float shift, float* keep, size_t n);
 
-// y[k] = x[k] * factor (y may be x).
-void row_scale_f32_avx512(const float* x, float factor, float* y, size_t n);
+// y[k] = x[k] * factor (y may be x). |around_caches| writes y with
+// streaming stores, which skip reading y's lines from memory first; for
+// outputs far larger than the caches, and followed by
+// order_streaming_stores() before another thread may read y.
+void row_scale_f32_avx512(const float* x, float factor, float* y, size_t n, bool around_caches);
+void order_streaming_stores();
 
-// y[k] = (x[k] - shift) - offset (y may be x).
-void row_shift_f32_avx512(const float* x, float shift, float offset, float* y, size_t n);
+// y[k] = (x[k] - shift) - offset (y may be x); |around_caches| as above.
+void row_shift_f32_avx512(const float* x, float shift, float offset, float* y, size_t n,
+                          bool around_caches);
 
 }  // namespace hal::cpu::ops::native
 
