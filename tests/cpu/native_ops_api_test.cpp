@@ -695,6 +695,18 @@ TEST_CASE("cpu.native AdamW with the global norm and clipping matches the portab
   }
 }
 
+namespace {
+// HAL_OP_SOFTMAX (log-softmax when |log|) over dense [rows, cols] f32.
+hal_op_softmax_desc_t softmax_desc(uint32_t log, int64_t rows, int64_t cols) {
+  hal_op_softmax_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_SOFTMAX;
+  desc.log = log;
+  desc.x = desc.y = dense({rows, cols});
+  return desc;
+}
+}  // namespace
+
 TEST_CASE("cpu.native layernorm, rmsnorm and softmax forward match the portable implementation",
           "[cpu][api][ops][native]") {
   Session session;
@@ -723,11 +735,7 @@ TEST_CASE("cpu.native layernorm, rmsnorm and softmax forward match the portable 
   }
   for (const uint32_t log : {0u, 1u}) {
     INFO("log " << log << " cols " << cols);
-    hal_op_softmax_desc_t desc{};
-    desc.header.struct_size = sizeof desc;
-    desc.header.kind = HAL_OP_SOFTMAX;
-    desc.log = log;
-    desc.x = desc.y = dense({rows, cols});
+    hal_op_softmax_desc_t desc = softmax_desc(log, rows, cols);
     compare_with_portable(session, &desc.header, {n, n}, {{1, n, static_cast<double>(cols)}}, 71);
   }
 }
@@ -738,11 +746,7 @@ TEST_CASE(
   Session session;
   for (const uint32_t log : {0u, 1u}) {
     INFO("log " << log);
-    hal_op_softmax_desc_t desc{};
-    desc.header.struct_size = sizeof desc;
-    desc.header.kind = HAL_OP_SOFTMAX;
-    desc.log = log;
-    desc.x = desc.y = dense({3, 40});  // 40: two vectors of 16 and a tail
+    hal_op_softmax_desc_t desc = softmax_desc(log, 3, 40);  // 40: two vectors of 16 and a tail
     float* x = session.floats(120);
     const float inf = INFINITY;
     for (int j = 0; j < 40; ++j) {
@@ -777,11 +781,7 @@ TEST_CASE(
   const size_t n = static_cast<size_t>(rows * cols);
   for (const uint32_t log : {0u, 1u}) {
     INFO("log " << log);
-    hal_op_softmax_desc_t desc{};
-    desc.header.struct_size = sizeof desc;
-    desc.header.kind = HAL_OP_SOFTMAX;
-    desc.log = log;
-    desc.x = desc.y = dense({rows, cols});
+    hal_op_softmax_desc_t desc = softmax_desc(log, rows, cols);
     compare_with_portable(session, &desc.header, {n, n}, {{1, n, static_cast<double>(cols)}}, 73);
   }
 }
