@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <functional>
 #include <vector>
 #include <span>
 
@@ -70,6 +71,7 @@ struct Device;
 struct Runtime {
   bool initialized = false;
   uint64_t generation = 0;  // bumped by each shutdown: older Devices are stale
+  uint64_t shutdown_passes = 0;
   std::list<Resource*> live;
 };
 inline Runtime g_runtime;
@@ -101,6 +103,7 @@ struct Resource {
   }
   std::list<Resource*>::iterator position;
   bool registered = true;
+  uint64_t shutdown_pass = 0;  // the shutdown that released it last
 };
 
 // Marks resources in use for the lifetime of a call that releases the GIL:
@@ -137,6 +140,71 @@ inline void close_resource(Resource& resource, const char* what) {
   resource.release();
 }
 
+// ---- host functions and what they may not do ----------------------------------
+
+// Depth of host functions (Stream.enqueue_host_fn) running on this thread.
+// Such a thread must not wait for streams: its own stream is one of them, and
+// it waits for the function to return. Python cannot promise that, since any
+// allocation in a callback may run the garbage collector, which may free
+// unrelated HAL objects; so releases asked for there are deferred, and
+// explicit waits refused.
+inline thread_local int t_host_function_depth = 0;
+
+inline bool in_host_function() noexcept {
+  return t_host_function_depth > 0;
+}
+
+// Raises InvalidStateError for a call that waits for streams, made from a host function.
+inline void refuse_wait_in_host_function(const char* what) {
+  if (in_host_function()) {
+    raise_hal(HAL_ERROR_INVALID_STATE,
+              std::string(what) +
+                  ": called from a host function, which must not wait for streams (its own "
+                  "stream waits for it to return)");
+  }
+}
+
+// A handle to give back later: the HAL calls (run without the GIL), and the
+// Python objects the device may still read until they have run.
+struct DeferredRelease {
+  std::function<void()> give_back;
+  std::vector<nb::object> keep;
+};
+// Guarded by the GIL.
+inline std::vector<DeferredRelease> g_deferred_releases;
+
+// Runs |give_back| now with the GIL released, then drops |keep|; on a host
+// function's thread, queues both for the next call from another thread.
+inline void give_back_handle(std::function<void()> give_back,
+                             std::vector<nb::object> keep = {}) noexcept {
+  if (in_host_function()) {
+    try {
+      g_deferred_releases.push_back({std::move(give_back), std::move(keep)});
+    } catch (...) {
+      // No memory to queue it: the handle leaks, which is better than a hang.
+    }
+    return;
+  }
+  {
+    nb::gil_scoped_release unlocked;
+    give_back();
+  }
+  keep.clear();
+}
+
+// Gives back the handles host functions dropped; a no-op on such a thread.
+// Called with the GIL held by the calls that wait or allocate, and by shutdown.
+inline void run_deferred_releases() noexcept {
+  if (in_host_function() || g_deferred_releases.empty()) return;
+  std::vector<DeferredRelease> batch = std::move(g_deferred_releases);
+  g_deferred_releases.clear();
+  {
+    nb::gil_scoped_release unlocked;
+    for (DeferredRelease& release : batch) release.give_back();
+  }
+  // |batch| goes here, with the GIL: the kept objects are dropped.
+}
+
 inline void init_runtime(const std::optional<std::string>& plugins,
                          const std::optional<std::string>& plugin_path) {
   if (g_runtime.initialized) return;
@@ -154,6 +222,7 @@ inline void init_runtime(const std::optional<std::string>& plugins,
 
 inline void ensure_runtime() {
   init_runtime(std::nullopt, std::nullopt);
+  run_deferred_releases();
 }
 
 // Releases every live resource, newest first, then shuts HAL down. |at_exit|:
@@ -162,6 +231,8 @@ inline void ensure_runtime() {
 // memory must not be unmapped under a reader.
 inline bool shutdown_runtime(bool at_exit) {
   if (!g_runtime.initialized) return false;
+  refuse_wait_in_host_function("hal.shutdown");
+  run_deferred_releases();
   size_t exported = 0, in_use = 0;
   for (Resource* resource : g_runtime.live) {
     exported += resource->exports();
@@ -175,19 +246,41 @@ inline bool shutdown_runtime(bool at_exit) {
                   " call(s) of other threads are running; delete the views and let the calls "
                   "return first");
   }
-  for (auto it = g_runtime.live.rbegin(); it != g_runtime.live.rend(); ++it) {
-    if (!(*it)->pinned()) (*it)->release();
+  // Newest first. A release may let go of the GIL (a stream's destroy waits
+  // for host functions, which run Python; freeing memory waits for the
+  // streams), and other threads may then drop or make resources: the list is
+  // searched afresh after each release instead of walked with an iterator a
+  // deletion would invalidate, and each resource's Python object is held
+  // while it is released, so no thread can free it under the release.
+  const uint64_t pass = ++g_runtime.shutdown_passes;
+  for (;;) {
+    Resource* next = nullptr;
+    for (auto it = g_runtime.live.rbegin(); it != g_runtime.live.rend(); ++it) {
+      if ((*it)->shutdown_pass != pass && !(*it)->pinned()) {
+        next = *it;
+        break;
+      }
+    }
+    if (next == nullptr) break;
+    next->shutdown_pass = pass;
+    const nb::object owner = nb::find(next);
+    next->release();
   }
   if (exported || in_use) {
-    // At exit, with HAL left loaded: the default streams' Python objects are
-    // leaked, not decref'd from the map's static destructor after the
-    // interpreter is gone.
+    // At exit, with HAL left loaded: the default streams' Python objects (and
+    // those of releases still queued) are leaked, not decref'd from static
+    // destructors after the interpreter is gone.
     for (auto& entry : g_default_streams) entry.second.release();
     g_default_streams.clear();
+    for (DeferredRelease& release : g_deferred_releases) {
+      for (nb::object& object : release.keep) object.release();
+    }
+    g_deferred_releases.clear();
     nb::set_leak_warnings(false);  // the leaks here are deliberate
     return false;
   }
   g_default_streams.clear();
+  run_deferred_releases();  // what host functions dropped during the walk
   for (Resource* resource : g_runtime.live) resource->registered = false;
   g_runtime.live.clear();
   {
@@ -316,6 +409,7 @@ struct Device {
   }
   bool has(hal_device_caps_t cap) const { return (raw().capabilities & cap) != 0; }
   void synchronize() const {
+    refuse_wait_in_host_function("Device.synchronize");
     hal_device_t device = get();
     hal_result_t result;
     {
@@ -323,6 +417,7 @@ struct Device {
       result = hal_device_synchronize(device);
     }
     check(result);
+    run_deferred_releases();
   }
   bool operator==(const Device& other) const {
     return handle == other.handle && generation == other.generation;
@@ -388,6 +483,10 @@ struct HostCall {
 // HAL_DEVICE_CAP_HOST_CALLBACKS): takes the GIL before touching Python.
 inline void host_call_trampoline(void* user_data) noexcept {
   nb::gil_scoped_acquire locked;
+  ++t_host_function_depth;
+  struct Leave {
+    ~Leave() { --t_host_function_depth; }
+  } leave;
   std::unique_ptr<HostCall> call(static_cast<HostCall*>(user_data));
   try {
     call->fn();
@@ -415,10 +514,9 @@ struct Stream : Resource {
     if (!handle) return;
     hal_stream_t stream = handle;
     handle = nullptr;
-    {
-      nb::gil_scoped_release unlocked;  // destroy waits for host functions, which take the GIL
-      hal_stream_destroy(stream);
-    }
+    // Destroy waits for host functions, which take the GIL; the host arrays
+    // of pending copies live until it has.
+    give_back_handle([stream] { hal_stream_destroy(stream); }, std::move(pending));
     pending.clear();
   }
   bool alive() const noexcept override { return handle != nullptr; }
@@ -437,6 +535,7 @@ struct Stream : Resource {
     }
   }
   void synchronize() {
+    refuse_wait_in_host_function("Stream.synchronize");
     hal_stream_t stream = get();
     hal_result_t result;
     {
@@ -445,6 +544,7 @@ struct Stream : Resource {
       result = hal_stream_synchronize(stream);
     }
     pending.clear();
+    run_deferred_releases();
     check(result);
     raise_callback_error();
   }
@@ -494,8 +594,10 @@ struct Event : Resource {
   }
   ~Event() override { release(); }
   void release() noexcept override {
-    if (handle) hal_event_destroy(handle);
+    if (!handle) return;
+    hal_event_t event = handle;
     handle = nullptr;
+    give_back_handle([event] { hal_event_destroy(event); });
   }
   bool alive() const noexcept override { return handle != nullptr; }
   hal_event_t get() const {
@@ -505,6 +607,7 @@ struct Event : Resource {
     return handle;
   }
   void synchronize() {
+    refuse_wait_in_host_function("Event.synchronize");
     hal_event_t event = get();
     hal_result_t result;
     {
@@ -513,6 +616,7 @@ struct Event : Resource {
       result = hal_event_synchronize(event);
     }
     check(result);
+    run_deferred_releases();
   }
   bool query() {
     hal_result_t result = hal_event_query(get());
@@ -592,13 +696,13 @@ struct Buffer : Resource {
   void release() noexcept override {
     if (ptr && owned) {
       void* p = ptr;
-      nb::gil_scoped_release unlocked;  // hal_mem_free waits for the device's streams
-      hal_mem_free(p);
+      give_back_handle([p] { hal_mem_free(p); });  // waits for the device's streams
     } else if (ptr && g_runtime.initialized && device.generation == g_runtime.generation) {
       // Wrapped memory: work enqueued on it must finish before the producer may free it.
       hal_device_t d = device.handle;
-      nb::gil_scoped_release unlocked;
-      hal_device_synchronize(d);
+      std::vector<nb::object> keep;
+      if (keepalive.is_valid()) keep.push_back(std::move(keepalive));
+      give_back_handle([d] { hal_device_synchronize(d); }, std::move(keep));
     }
     ptr = nullptr;
     keepalive = nb::object();

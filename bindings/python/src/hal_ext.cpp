@@ -253,8 +253,7 @@ struct Module : Resource {
     if (!handle) return;
     hal_module_t module = handle;
     handle = nullptr;
-    nb::gil_scoped_release unlocked;
-    hal_module_unload(module);
+    give_back_handle([module] { hal_module_unload(module); });  // waits for its launches
   }
   bool alive() const noexcept override { return handle != nullptr; }
   hal_module_t get() const {
@@ -456,8 +455,7 @@ struct Communicator : Resource {
     if (!handle) return;
     hal_comm_t comm = handle;
     handle = nullptr;
-    nb::gil_scoped_release unlocked;
-    hal_comm_destroy(comm);
+    give_back_handle([comm] { hal_comm_destroy(comm); });
   }
   bool alive() const noexcept override { return handle != nullptr; }
   hal_comm_t get() const {

@@ -677,7 +677,7 @@ struct OpPlan : Resource {
     handle = nullptr;
     // The workspaces are Buffers of their own: hal.shutdown releases them in
     // its walk, and dropping them here would unregister them under it.
-    hal_op_plan_destroy(plan);
+    give_back_handle([plan] { hal_op_plan_destroy(plan); });
   }
   bool alive() const noexcept override { return handle != nullptr; }
   hal_op_plan_t get() const {

@@ -265,3 +265,71 @@ def test_close_and_shutdown_refused_while_another_thread_blocks_in_a_call(dev):
     t.join(30)
     assert s._in_use == 0
     s.close()
+
+
+# A host function may drop the last reference to any HAL object, directly or
+# through the garbage collector, and freeing waits for the device's streams,
+# the callback's own among them: such releases are deferred, never a hang.
+# Each runs in a child interpreter, so a regression is a timeout, not a
+# hung suite.
+def test_host_function_dropping_buffers_and_streams_does_not_hang():
+    r = _python("""
+        import gc, numpy as np, hal
+        d = hal.device(0)
+        s = hal.Stream(d)
+        holder = {"bufs": [hal.to_device(np.full(64, i, np.float32), d) for i in range(20)],
+                  "stream": hal.Stream(d), "event": hal.Event(d, timing=False)}
+        s.enqueue_host_fn(lambda: holder.clear())
+
+        class Cycle:  # garbage only the collector frees
+            pass
+        def make_cycles():
+            for i in range(50):
+                c = Cycle()
+                c.self, c.buf = c, hal.empty(16, np.float32, d)
+        make_cycles()
+        s.enqueue_host_fn(gc.collect)
+        s.synchronize()
+        assert not holder
+        x = hal.to_device(np.arange(8, dtype=np.float32), d)  # the freed handles went back
+        print("ok", x.to_numpy().sum())
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "ok 28.0" in r.stdout
+
+
+def test_waiting_inside_a_host_function_raises():
+    r = _python("""
+        import numpy as np, hal
+        d = hal.device(0)
+        s, other = hal.Stream(d), hal.Stream(d)
+        e = hal.Event(d, timing=False)
+        b = hal.to_device(np.ones(4, np.float32), d)
+        for wait in (s.synchronize, other.synchronize, d.synchronize, e.synchronize, b.to_numpy,
+                     hal.shutdown):
+            s.enqueue_host_fn(wait)
+            try:
+                s.synchronize()
+                print("no error from", wait)
+            except hal.InvalidStateError as error:
+                print("refused:", "host function" in str(error))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("refused: True") == 6, r.stdout
+
+
+def test_shutdown_while_a_host_function_drops_objects_it_walks():
+    r = _python("""
+        import time, numpy as np, hal
+        d = hal.device(0)
+        s = hal.Stream(d)
+        holder = {"bufs": [hal.to_device(np.ones(256, np.float32), d) for _ in range(30)]}
+        def drop():
+            time.sleep(0.05)  # until shutdown is freeing the newest buffers
+            holder.clear()
+        s.enqueue_host_fn(drop)
+        assert hal.shutdown() is True
+        print("shut down", len(holder))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "shut down 0" in r.stdout
