@@ -2,6 +2,7 @@
 #include "api_common.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
+#include "host_functions.hpp"
 
 using namespace hal::loader;
 
@@ -53,6 +54,10 @@ static hal_result_t device_get_properties_body(hal_device_t device,
 static hal_result_t device_synchronize_body(hal_device_t device) {
   constexpr const char* kFunction = "hal_device_synchronize";
   if (hal_result_t result = check_preconditions(kFunction, Live{device, "device"});
+      result != HAL_SUCCESS) {
+    return result;
+  }
+  if (hal_result_t result = refuse_wait_in_host_fn(nullptr, device, kFunction);
       result != HAL_SUCCESS) {
     return result;
   }

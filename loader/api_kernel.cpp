@@ -2,6 +2,7 @@
 #include "api_common.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
+#include "host_functions.hpp"
 #include "hal_util/names.hpp"
 #include "hal_plugin_sdk/signature.hpp"
 
@@ -196,6 +197,10 @@ static hal_result_t module_unload_body(hal_module_t module) {
       return result;
     }
     if (module == nullptr) return HAL_SUCCESS;
+    if (hal_result_t result = refuse_wait_in_host_fn(nullptr, module->device, kFunction);
+        result != HAL_SUCCESS) {
+      return result;
+    }
     // One unload wins, after the calls using the module (kernel_get) and its
     // kernels (launches, infos) have returned; none can start afterwards.
     if (!begin_destroy(module->header)) {

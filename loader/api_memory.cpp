@@ -2,6 +2,7 @@
 #include "api_common.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
+#include "host_functions.hpp"
 #include "hal_util/names.hpp"
 
 using namespace hal::loader;
@@ -158,7 +159,9 @@ static hal_result_t mem_free_body(void* ptr) {
     hal_device_s* device = allocation->device;
     // Work still using the memory finishes first; a lost stream does not stop
     // the free (SPEC 4.4): its work has ended too.
-    if (hal_result_t result = drain_device(device, kFunction); result != HAL_SUCCESS) {
+    hal_result_t drained = refuse_wait_in_host_fn(nullptr, device, kFunction);
+    if (drained == HAL_SUCCESS) drained = drain_device(device, kFunction);
+    if (hal_result_t result = drained; result != HAL_SUCCESS) {
       registry->allocations.insert(*allocation);
       return result;
     }

@@ -2,6 +2,7 @@
 #include "api_common.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
+#include "host_functions.hpp"
 
 using namespace hal::loader;
 
@@ -44,6 +45,10 @@ static hal_result_t stream_destroy_body(hal_stream_t stream) {
       return result;
     }
     if (stream == nullptr) return HAL_SUCCESS;
+    if (hal_result_t result = refuse_wait_in_host_fn(stream, nullptr, kFunction);
+        result != HAL_SUCCESS) {
+      return result;
+    }
     // One destroy wins; it waits for the calls using the stream to return, and
     // later calls (or a second destroy) see a destroyed handle.
     if (!begin_destroy(stream->header)) {
@@ -80,6 +85,10 @@ static hal_result_t stream_synchronize_body(hal_stream_t stream) {
       result != HAL_SUCCESS) [[unlikely]] {
     return result;
   }
+  if (hal_result_t result = refuse_wait_in_host_fn(stream, nullptr, kFunction);
+      result != HAL_SUCCESS) [[unlikely]] {
+    return result;
+  }
   return synchronize_stream(stream, kFunction);
 }
 
@@ -96,6 +105,10 @@ static inline hal_result_t stream_query_body(hal_stream_t stream) {
   if (plugin.table.stream_query == nullptr) [[unlikely]] {
     // Without a non-blocking query the answer waits for the work (the device
     // then lacks HAL_DEVICE_CAP_STREAM_QUERY).
+    if (hal_result_t result = refuse_wait_in_host_fn(stream, nullptr, kFunction);
+        result != HAL_SUCCESS) {
+      return result;
+    }
     return synchronize_stream(stream, kFunction);
   }
   const hal_result_t result = plugin.table.stream_query(stream->impl);
@@ -139,7 +152,7 @@ static hal_result_t stream_enqueue_host_fn_body(hal_stream_t stream, hal_host_fn
       return result;
     }
     const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
-    return enqueue_host_fn(stream, fn, user_data, kFunction);
+    return enqueue_application_host_fn(stream, fn, user_data, kFunction);
   });
 }
 

@@ -21,7 +21,9 @@ typedef struct hal_event_s* hal_event_t;
 
 /* A host function enqueued on a stream. It runs after all earlier work on the
  * stream and before any later work. It must not call HAL functions that wait
- * on the same stream. */
+ * on the same stream: those that would (synchronize, a blocking query or
+ * destroy of that stream; hal_device_synchronize, hal_mem_free or
+ * hal_module_unload on its device) fail with HAL_ERROR_INVALID_STATE. */
 typedef void (*hal_host_fn_t)(void* user_data);
 
 typedef enum hal_stream_flag_bits {

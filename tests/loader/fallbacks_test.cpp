@@ -221,3 +221,68 @@ TEST_CASE("device_synchronize waits for every live stream of the device", "[fall
   free_opener.join();
   for (hal_stream_t stream : streams) CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
 }
+
+namespace {
+
+// What the waiting entry points returned when a host function called them.
+struct WaitsFromHostFn {
+  hal_stream_t own = nullptr;
+  hal_stream_t elsewhere = nullptr;  // a stream of another device
+  hal_device_t device = nullptr;
+  void* memory = nullptr;
+  hal_result_t own_synchronize = HAL_SUCCESS, own_destroy = HAL_SUCCESS,
+               device_synchronize = HAL_SUCCESS, mem_free = HAL_SUCCESS,
+               elsewhere_synchronize = HAL_ERROR_INTERNAL;
+  std::string message;
+  std::atomic<bool> ran{false};
+
+  static void run(void* data) {
+    auto* self = static_cast<WaitsFromHostFn*>(data);
+    self->own_synchronize = hal_stream_synchronize(self->own);
+    self->message = hal_error_last_message();
+    self->own_destroy = hal_stream_destroy(self->own);
+    self->device_synchronize = hal_device_synchronize(self->device);
+    self->mem_free = hal_mem_free(self->memory);
+    self->elsewhere_synchronize = hal_stream_synchronize(self->elsewhere);
+    self->ran.store(true);
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "a host function's wait for its own stream or device fails with INVALID_STATE instead of "
+    "hanging, and loses nothing",
+    "[fallbacks][host_fn]") {
+  Session session(kPluginDir);
+  REQUIRE(session.result == HAL_SUCCESS);
+  // mock runs host functions on its own thread; minimal has none, so the
+  // loader runs them on the enqueuing thread.
+  for (const char* plugin : {"mock", "minimal"}) {
+    INFO("plugin " << plugin);
+    const char* other_plugin = std::string(plugin) == "mock" ? "minimal" : "mock";
+    WaitsFromHostFn waits;
+    waits.device = device_of(plugin);
+    REQUIRE(hal_stream_create(waits.device, 0, &waits.own) == HAL_SUCCESS);
+    REQUIRE(hal_stream_create(device_of(other_plugin), 0, &waits.elsewhere) == HAL_SUCCESS);
+    REQUIRE(hal_mem_alloc(waits.device, HAL_MEMORY_DEVICE, 4096, 0, &waits.memory) == HAL_SUCCESS);
+    REQUIRE(hal_stream_enqueue_host_fn(waits.own, WaitsFromHostFn::run, &waits) == HAL_SUCCESS);
+    REQUIRE(hal_stream_synchronize(waits.own) == HAL_SUCCESS);
+    REQUIRE(waits.ran.load());
+    CHECK(waits.own_synchronize == HAL_ERROR_INVALID_STATE);
+    CHECK(waits.message.find("host function") != std::string::npos);
+    CHECK(waits.own_destroy == HAL_ERROR_INVALID_STATE);
+    CHECK(waits.device_synchronize == HAL_ERROR_INVALID_STATE);
+    CHECK(waits.mem_free == HAL_ERROR_INVALID_STATE);
+    CHECK(waits.elsewhere_synchronize == HAL_SUCCESS);
+    // Nothing was lost: the stream and the memory are still there to use and release.
+    std::vector<uint8_t> host(4096, 7);
+    CHECK(hal_memcpy_async(waits.memory, host.data(), host.size(), waits.own) == HAL_SUCCESS);
+    CHECK(hal_stream_synchronize(waits.own) == HAL_SUCCESS);
+    CHECK(hal_mem_free(waits.memory) == HAL_SUCCESS);
+    CHECK(hal_stream_destroy(waits.own) == HAL_SUCCESS);
+    CHECK(hal_stream_destroy(waits.elsewhere) == HAL_SUCCESS);
+    // Outside host functions the same calls wait as before.
+    CHECK(hal_device_synchronize(waits.device) == HAL_SUCCESS);
+  }
+}
