@@ -15,11 +15,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <cstring>
+#include <limits>
 #include <list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <functional>
 #include <vector>
 #include <span>
@@ -58,6 +60,42 @@ inline void check(hal_result_t result) {
                    detail.native_code};
   }
   throw HalError{result, hal_result_string(result), "", "", 0};
+}
+
+// ---- Python numbers into C scalars ----------------------------------------------
+
+// The value of a Python int (or anything with __index__) as T, or nullopt
+// when it does not fit: the one range rule of kernel arguments and op fields.
+// Raises the Python error of a failing __index__. Callers check the kind of
+// object first and word their own errors.
+template <typename T>
+std::optional<T> python_integer(nb::handle value) {
+  static_assert(std::is_integral_v<T> && sizeof(T) <= sizeof(long long));
+  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  if constexpr (std::is_same_v<T, uint64_t>) {
+    const unsigned long long u = PyLong_AsUnsignedLongLong(index.ptr());
+    if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+      PyErr_Clear();
+      return std::nullopt;
+    }
+    return static_cast<T>(u);
+  } else {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    const bool fits = !overflow && v >= static_cast<long long>(std::numeric_limits<T>::min()) &&
+                      (v < 0 || static_cast<unsigned long long>(v) <=
+                                    static_cast<unsigned long long>(std::numeric_limits<T>::max()));
+    if (!fits) return std::nullopt;
+    return static_cast<T>(v);
+  }
+}
+
+// The value of a Python float, int or object with __float__.
+inline double python_float(nb::handle value) {
+  const double v = PyFloat_AsDouble(value.ptr());
+  if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  return v;
 }
 
 // ---- the runtime and its resources -------------------------------------------

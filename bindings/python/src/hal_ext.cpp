@@ -370,8 +370,7 @@ size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& o
                           nb::cast<std::string>(nb::str(value.type())))
                              .c_str());
   if (is_float) {
-    double v = PyFloat_AsDouble(value.ptr());
-    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+    const double v = python_float(value);
     if (type == HAL_ARG_F32) {
       out.f32 = static_cast<float>(v);
       return 4;
@@ -379,29 +378,25 @@ size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& o
     out.f64 = v;
     return 8;
   }
-  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
-  if (!index.is_valid()) throw nb::python_error();
-  int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-  unsigned long long u = 0;
-  bool fits = !overflow;
+  // Stores the integer as T into |field|; false when it does not fit.
+  const auto store = [&]<typename T>(T& field) {
+    const std::optional<T> v = python_integer<T>(value);
+    if (v) field = *v;
+    return v.has_value();
+  };
+  bool fits = false;
   switch (type) {
     case HAL_ARG_I32:
-      fits = fits && v >= INT32_MIN && v <= INT32_MAX;
-      out.i32 = static_cast<int32_t>(v);
+      fits = store(out.i32);
       break;
     case HAL_ARG_U32:
-      fits = fits && v >= 0 && v <= UINT32_MAX;
-      out.u32 = static_cast<uint32_t>(v);
+      fits = store(out.u32);
       break;
     case HAL_ARG_I64:
-      out.i64 = v;
+      fits = store(out.i64);
       break;
     case HAL_ARG_U64:
-      u = PyLong_AsUnsignedLongLong(index.ptr());
-      fits = !(u == static_cast<unsigned long long>(-1) && PyErr_Occurred());
-      PyErr_Clear();
-      out.u64 = u;
+      fits = store(out.u64);
       break;
     default:
       raise_hal(HAL_ERROR_INTERNAL, where() + ": unknown argument type");

@@ -511,34 +511,16 @@ T number(nb::handle value, const std::string& field) {
     if (PyBool_Check(value.ptr()) || (!PyFloat_Check(value.ptr()) && !PyIndex_Check(value.ptr()) &&
                                       !nb::hasattr(value, "__float__")))
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, "field '" + field + "' must be a number");
-    double v = PyFloat_AsDouble(value.ptr());
-    if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
-    return static_cast<T>(v);
+    return static_cast<T>(python_float(value));
   } else {
     if (!PyIndex_Check(value.ptr()))
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, "field '" + field + "' must be an int or a bool");
-    nb::object index = nb::steal(PyNumber_Index(value.ptr()));
-    if (!index.is_valid()) throw nb::python_error();
-    bool fits;
-    T out;
-    if constexpr (std::is_same_v<T, uint64_t>) {
-      unsigned long long u = PyLong_AsUnsignedLongLong(index.ptr());
-      fits = !(u == static_cast<unsigned long long>(-1) && PyErr_Occurred());
-      PyErr_Clear();
-      out = static_cast<T>(u);
-    } else {
-      int overflow = 0;
-      long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-      fits = !overflow && v >= static_cast<long long>(std::numeric_limits<T>::min()) &&
-             (v < 0 || static_cast<unsigned long long>(v) <=
-                           static_cast<unsigned long long>(std::numeric_limits<T>::max()));
-      out = static_cast<T>(v);
-    }
-    if (!fits)
+    const std::optional<T> out = python_integer<T>(value);
+    if (!out)
       raise_hal(
           HAL_ERROR_INVALID_ARGUMENT,
           "field '" + field + "': " + nb::cast<std::string>(nb::repr(value)) + " is out of range");
-    return out;
+    return *out;
   }
 }
 

@@ -133,3 +133,26 @@ def test_unloaded_module_raises(dev):
     s.close()
     with pytest.raises(hal.DestroyedHandleError):
         s.synchronize()
+
+
+def test_integer_arguments_at_their_range_limits(dev):
+    m = hal.Module(dev, source="""
+        kernel void store(global i64* out, int a, unsigned b, i64 c, u64 d) {
+          out[0] = a; out[1] = b; out[2] = c; out[3] = (i64)d;
+        }""")
+    k = m.kernel("store")
+    assert k.arg_types == ["pointer", "i32", "u32", "i64", "u64"]
+    out = hal.empty(4, np.int64, dev)
+    limits = [(-2**31, 2**31 - 1), (0, 2**32 - 1), (-2**63, 2**63 - 1), (0, 2**64 - 1)]
+    for low_or_high in (0, 1):
+        values = [pair[low_or_high] for pair in limits]
+        k.launch(1, 1, out, *values)
+        got = out.to_numpy()
+        assert list(got[:3]) == values[:3]
+        assert int(got[3]) & (2**64 - 1) == values[3]
+    for position, (low, high) in enumerate(limits):
+        for bad in (low - 1, high + 1):
+            values = [pair[0] for pair in limits]
+            values[position] = bad
+            with pytest.raises(ValueError, match="out of range"):
+                k.launch(1, 1, out, *values)
