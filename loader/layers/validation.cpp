@@ -296,10 +296,12 @@ CreationSite site_of(const void* caller) {
 }
 
 // Destroy calls retire the handle once they got past the handle checks,
-// whatever the plugin then said.
+// whatever the plugin then said. HAL_ERROR_INVALID_STATE is the loader's
+// refusal of a destroy that would wait for the host function calling it
+// (SPEC §7): nothing was destroyed.
 bool destroy_reached(hal_result_t result) {
   return result != HAL_ERROR_INVALID_HANDLE && result != HAL_ERROR_DESTROYED_HANDLE &&
-         result != HAL_ERROR_NOT_INITIALIZED;
+         result != HAL_ERROR_NOT_INITIALIZED && result != HAL_ERROR_INVALID_STATE;
 }
 
 }  // namespace
