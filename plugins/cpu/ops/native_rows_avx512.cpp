@@ -63,10 +63,40 @@ HAL_AVX512 inline __m512 exp_or_zero(__m512 x) {
                               x);
 }
 
-// (v - s) - o, the two roundings of the portable loop.
-HAL_AVX512 inline __m512 shifted(__m512 v, __m512 s, __m512 o) {
-  return _mm512_sub_ps(_mm512_sub_ps(v, s), o);
+// y[k] = op(x[k]) for k in [0, n), one vector at a time and the tail
+// masked; |around_caches| writes the aligned body with streaming stores.
+template <typename Op>
+HAL_AVX512 inline void map_row(const float* x, float* y, size_t n, bool around_caches,
+                               const Op& op) {
+  size_t j = 0;
+  if (around_caches) {
+    const size_t head = streaming_head(y, n);
+    if (head < n) {
+      const __mmask16 lanes = first_lanes(head);
+      _mm512_mask_storeu_ps(y, lanes, op(_mm512_maskz_loadu_ps(lanes, x)));
+      for (j = head; j + 16 <= n; j += 16) _mm512_stream_ps(y + j, op(_mm512_loadu_ps(x + j)));
+    }
+  }
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, op(_mm512_loadu_ps(x + j)));
+  if (j < n) {
+    const __mmask16 tail = first_lanes(n - j);
+    _mm512_mask_storeu_ps(y + j, tail, op(_mm512_maskz_loadu_ps(tail, x + j)));
+  }
 }
+
+// v * factor.
+struct Scale {
+  __m512 factor;
+  HAL_AVX512 __m512 operator()(__m512 v) const { return _mm512_mul_ps(v, factor); }
+};
+
+// (v - shift) - offset, the two roundings of the portable loop.
+struct Shift {
+  __m512 shift, offset;
+  HAL_AVX512 __m512 operator()(__m512 v) const {
+    return _mm512_sub_ps(_mm512_sub_ps(v, shift), offset);
+  }
+};
 
 // The 16 lanes summed in lane order, as lane_sum does.
 HAL_AVX512 inline float sum_lanes(__m512 lanes) {
@@ -127,23 +157,7 @@ HAL_AVX512 float row_sum_exp_f32_avx512(const float* x, float shift, float* keep
 
 HAL_AVX512 void row_scale_f32_avx512(const float* x, float factor, float* y, size_t n,
                                      bool around_caches) {
-  const __m512 f = _mm512_set1_ps(factor);
-  size_t j = 0;
-  if (around_caches) {
-    const size_t head = streaming_head(y, n);
-    if (head < n) {
-      const __mmask16 lanes = first_lanes(head);
-      _mm512_mask_storeu_ps(y, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, x), f));
-      for (j = head; j + 16 <= n; j += 16) {
-        _mm512_stream_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), f));
-      }
-    }
-  }
-  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), f));
-  if (j < n) {
-    const __mmask16 tail = first_lanes(n - j);
-    _mm512_mask_storeu_ps(y + j, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + j), f));
-  }
+  map_row(x, y, n, around_caches, Scale{_mm512_set1_ps(factor)});
 }
 
 void order_streaming_stores() {
@@ -152,22 +166,7 @@ void order_streaming_stores() {
 
 HAL_AVX512 void row_shift_f32_avx512(const float* x, float shift, float offset, float* y, size_t n,
                                      bool around_caches) {
-  const __m512 s = _mm512_set1_ps(shift), o = _mm512_set1_ps(offset);
-  size_t j = 0;
-  if (around_caches) {
-    const size_t head = streaming_head(y, n);
-    if (head < n) {
-      const __mmask16 lanes = first_lanes(head);
-      _mm512_mask_storeu_ps(y, lanes, shifted(_mm512_maskz_loadu_ps(lanes, x), s, o));
-      for (j = head; j + 16 <= n; j += 16)
-        _mm512_stream_ps(y + j, shifted(_mm512_loadu_ps(x + j), s, o));
-    }
-  }
-  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, shifted(_mm512_loadu_ps(x + j), s, o));
-  if (j < n) {
-    const __mmask16 tail = first_lanes(n - j);
-    _mm512_mask_storeu_ps(y + j, tail, shifted(_mm512_maskz_loadu_ps(tail, x + j), s, o));
-  }
+  map_row(x, y, n, around_caches, Shift{_mm512_set1_ps(shift), _mm512_set1_ps(offset)});
 }
 
 #undef HAL_AVX512
