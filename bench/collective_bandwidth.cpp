@@ -13,6 +13,13 @@
 // >= 20 ms (at least one); the figure is the median of 5 samples, and under
 // MPI a sample's time is the slowest rank's. Nothing here asserts on time.
 //
+// alltoallv (uneven): each rank sends S bytes in all, a share of 3 parts
+// to its right neighbour and 1 part to every other rank (itself included).
+// algbw = S / t, busbw = algbw * (n-1)/n (nccl-tests, alltoall). In one
+// process the peer is hal_alltoall of the same S, even, and the traffic
+// bound (each rank reads S and writes S: t >= 2·n·S / B); over MPI the
+// peer is MPI_Alltoallv with the same counts.
+//
 // In-process traffic model: the engine reads every rank's input once and
 // writes every rank's output once, 2·n·S bytes per allreduce, spread over
 // the n ranks' threads. The bound is t >= 2·n·S / B, with B the read+write
@@ -37,6 +44,36 @@ namespace {
 constexpr size_t kMaxBytes = size_t{256} << 20;
 constexpr int kSamples = 5;
 constexpr double kMinSampleSeconds = 0.02;
+
+// Elements rank |from| sends rank |to| of |total| per rank: 3 parts to the
+// right neighbour, 1 part to everyone else, the remainder to the neighbour.
+size_t uneven_share(size_t total, uint32_t from, uint32_t to, uint32_t n) {
+  const size_t parts = n + 2;
+  const size_t part = total / parts;
+  const bool neighbour = to == (from + 1) % n;
+  return neighbour ? total - part * (parts - 3) : part;
+}
+
+struct UnevenCounts {
+  std::vector<size_t> send, recv;
+};
+UnevenCounts uneven_counts(size_t total, uint32_t rank, uint32_t n) {
+  UnevenCounts c;
+  for (uint32_t r = 0; r < n; ++r) {
+    c.send.push_back(uneven_share(total, rank, r, n));
+    c.recv.push_back(uneven_share(total, r, rank, n));
+  }
+  return c;
+}
+
+void print_alltoall_row(size_t bytes, double seconds, uint32_t ranks, const char* peer_name,
+                        double peer_seconds) {
+  const double busbw = bytes / seconds / 1e9 * (ranks - 1) / ranks;
+  const double peer_busbw = peer_seconds > 0 ? bytes / peer_seconds / 1e9 * (ranks - 1) / ranks : 0;
+  std::printf("%12zu %12.2f %10.3f %10.3f   %-10s %10.3f %10.2f   %6.2fx\n", bytes, seconds * 1e6,
+              bytes / seconds / 1e9, busbw, peer_name, peer_busbw, peer_seconds * 1e6,
+              peer_busbw > 0 ? busbw / peer_busbw : 0.0);
+}
 
 template <class Batch>
 double median_seconds_per_call(Batch batch, double (*slowest)(double)) {
@@ -164,6 +201,47 @@ int run_local() {
                 kDtypeBytes / t / 1e9, busbw, "mem-bound", bound_busbw, bound_t * 1e6,
                 busbw / bound_busbw);
   }
+  std::printf(
+      "\n# alltoallv f32, uneven (3:1 shares), %u ranks in one process; peers: "
+      "hal_alltoall (even) and the traffic bound 2nS/B\n",
+      n);
+  std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s   %s\n", "bytes", "time_us", "algbw",
+              "busbw", "peer", "peer_busbw", "peer_us", "ratio", "bound_ratio");
+  for (size_t bytes = 1024; bytes <= (size_t{64} << 20); bytes *= 4) {
+    const size_t total = bytes / 4;
+    std::vector<UnevenCounts> layouts;
+    for (uint32_t i = 0; i < n; ++i) layouts.push_back(uneven_counts(total, i, n));
+    auto uneven = [&](int calls) {
+      const double t0 = bench::now_s();
+      for (int c = 0; c < calls; ++c) {
+        for (uint32_t i = 0; i < n; ++i) {
+          check(hal_alltoallv(send[i], layouts[i].send.data(), nullptr, recv[i],
+                              layouts[i].recv.data(), nullptr, HAL_DTYPE_F32, comms[i], streams[i]),
+                "hal_alltoallv");
+        }
+      }
+      for (uint32_t i = 0; i < n; ++i) check(hal_stream_synchronize(streams[i]), "sync");
+      return bench::now_s() - t0;
+    };
+    auto even = [&](int calls) {
+      const double t0 = bench::now_s();
+      for (int c = 0; c < calls; ++c) {
+        for (uint32_t i = 0; i < n; ++i) {
+          check(hal_alltoall(send[i], recv[i], total / n, HAL_DTYPE_F32, comms[i], streams[i]),
+                "hal_alltoall");
+        }
+      }
+      for (uint32_t i = 0; i < n; ++i) check(hal_stream_synchronize(streams[i]), "sync");
+      return bench::now_s() - t0;
+    };
+    const double t = median_seconds_per_call(uneven, identity);
+    const double t_even = median_seconds_per_call(even, identity);
+    print_alltoall_row(bytes, t, n, "alltoall", t_even);
+    if (bytes >= (size_t{1} << 20)) {
+      const double bound = 2.0 * n * bytes / copy_bandwidth(bytes, n);
+      std::printf("%*s%.2fx of the bound (%.2f us)\n", 92, "", bound / t, bound * 1e6);
+    }
+  }
   for (uint32_t i = 0; i < n; ++i) {
     hal_comm_destroy(comms[i]);
     hal_stream_destroy(streams[i]);
@@ -179,6 +257,19 @@ double slowest_rank(double t) {
   double worst = 0;
   MPI_Allreduce(&t, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return worst;
+}
+
+// A sample under MPI: |calls| calls of |one| after a barrier; HAL's calls
+// end with their stream's synchronisation (|stream| NULL for MPI's own).
+template <class Call>
+auto barrier_batch(Call one, hal_stream_t stream) {
+  return [one, stream](int calls) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = bench::now_s();
+    for (int c = 0; c < calls; ++c) one();
+    if (stream != nullptr) check(hal_stream_synchronize(stream), "sync");
+    return bench::now_s() - t0;
+  };
 }
 
 int run_mpi() {
@@ -213,28 +304,53 @@ int run_mpi() {
   }
   for (size_t bytes = 8; bytes <= kMaxBytes; bytes *= 2) {
     const int count = static_cast<int>(bytes / 4);
-    auto hal_batch = [&](int calls) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double t0 = bench::now_s();
-      for (int c = 0; c < calls; ++c) {
-        check(hal_allreduce(send, recv, count, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream),
-              "hal_allreduce");
-      }
-      check(hal_stream_synchronize(stream), "sync");
-      return bench::now_s() - t0;
-    };
-    auto mpi_batch = [&](int calls) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double t0 = bench::now_s();
-      for (int c = 0; c < calls; ++c) {
-        MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      }
-      return bench::now_s() - t0;
-    };
+    auto hal_batch = barrier_batch(
+        [&] {
+          check(hal_allreduce(send, recv, count, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream),
+                "hal_allreduce");
+        },
+        stream);
+    auto mpi_batch = barrier_batch(
+        [&] { MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); }, nullptr);
     const double t_mpi = median_seconds_per_call(mpi_batch, slowest_rank);
     const double t_hal = median_seconds_per_call(hal_batch, slowest_rank);
     const double mpi_busbw = bytes / t_mpi / 1e9 * 2.0 * (size - 1) / size;
     if (rank == 0) print_row(bytes, t_hal, static_cast<uint32_t>(size), "MPI", mpi_busbw, t_mpi);
+  }
+  if (rank == 0) {
+    std::printf("\n# alltoallv f32, uneven (3:1 shares), %d processes; HAL vs MPI_Alltoallv\n",
+                size);
+    std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s\n", "bytes", "time_us", "algbw",
+                "busbw", "peer", "peer_busbw", "peer_us", "ratio");
+  }
+  const auto n = static_cast<uint32_t>(size);
+  for (size_t bytes = 64; bytes <= (size_t{64} << 20); bytes *= 8) {
+    const UnevenCounts counts = uneven_counts(bytes / 4, static_cast<uint32_t>(rank), n);
+    std::vector<int> mpi_send(n), mpi_recv(n), mpi_sdispl(n), mpi_rdispl(n);
+    for (uint32_t r = 0, s_at = 0, r_at = 0; r < n; ++r) {
+      mpi_send[r] = static_cast<int>(counts.send[r]);
+      mpi_recv[r] = static_cast<int>(counts.recv[r]);
+      mpi_sdispl[r] = static_cast<int>(s_at);
+      mpi_rdispl[r] = static_cast<int>(r_at);
+      s_at += mpi_send[r];
+      r_at += mpi_recv[r];
+    }
+    auto hal_batch = barrier_batch(
+        [&] {
+          check(hal_alltoallv(send, counts.send.data(), nullptr, recv, counts.recv.data(), nullptr,
+                              HAL_DTYPE_F32, comm, stream),
+                "hal_alltoallv");
+        },
+        stream);
+    auto mpi_batch = barrier_batch(
+        [&] {
+          MPI_Alltoallv(send, mpi_send.data(), mpi_sdispl.data(), MPI_FLOAT, recv, mpi_recv.data(),
+                        mpi_rdispl.data(), MPI_FLOAT, MPI_COMM_WORLD);
+        },
+        nullptr);
+    const double t_mpi = median_seconds_per_call(mpi_batch, slowest_rank);
+    const double t_hal = median_seconds_per_call(hal_batch, slowest_rank);
+    if (rank == 0) print_alltoall_row(bytes, t_hal, n, "MPI", t_mpi);
   }
   hal_comm_destroy(comm);
   hal_stream_destroy(stream);

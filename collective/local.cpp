@@ -1,5 +1,6 @@
 #include "hal_collective/local.hpp"
 
+#include "hal_collective/alltoallv.hpp"
 #include "hal_collective/reduce.hpp"
 
 #include <algorithm>
@@ -165,17 +166,23 @@ Status LocalGroup::run_collective(uint32_t rank, const hal_collective_call_t& ca
   const uint32_t expected = call_signature(*slots_[0].call);
   bool match = true;
   for (uint32_t r = 1; r < ranks_; ++r) match &= call_signature(*slots_[r].call) == expected;
-  if (match) do_share(rank, call);
+  Status verdict;
+  if (!match) {
+    verdict = Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
+                              std::string("the ranks called ") + kind_name(call.kind) +
+                                  " with different counts, dtypes, ops or roots");
+  } else if (call.kind == HAL_COLLECTIVE_ALLTOALLV) {
+    verdict = check_alltoallv_counts(
+        ranks_,
+        [&](uint32_t from, uint32_t to) { return layout_of(*slots_[from].call).send_counts[to]; },
+        [&](uint32_t at, uint32_t from) { return layout_of(*slots_[at].call).recv_counts[from]; });
+  }
+  if (verdict.ok()) do_share(rank, call);
   // Nobody may publish its next call before everyone finished reading this one.
   if (Status done = barrier(rank, deadline, "waiting for the other ranks to finish"); !done.ok()) {
     return done;
   }
-  if (!match) {
-    return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
-                           std::string("the ranks called ") + kind_name(call.kind) +
-                               " with different counts, dtypes, ops or roots");
-  }
-  return {};
+  return verdict;
 }
 
 void LocalGroup::do_share(uint32_t rank, const hal_collective_call_t& call) {
@@ -257,6 +264,17 @@ void LocalGroup::do_share(uint32_t rank, const hal_collective_call_t& call) {
       for (uint32_t r = 0; r < n; ++r) {
         copy_block(bytes_of(call.recv) + r * count * elem,
                    bytes_of(peer(r).send) + rank * count * elem, count * elem);
+      }
+      break;
+    }
+    case HAL_COLLECTIVE_ALLTOALLV: {
+      // Each rank pulls what its peers send it into its own receive buffer.
+      const hal_alltoallv_layout_t& mine = layout_of(call);
+      for (uint32_t r = 0; r < n; ++r) {
+        const hal_alltoallv_layout_t& theirs = layout_of(peer(r));
+        copy_block(bytes_of(mine.recvbuf) + mine.recv_displs[r] * elem,
+                   bytes_of(theirs.sendbuf) + theirs.send_displs[rank] * elem,
+                   mine.recv_counts[r] * elem);
       }
       break;
     }

@@ -1,5 +1,6 @@
 #include "hal_collective/p2p.hpp"
 
+#include "hal_collective/alltoallv.hpp"
 #include "hal_collective/reduce.hpp"
 
 #include <algorithm>
@@ -49,6 +50,8 @@ class Runner {
         return reduce(call);
       case HAL_COLLECTIVE_ALLTOALL:
         return alltoall(call);
+      case HAL_COLLECTIVE_ALLTOALLV:
+        return alltoallv(call);
       default:
         return {};
     }
@@ -230,6 +233,58 @@ class Runner {
       }
       if (Status s =
               t_.post_recv(from, at(call.recv, from * block), block, tag_, Channel::kCollective);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return t_.wait_all(deadline_);
+  }
+
+  // The counts travel first: each rank sends its send and receive rows to
+  // every other, so every rank checks the same matrix and reaches the same
+  // verdict before any data moves. Then a pairwise exchange as in alltoall.
+  Status alltoallv(const hal_collective_call_t& call) {
+    const hal_alltoallv_layout_t& mine = layout_of(call);
+    const uint32_t ranks = n();
+    const size_t row = size_t{2} * ranks;  // send counts, then receive counts
+    std::vector<uint64_t> rows(row * ranks);
+    uint64_t* own = rows.data() + me() * row;
+    for (uint32_t r = 0; r < ranks; ++r) {
+      own[r] = mine.send_counts[r];
+      own[ranks + r] = mine.recv_counts[r];
+    }
+    for (uint32_t r = 0; r < ranks; ++r) {
+      if (r == me()) continue;
+      if (Status s = t_.post_send(r, own, row * sizeof(uint64_t), tag_, Channel::kCollective);
+          !s.ok()) {
+        return s;
+      }
+      if (Status s = t_.post_recv(r, rows.data() + r * row, row * sizeof(uint64_t), tag_,
+                                  Channel::kCollective);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (Status s = t_.wait_all(deadline_); !s.ok()) return s;
+    if (Status verdict = check_alltoallv_counts(
+            ranks, [&](uint32_t from, uint32_t to) { return rows[from * row + to]; },
+            [&](uint32_t at, uint32_t from) { return rows[at * row + ranks + from]; });
+        !verdict.ok()) {
+      return verdict;
+    }
+    auto sent = [&](uint32_t r) { return at(mine.sendbuf, mine.send_displs[r] * elem_); };
+    auto landing = [&](uint32_t r) { return at(mine.recvbuf, mine.recv_displs[r] * elem_); };
+    copy_block(landing(me()), sent(me()), mine.recv_counts[me()] * elem_);
+    for (uint32_t step = 1; step < ranks; ++step) {
+      const uint32_t to = wrap(me() + step, ranks);
+      const uint32_t from = wrap(int64_t{me()} - step, ranks);
+      if (Status s =
+              t_.post_send(to, sent(to), mine.send_counts[to] * elem_, tag_, Channel::kCollective);
+          !s.ok()) {
+        return s;
+      }
+      if (Status s = t_.post_recv(from, landing(from), mine.recv_counts[from] * elem_, tag_,
+                                  Channel::kCollective);
           !s.ok()) {
         return s;
       }

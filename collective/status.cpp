@@ -1,5 +1,7 @@
 #include "hal_collective/status.hpp"
 
+#include "hal_collective/alltoallv.hpp"
+
 #include "hal_util/names.hpp"
 
 namespace hal::collective {
@@ -23,6 +25,8 @@ CallExtent call_extent(const hal_collective_call_t& call, uint32_t rank, uint32_
       return {bytes, 0};
     case HAL_COLLECTIVE_RECV:
       return {0, bytes};
+    case HAL_COLLECTIVE_ALLTOALLV:
+      return alltoallv_extent(layout_of(call), ranks, HAL_DTYPE_SIZE(call.dtype));
     default:
       return {};
   }
@@ -40,6 +44,8 @@ uint32_t call_signature(const hal_collective_call_t& call) noexcept {
   };
   const bool point_to_point = call.kind == HAL_COLLECTIVE_SEND || call.kind == HAL_COLLECTIVE_RECV;
   mix(point_to_point ? 100u : static_cast<uint64_t>(call.kind));
+  // An alltoallv's count is the rank count; its per-pair counts are checked
+  // as a matrix (alltoallv.hpp).
   mix(call.count * HAL_DTYPE_SIZE(call.dtype));
   if (!point_to_point) mix(static_cast<uint64_t>(call.dtype));
   const bool reduces = call.kind == HAL_COLLECTIVE_ALLREDUCE ||

@@ -4,6 +4,7 @@
 #include "collective_dispatch.hpp"
 #include "fallbacks.hpp"
 #include "layers/intercept.hpp"
+#include "hal_collective/alltoallv.hpp"
 #include "hal_collective/reduce.hpp"
 #include "layers/tracing.hpp"
 
@@ -13,6 +14,7 @@
 
 using namespace hal::loader;
 using hal::collective::Deadline;
+using hal::collective::OwnedLayout;
 using hal::collective::Status;
 
 namespace hal::loader {
@@ -64,6 +66,7 @@ struct PendingCall {
   hal_comm_s* comm;
   hal_stream_s* stream;
   hal_collective_call_t call;
+  std::unique_ptr<OwnedLayout> layout;  // an alltoallv's, which call.send points to
 };
 struct GroupState {
   uint32_t depth = 0;
@@ -99,8 +102,85 @@ hal_result_t check_buffer(const Registry& registry, const void* pointer, size_t 
   return HAL_SUCCESS;
 }
 
+// hal_alltoallv's count and displacement arrays as the caller gave them.
+struct AlltoallvArrays {
+  const void* sendbuf;
+  void* recvbuf;
+  const size_t* send_counts;
+  const size_t* send_displs;  // NULL: packed
+  const size_t* recv_counts;
+  const size_t* recv_displs;  // NULL: packed
+};
+
+hal_result_t make_layout(const AlltoallvArrays& arrays, uint32_t ranks, size_t elem,
+                         const char* function, std::unique_ptr<OwnedLayout>& out) {
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  uint32_t bad_rank = 0;
+  auto overflow = [&](const char* side, const size_t* counts, const size_t* displs) {
+    return fail(HAL_ERROR_INVALID_SIZE, function,
+                "the %s block of rank %u (%zu elements at element %zu) overflows", side, bad_rank,
+                counts[bad_rank], displs != nullptr ? displs[bad_rank] : size_t{0});
+  };
+  if (!hal::collective::resolve_alltoallv_side(arrays.send_counts, arrays.send_displs, ranks, elem,
+                                               send_counts, send_displs, bad_rank)) {
+    return overflow("send", arrays.send_counts, arrays.send_displs);
+  }
+  if (!hal::collective::resolve_alltoallv_side(arrays.recv_counts, arrays.recv_displs, ranks, elem,
+                                               recv_counts, recv_displs, bad_rank)) {
+    return overflow("receive", arrays.recv_counts, arrays.recv_displs);
+  }
+  const hal_alltoallv_layout_t view{arrays.sendbuf,     arrays.recvbuf,     send_counts.data(),
+                                    send_displs.data(), recv_counts.data(), recv_displs.data()};
+  out = std::make_unique<OwnedLayout>(view, ranks);
+  return HAL_SUCCESS;
+}
+
+// The byte ranges [begin, end) of one side's non-empty blocks, sorted.
+std::vector<std::pair<uintptr_t, uintptr_t>> block_ranges(const void* base, const size_t* counts,
+                                                          const size_t* displs, uint32_t ranks,
+                                                          size_t elem) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  const auto at = reinterpret_cast<uintptr_t>(base);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    if (counts[r] != 0)
+      ranges.push_back({at + displs[r] * elem, at + (displs[r] + counts[r]) * elem});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  return ranges;
+}
+
+// No receive block may overlap another, or any send block: the engines
+// read and write them in any order.
+hal_result_t check_alltoallv_overlap(const hal_alltoallv_layout_t& layout, uint32_t ranks,
+                                     size_t elem, const char* function) {
+  const auto receives =
+      block_ranges(layout.recvbuf, layout.recv_counts, layout.recv_displs, ranks, elem);
+  for (size_t i = 1; i < receives.size(); ++i) {
+    if (receives[i].first < receives[i - 1].second) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function, "alltoallv: two receive blocks overlap");
+    }
+  }
+  const auto sends =
+      block_ranges(layout.sendbuf, layout.send_counts, layout.send_displs, ranks, elem);
+  // Both sorted by start; the receives are disjoint, the sends may overlap.
+  size_t next_send = 0;
+  uintptr_t furthest_send_end = 0;
+  for (const auto& receive : receives) {
+    while (next_send < sends.size() && sends[next_send].first < receive.second) {
+      furthest_send_end = std::max(furthest_send_end, sends[next_send].second);
+      ++next_send;
+    }
+    // A send starting before this receive's end that ends after its start.
+    if (furthest_send_end > receive.first) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                  "alltoallv cannot run in place: a receive block overlaps a send block");
+    }
+  }
+  return HAL_SUCCESS;
+}
+
 hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_stream_s* stream,
-                              const char* function) {
+                              const char* function, const AlltoallvArrays* arrays = nullptr) {
   // The buffers are ranges, checked with their sizes below (0 bytes take NULL).
   Registry* registry = nullptr;
   // Held against a racing hal_comm_destroy or hal_comm_abort (an abort marks
@@ -108,14 +188,32 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
   // racing hal_stream_destroy.
   HandleUse<hal_comm_s> comm_use;
   HandleUse<hal_stream_s> stream_use;
-  if (hal_result_t r = check_preconditions_in(registry, function, Held{comm, "comm", comm_use},
-                                              Held{stream, "stream", stream_use});
+  // Only an alltoallv has count arrays; other calls pass a stand-in that is never NULL.
+  if (hal_result_t r = check_preconditions_in(
+          registry, function, Held{comm, "comm", comm_use}, Held{stream, "stream", stream_use},
+          Required{arrays != nullptr ? arrays->send_counts : &call.count, "sendcounts"},
+          Required{arrays != nullptr ? arrays->recv_counts : &call.count, "recvcounts"});
       r != HAL_SUCCESS) {
     return r;
   }
   if (!hal::collective::is_valid_dtype(call.dtype)) {
     return fail(HAL_ERROR_INVALID_ARGUMENT, function, "dtype %d is not a hal_dtype_t",
                 static_cast<int>(call.dtype));
+  }
+  // An alltoallv's call points to its layout, which holds the buffers.
+  std::unique_ptr<OwnedLayout> layout;
+  const void* sendbuf = call.send;
+  void* recvbuf = call.recv;
+  if (arrays != nullptr) {
+    if (hal_result_t r =
+            make_layout(*arrays, comm->ranks, HAL_DTYPE_SIZE(call.dtype), function, layout);
+        r != HAL_SUCCESS) {
+      return r;
+    }
+    call.send = layout->view();
+    call.count = comm->ranks;
+    sendbuf = arrays->sendbuf;
+    recvbuf = arrays->recvbuf;
   }
   const bool reduces = call.kind == HAL_COLLECTIVE_ALLREDUCE ||
                        call.kind == HAL_COLLECTIVE_REDUCE ||
@@ -140,12 +238,12 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
   }
   const auto extent = hal::collective::call_extent(call, comm->rank, comm->ranks);
   if (hal_result_t r =
-          check_buffer(*registry, call.send, extent.send_bytes, "sendbuf", comm, function);
+          check_buffer(*registry, sendbuf, extent.send_bytes, "sendbuf", comm, function);
       r != HAL_SUCCESS) {
     return r;
   }
   if (hal_result_t r =
-          check_buffer(*registry, call.recv, extent.recv_bytes, "recvbuf", comm, function);
+          check_buffer(*registry, recvbuf, extent.recv_bytes, "recvbuf", comm, function);
       r != HAL_SUCCESS) {
     return r;
   }
@@ -162,13 +260,26 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
       return fail(HAL_ERROR_INVALID_ARGUMENT, function, "alltoall cannot run in place");
     }
   }
+  if (layout) {
+    if (hal_result_t r = check_alltoallv_overlap(*layout->view(), comm->ranks,
+                                                 HAL_DTYPE_SIZE(call.dtype), function);
+        r != HAL_SUCCESS) {
+      return r;
+    }
+    if ((comm->device->properties.capabilities & HAL_DEVICE_CAP_ALLTOALLV) == 0) {
+      return fail(HAL_ERROR_UNSUPPORTED, function,
+                  "plugin '%s' runs its own collectives without alltoallv "
+                  "(no HAL_DEVICE_CAP_ALLTOALLV)",
+                  comm->device->plugin->name.c_str());
+    }
+  }
   if (const hal_result_t failed = comm_async_error(comm); failed != HAL_SUCCESS) {
     return fail(HAL_ERROR_INVALID_STATE, function,
                 "the communicator failed earlier with %s (hal_comm_get_async_error)",
                 hal_result_string(failed));
   }
   if (t_group.depth > 0) {
-    t_group.calls.push_back({comm, stream, call});
+    t_group.calls.push_back({comm, stream, call, std::move(layout)});
     return HAL_SUCCESS;
   }
   return submit(comm, stream, std::span(&call, 1), function);
@@ -244,6 +355,19 @@ static hal_result_t alltoall_body(const void* sendbuf, void* recvbuf, size_t cou
                                   hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream) {
   HAL_COLLECTIVE_ENTRY("hal_alltoall", HAL_COLLECTIVE_ALLTOALL, sendbuf, recvbuf, count, dtype,
                        HAL_REDUCE_SUM, 0);
+}
+
+static hal_result_t alltoallv_body(const void* sendbuf, const size_t* sendcounts,
+                                   const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                   const size_t* rdispls, hal_dtype_t dtype, hal_comm_t comm,
+                                   hal_stream_t stream) {
+  constexpr const char* kFunction = "hal_alltoallv";
+  return guarded(kFunction, [&] {
+    const AlltoallvArrays arrays{sendbuf, recvbuf, sendcounts, sdispls, recvcounts, rdispls};
+    return check_and_submit(
+        make_call(HAL_COLLECTIVE_ALLTOALLV, nullptr, nullptr, 0, dtype, HAL_REDUCE_SUM, 0), comm,
+        stream, kFunction, &arrays);
+  });
 }
 
 static hal_result_t send_body(const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
@@ -353,6 +477,13 @@ hal_result_t hal_alltoall(const void* sendbuf, void* recvbuf, size_t count, hal_
                           hal_comm_t comm, hal_stream_t stream) {
   return layers::call<layers::Alltoall, alltoall_body>(HAL_CALLER, sendbuf, recvbuf, count, dtype,
                                                        comm, stream);
+}
+
+hal_result_t hal_alltoallv(const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                           void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                           hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream) {
+  return layers::call<layers::Alltoallv, alltoallv_body>(
+      HAL_CALLER, sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dtype, comm, stream);
 }
 
 hal_result_t hal_send(const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,

@@ -5,6 +5,7 @@
 #include "collective_comm.hpp"
 
 #include "error.hpp"
+#include "hal_collective/alltoallv.hpp"
 
 #include <cstring>
 #include <map>
@@ -156,33 +157,63 @@ Status run_host_staged(hal_stream_s* stream, HostComm& comm,
     return bytes == 0 ? HAL_SUCCESS : table.memcpy_async(stream->impl, dst, src, bytes);
   };
   // Host copies of the inputs and room for the outputs. Every call, in place
-  // on the device or not, runs out of place on the host: the engines write
-  // each output byte, so the output stages need no initial contents.
+  // on the device or not, runs out of place on the host. The engines write
+  // each output byte of the other calls, so their output stages need no
+  // initial contents; an alltoallv's blocks may leave gaps, so only its
+  // blocks are copied back.
   std::vector<std::vector<uint8_t>> stages;
-  std::vector<hal_collective_call_t> staged(calls.begin(), calls.end());
+  collective::OwnedCalls staged(calls);
   stages.reserve(calls.size() * 2);
-  for (hal_collective_call_t& call : staged) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    hal_collective_call_t& call = staged.calls()[i];
     const collective::CallExtent extent = collective::call_extent(call, rank, ranks);
-    if (call.send != nullptr && extent.send_bytes != 0) {
+    const bool uneven = call.kind == HAL_COLLECTIVE_ALLTOALLV;
+    const void* send = uneven ? collective::layout_of(call).sendbuf : call.send;
+    void* recv = uneven ? collective::layout_of(call).recvbuf : call.recv;
+    void* send_stage = nullptr;
+    void* recv_stage = nullptr;
+    if (send != nullptr && extent.send_bytes != 0) {
       auto& stage = stages.emplace_back(extent.send_bytes);
-      if (hal_result_t r = copy(stage.data(), call.send, extent.send_bytes); r != HAL_SUCCESS) {
+      if (hal_result_t r = copy(stage.data(), send, extent.send_bytes); r != HAL_SUCCESS) {
         return plugin_failure(r, "staging an input");
       }
-      call.send = stage.data();
+      send_stage = stage.data();
     }
-    if (call.recv != nullptr && extent.recv_bytes != 0) {
-      call.recv = stages.emplace_back(extent.recv_bytes).data();
+    if (recv != nullptr && extent.recv_bytes != 0) {
+      recv_stage = stages.emplace_back(extent.recv_bytes).data();
+    }
+    if (uneven) {
+      staged.layout(i).rebase(send_stage, recv_stage);
+    } else {
+      if (send_stage != nullptr) call.send = send_stage;
+      if (recv_stage != nullptr) call.recv = recv_stage;
     }
   }
   if (hal_result_t r = table.stream_synchronize(stream->impl); r != HAL_SUCCESS) {
     return plugin_failure(r, "waiting for the stream");
   }
-  Status status = comm.run(staged, deadline);
+  Status status = comm.run(staged.calls(), deadline);
   if (!status.ok()) return status;
-  for (size_t i = 0; i < staged.size(); ++i) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i].kind == HAL_COLLECTIVE_ALLTOALLV) {
+      const hal_alltoallv_layout_t& target = collective::layout_of(calls[i]);
+      const hal_alltoallv_layout_t& source = collective::layout_of(staged.calls()[i]);
+      const size_t elem = HAL_DTYPE_SIZE(calls[i].dtype);
+      for (uint32_t r = 0; r < ranks; ++r) {
+        const size_t offset = target.recv_displs[r] * elem;
+        if (hal_result_t result = copy(static_cast<uint8_t*>(target.recvbuf) + offset,
+                                       static_cast<const uint8_t*>(source.recvbuf) + offset,
+                                       target.recv_counts[r] * elem);
+            result != HAL_SUCCESS) {
+          return plugin_failure(result, "copying an output back");
+        }
+      }
+      continue;
+    }
     const collective::CallExtent extent = collective::call_extent(calls[i], rank, ranks);
     if (calls[i].recv == nullptr || extent.recv_bytes == 0) continue;
-    if (hal_result_t r = copy(calls[i].recv, staged[i].recv, extent.recv_bytes); r != HAL_SUCCESS) {
+    if (hal_result_t r = copy(calls[i].recv, staged.calls()[i].recv, extent.recv_bytes);
+        r != HAL_SUCCESS) {
       return plugin_failure(r, "copying an output back");
     }
   }

@@ -50,7 +50,12 @@ void complete_properties(hal_device_properties_t& properties, const PluginRecord
   if (plugin.loader_events || table.event_elapsed_ms == nullptr)
     properties.capabilities &= ~HAL_DEVICE_CAP_EVENT_TIMING;
   // Without its own collective entries a plugin gets the loader's host-staged ones.
-  if (!plugin.collectives) properties.capabilities &= ~HAL_DEVICE_CAP_COLLECTIVES;
+  // The host-staged collectives include alltoallv; a plugin's own have it
+  // only when it says so.
+  if (!plugin.collectives) {
+    properties.capabilities &= ~HAL_DEVICE_CAP_COLLECTIVES;
+    properties.capabilities |= HAL_DEVICE_CAP_ALLTOALLV;
+  }
 }
 
 // Opens every device of a freshly loaded plugin. On failure closes what it

@@ -13,6 +13,7 @@ constexpr EnumName kCapability[] = {
     {HAL_DEVICE_CAP_PEER_ACCESS, "HAL_DEVICE_CAP_PEER_ACCESS", "peer_access"},
     {HAL_DEVICE_CAP_STREAM_QUERY, "HAL_DEVICE_CAP_STREAM_QUERY", "stream_query"},
     {HAL_DEVICE_CAP_COLLECTIVES, "HAL_DEVICE_CAP_COLLECTIVES", "collectives"},
+    {HAL_DEVICE_CAP_ALLTOALLV, "HAL_DEVICE_CAP_ALLTOALLV", "alltoallv"},
 };
 
 constexpr EnumName kModuleFormat[] = {
@@ -105,6 +106,7 @@ constexpr EnumName kCollectiveKind[] = {
     {HAL_COLLECTIVE_ALLTOALL, "HAL_COLLECTIVE_ALLTOALL", "alltoall"},
     {HAL_COLLECTIVE_SEND, "HAL_COLLECTIVE_SEND", "send"},
     {HAL_COLLECTIVE_RECV, "HAL_COLLECTIVE_RECV", "recv"},
+    {HAL_COLLECTIVE_ALLTOALLV, "HAL_COLLECTIVE_ALLTOALLV", "alltoallv"},
 };
 
 constexpr EnumName kOpKind[] = {

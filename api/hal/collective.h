@@ -196,6 +196,26 @@ HAL_API hal_result_t hal_reduce_scatter(const void* sendbuf, void* recvbuf, size
 HAL_API hal_result_t hal_alltoall(const void* sendbuf, void* recvbuf, size_t count,
                                   hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream);
 
+/* Uneven all-to-all (MPI_Alltoallv's shape): sendcounts[r] elements from
+ * element sdispls[r] of sendbuf go to rank r, and recvcounts[r] elements
+ * from rank r land at element rdispls[r] of recvbuf. The arrays hold one
+ * entry per rank, live in host memory and are read during the call only;
+ * sdispls or rdispls NULL means packed in rank order (the exclusive prefix
+ * sums of the counts). Counts may be 0. Every rank's recvcounts[r] must
+ * equal rank r's sendcounts[rank]: where any pair differs, every rank fails
+ * with HAL_ERROR_ARGUMENT_MISMATCH and no data moves. The receive ranges may
+ * not overlap each other or the send ranges (not in place). To learn the
+ * receive counts first, exchange them with hal_alltoall of one count per
+ * rank. Errors: the common ones, plus HAL_ERROR_NULL_POINTER (sendcounts,
+ * recvcounts), HAL_ERROR_INVALID_SIZE (a displacement plus its count
+ * overflows), HAL_ERROR_INVALID_ARGUMENT (overlapping ranges),
+ * HAL_ERROR_UNSUPPORTED (the device lacks HAL_DEVICE_CAP_ALLTOALLV: its
+ * plugin's own collectives do not implement it). */
+HAL_API hal_result_t hal_alltoallv(const void* sendbuf, const size_t* sendcounts,
+                                   const size_t* sdispls, void* recvbuf, const size_t* recvcounts,
+                                   const size_t* rdispls, hal_dtype_t dtype, hal_comm_t comm,
+                                   hal_stream_t stream);
+
 /* Point to point: |count| elements to or from rank |peer|. A send and its
  * recv match in call order; inside a group they progress together, so an
  * exchange (send to p and recv from p) cannot deadlock. */

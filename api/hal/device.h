@@ -34,6 +34,7 @@ typedef enum hal_device_cap_bits {
   HAL_DEVICE_CAP_PEER_ACCESS = 1u << 6,        /* copies between devices of the same plugin */
   HAL_DEVICE_CAP_STREAM_QUERY = 1u << 7, /* hal_stream_query and hal_event_query don't block */
   HAL_DEVICE_CAP_COLLECTIVES = 1u << 8,  /* the plugin's own collectives (else host-staged) */
+  HAL_DEVICE_CAP_ALLTOALLV = 1u << 9,    /* hal_alltoallv on this device's communicators */
   HAL_DEVICE_CAP_MAX_ENUM = 0x7fffffff
 } hal_device_cap_bits_t;
 typedef uint32_t hal_device_caps_t;

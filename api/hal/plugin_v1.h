@@ -77,6 +77,8 @@ typedef enum hal_collective_kind {
   HAL_COLLECTIVE_ALLTOALL = 5,
   HAL_COLLECTIVE_SEND = 6,
   HAL_COLLECTIVE_RECV = 7,
+  /* Appended; only to plugins whose devices declare HAL_DEVICE_CAP_ALLTOALLV. */
+  HAL_COLLECTIVE_ALLTOALLV = 8,
   HAL_COLLECTIVE_KIND_MAX_ENUM = 0x7fffffff
 } hal_collective_kind_t;
 
@@ -90,6 +92,21 @@ typedef struct hal_collective_call {
   void* recv;         /* NULL for send */
   size_t count;       /* elements, with the public function's meaning */
 } hal_collective_call_t;
+
+/* The layout of an HAL_COLLECTIVE_ALLTOALLV call: the call's |send| points to
+ * it, its |recv| is NULL and its |count| is the rank count, the length of
+ * each array. Counts and displacements are in elements; the loader filled in
+ * packed displacements where the caller gave none and checked every range
+ * against the buffers. Valid during comm_enqueue only: a plugin copies what
+ * it keeps. Whether the ranks' counts agree is the plugin's to check. */
+typedef struct hal_alltoallv_layout {
+  const void* sendbuf;
+  void* recvbuf;
+  const size_t* send_counts; /* [count]: elements to rank r */
+  const size_t* send_displs; /* [count]: where they start in sendbuf */
+  const size_t* recv_counts; /* [count]: elements from rank r */
+  const size_t* recv_displs; /* [count]: where they land in recvbuf */
+} hal_alltoallv_layout_t;
 
 /* Services the loader offers a plugin. Valid from the entry call until
  * plugin_shutdown returns. */

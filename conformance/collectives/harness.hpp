@@ -69,12 +69,12 @@ inline std::string run_case(const Case& c, std::vector<Rank>& ranks, uint32_t n)
         c.in_place ? std::max(shape.recv, shape.send) * elem : shape.recv * elem;
     recvs.push_back(std::make_unique<Buffer>(rank.device, recv_bytes));
     sends.push_back(std::make_unique<Buffer>(rank.device, c.in_place ? 0 : send_bytes));
-    std::vector<uint8_t> host(std::max(send_bytes, recv_bytes), 0xA5);
+    std::vector<uint8_t> host(std::max(send_bytes, recv_bytes), kUntouchedByte);
     for (size_t i = 0; i < shape.send; ++i) store(c.dtype, host.data(), i, in[rank.rank][i]);
     void* target = c.in_place ? recvs.back()->get() : sends.back()->get();
     if (c.in_place && c.kind == Kind::kAllgather) {
       // In place by offset: the input sits at the rank's block of the output.
-      std::vector<uint8_t> shifted(recv_bytes, 0xA5);
+      std::vector<uint8_t> shifted(recv_bytes, kUntouchedByte);
       std::memcpy(shifted.data() + rank.rank * send_bytes, host.data(), send_bytes);
       host = shifted;
     }
@@ -82,7 +82,7 @@ inline std::string run_case(const Case& c, std::vector<Rank>& ranks, uint32_t n)
       hal_memcpy_async(target, host.data(), c.in_place ? recv_bytes : send_bytes, rank.stream);
     }
     if (!c.in_place && recv_bytes != 0) {
-      hal_memset_async(recvs.back()->get(), 0xA5, recv_bytes, rank.stream);
+      hal_memset_async(recvs.back()->get(), kUntouchedByte, recv_bytes, rank.stream);
     }
     if (hal_stream_synchronize(rank.stream) != HAL_SUCCESS) return "staging the inputs failed";
   }

@@ -148,6 +148,24 @@ HALCONFORM_TEST("collectives.matrix.alltoall", "alltoall: every dtype and count 
                 {}) {
   run_kind(ctx, Kind::kAlltoall);
 }
+HALCONFORM_TEST("collectives.matrix.alltoallv",
+                "alltoallv: every dtype, uneven counts with zeros and a rank that sends nothing, "
+                "gaps between the received blocks, over 1..N ranks",
+                {}) {
+  if (!ctx.has(HAL_DEVICE_CAP_ALLTOALLV)) {
+    // The promise runs the other way: without the bit the call is refused, never half done.
+    LocalRanks local(rank_devices(ctx), 1, 20000);
+    const size_t one = 1;
+    float send = 1.0f, recv = 0.0f;
+    HC_REQUIRE(hal_alltoallv(&send, &one, nullptr, &recv, &one, nullptr, HAL_DTYPE_F32,
+                             local.ranks[0].comm, local.ranks[0].stream) == HAL_ERROR_UNSUPPORTED,
+               "a device without HAL_DEVICE_CAP_ALLTOALLV must refuse hal_alltoallv with "
+               "HAL_ERROR_UNSUPPORTED");
+    ctx.note("no HAL_DEVICE_CAP_ALLTOALLV: hal_alltoallv is refused with HAL_ERROR_UNSUPPORTED");
+    return;
+  }
+  run_kind(ctx, Kind::kAlltoallv);
+}
 HALCONFORM_TEST("collectives.matrix.send_recv",
                 "send/recv in a group: every dtype and count over 1..N ranks", {}) {
   run_kind(ctx, Kind::kSendRecv);

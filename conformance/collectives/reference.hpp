@@ -31,17 +31,18 @@ enum class Kind {
   kAllgather,
   kReduceScatter,
   kAlltoall,
-  kSendRecv
+  kSendRecv,
+  kAlltoallv
 };
 inline const Kind kKinds[] = {Kind::kAllreduce, Kind::kBroadcast,     Kind::kReduce,
                               Kind::kAllgather, Kind::kReduceScatter, Kind::kAlltoall,
-                              Kind::kSendRecv};
+                              Kind::kSendRecv,  Kind::kAlltoallv};
 inline bool reduces(Kind k) {
   return k == Kind::kAllreduce || k == Kind::kReduce || k == Kind::kReduceScatter;
 }
 inline const char* kind_label(Kind k) {
-  const char* names[] = {"allreduce",      "broadcast", "reduce",  "allgather",
-                         "reduce_scatter", "alltoall",  "sendrecv"};
+  const char* names[] = {"allreduce",      "broadcast", "reduce",   "allgather",
+                         "reduce_scatter", "alltoall",  "sendrecv", "alltoallv"};
   return names[static_cast<int>(k)];
 }
 
@@ -210,6 +211,34 @@ inline bool close_enough(hal_dtype_t d, double got, double want) {
   return std::fabs(got - want) <= tolerance * std::max(1.0, std::fabs(want));
 }
 
+// The uneven traffic of an alltoallv case of |count|: rank |from| sends
+// uneven_count(...) elements to rank |to|, between 0 and 2·count, zeros
+// included, and the last of several ranks sends nothing at all.
+inline size_t uneven_count(size_t count, uint32_t from, uint32_t to, uint32_t n) {
+  if (count == 0 || (n > 1 && from == n - 1)) return 0;
+  return count * (from + 2 * to + 1) % (2 * count + 1);
+}
+
+// One rank's alltoallv arrays: sends packed; each received block followed by
+// a one-element gap, which the call must leave as it was.
+struct UnevenLayout {
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  size_t send_total = 0;
+  size_t recv_extent = 0;
+};
+inline UnevenLayout uneven_layout(size_t count, uint32_t rank, uint32_t n) {
+  UnevenLayout l;
+  for (uint32_t r = 0; r < n; ++r) {
+    l.send_counts.push_back(uneven_count(count, rank, r, n));
+    l.send_displs.push_back(l.send_total);
+    l.send_total += l.send_counts.back();
+    l.recv_counts.push_back(uneven_count(count, r, rank, n));
+    l.recv_displs.push_back(l.recv_extent);
+    l.recv_extent += l.recv_counts.back() + 1;
+  }
+  return l;
+}
+
 // The element counts of a call's send and receive buffers on any rank.
 struct Shape {
   size_t send = 0;
@@ -217,6 +246,15 @@ struct Shape {
 };
 inline Shape shape_of(Kind k, size_t count, uint32_t n) {
   switch (k) {
+    case Kind::kAlltoallv: {
+      Shape widest;
+      for (uint32_t r = 0; r < n; ++r) {
+        const UnevenLayout l = uneven_layout(count, r, n);
+        widest.send = std::max(widest.send, l.send_total);
+        widest.recv = std::max(widest.recv, l.recv_extent);
+      }
+      return widest;
+    }
     case Kind::kAllgather:
       return {count, count * n};
     case Kind::kReduceScatter:
@@ -228,12 +266,29 @@ inline Shape shape_of(Kind k, size_t count, uint32_t n) {
   }
 }
 
+// The byte every receive buffer is filled with before a call.
+constexpr uint8_t kUntouchedByte = 0xA5;
+
 // What rank |rank| must hold after the call, or empty when its output is unspecified.
 inline std::vector<double> expected(Kind k, hal_reduce_op_t op, hal_dtype_t d, size_t count,
                                     uint32_t root, uint32_t rank,
                                     const std::vector<std::vector<double>>& in) {
   const auto n = static_cast<uint32_t>(in.size());
   std::vector<double> out(shape_of(k, count, n).recv);
+  if (k == Kind::kAlltoallv) {
+    // Gaps and the slack past this rank's extent keep the fill.
+    const uint8_t fill[8] = {kUntouchedByte, kUntouchedByte, kUntouchedByte, kUntouchedByte,
+                             kUntouchedByte, kUntouchedByte, kUntouchedByte, kUntouchedByte};
+    std::fill(out.begin(), out.end(), load(d, fill, 0));
+    const UnevenLayout mine = uneven_layout(count, rank, n);
+    for (uint32_t from = 0; from < n; ++from) {
+      const UnevenLayout theirs = uneven_layout(count, from, n);
+      for (size_t i = 0; i < mine.recv_counts[from]; ++i) {
+        out[mine.recv_displs[from] + i] = in[from][theirs.send_displs[rank] + i];
+      }
+    }
+    return out;
+  }
   for (size_t i = 0; i < out.size(); ++i) {
     switch (k) {
       case Kind::kAllreduce:
@@ -255,6 +310,8 @@ inline std::vector<double> expected(Kind k, hal_reduce_op_t op, hal_dtype_t d, s
       case Kind::kSendRecv:
         out[i] = in[(rank + n - 1) % n][i];
         break;
+      case Kind::kAlltoallv:
+        break;  // above
     }
   }
   if (k == Kind::kReduce && rank != root) out.clear();
@@ -285,6 +342,11 @@ inline hal_result_t issue(Kind k, const void* send, void* recv, size_t count, ha
       const hal_result_t r3 = hal_group_end();
       if (r == HAL_SUCCESS) r = r2;
       return r == HAL_SUCCESS ? r3 : r;
+    }
+    case Kind::kAlltoallv: {
+      const UnevenLayout l = uneven_layout(count, rank, n);
+      return hal_alltoallv(send, l.send_counts.data(), l.send_displs.data(), recv,
+                           l.recv_counts.data(), l.recv_displs.data(), d, comm, stream);
     }
   }
   return HAL_ERROR_INVALID_ARGUMENT;

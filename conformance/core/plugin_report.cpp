@@ -61,7 +61,7 @@ HALCONFORM_TEST("core.plugin.properties",
              "max_allocation_bytes exceeds total_memory_bytes (SPEC.md §10.6)");
   HC_REQUIRE(p.peak_fp32_flops >= 0 && p.peak_memory_bandwidth >= 0, "a negative declared peak");
   // Every bit up to the highest capability this suite knows.
-  const hal_device_caps_t known = (HAL_DEVICE_CAP_COLLECTIVES << 1) - 1;
+  const hal_device_caps_t known = (HAL_DEVICE_CAP_ALLTOALLV << 1) - 1;
   HC_REQUIRE((p.capabilities & ~known) == 0, strf("unknown capability bits 0x%x", p.capabilities));
   if ((p.capabilities & HAL_DEVICE_CAP_KERNELS) != 0) {
     HC_REQUIRE(p.module_formats != 0, "declares HAL_DEVICE_CAP_KERNELS but loads no module format");

@@ -54,6 +54,8 @@ namespace hal::loader::layers {
   X(ReduceScatter, "hal_reduce_scatter", "sendbuf", "recvbuf", "recvcount", "dtype", "op", "comm", \
     "stream")                                                                                      \
   X(Alltoall, "hal_alltoall", "sendbuf", "recvbuf", "count", "dtype", "comm", "stream")            \
+  X(Alltoallv, "hal_alltoallv", "sendbuf", "sendcounts", "sdispls", "recvbuf", "recvcounts",       \
+    "rdispls", "dtype", "comm", "stream")                                                          \
   X(Send, "hal_send", "sendbuf", "count", "dtype", "peer", "comm", "stream")                       \
   X(Recv, "hal_recv", "recvbuf", "count", "dtype", "peer", "comm", "stream")                       \
   X(GroupStart, "hal_group_start")                                                                 \

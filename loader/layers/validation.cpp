@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include "collective_comm.hpp"
+#include "hal_collective/alltoallv.hpp"
 #include "hal_collective/reduce.hpp"
 #include "hal_collective/status.hpp"
 #include "objects.hpp"
@@ -262,6 +263,35 @@ hal_result_t extra(Alltoall, const void* sendbuf, void* recvbuf, size_t count, h
                    hal_comm_t comm, hal_stream_t stream) {
   return check_collective(Alltoall::kName, HAL_COLLECTIVE_ALLTOALL, sendbuf, recvbuf, count, dtype,
                           0, comm, stream);
+}
+
+hal_result_t extra(Alltoallv, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                   void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                   hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream) {
+  // Where the loader would refuse the call first, it reports it.
+  if (comm == nullptr || stream == nullptr || sendcounts == nullptr || recvcounts == nullptr ||
+      !hal::collective::is_valid_dtype(dtype)) {
+    return HAL_SUCCESS;
+  }
+  const size_t elem = HAL_DTYPE_SIZE(dtype);
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  uint32_t bad_rank = 0;
+  if (!hal::collective::resolve_alltoallv_side(sendcounts, sdispls, comm->ranks, elem, send_counts,
+                                               send_displs, bad_rank) ||
+      !hal::collective::resolve_alltoallv_side(recvcounts, rdispls, comm->ranks, elem, recv_counts,
+                                               recv_displs, bad_rank)) {
+    return HAL_SUCCESS;
+  }
+  const hal_alltoallv_layout_t layout{
+      sendbuf,           recvbuf, send_counts.data(), send_displs.data(), recv_counts.data(),
+      recv_displs.data()};
+  const auto extent = hal::collective::alltoallv_extent(layout, comm->ranks, elem);
+  if (hal_result_t result =
+          check_copy_range(Alltoallv::kName, "sendbuf", sendbuf, extent.send_bytes);
+      result != HAL_SUCCESS) {
+    return result;
+  }
+  return check_copy_range(Alltoallv::kName, "recvbuf", recvbuf, extent.recv_bytes);
 }
 
 hal_result_t extra(Send, const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,

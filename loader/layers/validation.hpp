@@ -104,6 +104,9 @@ hal_result_t extra(ReduceScatter, const void* sendbuf, void* recvbuf, size_t rec
                    hal_dtype_t dtype, hal_reduce_op_t op, hal_comm_t comm, hal_stream_t stream);
 hal_result_t extra(Alltoall, const void* sendbuf, void* recvbuf, size_t count, hal_dtype_t dtype,
                    hal_comm_t comm, hal_stream_t stream);
+hal_result_t extra(Alltoallv, const void* sendbuf, const size_t* sendcounts, const size_t* sdispls,
+                   void* recvbuf, const size_t* recvcounts, const size_t* rdispls,
+                   hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream);
 hal_result_t extra(Send, const void* sendbuf, size_t count, hal_dtype_t dtype, uint32_t peer,
                    hal_comm_t comm, hal_stream_t stream);
 hal_result_t extra(Recv, void* recvbuf, size_t count, hal_dtype_t dtype, uint32_t peer,

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "hal_collective/alltoallv.hpp"
 #include "hal_collective/local.hpp"
 #include "hal_util/names.hpp"
 #include "device.hpp"
@@ -55,9 +56,11 @@ Comm* to_comm(hal_impl_comm_t* comm) {
 
 class CollectiveTask final : public StreamTask {
  public:
+  // The calls are copied with their alltoallv layouts: the caller's are
+  // valid during comm_enqueue only.
   CollectiveTask(std::shared_ptr<RankState> state, const hal_collective_call_t* calls,
                  uint32_t count)
-      : state_(std::move(state)), calls_(calls, calls + count) {}
+      : state_(std::move(state)), calls_(std::span(calls, count)) {}
 
   void run() override {
     if (const hal_result_t failed = state_->error(); failed != HAL_SUCCESS) {
@@ -66,19 +69,19 @@ class CollectiveTask final : public StreamTask {
           hal::util::result_name(failed) + ")");
     }
     const Deadline deadline = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
-    const Status status =
-        state_->group ? state_->group->run(state_->rank, calls_, deadline)
-                      : collective::run_p2p(*state_->transport, calls_, deadline, state_->scratch);
+    const Status status = state_->group ? state_->group->run(state_->rank, calls_.calls(), deadline)
+                                        : collective::run_p2p(*state_->transport, calls_.calls(),
+                                                              deadline, state_->scratch);
     if (status.ok()) return;
     state_->record(status.result);
-    throw std::runtime_error(std::string(collective::kind_name(calls_.front().kind)) + " on rank " +
-                             std::to_string(state_->rank) + " failed (" +
+    throw std::runtime_error(std::string(collective::kind_name(calls_.calls().front().kind)) +
+                             " on rank " + std::to_string(state_->rank) + " failed (" +
                              hal::util::result_name(status.result) + "): " + status.message);
   }
 
  private:
   std::shared_ptr<RankState> state_;
-  std::vector<hal_collective_call_t> calls_;
+  collective::OwnedCalls calls_;
 };
 
 }  // namespace

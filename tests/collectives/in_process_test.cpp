@@ -155,6 +155,100 @@ TEST_CASE("bad input gives a specific error on every rank involved", "[errors]")
   }
 }
 
+// Rank |rank|'s alltoallv over |ranks| ranks: |counts[from][to]| elements of
+// f32, packed, from and into the buffers' starts.
+hal_result_t alltoallv_with(const std::vector<std::vector<size_t>>& counts, uint32_t rank,
+                            const Buffer& send, const Buffer& recv, const Rank& self) {
+  std::vector<size_t> sends = counts[rank], receives;
+  for (const auto& row : counts) receives.push_back(row[rank]);
+  return hal_alltoallv(send.get(), sends.data(), nullptr, recv.get(), receives.data(), nullptr,
+                       HAL_DTYPE_F32, self.comm, self.stream);
+}
+
+TEST_CASE("alltoallv: counts that disagree fail on every rank, bad layouts fail at the call",
+          "[alltoallv]") {
+  const bool host_staged = GENERATE(false, true);
+  Session session(host_staged ? HAL_TEST_LOADER_PLUGIN_DIR : HAL_TEST_PLUGIN_DIR,
+                  host_staged ? "mock" : "cpu");
+  INFO((host_staged ? "the loader's host-staged path" : "the cpu plugin's engine"));
+  const uint32_t n = host_staged ? 2 : 3;  // the mock plugin has two devices
+  LocalRanks local(n, 2000);
+  std::vector<std::unique_ptr<Buffer>> sends, recvs;
+  for (const Rank& rank : local.ranks) {
+    sends.push_back(std::make_unique<Buffer>(rank.device, 256));
+    recvs.push_back(std::make_unique<Buffer>(rank.device, 256));
+  }
+  const Rank& r0 = local.ranks[0];
+
+  SECTION("rank 0 expects 2 elements from rank 1, which sends 3: every rank fails") {
+    std::vector<std::vector<size_t>> counts = {{1, 2, 0}, {3, 0, 4}, {0, 0, 0}};
+    counts.resize(n);
+    for (auto& row : counts) row.resize(n);
+    std::vector<hal_result_t> issued;
+    hal_group_start();
+    for (uint32_t r = 0; r < n; ++r) {
+      std::vector<std::vector<size_t>> seen = counts;
+      if (r == 0) seen[1][0] = 2;  // what rank 0 believes rank 1 sends it
+      issued.push_back(alltoallv_with(seen, r, *sends[r], *recvs[r], local.ranks[r]));
+    }
+    const hal_result_t ended = hal_group_end();
+    for (hal_result_t r : issued) CHECK(r == HAL_SUCCESS);
+    if (host_staged) {
+      CHECK(ended == HAL_ERROR_ARGUMENT_MISMATCH);
+      CHECK_THAT(hal_error_last_message(), Catch::Contains("rank 1 sends 3 elements to rank 0"));
+    } else {
+      CHECK(ended == HAL_SUCCESS);
+      for (const Rank& rank : local.ranks) {
+        CHECK(hal_stream_synchronize(rank.stream) == HAL_ERROR_DEVICE_LOST);
+        CHECK(async_error(rank.comm) == HAL_ERROR_ARGUMENT_MISMATCH);
+      }
+    }
+  }
+  SECTION("arguments refused at the call") {
+    const size_t two[3] = {2, 2, 2};
+    const size_t none[3] = {0, 0, 0};
+    const size_t overlapping[3] = {0, 1, 2};
+    const size_t huge[3] = {SIZE_MAX / 2, 0, 0};
+    const size_t far[3] = {0, SIZE_MAX - 1, 0};
+    CHECK(hal_alltoallv(sends[0]->get(), nullptr, nullptr, recvs[0]->get(), two, nullptr,
+                        HAL_DTYPE_F32, r0.comm, r0.stream) == HAL_ERROR_NULL_POINTER);
+    CHECK(hal_alltoallv(sends[0]->get(), two, nullptr, recvs[0]->get(), nullptr, nullptr,
+                        HAL_DTYPE_F32, r0.comm, r0.stream) == HAL_ERROR_NULL_POINTER);
+    CHECK(hal_alltoallv(sends[0]->get(), two, nullptr, recvs[0]->get(), two, nullptr,
+                        static_cast<hal_dtype_t>(99), r0.comm,
+                        r0.stream) == HAL_ERROR_INVALID_ARGUMENT);
+    // Receive blocks 1 and 2 overlap (elements 1..2 and 2..3).
+    CHECK(hal_alltoallv(sends[0]->get(), two, nullptr, recvs[0]->get(), two, overlapping,
+                        HAL_DTYPE_F32, r0.comm, r0.stream) == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK_THAT(hal_error_last_message(), Catch::Contains("overlap"));
+    // A receive block inside the send blocks: not in place.
+    CHECK(hal_alltoallv(sends[0]->get(), two, nullptr, static_cast<uint8_t*>(sends[0]->get()) + 8,
+                        two, nullptr, HAL_DTYPE_F32, r0.comm,
+                        r0.stream) == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(hal_alltoallv(sends[0]->get(), huge, nullptr, recvs[0]->get(), two, nullptr,
+                        HAL_DTYPE_F32, r0.comm, r0.stream) == HAL_ERROR_INVALID_SIZE);
+    CHECK(hal_alltoallv(sends[0]->get(), two, far, recvs[0]->get(), two, nullptr, HAL_DTYPE_F32,
+                        r0.comm, r0.stream) == HAL_ERROR_INVALID_SIZE);
+    // 2 x 40 f32 = 320 bytes past a 256-byte allocation.
+    const size_t forty[3] = {40, 40, 40};
+    CHECK(hal_alltoallv(sends[0]->get(), forty, nullptr, recvs[0]->get(), two, nullptr,
+                        HAL_DTYPE_F32, r0.comm, r0.stream) == HAL_ERROR_OUT_OF_BOUNDS);
+    CHECK(hal_alltoallv(sends[0]->get(), two, nullptr, recvs[1]->get(), two, nullptr, HAL_DTYPE_F32,
+                        r0.comm, r0.stream) == HAL_ERROR_DEVICE_MISMATCH);
+    // Nothing to move: NULL buffers are fine, and a displacement of an empty block is ignored.
+    const size_t anywhere[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    std::vector<hal_result_t> issued;
+    hal_group_start();
+    for (const Rank& rank : local.ranks) {
+      issued.push_back(hal_alltoallv(nullptr, none, anywhere, nullptr, none, nullptr, HAL_DTYPE_F32,
+                                     rank.comm, rank.stream));
+    }
+    CHECK(hal_group_end() == HAL_SUCCESS);
+    for (hal_result_t r : issued) CHECK(r == HAL_SUCCESS);
+    for (const Rank& rank : local.ranks) CHECK(hal_stream_synchronize(rank.stream) == HAL_SUCCESS);
+  }
+}
+
 TEST_CASE("abort is local and bounded, and peers see it", "[abort]") {
   Session session(HAL_TEST_PLUGIN_DIR, "cpu");
   // A long deadline: only the abort may end the wait.

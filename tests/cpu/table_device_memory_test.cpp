@@ -83,7 +83,7 @@ TEST_CASE("device properties", "[cpu][table][device]") {
                         HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_HOST_MEMORY |
                         HAL_DEVICE_CAP_SHARED_MEMORY | HAL_DEVICE_CAP_UNIFIED_ADDRESSING |
                         HAL_DEVICE_CAP_PEER_ACCESS | HAL_DEVICE_CAP_STREAM_QUERY |
-                        HAL_DEVICE_CAP_COLLECTIVES;
+                        HAL_DEVICE_CAP_COLLECTIVES | HAL_DEVICE_CAP_ALLTOALLV;
   CHECK(p0.capabilities == caps);
   CHECK(p0.module_formats ==
         ((1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) | (1u << HAL_MODULE_FORMAT_HAL_DIALECT)));

@@ -165,7 +165,9 @@ TEST_CASE("each GPU is a device with the driver's properties") {
     CHECK(p.module_formats == formats);
     const uint32_t caps = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_EVENT_TIMING |
                           HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_HOST_MEMORY |
-                          HAL_DEVICE_CAP_SHARED_MEMORY | HAL_DEVICE_CAP_STREAM_QUERY;
+                          HAL_DEVICE_CAP_SHARED_MEMORY | HAL_DEVICE_CAP_STREAM_QUERY |
+                          // The loader's host-staged collectives serve alltoallv.
+                          HAL_DEVICE_CAP_ALLTOALLV;
     CHECK(p.capabilities == caps);
   }
 }

@@ -181,12 +181,13 @@ TEST_CASE("device queries check their arguments", "[device]") {
   CHECK(std::string(minimal.name) == "HAL minimal test device");
   CHECK(minimal.min_alignment_bytes == 64);
   // The minimal plugin claims more than its table backs; the loader keeps
-  // only what is true.
-  CHECK(minimal.capabilities == HAL_DEVICE_CAP_UNIFIED_ADDRESSING);
+  // only what is true, and adds what its host-staged collectives give.
+  CHECK(minimal.capabilities == (HAL_DEVICE_CAP_UNIFIED_ADDRESSING | HAL_DEVICE_CAP_ALLTOALLV));
   const hal_device_properties_t mock0 = properties_of(device_of("mock"));
-  CHECK(mock0.capabilities == (HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_HOST_CALLBACKS |
-                               HAL_DEVICE_CAP_STREAM_QUERY | HAL_DEVICE_CAP_UNIFIED_ADDRESSING |
-                               HAL_DEVICE_CAP_HOST_MEMORY | HAL_DEVICE_CAP_PEER_ACCESS));
+  CHECK(mock0.capabilities ==
+        (HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_STREAM_QUERY |
+         HAL_DEVICE_CAP_UNIFIED_ADDRESSING | HAL_DEVICE_CAP_HOST_MEMORY |
+         HAL_DEVICE_CAP_PEER_ACCESS | HAL_DEVICE_CAP_ALLTOALLV));
   const hal_device_properties_t mock1 = properties_of(device_of("mock", 1));
   CHECK(mock1.index == 2);
   CHECK(mock1.plugin_device_index == 1);

@@ -371,6 +371,14 @@ const std::vector<Entry>& entries() {
          return hal_alltoall(g_source, g_target, 4, dtype(a[0]), as<hal_comm_t>(a[1]),
                              as<hal_stream_t>(a[2]));
        }},
+      {"hal_alltoallv",
+       {out(), out(), bad_argument, handle(Kind::kComm), handle(Kind::kStream)},
+       [](A a) {
+         static const size_t counts[1] = {4};
+         return hal_alltoallv(g_source, a[0].null_out ? nullptr : counts, nullptr, g_target,
+                              a[1].null_out ? nullptr : counts, nullptr, dtype(a[2]),
+                              as<hal_comm_t>(a[3]), as<hal_stream_t>(a[4]));
+       }},
       {"hal_send",
        {bad_argument, bad_argument, handle(Kind::kComm), handle(Kind::kStream)},
        [](A a) {

@@ -545,6 +545,9 @@ void need_size(size_t have, size_t want, const char* what, const char* which) {
                               .c_str());
 }
 
+// hal.group() depth on this thread: a call that must wait cannot run inside one.
+thread_local int t_open_groups = 0;
+
 template <typename Call>
 void collective(Communicator& comm, Stream* stream, std::vector<Resource*> buffers, Call&& call) {
   hal_comm_t c = comm.get();
@@ -938,6 +941,83 @@ NB_MODULE(_hal, m) {
           },
           "send"_a, "recv"_a, "stream"_a = nb::none())
       .def(
+          "alltoallv",
+          [](Communicator& c, Buffer& send, std::vector<size_t> send_counts, Buffer& recv,
+             std::optional<std::vector<size_t>> recv_counts, Stream* stream) {
+            same_dtype(send, recv, "alltoallv");
+            const uint32_t n = c.size();
+            auto check_counts = [&](const std::vector<size_t>& counts, const Buffer& buffer,
+                                    const char* name) {
+              if (counts.size() != n) {
+                throw nb::value_error(("alltoallv: " + std::string(name) + " has " +
+                                       std::to_string(counts.size()) + " entries for " +
+                                       std::to_string(n) + " ranks")
+                                          .c_str());
+              }
+              size_t total = 0;
+              for (size_t count : counts) {
+                if (count > buffer.size() - total) {
+                  throw nb::value_error(("alltoallv: " + std::string(name) +
+                                         " add up to more "
+                                         "than the buffer's " +
+                                         std::to_string(buffer.size()) + " elements")
+                                            .c_str());
+                }
+                total += count;
+              }
+            };
+            check_counts(send_counts, send, "send_counts");
+            const bool exchange = !recv_counts.has_value();
+            if (exchange && t_open_groups > 0) {
+              raise_hal(HAL_ERROR_INVALID_STATE,
+                        "alltoallv without recv_counts waits for the counts, which cannot "
+                        "happen inside hal.group(): pass recv_counts",
+                        "alltoallv");
+            }
+            std::vector<size_t> received = exchange ? std::vector<size_t>(n) : *recv_counts;
+            if (!exchange) check_counts(received, recv, "recv_counts");
+            const void* sp = send.get();
+            void* rp = recv.get();
+            collective(c, stream, {&send, &recv}, [&](hal_comm_t h, hal_stream_t s) {
+              if (exchange) {
+                // One count per peer each way, then wait: the sizes decide the call.
+                std::vector<int64_t> outgoing(send_counts.begin(), send_counts.end());
+                std::vector<int64_t> incoming(n);
+                if (hal_result_t r =
+                        hal_alltoall(outgoing.data(), incoming.data(), 1, HAL_DTYPE_I64, h, s);
+                    r != HAL_SUCCESS) {
+                  return r;
+                }
+                if (hal_result_t r = hal_stream_synchronize(s); r != HAL_SUCCESS) return r;
+                size_t total = 0;
+                bool fits = true;
+                for (uint32_t r = 0; r < n; ++r) {
+                  received[r] = static_cast<size_t>(incoming[r]);
+                  fits = fits && incoming[r] >= 0 && received[r] <= recv.size() - total;
+                  if (fits) total += received[r];
+                }
+                if (!fits) {
+                  // The peers are about to send: a call expecting nothing makes every rank
+                  // fail the count check (ARGUMENT_MISMATCH) instead of waiting for us.
+                  const std::vector<size_t> nothing(n, 0);
+                  hal_alltoallv(sp, send_counts.data(), nullptr, rp, nothing.data(), nullptr,
+                                send.dtype->hal, h, s);
+                  raise_hal(HAL_ERROR_OUT_OF_BOUNDS,
+                            "alltoallv: the peers send more elements than recv's " +
+                                std::to_string(recv.size()),
+                            "alltoallv");
+                }
+              }
+              return hal_alltoallv(sp, send_counts.data(), nullptr, rp, received.data(), nullptr,
+                                   send.dtype->hal, h, s);
+            });
+          },
+          "send"_a, "send_counts"_a, "recv"_a, "recv_counts"_a = nb::none(),
+          "stream"_a = nb::none(),
+          "Uneven all-to-all: send_counts[r] elements to rank r, packed in rank order; "
+          "recv_counts[r] from rank r, packed. Without recv_counts the ranks exchange their "
+          "counts first and wait for them (not inside hal.group()).")
+      .def(
           "send",
           [](Communicator& c, Buffer& buf, uint32_t peer, Stream* stream) {
             const void* p = buf.get();
@@ -958,13 +1038,17 @@ NB_MODULE(_hal, m) {
 
   m.def("comm_unique_id", &comm_unique_id,
         "A new unique id (bytes) for Communicator.init_rank; this process serves its store.");
-  m.def("group_start", [] { check(hal_group_start()); });
+  m.def("group_start", [] {
+    check(hal_group_start());
+    ++t_open_groups;
+  });
   m.def("group_end", [] {
     hal_result_t result;
     {
       nb::gil_scoped_release unlocked;
       result = hal_group_end();
     }
+    if (t_open_groups > 0) --t_open_groups;
     check(result);
   });
 

@@ -171,6 +171,55 @@ def test_reduce_scatter_alltoall_reduce(devices, rng):
     comms[1].abort()
 
 
+def test_alltoallv_uneven_counts_given_or_exchanged(devices, rng):
+    import threading
+
+    comms = hal.Communicator.init_all(devices)
+    counts = [[2, 0], [3, 1]]  # counts[sender][receiver]: rank 0 sends rank 1 nothing
+    xs = [rng.standard_normal(sum(counts[r])).astype(np.float32) for r in range(2)]
+    sends = [hal.to_device(x, c.device) for x, c in zip(xs, comms)]
+    want = [np.concatenate([xs[0][:2], xs[1][:3]]), xs[1][3:4]]
+
+    outs = [hal.empty(6, np.float32, c.device) for c in comms]
+    for r, c in enumerate(comms):
+        c.alltoallv(sends[r], counts[r], outs[r], [counts[0][r], counts[1][r]])
+    for r in range(2):
+        np.testing.assert_array_equal(outs[r].to_numpy()[:len(want[r])], want[r])
+
+    # Without recv_counts each rank learns them from its peers and waits: one thread per rank.
+    exchanged = [hal.empty(6, np.float32, c.device) for c in comms]
+    errors = []
+
+    def rank_main(r):
+        try:
+            comms[r].alltoallv(sends[r], counts[r], exchanged[r])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    for r in range(2):
+        np.testing.assert_array_equal(exchanged[r].to_numpy()[:len(want[r])], want[r])
+    for c in comms:
+        c.check_async_error()
+
+    with pytest.raises(ValueError, match="1 entries for 2 ranks"):
+        comms[0].alltoallv(sends[0], [2], outs[0], [2, 3])
+    with pytest.raises(ValueError, match="send_counts add up to more"):
+        comms[0].alltoallv(sends[0], [2, 1], outs[0], [2, 3])
+    with pytest.raises(ValueError, match="recv_counts add up to more"):
+        comms[0].alltoallv(sends[0], [2, 0], outs[0], [2, 5])
+    with hal.group():
+        with pytest.raises(hal.InvalidStateError, match="inside hal.group"):
+            comms[0].alltoallv(sends[0], counts[0], outs[0])
+    for c in comms:
+        c.abort()
+
+
 def test_validation_layer_rejects_pageable_kernel_args_and_host_kind_is_portable():
     env = dict(os.environ, HAL_VALIDATION="1")
     code = """

@@ -1,0 +1,72 @@
+#include "hal_collective/alltoallv.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace hal::collective {
+
+CallExtent alltoallv_extent(const hal_alltoallv_layout_t& layout, uint32_t ranks,
+                            size_t elem) noexcept {
+  CallExtent extent;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    // An empty range reaches nothing, whatever its displacement.
+    if (layout.send_counts[r] != 0) {
+      extent.send_bytes =
+          std::max(extent.send_bytes, (layout.send_displs[r] + layout.send_counts[r]) * elem);
+    }
+    if (layout.recv_counts[r] != 0) {
+      extent.recv_bytes =
+          std::max(extent.recv_bytes, (layout.recv_displs[r] + layout.recv_counts[r]) * elem);
+    }
+  }
+  return extent;
+}
+
+bool resolve_alltoallv_side(const size_t* counts, const size_t* displs, uint32_t ranks, size_t elem,
+                            std::vector<size_t>& out_counts, std::vector<size_t>& out_displs,
+                            uint32_t& out_bad_rank) {
+  out_counts.assign(counts, counts + ranks);
+  out_displs.assign(ranks, 0);
+  size_t packed = 0;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    const size_t count = counts[r];
+    const size_t displ = displs != nullptr ? displs[r] : packed;
+    if (count == 0) continue;
+    if (displ > SIZE_MAX - count || displ + count > SIZE_MAX / elem) {
+      out_bad_rank = r;
+      return false;
+    }
+    out_displs[r] = displ;
+    packed = displ + count;
+  }
+  return true;
+}
+
+OwnedLayout::OwnedLayout(const hal_alltoallv_layout_t& layout, uint32_t ranks)
+    : arrays_(size_t{4} * ranks) {
+  const size_t* sources[4] = {layout.send_counts, layout.send_displs, layout.recv_counts,
+                              layout.recv_displs};
+  for (size_t a = 0; a < 4; ++a) std::copy_n(sources[a], ranks, arrays_.data() + a * ranks);
+  view_ = {layout.sendbuf,
+           layout.recvbuf,
+           arrays_.data(),
+           arrays_.data() + ranks,
+           arrays_.data() + 2 * ranks,
+           arrays_.data() + 3 * ranks};
+}
+
+OwnedCalls::OwnedCalls(std::span<const hal_collective_call_t> calls)
+    : calls_(calls.begin(), calls.end()), layouts_(calls.size()) {
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    if (calls_[i].kind != HAL_COLLECTIVE_ALLTOALLV) continue;
+    layouts_[i] =
+        std::make_unique<OwnedLayout>(layout_of(calls_[i]), static_cast<uint32_t>(calls_[i].count));
+    calls_[i].send = layouts_[i]->view();
+  }
+}
+
+OwnedLayout& OwnedCalls::layout(size_t index) {
+  return *layouts_.at(index);
+}
+
+}  // namespace hal::collective

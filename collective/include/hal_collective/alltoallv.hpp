@@ -1,0 +1,87 @@
+// hal_alltoallv as the host engines see it: the layout behind an
+// HAL_COLLECTIVE_ALLTOALLV call (plugin_v1.h), the owned copy that a queued
+// call keeps, and the rule that the ranks' counts agree.
+#pragma once
+
+#include "hal_collective/status.hpp"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace hal::collective {
+
+inline const hal_alltoallv_layout_t& layout_of(const hal_collective_call_t& call) noexcept {
+  return *static_cast<const hal_alltoallv_layout_t*>(call.send);
+}
+
+// The bytes a layout of |ranks| entries spans in its send and receive
+// buffers: the furthest displacement plus count, times |elem|. The loader
+// checked that none of it overflows.
+CallExtent alltoallv_extent(const hal_alltoallv_layout_t& layout, uint32_t ranks,
+                            size_t elem) noexcept;
+
+// One side of a caller's layout resolved: packed displacements (the
+// exclusive prefix sums) where |displs| is NULL, 0 for an empty block (its
+// displacement reaches nothing). False, with the rank in |out_bad_rank|,
+// when a block's end in bytes would overflow.
+bool resolve_alltoallv_side(const size_t* counts, const size_t* displs, uint32_t ranks, size_t elem,
+                            std::vector<size_t>& out_counts, std::vector<size_t>& out_displs,
+                            uint32_t& out_bad_rank);
+
+// A layout with its four arrays in storage of its own.
+class OwnedLayout {
+ public:
+  OwnedLayout(const hal_alltoallv_layout_t& layout, uint32_t ranks);
+  OwnedLayout(const OwnedLayout&) = delete;
+  OwnedLayout& operator=(const OwnedLayout&) = delete;
+  const hal_alltoallv_layout_t* view() const { return &view_; }
+  // Points the layout at other buffers (the loader's host staging).
+  void rebase(const void* sendbuf, void* recvbuf) {
+    view_.sendbuf = sendbuf;
+    view_.recvbuf = recvbuf;
+  }
+
+ private:
+  std::vector<size_t> arrays_;
+  hal_alltoallv_layout_t view_{};
+};
+
+// A batch of calls that keeps what they point to beyond the call that gave
+// them: a copy of every alltoallv layout, the calls repointed at the copies.
+class OwnedCalls {
+ public:
+  OwnedCalls() = default;
+  explicit OwnedCalls(std::span<const hal_collective_call_t> calls);
+  std::span<const hal_collective_call_t> calls() const { return calls_; }
+  std::span<hal_collective_call_t> calls() { return calls_; }
+  // The owned layout of calls()[index], which must be an alltoallv.
+  OwnedLayout& layout(size_t index);
+
+ private:
+  std::vector<hal_collective_call_t> calls_;
+  std::vector<std::unique_ptr<OwnedLayout>> layouts_;  // one per call, null unless alltoallv
+};
+
+// Every rank's receive count from each peer must equal what that peer sends
+// it. |sent(from, to)| and |expected(at, from)| read the ranks' counts; the
+// failure names the first pair that disagrees. Each rank that runs this over
+// the same counts reaches the same verdict.
+template <class Sent, class Expected>
+Status check_alltoallv_counts(uint32_t ranks, Sent sent, Expected expected) {
+  for (uint32_t to = 0; to < ranks; ++to) {
+    for (uint32_t from = 0; from < ranks; ++from) {
+      const size_t sends = sent(from, to);
+      const size_t receives = expected(to, from);
+      if (sends == receives) continue;
+      return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
+                             "alltoallv: rank " + std::to_string(from) + " sends " +
+                                 std::to_string(sends) + " elements to rank " + std::to_string(to) +
+                                 ", which expects " + std::to_string(receives));
+    }
+  }
+  return {};
+}
+
+}  // namespace hal::collective
