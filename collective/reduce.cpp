@@ -5,12 +5,8 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <immintrin.h>
-#endif
-
 #include "hal_util/isa_clones.hpp"
+#include "hal_util/x86_intrinsics.hpp"
 
 namespace hal::collective {
 
@@ -75,49 +71,152 @@ void reduce_16bit(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t co
 }
 
 #if defined(__x86_64__)
-// f16 on CPUs with F16C (every AVX2 CPU): the conversions in hardware,
-// vcvtph2ps and vcvtps2ph with round to nearest even, 8 at a time. Results
-// equal the scalar path's except for a NaN's payload bits (both give a
-// quiet NaN of the same sign).
-__attribute__((target("avx2,f16c"))) void reduce_f16_f16c(uint16_t* dst, const uint16_t* a,
-                                                          const uint16_t* b, size_t count,
-                                                          hal_reduce_op_t op) noexcept {
-  constexpr size_t kBlock = 256;
-  alignas(32) float wa[kBlock];
-  alignas(32) float wb[kBlock];
-  for (size_t start = 0; start < count; start += kBlock) {
-    const size_t n = std::min(kBlock, count - start);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      const __m128i ha = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + start + i));
-      const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + start + i));
-      _mm256_store_ps(wa + i, _mm256_cvtph_ps(ha));
-      _mm256_store_ps(wb + i, _mm256_cvtph_ps(hb));
-    }
-    for (; i < n; ++i) {
-      wa[i] = half_to_float(a[start + i]);
-      wb[i] = half_to_float(b[start + i]);
-    }
-    reduce_typed(wa, wa, wb, n, op);
-    i = 0;
-    for (; i + 8 <= n; i += 8) {
-      const __m128i h = _mm256_cvtps_ph(_mm256_load_ps(wa + i), _MM_FROUND_TO_NEAREST_INT);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + start + i), h);
-    }
-    for (; i < n; ++i) dst[start + i] = float_to_half(wa[i]);
+// The 16-bit floats in one pass per vector: widen a and b, combine, narrow,
+// store; no staging through L1 arrays. f16 converts in hardware (F16C's
+// vcvtph2ps / vcvtps2ph, round to nearest even); bf16 widens by a shift and
+// narrows with the integer rounding of float_to_bf16 (ties to even, a NaN
+// kept quiet with its sign and upper payload), so results equal the scalar
+// path's bit for bit, except a NaN's payload for f16 (both are quiet NaNs of
+// the same sign). Min and max keep the scalar rule: the first operand unless
+// the second compares less (greater), so a NaN operand picks alike.
+
+// 8 lanes: AVX2 with F16C (every AVX2 CPU has it).
+__attribute__((target("avx2,f16c"))) inline __m256 widen8(const uint16_t* p, bool bf16) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (!bf16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx2,f16c"))) inline void narrow8(uint16_t* p, __m256 v, bool bf16) {
+  if (!bf16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    return;
+  }
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), odd), 16);
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                            _mm256_set1_epi32(0x7f800000));
+  const __m256i chosen = _mm256_blendv_epi8(rounded, quiet, is_nan);
+  // Pack the 8 low halves (per 128-bit lane), then gather both lanes' 4.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(chosen, chosen), 0b00001000);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
+
+template <hal_reduce_op_t kOp>
+__attribute__((target("avx2,f16c"))) inline __m256 combine8(__m256 x, __m256 y) {
+  if constexpr (kOp == HAL_REDUCE_PROD) return _mm256_mul_ps(x, y);
+  if constexpr (kOp == HAL_REDUCE_MIN) return _mm256_min_ps(y, x);  // y < x ? y : x
+  if constexpr (kOp == HAL_REDUCE_MAX) return _mm256_max_ps(y, x);  // y > x ? y : x
+  return _mm256_add_ps(x, y);
+}
+
+template <hal_reduce_op_t kOp>
+__attribute__((target("avx2,f16c"))) size_t reduce_16bit_avx2(uint16_t* dst, const uint16_t* a,
+                                                              const uint16_t* b, size_t count,
+                                                              bool bf16) noexcept {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    narrow8(dst + i, combine8<kOp>(widen8(a + i, bf16), widen8(b + i, bf16)), bf16);
+  }
+  return i;
+}
+
+// 16 lanes: AVX-512F has every instruction these need.
+__attribute__((target("avx512f"))) inline __m512 widen16(const uint16_t* p, bool bf16) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if (!bf16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx512f"))) inline void narrow16(uint16_t* p, __m512 v, bool bf16) {
+  if (!bf16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    return;
+  }
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7fff)), odd), 16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(
+      _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  const __m512i chosen = _mm512_mask_blend_epi32(is_nan, rounded, quiet);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(chosen));
+}
+
+template <hal_reduce_op_t kOp>
+__attribute__((target("avx512f"))) inline __m512 combine16(__m512 x, __m512 y) {
+  if constexpr (kOp == HAL_REDUCE_PROD) return _mm512_mul_ps(x, y);
+  if constexpr (kOp == HAL_REDUCE_MIN) return _mm512_min_ps(y, x);
+  if constexpr (kOp == HAL_REDUCE_MAX) return _mm512_max_ps(y, x);
+  return _mm512_add_ps(x, y);
+}
+
+template <hal_reduce_op_t kOp>
+__attribute__((target("avx512f"))) size_t reduce_16bit_avx512(uint16_t* dst, const uint16_t* a,
+                                                              const uint16_t* b, size_t count,
+                                                              bool bf16) noexcept {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    narrow16(dst + i, combine16<kOp>(widen16(a + i, bf16), widen16(b + i, bf16)), bf16);
+  }
+  return i;
+}
+
+enum class Lanes { kNone, kAvx2, kAvx512 };
+
+Lanes widest_lanes() noexcept {
+  // avx2 and avx512f through the builtin (it also checks that the OS saves
+  // the registers); F16C from CPUID leaf 1, ECX bit 29 (Clang's builtin does
+  // not know the name).
+  static const Lanes lanes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+    if (__builtin_cpu_supports("avx512f")) return Lanes::kAvx512;
+    return __builtin_cpu_supports("avx2") && f16c ? Lanes::kAvx2 : Lanes::kNone;
+  }();
+  return lanes;
+}
+
+// The elements of dst[0, count) the vector loops reduced; the rest is the
+// scalar path's.
+template <hal_reduce_op_t kOp>
+size_t reduce_16bit_vectors(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t count,
+                            bool bf16) noexcept {
+  switch (widest_lanes()) {
+    case Lanes::kAvx512:
+      return reduce_16bit_avx512<kOp>(dst, a, b, count, bf16);
+    case Lanes::kAvx2:
+      return reduce_16bit_avx2<kOp>(dst, a, b, count, bf16);
+    default:
+      return 0;
   }
 }
 
-bool has_f16c() noexcept {
-  // avx2 through the builtin (it also checks that the OS saves the AVX
-  // registers); F16C from CPUID leaf 1, ECX bit 29 (Clang's builtin does not
-  // know the name).
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
-           (ecx & (1u << 29)) != 0;
-  }();
-  return has;
+size_t reduce_16bit_vectors(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t count,
+                            bool bf16, hal_reduce_op_t op) noexcept {
+  switch (op) {
+    case HAL_REDUCE_SUM:
+    case HAL_REDUCE_AVG:
+      return reduce_16bit_vectors<HAL_REDUCE_SUM>(dst, a, b, count, bf16);
+    case HAL_REDUCE_PROD:
+      return reduce_16bit_vectors<HAL_REDUCE_PROD>(dst, a, b, count, bf16);
+    case HAL_REDUCE_MIN:
+      return reduce_16bit_vectors<HAL_REDUCE_MIN>(dst, a, b, count, bf16);
+    case HAL_REDUCE_MAX:
+      return reduce_16bit_vectors<HAL_REDUCE_MAX>(dst, a, b, count, bf16);
+    default:
+      return 0;
+  }
+}
+#else
+size_t reduce_16bit_vectors(uint16_t*, const uint16_t*, const uint16_t*, size_t, bool,
+                            hal_reduce_op_t) noexcept {
+  return 0;
 }
 #endif
 
@@ -202,19 +301,19 @@ HAL_ISA_CLONES void reduce_pair(void* dst, const void* a, const void* b, size_t 
       return reduce_typed(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a),
                           static_cast<const uint8_t*>(b), count, op);
     case HAL_DTYPE_F16:
-#if defined(__x86_64__)
-      if (has_f16c()) {
-        return reduce_f16_f16c(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a),
-                               static_cast<const uint16_t*>(b), count, op);
+    case HAL_DTYPE_BF16: {
+      const bool bf16 = dtype == HAL_DTYPE_BF16;
+      auto* out = static_cast<uint16_t*>(dst);
+      const auto* x = static_cast<const uint16_t*>(a);
+      const auto* y = static_cast<const uint16_t*>(b);
+      const size_t done = reduce_16bit_vectors(out, x, y, count, bf16, op);
+      if (bf16) {
+        return reduce_16bit<bf16_to_float, float_to_bf16>(out + done, x + done, y + done,
+                                                          count - done, op);
       }
-#endif
-      return reduce_16bit<half_to_float, float_to_half>(static_cast<uint16_t*>(dst),
-                                                        static_cast<const uint16_t*>(a),
-                                                        static_cast<const uint16_t*>(b), count, op);
-    case HAL_DTYPE_BF16:
-      return reduce_16bit<bf16_to_float, float_to_bf16>(static_cast<uint16_t*>(dst),
-                                                        static_cast<const uint16_t*>(a),
-                                                        static_cast<const uint16_t*>(b), count, op);
+      return reduce_16bit<half_to_float, float_to_half>(out + done, x + done, y + done,
+                                                        count - done, op);
+    }
     default:
       return;
   }

@@ -3,16 +3,7 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__x86_64__)
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which its
-// -Wmaybe-uninitialized reports as a read of an uninitialised value once
-// inlined (GCC bug 105593, fixed in 12.3 and 13); the warning is in the
-// header, so it is silenced for this file's include of it.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#endif
+#include "hal_util/x86_intrinsics.hpp"
 
 namespace hal::cpu::ops::native {
 
