@@ -1,11 +1,14 @@
 #include "collective.hpp"
 
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #include "hal_collective/alltoallv.hpp"
 #include "hal_collective/local.hpp"
+#include "hal_collective/shm.hpp"
+#include "hal_util/env.hpp"
 #include "hal_util/names.hpp"
 #include "device.hpp"
 #include "plugin.hpp"
@@ -24,6 +27,7 @@ struct RankState {
   std::atomic<bool> aborted{false};
   std::shared_ptr<collective::LocalGroup> group;     // in-process ranks
   std::unique_ptr<collective::Transport> transport;  // MPI ranks
+  std::unique_ptr<collective::ShmGroup> shm;         // MPI ranks sharing one host
   std::vector<uint8_t> scratch;                      // MPI ranks: reused working memory
   std::mutex error_mutex;
   hal_result_t async_error = HAL_SUCCESS;
@@ -69,9 +73,7 @@ class CollectiveTask final : public StreamTask {
           hal::util::result_name(failed) + ")");
     }
     const Deadline deadline = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
-    const Status status = state_->group ? state_->group->run(state_->rank, calls_.calls(), deadline)
-                                        : collective::run_p2p(*state_->transport, calls_.calls(),
-                                                              deadline, state_->scratch);
+    const Status status = run_calls(deadline);
     if (status.ok()) return;
     state_->record(status.result);
     throw std::runtime_error(std::string(collective::kind_name(calls_.calls().front().kind)) +
@@ -80,6 +82,21 @@ class CollectiveTask final : public StreamTask {
   }
 
  private:
+  Status run_calls(const Deadline& deadline) {
+    const auto calls = calls_.calls();
+    if (state_->group) return state_->group->run(state_->rank, calls, deadline);
+    auto over_transport = [&] {
+      return collective::run_p2p(*state_->transport, calls, deadline, state_->scratch);
+    };
+    if (state_->shm && collective::ShmGroup::handshakes(calls)) {
+      return state_->shm->run(calls.front(), deadline, over_transport);
+    }
+    Status status = over_transport();
+    // This rank is unusable now: peers meeting it in the segment must not wait.
+    if (!status.ok() && state_->shm) state_->shm->fail();
+    return status;
+  }
+
   std::shared_ptr<RankState> state_;
   collective::OwnedCalls calls_;
 };
@@ -117,11 +134,22 @@ hal_result_t comm_init_rank(hal_impl_device_t* device, uint32_t nranks, uint32_t
     state->rank = rank;
     state->timeout_ms = config->timeout_ms;
     Status status;
-    state->transport =
-        make_mpi_transport(nranks, rank, Deadline::after_ms(config->timeout_ms, nullptr), status);
+    const Deadline deadline = Deadline::after_ms(config->timeout_ms, nullptr);
+    state->transport = make_mpi_transport(nranks, rank, deadline, status);
     if (!state->transport) {
       return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
     }
+    // Ranks on one host also meet in shared memory (HAL_COMM_SHM=0: not).
+    const char* shm_setting = hal::util::env("HAL_COMM_SHM");
+    const bool wanted = shm_setting == nullptr || std::strcmp(shm_setting, "0") != 0;
+    std::string why_not;
+    state->shm = collective::ShmGroup::create(*state->transport, wanted, deadline, status, why_not);
+    if (!status.ok()) {
+      return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
+    }
+    owner.report().log(
+        HAL_LOG_DEBUG, "cpu: MPI rank %u of %u: %s%s", rank, nranks,
+        state->shm ? "allreduces through a shared segment" : "messages only: ", why_not.c_str());
     auto made = std::make_unique<Comm>(owner, std::move(state));
     *out_comm = reinterpret_cast<hal_impl_comm_t*>(made.release());
     return HAL_SUCCESS;
@@ -140,6 +168,7 @@ void comm_abort(hal_impl_comm_t* comm) {
   if (state.group) {
     state.group->fail(state.rank, Status::failure(HAL_ERROR_INVALID_STATE, "the rank aborted"));
   }
+  if (state.shm) state.shm->fail();
 }
 
 hal_result_t comm_get_async_error(hal_impl_comm_t* comm) {

@@ -2,11 +2,13 @@
 // mpirun (MPI bootstrap, the cpu plugin's MPI path) and as a child of
 // multiprocess_test (unique-id bootstrap, the loader's TCP-store path).
 //
-//   collectives_worker mpi                      the matrix over MPI_COMM_WORLD
+//   collectives_worker mpi                      the matrix over MPI_COMM_WORLD,
+//                                               then the shared segment's failures
 //   collectives_worker store <id-hex> <rank> <n>            the matrix
 //   collectives_worker store <id-hex> <rank> <n> kill <k>   rank k dies mid-run;
 //                                                 every survivor must fail
 // Exit status 0 means the rank saw what it had to.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -31,6 +33,69 @@ int run_matrix(Rank& self, uint32_t n, bool all_ops) {
     }
   }
   return 0;
+}
+
+// Over MPI on one host the ranks meet in a shared segment (the cpu
+// plugin's small-allreduce path). Ranks whose calls disagree fail alike
+// whichever path each call's size picks, and an aborted rank makes its
+// peers fail at once with HAL_ERROR_REMOTE, well before the deadline.
+int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_config_t& base) {
+  if (n < 2) return 0;
+  hal_comm_config_t config = base;
+  config.timeout_ms = 60000;
+  auto fresh_comm = [&](hal_comm_t& comm) {
+    return hal_comm_init_rank(self.device, n, nullptr, self.rank, &config, &comm) == HAL_SUCCESS;
+  };
+  const size_t big = size_t{1} << 19;  // 2 MiB of f32: past the segment, over MPI
+  void* buffer = nullptr;
+  if (hal_mem_alloc(self.device, HAL_MEMORY_DEVICE, big * 4, 0, &buffer) != HAL_SUCCESS) {
+    return fail("alloc");
+  }
+  auto async_error = [](hal_comm_t comm) {
+    hal_result_t error = HAL_SUCCESS;
+    hal_comm_get_async_error(comm, &error);
+    return error;
+  };
+  int status = 0;
+  hal_comm_t comm = nullptr;
+  if (!fresh_comm(comm)) {
+    status = fail(std::string("init: ") + hal_error_last_message());
+  } else {
+    // Rank 0 asks for 2 elements (the segment), the others for 2 MiB (MPI).
+    hal_allreduce(buffer, buffer, self.rank == 0 ? 2 : big, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm,
+                  self.stream);
+    if (hal_stream_synchronize(self.stream) != HAL_ERROR_DEVICE_LOST ||
+        async_error(comm) != HAL_ERROR_ARGUMENT_MISMATCH) {
+      status = fail(std::string("a mismatch across paths was not ARGUMENT_MISMATCH: ") +
+                    hal_result_string(async_error(comm)));
+    }
+    hal_comm_abort(comm);
+  }
+  hal_stream_destroy(self.stream);
+  hal_stream_t stream = nullptr;
+  hal_stream_create(self.device, 0, &stream);
+  if (status == 0 && fresh_comm(comm)) {
+    // The last rank aborts at once; the others' 8-byte allreduce must fail fast.
+    if (self.rank == n - 1) {
+      hal_comm_abort(comm);
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream);
+      hal_stream_synchronize(stream);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (async_error(comm) != HAL_ERROR_REMOTE || seconds > 30) {
+        status = fail(std::string("a peer's abort gave ") + hal_result_string(async_error(comm)) +
+                      " after " + std::to_string(seconds) + " s");
+      }
+      hal_comm_abort(comm);
+    }
+  } else if (status == 0) {
+    status = fail(std::string("init: ") + hal_error_last_message());
+  }
+  hal_stream_destroy(stream);
+  hal_mem_free(buffer);
+  return status;
 }
 
 }  // namespace
@@ -70,11 +135,16 @@ int main(int argc, char** argv) {
   } else {
     status = run_matrix(self, n, mode == "mpi");
   }
-  hal_stream_destroy(self.stream);
   if (status == 0)
     hal_comm_destroy(self.comm);
   else
     hal_comm_abort(self.comm);
+  // Last: each of these leaves a communicator failed (and its stream lost).
+  if (status == 0 && mode == "mpi") {
+    status = run_shared_segment_failures(self, n, config);
+  } else {
+    hal_stream_destroy(self.stream);
+  }
   hal_shutdown();
   return status;
 }

@@ -1,0 +1,94 @@
+// Collectives between processes of one host through a shared-memory segment.
+//
+// MPI's shared-memory transport makes a small allreduce between two local
+// processes cost ~0.5 us; the same call as point-to-point messages costs
+// several times that. Here the ranks meet in a segment they all map: each
+// call is an episode in which every rank publishes its input and the call's
+// signature in its slot, waits for the others' (spinning, then yielding,
+// under the call's deadline and abort), and reduces. Small messages are
+// reduced whole by every rank (one round); larger ones slice by slice into
+// a shared result that every rank copies out (each input read once).
+//
+// Every single-collective batch goes through the episode's handshake, also
+// when its data then travels over the transport, so ranks that disagree on
+// a call fail with HAL_ERROR_ARGUMENT_MISMATCH on every rank whichever path
+// each would take. A rank that fails or aborts marks the segment broken:
+// its peers fail at once with HAL_ERROR_REMOTE.
+//
+// The segment is made by rank 0 (shm_open with a random name, O_EXCL, mode
+// 0600), named to the others over the transport, opened and checked by them
+// (a regular file of this user, mode 0600, of the expected size) and
+// unlinked as soon as every rank holds it, so no name outlives set-up.
+#pragma once
+
+#include "hal_collective/p2p.hpp"
+#include "hal_collective/status.hpp"
+
+#include <memory>
+#include <string>
+
+namespace hal::collective {
+
+class ShmGroup {
+ public:
+  // The largest allreduce, in bytes, whose data goes through the segment
+  // (less with many ranks: the segment holds a slot per rank and a result).
+  static constexpr size_t kMaxBytes = size_t{1} << 20;
+  // Groups of more ranks than this keep to the transport.
+  static constexpr uint32_t kMaxRanks = 64;
+
+  // Every rank of |transport| calls this at set-up, with |wanted| its own
+  // wish (HAL_COMM_SHM=0 says no). The ranks exchange their host identity
+  // and wishes, so all reach the same answer: a group, or nullptr with
+  // |out_reason| saying why not (another host, a rank that does not want
+  // it, a segment that could not be made or checked). |out_status| is a
+  // failure of the transport itself (timeout, lost peer).
+  static std::unique_ptr<ShmGroup> create(Transport& transport, bool wanted,
+                                          const Deadline& deadline, Status& out_status,
+                                          std::string& out_reason);
+  ~ShmGroup();
+  ShmGroup(const ShmGroup&) = delete;
+  ShmGroup& operator=(const ShmGroup&) = delete;
+
+  // Whether a batch of these calls takes the episode's handshake (one
+  // collective, not a send or recv).
+  static bool handshakes(std::span<const hal_collective_call_t> calls) noexcept;
+
+  // Runs the handshake of |call| and, for an allreduce of at most
+  // kMaxBytes, its data. |transport_path| runs the data of other calls
+  // (the point-to-point algorithms) after the handshake.
+  template <class TransportPath>
+  Status run(const hal_collective_call_t& call, const Deadline& deadline,
+             TransportPath transport_path) {
+    Status status = handshake(call, deadline);
+    if (status.ok()) status = serves_data(call) ? reduce(call, deadline) : transport_path();
+    return finish(std::move(status));
+  }
+
+  // Marks the segment broken: peers waiting now or later fail at once.
+  void fail() noexcept;
+
+ private:
+  ShmGroup(void* mapping, size_t bytes, uint32_t rank, uint32_t ranks);
+
+  bool serves_data(const hal_collective_call_t& call) const noexcept;
+  Status handshake(const hal_collective_call_t& call, const Deadline& deadline);
+  Status reduce(const hal_collective_call_t& call, const Deadline& deadline);
+  Status finish(Status status);
+
+  struct RankLine;
+  RankLine& line(uint32_t rank) const noexcept;
+  uint8_t* input(uint32_t rank) const noexcept;
+  uint8_t* result() const noexcept;
+  template <class Ready>
+  Status wait_for(const Deadline& deadline, const char* what, Ready ready);
+
+  void* mapping_;
+  size_t bytes_;
+  uint32_t rank_;
+  uint32_t ranks_;
+  size_t slot_bytes_;
+  uint64_t episode_ = 0;
+};
+
+}  // namespace hal::collective

@@ -1,0 +1,245 @@
+// The shared segment of collective/shm.cpp on ranks that are threads of this
+// process, set up over an in-memory transport: allreduce against a plain
+// sum, the agreement on whether to share, mismatch, a broken peer, and a
+// segment planted by someone else.
+#include <catch2/catch.hpp>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "hal_collective/shm.hpp"
+
+using hal::collective::Channel;
+using hal::collective::Deadline;
+using hal::collective::ShmGroup;
+using hal::collective::Status;
+using hal::collective::Transport;
+
+namespace {
+
+// Mailboxes between the ranks of one process; |tamper| may rewrite a
+// message in flight (the attacker of the last test).
+struct Wire {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::map<std::pair<uint32_t, uint32_t>, std::deque<std::vector<uint8_t>>> boxes;
+  std::function<void(uint32_t from, std::vector<uint8_t>&)> tamper;
+  std::string segment_name;  // rank 0's, as it went out
+};
+
+class ThreadTransport final : public Transport {
+ public:
+  ThreadTransport(Wire& wire, uint32_t rank, uint32_t ranks)
+      : wire_(wire), rank_(rank), ranks_(ranks) {}
+  uint32_t rank() const override { return rank_; }
+  uint32_t ranks() const override { return ranks_; }
+  Status post_send(uint32_t peer, const void* data, size_t bytes, uint32_t, Channel) override {
+    std::vector<uint8_t> message(static_cast<const uint8_t*>(data),
+                                 static_cast<const uint8_t*>(data) + bytes);
+    std::lock_guard lock(wire_.mutex);
+    if (rank_ == 0 && bytes == 64 && std::memcmp(data, "/hal-comm-", 10) == 0) {
+      wire_.segment_name = static_cast<const char*>(data);
+    }
+    if (wire_.tamper) wire_.tamper(rank_, message);
+    wire_.boxes[{rank_, peer}].push_back(std::move(message));
+    wire_.arrived.notify_all();
+    return {};
+  }
+  Status post_recv(uint32_t peer, void* data, size_t bytes, uint32_t, Channel) override {
+    pending_.push_back({peer, data, bytes});
+    return {};
+  }
+  Status wait_all(const Deadline& deadline) override {
+    std::unique_lock lock(wire_.mutex);
+    for (const Pending& p : pending_) {
+      auto& box = wire_.boxes[{p.peer, rank_}];
+      if (!wire_.arrived.wait_until(lock, deadline.at, [&] { return !box.empty(); })) {
+        pending_.clear();
+        return Status::failure(HAL_ERROR_TIMEOUT, "no message");
+      }
+      if (box.front().size() != p.bytes)
+        return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH, "size");
+      std::memcpy(p.data, box.front().data(), p.bytes);
+      box.pop_front();
+    }
+    pending_.clear();
+    return {};
+  }
+
+ private:
+  struct Pending {
+    uint32_t peer;
+    void* data;
+    size_t bytes;
+  };
+  Wire& wire_;
+  uint32_t rank_, ranks_;
+  std::vector<Pending> pending_;
+};
+
+struct Made {
+  std::unique_ptr<ShmGroup> group;
+  Status status;
+  std::string reason;
+};
+
+// Sets up |ranks| ranks, each on its own thread; |wanted(r)| is rank r's wish.
+std::vector<Made> make_groups(Wire& wire, uint32_t ranks,
+                              const std::function<bool(uint32_t)>& wanted) {
+  std::vector<Made> made(ranks);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadTransport transport(wire, r, ranks);
+      made[r].group = ShmGroup::create(transport, wanted(r), Deadline::after_ms(10000, nullptr),
+                                       made[r].status, made[r].reason);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return made;
+}
+
+// Whether a segment of this name can still be opened (its name outlived set-up).
+bool still_named(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd >= 0) close(fd);
+  return fd >= 0 || errno != ENOENT;
+}
+
+hal_collective_call_t allreduce(const float* send, float* recv, size_t count,
+                                hal_reduce_op_t op = HAL_REDUCE_SUM) {
+  return {HAL_COLLECTIVE_ALLREDUCE, HAL_DTYPE_F32, op, 0, send, recv, count};
+}
+
+// Runs |call_of(r)| on every rank's thread; the statuses in rank order.
+std::vector<Status> run_all(std::vector<Made>& made,
+                            const std::function<hal_collective_call_t(uint32_t)>& call_of,
+                            uint32_t timeout_ms = 10000) {
+  std::vector<Status> statuses(made.size());
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < made.size(); ++r) {
+    threads.emplace_back([&, r] {
+      const hal_collective_call_t call = call_of(r);
+      statuses[r] = made[r].group->run(call, Deadline::after_ms(timeout_ms, nullptr), [] {
+        return Status::failure(HAL_ERROR_INTERNAL, "this call should not leave the segment");
+      });
+    });
+  }
+  for (auto& t : threads) t.join();
+  return statuses;
+}
+
+}  // namespace
+
+TEST_CASE("shared segment: allreduce sums like a plain loop, small and sliced, in place too",
+          "[collectives][shm]") {
+  const uint32_t ranks = GENERATE(1u, 2u, 3u);
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, ranks, [](uint32_t) { return true; });
+  for (const Made& m : made) REQUIRE(m.group != nullptr);
+  if (ranks > 1) {
+    REQUIRE(!wire.segment_name.empty());
+    CHECK(!still_named(wire.segment_name));  // the name is gone once every rank holds it
+  }
+  std::mt19937 random(ranks);
+  for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4096}, size_t{100000}}) {
+    for (const bool in_place : {false, true}) {
+      INFO(ranks << " ranks, " << count << " floats" << (in_place ? ", in place" : ""));
+      std::vector<std::vector<float>> send(ranks, std::vector<float>(count));
+      std::vector<std::vector<float>> recv(ranks, std::vector<float>(count, -1.0f));
+      for (auto& v : send) {
+        for (float& x : v) x = static_cast<float>(static_cast<int>(random() % 17) - 8);
+      }
+      std::vector<float> want(count, 0.0f);
+      for (const auto& v : send) {
+        for (size_t i = 0; i < count; ++i) want[i] += v[i];
+      }
+      const auto statuses = run_all(made, [&](uint32_t r) {
+        return allreduce(send[r].data(), in_place ? send[r].data() : recv[r].data(), count);
+      });
+      for (uint32_t r = 0; r < ranks; ++r) {
+        CHECK(statuses[r].ok());
+        CHECK((in_place ? send[r] : recv[r]) == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("shared segment: the ranks agree whether to share", "[collectives][shm]") {
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, 3, [](uint32_t r) { return r != 1; });
+  for (const Made& m : made) {
+    CHECK(m.status.ok());
+    CHECK(m.group == nullptr);
+    CHECK(m.reason == "a rank has HAL_COMM_SHM=0");
+  }
+}
+
+TEST_CASE("shared segment: a mismatch fails every rank, a broken peer fails them at once",
+          "[collectives][shm]") {
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, 2, [](uint32_t) { return true; });
+  std::vector<float> a(64, 1.0f), b(64, 2.0f);
+  // Rank 0 calls with 4 floats, rank 1 with 64: both must say so.
+  auto statuses = run_all(made, [&](uint32_t r) {
+    return allreduce(r == 0 ? a.data() : b.data(), r == 0 ? a.data() : b.data(), r == 0 ? 4 : 64);
+  });
+  for (const Status& s : statuses) CHECK(s.result == HAL_ERROR_ARGUMENT_MISMATCH);
+  // In step after a mismatch: the next agreeing call works.
+  statuses = run_all(made, [&](uint32_t r) {
+    return allreduce(r == 0 ? a.data() : b.data(), r == 0 ? a.data() : b.data(), 4);
+  });
+  for (const Status& s : statuses) CHECK(s.ok());
+  CHECK(a[0] == 3.0f);
+  // Rank 1 breaks the segment; rank 0, alone in a call with a long deadline, fails at once.
+  made[1].group->fail();
+  const auto start = std::chrono::steady_clock::now();
+  const Status alone =
+      made[0].group->run(allreduce(a.data(), a.data(), 4), Deadline::after_ms(60000, nullptr),
+                         [] { return Status{}; });
+  CHECK(alone.result == HAL_ERROR_REMOTE);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+TEST_CASE("shared segment: a segment someone else planted under the name is refused",
+          "[collectives][shm]") {
+  // The attacker: a segment of the right name and size, readable by others,
+  // substituted for rank 0's name on the wire.
+  const std::string planted = "/hal-comm-" + std::string(32, 'a');
+  shm_unlink(planted.c_str());
+  const int fd = shm_open(planted.c_str(), O_RDWR | O_CREAT | O_EXCL, 0644);
+  REQUIRE(fd >= 0);
+  fchmod(fd, 0644);
+  REQUIRE(ftruncate(fd, 64 << 20) == 0);
+  close(fd);
+  Wire wire;
+  wire.tamper = [&](uint32_t from, std::vector<uint8_t>& message) {
+    // Rank 0's name: the 64-byte message that starts with the prefix.
+    if (from == 0 && message.size() == 64 && std::memcmp(message.data(), "/hal-comm-", 10) == 0) {
+      std::memset(message.data(), 0, message.size());
+      std::memcpy(message.data(), planted.c_str(), planted.size());
+    }
+  };
+  std::vector<Made> made = make_groups(wire, 2, [](uint32_t) { return true; });
+  for (const Made& m : made) {
+    CHECK(m.status.ok());
+    CHECK(m.group == nullptr);  // nobody shares: rank 1 refused what it was told to open
+  }
+  CHECK_THAT(made[1].reason, Catch::Contains("not a private file of this user"));
+  shm_unlink(planted.c_str());
+  REQUIRE(!wire.segment_name.empty());
+  CHECK(!still_named(wire.segment_name));  // rank 0 removed its own segment too
+}
