@@ -26,9 +26,6 @@ constexpr uint32_t kSetupTag = 0x7e01;
 constexpr size_t kIdentityBytes = 256;
 constexpr size_t kNameBytes = 64;
 constexpr char kNamePrefix[] = "/hal-comm-";
-// At or below this many bytes every rank reduces the whole call itself
-// (one round); above it each reduces a slice into the shared result.
-constexpr size_t kDirectBytes = 16 * 1024;
 constexpr size_t kPage = 4096;
 
 size_t round_up(size_t value, size_t unit) {
@@ -39,7 +36,6 @@ size_t round_up(size_t value, size_t unit) {
 // Counters only grow: episode e is published by storing e.
 struct alignas(64) RankLineLayout {
   std::atomic<uint64_t> arrived{0};  // input and signature of episode `arrived` are in place
-  std::atomic<uint64_t> reduced{0};  // its slice of the result of episode `reduced` is written
   std::atomic<uint64_t> done{0};     // it no longer reads anything of episode `done`
   std::atomic<uint32_t> signature{0};
 };
@@ -50,16 +46,11 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                   std::atomic<uint32_t>::is_always_lock_free,
               "the segment's atomics are shared between processes: they must be lock-free");
 
-size_t slot_bytes_for(uint32_t ranks) {
-  // 16 MiB in all at most, 64 KiB .. kMaxBytes per slot.
-  const size_t share = (size_t{16} << 20) / (ranks + 1) / kPage * kPage;
-  return std::clamp<size_t>(share, size_t{64} << 10, ShmGroup::kMaxBytes);
-}
 size_t lines_bytes(uint32_t ranks) {
   return round_up(sizeof(HeaderLine) + sizeof(RankLineLayout) * ranks, kPage);
 }
 size_t segment_bytes(uint32_t ranks) {
-  return lines_bytes(ranks) + slot_bytes_for(ranks) * (ranks + size_t{1});
+  return lines_bytes(ranks) + ShmGroup::kMaxBytes * ranks;
 }
 
 // What must match for two ranks to share a segment: the same boot of the
@@ -253,11 +244,7 @@ std::unique_ptr<ShmGroup> ShmGroup::create(Transport& transport, bool wanted,
 }
 
 ShmGroup::ShmGroup(void* mapping, size_t bytes, uint32_t rank, uint32_t ranks)
-    : mapping_(mapping),
-      bytes_(bytes),
-      rank_(rank),
-      ranks_(ranks),
-      slot_bytes_(slot_bytes_for(ranks)) {}
+    : mapping_(mapping), bytes_(bytes), rank_(rank), ranks_(ranks) {}
 
 ShmGroup::~ShmGroup() {
   munmap(mapping_, bytes_);
@@ -267,10 +254,7 @@ ShmGroup::RankLine& ShmGroup::line(uint32_t rank) const noexcept {
   return reinterpret_cast<RankLine*>(static_cast<uint8_t*>(mapping_) + sizeof(HeaderLine))[rank];
 }
 uint8_t* ShmGroup::input(uint32_t rank) const noexcept {
-  return static_cast<uint8_t*>(mapping_) + lines_bytes(ranks_) + slot_bytes_ * rank;
-}
-uint8_t* ShmGroup::result() const noexcept {
-  return input(ranks_);
+  return static_cast<uint8_t*>(mapping_) + lines_bytes(ranks_) + ShmGroup::kMaxBytes * rank;
 }
 
 void ShmGroup::fail() noexcept {
@@ -283,8 +267,7 @@ bool ShmGroup::handshakes(std::span<const hal_collective_call_t> calls) noexcept
 }
 
 bool ShmGroup::serves_data(const hal_collective_call_t& call) const noexcept {
-  return call.kind == HAL_COLLECTIVE_ALLREDUCE &&
-         call.count * dtype_size(call.dtype) <= slot_bytes_;
+  return call.kind == HAL_COLLECTIVE_ALLREDUCE && call.count * dtype_size(call.dtype) <= kMaxBytes;
 }
 
 template <class Ready>
@@ -341,44 +324,19 @@ Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& de
   return {};
 }
 
-Status ShmGroup::reduce(const hal_collective_call_t& call, const Deadline& deadline) {
-  const size_t elem = dtype_size(call.dtype);
+// Every rank reduces all inputs, in rank order: identical bytes everywhere.
+Status ShmGroup::reduce(const hal_collective_call_t& call) {
   const size_t count = call.count;
-  auto reduce_into = [&](void* out, size_t offset, size_t elements) {
-    if (elements == 0) return;
-    if (ranks_ == 1) {
-      std::memcpy(out, input(0) + offset, elements * elem);
-    } else {
-      reduce_pair(out, input(0) + offset, input(1) + offset, elements, call.dtype, call.op);
-      for (uint32_t r = 2; r < ranks_; ++r) {
-        reduce_pair(out, out, input(r) + offset, elements, call.dtype, call.op);
-      }
+  if (count == 0) return {};
+  if (ranks_ == 1) {
+    std::memcpy(call.recv, input(0), count * dtype_size(call.dtype));
+  } else {
+    reduce_pair(call.recv, input(0), input(1), count, call.dtype, call.op);
+    for (uint32_t r = 2; r < ranks_; ++r) {
+      reduce_pair(call.recv, call.recv, input(r), count, call.dtype, call.op);
     }
-    if (call.op == HAL_REDUCE_AVG) finish_average(out, elements, call.dtype, ranks_);
-  };
-  if (count * elem <= kDirectBytes) {
-    reduce_into(call.recv, 0, count);  // every rank the whole, in rank order: identical bytes
-    return {};
   }
-  // Equal slices on cache-line boundaries, each reduced by one rank.
-  const size_t unit = std::max<size_t>(1, 64 / elem);
-  const size_t per_rank = ((count + ranks_ - 1) / ranks_ + unit - 1) / unit * unit;
-  const size_t begin = std::min(count, per_rank * rank_);
-  const size_t end = std::min(count, begin + per_rank);
-  reduce_into(result() + begin * elem, begin * elem, end - begin);
-  line(rank_).reduced.store(episode_, std::memory_order_release);
-  if (Status s = wait_for(deadline, "waiting for the other ranks' slices",
-                          [&] {
-                            for (uint32_t r = 0; r < ranks_; ++r) {
-                              if (line(r).reduced.load(std::memory_order_acquire) < episode_)
-                                return false;
-                            }
-                            return true;
-                          });
-      !s.ok()) {
-    return s;
-  }
-  std::memcpy(call.recv, result(), count * elem);
+  if (call.op == HAL_REDUCE_AVG) finish_average(call.recv, count, call.dtype, ranks_);
   return {};
 }
 
