@@ -179,17 +179,15 @@ std::unique_ptr<ShmGroup> ShmGroup::create(Transport& transport, bool wanted,
   }
   bool same = ranks <= kMaxRanks;
   bool everyone_wants = true;
+  // A peer's identity is bytes off the wire: only its first |length| are read,
+  // and one without its terminator within the buffer matches nothing.
+  const size_t mine = strnlen(identity.data(), kIdentityBytes);
   for (uint32_t r = 0; r < ranks; ++r) {
     const char* other = identities.data() + r * kIdentityBytes;
     const size_t length = strnlen(other, kIdentityBytes);
     everyone_wants &= length > 0 && length < kIdentityBytes && other[length - 1] == '1';
-    // The identity without its last field (the wish).
-    const char* mine_end = std::strrchr(identity.data(), '|');
-    const char* other_end = std::strrchr(other, '|');
-    same &=
-        mine_end != nullptr && other_end != nullptr &&
-        mine_end - identity.data() == other_end - other &&
-        std::memcmp(identity.data(), other, static_cast<size_t>(mine_end - identity.data())) == 0;
+    // Equal up to the last character, the wish.
+    same &= length == mine && std::memcmp(identity.data(), other, mine - 1) == 0;
   }
   if (!everyone_wants) {
     out_reason = "a rank has HAL_COMM_SHM=0";
