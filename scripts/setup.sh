@@ -11,6 +11,8 @@ packages=(
   python3 python3-jsonschema python3-pip python3-venv
   libopenmpi-dev openmpi-bin
   libdnnl-dev
+  libamdhip64-dev hipcc
+  libze-dev libze1
 )
 
 missing=()
