@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -368,6 +369,54 @@ TEST_CASE("onednn matmul: strided views leave the gaps untouched", "[cpu][table]
     c.desc.bias.strides[0] = 2;
     allocate(t, device, random, c);
     run_and_check(t, device, c, dtype == HAL_DTYPE_F32 ? 1e-6 : 1e-5);
+  }
+}
+
+TEST_CASE("onednn matmul: plain f32 products (dnnl_sgemm) over every layout it addresses",
+          "[cpu][table][ops]") {
+  PluginInstance plugin;
+  const auto& t = plugin.table();
+  hal_impl_device_t* device = plugin.device(0);
+  if (t.op_plan_create == nullptr) return;
+  std::mt19937 random(20261203);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const uint32_t transposes[] = {0, HAL_MATMUL_TRANSPOSE_A, HAL_MATMUL_TRANSPOSE_B,
+                                 HAL_MATMUL_TRANSPOSE_A | HAL_MATMUL_TRANSPOSE_B};
+  struct Scaling {
+    float alpha, beta;
+    bool c_is_d;
+  };
+  const Scaling scalings[] = {{1.0f, 0.0f, false}, {-0.5f, 0.75f, false}, {2.0f, -1.0f, true}};
+  for (const uint32_t flags : transposes) {
+    for (const Scaling& scaling : scalings) {
+      for (const auto& [m, n, k] : {std::tuple{37, 53, 29}, std::tuple{1, 17, 64},
+                                    std::tuple{33, 1, 5}, std::tuple{64, 64, 1}}) {
+        for (const bool padded : {false, true}) {
+          CAPTURE(flags, scaling.alpha, scaling.beta, scaling.c_is_d, m, n, k, padded);
+          // A leading batch of 1 with a stride of its own: still one product.
+          Case c = make_case(matmul_desc(flags, HAL_ACTIVATION_NONE, scaling.alpha, scaling.beta),
+                             HAL_DTYPE_F32, HAL_DTYPE_F32, {1}, m, n, k);
+          c.c_is_d = scaling.c_is_d;
+          if (padded) {
+            // Leading dimensions wider than the matrices: rows (or, stored
+            // transposed, columns) 7 elements apart more than dense.
+            for (hal_tensor_desc_t* tensor : {&c.desc.a, &c.desc.b, &c.desc.d}) {
+              tensor->strides[1] = tensor->shape[2] + 7;
+              tensor->strides[0] = 3 * tensor->strides[1] * tensor->shape[1];
+            }
+          }
+          allocate(t, device, random, c);
+          if (scaling.beta == 0.0f) {
+            // beta 0 must not read d: NaNs there stay out of the result.
+            // (Only the matrix's own elements: the gaps are checked untouched.)
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) c.d.set(i * c.desc.d.strides[1] + j, nan);
+            }
+          }
+          run_and_check(t, device, c, 1e-6);
+        }
+      }
+    }
   }
 }
 
