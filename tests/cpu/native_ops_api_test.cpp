@@ -111,7 +111,8 @@ void check_close(const float* actual, const float* expected, size_t count, doubl
   for (size_t i = 0; i < count; ++i) {
     const double tolerance = 1e-5 * std::sqrt(terms) + 1e-5 * std::fabs(expected[i]);
     const bool both_nan = std::isnan(actual[i]) && std::isnan(expected[i]);
-    if (!both_nan && !(std::fabs(double{actual[i]} - expected[i]) <= tolerance)) {
+    const bool same = actual[i] == expected[i];  // equal infinities too
+    if (!both_nan && !same && !(std::fabs(double{actual[i]} - expected[i]) <= tolerance)) {
       if (bad++ == 0) first = i;
     }
   }
@@ -182,6 +183,63 @@ TEST_CASE("cpu.native unary and its backward match the portable implementation",
   compare_with_portable(session, &desc.header, {n, n}, {{1, n, 1}}, 11);
   desc.header.kind = HAL_OP_UNARY_BACKWARD;
   compare_with_portable(session, &desc.header, {n, n, n}, {{2, n, 4}}, 12);
+}
+
+TEST_CASE("cpu.native GELU and SiLU at the edges of the float range match the portable ones",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const hal_activation_t activation = GENERATE(HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_SILU);
+  const float alpha = GENERATE(1.0f, -2.5f);
+  const float inf = std::numeric_limits<float>::infinity();
+  // Around every branch of the vector code: e^-z underflowing or clamped,
+  // 1 + e^-z crossing 2^64 (|v| near 6 for GELU, 44 for SiLU), subnormals,
+  // overflow of v^3, infinities and NaN.
+  const float magnitudes[] = {0.0f,   1e-40f, 1e-6f, 0.5f,  1.0f,
+                              3.0f,   5.9f,   6.1f,  10.0f, 22.0f,
+                              40.0f,  43.9f,  44.5f, 80.0f, 88.0f,
+                              100.0f, 1e10f,  1e20f, 1e30f, std::numeric_limits<float>::max(),
+                              inf};
+  std::vector<float> values;
+  for (const float m : magnitudes) {
+    values.push_back(m);
+    values.push_back(-m);
+  }
+  values.push_back(std::numeric_limits<float>::quiet_NaN());
+  // Repeated at every offset against the 16-lane vectors, with a tail.
+  const size_t count = values.size() * 17 + 5;
+  hal_op_unary_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_UNARY;
+  desc.activation = activation;
+  desc.alpha = alpha;
+  desc.x = desc.out = dense({static_cast<int64_t>(count)});
+  float* x = session.floats(count);
+  float* native = session.floats(count);
+  float* portable = session.floats(count);
+  for (size_t i = 0; i < count; ++i) x[i] = values[i % values.size()];
+  hal_op_plan_t native_plan = plan_of(session, &desc.header, false);
+  hal_op_plan_t portable_plan = plan_of(session, &desc.header, true);
+  CHECK(implementation_of(native_plan) == "cpu.native");
+  execute(session, native_plan, {x, native});
+  execute(session, portable_plan, {x, portable});
+  INFO("activation " << activation << ", alpha " << alpha);
+  check_close(native, portable, count, 1);
+  // And against float64 where the formula is well conditioned (|v| <= 100).
+  std::vector<float> expected(count), got(count);
+  size_t checked = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double v = double{alpha} * x[i];
+    if (!(std::fabs(v) <= 100.0)) continue;
+    const double z = activation == HAL_ACTIVATION_SILU
+                         ? v
+                         : 2.0 * std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+    expected[checked] = static_cast<float>(v / (1.0 + std::exp(-z)));
+    got[checked++] = native[i];
+  }
+  REQUIRE(checked > count / 2);
+  check_close(got.data(), expected.data(), checked, 1);
+  hal_op_plan_destroy(native_plan);
+  hal_op_plan_destroy(portable_plan);
 }
 
 TEST_CASE("cpu.native bias-activation backward: grad_pre and the bias gradient",

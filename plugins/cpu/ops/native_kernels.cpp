@@ -47,6 +47,15 @@ inline void with_type(Type type, Body&& body) {
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 
+// v / (1 + e^-z) = v sigmoid(z). Past e^88 the exponential is taken as the
+// +inf that expf gives, as the portable kernels and a float64 reference see
+// it: v / inf is -0 or +0 for finite v (not v / e^88, which is -2 for v =
+// -FLT_MAX) and NaN for infinite v.
+inline float times_sigmoid(float v, float z) {
+  const float d = 1.0f + exp_clamped(-z);
+  return -z > 88.0f ? v * 0.0f : v / d;
+}
+
 // 0.5 x (1 + tanh(u)) = x sigmoid(2u): no cancellation for negative x.
 inline float activate(hal_activation_t activation, float x) {
   switch (activation) {
@@ -54,10 +63,10 @@ inline float activate(hal_activation_t activation, float x) {
       return x < 0.0f ? 0.0f : x;  // NaN stays NaN
     case HAL_ACTIVATION_GELU_TANH: {
       const float u = kGeluScale * (x + kGeluCubic * x * x * x);
-      return x / (1.0f + exp_clamped(-2.0f * u));
+      return times_sigmoid(x, 2.0f * u);
     }
     case HAL_ACTIVATION_SILU:
-      return x / (1.0f + exp_clamped(-x));
+      return times_sigmoid(x, x);
     default:
       return x;
   }
@@ -148,6 +157,18 @@ constexpr size_t kLanes = 64;  // columns per block, and lanes of a one-value su
 
 HAL_ISA_CLONES void unary_forward(hal_activation_t activation, float alpha, ConstRef x, Ref y,
                                   size_t begin, size_t end) {
+  // f32 GELU and SiLU: the clones keep the division, which bounds them below
+  // memory bandwidth; the AVX-512 rows replace it.
+  if (x.type == Type::kF32 && y.type == Type::kF32 && avx512_rows_available()) {
+    if (activation == HAL_ACTIVATION_GELU_TANH) {
+      row_gelu_tanh_f32_avx512(in<F32>(x) + begin, alpha, out<F32>(y) + begin, end - begin);
+      return;
+    }
+    if (activation == HAL_ACTIVATION_SILU) {
+      row_silu_f32_avx512(in<F32>(x) + begin, alpha, out<F32>(y) + begin, end - begin);
+      return;
+    }
+  }
   with_activation(activation, [&]<hal_activation_t Act>() {
     with_type(x.type, [&]<typename X>() {
       with_type(y.type, [&]<typename O>() {

@@ -89,6 +89,53 @@ struct Shift {
   }
 };
 
+// v / d for d in [1, 2^64]: a reciprocal estimate (relative error < 2^-14)
+// refined by one Newton step (to ~2^-28), then one product; within 2 ulp of
+// the division, at a fraction of its cost (vdivps bound GELU's throughput).
+// An infinite or NaN v stays infinite or NaN, as with the division.
+HAL_AVX512 inline __m512 divide_moderate(__m512 v, __m512 d) {
+  const __m512 estimate = _mm512_rcp14_ps(d);
+  const __m512 error = _mm512_fnmadd_ps(d, estimate, _mm512_set1_ps(1.0f));
+  return _mm512_mul_ps(v, _mm512_fmadd_ps(estimate, error, estimate));
+}
+
+// v / (1 + e^-z) = v sigmoid(z), as native_kernels.cpp's times_sigmoid
+// computes it: past e^88 the exponential is +inf, and the result v * 0 (-0,
+// +0, or NaN for infinite v). Below, 1 + e^-z reaches 1.7e38, whose
+// reciprocal would be subnormal: beyond 2^64 both v and it are scaled by
+// 2^-64 first (exact for every v that gets there, which has |v| >= 6).
+HAL_AVX512 inline __m512 times_sigmoid(__m512 v, __m512 z) {
+  const __m512 minus_z = _mm512_sub_ps(_mm512_setzero_ps(), z);
+  const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp_or_zero(minus_z));
+  const __mmask16 large = _mm512_cmp_ps_mask(d, _mm512_set1_ps(0x1p64f), _CMP_GT_OQ);
+  const __m512 scale = _mm512_mask_blend_ps(large, _mm512_set1_ps(1.0f), _mm512_set1_ps(0x1p-64f));
+  const __m512 y = divide_moderate(_mm512_mul_ps(v, scale), _mm512_mul_ps(d, scale));
+  const __mmask16 overflow = _mm512_cmp_ps_mask(minus_z, _mm512_set1_ps(88.0f), _CMP_GT_OQ);
+  return _mm512_mask_mul_ps(y, overflow, v, _mm512_setzero_ps());
+}
+
+// GELU (tanh form) of alpha * x: v sigmoid(2u), u = sqrt(2/pi) (v + 0.044715 v^3),
+// as native_kernels.cpp's activate writes it.
+struct GeluTanh {
+  __m512 alpha;
+  HAL_AVX512 __m512 operator()(__m512 x) const {
+    const __m512 v = _mm512_mul_ps(alpha, x);
+    const __m512 cubic =
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), v), _mm512_mul_ps(v, v));
+    const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_add_ps(v, cubic));
+    return times_sigmoid(v, _mm512_add_ps(u, u));
+  }
+};
+
+// SiLU of alpha * x: v sigmoid(v).
+struct Silu {
+  __m512 alpha;
+  HAL_AVX512 __m512 operator()(__m512 x) const {
+    const __m512 v = _mm512_mul_ps(alpha, x);
+    return times_sigmoid(v, v);
+  }
+};
+
 // The 16 lanes summed in lane order, as lane_sum does.
 HAL_AVX512 inline float sum_lanes(__m512 lanes) {
   alignas(64) float values[16];
@@ -160,6 +207,14 @@ HAL_AVX512 void row_shift_f32_avx512(const float* x, float shift, float offset, 
   map_row(x, y, n, around_caches, Shift{_mm512_set1_ps(shift), _mm512_set1_ps(offset)});
 }
 
+HAL_AVX512 void row_gelu_tanh_f32_avx512(const float* x, float alpha, float* y, size_t n) {
+  map_row(x, y, n, false, GeluTanh{_mm512_set1_ps(alpha)});
+}
+
+HAL_AVX512 void row_silu_f32_avx512(const float* x, float alpha, float* y, size_t n) {
+  map_row(x, y, n, false, Silu{_mm512_set1_ps(alpha)});
+}
+
 #undef HAL_AVX512
 
 #else  // not x86-64: the portable clones serve
@@ -176,6 +231,8 @@ float row_sum_exp_f32_avx512(const float*, float, float*, size_t) {
 void row_scale_f32_avx512(const float*, float, float*, size_t, bool) {}
 void order_streaming_stores() {}
 void row_shift_f32_avx512(const float*, float, float, float*, size_t, bool) {}
+void row_gelu_tanh_f32_avx512(const float*, float, float*, size_t) {}
+void row_silu_f32_avx512(const float*, float, float*, size_t) {}
 
 #endif
 

@@ -1,7 +1,8 @@
-// The row loops of softmax, log-softmax and cross-entropy's log-sum-exp on
-// f32, written with AVX-512 intrinsics. GCC's clones of the portable loops
-// (native_kernels.cpp) leave the exp polynomial and the NaN-sticky maximum
-// scalar: softmax ran at 48% of copy bandwidth on 64 MiB. These run one
+// The row loops of softmax, log-softmax and cross-entropy's log-sum-exp, and
+// the GELU and SiLU activations, on f32, written with AVX-512 intrinsics.
+// GCC's clones of the portable loops (native_kernels.cpp) leave the exp
+// polynomial and the NaN-sticky maximum scalar: softmax ran at 48% of copy
+// bandwidth on 64 MiB, and GELU stays bound by its division. These run one
 // vector of 16 lanes per step and sum in the same 16 lanes, in the same
 // order, as the portable loops (lane_sum), so both give results within
 // rounding of each other and the same bits run to run.
@@ -35,6 +36,12 @@ void order_streaming_stores();
 // y[k] = (x[k] - shift) - offset (y may be x); |around_caches| as above.
 void row_shift_f32_avx512(const float* x, float shift, float offset, float* y, size_t n,
                           bool around_caches);
+
+// y[k] = GELU_TANH(alpha * x[k]) and SILU(alpha * x[k]) (y may be x): the
+// portable loops' formulas, with the division by 1 + e^-z done as a refined
+// reciprocal (within 2 ulp of it).
+void row_gelu_tanh_f32_avx512(const float* x, float alpha, float* y, size_t n);
+void row_silu_f32_avx512(const float* x, float alpha, float* y, size_t n);
 
 }  // namespace hal::cpu::ops::native
 
