@@ -59,9 +59,7 @@ std::unique_ptr<Hiprtc> Hiprtc::open(void* runtime_library, std::string& why) {
     }
   }
   std::unique_ptr<Hiprtc> hiprtc(new Hiprtc());
-  decltype(&::hiprtcVersion) version = nullptr;
-  const bool complete = resolve(library, "hiprtcVersion", version) &&
-                        resolve(library, "hiprtcGetErrorString", hiprtc->get_error_string_) &&
+  const bool complete = resolve(library, "hiprtcGetErrorString", hiprtc->get_error_string_) &&
                         resolve(library, "hiprtcCreateProgram", hiprtc->create_program_) &&
                         resolve(library, "hiprtcDestroyProgram", hiprtc->destroy_program_) &&
                         resolve(library, "hiprtcCompileProgram", hiprtc->compile_program_) &&
@@ -73,14 +71,7 @@ std::unique_ptr<Hiprtc> Hiprtc::open(void* runtime_library, std::string& why) {
     why = path + " has no hiprtc entry points";
     return nullptr;
   }
-  if (version(&hiprtc->major_, &hiprtc->minor_) != HIPRTC_SUCCESS) {
-    hiprtc->major_ = hiprtc->minor_ = 0;
-  }
   return hiprtc;
-}
-
-std::string Hiprtc::version() const {
-  return "hiprtc " + std::to_string(major_) + "." + std::to_string(minor_);
 }
 
 bool Hiprtc::compile(const std::string& source, const char* name, const std::string& arch,
@@ -132,7 +123,7 @@ DialectStatus compile_dialect(const Hiprtc& hiprtc, std::string_view source,
   }
   std::string log;
   if (!hiprtc.compile(out.translated.text, "hal_dialect.hip", arch, out.code, log)) {
-    message = hiprtc.version() + " rejected the translated HAL dialect (" + arch + "):\n" + log;
+    message = "hiprtc rejected the translated HAL dialect (" + arch + "):\n" + log;
     return DialectStatus::kCompilerRejected;
   }
   return DialectStatus::kOk;

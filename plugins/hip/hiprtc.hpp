@@ -26,8 +26,6 @@ class Hiprtc {
   Hiprtc(const Hiprtc&) = delete;
   Hiprtc& operator=(const Hiprtc&) = delete;
 
-  // "hiprtc 5.2" (hiprtcVersion).
-  std::string version() const;
   // Compiles HIP C++ |source| to a code object for |arch| (a gcnArchName
   // such as "gfx90a:sramecc+:xnack-"). False, with the compiler's log (or
   // the hiprtc error) in |log|, when it fails or |arch| is not a GPU
@@ -37,7 +35,6 @@ class Hiprtc {
 
  private:
   Hiprtc() = default;
-  int major_ = 0, minor_ = 0;
   decltype(&::hiprtcGetErrorString) get_error_string_ = nullptr;
   decltype(&::hiprtcCreateProgram) create_program_ = nullptr;
   decltype(&::hiprtcDestroyProgram) destroy_program_ = nullptr;
