@@ -7,7 +7,8 @@
 // plugin's own reader, image.cpp) and must be built for gfx90a; launches are
 // recorded with their arguments (they run nothing), read back through
 // fake_runtime.h. Like HIP 5.2's library it exports no hipLaunchHostFunc,
-// so host functions take the plugin's hipStreamAddCallback path.
+// so host functions take the plugin's hipStreamAddCallback path; built with
+// FAKE_HIP_LAUNCH_HOST_FUNC (a second library, as later runtimes) it does.
 // Environment: HAL_FAKE_HIP_DEVICES (default 2), HAL_FAKE_HIP_COUNT_ERROR (a
 // hipError_t hipGetDeviceCount returns).
 #include <elf.h>
@@ -81,6 +82,7 @@ struct State {
   std::set<ihipModule_t*> modules;
   std::vector<fake_hip_launch_t> launches;
   long pending_callbacks = 0;
+  long host_funcs = 0;  // hipLaunchHostFunc calls
   uint64_t next_stream_id = 1;
 };
 
@@ -355,6 +357,18 @@ hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback
   return hipSuccess;
 }
 
+#ifdef FAKE_HIP_LAUNCH_HOST_FUNC
+hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* user_data) {
+  if (fn == nullptr) return hipErrorInvalidValue;
+  {
+    std::lock_guard lock(state().mutex);
+    ++state().host_funcs;
+  }
+  submit(stream, [=] { fn(user_data); });
+  return hipSuccess;
+}
+#endif
+
 hipError_t hipEventCreateWithFlags(hipEvent_t* out, unsigned flags) {
   if (out == nullptr) return hipErrorInvalidValue;
   State& s = state();
@@ -535,6 +549,9 @@ FAKE_EXPORT long fake_hip_live(const char* what) {
   if (name == "events") return static_cast<long>(s.events.size());
   if (name == "modules") return static_cast<long>(s.modules.size());
   if (name == "callbacks") return s.pending_callbacks;
+#ifdef FAKE_HIP_LAUNCH_HOST_FUNC
+  if (name == "host_funcs") return s.host_funcs;
+#endif
   return -1;
 }
 

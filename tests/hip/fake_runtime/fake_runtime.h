@@ -30,7 +30,9 @@ typedef struct fake_hip_launch {
 
 typedef size_t (*fake_hip_launch_count_fn)(void);
 typedef int (*fake_hip_launch_get_fn)(size_t index, fake_hip_launch_t* out);
-/* what: "allocations", "streams", "events", "modules", "callbacks" (pending host calls) */
+/* what: "allocations", "streams", "events", "modules", "callbacks" (pending
+ * hipStreamAddCallback calls), "host_funcs" (hipLaunchHostFunc calls: only the
+ * FAKE_HIP_LAUNCH_HOST_FUNC build has it; -1 in the other); -1 for anything else */
 typedef long (*fake_hip_live_fn)(const char* what);
 /* While paused, enqueued work waits (queries answer hipErrorNotReady);
  * unpausing or any synchronize call lets each stream run it in order. */
