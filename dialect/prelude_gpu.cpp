@@ -54,8 +54,13 @@ static __device__ inline unsigned short hal_f32_to_bf16(float value) {
 
 std::string gpu_prelude(Backend backend) {
   std::string prelude = backend == Backend::kHip
+                            // hiprtc builds hip_runtime.h and hip_fp16.h in
+                            // (__HIPCC_RTC__): including the installed ones
+                            // again redefines their types (HIP 5.2), so they
+                            // are included only for hipcc.
                             ? "// ---- HAL kernel dialect prelude: HIP C++ (hiprtc) ----\n"
-                              "#include <hip/hip_runtime.h>\n#include <hip/hip_fp16.h>\n"
+                              "#ifndef __HIPCC_RTC__\n#include <hip/hip_runtime.h>\n"
+                              "#include <hip/hip_fp16.h>\n#endif\n"
                             : "// ---- HAL kernel dialect prelude: CUDA C++ (NVRTC) ----\n"
                               "#include <cuda_fp16.h>\n";
   prelude += kGpuPrelude;

@@ -1,0 +1,132 @@
+#include "hiprtc.hpp"
+
+#include <dlfcn.h>
+
+#include <vector>
+
+#include "hal_util/env.hpp"
+
+namespace hal::hip {
+namespace {
+
+constexpr char kDefaultLibrary[] = "libamdhip64.so.5";
+constexpr size_t kMaxLogBytes = 6000;
+
+template <class Fn>
+bool resolve(void* library, const char* name, Fn& out) {
+  out = reinterpret_cast<Fn>(dlsym(library, name));
+  return out != nullptr;
+}
+
+bool is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+}  // namespace
+
+bool valid_arch_name(std::string_view arch) {
+  if (arch.size() < 4 || arch.size() > 64 || arch.substr(0, 3) != "gfx") return false;
+  size_t at = 3;
+  while (at < arch.size() && is_hex(arch[at])) ++at;
+  if (at == 3) return false;
+  // Features: ":name+" or ":name-", name in [a-z0-9].
+  while (at < arch.size()) {
+    if (arch[at++] != ':') return false;
+    const size_t start = at;
+    while (at < arch.size() && ((arch[at] >= 'a' && arch[at] <= 'z') || is_hex(arch[at]))) ++at;
+    if (at == start || at == arch.size() || (arch[at] != '+' && arch[at] != '-')) return false;
+    ++at;
+  }
+  return true;
+}
+
+std::string base_arch(std::string_view arch) {
+  return std::string(arch.substr(0, arch.find(':')));
+}
+
+std::unique_ptr<Hiprtc> Hiprtc::open(void* runtime_library, std::string& why) {
+  const char* configured = hal::util::env_nonempty("HAL_HIP_HIPRTC_PATH");
+  void* library = runtime_library;
+  std::string path = "the HIP runtime";
+  if (configured != nullptr || library == nullptr) {
+    path = configured != nullptr ? configured : kDefaultLibrary;
+    // Kept for the process, as the runtime is (it is the same library).
+    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (library == nullptr) {
+      const char* error = dlerror();
+      why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
+      return nullptr;
+    }
+  }
+  std::unique_ptr<Hiprtc> hiprtc(new Hiprtc());
+  const bool complete = resolve(library, "hiprtcGetErrorString", hiprtc->get_error_string_) &&
+                        resolve(library, "hiprtcCreateProgram", hiprtc->create_program_) &&
+                        resolve(library, "hiprtcDestroyProgram", hiprtc->destroy_program_) &&
+                        resolve(library, "hiprtcCompileProgram", hiprtc->compile_program_) &&
+                        resolve(library, "hiprtcGetProgramLogSize", hiprtc->get_log_size_) &&
+                        resolve(library, "hiprtcGetProgramLog", hiprtc->get_log_) &&
+                        resolve(library, "hiprtcGetCodeSize", hiprtc->get_code_size_) &&
+                        resolve(library, "hiprtcGetCode", hiprtc->get_code_);
+  if (!complete) {
+    why = path + " has no hiprtc entry points";
+    return nullptr;
+  }
+  return hiprtc;
+}
+
+bool Hiprtc::compile(const std::string& source, const char* name, const std::string& arch,
+                     std::string& code, std::string& log) const {
+  if (!valid_arch_name(arch)) {
+    log = "'" + arch + "' is not an AMD GPU architecture name (gfx<hex>[:feature+|-]...)";
+    return false;
+  }
+  hiprtcProgram program = nullptr;
+  hiprtcResult result = create_program_(&program, source.c_str(), name, 0, nullptr, nullptr);
+  if (result != HIPRTC_SUCCESS) {
+    log = std::string("hiprtcCreateProgram: ") + get_error_string_(result);
+    return false;
+  }
+  // --offload-arch: HIP 5.2's hiprtc crashes on --gpu-architecture= (measured).
+  const std::string arch_option = "--offload-arch=" + arch;
+  std::vector<const char*> options = {arch_option.c_str(), "-std=c++17", "-O3"};
+  result = compile_program_(program, static_cast<int>(options.size()), options.data());
+  size_t log_size = 0;
+  log.clear();
+  if (get_log_size_(program, &log_size) == HIPRTC_SUCCESS && log_size > 1) {
+    log.resize(log_size);
+    get_log_(program, log.data());
+    log.resize(log_size - 1);
+    if (log.size() > kMaxLogBytes) log = log.substr(0, kMaxLogBytes) + "\n[... log cut]";
+  }
+  bool ok = result == HIPRTC_SUCCESS;
+  if (!ok) {
+    log = std::string("hiprtcCompileProgram: ") + get_error_string_(result) + "\n" + log;
+  } else {
+    size_t size = 0;
+    ok = get_code_size_(program, &size) == HIPRTC_SUCCESS && size > 0;
+    if (ok) {
+      code.assign(size, '\0');
+      ok = get_code_(program, code.data()) == HIPRTC_SUCCESS;
+    }
+    if (!ok) log = "hiprtcGetCode failed";
+  }
+  destroy_program_(&program);
+  return ok;
+}
+
+DialectStatus compile_dialect(const Hiprtc& hiprtc, std::string_view source,
+                              const std::string& arch, CompiledDialect& out, std::string& message) {
+  dialect::Diagnostic diagnostic;
+  if (!dialect::translate(source, dialect::Backend::kHip, out.translated, diagnostic)) {
+    message = "the HAL dialect source is invalid: " + diagnostic.to_string();
+    return DialectStatus::kInvalidSource;
+  }
+  std::string log;
+  if (!hiprtc.compile(out.translated.text, "hal_dialect.hip", arch, out.code, log)) {
+    message = "hiprtc rejected the translated HAL dialect (" + arch + "):\n" + log;
+    return DialectStatus::kCompilerRejected;
+  }
+  return DialectStatus::kOk;
+}
+
+}  // namespace hal::hip

@@ -1,0 +1,74 @@
+// hiprtc, the HIP runtime compiler: in ROCm 5.x it lives inside
+// libamdhip64.so.5 (no separate library), so it is resolved from the runtime
+// the plugin opened unless HAL_HIP_HIPRTC_PATH names another library (tests
+// pair the stand-in runtime with the real compiler). It compiles for a named
+// GPU architecture without a GPU. The dialect compiler is here too, shared
+// by the plugin and its tests (hal_hip_core).
+#ifndef HAL_PLUGINS_HIP_HIPRTC_HPP_
+#define HAL_PLUGINS_HIP_HIPRTC_HPP_
+
+#include <hip/hiprtc.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "hal_dialect/dialect.hpp"
+
+namespace hal::hip {
+
+class Hiprtc {
+ public:
+  // Resolves hiprtc from HAL_HIP_HIPRTC_PATH when set, else from
+  // |runtime_library| (a dlopen handle; null: open libamdhip64.so.5). Null
+  // with |why| when the entry points are absent.
+  static std::unique_ptr<Hiprtc> open(void* runtime_library, std::string& why);
+  Hiprtc(const Hiprtc&) = delete;
+  Hiprtc& operator=(const Hiprtc&) = delete;
+
+  // Compiles HIP C++ |source| to a code object for |arch| (a gcnArchName
+  // such as "gfx90a:sramecc+:xnack-"). False, with the compiler's log (or
+  // the hiprtc error) in |log|, when it fails or |arch| is not a GPU
+  // architecture name.
+  bool compile(const std::string& source, const char* name, const std::string& arch,
+               std::string& code, std::string& log) const;
+
+ private:
+  Hiprtc() = default;
+  decltype(&::hiprtcGetErrorString) get_error_string_ = nullptr;
+  decltype(&::hiprtcCreateProgram) create_program_ = nullptr;
+  decltype(&::hiprtcDestroyProgram) destroy_program_ = nullptr;
+  decltype(&::hiprtcCompileProgram) compile_program_ = nullptr;
+  decltype(&::hiprtcGetProgramLogSize) get_log_size_ = nullptr;
+  decltype(&::hiprtcGetProgramLog) get_log_ = nullptr;
+  decltype(&::hiprtcGetCodeSize) get_code_size_ = nullptr;
+  decltype(&::hiprtcGetCode) get_code_ = nullptr;
+};
+
+// True when |arch| reads as an AMD GPU target: "gfx" and hex digits, then
+// target features (":sramecc+", ":xnack-"). What the device reports is
+// checked before it becomes a compiler option, since hiprtc's option parser
+// crashes on some malformed option strings (HIP 5.2).
+bool valid_arch_name(std::string_view arch);
+
+// The architecture without its target features: "gfx90a".
+std::string base_arch(std::string_view arch);
+
+// A HAL dialect module compiled for the hip plugin: the translation (its
+// kernel records give kernel_get the signatures) and the code object.
+struct CompiledDialect {
+  dialect::TranslatedModule translated;
+  std::string code;
+};
+
+enum class DialectStatus { kOk, kInvalidSource, kCompilerRejected };
+
+// Translates |source| to HIP C++ and compiles it for |arch|. On failure
+// |message| says why: the dialect's diagnostic, or hiprtc's log. Compiled
+// each time (no on-disk cache yet).
+DialectStatus compile_dialect(const Hiprtc& hiprtc, std::string_view source,
+                              const std::string& arch, CompiledDialect& out, std::string& message);
+
+}  // namespace hal::hip
+
+#endif  // HAL_PLUGINS_HIP_HIPRTC_HPP_

@@ -1,0 +1,91 @@
+// The HIP runtime as the hip plugin uses it: libamdhip64.so.5 opened at run
+// time (never linked, so the plugin loads where no runtime is installed, and
+// a stand-in can replace it), every entry point resolved with dlsym, and the
+// names of hipError_t codes for messages.
+#ifndef HAL_PLUGINS_HIP_RUNTIME_HPP_
+#define HAL_PLUGINS_HIP_RUNTIME_HPP_
+
+#include <hip/hip_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "hal_plugin.h"
+
+namespace hal::hip {
+
+// One pointer per runtime function the plugin calls; decltype of the
+// header's declaration gives the exact signature of the 5.x ABI the plugin
+// was built against (hipDeviceProp_t's layout changed in HIP 6, whose
+// library is libamdhip64.so.6: the default name pins the major version).
+struct RuntimeApi {
+// clang-format off
+#define HAL_HIP_RUNTIME_FUNCTIONS(X) \
+  X(hipDriverGetVersion) X(hipGetDeviceCount) X(hipGetDeviceProperties) X(hipDeviceGetUuid) \
+  X(hipSetDevice) X(hipDeviceSynchronize) X(hipFree) X(hipHostFree) X(hipMemcpyAsync) \
+  X(hipMemsetAsync) \
+  X(hipStreamCreateWithFlags) X(hipStreamDestroy) X(hipStreamSynchronize) X(hipStreamQuery) \
+  X(hipStreamWaitEvent) X(hipStreamAddCallback) X(hipEventCreateWithFlags) X(hipEventDestroy) \
+  X(hipEventRecord) X(hipEventQuery) X(hipEventSynchronize) X(hipEventElapsedTime) \
+  X(hipModuleLoadData) X(hipModuleUnload) X(hipModuleGetFunction) X(hipFuncGetAttribute) \
+  X(hipModuleLaunchKernel)
+// clang-format on
+#define HAL_HIP_DECLARE(name) decltype(&::name) name = nullptr;
+  HAL_HIP_RUNTIME_FUNCTIONS(HAL_HIP_DECLARE)
+#undef HAL_HIP_DECLARE
+  // In C++ the header overloads these with templates (hipMalloc(T**, ...)),
+  // so decltype cannot name them: the C signatures, written out.
+  hipError_t (*hipMalloc)(void** ptr, size_t size) = nullptr;
+  hipError_t (*hipHostMalloc)(void** ptr, size_t size, unsigned int flags) = nullptr;
+  hipError_t (*hipMallocManaged)(void** ptr, size_t size, unsigned int flags) = nullptr;
+#define HAL_HIP_OVERLOADED_FUNCTIONS(X) X(hipMalloc) X(hipHostMalloc) X(hipMallocManaged)
+  // Optional: declared by the 5.2 header but not exported by its library
+  // (stream_enqueue_host_fn then uses hipStreamAddCallback). Null when absent.
+  decltype(&::hipLaunchHostFunc) hipLaunchHostFunc = nullptr;
+};
+
+// The opened runtime library. Absent (with the reason) when the amdgpu
+// kernel driver's /dev/kfd is missing (then the runtime is not even loaded:
+// see open()), when libamdhip64.so.5 is missing or misses an entry point.
+class Runtime {
+ public:
+  // Checks the kernel driver's node (HAL_HIP_KFD_PATH, else /dev/kfd), then
+  // opens HAL_HIP_RUNTIME_PATH (else "libamdhip64.so.5"). Loading the real
+  // runtime starts the HSA runtime, which costs tens of milliseconds and
+  // threads in every process that loads HAL with plugin discovery on; where
+  // the kernel driver is absent that can only end in hipErrorNoDevice, so
+  // it is skipped. Returns null and sets |why| when the runtime is unusable.
+  static std::unique_ptr<Runtime> open(std::string& why);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const RuntimeApi& api() const { return api_; }
+  const std::string& path() const { return path_; }
+  void* library() const { return library_; }
+  int version() const { return version_; }  // hipDriverGetVersion, e.g. 50221153
+
+ private:
+  Runtime() = default;
+  void* library_ = nullptr;
+  std::string path_;
+  int version_ = 0;
+  RuntimeApi api_;
+};
+
+// "hipErrorOutOfMemory (2)". The names come from the plugin's own table of
+// the header's codes, never from the runtime's hipGetErrorName: HIP 5.2's
+// crashes (strlen of NULL) on a code outside its enum, and a stand-in or a
+// newer runtime may return one.
+std::string hip_error_text(hipError_t code);
+
+// The HAL result a hipError_t maps to when the call site knows nothing more
+// specific.
+hal_result_t result_of(hipError_t code);
+
+// "HIP 5.2.21153" from hipDriverGetVersion's major * 10^7 + minor * 10^5 + patch.
+std::string version_text(int version);
+
+}  // namespace hal::hip
+
+#endif  // HAL_PLUGINS_HIP_RUNTIME_HPP_

@@ -1,0 +1,563 @@
+// A stand-in for libamdhip64.so.5, for testing the hip plugin without a GPU:
+// the HIP runtime entry points the plugin resolves, serving memory, streams
+// and events from host memory. Each stream runs its work in order on a
+// thread of its own (so a blocking host function blocks only its stream, as
+// in HIP), and waits while the test pauses the device. Code objects are read
+// for their kernels and argument sizes (the AMDGPU metadata, through the
+// plugin's own reader, image.cpp) and must be built for gfx90a; launches are
+// recorded with their arguments (they run nothing), read back through
+// fake_runtime.h. Like HIP 5.2's library it exports no hipLaunchHostFunc,
+// so host functions take the plugin's hipStreamAddCallback path; built with
+// FAKE_HIP_LAUNCH_HOST_FUNC (a second library, as later runtimes) it does.
+// Environment: HAL_FAKE_HIP_DEVICES (default 2), HAL_FAKE_HIP_COUNT_ERROR (a
+// hipError_t hipGetDeviceCount returns).
+#include <elf.h>
+#include <hip/hip_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "fake_runtime.h"
+#include "image.hpp"
+
+// The hip* entry points are exported by the header's own declarations; the
+// test queries need it said (the project builds with hidden visibility).
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+struct ihipStream_t {
+  uint64_t id = 0;
+  int device = 0;
+  std::deque<std::function<void()>> queue;  // guarded by the state's mutex
+  bool busy = false;
+  bool stopping = false;
+  std::thread worker;
+};
+// Shared with the work that records or waits for it, which may outlive the
+// hipEvent_t (HIP lets pending waits on a destroyed event complete).
+struct EventState {
+  bool timing = true;
+  uint64_t recorded = 0;   // records enqueued
+  uint64_t completed = 0;  // records reached
+  std::chrono::steady_clock::time_point when;
+};
+struct ihipEvent_t {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+};
+struct ihipModuleSymbol_t {
+  hal::hip::KernelMetadata kernel;
+};
+struct ihipModule_t {
+  std::vector<std::unique_ptr<ihipModuleSymbol_t>> functions;
+};
+
+namespace {
+
+constexpr int kMaxDevices = 2;
+constexpr int kCuCount[kMaxDevices] = {4, 8};
+constexpr size_t kTotalMemory = size_t{2} << 30;  // above FAKE_HIP_OOM_BYTES
+constexpr uint32_t kGfx90aMach = 0x3f;            // EF_AMDGPU_MACH_AMDGCN_GFX90A
+
+struct State {
+  std::mutex mutex;
+  std::condition_variable changed;  // any queue, pause or event changed
+  bool paused = false;
+  std::map<void*, size_t> allocations;  // base -> bytes (device, host and managed)
+  std::set<ihipStream_t*> streams;
+  ihipStream_t* null_stream = nullptr;  // the NULL stream, made on first use
+  std::set<ihipEvent_t*> events;
+  std::set<ihipModule_t*> modules;
+  std::vector<fake_hip_launch_t> launches;
+  long pending_callbacks = 0;
+  long host_funcs = 0;  // hipLaunchHostFunc calls
+  uint64_t next_stream_id = 1;
+};
+
+State& state() {
+  static State* instance = new State();  // never destroyed: host functions may outlive exit
+  return *instance;
+}
+
+int device_count() {
+  const char* count = std::getenv("HAL_FAKE_HIP_DEVICES");
+  return count != nullptr ? std::max(0, std::min(kMaxDevices, std::atoi(count))) : kMaxDevices;
+}
+
+thread_local int current_device = 0;
+
+void run_stream(ihipStream_t* stream) {
+  State& s = state();
+  std::unique_lock lock(s.mutex);
+  while (true) {
+    s.changed.wait(lock, [&] { return stream->stopping || (!s.paused && !stream->queue.empty()); });
+    if (stream->queue.empty()) return;  // stopping, and everything ran
+    std::function<void()> work = std::move(stream->queue.front());
+    stream->queue.pop_front();
+    stream->busy = true;
+    lock.unlock();
+    work();  // outside the lock: a host function may call the runtime
+    lock.lock();
+    stream->busy = false;
+    s.changed.notify_all();
+  }
+}
+
+ihipStream_t* start_stream(uint64_t id, int device) {
+  auto* stream = new ihipStream_t();
+  stream->id = id;
+  stream->device = device;
+  stream->worker = std::thread(run_stream, stream);
+  return stream;
+}
+
+bool idle(const ihipStream_t* stream) {
+  return stream->queue.empty() && !stream->busy;
+}
+
+void submit(hipStream_t stream, std::function<void()> work) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (stream == nullptr) {
+    if (s.null_stream == nullptr) s.null_stream = start_stream(0, 0);
+    stream = s.null_stream;
+  }
+  stream->queue.push_back(std::move(work));
+  s.changed.notify_all();
+}
+
+// Every synchronize resumes a paused device first (it would never return).
+void wait_until(const std::function<bool()>& done) {
+  State& s = state();
+  std::unique_lock lock(s.mutex);
+  s.paused = false;
+  s.changed.notify_all();
+  s.changed.wait(lock, done);
+}
+
+// The bytes an ELF image spans by its own headers (hipModuleLoadData gets
+// no size; the plugin checked the image before it called).
+size_t elf_extent(const unsigned char* data) {
+  Elf64_Ehdr header;
+  std::memcpy(&header, data, sizeof(header));
+  size_t end =
+      std::max<size_t>(sizeof(header), header.e_shoff + header.e_shnum * sizeof(Elf64_Shdr));
+  end = std::max<size_t>(end, header.e_phoff + header.e_phnum * sizeof(Elf64_Phdr));
+  for (uint16_t i = 0; i < header.e_shnum; ++i) {
+    Elf64_Shdr section;
+    std::memcpy(&section, data + header.e_shoff + i * sizeof(Elf64_Shdr), sizeof(section));
+    if (section.sh_type != SHT_NOBITS)
+      end = std::max<size_t>(end, section.sh_offset + section.sh_size);
+  }
+  return end;
+}
+
+}  // namespace
+
+// ---- the runtime API ------------------------------------------------------------
+
+hipError_t hipDriverGetVersion(int* version) {
+  if (version == nullptr) return hipErrorInvalidValue;
+  *version = 50221153;  // HIP 5.2.21153, what Debian 12's runtime answers
+  return hipSuccess;
+}
+
+hipError_t hipGetDeviceCount(int* count) {
+  if (count == nullptr) return hipErrorInvalidValue;
+  if (const char* error = std::getenv("HAL_FAKE_HIP_COUNT_ERROR")) {
+    *count = 0;
+    return static_cast<hipError_t>(std::atoi(error));
+  }
+  *count = device_count();
+  return hipSuccess;
+}
+
+hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int device) {
+  if (p == nullptr) return hipErrorInvalidValue;
+  if (device < 0 || device >= device_count()) return hipErrorInvalidDevice;
+  *p = hipDeviceProp_t{};
+  std::snprintf(p->name, sizeof(p->name), "HAL fake AMD GPU %d", device);
+  std::snprintf(p->gcnArchName, sizeof(p->gcnArchName), "gfx90a:sramecc+:xnack-");
+  p->totalGlobalMem = kTotalMemory;
+  p->sharedMemPerBlock = 64 * 1024;
+  p->warpSize = 64;
+  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsDim[0] = p->maxThreadsDim[1] = p->maxThreadsDim[2] = 1024;
+  p->maxGridSize[0] = 0x7fffffff;
+  p->maxGridSize[1] = p->maxGridSize[2] = 65536;
+  p->clockRate = 1700000;        // kHz
+  p->memoryClockRate = 1600000;  // kHz
+  p->memoryBusWidth = 4096;
+  p->multiProcessorCount = kCuCount[device];
+  p->managedMemory = 1;
+  p->major = 9;
+  p->minor = 0;
+  return hipSuccess;
+}
+
+hipError_t hipDeviceGetUuid(hipUUID* uuid, hipDevice_t device) {
+  if (uuid == nullptr) return hipErrorInvalidValue;
+  for (int i = 0; i < 16; ++i) uuid->bytes[i] = static_cast<char>(0xb0 + i + 16 * device);
+  return hipSuccess;
+}
+
+hipError_t hipSetDevice(int device) {
+  if (device < 0 || device >= device_count()) return hipErrorInvalidDevice;
+  current_device = device;
+  return hipSuccess;
+}
+
+hipError_t hipDeviceSynchronize(void) {
+  State& s = state();
+  const int device = current_device;
+  wait_until([&] {
+    for (ihipStream_t* stream : s.streams) {
+      if (stream->device == device && !idle(stream)) return false;
+    }
+    return s.null_stream == nullptr || idle(s.null_stream);
+  });
+  return hipSuccess;
+}
+
+namespace {
+hipError_t allocate(void** out, size_t bytes) {
+  if (out == nullptr) return hipErrorInvalidValue;
+  if (bytes == 0) {
+    *out = nullptr;
+    return hipSuccess;  // as HIP: a null pointer
+  }
+  if (bytes == FAKE_HIP_OOM_BYTES || bytes > kTotalMemory) return hipErrorOutOfMemory;
+  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (memory == nullptr) return hipErrorOutOfMemory;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.allocations.emplace(memory, bytes);
+  *out = memory;
+  return hipSuccess;
+}
+hipError_t release(void* memory) {
+  if (memory == nullptr) return hipSuccess;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.allocations.erase(memory) == 0) return hipErrorInvalidValue;
+  std::free(memory);
+  return hipSuccess;
+}
+}  // namespace
+
+hipError_t hipMalloc(void** out, size_t bytes) {
+  return allocate(out, bytes);
+}
+hipError_t hipFree(void* pointer) {
+  return release(pointer);
+}
+hipError_t hipHostMalloc(void** out, size_t bytes, unsigned int flags) {
+  if ((flags & ~(hipHostMallocPortable | hipHostMallocMapped)) != 0) return hipErrorInvalidValue;
+  return allocate(out, bytes);
+}
+hipError_t hipHostFree(void* pointer) {
+  return release(pointer);
+}
+hipError_t hipMallocManaged(void** out, size_t bytes, unsigned int flags) {
+  if (flags != hipMemAttachGlobal && flags != hipMemAttachHost) return hipErrorInvalidValue;
+  return allocate(out, bytes);
+}
+
+hipError_t hipMemcpyAsync(void* dst, const void* src, size_t bytes, hipMemcpyKind kind,
+                          hipStream_t stream) {
+  if (kind != hipMemcpyDefault) return hipErrorInvalidMemcpyDirection;
+  if ((dst == nullptr || src == nullptr) && bytes != 0) return hipErrorInvalidValue;
+  submit(stream, [=] { std::memcpy(dst, src, bytes); });
+  return hipSuccess;
+}
+
+hipError_t hipMemsetAsync(void* dst, int value, size_t bytes, hipStream_t stream) {
+  if (dst == nullptr && bytes != 0) return hipErrorInvalidValue;
+  submit(stream, [=] { std::memset(dst, value, bytes); });
+  return hipSuccess;
+}
+
+hipError_t hipStreamCreateWithFlags(hipStream_t* out, unsigned int flags) {
+  if (out == nullptr) return hipErrorInvalidValue;
+  if (flags != hipStreamNonBlocking && flags != hipStreamDefault) return hipErrorInvalidValue;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  ihipStream_t* stream = start_stream(s.next_stream_id++, current_device);
+  s.streams.insert(stream);
+  *out = stream;
+  return hipSuccess;
+}
+
+hipError_t hipStreamDestroy(hipStream_t stream) {
+  State& s = state();
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.streams.erase(stream) == 0) return hipErrorInvalidHandle;
+    stream->stopping = true;  // its queued work still runs, as in HIP
+    s.changed.notify_all();
+  }
+  stream->worker.join();
+  delete stream;
+  return hipSuccess;
+}
+
+hipError_t hipStreamSynchronize(hipStream_t stream) {
+  if (stream == nullptr) return hipDeviceSynchronize();
+  wait_until([stream] { return idle(stream); });
+  return hipSuccess;
+}
+
+hipError_t hipStreamQuery(hipStream_t stream) {
+  std::lock_guard lock(state().mutex);
+  if (stream == nullptr) stream = state().null_stream;
+  return stream == nullptr || idle(stream) ? hipSuccess : hipErrorNotReady;
+}
+
+hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
+  if (flags != 0 || event == nullptr) return hipErrorInvalidValue;
+  std::shared_ptr<EventState> awaited;
+  uint64_t target = 0;
+  {
+    std::lock_guard lock(state().mutex);
+    awaited = event->state;
+    target = awaited->recorded;  // the record enqueued last, as HIP captures it
+  }
+  submit(stream, [awaited, target] {
+    State& s = state();
+    std::unique_lock lock(s.mutex);
+    s.changed.wait(lock, [&] { return awaited->completed >= target; });
+  });
+  return hipSuccess;
+}
+
+hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback_t callback, void* user_data,
+                                unsigned int flags) {
+  if (callback == nullptr || flags != 0) return hipErrorInvalidValue;
+  {
+    std::lock_guard lock(state().mutex);
+    ++state().pending_callbacks;
+  }
+  submit(stream, [=] {
+    callback(stream, hipSuccess, user_data);
+    std::lock_guard lock(state().mutex);
+    --state().pending_callbacks;
+  });
+  return hipSuccess;
+}
+
+#ifdef FAKE_HIP_LAUNCH_HOST_FUNC
+hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void* user_data) {
+  if (fn == nullptr) return hipErrorInvalidValue;
+  {
+    std::lock_guard lock(state().mutex);
+    ++state().host_funcs;
+  }
+  submit(stream, [=] { fn(user_data); });
+  return hipSuccess;
+}
+#endif
+
+hipError_t hipEventCreateWithFlags(hipEvent_t* out, unsigned flags) {
+  if (out == nullptr) return hipErrorInvalidValue;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto* event = new ihipEvent_t();
+  event->state->timing = (flags & hipEventDisableTiming) == 0;
+  s.events.insert(event);
+  *out = event;
+  return hipSuccess;
+}
+
+hipError_t hipEventDestroy(hipEvent_t event) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.events.erase(event) == 0) return hipErrorInvalidHandle;
+  delete event;  // enqueued records and waits keep its state
+  return hipSuccess;
+}
+
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+  std::shared_ptr<EventState> recorded;
+  uint64_t generation = 0;
+  {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    if (s.events.count(event) == 0) return hipErrorInvalidHandle;
+    recorded = event->state;
+    generation = ++recorded->recorded;
+  }
+  submit(stream, [recorded, generation] {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    recorded->completed = std::max(recorded->completed, generation);
+    recorded->when = std::chrono::steady_clock::now();
+    s.changed.notify_all();
+  });
+  return hipSuccess;
+}
+
+hipError_t hipEventQuery(hipEvent_t event) {
+  std::lock_guard lock(state().mutex);
+  return event->state->completed >= event->state->recorded ? hipSuccess : hipErrorNotReady;
+}
+
+hipError_t hipEventSynchronize(hipEvent_t event) {
+  std::shared_ptr<EventState> awaited;
+  {
+    std::lock_guard lock(state().mutex);
+    awaited = event->state;
+  }
+  wait_until([&] { return awaited->completed >= awaited->recorded; });
+  return hipSuccess;
+}
+
+hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
+  if (ms == nullptr) return hipErrorInvalidValue;
+  std::lock_guard lock(state().mutex);
+  const EventState& first = *start->state;
+  const EventState& last = *stop->state;
+  if (!first.timing || !last.timing) return hipErrorInvalidHandle;
+  if (first.completed < first.recorded || last.completed < last.recorded) return hipErrorNotReady;
+  if (first.completed == 0 || last.completed == 0) return hipErrorInvalidHandle;
+  *ms = std::chrono::duration<float, std::milli>(last.when - first.when).count();
+  return hipSuccess;
+}
+
+hipError_t hipModuleLoadData(hipModule_t* out, const void* image) {
+  if (out == nullptr || image == nullptr) return hipErrorInvalidValue;
+  const auto* bytes = static_cast<const unsigned char*>(image);
+  // Only plain gfx90a code objects (the plugin checked the bounds; a bundle
+  // would need its entry found first, which this stand-in leaves out).
+  if (std::memcmp(bytes, ELFMAG, SELFMAG) != 0) return hipErrorInvalidImage;
+  Elf64_Ehdr header;
+  std::memcpy(&header, bytes, sizeof(header));
+  if ((header.e_flags & 0xff) != kGfx90aMach) return hipErrorNoBinaryForGpu;
+  std::vector<hal::hip::KernelMetadata> kernels;
+  std::string why;
+  if (!hal::hip::read_kernel_metadata(bytes, elf_extent(bytes), kernels, why)) {
+    return hipErrorInvalidKernelFile;
+  }
+  auto module = std::make_unique<ihipModule_t>();
+  for (auto& kernel : kernels) {
+    module->functions.push_back(std::make_unique<ihipModuleSymbol_t>(ihipModuleSymbol_t{kernel}));
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.modules.insert(module.get());
+  *out = module.release();
+  return hipSuccess;
+}
+
+hipError_t hipModuleUnload(hipModule_t module) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.modules.erase(module) == 0) return hipErrorInvalidHandle;
+  delete module;
+  return hipSuccess;
+}
+
+hipError_t hipModuleGetFunction(hipFunction_t* out, hipModule_t module, const char* name) {
+  if (out == nullptr || module == nullptr || name == nullptr) return hipErrorInvalidValue;
+  for (const auto& function : module->functions) {
+    if (function->kernel.name == name) {
+      *out = function.get();
+      return hipSuccess;
+    }
+  }
+  return hipErrorNotFound;
+}
+
+hipError_t hipFuncGetAttribute(int* value, hipFunction_attribute attribute, hipFunction_t f) {
+  if (value == nullptr || f == nullptr) return hipErrorInvalidValue;
+  switch (attribute) {
+    case HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *value = f->kernel.max_flat_workgroup_size != 0
+                   ? static_cast<int>(f->kernel.max_flat_workgroup_size)
+                   : 1024;
+      return hipSuccess;
+    case HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+      *value = static_cast<int>(f->kernel.group_segment_fixed_size);
+      return hipSuccess;
+    default:
+      return hipErrorInvalidValue;
+  }
+}
+
+hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                 unsigned int bx, unsigned int by, unsigned int bz,
+                                 unsigned int shared, hipStream_t stream, void** params,
+                                 void** extra) {
+  if (f == nullptr) return hipErrorInvalidResourceHandle;
+  const std::vector<uint32_t>& sizes = f->kernel.arg_sizes;
+  if (extra != nullptr || (params == nullptr && !sizes.empty())) return hipErrorInvalidValue;
+  const uint64_t limit =
+      f->kernel.max_flat_workgroup_size != 0 ? f->kernel.max_flat_workgroup_size : 1024;
+  if (uint64_t{bx} * by * bz > limit || shared > 64 * 1024) return hipErrorInvalidConfiguration;
+  fake_hip_launch_t launch{};
+  std::snprintf(launch.name, sizeof(launch.name), "%s", f->kernel.name.c_str());
+  launch.grid[0] = gx, launch.grid[1] = gy, launch.grid[2] = gz;
+  launch.block[0] = bx, launch.block[1] = by, launch.block[2] = bz;
+  launch.shared_bytes = shared;
+  launch.param_count = static_cast<uint32_t>(sizes.size());
+  launch.stream_id = stream != nullptr ? stream->id : 0;
+  launch.device = current_device;
+  size_t offset = 0;
+  for (size_t i = 0; i < sizes.size() && i < 64; ++i) {
+    launch.param_sizes[i] = sizes[i];
+    if (offset + sizes[i] > sizeof(launch.params)) return hipErrorInvalidValue;
+    std::memcpy(launch.params + offset, params[i], sizes[i]);  // copied at the call, as HIP does
+    offset += sizes[i];
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.launches.push_back(launch);
+  return hipSuccess;
+}
+
+// ---- the test queries -----------------------------------------------------------
+
+FAKE_EXPORT size_t fake_hip_launch_count(void) {
+  std::lock_guard lock(state().mutex);
+  return state().launches.size();
+}
+
+FAKE_EXPORT int fake_hip_launch_get(size_t index, fake_hip_launch_t* out) {
+  std::lock_guard lock(state().mutex);
+  if (index >= state().launches.size()) return 0;
+  *out = state().launches[index];
+  return 1;
+}
+
+FAKE_EXPORT long fake_hip_live(const char* what) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const std::string_view name(what);
+  if (name == "allocations") return static_cast<long>(s.allocations.size());
+  if (name == "streams") return static_cast<long>(s.streams.size());
+  if (name == "events") return static_cast<long>(s.events.size());
+  if (name == "modules") return static_cast<long>(s.modules.size());
+  if (name == "callbacks") return s.pending_callbacks;
+#ifdef FAKE_HIP_LAUNCH_HOST_FUNC
+  if (name == "host_funcs") return s.host_funcs;
+#endif
+  return -1;
+}
+
+FAKE_EXPORT void fake_hip_set_paused(int paused) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.paused = paused != 0;
+  s.changed.notify_all();
+}
