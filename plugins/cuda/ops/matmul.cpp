@@ -389,6 +389,11 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
   cublasStatus_t handle_status = CUBLAS_STATUS_SUCCESS;
   cublasLtHandle_t handle = device.blas().handle(device, &lt, why, &handle_status);
   if (handle == nullptr) return decline(why, handle_status);
+  // The heuristic reads the current device's properties through the CUDA
+  // runtime inside cuBLASLt: this thread must have the device's context.
+  if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
+    return Planned{device.fail(bound, "op_plan_create: cuCtxSetCurrent"), nullptr, 0, {}, 0};
+  }
   const CublasLtApi& api = lt->api();
 
   auto state = std::make_unique<MatmulState>();
