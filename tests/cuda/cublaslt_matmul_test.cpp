@@ -30,7 +30,8 @@ namespace {
 constexpr int32_t kCompute32F = 68;  // CUBLAS_COMPUTE_32F
 constexpr int32_t kR32F = 0, kR16F = 2, kR16BF = 14;
 constexpr int32_t kOpN = 0, kOpT = 1;
-constexpr uint32_t kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4, kEpilogueGelu = 32;
+constexpr uint32_t kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4, kEpilogueGelu = 32,
+                   kEpilogueAux = 128;
 
 // Every test runs the cuda plugin over the stand-ins (a test may point
 // HAL_CUDA_CUBLASLT_PATH elsewhere before its session starts).
@@ -302,6 +303,7 @@ hal_op_matmul_desc_t describe(const Case& c, hal_tensor_desc_t* a, hal_tensor_de
   desc.alpha = c.alpha;
   desc.beta = c.beta;
   desc.a = *a, desc.b = *b, desc.c = *cd, desc.d = *d, desc.bias = *bias;
+  desc.aux = *d;  // aux has d's shape; here its layout too
   return desc;
 }
 
@@ -331,9 +333,11 @@ fake_cublaslt_matmul_t run_case(const Session& session, const FakeLt& lt, const 
   Tensor d(session.device(), td, random, c.offset);
   const bool reads_c = c.beta != 0.0f;
   const bool has_bias = (c.flags & HAL_MATMUL_BIAS) != 0;
-  std::unique_ptr<Tensor> cin, bias;
+  const bool has_aux = (c.flags & HAL_MATMUL_SAVE_AUX) != 0;
+  std::unique_ptr<Tensor> cin, bias, aux;
   if (reads_c) cin = std::make_unique<Tensor>(session.device(), tc, random, c.offset);
   if (has_bias) bias = std::make_unique<Tensor>(session.device(), tbias, random, c.offset);
+  if (has_aux) aux = std::make_unique<Tensor>(session.device(), desc.aux, random, c.offset);
   void* workspace = nullptr;
   if (info.workspace_bytes > 0) {
     REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, info.workspace_bytes, 0,
@@ -344,13 +348,14 @@ fake_cublaslt_matmul_t run_case(const Session& session, const FakeLt& lt, const 
   d.upload(session.stream());
   if (cin) cin->upload(session.stream());
   if (bias) bias->upload(session.stream());
+  if (aux) aux->upload(session.stream());
 
   void* operands[6] = {a.device,
                        b.device,
                        reads_c ? cin->device : nullptr,
                        d.device,
                        has_bias ? bias->device : nullptr,
-                       nullptr};
+                       has_aux ? aux->device : nullptr};
   hal_op_exec_args_t args{};
   args.struct_size = sizeof(args);
   args.operand_count = info.operand_count;
@@ -359,7 +364,9 @@ fake_cublaslt_matmul_t run_case(const Session& session, const FakeLt& lt, const 
   args.workspace_bytes = info.workspace_bytes;
   REQUIRE(hal_op_execute(plan, &args, session.stream()) == HAL_SUCCESS);
   d.download(session.stream());
+  if (aux) aux->download(session.stream());
   const fake_cublaslt_matmul_t call = lt.last_call();
+  if (aux) CHECK(call.aux == aux->device);
   CHECK(call.workspace == workspace);
   CHECK(call.workspace_bytes == info.workspace_bytes);
 
@@ -398,6 +405,15 @@ fake_cublaslt_matmul_t run_case(const Session& session, const FakeLt& lt, const 
           if (++mismatches <= 5) {
             UNSCOPED_INFO("d[" << z << ", " << i << ", " << j << "] = " << got << ", expected "
                                << expected);
+          }
+        }
+        if (aux) {
+          const double saved = at2(*aux, i, j);
+          if (!(std::fabs(saved - pre) <= atol + e * std::fabs(pre))) {
+            if (++mismatches <= 5) {
+              UNSCOPED_INFO("aux[" << z << ", " << i << ", " << j << "] = " << saved
+                                   << ", expected " << pre);
+            }
           }
         }
       }
@@ -509,6 +525,21 @@ TEST_CASE("matmul on cuBLASLt matches a float64 reference", "[cublaslt]") {
              c.batch = {2};
              c.flags = HAL_MATMUL_TRANSPOSE_A | HAL_MATMUL_BIAS;
            }),
+      make("bias + gelu_tanh + SAVE_AUX",
+           [](Case& c) {
+             c.n = 8;  // cuBLASLt's aux leading dimension is a multiple of 8
+             c.flags = HAL_MATMUL_BIAS | HAL_MATMUL_SAVE_AUX;
+             c.activation = HAL_ACTIVATION_GELU_TANH;
+           }),
+      make("SAVE_AUX, batched, bf16",
+           [](Case& c) {
+             c.ab = HAL_DTYPE_BF16;
+             c.out = HAL_DTYPE_BF16;
+             c.batch = {2};
+             c.n = 16;
+             c.flags = HAL_MATMUL_SAVE_AUX | HAL_MATMUL_TRANSPOSE_B;
+             c.activation = HAL_ACTIVATION_GELU_TANH;
+           }),
       make("large k",
            [](Case& c) {
              c.m = 3;
@@ -535,6 +566,11 @@ TEST_CASE("matmul on cuBLASLt matches a float64 reference", "[cublaslt]") {
     uint32_t epilogue = (c.flags & HAL_MATMUL_BIAS) != 0 ? kEpilogueBias : 0;
     if (c.activation == HAL_ACTIVATION_RELU) epilogue |= kEpilogueRelu;
     if (c.activation == HAL_ACTIVATION_GELU_TANH) epilogue |= kEpilogueGelu;
+    if ((c.flags & HAL_MATMUL_SAVE_AUX) != 0) {
+      epilogue |= kEpilogueAux;
+      CHECK(call.aux_ld == c.n);
+      if (batches > 1) CHECK(call.aux_batch_stride == c.m * c.n);
+    }
     CHECK(call.epilogue == (epilogue == 0 ? kEpilogueDefault : epilogue));
     if (!c.d_column_major && c.m > 1 && c.n > 1) {
       // d^T = op(b)^T op(a)^T: cuBLASLt's D is [n, m], its A is HAL's b.
@@ -651,7 +687,14 @@ TEST_CASE("matmul cases cuBLASLt cannot express fall through to the portable imp
   };
   const std::vector<Declined> declined = {
       {"SAVE_AUX", make("", [](Case& c) { c.flags = HAL_MATMUL_SAVE_AUX; }),
-       "SAVE_AUX is not mapped", [](hal_op_matmul_desc_t& desc) { desc.aux = desc.d; }},
+       "SAVE_AUX without GELU_TANH", [](hal_op_matmul_desc_t& desc) { desc.aux = desc.d; }},
+      {"SAVE_AUX with an aux leading dimension of 7",
+       make("",
+            [](Case& c) {
+              c.flags = HAL_MATMUL_SAVE_AUX;
+              c.activation = HAL_ACTIVATION_GELU_TANH;
+            }),
+       "is not a multiple of 8", nullptr},
       {"GELU_ERF", make("", [](Case& c) { c.activation = HAL_ACTIVATION_GELU_ERF; }), "GELU_ERF",
        nullptr},
       {"empty", make("", [](Case& c) { c.k = 0; }), "empty problems", nullptr},

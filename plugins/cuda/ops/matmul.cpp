@@ -10,7 +10,9 @@
 // The batch dimensions merge into one strided batch (BATCH_COUNT and
 // STRIDED_BATCH_OFFSET per layout; a broadcast operand has offset 0).
 // Epilogues: BIAS, RELU, RELU_BIAS, GELU, GELU_BIAS, with the bias a dense
-// vector over d's columns (cuBLASLt's "rows of D" after the transposition).
+// vector over d's columns (cuBLASLt's "rows of D" after the transposition),
+// and GELU_AUX, GELU_AUX_BIAS for SAVE_AUX with GELU_TANH (cuBLASLt saves
+// GELU's input, which is HAL's pre-activation aux).
 // Compute type CUBLAS_COMPUTE_32F, scale type f32: TF32 would round the
 // inputs to 10 mantissa bits, far outside the f32 tolerance of SPEC §17.5.
 //
@@ -23,7 +25,9 @@
 // the two algorithms' needs as its workspace).
 //
 // Declined (the portable implementation serves them), each with its reason:
-// SAVE_AUX, GELU_ERF, empty problems, a d with no unit stride in its last two
+// SAVE_AUX without GELU_TANH, an aux cuBLASLt cannot lay out (another dtype
+// than d, another orientation, a leading dimension or batch stride not a
+// multiple of 8), GELU_ERF, empty problems, a d with no unit stride in its last two
 // dimensions, an input with neither, a bias with a column-major d or a
 // stride other than 1, a c laid out unlike d, c of another dtype than d,
 // d of a 16-bit type other than a's, batch dimensions that do not merge into
@@ -170,11 +174,13 @@ struct MatmulState {
   bool swap = true;      // d^T = op(b)^T op(a)^T: cuBLASLt's A is HAL's b
   bool reads_c = false;  // beta != 0
   bool has_bias = false;
+  bool has_aux = false;
   float alpha = 1.0f, beta = 0.0f;
-  // The bias pointer is an attribute of the shared descriptor: an execution
-  // sets it and calls cublasLtMatmul under this lock, so concurrent
-  // executions of one plan (on different streams) never see each other's.
-  mutable std::mutex bias_mutex;
+  // The bias and aux pointers are attributes of the shared descriptor: an
+  // execution sets them and calls cublasLtMatmul under this lock, so
+  // concurrent executions of one plan (on different streams) never see each
+  // other's.
+  mutable std::mutex pointer_mutex;
 
   ~MatmulState() {
     const CublasLtApi& api = lt->api();
@@ -204,11 +210,12 @@ class MatmulPlan final : public OpPlan {
     void* d = operands[kD];
     const void* c = s.reads_c ? operands[kC] : d;  // beta = 0: C is not read
     const void* bias = s.has_bias ? operands[kBias] : nullptr;
+    void* aux = s.has_aux ? operands[kAux] : nullptr;
     auto aligned = [](const void* p) {
       return reinterpret_cast<uintptr_t>(p) % kFastAlignment == 0;
     };
     const bool fast = s.has_fast && aligned(a) && aligned(b) && aligned(c) && aligned(d) &&
-                      (bias == nullptr || aligned(bias));
+                      (bias == nullptr || aligned(bias)) && (aux == nullptr || aligned(aux));
     if (!fast && !s.has_any) {
       return report.fail(HAL_ERROR_UNSUPPORTED, 0,
                          "op_execute: cuBLASLt offered no algorithm for operands that are not "
@@ -219,12 +226,19 @@ class MatmulPlan final : public OpPlan {
       return device_.fail(bound, "op_execute: cuCtxSetCurrent");
     }
     const CublasLtApi& api = s.lt->api();
-    std::lock_guard lock(s.bias_mutex);
+    std::lock_guard lock(s.pointer_mutex);
     if (s.has_bias) {
       if (const cublasStatus_t status = api.cublasLtMatmulDescSetAttribute(
               s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
           status != CUBLAS_STATUS_SUCCESS) {
         return fail(status, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+      }
+    }
+    if (s.has_aux) {
+      if (const cublasStatus_t status = api.cublasLtMatmulDescSetAttribute(
+              s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+          status != CUBLAS_STATUS_SUCCESS) {
+        return fail(status, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)");
       }
     }
     const float alpha = s.alpha;  // host scalars: read by cublasLtMatmul before it returns
@@ -261,10 +275,11 @@ Planned decline(std::string reason, int64_t native_code = 0) {
 
 Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t) {
   const uint32_t flags = desc.flags;
-  if ((flags & HAL_MATMUL_SAVE_AUX) != 0) {
+  const bool has_aux = (flags & HAL_MATMUL_SAVE_AUX) != 0;
+  if (has_aux && desc.activation != HAL_ACTIVATION_GELU_TANH) {
     return decline(
-        "SAVE_AUX is not mapped: cuBLASLt's RELU_AUX saves a bit mask, not the pre-activation, "
-        "and its GELU_AUX layout rules are not wired yet");
+        "SAVE_AUX without GELU_TANH: cuBLASLt's RELU_AUX saves a bit mask, not the "
+        "pre-activation, and only GELU_AUX saves the pre-activation");
   }
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   const bool has_bias = (flags & HAL_MATMUL_BIAS) != 0;
@@ -276,7 +291,11 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
       epilogue = has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
       break;
     case HAL_ACTIVATION_GELU_TANH:
-      epilogue = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+      if (has_aux) {
+        epilogue = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+      } else {
+        epilogue = has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+      }
       break;
     case HAL_ACTIVATION_GELU_ERF:
       return decline("GELU_ERF: cuBLASLt's GELU epilogue is the tanh approximation");
@@ -365,8 +384,31 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
     }
   }
 
+  // aux: GELU's input, written in D's type, orientation and a leading
+  // dimension cuBLASLt requires to be a multiple of 8 (cublasLt.h,
+  // EPILOGUE_AUX_LD).
+  const hal_tensor_desc_t& aux = desc.aux;
+  Layout aux_layout;
+  if (has_aux) {
+    const Matrix xm = matrix_of(aux, false);
+    if (aux.dtype != d.dtype) {
+      return decline(std::string("aux=") + hal::util::dtype_name(aux.dtype) + " with d=" +
+                     hal::util::dtype_name(d.dtype) + ": cuBLASLt writes aux in d's type");
+    }
+    if (!as_column_major(swap ? transposed(xm) : xm, &aux_layout)) {
+      return decline("aux " + strides_text(xm) + " is not laid out as d " + strides_text(dm) +
+                     " (cuBLASLt writes aux in D's orientation)");
+    }
+    if (aux_layout.ld % 8 != 0) {
+      return decline("aux's leading dimension " + std::to_string(aux_layout.ld) +
+                     " is not a multiple of 8, which cuBLASLt's GELU_AUX requires");
+    }
+  }
+
   std::vector<const hal_tensor_desc_t*> batched = {&a, &b, &d};
   if (reads_c) batched.push_back(&c);
+  const size_t aux_index = batched.size();
+  if (has_aux) batched.push_back(&aux);
   Batch batch;
   if (rank > 2 && !merge_batch(batched, d, &batch)) {
     return decline(
@@ -379,6 +421,11 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
   const int64_t a_batch_stride = batch.strides.empty() ? 0 : batch.strides[0];
   const int64_t b_batch_stride = batch.strides.empty() ? 0 : batch.strides[1];
   const int64_t d_batch_stride = batch.strides.empty() ? 0 : batch.strides[2];
+  const int64_t aux_batch_stride = has_aux && !batch.strides.empty() ? batch.strides[aux_index] : 0;
+  if (has_aux && batch.count > 1 && aux_batch_stride % 8 != 0) {
+    return decline("aux's batch stride " + std::to_string(aux_batch_stride) +
+                   " is not a multiple of 8, which cuBLASLt's GELU_AUX requires");
+  }
   const int64_t c_batch_stride =
       reads_c && batch.strides.size() > 3 ? batch.strides[3] : d_batch_stride;
 
@@ -402,6 +449,7 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
   state->swap = swap;
   state->reads_c = reads_c;
   state->has_bias = has_bias;
+  state->has_aux = has_aux;
   state->alpha = desc.alpha;
   state->beta = desc.beta;
 
@@ -434,6 +482,14 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
   if (has_bias) {
     const int32_t type = bias_type;
     set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type), "BIAS_DATA_TYPE");
+  }
+  if (has_aux) {
+    set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_layout.ld, sizeof(aux_layout.ld),
+             "EPILOGUE_AUX_LD");
+    if (batch.count > 1) {
+      set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &aux_batch_stride,
+               sizeof(aux_batch_stride), "EPILOGUE_AUX_BATCH_STRIDE");
+    }
   }
   auto make_layout = [&](cublasLtMatrixLayout_t* out, cudaDataType_t type, const Layout& layout,
                          int64_t batch_stride, const char* what) {
@@ -476,6 +532,12 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
       const void* hint =
           reinterpret_cast<const void*>(fast_alignment ? uintptr_t{kFastAlignment} : bias_size);
       set_desc(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &hint, sizeof(hint), "BIAS_POINTER");
+    }
+    if (has_aux) {  // the same for the aux pointer
+      const void* hint =
+          reinterpret_cast<const void*>(fast_alignment ? uintptr_t{kFastAlignment} : d_size);
+      set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &hint, sizeof(hint),
+               "EPILOGUE_AUX_POINTER");
     }
     cublasLtMatmulPreference_t preference = nullptr;
     if (!check(api.cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate")) {

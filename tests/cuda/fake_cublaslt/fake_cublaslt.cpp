@@ -36,6 +36,9 @@ struct Desc {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   int32_t bias_type = -1;
   const void* bias = nullptr;
+  void* aux = nullptr;  // GELU's input with GELU_AUX, in D's type
+  int64_t aux_ld = 0;
+  int64_t aux_batch_stride = 0;
 };
 
 struct Preference {
@@ -176,6 +179,8 @@ bool known_epilogue(uint32_t epilogue) {
     case CUBLASLT_EPILOGUE_RELU_BIAS:
     case CUBLASLT_EPILOGUE_GELU:
     case CUBLASLT_EPILOGUE_GELU_BIAS:
+    case CUBLASLT_EPILOGUE_GELU_AUX:
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
       return true;
     default:
       return false;
@@ -184,6 +189,10 @@ bool known_epilogue(uint32_t epilogue) {
 
 bool with_bias(uint32_t epilogue) {
   return (epilogue & CUBLASLT_EPILOGUE_BIAS) != 0;
+}
+
+bool with_aux(uint32_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
 
 // What cuBLASLt checks of a problem before choosing or running an
@@ -206,6 +215,13 @@ cublasStatus_t validate(const Desc& desc, const fake_cublaslt_layout_t& a,
   const uint64_t kb = desc.transb == CUBLAS_OP_N ? b.rows : b.cols;
   const uint64_t n = desc.transb == CUBLAS_OP_N ? b.cols : b.rows;
   if (k != kb || c.rows != m || c.cols != n || d.rows != m || d.cols != n) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  // GELU_AUX: a leading dimension and batch stride divisible by 8, the
+  // leading dimension at least D's rows (cublasLt.h, EPILOGUE_AUX_LD).
+  if (with_aux(desc.epilogue) &&
+      (desc.aux_ld % 8 != 0 || desc.aux_ld < static_cast<int64_t>(d.rows) ||
+       (d.batch_count > 1 && desc.aux_batch_stride % 8 != 0))) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   for (const fake_cublaslt_layout_t* layout : {&a, &b, &c, &d}) {
@@ -258,6 +274,10 @@ void run_job(void* data) {
           value += job->beta * load(job->c_ptr, job->c.type, c0 + i + j * job->c.ld);
         }
         if (with_bias(desc.epilogue)) value += load(job->bias, bias_type, static_cast<int64_t>(i));
+        if (with_aux(desc.epilogue)) {
+          store(desc.aux, job->d.type,
+                z * desc.aux_batch_stride + static_cast<int64_t>(i + j * desc.aux_ld), value);
+        }
         if ((desc.epilogue & CUBLASLT_EPILOGUE_RELU) != 0) value = value > 0.0f ? value : 0.0f;
         if ((desc.epilogue & CUBLASLT_EPILOGUE_GELU) != 0) value = gelu_tanh(value);
         store(job->d_ptr, job->d.type, d0 + static_cast<int64_t>(i + j * job->d.ld), value);
@@ -379,6 +399,12 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t h
       return read_attribute(buffer, size, &desc->bias);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
       return read_attribute(buffer, size, &desc->bias_type);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      return read_attribute(buffer, size, &desc->aux);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      return read_attribute(buffer, size, &desc->aux_ld);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
+      return read_attribute(buffer, size, &desc->aux_batch_stride);
     default:
       return CUBLAS_STATUS_INVALID_VALUE;  // not one the plugin should set
   }
@@ -530,6 +556,9 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmu
   last.epilogue = job->desc.epilogue;
   last.bias_type = job->desc.bias_type;
   last.bias = job->bias;
+  last.aux = job->desc.aux;
+  last.aux_ld = job->desc.aux_ld;
+  last.aux_batch_stride = job->desc.aux_batch_stride;
   last.a = job->a, last.b = job->b, last.c = job->c, last.d = job->d;
   last.a_ptr = a, last.b_ptr = b, last.c_ptr = c, last.d_ptr = d;
   last.alpha = job->alpha, last.beta = job->beta;
@@ -549,12 +578,14 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmu
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (with_bias(job->desc.epilogue) && job->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (with_aux(job->desc.epilogue) && job->desc.aux == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   if (job->beta != 0.0f && c == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   if (a == nullptr || b == nullptr || d == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   // The vectorised algorithm on a pointer it was not chosen for: on a GPU a
   // misaligned access; here a refusal the test sees.
   if (algo->data[0] == 2) {
-    for (const void* pointer : {a, b, c, static_cast<const void*>(d), job->bias}) {
+    for (const void* pointer : {a, b, c, static_cast<const void*>(d), job->bias,
+                                static_cast<const void*>(job->desc.aux)}) {
       if (pointer != nullptr && reinterpret_cast<uintptr_t>(pointer) % 16 != 0) {
         return CUBLAS_STATUS_EXECUTION_FAILED;
       }

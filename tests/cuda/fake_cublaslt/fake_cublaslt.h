@@ -28,6 +28,8 @@ typedef struct fake_cublaslt_matmul {
   uint32_t epilogue;      /* cublasLtEpilogue_t */
   int32_t bias_type;      /* -1: not set */
   const void* bias;
+  void* aux; /* GELU_AUX's output */
+  int64_t aux_ld, aux_batch_stride;
   fake_cublaslt_layout_t a, b, c, d;
   const void *a_ptr, *b_ptr, *c_ptr;
   void* d_ptr;
