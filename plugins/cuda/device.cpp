@@ -5,6 +5,7 @@
 
 #include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
+#include "ops/cublaslt.hpp"
 #include "plugin.hpp"
 #include "stream.hpp"
 
@@ -34,18 +35,22 @@ uint32_t fp32_lanes_per_sm(int major, int minor) {
 }
 
 Device::Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
-               CUdevice handle, CUcontext context, uint32_t index)
+               ops::CublasLtLoader& blas_loader, CUdevice handle, CUcontext context, uint32_t index)
     : report_(report),
       driver_(driver),
       nvrtc_(nvrtc),
       handle_(handle),
       context_(context),
-      index_(index) {
+      index_(index),
+      blas_(std::make_unique<ops::DeviceBlas>(blas_loader)) {
   read_properties();
 }
 
 Device::~Device() {
   release_all();
+  // The cuBLASLt handle (if a matmul was planned) goes with the context
+  // current, before the context is released.
+  if (bind() == CUDA_SUCCESS) blas_.reset();
   std::lock_guard lock(mutex_);
   if (bind() == CUDA_SUCCESS) {
     for (const auto& [ptr, allocation] : allocations_) {

@@ -20,6 +20,11 @@ class Event;
 class Module;
 class Stream;
 
+namespace ops {
+class CublasLtLoader;
+class DeviceBlas;
+}  // namespace ops
+
 // FP32 lanes per SM for a compute capability (NVIDIA's tables); 128 for
 // architectures newer than the table.
 uint32_t fp32_lanes_per_sm(int major, int minor);
@@ -27,7 +32,7 @@ uint32_t fp32_lanes_per_sm(int major, int minor);
 class Device {
  public:
   Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
-         CUdevice handle, CUcontext context, uint32_t index);
+         ops::CublasLtLoader& blas_loader, CUdevice handle, CUcontext context, uint32_t index);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -38,6 +43,8 @@ class Device {
   const hal_device_properties_t& properties() const { return properties_; }
   int cc_major() const { return cc_major_; }
   int cc_minor() const { return cc_minor_; }
+  // cuBLASLt on this device, opened at its first matmul plan (ops/).
+  ops::DeviceBlas& blas() const { return *blas_; }
 
   // Makes the device's context current on the calling thread (the table may
   // be called from any thread). Returns the driver's answer.
@@ -75,6 +82,7 @@ class Device {
   uint32_t index_;
   int cc_major_ = 0, cc_minor_ = 0;
   hal_device_properties_t properties_{};
+  std::unique_ptr<ops::DeviceBlas> blas_;  // its handle is destroyed before the context
   plugin::OwnedSet<Stream, std::unique_ptr<Stream>> streams_;
   plugin::OwnedSet<Event, std::unique_ptr<Event>> events_;
   plugin::OwnedSet<Module, std::unique_ptr<Module>> modules_;

@@ -4,6 +4,7 @@
 #include "hal_plugin.h"
 #include "hal_plugin_sdk/negotiate.hpp"
 #include "module.hpp"
+#include "ops/ops.hpp"
 #include "plugin.hpp"
 #include "stream.hpp"
 
@@ -39,7 +40,10 @@ hal_plugin_table_v1_t make_table() {
   table.module_unload = module_unload;
   table.kernel_get = kernel_get;
   table.launch_kernel = launch_kernel;
-  return table;  // entries appended to the table later (collectives...) stay NULL
+  table.op_plan_create = op_plan_create;
+  table.op_plan_destroy = op_plan_destroy;
+  table.op_execute = op_execute;
+  return table;  // the collective entries stay NULL: the loader's host-staged ones serve
 }
 
 const hal_plugin_table_v1_t kTable = make_table();

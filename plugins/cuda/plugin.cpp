@@ -46,7 +46,8 @@ void Plugin::discover() {
                   cu_error_text(&api, result).c_str());
       continue;
     }
-    devices_.push_back(std::make_unique<Device>(report_, *driver_, nvrtc_.get(), handle, context,
+    devices_.push_back(std::make_unique<Device>(report_, *driver_, nvrtc_.get(), blas_loader_,
+                                                handle, context,
                                                 static_cast<uint32_t>(devices_.size())));
   }
 }

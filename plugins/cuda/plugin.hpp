@@ -11,6 +11,7 @@
 #include "hal_plugin_sdk/report.hpp"
 #include "driver.hpp"
 #include "nvrtc.hpp"
+#include "ops/cublaslt.hpp"
 
 namespace hal::cuda {
 
@@ -39,6 +40,8 @@ class Plugin {
   plugin::ErrorReporter report_;
   std::unique_ptr<Driver> driver_;
   std::unique_ptr<Nvrtc> nvrtc_;
+  // Opens nothing until the first matmul plan (SPEC §10.7, Operators).
+  ops::CublasLtLoader blas_loader_;
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed before the driver
 };
 

@@ -1,0 +1,143 @@
+#include "cublaslt.hpp"
+
+#include <dlfcn.h>
+
+#include "../device.hpp"
+#include "hal_util/env.hpp"
+
+namespace hal::cuda::ops {
+namespace {
+
+constexpr char kDefaultLibrary[] = "libcublasLt.so.13";
+
+// The statuses of cublas_api.h by name, for a library without
+// cublasLtGetStatusName (or one answering NULL).
+const char* known_name(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const CublasLt> CublasLt::open(std::string& why) {
+  const char* configured = hal::util::env_nonempty("HAL_CUDA_CUBLASLT_PATH");
+  const std::string path = configured != nullptr ? configured : kDefaultLibrary;
+  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* error = dlerror();
+    why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
+    return nullptr;
+  }
+  std::shared_ptr<CublasLt> lt(new CublasLt());
+  lt->path_ = path;
+  CublasLtApi& api = lt->api_;
+  std::string missing;
+#define HAL_CUBLASLT_RESOLVE(name)                                        \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(library, #name)); \
+  if (api.name == nullptr && missing.empty()) missing = #name;
+  HAL_CUBLASLT_FUNCTIONS(HAL_CUBLASLT_RESOLVE)
+#undef HAL_CUBLASLT_RESOLVE
+  api.cublasLtGetStatusName = reinterpret_cast<decltype(api.cublasLtGetStatusName)>(
+      dlsym(library, "cublasLtGetStatusName"));
+  if (!missing.empty()) {
+    why = path + " has no " + missing + ": not a cuBLASLt of CUDA 11 or later";
+    dlclose(library);  // nothing of it was used
+    return nullptr;
+  }
+  lt->version_ = api.cublasLtGetVersion();
+  return lt;
+}
+
+std::string CublasLt::status_text(cublasStatus_t status) const {
+  const char* name =
+      api_.cublasLtGetStatusName != nullptr ? api_.cublasLtGetStatusName(status) : nullptr;
+  // A library may answer an unknown code with a placeholder; prefer ours then.
+  if (name == nullptr || name[0] == '\0') name = known_name(status);
+  if (name == nullptr) name = "cuBLAS status";
+  return std::string(name) + " (" + std::to_string(static_cast<int>(status)) + ")";
+}
+
+std::shared_ptr<const CublasLt> CublasLtLoader::get(std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (!tried_) {
+    tried_ = true;
+    lt_ = CublasLt::open(why_);
+  }
+  if (!lt_) why = why_;
+  return lt_;
+}
+
+DeviceBlas::~DeviceBlas() {
+  std::lock_guard lock(mutex_);
+  if (handle_ != nullptr) lt_->api().cublasLtDestroy(handle_);
+}
+
+cublasLtHandle_t DeviceBlas::handle(Device& device, std::shared_ptr<const CublasLt>* out_lt,
+                                    std::string& why, cublasStatus_t* out_status) {
+  std::lock_guard lock(mutex_);
+  *out_status = CUBLAS_STATUS_SUCCESS;
+  if (handle_ != nullptr) {
+    *out_lt = lt_;
+    return handle_;
+  }
+  std::shared_ptr<const CublasLt> lt = loader_.get(why);
+  if (!lt) return nullptr;
+  if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
+    why = "cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound);
+    return nullptr;
+  }
+  cublasLtHandle_t created = nullptr;
+  if (const cublasStatus_t status = lt->api().cublasLtCreate(&created);
+      status != CUBLAS_STATUS_SUCCESS) {
+    *out_status = status;
+    why = "cublasLtCreate failed: " + lt->status_text(status);
+    return nullptr;
+  }
+  lt_ = std::move(lt);
+  handle_ = created;
+  *out_lt = lt_;
+  return handle_;
+}
+
+hal_result_t result_of(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return HAL_SUCCESS;
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return HAL_ERROR_OUT_OF_MEMORY;
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return HAL_ERROR_INVALID_ARGUMENT;
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return HAL_ERROR_UNSUPPORTED;
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return HAL_ERROR_DEVICE_LOST;  // a kernel failed to launch or to reach its memory
+    default:
+      return HAL_ERROR_INTERNAL;
+  }
+}
+
+}  // namespace hal::cuda::ops

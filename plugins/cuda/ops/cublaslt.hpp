@@ -1,0 +1,107 @@
+// cuBLASLt as the cuda plugin uses it: libcublasLt.so.13 opened with dlopen
+// at the first matmul plan on a cuda device (HAL_CUDA_CUBLASLT_PATH, else the
+// library's soname), never linked and never opened at plugin load, so the
+// plugin loads everywhere and the library costs nothing until an operator
+// needs it. One handle per device, created on first use with the device's
+// context current.
+#ifndef HAL_PLUGINS_CUDA_OPS_CUBLASLT_HPP_
+#define HAL_PLUGINS_CUDA_OPS_CUBLASLT_HPP_
+
+#include <cublasLt.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "hal_plugin.h"
+
+namespace hal::cuda {
+
+class Device;
+
+namespace ops {
+
+// One pointer per cuBLASLt function the plugin calls, typed by the header's
+// declaration (the library exports these names unversioned).
+struct CublasLtApi {
+// clang-format off
+#define HAL_CUBLASLT_FUNCTIONS(X) \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion) \
+  X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
+  X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) \
+  X(cublasLtMatrixLayoutSetAttribute) X(cublasLtMatmulPreferenceCreate) \
+  X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+// clang-format on
+#define HAL_CUBLASLT_DECLARE(name) decltype(&::name) name = nullptr;
+  HAL_CUBLASLT_FUNCTIONS(HAL_CUBLASLT_DECLARE)
+  // Optional: names a status; the plugin's own table serves without it.
+  decltype(&::cublasLtGetStatusName) cublasLtGetStatusName = nullptr;
+#undef HAL_CUBLASLT_DECLARE
+};
+
+// The opened library. Never closed: cuBLASLt keeps CUDA runtime state that is
+// not built to be unloaded while the driver stays loaded (as the driver
+// itself, driver.cpp), and plans may outlive the plugin context.
+class CublasLt {
+ public:
+  // Opens HAL_CUDA_CUBLASLT_PATH or libcublasLt.so.13. Null, with |why|
+  // ("libcublasLt.so.13 not found: <dlerror>"), when absent or incomplete.
+  static std::shared_ptr<const CublasLt> open(std::string& why);
+
+  const CublasLtApi& api() const { return api_; }
+  const std::string& path() const { return path_; }
+  size_t version() const { return version_; }  // cublasLtGetVersion, e.g. 130000
+
+  // "CUBLAS_STATUS_NOT_SUPPORTED (15)": the library's name when it has one,
+  // else the plugin's table.
+  std::string status_text(cublasStatus_t status) const;
+
+ private:
+  CublasLt() = default;
+  std::string path_;
+  size_t version_ = 0;
+  CublasLtApi api_;
+};
+
+// The plugin's cuBLASLt: opened by the first get() and remembered, failure
+// included (the reason is the same for every later plan). Thread-safe.
+class CublasLtLoader {
+ public:
+  std::shared_ptr<const CublasLt> get(std::string& why);
+
+ private:
+  std::mutex mutex_;
+  bool tried_ = false;                  // guarded by mutex_
+  std::shared_ptr<const CublasLt> lt_;  // guarded by mutex_
+  std::string why_;                     // guarded by mutex_
+};
+
+// One device's cuBLASLt handle, created at the first matmul plan on it.
+class DeviceBlas {
+ public:
+  explicit DeviceBlas(CublasLtLoader& loader) : loader_(loader) {}
+  ~DeviceBlas();  // the caller has bound the device's context
+  DeviceBlas(const DeviceBlas&) = delete;
+  DeviceBlas& operator=(const DeviceBlas&) = delete;
+
+  // The library and the handle, made on first use with |device| bound. On
+  // failure null, with |why| and the status (CUBLAS_STATUS_SUCCESS when the
+  // library itself is missing).
+  cublasLtHandle_t handle(Device& device, std::shared_ptr<const CublasLt>* out_lt, std::string& why,
+                          cublasStatus_t* out_status);
+
+ private:
+  CublasLtLoader& loader_;
+  std::mutex mutex_;
+  std::shared_ptr<const CublasLt> lt_;  // guarded by mutex_
+  cublasLtHandle_t handle_ = nullptr;   // guarded by mutex_
+};
+
+// The HAL result of a failed cuBLASLt call at execution.
+hal_result_t result_of(cublasStatus_t status);
+
+}  // namespace ops
+}  // namespace hal::cuda
+
+#endif  // HAL_PLUGINS_CUDA_OPS_CUBLASLT_HPP_

@@ -1,0 +1,59 @@
+// The cuda plugin's own operators (the operator entries of api/hal/plugin_v1.h),
+// tried by the loader before its portable ones: HAL_OP_MATMUL on cuBLASLt
+// ("cuda.cublaslt"). Every other op, and every matmul case cuBLASLt cannot
+// express, is declined with HAL_ERROR_UNSUPPORTED and a sentence saying why,
+// and the loader's portable implementation serves it.
+#ifndef HAL_PLUGINS_CUDA_OPS_OPS_HPP_
+#define HAL_PLUGINS_CUDA_OPS_OPS_HPP_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "hal_plugin.h"
+
+namespace hal::cuda {
+
+class Device;
+class Stream;
+
+namespace ops {
+
+// The name hal_op_plan_get_info reports for the plans served here.
+inline constexpr char kCublasLtName[] = "cuda.cublaslt";
+
+// A planned operator. Executions enqueue device work that needs nothing of
+// the plan once the enqueue returned, so a plan may be destroyed at any time.
+class OpPlan {
+ public:
+  virtual ~OpPlan() = default;
+  // Enqueues one execution on |stream|; the loader checked |args|.
+  virtual hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const = 0;
+};
+
+// The outcome of planning: a plan, or a decline (HAL_ERROR_UNSUPPORTED and
+// |reason|, with cuBLASLt's status as |native_code| where it said no), or
+// another failure already reported through the device.
+struct Planned {
+  hal_result_t result = HAL_ERROR_UNSUPPORTED;
+  std::unique_ptr<OpPlan> plan;
+  size_t workspace_bytes = 0;
+  std::string reason;
+  int64_t native_code = 0;
+};
+
+// Plans HAL_OP_MATMUL on cublasLtMatmul.
+Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags);
+
+}  // namespace ops
+
+hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
+                            hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
+                            size_t* out_workspace_bytes, const char** out_implementation);
+hal_result_t op_plan_destroy(hal_impl_op_plan_t* plan);
+hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
+                        const hal_op_exec_args_t* args);
+
+}  // namespace hal::cuda
+
+#endif  // HAL_PLUGINS_CUDA_OPS_OPS_HPP_
