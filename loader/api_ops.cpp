@@ -32,7 +32,9 @@ bool ops_verbose() {
 
 // HAL_OPS_IMPLEMENTATIONS: a comma-separated list of implementation names
 // (or their first component: "cpu" allows "cpu.onednn"); unset allows all.
-bool implementation_allowed(const std::string& name) {
+// True when some token of the list passes |accepts|.
+template <class Accepts>
+bool some_allowed_token(Accepts accepts) {
   const char* value = hal::util::env("HAL_OPS_IMPLEMENTATIONS");
   if (value == nullptr || value[0] == '\0') return true;
   const std::string list = value;
@@ -41,10 +43,27 @@ bool implementation_allowed(const std::string& name) {
     size_t end = list.find(',', begin);
     if (end == std::string::npos) end = list.size();
     const std::string token = list.substr(begin, end - begin);
-    if (!token.empty() && (name == token || name.rfind(token + ".", 0) == 0)) return true;
+    if (!token.empty() && accepts(token)) return true;
     begin = end + 1;
   }
   return false;
+}
+
+// Whether the list allows the implementation called |name|.
+bool implementation_allowed(const std::string& name) {
+  return some_allowed_token(
+      [&](const std::string& token) { return name == token || name.rfind(token + ".", 0) == 0; });
+}
+
+// Whether the list may allow some implementation of the plugin called
+// |plugin|: its own name, a component above it ("cpu" for "cpu"), or one of
+// its implementations ("cpu.onednn"); which one serves is known only once
+// the plugin has planned.
+bool plugin_may_be_allowed(const std::string& plugin) {
+  return some_allowed_token([&](const std::string& token) {
+    return plugin == token || plugin.rfind(token + ".", 0) == 0 ||
+           token.rfind(plugin + ".", 0) == 0;
+  });
 }
 
 std::string signature_text(const hal::ops::OpSignature& signature) {
@@ -97,7 +116,7 @@ hal_result_t plan_with_plugin(hal_device_s* device, hal_op_plan_s* plan, std::st
       table.op_execute == nullptr) {
     return HAL_ERROR_UNSUPPORTED;  // no operators of its own: nothing to report
   }
-  if (!implementation_allowed(plugin.name)) {
+  if (!plugin_may_be_allowed(plugin.name)) {
     *decline = plugin.name + ": excluded by HAL_OPS_IMPLEMENTATIONS";
     return HAL_ERROR_UNSUPPORTED;
   }
@@ -111,9 +130,15 @@ hal_result_t plan_with_plugin(hal_device_s* device, hal_op_plan_s* plan, std::st
     return result;
   }
   if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
+  const std::string implementation = name != nullptr && name[0] != '\0' ? name : plugin.name;
+  if (!implementation_allowed(implementation)) {
+    table.op_plan_destroy(impl);
+    *decline = implementation + ": excluded by HAL_OPS_IMPLEMENTATIONS";
+    return HAL_ERROR_UNSUPPORTED;
+  }
   plan->plugin_plan = impl;
   plan->workspace_bytes = workspace;
-  plan->implementation = name != nullptr && name[0] != '\0' ? name : plugin.name;
+  plan->implementation = implementation;
   return HAL_SUCCESS;
 }
 

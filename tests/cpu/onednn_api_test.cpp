@@ -166,3 +166,35 @@ TEST_CASE("HAL_OPS_IMPLEMENTATIONS=portable keeps matmul off cpu.onednn", "[cpu]
     CHECK_THAT(message, Catch::Contains("cpu: excluded by HAL_OPS_IMPLEMENTATIONS"));
   }
 }
+
+// SPEC §12: a token names an implementation ("cpu.onednn") or its first
+// component ("cpu"). A plugin's implementation is known once it has planned,
+// so one excluded by name is declined after planning, with that name.
+TEST_CASE("HAL_OPS_IMPLEMENTATIONS takes implementation names, not only plugin names",
+          "[cpu][api][ops]") {
+  Session session;
+  const hal_op_matmul_desc_t desc = batched_desc(1, 8, 8, 8, 0, HAL_ACTIVATION_NONE);
+  const auto plan_with = [&](const char* list, std::string* implementation, std::string* declines) {
+    setenv("HAL_OPS_IMPLEMENTATIONS", list, 1);
+    hal_op_plan_t plan = nullptr;
+    const hal_result_t result = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
+    unsetenv("HAL_OPS_IMPLEMENTATIONS");
+    if (result == HAL_SUCCESS) {
+      const hal_op_plan_info_t info = info_of(plan);
+      *implementation = info.implementation;
+      *declines = info.declines;
+      REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
+    }
+    return result;
+  };
+  std::string implementation, declines;
+  const hal_result_t onednn = plan_with("cpu.onednn", &implementation, &declines);
+  if (loader_lacks_matmul(onednn)) return;
+  REQUIRE(onednn == HAL_SUCCESS);
+  CHECK(implementation == "cpu.onednn");
+  REQUIRE(plan_with("cpu.native,portable", &implementation, &declines) == HAL_SUCCESS);
+  CHECK(implementation == "portable");
+  CHECK_THAT(declines, Catch::Contains("cpu.onednn: excluded by HAL_OPS_IMPLEMENTATIONS"));
+  REQUIRE(plan_with("cpu", &implementation, &declines) == HAL_SUCCESS);
+  CHECK(implementation == "cpu.onednn");
+}
