@@ -176,16 +176,8 @@ void Device::remove_stream(Stream* stream) {
   streams_.take(stream);  // ~Stream synchronises and destroys the command list
 }
 
-Event* Device::add_event(std::shared_ptr<Event> event) {
+Event* Device::add_event(std::unique_ptr<Event> event) {
   return events_.add(std::move(event));
-}
-
-std::shared_ptr<Event> Device::find_event(Event* event) {
-  std::shared_ptr<Event> found;
-  events_.for_each([&](const std::shared_ptr<Event>& owned) {
-    if (owned.get() == event) found = owned;
-  });
-  return found;
 }
 
 void Device::remove_event(Event* event) {
@@ -262,7 +254,7 @@ hal_result_t Device::free(void* ptr) {
 }
 
 void Device::release_all() {
-  streams_.take_all();  // each synchronises, then drops its events
+  streams_.take_all();  // each synchronises, then drops the L0 events it used
   events_.take_all();
   modules_.take_all();
 }

@@ -53,10 +53,7 @@ class Device {
 
   Stream* add_stream(std::unique_ptr<Stream> stream);
   void remove_stream(Stream* stream);
-  Event* add_event(std::shared_ptr<Event> event);
-  // The device's reference; a stream that recorded or waits on the event
-  // keeps its own until it is synchronised (L0 events must outlive their use).
-  std::shared_ptr<Event> find_event(Event* event);
+  Event* add_event(std::unique_ptr<Event> event);
   void remove_event(Event* event);
   Module* add_module(std::unique_ptr<Module> module);
   void remove_module(Module* module);
@@ -81,7 +78,7 @@ class Device {
   uint64_t timestamp_mask_ = ~uint64_t{0};
   hal_device_properties_t properties_{};
   plugin::OwnedSet<Stream, std::unique_ptr<Stream>> streams_;
-  plugin::OwnedSet<Event, std::shared_ptr<Event>> events_;
+  plugin::OwnedSet<Event, std::unique_ptr<Event>> events_;
   plugin::OwnedSet<Module, std::unique_ptr<Module>> modules_;
   std::mutex mutex_;                                          // guards allocations_
   std::unordered_map<void*, hal_memory_kind_t> allocations_;  // guarded by mutex_

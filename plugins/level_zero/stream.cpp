@@ -58,6 +58,39 @@ EventSet::~EventSet() {
   if (pool_ != nullptr) device_.api().zeEventPoolDestroy(pool_);
 }
 
+// ---- Event ------------------------------------------------------------------
+
+std::shared_ptr<EventSet> Event::current() const {
+  std::lock_guard lock(mutex_);
+  return current_;
+}
+
+std::shared_ptr<EventSet> Event::next(ze_result_t& out_result) {
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<EventSet> set;
+  // A spare only this event holds: every command that used it is done (the
+  // streams drop theirs once they saw it complete), so a reset is safe.
+  for (auto& spare : spares_) {
+    if (spare.use_count() == 1) {
+      set = std::move(spare);
+      spare = std::move(spares_.back());
+      spares_.pop_back();
+      break;
+    }
+  }
+  if (set != nullptr) {
+    out_result = device_.api().zeEventHostReset(set->get(0));
+    if (out_result != ZE_RESULT_SUCCESS) return nullptr;
+  } else {
+    set = EventSet::create(device_, 1, timing_, out_result);
+    if (set == nullptr) return nullptr;
+  }
+  if (current_ != nullptr && spares_.size() < kSpares) spares_.push_back(std::move(current_));
+  current_ = set;
+  out_result = ZE_RESULT_SUCCESS;
+  return set;
+}
+
 // ---- Stream -----------------------------------------------------------------
 
 std::unique_ptr<Stream> Stream::create(Device& device, ze_result_t& out_result) {
@@ -320,13 +353,15 @@ hal_result_t stream_wait_event(hal_impl_stream_t* stream, hal_impl_event_t* even
                                   "stream_wait_event: the event's device is on another Level Zero "
                                   "driver (events work within one driver's context)");
     }
-    if (!awaited.recorded().load()) return HAL_SUCCESS;  // never recorded: complete
-    ze_event_handle_t handle = awaited.get();
+    // The point captured now: a later record signals another L0 event.
+    std::shared_ptr<EventSet> captured = awaited.current();
+    if (captured == nullptr) return HAL_SUCCESS;  // never recorded: complete
+    ze_event_handle_t handle = captured->get(0);
     const ze_result_t result = self.append(
         [&](ze_command_list_handle_t list) {
           return device.api().zeCommandListAppendWaitOnEvents(list, 1, &handle);
         },
-        awaited.shared_from_this());
+        std::move(captured));
     return result == ZE_RESULT_SUCCESS
                ? HAL_SUCCESS
                : device.fail(result, "stream_wait_event: zeCommandListAppendWaitOnEvents");
@@ -346,10 +381,8 @@ hal_result_t event_create(hal_impl_device_t* device, hal_event_flags_t flags,
   Device& owner = *to_device(device);
   const bool timing = (flags & HAL_EVENT_FLAG_TIMING) != 0;
   return plugin::guarded(owner.report(), "event_create", [&] {
-    ze_result_t result = ZE_RESULT_SUCCESS;
-    std::shared_ptr<EventSet> set = EventSet::create(owner, 1, timing, result);
-    if (set == nullptr) return owner.fail(result, "event_create: zeEventPoolCreate");
-    auto created = std::make_shared<Event>(owner, std::move(set), timing);
+    // The L0 event comes with the first record.
+    auto created = std::make_unique<Event>(owner, timing);
     *out_event = reinterpret_cast<hal_impl_event_t*>(owner.add_event(std::move(created)));
     return HAL_SUCCESS;
   });
@@ -359,8 +392,8 @@ hal_result_t event_destroy(hal_impl_event_t* event) {
   Event& self = *to_event(event);
   Device& owner = self.device();
   return plugin::guarded(owner.report(), "event_destroy", [&] {
-    // Streams that recorded or wait on it keep their reference: pending
-    // waits complete, and the L0 event goes once no command uses it.
+    // Streams that recorded or wait on it hold its L0 events: pending waits
+    // complete, and each L0 event goes once no command uses it.
     owner.remove_event(&self);
     return HAL_SUCCESS;
   });
@@ -371,24 +404,15 @@ hal_result_t event_record(hal_impl_event_t* event, hal_impl_stream_t* stream) {
   Stream& target = *to_stream(stream);
   const Device& device = target.device();
   return entry(device, "event_record: zeCommandListAppendSignalEvent", [&](const LoaderApi& ze) {
-    // Level Zero forbids resetting an event a command may still signal:
-    // a new record waits for the previous one to complete.
-    if (self.recorded().load()) {
-      if (const ze_result_t waited = ze.zeEventHostSynchronize(self.get(), kForever);
-          waited != ZE_RESULT_SUCCESS) {
-        return waited;
-      }
-    }
-    if (const ze_result_t reset = ze.zeEventHostReset(self.get()); reset != ZE_RESULT_SUCCESS) {
-      return reset;
-    }
-    self.recorded().store(true);
-    ze_event_handle_t handle = self.get();
+    ze_result_t result = ZE_RESULT_SUCCESS;
+    std::shared_ptr<EventSet> set = self.next(result);
+    if (set == nullptr) return result;
+    ze_event_handle_t handle = set->get(0);
     return target.append(
         [&](ze_command_list_handle_t list) {
           return ze.zeCommandListAppendSignalEvent(list, handle);
         },
-        self.shared_from_this());
+        std::move(set));
   });
 }
 
@@ -396,8 +420,9 @@ hal_result_t event_query(hal_impl_event_t* event) {
   Event& self = *to_event(event);
   const Device& owner = self.device();
   return plugin::guarded(owner.report(), "event_query", [&] {
-    if (!self.recorded().load()) return HAL_SUCCESS;
-    const ze_result_t result = owner.api().zeEventQueryStatus(self.get());
+    const std::shared_ptr<EventSet> set = self.current();
+    if (set == nullptr) return HAL_SUCCESS;
+    const ze_result_t result = owner.api().zeEventQueryStatus(set->get(0));
     if (result == ZE_RESULT_SUCCESS) return HAL_SUCCESS;
     if (result == ZE_RESULT_NOT_READY) return HAL_NOT_READY;
     return owner.fail(HAL_ERROR_DEVICE_LOST, result, "event_query: zeEventQueryStatus");
@@ -408,8 +433,9 @@ hal_result_t event_synchronize(hal_impl_event_t* event) {
   Event& self = *to_event(event);
   const Device& owner = self.device();
   return plugin::guarded(owner.report(), "event_synchronize", [&] {
-    if (!self.recorded().load()) return HAL_SUCCESS;
-    const ze_result_t result = owner.api().zeEventHostSynchronize(self.get(), kForever);
+    const std::shared_ptr<EventSet> set = self.current();
+    if (set == nullptr) return HAL_SUCCESS;
+    const ze_result_t result = owner.api().zeEventHostSynchronize(set->get(0), kForever);
     return result == ZE_RESULT_SUCCESS ? HAL_SUCCESS
                                        : owner.fail(HAL_ERROR_DEVICE_LOST, result,
                                                     "event_synchronize: zeEventHostSynchronize");
@@ -426,12 +452,13 @@ hal_result_t event_elapsed_ms(hal_impl_event_t* start, hal_impl_event_t* end, fl
     ze_kernel_timestamp_result_t stamps[2] = {};
     Event* events[2] = {&first, &last};
     for (int i = 0; i < 2; ++i) {
-      if (!events[i]->recorded().load()) {
+      const std::shared_ptr<EventSet> set = events[i]->current();
+      if (set == nullptr) {
         return report.fail(HAL_ERROR_INVALID_STATE, 0,
                            "event_elapsed_ms: the %s event was never recorded",
                            i == 0 ? "start" : "end");
       }
-      const ze_result_t status = ze.zeEventQueryStatus(events[i]->get());
+      const ze_result_t status = ze.zeEventQueryStatus(set->get(0));
       if (status == ZE_RESULT_NOT_READY) {
         return owner.fail(HAL_ERROR_INVALID_STATE, status,
                           i == 0 ? "event_elapsed_ms: the start event is not complete"
@@ -439,7 +466,7 @@ hal_result_t event_elapsed_ms(hal_impl_event_t* start, hal_impl_event_t* end, fl
       }
       if (status != ZE_RESULT_SUCCESS)
         return owner.fail(status, "event_elapsed_ms: zeEventQueryStatus");
-      if (const ze_result_t result = ze.zeEventQueryKernelTimestamp(events[i]->get(), &stamps[i]);
+      if (const ze_result_t result = ze.zeEventQueryKernelTimestamp(set->get(0), &stamps[i]);
           result != ZE_RESULT_SUCCESS) {
         return owner.fail(result, "event_elapsed_ms: zeEventQueryKernelTimestamp");
       }

@@ -42,21 +42,29 @@ class EventSet {
   std::vector<ze_event_handle_t> events_;
 };
 
-class Event : public std::enable_shared_from_this<Event> {
+// A HAL event. Each record signals a fresh L0 event (a spare one whose
+// earlier uses are over, or a new pool): waits enqueued before a re-record
+// keep the point they captured, and no event is reset while a command may
+// still signal or wait on it (Level Zero forbids that).
+class Event {
  public:
-  Event(Device& device, std::shared_ptr<EventSet> set, bool timing)
-      : device_(device), set_(std::move(set)), timing_(timing) {}
+  Event(Device& device, bool timing) : device_(device), timing_(timing) {}
   Device& device() const { return device_; }
-  ze_event_handle_t get() const { return set_->get(0); }
   bool timing() const { return timing_; }
-  // Set by the first event_record: an event never recorded is complete.
-  std::atomic<bool>& recorded() { return recorded_; }
+  // The L0 event of the latest record; null when never recorded (an event
+  // never recorded is complete).
+  std::shared_ptr<EventSet> current() const;
+  // Makes a reset event the current one and returns it, for the caller to
+  // append its signal.
+  std::shared_ptr<EventSet> next(ze_result_t& out_result);
 
  private:
+  static constexpr size_t kSpares = 4;
   Device& device_;
-  std::shared_ptr<EventSet> set_;
   bool timing_;
-  std::atomic<bool> recorded_{false};
+  mutable std::mutex mutex_;  // guards current_ and spares_
+  std::shared_ptr<EventSet> current_;
+  std::vector<std::shared_ptr<EventSet>> spares_;
 };
 
 class Stream {
