@@ -130,14 +130,13 @@ ze_result_t Stream::after_append_locked(ze_result_t result, std::shared_ptr<cons
   return device_.api().zeCommandListAppendBarrier(list_, nullptr, 0, nullptr);
 }
 
-ze_result_t Stream::marker_locked(int& out_marker) {
+ze_result_t Stream::marker_locked(bool may_block, int& out_marker) {
   const LoaderApi& ze = device_.api();
   if (!dirty_) {
     out_marker = pending_.empty() ? -1 : static_cast<int>(pending_.back());
     return ZE_RESULT_SUCCESS;
   }
-  // A free marker: a new one, one observed before, or (all in flight) the
-  // oldest once it signals.
+  // A free marker: a new one, one observed before, or the oldest.
   uint32_t marker = 0;
   if (!free_.empty()) {
     marker = free_.back();
@@ -145,8 +144,11 @@ ze_result_t Stream::marker_locked(int& out_marker) {
   } else if (created_ < kMarkers) {
     marker = created_++;
   } else {
+    // All in flight: the oldest is reused once it signals. A query does not
+    // wait for it: while it is pending the stream is not done.
     marker = pending_.front();
-    if (const ze_result_t waited = ze.zeEventHostSynchronize(markers_->get(marker), kForever);
+    if (const ze_result_t waited =
+            ze.zeEventHostSynchronize(markers_->get(marker), may_block ? kForever : 0);
         waited != ZE_RESULT_SUCCESS) {
       return waited;
     }
@@ -183,7 +185,7 @@ hal_result_t Stream::synchronize(const char* what) {
   std::vector<std::shared_ptr<const void>> done;
   {
     std::lock_guard lock(mutex_);
-    if (const ze_result_t result = marker_locked(marker); result != ZE_RESULT_SUCCESS) {
+    if (const ze_result_t result = marker_locked(true, marker); result != ZE_RESULT_SUCCESS) {
       return device_.fail(HAL_ERROR_DEVICE_LOST, result, what);
     }
     if (marker < 0) return HAL_SUCCESS;
@@ -209,7 +211,8 @@ hal_result_t Stream::synchronize(const char* what) {
 hal_result_t Stream::query() {
   std::lock_guard lock(mutex_);
   int marker = -1;
-  if (const ze_result_t result = marker_locked(marker); result != ZE_RESULT_SUCCESS) {
+  if (const ze_result_t result = marker_locked(false, marker); result != ZE_RESULT_SUCCESS) {
+    if (result == ZE_RESULT_NOT_READY) return HAL_NOT_READY;  // an older marker is pending
     return device_.fail(HAL_ERROR_DEVICE_LOST, result, "stream_query");
   }
   if (marker < 0) return HAL_SUCCESS;

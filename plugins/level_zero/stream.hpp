@@ -102,8 +102,10 @@ class Stream {
   Stream(Device& device, ze_command_list_handle_t list, std::shared_ptr<EventSet> markers)
       : device_(device), list_(list), markers_(std::move(markers)) {}
   // The marker after the newest work (appending one when work came since
-  // the last); -1 when the stream is known idle. Under mutex_.
-  ze_result_t marker_locked(int& out_marker);
+  // the last); -1 when the stream is known idle. With all markers in
+  // flight it waits for the oldest, or (!may_block) answers
+  // ZE_RESULT_NOT_READY while the oldest is pending. Under mutex_.
+  ze_result_t marker_locked(bool may_block, int& out_marker);
   // Every pending marker up to |marker| has signalled. Under mutex_.
   void retire_locked(int marker);
   void run_host_calls();

@@ -285,6 +285,14 @@ TEST_CASE("a stream runs its commands in order, each after a barrier") {
   CHECK(fake.live("barriers") == barriers + 4);
   CHECK(hal_stream_query(session.stream()) == HAL_NOT_READY);
   CHECK(hal_stream_query(session.stream()) == HAL_NOT_READY);  // no new work: the same marker
+  // More queries over new work than the stream has markers: with all of
+  // them pending a query answers NOT_READY at once (it never blocks).
+  for (int i = 0; i < 24; ++i) {
+    REQUIRE(hal_memset_async(scratch, 3, 64, session.stream()) == HAL_SUCCESS);
+    CHECK(hal_stream_query(session.stream()) == HAL_NOT_READY);
+  }
+  REQUIRE(hal_memset_async(scratch, 2, size, session.stream()) == HAL_SUCCESS);
+  REQUIRE(hal_memcpy_async(second.data(), scratch, size, session.stream()) == HAL_SUCCESS);
   fake.set_paused(0);
   REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
   CHECK(hal_stream_query(session.stream()) == HAL_SUCCESS);
