@@ -72,6 +72,7 @@ bool discover(const Options& options, std::vector<PlannedDevice>& out, std::stri
     return false;
   }
   std::map<std::string, PluginIdentity> plugins;
+  std::string without_devices;  // the loaded plugins with 0 devices, and why
   uint32_t report_count = 0;
   hal_plugin_report_count(&report_count);
   for (uint32_t i = 0; i < report_count; ++i) {
@@ -79,6 +80,12 @@ bool discover(const Options& options, std::vector<PlannedDevice>& out, std::stri
     report.struct_size = sizeof(report);
     if (hal_plugin_report_get(i, &report) != HAL_SUCCESS || report.outcome != HAL_PLUGIN_LOADED) {
       continue;
+    }
+    if (report.device_count == 0) {
+      without_devices += strf("; plugin %s loaded with 0 devices", report.name);
+      if (report.reason != nullptr && report.reason[0] != '\0') {
+        without_devices += strf(" (%s)", report.reason);
+      }
     }
     plugins[report.name] = PluginIdentity{report.name,     report.version, report.vendor,
                                           report.build_id, report.path,    report.abi_version};
@@ -115,7 +122,7 @@ bool discover(const Options& options, std::vector<PlannedDevice>& out, std::stri
   hal_shutdown();
   if (out.empty()) {
     out_error = options.device ? strf("there is no device %u (%u found)", *options.device, count)
-                               : std::string("no device was discovered: nothing to certify");
+                               : "no device was discovered: nothing to certify" + without_devices;
     return false;
   }
   return true;
