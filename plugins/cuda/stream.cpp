@@ -57,12 +57,15 @@ hal_result_t stream_create(hal_impl_device_t* device, hal_stream_flags_t /*flags
       owner, "stream_create: cuStreamCreate",
       [&](const DriverApi& cu) { return cu.cuStreamCreate(&created, CU_STREAM_NON_BLOCKING); });
   if (result != HAL_SUCCESS) return result;
-  return plugin::guarded(owner.report(), "stream_create", [&] {
+  const hal_result_t added = plugin::guarded(owner.report(), "stream_create", [&] {
     auto owned = std::make_unique<Stream>(owner, created);
-    created = nullptr;
+    created = nullptr;  // owned now
     *out_stream = reinterpret_cast<hal_impl_stream_t*>(owner.add_stream(std::move(owned)));
     return HAL_SUCCESS;
   });
+  // Out of host memory before the Stream owned it: give the stream back.
+  if (created != nullptr && owner.bind() == CUDA_SUCCESS) owner.api().cuStreamDestroy(created);
+  return added;
 }
 
 hal_result_t stream_destroy(hal_impl_stream_t* stream) {
@@ -129,11 +132,14 @@ hal_result_t event_create(hal_impl_device_t* device, hal_event_flags_t flags,
         return cu.cuEventCreate(&created, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING);
       });
   if (result != HAL_SUCCESS) return result;
-  return plugin::guarded(owner.report(), "event_create", [&] {
+  const hal_result_t added = plugin::guarded(owner.report(), "event_create", [&] {
     auto owned = std::make_unique<Event>(owner, created, timing);
+    created = nullptr;  // owned now
     *out_event = reinterpret_cast<hal_impl_event_t*>(owner.add_event(std::move(owned)));
     return HAL_SUCCESS;
   });
+  if (created != nullptr && owner.bind() == CUDA_SUCCESS) owner.api().cuEventDestroy(created);
+  return added;
 }
 
 hal_result_t event_destroy(hal_impl_event_t* event) {
