@@ -63,7 +63,8 @@ int list_tests(const Options& options) {
 // hal_init over the selection, the plugins' identities and every selected
 // device's properties; then hal_shutdown, so no plugin thread lives in the
 // parent while it spawns workers.
-bool discover(const Options& options, std::vector<PlannedDevice>& out, std::string& out_error) {
+bool discover(const Options& options, std::vector<PlannedDevice>& out,
+              std::vector<PluginWithoutDevices>& out_without_devices, std::string& out_error) {
   hal_init_options_t init = HAL_INIT_OPTIONS_INIT;
   if (!options.plugin.empty()) init.plugins = options.plugin.c_str();
   if (hal_result_t result = hal_init(&init); result != HAL_SUCCESS) {
@@ -72,7 +73,7 @@ bool discover(const Options& options, std::vector<PlannedDevice>& out, std::stri
     return false;
   }
   std::map<std::string, PluginIdentity> plugins;
-  std::string without_devices;  // the loaded plugins with 0 devices, and why
+  std::string without_devices;  // the loaded plugins with 0 devices, and why, for the error
   uint32_t report_count = 0;
   hal_plugin_report_count(&report_count);
   for (uint32_t i = 0; i < report_count; ++i) {
@@ -82,10 +83,11 @@ bool discover(const Options& options, std::vector<PlannedDevice>& out, std::stri
       continue;
     }
     if (report.device_count == 0) {
+      const std::string reason = report.reason != nullptr ? report.reason : "";
       without_devices += strf("; plugin %s loaded with 0 devices", report.name);
-      if (report.reason != nullptr && report.reason[0] != '\0') {
-        without_devices += strf(" (%s)", report.reason);
-      }
+      if (!reason.empty()) without_devices += " (" + reason + ")";
+      out_without_devices.push_back(
+          {report.name, report.path != nullptr ? report.path : "", reason});
     }
     plugins[report.name] = PluginIdentity{report.name,     report.version, report.vendor,
                                           report.build_id, report.path,    report.abi_version};
@@ -206,9 +208,14 @@ int run_main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) run.command += (i ? " " : "") + std::string(argv[i]);
 
   std::vector<PlannedDevice> planned;
-  if (!discover(options, planned, error)) {
+  if (!discover(options, planned, run.plugins_without_devices, error)) {
     std::fprintf(stderr, "halconform: %s\n", error.c_str());
     return 1;
+  }
+  // Present but not certified: said here and kept in the record.
+  for (const PluginWithoutDevices& plugin : run.plugins_without_devices) {
+    std::printf("halconform: plugin %s loaded with 0 devices: %s\n", plugin.name.c_str(),
+                plugin.reason.empty() ? "(no reason given)" : plugin.reason.c_str());
   }
   for (PlannedDevice& device : planned) {
     if (!certify(options, device, error)) {

@@ -139,6 +139,13 @@ std::string certification_json(const RunRecord& run) {
   json.key("devices").begin_array();
   for (const DeviceCertification& device : run.devices) write_device(json, device);
   json.end_array();
+  json.key("plugins_without_devices").begin_array();
+  for (const PluginWithoutDevices& plugin : run.plugins_without_devices) {
+    json.begin_object();
+    json.field("name", plugin.name).field("path", plugin.path).field("reason", plugin.reason);
+    json.end_object();
+  }
+  json.end_array();
   json.end_object();
   return json.text() + "\n";
 }

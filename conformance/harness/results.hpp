@@ -53,6 +53,14 @@ struct DeviceCertification {
   bool profile_passed(const std::string& profile) const;
 };
 
+// A plugin that loaded but serves no device here, and its load report's
+// reason ("cuda: libcuda.so.1 not found: ...; 0 devices").
+struct PluginWithoutDevices {
+  std::string name;
+  std::string path;
+  std::string reason;
+};
+
 struct RunRecord {
   std::string suite_version;
   std::string hal_version;
@@ -61,6 +69,7 @@ struct RunRecord {
   std::string started_utc;
   double duration_s = 0;
   std::vector<DeviceCertification> devices;
+  std::vector<PluginWithoutDevices> plugins_without_devices;
 
   bool passed() const;
 };

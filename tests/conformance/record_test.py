@@ -63,6 +63,23 @@ def run_once(args, work, passthrough):
     return completed, record, problems
 
 
+def check_present(record, present):
+    """Every plugin in |present| has devices in the record or is listed
+    without devices, with the load report's reason (which says "0 devices")."""
+    problems = []
+    with_devices = {d["plugin"]["name"] for d in record["devices"]}
+    without = {p["name"]: p for p in record.get("plugins_without_devices", [])}
+    for name in filter(None, present.split(",")):
+        if name in with_devices:
+            continue
+        if name not in without:
+            problems.append(f"plugin {name} is neither certified nor listed without devices")
+        elif not without[name]["reason"].endswith("0 devices"):
+            problems.append(f"plugin {name} is listed without devices but its reason "
+                            f"{without[name]['reason']!r} does not say so")
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--halconform", required=True)
@@ -70,6 +87,9 @@ def main():
     parser.add_argument("--work", required=True)
     parser.add_argument("--devices", type=int)
     parser.add_argument("--plugins")
+    parser.add_argument("--present", default="",
+                        help="plugins built here that must each be in the record: certified "
+                             "devices, or listed with 0 devices and their reason")
     parser.add_argument("passthrough", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     passthrough = [a for a in args.passthrough if a != "--"]
@@ -91,6 +111,7 @@ def main():
         except jsonschema.ValidationError as error:
             problems.append(f"{run} run: not valid against the schema: {error.message}")
         problems += [f"{run} run: {p}" for p in validate_report.check(record, args)]
+        problems += [f"{run} run: {p}" for p in check_present(record, args.present)]
         records.append(record)
     if len(records) == 2:
         first, second = (json.dumps(stable(r), indent=1, sort_keys=True).splitlines()
