@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,10 @@ const StoreSecret kSecret = [] {
   return s;
 }();
 
+// libFuzzer's timeout alarm (SIGALRM, installed without SA_RESTART) may
+// interrupt any of the harness's socket calls: each retries on EINTR, so an
+// interrupted call is never mistaken for the store's answer.
+
 int connect_to(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   timeval timeout{5, 0};
@@ -41,8 +46,25 @@ int connect_to(uint16_t port) {
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    std::perror("connect to the store");
-    std::abort();
+    // Interrupted: the connection goes on in the background; wait for it.
+    int error = errno;
+    if (error == EINTR) {
+      pollfd writable{fd, POLLOUT, 0};
+      int ready;
+      do {
+        ready = ::poll(&writable, 1, 5000);
+      } while (ready < 0 && errno == EINTR);
+      socklen_t length = sizeof(error);
+      if (ready == 1)
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+      else
+        error = ready == 0 ? ETIMEDOUT : errno;
+    }
+    if (error != 0) {
+      errno = error;
+      std::perror("connect to the store");
+      std::abort();
+    }
   }
   return fd;
 }
@@ -51,6 +73,7 @@ bool read_exact(int fd, void* data, size_t bytes) {
   auto* p = static_cast<uint8_t*>(data);
   while (bytes > 0) {
     const ssize_t got = ::recv(fd, p, bytes, 0);
+    if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return false;
     p += got;
     bytes -= static_cast<size_t>(got);
@@ -62,6 +85,7 @@ void write_all(int fd, const void* data, size_t bytes) {
   const auto* p = static_cast<const uint8_t*>(data);
   while (bytes > 0) {
     const ssize_t sent = ::send(fd, p, bytes, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
     if (sent <= 0) return;  // dropped by the store: a fine outcome
     p += sent;
     bytes -= static_cast<size_t>(sent);
@@ -71,7 +95,10 @@ void write_all(int fd, const void* data, size_t bytes) {
 // Reads until the other end closes: the store has then seen every byte.
 void drain(int fd) {
   uint8_t buffer[4096];
-  while (::recv(fd, buffer, sizeof(buffer), 0) > 0) {
+  for (;;) {
+    const ssize_t got = ::recv(fd, buffer, sizeof(buffer), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return;
   }
 }
 
@@ -119,7 +146,10 @@ void fuzz_client(const uint8_t* data, size_t size) {
   socklen_t length = sizeof(addr);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &length);
   std::thread fake_store([&] {
-    const int peer = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    int peer;
+    do {
+      peer = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    } while (peer < 0 && errno == EINTR);
     if (peer < 0) return;
     Nonce server_nonce{};
     write_all(peer, kChallengeMagic, sizeof(kChallengeMagic));
