@@ -8,11 +8,11 @@
  *
  * hal_op_plan_create walks the device's ordered implementation list: the
  * plugin's own (tuned) implementation, then the portable one written in the
- * kernel dialect (devices with HAL_MODULE_FORMAT_HAL_DIALECT), then the host
- * reference (devices with HAL_DEVICE_CAP_UNIFIED_ADDRESSING). The first that
- * accepts the descriptor serves the plan; every one that declined says why
- * (hal_op_plan_get_info). SPEC.md §17 specifies every op, its tolerances and
- * its errors. */
+ * kernel dialect (devices with HAL_MODULE_FORMAT_HAL_DIALECT and
+ * HAL_DEVICE_CAP_KERNELS). The first that accepts the descriptor serves the
+ * plan; every one that declined says why (hal_op_plan_get_info). There is no
+ * host-side fallback: a device with neither gets HAL_ERROR_UNSUPPORTED.
+ * SPEC.md §17 specifies every op, its tolerances and its errors. */
 #ifndef HAL_OPS_H_
 #define HAL_OPS_H_
 
@@ -124,7 +124,7 @@ typedef struct hal_op_plan_info {
   uint32_t scalar_count;  /* run-time scalars hal_op_execute takes */
   hal_op_plan_flags_t flags;
   size_t workspace_bytes; /* the caller's workspace each execution needs */
-  /* "cpu.onednn", "portable", "reference" ... NUL-terminated. */
+  /* "cpu.onednn", "cpu.native", "portable" ... NUL-terminated. */
   char implementation[HAL_OP_IMPLEMENTATION_NAME_BYTES];
   /* One line per implementation tried before it: "name: reason\n";
    * NUL-terminated, cut at a line end when longer. */
