@@ -185,8 +185,10 @@ TEST_CASE("cpu.native unary and its backward match the portable implementation",
   compare_with_portable(session, &desc.header, {n, n, n}, {{2, n, 4}}, 12);
 }
 
-TEST_CASE("cpu.native GELU and SiLU at the edges of the float range match the portable ones",
-          "[cpu][api][ops][native]") {
+TEST_CASE(
+    "cpu.native GELU and SiLU and their backward at the edges of the float range match the "
+    "portable ones",
+    "[cpu][api][ops][native]") {
   Session session;
   const hal_activation_t activation = GENERATE(HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_SILU);
   const float alpha = GENERATE(1.0f, -2.5f);
@@ -238,6 +240,39 @@ TEST_CASE("cpu.native GELU and SiLU at the edges of the float range match the po
   }
   REQUIRE(checked > count / 2);
   check_close(got.data(), expected.data(), checked, 1);
+  hal_op_plan_destroy(native_plan);
+  hal_op_plan_destroy(portable_plan);
+
+  // The backward at the same values, grad_out 1 and -0.75.
+  desc.header.kind = HAL_OP_UNARY_BACKWARD;
+  desc.grad_x = desc.x;
+  float* grad_out = session.floats(count);
+  for (size_t i = 0; i < count; ++i) grad_out[i] = i % 2 ? 1.0f : -0.75f;
+  native_plan = plan_of(session, &desc.header, false);
+  portable_plan = plan_of(session, &desc.header, true);
+  CHECK(implementation_of(native_plan) == "cpu.native");
+  execute(session, native_plan, {x, grad_out, native});
+  execute(session, portable_plan, {x, grad_out, portable});
+  check_close(native, portable, count, 4);
+  // Against the float64 derivative at every finite value (float64 holds v^3
+  // for every float), NaN at the infinities (SPEC §17.6's edges).
+  checked = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double v = alpha * x[i];  // a float product, which overflows as the op's does
+    if (std::isnan(v)) continue;
+    double slope = std::numeric_limits<double>::quiet_NaN();
+    if (std::isfinite(v)) {
+      const bool silu = activation == HAL_ACTIVATION_SILU;
+      const double z = silu ? v : 2.0 * std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+      const double dz = silu ? 1.0 : 2.0 * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * v * v);
+      const double s = 1.0 / (1.0 + std::exp(-z));
+      slope = s + v * s * (1.0 - s) * dz;
+    }
+    expected[checked] = static_cast<float>(double{grad_out[i]} * alpha * slope);
+    got[checked++] = native[i];
+  }
+  REQUIRE(checked > count / 2);
+  check_close(got.data(), expected.data(), checked, 4);
   hal_op_plan_destroy(native_plan);
   hal_op_plan_destroy(portable_plan);
 }

@@ -72,19 +72,33 @@ inline float activate(hal_activation_t activation, float x) {
   }
 }
 
+// sigmoid(z), 0 past e^88 as expf's +inf makes it: exp_clamped stops at e^88,
+// where 1 / (1 + e^88) would be 6e-39, and x * 6e-39 is -2 for x = -FLT_MAX.
+inline float sigmoid(float z) {
+  return -z > 88.0f ? 0.0f : 1.0f / (1.0f + exp_clamped(-z));
+}
+
+// v * sigmoid'(z) * dz, the second term of d/dv v sigmoid(z(v)). Where
+// sigmoid'(z) = s (1 - s) is 0 the term is v * 0: 0 for finite v even where dz
+// overflows (GELU's v^2 past 1e19), NaN for infinite v, as SPEC §17.6 says.
+inline float sigmoid_slope_term(float v, float s, float dz) {
+  const float slope = s * (1.0f - s);
+  return slope == 0.0f ? v * 0.0f : v * slope * dz;
+}
+
 inline float derivative(hal_activation_t activation, float x) {
   switch (activation) {
     case HAL_ACTIVATION_RELU:
       return x > 0.0f ? 1.0f : 0.0f;
     case HAL_ACTIVATION_GELU_TANH: {
       const float u = kGeluScale * (x + kGeluCubic * x * x * x);
-      const float s = 1.0f / (1.0f + exp_clamped(-2.0f * u));
+      const float s = sigmoid(2.0f * u);
       const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-      return s + 2.0f * x * s * (1.0f - s) * du;
+      return s + sigmoid_slope_term(x, s, 2.0f * du);
     }
     case HAL_ACTIVATION_SILU: {
-      const float s = 1.0f / (1.0f + exp_clamped(-x));
-      return s + x * s * (1.0f - s);
+      const float s = sigmoid(x);
+      return s + sigmoid_slope_term(x, s, 1.0f);
     }
     default:
       return 1.0f;
