@@ -161,6 +161,7 @@ std::unique_ptr<Driver> Driver::open(std::string& why) {
   resolve_optional(#name, reinterpret_cast<void**>(&api.name));
   HAL_CUDA_OPTIONAL_FUNCTIONS(HAL_CUDA_RESOLVE_OPTIONAL)
 #undef HAL_CUDA_RESOLVE_OPTIONAL
+  driver->initialized_ = true;  // even a failed cuInit may have started the driver's threads
   if (const CUresult result = api.cuInit(0); result != CUDA_SUCCESS) {
     why = "cuInit failed: " + cu_error_text(&api, result);
     return nullptr;
@@ -170,9 +171,16 @@ std::unique_ptr<Driver> Driver::open(std::string& why) {
 }
 
 Driver::~Driver() {
+  if (library_ == nullptr) return;
+  if (!initialized_) {
+    // Refused before cuInit (not a CUDA 12+ driver, a symbol missing): nothing
+    // of it runs, so the unusable library is not left mapped in the process.
+    dlclose(library_);
+    return;
+  }
   // The driver is not built to be unloaded while its threads live (and a
   // second cuInit after dlclose is undefined): keep it for the process.
-  if (library_ != nullptr) dlopen(path_.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  dlopen(path_.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 }  // namespace hal::cuda

@@ -57,6 +57,7 @@ class Driver {
  private:
   Driver() = default;
   void* library_ = nullptr;
+  bool initialized_ = false;  // cuInit ran: the library stays loaded from then on
   std::string path_;
   int version_ = 0;
   DriverApi api_;

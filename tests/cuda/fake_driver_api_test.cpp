@@ -440,3 +440,25 @@ TEST_CASE("a failing cuInit leaves the plugin loaded with 0 devices and the CUre
   CHECK(std::string(report.reason) == "cuda: cuInit failed: CUDA_ERROR_NO_DEVICE (100); 0 devices");
   hal_shutdown();
 }
+
+#ifdef HAL_TEST_CUDA_STUB
+TEST_CASE("a driver refused before cuInit is not left loaded in the process") {
+  // The toolkit's stub libcuda answers every cuGetProcAddress with
+  // CUDA_ERROR_STUB_LIBRARY: the plugin refuses it before cuInit runs.
+  REQUIRE(dlopen(HAL_TEST_CUDA_STUB, RTLD_NOW | RTLD_NOLOAD) == nullptr);
+  setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_CUDA_STUB, 1);
+  REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+  setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_FAKE_CUDA, 1);
+  uint32_t count = 99;
+  CHECK(hal_device_count(&count) == HAL_SUCCESS);
+  CHECK(count == 0);
+  hal_plugin_report_t report{};
+  report.struct_size = sizeof(report);
+  REQUIRE(hal_plugin_report_get(0, &report) == HAL_SUCCESS);
+  CHECK(std::string(report.reason).find("CUDA_ERROR_STUB_LIBRARY") != std::string::npos);
+  void* still_loaded = dlopen(HAL_TEST_CUDA_STUB, RTLD_NOW | RTLD_NOLOAD);
+  CHECK(still_loaded == nullptr);
+  if (still_loaded != nullptr) dlclose(still_loaded);
+  hal_shutdown();
+}
+#endif
