@@ -1,6 +1,5 @@
 #include "driver.hpp"
 
-#include <dlfcn.h>
 
 #include "hal_util/env.hpp"
 
@@ -115,15 +114,9 @@ std::unique_ptr<Driver> Driver::open(std::string& why) {
   const char* configured = hal::util::env_nonempty("HAL_CUDA_DRIVER_PATH");
   const std::string path = configured != nullptr ? configured : kDefaultDriver;
   std::unique_ptr<Driver> driver(new Driver());
-  driver->path_ = path;
-  driver->library_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (driver->library_ == nullptr) {
-    const char* error = dlerror();
-    why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
-    return nullptr;
-  }
+  if (!driver->library_.open(path, why)) return nullptr;
   using GetProcAddress = decltype(&::cuGetProcAddress);
-  auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(driver->library_, "cuGetProcAddress_v2"));
+  auto get_proc = reinterpret_cast<GetProcAddress>(driver->library_.symbol("cuGetProcAddress_v2"));
   if (get_proc == nullptr) {
     why = path + " has no cuGetProcAddress_v2: the driver predates CUDA 12";
     return nullptr;
@@ -161,26 +154,13 @@ std::unique_ptr<Driver> Driver::open(std::string& why) {
   resolve_optional(#name, reinterpret_cast<void**>(&api.name));
   HAL_CUDA_OPTIONAL_FUNCTIONS(HAL_CUDA_RESOLVE_OPTIONAL)
 #undef HAL_CUDA_RESOLVE_OPTIONAL
-  driver->initialized_ = true;  // even a failed cuInit may have started the driver's threads
+  driver->library_.pin();  // even a failed cuInit may have started the driver's threads
   if (const CUresult result = api.cuInit(0); result != CUDA_SUCCESS) {
     why = "cuInit failed: " + cu_error_text(&api, result);
     return nullptr;
   }
   api.cuDriverGetVersion(&driver->version_);
   return driver;
-}
-
-Driver::~Driver() {
-  if (library_ == nullptr) return;
-  if (!initialized_) {
-    // Refused before cuInit (not a CUDA 12+ driver, a symbol missing): nothing
-    // of it runs, so the unusable library is not left mapped in the process.
-    dlclose(library_);
-    return;
-  }
-  // The driver is not built to be unloaded while its threads live (and a
-  // second cuInit after dlclose is undefined): keep it for the process.
-  dlopen(path_.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 }  // namespace hal::cuda

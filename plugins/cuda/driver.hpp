@@ -11,6 +11,7 @@
 #include <string>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/vendor_library.hpp"
 
 namespace hal::cuda {
 
@@ -46,19 +47,16 @@ class Driver {
   // Opens |path| (HAL_CUDA_DRIVER_PATH when set, else "libcuda.so.1") and
   // calls cuInit(0). Returns null and sets |why| when the driver is unusable.
   static std::unique_ptr<Driver> open(std::string& why);
-  ~Driver();
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
 
   const DriverApi& api() const { return api_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return library_.path(); }
   int version() const { return version_; }  // cuDriverGetVersion, e.g. 13000
 
  private:
   Driver() = default;
-  void* library_ = nullptr;
-  bool initialized_ = false;  // cuInit ran: the library stays loaded from then on
-  std::string path_;
+  hal::plugin::VendorLibrary library_;
   int version_ = 0;
   DriverApi api_;
 };

@@ -1,6 +1,5 @@
 #include "runtime.hpp"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include "hal_util/env.hpp"
@@ -149,18 +148,12 @@ std::unique_ptr<Runtime> Runtime::open(std::string& why) {
   const char* configured = hal::util::env_nonempty("HAL_HIP_RUNTIME_PATH");
   const std::string path = configured != nullptr ? configured : kDefaultRuntime;
   std::unique_ptr<Runtime> runtime(new Runtime());
-  runtime->path_ = path;
-  runtime->library_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (runtime->library_ == nullptr) {
-    const char* error = dlerror();
-    why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
-    return nullptr;
-  }
+  if (!runtime->library_.open(path, why)) return nullptr;
   RuntimeApi& api = runtime->api_;
   bool missing = false;
   auto resolve = [&](const char* symbol, void** slot) {
     if (missing) return;
-    *slot = dlsym(runtime->library_, symbol);
+    *slot = runtime->library_.symbol(symbol);
     if (*slot == nullptr) {
       missing = true;
       why = path + " has no " + symbol + ": not a HIP 5 runtime";
@@ -172,18 +165,13 @@ std::unique_ptr<Runtime> Runtime::open(std::string& why) {
 #undef HAL_HIP_RESOLVE
   if (missing) return nullptr;
   api.hipLaunchHostFunc = reinterpret_cast<decltype(api.hipLaunchHostFunc)>(
-      dlsym(runtime->library_, "hipLaunchHostFunc"));
+      runtime->library_.symbol("hipLaunchHostFunc"));
   // No hipInit: HIP initialises on first use, and HIP 5.2's hipInit answers
   // hipErrorInvalidDevice (101) where there is no GPU, which would hide the
   // precise hipGetDeviceCount answer (hipErrorNoDevice) behind a wrong one.
+  runtime->library_.pin();  // the first HIP call starts the HSA runtime
   if (api.hipDriverGetVersion(&runtime->version_) != hipSuccess) runtime->version_ = 0;
   return runtime;
-}
-
-Runtime::~Runtime() {
-  // The HSA runtime is not built to be unloaded while its threads live, and
-  // reloading it in one process is unsupported: keep it for the process.
-  if (library_ != nullptr) dlopen(path_.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 }  // namespace hal::hip

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/vendor_library.hpp"
 
 namespace hal::hip {
 
@@ -56,19 +57,17 @@ class Runtime {
   // the kernel driver is absent that can only end in hipErrorNoDevice, so
   // it is skipped. Returns null and sets |why| when the runtime is unusable.
   static std::unique_ptr<Runtime> open(std::string& why);
-  ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
   const RuntimeApi& api() const { return api_; }
-  const std::string& path() const { return path_; }
-  void* library() const { return library_; }
+  const std::string& path() const { return library_.path(); }
+  void* library() const { return library_.handle(); }
   int version() const { return version_; }  // hipDriverGetVersion, e.g. 50221153
 
  private:
   Runtime() = default;
-  void* library_ = nullptr;
-  std::string path_;
+  hal::plugin::VendorLibrary library_;
   int version_ = 0;
   RuntimeApi api_;
 };

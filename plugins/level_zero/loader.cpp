@@ -1,6 +1,5 @@
 #include "loader.hpp"
 
-#include <dlfcn.h>
 
 #include <cstdio>
 
@@ -159,21 +158,12 @@ std::unique_ptr<Loader> Loader::open(std::string& why) {
   const char* configured = hal::util::env_nonempty("HAL_LEVEL_ZERO_LOADER_PATH");
   const std::string path = configured != nullptr ? configured : kDefaultLoader;
   std::unique_ptr<Loader> loader(new Loader());
-  loader->path_ = path;
-  // RTLD_NODELETE: the loader keeps its drivers and their threads for the
-  // process, and a second zeInit after dlclose is undefined; the plugin
-  // itself may be unloaded and loaded again (hal_shutdown, hal_init).
-  loader->library_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (loader->library_ == nullptr) {
-    const char* error = dlerror();
-    why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
-    return nullptr;
-  }
+  if (!loader->library_.open(path, why)) return nullptr;
   LoaderApi& api = loader->api_;
   bool missing = false;
   auto resolve = [&](const char* symbol, void** slot) {
     if (missing) return;
-    *slot = dlsym(loader->library_, symbol);
+    *slot = loader->library_.symbol(symbol);
     if (*slot == nullptr) {
       missing = true;
       why = path + " has no " + symbol + ": not a Level Zero 1.4+ loader";
@@ -183,17 +173,15 @@ std::unique_ptr<Loader> Loader::open(std::string& why) {
   HAL_ZE_FUNCTIONS(HAL_ZE_RESOLVE)
 #undef HAL_ZE_RESOLVE
   if (missing) return nullptr;
+  // The loader keeps its drivers and their threads for the process, and a
+  // second zeInit after dlclose is undefined.
+  loader->library_.pin();
   // GPU only: the plugin's devices are GPUs (a VPU driver has no kernels).
   if (const ze_result_t result = api.zeInit(ZE_INIT_FLAG_GPU_ONLY); result != ZE_RESULT_SUCCESS) {
     why = "zeInit failed: " + ze_error_text(result);
     return nullptr;
   }
   return loader;
-}
-
-Loader::~Loader() {
-  // Drops the plugin's reference; RTLD_NODELETE keeps the library mapped.
-  if (library_ != nullptr) dlclose(library_);
 }
 
 }  // namespace hal::level_zero

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/vendor_library.hpp"
 
 namespace hal::level_zero {
 
@@ -47,17 +48,15 @@ class Loader {
   // calls zeInit(ZE_INIT_FLAG_GPU_ONLY). Returns null and sets |why| when the
   // loader is unusable.
   static std::unique_ptr<Loader> open(std::string& why);
-  ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
   const LoaderApi& api() const { return api_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return library_.path(); }
 
  private:
   Loader() = default;
-  void* library_ = nullptr;
-  std::string path_;
+  hal::plugin::VendorLibrary library_;
   LoaderApi api_;
 };
 

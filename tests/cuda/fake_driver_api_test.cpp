@@ -462,3 +462,21 @@ TEST_CASE("a driver refused before cuInit is not left loaded in the process") {
   hal_shutdown();
 }
 #endif
+
+TEST_CASE("a library without cuGetProcAddress_v2 is not left loaded in the process") {
+  REQUIRE(dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD) == nullptr);
+  setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_NOT_A_RUNTIME, 1);
+  REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+  setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_FAKE_CUDA, 1);
+  uint32_t count = 99;
+  CHECK(hal_device_count(&count) == HAL_SUCCESS);
+  CHECK(count == 0);
+  hal_plugin_report_t report{};
+  report.struct_size = sizeof(report);
+  REQUIRE(hal_plugin_report_get(0, &report) == HAL_SUCCESS);
+  CHECK(std::string(report.reason).find("has no cuGetProcAddress_v2") != std::string::npos);
+  void* still_loaded = dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD);
+  CHECK(still_loaded == nullptr);
+  if (still_loaded != nullptr) dlclose(still_loaded);
+  hal_shutdown();
+}

@@ -515,3 +515,21 @@ TEST_CASE("no kernel driver node: the runtime is not loaded at all") {
         "hip: no /nonexistent/kfd: the amdgpu kernel driver is not loaded; 0 devices");
   hal_shutdown();
 }
+
+TEST_CASE("a library refused as the HIP runtime is not left loaded in the process") {
+  REQUIRE(dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD) == nullptr);
+  setenv("HAL_HIP_RUNTIME_PATH", HAL_TEST_NOT_A_RUNTIME, 1);
+  REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+  setenv("HAL_HIP_RUNTIME_PATH", fake_path(), 1);
+  uint32_t count = 99;
+  CHECK(hal_device_count(&count) == HAL_SUCCESS);
+  CHECK(count == 0);
+  hal_plugin_report_t report{};
+  report.struct_size = sizeof(report);
+  REQUIRE(hal_plugin_report_get(0, &report) == HAL_SUCCESS);
+  CHECK(std::string(report.reason).find("not a HIP 5 runtime") != std::string::npos);
+  void* still_loaded = dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD);
+  CHECK(still_loaded == nullptr);
+  if (still_loaded != nullptr) dlclose(still_loaded);
+  hal_shutdown();
+}

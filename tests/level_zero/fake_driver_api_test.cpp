@@ -608,3 +608,21 @@ TEST_CASE("shutdown gives every driver object back, even those the application l
   CHECK(fake.live("build_logs") == 0);
   CHECK(fake.live("contexts") == 0);
 }
+
+TEST_CASE("a library refused as the Level Zero loader is not left loaded in the process") {
+  REQUIRE(dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD) == nullptr);
+  setenv("HAL_LEVEL_ZERO_LOADER_PATH", HAL_TEST_NOT_A_RUNTIME, 1);
+  REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+  unsetenv("HAL_LEVEL_ZERO_LOADER_PATH");
+  uint32_t count = 99;
+  CHECK(hal_device_count(&count) == HAL_SUCCESS);
+  CHECK(count == 0);
+  hal_plugin_report_t report{};
+  report.struct_size = sizeof(report);
+  REQUIRE(hal_plugin_report_get(0, &report) == HAL_SUCCESS);
+  CHECK(std::string(report.reason).find("not a Level Zero 1.4+ loader") != std::string::npos);
+  void* still_loaded = dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD);
+  CHECK(still_loaded == nullptr);
+  if (still_loaded != nullptr) dlclose(still_loaded);
+  hal_shutdown();
+}
