@@ -41,6 +41,9 @@ void Plugin::discover() {
   if (!nccl_) {
     report_.log(HAL_LOG_INFO, "cuda: %s; the loader's host-staged collectives serve",
                 nccl_why.c_str());
+  } else {
+    report_.log(HAL_LOG_INFO, "cuda: collectives on NCCL %d from %s", nccl_->version(),
+                nccl_->path().c_str());
   }
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     CUdevice handle = 0;

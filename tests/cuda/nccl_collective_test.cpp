@@ -77,7 +77,8 @@ struct FakeNccl {
 // hal_init over the stand-ins, both devices, a stream on each.
 class Session {
  public:
-  explicit Session(const char* nccl_path = HAL_TEST_FAKE_NCCL) : nccl_path_("HAL_CUDA_NCCL_PATH", nccl_path) {
+  explicit Session(const char* nccl_path = HAL_TEST_FAKE_NCCL)
+      : nccl_path_("HAL_CUDA_NCCL_PATH", nccl_path) {
     REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
     uint32_t count = 0;
     REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
@@ -146,8 +147,8 @@ class Buffer {
 double decode_half(uint16_t h) {
   const int exponent = (h >> 10) & 0x1f;
   const int mantissa = h & 0x3ff;
-  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -24)
-                                         : std::ldexp(1024 + mantissa, exponent - 25);
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
   return (h & 0x8000) != 0 ? -magnitude : magnitude;
 }
 
@@ -158,7 +159,8 @@ uint16_t encode_half(double value) {
     std::map<double, uint16_t> made;
     for (uint32_t bits = 0; bits < 0x7c00u; ++bits) {
       made.emplace(decode_half(static_cast<uint16_t>(bits)), static_cast<uint16_t>(bits));
-      made.emplace(-decode_half(static_cast<uint16_t>(bits)), static_cast<uint16_t>(bits | 0x8000u));
+      made.emplace(-decode_half(static_cast<uint16_t>(bits)),
+                   static_cast<uint16_t>(bits | 0x8000u));
     }
     made[0.0] = 0;
     return made;
@@ -294,13 +296,15 @@ std::vector<std::vector<double>> inputs(hal_dtype_t dtype, size_t count, uint32_
 
 std::vector<uint8_t> encode(hal_dtype_t dtype, const std::vector<double>& values) {
   std::vector<uint8_t> bytes(values.size() * HAL_DTYPE_SIZE(dtype));
-  for (size_t i = 0; i < values.size(); ++i) put(dtype, &bytes[i * HAL_DTYPE_SIZE(dtype)], values[i]);
+  for (size_t i = 0; i < values.size(); ++i)
+    put(dtype, &bytes[i * HAL_DTYPE_SIZE(dtype)], values[i]);
   return bytes;
 }
 
 std::vector<double> decode(hal_dtype_t dtype, const std::vector<uint8_t>& bytes) {
   std::vector<double> values(bytes.size() / HAL_DTYPE_SIZE(dtype));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = get_value(dtype, &bytes[i * HAL_DTYPE_SIZE(dtype)]);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = get_value(dtype, &bytes[i * HAL_DTYPE_SIZE(dtype)]);
   return values;
 }
 
@@ -317,8 +321,8 @@ struct Comms {
 
 constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16, HAL_DTYPE_F64,
                                    HAL_DTYPE_I32, HAL_DTYPE_I64, HAL_DTYPE_I8,   HAL_DTYPE_U8};
-constexpr hal_reduce_op_t kOps[] = {HAL_REDUCE_SUM, HAL_REDUCE_PROD, HAL_REDUCE_MIN,
-                                    HAL_REDUCE_MAX, HAL_REDUCE_AVG};
+constexpr hal_reduce_op_t kOps[] = {HAL_REDUCE_SUM, HAL_REDUCE_PROD, HAL_REDUCE_MIN, HAL_REDUCE_MAX,
+                                    HAL_REDUCE_AVG};
 
 }  // namespace
 
@@ -593,8 +597,9 @@ TEST_CASE("an init NCCL never finishes times out, and the ranks are aborted", "[
   REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_ERROR_TIMEOUT);
   const hal_error_detail_t detail = last_detail();
   CHECK(detail.native_code == kNcclInProgress);
-  CHECK_THAT(detail.message, Catch::Contains("ncclCommInitRankConfig is still ncclInProgress (7)") &&
-                                 Catch::Contains("ncclCommAbort called"));
+  CHECK_THAT(detail.message,
+             Catch::Contains("ncclCommInitRankConfig is still ncclInProgress (7)") &&
+                 Catch::Contains("ncclCommAbort called"));
   CHECK(fake.abort_count() >= aborts_before + 1);
   CHECK(fake.live_comms() == live_before);
 }
@@ -634,8 +639,8 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
     std::vector<std::unique_ptr<Buffer>> buffers;
     for (uint32_t r = 0; r < kRanks; ++r) {
       buffers.push_back(std::make_unique<Buffer>(session.device(r), 64));
-      REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 16, HAL_DTYPE_F32,
-                            HAL_REDUCE_SUM, comms.comms[r], session.stream(r)) == HAL_SUCCESS);
+      REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM,
+                            comms.comms[r], session.stream(r)) == HAL_SUCCESS);
     }
     for (uint32_t r = 0; r < kRanks; ++r) hal_stream_synchronize(session.stream(r));
     hal_result_t async = HAL_SUCCESS;

@@ -1,5 +1,7 @@
 #include "comm.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -65,6 +67,29 @@ ncclResult_t settle(const NcclApi& nccl, ncclComm_t comm, ncclResult_t first,
   return state;
 }
 
+class Rank;
+
+// The ranks of one comm_init_local, which live in this process: a rank that
+// aborts tells the others, so that a call waiting for it fails with
+// HAL_ERROR_REMOTE at once rather than at its deadline (NCCL itself would
+// wait for the aborted rank forever).
+class LocalPeers {
+ public:
+  void add(Rank* rank) {
+    std::lock_guard lock(mutex_);
+    ranks_.push_back(rank);
+  }
+  void remove(Rank* rank) {
+    std::lock_guard lock(mutex_);
+    ranks_.erase(std::remove(ranks_.begin(), ranks_.end(), rank), ranks_.end());
+  }
+  void aborted(const Rank* rank, uint32_t index);
+
+ private:
+  std::mutex mutex_;
+  std::vector<Rank*> ranks_;  // guarded by mutex_
+};
+
 // One rank: its NCCL communicator and the calls it has in flight.
 class Rank {
  public:
@@ -76,6 +101,7 @@ class Rank {
         ranks_(ranks),
         timeout_ms_(timeout_ms) {}
   ~Rank() {
+    if (peers_) peers_->remove(this);
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
@@ -91,8 +117,18 @@ class Rank {
   ncclComm_t* handle_slot() { return &handle_; }
   Deadline deadline() const { return Deadline::after_ms(timeout_ms_, &aborting_); }
 
+  // The first failure; asks NCCL too, since a failure it finds after the
+  // last call ended is seen by no watchdog.
   hal_result_t error() {
     std::lock_guard lock(mutex_);
+    ncclResult_t state = ncclSuccess;
+    if (error_ == HAL_SUCCESS && handle_ != nullptr &&
+        nccl_.ncclCommGetAsyncError(handle_, &state) == ncclSuccess && state != ncclSuccess &&
+        state != ncclInProgress) {
+      fail_locked(
+          result_of(state), state,
+          "NCCL reported " + nccl_error_text(state) + " asynchronously; ncclCommAbort called");
+    }
     return error_;
   }
 
@@ -122,8 +158,23 @@ class Rank {
 
   void abort() {
     aborting_.store(true);
-    std::lock_guard lock(mutex_);
-    fail_locked(HAL_ERROR_INVALID_STATE, 0, "the rank aborted");
+    {
+      std::lock_guard lock(mutex_);
+      fail_locked(HAL_ERROR_INVALID_STATE, 0, "the rank aborted");
+    }
+    if (peers_) peers_->aborted(this, rank_);
+  }
+
+  void join(std::shared_ptr<LocalPeers> peers) {
+    peers_ = std::move(peers);
+    peers_->add(this);
+  }
+  // A rank of this process aborted: the calls that wait for it fail (the
+  // watchdog's next look), and so does every later call.
+  void peer_aborted(uint32_t index) {
+    int expected = -1;
+    gone_peer_.compare_exchange_strong(expected, static_cast<int>(index));
+    changed_.notify_all();
   }
 
   hal_result_t enqueue(Stream& stream, std::span<const hal_collective_call_t> calls);
@@ -190,6 +241,8 @@ class Rank {
   const uint32_t ranks_;
   const uint32_t timeout_ms_;
   std::atomic<bool> aborting_{false};
+  std::atomic<int> gone_peer_{-1};     // a rank of this process that aborted
+  std::shared_ptr<LocalPeers> peers_;  // set by comm_init_local
   std::mutex mutex_;
   std::condition_variable changed_;
   ncclComm_t handle_ = nullptr;       // guarded by mutex_; null once aborted
@@ -198,6 +251,13 @@ class Rank {
   bool stopping_ = false;             // guarded by mutex_
   std::thread watchdog_;              // started by the first call
 };
+
+void LocalPeers::aborted(const Rank* rank, uint32_t index) {
+  std::lock_guard lock(mutex_);
+  for (Rank* other : ranks_) {
+    if (other != rank) other->peer_aborted(index);
+  }
+}
 
 Rank* to_rank(hal_impl_comm_t* comm) {
   return reinterpret_cast<Rank*>(comm);
@@ -286,6 +346,12 @@ hal_result_t Rank::issue(const hal_collective_call_t& call, CUstream stream,
 hal_result_t Rank::enqueue(Stream& stream, std::span<const hal_collective_call_t> calls) {
   const DriverApi& cu = device_.api();
   std::lock_guard lock(mutex_);
+  if (const int gone = gone_peer_.load(); gone >= 0 && handle_ != nullptr) {
+    const std::string detail = "rank " + std::to_string(gone) + " aborted";
+    fail_locked(HAL_ERROR_REMOTE, 0, detail);
+    return device_.report().fail(HAL_ERROR_REMOTE, 0, "comm_enqueue: %s on rank %u: %s",
+                                 kind_name(calls.front().kind), rank_, detail.c_str());
+  }
   if (handle_ == nullptr || error_ != HAL_SUCCESS) {
     return device_.report().fail(HAL_ERROR_INVALID_STATE, 0,
                                  "comm_enqueue: the communicator failed earlier (%s)",
@@ -371,6 +437,11 @@ void Rank::watch() {
           "NCCL reported " + nccl_error_text(state) + " asynchronously; ncclCommAbort called");
       continue;
     }
+    if (const int gone = gone_peer_.load(); gone >= 0) {
+      fail_locked(HAL_ERROR_REMOTE, 0,
+                  "rank " + std::to_string(gone) + " aborted; ncclCommAbort called");
+      continue;
+    }
     const Clock::time_point now = Clock::now();
     while (!in_flight_.empty()) {
       InFlight& front = in_flight_.front();
@@ -442,6 +513,8 @@ hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
       for (auto& rank : ranks) rank->abandon();
       return result;
     }
+    auto peers = std::make_shared<LocalPeers>();
+    for (auto& rank : ranks) rank->join(peers);
     for (uint32_t i = 0; i < count; ++i) {
       out_comms[i] = reinterpret_cast<hal_impl_comm_t*>(ranks[i].release());
     }

@@ -170,7 +170,7 @@ uint16_t to_half(double wide) {
   const uint32_t x = bits_of(static_cast<float>(wide));
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t magnitude = x & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow
   if (magnitude < 0x38800000u) {  // a subnormal half: units of 2^-24
     const float scaled = float_of(magnitude) * 16777216.0f;
@@ -191,8 +191,7 @@ uint16_t to_bf16(double wide) {
 }
 
 bool is_float(ncclDataType_t type) {
-  return type == ncclFloat16 || type == ncclBfloat16 || type == ncclFloat32 ||
-         type == ncclFloat64;
+  return type == ncclFloat16 || type == ncclBfloat16 || type == ncclFloat32 || type == ncclFloat64;
 }
 
 double load_float(ncclDataType_t type, const uint8_t* p) {
@@ -690,8 +689,8 @@ FAKE_EXPORT ncclResult_t ncclBroadcast(const void* send, void* recv, size_t coun
   return add_op(comm, kBroadcast, send, recv, count, type, ncclSum, root, stream, "ncclBroadcast");
 }
 
-FAKE_EXPORT ncclResult_t ncclReduce(const void* send, void* recv, size_t count,
-                                    ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm,
+FAKE_EXPORT ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                                    ncclRedOp_t op, int root, ncclComm_t comm,
                                     cudaStream_t stream) {
   return add_op(comm, kReduce, send, recv, count, type, op, root, stream, "ncclReduce");
 }
@@ -704,8 +703,7 @@ FAKE_EXPORT ncclResult_t ncclAllGather(const void* send, void* recv, size_t coun
 FAKE_EXPORT ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count,
                                            ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
                                            cudaStream_t stream) {
-  return add_op(comm, kReduceScatter, send, recv, count, type, op, 0, stream,
-                "ncclReduceScatter");
+  return add_op(comm, kReduceScatter, send, recv, count, type, op, 0, stream, "ncclReduceScatter");
 }
 
 FAKE_EXPORT ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer,
