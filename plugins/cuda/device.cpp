@@ -247,9 +247,15 @@ hal_result_t Device::synchronize() {
     return fail(bound, "device_synchronize");
   }
   const CUresult result = api().cuCtxSynchronize();
-  return result == CUDA_SUCCESS
-             ? HAL_SUCCESS
-             : fail(HAL_ERROR_DEVICE_LOST, result, "device_synchronize: cuCtxSynchronize");
+  if (result != CUDA_SUCCESS) {
+    return fail(HAL_ERROR_DEVICE_LOST, result, "device_synchronize: cuCtxSynchronize");
+  }
+  // A stream lost to a failed collective (SPEC §4.4) fails its device's synchronize too.
+  hal_result_t lost = HAL_SUCCESS;
+  streams_.for_each([&](const std::unique_ptr<Stream>& stream) {
+    if (lost == HAL_SUCCESS) lost = stream->report_fault("device_synchronize");
+  });
+  return lost;
 }
 
 void Device::release_all() {

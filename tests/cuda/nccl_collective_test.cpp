@@ -513,6 +513,36 @@ TEST_CASE("ranks that are threads meet through HAL's unique id and NCCL's id tra
   CHECK(fake.live_comms() == live_before);
 }
 
+TEST_CASE("rank 0 failing to make NCCL's id fails every rank at once", "[nccl]") {
+  ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclGetUniqueId:3");
+  Session session;
+  hal_comm_unique_id_t id{};
+  REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
+  hal_comm_t comms[kRanks] = {};
+  hal_result_t results[kRanks] = {HAL_SUCCESS, HAL_SUCCESS};
+  std::string messages[kRanks];
+  int64_t codes[kRanks] = {};
+  const hal_comm_config_t config = config_with_timeout(20000);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      results[r] = hal_comm_init_rank(session.device(r), kRanks, &id, r, &config, &comms[r]);
+      hal_error_detail_t detail{};
+      detail.struct_size = sizeof(detail);
+      if (hal_error_get_detail(&detail) == HAL_SUCCESS) {
+        messages[r] = detail.message;
+        codes[r] = detail.native_code;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(results[0] == HAL_ERROR_INTERNAL);
+  CHECK(codes[0] == 3);
+  CHECK_THAT(messages[0], Catch::Contains("ncclGetUniqueId: ncclInternalError (3)"));
+  CHECK(results[1] == HAL_ERROR_REMOTE);
+  CHECK_THAT(messages[1], Catch::Contains("rank 0 could not make an NCCL unique id"));
+}
+
 TEST_CASE("a hung peer: at the deadline the plugin calls ncclCommAbort and the call times out",
           "[nccl]") {
   ScopedEnv hang("HAL_FAKE_NCCL_HANG_RANK", "1");
@@ -540,6 +570,7 @@ TEST_CASE("a hung peer: at the deadline the plugin calls ncclCommAbort and the c
     CHECK(async == HAL_ERROR_TIMEOUT);
     // The loss is sticky, and the communicator refuses further calls.
     CHECK(hal_stream_synchronize(session.stream(r)) == HAL_ERROR_DEVICE_LOST);
+    CHECK(hal_device_synchronize(session.device(r)) == HAL_ERROR_DEVICE_LOST);
   }
   CHECK(fake.abort_count() == aborts_before + kRanks);
 }
@@ -566,6 +597,41 @@ TEST_CASE("hal_comm_abort ends a call blocked on a peer through ncclCommAbort", 
   REQUIRE(hal_stream_synchronize(session.stream(1)) == HAL_ERROR_DEVICE_LOST);
   CHECK(fake.abort_count() == aborts_before + kRanks);
   CHECK(fake.live_comms() == live_before);
+}
+
+TEST_CASE("a rank of this process aborting fails its peer's waiting call with REMOTE at once",
+          "[nccl]") {
+  Session session;
+  FakeNccl fake;
+  const hal_comm_config_t config = config_with_timeout(600000);  // never reached
+  hal_comm_t comms[kRanks] = {};
+  REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_SUCCESS);
+  Buffer buffer(session.device(0), 256);
+  // Rank 0 waits in an allreduce that rank 1 never joins; rank 1 aborts.
+  REQUIRE(hal_allreduce(buffer.get(), buffer.get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[0],
+                        session.stream(0)) == HAL_SUCCESS);
+  REQUIRE(hal_comm_abort(comms[1]) == HAL_SUCCESS);
+  REQUIRE(hal_stream_synchronize(session.stream(0)) == HAL_ERROR_DEVICE_LOST);
+  CHECK_THAT(last_detail().message, Catch::Contains("rank 1 aborted"));
+  hal_result_t async = HAL_SUCCESS;
+  REQUIRE(hal_comm_get_async_error(comms[0], &async) == HAL_SUCCESS);
+  CHECK(async == HAL_ERROR_REMOTE);
+  REQUIRE(hal_comm_destroy(comms[0]) == HAL_SUCCESS);
+}
+
+TEST_CASE("an idle peer of an aborted rank stays healthy until it calls", "[nccl]") {
+  Session session;
+  hal_comm_t comms[kRanks] = {};
+  REQUIRE(hal_comm_init_all(kRanks, session.devices(), nullptr, comms) == HAL_SUCCESS);
+  REQUIRE(hal_comm_abort(comms[0]) == HAL_SUCCESS);
+  hal_result_t async = HAL_ERROR_INTERNAL;
+  REQUIRE(hal_comm_get_async_error(comms[1], &async) == HAL_SUCCESS);
+  CHECK(async == HAL_SUCCESS);
+  Buffer buffer(session.device(1), 64);
+  CHECK(hal_allreduce(buffer.get(), buffer.get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[1],
+                      session.stream(1)) == HAL_ERROR_REMOTE);
+  CHECK_THAT(last_detail().message, Catch::Contains("rank 0 aborted"));
+  REQUIRE(hal_comm_destroy(comms[1]) == HAL_SUCCESS);
 }
 
 TEST_CASE("ncclInProgress answers are polled until NCCL is done", "[nccl]") {
