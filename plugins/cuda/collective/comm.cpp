@@ -220,15 +220,18 @@ class Rank {
   // Aborts the communicator, keeps the first failure and marks the streams
   // of the calls in flight lost. Caller holds mutex_.
   void fail_locked(hal_result_t result, int64_t native_code, const std::string& detail) {
-    if (handle_ != nullptr) nccl_.ncclCommAbort(handle_);
-    handle_ = nullptr;
     if (error_ == HAL_SUCCESS) error_ = result;
-    const bool bound = device_.bind() == CUDA_SUCCESS;
+    // The streams are marked before the abort lets their work end, so that a
+    // synchronize returning after it always sees the loss.
     for (InFlight& call : in_flight_) {
       call.fault->set(native_code, std::string(call.what) + " on rank " + std::to_string(rank_) +
                                        " failed (" + hal::util::result_name(result) +
                                        "): " + detail);
-      if (bound) release_events(call);
+    }
+    if (handle_ != nullptr) nccl_.ncclCommAbort(handle_);
+    handle_ = nullptr;
+    if (device_.bind() == CUDA_SUCCESS) {
+      for (InFlight& call : in_flight_) release_events(call);
     }
     in_flight_.clear();
     changed_.notify_all();
