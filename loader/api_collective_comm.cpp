@@ -113,6 +113,47 @@ hal_result_t fail_status(const Status& status, const char* function) {
   return fail(status.result, function, "%s", status.message.c_str());
 }
 
+// The bootstrap a plugin borrows in comm_init_rank_exchange: broadcasts of
+// the plugin's bytes as one host-staged call over the rank's store
+// connection. The first failure is kept, with the store's detail.
+class StoreExchange {
+ public:
+  StoreExchange(hal::loader::HostComm& comm, const Deadline& deadline)
+      : comm_(comm), deadline_(deadline) {
+    view_.struct_size = sizeof(view_);
+    view_.context = this;
+    view_.broadcast = &StoreExchange::broadcast;
+  }
+  const hal_comm_exchange_t* view() const { return &view_; }
+  const Status& status() const { return status_; }
+
+ private:
+  static hal_result_t broadcast(void* context, uint32_t root, void* data, size_t size) {
+    auto& self = *static_cast<StoreExchange*>(context);
+    try {
+      hal_collective_call_t call{};
+      call.kind = HAL_COLLECTIVE_BROADCAST;
+      call.dtype = HAL_DTYPE_U8;
+      call.peer = root;
+      call.send = data;
+      call.recv = data;
+      call.count = size;
+      std::lock_guard lock(self.comm_.run_mutex);
+      const Status status = self.comm_.run(std::span(&call, 1), self.deadline_);
+      if (!status.ok() && self.status_.ok()) self.status_ = status;
+      return status.result;
+    } catch (...) {  // nothing leaves through the plugin's frames
+      self.status_ = Status::failure(HAL_ERROR_OUT_OF_MEMORY, "the bootstrap exchange failed");
+      return HAL_ERROR_OUT_OF_MEMORY;
+    }
+  }
+
+  hal::loader::HostComm& comm_;
+  Deadline deadline_;
+  Status status_;
+  hal_comm_exchange_t view_{};
+};
+
 }  // namespace
 
 static hal_result_t comm_get_unique_id_body(hal_comm_unique_id_t* out_id) {
@@ -249,8 +290,49 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
     }
     auto comm = make_handle<hal_comm_s>(device, rank, nranks, resolved.timeout_ms);
     const PluginRecord& plugin = *device->plugin;
+    const hal_comm_config_t plugin_view = plugin_config(resolved);
+    const Deadline deadline = Deadline::after_ms(resolved.timeout_ms, nullptr);
+    Status status;
+    // Meets the other ranks at the store: rank 0 of a TCP store serves it, on
+    // the address the user named (port 0 takes a free one).
+    auto join_store = [&]() -> hal_result_t {
+      if (resolved.bootstrap == HAL_COMM_BOOTSTRAP_TCP_STORE && rank == 0) {
+        server = hal::collective::StoreServer::start(address, secret, {}, status);
+        if (!server) return fail_status(status, kFunction);
+        address.port = server->port();
+        active_registry()->stores.add(server, 0, /*hold=*/false);
+      }
+      comm->host =
+          make_store_host_comm(address, secret, server, session, rank, nranks, deadline, status);
+      return comm->host ? HAL_SUCCESS : fail_status(status, kFunction);
+    };
+    auto publish = [&]() -> hal_result_t {
+      // From now on the communicators of this process keep their store alive.
+      if (server) active_registry()->stores.adopted(server.get());
+      *out_comm = active_registry()->comms.add(std::move(comm));
+      return HAL_SUCCESS;
+    };
+    if (plugin.collectives && plugin.table.comm_init_rank_exchange != nullptr &&
+        resolved.bootstrap != HAL_COMM_BOOTSTRAP_MPI) {
+      if (hal_result_t r = join_store(); r != HAL_SUCCESS) return r;
+      StoreExchange exchange(*comm->host, deadline);
+      hal_impl_comm_t* made = nullptr;
+      const hal_result_t r = plugin.table.comm_init_rank_exchange(
+          device->impl, nranks, rank, &plugin_view, exchange.view(), &made);
+      if (r == HAL_SUCCESS) {
+        comm->impl = made;
+        comm->bootstrap = std::move(comm->host);  // keeps the store for the peers
+        return publish();
+      }
+      if (!exchange.status().ok()) {
+        take_plugin_message();  // the loader's own detail is the precise one
+        return fail_status(exchange.status(), kFunction);
+      }
+      if (r != HAL_ERROR_UNSUPPORTED) return fail_from_plugin(r, kFunction, plugin.name);
+      take_plugin_message();  // host-staged over the store already joined
+      return publish();
+    }
     if (plugin.collectives && plugin.table.comm_init_rank != nullptr) {
-      const hal_comm_config_t plugin_view = plugin_config(resolved);
       hal_impl_comm_t* made = nullptr;
       const hal_result_t r =
           plugin.table.comm_init_rank(device->impl, nranks, rank, &plugin_view, &made);
@@ -268,21 +350,8 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
                   "over a TCP store only",
                   plugin.name.c_str());
     }
-    Status status;
-    if (resolved.bootstrap == HAL_COMM_BOOTSTRAP_TCP_STORE && rank == 0) {
-      // Rank 0 serves, on the address the user named; port 0 takes a free one.
-      server = hal::collective::StoreServer::start(address, secret, {}, status);
-      if (!server) return fail_status(status, kFunction);
-      address.port = server->port();
-      active_registry()->stores.add(server, 0, /*hold=*/false);
-    }
-    comm->host = make_store_host_comm(address, secret, server, session, rank, nranks,
-                                      Deadline::after_ms(resolved.timeout_ms, nullptr), status);
-    if (!comm->host) return fail_status(status, kFunction);
-    // From now on the communicators of this process keep their store alive.
-    if (server) active_registry()->stores.adopted(server.get());
-    *out_comm = active_registry()->comms.add(std::move(comm));
-    return HAL_SUCCESS;
+    if (hal_result_t r = join_store(); r != HAL_SUCCESS) return r;
+    return publish();
   });
 }
 

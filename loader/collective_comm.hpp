@@ -64,8 +64,9 @@ struct hal_comm_s {
   const uint32_t rank;
   const uint32_t ranks;
   const uint32_t timeout_ms;
-  hal_impl_comm_t* impl = nullptr;              // the plugin's rank, or NULL
-  std::shared_ptr<hal::loader::HostComm> host;  // the loader's rank when impl is NULL
-  std::mutex error_mutex;                       // guards the fields below
-  hal_result_t host_error = HAL_SUCCESS;        // first failure of a host-staged call
+  hal_impl_comm_t* impl = nullptr;                   // the plugin's rank, or NULL
+  std::shared_ptr<hal::loader::HostComm> host;       // the loader's rank when impl is NULL
+  std::shared_ptr<hal::loader::HostComm> bootstrap;  // the store a plugin's rank met through
+  std::mutex error_mutex;                            // guards the fields below
+  hal_result_t host_error = HAL_SUCCESS;             // first failure of a host-staged call
 };

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The cuda plugin on a real NVIDIA GPU, in one command, in a few minutes:
-# halinfo, halconform --profile all over the cuda plugin, and bench/cuda_peer
-# (the plugin beside the raw Driver API: D2D copy bandwidth, launch latency).
+# halinfo, halconform --profile all over the cuda plugin, bench/cuda_peer
+# (the plugin beside the raw Driver API: D2D copy bandwidth, launch latency)
+# and bench/cuda_allreduce (allreduce busbw on the GPUs present, the plugin's
+# NCCL collectives beside NCCL called directly; needs libnccl.so.2).
 #
 #   scripts/gpu_check.sh --bundle DIR [BUILD]   (here, no GPU needed)
 #       builds the Release targets in BUILD (default _build-rel, configured if
@@ -13,14 +15,14 @@
 #
 # Results go to $OUT (the device machine's return folder) or DIR/gpu-check:
 # halinfo.txt, halinfo.json, cuda.json (the certification record), cuda.xml,
-# halconform.txt, cuda_peer.txt. The exit status is halconform's.
+# halconform.txt, cuda_peer.txt, cuda_allreduce.txt. The exit status is halconform's.
 # The GPU machine needs the NVIDIA driver (libcuda.so.1); without NVRTC
 # (libnvrtc.so.13) dialect modules, and so the kernels profile, are skipped.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-targets=(hal hal_plugin_cuda halinfo halconform bench_cuda_peer)
+targets=(hal hal_plugin_cuda halinfo halconform bench_cuda_peer bench_cuda_allreduce)
 files=(lib/libhal.so.1 lib/hal/plugins/hal_plugin_cuda.so bin/halinfo bin/halconform
-  bench/cuda_peer)
+  bench/cuda_peer bench/cuda_allreduce)
 
 build_release() {  # BUILD_DIR
   if [[ ! -f "$1/build.ninja" ]]; then
@@ -66,7 +68,7 @@ unset HAL_CUDA_DRIVER_PATH
   echo "== $(date -u +%FT%TZ) $(uname -n)"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
     --format=csv,noheader
-  ldconfig -p 2>/dev/null | grep -E "libcuda\.so\.1|libnvrtc\.so\.13" || echo "(ldconfig: no libcuda/libnvrtc listed)"
+  ldconfig -p 2>/dev/null | grep -E "libcuda\.so\.1|libnvrtc\.so\.13|libnccl\.so\.2" || echo "(ldconfig: no libcuda/libnvrtc/libnccl listed)"
 } | tee "$out/environment.txt"
 
 echo "== halinfo"
@@ -81,6 +83,13 @@ echo "halconform exit status: $status" | tee -a "$out/halconform.txt"
 
 echo "== bench/cuda_peer"
 timeout 120 "$dir/bench/cuda_peer" --reps 7 2>&1 | tee "$out/cuda_peer.txt"
+
+echo "== bench/cuda_allreduce"
+if [[ -x "$dir/bench/cuda_allreduce" ]]; then
+  timeout 120 "$dir/bench/cuda_allreduce" --reps 5 2>&1 | tee "$out/cuda_allreduce.txt"
+else
+  echo "(bench/cuda_allreduce not in $dir)" | tee "$out/cuda_allreduce.txt"
+fi
 
 echo "gpu_check: results in $out"
 exit "$status"

@@ -108,6 +108,23 @@ typedef struct hal_alltoallv_layout {
   const size_t* recv_displs; /* [count]: where they land in recvbuf */
 } hal_alltoallv_layout_t;
 
+/* Appended: the loader's bootstrap, lent to comm_init_rank_exchange so that
+ * a plugin whose library makes its own id (NCCL's ncclUniqueId) can hand it
+ * to its peers over the rendezvous HAL already made (the unique id's store,
+ * the TCP store). Valid during that call only. */
+typedef struct hal_comm_exchange {
+  size_t struct_size; /* sizeof(hal_comm_exchange_t) of the loader */
+  void* context;      /* pass back to broadcast */
+  /* Blocking: every rank calls it with the same |root| and |size|; the
+   * |size| bytes at |data| on rank |root| are copied to |data| on every
+   * other rank. Within the communicator's deadline, else HAL_ERROR_TIMEOUT;
+   * HAL_ERROR_REMOTE (a peer or the store went away),
+   * HAL_ERROR_ARGUMENT_MISMATCH (the ranks disagree on root or size). The
+   * loader keeps the detail: the plugin returns the result without
+   * set_error. */
+  hal_result_t (*broadcast)(void* context, uint32_t root, void* data, size_t size);
+} hal_comm_exchange_t;
+
 /* Services the loader offers a plugin. Valid from the entry call until
  * plugin_shutdown returns. */
 typedef struct hal_plugin_host {
@@ -264,6 +281,21 @@ typedef struct hal_plugin_table_v1 {
    * allocation table, the forbidden overlaps and the workspace size. */
   hal_result_t (*op_execute)(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
                              const hal_op_exec_args_t* args);
+
+  /* ---- appended after v1.0: bootstrap exchange (SPEC.md §10.4) ----
+   * One rank of a multi-process communicator meeting its peers through the
+   * loader's bootstrap (HAL_COMM_BOOTSTRAP_UNIQUE_ID and _TCP_STORE): the
+   * loader has joined the store with the other ranks and lends |exchange|
+   * to move the plugin's own bytes between them. Used in place of
+   * comm_init_rank for those bootstraps (MPI still goes to comm_init_rank);
+   * HAL_ERROR_UNSUPPORTED (without set_error) makes the loader run the rank
+   * host-staged over the same store.
+   * [optional: fallback comm_init_rank, then the host-staged path; used only
+   * by a plugin with the collectives group] */
+  hal_result_t (*comm_init_rank_exchange)(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
+                                          const hal_comm_config_t* config,
+                                          const hal_comm_exchange_t* exchange,
+                                          hal_impl_comm_t** out_comm);
 } hal_plugin_table_v1_t;
 
 /* What a plugin tells the loader about itself. The loader zeroes it and sets

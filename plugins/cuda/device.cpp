@@ -35,10 +35,12 @@ uint32_t fp32_lanes_per_sm(int major, int minor) {
 }
 
 Device::Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
-               ops::CublasLtLoader& blas_loader, CUdevice handle, CUcontext context, uint32_t index)
+               ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
+               CUcontext context, uint32_t index)
     : report_(report),
       driver_(driver),
       nvrtc_(nvrtc),
+      nccl_(nccl),
       handle_(handle),
       context_(context),
       index_(index),
@@ -103,6 +105,8 @@ void Device::read_properties() {
   out.capabilities = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_EVENT_TIMING |
                      HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_HOST_MEMORY |
                      HAL_DEVICE_CAP_STREAM_QUERY;
+  // Collectives on NCCL (collective/); without it the loader's host-staged ones.
+  if (nccl_ != nullptr) out.capabilities |= HAL_DEVICE_CAP_COLLECTIVES;
   if (attribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0) {
     out.capabilities |= HAL_DEVICE_CAP_SHARED_MEMORY;
   }
@@ -243,9 +247,15 @@ hal_result_t Device::synchronize() {
     return fail(bound, "device_synchronize");
   }
   const CUresult result = api().cuCtxSynchronize();
-  return result == CUDA_SUCCESS
-             ? HAL_SUCCESS
-             : fail(HAL_ERROR_DEVICE_LOST, result, "device_synchronize: cuCtxSynchronize");
+  if (result != CUDA_SUCCESS) {
+    return fail(HAL_ERROR_DEVICE_LOST, result, "device_synchronize: cuCtxSynchronize");
+  }
+  // A stream lost to a failed collective (SPEC §4.4) fails its device's synchronize too.
+  hal_result_t lost = HAL_SUCCESS;
+  streams_.for_each([&](const std::unique_ptr<Stream>& stream) {
+    if (lost == HAL_SUCCESS) lost = stream->report_fault("device_synchronize");
+  });
+  return lost;
 }
 
 void Device::release_all() {

@@ -20,6 +20,10 @@ class Event;
 class Module;
 class Stream;
 
+namespace collective {
+class Nccl;
+}  // namespace collective
+
 namespace ops {
 class CublasLtLoader;
 class DeviceBlas;
@@ -32,7 +36,8 @@ uint32_t fp32_lanes_per_sm(int major, int minor);
 class Device {
  public:
   Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
-         ops::CublasLtLoader& blas_loader, CUdevice handle, CUcontext context, uint32_t index);
+         ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
+         CUcontext context, uint32_t index);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -40,6 +45,8 @@ class Device {
   const plugin::ErrorReporter& report() const { return report_; }
   const DriverApi& api() const { return driver_.api(); }
   const Nvrtc* nvrtc() const { return nvrtc_; }
+  // NCCL, or null when the plugin found none (the loader's collectives serve).
+  const collective::Nccl* nccl() const { return nccl_; }
   const hal_device_properties_t& properties() const { return properties_; }
   int cc_major() const { return cc_major_; }
   int cc_minor() const { return cc_minor_; }
@@ -77,6 +84,7 @@ class Device {
   plugin::ErrorReporter report_;
   const Driver& driver_;
   const Nvrtc* nvrtc_;
+  const collective::Nccl* nccl_;
   CUdevice handle_;
   CUcontext context_;
   uint32_t index_;

@@ -1,5 +1,6 @@
 // The cuda plugin's one exported symbol: negotiates the ABI, opens the driver
 // (or finds none) and hands the loader the function table.
+#include "collective/comm.hpp"
 #include "device.hpp"
 #include "hal_plugin.h"
 #include "hal_plugin_sdk/negotiate.hpp"
@@ -46,7 +47,20 @@ hal_plugin_table_v1_t make_table() {
   return table;  // the collective entries stay NULL: the loader's host-staged ones serve
 }
 
+// The table of a plugin that found NCCL.
+hal_plugin_table_v1_t make_collective_table() {
+  hal_plugin_table_v1_t table = make_table();
+  table.comm_init_local = collective::comm_init_local;
+  table.comm_init_rank_exchange = collective::comm_init_rank_exchange;
+  table.comm_destroy = collective::comm_destroy;
+  table.comm_abort = collective::comm_abort;
+  table.comm_get_async_error = collective::comm_get_async_error;
+  table.comm_enqueue = collective::comm_enqueue;
+  return table;
+}
+
 const hal_plugin_table_v1_t kTable = make_table();
+const hal_plugin_table_v1_t kCollectiveTable = make_collective_table();
 
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
                                              HAL_CUDA_BUILD_ID};
@@ -59,11 +73,16 @@ extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host
   using namespace hal::cuda;
   // The one handshake (hal_plugin_sdk/negotiate.hpp); a missing driver is not
   // a failure: the plugin loads with 0 devices and says why (SPEC §10.7).
-  return hal::plugin::enter(
+  bool collectives = false;
+  const hal_result_t entered = hal::plugin::enter(
       host, out_plugin, kIdentity, kTable,
       [&](const hal::plugin::ErrorReporter&, hal_plugin_context_t** out_context) {
         auto plugin = std::make_unique<Plugin>(host);
+        collectives = plugin->has_collectives();
         *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
         return HAL_SUCCESS;
       });
+  // Which table depends on what the plugin found: NCCL, or not.
+  if (entered == HAL_SUCCESS && collectives) out_plugin->table = &kCollectiveTable;
+  return entered;
 }

@@ -36,6 +36,15 @@ void Plugin::discover() {
   if (!nvrtc_) {
     report_.log(HAL_LOG_INFO, "cuda: %s; HAL dialect modules are not offered", nvrtc_why.c_str());
   }
+  std::string nccl_why;
+  nccl_ = collective::Nccl::open(nccl_why);
+  if (!nccl_) {
+    report_.log(HAL_LOG_INFO, "cuda: %s; the loader's host-staged collectives serve",
+                nccl_why.c_str());
+  } else {
+    report_.log(HAL_LOG_INFO, "cuda: collectives on NCCL %d from %s", nccl_->version(),
+                nccl_->path().c_str());
+  }
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     CUdevice handle = 0;
     CUcontext context = nullptr;
@@ -47,7 +56,7 @@ void Plugin::discover() {
       continue;
     }
     devices_.push_back(std::make_unique<Device>(report_, *driver_, nvrtc_.get(), blas_loader_,
-                                                handle, context,
+                                                nccl_.get(), handle, context,
                                                 static_cast<uint32_t>(devices_.size())));
   }
 }

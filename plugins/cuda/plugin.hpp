@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hal_plugin_sdk/report.hpp"
+#include "collective/nccl.hpp"
 #include "driver.hpp"
 #include "nvrtc.hpp"
 #include "ops/cublaslt.hpp"
@@ -33,6 +34,8 @@ class Plugin {
   const plugin::ErrorReporter& report() const { return report_; }
   uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
   Device& device(uint32_t index) { return *devices_[index]; }
+  // Whether the plugin serves collectives itself (NCCL was found).
+  bool has_collectives() const { return nccl_ != nullptr; }
 
  private:
   void discover();
@@ -40,6 +43,7 @@ class Plugin {
   plugin::ErrorReporter report_;
   std::unique_ptr<Driver> driver_;
   std::unique_ptr<Nvrtc> nvrtc_;
+  std::unique_ptr<const collective::Nccl> nccl_;  // opened at load, when there are GPUs
   // Opens nothing until the first matmul plan (SPEC §10.7, Operators).
   ops::CublasLtLoader blas_loader_;
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed before the driver

@@ -28,6 +28,13 @@ Stream::~Stream() {
   }
 }
 
+hal_result_t Stream::report_fault(const char* what) const {
+  int64_t native_code = 0;
+  std::string detail;
+  if (!fault_->get(native_code, detail)) return HAL_SUCCESS;
+  return device_.report().fail(HAL_ERROR_DEVICE_LOST, native_code, "%s: %s", what, detail.c_str());
+}
+
 Event::~Event() {
   if (device_.bind() == CUDA_SUCCESS) device_.api().cuEventDestroy(event_);
 }
@@ -85,7 +92,7 @@ hal_result_t stream_synchronize(hal_impl_stream_t* stream) {
       return owner.fail(bound, "stream_synchronize");
     }
     const CUresult result = owner.api().cuStreamSynchronize(self.get());
-    return result == CUDA_SUCCESS ? HAL_SUCCESS
+    return result == CUDA_SUCCESS ? self.report_fault("stream_synchronize")
                                   : owner.fail(HAL_ERROR_DEVICE_LOST, result,
                                                "stream_synchronize: cuStreamSynchronize");
   });
@@ -99,7 +106,7 @@ hal_result_t stream_query(hal_impl_stream_t* stream) {
       return owner.fail(bound, "stream_query");
     }
     const CUresult result = owner.api().cuStreamQuery(self.get());
-    if (result == CUDA_SUCCESS) return HAL_SUCCESS;
+    if (result == CUDA_SUCCESS) return self.report_fault("stream_query");
     if (result == CUDA_ERROR_NOT_READY) return HAL_NOT_READY;
     return owner.fail(HAL_ERROR_DEVICE_LOST, result, "stream_query: cuStreamQuery");
   });

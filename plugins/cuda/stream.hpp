@@ -4,11 +4,41 @@
 #ifndef HAL_PLUGINS_CUDA_STREAM_HPP_
 #define HAL_PLUGINS_CUDA_STREAM_HPP_
 
+#include <memory>
+#include <mutex>
+#include <string>
+
 #include "driver.hpp"
 
 namespace hal::cuda {
 
 class Device;
+
+// A failure of work the driver does not see fail: a collective the plugin
+// aborted (collective/comm.cpp). Sticky, as SPEC §4.4 asks: the stream's
+// synchronize and query report it from then on.
+class StreamFault {
+ public:
+  void set(int64_t native_code, std::string detail) {
+    std::lock_guard lock(mutex_);
+    if (failed_) return;  // the first failure is the one to explain
+    failed_ = true;
+    native_code_ = native_code;
+    detail_ = std::move(detail);
+  }
+  bool get(int64_t& native_code, std::string& detail) const {
+    std::lock_guard lock(mutex_);
+    native_code = native_code_;
+    detail = detail_;
+    return failed_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  bool failed_ = false;      // guarded by mutex_
+  int64_t native_code_ = 0;  // guarded by mutex_
+  std::string detail_;       // guarded by mutex_
+};
 
 class Stream {
  public:
@@ -18,10 +48,16 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   Device& device() const { return device_; }
   CUstream get() const { return stream_; }
+  // Shared with the collectives in flight on the stream.
+  const std::shared_ptr<StreamFault>& fault() const { return fault_; }
+  // HAL_ERROR_DEVICE_LOST with the fault's detail when a collective failed
+  // on the stream, else HAL_SUCCESS.
+  hal_result_t report_fault(const char* what) const;
 
  private:
   Device& device_;
   CUstream stream_;
+  std::shared_ptr<StreamFault> fault_ = std::make_shared<StreamFault>();
 };
 
 class Event {

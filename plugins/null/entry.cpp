@@ -58,6 +58,7 @@ constexpr hal_plugin_table_v1_t kTable = {
     .op_plan_create = nullptr,
     .op_plan_destroy = nullptr,
     .op_execute = nullptr,
+    .comm_init_rank_exchange = nullptr,
 };
 
 constexpr plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,

@@ -38,6 +38,8 @@ constexpr uint32_t kEpilogueDefault = 1, kEpilogueRelu = 2, kEpilogueBias = 4, k
 [[maybe_unused]] const bool kEnvironment = [] {
   setenv("HAL_PLUGINS", "cuda", 1);
   setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_FAKE_CUDA, 1);
+  // Without NCCL (a machine may have one installed): the loader's collectives.
+  setenv("HAL_CUDA_NCCL_PATH", "/nonexistent/libnccl.so.2", 1);
   setenv("HAL_CUDA_CUBLASLT_PATH", HAL_TEST_FAKE_CUBLASLT, 1);
   return true;
 }();

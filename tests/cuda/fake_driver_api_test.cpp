@@ -27,6 +27,8 @@ constexpr int64_t CUDA_ERROR_NOT_FOUND_CODE = 500;
 [[maybe_unused]] const bool kEnvironment = [] {
   setenv("HAL_PLUGINS", "cuda", 1);
   setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_FAKE_CUDA, 1);
+  // Without NCCL (a machine may have one installed): the loader's collectives.
+  setenv("HAL_CUDA_NCCL_PATH", "/nonexistent/libnccl.so.2", 1);
   return true;
 }();
 
