@@ -7,9 +7,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -146,6 +148,40 @@ struct CollectedLog {
     std::lock_guard lock(mutex);
     lines.clear();
   }
+};
+
+// What this process writes to stderr (where HAL_LOG=1 sends the log lines)
+// while it lives: for tests that see the cache through the public API.
+class StderrCapture {
+ public:
+  explicit StderrCapture(const std::string& file) : file_(file) {
+    std::fflush(stderr);
+    saved_ = dup(2);
+    REQUIRE(saved_ >= 0);
+    const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(dup2(fd, 2) == 2);
+    close(fd);
+  }
+  ~StderrCapture() { restore(); }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+  // Ends the capture; what was written.
+  std::string text() {
+    restore();
+    return slurp(file_);
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+  }
+  std::string file_;
+  int saved_ = -1;
 };
 
 // One seeded kind of damage to an entry (object |object_path| and its record
