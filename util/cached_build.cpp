@@ -50,7 +50,8 @@ bool build_cached(const CachedBuildRequest& request, const CacheBuilder& build,
   if (request.validate && !request.validate(out.image, why)) {
     // Stored, it would be refused and rebuilt at every load.
     log_once(log, HAL_LOG_WARNING,
-             "the kernel cache entry " + entry + " is not stored: the compiled image " + why);
+             "the kernel cache entry " + entry +
+                 " is not stored: the compiled image fails the plugin's check: " + why);
     out.use = CacheUse::kNotStored;
     return true;
   }

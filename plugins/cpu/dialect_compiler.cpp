@@ -14,15 +14,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <vector>
 
 #include "hal_dialect/dialect.hpp"
-#include "hal_util/elf_image.hpp"
 #include "hal_util/cached_build.hpp"
+#include "hal_util/elf_image.hpp"
 #include "hal_util/env.hpp"
 #include "hal_util/secure_file.hpp"
 
