@@ -403,7 +403,7 @@ TEST_CASE(
   CHECK(hal_module_unload(module) == HAL_SUCCESS);
 }
 
-TEST_CASE("a second load of the same dialect source is a kernel cache hit; damage is rebuilt") {
+TEST_CASE("a second load of the same dialect source is a kernel cache hit, and damage is rebuilt") {
   cache_test::Scratch scratch;
   const std::string directory = scratch.path + "/cache";
   cache_test::EnvOverride cache_dir("HAL_CACHE_DIR", directory.c_str());
