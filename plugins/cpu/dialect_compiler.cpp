@@ -14,25 +14,22 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <vector>
 
 #include "hal_dialect/dialect.hpp"
+#include "hal_util/cached_build.hpp"
 #include "hal_util/elf_image.hpp"
 #include "hal_util/env.hpp"
 #include "hal_util/secure_file.hpp"
-#include "hal_util/sha256.hpp"
 
 extern char** environ;
 
 namespace hal::cpu {
 namespace {
 
-namespace fs = std::filesystem;
 using hal::util::UniqueFd;
 
 // Flags every dialect module is built with. -march=native: kernels are
@@ -51,9 +48,6 @@ constexpr size_t kMaxDiagnosticBytes = 6000;
 constexpr size_t kMaxCompilerOutputBytes = size_t{1} << 20;
 // The default wall-clock limit of one compiler run (HAL_CXX_TIMEOUT_S).
 constexpr double kDefaultTimeoutSeconds = 300;
-// The cache record: "hal-cpu-cache 1 sha256 <64 hex> size <bytes>\n".
-constexpr const char* kRecordTag = "hal-cpu-cache 1";
-constexpr size_t kMaxObjectBytes = size_t{1} << 30;
 
 bool is_executable(const std::string& path) {
   struct stat status {};
@@ -299,131 +293,79 @@ bool find_compiler(Compiler& out, double timeout_seconds, hal_result_t& failure,
   return true;
 }
 
-// The kernel cache, opened and checked (SPEC.md §8): $HAL_CACHE_DIR, else
-// $XDG_CACHE_HOME/hal, else $HOME/.cache/hal. The directory the user named
-// (HAL_CACHE_DIR's parent, XDG_CACHE_HOME's parent, HOME) is taken as it is;
-// every component below it must be private to this user (or is created so).
-// With none of the three there is no cache: a shared fallback such as
-// /tmp/hal-cache would let another user plant objects.
-struct CacheDirectory {
-  UniqueFd fd;
-  std::string path;
-};
-
-bool open_cache(CacheDirectory& out, std::string& why) {
-  std::string base;
-  std::vector<std::string> components;
-  auto split = [&](const std::string& directory, std::vector<std::string> below) {
-    fs::path normal = fs::path(directory).lexically_normal();
-    if (!normal.has_filename() && normal.has_parent_path() && normal != normal.root_path()) {
-      normal = normal.parent_path();  // a trailing '/'
-    }
-    if (normal.has_filename() && normal.filename() != "..") {
-      base = normal.has_parent_path() ? normal.parent_path().string() : ".";
-      components.push_back(normal.filename().string());
-    } else {
-      base = normal.string();
-    }
-    components.insert(components.end(), below.begin(), below.end());
-  };
-  if (const char* dir = hal::util::env_nonempty("HAL_CACHE_DIR")) {
-    split(dir, {});
-  } else if (const char* xdg = hal::util::env_nonempty("XDG_CACHE_HOME")) {
-    split(xdg, {"hal"});
-  } else if (const char* home = hal::util::env_nonempty("HOME")) {
-    base = home;
-    components = {".cache", "hal"};
-  } else {
-    why = "none of HAL_CACHE_DIR, XDG_CACHE_HOME and HOME is set";
-    return false;
-  }
-  out.path = base;
-  for (const std::string& name : components) out.path += (out.path.back() == '/' ? "" : "/") + name;
-  out.fd = hal::util::open_private_directory(base, components, why);
-  return out.fd.valid();
-}
-
-// The cached object of |key|, when its record and its bytes agree; otherwise
-// false with |why| (empty when there simply is no entry).
-bool read_cache_entry(const CacheDirectory& cache, const std::string& key,
-                      std::vector<unsigned char>& image, std::string& why) {
-  hal::util::ReadRule rule;
-  rule.no_follow = true;
-  rule.must_be_private = true;
-  rule.max_bytes = 4096;
-  std::vector<unsigned char> record_bytes;
-  int error = 0;
-  const std::string record_name = "cpu-" + key + ".sha256";
-  if (!hal::util::read_regular_file(cache.fd.get(), record_name, rule, record_bytes, error, why)) {
-    if (error == ENOENT)
-      why.clear();
-    else
-      why = "its record '" + record_name + "': " + why;
-    return false;
-  }
-  std::istringstream record(std::string(record_bytes.begin(), record_bytes.end()));
-  std::string tag, version, hash_word, hash, size_word;
-  uint64_t size = 0;
-  record >> tag >> version >> hash_word >> hash >> size_word >> size;
-  if (!record || tag + " " + version != kRecordTag || hash_word != "sha256" ||
-      size_word != "size" || hash.size() != 64) {
-    why = "its record '" + record_name + "' is not a HAL cache record";
-    return false;
-  }
-  rule.max_bytes = kMaxObjectBytes;
-  const std::string object_name = "cpu-" + key + ".so";
-  if (!hal::util::read_regular_file(cache.fd.get(), object_name, rule, image, error, why)) {
-    why = "'" + object_name + "': " + why;
-    return false;
-  }
-  if (image.size() != size ||
-      hal::util::Sha256::hex(hal::util::Sha256::of(image.data(), image.size())) != hash) {
-    why = "'" + object_name + "' does not match the SHA-256 and size its record holds";
-    return false;
-  }
-  if (!hal::util::check_elf_image(image.data(), image.size(), why)) {
-    why = "'" + object_name + "': " + why;
-    return false;
-  }
-  return true;
-}
-
-// Stores |image| as the entry of |key|: the object, then the record naming its
-// hash, each written to a temporary, fsync'ed and renamed into place. A reader
-// that meets an object and a record of different writers sees a mismatch and
-// rebuilds. Returns 0 or errno.
-int write_cache_entry(const CacheDirectory& cache, const std::string& key,
-                      const std::vector<unsigned char>& image) {
-  if (int error = hal::util::write_file_atomically(cache.fd.get(), "cpu-" + key + ".so",
-                                                   image.data(), image.size())) {
-    return error;
-  }
-  const std::string record =
-      std::string(kRecordTag) + " sha256 " +
-      hal::util::Sha256::hex(hal::util::Sha256::of(image.data(), image.size())) + " size " +
-      std::to_string(image.size()) + "\n";
-  return hal::util::write_file_atomically(cache.fd.get(), "cpu-" + key + ".sha256", record.data(),
-                                          record.size());
-}
-
-// Logs |message| once per process: the same cache problem on every load
-// would otherwise repeat on every compile.
-void log_once(const plugin::ErrorReporter& report, hal_log_level_t level,
-              const std::string& message) {
-  static std::mutex mutex;
-  static std::set<std::string> said;
-  {
-    std::lock_guard lock(mutex);
-    if (!said.insert(message).second) return;
-  }
-  report.log(level, "%s", message.c_str());
-}
-
 bool mentions_full_disk(const std::string& text) {
   for (int error : {ENOSPC, EDQUOT, EFBIG}) {
     if (text.find(std::strerror(error)) != std::string::npos) return true;
   }
   return false;
+}
+
+// Compiles the translated |text| with |compiler| into a shared object
+// (|image|): the source, the object and anything the compiler writes stay in a
+// fresh directory only this user can enter, so no name in it can be planted.
+hal_result_t compile_object(const std::string& text, const Compiler& compiler,
+                            double timeout_seconds, const plugin::ErrorReporter& report,
+                            std::vector<unsigned char>& image) {
+  std::string why;
+  hal_result_t failure = HAL_ERROR_INTERNAL;
+  hal::util::PrivateTempDirectory work;
+  if (!work.create("hal-cxx-", why)) {
+    const int error = errno;
+    return report.fail_message(
+        hal::util::is_disk_full(error) ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
+        "module_load: " + why);
+  }
+  const std::string source_path = work.path() + "/module.cpp";
+  const std::string object_path = work.path() + "/module.so";
+  {
+    UniqueFd file(openat(work.fd(), "module.cpp",
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    int error = file.valid() ? 0 : errno;
+    if (error == 0) error = hal::util::write_all(file.get(), text.data(), text.size());
+    if (error != 0) {
+      return report.fail_message(
+          hal::util::is_disk_full(error) ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
+          "module_load: " + hal::util::describe_write_error(error, source_path));
+    }
+  }
+  std::vector<std::string> argv = {compiler.path};
+  for (const char* flag : kCompileFlags) argv.emplace_back(flag);
+  argv.insert(argv.end(), {"-o", object_path, source_path});
+  const RunResult run = run_program(argv, timeout_seconds);
+  if (failed_run(run, "the C++ compiler '" + compiler.path + "'", timeout_seconds, failure, why)) {
+    return report.fail_message(failure, run.code, "module_load: " + why);
+  }
+  const std::string diagnostics = run.output + (run.output_cut ? "\n[... diagnostics cut]" : "");
+  if (run.outcome == RunResult::Outcome::kSignaled && run.code == SIGXFSZ) {
+    return report.fail_message(HAL_ERROR_OUT_OF_MEMORY, EFBIG,
+                               "module_load: the C++ compiler was stopped by the file size "
+                               "limit (RLIMIT_FSIZE) writing into '" +
+                                   work.path() + "'");
+  }
+  if (run.outcome != RunResult::Outcome::kExited || run.code != 0) {
+    if (mentions_full_disk(diagnostics)) {
+      return report.fail_message(HAL_ERROR_OUT_OF_MEMORY, ENOSPC,
+                                 "module_load: the C++ compiler ran out of disk space writing "
+                                 "into '" +
+                                     work.path() + "':\n" + diagnostics);
+    }
+    return report.fail_message(HAL_ERROR_INVALID_MODULE, run.code,
+                               "module_load: the C++ compiler (" + compiler.version +
+                                   ") rejected the translated HAL dialect source:\n" + diagnostics);
+  }
+  hal::util::ReadRule rule;
+  rule.no_follow = true;
+  rule.must_be_private = true;
+  rule.max_bytes = hal::util::KernelCache::kMaxObjectBytes;
+  int error = 0;
+  if (!hal::util::read_regular_file(work.fd(), "module.so", rule, image, error, why) ||
+      !hal::util::check_elf_image(image.data(), image.size(), why)) {
+    return report.fail_message(HAL_ERROR_INVALID_MODULE, error,
+                               "module_load: the C++ compiler '" + compiler.path +
+                                   "' exited with 0 but its object '" + object_path +
+                                   "' is not a loadable shared object: " + why);
+  }
+  return HAL_SUCCESS;
 }
 
 }  // namespace
@@ -459,101 +401,28 @@ hal_result_t compile_dialect(std::string_view source, const std::string& machine
   }
 
   // The key: everything that changes the object code.
-  std::string key_text = translated.text;
-  key_text += '\0' + compiler.path + '\0' + compiler.version + '\0' + machine;
-  for (const char* flag : kCompileFlags) key_text += std::string("\0", 1) + flag;
-  const std::string key =
-      hal::util::Sha256::hex(hal::util::Sha256::of(key_text.data(), key_text.size())).substr(0, 32);
-
-  CacheDirectory cache;
-  if (!open_cache(cache, why)) {
-    log_once(report, HAL_LOG_WARNING,
-             "the kernel cache is not used (" + why +
-                 "); HAL dialect modules are compiled in a private temporary directory on every "
-                 "load");
-    out.origin = "a HAL dialect module compiled without a cache (" + why + ")";
-  } else {
-    const std::string entry = cache.path + "/cpu-" + key + ".so";
-    if (read_cache_entry(cache, key, out.image, why)) {
-      out.origin = "the HAL dialect module cached as '" + entry + "'";
-      return HAL_SUCCESS;
-    }
-    if (!why.empty()) {
-      report.log(HAL_LOG_WARNING, "the kernel cache entry %s is rebuilt: %s", entry.c_str(),
-                 why.c_str());
-    }
-    out.image.clear();
-    out.origin = "the HAL dialect module cached as '" + entry + "'";
-  }
-
-  // The source, the object and anything the compiler writes stay in a fresh
-  // directory only this user can enter: no name in it can be planted.
-  hal::util::PrivateTempDirectory work;
-  if (!work.create("hal-cxx-", why)) {
-    const int error = errno;
-    return report.fail_message(
-        hal::util::is_disk_full(error) ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
-        "module_load: " + why);
-  }
-  const std::string source_path = work.path() + "/module.cpp";
-  const std::string object_path = work.path() + "/module.so";
-  {
-    UniqueFd file(openat(work.fd(), "module.cpp",
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    int error = file.valid() ? 0 : errno;
-    if (error == 0)
-      error = hal::util::write_all(file.get(), translated.text.data(), translated.text.size());
-    if (error != 0) {
-      return report.fail_message(
-          hal::util::is_disk_full(error) ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
-          "module_load: " + hal::util::describe_write_error(error, source_path));
-    }
-  }
-  std::vector<std::string> argv = {compiler.path};
-  for (const char* flag : kCompileFlags) argv.emplace_back(flag);
-  argv.insert(argv.end(), {"-o", object_path, source_path});
-  const RunResult run = run_program(argv, timeout_seconds);
-  if (failed_run(run, "the C++ compiler '" + compiler.path + "'", timeout_seconds, failure, why)) {
-    return report.fail_message(failure, run.code, "module_load: " + why);
-  }
-  const std::string diagnostics = run.output + (run.output_cut ? "\n[... diagnostics cut]" : "");
-  if (run.outcome == RunResult::Outcome::kSignaled && run.code == SIGXFSZ) {
-    return report.fail_message(HAL_ERROR_OUT_OF_MEMORY, EFBIG,
-                               "module_load: the C++ compiler was stopped by the file size "
-                               "limit (RLIMIT_FSIZE) writing into '" +
-                                   work.path() + "'");
-  }
-  if (run.outcome != RunResult::Outcome::kExited || run.code != 0) {
-    if (mentions_full_disk(diagnostics)) {
-      return report.fail_message(HAL_ERROR_OUT_OF_MEMORY, ENOSPC,
-                                 "module_load: the C++ compiler ran out of disk space writing "
-                                 "into '" +
-                                     work.path() + "':\n" + diagnostics);
-    }
-    return report.fail_message(HAL_ERROR_INVALID_MODULE, run.code,
-                               "module_load: the C++ compiler (" + compiler.version +
-                                   ") rejected the translated HAL dialect source:\n" + diagnostics);
-  }
-  hal::util::ReadRule rule;
-  rule.no_follow = true;
-  rule.must_be_private = true;
-  rule.max_bytes = kMaxObjectBytes;
-  int error = 0;
-  if (!hal::util::read_regular_file(work.fd(), "module.so", rule, out.image, error, why) ||
-      !hal::util::check_elf_image(out.image.data(), out.image.size(), why)) {
-    return report.fail_message(HAL_ERROR_INVALID_MODULE, error,
-                               "module_load: the C++ compiler '" + compiler.path +
-                                   "' exited with 0 but its object '" + object_path +
-                                   "' is not a loadable shared object: " + why);
-  }
-  if (cache.fd.valid()) {
-    if (int written = write_cache_entry(cache, key, out.image); written != 0) {
-      // The module is compiled and loads; only later loads lose the cache.
-      log_once(report, HAL_LOG_WARNING,
-               "the kernel cache entry could not be stored: " +
-                   hal::util::describe_write_error(written, cache.path));
-    }
-  }
+  std::vector<std::string_view> key_parts = {translated.text, compiler.path, compiler.version,
+                                             machine};
+  for (const char* flag : kCompileFlags) key_parts.emplace_back(flag);
+  hal::util::CachedBuildRequest request;
+  request.prefix = "cpu";
+  request.object_suffix = ".so";
+  request.key = hal::util::KernelCache::key_of(key_parts);
+  request.validate = [](const std::vector<unsigned char>& image, std::string& problem) {
+    return hal::util::check_elf_image(image.data(), image.size(), problem);
+  };
+  hal_result_t build_result = HAL_SUCCESS;
+  const auto build = [&](std::vector<unsigned char>& image) {
+    build_result = compile_object(translated.text, compiler, timeout_seconds, report, image);
+    return build_result == HAL_SUCCESS;
+  };
+  const auto log = [&](hal_log_level_t level, const std::string& message) {
+    report.log(level, "%s", message.c_str());
+  };
+  hal::util::CachedBuild cached;
+  if (!hal::util::build_cached(request, build, log, cached)) return build_result;
+  out.image = std::move(cached.image);
+  out.origin = std::move(cached.origin);
   return HAL_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 namespace hal::cuda {
 namespace {
@@ -95,6 +96,60 @@ bool check_binary_image(const void* data, size_t size, std::string& why) {
   if (size >= 4 && read<uint32_t>(bytes, 0) == kFatbinMagic) return check_fatbin(bytes, size, why);
   why = "neither a cubin (ELF) nor a fatbin (magic 0xBA55ED50)";
   return false;
+}
+
+namespace {
+
+// The first word of |line| after |directive| and blanks ("sm_90" from
+// ".target sm_90, debug"); empty when |line| is not that directive.
+std::string_view directive_word(std::string_view line, std::string_view directive) {
+  if (line.substr(0, directive.size()) != directive) return {};
+  line.remove_prefix(directive.size());
+  if (line.empty() || (line.front() != ' ' && line.front() != '\t')) return {};
+  const size_t start = line.find_first_not_of(" \t");
+  if (start == std::string_view::npos) return {};
+  line.remove_prefix(start);
+  return line.substr(0, line.find_first_of(" \t,\r"));
+}
+
+}  // namespace
+
+bool check_ptx_text(const void* data, size_t size, std::string& target, std::string& why) {
+  const std::string_view text(static_cast<const char*>(data), size);
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    why = "a NUL byte at offset " + std::to_string(nul) + " (PTX is text)";
+    return false;
+  }
+  bool versioned = false;
+  target.clear();
+  for (size_t at = 0; at < text.size() && target.empty();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    const size_t start = line.find_first_not_of(" \t\r");
+    if (start == std::string_view::npos) continue;
+    line.remove_prefix(start);
+    if (line.substr(0, 2) == "//") continue;
+    if (!versioned) {
+      if (directive_word(line, ".version").empty()) {
+        why = "its first directive is not .version";
+        return false;
+      }
+      versioned = true;
+      continue;
+    }
+    target = std::string(directive_word(line, ".target"));
+  }
+  if (!versioned) {
+    why = "no .version directive";
+    return false;
+  }
+  if (target.empty()) {
+    why = "no .target directive";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace hal::cuda

@@ -15,6 +15,14 @@ namespace hal::cuda {
 // with |why| (one phrase).
 bool check_binary_image(const void* data, size_t size, std::string& why);
 
+// True when |data| (|size| bytes) reads as PTX text: no NUL byte (the driver
+// would stop reading there), a `.version` directive before any other, and a
+// `.target` directive, whose first target (`sm_90`) goes to |target|.
+// Otherwise false with |why| (one phrase). The kernel cache checks an entry
+// with it before the driver sees one (the driver's own parse of a PTX the
+// caller passes gives its CUresult instead).
+bool check_ptx_text(const void* data, size_t size, std::string& target, std::string& why);
+
 }  // namespace hal::cuda
 
 #endif  // HAL_PLUGINS_CUDA_IMAGE_HPP_

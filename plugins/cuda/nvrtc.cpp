@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "hal_util/env.hpp"
+#include "hal_util/library_identity.hpp"
 
 namespace hal::cuda {
 namespace {
@@ -74,6 +75,8 @@ std::unique_ptr<Nvrtc> Nvrtc::open(std::string& why) {
     return nullptr;
   }
   version(&nvrtc->major_, &nvrtc->minor_);
+  nvrtc->identity_ = "NVRTC " + nvrtc->version() + " " +
+                     hal::util::library_identity(reinterpret_cast<void*>(nvrtc->compile_program_));
   const std::string include_dir =
       find_include_dir(reinterpret_cast<void*>(nvrtc->compile_program_));
   if (!include_dir.empty()) nvrtc->include_options_.push_back("-I" + include_dir);
@@ -87,6 +90,13 @@ std::unique_ptr<Nvrtc> Nvrtc::open(std::string& why) {
 
 std::string Nvrtc::version() const {
   return std::to_string(major_) + "." + std::to_string(minor_);
+}
+
+std::vector<std::string> Nvrtc::options(int arch) const {
+  std::vector<std::string> options = {"--gpu-architecture=compute_" + std::to_string(arch),
+                                      "--std=c++17", "-default-device"};
+  options.insert(options.end(), include_options_.begin(), include_options_.end());
+  return options;
 }
 
 int Nvrtc::pick_arch(int major, int minor) const {
@@ -106,10 +116,11 @@ bool Nvrtc::compile_to_ptx(const std::string& source, const char* name, int arch
     log = std::string("nvrtcCreateProgram: ") + get_error_string_(result);
     return false;
   }
-  const std::string arch_option = "--gpu-architecture=compute_" + std::to_string(arch);
-  std::vector<const char*> options = {arch_option.c_str(), "--std=c++17", "-default-device"};
-  for (const std::string& include : include_options_) options.push_back(include.c_str());
-  result = compile_program_(program, static_cast<int>(options.size()), options.data());
+  const std::vector<std::string> texts = options(arch);
+  std::vector<const char*> pointers;
+  for (const std::string& option : texts) pointers.push_back(option.c_str());
+  compile_count_.fetch_add(1, std::memory_order_relaxed);
+  result = compile_program_(program, static_cast<int>(pointers.size()), pointers.data());
   size_t log_size = 0;
   log.clear();
   if (get_log_size_(program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
@@ -142,13 +153,20 @@ DialectStatus compile_dialect(const Nvrtc& nvrtc, std::string_view source, int a
     message = "the HAL dialect source is invalid: " + diagnostic.to_string();
     return DialectStatus::kInvalidSource;
   }
+  return compile_translated(nvrtc, out.translated, arch, out.ptx, message)
+             ? DialectStatus::kOk
+             : DialectStatus::kCompilerRejected;
+}
+
+bool compile_translated(const Nvrtc& nvrtc, const dialect::TranslatedModule& translated, int arch,
+                        std::string& ptx, std::string& message) {
   std::string log;
-  if (!nvrtc.compile_to_ptx(out.translated.text, "hal_dialect.cu", arch, out.ptx, log)) {
+  if (!nvrtc.compile_to_ptx(translated.text, "hal_dialect.cu", arch, ptx, log)) {
     message = "NVRTC " + nvrtc.version() + " rejected the translated HAL dialect (compute_" +
               std::to_string(arch) + "):\n" + log;
-    return DialectStatus::kCompilerRejected;
+    return false;
   }
-  return DialectStatus::kOk;
+  return true;
 }
 
 }  // namespace hal::cuda

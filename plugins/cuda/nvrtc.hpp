@@ -7,6 +7,7 @@
 
 #include <nvrtc.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,6 +33,14 @@ class Nvrtc {
   }
   // "13.0".
   std::string version() const;
+  // The version and the file the library was loaded from (size, mtime,
+  // inode): a kernel cache key names the compiler this exactly.
+  const std::string& identity() const { return identity_; }
+  // The options compile_to_ptx gives NVRTC for compute_|arch|.
+  std::vector<std::string> options(int arch) const;
+  // How many programs compile_to_ptx has handed to NVRTC (a kernel cache hit
+  // adds none). Thread-safe.
+  size_t compile_count() const { return compile_count_.load(std::memory_order_relaxed); }
   // The virtual architecture to compile for on a device of compute
   // capability |major|.|minor|: the highest NVRTC supports that is not above
   // the device's (PTX runs on later devices). 0 when NVRTC supports none.
@@ -48,6 +57,8 @@ class Nvrtc {
   // Where the translated source's #include <cuda_fp16.h> is found (-I).
   std::vector<std::string> include_options_;
   int major_ = 0, minor_ = 0;
+  std::string identity_;
+  mutable std::atomic<size_t> compile_count_{0};
   decltype(&::nvrtcGetErrorString) get_error_string_ = nullptr;
   decltype(&::nvrtcCreateProgram) create_program_ = nullptr;
   decltype(&::nvrtcDestroyProgram) destroy_program_ = nullptr;
@@ -69,9 +80,15 @@ enum class DialectStatus { kOk, kInvalidSource, kCompilerRejected };
 
 // Translates |source| to CUDA C++ and compiles it to PTX for compute_|arch|.
 // On failure |message| says why: the dialect's diagnostic, or NVRTC's log.
-// Compiled each time (no on-disk cache yet).
+// Compiled each time; module_load goes through the kernel cache
+// (dialect_cache.hpp).
 DialectStatus compile_dialect(const Nvrtc& nvrtc, std::string_view source, int arch,
                               CompiledDialect& out, std::string& message);
+
+// Compiles an already translated module's text to PTX for compute_|arch|.
+// False with |message| (NVRTC's log, naming the version and the arch).
+bool compile_translated(const Nvrtc& nvrtc, const dialect::TranslatedModule& translated, int arch,
+                        std::string& ptx, std::string& message);
 
 }  // namespace hal::cuda
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hal_util/env.hpp"
+#include "hal_util/library_identity.hpp"
 
 namespace hal::hip {
 namespace {
@@ -71,7 +72,25 @@ std::unique_ptr<Hiprtc> Hiprtc::open(void* runtime_library, std::string& why) {
     why = path + " has no hiprtc entry points";
     return nullptr;
   }
+  // hiprtcVersion is optional: the library file names the compiler anyway.
+  // Appended piece by piece: GCC 12 warns (-Wrestrict) on "text" + std::string&&.
+  decltype(&::hiprtcVersion) version = nullptr;
+  int major = 0, minor = 0;
+  std::string& identity = hiprtc->identity_;
+  identity = "hiprtc ";
+  if (resolve(library, "hiprtcVersion", version) && version(&major, &minor) == HIPRTC_SUCCESS) {
+    identity.append(std::to_string(major)).append(".").append(std::to_string(minor));
+  } else {
+    identity.append("(no version)");
+  }
+  identity.append(" ").append(
+      hal::util::library_identity(reinterpret_cast<void*>(hiprtc->compile_program_)));
   return hiprtc;
+}
+
+std::vector<std::string> Hiprtc::options(const std::string& arch) const {
+  // --offload-arch: HIP 5.2's hiprtc crashes on --gpu-architecture= (measured).
+  return {"--offload-arch=" + arch, "-std=c++17", "-O3"};
 }
 
 bool Hiprtc::compile(const std::string& source, const char* name, const std::string& arch,
@@ -86,10 +105,11 @@ bool Hiprtc::compile(const std::string& source, const char* name, const std::str
     log = std::string("hiprtcCreateProgram: ") + get_error_string_(result);
     return false;
   }
-  // --offload-arch: HIP 5.2's hiprtc crashes on --gpu-architecture= (measured).
-  const std::string arch_option = "--offload-arch=" + arch;
-  std::vector<const char*> options = {arch_option.c_str(), "-std=c++17", "-O3"};
-  result = compile_program_(program, static_cast<int>(options.size()), options.data());
+  const std::vector<std::string> texts = options(arch);
+  std::vector<const char*> pointers;
+  for (const std::string& option : texts) pointers.push_back(option.c_str());
+  compile_count_.fetch_add(1, std::memory_order_relaxed);
+  result = compile_program_(program, static_cast<int>(pointers.size()), pointers.data());
   size_t log_size = 0;
   log.clear();
   if (get_log_size_(program, &log_size) == HIPRTC_SUCCESS && log_size > 1) {
@@ -121,12 +141,19 @@ DialectStatus compile_dialect(const Hiprtc& hiprtc, std::string_view source,
     message = "the HAL dialect source is invalid: " + diagnostic.to_string();
     return DialectStatus::kInvalidSource;
   }
+  return compile_translated(hiprtc, out.translated, arch, out.code, message)
+             ? DialectStatus::kOk
+             : DialectStatus::kCompilerRejected;
+}
+
+bool compile_translated(const Hiprtc& hiprtc, const dialect::TranslatedModule& translated,
+                        const std::string& arch, std::string& code, std::string& message) {
   std::string log;
-  if (!hiprtc.compile(out.translated.text, "hal_dialect.hip", arch, out.code, log)) {
+  if (!hiprtc.compile(translated.text, "hal_dialect.hip", arch, code, log)) {
     message = "hiprtc rejected the translated HAL dialect (" + arch + "):\n" + log;
-    return DialectStatus::kCompilerRejected;
+    return false;
   }
-  return DialectStatus::kOk;
+  return true;
 }
 
 }  // namespace hal::hip

@@ -9,9 +9,11 @@
 
 #include <hip/hiprtc.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hal_dialect/dialect.hpp"
 
@@ -33,8 +35,19 @@ class Hiprtc {
   bool compile(const std::string& source, const char* name, const std::string& arch,
                std::string& code, std::string& log) const;
 
+  // The options compile gives hiprtc for |arch|.
+  std::vector<std::string> options(const std::string& arch) const;
+  // hiprtcVersion's answer and the file hiprtc was taken from (size, mtime,
+  // inode): a kernel cache key names the compiler this exactly.
+  const std::string& identity() const { return identity_; }
+  // How many programs compile has handed to hiprtc (a kernel cache hit adds
+  // none). Thread-safe.
+  size_t compile_count() const { return compile_count_.load(std::memory_order_relaxed); }
+
  private:
   Hiprtc() = default;
+  std::string identity_;
+  mutable std::atomic<size_t> compile_count_{0};
   decltype(&::hiprtcGetErrorString) get_error_string_ = nullptr;
   decltype(&::hiprtcCreateProgram) create_program_ = nullptr;
   decltype(&::hiprtcDestroyProgram) destroy_program_ = nullptr;
@@ -65,9 +78,14 @@ enum class DialectStatus { kOk, kInvalidSource, kCompilerRejected };
 
 // Translates |source| to HIP C++ and compiles it for |arch|. On failure
 // |message| says why: the dialect's diagnostic, or hiprtc's log. Compiled
-// each time (no on-disk cache yet).
+// each time; module_load goes through the kernel cache (dialect_cache.hpp).
 DialectStatus compile_dialect(const Hiprtc& hiprtc, std::string_view source,
                               const std::string& arch, CompiledDialect& out, std::string& message);
+
+// Compiles an already translated module's text for |arch|. False with
+// |message| (hiprtc's log, naming the arch).
+bool compile_translated(const Hiprtc& hiprtc, const dialect::TranslatedModule& translated,
+                        const std::string& arch, std::string& code, std::string& message);
 
 }  // namespace hal::hip
 

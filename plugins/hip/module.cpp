@@ -9,6 +9,7 @@
 #include "hal_plugin_sdk/signature.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
 #include "device.hpp"
+#include "dialect_cache.hpp"
 #include "hiprtc.hpp"
 #include "stream.hpp"
 
@@ -98,7 +99,12 @@ hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* des
       auto compiled = std::make_unique<CompiledDialect>();
       std::string message;
       image.resize(strnlen(image.c_str(), image.size()));
-      if (compile_dialect(hiprtc, image, owner.arch(), *compiled, message) != DialectStatus::kOk) {
+      const auto log = [&](hal_log_level_t level, const std::string& line) {
+        report.log(level, "%s", line.c_str());
+      };
+      CacheOutcome outcome;
+      if (compile_dialect_cached(hiprtc, image, owner.arch(), log, *compiled, outcome, message) !=
+          DialectStatus::kOk) {
         return report.fail_message(HAL_ERROR_INVALID_MODULE, 0, "module_load: " + message);
       }
       image = std::move(compiled->code);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fake_runtime.h"
+#include "cache_test_support.hpp"
 #include "hal.h"
 #include "hiprtc.hpp"
 
@@ -43,6 +44,7 @@ const char* fake_path() {
   // The system's runtime by its path (its name is the stand-in's soname, so
   // dlopen by name would answer the stand-in): the real compiler.
   setenv("HAL_HIP_HIPRTC_PATH", HAL_TEST_SYSTEM_HIP, 1);
+  setenv("HAL_CACHE_DIR", HAL_TEST_CACHE_DIR, 0);  // hermetic: the build tree
   return true;
 }();
 
@@ -399,6 +401,60 @@ TEST_CASE(
   CHECK(get(module, "nothing", &kernel) == HAL_ERROR_NOT_FOUND);
   CHECK(hal_mem_free(x) == HAL_SUCCESS);
   CHECK(hal_module_unload(module) == HAL_SUCCESS);
+}
+
+TEST_CASE("a second load of the same dialect source is a kernel cache hit, and damage is rebuilt") {
+  cache_test::Scratch scratch;
+  const std::string directory = scratch.path + "/cache";
+  cache_test::EnvOverride cache_dir("HAL_CACHE_DIR", directory.c_str());
+  cache_test::EnvOverride log("HAL_LOG", "1");
+  Session session;
+  Fake fake;
+  const std::string source =
+      "kernel void add_one(global int* x, unsigned n) {\n"
+      "  int i = global_id(0);\n"
+      "  if (i < n) x[i] = x[i] + 1;\n"
+      "}\n";
+  // Loads the source, launches its kernel once, and returns the log lines.
+  auto load_and_launch = [&](const char* what) {
+    CAPTURE(what);
+    cache_test::StderrCapture capture(scratch.path + "/stderr.txt");
+    hal_module_t module = nullptr;
+    REQUIRE(load(session.device(), HAL_MODULE_FORMAT_HAL_DIALECT, source, &module) == HAL_SUCCESS);
+    hal_kernel_t kernel = nullptr;
+    REQUIRE(get(module, "add_one", &kernel) == HAL_SUCCESS);
+    void* x = nullptr;
+    REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, 64, 0, &x) == HAL_SUCCESS);
+    const uint32_t n = 16;
+    const hal_kernel_arg_t args[] = {{&x, 8}, {&n, 4}};
+    const size_t before = fake.launch_count();
+    const hal_launch_config_t launch = config(1, 16);
+    REQUIRE(hal_launch_kernel(kernel, &launch, 2, args, session.stream()) == HAL_SUCCESS);
+    fake_hip_launch_t seen{};
+    REQUIRE(fake.launch_get(before, &seen) == 1);
+    CHECK(std::string(seen.name) == "add_one");
+    CHECK(hal_mem_free(x) == HAL_SUCCESS);
+    CHECK(hal_module_unload(module) == HAL_SUCCESS);
+    return capture.text();
+  };
+  const std::string first = load_and_launch("the first load");
+  CHECK(first.find("compiled and stored as the kernel cache entry '" + directory + "/hip-") !=
+        std::string::npos);
+  const std::string entry = directory + "/" + cache_test::only_entry(directory, ".hsaco");
+  const ino_t stored = cache_test::inode_of(entry);
+
+  const std::string second = load_and_launch("the second load");
+  CHECK(second.find("the kernel cache entry '" + entry + "' is used: nothing is compiled") !=
+        std::string::npos);
+  CHECK(second.find("compiled and stored") == std::string::npos);
+  CHECK(cache_test::inode_of(entry) == stored);  // not written again
+
+  // Truncated: the hash disagrees, so it is compiled and stored again.
+  const std::string bytes = cache_test::slurp(entry);
+  cache_test::write_file(entry, bytes.substr(0, bytes.size() / 2));
+  const std::string third = load_and_launch("the load after the damage");
+  CHECK(third.find("the kernel cache entry " + entry + " is rebuilt: ") != std::string::npos);
+  CHECK(cache_test::slurp(entry) == bytes);
 }
 
 TEST_CASE(

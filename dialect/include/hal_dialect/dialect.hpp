@@ -55,6 +55,12 @@ struct TranslatedModule {
   const KernelRecord* find(std::string_view entry) const;
 };
 
+// The front end's version, part of the cuda and hip plugins' kernel cache
+// keys (SPEC.md §8). The translated text is in the key too; this is raised
+// when a change makes the same text mean something else to a plugin (its
+// kernel records, or how the plugin builds what it compiles).
+inline constexpr std::string_view kTranslatorVersion = "hal-dialect 1";
+
 // Parses and translates |source|. False, with |error|, when the source
 // breaks a rule of the dialect.
 bool translate(std::string_view source, Backend backend, TranslatedModule& out, Diagnostic& error);

@@ -1,5 +1,5 @@
 #pragma once
-// SHA-256 (FIPS 180-4): the content hash the cpu plugin's kernel cache records
+// SHA-256 (FIPS 180-4): the content hash the kernel cache (kernel_cache.hpp) records
 // for each object and checks before loading it. Small and dependency-free.
 
 #include <array>
