@@ -297,7 +297,7 @@ TEST_CASE("shared segment: try_run finishes a call whose peers come in time",
 }
 
 TEST_CASE(
-    "shared segment: one thread drives two ranks; a rank whose peer is late gives up and "
+    "shared segment: one thread drives two ranks, a rank whose peer is late gives up and "
     "run() finishes its call",
     "[collectives][shm]") {
   Wire wire;
