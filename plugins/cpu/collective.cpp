@@ -107,7 +107,12 @@ class CollectiveTask final : public StreamTask {
   bool finish_inline() noexcept override {
     try {
       const auto calls = calls_.calls();
-      if (!may_finish_inline(*state_, calls) || state_->error() != HAL_SUCCESS) return false;
+      // Another call of this rank still pending (on another stream) owns
+      // the segment's episode: this one must not step in before it.
+      if (!may_finish_inline(*state_, calls) || state_->error() != HAL_SUCCESS ||
+          state_->tasks_alive.load(std::memory_order_acquire) != 1) {
+        return false;
+      }
       deadline_ = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
       started_ = true;
       Status status;
