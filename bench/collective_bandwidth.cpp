@@ -7,6 +7,7 @@
 //   mpirun -np 2 --allow-run-as-root collective_bandwidth mpi
 //                                     2 processes (cpu plugin over MPI);
 //                                     peer: MPI_Allreduce on the same buffers
+//   ... mpi MAX_BYTES                 the same, sizes up to MAX_BYTES only
 //
 // algbw = S / t, busbw = algbw * 2(n-1)/n (nccl-tests, allreduce). Sizes
 // 8 B .. 256 MiB of f32, out of place. A sample is a batch of calls lasting
@@ -26,6 +27,7 @@
 // bandwidth of n threads each copying its own buffer (measured below), so
 // bound_busbw = B / (2·n) * 2(n-1)/n.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -272,7 +274,7 @@ auto barrier_batch(Call one, hal_stream_t stream) {
   };
 }
 
-int run_mpi() {
+int run_mpi(size_t max_bytes) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
   int rank = 0;
@@ -302,7 +304,7 @@ int run_mpi() {
     std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s\n", "bytes", "time_us", "algbw",
                 "busbw", "peer", "peer_busbw", "peer_us", "ratio");
   }
-  for (size_t bytes = 8; bytes <= kMaxBytes; bytes *= 2) {
+  for (size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
     const int count = static_cast<int>(bytes / 4);
     auto hal_batch = barrier_batch(
         [&] {
@@ -324,7 +326,7 @@ int run_mpi() {
                 "busbw", "peer", "peer_busbw", "peer_us", "ratio");
   }
   const auto n = static_cast<uint32_t>(size);
-  for (size_t bytes = 64; bytes <= (size_t{64} << 20); bytes *= 8) {
+  for (size_t bytes = 64; bytes <= std::min(max_bytes, size_t{64} << 20); bytes *= 8) {
     const UnevenCounts counts = uneven_counts(bytes / 4, static_cast<uint32_t>(rank), n);
     std::vector<int> mpi_send(n), mpi_recv(n), mpi_sdispl(n), mpi_rdispl(n);
     for (uint32_t r = 0, s_at = 0, r_at = 0; r < n; ++r) {
@@ -368,8 +370,16 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "local";
   if (mode == "local") return run_local();
 #ifdef HAL_BENCH_HAVE_MPI
-  if (mode == "mpi") return run_mpi();
+  if (mode == "mpi") {
+    // An optional bound on the sizes, for latency runs that skip the large ones.
+    const unsigned long long max_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 0;
+    if (argc <= 2 || (max_bytes >= 8 && max_bytes <= kMaxBytes)) {
+      return run_mpi(argc > 2 ? static_cast<size_t>(max_bytes) : kMaxBytes);
+    }
+    std::fprintf(stderr, "collective_bandwidth mpi: MAX_BYTES must be from 8 to %zu\n", kMaxBytes);
+    return 2;
+  }
 #endif
-  std::fprintf(stderr, "usage: collective_bandwidth local | mpi (under mpirun)\n");
+  std::fprintf(stderr, "usage: collective_bandwidth local | mpi [MAX_BYTES] (under mpirun)\n");
   return 2;
 }

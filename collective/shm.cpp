@@ -15,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <thread>
 
 namespace hal::collective {
 
@@ -284,33 +285,38 @@ Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready read
   return status;
 }
 
-Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& deadline) {
-  const uint64_t episode = ++episode_;
-  auto everyone = [&](std::atomic<uint64_t> RankLineLayout::*counter, uint64_t at_least) {
-    return [this, counter, at_least] {
-      for (uint32_t r = 0; r < ranks_; ++r) {
-        if ((line(r).*counter).load(std::memory_order_acquire) < at_least) return false;
-      }
-      return true;
-    };
-  };
-  // Our slot is ours again once every rank is done with the last episode.
-  if (Status s = wait_for(deadline, "waiting for the peers to finish the previous call",
-                          everyone(&RankLineLayout::done, episode - 1));
-      !s.ok()) {
-    return s;
+void ShmGroup::begin() noexcept {
+  if (phase_ != Phase::kIdle) return;  // a try_run left this episode open
+  ++episode_;
+  phase_ = Phase::kWaitingForPrevious;
+}
+
+// Our slot is ours again once every rank is done with the last episode.
+bool ShmGroup::previous_done() const noexcept {
+  for (uint32_t r = 0; r < ranks_; ++r) {
+    if (line(r).done.load(std::memory_order_acquire) < episode_ - 1) return false;
   }
+  return true;
+}
+
+void ShmGroup::post(const hal_collective_call_t& call) noexcept {
   RankLine& mine = line(rank_);
   mine.signature.store(call_signature(call), std::memory_order_relaxed);
   if (serves_data(call) && call.count != 0) {
     std::memcpy(input(rank_), call.send, call.count * dtype_size(call.dtype));
   }
-  mine.arrived.store(episode, std::memory_order_release);
-  if (Status s = wait_for(deadline, "waiting for the other ranks to arrive",
-                          everyone(&RankLineLayout::arrived, episode));
-      !s.ok()) {
-    return s;
+  mine.arrived.store(episode_, std::memory_order_release);
+  phase_ = Phase::kWaitingForArrivals;
+}
+
+bool ShmGroup::all_arrived() const noexcept {
+  for (uint32_t r = 0; r < ranks_; ++r) {
+    if (line(r).arrived.load(std::memory_order_acquire) < episode_) return false;
   }
+  return true;
+}
+
+Status ShmGroup::check_signatures(const hal_collective_call_t& call) const {
   const uint32_t expected = line(0).signature.load(std::memory_order_relaxed);
   for (uint32_t r = 1; r < ranks_; ++r) {
     if (line(r).signature.load(std::memory_order_relaxed) != expected) {
@@ -320,6 +326,48 @@ Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& de
     }
   }
   return {};
+}
+
+Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& deadline) {
+  begin();
+  if (phase_ == Phase::kWaitingForPrevious) {
+    if (Status s = wait_for(deadline, "waiting for the peers to finish the previous call",
+                            [this] { return previous_done(); });
+        !s.ok()) {
+      return s;
+    }
+    post(call);
+  }
+  if (Status s = wait_for(deadline, "waiting for the other ranks to arrive",
+                          [this] { return all_arrived(); });
+      !s.ok()) {
+    return s;
+  }
+  return check_signatures(call);
+}
+
+bool ShmGroup::try_run(const hal_collective_call_t& call, Clock::duration patience,
+                       Status& out_status) {
+  begin();
+  // The clock is read once every kPollsPerClockRead polls: a poll costs a
+  // few cache-line reads, a clock read about as much as all of them.
+  constexpr uint32_t kPollsPerClockRead = 64;
+  const auto give_up = Clock::now() + patience;
+  for (uint32_t i = 1;; ++i) {
+    if (phase_ == Phase::kWaitingForPrevious && previous_done()) post(call);
+    if (phase_ == Phase::kWaitingForArrivals && all_arrived()) break;
+    if (i % kPollsPerClockRead == 0) {
+      if (Clock::now() > give_up) return false;
+      std::this_thread::yield();  // on a small machine the peer may need this core
+    }
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  Status status = check_signatures(call);
+  if (status.ok()) status = reduce(call);
+  out_status = finish(std::move(status));
+  return true;
 }
 
 // Every rank reduces all inputs, in rank order: identical bytes everywhere.
@@ -339,6 +387,7 @@ Status ShmGroup::reduce(const hal_collective_call_t& call) {
 }
 
 Status ShmGroup::finish(Status status) {
+  phase_ = Phase::kIdle;
   // A mismatch is everyone's verdict and leaves the ranks in step; any other
   // failure leaves this rank behind, so its peers must stop waiting for it.
   if (!status.ok() && status.result != HAL_ERROR_ARGUMENT_MISMATCH) fail();

@@ -1,5 +1,6 @@
 #include "collective.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -29,6 +30,7 @@ struct RankState {
   std::unique_ptr<collective::Transport> transport;  // MPI ranks
   std::unique_ptr<collective::ShmGroup> shm;         // MPI ranks sharing one host
   std::vector<uint8_t> scratch;                      // MPI ranks: reused working memory
+  std::atomic<uint32_t> tasks_alive{0};              // CollectiveTasks not yet finished
   std::mutex error_mutex;
   hal_result_t async_error = HAL_SUCCESS;
 
@@ -58,30 +60,79 @@ Comm* to_comm(hal_impl_comm_t* comm) {
   return reinterpret_cast<Comm*>(comm);
 }
 
+// How long a small collective tried on the enqueueing thread waits for its
+// peers before it leaves the rest to the stream. Peers in step arrive
+// within a microsecond or two; a stream task instead costs a hand-over to
+// an executor thread. Short enough that the caller is never held for long
+// (one thread may drive several communicators in turn).
+constexpr auto kInlinePatience = std::chrono::microseconds(20);
+
+// Whether |calls| may be tried on the enqueueing thread: one allreduce
+// small enough to travel whole through the shared segment.
+bool may_finish_inline(const RankState& state, std::span<const hal_collective_call_t> calls) {
+  return state.shm && calls.size() == 1 && state.shm->serves_data(calls.front());
+}
+
 class CollectiveTask final : public StreamTask {
  public:
   // The calls are copied with their alltoallv layouts: the caller's are
   // valid during comm_enqueue only.
   CollectiveTask(std::shared_ptr<RankState> state, const hal_collective_call_t* calls,
                  uint32_t count)
-      : state_(std::move(state)), calls_(std::span(calls, count)) {}
+      : state_(std::move(state)), calls_(std::span(calls, count)) {
+    state_->tasks_alive.fetch_add(1, std::memory_order_relaxed);
+  }
+  // A task is destroyed once it ran or finished inline (or its stream was
+  // lost): then it no longer holds its communicator's order.
+  ~CollectiveTask() override { state_->tasks_alive.fetch_sub(1, std::memory_order_release); }
+  CollectiveTask(const CollectiveTask&) = delete;
+  CollectiveTask& operator=(const CollectiveTask&) = delete;
 
   void run() override {
+    if (!outcome_.ok()) fail(outcome_);  // the inline part failed: reported in stream order
     if (const hal_result_t failed = state_->error(); failed != HAL_SUCCESS) {
       throw std::runtime_error(
           std::string("collective skipped: the communicator failed earlier (") +
           hal::util::result_name(failed) + ")");
     }
-    const Deadline deadline = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
-    const Status status = run_calls(deadline);
-    if (status.ok()) return;
+    // The deadline counts from the call's start on the stream: an inline
+    // try started it already.
+    if (!started_) deadline_ = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
+    const Status status = run_calls(deadline_);
+    if (!status.ok()) fail(status);
+  }
+
+  // A small allreduce through the shared segment, the whole of it, while
+  // the peers come within kInlinePatience.
+  bool finish_inline() noexcept override {
+    try {
+      const auto calls = calls_.calls();
+      // Another call of this rank still pending (on another stream) owns
+      // the segment's episode: this one must not step in before it.
+      if (!may_finish_inline(*state_, calls) || state_->error() != HAL_SUCCESS ||
+          state_->tasks_alive.load(std::memory_order_acquire) != 1) {
+        return false;
+      }
+      deadline_ = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
+      started_ = true;
+      Status status;
+      if (!state_->shm->try_run(calls.front(), kInlinePatience, status)) return false;
+      if (status.ok()) return true;
+      outcome_ = std::move(status);
+    } catch (const std::exception&) {
+      // No memory for a message: run() goes on from where this stopped.
+    }
+    return false;
+  }
+
+ private:
+  [[noreturn]] void fail(const Status& status) {
     state_->record(status.result);
     throw std::runtime_error(std::string(collective::kind_name(calls_.calls().front().kind)) +
                              " on rank " + std::to_string(state_->rank) + " failed (" +
                              hal::util::result_name(status.result) + "): " + status.message);
   }
 
- private:
   Status run_calls(const Deadline& deadline) {
     const auto calls = calls_.calls();
     if (state_->group) return state_->group->run(state_->rank, calls, deadline);
@@ -99,6 +150,9 @@ class CollectiveTask final : public StreamTask {
 
   std::shared_ptr<RankState> state_;
   collective::OwnedCalls calls_;
+  Deadline deadline_;
+  bool started_ = false;  // deadline_ is set: an inline try began the call
+  Status outcome_;        // a failure the inline try met
 };
 
 }  // namespace
@@ -180,8 +234,16 @@ hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint
   Comm& self = *to_comm(comm);
   Stream& target = *to_stream(stream);
   return plugin::guarded(self.device().report(), "comm_enqueue", [&] {
+    const RankState& state = *self.state();
+    // When this rank's previous call fell back to a stream because a peer
+    // was late, it usually ends within moments: waiting that long for the
+    // stream to go idle lets this call go inline too, instead of queueing
+    // behind it (which would keep every later call on the stream).
+    const bool behind_own_call = may_finish_inline(state, std::span(calls, call_count)) &&
+                                 state.tasks_alive.load(std::memory_order_acquire) != 0;
     auto task = std::make_unique<CollectiveTask>(self.state(), calls, call_count);
-    return target.enqueue(TaskCommand{std::move(task)});
+    return target.enqueue_task(TaskCommand{std::move(task)},
+                               behind_own_call ? kInlinePatience : std::chrono::microseconds(0));
   });
 }
 

@@ -87,6 +87,11 @@ class StreamTask {
  public:
   virtual ~StreamTask() = default;
   virtual void run() = 0;
+  // Offered the task on an idle stream by Stream::enqueue_task, on the
+  // enqueueing thread: true when it finished the work there, briefly (it
+  // must not block for long). False leaves the work, or what is left of it,
+  // to run() in stream order; a failure is reported there too.
+  virtual bool finish_inline() noexcept { return false; }
 };
 
 struct TaskCommand {

@@ -413,6 +413,51 @@ hal_result_t Stream::enqueue(Command&& command) {
   return HAL_SUCCESS;
 }
 
+hal_result_t Stream::enqueue_task(TaskCommand&& command, std::chrono::nanoseconds wait_for_idle) {
+  if (failed_.load(std::memory_order_acquire)) return report_failure("enqueue");
+  StreamTask& task = *command.task;
+  if (wait_for_idle.count() > 0) {
+    // Lock-free, as query: everything enqueued has completed. A command
+    // completes after the runner's seat is free again (run_one).
+    const auto give_up = std::chrono::steady_clock::now() + wait_for_idle;
+    for (uint32_t i = 1; completed_seen_.load(std::memory_order_acquire) !=
+                         enqueued_seen_.load(std::memory_order_acquire);
+         ++i) {
+      spin_pause(i);
+      if (i % 64 == 0 && std::chrono::steady_clock::now() > give_up) break;
+    }
+  }
+  std::unique_lock lock(mutex_);
+  if (!queue_.empty() || runner_busy_ || parked_ || tls_running == this) {
+    lock.unlock();
+    return enqueue(std::move(command));
+  }
+  // The task waits at the front of the queue while this thread holds the
+  // runner's seat: nobody else runs it, and whatever is enqueued meanwhile
+  // queues behind it.
+  queue_.push(std::move(command));
+  ++enqueued_;
+  enqueued_seen_.store(enqueued_, std::memory_order_release);
+  runner_busy_ = true;
+  lock.unlock();
+  const Stream* previous = tls_running;
+  tls_running = this;
+  const bool finished = task.finish_inline();
+  tls_running = previous;
+  lock.lock();
+  runner_busy_ = false;
+  Command done;  // released after the lock, as run_one does
+  if (finished) {
+    done = queue_.pop();
+    ++completed_;
+    completed_seen_.store(completed_, std::memory_order_release);
+  }
+  if (sleepers_ != 0) idle_cv_.notify_all();
+  schedule_locked();  // the rest of the task, or work enqueued meanwhile
+  lock.unlock();
+  return HAL_SUCCESS;
+}
+
 void Stream::run_one(std::unique_lock<std::mutex>& lock) {
   Command command = queue_.pop();
   runner_busy_ = true;

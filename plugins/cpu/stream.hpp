@@ -27,6 +27,7 @@
 #define HAL_PLUGINS_CPU_STREAM_HPP_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -106,6 +107,14 @@ class Stream {
   // Queues |command|; blocks while the queue is full. HAL_ERROR_DEVICE_LOST
   // (reported) when earlier work failed.
   hal_result_t enqueue(Command&& command);
+  // Queues |command| as enqueue does; when the stream is idle (nothing
+  // queued, running or parked, so stream order already holds), the calling
+  // thread first offers the task its finish_inline(), holding the runner's
+  // seat meanwhile. A task finished there is complete when this returns
+  // (synchronize, query and events recorded after it see it so); one that
+  // is not runs from the queue as any other command. A busy stream is
+  // given up to |wait_for_idle| to become idle first.
+  hal_result_t enqueue_task(TaskCommand&& command, std::chrono::nanoseconds wait_for_idle);
   // Runs or waits for everything enqueued before the call.
   hal_result_t synchronize();
   // HAL_SUCCESS, HAL_NOT_READY or HAL_ERROR_DEVICE_LOST; never blocks.

@@ -1,7 +1,8 @@
 // The shared segment of collective/shm.cpp on ranks that are threads of this
 // process, set up over an in-memory transport: allreduce against a plain
-// sum, the agreement on whether to share, mismatch, a broken peer, and a
-// segment planted by someone else.
+// sum, the agreement on whether to share, mismatch, a broken peer, a
+// segment planted by someone else, and calls tried without blocking
+// (try_run: the cpu plugin's inline path).
 #include <catch2/catch.hpp>
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -235,6 +237,150 @@ TEST_CASE("shared segment: a mismatch fails every rank, a broken peer fails them
                          [] { return Status{}; });
   CHECK(alone.result == HAL_ERROR_REMOTE);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
+namespace {
+
+// Rank r's input of episode e: small integers, exact in float sums.
+std::vector<float> input_of(uint32_t rank, uint32_t episode, size_t count) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i) {
+    v[i] = static_cast<float>(static_cast<int>((rank * 131u + episode * 17u + i * 7u) % 23u) - 11);
+  }
+  return v;
+}
+
+std::vector<float> sum_of(const std::vector<std::vector<float>>& inputs) {
+  std::vector<float> want(inputs.front().size(), 0.0f);
+  for (const auto& v : inputs) {
+    for (size_t i = 0; i < v.size(); ++i) want[i] += v[i];
+  }
+  return want;
+}
+
+constexpr auto kNoPatience = std::chrono::microseconds(0);
+constexpr auto kLongPatience = std::chrono::seconds(20);
+
+}  // namespace
+
+TEST_CASE("shared segment: try_run finishes a call whose peers come in time",
+          "[collectives][shm]") {
+  const uint32_t ranks = GENERATE(1u, 2u, 3u);
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, ranks, [](uint32_t) { return true; });
+  for (const Made& m : made) REQUIRE(m.group != nullptr);
+  std::mt19937 random(ranks + 100);
+  for (uint32_t episode = 0; episode < 20; ++episode) {
+    const size_t count = 1 + random() % 300;
+    const bool in_place = episode % 2 == 1;
+    std::vector<std::vector<float>> send(ranks), recv(ranks, std::vector<float>(count, -1.0f));
+    for (uint32_t r = 0; r < ranks; ++r) send[r] = input_of(r, episode, count);
+    const std::vector<float> want = sum_of(send);
+    std::vector<int> finished(ranks, 0);
+    std::vector<Status> statuses(ranks);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        const auto call =
+            allreduce(send[r].data(), in_place ? send[r].data() : recv[r].data(), count);
+        finished[r] = made[r].group->try_run(call, kLongPatience, statuses[r]) ? 1 : 0;
+      });
+    }
+    for (auto& t : threads) t.join();
+    INFO(ranks << " ranks, episode " << episode << ", " << count << " floats");
+    for (uint32_t r = 0; r < ranks; ++r) {
+      REQUIRE(finished[r] == 1);
+      CHECK(statuses[r].ok());
+      CHECK((in_place ? send[r] : recv[r]) == want);
+    }
+  }
+}
+
+TEST_CASE(
+    "shared segment: one thread drives two ranks, a rank whose peer is late gives up and "
+    "run() finishes its call",
+    "[collectives][shm]") {
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, 2, [](uint32_t) { return true; });
+  for (const Made& m : made) REQUIRE(m.group != nullptr);
+  std::mt19937 random(7);
+  for (uint32_t episode = 0; episode < 16; ++episode) {
+    const size_t count = 1 + random() % 4096;  // up to the segment's 16 KiB
+    const uint32_t first = episode % 2;        // who comes first alternates
+    const uint32_t second = 1 - first;
+    std::vector<std::vector<float>> send{input_of(0, episode, count), input_of(1, episode, count)};
+    std::vector<std::vector<float>> recv(2, std::vector<float>(count, -1.0f));
+    const std::vector<float> want = sum_of(send);
+    auto call_of = [&](uint32_t r) { return allreduce(send[r].data(), recv[r].data(), count); };
+    INFO("episode " << episode << ", " << count << " floats, rank " << first << " first");
+    Status status;
+    // Its peer has not come: no wait, not finished, input published.
+    CHECK_FALSE(made[first].group->try_run(call_of(first), kNoPatience, status));
+    // The peer comes on the same thread and finishes at once.
+    REQUIRE(made[second].group->try_run(call_of(second), kNoPatience, status));
+    CHECK(status.ok());
+    CHECK(recv[second] == want);
+    // The first rank's episode goes on where it stopped.
+    const Status rest =
+        made[first].group->run(call_of(first), Deadline::after_ms(10000, nullptr),
+                               [] { return Status::failure(HAL_ERROR_INTERNAL, "no"); });
+    CHECK(rest.ok());
+    CHECK(recv[first] == want);
+  }
+  // A mismatch met inline is every rank's verdict, and the ranks stay in step.
+  std::vector<float> a(8, 1.0f), b(8, 2.0f);
+  Status status;
+  CHECK_FALSE(made[0].group->try_run(allreduce(a.data(), a.data(), 4), kNoPatience, status));
+  REQUIRE(made[1].group->try_run(allreduce(b.data(), b.data(), 8), kNoPatience, status));
+  CHECK(status.result == HAL_ERROR_ARGUMENT_MISMATCH);
+  CHECK(made[0]
+            .group
+            ->run(allreduce(a.data(), a.data(), 4), Deadline::after_ms(10000, nullptr),
+                  [] { return Status{}; })
+            .result == HAL_ERROR_ARGUMENT_MISMATCH);
+  CHECK_FALSE(made[0].group->try_run(allreduce(a.data(), a.data(), 4), kNoPatience, status));
+  REQUIRE(made[1].group->try_run(allreduce(b.data(), b.data(), 4), kLongPatience, status));
+  CHECK(status.ok());
+  CHECK(b[0] == 3.0f);
+}
+
+TEST_CASE(
+    "shared segment: a call left open by try_run meets its deadline, an abort and a broken peer",
+    "[collectives][shm]") {
+  const hal_result_t expected =
+      GENERATE(HAL_ERROR_TIMEOUT, HAL_ERROR_INVALID_STATE, HAL_ERROR_REMOTE);
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, 2, [](uint32_t) { return true; });
+  for (const Made& m : made) REQUIRE(m.group != nullptr);
+  std::vector<float> a(4, 1.0f);
+  Status status;
+  const auto call = allreduce(a.data(), a.data(), a.size());
+  // Rank 1 never comes: try_run returns within its patience.
+  const auto tried = std::chrono::steady_clock::now();
+  CHECK_FALSE(made[0].group->try_run(call, std::chrono::milliseconds(5), status));
+  CHECK(std::chrono::steady_clock::now() - tried < std::chrono::seconds(10));
+  std::atomic<bool> aborted{expected == HAL_ERROR_INVALID_STATE};
+  if (expected == HAL_ERROR_REMOTE) made[1].group->fail();
+  const uint32_t timeout_ms = expected == HAL_ERROR_TIMEOUT ? 50 : 60000;
+  const auto start = std::chrono::steady_clock::now();
+  const Status rest =
+      made[0].group->run(call, Deadline::after_ms(timeout_ms, &aborted), [] { return Status{}; });
+  CHECK(rest.result == expected);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  // Its failure broke the segment for the peer. The peer, coming late,
+  // still finishes the episode whose input rank 0 had published (with the
+  // right sum), but the call after that fails at once.
+  if (expected != HAL_ERROR_REMOTE) {
+    std::vector<float> b(4, 2.0f);
+    const auto peer_call = allreduce(b.data(), b.data(), b.size());
+    REQUIRE(made[1].group->try_run(peer_call, std::chrono::milliseconds(1), status));
+    CHECK(status.ok());
+    CHECK(b == std::vector<float>(4, 3.0f));
+    CHECK_FALSE(made[1].group->try_run(peer_call, std::chrono::milliseconds(1), status));
+    CHECK(made[1]
+              .group->run(peer_call, Deadline::after_ms(60000, nullptr), [] { return Status{}; })
+              .result == HAL_ERROR_REMOTE);
+  }
 }
 
 TEST_CASE("shared segment: a segment someone else planted under the name is refused",

@@ -3,6 +3,7 @@
 // multiprocess_test (unique-id bootstrap, the loader's TCP-store path).
 //
 //   collectives_worker mpi                      the matrix over MPI_COMM_WORLD,
+//                                               the small calls' inline path,
 //                                               then the shared segment's failures
 //   collectives_worker store <id-hex> <rank> <n>            the matrix
 //   collectives_worker store <id-hex> <rank> <n> kill <k>   rank k dies mid-run;
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "processes.hpp"
 
@@ -33,6 +36,118 @@ int run_matrix(Rank& self, uint32_t n, bool all_ops) {
     }
   }
   return 0;
+}
+
+// The value rank |rank| contributes at element |i| of call |call|: small
+// integers, so float sums are exact and any rank can compute every rank's.
+float contribution(uint32_t rank, uint32_t call, size_t i) {
+  return static_cast<float>(static_cast<int>((rank * 7919u + call * 104729u + i * 31u) % 17u) - 8);
+}
+
+// Checks |got| (|count| floats of call |call|) against the sum of every rank's contribution.
+std::string check_sum(const float* got, size_t count, uint32_t call, uint32_t n) {
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (uint32_t r = 0; r < n; ++r) want += contribution(r, call, i);
+    if (got[i] != want) {
+      return "call " + std::to_string(call) + " element " + std::to_string(i) + ": " +
+             std::to_string(got[i]) + " instead of " + std::to_string(want);
+    }
+  }
+  return {};
+}
+
+struct SleepThenFill {
+  float* data;
+  size_t count;
+  uint32_t rank, call;
+};
+
+// Small allreduces over MPI on one host may finish on the calling thread
+// when their stream is idle (the cpu plugin's inline path). Each case
+// checks the sums against the reference: many calls back to back (inline
+// while the peers keep up, queued when not); a call behind slow work on
+// its stream (it must read what that work wrote); a peer that comes late
+// (the call falls back to its stream and completes); an event recorded
+// after inline calls.
+int run_inline_paths(const Rank& self, uint32_t n) {
+  constexpr size_t kMaxCount = 64;
+  constexpr uint32_t kCalls = 300;
+  std::vector<void*> buffers(kCalls, nullptr);
+  for (void*& b : buffers) {
+    if (hal_mem_alloc(self.device, HAL_MEMORY_DEVICE, 2 * kMaxCount * 4, 0, &b) != HAL_SUCCESS) {
+      return fail("alloc");
+    }
+  }
+  auto send_of = [&](uint32_t call) { return static_cast<float*>(buffers[call]); };
+  auto recv_of = [&](uint32_t call) { return static_cast<float*>(buffers[call]) + kMaxCount; };
+  auto count_of = [](uint32_t call) { return size_t{1} + (call * 13u) % kMaxCount; };
+  auto fill = [&](uint32_t call) {
+    for (size_t i = 0; i < count_of(call); ++i) send_of(call)[i] = contribution(self.rank, call, i);
+  };
+  std::string failure;
+  // 1. Back to back, one synchronisation at the end; every other call in place.
+  for (uint32_t call = 0; call < kCalls && failure.empty(); ++call) {
+    fill(call);
+    float* out = call % 2 == 0 ? recv_of(call) : send_of(call);
+    if (hal_allreduce(send_of(call), out, count_of(call), HAL_DTYPE_F32, HAL_REDUCE_SUM, self.comm,
+                      self.stream) != HAL_SUCCESS) {
+      failure = std::string("allreduce: ") + hal_error_last_message();
+    }
+  }
+  if (failure.empty() && hal_stream_synchronize(self.stream) != HAL_SUCCESS) {
+    failure = std::string("synchronize: ") + hal_error_last_message();
+  }
+  for (uint32_t call = 0; call < kCalls && failure.empty(); ++call) {
+    failure = check_sum(call % 2 == 0 ? recv_of(call) : send_of(call), count_of(call), call, n);
+  }
+  // 2. Behind slow work: a host function that writes the input only after
+  // a while. A call that ran ahead of it would sum stale values.
+  const uint32_t late_call = 1;
+  SleepThenFill slow{send_of(late_call), count_of(late_call), self.rank, late_call};
+  if (failure.empty()) {
+    std::fill(send_of(late_call), send_of(late_call) + kMaxCount, 1000.0f);
+    auto sleep_then_fill = [](void* context) {
+      auto& job = *static_cast<SleepThenFill*>(context);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      for (size_t i = 0; i < job.count; ++i) job.data[i] = contribution(job.rank, job.call, i);
+    };
+    if (hal_stream_enqueue_host_fn(self.stream, sleep_then_fill, &slow) != HAL_SUCCESS ||
+        hal_allreduce(send_of(late_call), recv_of(late_call), count_of(late_call), HAL_DTYPE_F32,
+                      HAL_REDUCE_SUM, self.comm, self.stream) != HAL_SUCCESS ||
+        hal_stream_synchronize(self.stream) != HAL_SUCCESS) {
+      failure = std::string("behind a host function: ") + hal_error_last_message();
+    } else {
+      failure = check_sum(recv_of(late_call), count_of(late_call), late_call, n);
+    }
+  }
+  // 3. A late peer: rank 0 comes 50 ms after the others, so their calls
+  // give up waiting inline and finish from their streams; a second call
+  // follows at once behind the first. Then an event recorded after both.
+  hal_event_t event = nullptr;
+  if (failure.empty() && hal_event_create(self.device, 0, &event) != HAL_SUCCESS) {
+    failure = "event_create";
+  }
+  if (failure.empty()) {
+    if (self.rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (uint32_t call = 2; call < 4 && failure.empty(); ++call) {
+      fill(call);
+      if (hal_allreduce(send_of(call), recv_of(call), count_of(call), HAL_DTYPE_F32, HAL_REDUCE_SUM,
+                        self.comm, self.stream) != HAL_SUCCESS) {
+        failure = std::string("late peer: ") + hal_error_last_message();
+      }
+    }
+    if (failure.empty() && (hal_event_record(event, self.stream) != HAL_SUCCESS ||
+                            hal_event_synchronize(event) != HAL_SUCCESS)) {
+      failure = std::string("event after the calls: ") + hal_error_last_message();
+    }
+    for (uint32_t call = 2; call < 4 && failure.empty(); ++call) {
+      failure = check_sum(recv_of(call), count_of(call), call, n);
+    }
+  }
+  if (event != nullptr) hal_event_destroy(event);
+  for (void* b : buffers) hal_mem_free(b);
+  return failure.empty() ? 0 : fail("inline path: " + failure);
 }
 
 // Over MPI on one host the ranks meet in a shared segment (the cpu
@@ -93,6 +208,36 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
   } else if (status == 0) {
     status = fail(std::string("init: ") + hal_error_last_message());
   }
+  // Only rank 0 calls on a communicator with a short deadline: its 8-byte
+  // allreduce, tried inline and then left to the stream, must end with
+  // TIMEOUT. A second communicator tells the others when to abort theirs.
+  hal_comm_t short_lived = nullptr;
+  hal_comm_t signal = nullptr;
+  hal_stream_destroy(stream);  // lost by the abort above
+  hal_stream_create(self.device, 0, &stream);
+  config.timeout_ms = 300;
+  const bool made_short = status == 0 && fresh_comm(short_lived);
+  config.timeout_ms = 60000;
+  if (made_short && fresh_comm(signal)) {
+    if (self.rank == 0) {
+      hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, short_lived, stream);
+      if (hal_stream_synchronize(stream) != HAL_ERROR_DEVICE_LOST ||
+          async_error(short_lived) != HAL_ERROR_TIMEOUT) {
+        status = fail(std::string("a peer that never came gave ") +
+                      hal_result_string(async_error(short_lived)) + ", not TIMEOUT");
+      }
+      hal_stream_destroy(stream);
+      hal_stream_create(self.device, 0, &stream);
+    }
+    hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, signal, stream);
+    if (hal_stream_synchronize(stream) != HAL_SUCCESS && status == 0) {
+      status = fail(std::string("the signal allreduce: ") + hal_error_last_message());
+    }
+    hal_comm_abort(short_lived);
+    hal_comm_destroy(signal);
+  } else if (status == 0) {
+    status = fail(std::string("init: ") + hal_error_last_message());
+  }
   hal_stream_destroy(stream);
   hal_mem_free(buffer);
   return status;
@@ -134,6 +279,7 @@ int main(int argc, char** argv) {
     status = failure.empty() ? 0 : fail(failure);
   } else {
     status = run_matrix(self, n, mode == "mpi");
+    if (status == 0 && mode == "mpi") status = run_inline_paths(self, n);
   }
   if (status == 0)
     hal_comm_destroy(self.comm);

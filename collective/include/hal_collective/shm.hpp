@@ -54,9 +54,15 @@ class ShmGroup {
   // collective, not a send or recv).
   static bool handshakes(std::span<const hal_collective_call_t> calls) noexcept;
 
+  // Whether the segment carries the data of |call| too (an allreduce of at
+  // most kMaxBytes): its whole episode then runs here, and may be tried
+  // with try_run.
+  bool serves_data(const hal_collective_call_t& call) const noexcept;
+
   // Runs the handshake of |call| and, for an allreduce of at most
   // kMaxBytes, its data. |transport_path| runs the data of other calls
-  // (the point-to-point algorithms) after the handshake.
+  // (the point-to-point algorithms) after the handshake. Goes on with the
+  // episode a try_run of the same call left unfinished, if any.
   template <class TransportPath>
   Status run(const hal_collective_call_t& call, const Deadline& deadline,
              TransportPath transport_path) {
@@ -65,13 +71,29 @@ class ShmGroup {
     return finish(std::move(status));
   }
 
+  // Tries the whole episode of |call|, which serves_data, without waiting
+  // longer than |patience| for the peers. True when it finished, with its
+  // outcome in |out_status|. False when a peer has not come yet: the
+  // episode stays open (this rank's input may already be published) and
+  // the next run(), of the same call, finishes it. Never blocks past
+  // |patience|, so one thread may try the calls of several ranks in turn.
+  bool try_run(const hal_collective_call_t& call, Clock::duration patience, Status& out_status);
+
   // Marks the segment broken: peers waiting now or later fail at once.
   void fail() noexcept;
 
  private:
   ShmGroup(void* mapping, size_t bytes, uint32_t rank, uint32_t ranks);
 
-  bool serves_data(const hal_collective_call_t& call) const noexcept;
+  // Where this rank's episode stands: a call in steps (try_run, then run)
+  // picks it up where it stopped.
+  enum class Phase { kIdle, kWaitingForPrevious, kWaitingForArrivals };
+
+  void begin() noexcept;
+  bool previous_done() const noexcept;
+  void post(const hal_collective_call_t& call) noexcept;
+  bool all_arrived() const noexcept;
+  Status check_signatures(const hal_collective_call_t& call) const;
   Status handshake(const hal_collective_call_t& call, const Deadline& deadline);
   Status reduce(const hal_collective_call_t& call);
   Status finish(Status status);
@@ -87,6 +109,7 @@ class ShmGroup {
   uint32_t rank_;
   uint32_t ranks_;
   uint64_t episode_ = 0;
+  Phase phase_ = Phase::kIdle;
 };
 
 }  // namespace hal::collective
