@@ -1,6 +1,7 @@
 // collectives.moe: MoE dispatch and combine (hal/moe.h) on 1..N ranks of one
 // process, against the host reference of moe_case.hpp (shared with
 // tests/collectives), and ranks that disagree failing on every rank.
+#include <algorithm>
 #include <thread>
 
 #include "check.hpp"
@@ -11,23 +12,24 @@
 namespace halconform {
 namespace {
 
-// Dispatch and combine need the row gathers and all-to-all-v; a device
-// without them is skipped with the reason.
-void require_moe_support(TestContext& ctx, hal_device_t device) {
-  if (!ctx.has(HAL_DEVICE_CAP_ALLTOALLV)) ctx.skip("no HAL_DEVICE_CAP_ALLTOALLV");
+// Whether |device| plans HAL_OP_EMBEDDING of |dtype| (the gather dispatch
+// and combine are built on); |why| gets the declines when it does not.
+bool gathers(hal_device_t device, hal_dtype_t dtype, std::string& why) {
   hal_op_embedding_desc_t gather{};
   gather.header = {sizeof(gather), nullptr, HAL_OP_EMBEDDING, 0};
   const int64_t ids[1] = {4}, rows[2] = {4, 8};
   hal_tensor_desc_contiguous(&gather.ids, HAL_DTYPE_I32, 1, ids);
-  hal_tensor_desc_contiguous(&gather.table, HAL_DTYPE_F32, 2, rows);
-  hal_tensor_desc_contiguous(&gather.out, HAL_DTYPE_F32, 2, rows);
+  hal_tensor_desc_contiguous(&gather.table, dtype, 2, rows);
+  hal_tensor_desc_contiguous(&gather.out, dtype, 2, rows);
   hal_op_plan_t plan = nullptr;
   const hal_result_t r = hal_op_plan_create(device, &gather.header, 0, &plan);
   if (r == HAL_ERROR_UNSUPPORTED) {
-    ctx.skip(strf("the device serves no HAL_OP_EMBEDDING: %s", hal_error_last_message()));
+    why = hal_error_last_message();
+    return false;
   }
   require_result(r, HAL_SUCCESS, "hal_op_plan_create(HAL_OP_EMBEDDING)");
   hal_op_plan_destroy(plan);
+  return true;
 }
 
 }  // namespace
@@ -38,11 +40,24 @@ HALCONFORM_TEST("collectives.moe.dispatch_combine",
                 "over 1..N ranks",
                 {}) {
   const std::vector<hal_device_t> devices = rank_devices(ctx);
-  require_moe_support(ctx, devices[0]);
+  if (!ctx.has(HAL_DEVICE_CAP_ALLTOALLV)) ctx.skip("no HAL_DEVICE_CAP_ALLTOALLV");
+  // As the operators profile: a dtype the device does not gather is skipped, with the reason.
+  std::vector<hal_dtype_t> served;
+  for (const hal_dtype_t dtype : {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16}) {
+    std::string why;
+    if (gathers(devices[0], dtype, why)) {
+      served.push_back(dtype);
+    } else {
+      ctx.note(strf("dtype %d skipped: the device serves no HAL_OP_EMBEDDING of it: %s",
+                    static_cast<int>(dtype), why.c_str()));
+    }
+  }
+  if (served.empty()) ctx.skip("the device serves no HAL_OP_EMBEDDING");
   size_t cases = 0;
   for (uint32_t n = 1; n <= devices.size(); ++n) {
     LocalRanks local(devices, n, 20000);
     for (const coll_test::MoeCase& c : coll_test::moe_matrix(n, 3000 * n)) {
+      if (std::find(served.begin(), served.end(), c.dtype) == served.end()) continue;
       const std::string failure = coll_test::run_moe_case(c, local.ranks, n);
       if (!failure.empty()) {
         fail(strf("through %s, %u ranks, %s: %s", collective_path(ctx), n, c.label().c_str(),
