@@ -22,8 +22,8 @@
 // bound (each rank reads S and writes S: t >= 2·n·S / B); over MPI the
 // peer is MPI_Alltoallv with the same counts.
 //
-// MoE (collective_bandwidth moe): 2 ranks in one process, 8 experts (4 per
-// rank), top_k 2, hidden 4096, T tokens per rank, each token's experts drawn
+// MoE (collective_bandwidth moe; dispatch unweighted, combine weighted): 2 ranks in one process, 8
+// experts (4 per rank), top_k 2, hidden 4096, T tokens per rank, each token's experts drawn
 // uniformly (distinct). S = the bytes of the rows one rank sends = T·k·
 // hidden·elem (rows for its own experts included, as nccl-tests counts the
 // whole alltoall buffer). dispatch and combine: algbw = S / t, busbw =
@@ -280,7 +280,7 @@ int run_moe() {
   std::printf(
       "# MoE dispatch / combine, %u ranks in one process, %u experts, top_k %u, hidden %zu; "
       "S = T*k*hidden*elem per rank; algbw = S/t, busbw = algbw*(n-1)/n; peer: hal_alltoallv of "
-      "the same rows\n",
+      "the same rows; dispatch unweighted, combine weighted\n",
       n, kExperts, kTopK, kHidden);
   std::printf("%6s %8s %12s %12s %10s %10s   %10s %10s   %7s %12s\n", "dtype", "tokens", "bytes",
               "time_us", "algbw", "busbw", "peer_busbw", "peer_us", "ratio", "routing_us");
