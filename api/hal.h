@@ -24,5 +24,6 @@
 #include "hal/kernel.h"
 #include "hal/collective.h"
 #include "hal/ops.h"
+#include "hal/moe.h"
 
 #endif /* HAL_H_ */

@@ -4,6 +4,8 @@
 //   collective_bandwidth local        2 ranks in one process (cpu plugin,
 //                                     shared memory); peer: the memory
 //                                     bandwidth bound, measured here
+//   collective_bandwidth moe          MoE dispatch and combine, 2 ranks in
+//                                     one process (below)
 //   mpirun -np 2 --allow-run-as-root collective_bandwidth mpi
 //                                     2 processes (cpu plugin over MPI);
 //                                     peer: MPI_Allreduce on the same buffers
@@ -20,6 +22,17 @@
 // process the peer is hal_alltoall of the same S, even, and the traffic
 // bound (each rank reads S and writes S: t >= 2·n·S / B); over MPI the
 // peer is MPI_Alltoallv with the same counts.
+//
+// MoE (collective_bandwidth moe; dispatch unweighted, combine weighted): 2 ranks in one process, 8
+// experts (4 per rank), top_k 2, hidden 4096, T tokens per rank, each token's experts drawn
+// uniformly (distinct). S = the bytes of the rows one rank sends = T·k·
+// hidden·elem (rows for its own experts included, as nccl-tests counts the
+// whole alltoall buffer). dispatch and combine: algbw = S / t, busbw =
+// algbw * (n-1)/n (the alltoall convention). The peer is hal_alltoallv of
+// the same row counts alone, so the ratio is what the gathers, the weight
+// multiply and the sum cost on top of the exchange; routing_create's time
+// (indices to the host, the count exchange, the permutations uploaded) is
+// reported beside.
 //
 // In-process traffic model: the engine reads every rank's input once and
 // writes every rank's output once, 2·n·S bytes per allreduce, spread over
@@ -254,6 +267,150 @@ int run_local() {
   return 0;
 }
 
+int run_moe() {
+  check(hal_init(nullptr), "hal_init");
+  constexpr uint32_t n = 2, kExperts = 8, kTopK = 2;
+  constexpr size_t kHidden = 4096;
+  hal_device_t devices[n];
+  hal_comm_t comms[n];
+  hal_stream_t streams[n];
+  for (uint32_t i = 0; i < n; ++i) {
+    check(hal_device_get(i, &devices[i]), "hal_device_get (set HAL_CPU_DEVICES=2)");
+    check(hal_stream_create(devices[i], 0, &streams[i]), "hal_stream_create");
+  }
+  check(hal_comm_init_all(n, devices, nullptr, comms), "hal_comm_init_all");
+  std::printf(
+      "# MoE dispatch / combine, %u ranks in one process, %u experts, top_k %u, hidden %zu; "
+      "S = T*k*hidden*elem per rank; algbw = S/t, busbw = algbw*(n-1)/n; peer: hal_alltoallv of "
+      "the same rows; dispatch unweighted, combine weighted\n",
+      n, kExperts, kTopK, kHidden);
+  std::printf("%6s %8s %12s %12s %10s %10s   %10s %10s   %7s %12s\n", "dtype", "tokens", "bytes",
+              "time_us", "algbw", "busbw", "peer_busbw", "peer_us", "ratio", "routing_us");
+  for (const hal_dtype_t dtype : {HAL_DTYPE_F32, HAL_DTYPE_BF16}) {
+    const size_t elem = HAL_DTYPE_SIZE(dtype);
+    for (size_t tokens = 256; tokens <= 4096; tokens *= 4) {
+      const size_t rows = tokens * kTopK;
+      // Each rank's buffers; the receive side can hold every row of both ranks.
+      void *token_buf[n], *weight_buf[n], *recv_buf[n], *out_buf[n], *index_buf[n], *peer_send[n];
+      hal_moe_routing_t routings[n];
+      double routing_seconds = 0;
+      for (uint32_t i = 0; i < n; ++i) {
+        check(
+            hal_mem_alloc(devices[i], HAL_MEMORY_DEVICE, tokens * kHidden * elem, 0, &token_buf[i]),
+            "hal_mem_alloc");
+        check(hal_mem_alloc(devices[i], HAL_MEMORY_DEVICE, rows * elem, 0, &weight_buf[i]),
+              "hal_mem_alloc");
+        check(hal_mem_alloc(devices[i], HAL_MEMORY_DEVICE, n * rows * kHidden * elem, 0,
+                            &recv_buf[i]),
+              "hal_mem_alloc");
+        check(hal_mem_alloc(devices[i], HAL_MEMORY_DEVICE, tokens * kHidden * elem, 0, &out_buf[i]),
+              "hal_mem_alloc");
+        check(hal_mem_alloc(devices[i], HAL_MEMORY_DEVICE, rows * 4, 0, &index_buf[i]),
+              "hal_mem_alloc");
+        check(hal_mem_alloc(devices[i], HAL_MEMORY_DEVICE, rows * kHidden * elem, 0, &peer_send[i]),
+              "hal_mem_alloc");
+        std::memset(peer_send[i], 0, rows * kHidden * elem);
+        std::memset(token_buf[i], 0, tokens * kHidden * elem);
+        std::memset(weight_buf[i], 0, rows * elem);
+        std::vector<int32_t> indices;
+        uint64_t state = 0x9e3779b97f4a7c15ull * (i + 1) + tokens;
+        for (size_t t = 0; t < tokens; ++t) {
+          state = state * 6364136223846793005ull + 1442695040888963407ull;
+          const auto first = static_cast<int32_t>((state >> 33) % kExperts);
+          const auto step = static_cast<int32_t>(1 + (state >> 45) % (kExperts - 1));
+          indices.push_back(first);
+          indices.push_back((first + step) % static_cast<int32_t>(kExperts));
+        }
+        std::memcpy(index_buf[i], indices.data(), rows * 4);
+      }
+      {
+        std::vector<double> seconds(n);
+        std::vector<std::thread> threads;  // every rank at once: create blocks
+        for (uint32_t i = 0; i < n; ++i) {
+          threads.emplace_back([&, i] {
+            hal_moe_routing_desc_t desc = HAL_MOE_ROUTING_DESC_INIT;
+            desc.num_experts = kExperts;
+            desc.top_k = kTopK;
+            desc.num_tokens = tokens;
+            desc.recv_capacity = n * rows;
+            const double t0 = bench::now_s();
+            check(hal_moe_routing_create(comms[i], &desc, static_cast<int32_t*>(index_buf[i]),
+                                         streams[i], &routings[i]),
+                  "hal_moe_routing_create");
+            seconds[i] = bench::now_s() - t0;
+          });
+        }
+        for (auto& t : threads) t.join();
+        routing_seconds = std::max(seconds[0], seconds[1]);
+      }
+      // The peer's counts: the routing's own, as rows of hidden elements.
+      std::vector<std::vector<size_t>> send_counts(n, std::vector<size_t>(n)),
+          recv_counts(n, std::vector<size_t>(n));
+      for (uint32_t from = 0; from < n; ++from) {
+        const auto* ids = static_cast<const int32_t*>(index_buf[from]);
+        for (size_t p = 0; p < rows; ++p) {
+          const uint32_t to = static_cast<uint32_t>(ids[p]) / (kExperts / n);
+          send_counts[from][to] += kHidden;
+          recv_counts[to][from] += kHidden;
+        }
+      }
+      auto timed = [&](auto one_rank) {
+        return [&, one_rank](int calls) {
+          const double t0 = bench::now_s();
+          for (int c = 0; c < calls; ++c)
+            for (uint32_t i = 0; i < n; ++i) one_rank(i);
+          for (uint32_t i = 0; i < n; ++i) check(hal_stream_synchronize(streams[i]), "sync");
+          return bench::now_s() - t0;
+        };
+      };
+      const double dispatch_t =
+          median_seconds_per_call(timed([&](uint32_t i) {
+                                    check(hal_moe_dispatch(routings[i], token_buf[i], nullptr,
+                                                           kHidden, dtype, recv_buf[i], streams[i]),
+                                          "hal_moe_dispatch");
+                                  }),
+                                  identity);
+      const double combine_t =
+          median_seconds_per_call(timed([&](uint32_t i) {
+                                    check(hal_moe_combine(routings[i], recv_buf[i], weight_buf[i],
+                                                          kHidden, dtype, out_buf[i], streams[i]),
+                                          "hal_moe_combine");
+                                  }),
+                                  identity);
+      const double peer_t = median_seconds_per_call(
+          timed([&](uint32_t i) {
+            check(hal_alltoallv(peer_send[i], send_counts[i].data(), nullptr, recv_buf[i],
+                                recv_counts[i].data(), nullptr, dtype, comms[i], streams[i]),
+                  "hal_alltoallv");
+          }),
+          identity);
+      const size_t bytes = rows * kHidden * elem;
+      const double share = (n - 1.0) / n;
+      const double peer_busbw = bytes / peer_t / 1e9 * share;
+      for (const auto& [name, t] :
+           {std::pair{"dispatch", dispatch_t}, std::pair{"combine", combine_t}}) {
+        const double algbw = bytes / t / 1e9;
+        std::printf("%-6s %8zu %12zu %12.2f %10.3f %10.3f   %10.3f %10.2f   %6.2fx %12.2f  %s\n",
+                    dtype == HAL_DTYPE_F32 ? "f32" : "bf16", tokens, bytes, t * 1e6, algbw,
+                    algbw * share, peer_busbw, peer_t * 1e6, algbw * share / peer_busbw,
+                    routing_seconds * 1e6, name);
+      }
+      for (uint32_t i = 0; i < n; ++i) {
+        hal_moe_routing_destroy(routings[i]);
+        for (void* buffer :
+             {token_buf[i], weight_buf[i], recv_buf[i], out_buf[i], index_buf[i], peer_send[i]})
+          hal_mem_free(buffer);
+      }
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    hal_comm_destroy(comms[i]);
+    hal_stream_destroy(streams[i]);
+  }
+  hal_shutdown();
+  return 0;
+}
+
 #ifdef HAL_BENCH_HAVE_MPI
 double slowest_rank(double t) {
   double worst = 0;
@@ -369,6 +526,7 @@ int run_mpi(size_t max_bytes) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "local";
   if (mode == "local") return run_local();
+  if (mode == "moe") return run_moe();
 #ifdef HAL_BENCH_HAVE_MPI
   if (mode == "mpi") {
     // An optional bound on the sizes, for latency runs that skip the large ones.
@@ -380,6 +538,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
-  std::fprintf(stderr, "usage: collective_bandwidth local | mpi [MAX_BYTES] (under mpirun)\n");
+  std::fprintf(stderr, "usage: collective_bandwidth local | moe | mpi [MAX_BYTES] (under mpirun)
+");
   return 2;
 }

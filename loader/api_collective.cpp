@@ -311,6 +311,10 @@ hal_collective_call_t make_call(hal_collective_kind_t kind, const void* send, vo
 
 }  // namespace
 
+bool hal::loader::in_collective_group() noexcept {
+  return t_group.depth > 0;
+}
+
 #define HAL_COLLECTIVE_ENTRY(name, ...)                                       \
   constexpr const char* kFunction = name;                                     \
   return guarded(kFunction, [&] {                                             \

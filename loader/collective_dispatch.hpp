@@ -18,6 +18,10 @@ hal_result_t comm_async_error(hal_comm_s* comm) noexcept;
 hal_result_t submit(hal_comm_s* comm, hal_stream_s* stream,
                     std::span<const hal_collective_call_t> calls, const char* function);
 
+// Whether the calling thread has a hal_group_start open: calls that compose
+// several collectives with other stream work (hal/moe.h) refuse to run there.
+bool in_collective_group() noexcept;
+
 struct Registry;
 // Aborts and frees every communicator still alive (the last hal_shutdown).
 void release_live_comms(Registry& registry) noexcept;

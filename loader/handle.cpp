@@ -53,6 +53,8 @@ const char* kind_name(HandleKind kind) noexcept {
       return "communicator";
     case HandleKind::kOpPlan:
       return "operator plan";
+    case HandleKind::kMoeRouting:
+      return "MoE routing";
   }
   return "unknown";
 }
@@ -76,7 +78,7 @@ hal_result_t reject_handle(const void* handle, HandleKind expected, const char* 
   const uint32_t magic = header->magic.load(std::memory_order_relaxed);
   const uint32_t kind = header->kind;
   const bool known_kind = kind >= static_cast<uint32_t>(HandleKind::kDevice) &&
-                          kind <= static_cast<uint32_t>(HandleKind::kOpPlan);
+                          kind <= static_cast<uint32_t>(HandleKind::kMoeRouting);
   if (magic == kDestroyedMagic && kind == static_cast<uint32_t>(expected)) {
     return fail(HAL_ERROR_DESTROYED_HANDLE, function, "%s %p is a %s that was already destroyed",
                 argument, handle, kind_name(expected));

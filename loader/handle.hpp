@@ -21,7 +21,16 @@ namespace hal::loader {
 
 class PluginRecord;
 
-enum class HandleKind : uint32_t { kDevice = 1, kStream, kEvent, kModule, kKernel, kComm, kOpPlan };
+enum class HandleKind : uint32_t {
+  kDevice = 1,
+  kStream,
+  kEvent,
+  kModule,
+  kKernel,
+  kComm,
+  kOpPlan,
+  kMoeRouting,
+};
 
 inline constexpr uint32_t kLiveMagic = 0x314c4148u;       // "HAL1"
 inline constexpr uint32_t kDestroyedMagic = 0x44414544u;  // "DEAD"

@@ -35,6 +35,7 @@
 #include <hal/device.h>
 #include <hal/event.h>
 #include <hal/kernel.h>
+#include <hal/moe.h>
 #include <hal/ops.h>
 #include <hal/stream.h>
 
@@ -58,6 +59,8 @@ constexpr HandleKind handle_kind_of() noexcept {
     return HandleKind::kKernel;
   else if constexpr (std::is_same_v<T, hal_op_plan_s>)
     return HandleKind::kOpPlan;
+  else if constexpr (std::is_same_v<T, hal_moe_routing_s>)
+    return HandleKind::kMoeRouting;
   else {
     static_assert(std::is_same_v<T, hal_comm_s>, "not a HAL handle type");
     return HandleKind::kComm;
@@ -67,10 +70,11 @@ constexpr HandleKind handle_kind_of() noexcept {
 // Whether |T| is a public handle type (hal_stream_t, ...).
 template <class T>
 inline constexpr bool is_handle_type_v =
-    std::is_pointer_v<T> && (std::is_same_v<T, hal_device_t> || std::is_same_v<T, hal_stream_t> ||
-                             std::is_same_v<T, hal_event_t> || std::is_same_v<T, hal_module_t> ||
-                             std::is_same_v<T, hal_kernel_t> || std::is_same_v<T, hal_comm_t> ||
-                             std::is_same_v<T, hal_op_plan_t>);
+    std::is_pointer_v<T> &&
+    (std::is_same_v<T, hal_device_t> || std::is_same_v<T, hal_stream_t> ||
+     std::is_same_v<T, hal_event_t> || std::is_same_v<T, hal_module_t> ||
+     std::is_same_v<T, hal_kernel_t> || std::is_same_v<T, hal_comm_t> ||
+     std::is_same_v<T, hal_op_plan_t> || std::is_same_v<T, hal_moe_routing_t>);
 
 namespace preconditions {
 

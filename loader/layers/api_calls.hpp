@@ -63,7 +63,17 @@ namespace hal::loader::layers {
   X(OpPlanCreate, "hal_op_plan_create", "device", "desc", "flags", "out_plan")                     \
   X(OpPlanGetInfo, "hal_op_plan_get_info", "plan", "out_info")                                     \
   X(OpExecute, "hal_op_execute", "plan", "args", "stream")                                         \
-  X(OpPlanDestroy, "hal_op_plan_destroy", "plan")
+  X(OpPlanDestroy, "hal_op_plan_destroy", "plan")                                                  \
+  X(MoeRoutingCreate, "hal_moe_routing_create", "comm", "desc", "topk_indices", "stream",          \
+    "out_routing")                                                                                 \
+  X(MoeRoutingGetInfo, "hal_moe_routing_get_info", "routing", "out_info")                          \
+  X(MoeRoutingGetExpertCounts, "hal_moe_routing_get_expert_counts", "routing", "count",            \
+    "out_counts")                                                                                  \
+  X(MoeRoutingDestroy, "hal_moe_routing_destroy", "routing")                                       \
+  X(MoeDispatch, "hal_moe_dispatch", "routing", "tokens", "weights", "hidden", "dtype",            \
+    "recv_tokens", "stream")                                                                       \
+  X(MoeCombine, "hal_moe_combine", "routing", "expert_rows", "weights", "hidden", "dtype",         \
+    "out_tokens", "stream")
 
 enum class ApiIndex : size_t {
 #define HAL_LAYER_API_INDEX(tag, ...) k##tag,

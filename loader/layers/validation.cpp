@@ -422,4 +422,16 @@ void record(CommAbort, hal_result_t result, const void*, hal_comm_t comm) {
   if (comm != nullptr && destroy_reached(result)) objects().mark_destroyed(comm);
 }
 
+void record(MoeRoutingCreate, hal_result_t result, const void* caller, hal_comm_t comm,
+            const hal_moe_routing_desc_t*, const int32_t*, hal_stream_t,
+            hal_moe_routing_t* out_routing) {
+  if (result != HAL_SUCCESS) return;
+  objects().add_handle(*out_routing, HandleKind::kMoeRouting, comm->device, nullptr,
+                       site_of(caller));
+}
+
+void record(MoeRoutingDestroy, hal_result_t result, const void*, hal_moe_routing_t routing) {
+  if (routing != nullptr && destroy_reached(result)) objects().mark_destroyed(routing);
+}
+
 }  // namespace hal::loader::layers::validation

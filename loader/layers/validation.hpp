@@ -155,6 +155,10 @@ void record(OpPlanCreate, hal_result_t result, const void* caller, hal_device_t 
             const hal_op_header_t* desc, hal_op_plan_flags_t flags, hal_op_plan_t* out_plan);
 void record(OpPlanDestroy, hal_result_t result, const void* caller, hal_op_plan_t plan);
 void record(CommAbort, hal_result_t result, const void* caller, hal_comm_t comm);
+void record(MoeRoutingCreate, hal_result_t result, const void* caller, hal_comm_t comm,
+            const hal_moe_routing_desc_t* desc, const int32_t* topk_indices, hal_stream_t stream,
+            hal_moe_routing_t* out_routing);
+void record(MoeRoutingDestroy, hal_result_t result, const void* caller, hal_moe_routing_t routing);
 
 template <class Api, class... Args>
 void after(Api api, hal_result_t result, const void* caller, Args... args) noexcept {

@@ -2,7 +2,8 @@
 // mpirun (MPI bootstrap, the cpu plugin's MPI path) and as a child of
 // multiprocess_test (unique-id bootstrap, the loader's TCP-store path).
 //
-//   collectives_worker mpi                      the matrix over MPI_COMM_WORLD,
+//   collectives_worker mpi                      the matrix (collectives, then MoE
+//                                               dispatch/combine) over MPI_COMM_WORLD,
 //                                               the small calls' inline path,
 //                                               then the shared segment's failures
 //   collectives_worker store <id-hex> <rank> <n>            the matrix
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "moe_case.hpp"
 #include "processes.hpp"
 
 using namespace coll_test;
@@ -32,6 +34,12 @@ int run_matrix(Rank& self, uint32_t n, bool all_ops) {
   for (const Case& c : matrix(n, 7000 + n)) {
     if (!all_ops && c.op != HAL_REDUCE_SUM && c.op != HAL_REDUCE_MAX) continue;
     if (std::string failure = run_case(c, ranks, n); !failure.empty()) {
+      return fail(c.label() + ": " + failure);
+    }
+  }
+  // MoE dispatch and combine over the same communicator.
+  for (const MoeCase& c : moe_matrix(n, 8000 + n)) {
+    if (std::string failure = run_moe_case(c, ranks, n); !failure.empty()) {
       return fail(c.label() + ": " + failure);
     }
   }

@@ -19,7 +19,7 @@ using namespace loader_test;
 
 namespace {
 
-enum class Kind { kDevice, kStream, kEvent, kModule, kKernel, kComm, kOpPlan };
+enum class Kind { kDevice, kStream, kEvent, kModule, kKernel, kComm, kOpPlan, kMoeRouting };
 enum class Fault { kNone, kNull, kForeign, kWrongKind, kDestroyed, kNullOut, kBadValue };
 
 struct Parameter {
@@ -424,6 +424,49 @@ const std::vector<Entry>& entries() {
       {"hal_op_plan_destroy",
        {nullable(Kind::kOpPlan)},
        [](A a) { return hal_op_plan_destroy(as<hal_op_plan_t>(a[0])); }},
+      // ---- hal/moe.h (routings of no tokens: no buffer is touched)
+      {"hal_moe_routing_create",
+       {handle(Kind::kComm), out(), bad_argument, handle(Kind::kStream), out()},
+       [](A a) {
+         hal_moe_routing_desc_t desc = HAL_MOE_ROUTING_DESC_INIT;
+         desc.num_experts = 1;
+         desc.top_k = a[2].bad ? 0u : 1u;
+         hal_moe_routing_t routing = nullptr;
+         const hal_result_t result =
+             hal_moe_routing_create(as<hal_comm_t>(a[0]), a[1].null_out ? nullptr : &desc, nullptr,
+                                    as<hal_stream_t>(a[3]), out_or_null(a[4], routing));
+         if (routing != nullptr) hal_moe_routing_destroy(routing);
+         return result;
+       }},
+      {"hal_moe_routing_get_info",
+       {handle(Kind::kMoeRouting), out()},
+       [](A a) {
+         hal_moe_routing_info_t info{};
+         info.struct_size = sizeof(info);
+         return hal_moe_routing_get_info(as<hal_moe_routing_t>(a[0]), out_or_null(a[1], info));
+       }},
+      {"hal_moe_routing_get_expert_counts",
+       {handle(Kind::kMoeRouting), bad_argument, out()},
+       [](A a) {
+         size_t counts[1] = {};
+         return hal_moe_routing_get_expert_counts(as<hal_moe_routing_t>(a[0]), a[1].bad ? 2u : 1u,
+                                                  a[2].null_out ? nullptr : counts);
+       }},
+      {"hal_moe_routing_destroy",
+       {nullable(Kind::kMoeRouting)},
+       [](A a) { return hal_moe_routing_destroy(as<hal_moe_routing_t>(a[0])); }},
+      {"hal_moe_dispatch",
+       {handle(Kind::kMoeRouting), bad_argument, handle(Kind::kStream)},
+       [](A a) {
+         return hal_moe_dispatch(as<hal_moe_routing_t>(a[0]), nullptr, nullptr, 4, dtype(a[1]),
+                                 nullptr, as<hal_stream_t>(a[2]));
+       }},
+      {"hal_moe_combine",
+       {handle(Kind::kMoeRouting), bad_argument, handle(Kind::kStream)},
+       [](A a) {
+         return hal_moe_combine(as<hal_moe_routing_t>(a[0]), nullptr, nullptr, 4, dtype(a[1]),
+                                nullptr, as<hal_stream_t>(a[2]));
+       }},
       // No arguments: only "not initialised" applies.
       {"hal_group_start", {}, [](A) { return hal_group_start(); }},
       {"hal_group_end", {}, [](A) { return hal_group_end(); }},
@@ -508,7 +551,7 @@ const char* fault_name(Fault fault) {
 
 // Live and destroyed handles of each kind, all on one device.
 struct Handles {
-  static constexpr size_t kKinds = 7;
+  static constexpr size_t kKinds = 8;
   void* live_handles[kKinds] = {};
   void* destroyed_handles[kKinds] = {};  // none for devices: they are never destroyed
 
@@ -611,6 +654,15 @@ Handles make_handles() {
     REQUIRE(hal_op_plan_create(device, &scale.header, 0, &plans[i]) == HAL_SUCCESS);
   }
   REQUIRE(hal_op_plan_destroy(plans[1]) == HAL_SUCCESS);
+  hal_moe_routing_t routings[2] = {};
+  hal_moe_routing_desc_t routing_desc = HAL_MOE_ROUTING_DESC_INIT;
+  routing_desc.num_experts = 1;
+  routing_desc.top_k = 1;
+  for (hal_moe_routing_t& routing : routings) {
+    REQUIRE(hal_moe_routing_create(comms[0], &routing_desc, nullptr, streams[0], &routing) ==
+            HAL_SUCCESS);
+  }
+  REQUIRE(hal_moe_routing_destroy(routings[1]) == HAL_SUCCESS);
   REQUIRE(hal_stream_destroy(streams[1]) == HAL_SUCCESS);
   REQUIRE(hal_event_destroy(events[1]) == HAL_SUCCESS);
   REQUIRE(hal_module_unload(modules[1]) == HAL_SUCCESS);
@@ -622,10 +674,13 @@ Handles make_handles() {
   set(Kind::kKernel, kernels[0], kernels[1]);
   set(Kind::kComm, comms[0], comms[1]);
   set(Kind::kOpPlan, plans[0], plans[1]);
+  set(Kind::kMoeRouting, routings[0], routings[1]);
   return handles;
 }
 
 void destroy_handles(const Handles& handles) {
+  CHECK(hal_moe_routing_destroy(static_cast<hal_moe_routing_t>(handles.live(Kind::kMoeRouting))) ==
+        HAL_SUCCESS);
   CHECK(hal_op_plan_destroy(static_cast<hal_op_plan_t>(handles.live(Kind::kOpPlan))) ==
         HAL_SUCCESS);
   CHECK(hal_comm_destroy(static_cast<hal_comm_t>(handles.live(Kind::kComm))) == HAL_SUCCESS);
