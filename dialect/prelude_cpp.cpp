@@ -234,7 +234,9 @@ struct FrameArena {
     return p >= static_cast<void*>(base) && p < static_cast<void*>(base + capacity);
   }
 };
-inline thread_local FrameArena* current_arena = nullptr;
+// static, not inline: an inline variable is an STB_GNU_UNIQUE symbol, which
+// glibc never unloads, so every module with it would stay mapped for good.
+static thread_local FrameArena* current_arena = nullptr;
 
 struct ItemTask {
   struct promise_type {

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "hal_plugin_sdk/signature.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
@@ -149,6 +151,39 @@ Kernel& Module::add_kernel(std::string name, void* entry, std::vector<hal_arg_ty
   return *kernels_.back();
 }
 
+namespace {
+
+// glibc's dlopen hands back an object already loaded under the same name
+// without reading the file. A staged image is named by its memfd's number,
+// which is ours while we hold it, yet an object loaded earlier under that
+// number can still be mapped (its memfd closed behind its module's back, or
+// an object dlclose did not unmap): dlopen would then give the new module the
+// old module's code. The image moves to a number no loaded object is named
+// after; |memfd| and |path| are updated.
+hal_result_t name_freshly(int& memfd, std::string& path, const plugin::ErrorReporter& report) {
+  std::vector<int> taken_numbers;
+  hal_result_t result = HAL_SUCCESS;
+  while (void* loaded = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+    dlclose(loaded);
+    const int moved = fcntl(memfd, F_DUPFD_CLOEXEC, memfd + 1);
+    if (moved < 0) {
+      const int error = errno;
+      result = report.fail(error == EMFILE ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL, error,
+                           "module_load: %s names an object still loaded, and the image cannot "
+                           "move to another descriptor: %s",
+                           path.c_str(), std::strerror(error));
+      break;
+    }
+    taken_numbers.push_back(memfd);
+    memfd = moved;
+    path = "/proc/self/fd/" + std::to_string(memfd);
+  }
+  for (const int number : taken_numbers) close(number);
+  return result;
+}
+
+}  // namespace
+
 // ---- table entries ----------------------------------------------------------
 
 hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
@@ -228,6 +263,12 @@ hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* des
         return report.fail(HAL_ERROR_INVALID_MODULE, 0,
                            "module_load: %s is not a loadable CPU shared object: %s",
                            origin.c_str(), why.c_str());
+      }
+    }
+    if (memfd >= 0) {
+      if (hal_result_t named = name_freshly(memfd, path, report); named != HAL_SUCCESS) {
+        close(memfd);
+        return named;
       }
     }
     dlerror();  // clear any stale message

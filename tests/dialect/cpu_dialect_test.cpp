@@ -234,3 +234,49 @@ TEST_CASE("cpu dialect: no C++ compiler is a clear error", "[dialect][cpu]") {
   session.check_still_usable(session.kernel(module, "fill"));
   REQUIRE(hal_module_unload(module) == HAL_SUCCESS);
 }
+
+// Modules with barriers keep state in thread_local storage, which glibc may
+// keep mapped after dlclose; the next image staged under the same descriptor
+// number must still run its own code, not the lingering module's.
+TEST_CASE("cpu dialect: each module loaded after an unloaded one runs its own code",
+          "[dialect][cpu]") {
+  Session session;
+  void* out = nullptr;
+  REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, 64 * sizeof(int), 0, &out) ==
+          HAL_SUCCESS);
+  const hal_kernel_arg_t args[] = {{&out, sizeof(out)}};
+  const hal_launch_config_t config = config_of(1, 64);
+  for (int version = 1; version <= 6; ++version) {
+    // The same kernel name in every module, a different constant in each;
+    // odd versions have a barrier, even ones none, and even ones add a kernel.
+    std::string source =
+        "kernel void stamp(global int* out) {\n"
+        "  shared int staging[64];\n"
+        "  staging[local_id(0)] = " +
+        std::to_string(1000 * version) + " + local_id(0);\n";
+    // A barrier under a condition: the coroutine path, whose prelude has
+    // thread_local state.
+    if (version % 2 == 1) source += "  if (group_id(0) % 2 == 0) { barrier(); }\n";
+    source += "  out[global_id(0)] = staging[local_id(0)];\n}\n";
+    if (version % 2 == 0) {
+      source += "kernel void only_in_" + std::to_string(version) +
+                "(global int* out) { out[0] = " + std::to_string(version) + "; }\n";
+    }
+    hal_module_t module = nullptr;
+    REQUIRE(session.load(source, &module) == HAL_SUCCESS);
+    hal_kernel_t stamp = session.kernel(module, "stamp");
+    REQUIRE(hal_launch_kernel(stamp, &config, 1, args, session.stream()) == HAL_SUCCESS);
+    std::vector<int> host(64);
+    REQUIRE(hal_memcpy_async(host.data(), out, host.size() * sizeof(int), session.stream()) ==
+            HAL_SUCCESS);
+    REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+    INFO("module version " << version);
+    for (int i = 0; i < 64; ++i) REQUIRE(host[i] == 1000 * version + i);
+    if (version % 2 == 0) {
+      const std::string own = "only_in_" + std::to_string(version);
+      session.kernel(module, own.c_str());  // REQUIREs that it is found
+    }
+    REQUIRE(hal_module_unload(module) == HAL_SUCCESS);
+  }
+  REQUIRE(hal_mem_free(out) == HAL_SUCCESS);
+}
