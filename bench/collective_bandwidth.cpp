@@ -538,6 +538,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 #endif
-  std::fprintf(stderr, "usage: collective_bandwidth local | moe | mpi [MAX_BYTES] (under mpirun)\n");
+  std::fprintf(stderr,
+               "usage: collective_bandwidth local | moe | mpi [MAX_BYTES] (under mpirun)\n");
   return 2;
 }

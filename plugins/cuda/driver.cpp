@@ -1,6 +1,5 @@
 #include "driver.hpp"
 
-
 #include "hal_util/env.hpp"
 
 namespace hal::cuda {

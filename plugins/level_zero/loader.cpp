@@ -1,6 +1,5 @@
 #include "loader.hpp"
 
-
 #include <cstdio>
 
 #include "hal_util/env.hpp"
