@@ -427,13 +427,14 @@ bool complete(const Op& op) {
     case kAllGather: {
       const auto inputs = gather();
       if (static_cast<int>(inputs.size()) != ranks) return false;
+      if (bytes == 0) return true;  // a 0-count call may pass NULL buffers
       for (int r = 0; r < ranks; ++r) std::memcpy(op.recv + r * bytes, inputs[r], bytes);
       return true;
     }
     case kBroadcast: {
       Message message;
       if (!take(me, op.root, kCollectiveChannel, tag, message)) return false;
-      std::memcpy(op.recv, message.bytes.data(), bytes);
+      if (bytes != 0) std::memcpy(op.recv, message.bytes.data(), bytes);
       return true;
     }
     case kRecv: {
@@ -441,7 +442,7 @@ bool complete(const Op& op) {
       if (!take(me, op.root, kPointToPointChannel, Tag{kSend, op.type, 0, 0, op.count}, message)) {
         return false;
       }
-      std::memcpy(op.recv, message.bytes.data(), bytes);
+      if (bytes != 0) std::memcpy(op.recv, message.bytes.data(), bytes);
       return true;
     }
     case kSend:
