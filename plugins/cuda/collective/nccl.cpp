@@ -1,7 +1,5 @@
 #include "nccl.hpp"
 
-#include <dlfcn.h>
-
 #include "hal_util/env.hpp"
 #include "hal_util/names.hpp"
 
@@ -49,32 +47,25 @@ std::string version_text(int code) {
 std::unique_ptr<const Nccl> Nccl::open(std::string& why) {
   const char* configured = hal::util::env_nonempty("HAL_CUDA_NCCL_PATH");
   const std::string path = configured != nullptr ? configured : kDefaultLibrary;
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* error = dlerror();
-    why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
-    return nullptr;
-  }
   std::unique_ptr<Nccl> nccl(new Nccl());
-  nccl->path_ = path;
+  if (!nccl->library_.open(path, why)) return nullptr;
   NcclApi& api = nccl->api_;
   std::string missing;
-#define HAL_NCCL_RESOLVE(name)                                            \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(library, #name)); \
+#define HAL_NCCL_RESOLVE(name)                                                   \
+  api.name = reinterpret_cast<decltype(api.name)>(nccl->library_.symbol(#name)); \
   if (api.name == nullptr && missing.empty()) missing = #name;
   HAL_NCCL_FUNCTIONS(HAL_NCCL_RESOLVE)
 #undef HAL_NCCL_RESOLVE
   if (!missing.empty()) {
     why = path + " has no " + missing + ": not an NCCL of version 2.14 or later";
-    dlclose(library);  // nothing of it was used
-    return nullptr;
+    return nullptr;  // closed again: nothing of it was used
   }
   if (api.ncclGetVersion(&nccl->version_) != ncclSuccess || nccl->version_ < kMinimumVersion) {
     why = path + " is NCCL " + version_text(nccl->version_) +
           "; the plugin needs 2.14 or later (non-blocking communicators)";
-    dlclose(library);
     return nullptr;
   }
+  nccl->library_.pin();
   return nccl;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/vendor_library.hpp"
 
 namespace hal::cuda::collective {
 
@@ -41,12 +42,12 @@ class Nccl {
   static std::unique_ptr<const Nccl> open(std::string& why);
 
   const NcclApi& api() const { return api_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return library_.path(); }
   int version() const { return version_; }  // ncclGetVersion, e.g. 22809
 
  private:
   Nccl() = default;
-  std::string path_;
+  hal::plugin::VendorLibrary library_;  // pinned once accepted
   int version_ = 0;
   NcclApi api_;
 };

@@ -1,7 +1,5 @@
 #include "cublaslt.hpp"
 
-#include <dlfcn.h>
-
 #include "../device.hpp"
 #include "hal_util/env.hpp"
 
@@ -44,28 +42,22 @@ const char* known_name(cublasStatus_t status) {
 std::shared_ptr<const CublasLt> CublasLt::open(std::string& why) {
   const char* configured = hal::util::env_nonempty("HAL_CUDA_CUBLASLT_PATH");
   const std::string path = configured != nullptr ? configured : kDefaultLibrary;
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* error = dlerror();
-    why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
-    return nullptr;
-  }
   std::shared_ptr<CublasLt> lt(new CublasLt());
-  lt->path_ = path;
+  if (!lt->library_.open(path, why)) return nullptr;
   CublasLtApi& api = lt->api_;
   std::string missing;
-#define HAL_CUBLASLT_RESOLVE(name)                                        \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(library, #name)); \
+#define HAL_CUBLASLT_RESOLVE(name)                                             \
+  api.name = reinterpret_cast<decltype(api.name)>(lt->library_.symbol(#name)); \
   if (api.name == nullptr && missing.empty()) missing = #name;
   HAL_CUBLASLT_FUNCTIONS(HAL_CUBLASLT_RESOLVE)
 #undef HAL_CUBLASLT_RESOLVE
   api.cublasLtGetStatusName = reinterpret_cast<decltype(api.cublasLtGetStatusName)>(
-      dlsym(library, "cublasLtGetStatusName"));
+      lt->library_.symbol("cublasLtGetStatusName"));
   if (!missing.empty()) {
     why = path + " has no " + missing + ": not a cuBLASLt of CUDA 11 or later";
-    dlclose(library);  // nothing of it was used
-    return nullptr;
+    return nullptr;  // closed again: nothing of it was used
   }
+  lt->library_.pin();
   lt->version_ = api.cublasLtGetVersion();
   return lt;
 }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/vendor_library.hpp"
 
 namespace hal::cuda {
 
@@ -40,8 +41,8 @@ struct CublasLtApi {
 #undef HAL_CUBLASLT_DECLARE
 };
 
-// The opened library. Never closed: cuBLASLt keeps CUDA runtime state that is
-// not built to be unloaded while the driver stays loaded (as the driver
+// The opened library, pinned for the process once accepted (VendorLibrary): cuBLASLt keeps CUDA
+// runtime state that is not built to be unloaded while the driver stays loaded (as the driver
 // itself, driver.cpp), and plans may outlive the plugin context.
 class CublasLt {
  public:
@@ -50,7 +51,7 @@ class CublasLt {
   static std::shared_ptr<const CublasLt> open(std::string& why);
 
   const CublasLtApi& api() const { return api_; }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return library_.path(); }
   size_t version() const { return version_; }  // cublasLtGetVersion, e.g. 130000
 
   // "CUBLAS_STATUS_NOT_SUPPORTED (15)": the library's name when it has one,
@@ -59,7 +60,7 @@ class CublasLt {
 
  private:
   CublasLt() = default;
-  std::string path_;
+  hal::plugin::VendorLibrary library_;  // pinned once accepted
   size_t version_ = 0;
   CublasLtApi api_;
 };
