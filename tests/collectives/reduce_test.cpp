@@ -266,3 +266,61 @@ TEST_CASE("reduce_pair and finish_average match a scalar loop for every dtype an
     }
   }
 }
+
+TEST_CASE("every 16-bit vector path this CPU has gives the scalar path's bits",
+          "[collectives][reduce]") {
+  // a: every pattern; b: random patterns, then the values where the paths
+  // could part (zeros, subnormals whose sums stay subnormal, the largest
+  // finite values whose sums overflow, infinities, NaNs).
+  std::mt19937 random(23);
+  std::vector<uint16_t> a(65536), b(65536);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint16_t>(i);
+  for (auto& v : b) v = static_cast<uint16_t>(random());
+  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x0080, 0x03ff,
+                               0x7f7f, 0xff7f, 0x7bff, 0x7c00, 0xfc00, 0x7f80, 0xff80,
+                               0x7fc1, 0xffc1, 0x7e01, 0x7d00, 0x3c00, 0xbc00};
+  for (size_t i = 0; i < 8192; ++i) b[i] = specials[i % std::size(specials)];
+  const hal_reduce_op_t ops[] = {HAL_REDUCE_SUM, HAL_REDUCE_PROD, HAL_REDUCE_MIN, HAL_REDUCE_MAX};
+  unsigned widths_run = 0;
+  for (hal_dtype_t dtype : {HAL_DTYPE_F16, HAL_DTYPE_BF16}) {
+    const bool half = dtype == HAL_DTYPE_F16;
+    auto widen = [&](uint16_t h) { return half ? half_to_float(h) : bf16_to_float(h); };
+    for (hal_reduce_op_t op : ops) {
+      std::vector<uint16_t> scalar(a.size());
+      REQUIRE(hal::collective::reduce_pair_16bit_at_width(0, scalar.data(), a.data(), b.data(),
+                                                          a.size(), dtype, op));
+      for (unsigned width = 1; width <= 2; ++width) {
+        std::vector<uint16_t> got(a.size(), 0x5555);
+        if (!hal::collective::reduce_pair_16bit_at_width(width, got.data(), a.data(), b.data(),
+                                                         a.size(), dtype, op)) {
+          continue;
+        }
+        ++widths_run;
+        size_t mismatches = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          // f16's hardware narrowing may keep another NaN payload: both
+          // quiet NaNs of the same sign. Of two NaN operands, which one an
+          // add or multiply returns is the compiler's choice (it may swap
+          // them), so then any NaN will do. Otherwise bf16 keeps the scalar
+          // bits exactly.
+          const bool nan_operands = std::isnan(widen(a[i])) && std::isnan(widen(b[i]));
+          const bool both_nan = std::isnan(widen(got[i])) && std::isnan(widen(scalar[i]));
+          const bool same_sign = (got[i] & 0x8000) == (scalar[i] & 0x8000);
+          const bool accepted =
+              got[i] == scalar[i] || (both_nan && (nan_operands || (half && same_sign)));
+          if (!accepted) {
+            if (mismatches++ < 5) {
+              UNSCOPED_INFO("width " << width << " dtype " << dtype << " op " << op << " a 0x"
+                                     << std::hex << a[i] << " b 0x" << b[i] << " got 0x" << got[i]
+                                     << " scalar 0x" << scalar[i] << std::dec);
+            }
+          }
+        }
+        CHECK(mismatches == 0);
+      }
+    }
+  }
+  // Each path that exists ran (a CPU without AVX2 has none).
+  INFO("vector paths run: " << widths_run);
+  SUCCEED();
+}

@@ -19,6 +19,13 @@ void reduce_pair(void* dst, const void* a, const void* b, size_t count, hal_dtyp
 // dst[i] /= ranks, for AVG after the sum (integers truncate toward zero).
 void finish_average(void* dst, size_t count, hal_dtype_t dtype, uint32_t ranks) noexcept;
 
+// For tests: reduce_pair of f16 or bf16 through the vector loops of one
+// width (0: none, the scalar path alone; 1: AVX2 with F16C; 2: AVX-512F),
+// so each path the CPU has is checked against the others
+// on the machine that runs it. False, doing nothing, when the CPU lacks it.
+bool reduce_pair_16bit_at_width(unsigned width, void* dst, const void* a, const void* b,
+                                size_t count, hal_dtype_t dtype, hal_reduce_op_t op) noexcept;
+
 // The value conversions of the 16-bit floats, shared with tests and benches.
 float half_to_float(uint16_t bits) noexcept;
 uint16_t float_to_half(float value) noexcept;
