@@ -302,8 +302,8 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
         address.port = server->port();
         active_registry()->stores.add(server, 0, /*hold=*/false);
       }
-      comm->host =
-          make_store_host_comm(address, secret, server, session, rank, nranks, deadline, status);
+      comm->host = make_store_host_comm(address, secret, server, session, rank, nranks,
+                                        resolved.timeout_ms, deadline, status);
       return comm->host ? HAL_SUCCESS : fail_status(status, kFunction);
     };
     auto publish = [&]() -> hal_result_t {
@@ -367,6 +367,9 @@ void signal_abort(hal_comm_s* comm) {
     comm->host->aborted.store(true);
     comm->host->leave_abruptly();
   }
+  // The store a plugin's rank met through: an aborted rank does not wait
+  // for peers to take what is left in it.
+  if (comm->bootstrap) comm->bootstrap->aborted.store(true);
 }
 
 // Ends a communicator its caller marked destroyed (mark_destroyed). An abort

@@ -35,12 +35,14 @@ std::shared_ptr<HostComm> make_local_host_comm(std::shared_ptr<collective::Local
                                                uint32_t rank);
 // Connects rank |rank| through the store at |address|, proving |secret|,
 // and joins |session| within |deadline|. The communicator keeps |server|
-// (this process's store, or nullptr) alive.
+// (this process's store, or nullptr) alive, and at its end waits up to
+// |timeout_ms| for the peers to take what this rank left in it.
 std::shared_ptr<HostComm> make_store_host_comm(const collective::StoreAddress& address,
                                                const collective::StoreSecret& secret,
                                                std::shared_ptr<collective::StoreServer> server,
                                                const std::string& session, uint32_t rank,
-                                               uint32_t ranks, const collective::Deadline& deadline,
+                                               uint32_t ranks, uint32_t timeout_ms,
+                                               const collective::Deadline& deadline,
                                                collective::Status& out_status);
 
 // Runs a batch of calls of one host-staged rank: waits for |stream|, copies

@@ -102,8 +102,22 @@ class StoreTransport final : public collective::Transport {
 class StoreHostComm final : public HostComm {
  public:
   StoreHostComm(std::shared_ptr<collective::StoreServer> server,
-                std::unique_ptr<collective::StoreClient> client, uint32_t rank, uint32_t ranks)
-      : server_(std::move(server)), client_(std::move(client)), transport_(*client_, rank, ranks) {}
+                std::unique_ptr<collective::StoreClient> client, uint32_t rank, uint32_t ranks,
+                uint32_t timeout_ms)
+      : server_(std::move(server)),
+        client_(std::move(client)),
+        transport_(*client_, rank, ranks),
+        timeout_ms_(timeout_ms) {}
+  // The rank that serves the store gives the peers what it left in it (its
+  // last messages, not yet taken) before the store may stop with it, within
+  // the communicator's timeout; an aborted rank leaves at once.
+  ~StoreHostComm() override {
+    if (server_ && !aborted.load()) {
+      static_cast<void>(server_->linger(Deadline::after_ms(timeout_ms_, nullptr)));
+    }
+  }
+  StoreHostComm(const StoreHostComm&) = delete;
+  StoreHostComm& operator=(const StoreHostComm&) = delete;
   Status run(std::span<const hal_collective_call_t> calls, const Deadline& deadline) override {
     transport_.begin(deadline);
     return collective::run_p2p(transport_, calls, deadline, scratch_);
@@ -123,6 +137,7 @@ class StoreHostComm final : public HostComm {
   std::unique_ptr<collective::StoreClient> client_;
   StoreTransport transport_;
   std::vector<uint8_t> scratch_;
+  uint32_t timeout_ms_;
 };
 
 }  // namespace
@@ -136,13 +151,14 @@ std::shared_ptr<HostComm> make_store_host_comm(const collective::StoreAddress& a
                                                const collective::StoreSecret& secret,
                                                std::shared_ptr<collective::StoreServer> server,
                                                const std::string& session, uint32_t rank,
-                                               uint32_t ranks, const Deadline& deadline,
-                                               Status& out_status) {
+                                               uint32_t ranks, uint32_t timeout_ms,
+                                               const Deadline& deadline, Status& out_status) {
   auto client = collective::StoreClient::connect(address, secret, deadline, out_status);
   if (!client) return nullptr;
   out_status = client->join(session, rank, ranks, deadline);
   if (!out_status.ok()) return nullptr;
-  return std::make_shared<StoreHostComm>(std::move(server), std::move(client), rank, ranks);
+  return std::make_shared<StoreHostComm>(std::move(server), std::move(client), rank, ranks,
+                                         timeout_ms);
 }
 
 Status run_host_staged(hal_stream_s* stream, HostComm& comm,

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,18 +100,23 @@ struct Connection {
   bool doomed = false;
 };
 
+// The bytes StoreServer writes to its thread's wake pipe.
+constexpr uint8_t kWakeToStop = 1;
+constexpr uint8_t kWakeToCount = 2;
+
 // Per-entry bookkeeping charged against max_buffered_bytes besides the data.
 constexpr uint64_t kEntryOverhead = 64;
 
 class ServerLoop {
  public:
   ServerLoop(int listen_fd, int wake_fd, const StoreSecret& secret, const StoreLimits& limits,
-             std::atomic<uint64_t>& dropped)
+             std::atomic<uint64_t>& dropped, StoreServer::Lingering& lingering)
       : listen_fd_(listen_fd),
         wake_fd_(wake_fd),
         secret_(secret),
         limits_(limits),
         dropped_(dropped),
+        lingering_(lingering),
         scratch_(256 * 1024) {}
 
   ~ServerLoop() {
@@ -134,7 +140,10 @@ class ServerLoop {
       }
       const int timeout = wake_at == Clock::time_point::max() ? -1 : ms_until(wake_at);
       if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
-      if (fds[0].revents != 0) return;
+      // A linger request read now is answered after this wake's input is
+      // served: what its rank sent before asking is counted.
+      const uint64_t linger_request = lingering_.requested.load(std::memory_order_acquire);
+      if (fds[0].revents != 0 && woken_to_stop()) return;
       for (size_t i = 2; i < fds.size(); ++i) {
         if (fds[i].revents == 0) continue;
         auto found = connections_.find(fds[i].fd);
@@ -149,10 +158,38 @@ class ServerLoop {
       expire_handshakes();
       if (fds[1].revents & POLLIN) accept_new();
       close_doomed();
+      if (lingering_.answered.load(std::memory_order_relaxed) != linger_request) {
+        lingering_.undelivered.store(count_undelivered(), std::memory_order_relaxed);
+        lingering_.answered.store(linger_request, std::memory_order_release);
+      }
     }
   }
 
  private:
+  // The wake pipe carries kWakeToStop or kWakeToCount bytes.
+  bool woken_to_stop() {
+    uint8_t bytes[64];
+    const ssize_t got = ::read(wake_fd_, bytes, sizeof(bytes));
+    if (got < 0) return errno != EINTR && errno != EAGAIN;
+    return got == 0 || std::memchr(bytes, kWakeToStop, static_cast<size_t>(got)) != nullptr;
+  }
+
+  // What is still on its way between ranks (StoreServer::linger): values
+  // stored and not yet taken, replies not yet sent, frames not yet read.
+  uint64_t count_undelivered() {
+    uint64_t undelivered = 0;
+    for (const auto& [name, session] : sessions_) undelivered += session.values.size();
+    for (const auto& [fd, conn] : connections_) {
+      if (conn.doomed) continue;
+      int unread = 0;
+      if (conn.out.size() > conn.out_sent || !conn.in.empty() ||
+          (::ioctl(fd, FIONREAD, &unread) == 0 && unread > 0)) {
+        ++undelivered;
+      }
+    }
+    return undelivered;
+  }
+
   void drop(Connection& conn, const std::string& why) {
     if (conn.doomed) return;
     conn.doomed = true;
@@ -464,6 +501,7 @@ class ServerLoop {
   StoreSecret secret_;
   StoreLimits limits_;
   std::atomic<uint64_t>& dropped_;
+  StoreServer::Lingering& lingering_;
   std::vector<uint8_t> scratch_;
   std::map<int, Connection> connections_;
   std::map<std::string, Session> sessions_;
@@ -513,10 +551,11 @@ std::shared_ptr<StoreServer> StoreServer::start(const StoreAddress& address,
   std::shared_ptr<StoreServer> server(
       new StoreServer(fd, pipe_fds[0], pipe_fds[1], ntohs(addr.sin_port)));
   auto dropped = server->dropped_;
+  auto lingering = server->lingering_;
   // The thread owns its state; nothing it throws leaves it.
-  server->thread_ = std::thread([fd, wake = pipe_fds[0], secret, limits, dropped] {
+  server->thread_ = std::thread([fd, wake = pipe_fds[0], secret, limits, dropped, lingering] {
     try {
-      ServerLoop loop(fd, wake, secret, limits, *dropped);
+      ServerLoop loop(fd, wake, secret, limits, *dropped, *lingering);
       loop.run();
     } catch (const std::exception& e) {
       log_drop(std::string("the store stopped serving: ") + e.what());
@@ -531,7 +570,36 @@ StoreServer::StoreServer(int listen_fd, int wake_read, int wake_write, uint16_t 
       wake_read_(wake_read),
       wake_write_(wake_write),
       port_(port),
-      dropped_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+      dropped_(std::make_shared<std::atomic<uint64_t>>(0)),
+      lingering_(std::make_shared<Lingering>()) {}
+
+bool StoreServer::linger(const Deadline& deadline) const noexcept {
+  // Asks the server thread to count, waits for its answer, and asks again
+  // (every millisecond) until nothing is left; a stopped server owes nothing.
+  auto stopped = [&] {
+    std::lock_guard lock(stop_mutex_);
+    return listen_fd_ < 0;
+  };
+  auto passed = [&] { return deadline.is_aborted() || Clock::now() >= deadline.at; };
+  while (true) {
+    uint64_t request = 0;
+    {
+      std::lock_guard lock(stop_mutex_);
+      if (listen_fd_ < 0) return true;
+      request = lingering_->requested.fetch_add(1, std::memory_order_acq_rel) + 1;
+      const uint8_t count = kWakeToCount;
+      [[maybe_unused]] ssize_t ignored = ::write(wake_write_, &count, 1);
+    }
+    while (lingering_->answered.load(std::memory_order_acquire) < request) {
+      if (stopped()) return true;
+      if (passed()) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (lingering_->undelivered.load(std::memory_order_relaxed) == 0) return true;
+    if (passed()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 StoreServer::~StoreServer() {
   stop();
@@ -540,7 +608,7 @@ StoreServer::~StoreServer() {
 void StoreServer::stop() noexcept {
   std::lock_guard lock(stop_mutex_);
   if (listen_fd_ < 0) return;
-  const char stop = 1;
+  const uint8_t stop = kWakeToStop;
   [[maybe_unused]] ssize_t ignored = ::write(wake_write_, &stop, 1);
   if (thread_.joinable()) thread_.join();
   ::close(listen_fd_);

@@ -92,6 +92,20 @@ class StoreServer {
   std::chrono::nanoseconds cpu_time() const noexcept;
   // Connections the server dropped for breaking a rule (tests watch it).
   uint64_t dropped() const noexcept { return dropped_->load(); }
+  // Waits until every value stored here has been taken and every reply
+  // sent (a peer still reading this process's last message), or a session
+  // failed and dropped them, or |deadline|: false then. A process that
+  // serves the store calls it before it stops the store, so a peer one
+  // step behind finishes instead of finding the store gone.
+  bool linger(const Deadline& deadline) const noexcept;
+
+  // linger's exchange with the server thread: a request number, and the
+  // count the thread took after serving the input that was waiting then.
+  struct Lingering {
+    std::atomic<uint64_t> requested{0};
+    std::atomic<uint64_t> answered{0};
+    std::atomic<uint64_t> undelivered{0};
+  };
 
  private:
   StoreServer(int listen_fd, int wake_read, int wake_write, uint16_t port);
@@ -101,6 +115,7 @@ class StoreServer {
   int wake_write_;
   uint16_t port_;
   std::shared_ptr<std::atomic<uint64_t>> dropped_;
+  std::shared_ptr<Lingering> lingering_;
   pthread_t native_thread_{};
   mutable std::mutex stop_mutex_;
   std::thread thread_;

@@ -469,6 +469,61 @@ TEST_CASE("store: connect, recv and send end at the deadline", "[store][deadline
   }
 }
 
+TEST_CASE("store: the serving process lingers until its last messages are taken",
+          "[store][lifetime]") {
+  const StoreSecret secret = secret_of(11);
+  Status status;
+  auto server = StoreServer::start({"127.0.0.1", 0}, secret, {}, status);
+  REQUIRE(server);
+  const StoreAddress address{"127.0.0.1", server->port()};
+  auto sender = StoreClient::connect(address, secret, in_ms(5000), status);
+  auto receiver = StoreClient::connect(address, secret, in_ms(5000), status);
+  REQUIRE(sender);
+  REQUIRE(receiver);
+  std::thread join_receiver([&] { CHECK(receiver->join("s", 1, 2, in_ms(5000)).ok()); });
+  REQUIRE(sender->join("s", 0, 2, in_ms(5000)).ok());
+  join_receiver.join();
+  // Nothing stored: no wait.
+  CHECK(server->linger(in_ms(5000)));
+
+  std::mt19937 random(5);
+  std::vector<uint8_t> message(300000);
+  for (auto& byte : message) byte = static_cast<uint8_t>(random());
+  REQUIRE(sender->set("last", message.data(), message.size(), in_ms(5000)).ok());
+  SECTION("a peer that takes late gets the message whole") {
+    std::atomic<bool> lingered{false};
+    std::thread late([&] {
+      std::this_thread::sleep_for(200ms);
+      CHECK(!lingered.load());  // still waiting for this take
+      std::vector<uint8_t> got;
+      CHECK(receiver->take("last", got, message.size(), in_ms(5000)).ok());
+      CHECK(got == message);
+    });
+    CHECK(server->linger(in_ms(20000)));
+    lingered = true;
+    late.join();
+  }
+  SECTION("a message nobody takes: false at the deadline") {
+    const auto start = Clock::now();
+    CHECK(!server->linger(in_ms(300)));
+    CHECK(seconds_since(start) < 5.0);  // liveness, not timing
+  }
+  SECTION("a peer that fails the session ends the wait at once") {
+    std::thread crash([&] {
+      std::this_thread::sleep_for(100ms);
+      receiver->sever();
+    });
+    const auto start = Clock::now();
+    CHECK(server->linger(in_ms(20000)));
+    CHECK(seconds_since(start) < 10.0);
+    crash.join();
+  }
+  SECTION("a stopped store owes nothing") {
+    server->stop();
+    CHECK(server->linger(in_ms(20000)));
+  }
+}
+
 TEST_CASE("store: abort interrupts a blocked socket call", "[store][abort]") {
   const StoreSecret secret = secret_of(8);
   FakeServer fake;

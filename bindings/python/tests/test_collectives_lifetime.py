@@ -76,6 +76,47 @@ def test_allreduce_across_processes():
         np.testing.assert_array_equal(got[r], expected)
 
 
+def _leaving_rank_main(rank, nranks, queue, results):
+    # Host-staged over the id's store (served by rank 0's process), not the
+    # shared segment: the store must outlive rank 0's last message.
+    os.environ["HAL_PLUGINS"] = "cpu"
+    os.environ["HAL_COMM_SHM"] = "0"
+    import time
+
+    import hal as h  # noqa: F811 - a fresh interpreter (spawn)
+
+    if rank == 0:
+        uid = h.comm_unique_id()
+        for _ in range(nranks - 1):
+            queue.put(uid)
+    else:
+        uid = queue.get(timeout=60)
+    comm = h.Communicator.init_rank(h.device(0), nranks, uid, rank, timeout_ms=60000)
+    data = np.arange(1000, dtype=np.float32) * (rank + 1)
+    buf = h.to_device(data, h.device(0))
+    if rank != 0:
+        time.sleep(0.5)  # rank 0 has sent and is leaving by now
+    comm.broadcast(buf, buf, root=0)
+    results.put((rank, buf.to_numpy()))
+    comm.close()  # rank 0: waits for the peers to take its message
+    h.shutdown()
+
+
+def test_store_serving_rank_may_leave_right_after_its_last_message():
+    ctx = mp.get_context("spawn")
+    queue, results = ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=_leaving_rank_main, args=(r, 2, queue, results))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    for r in range(2):
+        np.testing.assert_array_equal(got[r], np.arange(1000, dtype=np.float32))
+
+
 def test_bad_unique_id(dev):
     with pytest.raises(ValueError, match="128 bytes"):
         hal.Communicator.init_rank(dev, 2, b"short", 0)
