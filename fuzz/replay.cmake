@@ -14,6 +14,6 @@ foreach(target IN LISTS hal_fuzz_targets)
   endif()
   add_test(NAME fuzz.replay_${target} COMMAND fuzz_replay_${target} ${inputs})
   set_tests_properties(fuzz.replay_${target} PROPERTIES
-    ENVIRONMENT "HAL_PLUGINS=;HAL_PLUGIN_PATH=;HAL_LOG=0"
-    PASS_REGULAR_EXPRESSION "inputs ran without a crash")
+    ENVIRONMENT "HAL_PLUGINS=;HAL_PLUGIN_PATH=;HAL_LOG=0")
+  hal_test_expects_output(fuzz.replay_${target} "inputs ran without a crash")
 endforeach()

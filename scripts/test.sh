@@ -7,8 +7,9 @@ out="${HAL_TEST_BUILD_ROOT:-$root/_build-test}"
 
 "$root/scripts/setup.sh"
 
-# Format check first: it is cheap and a failure says exactly which file.
+# Format and test-registration checks first: cheap, and a failure says exactly which file.
 "$root/scripts/check_format.sh"
+"$root/scripts/check_tests.sh"
 
 # run_suite NAME [--retry] CMAKE_ARGS...
 # --retry (the sanitizer builds only): a test that fails is run again, up
