@@ -664,6 +664,17 @@ std::unique_ptr<OpPlan> plan_cross_entropy(const hal_op_cross_entropy_desc_t& de
       1);
 }
 
+// sum[0, width) += row (f32 or bf16, widened exactly) in the vectorised
+// binary kernel: alpha 1 keeps every bit of sum + row, so the sums are the
+// scalar loop's.
+void add_row(ConstRef row, float* sum, uint64_t width) {
+  if (width == 0) return;  // the layout's extents must not be 0
+  native::BinaryLayout layout;
+  layout.extent[0] = width;
+  native::binary(HAL_BINARY_ADD, 1.0f, ConstRef{sum, Type::kF32}, row, layout, Ref{sum, Type::kF32},
+                 0, width);
+}
+
 std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool backward,
                                        Decline& decline) {
   std::vector<Type> types;  // table (or grad_table), out (or grad_out)
@@ -718,10 +729,9 @@ std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool
         const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(width, 1));
         const uint64_t chunks = (vocab + grain - 1) / grain;
         // Scratch per worker, allocated here: an item never allocates.
-        std::vector<float> scratch((pool.workers() + 1) * 2 * width);
+        std::vector<float> scratch((pool.workers() + 1) * width);
         parallel_items(pool, chunks, [&](uint64_t chunk, uint32_t worker) {
-          float* sum = scratch.data() + worker * 2 * width;
-          float* row = sum + width;
+          float* sum = scratch.data() + worker * width;
           const uint64_t begin = chunk * grain, end = std::min(vocab, begin + grain);
           for (uint64_t v = begin; v < end; ++v) {
             Ref target = row_of(operand[2], types[0], v, width);
@@ -730,15 +740,9 @@ std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool
               continue;
             }
             std::fill(sum, sum + width, 0.0f);
-            for (uint64_t k = starts[v]; k < starts[v + 1]; ++k) {
-              native::convert(const_row_of(operand[1], types[1], sorted[k], width),
-                              Ref{row, Type::kF32}, width);
-              for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
-            }
-            if (accumulate) {
-              native::convert(ConstRef{target.data, target.type}, Ref{row, Type::kF32}, width);
-              for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
-            }
+            for (uint64_t k = starts[v]; k < starts[v + 1]; ++k)
+              add_row(const_row_of(operand[1], types[1], sorted[k], width), sum, width);
+            if (accumulate) add_row(ConstRef{target.data, target.type}, sum, width);
             native::convert(ConstRef{sum, Type::kF32}, target, width);
           }
         });
