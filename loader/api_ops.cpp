@@ -10,7 +10,6 @@
 #include "hal_util/names.hpp"
 #include "layers/intercept.hpp"
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -79,8 +78,12 @@ std::string signature_text(const hal::ops::OpSignature& signature) {
   return text;
 }
 
+std::string verbose_text(const std::string& line) {
+  return "hal_ops: " + line;
+}
+
 void verbose_line(const std::string& line) {
-  std::fprintf(stderr, "hal_ops: %s\n", line.c_str());
+  std::fprintf(stderr, "%s\n", verbose_text(line).c_str());
 }
 
 // Copies the caller's descriptor (and AdamW's numels) into the plan, so the
@@ -424,48 +427,45 @@ hal_result_t execute_body(hal_op_plan_t plan, const hal_op_exec_args_t* args, ha
       return result;
     }
     const bool verbose = ops_verbose();
-    const auto started = std::chrono::steady_clock::now();
     const char* op_name = hal::util::op_kind_name(plan->header_of_desc()->kind);
-    hal_result_t result = HAL_SUCCESS;
+    // HAL_OPS_VERBOSE's line is printed by the span when the work has run,
+    // with its time: the stream's order times it, nothing waits for it.
+    const auto report = [&](layers::tracing::StreamOpSpan& span) {
+      if (verbose) {
+        span.report_when_finished(verbose_text(std::string("exec ") + op_name + " " +
+                                               signature_text(plan->signature) + " -> " +
+                                               plan->implementation));
+      }
+    };
     if (plan->plugin_plan != nullptr) {
       const PluginRecord& plugin = *plan->header.plugin;
       std::lock_guard lock(stream->enqueue_mutex);
       if (hal_result_t lost = refuse_lost_stream(stream, kFunction); lost != HAL_SUCCESS) {
         return lost;
       }
-      const layers::tracing::StreamOpSpan span(stream, op_name, 0, plan->implementation.c_str());
-      result = plugin.table.op_execute(plan->plugin_plan, stream->impl, args);
+      layers::tracing::StreamOpSpan span(stream, op_name, 0, plan->implementation.c_str(), verbose);
+      const hal_result_t result = plugin.table.op_execute(plan->plugin_plan, stream->impl, args);
       if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, kFunction, plugin);
-    } else {
-      // The portable and reference implementations enqueue through the
-      // loader's own entries, which take the enqueue lock per launch: the
-      // span is not under it, so another thread's work enqueued on this
-      // stream in between would count in this op's time.
-      const layers::tracing::StreamOpSpan span(stream, op_name, 0, plan->implementation.c_str());
-      hal::ops::ExecContext context;
-      context.stream = stream;
-      context.operands = args->operands;
-      context.scalars = args->scalars;
-      context.workspace = args->workspace;
-      context.workspace_bytes = args->workspace_bytes;
-      result = plan->loader_plan->execute(context);
-      if (result != HAL_SUCCESS) {
-        const std::string cause = hal_error_last_message();
-        return fail(result, kFunction, "the %s implementation failed: %s",
-                    plan->implementation.c_str(), cause.c_str());
-      }
+      report(span);
+      return HAL_SUCCESS;
     }
-    if (verbose) {
-      // The time includes the work: the stream is drained for the figure.
-      hal_stream_synchronize(stream);
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
-              .count();
-      char timing[64];
-      std::snprintf(timing, sizeof(timing), " %.3f ms", ms);
-      verbose_line(std::string("exec ") + hal::util::op_kind_name(plan->header_of_desc()->kind) +
-                   " " + signature_text(plan->signature) + " -> " + plan->implementation + timing);
+    // The portable and reference implementations enqueue through the
+    // loader's own entries, which take the enqueue lock per launch: the
+    // span is not under it, so another thread's work enqueued on this
+    // stream in between would count in this op's time.
+    layers::tracing::StreamOpSpan span(stream, op_name, 0, plan->implementation.c_str(), verbose);
+    hal::ops::ExecContext context;
+    context.stream = stream;
+    context.operands = args->operands;
+    context.scalars = args->scalars;
+    context.workspace = args->workspace;
+    context.workspace_bytes = args->workspace_bytes;
+    if (const hal_result_t result = plan->loader_plan->execute(context); result != HAL_SUCCESS) {
+      const std::string cause = hal_error_last_message();
+      return fail(result, kFunction, "the %s implementation failed: %s",
+                  plan->implementation.c_str(), cause.c_str());
     }
+    report(span);
     return HAL_SUCCESS;
   });
 }

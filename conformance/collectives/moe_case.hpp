@@ -100,6 +100,43 @@ inline MoeReceived moe_received(const MoeCase& c, const std::vector<MoeInputs>& 
   return received;
 }
 
+// What dispatch leaves on rank |rank|: its received rows, each the source
+// token times its pair's weight (1 unweighted).
+inline std::vector<double> moe_dispatch_expected(const MoeCase& c,
+                                                 const std::vector<MoeInputs>& all, uint32_t rank,
+                                                 bool weighted) {
+  const MoeReceived received = moe_received(c, all, rank);
+  std::vector<double> out;
+  for (const MoeReceived::Row& row : received.rows) {
+    const MoeInputs& source = all[row.from];
+    const double w = weighted ? source.weights[row.pair] : 1.0;
+    for (size_t h = 0; h < c.hidden; ++h)
+      out.push_back(w * source.values[(row.pair / c.top_k) * c.hidden + h]);
+  }
+  return out;
+}
+
+// What combine leaves on rank |rank| from every rank's expert rows
+// (moe_expert_rows): per token, the sum over its pairs of the row its
+// expert returned times the pair's weight (1 unweighted).
+inline std::vector<double> moe_combine_expected(const MoeCase& c, const std::vector<MoeInputs>& all,
+                                                uint32_t rank, bool weighted) {
+  const MoeInputs& in = all[rank];
+  std::vector<double> expect(in.values.size(), 0.0);
+  for (uint32_t owner = 0; owner < all.size(); ++owner) {
+    const MoeReceived there = moe_received(c, all, owner);
+    const std::vector<double> y = moe_expert_rows(c, owner, there.rows.size());
+    for (size_t i = 0; i < there.rows.size(); ++i) {
+      if (there.rows[i].from != rank) continue;
+      const size_t pair = there.rows[i].pair;
+      const double w = weighted ? in.weights[pair] : 1.0;
+      for (size_t h = 0; h < c.hidden; ++h)
+        expect[(pair / c.top_k) * c.hidden + h] += w * y[i * c.hidden + h];
+    }
+  }
+  return expect;
+}
+
 inline bool moe_close(hal_dtype_t dtype, double got, double want) {
   const double tolerance = dtype == HAL_DTYPE_BF16  ? 1.0 / 128
                            : dtype == HAL_DTYPE_F16 ? 1.0 / 1024
@@ -212,17 +249,12 @@ inline std::string run_rank(const MoeCase& c, const Rank& rank, const std::vecto
     hal_result_t r = HAL_SUCCESS;
     const std::vector<double> got = download(rank, c.dtype, recv, received * c.hidden, r);
     if (r != HAL_SUCCESS) return failure(rank.rank, "dispatch", r);
-    for (size_t i = 0; i < received; ++i) {
-      const MoeReceived::Row& row = want.rows[i];
-      const MoeInputs& source = all[row.from];
-      const double w = weighted ? source.weights[row.pair] : 1.0;
-      for (size_t h = 0; h < c.hidden; ++h) {
-        const double expect = w * source.values[(row.pair / c.top_k) * c.hidden + h];
-        if (!moe_close(c.dtype, got[i * c.hidden + h], expect)) {
-          return where + (weighted ? "weighted " : "") + "dispatch row " + std::to_string(i) +
-                 " element " + std::to_string(h) + ": got " +
-                 std::to_string(got[i * c.hidden + h]) + ", want " + std::to_string(expect);
-        }
+    const std::vector<double> expect = moe_dispatch_expected(c, all, rank.rank, weighted);
+    for (size_t e = 0; e < expect.size(); ++e) {
+      if (!moe_close(c.dtype, got[e], expect[e])) {
+        return where + (weighted ? "weighted " : "") + "dispatch row " +
+               std::to_string(e / c.hidden) + " element " + std::to_string(e % c.hidden) +
+               ": got " + std::to_string(got[e]) + ", want " + std::to_string(expect[e]);
       }
     }
   }
@@ -235,19 +267,7 @@ inline std::string run_rank(const MoeCase& c, const Rank& rank, const std::vecto
     hal_result_t r = HAL_SUCCESS;
     const std::vector<double> got = download(rank, c.dtype, out, in.values.size(), r);
     if (r != HAL_SUCCESS) return failure(rank.rank, "combine", r);
-    std::vector<double> expect(in.values.size(), 0.0);
-    // Every rank's received rows, mapped back to this rank's tokens.
-    for (uint32_t owner = 0; owner < all.size(); ++owner) {
-      const MoeReceived there = moe_received(c, all, owner);
-      const std::vector<double> y = moe_expert_rows(c, owner, there.rows.size());
-      for (size_t i = 0; i < there.rows.size(); ++i) {
-        if (there.rows[i].from != rank.rank) continue;
-        const size_t pair = there.rows[i].pair;
-        const double w = weighted ? in.weights[pair] : 1.0;
-        for (size_t h = 0; h < c.hidden; ++h)
-          expect[(pair / c.top_k) * c.hidden + h] += w * y[i * c.hidden + h];
-      }
-    }
+    const std::vector<double> expect = moe_combine_expected(c, all, rank.rank, weighted);
     for (size_t e = 0; e < expect.size(); ++e) {
       if (!moe_close(c.dtype, got[e], expect[e])) {
         return where + (weighted ? "weighted " : "") + "combine element " + std::to_string(e) +

@@ -18,8 +18,9 @@
 
 namespace hal::loader::layers::tracing {
 
-// What one stream operation's pair of host functions share. The one after
-// the operation owns it: stream order runs it after the one before.
+// What one stream operation's pair of host functions share. Stream order
+// runs the one after the operation after the one before, and each holds a
+// share: when the second cannot be enqueued, the first still can run.
 struct ExecutionSpan {
   uint32_t track = 0;
   uint32_t device = 0;
@@ -27,7 +28,12 @@ struct ExecutionSpan {
   uint64_t bytes = 0;
   const void* stream = nullptr;
   uint64_t begin_ns = 0;
+  bool traced = false;  // to the trace file and the summary: not nested in another span
+  std::string line;     // HAL_OPS_VERBOSE's, printed with the time once the operation ran
 };
+
+// The payload of either host function of a span: its share.
+using SpanShare = std::shared_ptr<ExecutionSpan>;
 
 namespace {
 
@@ -128,32 +134,57 @@ void forget_plugin_message() noexcept {
 }
 
 void run_span_begin(void* data) noexcept {
-  static_cast<ExecutionSpan*>(data)->begin_ns = now_ns();
+  const std::unique_ptr<SpanShare> share(static_cast<SpanShare*>(data));
+  (*share)->begin_ns = now_ns();
 }
 
 void run_span_end(void* data) noexcept {
-  std::unique_ptr<ExecutionSpan> span(static_cast<ExecutionSpan*>(data));
+  const std::unique_ptr<SpanShare> share(static_cast<SpanShare*>(data));
+  const ExecutionSpan& span = **share;
   const uint64_t end_ns = now_ns();
+  if (!span.line.empty()) {
+    std::fprintf(stderr, "%s %.3f ms\n", span.line.c_str(),
+                 static_cast<double>(end_ns - span.begin_ns) / 1e6);
+  }
+  if (!span.traced) return;
   try {
     TraceState& trace = state();
     if (trace.summary.load(std::memory_order_acquire)) {
       std::lock_guard lock(trace.mutex);
-      SpanTotals& totals = trace.span_totals[span->operation];
+      SpanTotals& totals = trace.span_totals[span.operation];
       ++totals.count;
-      totals.total_ns += end_ns - span->begin_ns;
+      totals.total_ns += end_ns - span.begin_ns;
     }
     if (!writing()) return;
     const std::string event = format(
         "{\"name\":%s,\"cat\":\"stream\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,"
         "\"tid\":%u,\"args\":{\"device\":%u,\"stream\":\"%p\",\"bytes\":%llu}}",
-        json_string(span->operation).c_str(), micros_since_origin(span->begin_ns),
-        static_cast<double>(end_ns - span->begin_ns) / 1000.0, process_id(), span->track,
-        span->device, span->stream, static_cast<unsigned long long>(span->bytes));
+        json_string(span.operation).c_str(), micros_since_origin(span.begin_ns),
+        static_cast<double>(end_ns - span.begin_ns) / 1000.0, process_id(), span.track, span.device,
+        span.stream, static_cast<unsigned long long>(span.bytes));
     std::lock_guard lock(trace.mutex);
     write_event_locked(trace, event);
   } catch (...) {
     // Out of memory on a worker thread: the span is lost, nothing else.
   }
+}
+
+// Enqueues |run| on |stream| with a share of |span|; false (and the
+// plugin's message dropped) when the plugin refuses it or memory is out.
+bool enqueue_span_function(const hal_plugin_table_v1_t& table, hal_stream_s* stream,
+                           void (*run)(void*) noexcept, const SpanShare& span) noexcept {
+  std::unique_ptr<SpanShare> share;
+  try {
+    share = std::make_unique<SpanShare>(span);
+  } catch (...) {
+    return false;
+  }
+  if (table.stream_enqueue_host_fn(stream->impl, run, share.get()) != HAL_SUCCESS) {
+    forget_plugin_message();
+    return false;
+  }
+  share.release();  // the host function owns its share
+  return true;
 }
 
 void print_summary(TraceState& trace) {
@@ -306,16 +337,16 @@ void append_stream(std::string& out, const char* name, const hal_stream_s* strea
 }
 
 void StreamOpSpan::begin(hal_stream_s* stream, const char* operation, uint64_t bytes,
-                         const char* qualifier) noexcept {
+                         const char* qualifier, bool timed_line) noexcept {
+  timed_line_ = timed_line;
   const hal_plugin_table_v1_t& table = table_of(stream);
   // An operation made of other stream operations (an op served by the
-  // portable kernels) is one span: the launches inside it open none.
-  if (open_spans_on_this_thread > 0) return;
-  if ((!writing() && !state().summary.load(std::memory_order_acquire)) ||
-      table.stream_enqueue_host_fn == nullptr)
-    return;
+  // portable kernels) is one traced span: the launches inside it trace none.
+  const bool traced = open_spans_on_this_thread == 0 && tracing_on() &&
+                      (writing() || state().summary.load(std::memory_order_acquire));
+  if ((!traced && !timed_line) || table.stream_enqueue_host_fn == nullptr) return;
   try {
-    auto span = std::make_unique<ExecutionSpan>();
+    auto span = std::make_shared<ExecutionSpan>();
     span->device = stream->device->properties.index;
     span->operation = operation;
     if (qualifier != nullptr) {
@@ -325,34 +356,37 @@ void StreamOpSpan::begin(hal_stream_s* stream, const char* operation, uint64_t b
     }
     span->bytes = bytes;
     span->stream = stream;
-    {
+    span->traced = traced;
+    if (traced) {
       TraceState& trace = state();
       std::lock_guard lock(trace.mutex);
       span->track =
           track_of_locked(trace, stream, span->device, stream->device->plugin->name.c_str());
     }
-    if (table.stream_enqueue_host_fn(stream->impl, run_span_begin, span.get()) != HAL_SUCCESS) {
-      forget_plugin_message();
-      return;
-    }
+    if (!enqueue_span_function(table, stream, run_span_begin, span)) return;
     stream_ = stream;
-    span_ = span.release();
-    ++open_spans_on_this_thread;
+    span_ = std::move(span);
+    if (traced) ++open_spans_on_this_thread;
   } catch (...) {
     // Out of memory: no span for this operation.
   }
 }
 
-void StreamOpSpan::end() noexcept {
-  --open_spans_on_this_thread;
-  const hal_plugin_table_v1_t& table = table_of(stream_);
-  if (table.stream_enqueue_host_fn(stream_->impl, run_span_end, span_) != HAL_SUCCESS) {
-    // The begin function may still be queued: let it run before freeing.
-    table.stream_synchronize(stream_->impl);
-    delete span_;
-    forget_plugin_message();
+void StreamOpSpan::report_when_finished(std::string line) noexcept {
+  if (!timed_line_) return;
+  if (span_ != nullptr) {
+    span_->line = std::move(line);
+    return;
   }
-  span_ = nullptr;
+  std::fprintf(stderr, "%s (untimed: no host function on the stream to time it)\n", line.c_str());
+}
+
+void StreamOpSpan::end() noexcept {
+  if (span_->traced) --open_spans_on_this_thread;
+  // Refused: the function before keeps its share, so nothing waits for it
+  // (a wait here would be one the caller never asked for).
+  enqueue_span_function(table_of(stream_), stream_, run_span_end, span_);
+  span_.reset();
 }
 
 }  // namespace hal::loader::layers::tracing

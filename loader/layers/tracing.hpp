@@ -20,6 +20,7 @@
 #include "objects.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 
@@ -92,13 +93,19 @@ struct ExecutionSpan;
 // brackets the operation with the host functions that time its execution.
 // The span is named |operation|, or "|operation| [|qualifier|]" (an op and
 // the implementation that serves it). Spans go to the HAL_TRACE file and
-// into HAL_TRACE_SUMMARY's per-operation table.
+// into HAL_TRACE_SUMMARY's per-operation table. A span with |timed_line|
+// (HAL_OPS_VERBOSE) opens whether tracing is on or not, and prints the line
+// given to report_when_finished with the execution's time: both come from
+// the stream's own order, so timing an operation never waits for the
+// stream (a thread driving several ranks of a communicator enqueues one
+// rank's collective before the next rank's, and a wait there would never
+// end).
 class StreamOpSpan {
  public:
   StreamOpSpan(hal_stream_s* stream, const char* operation, uint64_t bytes,
-               const char* qualifier = nullptr) noexcept {
-    if (tracing_on()) [[unlikely]]
-      begin(stream, operation, bytes, qualifier);
+               const char* qualifier = nullptr, bool timed_line = false) noexcept {
+    if (tracing_on() || timed_line) [[unlikely]]
+      begin(stream, operation, bytes, qualifier, timed_line);
   }
   ~StreamOpSpan() {
     if (span_ != nullptr) [[unlikely]]
@@ -107,13 +114,21 @@ class StreamOpSpan {
   StreamOpSpan(const StreamOpSpan&) = delete;
   StreamOpSpan& operator=(const StreamOpSpan&) = delete;
 
+  // For a span made with |timed_line|, once the operation was enqueued:
+  // |line| goes to stderr followed by " <time> ms" when the operation has
+  // run, or at once, marked untimed, on a plugin without host functions.
+  void report_when_finished(std::string line) noexcept;
+
  private:
-  void begin(hal_stream_s* stream, const char* operation, uint64_t bytes,
-             const char* qualifier) noexcept;
+  void begin(hal_stream_s* stream, const char* operation, uint64_t bytes, const char* qualifier,
+             bool timed_line) noexcept;
   void end() noexcept;
 
   hal_stream_s* stream_ = nullptr;
-  ExecutionSpan* span_ = nullptr;
+  // Shared with the host function before the operation, so that the span
+  // outlives it whether or not the one after could be enqueued.
+  std::shared_ptr<ExecutionSpan> span_;
+  bool timed_line_ = false;
 };
 
 }  // namespace hal::loader::layers::tracing

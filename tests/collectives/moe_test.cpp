@@ -70,6 +70,88 @@ TEST_CASE("moe: dispatch and combine match the reference on 1..4 ranks", "[moe]"
   }
 }
 
+// One thread enqueues both ranks' dispatch and combine, rank 0's before rank
+// 1's: rank 0's steps after its all-to-all run only once rank 1 has been
+// enqueued, so nothing on the way may wait for rank 0's stream (with
+// HAL_OPS_VERBOSE=1 too: collectives.moe_verbose_one_thread runs this case
+// with it and checks its lines). The short timeout makes such a wait fail
+// in seconds instead of hanging.
+TEST_CASE("moe: one thread drives both ranks' dispatch and combine", "[moe][one_thread]") {
+  Session session(HAL_TEST_PLUGIN_DIR, "cpu");
+  LocalRanks local(2, 3000);
+  const std::vector<Rank>& ranks = local.ranks;
+  uint64_t seed = 4242;
+  for (const hal_dtype_t dtype : {HAL_DTYPE_F32, HAL_DTYPE_BF16, HAL_DTYPE_F16}) {
+    const MoeCase c{4, 2, 33, dtype, seed++};
+    INFO(c.label());
+    const size_t elem = elem_size(dtype);
+    const std::vector<MoeInputs> all = {moe_inputs(c, 0, 2), moe_inputs(c, 1, 2)};
+    std::vector<std::unique_ptr<Buffer>> ids, tokens, weights, recv, experts, out;
+    std::vector<const int32_t*> pointers;
+    std::vector<hal_moe_routing_desc_t> descs;
+    std::vector<size_t> received;
+    for (const Rank& rank : ranks) {
+      const MoeInputs& in = all[rank.rank];
+      received.push_back(moe_received(c, all, rank.rank).rows.size());
+      ids.push_back(device_indices(rank, in.indices));
+      pointers.push_back(static_cast<const int32_t*>(ids.back()->get()));
+      descs.push_back(routing_desc(c.num_experts, c.top_k, in.tokens, received.back()));
+      auto buffer = [&](size_t count) {
+        return std::make_unique<Buffer>(rank.device, count * elem);
+      };
+      tokens.push_back(buffer(in.values.size()));
+      weights.push_back(buffer(in.weights.size()));
+      recv.push_back(buffer(received.back() * c.hidden));
+      experts.push_back(buffer(received.back() * c.hidden));
+      out.push_back(buffer(in.values.size()));
+      REQUIRE(moe_detail::upload(rank, dtype, in.values, *tokens.back()) == HAL_SUCCESS);
+      REQUIRE(moe_detail::upload(rank, dtype, in.weights, *weights.back()) == HAL_SUCCESS);
+      REQUIRE(moe_detail::upload(rank, dtype, moe_expert_rows(c, rank.rank, received.back()),
+                                 *experts.back()) == HAL_SUCCESS);
+    }
+    std::vector<hal_moe_routing_t> routings;
+    for (hal_result_t r : create_all(ranks, descs, pointers, routings)) REQUIRE(r == HAL_SUCCESS);
+    for (const bool weighted : {false, true}) {
+      INFO((weighted ? "weighted" : "unweighted"));
+      for (const Rank& rank : ranks) {
+        const uint32_t r = rank.rank;
+        REQUIRE(hal_moe_dispatch(routings[r], tokens[r]->get(),
+                                 weighted ? weights[r]->get() : nullptr, c.hidden, dtype,
+                                 recv[r]->get(), rank.stream) == HAL_SUCCESS);
+      }
+      for (const Rank& rank : ranks) {
+        const uint32_t r = rank.rank;
+        REQUIRE(hal_moe_combine(routings[r], experts[r]->get(),
+                                weighted ? weights[r]->get() : nullptr, c.hidden, dtype,
+                                out[r]->get(), rank.stream) == HAL_SUCCESS);
+      }
+      for (const Rank& rank : ranks) {
+        const uint32_t r = rank.rank;
+        hal_result_t result = HAL_SUCCESS;
+        const std::vector<double> dispatched =
+            moe_detail::download(rank, dtype, *recv[r], received[r] * c.hidden, result);
+        REQUIRE(result == HAL_SUCCESS);
+        const std::vector<double> combined =
+            moe_detail::download(rank, dtype, *out[r], all[r].values.size(), result);
+        REQUIRE(result == HAL_SUCCESS);
+        const std::vector<double> want_dispatched = moe_dispatch_expected(c, all, r, weighted);
+        const std::vector<double> want_combined = moe_combine_expected(c, all, r, weighted);
+        REQUIRE(dispatched.size() == want_dispatched.size());
+        for (size_t e = 0; e < dispatched.size(); ++e) {
+          INFO("rank " << r << " dispatch element " << e);
+          REQUIRE(moe_close(dtype, dispatched[e], want_dispatched[e]));
+        }
+        for (size_t e = 0; e < combined.size(); ++e) {
+          INFO("rank " << r << " combine element " << e);
+          REQUIRE(moe_close(dtype, combined[e], want_combined[e]));
+        }
+      }
+    }
+    for (hal_moe_routing_t routing : routings)
+      CHECK(hal_moe_routing_destroy(routing) == HAL_SUCCESS);
+  }
+}
+
 #ifdef HAL_TEST_HAS_OPENCL
 TEST_CASE("moe: on the opencl plugin (portable ops, host-staged collectives)", "[moe][fallback]") {
   Session session(HAL_TEST_PLUGIN_DIR, "opencl");

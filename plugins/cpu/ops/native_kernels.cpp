@@ -1,5 +1,6 @@
 #include "native_kernels.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -241,48 +242,58 @@ HAL_ISA_CLONES void bias_activation_backward(hal_activation_t activation, ConstR
   });
 }
 
-HAL_ISA_CLONES void binary(hal_binary_op_t op, float alpha, ConstRef a, size_t a_period, ConstRef b,
-                           size_t b_period, Ref result, size_t begin, size_t end) {
+HAL_ISA_CLONES void binary(hal_binary_op_t op, float alpha, ConstRef a, ConstRef b,
+                           const BinaryLayout& layout, Ref result, size_t begin, size_t end) {
   with_type(a.type, [&]<typename TA>() {
     with_type(b.type, [&]<typename TB>() {
       with_type(result.type, [&]<typename O>() {
         const auto* pa = in<TA>(a);
         const auto* pb = in<TB>(b);
         auto* po = out<O>(result);
+        const uint32_t inner = layout.rank - 1;
+        const uint64_t run_extent = layout.extent[inner];
+        const bool a_runs = layout.stride_a[inner] != 0, b_runs = layout.stride_b[inner] != 0;
         auto run = [&](auto op_constant) {
           constexpr hal_binary_op_t kOp = decltype(op_constant)::value;
-          if (a_period == 0 && b_period == 0) {  // both dense over the range
-            for (size_t i = begin; i < end; ++i) {
-              po[i] = O::store(alpha * apply(kOp, TA::load(pa[i]), TB::load(pb[i])));
-            }
-            return;
+          // out's index of |begin|, dimension by dimension.
+          uint64_t index[HAL_TENSOR_MAX_RANK];
+          uint64_t rest = begin;
+          for (uint32_t d = layout.rank; d-- > 0;) {
+            index[d] = rest % layout.extent[d];
+            rest /= layout.extent[d];
           }
-          // Broadcast: walk the range in runs within one period of each operand.
           size_t i = begin;
           while (i < end) {
-            const size_t ia = a_period ? i % a_period : i;
-            const size_t ib = b_period ? i % b_period : i;
-            size_t run_end = end;
-            if (a_period) run_end = std::min(run_end, i + (a_period - ia));
-            if (b_period) run_end = std::min(run_end, i + (b_period - ib));
-            const size_t n = run_end - i;
-            const auto* ra = pa + ia;
-            const auto* rb = pb + ib;
+            uint64_t at_a = 0, at_b = 0;
+            for (uint32_t d = 0; d < layout.rank; ++d) {
+              at_a += index[d] * layout.stride_a[d];
+              at_b += index[d] * layout.stride_b[d];
+            }
+            const size_t n = std::min<uint64_t>(run_extent - index[inner], end - i);
+            const auto* ra = pa + at_a;
+            const auto* rb = pb + at_b;
             auto* ro = po + i;
-            if (a_period == 1) {
-              const float va = TA::load(pa[0]);
+            if (a_runs && b_runs) {
               for (size_t k = 0; k < n; ++k)
-                ro[k] = O::store(alpha * apply(kOp, va, TB::load(rb[k])));
-            } else if (b_period == 1) {
-              const float vb = TB::load(pb[0]);
+                ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), TB::load(rb[k])));
+            } else if (a_runs) {  // b one value along the run: a row scale, say
+              const float vb = TB::load(rb[0]);
               for (size_t k = 0; k < n; ++k)
                 ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), vb));
+            } else if (b_runs) {
+              const float va = TA::load(ra[0]);
+              for (size_t k = 0; k < n; ++k)
+                ro[k] = O::store(alpha * apply(kOp, va, TB::load(rb[k])));
             } else {
-              for (size_t k = 0; k < n; ++k) {
-                ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), TB::load(rb[k])));
-              }
+              const auto value = O::store(alpha * apply(kOp, TA::load(ra[0]), TB::load(rb[0])));
+              for (size_t k = 0; k < n; ++k) ro[k] = value;
             }
-            i = run_end;
+            i += n;
+            index[inner] += n;
+            for (uint32_t d = inner; d > 0 && index[d] == layout.extent[d]; --d) {
+              index[d] = 0;
+              ++index[d - 1];
+            }
           }
         };
         switch (op) {

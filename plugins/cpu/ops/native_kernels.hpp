@@ -50,9 +50,22 @@ void bias_activation_backward(hal_activation_t activation, ConstRef grad_out, Co
                               Ref grad_pre, float* grad_bias, size_t rows, size_t cols,
                               size_t col_begin, size_t col_end);
 
-// out[i] = alpha * (a[i % a_period] OP b[i % b_period]), i in [begin, end).
-void binary(hal_binary_op_t op, float alpha, ConstRef a, size_t a_period, ConstRef b,
-            size_t b_period, Ref out, size_t begin, size_t end);
+// How a binary op reads its dense inputs along out's flat index: out's shape
+// as |rank| dimensions (at least 1; adjacent ones merged where neither input
+// changes between broadcasting and not), and each input's element stride in
+// each (0 where it broadcasts, so the innermost stride is 0 or 1).
+struct BinaryLayout {
+  uint32_t rank = 1;
+  uint64_t extent[HAL_TENSOR_MAX_RANK] = {1};
+  uint64_t stride_a[HAL_TENSOR_MAX_RANK] = {1};
+  uint64_t stride_b[HAL_TENSOR_MAX_RANK] = {1};
+};
+
+// out[i] = alpha * (a[at_a(i)] OP b[at_b(i)]), i in [begin, end), with at_a
+// and at_b |layout|'s: runs along the innermost dimension, each input read
+// contiguously or as one value per run.
+void binary(hal_binary_op_t op, float alpha, ConstRef a, ConstRef b, const BinaryLayout& layout,
+            Ref out, size_t begin, size_t end);
 
 // Columns [col_begin, col_end) of x [rows, cols]: out[j] = the reduction of
 // x[0..rows, j] in row order (SUM and MEAN compensated: Kahan; MAX

@@ -2,7 +2,7 @@
 // reduction and normalisation-backward ops a training step spends its time
 // in, as vectorised loops (native_kernels.cpp) split over the plugin's
 // thread pool. They serve f32 and bf16 tensors in the common layouts (dense
-// row-major; broadcasts over leading dimensions of 1) and decline the rest
+// row-major; broadcasts over any dimensions of extent 1) and decline the rest
 // with a reason, which the loader's portable implementation then serves.
 //
 // Work is split by the shape alone (fixed chunks, each output element
@@ -243,32 +243,50 @@ std::unique_ptr<OpPlan> plan_bias_activation_backward(
       });
 }
 
-// How an input of a binary op is read along out's flat index: 0 = at the
-// same index (out's shape, dense), p > 0 = at index % p (dense, with out's
-// trailing dimensions after leading dimensions of extent 1: a scalar is 1).
-bool binary_period(const char* name, const hal_tensor_desc_t& input,
-                   const hal_tensor_desc_t& result, uint64_t* period, Decline& decline) {
-  if (!dense(input)) {
-    decline.reason = std::string(name) + " is not dense row-major (a stride-0 broadcast)";
-    return false;
-  }
-  bool same = true;
-  for (uint32_t d = 0; d < result.rank; ++d) same = same && input.shape[d] == result.shape[d];
-  if (same) {
-    *period = 0;
-    return true;
-  }
-  uint32_t d = 0;
-  while (d < result.rank && input.shape[d] == 1) ++d;
-  for (uint32_t rest = d; rest < result.rank; ++rest) {
-    if (input.shape[rest] != result.shape[rest]) {
-      decline.reason = std::string(name) +
-                       " broadcasts a dimension after one it keeps (only leading dimensions of "
-                       "extent 1 are served)";
+// How a binary op's inputs are read along out's flat index: any dimension
+// of extent 1 broadcasts (leading, middle or trailing: a [rows, 1] row
+// scale is the common case). The inputs must be dense; out's dimensions of
+// extent 1 are dropped, and neighbours merge while each input either
+// broadcasts over both or over neither, so runs are as long as they can be.
+bool binary_layout(const hal_op_binary_desc_t& desc, native::BinaryLayout& layout,
+                   Decline& decline) {
+  const std::pair<const char*, const hal_tensor_desc_t*> inputs[] = {{"a", &desc.a},
+                                                                     {"b", &desc.b}};
+  uint64_t dense_stride[2][HAL_TENSOR_MAX_RANK];  // each input's own row-major strides
+  for (int k = 0; k < 2; ++k) {
+    const auto& [name, input] = inputs[k];
+    if (!dense(*input)) {
+      decline.reason = std::string(name) + " is not dense row-major (a stride-0 broadcast)";
       return false;
     }
+    uint64_t stride = 1;
+    for (uint32_t d = input->rank; d-- > 0;) {
+      dense_stride[k][d] = stride;
+      stride *= static_cast<uint64_t>(input->shape[d]);
+    }
   }
-  *period = element_count(input);
+  layout.rank = 0;
+  bool broadcast_before[2] = {};
+  for (uint32_t d = 0; d < desc.out.rank; ++d) {
+    const auto extent = static_cast<uint64_t>(desc.out.shape[d]);
+    if (extent == 1) continue;
+    const bool broadcast[2] = {desc.a.shape[d] == 1, desc.b.shape[d] == 1};
+    if (layout.rank > 0 && broadcast[0] == broadcast_before[0] &&
+        broadcast[1] == broadcast_before[1]) {
+      const uint32_t last = layout.rank - 1;  // row-major: the merged stride is the inner one
+      layout.extent[last] *= extent;
+      layout.stride_a[last] = broadcast[0] ? 0 : dense_stride[0][d];
+      layout.stride_b[last] = broadcast[1] ? 0 : dense_stride[1][d];
+      continue;
+    }
+    layout.extent[layout.rank] = extent;
+    layout.stride_a[layout.rank] = broadcast[0] ? 0 : dense_stride[0][d];
+    layout.stride_b[layout.rank] = broadcast[1] ? 0 : dense_stride[1][d];
+    ++layout.rank;
+    broadcast_before[0] = broadcast[0];
+    broadcast_before[1] = broadcast[1];
+  }
+  if (layout.rank == 0) layout = native::BinaryLayout{};  // one element
   return true;
 }
 
@@ -283,20 +301,18 @@ std::unique_ptr<OpPlan> plan_binary(const hal_op_binary_desc_t& desc, Decline& d
     decline.reason = "out is not dense row-major";
     return nullptr;
   }
-  uint64_t period_a = 0, period_b = 0;
-  if (!binary_period("a", desc.a, desc.out, &period_a, decline) ||
-      !binary_period("b", desc.b, desc.out, &period_b, decline))
-    return nullptr;
+  native::BinaryLayout layout;
+  if (!binary_layout(desc, layout, decline)) return nullptr;
   const uint64_t count = element_count(desc.out);
   const hal_binary_op_t op = desc.op;
   const float alpha = desc.alpha;
-  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand,
-                                             const hal_op_scalar_t*) {
-    parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
-      native::binary(op, alpha, ConstRef{operand[0], type_a}, period_a,
-                     ConstRef{operand[1], type_b}, period_b, Ref{operand[2], type_out}, begin, end);
-    });
-  });
+  return std::make_unique<NativePlan>(
+      3, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+        parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
+          native::binary(op, alpha, ConstRef{operand[0], type_a}, ConstRef{operand[1], type_b},
+                         layout, Ref{operand[2], type_out}, begin, end);
+        });
+      });
 }
 
 std::unique_ptr<OpPlan> plan_reduce(const hal_op_reduce_desc_t& desc, Decline& decline) {
@@ -648,6 +664,17 @@ std::unique_ptr<OpPlan> plan_cross_entropy(const hal_op_cross_entropy_desc_t& de
       1);
 }
 
+// sum[0, width) += row (f32 or bf16, widened exactly) in the vectorised
+// binary kernel: alpha 1 keeps every bit of sum + row, so the sums are the
+// scalar loop's.
+void add_row(ConstRef row, float* sum, uint64_t width) {
+  if (width == 0) return;  // the layout's extents must not be 0
+  native::BinaryLayout layout;
+  layout.extent[0] = width;
+  native::binary(HAL_BINARY_ADD, 1.0f, ConstRef{sum, Type::kF32}, row, layout, Ref{sum, Type::kF32},
+                 0, width);
+}
+
 std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool backward,
                                        Decline& decline) {
   std::vector<Type> types;  // table (or grad_table), out (or grad_out)
@@ -702,10 +729,9 @@ std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool
         const uint64_t grain = std::max<uint64_t>(1, kElementGrain / std::max<uint64_t>(width, 1));
         const uint64_t chunks = (vocab + grain - 1) / grain;
         // Scratch per worker, allocated here: an item never allocates.
-        std::vector<float> scratch((pool.workers() + 1) * 2 * width);
+        std::vector<float> scratch((pool.workers() + 1) * width);
         parallel_items(pool, chunks, [&](uint64_t chunk, uint32_t worker) {
-          float* sum = scratch.data() + worker * 2 * width;
-          float* row = sum + width;
+          float* sum = scratch.data() + worker * width;
           const uint64_t begin = chunk * grain, end = std::min(vocab, begin + grain);
           for (uint64_t v = begin; v < end; ++v) {
             Ref target = row_of(operand[2], types[0], v, width);
@@ -714,15 +740,9 @@ std::unique_ptr<OpPlan> plan_embedding(const hal_op_embedding_desc_t& desc, bool
               continue;
             }
             std::fill(sum, sum + width, 0.0f);
-            for (uint64_t k = starts[v]; k < starts[v + 1]; ++k) {
-              native::convert(const_row_of(operand[1], types[1], sorted[k], width),
-                              Ref{row, Type::kF32}, width);
-              for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
-            }
-            if (accumulate) {
-              native::convert(ConstRef{target.data, target.type}, Ref{row, Type::kF32}, width);
-              for (uint64_t c = 0; c < width; ++c) sum[c] += row[c];
-            }
+            for (uint64_t k = starts[v]; k < starts[v + 1]; ++k)
+              add_row(const_row_of(operand[1], types[1], sorted[k], width), sum, width);
+            if (accumulate) add_row(ConstRef{target.data, target.type}, sum, width);
             native::convert(ConstRef{sum, Type::kF32}, target, width);
           }
         });
