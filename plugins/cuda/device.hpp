@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "hal_plugin_sdk/device_entries.hpp"
 #include "hal_plugin_sdk/owned_set.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "driver.hpp"
@@ -102,13 +103,8 @@ inline Device* to_device(hal_impl_device_t* device) {
   return reinterpret_cast<Device*>(device);
 }
 
-void device_close(hal_impl_device_t* device);
-hal_result_t device_get_properties(hal_impl_device_t* device,
-                                   hal_device_properties_t* out_properties);
-hal_result_t device_synchronize(hal_impl_device_t* device);
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
-                       size_t alignment, void** out_ptr);
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr);
+// The table's device entries: hal_plugin_sdk/device_entries.hpp.
+using DeviceEntries = plugin::DeviceEntries<Device>;
 
 }  // namespace hal::cuda
 

@@ -5,8 +5,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "hal_plugin_sdk/signature.hpp"
-#include "hal_plugin_sdk/versioned_struct.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
 #include "device.hpp"
 #include "dialect_cache.hpp"
 #include "image.hpp"
@@ -46,31 +45,7 @@ std::string signature_disagreement(const DriverApi& cu, CUfunction function,
     if (result != CUDA_SUCCESS) return {};          // the driver cannot tell
     sizes.push_back(size);
   }
-  // Appended piece by piece: GCC 12 warns (-Wrestrict) on "text" + std::string&&.
-  std::string entry_sizes;
-  for (size_t size : sizes) {
-    if (!entry_sizes.empty()) entry_sizes += ',';
-    entry_sizes += std::to_string(size);
-  }
-  const std::string declared = plugin::format_signature(types.data(), types.size());
-  std::string why;
-  if (sizes.size() != types.size()) {
-    why.append("the entry takes ").append(std::to_string(sizes.size()));
-    why.append(" parameters (bytes: ").append(entry_sizes);
-    why.append("), the declared signature \"").append(declared).append("\" has ");
-    why.append(std::to_string(types.size()));
-    return why;
-  }
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] != plugin::arg_type_size(types[i])) {
-      why.append("parameter ").append(std::to_string(i)).append(" of the entry is ");
-      why.append(std::to_string(sizes[i])).append(" bytes, the declared signature \"");
-      why.append(declared).append("\" makes it ").append(plugin::arg_type_name(types[i]));
-      why.append(" (").append(std::to_string(plugin::arg_type_size(types[i]))).append(" bytes)");
-      return why;
-    }
-  }
-  return {};
+  return plugin::signature_size_disagreement(sizes, types, {"the entry", "parameter", "the entry"});
 }
 
 }  // namespace
@@ -165,30 +140,12 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
   return plugin::guarded(report, "kernel_get", [&] {
     const std::string name = desc->name;
     const dialect::KernelRecord* record = nullptr;
-    if (self.dialect() != nullptr) {
-      record = self.dialect()->find(name);
-      if (record == nullptr) {
-        std::string known;
-        for (const dialect::KernelRecord& kernel : self.dialect()->kernels) {
-          known += (known.empty() ? "" : ", ") + kernel.entry;
-        }
-        return report.fail(HAL_ERROR_NOT_FOUND, 0,
-                           "kernel_get: the module has no kernel '%s' (its kernels: %s)",
-                           name.c_str(), known.c_str());
-      }
-    }
-    // Bound to the dialect's signature when the module is one: the loader
-    // compares a declared signature with the one reported in out_info.
     std::vector<hal_arg_type_t> types;
-    if (record != nullptr) {
-      types = record->arg_types;
-    } else if (desc->arg_types != nullptr) {
-      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
-    } else {
-      return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
-                         "kernel_get: '%s' has no signature: PTX and cubin carry none the plugin "
-                         "reads, so declare arg_types",
-                         name.c_str());
+    if (const hal_result_t resolved = plugin::resolve_kernel_signature(
+            report, self.dialect(), *desc,
+            "PTX and cubin carry none the plugin reads, so declare arg_types", record, types);
+        resolved != HAL_SUCCESS) {
+      return resolved;
     }
     if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
       return owner.fail(bound, "kernel_get");
@@ -219,15 +176,8 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
     Kernel& added = self.add_kernel(
         std::make_unique<Kernel>(self, function, name, std::move(types), limit, shared));
     *out_kernel = reinterpret_cast<hal_impl_kernel_t*>(&added);
-    if (out_info != nullptr) {
-      hal_kernel_info_t info{};
-      info.name = added.name().c_str();
-      info.arg_count = static_cast<uint32_t>(added.arg_types().size());
-      for (uint32_t i = 0; i < info.arg_count; ++i) info.arg_types[i] = added.arg_types()[i];
-      info.max_threads_per_block = added.max_threads();
-      info.static_shared_memory_bytes = added.static_shared_bytes();
-      plugin::write_versioned_struct(info, out_info);
-    }
+    plugin::write_kernel_info(added.name(), added.arg_types(), added.max_threads(),
+                              added.static_shared_bytes(), out_info);
     return HAL_SUCCESS;
   });
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
 #include "plugin.hpp"
 #include "stream.hpp"
@@ -208,39 +207,6 @@ void Device::release_all() {
   streams_.take_all();  // each synchronises and destroys its hipStream_t
   events_.take_all();
   modules_.take_all();
-}
-
-// ---- table entries ----------------------------------------------------------
-
-void device_close(hal_impl_device_t* device) {
-  try {
-    to_device(device)->release_all();
-  } catch (...) {
-  }
-}
-
-hal_result_t device_get_properties(hal_impl_device_t* device,
-                                   hal_device_properties_t* out_properties) {
-  plugin::write_versioned_struct(to_device(device)->properties(), out_properties);
-  return HAL_SUCCESS;
-}
-
-hal_result_t device_synchronize(hal_impl_device_t* device) {
-  Device& self = *to_device(device);
-  return plugin::guarded(self.report(), "device_synchronize", [&] { return self.synchronize(); });
-}
-
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
-                       size_t alignment, void** out_ptr) {
-  Device& self = *to_device(device);
-  return plugin::guarded(self.report(), "mem_alloc",
-                         [&] { return self.allocate(kind, size, alignment, out_ptr); });
-}
-
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr) {
-  // The loader synchronised the device first: nothing enqueued uses |ptr|.
-  Device& self = *to_device(device);
-  return plugin::guarded(self.report(), "mem_free", [&] { return self.free(ptr); });
 }
 
 }  // namespace hal::hip

@@ -26,10 +26,15 @@ DialectStatus compile_dialect_cached(const Hiprtc& hiprtc, std::string_view sour
   request.prefix = "hip";
   request.object_suffix = ".hsaco";
   request.key = dialect_cache_key(hiprtc, out.translated, arch);
-  request.validate = [](const std::vector<unsigned char>& image, std::string& why) {
-    if (check_code_object(image.data(), image.size(), why)) return true;
-    why = "not a code object: " + why;
-    return false;
+  // The key names the architecture, but a file under that name may hold a
+  // code object for another one (planted, or copied between machines): its
+  // own header must say it is for |arch|.
+  request.validate = [&arch](const std::vector<unsigned char>& image, std::string& why) {
+    if (!check_code_object(image.data(), image.size(), why)) {
+      why = "not a code object: " + why;
+      return false;
+    }
+    return code_object_is_for(image.data(), image.size(), arch, why);
   };
   const auto build = [&](std::vector<unsigned char>& image) {
     std::string code;

@@ -28,7 +28,8 @@ struct CacheOutcome {
 
 // compile_dialect, through the kernel cache: entries "hip-<key>.hsaco" and
 // "hip-<key>.sha256". A cached entry is used only when it passes the cache's
-// checks and check_code_object; otherwise it is compiled again and replaced.
+// checks, check_code_object and code_object_is_for |arch|; otherwise it is
+// compiled again and replaced.
 // Cache problems go to |log|, never fail the load.
 DialectStatus compile_dialect_cached(const Hiprtc& hiprtc, std::string_view source,
                                      const std::string& arch, const hal::util::CacheLogger& log,

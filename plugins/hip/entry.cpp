@@ -16,11 +16,7 @@ hal_plugin_table_v1_t make_table() {
   table.plugin_shutdown = plugin_shutdown;
   table.device_count = device_count;
   table.device_open = device_open;
-  table.device_close = device_close;
-  table.device_get_properties = device_get_properties;
-  table.device_synchronize = device_synchronize;
-  table.mem_alloc = mem_alloc;
-  table.mem_free = mem_free;
+  DeviceEntries::fill(table);  // close, properties, synchronize, mem_alloc, mem_free
   table.memcpy_async = memcpy_async;
   table.memset_async = memset_async;
   table.stream_create = stream_create;

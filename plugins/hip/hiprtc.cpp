@@ -47,19 +47,15 @@ std::string base_arch(std::string_view arch) {
 
 std::unique_ptr<Hiprtc> Hiprtc::open(void* runtime_library, std::string& why) {
   const char* configured = hal::util::env_nonempty("HAL_HIP_HIPRTC_PATH");
+  std::unique_ptr<Hiprtc> hiprtc(new Hiprtc());
   void* library = runtime_library;
   std::string path = "the HIP runtime";
   if (configured != nullptr || library == nullptr) {
     path = configured != nullptr ? configured : kDefaultLibrary;
-    // Kept for the process, as the runtime is (it is the same library).
-    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (library == nullptr) {
-      const char* error = dlerror();
-      why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
-      return nullptr;
-    }
+    // A library of its own: closed again with |hiprtc| when it is refused.
+    if (!hiprtc->library_.open(path, why)) return nullptr;
+    library = hiprtc->library_.handle();
   }
-  std::unique_ptr<Hiprtc> hiprtc(new Hiprtc());
   const bool complete = resolve(library, "hiprtcGetErrorString", hiprtc->get_error_string_) &&
                         resolve(library, "hiprtcCreateProgram", hiprtc->create_program_) &&
                         resolve(library, "hiprtcDestroyProgram", hiprtc->destroy_program_) &&
@@ -85,6 +81,9 @@ std::unique_ptr<Hiprtc> Hiprtc::open(void* runtime_library, std::string& why) {
   }
   identity.append(" ").append(
       hal::util::library_identity(reinterpret_cast<void*>(hiprtc->compile_program_)));
+  // Accepted: kept for the process, as the runtime is (it is the same
+  // library, and compiling starts its threads).
+  hiprtc->library_.pin();
   return hiprtc;
 }
 

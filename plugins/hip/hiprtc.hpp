@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hal_dialect/dialect.hpp"
+#include "hal_plugin_sdk/vendor_library.hpp"
 
 namespace hal::hip {
 
@@ -46,6 +47,9 @@ class Hiprtc {
 
  private:
   Hiprtc() = default;
+  // The library HAL_HIP_HIPRTC_PATH (or the default) names, when hiprtc is
+  // not taken from the runtime the plugin opened.
+  hal::plugin::VendorLibrary library_;
   std::string identity_;
   mutable std::atomic<size_t> compile_count_{0};
   decltype(&::hiprtcGetErrorString) get_error_string_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include <elf.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
@@ -29,6 +30,108 @@ bool table_fits(uint64_t offset, uint64_t count, uint64_t entry, size_t size) {
   if (count == 0) return true;
   if (entry == 0 || count > (UINT64_MAX - offset) / entry) return false;
   return offset + count * entry <= size;
+}
+
+// EF_AMDGPU_MACH: the processor an AMD GPU code object is for (the AMDGPU
+// ELF ABI, LLVM's AMDGPUUsage; llvm/BinaryFormat/ELF.h).
+constexpr uint32_t kMachMask = 0x0ff;
+struct Processor {
+  std::string_view name;
+  uint32_t mach;
+};
+constexpr Processor kProcessors[] = {
+    {"gfx600", 0x20},  {"gfx601", 0x21},  {"gfx602", 0x3a},  {"gfx700", 0x22},  {"gfx701", 0x23},
+    {"gfx702", 0x24},  {"gfx703", 0x25},  {"gfx704", 0x26},  {"gfx705", 0x3b},  {"gfx801", 0x28},
+    {"gfx802", 0x29},  {"gfx803", 0x2a},  {"gfx805", 0x3c},  {"gfx810", 0x2b},  {"gfx900", 0x2c},
+    {"gfx902", 0x2d},  {"gfx904", 0x2e},  {"gfx906", 0x2f},  {"gfx908", 0x30},  {"gfx909", 0x31},
+    {"gfx90a", 0x3f},  {"gfx90c", 0x32},  {"gfx940", 0x40},  {"gfx941", 0x4b},  {"gfx942", 0x4c},
+    {"gfx950", 0x4f},  {"gfx1010", 0x33}, {"gfx1011", 0x34}, {"gfx1012", 0x35}, {"gfx1013", 0x42},
+    {"gfx1030", 0x36}, {"gfx1031", 0x37}, {"gfx1032", 0x38}, {"gfx1033", 0x39}, {"gfx1034", 0x3e},
+    {"gfx1035", 0x3d}, {"gfx1036", 0x45}, {"gfx1100", 0x41}, {"gfx1101", 0x46}, {"gfx1102", 0x47},
+    {"gfx1103", 0x44}, {"gfx1150", 0x43}, {"gfx1151", 0x4a}, {"gfx1152", 0x55}, {"gfx1153", 0x58},
+    {"gfx1200", 0x48}, {"gfx1201", 0x4e},
+};
+
+// The ELF OS ABI of an HSA code object and its versions (EI_ABIVERSION).
+constexpr uint8_t kOsAbiAmdgpuHsa = 64;
+constexpr uint8_t kAbiVersionV3 = 1;
+constexpr uint8_t kAbiVersionV4 = 2;
+// Code object v3: one bit per feature, set when it is on.
+constexpr uint32_t kXnackV3 = 0x100;
+constexpr uint32_t kSrameccV3 = 0x200;
+// Code object v4 on: two bits per feature.
+constexpr uint32_t kXnackMaskV4 = 0x300;
+constexpr uint32_t kSrameccMaskV4 = 0xc00;
+
+// One target feature's setting in a code object, as a gcnArchName writes it.
+enum class Feature { kUnspecified, kOn, kOff };
+
+std::string_view feature_text(Feature feature) {
+  switch (feature) {
+    case Feature::kOn:
+      return "+";
+    case Feature::kOff:
+      return "-";
+    case Feature::kUnspecified:
+      break;
+  }
+  return "";
+}
+
+// v4 on: 0 unsupported and 1 any (both written as nothing), 2 off, 3 on.
+Feature feature_v4(uint32_t flags, uint32_t mask) {
+  const uint32_t selection = (flags & mask) / (mask & ~(mask << 1));
+  if (selection == 3) return Feature::kOn;
+  if (selection == 2) return Feature::kOff;
+  return Feature::kUnspecified;
+}
+
+// The target an ELF code object's header records, written as a gcnArchName
+// would be ("gfx90a:sramecc+:xnack-"); |known| false when the header's
+// processor or code object version is not one this reader knows.
+std::string elf_target(const Elf64_Ehdr& header, bool& known) {
+  const uint32_t mach = header.e_flags & kMachMask;
+  std::string target;
+  for (const Processor& processor : kProcessors) {
+    if (processor.mach == mach) target = processor.name;
+  }
+  known = !target.empty() && header.e_ident[EI_OSABI] == kOsAbiAmdgpuHsa &&
+          header.e_ident[EI_ABIVERSION] >= kAbiVersionV3;
+  if (!known) {
+    // Appended piece by piece: GCC 12 warns (-Wrestrict) on "text" + std::string&&.
+    std::string unknown = "machine ";
+    unknown.append(std::to_string(mach)).append(" (code object ABI ");
+    unknown.append(std::to_string(header.e_ident[EI_OSABI])).append(" version ");
+    unknown.append(std::to_string(header.e_ident[EI_ABIVERSION])).append(")");
+    return unknown;
+  }
+  Feature sramecc, xnack;
+  if (header.e_ident[EI_ABIVERSION] >= kAbiVersionV4) {
+    sramecc = feature_v4(header.e_flags, kSrameccMaskV4);
+    xnack = feature_v4(header.e_flags, kXnackMaskV4);
+  } else {
+    sramecc = (header.e_flags & kSrameccV3) != 0 ? Feature::kOn : Feature::kUnspecified;
+    xnack = (header.e_flags & kXnackV3) != 0 ? Feature::kOn : Feature::kUnspecified;
+  }
+  // The order of a target ID: features sorted by name.
+  if (sramecc != Feature::kUnspecified) target.append(":sramecc").append(feature_text(sramecc));
+  if (xnack != Feature::kUnspecified) target.append(":xnack").append(feature_text(xnack));
+  return target;
+}
+
+// |arch| with its features sorted by name, as a target ID orders them.
+std::string canonical_arch(const std::string& arch) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= arch.size()) {
+    const size_t end = std::min(arch.find(':', start), arch.size());
+    parts.push_back(arch.substr(start, end - start));
+    start = end + 1;
+  }
+  std::sort(parts.begin() + 1, parts.end());
+  std::string canonical = parts.front();
+  for (size_t i = 1; i < parts.size(); ++i) canonical.append(":").append(parts[i]);
+  return canonical;
 }
 
 bool check_elf(const unsigned char* data, size_t size, std::string& why) {
@@ -376,6 +479,33 @@ bool check_code_object(const void* data, size_t size, std::string& why) {
     return any;
   }
   why = "neither an AMD GPU code object (ELF) nor a clang offload bundle";
+  return false;
+}
+
+bool code_object_is_for(const void* data, size_t size, const std::string& arch, std::string& why) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  if (!check_code_object(data, size, why)) return false;
+  const std::string wanted = canonical_arch(arch);
+  const auto elf_is_for = [&](const unsigned char* elf, std::string& built_for) {
+    bool known = false;
+    built_for = elf_target(read<Elf64_Ehdr>(elf, 0), known);
+    return known && built_for == wanted;
+  };
+  std::string built_for;
+  if (!is_bundle(bytes, size)) {
+    if (elf_is_for(bytes, built_for)) return true;
+    why = "the code object is built for " + built_for + ", not " + wanted;
+    return false;
+  }
+  std::vector<BundleEntry> entries;
+  bundle_entries(bytes, size, entries, why);
+  std::string targets;
+  for (const BundleEntry& entry : entries) {
+    if (!gpu_entry(entry)) continue;
+    if (elf_is_for(bytes + entry.offset, built_for)) return true;
+    targets += (targets.empty() ? "" : ", ") + built_for;
+  }
+  why = "the offload bundle's code objects are built for " + targets + ", not " + wanted;
   return false;
 }
 

@@ -19,6 +19,16 @@ namespace hal::hip {
 // objects. Otherwise false with |why| (one phrase).
 bool check_code_object(const void* data, size_t size, std::string& why);
 
+// True when the code object |check_code_object| accepted was built for
+// |arch|, a gcnArchName such as "gfx90a:sramecc+:xnack-" (for a bundle: when
+// one of its GPU entries was), as its ELF header records it: the processor
+// (e_flags & EF_AMDGPU_MACH) is |arch|'s, and, from code object v3 on, the
+// xnack and sramecc settings are those |arch| names ('+' on, '-' off; a
+// feature |arch| leaves out is "any" or unsupported). A processor this
+// plugin does not know the machine number of is refused. Otherwise false
+// with |why| (one phrase naming the target the image was built for).
+bool code_object_is_for(const void* data, size_t size, const std::string& arch, std::string& why);
+
 // One kernel as the code object's metadata (NT_AMDGPU_METADATA, msgpack)
 // declares it: its explicit arguments' sizes (the hidden_* arguments the
 // runtime fills are left out) and its workgroup size limit.

@@ -6,8 +6,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "hal_plugin_sdk/signature.hpp"
-#include "hal_plugin_sdk/versioned_struct.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
 #include "device.hpp"
 #include "dialect_cache.hpp"
 #include "hiprtc.hpp"
@@ -36,31 +35,9 @@ hal_result_t read_image(const hal_module_desc_t& desc, const plugin::ErrorReport
 // undefined behaviour on the device. Empty when they agree.
 std::string signature_disagreement(const KernelMetadata& kernel,
                                    const std::vector<hal_arg_type_t>& types) {
-  // Appended piece by piece: GCC 12 warns (-Wrestrict) on "text" + std::string&&.
-  std::string entry_sizes;
-  for (uint32_t size : kernel.arg_sizes) {
-    if (!entry_sizes.empty()) entry_sizes += ',';
-    entry_sizes += std::to_string(size);
-  }
-  const std::string declared = plugin::format_signature(types.data(), types.size());
-  std::string why;
-  if (kernel.arg_sizes.size() != types.size()) {
-    why.append("the code object's kernel takes ").append(std::to_string(kernel.arg_sizes.size()));
-    why.append(" arguments (bytes: ").append(entry_sizes);
-    why.append("), the declared signature \"").append(declared).append("\" has ");
-    why.append(std::to_string(types.size()));
-    return why;
-  }
-  for (size_t i = 0; i < types.size(); ++i) {
-    if (kernel.arg_sizes[i] != plugin::arg_type_size(types[i])) {
-      why.append("argument ").append(std::to_string(i)).append(" of the kernel is ");
-      why.append(std::to_string(kernel.arg_sizes[i])).append(" bytes, the declared signature \"");
-      why.append(declared).append("\" makes it ").append(plugin::arg_type_name(types[i]));
-      why.append(" (").append(std::to_string(plugin::arg_type_size(types[i]))).append(" bytes)");
-      return why;
-    }
-  }
-  return {};
+  const std::vector<size_t> sizes(kernel.arg_sizes.begin(), kernel.arg_sizes.end());
+  return plugin::signature_size_disagreement(
+      sizes, types, {"the code object's kernel", "argument", "the kernel"});
 }
 
 }  // namespace
@@ -159,30 +136,13 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
   return plugin::guarded(report, "kernel_get", [&] {
     const std::string name = desc->name;
     const dialect::KernelRecord* record = nullptr;
-    if (self.dialect() != nullptr) {
-      record = self.dialect()->find(name);
-      if (record == nullptr) {
-        std::string known;
-        for (const dialect::KernelRecord& kernel : self.dialect()->kernels) {
-          known += (known.empty() ? "" : ", ") + kernel.entry;
-        }
-        return report.fail(HAL_ERROR_NOT_FOUND, 0,
-                           "kernel_get: the module has no kernel '%s' (its kernels: %s)",
-                           name.c_str(), known.c_str());
-      }
-    }
-    // Bound to the dialect's signature when the module is one: the loader
-    // compares a declared signature with the one reported in out_info.
     std::vector<hal_arg_type_t> types;
-    if (record != nullptr) {
-      types = record->arg_types;
-    } else if (desc->arg_types != nullptr) {
-      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
-    } else {
-      return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
-                         "kernel_get: '%s' has no signature: a code object gives only argument "
-                         "sizes, not types, so declare arg_types",
-                         name.c_str());
+    if (const hal_result_t resolved = plugin::resolve_kernel_signature(
+            report, self.dialect(), *desc,
+            "a code object gives only argument sizes, not types, so declare arg_types", record,
+            types);
+        resolved != HAL_SUCCESS) {
+      return resolved;
     }
     if (const hipError_t bound = owner.bind(); bound != hipSuccess) {
       return owner.fail(bound, "kernel_get");
@@ -225,15 +185,8 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
     Kernel& added = self.add_kernel(
         std::make_unique<Kernel>(self, function, name, std::move(types), limit, shared));
     *out_kernel = reinterpret_cast<hal_impl_kernel_t*>(&added);
-    if (out_info != nullptr) {
-      hal_kernel_info_t info{};
-      info.name = added.name().c_str();
-      info.arg_count = static_cast<uint32_t>(added.arg_types().size());
-      for (uint32_t i = 0; i < info.arg_count; ++i) info.arg_types[i] = added.arg_types()[i];
-      info.max_threads_per_block = added.max_threads();
-      info.static_shared_memory_bytes = added.static_shared_bytes();
-      plugin::write_versioned_struct(info, out_info);
-    }
+    plugin::write_kernel_info(added.name(), added.arg_types(), added.max_threads(),
+                              added.static_shared_bytes(), out_info);
     return HAL_SUCCESS;
   });
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cache_test_support.hpp"
+#include "gpu_api_test_support.hpp"
 #include "fake_driver.h"
 #include "hal.h"
 
@@ -57,65 +58,11 @@ struct Fake {
   fake_cuda_set_paused_fn set_paused = nullptr;
 };
 
-class Session {
- public:
-  Session() {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    uint32_t count = 0;
-    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
-    REQUIRE(count == 2);
-    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  hal_device_t device() const { return device_; }
-  hal_stream_t stream() const { return stream_; }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-};
-
-hal_error_detail_t last_detail() {
-  hal_error_detail_t detail{};
-  detail.struct_size = sizeof(detail);
-  REQUIRE(hal_error_get_detail(&detail) == HAL_SUCCESS);
-  return detail;
-}
-
-hal_result_t load(hal_device_t device, hal_module_format_t format, const std::string& text,
-                  hal_module_t* out) {
-  hal_module_desc_t desc{};
-  desc.struct_size = sizeof(desc);
-  desc.format = format;
-  desc.data = text.data();
-  desc.size = text.size();
-  return hal_module_load(device, &desc, out);
-}
-
-hal_result_t get(hal_module_t module, const char* name, hal_kernel_t* out,
-                 const std::vector<hal_arg_type_t>* types = nullptr) {
-  hal_kernel_desc_t desc{};
-  desc.struct_size = sizeof(desc);
-  desc.name = name;
-  if (types != nullptr) {
-    desc.arg_types = types->data();
-    desc.arg_count = static_cast<uint32_t>(types->size());
-  }
-  return hal_kernel_get(module, &desc, out);
-}
-
-hal_launch_config_t config(uint32_t grid_x, uint32_t block_x, uint32_t shared = 0) {
-  hal_launch_config_t launch{};
-  launch.struct_size = sizeof(launch);
-  launch.grid[0] = grid_x, launch.grid[1] = 2, launch.grid[2] = 1;
-  launch.block[0] = block_x, launch.block[1] = 1, launch.block[2] = 1;
-  launch.shared_memory_bytes = shared;
-  return launch;
-}
+using gpu_api_test::config;
+using gpu_api_test::get;
+using gpu_api_test::last_detail;
+using gpu_api_test::load;
+using gpu_api_test::Session;
 
 // A PTX entry with one parameter of each width the plugin marshals.
 constexpr char kPtx[] = R"(

@@ -18,6 +18,7 @@
 
 #include "fake_runtime.h"
 #include "cache_test_support.hpp"
+#include "gpu_api_test_support.hpp"
 #include "hal.h"
 #include "hiprtc.hpp"
 
@@ -71,34 +72,11 @@ struct Fake {
   fake_hip_set_paused_fn set_paused = nullptr;
 };
 
-class Session {
- public:
-  explicit Session(uint32_t index = 0) {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    uint32_t count = 0;
-    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
-    REQUIRE(count == 2);
-    REQUIRE(hal_device_get(index, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  hal_device_t device() const { return device_; }
-  hal_stream_t stream() const { return stream_; }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-};
-
-hal_error_detail_t last_detail() {
-  hal_error_detail_t detail{};
-  detail.struct_size = sizeof(detail);
-  REQUIRE(hal_error_get_detail(&detail) == HAL_SUCCESS);
-  return detail;
-}
+using gpu_api_test::config;
+using gpu_api_test::get;
+using gpu_api_test::last_detail;
+using gpu_api_test::load;
+using gpu_api_test::Session;
 
 // A HIP source compiled by the system's hiprtc, as a vendor's HSACO would be.
 std::string code_object(const std::string& source, const std::string& arch = "gfx90a") {
@@ -119,37 +97,6 @@ constexpr char kMixed[] =
     "mixed(void* p, unsigned u, float f, double d, long long i) {\n"
     "  if (p) *static_cast<double*>(p) = u + f + d + i;\n"
     "}\n";
-
-hal_result_t load(hal_device_t device, hal_module_format_t format, const std::string& bytes,
-                  hal_module_t* out) {
-  hal_module_desc_t desc{};
-  desc.struct_size = sizeof(desc);
-  desc.format = format;
-  desc.data = bytes.data();
-  desc.size = bytes.size();
-  return hal_module_load(device, &desc, out);
-}
-
-hal_result_t get(hal_module_t module, const char* name, hal_kernel_t* out,
-                 const std::vector<hal_arg_type_t>* types = nullptr) {
-  hal_kernel_desc_t desc{};
-  desc.struct_size = sizeof(desc);
-  desc.name = name;
-  if (types != nullptr) {
-    desc.arg_types = types->data();
-    desc.arg_count = static_cast<uint32_t>(types->size());
-  }
-  return hal_kernel_get(module, &desc, out);
-}
-
-hal_launch_config_t config(uint32_t grid_x, uint32_t block_x, uint32_t shared = 0) {
-  hal_launch_config_t launch{};
-  launch.struct_size = sizeof(launch);
-  launch.grid[0] = grid_x, launch.grid[1] = 2, launch.grid[2] = 1;
-  launch.block[0] = block_x, launch.block[1] = 1, launch.block[2] = 1;
-  launch.shared_memory_bytes = shared;
-  return launch;
-}
 
 }  // namespace
 
@@ -455,6 +402,20 @@ TEST_CASE("a second load of the same dialect source is a kernel cache hit, and d
   const std::string third = load_and_launch("the load after the damage");
   CHECK(third.find("the kernel cache entry " + entry + " is rebuilt: ") != std::string::npos);
   CHECK(cache_test::slurp(entry) == bytes);
+
+  // A consistent entry (its record matches) holding a code object for
+  // another GPU: the runtime would refuse it (hipErrorNoBinaryForGpu), so
+  // the plugin must refuse it first and compile for this device again.
+  const std::string gfx908 = code_object(kMixed, "gfx908");
+  cache_test::write_file(entry, gfx908);
+  cache_test::write_file(cache_test::record_path(entry, ".hsaco"),
+                         cache_test::record_for("hip", gfx908));
+  const std::string fourth = load_and_launch("the load after a planted gfx908 entry");
+  CHECK(fourth.find("the kernel cache entry " + entry + " is rebuilt: '" +
+                    entry.substr(directory.size() + 1) +
+                    "': the code object is built for gfx908, not gfx90a:sramecc+:xnack-") !=
+        std::string::npos);
+  CHECK(cache_test::slurp(entry) == bytes);
 }
 
 TEST_CASE(
@@ -569,6 +530,27 @@ TEST_CASE("no kernel driver node: the runtime is not loaded at all") {
   CHECK(report.outcome == HAL_PLUGIN_LOADED);
   CHECK(std::string(report.reason) ==
         "hip: no /nonexistent/kfd: the amdgpu kernel driver is not loaded; 0 devices");
+  hal_shutdown();
+}
+
+TEST_CASE("a library refused as hiprtc is not left loaded in the process") {
+  REQUIRE(dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD) == nullptr);
+  setenv("HAL_HIP_HIPRTC_PATH", HAL_TEST_NOT_A_RUNTIME, 1);
+  REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+  setenv("HAL_HIP_HIPRTC_PATH", HAL_TEST_SYSTEM_HIP, 1);
+  // The runtime is there; only HAL dialect modules are not offered.
+  uint32_t count = 0;
+  CHECK(hal_device_count(&count) == HAL_SUCCESS);
+  CHECK(count == 2);
+  hal_device_t device = nullptr;
+  REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
+  hal_device_properties_t properties{};
+  properties.struct_size = sizeof(properties);
+  REQUIRE(hal_device_get_properties(device, &properties) == HAL_SUCCESS);
+  CHECK(properties.module_formats == (1u << HAL_MODULE_FORMAT_HSACO));
+  void* still_loaded = dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD);
+  CHECK(still_loaded == nullptr);
+  if (still_loaded != nullptr) dlclose(still_loaded);
   hal_shutdown();
 }
 

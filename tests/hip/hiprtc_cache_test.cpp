@@ -145,6 +145,42 @@ TEST_CASE("hiprtc cache: seeded damage and planted entries are rebuilt; every en
   }
 }
 
+TEST_CASE("hiprtc cache: an entry holding a code object for another architecture is rebuilt",
+          "[cache]") {
+  // The key names the architecture; the file under it is checked too. Each
+  // plant is consistent (its record matches), a real code object of the same
+  // source, only built for another target, or its header forged to one.
+  Scratch scratch;
+  const std::string directory = scratch.path + "/cache";
+  EnvOverride cache_dir("HAL_CACHE_DIR", directory.c_str());
+  const auto hiprtc = open_hiprtc();
+  CollectedLog log;
+  const std::string good = compile(*hiprtc, kMi200, log).compiled.code;
+  const std::string mi100 = compile(*hiprtc, kMi100, log).compiled.code;
+  const std::string featureless = compile(*hiprtc, "gfx90a", log).compiled.code;
+  std::string forged = good;
+  forged[48] = 0x30;  // e_flags' low byte, EF_AMDGPU_MACH: gfx908's machine number
+  const std::string entry = entry_path(directory, *hiprtc, kMi200);
+  const std::string record = record_path(entry, ".hsaco");
+  const std::pair<std::string, std::string> plants[] = {
+      {mi100, "gfx908"}, {featureless, "gfx90a"}, {forged, "gfx908:sramecc+:xnack-"}};
+  for (const auto& [plant, built_for] : plants) {
+    CAPTURE(built_for);
+    write_file(entry, plant);
+    write_file(record, record_for("hip", plant));
+    log.clear();
+    const size_t before = hiprtc->compile_count();
+    const Compile rebuilt = compile(*hiprtc, kMi200, log);
+    CHECK(rebuilt.outcome.use == CacheUse::kStored);
+    CHECK(hiprtc->compile_count() == before + 1);
+    CHECK(log.mentions("the kernel cache entry " + entry + " is rebuilt: '" +
+                       entry.substr(directory.size() + 1) + "': the code object is built for " +
+                       built_for + ", not gfx90a:sramecc+:xnack-"));
+    CHECK(rebuilt.compiled.code == good);
+    CHECK(slurp(entry) == good);
+  }
+}
+
 TEST_CASE("hiprtc cache: an unsafe cache directory turns the cache off with a message naming it",
           "[cache]") {
   Scratch scratch;

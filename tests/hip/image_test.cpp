@@ -22,17 +22,20 @@ constexpr char kSource[] =
     "  if (p) *static_cast<double*>(p) = u + f + d + i;\n"
     "}\n";
 
+// kSource compiled by the system's hiprtc for |arch|.
+std::string compile_for(const std::string& arch) {
+  std::string why;
+  auto hiprtc = hal::hip::Hiprtc::open(nullptr, why);
+  INFO(why);
+  REQUIRE(hiprtc != nullptr);
+  std::string out, log;
+  INFO(log);
+  REQUIRE(hiprtc->compile(kSource, "mixed.hip", arch, out, log));
+  return out;
+}
+
 const std::string& code_object() {
-  static const std::string code = [] {
-    std::string why;
-    auto hiprtc = hal::hip::Hiprtc::open(nullptr, why);
-    INFO(why);
-    REQUIRE(hiprtc != nullptr);
-    std::string out, log;
-    INFO(log);
-    REQUIRE(hiprtc->compile(kSource, "mixed.hip", "gfx90a", out, log));
-    return out;
-  }();
+  static const std::string code = compile_for("gfx90a");
   return code;
 }
 
@@ -144,6 +147,70 @@ TEST_CASE("offload bundles: entries inside the image, a GPU entry that is a code
   CHECK_FALSE(check(bundle({{"hipv4-amdgcn-amd-amdhsa--gfx90a", not_elf}}), why));
   CHECK(why.find("bundle entry hipv4-amdgcn-amd-amdhsa--gfx90a") != std::string::npos);
   CHECK_FALSE(check(std::string("__CLANG_OFFLOAD_BUNDLE__\x01", 25), why));
+}
+
+TEST_CASE("a code object is for the architecture its ELF header names, features included",
+          "[image]") {
+  // The reference is the compiler: each image is for exactly the target it
+  // was compiled for (features sorted by name, as a target ID writes them).
+  const std::vector<std::pair<std::string, std::string>> targets = {
+      {"gfx90a:sramecc+:xnack-", "gfx90a:sramecc+:xnack-"},
+      {"gfx90a", "gfx90a"},
+      {"gfx90a:xnack+", "gfx90a:xnack+"},
+      {"gfx908", "gfx908"},
+      {"gfx906:sramecc-", "gfx906:sramecc-"},
+      {"gfx1030", "gfx1030"},
+  };
+  std::vector<std::string> images;
+  for (const auto& target : targets) images.push_back(compile_for(target.first));
+  for (size_t built = 0; built < targets.size(); ++built) {
+    for (size_t asked = 0; asked < targets.size(); ++asked) {
+      CAPTURE(targets[built].first, targets[asked].first);
+      std::string why;
+      const bool is_for = hal::hip::code_object_is_for(images[built].data(), images[built].size(),
+                                                       targets[asked].first, why);
+      CHECK(is_for == (built == asked));
+      if (!is_for) {
+        CHECK(why == "the code object is built for " + targets[built].second + ", not " +
+                         targets[asked].second);
+      }
+    }
+  }
+  std::string why;
+  // The features in another order name the same target.
+  CHECK(hal::hip::code_object_is_for(images[0].data(), images[0].size(), "gfx90a:xnack-:sramecc+",
+                                     why));
+
+  // A header forged to another processor, or to a code object version
+  // before v3 (no feature bits), is refused; so is anything not a code object.
+  std::mt19937 random(4242);
+  const std::string& plain = images[1];
+  for (int round = 0; round < 64; ++round) {
+    std::string forged = plain;
+    Elf64_Ehdr header;
+    std::memcpy(&header, forged.data(), sizeof(header));
+    const uint32_t mach = static_cast<uint32_t>(random() % 256);
+    if (mach == (header.e_flags & 0xff)) continue;
+    put<uint32_t>(forged, offsetof(Elf64_Ehdr, e_flags), (header.e_flags & ~0xffu) | mach);
+    CAPTURE(mach);
+    CHECK_FALSE(hal::hip::code_object_is_for(forged.data(), forged.size(), "gfx90a", why));
+    CHECK(why.find("the code object is built for ") == 0);
+  }
+  std::string old_version = plain;
+  old_version[EI_ABIVERSION] = 0;
+  CHECK_FALSE(hal::hip::code_object_is_for(old_version.data(), old_version.size(), "gfx90a", why));
+  CHECK(why.find("version 0") != std::string::npos);
+  CHECK_FALSE(hal::hip::code_object_is_for("not a code object", 17, "gfx90a", why));
+  CHECK(why.find("neither an AMD GPU code object") != std::string::npos);
+
+  // A bundle is for an architecture when one of its GPU entries is.
+  const std::string both = bundle({{"host-x86_64-unknown-linux", ""},
+                                   {"hipv4-amdgcn-amd-amdhsa--gfx908", images[3]},
+                                   {"hipv4-amdgcn-amd-amdhsa--gfx1030", images[5]}});
+  CHECK(hal::hip::code_object_is_for(both.data(), both.size(), "gfx1030", why));
+  CHECK(hal::hip::code_object_is_for(both.data(), both.size(), "gfx908", why));
+  CHECK_FALSE(hal::hip::code_object_is_for(both.data(), both.size(), "gfx90a", why));
+  CHECK(why == "the offload bundle's code objects are built for gfx908, gfx1030, not gfx90a");
 }
 
 TEST_CASE("malformed metadata is refused, never read past", "[image]") {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fake_driver.h"
+#include "gpu_api_test_support.hpp"
 #include "hal.h"
 
 namespace {
@@ -61,34 +62,9 @@ struct Fake {
   fake_ze_set_paused_fn set_paused = nullptr;
 };
 
-class Session {
- public:
-  Session() {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    uint32_t count = 0;
-    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
-    REQUIRE(count == 2);
-    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  hal_device_t device() const { return device_; }
-  hal_stream_t stream() const { return stream_; }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-};
-
-hal_error_detail_t last_detail() {
-  hal_error_detail_t detail{};
-  detail.struct_size = sizeof(detail);
-  REQUIRE(hal_error_get_detail(&detail) == HAL_SUCCESS);
-  return detail;
-}
+using gpu_api_test::get;
+using gpu_api_test::last_detail;
+using gpu_api_test::Session;
 
 bool message_has(const hal_error_detail_t& detail, const std::string& text) {
   return std::string(detail.message).find(text) != std::string::npos;
@@ -157,18 +133,6 @@ hal_result_t load(hal_device_t device, const void* data, size_t size, hal_module
 
 hal_result_t load(hal_device_t device, const std::vector<uint32_t>& words, hal_module_t* out) {
   return load(device, words.data(), words.size() * 4, out);
-}
-
-hal_result_t get(hal_module_t module, const char* name, hal_kernel_t* out,
-                 const std::vector<hal_arg_type_t>* types) {
-  hal_kernel_desc_t desc{};
-  desc.struct_size = sizeof(desc);
-  desc.name = name;
-  if (types != nullptr) {
-    desc.arg_types = types->data();
-    desc.arg_count = static_cast<uint32_t>(types->size());
-  }
-  return hal_kernel_get(module, &desc, out);
 }
 
 hal_launch_config_t config(uint32_t grid_x, uint32_t block_x, uint32_t shared = 0) {

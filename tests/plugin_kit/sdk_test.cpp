@@ -5,10 +5,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <new>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "hal_plugin_sdk/device_entries.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
 #include "hal_plugin_sdk/negotiate.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
 
@@ -151,4 +156,207 @@ TEST_CASE("write_versioned_struct stops at the caller's struct_size", "[sdk]") {
     }
     if (size > header) CHECK(buffer[header] == 'n');
   }
+}
+
+// ---- hal_plugin_sdk/kernel_signature.hpp ---------------------------------
+
+namespace {
+
+// A module's own signatures, shaped as hal_dialect's TranslatedModule is.
+struct Record {
+  std::string entry;
+  std::vector<hal_arg_type_t> arg_types;
+};
+struct Dialect {
+  std::vector<Record> kernels;
+  const Record* find(const std::string& name) const {
+    for (const Record& kernel : kernels) {
+      if (kernel.entry == name) return &kernel;
+    }
+    return nullptr;
+  }
+};
+
+hal_kernel_desc_t kernel_desc(const char* name, const std::vector<hal_arg_type_t>* types) {
+  hal_kernel_desc_t desc{};
+  desc.struct_size = sizeof(desc);
+  desc.name = name;
+  desc.arg_types = types != nullptr ? types->data() : nullptr;
+  desc.arg_count = types != nullptr ? static_cast<uint32_t>(types->size()) : 0;
+  return desc;
+}
+
+}  // namespace
+
+TEST_CASE("a kernel is bound to its module's signature, else to the caller's", "[sdk]") {
+  Fixture f;
+  const hal::plugin::ErrorReporter report(&f.host);
+  const Dialect dialect{{{"scale", {HAL_ARG_POINTER, HAL_ARG_F32}}, {"fill", {HAL_ARG_U32}}}};
+  const std::vector<hal_arg_type_t> declared = {HAL_ARG_I64, HAL_ARG_F64, HAL_ARG_POINTER};
+  const Record* record = nullptr;
+  std::vector<hal_arg_type_t> types = {HAL_ARG_I32};
+
+  // The module's record wins over what the caller declares.
+  hal_kernel_desc_t desc = kernel_desc("fill", &declared);
+  CHECK(hal::plugin::resolve_kernel_signature(report, &dialect, desc, "unused", record, types) ==
+        HAL_SUCCESS);
+  CHECK(record == &dialect.kernels[1]);
+  CHECK(types == dialect.kernels[1].arg_types);
+  CHECK(f.recorded.calls == 0);
+
+  // A binary module: the caller's signature, or none with the reason given.
+  const Dialect* binary = nullptr;
+  CHECK(hal::plugin::resolve_kernel_signature(report, binary, desc, "unused", record, types) ==
+        HAL_SUCCESS);
+  CHECK(record == nullptr);
+  CHECK(types == declared);
+  // A declared signature without arguments: arg_types set, arg_count 0.
+  desc = kernel_desc("empty", &declared);
+  desc.arg_count = 0;
+  CHECK(hal::plugin::resolve_kernel_signature(report, binary, desc, "unused", record, types) ==
+        HAL_SUCCESS);
+  CHECK(types.empty());
+  desc = kernel_desc("scale", nullptr);
+  CHECK(hal::plugin::resolve_kernel_signature(report, binary, desc, "binaries carry none", record,
+                                              types) == HAL_ERROR_ARGUMENT_MISMATCH);
+  CHECK(f.recorded.result == HAL_ERROR_ARGUMENT_MISMATCH);
+  CHECK(f.recorded.message == "kernel_get: 'scale' has no signature: binaries carry none");
+
+  // A name the module lacks: not found, with the kernels it has.
+  desc = kernel_desc("missing", &declared);
+  CHECK(hal::plugin::resolve_kernel_signature(report, &dialect, desc, "unused", record, types) ==
+        HAL_ERROR_NOT_FOUND);
+  CHECK(record == nullptr);
+  CHECK(f.recorded.message ==
+        "kernel_get: the module has no kernel 'missing' (its kernels: scale, fill)");
+}
+
+TEST_CASE("a declared signature is checked against the sizes the vendor reports", "[sdk]") {
+  const hal::plugin::ArgumentWording wording{"the entry", "parameter", "the entry"};
+  // Seeded signatures; the reference sizes come from the SDK's one table.
+  std::mt19937 random(1203);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<hal_arg_type_t> types(random() % (HAL_MAX_KERNEL_ARGS + 1));
+    std::vector<size_t> sizes;
+    for (hal_arg_type_t& type : types) {
+      const auto& entry =
+          hal::plugin::kArgTypeNames[random() % std::size(hal::plugin::kArgTypeNames)];
+      type = entry.type;
+      sizes.push_back(entry.size);
+    }
+    CAPTURE(hal::plugin::format_signature(types.data(), types.size()));
+    CHECK(hal::plugin::signature_size_disagreement(sizes, types, wording).empty());
+    if (types.empty()) continue;
+    const size_t at = random() % types.size();
+    std::vector<size_t> wrong = sizes;
+    wrong[at] = sizes[at] == 4 ? 8 : 4;
+    CHECK(hal::plugin::signature_size_disagreement(wrong, types, wording)
+              .find("parameter " + std::to_string(at) + " of the entry is " +
+                    std::to_string(wrong[at]) + " bytes") == 0);
+  }
+  const std::vector<hal_arg_type_t> types = {HAL_ARG_POINTER, HAL_ARG_F32};
+  CHECK(hal::plugin::signature_size_disagreement({8, 4, 8}, types, wording) ==
+        "the entry takes 3 parameters (bytes: 8,4,8), the declared signature \"ptr,f32\" has 2");
+  CHECK(hal::plugin::signature_size_disagreement(
+            {8, 8}, types, {"the code object's kernel", "argument", "the kernel"}) ==
+        "argument 1 of the kernel is 8 bytes, the declared signature \"ptr,f32\" makes it f32 "
+        "(4 bytes)");
+}
+
+TEST_CASE("write_kernel_info fills what the caller's struct has room for", "[sdk]") {
+  const std::string name = "scale";
+  const std::vector<hal_arg_type_t> types = {HAL_ARG_POINTER, HAL_ARG_F32, HAL_ARG_U32};
+  hal::plugin::write_kernel_info(name, types, 256, 1024, nullptr);  // no struct: nothing
+  hal_kernel_info_t info{};
+  info.struct_size = sizeof(info);
+  hal::plugin::write_kernel_info(name, types, 256, 1024, &info);
+  CHECK(info.name == name.c_str());
+  REQUIRE(info.arg_count == 3);
+  CHECK(info.arg_types[0] == HAL_ARG_POINTER);
+  CHECK(info.arg_types[1] == HAL_ARG_F32);
+  CHECK(info.arg_types[2] == HAL_ARG_U32);
+  CHECK(info.max_threads_per_block == 256);
+  CHECK(info.static_shared_memory_bytes == 1024);
+  hal_kernel_info_t old{};
+  old.struct_size = offsetof(hal_kernel_info_t, max_threads_per_block);
+  hal::plugin::write_kernel_info(name, types, 256, 1024, &old);
+  CHECK(old.arg_count == 3);
+  CHECK(old.max_threads_per_block == 0);  // past the caller's struct_size
+}
+
+// ---- hal_plugin_sdk/device_entries.hpp -----------------------------------
+
+namespace {
+
+// A device that records what reached it and throws on request.
+struct ScriptedDevice {
+  hal::plugin::ErrorReporter reporter;
+  hal_device_properties_t props{};
+  bool throw_bad_alloc = false;
+  bool throw_on_release = false;
+  int released = 0;
+  std::vector<std::string> calls;
+
+  const hal::plugin::ErrorReporter& report() const { return reporter; }
+  const hal_device_properties_t& properties() const { return props; }
+  hal_result_t synchronize() {
+    calls.push_back("synchronize");
+    return HAL_ERROR_DEVICE_LOST;
+  }
+  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out) {
+    if (throw_bad_alloc) throw std::bad_alloc();
+    calls.push_back("allocate " + std::to_string(kind) + " " + std::to_string(size) + " " +
+                    std::to_string(alignment));
+    *out = this;
+    return HAL_SUCCESS;
+  }
+  hal_result_t free(void* ptr) {
+    calls.push_back(ptr == this ? "free" : "free?");
+    throw std::runtime_error("freed twice");
+  }
+  void release_all() {
+    ++released;
+    if (throw_on_release) throw std::runtime_error("release failed");
+  }
+};
+
+using Entries = hal::plugin::DeviceEntries<ScriptedDevice>;
+
+}  // namespace
+
+TEST_CASE("the device entries hand each call to the device, and no exception leaves", "[sdk]") {
+  Fixture f;
+  ScriptedDevice device;
+  device.reporter = hal::plugin::ErrorReporter(&f.host);
+  std::memset(device.props.name, 'g', 8);
+  device.props.struct_size = sizeof(device.props);
+  auto* handle = reinterpret_cast<hal_impl_device_t*>(&device);
+
+  hal_plugin_table_v1_t table{};
+  Entries::fill(table);
+  REQUIRE(table.device_close != nullptr);
+  REQUIRE(table.mem_alloc != nullptr);
+
+  hal_device_properties_t properties{};
+  properties.struct_size = sizeof(properties);
+  CHECK(table.device_get_properties(handle, &properties) == HAL_SUCCESS);
+  CHECK(std::string(properties.name, 8) == "gggggggg");
+  CHECK(table.device_synchronize(handle) == HAL_ERROR_DEVICE_LOST);  // the device's own result
+
+  void* allocation = nullptr;
+  CHECK(table.mem_alloc(handle, HAL_MEMORY_DEVICE, 4096, 256, &allocation) == HAL_SUCCESS);
+  CHECK(allocation == &device);
+  device.throw_bad_alloc = true;
+  CHECK(table.mem_alloc(handle, HAL_MEMORY_DEVICE, 1, 0, &allocation) == HAL_ERROR_OUT_OF_MEMORY);
+  CHECK(f.recorded.message == "mem_alloc: the host is out of memory");
+  CHECK(table.mem_free(handle, allocation) == HAL_ERROR_INTERNAL);
+  CHECK(f.recorded.message == "mem_free: unexpected exception: freed twice");
+  CHECK(device.calls ==
+        std::vector<std::string>{
+            "synchronize", "allocate " + std::to_string(HAL_MEMORY_DEVICE) + " 4096 256", "free"});
+
+  table.device_close(handle);
+  device.throw_on_release = true;
+  table.device_close(handle);  // dropped: device_close returns nothing
+  CHECK(device.released == 2);
 }
