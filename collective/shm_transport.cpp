@@ -55,8 +55,12 @@ size_t round_up(size_t value, size_t unit) {
   return (value + unit - 1) / unit * unit;
 }
 
+size_t rings_of(uint32_t ranks) {
+  return size_t{kChannels} * ranks * ranks;
+}
+
 size_t ring_bytes_for(uint32_t ranks) {
-  const size_t rings = size_t{kChannels} * ranks * ranks;
+  const size_t rings = rings_of(ranks);
   return std::clamp(kRingBudget / rings / kPage * kPage, kMinRing, kMaxRing);
 }
 
@@ -114,11 +118,12 @@ struct ShmTransport::Op {
 std::unique_ptr<ShmTransport> ShmTransport::create(SetupChannel& setup, bool wanted,
                                                    Status& out_status, std::string& out_reason) {
   const uint32_t ranks = setup.ranks();
-  const size_t ring_bytes = ring_bytes_for(std::min(ranks, kMaxRanks));
-  const size_t rings = size_t{kChannels} * ranks * ranks;
-  const size_t controls = round_up(sizeof(SegmentHeader) + sizeof(RingControl) * rings, kPage);
+  // More ranks than kMaxRanks are declined by share(): no size to compute.
+  const uint32_t served = std::min(ranks, kMaxRanks);
+  const size_t ring_bytes = ring_bytes_for(served);
+  const size_t rings = rings_of(served);
   auto segment = SharedSegment::share(
-      setup, wanted, kMaxRanks, controls + ring_bytes * rings,
+      setup, wanted, kMaxRanks, controls_bytes(served) + ring_bytes * rings,
       [rings](void* mapping) {
         new (mapping) SegmentHeader{};
         auto* control =
@@ -170,10 +175,13 @@ ShmTransport::RingControl& ShmTransport::control(uint32_t ring) const noexcept {
   return reinterpret_cast<RingControl*>(base_ + sizeof(SegmentHeader))[ring];
 }
 
+// The rings' cursors come first, then their bytes, each ring's page-aligned.
+size_t ShmTransport::controls_bytes(uint32_t ranks) {
+  return round_up(sizeof(SegmentHeader) + sizeof(RingControl) * rings_of(ranks), kPage);
+}
+
 uint8_t* ShmTransport::ring_data(uint32_t ring) const noexcept {
-  const size_t rings = size_t{kChannels} * ranks_ * ranks_;
-  const size_t controls = round_up(sizeof(SegmentHeader) + sizeof(RingControl) * rings, kPage);
-  return base_ + controls + ring_bytes_ * ring;
+  return base_ + controls_bytes(ranks_) + ring_bytes_ * ring;
 }
 
 uint8_t* ShmTransport::ring_for_testing(uint32_t peer, Channel channel) const noexcept {

@@ -60,6 +60,7 @@ class ShmTransport final : public Transport {
 
   ShmTransport(std::unique_ptr<SharedSegment> segment, uint32_t rank, uint32_t ranks,
                size_t ring_bytes);
+  static size_t controls_bytes(uint32_t ranks);
   uint32_t ring_index(uint32_t from, uint32_t to, Channel channel) const noexcept;
   RingControl& control(uint32_t ring) const noexcept;
   uint8_t* ring_data(uint32_t ring) const noexcept;
