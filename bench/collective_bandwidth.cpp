@@ -10,6 +10,12 @@
 //                                     2 processes (cpu plugin over MPI);
 //                                     peer: MPI_Allreduce on the same buffers
 //   ... mpi MAX_BYTES                 the same, sizes up to MAX_BYTES only
+//   collective_bandwidth store [MAX_BYTES]
+//                                     2 processes forked here, met over a TCP
+//                                     store (HAL_COMM_BOOTSTRAP_TCP_STORE): the
+//                                     cpu plugin through shared memory; peer:
+//                                     the same with HAL_COMM_SHM=0 (the
+//                                     loader's host-staged path over the store)
 //
 // algbw = S / t, busbw = algbw * 2(n-1)/n (nccl-tests, allreduce). Sizes
 // 8 B .. 256 MiB of f32, out of place. A sample is a batch of calls lasting
@@ -39,6 +45,11 @@
 // the n ranks' threads. The bound is t >= 2·n·S / B, with B the read+write
 // bandwidth of n threads each copying its own buffer (measured below), so
 // bound_busbw = B / (2·n) * 2(n-1)/n.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -411,6 +422,137 @@ int run_moe() {
   return 0;
 }
 
+// Over the TCP store: each sample starts after a 4-byte allreduce (the
+// barrier) and its time is the slowest rank's (an f64 max allreduce).
+hal_comm_t g_store_comm = nullptr;
+hal_stream_t g_store_stream = nullptr;
+void* g_store_scratch = nullptr;
+
+void store_barrier() {
+  check(hal_allreduce(g_store_scratch, g_store_scratch, 1, HAL_DTYPE_F32, HAL_REDUCE_SUM,
+                      g_store_comm, g_store_stream),
+        "barrier");
+  check(hal_stream_synchronize(g_store_stream), "sync");
+}
+
+double store_slowest(double t) {
+  auto* slot = static_cast<double*>(g_store_scratch);
+  *slot = t;
+  check(hal_allreduce(slot, slot, 1, HAL_DTYPE_F64, HAL_REDUCE_MAX, g_store_comm, g_store_stream),
+        "slowest");
+  check(hal_stream_synchronize(g_store_stream), "sync");
+  return *slot;
+}
+
+// One rank of a store run: the allreduce times, rank 0's written to |out|.
+int store_rank(uint32_t rank, const std::string& address, size_t max_bytes, int out) {
+  check(hal_init(nullptr), "hal_init");
+  hal_device_t device;
+  void* send;
+  void* recv;
+  check(hal_device_get(0, &device), "hal_device_get");
+  check(hal_stream_create(device, 0, &g_store_stream), "hal_stream_create");
+  check(hal_mem_alloc(device, HAL_MEMORY_DEVICE, max_bytes, 0, &send), "hal_mem_alloc");
+  check(hal_mem_alloc(device, HAL_MEMORY_DEVICE, max_bytes, 0, &recv), "hal_mem_alloc");
+  check(hal_mem_alloc(device, HAL_MEMORY_DEVICE, 64, 0, &g_store_scratch), "hal_mem_alloc");
+  std::memset(send, 0, max_bytes);
+  std::memset(recv, 0, max_bytes);
+  hal_comm_config_t config = HAL_COMM_CONFIG_INIT;
+  config.bootstrap = HAL_COMM_BOOTSTRAP_TCP_STORE;
+  config.store_address = address.c_str();
+  config.timeout_ms = 60000;
+  check(hal_comm_init_rank(device, 2, nullptr, rank, &config, &g_store_comm), "hal_comm_init_rank");
+  for (size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
+    auto batch = [&](int calls) {
+      store_barrier();
+      const double t0 = bench::now_s();
+      for (int c = 0; c < calls; ++c) {
+        check(hal_allreduce(send, recv, bytes / 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, g_store_comm,
+                            g_store_stream),
+              "hal_allreduce");
+      }
+      check(hal_stream_synchronize(g_store_stream), "sync");
+      return bench::now_s() - t0;
+    };
+    const double t = median_seconds_per_call(batch, store_slowest);
+    if (rank == 0 && write(out, &t, sizeof t) != sizeof t) return 1;
+  }
+  hal_comm_destroy(g_store_comm);
+  hal_stream_destroy(g_store_stream);
+  hal_mem_free(send);
+  hal_mem_free(recv);
+  hal_mem_free(g_store_scratch);
+  hal_shutdown();
+  return 0;
+}
+
+// A port nobody listens on now, for rank 0's store (the ranks must both
+// know it before either starts).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+// Rank 0's allreduce times of a run of 2 forked processes with HAL_COMM_SHM
+// set to |shm|; empty when a rank failed.
+std::vector<double> store_run(const char* shm, size_t max_bytes) {
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  int times[2];
+  if (pipe(times) != 0) return {};
+  pid_t ranks[2];
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ranks[rank] = fork();
+    if (ranks[rank] == 0) {
+      close(times[0]);
+      setenv("HAL_COMM_SHM", shm, 1);
+      setenv("HAL_COMM_STORE_SECRET", "the secret of collective_bandwidth store", 0);
+      _exit(store_rank(rank, address, max_bytes, times[1]));
+    }
+  }
+  close(times[1]);
+  std::vector<double> out;
+  double t = 0;
+  while (read(times[0], &t, sizeof t) == sizeof t) out.push_back(t);
+  close(times[0]);
+  bool ok = true;
+  for (pid_t pid : ranks) {
+    int status = 0;
+    ok &=
+        pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok ? out : std::vector<double>{};
+}
+
+int run_store(size_t max_bytes) {
+  // The peer first: the loader's host-staged path over the same store.
+  const std::vector<double> staged = store_run("0", max_bytes);
+  const std::vector<double> shared = store_run("1", max_bytes);
+  if (staged.empty() || staged.size() != shared.size()) {
+    std::fprintf(stderr, "collective_bandwidth store: a rank failed\n");
+    return 1;
+  }
+  std::printf(
+      "# allreduce f32 sum, 2 processes over a TCP store; HAL (cpu plugin, shared memory) vs "
+      "HAL_COMM_SHM=0 (loader, host-staged over the store)\n");
+  std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s\n", "bytes", "time_us", "algbw", "busbw",
+              "peer", "peer_busbw", "peer_us", "ratio");
+  size_t bytes = 8;
+  for (size_t i = 0; i < shared.size(); ++i, bytes *= 2) {
+    print_row(bytes, shared[i], 2, "staged", bytes / staged[i] / 1e9, staged[i]);
+  }
+  return 0;
+}
+
 #ifdef HAL_BENCH_HAVE_MPI
 double slowest_rank(double t) {
   double worst = 0;
@@ -527,6 +669,15 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "local";
   if (mode == "local") return run_local();
   if (mode == "moe") return run_moe();
+  if (mode == "store") {
+    const unsigned long long max_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 0;
+    if (argc <= 2 || (max_bytes >= 8 && max_bytes <= kMaxBytes)) {
+      return run_store(argc > 2 ? static_cast<size_t>(max_bytes) : size_t{64} << 20);
+    }
+    std::fprintf(stderr, "collective_bandwidth store: MAX_BYTES must be from 8 to %zu\n",
+                 kMaxBytes);
+    return 2;
+  }
 #ifdef HAL_BENCH_HAVE_MPI
   if (mode == "mpi") {
     // An optional bound on the sizes, for latency runs that skip the large ones.
@@ -539,6 +690,7 @@ int main(int argc, char** argv) {
   }
 #endif
   std::fprintf(stderr,
-               "usage: collective_bandwidth local | moe | mpi [MAX_BYTES] (under mpirun)\n");
+               "usage: collective_bandwidth local | moe | store [MAX_BYTES] | mpi [MAX_BYTES] "
+               "(under mpirun)\n");
   return 2;
 }

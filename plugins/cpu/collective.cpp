@@ -9,7 +9,7 @@
 #include "hal_collective/alltoallv.hpp"
 #include "hal_collective/local.hpp"
 #include "hal_collective/shm.hpp"
-#include "hal_util/env.hpp"
+#include "hal_collective/shm_transport.hpp"
 #include "hal_util/names.hpp"
 #include "device.hpp"
 #include "plugin.hpp"
@@ -27,9 +27,9 @@ struct RankState {
   uint32_t timeout_ms = HAL_COMM_DEFAULT_TIMEOUT_MS;
   std::atomic<bool> aborted{false};
   std::shared_ptr<collective::LocalGroup> group;     // in-process ranks
-  std::unique_ptr<collective::Transport> transport;  // MPI ranks
-  std::unique_ptr<collective::ShmGroup> shm;         // MPI ranks sharing one host
-  std::vector<uint8_t> scratch;                      // MPI ranks: reused working memory
+  std::unique_ptr<collective::Transport> transport;  // ranks in processes: MPI or ShmTransport
+  std::unique_ptr<collective::ShmGroup> shm;         // ranks in processes sharing one host
+  std::vector<uint8_t> scratch;                      // ranks in processes: reused working memory
   std::atomic<uint32_t> tasks_alive{0};              // CollectiveTasks not yet finished
   std::mutex error_mutex;
   hal_result_t async_error = HAL_SUCCESS;
@@ -140,11 +140,15 @@ class CollectiveTask final : public StreamTask {
       return collective::run_p2p(*state_->transport, calls, deadline, state_->scratch);
     };
     if (state_->shm && collective::ShmGroup::handshakes(calls)) {
-      return state_->shm->run(calls.front(), deadline, over_transport);
+      Status status = state_->shm->run(calls.front(), deadline, over_transport);
+      if (!status.ok() && status.result != HAL_ERROR_ARGUMENT_MISMATCH) state_->transport->fail();
+      return status;
     }
     Status status = over_transport();
-    // This rank is unusable now: peers meeting it in the segment must not wait.
+    // This rank is unusable now: peers meeting it in the segment must not
+    // wait. A mismatch reached its peers as a refused message already.
     if (!status.ok() && state_->shm) state_->shm->fail();
+    if (!status.ok() && status.result != HAL_ERROR_ARGUMENT_MISMATCH) state_->transport->fail();
     return status;
   }
 
@@ -177,36 +181,109 @@ hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
   });
 }
 
+namespace {
+
+// The set-up bytes of a store bootstrap: one broadcast per rank over the
+// loader's exchange (which keeps the detail of a failure).
+class ExchangeSetup final : public collective::SetupChannel {
+ public:
+  ExchangeSetup(const hal_comm_exchange_t& exchange, uint32_t rank, uint32_t ranks)
+      : exchange_(exchange), rank_(rank), ranks_(ranks) {}
+  uint32_t rank() const override { return rank_; }
+  uint32_t ranks() const override { return ranks_; }
+  Status all_gather(const void* mine, void* all, size_t bytes) override {
+    auto* out = static_cast<uint8_t*>(all);
+    std::memcpy(out + rank_ * bytes, mine, bytes);
+    for (uint32_t root = 0; root < ranks_; ++root) {
+      if (const hal_result_t r =
+              exchange_.broadcast(exchange_.context, root, out + root * bytes, bytes);
+          r != HAL_SUCCESS) {
+        return Status::failure(r, "the store's bootstrap exchange failed");
+      }
+    }
+    return {};
+  }
+
+ private:
+  const hal_comm_exchange_t& exchange_;
+  uint32_t rank_;
+  uint32_t ranks_;
+};
+
+// A rank whose transport is made: ranks on one host also meet in a shared
+// segment for small allreduces (HAL_COMM_SHM=0: not). |bootstrap| names
+// the bootstrap in the log line.
+hal_result_t finish_rank(Device& owner, std::shared_ptr<RankState> state, uint32_t nranks,
+                         const Deadline& deadline, const char* bootstrap, const char* messages,
+                         hal_impl_comm_t** out_comm) {
+  Status status;
+  std::string why_not;
+  state->shm = collective::ShmGroup::create(*state->transport, collective::shm_wanted(), deadline,
+                                            status, why_not);
+  if (!status.ok()) {
+    return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
+  }
+  owner.report().log(
+      HAL_LOG_DEBUG, "cpu: %s rank %u of %u: %s, %s%s", bootstrap, state->rank, nranks, messages,
+      state->shm ? "allreduces through a shared segment" : "no shared segment for allreduces: ",
+      why_not.c_str());
+  auto made = std::make_unique<Comm>(owner, std::move(state));
+  *out_comm = reinterpret_cast<hal_impl_comm_t*>(made.release());
+  return HAL_SUCCESS;
+}
+
+std::shared_ptr<RankState> new_rank_state(uint32_t rank, const hal_comm_config_t& config) {
+  auto state = std::make_shared<RankState>();
+  state->rank = rank;
+  state->timeout_ms = config.timeout_ms;
+  return state;
+}
+
+}  // namespace
+
 hal_result_t comm_init_rank(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
                             const hal_comm_config_t* config, hal_impl_comm_t** out_comm) {
   Device& owner = *to_device(device);
-  // Store bootstraps are the loader's: it runs them host-staged, which for
-  // host memory costs only copies.
+  // Store bootstraps come through comm_init_rank_exchange.
   if (config->bootstrap != HAL_COMM_BOOTSTRAP_MPI) return HAL_ERROR_UNSUPPORTED;
   return plugin::guarded(owner.report(), "comm_init_rank", [&] {
-    auto state = std::make_shared<RankState>();
-    state->rank = rank;
-    state->timeout_ms = config->timeout_ms;
+    auto state = new_rank_state(rank, *config);
     Status status;
     const Deadline deadline = Deadline::after_ms(config->timeout_ms, nullptr);
     state->transport = make_mpi_transport(nranks, rank, deadline, status);
     if (!state->transport) {
       return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
     }
-    // Ranks on one host also meet in shared memory (HAL_COMM_SHM=0: not).
-    const char* shm_setting = hal::util::env("HAL_COMM_SHM");
-    const bool wanted = shm_setting == nullptr || std::strcmp(shm_setting, "0") != 0;
+    return finish_rank(owner, std::move(state), nranks, deadline, "MPI", "messages over MPI",
+                       out_comm);
+  });
+}
+
+hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
+                                     const hal_comm_config_t* config,
+                                     const hal_comm_exchange_t* exchange,
+                                     hal_impl_comm_t** out_comm) {
+  Device& owner = *to_device(device);
+  return plugin::guarded(owner.report(), "comm_init_rank", [&] {
+    auto state = new_rank_state(rank, *config);
+    Status status;
     std::string why_not;
-    state->shm = collective::ShmGroup::create(*state->transport, wanted, deadline, status, why_not);
+    ExchangeSetup setup(*exchange, rank, nranks);
+    auto transport =
+        collective::ShmTransport::create(setup, collective::shm_wanted(), status, why_not);
     if (!status.ok()) {
       return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
     }
-    owner.report().log(
-        HAL_LOG_DEBUG, "cpu: MPI rank %u of %u: %s%s", rank, nranks,
-        state->shm ? "allreduces through a shared segment" : "messages only: ", why_not.c_str());
-    auto made = std::make_unique<Comm>(owner, std::move(state));
-    *out_comm = reinterpret_cast<hal_impl_comm_t*>(made.release());
-    return HAL_SUCCESS;
+    if (!transport) {
+      // Every rank reached this answer: the loader serves them all over the store.
+      owner.report().log(HAL_LOG_DEBUG, "cpu: store rank %u of %u: host-staged by the loader: %s",
+                         rank, nranks, why_not.c_str());
+      return HAL_ERROR_UNSUPPORTED;
+    }
+    state->transport = std::move(transport);
+    const Deadline deadline = Deadline::after_ms(config->timeout_ms, nullptr);
+    return finish_rank(owner, std::move(state), nranks, deadline, "store",
+                       "messages through a shared segment", out_comm);
   });
 }
 
@@ -223,6 +300,7 @@ void comm_abort(hal_impl_comm_t* comm) {
     state.group->fail(state.rank, Status::failure(HAL_ERROR_INVALID_STATE, "the rank aborted"));
   }
   if (state.shm) state.shm->fail();
+  if (state.transport) state.transport->fail();
 }
 
 hal_result_t comm_get_async_error(hal_impl_comm_t* comm) {

@@ -1,8 +1,10 @@
 // Collectives of the cpu plugin (api/hal/collective.h): between the devices
 // of one process through shared memory (the host engine's LocalGroup, run by
 // each device's stream thread), and between processes over MPI
-// (collective_mpi.cpp), which runs across machines too. Each call becomes a
-// stream task; a failure fails the stream and stays in the rank's state. A
+// (collective_mpi.cpp), which runs across machines too, or, when the ranks
+// met over the loader's store and all share one host, through a shared
+// segment (hal_collective's ShmTransport; else the loader serves them).
+// Each call becomes a stream task; a failure fails the stream and stays in the rank's state. A
 // small allreduce through the shared segment, on an idle stream, is first
 // tried on the calling thread for a few microseconds (Stream::enqueue_task):
 // MPI's own small calls cost well under a microsecond, a hand-over to an
@@ -29,6 +31,10 @@ hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
                              const hal_comm_config_t* config, hal_impl_comm_t** out_comms);
 hal_result_t comm_init_rank(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
                             const hal_comm_config_t* config, hal_impl_comm_t** out_comm);
+hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
+                                     const hal_comm_config_t* config,
+                                     const hal_comm_exchange_t* exchange,
+                                     hal_impl_comm_t** out_comm);
 hal_result_t comm_destroy(hal_impl_comm_t* comm);
 void comm_abort(hal_impl_comm_t* comm);
 hal_result_t comm_get_async_error(hal_impl_comm_t* comm);

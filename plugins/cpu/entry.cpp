@@ -65,7 +65,7 @@ constexpr hal_plugin_table_v1_t kTable = {
     .op_plan_destroy = op_plan_destroy,
     .op_execute = op_execute,
     // The store bootstraps are the loader's: it runs them host-staged.
-    .comm_init_rank_exchange = nullptr,
+    .comm_init_rank_exchange = comm_init_rank_exchange,
 };
 
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,

@@ -42,11 +42,31 @@ struct Session {
 
 }  // namespace
 
+// Ranks of one host that met over the store: the cpu plugin runs them
+// through shared memory (its log line says so).
 TEST_CASE("TCP store: the matrix over 2..4 processes", "[multiprocess]") {
   Session session;
   for (uint32_t n = 2; n <= 4; ++n) {
     INFO(n << " processes");
-    for (int code : run_workers(n, {}, std::chrono::seconds(240))) CHECK(code == 0);
+    for (int code : run_workers(n, {"expect", "shm"}, std::chrono::seconds(240))) {
+      CHECK(code == 0);
+    }
+  }
+}
+
+// HAL_COMM_SHM=0: the plugin declines and the loader's host-staged path
+// over the store serves the ranks.
+TEST_CASE("TCP store: the matrix host-staged with HAL_COMM_SHM=0", "[multiprocess]") {
+  Session session;
+  struct ShmOff {  // the workers inherit it; unset again however the case ends
+    ShmOff() { ::setenv("HAL_COMM_SHM", "0", 1); }
+    ~ShmOff() { ::unsetenv("HAL_COMM_SHM"); }
+  } shm_off;
+  for (uint32_t n : {2u, 3u}) {
+    INFO(n << " processes");
+    for (int code : run_workers(n, {"expect", "staged"}, std::chrono::seconds(240))) {
+      CHECK(code == 0);
+    }
   }
 }
 

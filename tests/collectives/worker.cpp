@@ -9,10 +9,19 @@
 //   collectives_worker store <id-hex> <rank> <n>            the matrix
 //   collectives_worker store <id-hex> <rank> <n> kill <k>   rank k dies mid-run;
 //                                                 every survivor must fail
+//   collectives_worker store <id-hex> <rank> <n> expect shm|staged
+//                                               the matrix, after checking (in HAL_LOG's
+//                                               lines) that the cpu plugin took the ranks
+//                                               through shared memory, or left them to
+//                                               the loader's host-staged path
 // Exit status 0 means the rank saw what it had to.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -251,11 +260,63 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
   return status;
 }
 
+// Collects what this process writes to stderr while it lives (HAL_LOG's
+// lines), then puts stderr back and passes the text on.
+class StderrCapture {
+ public:
+  StderrCapture() : file_(memfd_create("collectives_worker_log", 0)), saved_(dup(2)) {
+    std::fflush(stderr);
+    if (file_ >= 0 && saved_ >= 0) dup2(file_, 2);
+  }
+  ~StderrCapture() { finish(); }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+
+  const std::string& finish() {
+    if (saved_ < 0) return text_;
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    saved_ = -1;
+    char chunk[4096];
+    for (off_t at = 0;;) {
+      const ssize_t n = pread(file_, chunk, sizeof chunk, at);
+      if (n <= 0) break;
+      text_.append(chunk, static_cast<size_t>(n));
+      at += n;
+    }
+    close(file_);
+    std::fputs(text_.c_str(), stderr);
+    return text_;
+  }
+
+ private:
+  int file_;
+  int saved_;
+  std::string text_;
+};
+
+// The line the cpu plugin logs for this rank on the path |path| took.
+std::string expected_line(const std::string& path, uint32_t rank, uint32_t n) {
+  const std::string head = "cpu: store rank " + std::to_string(rank) + " of " + std::to_string(n);
+  return path == "shm" ? head + ": messages through a shared segment, allreduces through a shared"
+                       : head + ": host-staged by the loader";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return fail("usage: collectives_worker mpi | store <id> <rank> <n> [kill <k>]");
+  if (argc < 2) {
+    return fail("usage: collectives_worker mpi | store <id> <rank> <n> [kill <k> | expect <path>]");
+  }
   const std::string mode = argv[1];
+  const std::string option = argc >= 7 ? argv[5] : "";
+  const std::string expected_path = option == "expect" ? argv[6] : "";
+  std::unique_ptr<StderrCapture> capture;
+  if (!expected_path.empty()) {
+    setenv("HAL_LOG", "1", 1);  // before any thread of HAL's reads it
+    capture = std::make_unique<StderrCapture>();
+  }
   if (hal_init(nullptr) != HAL_SUCCESS) return fail(hal_error_last_message());
   Rank self;
   if (hal_device_get(0, &self.device) != HAL_SUCCESS) return fail("no device");
@@ -273,16 +334,22 @@ int main(int argc, char** argv) {
   } else if (mode == "store" && argc >= 5 && parse_id(argv[2], id)) {
     self.rank = static_cast<uint32_t>(std::atoi(argv[3]));
     n = static_cast<uint32_t>(std::atoi(argv[4]));
-    if (argc >= 7) config.timeout_ms = 5000;  // a kill test fails fast either way
+    if (option == "kill") config.timeout_ms = 5000;  // a kill test fails fast either way
   } else {
     return fail("bad arguments");
   }
   if (hal_comm_init_rank(self.device, n, &id, self.rank, &config, &self.comm) != HAL_SUCCESS) {
     return fail(std::string("init: ") + hal_error_last_message());
   }
+  if (capture) {
+    const std::string line = expected_line(expected_path, self.rank, n);
+    if (capture->finish().find(line) == std::string::npos) {
+      return fail("the cpu plugin logged no '" + line + "'");
+    }
+  }
   if (hal_stream_create(self.device, 0, &self.stream) != HAL_SUCCESS) return fail("stream");
   int status = 0;
-  if (argc >= 7 && std::string(argv[5]) == "kill") {
+  if (option == "kill") {
     const std::string failure = run_kill(self, static_cast<uint32_t>(std::atoi(argv[6])));
     status = failure.empty() ? 0 : fail(failure);
   } else {

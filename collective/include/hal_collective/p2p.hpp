@@ -1,7 +1,8 @@
 // Collectives between processes, built on point-to-point messages: the
 // algorithms (ring reduce-scatter and all-gather, direct exchange for small
 // messages, pairwise all-to-all) over a Transport that MPI (cpu plugin) or
-// the TCP store (the loader's fallback) provides.
+// the TCP store (the loader's fallback) or shared memory (ShmTransport)
+// provides.
 //
 // Every message carries the signature of the call it belongs to (an MPI tag,
 // a header on the store), so ranks that disagree on a call's count, dtype,
@@ -35,6 +36,10 @@ class Transport {
   // Completes every posted message. A received message with another tag or
   // size is HAL_ERROR_ARGUMENT_MISMATCH; a lost peer HAL_ERROR_REMOTE.
   virtual Status wait_all(const Deadline& deadline) = 0;
+  // Tells the peers this rank is out of step (it failed or aborted), so
+  // their waits on it fail at once where the transport can say so (shared
+  // memory); callable from any thread. MPI's peers wait for the deadline.
+  virtual void fail() noexcept {}
 };
 
 // Runs one rank's |calls| over |transport|: its sends and recvs posted

@@ -16,10 +16,8 @@
 // each would take. A rank that fails or aborts marks the segment broken:
 // its peers fail at once with HAL_ERROR_REMOTE.
 //
-// The segment is made by rank 0 (shm_open with a random name, O_EXCL, mode
-// 0600), named to the others over the transport, opened and checked by them
-// (a regular file of this user, mode 0600, of the expected size) and
-// unlinked as soon as every rank holds it, so no name outlives set-up.
+// The segment is made, named, checked and unlinked by SharedSegment
+// (shm_segment.hpp), over the transport.
 #pragma once
 
 #include "hal_collective/p2p.hpp"
@@ -29,6 +27,8 @@
 #include <string>
 
 namespace hal::collective {
+
+class SharedSegment;
 
 class ShmGroup {
  public:
@@ -83,7 +83,7 @@ class ShmGroup {
   void fail() noexcept;
 
  private:
-  ShmGroup(void* mapping, size_t bytes, uint32_t rank, uint32_t ranks);
+  ShmGroup(std::unique_ptr<SharedSegment> segment, uint32_t rank, uint32_t ranks);
 
   // Where this rank's episode stands: a call in steps (try_run, then run)
   // picks it up where it stopped.
@@ -104,8 +104,8 @@ class ShmGroup {
   template <class Ready>
   Status wait_for(const Deadline& deadline, const char* what, Ready ready);
 
-  void* mapping_;
-  size_t bytes_;
+  std::unique_ptr<SharedSegment> segment_;
+  void* mapping_;  // segment_'s
   uint32_t rank_;
   uint32_t ranks_;
   uint64_t episode_ = 0;

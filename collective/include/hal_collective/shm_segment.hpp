@@ -1,0 +1,80 @@
+// A shared-memory segment that the ranks of one host map together: the one
+// place that decides whether they can share, makes the segment and checks
+// it. Used by ShmGroup (small allreduces) and ShmTransport (messages).
+//
+// The ranks first exchange their host identity (boot id, host name, mount,
+// IPC and PID namespaces, effective user) and wish (HAL_COMM_SHM=0 says
+// no), so all reach the same answer. Rank 0 then makes the segment
+// (shm_open with a random name, O_EXCL, mode 0600), names it to the others,
+// who open it only if it is a regular file of their user, mode 0600, of the
+// agreed size; rank 0 unlinks the name as soon as every rank holds it, so
+// no name outlives set-up, and a rank that cannot open it makes all go
+// without.
+#pragma once
+
+#include "hal_collective/p2p.hpp"
+#include "hal_collective/status.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace hal::collective {
+
+// How the ranks move their set-up bytes before they share memory: over a
+// Transport (MPI), or over the loader's bootstrap broadcasts (a store).
+class SetupChannel {
+ public:
+  virtual ~SetupChannel() = default;
+  virtual uint32_t rank() const = 0;
+  virtual uint32_t ranks() const = 0;
+  // Every rank's |bytes| from |mine| into |all| (rank r's at r * bytes).
+  virtual Status all_gather(const void* mine, void* all, size_t bytes) = 0;
+};
+
+// A SetupChannel over |transport|'s collective channel, each exchange
+// under |deadline|.
+class TransportSetup final : public SetupChannel {
+ public:
+  TransportSetup(Transport& transport, const Deadline& deadline)
+      : transport_(transport), deadline_(deadline) {}
+  uint32_t rank() const override { return transport_.rank(); }
+  uint32_t ranks() const override { return transport_.ranks(); }
+  Status all_gather(const void* mine, void* all, size_t bytes) override;
+
+ private:
+  Transport& transport_;
+  Deadline deadline_;
+};
+
+class SharedSegment {
+ public:
+  // Every rank of |setup| calls this at set-up with its |wanted| wish. A
+  // segment of |bytes|, which rank 0 has passed to |initialise| before
+  // anyone else opens it; or nullptr with |out_reason| saying why not
+  // (another host, more than |max_ranks|, a rank that does not want it, a
+  // segment that could not be made or checked), the same on every rank.
+  // |out_status| is a failure of the set-up channel itself.
+  static std::unique_ptr<SharedSegment> share(SetupChannel& setup, bool wanted, uint32_t max_ranks,
+                                              size_t bytes,
+                                              const std::function<void(void*)>& initialise,
+                                              Status& out_status, std::string& out_reason);
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+
+  void* data() const noexcept { return mapping_; }
+  size_t size() const noexcept { return bytes_; }
+
+ private:
+  SharedSegment(void* mapping, size_t bytes) : mapping_(mapping), bytes_(bytes) {}
+  void* mapping_;
+  size_t bytes_;
+};
+
+// Whether HAL_COMM_SHM lets this process share memory with its peers
+// (unset or anything but "0").
+bool shm_wanted() noexcept;
+
+}  // namespace hal::collective
