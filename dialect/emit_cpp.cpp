@@ -251,12 +251,37 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
   if (region.statements.empty()) return;
   std::vector<Range> shared_ranges;
   for (const SharedArray& array : kernel.shared) shared_ranges.push_back(array.tokens);
+  // Each value written back is a store the vectoriser must prove misses the
+  // other work-items' loads; past one, GCC gives up on the loop (more overlap
+  // checks than it emits), so such a region declares its work-items
+  // independent, which they are (SPEC.md, "Work-items and barriers").
+  const size_t written_back_count =
+      static_cast<size_t>(std::count_if(region.bound.begin(), region.bound.end(),
+                                        [&](size_t v) { return plan.variables[v].by_value(); }));
+  size_t declared_by_value = 0;
+  for (const Range& statement : region.statements) {
+    const RegionDeclaration* declaration = plan.declaration_at(statement.first);
+    if (declaration == nullptr) continue;
+    declared_by_value += static_cast<size_t>(
+        std::count_if(declaration->variables.begin(), declaration->variables.end(),
+                      [&](size_t v) { return plan.variables[v].by_value(); }));
+  }
   line_break();
-  raw("hal_rt::run_region(hal_block, [&](const hal_rt::Item hal_item) {\n"
+  raw(std::string(written_back_count + declared_by_value > 1 ? "hal_rt::run_region<true>"
+                                                             : "hal_rt::run_region") +
+      "(hal_block, [&](const hal_rt::Item hal_item) {\n"
       "const int hal_lin = hal_item.linear(); (void)hal_lin;\n");
+  // The per-item values this region writes back at its end: those it binds
+  // or declares by value.
+  std::vector<size_t> written_back;
   for (size_t v : region.bound) {
     const std::string& name = plan.variables[v].name;
-    raw("auto& " + name + " = hal_s_" + name + "[hal_lin];\n");
+    if (plan.variables[v].by_value()) {
+      raw("hal_T_" + name + " " + name + " = hal_s_" + name + "[hal_lin];\n");
+      written_back.push_back(v);
+    } else {
+      raw("auto& " + name + " = hal_s_" + name + "[hal_lin];\n");
+    }
   }
   for (size_t v : region.repeated) {
     const RegionVariable& variable = plan.variables[v];
@@ -276,9 +301,12 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
     }
     for (size_t v : declaration->variables) {
       const RegionVariable& variable = plan.variables[v];
-      if (variable.storage != Storage::kPerItem) {
+      if (variable.storage != Storage::kPerItem || variable.by_value()) {
+        // By value, the declaration stays what it was; the value goes to
+        // its slot at the region's end.
         put_range(declaration->specifiers.first, declaration->specifiers.end, {});
         emit_declarator(plan, variable);
+        if (variable.by_value()) written_back.push_back(v);
         continue;
       }
       // The declaration becomes a reference to the work-item's slot, and
@@ -299,7 +327,14 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
       }
     }
   }
+  // Only the kernel body's last region may return early, and no region
+  // after it reads a per-item value, so a return that skips this loses
+  // nothing.
   line_break();
+  for (size_t v : written_back) {
+    const std::string& name = plan.variables[v].name;
+    raw("hal_s_" + name + "[hal_lin] = " + name + ";\n");
+  }
   raw("});\n");
 }
 

@@ -34,6 +34,20 @@ using std::fabs; using std::floor; using std::fma; using std::fmax; using std::f
 using std::fmod; using std::log; using std::log2; using std::pow; using std::round;
 using std::sin; using std::sinh; using std::sqrt; using std::tan; using std::tanh;
 
+// A loop over the work-items of one parallel region, declared free of
+// dependences between iterations: one work-item's iteration can depend on
+// another's only through a data race (no barrier orders them; the dialect's
+// atomics are calls the vectoriser leaves alone), so the compiler may take
+// them as independent instead of proving that every store of one work-item
+// misses every load of the next.
+#if defined(__clang__)
+#define HAL_RT_INDEPENDENT_ITEMS _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define HAL_RT_INDEPENDENT_ITEMS _Pragma("GCC ivdep")
+#else
+#define HAL_RT_INDEPENDENT_ITEMS
+#endif
+
 namespace hal_rt {
 // The block's shape, copied out of the context so the work-item loop's
 // bounds and ids live in registers.
@@ -76,19 +90,35 @@ inline void run_items(const Block& block, Body& body) {
 // the next barrier), so two rows go through the x loop together: their
 // bodies are independent, which gives the vectoriser two chains instead of
 // one (a loop-carried sum per work-item, as in a tiled matmul, is otherwise
-// bound by the latency of its adds).
-template <class Body>
+// bound by the latency of its adds). kIndependent: the x loop is declared
+// free of dependences between work-items (HAL_RT_INDEPENDENT_ITEMS), for
+// regions that write several per-item values back, where the compiler would
+// otherwise need more run-time overlap checks than it is willing to emit.
+template <bool kIndependent = false, class Body>
 inline void run_region(const Block& block, Body&& body) {
   for (int z = 0; z < block.size[2]; ++z) {
     int y = 0;
     for (; y + 1 < block.size[1]; y += 2) {
-      for (int x = 0; x < block.size[0]; ++x) {
+      const auto pair = [&](int x) {
         body(Item{&block, {x, y, z}});
         body(Item{&block, {x, y + 1, z}});
+      };
+      if constexpr (kIndependent) {
+        HAL_RT_INDEPENDENT_ITEMS
+        for (int x = 0; x < block.size[0]; ++x) pair(x);
+      } else {
+        for (int x = 0; x < block.size[0]; ++x) pair(x);
       }
     }
-    for (; y < block.size[1]; ++y)
-      for (int x = 0; x < block.size[0]; ++x) body(Item{&block, {x, y, z}});
+    for (; y < block.size[1]; ++y) {
+      const auto one = [&](int x) { body(Item{&block, {x, y, z}}); };
+      if constexpr (kIndependent) {
+        HAL_RT_INDEPENDENT_ITEMS
+        for (int x = 0; x < block.size[0]; ++x) one(x);
+      } else {
+        for (int x = 0; x < block.size[0]; ++x) one(x);
+      }
+    }
   }
 }
 // The values a split kernel keeps across its regions: one array per

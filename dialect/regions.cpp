@@ -770,6 +770,7 @@ class Planner {
         escapes |= is_punct(tokens_[i - 1], "&") ||
                    (variable.array && i != variable.name_token && !is_punct(tokens_[i + 1], "["));
       }
+      variable.escapes = escapes;
       if (!used_later && !header_use && !escapes) continue;  // kLocal
       variable.storage =
           remat[v] && !header_use && !escapes ? Storage::kRematerialised : Storage::kPerItem;

@@ -19,7 +19,9 @@ enum class Storage : uint8_t {
   kRematerialised,  // a pure function of ids, parameters and uniform loop variables that
                     // is never written: its declaration is repeated in each later region
                     // that uses it
-  kPerItem,         // an array with one element per work-item of the block
+  kPerItem,         // an array with one element per work-item of the block; in each region
+                    // that uses it, a scalar whose address no pointer keeps is a local copy
+                    // of its element, written back at the region's end (by_value())
 };
 
 // One declarator of a declaration at the top level of a region.
@@ -31,9 +33,17 @@ struct RegionVariable {
   Range init;              // the initialiser after '=' (empty when there is none)
   bool array = false;
   bool pointer = false;
-  int region = 0;  // the declaring region
-  int loop = -1;   // the split loop whose body declares it; -1: the kernel body
+  bool escapes = false;  // its address is taken or it is an array: a pointer may outlive a region
+  int region = 0;        // the declaring region
+  int loop = -1;         // the split loop whose body declares it; -1: the kernel body
   Storage storage = Storage::kLocal;
+
+  // A per-item value that regions copy in and write back rather than bind by
+  // reference: the copy is a register the compiler can see does not alias
+  // anything, so the work-item loop vectorises (through a reference to the
+  // slot, every store may alias every other per-item array, and GCC gives up
+  // on the loop once a region writes several of them).
+  bool by_value() const { return storage == Storage::kPerItem && !array && !escapes; }
 };
 
 // A declaration statement at the top level of a region.

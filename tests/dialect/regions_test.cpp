@@ -122,6 +122,64 @@ kernel max_block(64) void escapes(global const int* in, global int* out) {
 }
 )";
 
+// Several per-item sums, each written in every round of a uniform loop with
+// barriers: regions copy them into locals and write them back (so the
+// work-item loop vectorises), and the blocks' shapes take the odd-row path.
+constexpr const char* kMoments = R"(
+kernel max_block(256) void moments(global const float* x, global float* out, int rounds) {
+  shared float tile[256];
+  int items = local_size(0) * local_size(1);
+  int t = local_id(1) * local_size(0) + local_id(0);
+  int base = group_id(0) * items;
+  float s0 = 0.0f, s1 = 1.0f, s2 = -1.0f;
+  for (int r = 0; r < rounds; ++r) {
+    tile[t] = x[(base + t + r) % (num_groups(0) * items)];
+    barrier();
+    for (int k = 0; k < 4; ++k) {
+      float v = tile[(t + k) % items];
+      s0 += v;
+      s1 += v * v;
+      s2 -= v * v * v;
+    }
+    barrier();
+  }
+  out[(base + t) * 3] = s0;
+  out[(base + t) * 3 + 1] = s1;
+  out[(base + t) * 3 + 2] = s2;
+}
+)";
+
+// The register-blocked tiled matmul of bench/dialect.cpp: four sums per
+// work-item, 16x64 outputs per 16x16 block.
+constexpr const char* kMatmul4 = R"(
+#define TILE 16
+kernel max_block(256) void matmul4(global const float* a, global const float* b,
+                                   global float* c, int n) {
+  shared float as[TILE][TILE];
+  shared float bs[TILE][4 * TILE];
+  int tx = local_id(0), ty = local_id(1);
+  int col = group_id(0) * 4 * TILE + tx, row = group_id(1) * TILE + ty;
+  float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
+  for (int k0 = 0; k0 < n; k0 += TILE) {
+    as[ty][tx] = a[row * n + k0 + tx];
+    for (int j = 0; j < 4; ++j) bs[ty][tx + j * TILE] = b[(k0 + ty) * n + col + j * TILE];
+    barrier();
+    for (int kk = 0; kk < TILE; ++kk) {
+      float ak = as[ty][kk];
+      acc0 += ak * bs[kk][tx];
+      acc1 += ak * bs[kk][tx + TILE];
+      acc2 += ak * bs[kk][tx + 2 * TILE];
+      acc3 += ak * bs[kk][tx + 3 * TILE];
+    }
+    barrier();
+  }
+  c[row * n + col] = acc0;
+  c[row * n + col + TILE] = acc1;
+  c[row * n + col + 2 * TILE] = acc2;
+  c[row * n + col + 3 * TILE] = acc3;
+}
+)";
+
 // Declarations of every form the splitter reads, live across a barrier: a
 // struct, a const array with an initialiser, unsigned, restrict pointers in
 // one declaration.
@@ -514,6 +572,10 @@ TEST_CASE("regions: locals whose address outlives their region are kept per work
   INFO(record.cpu_shape_note);
   REQUIRE(record.cpu_shape == CpuShape::kRegions);
   CHECK(contains(record.cpu_shape_note, "per-item values: pair, p, v, q"));
+  // v's address is kept (q): v stays bound to its slot, not copied.
+  const std::string text = cpp_text(kEscapes);
+  CHECK(contains(text, "auto& v = hal_s_v[hal_lin];"));
+  CHECK_FALSE(contains(text, "hal_T_v v = hal_s_v[hal_lin];"));
   Session session;
   REQUIRE(session.load(kEscapes) == HAL_SUCCESS);
   hal_kernel_t kernel = session.kernel("escapes");
@@ -529,6 +591,93 @@ TEST_CASE("regions: locals whose address outlives their region are kept per work
   void* out_d = session.upload(out);
   session.launch(kernel, {groups}, {size}, {{&in_d, sizeof(in_d)}, {&out_d, sizeof(out_d)}});
   REQUIRE(session.download<int>(out_d, out.size()) == expected);
+}
+
+TEST_CASE("regions: per-item scalars are copied into each region and written back",
+          "[dialect][regions]") {
+  const hal::dialect::KernelRecord record = record_of(kMoments, "moments");
+  INFO(record.cpu_shape_note);
+  REQUIRE(record.cpu_shape == CpuShape::kRegions);
+  CHECK(contains(record.cpu_shape_note, "per-item values: s0, s1, s2"));
+  const std::string text = cpp_text(kMoments);
+  CHECK(contains(text, "hal_T_s1 s1 = hal_s_s1[hal_lin];"));
+  CHECK(contains(text, "hal_s_s2[hal_lin] = s2;"));
+  CHECK_FALSE(contains(text, "auto& s0 = hal_s_s0[hal_lin];"));
+  // Regions that write several back declare their work-items independent.
+  CHECK(contains(text, "hal_rt::run_region<true>(hal_block"));
+
+  Session session;
+  REQUIRE(session.load(kMoments) == HAL_SUCCESS);
+  hal_kernel_t kernel = session.kernel("moments");
+  std::mt19937 random(11);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  struct Shape {
+    int x, y;
+  };
+  for (const Shape shape : {Shape{16, 16}, Shape{5, 3}, Shape{1, 7}, Shape{33, 1}}) {
+    for (const int rounds : {0, 1, 3}) {
+      const int groups = 3, items = shape.x * shape.y;
+      std::vector<float> x(static_cast<size_t>(groups * items)), out(x.size() * 3, 0.0f);
+      for (float& v : x) v = value(random);
+      void* x_d = session.upload(x);
+      void* out_d = session.upload(out);
+      session.launch(kernel, {static_cast<uint32_t>(groups)},
+                     {static_cast<uint32_t>(shape.x), static_cast<uint32_t>(shape.y)},
+                     {{&x_d, sizeof(x_d)}, {&out_d, sizeof(out_d)}, {&rounds, 4}});
+      std::vector<float> expected(out.size());
+      for (int g = 0; g < groups; ++g) {
+        for (int t = 0; t < items; ++t) {
+          float s0 = 0.0f, s1 = 1.0f, s2 = -1.0f;
+          for (int r = 0; r < rounds; ++r) {
+            for (int k = 0; k < 4; ++k) {
+              const int source = (t + k) % items;
+              const float v = x[static_cast<size_t>((g * items + source + r) % (groups * items))];
+              s0 += v;
+              s1 += v * v;
+              s2 -= v * v * v;
+            }
+          }
+          const size_t at = static_cast<size_t>(g * items + t) * 3;
+          expected[at] = s0, expected[at + 1] = s1, expected[at + 2] = s2;
+        }
+      }
+      const std::vector<float> got = session.download<float>(out_d, out.size());
+      INFO("block " << shape.x << "x" << shape.y << ", rounds " << rounds);
+      for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(expected[i]).margin(1e-4));
+    }
+  }
+}
+
+TEST_CASE("regions: the register-blocked tiled matmul keeps four sums per work-item",
+          "[dialect][regions]") {
+  const hal::dialect::KernelRecord record = record_of(kMatmul4, "matmul4");
+  INFO(record.cpu_shape_note);
+  REQUIRE(record.cpu_shape == CpuShape::kRegions);
+  CHECK(contains(record.cpu_shape_note, "per-item values: acc0, acc1, acc2, acc3"));
+  Session session;
+  REQUIRE(session.load(kMatmul4) == HAL_SUCCESS);
+  hal_kernel_t kernel = session.kernel("matmul4");
+  std::mt19937 random(21);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const int n : {64, 128}) {
+    std::vector<float> a(static_cast<size_t>(n * n)), b(a.size()), c(a.size(), 0.0f);
+    for (float& v : a) v = value(random);
+    for (float& v : b) v = value(random);
+    void* a_d = session.upload(a);
+    void* b_d = session.upload(b);
+    void* c_d = session.upload(c);
+    session.launch(kernel, {static_cast<uint32_t>(n / 64), static_cast<uint32_t>(n / 16)}, {16, 16},
+                   {{&a_d, sizeof(a_d)}, {&b_d, sizeof(b_d)}, {&c_d, sizeof(c_d)}, {&n, 4}});
+    const std::vector<float> got = session.download<float>(c_d, c.size());
+    INFO("n " << n);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int k = 0; k < n; ++k) sum += double(a[size_t(i * n + k)]) * b[size_t(k * n + j)];
+        REQUIRE(got[size_t(i * n + j)] == Approx(sum).margin(1e-4));
+      }
+    }
+  }
 }
 
 TEST_CASE(
