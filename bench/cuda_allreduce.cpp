@@ -3,6 +3,9 @@
 // repetition, nccl-tests style: f32 sum, out of place, one rank per GPU
 // present in this process; algbw = S / t, busbw = algbw * 2(n-1)/n (0 on one
 // GPU: nothing crosses a link, so the figures to read there are the times).
+// Then alltoallv of S bytes per rank, S/n to each peer, beside a group of
+// ncclSend/ncclRecv per peer (busbw = algbw * (n-1)/n): the difference is
+// the plugin's count exchange and its host wait (SPEC §10.7).
 //
 // The raw side opens libcuda.so.1 and libnccl.so.2 the way the plugin does
 // (dlopen; cuGetProcAddress_v2), makes its communicators with
@@ -68,6 +71,8 @@ struct RawNccl {
   decltype(&::ncclAllReduce) allreduce = nullptr;
   decltype(&::ncclGroupStart) group_start = nullptr;
   decltype(&::ncclGroupEnd) group_end = nullptr;
+  decltype(&::ncclSend) send = nullptr;  // the alltoallv rows
+  decltype(&::ncclRecv) recv = nullptr;
 
   bool open(std::string& why) {
     void* library = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
@@ -79,8 +84,11 @@ struct RawNccl {
     allreduce = reinterpret_cast<decltype(allreduce)>(dlsym(library, "ncclAllReduce"));
     group_start = reinterpret_cast<decltype(group_start)>(dlsym(library, "ncclGroupStart"));
     group_end = reinterpret_cast<decltype(group_end)>(dlsym(library, "ncclGroupEnd"));
-    if (!init_all || !allreduce || !group_start || !group_end) why = "an NCCL entry is missing";
-    return init_all && allreduce && group_start && group_end;
+    send = reinterpret_cast<decltype(send)>(dlsym(library, "ncclSend"));
+    recv = reinterpret_cast<decltype(recv)>(dlsym(library, "ncclRecv"));
+    const bool complete = init_all && allreduce && group_start && group_end && send && recv;
+    if (!complete) why = "an NCCL entry is missing";
+    return complete;
   }
 };
 
@@ -103,8 +111,9 @@ int main(int argc, char** argv) {
   if (args.flag("--help")) {
     std::printf(
         "usage: cuda_allreduce [--reps N] [--max-bytes N]\n"
-        "HAL's cuda plugin (NCCL underneath) vs NCCL called directly: allreduce f32 sum\n"
-        "over every GPU in this process, 1 MiB .. max-bytes; median [min-max].\n");
+        "HAL's cuda plugin (NCCL underneath) vs NCCL called directly: allreduce f32 sum,\n"
+        "then alltoallv (vs ncclSend/ncclRecv), over every GPU in this process,\n"
+        "1 MiB .. max-bytes; median [min-max].\n");
     return 0;
   }
   const int reps = static_cast<int>(args.integer("--reps", 7));
@@ -171,55 +180,76 @@ int main(int argc, char** argv) {
   }
   if (!raw) std::printf("# raw NCCL side unavailable: %s\n", why.c_str());
 
-  std::printf("# allreduce f32 sum, %u GPU(s) in one process: HAL cuda plugin vs NCCL direct\n", n);
-  std::printf("%12s %26s %14s %26s %14s %8s\n", "bytes", "hal_us", "hal_busbw", "nccl_us",
-              "nccl_busbw", "ratio");
-  const double bus_factor = 2.0 * (n - 1) / n;
-  for (size_t bytes = size_t{1} << 20; bytes <= max_bytes; bytes *= 4) {
-    const size_t count = bytes / 4;
-    const int calls = bytes <= (size_t{16} << 20) ? 20 : 5;
-    std::vector<double> hal_times, raw_times;
-    for (int rep = 0; rep < reps; ++rep) {
-      double t0 = bench::now_s();
-      for (int c = 0; c < calls; ++c) {
-        hal_group_start();
-        for (uint32_t i = 0; i < n; ++i) {
-          if (!check(hal_allreduce(send[i], recv[i], count, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[i],
-                                   streams[i]),
-                     "hal_allreduce")) {
-            return 1;
-          }
-        }
-        if (!check(hal_group_end(), "hal_group_end")) return 1;
-      }
-      for (uint32_t i = 0; i < n; ++i) {
-        if (!check(hal_stream_synchronize(streams[i]), "hal_stream_synchronize")) return 1;
-      }
-      hal_times.push_back((bench::now_s() - t0) / calls);
-      if (!raw) continue;
-      t0 = bench::now_s();
-      for (int c = 0; c < calls; ++c) {
-        nccl.group_start();
-        for (uint32_t i = 0; i < n; ++i) {
+  for (const bool uneven : {false, true}) {
+    std::printf("# %s, %u GPU(s) in one process: HAL cuda plugin vs NCCL direct\n",
+                uneven ? "alltoallv f32, S/n to each peer" : "allreduce f32 sum", n);
+    std::printf("%12s %26s %14s %26s %14s %8s\n", "bytes", "hal_us", "hal_busbw", "nccl_us",
+                "nccl_busbw", "ratio");
+    const double bus_factor = uneven ? (n - 1.0) / n : 2.0 * (n - 1) / n;
+    for (size_t bytes = size_t{1} << 20; bytes <= max_bytes; bytes *= 4) {
+      const size_t count = bytes / 4;
+      const size_t block = count / n;  // alltoallv: elements to each peer
+      const std::vector<size_t> blocks(n, block);
+      // One round on every rank, HAL's side.
+      auto hal_round = [&](uint32_t i) {
+        return uneven ? hal_alltoallv(send[i], blocks.data(), nullptr, recv[i], blocks.data(),
+                                      nullptr, HAL_DTYPE_F32, comms[i], streams[i])
+                      : hal_allreduce(send[i], recv[i], count, HAL_DTYPE_F32, HAL_REDUCE_SUM,
+                                      comms[i], streams[i]);
+      };
+      auto raw_round = [&](uint32_t i) {
+        if (!uneven) {
           nccl.allreduce(reinterpret_cast<void*>(raw_send[i]), reinterpret_cast<void*>(raw_recv[i]),
                          count, ncclFloat32, ncclSum, raw_comms[i], raw_streams[i]);
+          return;
         }
-        nccl.group_end();
+        for (uint32_t p = 0; p < n; ++p) {
+          const CUdeviceptr at = p * block * 4;
+          nccl.send(reinterpret_cast<void*>(raw_send[i] + at), block, ncclFloat32,
+                    static_cast<int>(p), raw_comms[i], raw_streams[i]);
+          nccl.recv(reinterpret_cast<void*>(raw_recv[i] + at), block, ncclFloat32,
+                    static_cast<int>(p), raw_comms[i], raw_streams[i]);
+        }
+      };
+      const int calls = bytes <= (size_t{16} << 20) ? 20 : 5;
+      std::vector<double> hal_times, raw_times;
+      for (int rep = 0; rep < reps; ++rep) {
+        double t0 = bench::now_s();
+        for (int c = 0; c < calls; ++c) {
+          // One group: hal_group_end runs each rank's alltoallv on a thread
+          // of its own, as each waits for its peers' counts.
+          hal_group_start();
+          for (uint32_t i = 0; i < n; ++i) {
+            if (!check(hal_round(i), uneven ? "hal_alltoallv" : "hal_allreduce")) return 1;
+          }
+          if (!check(hal_group_end(), "hal_group_end")) return 1;
+        }
+        for (uint32_t i = 0; i < n; ++i) {
+          if (!check(hal_stream_synchronize(streams[i]), "hal_stream_synchronize")) return 1;
+        }
+        hal_times.push_back((bench::now_s() - t0) / calls);
+        if (!raw) continue;
+        t0 = bench::now_s();
+        for (int c = 0; c < calls; ++c) {
+          nccl.group_start();
+          for (uint32_t i = 0; i < n; ++i) raw_round(i);
+          nccl.group_end();
+        }
+        for (uint32_t i = 0; i < n; ++i) cu.stream_sync(raw_streams[i]);
+        raw_times.push_back((bench::now_s() - t0) / calls);
       }
-      for (uint32_t i = 0; i < n; ++i) cu.stream_sync(raw_streams[i]);
-      raw_times.push_back((bench::now_s() - t0) / calls);
-    }
-    const bench::Stats hal = bench::summarize(hal_times);
-    const double hal_busbw = bytes / hal.median / 1e9 * bus_factor;
-    if (raw) {
-      const bench::Stats direct = bench::summarize(raw_times);
-      const double raw_busbw = bytes / direct.median / 1e9 * bus_factor;
-      std::printf("%12zu %26s %14.2f %26s %14.2f %7.3fx\n", bytes,
-                  bench::fmt_stats(in_us(hal)).c_str(), hal_busbw,
-                  bench::fmt_stats(in_us(direct)).c_str(), raw_busbw, direct.median / hal.median);
-    } else {
-      std::printf("%12zu %26s %14.2f %26s %14s %8s\n", bytes, bench::fmt_stats(in_us(hal)).c_str(),
-                  hal_busbw, "-", "-", "-");
+      const bench::Stats hal = bench::summarize(hal_times);
+      const double hal_busbw = bytes / hal.median / 1e9 * bus_factor;
+      if (raw) {
+        const bench::Stats direct = bench::summarize(raw_times);
+        const double raw_busbw = bytes / direct.median / 1e9 * bus_factor;
+        std::printf("%12zu %26s %14.2f %26s %14.2f %7.3fx\n", bytes,
+                    bench::fmt_stats(in_us(hal)).c_str(), hal_busbw,
+                    bench::fmt_stats(in_us(direct)).c_str(), raw_busbw, direct.median / hal.median);
+      } else {
+        std::printf("%12zu %26s %14.2f %26s %14s %8s\n", bytes,
+                    bench::fmt_stats(in_us(hal)).c_str(), hal_busbw, "-", "-", "-");
+      }
     }
   }
   for (hal_comm_t comm : comms) hal_comm_destroy(comm);

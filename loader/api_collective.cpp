@@ -417,7 +417,8 @@ static hal_result_t group_end_body(void) {
       found->second.push_back(p.call);
     }
     // Host-staged batches block until their peers take part, so each runs
-    // on its own thread; plugin batches only enqueue.
+    // on its own thread; plugin batches only enqueue, except one with an
+    // alltoallv, whose plugin may wait for its peers' counts (SPEC §10.7).
     std::vector<hal_result_t> results(batches.size(), HAL_SUCCESS);
     std::vector<std::string> messages(batches.size());
     std::vector<std::thread> threads;
@@ -428,7 +429,11 @@ static hal_result_t group_end_body(void) {
         results[i] = submit_held(key.first, key.second, batches[i].second, kFunction);
         if (results[i] != HAL_SUCCESS) messages[i] = hal_error_last_message();
       };
-      const bool blocking = key.first->impl == nullptr;
+      const bool blocking = key.first->impl == nullptr ||
+                            std::any_of(batches[i].second.begin(), batches[i].second.end(),
+                                        [](const hal_collective_call_t& c) {
+                                          return c.kind == HAL_COLLECTIVE_ALLTOALLV;
+                                        });
       if (blocking && i + 1 < batches.size()) {
         threads.emplace_back(run);
       } else {

@@ -104,8 +104,10 @@ void Device::read_properties() {
   out.capabilities = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_EVENT_TIMING |
                      HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_HOST_MEMORY |
                      HAL_DEVICE_CAP_STREAM_QUERY;
-  // Collectives on NCCL (collective/); without it the loader's host-staged ones.
-  if (nccl_ != nullptr) out.capabilities |= HAL_DEVICE_CAP_COLLECTIVES;
+  // Collectives on NCCL (collective/), alltoallv with them (the plugin checks
+  // that the ranks' counts agree before the data); without NCCL the loader's
+  // host-staged ones.
+  if (nccl_ != nullptr) out.capabilities |= HAL_DEVICE_CAP_COLLECTIVES | HAL_DEVICE_CAP_ALLTOALLV;
   if (attribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0) {
     out.capabilities |= HAL_DEVICE_CAP_SHARED_MEMORY;
   }

@@ -4,11 +4,14 @@
 // bootstrap of ranks that are threads, the deadline (a hung peer: the plugin
 // calls ncclCommAbort and the call fails with HAL_ERROR_TIMEOUT), abort,
 // ncclInProgress, NCCL's error codes carried with their names, and the
-// loader's host-staged collectives when NCCL is absent.
+// loader's host-staged collectives when NCCL is absent; alltoallv (the count
+// exchange before the data, its mismatches, deadline and abort).
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -65,13 +68,16 @@ struct FakeNccl {
     abort_count =
         reinterpret_cast<fake_nccl_abort_count_fn>(dlsym(handle, "fake_nccl_abort_count"));
     live_comms = reinterpret_cast<fake_nccl_live_comms_fn>(dlsym(handle, "fake_nccl_live_comms"));
+    call_count = reinterpret_cast<fake_nccl_call_count_fn>(dlsym(handle, "fake_nccl_call_count"));
     REQUIRE(abort_count != nullptr);
     REQUIRE(live_comms != nullptr);
+    REQUIRE(call_count != nullptr);
   }
   ~FakeNccl() { dlclose(handle); }
   void* handle = nullptr;
   fake_nccl_abort_count_fn abort_count = nullptr;
   fake_nccl_live_comms_fn live_comms = nullptr;
+  fake_nccl_call_count_fn call_count = nullptr;
 };
 
 // hal_init over the stand-ins, both devices, a stream on each.
@@ -333,8 +339,8 @@ TEST_CASE("with NCCL the cuda devices declare COLLECTIVES, without it they do no
     properties.struct_size = sizeof(properties);
     REQUIRE(hal_device_get_properties(session.device(0), &properties) == HAL_SUCCESS);
     CHECK((properties.capabilities & HAL_DEVICE_CAP_COLLECTIVES) != 0);
-    // alltoallv is not served on NCCL (the ranks' counts cannot be checked there yet).
-    CHECK((properties.capabilities & HAL_DEVICE_CAP_ALLTOALLV) == 0);
+    // alltoallv on NCCL, after the count exchange.
+    CHECK((properties.capabilities & HAL_DEVICE_CAP_ALLTOALLV) != 0);
   }
   {
     Session session("/nonexistent/libnccl.so.2");
@@ -739,4 +745,357 @@ TEST_CASE("without NCCL the loader's host-staged collectives serve the cuda devi
     const auto got = decode(HAL_DTYPE_F64, buffers[r]->read(session.stream(r)));
     for (size_t i = 0; i < 32; ++i) REQUIRE(got[i] == values[0][i] + values[1][i]);
   }
+}
+
+// --- alltoallv: the count exchange, then the data.
+
+namespace {
+
+constexpr uint8_t kUntouched = 0xa5;  // what the receive buffers hold before a call
+
+// One rank's arrays of an alltoallv, in elements.
+struct Uneven {
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  size_t send_elements = 1, recv_elements = 1;  // the buffers' sizes (at least 1)
+};
+
+// Displacements for |counts|: the blocks in a shuffled order with gaps of
+// 0..2 elements, or packed in rank order. Returns the span they need.
+size_t place(const std::vector<size_t>& counts, bool packed, std::mt19937& random,
+             std::vector<size_t>& displs) {
+  std::vector<uint32_t> order(counts.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (!packed) std::shuffle(order.begin(), order.end(), random);
+  std::uniform_int_distribution<size_t> gap(0, packed ? 0 : 2);
+  displs.assign(counts.size(), 0);
+  size_t at = 0;
+  for (uint32_t peer : order) {
+    at += gap(random);
+    displs[peer] = at;
+    at += counts[peer];
+  }
+  return std::max<size_t>(at, 1);
+}
+
+// Every rank's arrays, from a matrix |sends| (sends[from][to] elements) that
+// agrees by construction.
+std::vector<Uneven> layouts(const std::vector<std::vector<size_t>>& sends, bool packed,
+                            std::mt19937& random) {
+  std::vector<Uneven> all(kRanks);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    all[r].send_counts = sends[r];
+    for (uint32_t from = 0; from < kRanks; ++from) all[r].recv_counts.push_back(sends[from][r]);
+    all[r].send_elements = place(all[r].send_counts, packed, random, all[r].send_displs);
+    all[r].recv_elements = place(all[r].recv_counts, packed, random, all[r].recv_displs);
+  }
+  return all;
+}
+
+// What rank |r| receives: each block from its sender's send bytes, the gaps untouched.
+std::vector<uint8_t> expected_recv(const std::vector<Uneven>& all,
+                                   const std::vector<std::vector<uint8_t>>& sent, uint32_t r,
+                                   size_t element) {
+  std::vector<uint8_t> out(all[r].recv_elements * element, kUntouched);
+  for (uint32_t from = 0; from < kRanks; ++from) {
+    const size_t bytes = all[r].recv_counts[from] * element;
+    const size_t source = all[from].send_displs[r] * element;
+    const size_t target = all[r].recv_displs[from] * element;
+    std::copy_n(sent[from].begin() + static_cast<std::ptrdiff_t>(source), bytes,
+                out.begin() + static_cast<std::ptrdiff_t>(target));
+  }
+  return out;
+}
+
+// |body(r)| on a thread per rank (an alltoallv waits for its peers' counts);
+// each result with the thread's last error message.
+struct RankOutcome {
+  hal_result_t result = HAL_ERROR_INTERNAL;
+  std::string message;
+};
+template <class Body>
+std::vector<RankOutcome> on_every_rank(Body body) {
+  std::vector<RankOutcome> outcomes(kRanks);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      outcomes[r].result = body(r);
+      if (outcomes[r].result != HAL_SUCCESS) outcomes[r].message = hal_error_last_message();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  return outcomes;
+}
+
+// The send and receive buffers of every rank for |all|: seeded send bytes,
+// the receive buffers filled with kUntouched.
+struct UnevenBuffers {
+  UnevenBuffers(const Session& session, const std::vector<Uneven>& all, size_t element,
+                std::mt19937& random) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      sent.emplace_back(all[r].send_elements * element);
+      for (uint8_t& b : sent[r]) b = static_cast<uint8_t>(byte(random));
+      send.push_back(std::make_unique<Buffer>(session.device(r), sent[r].size()));
+      recv.push_back(std::make_unique<Buffer>(session.device(r), all[r].recv_elements * element));
+      send[r]->write(sent[r], session.stream(r));
+      recv[r]->write(std::vector<uint8_t>(all[r].recv_elements * element, kUntouched),
+                     session.stream(r));
+    }
+  }
+  std::vector<std::vector<uint8_t>> sent;
+  std::vector<std::unique_ptr<Buffer>> send, recv;
+};
+
+hal_result_t alltoallv_of(const Uneven& layout, const UnevenBuffers& buffers, uint32_t r,
+                          hal_dtype_t dtype, hal_comm_t comm, hal_stream_t stream, bool packed) {
+  return hal_alltoallv(buffers.send[r]->get(), layout.send_counts.data(),
+                       packed ? nullptr : layout.send_displs.data(), buffers.recv[r]->get(),
+                       layout.recv_counts.data(), packed ? nullptr : layout.recv_displs.data(),
+                       dtype, comm, stream);
+}
+
+}  // namespace
+
+TEST_CASE("alltoallv on NCCL matches the host reference: every dtype, zeros, displacements",
+          "[nccl][alltoallv]") {
+  Session session;
+  FakeNccl fake;
+  Comms comms(session, 20000);
+  std::mt19937 random(2026);
+  std::uniform_int_distribution<size_t> count(0, 6);
+  for (hal_dtype_t dtype : kDtypes) {
+    const size_t element = HAL_DTYPE_SIZE(dtype);
+    for (int shape = 0; shape < 4; ++shape) {
+      // 0: random counts, zeros among them; 1: rank 1 sends nothing; 2: nobody
+      // sends anything; 3: random counts, packed (NULL displacements).
+      std::vector<std::vector<size_t>> sends(kRanks, std::vector<size_t>(kRanks));
+      for (uint32_t from = 0; from < kRanks; ++from) {
+        for (uint32_t to = 0; to < kRanks; ++to) {
+          sends[from][to] = shape == 2 || (shape == 1 && from == 1) ? 0 : count(random);
+        }
+      }
+      const bool packed = shape == 3;
+      const auto all = layouts(sends, packed, random);
+      CAPTURE(dtype, shape, sends);
+      UnevenBuffers buffers(session, all, element, random);
+      const long sends_before = fake.call_count("ncclSend");
+      const auto outcomes = on_every_rank([&](uint32_t r) {
+        return alltoallv_of(all[r], buffers, r, dtype, comms.comms[r], session.stream(r), packed);
+      });
+      // One ncclSend per non-empty block, none for an empty one.
+      long blocks = 0;
+      for (const auto& row : sends)
+        blocks += std::count_if(row.begin(), row.end(), [](size_t c) { return c != 0; });
+      CHECK(fake.call_count("ncclSend") == sends_before + blocks);
+      for (uint32_t r = 0; r < kRanks; ++r) {
+        CAPTURE(r, outcomes[r].message);
+        REQUIRE(outcomes[r].result == HAL_SUCCESS);
+        REQUIRE(buffers.recv[r]->read(session.stream(r)) ==
+                expected_recv(all, buffers.sent, r, element));
+      }
+    }
+  }
+}
+
+TEST_CASE("two alltoallv and an allreduce in one group share one count exchange",
+          "[nccl][alltoallv]") {
+  ScopedEnv in_progress("HAL_FAKE_NCCL_IN_PROGRESS", "2");  // and NCCL answers ncclInProgress
+  Session session;
+  Comms comms(session, 20000);
+  std::mt19937 random(77);
+  std::uniform_int_distribution<size_t> count(0, 5);
+  std::vector<std::vector<size_t>> first(kRanks, std::vector<size_t>(kRanks)), second = first;
+  for (auto* matrix : {&first, &second}) {
+    for (auto& row : *matrix) {
+      for (size_t& c : row) c = count(random);
+    }
+  }
+  const auto all_first = layouts(first, false, random);
+  const auto all_second = layouts(second, false, random);
+  UnevenBuffers buffers_first(session, all_first, 4, random);
+  UnevenBuffers buffers_second(session, all_second, 2, random);
+  const auto values = inputs(HAL_DTYPE_I32, 8, 5);
+  std::vector<std::unique_ptr<Buffer>> reduced;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    reduced.push_back(std::make_unique<Buffer>(session.device(r), 32));
+    reduced[r]->write(encode(HAL_DTYPE_I32, values[r]), session.stream(r));
+  }
+  const auto outcomes = on_every_rank([&](uint32_t r) {
+    hal_result_t result = hal_group_start();
+    const hal_comm_t comm = comms.comms[r];
+    const hal_stream_t stream = session.stream(r);
+    if (result == HAL_SUCCESS) {
+      result = alltoallv_of(all_first[r], buffers_first, r, HAL_DTYPE_F32, comm, stream, false);
+    }
+    if (result == HAL_SUCCESS) {
+      result = hal_allreduce(reduced[r]->get(), reduced[r]->get(), 8, HAL_DTYPE_I32, HAL_REDUCE_SUM,
+                             comm, stream);
+    }
+    if (result == HAL_SUCCESS) {
+      result = alltoallv_of(all_second[r], buffers_second, r, HAL_DTYPE_BF16, comm, stream, false);
+    }
+    const hal_result_t ended = hal_group_end();
+    return result != HAL_SUCCESS ? result : ended;
+  });
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    CAPTURE(r, outcomes[r].message);
+    REQUIRE(outcomes[r].result == HAL_SUCCESS);
+    CHECK(buffers_first.recv[r]->read(session.stream(r)) ==
+          expected_recv(all_first, buffers_first.sent, r, 4));
+    CHECK(buffers_second.recv[r]->read(session.stream(r)) ==
+          expected_recv(all_second, buffers_second.sent, r, 2));
+    const auto got = decode(HAL_DTYPE_I32, reduced[r]->read(session.stream(r)));
+    for (size_t i = 0; i < 8; ++i) CHECK(got[i] == values[0][i] + values[1][i]);
+  }
+}
+
+TEST_CASE("one thread drives both ranks' alltoallv in one group", "[nccl][alltoallv]") {
+  Session session;
+  Comms comms(session, 20000);
+  std::mt19937 random(31);
+  const auto all = layouts({{3, 0}, {2, 5}}, false, random);
+  UnevenBuffers buffers(session, all, 2, random);
+  // hal_group_end runs each rank's batch on a thread of its own: each waits for the other's counts.
+  REQUIRE(hal_group_start() == HAL_SUCCESS);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    REQUIRE(alltoallv_of(all[r], buffers, r, HAL_DTYPE_F16, comms.comms[r], session.stream(r),
+                         false) == HAL_SUCCESS);
+  }
+  REQUIRE(hal_group_end() == HAL_SUCCESS);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    CHECK(buffers.recv[r]->read(session.stream(r)) == expected_recv(all, buffers.sent, r, 2));
+  }
+}
+
+TEST_CASE("alltoallv counts that disagree fail on every rank with ARGUMENT_MISMATCH, no data moved",
+          "[nccl][alltoallv]") {
+  Session session;
+  FakeNccl fake;
+  Comms comms(session, 20000);
+  std::mt19937 random(9);
+  const std::vector<std::vector<size_t>> sends = {{2, 3}, {4, 1}};
+  auto all = layouts(sends, false, random);
+  UnevenBuffers buffers(session, all, 8, random);
+  const long sends_before = fake.call_count("ncclSend");
+  SECTION("a receive count") {
+    all[0].recv_counts[1] = 3;  // rank 1 sends it 4
+    const auto outcomes = on_every_rank([&](uint32_t r) {
+      return alltoallv_of(all[r], buffers, r, HAL_DTYPE_F64, comms.comms[r], session.stream(r),
+                          false);
+    });
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      CAPTURE(r);
+      CHECK(outcomes[r].result == HAL_ERROR_ARGUMENT_MISMATCH);
+      CHECK_THAT(outcomes[r].message,
+                 Catch::Contains("rank 1 sends 4 elements to rank 0, which expects 3"));
+    }
+  }
+  SECTION("the dtype") {
+    const auto outcomes = on_every_rank([&](uint32_t r) {
+      return alltoallv_of(all[r], buffers, r, r == 0 ? HAL_DTYPE_F64 : HAL_DTYPE_I64,
+                          comms.comms[r], session.stream(r), false);
+    });
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      CAPTURE(r);
+      CHECK(outcomes[r].result == HAL_ERROR_ARGUMENT_MISMATCH);
+      CHECK_THAT(outcomes[r].message, Catch::Contains("dtype"));
+    }
+  }
+  CHECK(fake.call_count("ncclSend") == sends_before);  // no data moved
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    CHECK(buffers.recv[r]->read(session.stream(r)) ==
+          std::vector<uint8_t>(all[r].recv_elements * 8, kUntouched));
+  }
+  // The communicator is still good: the agreeing call moves the data.
+  all[0].recv_counts[1] = 4;
+  const auto outcomes = on_every_rank([&](uint32_t r) {
+    return alltoallv_of(all[r], buffers, r, HAL_DTYPE_F64, comms.comms[r], session.stream(r),
+                        false);
+  });
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    REQUIRE(outcomes[r].result == HAL_SUCCESS);
+    CHECK(buffers.recv[r]->read(session.stream(r)) == expected_recv(all, buffers.sent, r, 8));
+  }
+}
+
+TEST_CASE("an alltoallv whose peer never calls times out, and its stream is lost",
+          "[nccl][alltoallv]") {
+  Session session;
+  FakeNccl fake;
+  const long aborts_before = fake.abort_count();
+  Comms comms(session, 300);
+  std::mt19937 random(3);
+  const auto all = layouts({{1, 2}, {3, 0}}, false, random);
+  UnevenBuffers buffers(session, all, 4, random);
+  // Only rank 0 calls: its count exchange waits for rank 1 until the deadline.
+  const hal_result_t result =
+      alltoallv_of(all[0], buffers, 0, HAL_DTYPE_F32, comms.comms[0], session.stream(0), false);
+  CHECK(result == HAL_ERROR_TIMEOUT);
+  const hal_error_detail_t detail = last_detail();
+  CHECK(detail.native_code == kNcclInProgress);
+  CHECK_THAT(detail.message, Catch::Contains("count exchange failed (HAL_ERROR_TIMEOUT)") &&
+                                 Catch::Contains("ncclCommAbort called"));
+  CHECK(fake.abort_count() == aborts_before + 1);
+  hal_result_t async = HAL_SUCCESS;
+  REQUIRE(hal_comm_get_async_error(comms.comms[0], &async) == HAL_SUCCESS);
+  CHECK(async == HAL_ERROR_TIMEOUT);
+  CHECK(hal_stream_synchronize(session.stream(0)) == HAL_ERROR_DEVICE_LOST);
+  CHECK_THAT(last_detail().message, Catch::Contains("count exchange"));
+}
+
+TEST_CASE("an alltoallv waiting for its counts ends at an abort", "[nccl][alltoallv]") {
+  Session session;
+  FakeNccl fake;
+  const hal_comm_config_t config = config_with_timeout(600000);  // never reached
+  hal_comm_t comms[kRanks] = {};
+  REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_SUCCESS);
+  std::mt19937 random(4);
+  const auto all = layouts({{1, 2}, {3, 0}}, false, random);
+  UnevenBuffers buffers(session, all, 4, random);
+  // Rank 0 calls alone; the abort comes once its count exchange was issued.
+  const long gathers_before = fake.call_count("ncclAllGather");
+  RankOutcome outcome;
+  std::atomic<bool> returned{false};
+  std::thread caller([&] {
+    outcome.result =
+        alltoallv_of(all[0], buffers, 0, HAL_DTYPE_F32, comms[0], session.stream(0), false);
+    outcome.message = hal_error_last_message();
+    returned = true;
+  });
+  while (fake.call_count("ncclAllGather") == gathers_before && !returned) {
+    std::this_thread::yield();
+  }
+  SECTION("its own rank aborts") {
+    REQUIRE(hal_comm_abort(comms[0]) == HAL_SUCCESS);
+    caller.join();
+    CHECK(outcome.result == HAL_ERROR_INVALID_STATE);
+    CHECK_THAT(outcome.message,
+               Catch::Contains("count exchange failed") && Catch::Contains("the rank aborted"));
+    REQUIRE(hal_comm_destroy(comms[1]) == HAL_SUCCESS);
+  }
+  SECTION("its peer in this process aborts") {
+    REQUIRE(hal_comm_abort(comms[1]) == HAL_SUCCESS);
+    caller.join();
+    CHECK(outcome.result == HAL_ERROR_REMOTE);
+    CHECK_THAT(outcome.message,
+               Catch::Contains("count exchange failed") && Catch::Contains("rank 1 aborted"));
+    REQUIRE(hal_comm_destroy(comms[0]) == HAL_SUCCESS);
+  }
+  CHECK(hal_stream_synchronize(session.stream(0)) == HAL_ERROR_DEVICE_LOST);
+}
+
+TEST_CASE("a failing ncclAllGather of the counts fails the alltoallv with NCCL's code",
+          "[nccl][alltoallv]") {
+  ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclAllGather:2");
+  Session session;
+  Comms comms(session, 20000);
+  std::mt19937 random(5);
+  const auto all = layouts({{1, 2}, {3, 0}}, false, random);
+  UnevenBuffers buffers(session, all, 4, random);
+  const hal_result_t result =
+      alltoallv_of(all[0], buffers, 0, HAL_DTYPE_F32, comms.comms[0], session.stream(0), false);
+  CHECK(result == HAL_ERROR_INTERNAL);
+  const hal_error_detail_t detail = last_detail();
+  CHECK(detail.native_code == kNcclSystemError);
+  CHECK_THAT(detail.message, Catch::Contains("ncclAllGather failed: ncclSystemError (2)"));
 }

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "../device.hpp"
 #include "../stream.hpp"
+#include "hal_collective/alltoallv.hpp"
 #include "hal_collective/status.hpp"
 #include "hal_util/names.hpp"
 #include "nccl.hpp"
@@ -29,26 +31,7 @@ using hal::collective::Status;
 constexpr auto kWatchInterval = std::chrono::milliseconds(1);
 
 const char* kind_name(hal_collective_kind_t kind) {
-  switch (kind) {
-    case HAL_COLLECTIVE_ALLREDUCE:
-      return "allreduce";
-    case HAL_COLLECTIVE_BROADCAST:
-      return "broadcast";
-    case HAL_COLLECTIVE_REDUCE:
-      return "reduce";
-    case HAL_COLLECTIVE_ALLGATHER:
-      return "allgather";
-    case HAL_COLLECTIVE_REDUCE_SCATTER:
-      return "reduce_scatter";
-    case HAL_COLLECTIVE_ALLTOALL:
-      return "alltoall";
-    case HAL_COLLECTIVE_SEND:
-      return "send";
-    case HAL_COLLECTIVE_RECV:
-      return "recv";
-    default:
-      return "collective";
-  }
+  return hal::util::short_name(hal::util::collective_kind_table(), static_cast<uint32_t>(kind));
 }
 
 // Waits while NCCL answers ncclInProgress for |comm| (a non-blocking call
@@ -108,6 +91,7 @@ class Rank {
     }
     changed_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
+    release_staging();
   }
   Rank(const Rank&) = delete;
   Rank& operator=(const Rank&) = delete;
@@ -208,8 +192,30 @@ class Rank {
     std::shared_ptr<StreamFault> fault;
     std::optional<Clock::time_point> began;  // when the stream reached the call
     const char* what = "";
+    uint64_t ticket = 0;  // its place in the order of launch
   };
+  // Stream work ahead of or behind an NCCL group (empty: none).
+  using StreamWork = std::function<CUresult()>;
+  // The NCCL calls of a group: a decline's result, or the first failed call
+  // and its code.
+  using GroupCalls = std::function<hal_result_t(std::string& failed_call, ncclResult_t& code)>;
 
+  hal_result_t usable(hal_collective_kind_t kind);
+  // Enqueues |before|, one NCCL group of |calls| and |after| on |stream|,
+  // bracketed by the two events the watchdog watches; the group's ticket
+  // goes to |out_ticket|. Caller holds mutex_.
+  hal_result_t launch(Stream& stream, const char* what, const StreamWork& before,
+                      const GroupCalls& calls, const StreamWork& after, uint64_t& out_ticket);
+  // hal_alltoallv's counts must agree on every rank, which NCCL cannot
+  // check: the ranks allgather their count rows, and every rank checks the
+  // whole matrix before any data moves. Waits on the host for the exchange
+  // (the watchdog keeps its deadline), with |lock| released meanwhile.
+  hal_result_t agree_on_counts(std::unique_lock<std::mutex>& lock, Stream& stream,
+                               std::span<const hal_collective_call_t> calls);
+  // The device buffer and its pinned host staging for |bytes| of count
+  // rows, kept for the rank's later calls.
+  hal_result_t reserve_staging(size_t bytes);
+  void release_staging();
   hal_result_t issue(const hal_collective_call_t& call, CUstream stream, std::string& failed_call,
                      ncclResult_t& code);
   void watch();
@@ -220,7 +226,11 @@ class Rank {
   // Aborts the communicator, keeps the first failure and marks the streams
   // of the calls in flight lost. Caller holds mutex_.
   void fail_locked(hal_result_t result, int64_t native_code, const std::string& detail) {
-    if (error_ == HAL_SUCCESS) error_ = result;
+    if (error_ == HAL_SUCCESS) {
+      error_ = result;
+      error_code_ = native_code;
+      error_detail_ = detail;
+    }
     // The streams are marked before the abort lets their work end, so that a
     // synchronize returning after it always sees the loss.
     for (InFlight& call : in_flight_) {
@@ -250,9 +260,23 @@ class Rank {
   std::condition_variable changed_;
   ncclComm_t handle_ = nullptr;       // guarded by mutex_; null once aborted
   hal_result_t error_ = HAL_SUCCESS;  // guarded by mutex_
+  int64_t error_code_ = 0;            // guarded by mutex_: the first failure's native code
+  std::string error_detail_;          // guarded by mutex_: and its sentence
   std::deque<InFlight> in_flight_;    // guarded by mutex_
+  uint64_t launched_ = 0;             // guarded by mutex_: the last ticket given
+  uint64_t retired_ = 0;              // guarded by mutex_: the last ticket finished
   bool stopping_ = false;             // guarded by mutex_
-  std::thread watchdog_;              // started by the first call
+  // guarded by mutex_: a count exchange is waiting (with mutex_ released);
+  // no other call may go between it and its data.
+  bool exchanging_ = false;
+  // The count exchange's buffers (agree_on_counts), guarded by mutex_. Busy
+  // from an exchange's launch until the host saw it finish: a failed one may
+  // still be written by its lost stream, so it is left to the device's close.
+  void* staging_device_ = nullptr;
+  uint64_t* staging_host_ = nullptr;
+  size_t staging_bytes_ = 0;
+  bool staging_busy_ = false;
+  std::thread watchdog_;  // started by the first call
 };
 
 void LocalPeers::aborted(const Rank* rank, uint32_t index) {
@@ -338,6 +362,25 @@ hal_result_t Rank::issue(const hal_collective_call_t& call, CUstream stream,
       }
       break;
     }
+    case HAL_COLLECTIVE_ALLTOALLV: {
+      // Counts agree_on_counts found agreeing: a send and a receive per peer
+      // with data, at the displacements, in the group.
+      const hal_alltoallv_layout_t& layout = hal::collective::layout_of(call);
+      const auto* send = static_cast<const uint8_t*>(layout.sendbuf);
+      auto* recv = static_cast<uint8_t*>(layout.recvbuf);
+      for (uint32_t r = 0; r < ranks_; ++r) {
+        const auto to = static_cast<int>(r);
+        if (const size_t count = layout.send_counts[r]; count != 0) {
+          record("ncclSend", nccl_.ncclSend(send + bytes_of(call, layout.send_displs[r]),
+                                            bytes_of(call, count), ncclUint8, to, handle_, stream));
+        }
+        if (const size_t count = layout.recv_counts[r]; count != 0) {
+          record("ncclRecv", nccl_.ncclRecv(recv + bytes_of(call, layout.recv_displs[r]),
+                                            bytes_of(call, count), ncclUint8, to, handle_, stream));
+        }
+      }
+      break;
+    }
     default:
       return device_.report().fail(HAL_ERROR_UNSUPPORTED, 0,
                                    "comm_enqueue: collective kind %d is not served on NCCL",
@@ -346,25 +389,54 @@ hal_result_t Rank::issue(const hal_collective_call_t& call, CUstream stream,
   return HAL_SUCCESS;
 }
 
-hal_result_t Rank::enqueue(Stream& stream, std::span<const hal_collective_call_t> calls) {
-  const DriverApi& cu = device_.api();
-  std::lock_guard lock(mutex_);
+hal_result_t Rank::usable(hal_collective_kind_t kind) {
   if (const int gone = gone_peer_.load(); gone >= 0 && handle_ != nullptr) {
     const std::string detail = "rank " + std::to_string(gone) + " aborted";
     fail_locked(HAL_ERROR_REMOTE, 0, detail);
     return device_.report().fail(HAL_ERROR_REMOTE, 0, "comm_enqueue: %s on rank %u: %s",
-                                 kind_name(calls.front().kind), rank_, detail.c_str());
+                                 kind_name(kind), rank_, detail.c_str());
   }
   if (handle_ == nullptr || error_ != HAL_SUCCESS) {
     return device_.report().fail(HAL_ERROR_INVALID_STATE, 0,
                                  "comm_enqueue: the communicator failed earlier (%s)",
                                  hal::util::result_name(error_));
   }
+  return HAL_SUCCESS;
+}
+
+hal_result_t Rank::enqueue(Stream& stream, std::span<const hal_collective_call_t> calls) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !exchanging_; });
+  const hal_collective_kind_t kind = calls.front().kind;
+  if (const hal_result_t r = usable(kind); r != HAL_SUCCESS) return r;
   if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
     return device_.fail(bound, "comm_enqueue");
   }
+  const bool uneven = std::any_of(calls.begin(), calls.end(), [](const auto& call) {
+    return call.kind == HAL_COLLECTIVE_ALLTOALLV;
+  });
+  if (uneven) {
+    if (const hal_result_t r = agree_on_counts(lock, stream, calls); r != HAL_SUCCESS) return r;
+    if (const hal_result_t r = usable(kind); r != HAL_SUCCESS) return r;  // failed meanwhile
+  }
+  uint64_t ticket = 0;
+  return launch(
+      stream, kind_name(kind), {},
+      [&](std::string& failed_call, ncclResult_t& code) {
+        for (const hal_collective_call_t& one : calls) {
+          const hal_result_t declined = issue(one, stream.get(), failed_call, code);
+          if (declined != HAL_SUCCESS || !failed_call.empty()) return declined;
+        }
+        return HAL_SUCCESS;
+      },
+      {}, ticket);
+}
+
+hal_result_t Rank::launch(Stream& stream, const char* what, const StreamWork& before,
+                          const GroupCalls& calls, const StreamWork& after, uint64_t& out_ticket) {
+  const DriverApi& cu = device_.api();
   InFlight call;
-  call.what = kind_name(calls.front().kind);
+  call.what = what;
   call.fault = stream.fault();
   CUresult made = cu.cuEventCreate(&call.started, CU_EVENT_DISABLE_TIMING);
   if (made == CUDA_SUCCESS) made = cu.cuEventCreate(&call.finished, CU_EVENT_DISABLE_TIMING);
@@ -374,14 +446,16 @@ hal_result_t Rank::enqueue(Stream& stream, std::span<const hal_collective_call_t
     if (call.finished != nullptr) cu.cuEventDestroy(call.finished);
     return device_.fail(made, "comm_enqueue: cuEventCreate/cuEventRecord");
   }
+  if (before) {
+    if (const CUresult copied = before(); copied != CUDA_SUCCESS) {
+      release_events(call);
+      return device_.fail(copied, "comm_enqueue: cuMemcpyAsync");
+    }
+  }
   std::string failed_call;
   ncclResult_t code = ncclSuccess;
-  hal_result_t declined = HAL_SUCCESS;
   nccl_.ncclGroupStart();
-  for (const hal_collective_call_t& one : calls) {
-    declined = issue(one, stream.get(), failed_call, code);
-    if (declined != HAL_SUCCESS || !failed_call.empty()) break;
-  }
+  const hal_result_t declined = calls(failed_call, code);
   Status waited;
   const ncclResult_t ended = nccl_.ncclGroupEnd();
   if (failed_call.empty() && ended != ncclSuccess && ended != ncclInProgress) {
@@ -395,6 +469,8 @@ hal_result_t Rank::enqueue(Stream& stream, std::span<const hal_collective_call_t
       code = state;
     }
   }
+  call.ticket = ++launched_;
+  out_ticket = call.ticket;
   if (declined != HAL_SUCCESS || !failed_call.empty()) {
     // NCCL may have enqueued part of the group: the communicator is unusable.
     std::string detail = declined != HAL_SUCCESS
@@ -409,17 +485,140 @@ hal_result_t Rank::enqueue(Stream& stream, std::span<const hal_collective_call_t
     fail_locked(result, code, detail);
     if (declined != HAL_SUCCESS) return declined;  // the decline's own sentence stands
     return device_.report().fail(result, code,
-                                 "comm_enqueue: %s on rank %u: %s; ncclCommAbort called", call.what,
+                                 "comm_enqueue: %s on rank %u: %s; ncclCommAbort called", what,
                                  rank_, detail.c_str());
   }
-  if (const CUresult recorded = cu.cuEventRecord(call.finished, stream.get());
-      recorded != CUDA_SUCCESS) {
-    release_events(call);
-    return device_.fail(recorded, "comm_enqueue: cuEventRecord");
+  CUresult recorded = after ? after() : CUDA_SUCCESS;
+  const char* recording = "comm_enqueue: cuMemcpyAsync";
+  if (recorded == CUDA_SUCCESS) {
+    recorded = cu.cuEventRecord(call.finished, stream.get());
+    recording = "comm_enqueue: cuEventRecord";
+  }
+  if (recorded != CUDA_SUCCESS) {
+    // The group is enqueued but cannot be watched: the communicator is unusable.
+    in_flight_.push_back(std::move(call));
+    fail_locked(HAL_ERROR_INTERNAL, recorded, std::string(recording) + " failed");
+    return device_.fail(recorded, recording);
   }
   in_flight_.push_back(std::move(call));
   if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watch(); });
   changed_.notify_all();
+  return HAL_SUCCESS;
+}
+
+hal_result_t Rank::reserve_staging(size_t bytes) {
+  if (bytes <= staging_bytes_) return HAL_SUCCESS;
+  release_staging();
+  void* host = nullptr;
+  if (const hal_result_t r = device_.allocate(HAL_MEMORY_DEVICE, bytes, 0, &staging_device_);
+      r != HAL_SUCCESS) {
+    staging_device_ = nullptr;
+    return r;
+  }
+  if (const hal_result_t r = device_.allocate(HAL_MEMORY_HOST, bytes, 0, &host); r != HAL_SUCCESS) {
+    device_.free(staging_device_);
+    staging_device_ = nullptr;
+    return r;
+  }
+  staging_host_ = static_cast<uint64_t*>(host);
+  staging_bytes_ = bytes;
+  return HAL_SUCCESS;
+}
+
+void Rank::release_staging() {
+  if (staging_busy_) return;  // a lost stream may still write it: freed at device close
+  if (staging_device_ != nullptr) device_.free(staging_device_);
+  if (staging_host_ != nullptr) device_.free(staging_host_);
+  staging_device_ = nullptr;
+  staging_host_ = nullptr;
+  staging_bytes_ = 0;
+}
+
+hal_result_t Rank::agree_on_counts(std::unique_lock<std::mutex>& lock, Stream& stream,
+                                   std::span<const hal_collective_call_t> calls) {
+  std::vector<const hal_collective_call_t*> uneven;
+  for (const hal_collective_call_t& call : calls) {
+    if (call.kind == HAL_COLLECTIVE_ALLTOALLV) uneven.push_back(&call);
+  }
+  // Per alltoallv of the batch, each rank's row: its dtype, what it sends
+  // to each rank, what it expects from each.
+  const size_t row = 2 * size_t{ranks_} + 1;
+  const size_t rank_words = uneven.size() * row;
+  const size_t rank_bytes = rank_words * sizeof(uint64_t);
+  if (const hal_result_t r = reserve_staging(rank_bytes * ranks_); r != HAL_SUCCESS) return r;
+  uint64_t* const mine = staging_host_ + rank_ * rank_words;
+  for (size_t j = 0; j < uneven.size(); ++j) {
+    const hal_alltoallv_layout_t& layout = hal::collective::layout_of(*uneven[j]);
+    uint64_t* const words = mine + j * row;
+    words[0] = static_cast<uint64_t>(uneven[j]->dtype);
+    std::copy_n(layout.send_counts, ranks_, words + 1);
+    std::copy_n(layout.recv_counts, ranks_, words + 1 + ranks_);
+  }
+  const DriverApi& cu = device_.api();
+  auto* const gathered = static_cast<uint8_t*>(staging_device_);
+  uint8_t* const slot = gathered + rank_ * rank_bytes;
+  const auto device_address = [](const void* p) { return reinterpret_cast<CUdeviceptr>(p); };
+  uint64_t ticket = 0;
+  staging_busy_ = true;
+  const hal_result_t launched = launch(
+      stream, "alltoallv (its count exchange)",
+      [&] {
+        return cu.cuMemcpyAsync(device_address(slot), device_address(mine), rank_bytes,
+                                stream.get());
+      },
+      [&](std::string& failed_call, ncclResult_t& code) {
+        // In place: this rank's row is already in its slot.
+        const ncclResult_t r =
+            nccl_.ncclAllGather(slot, gathered, rank_bytes, ncclUint8, handle_, stream.get());
+        if (r != ncclSuccess && r != ncclInProgress) {
+          failed_call = "ncclAllGather";
+          code = r;
+        }
+        return HAL_SUCCESS;
+      },
+      [&] {
+        return cu.cuMemcpyAsync(device_address(staging_host_), device_address(gathered),
+                                rank_bytes * ranks_, stream.get());
+      },
+      ticket);
+  if (launched != HAL_SUCCESS) {
+    // Nothing of it was enqueued where the events could not be made.
+    if (ticket == 0) staging_busy_ = false;
+    return launched;
+  }
+  // The watchdog ends the exchange at its deadline, or an abort does.
+  exchanging_ = true;
+  changed_.wait(lock, [&] { return retired_ >= ticket || error_ != HAL_SUCCESS; });
+  exchanging_ = false;
+  changed_.notify_all();
+  if (retired_ < ticket) {
+    return device_.report().fail(error_, error_code_,
+                                 "comm_enqueue: alltoallv on rank %u: the count exchange failed "
+                                 "(%s): %s",
+                                 rank_, hal::util::result_name(error_), error_detail_.c_str());
+  }
+  staging_busy_ = false;
+  // Every rank holds the same matrix, so every rank reaches the same verdict.
+  auto word = [&](uint32_t rank, size_t j, size_t at) {
+    return staging_host_[rank * rank_words + j * row + at];
+  };
+  for (size_t j = 0; j < uneven.size(); ++j) {
+    for (uint32_t r = 1; r < ranks_; ++r) {
+      if (word(r, j, 0) == word(0, j, 0)) continue;
+      return device_.report().fail(
+          HAL_ERROR_ARGUMENT_MISMATCH, 0,
+          "comm_enqueue: alltoallv: rank 0 calls it with dtype %s, rank %u with %s",
+          hal::util::dtype_name(static_cast<hal_dtype_t>(word(0, j, 0))), r,
+          hal::util::dtype_name(static_cast<hal_dtype_t>(word(r, j, 0))));
+    }
+    const Status agreed = hal::collective::check_alltoallv_counts(
+        ranks_, [&](uint32_t from, uint32_t to) { return word(from, j, 1 + to); },
+        [&](uint32_t at, uint32_t from) { return word(at, j, 1 + ranks_ + from); });
+    if (!agreed.ok()) {
+      return device_.report().fail(agreed.result, 0, "comm_enqueue: %s; no data moved",
+                                   agreed.message.c_str());
+    }
+  }
   return HAL_SUCCESS;
 }
 
@@ -450,6 +649,7 @@ void Rank::watch() {
       InFlight& front = in_flight_.front();
       if (!front.began && cu.cuEventQuery(front.started) == CUDA_SUCCESS) front.began = now;
       if (cu.cuEventQuery(front.finished) == CUDA_SUCCESS) {
+        retired_ = front.ticket;
         release_events(front);
         in_flight_.pop_front();
         changed_.notify_all();

@@ -32,6 +32,7 @@ struct CUctx_st {
 };
 struct CUstream_st {
   uint64_t id = 0;
+  CUcontext context = nullptr;  // current at its creation: cuCtxSynchronize waits for its own
   std::deque<std::function<void()>> queue;  // guarded by the state's mutex
   bool busy = false;
   bool stopping = false;
@@ -333,9 +334,12 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext context) {
 CUresult CUDAAPI cuCtxSynchronize(void) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   State& s = state();
+  const CUcontext context = current_context;
+  // The current context's streams only, as CUDA: another device's stream may
+  // wait (a collective) for work this thread has yet to enqueue.
   wait_until([&] {
     for (CUstream_st* stream : s.streams) {
-      if (!idle(stream)) return false;
+      if (stream->context == context && !idle(stream)) return false;
     }
     return s.legacy_stream == nullptr || idle(s.legacy_stream);
   });
@@ -413,6 +417,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream* out, unsigned int flags) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   CUstream_st* stream = start_stream(s.next_stream_id++);
+  stream->context = current_context;
   s.streams.insert(stream);
   *out = stream;
   return CUDA_SUCCESS;

@@ -79,6 +79,7 @@ struct Library {
   std::map<uint64_t, std::shared_ptr<Group>> groups;
   long aborts = 0;
   long live = 0;
+  std::map<std::string, long> accepted_calls;  // by function name
   decltype(&::cuLaunchHostFunc) launch_host_func = nullptr;
 };
 
@@ -528,6 +529,10 @@ ncclResult_t add_op(ncclComm_t comm, Kind kind, const void* send, void* recv, si
   if (root < 0 || root >= state.group->nranks) return ncclInvalidArgument;
   if (static_cast<int>(op) < ncclSum || static_cast<int>(op) > ncclAvg) return ncclInvalidArgument;
   if (state.aborted.load()) return ncclInvalidUsage;
+  {
+    std::lock_guard lock(library().mutex);
+    ++library().accepted_calls[function];
+  }
   Op made{comm->state,
           kind,
           static_cast<const uint8_t*>(send),
@@ -720,6 +725,13 @@ FAKE_EXPORT ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type,
 FAKE_EXPORT long fake_nccl_abort_count(void) {
   std::lock_guard lock(library().mutex);
   return library().aborts;
+}
+
+FAKE_EXPORT long fake_nccl_call_count(const char* function) {
+  if (function == nullptr) return 0;
+  std::lock_guard lock(library().mutex);
+  const auto found = library().accepted_calls.find(function);
+  return found != library().accepted_calls.end() ? found->second : 0;
 }
 
 FAKE_EXPORT long fake_nccl_live_comms(void) {

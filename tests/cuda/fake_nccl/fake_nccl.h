@@ -24,6 +24,9 @@ extern "C" {
 typedef long (*fake_nccl_abort_count_fn)(void);
 /* Communicators made and not yet destroyed or aborted. */
 typedef long (*fake_nccl_live_comms_fn)(void);
+/* How many calls of the collective or point-to-point |function| ("ncclSend")
+ * were accepted since the library was loaded. */
+typedef long (*fake_nccl_call_count_fn)(const char* function);
 
 #ifdef __cplusplus
 }
