@@ -88,16 +88,27 @@ bool ShmGroup::serves_data(const hal_collective_call_t& call) const noexcept {
 
 template <class Ready>
 Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready ready) {
+  // The peers' processes are looked at once every this many polls: a poll is
+  // a few cache-line reads, a look a system call.
+  constexpr uint32_t kPollsPerLivenessCheck = 1024;
   const auto& header = *static_cast<const HeaderLine*>(mapping_);
   bool broken = false;
+  bool exited = false;
+  uint32_t polls = 0;
   Status status = wait_until(deadline, what, [&] {
     if (ready()) return true;
     broken = header.broken.load(std::memory_order_acquire) != 0;
-    return broken;
+    exited = !broken && ++polls % kPollsPerLivenessCheck == 0 && segment_->any_peer_exited();
+    return broken || exited;
   });
   if (broken) {
     return Status::failure(HAL_ERROR_REMOTE,
                            "a peer process failed or aborted (it marked the shared segment)");
+  }
+  if (exited) {
+    // Its peers would wait for it until the deadline: the segment says so.
+    fail();
+    return Status::failure(HAL_ERROR_REMOTE, std::string("a peer process exited while ") + what);
   }
   return status;
 }

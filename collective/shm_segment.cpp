@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +21,17 @@
 namespace hal::collective {
 
 namespace {
+
+// A descriptor that becomes readable when process |pid| ends (-1: none,
+// and that peer's end is seen only at the deadline).
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
 
 // Set-up messages travel with this tag on the collective channel, before
 // any call's.
@@ -197,22 +210,52 @@ std::unique_ptr<SharedSegment> SharedSegment::share(SetupChannel& setup, bool wa
       mapping = open_segment(named, bytes, out_reason);
     }
   }
-  // 3. Everyone says whether it holds the segment; then the name goes.
-  const char holds = mapping != nullptr ? 1 : 0;
-  std::vector<char> held(ranks);
-  out_status = setup.all_gather(&holds, held.data(), 1);
+  // 3. Everyone says whether it holds the segment, and its pid (so that a
+  // peer's end is seen at once); then the name goes.
+  struct Holding {
+    int32_t holds;
+    int32_t pid;
+  };
+  const Holding mine_holding{mapping != nullptr ? 1 : 0, static_cast<int32_t>(getpid())};
+  std::vector<Holding> held(ranks);
+  out_status = setup.all_gather(&mine_holding, held.data(), sizeof(Holding));
   if (rank == 0 && name[0] != '\0') shm_unlink(name.data());
-  const bool all_hold = out_status.ok() && std::count(held.begin(), held.end(), 1) == ranks;
+  const bool all_hold = out_status.ok() && std::all_of(held.begin(), held.end(),
+                                                       [](Holding h) { return h.holds == 1; });
   if (!all_hold) {
     if (mapping != nullptr) munmap(mapping, bytes);
     if (out_status.ok() && out_reason.empty()) out_reason = "a rank could not open the segment";
     return nullptr;
   }
-  return std::unique_ptr<SharedSegment>(new SharedSegment(mapping, bytes));
+  std::unique_ptr<SharedSegment> segment(new SharedSegment(mapping, bytes));
+  segment->peer_pidfds_.assign(ranks, -1);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    // A pid off the wire names a process of this user in this PID namespace
+    // (the identity says so), and is only watched, never signalled.
+    if (r != rank && held[r].pid > 0) segment->peer_pidfds_[r] = open_pidfd(held[r].pid);
+  }
+  return segment;
 }
 
 SharedSegment::~SharedSegment() {
+  for (int fd : peer_pidfds_) {
+    if (fd >= 0) close(fd);
+  }
   munmap(mapping_, bytes_);
+}
+
+bool SharedSegment::peer_exited(uint32_t rank) const noexcept {
+  if (rank >= peer_pidfds_.size() || peer_pidfds_[rank] < 0) return false;
+  pollfd watched{peer_pidfds_[rank], POLLIN, 0};
+  return poll(&watched, 1, 0) > 0;
+}
+
+bool SharedSegment::any_peer_exited() const noexcept {
+  std::vector<pollfd> watched;
+  for (int fd : peer_pidfds_) {
+    if (fd >= 0) watched.push_back({fd, POLLIN, 0});
+  }
+  return !watched.empty() && poll(watched.data(), watched.size(), 0) > 0;
 }
 
 }  // namespace hal::collective

@@ -1,7 +1,5 @@
 #include "hal_collective/shm_transport.hpp"
 
-#include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,15 +79,6 @@ void copy_out(const uint8_t* ring, size_t capacity, uint64_t at, uint8_t* to, si
   std::memcpy(to + first, ring, bytes - first);
 }
 
-int open_pidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
-}
-
 }  // namespace
 
 // One ring's cursors, each on its own cache line: the sender's total bytes
@@ -132,18 +121,8 @@ std::unique_ptr<ShmTransport> ShmTransport::create(SetupChannel& setup, bool wan
       },
       out_status, out_reason);
   if (!segment) return nullptr;
-  // Each rank's pid, so a peer whose process ends is seen at once.
-  const pid_t mine = getpid();
-  std::vector<pid_t> pids(ranks);
-  if (out_status = setup.all_gather(&mine, pids.data(), sizeof(pid_t)); !out_status.ok()) {
-    return nullptr;
-  }
-  std::unique_ptr<ShmTransport> made(
+  return std::unique_ptr<ShmTransport>(
       new ShmTransport(std::move(segment), setup.rank(), ranks, ring_bytes));
-  for (uint32_t r = 0; r < ranks; ++r) {
-    if (pids[r] != mine && pids[r] > 0) made->peer_pidfds_[r] = open_pidfd(pids[r]);
-  }
-  return made;
 }
 
 ShmTransport::ShmTransport(std::unique_ptr<SharedSegment> segment, uint32_t rank, uint32_t ranks,
@@ -157,15 +136,10 @@ ShmTransport::ShmTransport(std::unique_ptr<SharedSegment> segment, uint32_t rank
       taken_(size_t{kChannels} * ranks),
       send_seq_(size_t{kChannels} * ranks),
       recv_seq_(size_t{kChannels} * ranks),
-      peer_pidfds_(ranks, -1),
       send_busy_(size_t{kChannels} * ranks),
       recv_busy_(size_t{kChannels} * ranks) {}
 
-ShmTransport::~ShmTransport() {
-  for (int fd : peer_pidfds_) {
-    if (fd >= 0) close(fd);
-  }
-}
+ShmTransport::~ShmTransport() = default;
 
 uint32_t ShmTransport::ring_index(uint32_t from, uint32_t to, Channel channel) const noexcept {
   return (from * ranks_ + to) * kChannels + static_cast<uint32_t>(channel);
@@ -327,15 +301,12 @@ bool ShmTransport::progress(Status& verdict) {
 
 // Whether the process of a peer this rank still waits for has ended.
 bool ShmTransport::peer_lost(Status& verdict) const {
-  std::vector<pollfd> watched;
   for (const Op& op : ops_) {
-    const int fd = peer_pidfds_[op.peer];
-    if (op.done || fd < 0) continue;
-    watched.push_back({fd, POLLIN, 0});
+    if (op.done || !segment_->peer_exited(op.peer)) continue;
+    verdict = Status::failure(HAL_ERROR_REMOTE, "a peer process exited");
+    return true;
   }
-  if (watched.empty() || poll(watched.data(), watched.size(), 0) <= 0) return false;
-  verdict = Status::failure(HAL_ERROR_REMOTE, "a peer process exited");
-  return true;
+  return false;
 }
 
 Status ShmTransport::wait_all(const Deadline& deadline) {

@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "hal_collective/shm.hpp"
 #include "hal_collective/shm_transport.hpp"
 
 using hal::collective::Channel;
@@ -369,4 +370,60 @@ TEST_CASE("shm transport: across processes, and a peer whose process ends",
   REQUIRE(waitpid(child, &code, 0) == child);
   CHECK(WIFEXITED(code));
   CHECK(WEXITSTATUS(code) == 0);
+}
+
+TEST_CASE("shared segment: a peer whose process ends fails a small allreduce at once",
+          "[collectives][shm]") {
+  // ShmGroup over ShmTransport, as the cpu plugin runs a store's ranks:
+  // rank 1 takes part in one allreduce and ends; rank 0's next allreduce
+  // waits in the segment for nobody and must say so well before its deadline.
+  int sockets[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) == 0);
+  auto allreduce_of = [](const float* send, float* recv) {
+    hal_collective_call_t call{};
+    call.kind = HAL_COLLECTIVE_ALLREDUCE;
+    call.send = send;
+    call.recv = recv;
+    call.count = 4;
+    call.dtype = HAL_DTYPE_F32;
+    call.op = HAL_REDUCE_SUM;
+    return call;
+  };
+  auto join = [](int fd, uint32_t rank, std::unique_ptr<ShmTransport>& transport) {
+    SocketSetup setup(fd, rank);
+    Status status;
+    std::string reason;
+    transport = ShmTransport::create(setup, true, status, reason);
+    if (!transport) return std::unique_ptr<hal::collective::ShmGroup>();
+    return hal::collective::ShmGroup::create(*transport, true, in_ms(20000), status, reason);
+  };
+  const float ones[4] = {1, 1, 1, 1};
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(sockets[0]);
+    std::unique_ptr<ShmTransport> transport;
+    auto group = join(sockets[1], 1, transport);
+    float sum[4] = {};
+    const hal_collective_call_t call = allreduce_of(ones, sum);
+    const bool ran = group != nullptr &&
+                     group->run(call, in_ms(20000), [] { return Status{}; }).ok() && sum[0] == 2;
+    _exit(ran ? 0 : 1);
+  }
+  close(sockets[1]);
+  std::unique_ptr<ShmTransport> transport;
+  auto group = join(sockets[0], 0, transport);
+  close(sockets[0]);
+  REQUIRE(group != nullptr);
+  float sum[4] = {};
+  const hal_collective_call_t call = allreduce_of(ones, sum);
+  CHECK(group->run(call, in_ms(20000), [] { return Status{}; }).ok());
+  CHECK(sum[3] == 2);
+  int code = -1;
+  REQUIRE(waitpid(child, &code, 0) == child);
+  CHECK((WIFEXITED(code) && WEXITSTATUS(code) == 0));
+  const auto start = std::chrono::steady_clock::now();
+  const Status lost = group->run(call, in_ms(60000), [] { return Status{}; });
+  CHECK(lost.result == HAL_ERROR_REMOTE);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // not the deadline
 }

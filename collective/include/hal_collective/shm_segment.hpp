@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace hal::collective {
 
@@ -66,11 +67,18 @@ class SharedSegment {
 
   void* data() const noexcept { return mapping_; }
   size_t size() const noexcept { return bytes_; }
+  // Whether the process of rank |rank| (or of any other rank) has ended
+  // (through a pidfd each, taken at set-up): a peer that died waits in the
+  // segment for nobody, so a rank waiting on it fails at once instead of at
+  // its deadline. Cheap (one poll), but not free: callers ask now and then.
+  bool peer_exited(uint32_t rank) const noexcept;
+  bool any_peer_exited() const noexcept;
 
  private:
   SharedSegment(void* mapping, size_t bytes) : mapping_(mapping), bytes_(bytes) {}
   void* mapping_;
   size_t bytes_;
+  std::vector<int> peer_pidfds_;  // per rank; -1 for this rank and where pidfds are missing
 };
 
 // Whether HAL_COMM_SHM lets this process share memory with its peers

@@ -84,7 +84,6 @@ class ShmTransport final : public Transport {
   std::vector<uint64_t> taken_;     // bytes read from the ring from the peer
   std::vector<uint64_t> send_seq_;  // messages posted to the peer
   std::vector<uint64_t> recv_seq_;  // messages posted from the peer
-  std::vector<int> peer_pidfds_;    // -1: that peer's end is seen only at the deadline
   std::vector<Op> ops_;
   // Scratch of progress(): an earlier message on the ring is unfinished.
   std::vector<uint8_t> send_busy_;
