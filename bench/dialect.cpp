@@ -17,6 +17,7 @@
 // peak for the plugin's threads; not measured here) adds the share of it.
 // Not a test: nothing asserts.
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -30,53 +31,21 @@
 
 namespace {
 
-constexpr const char* kSource = R"(
-#define TILE 16
-kernel void empty(global int* p) { }
-kernel max_block(256) void matmul(global const float* a, global const float* b,
-                                  global float* c, int n) {
-  shared float as[TILE][TILE];
-  shared float bs[TILE][TILE];
-  int tx = local_id(0), ty = local_id(1);
-  int col = group_id(0) * TILE + tx, row = group_id(1) * TILE + ty;
-  float acc = 0.0f;
-  for (int k0 = 0; k0 < n; k0 += TILE) {
-    as[ty][tx] = a[row * n + k0 + tx];
-    bs[ty][tx] = b[(k0 + ty) * n + col];
-    barrier();
-    for (int kk = 0; kk < TILE; ++kk) acc += as[ty][kk] * bs[kk][tx];
-    barrier();
-  }
-  c[row * n + col] = acc;
-}
-// The same tiles, each work-item four outputs of a row (16x64 per block):
-// four independent sums per work-item, a loaded as[][] value used four times.
-kernel max_block(256) void matmul4(global const float* a, global const float* b,
-                                   global float* c, int n) {
-  shared float as[TILE][TILE];
-  shared float bs[TILE][4 * TILE];
-  int tx = local_id(0), ty = local_id(1);
-  int col = group_id(0) * 4 * TILE + tx, row = group_id(1) * TILE + ty;
-  float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
-  for (int k0 = 0; k0 < n; k0 += TILE) {
-    as[ty][tx] = a[row * n + k0 + tx];
-    for (int j = 0; j < 4; ++j) bs[ty][tx + j * TILE] = b[(k0 + ty) * n + col + j * TILE];
-    barrier();
-    for (int kk = 0; kk < TILE; ++kk) {
-      float ak = as[ty][kk];
-      acc0 += ak * bs[kk][tx];
-      acc1 += ak * bs[kk][tx + TILE];
-      acc2 += ak * bs[kk][tx + 2 * TILE];
-      acc3 += ak * bs[kk][tx + 3 * TILE];
+// The tiled-matmul kernels (bench/kernels/tiled_matmul.hal, shared with the
+// dialect tests) and an empty kernel for the launch rows.
+const std::string& bench_source() {
+  static const std::string source = [] {
+    std::ifstream file(HAL_BENCH_TILED_MATMUL_HAL);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!file || text.str().empty()) {
+      std::fprintf(stderr, "error: cannot read %s\n", HAL_BENCH_TILED_MATMUL_HAL);
+      std::exit(2);
     }
-    barrier();
-  }
-  c[row * n + col] = acc0;
-  c[row * n + col + TILE] = acc1;
-  c[row * n + col + 2 * TILE] = acc2;
-  c[row * n + col + 3 * TILE] = acc3;
+    return "kernel void empty(global int* p) { }\n" + text.str();
+  }();
+  return source;
 }
-)";
 
 // The two tiled matmuls: name, and the columns of C one block covers.
 struct MatmulKernel {
@@ -258,8 +227,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       // A new #define makes a new source: a cache miss on both plugins
       // (comments would not: the front end drops them before hashing).
-      const std::string source = std::string(kSource) + "#define BENCH_REPETITION_" +
-                                 std::to_string(r) + "_" + std::to_string(getpid()) + " 1\n";
+      const std::string source = bench_source() + "#define BENCH_REPETITION_" + std::to_string(r) +
+                                 "_" + std::to_string(getpid()) + " 1\n";
       double start = bench::now_s();
       hal_module_t module = load(d.device, source);
       cold.push_back((bench::now_s() - start) * 1e3);
@@ -303,7 +272,7 @@ int main(int argc, char** argv) {
   hal::dialect::TranslatedModule translated;
   hal::dialect::Diagnostic diagnostic;
   const bool translated_ok =
-      hal::dialect::translate(kSource, hal::dialect::Backend::kCpp, translated, diagnostic);
+      hal::dialect::translate(bench_source(), hal::dialect::Backend::kCpp, translated, diagnostic);
   for (const MatmulKernel& which : kMatmuls) {
     if (translated_ok) {
       const hal::dialect::KernelRecord* record = translated.find(which.name);

@@ -149,36 +149,14 @@ kernel max_block(256) void moments(global const float* x, global float* out, int
 }
 )";
 
-// The register-blocked tiled matmul of bench/dialect.cpp: four sums per
-// work-item, 16x64 outputs per 16x16 block.
-constexpr const char* kMatmul4 = R"(
-#define TILE 16
-kernel max_block(256) void matmul4(global const float* a, global const float* b,
-                                   global float* c, int n) {
-  shared float as[TILE][TILE];
-  shared float bs[TILE][4 * TILE];
-  int tx = local_id(0), ty = local_id(1);
-  int col = group_id(0) * 4 * TILE + tx, row = group_id(1) * TILE + ty;
-  float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
-  for (int k0 = 0; k0 < n; k0 += TILE) {
-    as[ty][tx] = a[row * n + k0 + tx];
-    for (int j = 0; j < 4; ++j) bs[ty][tx + j * TILE] = b[(k0 + ty) * n + col + j * TILE];
-    barrier();
-    for (int kk = 0; kk < TILE; ++kk) {
-      float ak = as[ty][kk];
-      acc0 += ak * bs[kk][tx];
-      acc1 += ak * bs[kk][tx + TILE];
-      acc2 += ak * bs[kk][tx + 2 * TILE];
-      acc3 += ak * bs[kk][tx + 3 * TILE];
-    }
-    barrier();
-  }
-  c[row * n + col] = acc0;
-  c[row * n + col + TILE] = acc1;
-  c[row * n + col + 2 * TILE] = acc2;
-  c[row * n + col + 3 * TILE] = acc3;
+// The tiled matmuls bench/dialect measures (bench/kernels/tiled_matmul.hal):
+// 'matmul4' has four sums per work-item, 16x64 outputs per 16x16 block.
+std::string tiled_matmul_source() {
+  std::ifstream file(HAL_TEST_TILED_MATMUL_SOURCE);
+  std::stringstream source;
+  source << file.rdbuf();
+  return source.str();
 }
-)";
 
 // Declarations of every form the splitter reads, live across a barrier: a
 // struct, a const array with an initialiser, unsigned, restrict pointers in
@@ -650,12 +628,12 @@ TEST_CASE("regions: per-item scalars are copied into each region and written bac
 
 TEST_CASE("regions: the register-blocked tiled matmul keeps four sums per work-item",
           "[dialect][regions]") {
-  const hal::dialect::KernelRecord record = record_of(kMatmul4, "matmul4");
+  const hal::dialect::KernelRecord record = record_of(tiled_matmul_source(), "matmul4");
   INFO(record.cpu_shape_note);
   REQUIRE(record.cpu_shape == CpuShape::kRegions);
   CHECK(contains(record.cpu_shape_note, "per-item values: acc0, acc1, acc2, acc3"));
   Session session;
-  REQUIRE(session.load(kMatmul4) == HAL_SUCCESS);
+  REQUIRE(session.load(tiled_matmul_source()) == HAL_SUCCESS);
   hal_kernel_t kernel = session.kernel("matmul4");
   std::mt19937 random(21);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
