@@ -41,17 +41,22 @@ def test_allreduce_and_friends_in_one_process(devices, rng):
         c.close()
 
 
-def _rank_main(rank, nranks, queue, results):
-    os.environ["HAL_PLUGINS"] = "cpu"
-    import hal as h  # noqa: F811 - a fresh interpreter (spawn)
-
+def _join(h, rank, nranks, queue):
+    """Rank 0 makes the unique id (its process serves the store) and hands it out."""
     if rank == 0:
         uid = h.comm_unique_id()
         for _ in range(nranks - 1):
             queue.put(uid)
     else:
         uid = queue.get(timeout=60)
-    comm = h.Communicator.init_rank(h.device(0), nranks, uid, rank, timeout_ms=60000)
+    return h.Communicator.init_rank(h.device(0), nranks, uid, rank, timeout_ms=60000)
+
+
+def _rank_main(rank, nranks, queue, results):
+    os.environ["HAL_PLUGINS"] = "cpu"
+    import hal as h  # noqa: F811 - a fresh interpreter (spawn)
+
+    comm = _join(h, rank, nranks, queue)
     x = np.random.default_rng(rank).standard_normal(64).astype(np.float64)
     buf = h.to_device(x, h.device(0))
     comm.allreduce(buf, buf, "max")
@@ -85,13 +90,7 @@ def _leaving_rank_main(rank, nranks, queue, results):
 
     import hal as h  # noqa: F811 - a fresh interpreter (spawn)
 
-    if rank == 0:
-        uid = h.comm_unique_id()
-        for _ in range(nranks - 1):
-            queue.put(uid)
-    else:
-        uid = queue.get(timeout=60)
-    comm = h.Communicator.init_rank(h.device(0), nranks, uid, rank, timeout_ms=60000)
+    comm = _join(h, rank, nranks, queue)
     data = np.arange(1000, dtype=np.float32) * (rank + 1)
     buf = h.to_device(data, h.device(0))
     if rank != 0:
