@@ -62,7 +62,9 @@ TEST_CASE("TCP store: the matrix host-staged with HAL_COMM_SHM=0", "[multiproces
     ShmOff() { ::setenv("HAL_COMM_SHM", "0", 1); }
     ~ShmOff() { ::unsetenv("HAL_COMM_SHM"); }
   } shm_off;
-  for (uint32_t n : {2u, 3u}) {
+  // 3 processes only (the shared-memory matrix runs 2..4): an odd ring, and
+  // the host-staged path's store round trips make each process count cost.
+  for (uint32_t n : {3u}) {
     INFO(n << " processes");
     for (int code : run_workers(n, {"expect", "staged"}, std::chrono::seconds(240))) {
       CHECK(code == 0);
