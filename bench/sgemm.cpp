@@ -18,6 +18,7 @@
 // and the row says "(table)". Nothing here asserts on time.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <dnnl.h>
@@ -322,15 +323,37 @@ __attribute__((target("avx512f"))) double measure_fma_peak_per_core() {
   return best;
 }
 
-bench::Stats time_runs(const std::function<void()>& run, int reps) {
-  run();  // warm-up: first-touch, JIT, thread start
+// The process's minor page faults so far (every thread's).
+long minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+struct Timing {
+  bench::Stats stats;
+  double faults_per_run = 0;  // minor page faults a timed run, on average
+};
+
+// Fresh pages fault in at 2-11 us each on this project's VMs, so the faults
+// a run takes (a library's per-call buffers coming back as new memory) are
+// reported beside its time.
+Timing time_runs(const std::function<void()>& run, int reps) {
+  // Warm-up: first touch, JIT, thread start. Twice: glibc serves a large
+  // block (a library's packing buffer) with mmap until the first such block
+  // is freed, then raises its mmap threshold process-wide and serves the
+  // next from the calling thread's heap, on fresh pages once. Whichever
+  // library ran first at a size used to pay for that in its timed runs.
+  run();
+  run();
   std::vector<double> seconds;
+  const long faults_before = minor_faults();
   for (int r = 0; r < reps; ++r) {
     const double start = bench::now_s();
     run();
     seconds.push_back(bench::now_s() - start);
   }
-  return bench::summarize(seconds);
+  return {bench::summarize(seconds), static_cast<double>(minor_faults() - faults_before) / reps};
 }
 
 void fill(void* memory, size_t count, std::mt19937& random) {
@@ -368,7 +391,8 @@ int child(int threads, bool quick, double peak_override) {
       open_blas("openblas", "libopenblas.so.0", "openblas_set_num_threads", threads),
       open_blas("blis", "libblis.so.4", "bli_thread_set_num_threads", threads),
   };
-  bench::Table table({"shape", "library", "ms median [min-max]", "GFLOP/s", "% of peak"});
+  bench::Table table(
+      {"shape", "library", "ms median [min-max]", "GFLOP/s", "% of peak", "faults/run"});
   std::mt19937 random(42);
   for (const Shape& s : shapes) {
     const int reps = static_cast<int>(std::clamp(2e10 / s.flops(), 3.0, 20.0));
@@ -402,12 +426,14 @@ int child(int threads, bool quick, double peak_override) {
     for (const auto& [label, run] : runs) {
       // Let the previous library's spinning threads go to sleep first.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      const bench::Stats stats = time_runs(run, reps);
+      const Timing timing = time_runs(run, reps);
+      const bench::Stats& stats = timing.stats;
       const double gflops = s.flops() / stats.median / 1e9;
       table.row({s.text(), label,
                  bench::fmt_stats(
                      bench::Stats{stats.median * 1e3, stats.min * 1e3, stats.max * 1e3, stats.n}),
-                 bench::fmt(gflops, 1), bench::fmt(100 * gflops * 1e9 / peak, 1)});
+                 bench::fmt(gflops, 1), bench::fmt(100 * gflops * 1e9 / peak, 1),
+                 bench::fmt(timing.faults_per_run, 0)});
     }
     std::fflush(stdout);
   }
@@ -430,12 +456,14 @@ int child(int threads, bool quick, double peak_override) {
     runs.emplace_back("onednn matmul bf16",
                       onednn_matmul(s, dnnl::memory::data_type::bf16, a, b, d));
     for (const auto& [label, run] : runs) {
-      const bench::Stats stats = time_runs(run, 5);
+      const Timing timing = time_runs(run, 5);
+      const bench::Stats& stats = timing.stats;
       const double gflops = s.flops() / stats.median / 1e9;
       table.row({s.text() + " bf16", label,
                  bench::fmt_stats(
                      bench::Stats{stats.median * 1e3, stats.min * 1e3, stats.max * 1e3, stats.n}),
-                 bench::fmt(gflops, 1), bench::fmt(100 * gflops * 1e9 / peak, 1) + " (f32 peak)"});
+                 bench::fmt(gflops, 1), bench::fmt(100 * gflops * 1e9 / peak, 1) + " (f32 peak)",
+                 bench::fmt(timing.faults_per_run, 0)});
     }
   }
   table.print();
