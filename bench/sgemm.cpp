@@ -15,7 +15,8 @@
 // per repetition. When the loader in this build has no HAL_OP_MATMUL
 // definition yet (hal_op_plan_create says so), the same plugin entries are
 // driven directly through the cpu plugin's table (dlopen + hal_plugin_entry)
-// and the row says "(table)". Nothing here asserts on time.
+// and the row says "(table)". Each row also gives the minor page faults a
+// timed run took (the process's, all threads). Nothing here asserts on time.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/resource.h>

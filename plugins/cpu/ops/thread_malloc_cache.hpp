@@ -12,7 +12,7 @@
 // across it, the hole it leaves is too small for the next aligned request,
 // and the next call takes fresh memory above: 552 minor faults (~2.2 MB of
 // new pages) a call, for the first 7 to 12 calls of each thread and size
-// (until the tcache bins fill), 1-4 ms of a ~10-20 ms call on this
+// (until the tcache bins fill), 0.9-4 ms of a 10-22 ms call on this
 // project's VMs. With the bins already full the slack goes to the fast and
 // unsorted bins, which coalesce, and the buffer is reused from the second
 // heap-served call on (0 faults).
