@@ -1,4 +1,4 @@
-// Scalar helpers the cpu plugin's native loops share (native_kernels.cpp,
+// Scalar helpers the cpu plugin's native loops share (native_kernels*.cpp,
 // native_attention.cpp): bf16 conversions and an exp without a libm call,
 // inline so each ISA clone of a loop compiles them for its own ISA.
 #ifndef HAL_PLUGINS_CPU_OPS_NATIVE_MATH_HPP_

@@ -1,6 +1,6 @@
 // The cpu plugin's native operators ("cpu.native"): the elementwise,
 // reduction and normalisation-backward ops a training step spends its time
-// in, as vectorised loops (native_kernels.cpp) split over the plugin's
+// in, as vectorised loops (native_kernels*.cpp) split over the plugin's
 // thread pool. They serve f32 and bf16 tensors in the common layouts (dense
 // row-major; broadcasts over any dimensions of extent 1) and decline the rest
 // with a reason, which the loader's portable implementation then serves.

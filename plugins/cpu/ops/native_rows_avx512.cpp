@@ -99,7 +99,7 @@ HAL_AVX512 inline __m512 divide_moderate(__m512 v, __m512 d) {
   return _mm512_mul_ps(v, _mm512_fmadd_ps(estimate, error, estimate));
 }
 
-// v / (1 + e^-z) = v sigmoid(z), as native_kernels.cpp's times_sigmoid
+// v / (1 + e^-z) = v sigmoid(z), as native_kernels_activation.cpp's times_sigmoid
 // computes it: past e^88 the exponential is +inf, and the result v * 0 (-0,
 // +0, or NaN for infinite v). Below, 1 + e^-z reaches 1.7e38, whose
 // reciprocal would be subnormal: beyond 2^64 both v and it are scaled by
@@ -115,7 +115,7 @@ HAL_AVX512 inline __m512 times_sigmoid(__m512 v, __m512 z) {
 }
 
 // GELU (tanh form) of alpha * x: v sigmoid(2u), u = sqrt(2/pi) (v + 0.044715 v^3),
-// as native_kernels.cpp's activate writes it.
+// as native_kernels_activation.cpp's activate writes it.
 struct GeluTanh {
   __m512 alpha;
   HAL_AVX512 __m512 operator()(__m512 x) const {

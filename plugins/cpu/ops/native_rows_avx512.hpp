@@ -1,6 +1,6 @@
 // The row loops of softmax, log-softmax and cross-entropy's log-sum-exp, and
 // the GELU and SiLU activations, on f32, written with AVX-512 intrinsics.
-// GCC's clones of the portable loops (native_kernels.cpp) leave the exp
+// GCC's clones of the portable loops (native_kernels*.cpp) leave the exp
 // polynomial and the NaN-sticky maximum scalar: softmax ran at 48% of copy
 // bandwidth on 64 MiB, and GELU stays bound by its division. These run one
 // vector of 16 lanes per step and sum in the same 16 lanes, in the same
