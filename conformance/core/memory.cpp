@@ -50,12 +50,8 @@ void check_round_trip(TestContext& ctx, hal_stream_t stream, size_t size, hal_me
 HALCONFORM_TEST("core.memory.alloc_sizes",
                 "sizes 1, odd and large hold their data; size 0 is HAL_ERROR_INVALID_SIZE", {}) {
   Stream stream(ctx.device());
-  // Large: past the sizes where implementations change path (the cpu plugin's
-  // 256 KiB large blocks, 2 MiB huge pages, 1 MiB copy chunks and 4 MiB
-  // parallel copies). 64 MiB added no path and took 6-10 s under TSan, in
-  // every core run of the test suite.
   const uint64_t large =
-      std::min<uint64_t>({ctx.properties().max_allocation_bytes / 4, uint64_t{16} << 20});
+      std::min<uint64_t>({ctx.properties().max_allocation_bytes / 4, uint64_t{64} << 20});
   for (size_t size : {size_t{1}, size_t{3}, size_t{63}, size_t{4097}, size_t{65537},
                       size_t{(1u << 20) + 13}, static_cast<size_t>(large) + 1}) {
     check_round_trip(ctx, stream, size, HAL_MEMORY_DEVICE);
