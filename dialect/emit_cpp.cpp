@@ -55,12 +55,15 @@ std::string describe(const RegionPlan& plan) {
     text += (listed++ == 0 ? " " : ", ") + variable.name;
   }
   if (listed == 0) text += " none";
-  const size_t interleaved =
-      static_cast<size_t>(std::count_if(plan.regions.begin(), plan.regions.end(),
-                                        [](const Region& r) { return r.interleaved >= 0; }));
+  // "; 2 interleaved 8/4 work-items at a time": the copies of each.
+  size_t interleaved = 0;
+  std::string copies;
+  for (const Region& region : plan.regions) {
+    if (region.interleaved < 0) continue;
+    copies += (interleaved++ == 0 ? "" : "/") + std::to_string(region.copies);
+  }
   if (interleaved != 0) {
-    text += "; " + std::to_string(interleaved) + " interleaved " + std::to_string(kInterleave) +
-            " work-items at a time";
+    text += "; " + std::to_string(interleaved) + " interleaved " + copies + " work-items at a time";
   }
   return text;
 }
@@ -291,17 +294,17 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
     raw(");\n");
     return;
   }
-  // kInterleave work-items at once (Region::interleaved): each copy's code
+  // region.copies work-items at once (Region::interleaved): each copy's code
   // before the loop, the loop once with every copy's body in each
   // iteration, each copy's code after it. The work-items of a region are
   // independent, so any order of their statements is one they may run in;
   // each work-item's own statements keep their order.
   const size_t loop = static_cast<size_t>(region.interleaved);
   const Range body = region.interleaved_body;
-  std::vector<std::vector<size_t>> written_back(kInterleave);
+  std::vector<std::vector<size_t>> written_back(static_cast<size_t>(region.copies));
   const auto for_each_copy = [&](const auto& emit) {
     renamed_ = &region.renamed;
-    for (int j = 0; j < kInterleave; ++j) {
+    for (int j = 0; j < region.copies; ++j) {
       copy_suffix_ = "_" + std::to_string(j);
       emit(written_back[static_cast<size_t>(j)]);
     }
@@ -309,11 +312,11 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
     copy_suffix_.clear();
   };
   std::string parameters;
-  for (int j = 0; j < kInterleave; ++j) {
+  for (int j = 0; j < region.copies; ++j) {
     parameters += (j == 0 ? "const hal_rt::Item hal_item_" : ", const hal_rt::Item hal_item_") +
                   std::to_string(j);
   }
-  raw("hal_rt::run_region_interleaved<" + std::to_string(kInterleave) + ">(hal_block, [&](" +
+  raw("hal_rt::run_region_interleaved<" + std::to_string(region.copies) + ">(hal_block, [&](" +
       parameters + ") HAL_RT_ALWAYS_INLINE {\n");
   for_each_copy([&](std::vector<size_t>& written) {
     emit_region_bindings(plan, region, written);

@@ -1060,6 +1060,24 @@ class Planner {
         // The loop's variable is shared by the copies: it may not be one of
         // the names each copy has its own of.
         if (std::binary_search(renamed.begin(), renamed.end(), induction)) continue;
+        // Only a loop that writes one of the region's own values can carry a
+        // chain from one iteration to the next; one that only stores to
+        // memory (a tile copy) gains nothing from more work-items at once.
+        bool carries = false;
+        for (size_t i = body.first; i < body.end && !carries; ++i) {
+          carries = tokens_[i].kind == TokenKind::kIdentifier && !is_member(i) &&
+                    std::binary_search(renamed.begin(), renamed.end(), tokens_[i].text) &&
+                    written_at(i, false);
+        }
+        if (!carries) continue;
+        // Each value a copy carries by value is one more register per copy.
+        const int carried =
+            static_cast<int>(std::count_if(region.bound.begin(), region.bound.end(), [&](size_t v) {
+              return plan_.variables[v].by_value();
+            }));
+        const int copies = kInterleaveChains / std::max(carried, 1);
+        if (copies < kMinInterleave) break;
+        region.copies = copies;
         region.interleaved = static_cast<int>(s);
         region.interleaved_body = body;
         region.renamed = renamed;

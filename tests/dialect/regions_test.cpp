@@ -875,7 +875,7 @@ TEST_CASE(
 namespace {
 
 // A loop-carried sum per work-item in a uniform loop: the region runs
-// 8 work-items at once (kInterleave in dialect/regions.hpp). The work-items diverge inside
+// 8 work-items at once (kInterleaveChains in dialect/regions.hpp). The work-items diverge inside
 // the loop (the branch), and fma() makes each step one exactly rounded
 // operation, so the host reference in the same order must match bit for bit.
 constexpr const char* kChains = R"(
@@ -898,6 +898,27 @@ kernel max_block(256) void chains(global const float* x, global const float* w,
     }
   }
   out[base + t] = acc + scale;
+}
+)";
+
+// Two sums carried across barriers by value: two registers per copy, so the
+// region runs 4 work-items at once (8 chains).
+constexpr const char* kTwoSums = R"(
+kernel max_block(256) void two_sums(global const float* x, global float* out, int rounds) {
+  shared float tile[256];
+  int items = local_size(0);
+  int t = local_id(0);
+  float s0 = 0.0f, s1 = 1.0f;
+  for (int r = 0; r < rounds; ++r) {
+    tile[t] = x[(group_id(0) * items + t + r) % (num_groups(0) * items)];
+    barrier();
+    for (int k = 0; k < 5; ++k) {
+      s0 = fma(tile[(t + k) % items], 0.75f, s0);
+      s1 = fma(s1, tile[(t + 2 * k) % items], 0.125f);
+    }
+    barrier();
+  }
+  out[group_id(0) * items + t] = s0 - s1;
 }
 )";
 
@@ -994,6 +1015,51 @@ TEST_CASE("regions: a uniform loop runs several work-items at once, each in its 
           INFO("group " << g << ", item " << t);
           REQUIRE(got[static_cast<size_t>(g * items + t)] ==
                   chains_reference(x, w, items, g, t, steps));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("regions: a region carrying two sums runs 4 work-items at once", "[dialect][regions]") {
+  const hal::dialect::KernelRecord record = record_of(kTwoSums, "two_sums");
+  INFO(record.cpu_shape_note);
+  REQUIRE(record.cpu_shape == CpuShape::kRegions);
+  CHECK(contains(record.cpu_shape_note, "per-item values: s0, s1; 1 interleaved 4 work-items"));
+  // Four sums per work-item would need 32 registers at 8 copies: the
+  // register-blocked matmul's sums stay one work-item at a time, and so does
+  // its tile copy loop, which carries nothing from one iteration to the next.
+  CHECK_FALSE(contains(record_of(tiled_matmul_source(), "matmul4").cpu_shape_note, "interleaved"));
+  Session session;
+  REQUIRE(session.load(kTwoSums) == HAL_SUCCESS);
+  hal_kernel_t kernel = session.kernel("two_sums");
+  std::mt19937 random(41);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const uint32_t size : {256u, 13u, 4u, 3u, 1u}) {
+    for (const int rounds : {0, 1, 3}) {
+      const int groups = 3, items = static_cast<int>(size);
+      std::vector<float> x(static_cast<size_t>(groups * items)), out(x.size(), std::nanf(""));
+      for (float& v : x) v = value(random);
+      void* x_d = session.upload(x);
+      void* out_d = session.upload(out);
+      session.launch(kernel, {static_cast<uint32_t>(groups)}, {size},
+                     {{&x_d, sizeof(x_d)}, {&out_d, sizeof(out_d)}, {&rounds, 4}});
+      const std::vector<float> got = session.download<float>(out_d, out.size());
+      INFO("block " << size << ", rounds " << rounds);
+      for (int g = 0; g < groups; ++g) {
+        for (int t = 0; t < items; ++t) {
+          float s0 = 0.0f, s1 = 1.0f;
+          for (int r = 0; r < rounds; ++r) {
+            const auto tile = [&](int i) {
+              return x[static_cast<size_t>((g * items + i + r) % (groups * items))];
+            };
+            for (int k = 0; k < 5; ++k) {
+              s0 = std::fma(tile((t + k) % items), 0.75f, s0);
+              s1 = std::fma(s1, tile((t + 2 * k) % items), 0.125f);
+            }
+          }
+          INFO("group " << g << ", item " << t);
+          REQUIRE(got[static_cast<size_t>(g * items + t)] == s0 - s1);
         }
       }
     }
