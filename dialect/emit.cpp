@@ -157,7 +157,8 @@ std::string Emitter::spelling(const Token& token) const {
     if (rename.dialect == name) return std::string(rename.target);
   }
   if (std::find(kIdFunctions.begin(), kIdFunctions.end(), name) != kIdFunctions.end()) {
-    return backend_ == Backend::kCpp ? "hal_item." + token.text : "hal_" + token.text;
+    return backend_ == Backend::kCpp ? "hal_item" + copy_suffix_ + "." + token.text
+                                     : "hal_" + token.text;
   }
   const bool opencl = backend_ == Backend::kOpenCL;
   if (name == "global") return opencl ? "__global" : "";
@@ -196,6 +197,12 @@ size_t Emitter::put_range(size_t first, size_t end, const std::vector<Range>& sk
                           : backend_ == Backend::kOpenCL ? "*)hal_dynamic_shared)"
                                                          : "*)hal_dynamic_shared)");
       i = close;
+      continue;
+    }
+    if (renamed_ != nullptr && token.kind == TokenKind::kIdentifier && i > 0 &&
+        !is_punct(tokens_[i - 1], ".") && !is_punct(tokens_[i - 1], "->") &&
+        std::binary_search(renamed_->begin(), renamed_->end(), token.text)) {
+      put(token, token.text + copy_suffix_);
       continue;
     }
     put(token, spelling(token));

@@ -55,6 +55,16 @@ std::string describe(const RegionPlan& plan) {
     text += (listed++ == 0 ? " " : ", ") + variable.name;
   }
   if (listed == 0) text += " none";
+  // "; 2 interleaved 8/4 work-items at a time": the copies of each.
+  size_t interleaved = 0;
+  std::string copies;
+  for (const Region& region : plan.regions) {
+    if (region.interleaved < 0) continue;
+    copies += (interleaved++ == 0 ? "" : "/") + std::to_string(region.copies);
+  }
+  if (interleaved != 0) {
+    text += "; " + std::to_string(interleaved) + " interleaved " + copies + " work-items at a time";
+  }
   return text;
 }
 
@@ -266,21 +276,87 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
         std::count_if(declaration->variables.begin(), declaration->variables.end(),
                       [&](size_t v) { return plan.variables[v].by_value(); }));
   }
+  const bool independent = written_back_count + declared_by_value > 1;
+  // One work-item at a time: the whole region for one hal_item.
+  const auto emit_one = [&] {
+    raw("[&](const hal_rt::Item hal_item) {\n");
+    std::vector<size_t> written_back;
+    emit_region_bindings(plan, region, written_back);
+    emit_region_statements(plan, region, shared_ranges, 0, region.statements.size(), written_back);
+    emit_write_back(plan, written_back);
+    raw("}");
+  };
   line_break();
-  raw(std::string(written_back_count + declared_by_value > 1 ? "hal_rt::run_region<true>"
-                                                             : "hal_rt::run_region") +
-      "(hal_block, [&](const hal_rt::Item hal_item) {\n"
-      "const int hal_lin = hal_item.linear(); (void)hal_lin;\n");
-  // The per-item values this region writes back at its end: those it binds
-  // or declares by value.
-  std::vector<size_t> written_back;
+  if (region.interleaved < 0) {
+    raw(std::string(independent ? "hal_rt::run_region<true>" : "hal_rt::run_region") +
+        "(hal_block, ");
+    emit_one();
+    raw(");\n");
+    return;
+  }
+  // region.copies work-items at once (Region::interleaved): each copy's code
+  // before the loop, the loop once with every copy's body in each
+  // iteration, each copy's code after it. The work-items of a region are
+  // independent, so any order of their statements is one they may run in;
+  // each work-item's own statements keep their order.
+  const size_t loop = static_cast<size_t>(region.interleaved);
+  const Range body = region.interleaved_body;
+  std::vector<std::vector<size_t>> written_back(static_cast<size_t>(region.copies));
+  const auto for_each_copy = [&](const auto& emit) {
+    renamed_ = &region.renamed;
+    for (int j = 0; j < region.copies; ++j) {
+      copy_suffix_ = "_" + std::to_string(j);
+      emit(written_back[static_cast<size_t>(j)]);
+    }
+    renamed_ = nullptr;
+    copy_suffix_.clear();
+  };
+  std::string parameters;
+  for (int j = 0; j < region.copies; ++j) {
+    parameters += (j == 0 ? "const hal_rt::Item hal_item_" : ", const hal_rt::Item hal_item_") +
+                  std::to_string(j);
+  }
+  raw("hal_rt::run_region_interleaved<" + std::to_string(region.copies) + ">(hal_block, [&](" +
+      parameters + ") HAL_RT_ALWAYS_INLINE {\n");
+  for_each_copy([&](std::vector<size_t>& written) {
+    emit_region_bindings(plan, region, written);
+    emit_region_statements(plan, region, shared_ranges, 0, loop, written);
+  });
+  put_range(region.statements[loop].first, body.first, {});  // the shared, uniform header
+  raw("{\n");
+  for_each_copy([&](std::vector<size_t>&) {
+    raw("{");
+    put_range(body.first, body.end, shared_ranges);
+    line_break();
+    raw("}\n");
+  });
+  raw("}\n");
+  for_each_copy([&](std::vector<size_t>& written) {
+    emit_region_statements(plan, region, shared_ranges, loop + 1, region.statements.size(),
+                           written);
+    emit_write_back(plan, written);
+  });
+  raw("}, ");
+  emit_one();
+  raw(");\n");
+}
+
+std::string Emitter::copy_name(std::string_view name) const {
+  return std::string(name) + copy_suffix_;
+}
+
+void Emitter::emit_region_bindings(const RegionPlan& plan, const Region& region,
+                                   std::vector<size_t>& written_back) {
+  const std::string lin = copy_name("hal_lin");
+  line_break();
+  raw("const int " + lin + " = " + copy_name("hal_item") + ".linear(); (void)" + lin + ";\n");
   for (size_t v : region.bound) {
     const std::string& name = plan.variables[v].name;
     if (plan.variables[v].by_value()) {
-      raw("hal_T_" + name + " " + name + " = hal_s_" + name + "[hal_lin];\n");
+      raw("hal_T_" + name + " " + copy_name(name) + " = hal_s_" + name + "[" + lin + "];\n");
       written_back.push_back(v);
     } else {
-      raw("auto& " + name + " = hal_s_" + name + "[hal_lin];\n");
+      raw("auto& " + copy_name(name) + " = hal_s_" + name + "[" + lin + "];\n");
     }
   }
   for (size_t v : region.repeated) {
@@ -289,7 +365,14 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
     put_range(declaration.specifiers.first, declaration.specifiers.end, {});
     emit_declarator(plan, variable);
   }
-  for (const Range& statement : region.statements) {
+}
+
+void Emitter::emit_region_statements(const RegionPlan& plan, const Region& region,
+                                     const std::vector<Range>& shared_ranges, size_t first,
+                                     size_t end, std::vector<size_t>& written_back) {
+  const std::string lin = copy_name("hal_lin");
+  for (size_t s = first; s < end; ++s) {
+    const Range& statement = region.statements[s];
     const RegionDeclaration* declaration = plan.declaration_at(statement.first);
     const bool rewrite =
         declaration != nullptr &&
@@ -311,31 +394,34 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
       }
       // The declaration becomes a reference to the work-item's slot, and
       // its initialiser an assignment.
+      const std::string name = copy_name(variable.name);
       line_break();
-      raw("auto& " + variable.name + " = hal_s_" + variable.name + "[hal_lin];");
+      raw("auto& " + name + " = hal_s_" + variable.name + "[" + lin + "];");
       if (variable.init.first == variable.init.end) continue;
       const bool plain = !variable.array && !is_punct(tokens_[variable.init.first], "{");
       if (plain) {
-        put(tokens_[variable.name_token], variable.name);
+        put(tokens_[variable.name_token], name);
         put(tokens_[variable.init.first - 1], "=");
         put_range(variable.init.first, variable.init.end, {});
         raw(";");
       } else {
         raw("{ const hal_T_" + variable.name + " hal_init =");
         put_range(variable.init.first, variable.init.end, {});
-        raw("; std::memcpy(&" + variable.name + ", &hal_init, sizeof(hal_init)); }");
+        raw("; std::memcpy(&" + name + ", &hal_init, sizeof(hal_init)); }");
       }
     }
   }
-  // Only the kernel body's last region may return early, and no region
-  // after it reads a per-item value, so a return that skips this loses
-  // nothing.
+}
+
+// Only the kernel body's last region may return early, and no region after
+// it reads a per-item value, so a return that skips this loses nothing.
+void Emitter::emit_write_back(const RegionPlan& plan, const std::vector<size_t>& written_back) {
   line_break();
+  const std::string lin = copy_name("hal_lin");
   for (size_t v : written_back) {
     const std::string& name = plan.variables[v].name;
-    raw("hal_s_" + name + "[hal_lin] = " + name + ";\n");
+    raw("hal_s_" + name + "[" + lin + "] = " + copy_name(name) + ";\n");
   }
-  raw("});\n");
 }
 
 // DECLARATOR [= INIT]; after the specifiers.

@@ -34,6 +34,17 @@ class Emitter {
   void emit_cpp_kernel(const Kernel& kernel);  // emit_cpp.cpp
   void emit_cpp_regions(const Kernel& kernel, const RegionPlan& plan);
   void emit_region(const Kernel& kernel, const RegionPlan& plan, const Region& region);
+  // One work-item's part of a region, under copy_suffix_: its bindings, then
+  // statements [first, end) of the region; |written_back| collects the
+  // values its end stores.
+  void emit_region_bindings(const RegionPlan& plan, const Region& region,
+                            std::vector<size_t>& written_back);
+  void emit_region_statements(const RegionPlan& plan, const Region& region,
+                              const std::vector<Range>& shared_ranges, size_t first, size_t end,
+                              std::vector<size_t>& written_back);
+  void emit_write_back(const RegionPlan& plan, const std::vector<size_t>& written_back);
+  // |name| as the current copy of an interleaved region spells it.
+  std::string copy_name(std::string_view name) const;
   void emit_declarator(const RegionPlan& plan, const RegionVariable& variable);
   void emit_cpp_symbols(const Kernel& kernel);
 
@@ -46,6 +57,11 @@ class Emitter {
   bool at_line_start_ = true;
   bool in_directive_ = false;
   bool coroutine_body_ = false;  // `return` is `co_return`
+  // While emitting one copy of an interleaved region: the names that copy
+  // has its own instance of (sorted), and its suffix ("_0", ...); the work-item
+  // is hal_item<suffix>. Null and empty otherwise.
+  const std::vector<std::string>* renamed_ = nullptr;
+  std::string copy_suffix_;
 };
 
 }  // namespace hal::dialect

@@ -20,6 +20,7 @@ constexpr std::string_view kCppPrelude = R"hal_prelude(
 #include <cstring>
 #include <new>
 #include <type_traits>
+#include <utility>
 typedef int32_t hal_i32;
 typedef uint32_t hal_u32;
 typedef int64_t hal_i64;
@@ -46,6 +47,14 @@ using std::sin; using std::sinh; using std::sqrt; using std::tan; using std::tan
 #define HAL_RT_INDEPENDENT_ITEMS _Pragma("GCC ivdep")
 #else
 #define HAL_RT_INDEPENDENT_ITEMS
+#endif
+// An interleaved region's body holds several work-items' copies of its code,
+// often past the inliner's size limits; not inlined into the work-item loop,
+// the call clobbers memory for the vectoriser and the loop stays scalar.
+#if defined(__GNUC__)
+#define HAL_RT_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define HAL_RT_ALWAYS_INLINE
 #endif
 
 namespace hal_rt {
@@ -85,39 +94,68 @@ inline void run_items(const Block& block, Body& body) {
     for (int y = 0; y < block.size[1]; ++y)
       for (int x = 0; x < block.size[0]; ++x) body(Item{&block, {x, y, z}});
 }
+// A loop over x in [0, n); kIndependent: declared free of dependences
+// between iterations (HAL_RT_INDEPENDENT_ITEMS).
+template <bool kIndependent, class Step>
+inline void item_loop(int n, const Step& step) {
+  if constexpr (kIndependent) {
+    HAL_RT_INDEPENDENT_ITEMS
+    for (int x = 0; x < n; ++x) step(x);
+  } else {
+    for (int x = 0; x < n; ++x) step(x);
+  }
+}
 // Kernels split at their barriers: one such loop per parallel region. The
 // work-items of a region may run in any order (nothing orders them before
 // the next barrier), so two rows go through the x loop together: their
 // bodies are independent, which gives the vectoriser two chains instead of
 // one (a loop-carried sum per work-item, as in a tiled matmul, is otherwise
 // bound by the latency of its adds). kIndependent: the x loop is declared
-// free of dependences between work-items (HAL_RT_INDEPENDENT_ITEMS), for
-// regions that write several per-item values back, where the compiler would
-// otherwise need more run-time overlap checks than it is willing to emit.
+// free of dependences between work-items, for regions that write several
+// per-item values back, where the compiler would otherwise need more
+// run-time overlap checks than it is willing to emit.
 template <bool kIndependent = false, class Body>
 inline void run_region(const Block& block, Body&& body) {
   for (int z = 0; z < block.size[2]; ++z) {
     int y = 0;
     for (; y + 1 < block.size[1]; y += 2) {
-      const auto pair = [&](int x) {
+      item_loop<kIndependent>(block.size[0], [&](int x) {
         body(Item{&block, {x, y, z}});
         body(Item{&block, {x, y + 1, z}});
-      };
-      if constexpr (kIndependent) {
-        HAL_RT_INDEPENDENT_ITEMS
-        for (int x = 0; x < block.size[0]; ++x) pair(x);
-      } else {
-        for (int x = 0; x < block.size[0]; ++x) pair(x);
-      }
+      });
     }
     for (; y < block.size[1]; ++y) {
-      const auto one = [&](int x) { body(Item{&block, {x, y, z}}); };
-      if constexpr (kIndependent) {
-        HAL_RT_INDEPENDENT_ITEMS
-        for (int x = 0; x < block.size[0]; ++x) one(x);
-      } else {
-        for (int x = 0; x < block.size[0]; ++x) one(x);
-      }
+      item_loop<kIndependent>(block.size[0], [&](int x) { body(Item{&block, {x, y, z}}); });
+    }
+  }
+}
+// Calls |wide| with K work-items: (x + J * dx, y + J * dy, z) for J < K.
+template <class Wide, int... J>
+HAL_RT_ALWAYS_INLINE inline void call_wide(const Wide& wide, const Block& block, int x, int dx,
+                                           int y, int dy, int z, std::integer_sequence<int, J...>) {
+  wide(Item{&block, {x + J * dx, y + J * dy, z}}...);
+}
+// An interleaved region (the emitter's Region::interleaved): |wide| runs K
+// work-items at once, |narrow| one. K rows go through the x loop together;
+// rows left over (a block with fewer than K rows, or its last rows) go as K
+// stretches of one row, and the items left after those run one at a time.
+// The x loop is declared independent (HAL_RT_INDEPENDENT_ITEMS: different
+// work-items, which inside a region depend on each other only through data
+// races): each iteration holds K work-items' loads and stores, more overlap
+// checks than the compiler would emit.
+template <int K, class Wide, class Narrow>
+inline void run_region_interleaved(const Block& block, const Wide& wide, const Narrow& narrow) {
+  constexpr auto copies = std::make_integer_sequence<int, K>{};
+  const int nx = block.size[0], ny = block.size[1];
+  for (int z = 0; z < block.size[2]; ++z) {
+    int y = 0;
+    for (; y + K <= ny; y += K) {
+      item_loop<true>(nx, [&](int x) { call_wide(wide, block, x, 0, y, 1, z, copies); });
+    }
+    for (; y < ny; ++y) {
+      const int stretch = nx / K;
+      item_loop<true>(stretch, [&](int x) { call_wide(wide, block, x, stretch, y, 0, z, copies); });
+      for (int x = K * stretch; x < nx; ++x) narrow(Item{&block, {x, y, z}});
     }
   }
 }

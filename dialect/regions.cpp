@@ -129,6 +129,7 @@ class Planner {
           place_variables() && check_headers() && bind_regions())) {
       return false;
     }
+    plan_interleaving();
     // A spent budget made some check answer "no": the plan may be poorer than
     // it could be, never wrong, but say so rather than guess.
     return budget_ > 0 || reject("the kernel is too large for the region analysis");
@@ -946,6 +947,143 @@ class Planner {
       }
     }
     return true;
+  }
+
+  // ---- interleaving --------------------------------------------------------
+
+  // Whether the macro |name| (and those it uses) reads a work-item's id: its
+  // expansion would see the block function's work-item 0, not a copy's own.
+  bool macro_reads_item(const std::string& name, int depth) const {
+    const Macro* macro = find_macro(name);
+    if (macro == nullptr) return false;
+    if (macro->function_like || macro->redefined || depth > 8) return true;
+    for (size_t i = macro->body.first; i < macro->body.end; ++i) {
+      if (!spend()) return true;
+      const Token& token = tokens_[i];
+      if (token.kind != TokenKind::kIdentifier || token.text == name) continue;
+      if (is_item_builtin(token.text) || macro_reads_item(token.text, depth + 1)) return true;
+    }
+    return false;
+  }
+
+  // Whether the `for` statement |s| of a region in the split loop |loop| has
+  // a header every work-item runs alike: `for (T i = U; C; STEP)` with U and
+  // C pure and uniform, STEP only `++i`, `i++`, `--i`, `i--`, `i += U` or
+  // `i -= U`, and a body that never writes i nor leaves an iteration early
+  // (break, continue, return, goto: a copy's jump would skip the others').
+  // |induction|: the name i; |body|: the loop's body.
+  bool uniform_for(Range s, int loop, std::string& induction, Range& body) const {
+    if (!is_identifier(tokens_[s.first], "for") || !is_punct(tokens_[s.first + 1], "(")) {
+      return false;
+    }
+    const size_t open = s.first + 1, close = matching(open, s.end);
+    if (close >= s.end) return false;
+    const size_t init_end = statement_end(open + 1, close + 1);  // one past the ';'
+    if (init_end > close) return false;
+    // The for-init: type words, one name, '=', a uniform value.
+    size_t i = open + 1;
+    while (i < init_end && tokens_[i].kind == TokenKind::kIdentifier &&
+           is_type_word(tokens_[i].text)) {
+      ++i;
+    }
+    if (i == open + 1 || i + 2 >= init_end || tokens_[i].kind != TokenKind::kIdentifier ||
+        !is_punct(tokens_[i + 1], "=")) {
+      return false;
+    }
+    induction = tokens_[i].text;
+    const Range init{i + 2, init_end - 1};
+    for (size_t j = init.first; j < init.end; ++j) {
+      if (is_punct(tokens_[j], ",")) return false;  // a second declarator
+    }
+    auto reads = [&](const std::string& name) {
+      return name == induction || is_induction_of(loop, name);
+    };
+    if (init.first == init.end || !pure(init.first, init.end, Purity::kUniform, reads)) {
+      return false;
+    }
+    const size_t condition_end = statement_end(init_end, close + 1);
+    if (condition_end > close || !pure(init_end, condition_end - 1, Purity::kUniform, reads)) {
+      return false;
+    }
+    const Range step{condition_end, close};
+    const size_t n = step.end - step.first;
+    const auto at = [&](size_t k) -> const Token& { return tokens_[step.first + k]; };
+    const bool increment =
+        n == 2 &&
+        ((is_identifier(at(0), induction) && (is_punct(at(1), "++") || is_punct(at(1), "--"))) ||
+         (is_identifier(at(1), induction) && (is_punct(at(0), "++") || is_punct(at(0), "--"))));
+    const bool compound = n >= 3 && is_identifier(at(0), induction) &&
+                          (is_punct(at(1), "+=") || is_punct(at(1), "-=")) &&
+                          pure(step.first + 2, step.end, Purity::kUniform, reads);
+    if (!increment && !compound) return false;
+    for (size_t j = close + 1; j < s.end; ++j) {
+      const Token& token = tokens_[j];
+      if (is_identifier(token, "break") || is_identifier(token, "continue") ||
+          is_identifier(token, "return") || is_identifier(token, "goto") ||
+          is_identifier(token, "barrier")) {
+        return false;
+      }
+      if (is_identifier(token, induction) && !is_member(j) && written_at(j, false)) return false;
+    }
+    body = Range{close + 1, s.end};
+    return true;
+  }
+
+  // Marks the regions that run several work-items at once (Region::interleaved).
+  // Never rejects the kernel: a region that does not qualify runs one
+  // work-item at a time, as before.
+  void plan_interleaving() {
+    for (size_t r = 0; r < plan_.regions.size(); ++r) {
+      Region& region = plan_.regions[r];
+      if (region.returns) continue;
+      std::vector<std::string> renamed;
+      for (const RegionVariable& variable : plan_.variables) {
+        if (variable.region == static_cast<int>(r)) renamed.push_back(variable.name);
+      }
+      for (size_t v : region.bound) renamed.push_back(plan_.variables[v].name);
+      for (size_t v : region.repeated) renamed.push_back(plan_.variables[v].name);
+      std::sort(renamed.begin(), renamed.end());
+      renamed.erase(std::unique(renamed.begin(), renamed.end()), renamed.end());
+      bool item_macro = false;
+      for (const Range& statement : region.statements) {
+        for (size_t i = statement.first; i < statement.end && !item_macro; ++i) {
+          if (tokens_[i].kind == TokenKind::kIdentifier && find_macro(tokens_[i].text) != nullptr) {
+            item_macro = macro_reads_item(tokens_[i].text, 0);
+          }
+        }
+      }
+      if (item_macro) continue;
+      for (size_t s = 0; s < region.statements.size(); ++s) {
+        std::string induction;
+        Range body;
+        if (!uniform_for(region.statements[s], region.loop, induction, body)) continue;
+        // The loop's variable is shared by the copies: it may not be one of
+        // the names each copy has its own of.
+        if (std::binary_search(renamed.begin(), renamed.end(), induction)) continue;
+        // Only a loop that writes one of the region's own values can carry a
+        // chain from one iteration to the next; one that only stores to
+        // memory (a tile copy) gains nothing from more work-items at once.
+        bool carries = false;
+        for (size_t i = body.first; i < body.end && !carries; ++i) {
+          carries = tokens_[i].kind == TokenKind::kIdentifier && !is_member(i) &&
+                    std::binary_search(renamed.begin(), renamed.end(), tokens_[i].text) &&
+                    written_at(i, false);
+        }
+        if (!carries) continue;
+        // Each value a copy carries by value is one more register per copy.
+        const int carried =
+            static_cast<int>(std::count_if(region.bound.begin(), region.bound.end(), [&](size_t v) {
+              return plan_.variables[v].by_value();
+            }));
+        const int copies = kInterleaveChains / std::max(carried, 1);
+        if (copies < kMinInterleave) break;
+        region.copies = copies;
+        region.interleaved = static_cast<int>(s);
+        region.interleaved_body = body;
+        region.renamed = renamed;
+        break;
+      }
+    }
   }
 
   const Program& program_;

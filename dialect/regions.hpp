@@ -61,7 +61,28 @@ struct Region {
   std::vector<size_t> bound;      // per-item variables it uses: bound by reference
   std::vector<size_t> repeated;   // rematerialised variables it needs, in declaration order
   bool returns = false;           // contains `return` (only the last region may)
+
+  // Interleaving (plan_interleaving in regions.cpp): statements[interleaved]
+  // is a `for` whose header is uniform and whose body cannot jump out of an
+  // iteration. The region then also runs |copies| work-items at once:
+  // each copy of the region's code has its own instance of every name in
+  // |renamed| (suffix _0, _1, ...), and the copies share one run of the loop,
+  // each iteration running every copy's body in turn. A loop-carried sum per
+  // work-item then gives |copies| independent chains instead of one. -1:
+  // the region runs one work-item at a time.
+  int interleaved = -1;
+  int copies = 0;
+  Range interleaved_body;            // the body of statements[interleaved]
+  std::vector<std::string> renamed;  // sorted
 };
+
+// How many independent chains an interleaved region aims for: enough to
+// cover the FMA latency on both pipes. A region carrying c per-item values
+// by value runs kInterleaveChains / c work-items together, so that its
+// chains still fit the registers; under kMinInterleave it is not
+// interleaved (the plain region loop already runs two rows together).
+inline constexpr int kInterleaveChains = 8;
+inline constexpr int kMinInterleave = 4;
 
 // A top-level `for` or `while` whose header is uniform across the block's
 // work-items and whose body has barriers at its top level only.

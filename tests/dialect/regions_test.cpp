@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -866,5 +867,273 @@ TEST_CASE(
     const std::string message = error_detail();
     INFO(message);
     CHECK(contains(message, "hal-dialect:4:"));
+  }
+}
+
+// ---- interleaved regions -------------------------------------------------------
+
+namespace {
+
+// A loop-carried sum per work-item in a uniform loop: the region runs
+// 8 work-items at once (kInterleaveChains in dialect/regions.hpp). The work-items diverge inside
+// the loop (the branch), and fma() makes each step one exactly rounded
+// operation, so the host reference in the same order must match bit for bit.
+constexpr const char* kChains = R"(
+kernel max_block(256) void chains(global const float* x, global const float* w,
+                                  global float* out, int steps) {
+  shared float tile[256];
+  int items = local_size(0) * local_size(1) * local_size(2);
+  int t = (local_id(2) * local_size(1) + local_id(1)) * local_size(0) + local_id(0);
+  int base = group_id(0) * items;
+  tile[t] = x[base + t];
+  barrier();
+  float acc = 0.0f;
+  float scale = w[t % 7];
+  for (int k = 0; k < steps; k += 1) {
+    float v = tile[(t + k) % items];
+    if (v > 0.25f) {
+      acc = fma(v, scale, acc);
+    } else {
+      acc = fma(acc, 0.5f, v);
+    }
+  }
+  out[base + t] = acc + scale;
+}
+)";
+
+// Two sums carried across barriers by value: two registers per copy, so the
+// region runs 4 work-items at once (8 chains).
+constexpr const char* kTwoSums = R"(
+kernel max_block(256) void two_sums(global const float* x, global float* out, int rounds) {
+  shared float tile[256];
+  int items = local_size(0);
+  int t = local_id(0);
+  float s0 = 0.0f, s1 = 1.0f;
+  for (int r = 0; r < rounds; ++r) {
+    tile[t] = x[(group_id(0) * items + t + r) % (num_groups(0) * items)];
+    barrier();
+    for (int k = 0; k < 5; ++k) {
+      s0 = fma(tile[(t + k) % items], 0.75f, s0);
+      s1 = fma(s1, tile[(t + 2 * k) % items], 0.125f);
+    }
+    barrier();
+  }
+  out[group_id(0) * items + t] = s0 - s1;
+}
+)";
+
+float chains_reference(const std::vector<float>& x, const std::vector<float>& w, int items,
+                       int group, int t, int steps) {
+  float acc = 0.0f;
+  const float scale = w[static_cast<size_t>(t % 7)];
+  for (int k = 0; k < steps; ++k) {
+    const float v = x[static_cast<size_t>(group * items + (t + k) % items)];
+    acc = v > 0.25f ? std::fma(v, scale, acc) : std::fma(acc, 0.5f, v);
+  }
+  return acc + scale;
+}
+
+// Uniform-looking loops that must not interleave: a copy's `break` would
+// end the other copies' loop, a bound read from a work-item's id differs
+// between the copies, and a macro that reads the id would see work-item 0.
+constexpr const char* kNotInterleaved = R"(
+#define MY_ID local_id(0)
+kernel max_block(64) void breaks(global const int* in, global int* out, int steps) {
+  shared int tile[64];
+  int t = local_id(0);
+  tile[t] = in[global_id(0)];
+  barrier();
+  int acc = 0;
+  for (int k = 0; k < steps; ++k) {
+    if (tile[(t + k) % 64] % 5 == 0) break;
+    acc += tile[(t + k) % 64];
+  }
+  out[global_id(0)] = acc;
+}
+kernel max_block(64) void item_bound(global const int* in, global int* out, int steps) {
+  shared int tile[64];
+  int t = local_id(0);
+  tile[t] = in[global_id(0)];
+  barrier();
+  int acc = 0;
+  for (int k = 0; k < t % steps; ++k) acc += tile[(t + k) % 64];
+  out[global_id(0)] = acc;
+}
+kernel max_block(64) void id_macro(global const int* in, global int* out, int steps) {
+  shared int tile[64];
+  int t = local_id(0);
+  tile[t] = in[global_id(0)];
+  barrier();
+  int acc = 0;
+  for (int k = 0; k < steps; ++k) acc += tile[(MY_ID + k) % 64];
+  out[global_id(0)] = acc;
+}
+)";
+
+}  // namespace
+
+TEST_CASE("regions: a uniform loop runs several work-items at once, each in its own order",
+          "[dialect][regions]") {
+  const hal::dialect::KernelRecord record = record_of(kChains, "chains");
+  INFO(record.cpu_shape_note);
+  REQUIRE(record.cpu_shape == CpuShape::kRegions);
+  CHECK(contains(record.cpu_shape_note, "1 interleaved 8 work-items at a time"));
+  const std::string text = cpp_text(kChains);
+  CHECK(contains(text, "hal_rt::run_region_interleaved<"));
+  // Each copy has its own names and its own work-item.
+  CHECK(contains(text, "acc_7"));
+  CHECK(contains(text, "hal_item_7.local_id(2)"));
+
+  Session session;
+  REQUIRE(session.load(kChains) == HAL_SUCCESS);
+  hal_kernel_t kernel = session.kernel("chains");
+  std::mt19937 random(31);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  struct Shape {
+    uint32_t x, y, z;
+  };
+  // Blocks whose rows or items are not multiples of the interleave: fewer
+  // rows than copies, a row shorter than the copies, 3-D, and exact fits.
+  for (const Shape shape :
+       {Shape{16, 16, 1}, Shape{256, 1, 1}, Shape{5, 3, 1}, Shape{1, 7, 1}, Shape{33, 1, 1},
+        Shape{7, 9, 1}, Shape{3, 4, 5}, Shape{1, 1, 1}, Shape{8, 8, 2}, Shape{17, 1, 3}}) {
+    for (const int steps : {0, 1, 9, 40}) {
+      const int groups = 3, items = static_cast<int>(shape.x * shape.y * shape.z);
+      std::vector<float> x(static_cast<size_t>(groups * items)), w(7), out(x.size(), std::nanf(""));
+      for (float& v : x) v = value(random);
+      for (float& v : w) v = value(random);
+      void* x_d = session.upload(x);
+      void* w_d = session.upload(w);
+      void* out_d = session.upload(out);
+      session.launch(
+          kernel, {static_cast<uint32_t>(groups)}, {shape.x, shape.y, shape.z},
+          {{&x_d, sizeof(x_d)}, {&w_d, sizeof(w_d)}, {&out_d, sizeof(out_d)}, {&steps, 4}});
+      const std::vector<float> got = session.download<float>(out_d, out.size());
+      INFO("block " << shape.x << "x" << shape.y << "x" << shape.z << ", steps " << steps);
+      for (int g = 0; g < groups; ++g) {
+        for (int t = 0; t < items; ++t) {
+          INFO("group " << g << ", item " << t);
+          REQUIRE(got[static_cast<size_t>(g * items + t)] ==
+                  chains_reference(x, w, items, g, t, steps));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("regions: a region carrying two sums runs 4 work-items at once", "[dialect][regions]") {
+  const hal::dialect::KernelRecord record = record_of(kTwoSums, "two_sums");
+  INFO(record.cpu_shape_note);
+  REQUIRE(record.cpu_shape == CpuShape::kRegions);
+  CHECK(contains(record.cpu_shape_note, "per-item values: s0, s1; 1 interleaved 4 work-items"));
+  // Four sums per work-item would need 32 registers at 8 copies: the
+  // register-blocked matmul's sums stay one work-item at a time, and so does
+  // its tile copy loop, which carries nothing from one iteration to the next.
+  CHECK_FALSE(contains(record_of(tiled_matmul_source(), "matmul4").cpu_shape_note, "interleaved"));
+  Session session;
+  REQUIRE(session.load(kTwoSums) == HAL_SUCCESS);
+  hal_kernel_t kernel = session.kernel("two_sums");
+  std::mt19937 random(41);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const uint32_t size : {256u, 13u, 4u, 3u, 1u}) {
+    for (const int rounds : {0, 1, 3}) {
+      const int groups = 3, items = static_cast<int>(size);
+      std::vector<float> x(static_cast<size_t>(groups * items)), out(x.size(), std::nanf(""));
+      for (float& v : x) v = value(random);
+      void* x_d = session.upload(x);
+      void* out_d = session.upload(out);
+      session.launch(kernel, {static_cast<uint32_t>(groups)}, {size},
+                     {{&x_d, sizeof(x_d)}, {&out_d, sizeof(out_d)}, {&rounds, 4}});
+      const std::vector<float> got = session.download<float>(out_d, out.size());
+      INFO("block " << size << ", rounds " << rounds);
+      for (int g = 0; g < groups; ++g) {
+        for (int t = 0; t < items; ++t) {
+          float s0 = 0.0f, s1 = 1.0f;
+          for (int r = 0; r < rounds; ++r) {
+            const auto tile = [&](int i) {
+              return x[static_cast<size_t>((g * items + i + r) % (groups * items))];
+            };
+            for (int k = 0; k < 5; ++k) {
+              s0 = std::fma(tile((t + k) % items), 0.75f, s0);
+              s1 = std::fma(s1, tile((t + 2 * k) % items), 0.125f);
+            }
+          }
+          INFO("group " << g << ", item " << t);
+          REQUIRE(got[static_cast<size_t>(g * items + t)] == s0 - s1);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("regions: the one-output tiled matmul interleaves and matches the host",
+          "[dialect][regions]") {
+  const hal::dialect::KernelRecord record = record_of(tiled_matmul_source(), "matmul");
+  INFO(record.cpu_shape_note);
+  REQUIRE(record.cpu_shape == CpuShape::kRegions);
+  CHECK(contains(record.cpu_shape_note, "1 interleaved"));
+  Session session;
+  REQUIRE(session.load(tiled_matmul_source()) == HAL_SUCCESS);
+  hal_kernel_t kernel = session.kernel("matmul");
+  std::mt19937 random(23);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const int n : {16, 48, 128}) {
+    std::vector<float> a(static_cast<size_t>(n * n)), b(a.size()), c(a.size(), 0.0f);
+    for (float& v : a) v = value(random);
+    for (float& v : b) v = value(random);
+    void* a_d = session.upload(a);
+    void* b_d = session.upload(b);
+    void* c_d = session.upload(c);
+    session.launch(kernel, {static_cast<uint32_t>(n / 16), static_cast<uint32_t>(n / 16)}, {16, 16},
+                   {{&a_d, sizeof(a_d)}, {&b_d, sizeof(b_d)}, {&c_d, sizeof(c_d)}, {&n, 4}});
+    const std::vector<float> got = session.download<float>(c_d, c.size());
+    INFO("n " << n);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int k = 0; k < n; ++k) sum += double(a[size_t(i * n + k)]) * b[size_t(k * n + j)];
+        REQUIRE(got[size_t(i * n + j)] == Approx(sum).margin(1e-4));
+      }
+    }
+  }
+}
+
+TEST_CASE("regions: loops a copy could leave early or whose bound differs stay one at a time",
+          "[dialect][regions]") {
+  for (const char* entry : {"breaks", "item_bound", "id_macro"}) {
+    const hal::dialect::KernelRecord record = record_of(kNotInterleaved, entry);
+    INFO(entry << ": " << record.cpu_shape_note);
+    CHECK(record.cpu_shape == CpuShape::kRegions);
+    CHECK_FALSE(contains(record.cpu_shape_note, "interleaved"));
+  }
+  CHECK_FALSE(contains(cpp_text(kNotInterleaved), "hal_rt::run_region_interleaved<"));
+  Session session;
+  REQUIRE(session.load(kNotInterleaved) == HAL_SUCCESS);
+  std::mt19937 random(37);
+  const int groups = 3, size = 64, steps = 11;
+  std::vector<int> in(static_cast<size_t>(groups * size));
+  for (int& v : in) v = static_cast<int>(random() % 100);
+  void* in_d = session.upload(in);
+  for (const char* entry : {"breaks", "item_bound", "id_macro"}) {
+    hal_kernel_t kernel = session.kernel(entry);
+    std::vector<int> out(in.size(), -1), expected(in.size());
+    void* out_d = session.upload(out);
+    session.launch(kernel, {groups}, {size},
+                   {{&in_d, sizeof(in_d)}, {&out_d, sizeof(out_d)}, {&steps, 4}});
+    const std::string name = entry;
+    for (int g = 0; g < groups; ++g) {
+      for (int t = 0; t < size; ++t) {
+        const int bound = name == "item_bound" ? t % steps : steps;
+        int acc = 0;
+        for (int k = 0; k < bound; ++k) {
+          const int v = in[static_cast<size_t>(g * size + (t + k) % size)];
+          if (name == "breaks" && v % 5 == 0) break;
+          acc += v;
+        }
+        expected[static_cast<size_t>(g * size + t)] = acc;
+      }
+    }
+    INFO(entry);
+    REQUIRE(session.download<int>(out_d, out.size()) == expected);
   }
 }
