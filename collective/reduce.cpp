@@ -85,28 +85,31 @@ enum class Lanes { kNone, kAvx2, kAvx512 };
 // first operand unless the second compares less (greater), so a NaN operand picks alike.
 
 // 8 lanes: AVX2 with F16C (every AVX2 CPU has it).
-__attribute__((target("avx2,f16c"))) inline __m256 widen8(const uint16_t* p, bool bf16) {
+template <bool kBf16>
+__attribute__((target("avx2,f16c"))) inline __m256 widen8(const uint16_t* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if (!bf16) return _mm256_cvtph_ps(h);
+  if constexpr (!kBf16) return _mm256_cvtph_ps(h);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-__attribute__((target("avx2,f16c"))) inline void narrow8(uint16_t* p, __m256 v, bool bf16) {
-  if (!bf16) {
+template <bool kBf16>
+__attribute__((target("avx2,f16c"))) inline void narrow8(uint16_t* p, __m256 v) {
+  if constexpr (!kBf16) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-    return;
+  } else {
+    const __m256i bits = _mm256_castps_si256(v);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), odd), 16);
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                              _mm256_set1_epi32(0x7f800000));
+    const __m256i chosen = _mm256_blendv_epi8(rounded, quiet, is_nan);
+    // Pack the 8 low halves (per 128-bit lane), then gather both lanes' 4.
+    const __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(chosen, chosen), 0b00001000);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
   }
-  const __m256i bits = _mm256_castps_si256(v);
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7fff)), odd), 16);
-  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
-  const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
-                                            _mm256_set1_epi32(0x7f800000));
-  const __m256i chosen = _mm256_blendv_epi8(rounded, quiet, is_nan);
-  // Pack the 8 low halves (per 128-bit lane), then gather both lanes' 4.
-  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(chosen, chosen), 0b00001000);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
 }
 
 template <hal_reduce_op_t kOp>
@@ -117,16 +120,22 @@ __attribute__((target("avx2,f16c"))) inline __m256 combine8(__m256 x, __m256 y) 
   return _mm256_add_ps(x, y);
 }
 
-template <hal_reduce_op_t kOp>
+template <hal_reduce_op_t kOp, bool kBf16>
 __attribute__((target("avx2,f16c"))) size_t reduce_16bit_avx2(uint16_t* dst, const uint16_t* a,
-                                                              const uint16_t* b, size_t count,
-                                                              bool bf16) noexcept {
+                                                              const uint16_t* b,
+                                                              size_t count) noexcept {
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
-    narrow8(dst + i, combine8<kOp>(widen8(a + i, bf16), widen8(b + i, bf16)), bf16);
+    narrow8<kBf16>(dst + i, combine8<kOp>(widen8<kBf16>(a + i), widen8<kBf16>(b + i)));
   }
   return i;
 }
+
+// How far ahead of the 16-bit loops' reads their software prefetches go: on
+// 32 MiB inputs reduced in the allreduce's 16 KiB chunks (CPU time, Zen 5),
+// 2 KiB ahead made the f16 loop 25-29% faster than no prefetch; 512 B gained
+// 5-12%, 4 KiB as much as 2 KiB.
+constexpr size_t kPrefetchBytes = 2048;
 
 // 16 lanes: AVX-512F has every instruction these need.
 template <bool kBf16>
@@ -188,7 +197,10 @@ __attribute__((target("avx512f"))) size_t reduce_bf16_pairs_avx512(uint16_t* dst
                                                                    size_t count) noexcept {
   const __m512i upper = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   size_t i = 0;
+  constexpr size_t kAhead = kPrefetchBytes / sizeof(uint16_t);
   for (; i + 32 <= count; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(a + i + kAhead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + i + kAhead), _MM_HINT_T0);
     const __m512i x = _mm512_loadu_si512(a + i);
     const __m512i y = _mm512_loadu_si512(b + i);
     const __m512 even = combine16<kOp>(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)),
@@ -203,12 +215,35 @@ __attribute__((target("avx512f"))) size_t reduce_bf16_pairs_avx512(uint16_t* dst
   return i;
 }
 
+// f16 with software prefetch kPrefetchBytes ahead of both inputs (a prefetch
+// past the end does not fault). The in-process allreduce reads its inputs from
+// memory, one chunk at a time: the hardware prefetcher alone left the
+// converters waiting at each chunk.
+template <hal_reduce_op_t kOp>
+__attribute__((target("avx512f"))) size_t reduce_f16_prefetching_avx512(uint16_t* dst,
+                                                                        const uint16_t* a,
+                                                                        const uint16_t* b,
+                                                                        size_t count) noexcept {
+  constexpr size_t kAhead = kPrefetchBytes / sizeof(uint16_t);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(a + i + kAhead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + i + kAhead), _MM_HINT_T0);
+    narrow16<false>(dst + i, combine16<kOp>(widen16<false>(a + i), widen16<false>(b + i)));
+  }
+  return i;
+}
+
 template <hal_reduce_op_t kOp, bool kBf16>
 __attribute__((target("avx512f"))) size_t reduce_16bit_avx512(uint16_t* dst, const uint16_t* a,
                                                               const uint16_t* b,
                                                               size_t count) noexcept {
   size_t i = 0;
-  if constexpr (kBf16) i = reduce_bf16_pairs_avx512<kOp>(dst, a, b, count);
+  if constexpr (kBf16) {
+    i = reduce_bf16_pairs_avx512<kOp>(dst, a, b, count);
+  } else {
+    i = reduce_f16_prefetching_avx512<kOp>(dst, a, b, count);
+  }
   for (; i + 16 <= count; i += 16) {
     narrow16<kBf16>(dst + i, combine16<kOp>(widen16<kBf16>(a + i), widen16<kBf16>(b + i)));
   }
@@ -241,7 +276,8 @@ size_t reduce_16bit_vectors(Lanes lanes, uint16_t* dst, const uint16_t* a, const
       return bf16 ? reduce_16bit_avx512<kOp, true>(dst, a, b, count)
                   : reduce_16bit_avx512<kOp, false>(dst, a, b, count);
     case Lanes::kAvx2:
-      return reduce_16bit_avx2<kOp>(dst, a, b, count, bf16);
+      return bf16 ? reduce_16bit_avx2<kOp, true>(dst, a, b, count)
+                  : reduce_16bit_avx2<kOp, false>(dst, a, b, count);
     default:
       return 0;
   }

@@ -1137,9 +1137,37 @@ float from_bf16(uint16_t value) {
   return out;
 }
 
+// f16 through the compiler's _Float16 (software conversions at the default
+// -march, rounding to nearest even): independent of the plugin's F16C loops.
+uint16_t to_half(float value) {
+  const _Float16 half = static_cast<_Float16>(value);
+  uint16_t bits;
+  std::memcpy(&bits, &half, sizeof bits);
+  return bits;
+}
+float from_half(uint16_t bits) {
+  _Float16 half;
+  std::memcpy(&half, &bits, sizeof half);
+  return static_cast<float>(half);
+}
+
 double load_element(const void* data, hal_dtype_t dtype, size_t i) {
-  return dtype == HAL_DTYPE_F32 ? double{static_cast<const float*>(data)[i]}
-                                : double{from_bf16(static_cast<const uint16_t*>(data)[i])};
+  if (dtype == HAL_DTYPE_F32) return double{static_cast<const float*>(data)[i]};
+  const uint16_t bits = static_cast<const uint16_t*>(data)[i];
+  return dtype == HAL_DTYPE_F16 ? double{from_half(bits)} : double{from_bf16(bits)};
+}
+
+void store_element(void* data, hal_dtype_t dtype, size_t i, float value) {
+  if (dtype == HAL_DTYPE_F32) {
+    static_cast<float*>(data)[i] = value;
+  } else {
+    static_cast<uint16_t*>(data)[i] = dtype == HAL_DTYPE_F16 ? to_half(value) : to_bf16(value);
+  }
+}
+
+// Relative tolerance of one rounding to |dtype| (with margin).
+double rounding_tolerance(hal_dtype_t dtype) {
+  return dtype == HAL_DTYPE_F32 ? 2e-6 : dtype == HAL_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
 }
 
 double reference_binary(hal_binary_op_t op, double a, double b) {
@@ -1176,14 +1204,14 @@ size_t broadcast_index(const hal_tensor_desc_t& out, const hal_tensor_desc_t& in
 }  // namespace
 
 TEST_CASE(
-    "cpu.native binary serves every broadcast of dense inputs (leading, middle, trailing) in f32 "
-    "and bf16, against a float64 reference and the portable implementation",
+    "cpu.native binary serves every broadcast of dense inputs (leading, middle, trailing) in f32, "
+    "bf16 and f16, against a float64 reference and the portable implementation",
     "[cpu][api][ops][native]") {
   Session session;
   std::mt19937 rng(20261203);
   const hal_binary_op_t ops[] = {HAL_BINARY_ADD, HAL_BINARY_SUB, HAL_BINARY_MUL,
                                  HAL_BINARY_DIV, HAL_BINARY_MAX, HAL_BINARY_MIN};
-  const hal_dtype_t dtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_BF16};
+  const hal_dtype_t dtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_BF16, HAL_DTYPE_F16};
   const float alphas[] = {1.0f, 0.5f, -2.0f};
   // The MoE combine's row scale first, then seeded shapes of rank 1..5.
   struct Shapes {
@@ -1216,9 +1244,9 @@ TEST_CASE(
     desc.header.kind = HAL_OP_BINARY;
     desc.op = ops[rng() % 6];
     desc.alpha = alphas[rng() % 3];
-    desc.out = dense(shapes.out, dtypes[rng() % 2]);
-    desc.a = dense(shapes.a, dtypes[rng() % 2]);
-    desc.b = dense(shapes.b, dtypes[rng() % 2]);
+    desc.out = dense(shapes.out, dtypes[rng() % 3]);
+    desc.a = dense(shapes.a, dtypes[rng() % 3]);
+    desc.b = dense(shapes.b, dtypes[rng() % 3]);
     auto count = [](const std::vector<int64_t>& shape) {
       size_t n = 1;
       for (int64_t e : shape) n *= static_cast<size_t>(e);
@@ -1244,26 +1272,21 @@ TEST_CASE(
     float* a = session.floats(n_a);
     float* b = session.floats(n_b);
     std::uniform_real_distribution<float> uniform(-3.0f, 3.0f), magnitude(0.5f, 3.0f);
-    for (size_t i = 0; i < n_a; ++i) {
-      const float v = uniform(rng);
-      if (desc.a.dtype == HAL_DTYPE_F32)
-        a[i] = v;
-      else
-        reinterpret_cast<uint16_t*>(a)[i] = to_bf16(v);
-    }
+    for (size_t i = 0; i < n_a; ++i) store_element(a, desc.a.dtype, i, uniform(rng));
     for (size_t i = 0; i < n_b; ++i) {
-      const float v = (rng() % 2 ? 1.0f : -1.0f) * magnitude(rng);
-      if (desc.b.dtype == HAL_DTYPE_F32)
-        b[i] = v;
-      else
-        reinterpret_cast<uint16_t*>(b)[i] = to_bf16(v);
+      store_element(b, desc.b.dtype, i, (rng() % 2 ? 1.0f : -1.0f) * magnitude(rng));
     }
     float* out_native = session.floats(n_out);
     float* out_portable = session.floats(n_out);
     execute(session, native, {a, b, out_native});
     if (portable != nullptr) execute(session, portable, {a, b, out_portable});
-    const double tolerance = desc.out.dtype == HAL_DTYPE_F32 ? 2e-6 : 1.0 / 128;
+    const double tolerance = rounding_tolerance(desc.out.dtype);
     size_t bad_reference = 0, bad_portable = 0, first = n_out;
+    // f16 out: the same f32 arithmetic as portable, then the same rounding,
+    // so the same bits.
+    if (portable != nullptr && desc.out.dtype == HAL_DTYPE_F16) {
+      CHECK(std::memcmp(out_native, out_portable, n_out * sizeof(uint16_t)) == 0);
+    }
     for (size_t i = 0; i < n_out; ++i) {
       const double want =
           desc.alpha *
@@ -1284,8 +1307,113 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("cpu.native binary leaves f16, stride-0 broadcasts and strided outputs to portable",
-          "[cpu][api][ops][native]") {
+namespace {
+
+// The activations and their slopes in float64 (SPEC §17.6's formulas).
+double reference_activation(hal_activation_t activation, double v) {
+  const double z = activation == HAL_ACTIVATION_SILU
+                       ? v
+                       : 2.0 * std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+  switch (activation) {
+    case HAL_ACTIVATION_RELU:
+      return v < 0 ? 0.0 : v;
+    case HAL_ACTIVATION_GELU_TANH:
+    case HAL_ACTIVATION_SILU:
+      return v / (1.0 + std::exp(-z));
+    default:
+      return v;
+  }
+}
+
+double reference_slope(hal_activation_t activation, double v) {
+  if (activation == HAL_ACTIVATION_NONE) return 1.0;
+  if (activation == HAL_ACTIVATION_RELU) return v > 0 ? 1.0 : 0.0;
+  const bool silu = activation == HAL_ACTIVATION_SILU;
+  const double z = silu ? v : 2.0 * std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v);
+  const double dz = silu ? 1.0 : 2.0 * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * v * v);
+  const double s = 1.0 / (1.0 + std::exp(-z));
+  return s + v * s * (1.0 - s) * dz;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cpu.native unary and its backward in f16, alone and mixed with f32 and bf16, against a "
+    "float64 reference and the portable implementation",
+    "[cpu][api][ops][native]") {
+  Session session;
+  const hal_activation_t activation = GENERATE(HAL_ACTIVATION_NONE, HAL_ACTIVATION_RELU,
+                                               HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_SILU);
+  // 1029 spans two 512-element blocks and a tail; 20000 two chunks of the pool.
+  const int64_t count = GENERATE(int64_t{1}, int64_t{37}, int64_t{1029}, int64_t{20000});
+  struct Dtypes {
+    hal_dtype_t x, grad_out, out;
+  };
+  const Dtypes mixes[] = {{HAL_DTYPE_F16, HAL_DTYPE_F16, HAL_DTYPE_F16},
+                          {HAL_DTYPE_F16, HAL_DTYPE_F32, HAL_DTYPE_F32},
+                          {HAL_DTYPE_F32, HAL_DTYPE_BF16, HAL_DTYPE_F16},
+                          {HAL_DTYPE_BF16, HAL_DTYPE_F16, HAL_DTYPE_BF16}};
+  std::mt19937 rng(20261204 + static_cast<uint32_t>(activation));
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  const size_t n = static_cast<size_t>(count);
+  for (const Dtypes& mix : mixes) {
+    for (const bool backward : {false, true}) {
+      INFO("activation " << activation << ", " << n << " elements, dtypes x " << mix.x
+                         << " grad_out " << mix.grad_out << " out " << mix.out
+                         << (backward ? ", backward" : ""));
+      hal_op_unary_desc_t desc{};
+      desc.header.struct_size = sizeof desc;
+      desc.header.kind = backward ? HAL_OP_UNARY_BACKWARD : HAL_OP_UNARY;
+      desc.activation = activation;
+      desc.alpha = 1.5f;
+      desc.x = dense({count}, mix.x);
+      desc.out = dense({count}, backward ? mix.grad_out : mix.out);
+      desc.grad_x = dense({count}, mix.out);
+      float* x = session.floats(n);
+      float* grad_out = session.floats(n);
+      for (size_t i = 0; i < n; ++i) store_element(x, mix.x, i, uniform(rng));
+      for (size_t i = 0; i < n; ++i) store_element(grad_out, mix.grad_out, i, uniform(rng));
+      float* native = session.floats(n);
+      float* portable = session.floats(n);
+      hal_op_plan_t native_plan = plan_of(session, &desc.header, false);
+      hal_op_plan_t portable_plan = plan_of(session, &desc.header, true);
+      std::string declines;
+      CHECK(implementation_of(native_plan, &declines) == "cpu.native");
+      INFO(declines);
+      if (backward) {
+        execute(session, native_plan, {x, grad_out, native});
+        execute(session, portable_plan, {x, grad_out, portable});
+      } else {
+        execute(session, native_plan, {x, native});
+        execute(session, portable_plan, {x, portable});
+      }
+      // The f32 results may differ by an ulp (the exp polynomials), which one
+      // rounding to f16 may turn into an f16 ulp: two roundings' worth.
+      const double tolerance = 2 * rounding_tolerance(mix.out);
+      size_t bad_reference = 0, bad_portable = 0, first = n;
+      for (size_t i = 0; i < n; ++i) {
+        const double v = desc.alpha * load_element(x, mix.x, i);
+        const double want = backward ? load_element(grad_out, mix.grad_out, i) * desc.alpha *
+                                           reference_slope(activation, v)
+                                     : reference_activation(activation, v);
+        const double got = load_element(native, mix.out, i);
+        const double served = load_element(portable, mix.out, i);
+        if (!(std::fabs(got - want) <= tolerance * std::fabs(want) + 2e-5) && bad_reference++ == 0)
+          first = i;
+        if (!(std::fabs(got - served) <= tolerance * std::fabs(served) + 2e-5)) ++bad_portable;
+      }
+      INFO("first difference from the reference at " << first);
+      CHECK(bad_reference == 0);
+      CHECK(bad_portable == 0);
+      hal_op_plan_destroy(native_plan);
+      hal_op_plan_destroy(portable_plan);
+    }
+  }
+}
+
+TEST_CASE(
+    "cpu.native binary leaves stride-0 broadcasts (f16 ones too) and strided outputs to portable",
+    "[cpu][api][ops][native]") {
   Session session;
   hal_op_binary_desc_t desc{};
   desc.header.struct_size = sizeof desc;
@@ -1300,9 +1428,10 @@ TEST_CASE("cpu.native binary leaves f16, stride-0 broadcasts and strided outputs
     const char* reason;
   };
   std::vector<Decline> declines;
-  Decline f16{"an f16 input", desc, "a dtype other than f32 and bf16"};
-  f16.desc.b.dtype = HAL_DTYPE_F16;
-  declines.push_back(f16);
+  Decline f16_stride0{"an f16 b broadcast by a stride of 0", desc, "b is not dense row-major"};
+  f16_stride0.desc.b = dense({6, 8}, HAL_DTYPE_F16);
+  f16_stride0.desc.b.strides[1] = 0;
+  declines.push_back(f16_stride0);
   Decline stride0{"b broadcast by a stride of 0", desc, "b is not dense row-major"};
   stride0.desc.b = dense({6, 8});
   stride0.desc.b.strides[1] = 0;

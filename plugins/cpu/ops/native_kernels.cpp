@@ -39,50 +39,30 @@ HAL_ISA_CLONES void binary(hal_binary_op_t op, float alpha, ConstRef a, ConstRef
         const auto* pb = in<TB>(b);
         auto* po = out<O>(result);
         const uint32_t inner = layout.rank - 1;
-        const uint64_t run_extent = layout.extent[inner];
         const bool a_runs = layout.stride_a[inner] != 0, b_runs = layout.stride_b[inner] != 0;
         auto run = [&](auto op_constant) {
           constexpr hal_binary_op_t kOp = decltype(op_constant)::value;
-          // out's index of |begin|, dimension by dimension.
-          uint64_t index[HAL_TENSOR_MAX_RANK];
-          uint64_t rest = begin;
-          for (uint32_t d = layout.rank; d-- > 0;) {
-            index[d] = rest % layout.extent[d];
-            rest /= layout.extent[d];
-          }
-          size_t i = begin;
-          while (i < end) {
-            uint64_t at_a = 0, at_b = 0;
-            for (uint32_t d = 0; d < layout.rank; ++d) {
-              at_a += index[d] * layout.stride_a[d];
-              at_b += index[d] * layout.stride_b[d];
-            }
-            const size_t n = std::min<uint64_t>(run_extent - index[inner], end - i);
-            const auto* ra = pa + at_a;
-            const auto* rb = pb + at_b;
-            auto* ro = po + i;
-            if (a_runs && b_runs) {
-              for (size_t k = 0; k < n; ++k)
-                ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), TB::load(rb[k])));
-            } else if (a_runs) {  // b one value along the run: a row scale, say
-              const float vb = TB::load(rb[0]);
-              for (size_t k = 0; k < n; ++k)
-                ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), vb));
-            } else if (b_runs) {
-              const float va = TA::load(ra[0]);
-              for (size_t k = 0; k < n; ++k)
-                ro[k] = O::store(alpha * apply(kOp, va, TB::load(rb[k])));
-            } else {
-              const auto value = O::store(alpha * apply(kOp, TA::load(ra[0]), TB::load(rb[0])));
-              for (size_t k = 0; k < n; ++k) ro[k] = value;
-            }
-            i += n;
-            index[inner] += n;
-            for (uint32_t d = inner; d > 0 && index[d] == layout.extent[d]; --d) {
-              index[d] = 0;
-              ++index[d - 1];
-            }
-          }
+          for_each_binary_run(
+              layout, begin, end, [&](size_t at_a, size_t at_b, size_t i, size_t n) {
+                const auto* ra = pa + at_a;
+                const auto* rb = pb + at_b;
+                auto* ro = po + i;
+                if (a_runs && b_runs) {
+                  for (size_t k = 0; k < n; ++k)
+                    ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), TB::load(rb[k])));
+                } else if (a_runs) {  // b one value along the run: a row scale, say
+                  const float vb = TB::load(rb[0]);
+                  for (size_t k = 0; k < n; ++k)
+                    ro[k] = O::store(alpha * apply(kOp, TA::load(ra[k]), vb));
+                } else if (b_runs) {
+                  const float va = TA::load(ra[0]);
+                  for (size_t k = 0; k < n; ++k)
+                    ro[k] = O::store(alpha * apply(kOp, va, TB::load(rb[k])));
+                } else {
+                  const auto value = O::store(alpha * apply(kOp, TA::load(ra[0]), TB::load(rb[0])));
+                  for (size_t k = 0; k < n; ++k) ro[k] = value;
+                }
+              });
         };
         switch (op) {
           case HAL_BINARY_ADD:

@@ -11,6 +11,7 @@
 #ifndef HAL_PLUGINS_CPU_OPS_NATIVE_KERNELS_HPP_
 #define HAL_PLUGINS_CPU_OPS_NATIVE_KERNELS_HPP_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -60,6 +61,39 @@ struct BinaryLayout {
   uint64_t stride_a[HAL_TENSOR_MAX_RANK] = {1};
   uint64_t stride_b[HAL_TENSOR_MAX_RANK] = {1};
 };
+
+// Calls run(at_a, at_b, i, n) for each run of out's indices [i, i + n) in
+// [begin, end) along |layout|'s innermost dimension, in order: a's element
+// at_a and b's at_b start the run; each input is read contiguously along it
+// where its innermost stride is 1, as one value where it is 0.
+template <typename Run>
+inline void for_each_binary_run(const BinaryLayout& layout, size_t begin, size_t end, Run&& run) {
+  const uint32_t inner = layout.rank - 1;
+  // out's index of |begin|, dimension by dimension.
+  uint64_t index[HAL_TENSOR_MAX_RANK];
+  uint64_t rest = begin;
+  for (uint32_t d = layout.rank; d-- > 0;) {
+    index[d] = rest % layout.extent[d];
+    rest /= layout.extent[d];
+  }
+  size_t i = begin;
+  while (i < end) {
+    uint64_t at_a = 0, at_b = 0;
+    for (uint32_t d = 0; d < layout.rank; ++d) {
+      at_a += index[d] * layout.stride_a[d];
+      at_b += index[d] * layout.stride_b[d];
+    }
+    const size_t n =
+        static_cast<size_t>(std::min<uint64_t>(layout.extent[inner] - index[inner], end - i));
+    run(static_cast<size_t>(at_a), static_cast<size_t>(at_b), i, n);
+    i += n;
+    index[inner] += n;
+    for (uint32_t d = inner; d > 0 && index[d] == layout.extent[d]; --d) {
+      index[d] = 0;
+      ++index[d - 1];
+    }
+  }
+}
 
 // out[i] = alpha * (a[at_a(i)] OP b[at_b(i)]), i in [begin, end), with at_a
 // and at_b |layout|'s: runs along the innermost dimension, each input read

@@ -19,6 +19,7 @@
 #include "../plugin.hpp"
 #include "../stream.hpp"
 #include "native_attention.hpp"
+#include "native_half.hpp"
 #include "native_kernels.hpp"
 #include "ops.hpp"
 
@@ -75,6 +76,42 @@ bool dense_float_tensors(
     types.push_back(type);
   }
   return true;
+}
+
+// f16 operands go to the f16 paths (native_half.cpp), which take any mix of
+// f32, bf16 and f16.
+bool any_f16(std::initializer_list<const hal_tensor_desc_t*> list) {
+  return std::any_of(list.begin(), list.end(), [](const hal_tensor_desc_t* tensor) {
+    return tensor->dtype == HAL_DTYPE_F16;
+  });
+}
+
+bool half_path_dtype(hal_dtype_t dtype) {
+  return dtype == HAL_DTYPE_F32 || dtype == HAL_DTYPE_BF16 || dtype == HAL_DTYPE_F16;
+}
+
+// Checks that every tensor is dense f32, bf16 or f16; says which is not.
+bool dense_half_path_tensors(
+    std::initializer_list<std::pair<const char*, const hal_tensor_desc_t*>> list,
+    Decline& decline) {
+  for (const auto& [name, tensor] : list) {
+    if (!half_path_dtype(tensor->dtype)) {
+      decline.reason = std::string(name) + " is none of f32, bf16 and f16";
+      return false;
+    }
+    if (!dense(*tensor)) {
+      decline.reason = std::string(name) + " is not dense row-major";
+      return false;
+    }
+  }
+  return true;
+}
+
+native::ConstHalfRef const_half_ref(const void* data, const hal_tensor_desc_t& tensor) {
+  return {data, tensor.dtype};
+}
+native::HalfRef half_ref(void* data, const hal_tensor_desc_t& tensor) {
+  return {data, tensor.dtype};
 }
 
 bool f32_dense(const char* name, const hal_tensor_desc_t& tensor, Decline& decline) {
@@ -180,12 +217,47 @@ constexpr uint64_t kColumnGrain = 64;      // columns per chunk of a column redu
 
 // ---- planners -------------------------------------------------------------------------
 
+// UNARY with an f16 operand (forward: x, out; backward: x, grad_out in
+// desc.out, grad_x).
+std::unique_ptr<OpPlan> plan_unary_with_f16(const hal_op_unary_desc_t& desc, bool backward,
+                                            Decline& decline) {
+  const hal_activation_t act = desc.activation;
+  const float alpha = desc.alpha;
+  const uint64_t count = element_count(desc.x);
+  if (!backward) {
+    if (!dense_half_path_tensors({{"x", &desc.x}, {"out", &desc.out}}, decline)) return nullptr;
+    const hal_tensor_desc_t x = desc.x, out = desc.out;
+    return std::make_unique<NativePlan>(
+        2, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+          parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
+            native::unary_forward_with_f16(act, alpha, const_half_ref(operand[0], x),
+                                           half_ref(operand[1], out), begin, end);
+          });
+        });
+  }
+  if (!dense_half_path_tensors({{"x", &desc.x}, {"grad_out", &desc.out}, {"grad_x", &desc.grad_x}},
+                               decline))
+    return nullptr;
+  const hal_tensor_desc_t x = desc.x, grad_out = desc.out, grad_x = desc.grad_x;
+  return std::make_unique<NativePlan>(
+      3, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+        parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
+          native::unary_backward_with_f16(act, alpha, const_half_ref(operand[0], x),
+                                          const_half_ref(operand[1], grad_out),
+                                          half_ref(operand[2], grad_x), begin, end);
+        });
+      });
+}
+
 std::unique_ptr<OpPlan> plan_unary(const hal_op_unary_desc_t& desc, bool backward,
                                    Decline& decline) {
   const hal_activation_t act = desc.activation;
   if (act == HAL_ACTIVATION_GELU_ERF) {
     decline.reason = "GELU_ERF: no vectorised erf here";
     return nullptr;
+  }
+  if (any_f16({&desc.x, &desc.out}) || (backward && any_f16({&desc.grad_x}))) {
+    return plan_unary_with_f16(desc, backward, decline);
   }
   std::vector<Type> types;
   if (!backward) {
@@ -291,10 +363,9 @@ bool binary_layout(const hal_op_binary_desc_t& desc, native::BinaryLayout& layou
 }
 
 std::unique_ptr<OpPlan> plan_binary(const hal_op_binary_desc_t& desc, Decline& decline) {
-  Type type_a, type_b, type_out;
-  if (!native_type(desc.a.dtype, &type_a) || !native_type(desc.b.dtype, &type_b) ||
-      !native_type(desc.out.dtype, &type_out)) {
-    decline.reason = "a dtype other than f32 and bf16";
+  if (!half_path_dtype(desc.a.dtype) || !half_path_dtype(desc.b.dtype) ||
+      !half_path_dtype(desc.out.dtype)) {
+    decline.reason = "a dtype other than f32, bf16 and f16";
     return nullptr;
   }
   if (!dense(desc.out)) {
@@ -306,6 +377,22 @@ std::unique_ptr<OpPlan> plan_binary(const hal_op_binary_desc_t& desc, Decline& d
   const uint64_t count = element_count(desc.out);
   const hal_binary_op_t op = desc.op;
   const float alpha = desc.alpha;
+  if (any_f16({&desc.a, &desc.b, &desc.out})) {
+    const hal_tensor_desc_t a = desc.a, b = desc.b, out = desc.out;
+    return std::make_unique<NativePlan>(
+        3, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+          parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
+            native::binary_with_f16(op, alpha, const_half_ref(operand[0], a),
+                                    const_half_ref(operand[1], b), layout,
+                                    half_ref(operand[2], out), begin, end);
+          });
+        });
+  }
+  // f32 or bf16 each, from here on.
+  Type type_a = Type::kF32, type_b = Type::kF32, type_out = Type::kF32;
+  native_type(desc.a.dtype, &type_a);
+  native_type(desc.b.dtype, &type_b);
+  native_type(desc.out.dtype, &type_out);
   return std::make_unique<NativePlan>(
       3, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
         parallel_ranges(pool, count, kElementGrain, [&](uint64_t begin, uint64_t end) {
