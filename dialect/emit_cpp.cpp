@@ -60,7 +60,10 @@ std::string describe(const RegionPlan& plan) {
   std::string copies;
   for (const Region& region : plan.regions) {
     if (region.interleaved < 0) continue;
-    copies += (interleaved++ == 0 ? "" : "/") + std::to_string(region.copies);
+    // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false
+    // positive) on a literal + std::to_string temporary.
+    if (interleaved++ != 0) copies += '/';
+    copies += std::to_string(region.copies);
   }
   if (interleaved != 0) {
     text += "; " + std::to_string(interleaved) + " interleaved " + copies + " work-items at a time";
@@ -305,7 +308,8 @@ void Emitter::emit_region(const Kernel& kernel, const RegionPlan& plan, const Re
   const auto for_each_copy = [&](const auto& emit) {
     renamed_ = &region.renamed;
     for (int j = 0; j < region.copies; ++j) {
-      copy_suffix_ = "_" + std::to_string(j);
+      copy_suffix_ = '_';
+      copy_suffix_ += std::to_string(j);
       emit(written_back[static_cast<size_t>(j)]);
     }
     renamed_ = nullptr;
