@@ -242,21 +242,27 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
     hal_stream_destroy(stream);  // lost by the failure
     hal_stream_create(self.device, 0, &stream);
   }
-  // Only rank 0 calls on a communicator with a short deadline: its 8-byte
-  // allreduce, tried inline and then left to the stream, must end with
-  // TIMEOUT. A second communicator tells the others when to abort theirs.
-  hal_comm_t short_lived = nullptr;
+  // Only rank 0 calls on communicators with a short deadline: its 8-byte
+  // allreduce, tried inline and then left to the stream, and its receive of
+  // 2 MiB from the last rank (the segment's messages), must end with
+  // TIMEOUT. A third communicator tells the others when to abort theirs.
+  hal_comm_t short_lived[2] = {nullptr, nullptr};
   hal_comm_t signal = nullptr;
   config.timeout_ms = 300;
-  const bool made_short = status == 0 && fresh_comm(short_lived);
+  const bool made_short = status == 0 && fresh_comm(short_lived[0]) && fresh_comm(short_lived[1]);
   config.timeout_ms = 60000;
   if (made_short && fresh_comm(signal)) {
-    if (self.rank == 0) {
-      hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, short_lived, stream);
+    for (uint32_t which = 0; which < 2 && self.rank == 0; ++which) {
+      if (which == 0) {
+        hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, short_lived[0], stream);
+      } else {
+        hal_recv(buffer, big, HAL_DTYPE_F32, n - 1, short_lived[1], stream);
+      }
       if (hal_stream_synchronize(stream) != HAL_ERROR_DEVICE_LOST ||
-          async_error(short_lived) != HAL_ERROR_TIMEOUT) {
+          async_error(short_lived[which]) != HAL_ERROR_TIMEOUT) {
         status = fail(std::string("a peer that never came gave ") +
-                      hal_result_string(async_error(short_lived)) + ", not TIMEOUT");
+                      hal_result_string(async_error(short_lived[which])) + ", not TIMEOUT" +
+                      (which == 0 ? " (an allreduce)" : " (a receive)"));
       }
       hal_stream_destroy(stream);
       hal_stream_create(self.device, 0, &stream);
@@ -265,10 +271,12 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
     if (hal_stream_synchronize(stream) != HAL_SUCCESS && status == 0) {
       status = fail(std::string("the signal allreduce: ") + hal_error_last_message());
     }
-    hal_comm_abort(short_lived);
     hal_comm_destroy(signal);
   } else if (status == 0) {
     status = fail(std::string("init: ") + hal_error_last_message());
+  }
+  for (hal_comm_t comm_left : short_lived) {
+    if (comm_left != nullptr) hal_comm_abort(comm_left);
   }
   hal_stream_destroy(stream);
   hal_mem_free(buffer);
