@@ -194,7 +194,7 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
   int status = 0;
   hal_comm_t comm = nullptr;
   if (!fresh_comm(comm)) {
-    status = fail(std::string("init: ") + hal_error_last_message());
+    status = fail(std::string("init of the mismatch communicator: ") + hal_error_last_message());
   } else {
     // Rank 0 asks for 2 elements (the segment), the others for 2 MiB (messages).
     hal_allreduce(buffer, buffer, self.rank == 0 ? 2 : big, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm,
@@ -216,7 +216,15 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
   for (const bool through_messages : {false, true}) {
     if (status != 0) break;
     if (!fresh_comm(comm)) {
-      status = fail(std::string("init: ") + hal_error_last_message());
+      status = fail(std::string("init of an abort communicator: ") + hal_error_last_message());
+      break;
+    }
+    // First one allreduce that all complete: a rank that aborts while a peer
+    // is still finishing its set-up fails that set-up too (its segment is
+    // marked).
+    hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream);
+    if (hal_stream_synchronize(stream) != HAL_SUCCESS) {
+      status = fail(std::string("before an abort: ") + hal_error_last_message());
       break;
     }
     const bool waits = through_messages ? self.rank == 0 : self.rank != n - 1;
@@ -242,13 +250,17 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
     hal_stream_destroy(stream);  // lost by the failure
     hal_stream_create(self.device, 0, &stream);
   }
-  // Only rank 0 calls on communicators with a short deadline: its 8-byte
+  // Only rank 0 calls on communicators with a short deadline (3 s): its 8-byte
   // allreduce, tried inline and then left to the stream, and its receive of
   // 2 MiB from the last rank (the segment's messages), must end with
   // TIMEOUT. A third communicator tells the others when to abort theirs.
   hal_comm_t short_lived[2] = {nullptr, nullptr};
   hal_comm_t signal = nullptr;
-  config.timeout_ms = 300;
+  // Short, yet long enough for set-up: the ranks that only aborted above
+  // come here first and wait for the others, which still see their failure,
+  // and set-up touches the message segment's pages (300 ms failed with 4
+  // ranks on a loaded 2-core machine).
+  config.timeout_ms = 3000;
   const bool made_short = status == 0 && fresh_comm(short_lived[0]) && fresh_comm(short_lived[1]);
   config.timeout_ms = 60000;
   if (made_short && fresh_comm(signal)) {
@@ -273,7 +285,7 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
     }
     hal_comm_destroy(signal);
   } else if (status == 0) {
-    status = fail(std::string("init: ") + hal_error_last_message());
+    status = fail(std::string("init of the deadline communicators: ") + hal_error_last_message());
   }
   for (hal_comm_t comm_left : short_lived) {
     if (comm_left != nullptr) hal_comm_abort(comm_left);
