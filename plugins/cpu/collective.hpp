@@ -1,9 +1,10 @@
 // Collectives of the cpu plugin (api/hal/collective.h): between the devices
 // of one process through shared memory (the host engine's LocalGroup, run by
-// each device's stream thread), and between processes over MPI
-// (collective_mpi.cpp), which runs across machines too, or, when the ranks
-// met over the loader's store and all share one host, through a shared
-// segment (hal_collective's ShmTransport; else the loader serves them).
+// each device's stream thread), and between processes as messages: through
+// a shared segment (hal_collective's ShmTransport) when all ranks share one
+// host, whether they met over MPI or over the loader's store; otherwise over
+// MPI (collective_mpi.cpp), which runs across machines too, or, for a store,
+// the loader serves them.
 // Each call becomes a stream task; a failure fails the stream and stays in the rank's state. A
 // small allreduce through the shared segment, on an idle stream, is first
 // tried on the calling thread for a few microseconds (Stream::enqueue_task):

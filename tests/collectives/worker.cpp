@@ -2,10 +2,13 @@
 // mpirun (MPI bootstrap, the cpu plugin's MPI path) and as a child of
 // multiprocess_test (unique-id bootstrap, the loader's TCP-store path).
 //
-//   collectives_worker mpi                      the matrix (collectives, then MoE
+//   collectives_worker mpi [expect shm|mpi]     the matrix (collectives, then MoE
 //                                               dispatch/combine) over MPI_COMM_WORLD,
 //                                               the small calls' inline path,
-//                                               then the shared segment's failures
+//                                               then the shared segment's failures;
+//                                               with expect, after checking that the
+//                                               messages went through shared memory or
+//                                               over MPI (HAL_COMM_SHM=0)
 //   collectives_worker store <id-hex> <rank> <n>            the matrix
 //   collectives_worker store <id-hex> <rank> <n> kill <k>   rank k dies mid-run;
 //                                                 every survivor must fail
@@ -167,10 +170,10 @@ int run_inline_paths(const Rank& self, uint32_t n) {
   return failure.empty() ? 0 : fail("inline path: " + failure);
 }
 
-// Over MPI on one host the ranks meet in a shared segment (the cpu
-// plugin's small-allreduce path). Ranks whose calls disagree fail alike
-// whichever path each call's size picks, and an aborted rank makes its
-// peers fail at once with HAL_ERROR_REMOTE, well before the deadline.
+// Over MPI on one host the ranks meet in shared segments (the cpu plugin's
+// small-allreduce path and its messages). Ranks whose calls disagree fail
+// alike whichever path each call's size picks, and an aborted rank makes
+// its peers fail at once with HAL_ERROR_REMOTE, well before the deadline.
 int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_config_t& base) {
   if (n < 2) return 0;
   hal_comm_config_t config = base;
@@ -178,7 +181,7 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
   auto fresh_comm = [&](hal_comm_t& comm) {
     return hal_comm_init_rank(self.device, n, nullptr, self.rank, &config, &comm) == HAL_SUCCESS;
   };
-  const size_t big = size_t{1} << 19;  // 2 MiB of f32: past the segment, over MPI
+  const size_t big = size_t{1} << 19;  // 2 MiB of f32: past the segment, as messages
   void* buffer = nullptr;
   if (hal_mem_alloc(self.device, HAL_MEMORY_DEVICE, big * 4, 0, &buffer) != HAL_SUCCESS) {
     return fail("alloc");
@@ -191,9 +194,9 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
   int status = 0;
   hal_comm_t comm = nullptr;
   if (!fresh_comm(comm)) {
-    status = fail(std::string("init: ") + hal_error_last_message());
+    status = fail(std::string("init of the mismatch communicator: ") + hal_error_last_message());
   } else {
-    // Rank 0 asks for 2 elements (the segment), the others for 2 MiB (MPI).
+    // Rank 0 asks for 2 elements (the segment), the others for 2 MiB (messages).
     hal_allreduce(buffer, buffer, self.rank == 0 ? 2 : big, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm,
                   self.stream);
     if (hal_stream_synchronize(self.stream) != HAL_ERROR_DEVICE_LOST ||
@@ -206,42 +209,72 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
   hal_stream_destroy(self.stream);
   hal_stream_t stream = nullptr;
   hal_stream_create(self.device, 0, &stream);
-  if (status == 0 && fresh_comm(comm)) {
-    // The last rank aborts at once; the others' 8-byte allreduce must fail fast.
-    if (self.rank == n - 1) {
-      hal_comm_abort(comm);
-    } else {
-      const auto start = std::chrono::steady_clock::now();
-      hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream);
-      hal_stream_synchronize(stream);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (async_error(comm) != HAL_ERROR_REMOTE || seconds > 30) {
-        status = fail(std::string("a peer's abort gave ") + hal_result_string(async_error(comm)) +
-                      " after " + std::to_string(seconds) + " s");
-      }
-      hal_comm_abort(comm);
+  // The last rank aborts at once. The others' 8-byte allreduce (the
+  // segment's own data) must fail fast, and so must rank 0's receive of
+  // 2 MiB from it (the segment's messages: over MPI it would wait for the
+  // deadline).
+  for (const bool through_messages : {false, true}) {
+    if (status != 0) break;
+    if (!fresh_comm(comm)) {
+      status = fail(std::string("init of an abort communicator: ") + hal_error_last_message());
+      break;
     }
-  } else if (status == 0) {
-    status = fail(std::string("init: ") + hal_error_last_message());
+    // First one allreduce that all complete: a rank that aborts while a peer
+    // is still finishing its set-up fails that set-up too (its segment is
+    // marked).
+    hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream);
+    if (hal_stream_synchronize(stream) != HAL_SUCCESS) {
+      status = fail(std::string("before an abort: ") + hal_error_last_message());
+      break;
+    }
+    const bool waits = through_messages ? self.rank == 0 : self.rank != n - 1;
+    if (!waits) {
+      hal_comm_abort(comm);
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    if (through_messages) {
+      hal_recv(buffer, big, HAL_DTYPE_F32, n - 1, comm, stream);
+    } else {
+      hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, comm, stream);
+    }
+    hal_stream_synchronize(stream);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (async_error(comm) != HAL_ERROR_REMOTE || seconds > 30) {
+      status = fail(std::string("a peer's abort gave ") + hal_result_string(async_error(comm)) +
+                    " after " + std::to_string(seconds) + " s" +
+                    (through_messages ? " (a receive)" : " (an allreduce)"));
+    }
+    hal_comm_abort(comm);
+    hal_stream_destroy(stream);  // lost by the failure
+    hal_stream_create(self.device, 0, &stream);
   }
-  // Only rank 0 calls on a communicator with a short deadline: its 8-byte
-  // allreduce, tried inline and then left to the stream, must end with
-  // TIMEOUT. A second communicator tells the others when to abort theirs.
-  hal_comm_t short_lived = nullptr;
+  // Only rank 0 calls on communicators with a short deadline (3 s): its 8-byte
+  // allreduce, tried inline and then left to the stream, and its receive of
+  // 2 MiB from the last rank (the segment's messages), must end with
+  // TIMEOUT. A third communicator tells the others when to abort theirs.
+  hal_comm_t short_lived[2] = {nullptr, nullptr};
   hal_comm_t signal = nullptr;
-  hal_stream_destroy(stream);  // lost by the abort above
-  hal_stream_create(self.device, 0, &stream);
-  config.timeout_ms = 300;
-  const bool made_short = status == 0 && fresh_comm(short_lived);
+  // Short, yet long enough for set-up: the ranks that only aborted above
+  // come here first and wait for the others, which still see their failure,
+  // and set-up touches the message segment's pages (300 ms failed with 4
+  // ranks on a loaded 2-core machine).
+  config.timeout_ms = 3000;
+  const bool made_short = status == 0 && fresh_comm(short_lived[0]) && fresh_comm(short_lived[1]);
   config.timeout_ms = 60000;
   if (made_short && fresh_comm(signal)) {
-    if (self.rank == 0) {
-      hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, short_lived, stream);
+    for (uint32_t which = 0; which < 2 && self.rank == 0; ++which) {
+      if (which == 0) {
+        hal_allreduce(buffer, buffer, 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, short_lived[0], stream);
+      } else {
+        hal_recv(buffer, big, HAL_DTYPE_F32, n - 1, short_lived[1], stream);
+      }
       if (hal_stream_synchronize(stream) != HAL_ERROR_DEVICE_LOST ||
-          async_error(short_lived) != HAL_ERROR_TIMEOUT) {
+          async_error(short_lived[which]) != HAL_ERROR_TIMEOUT) {
         status = fail(std::string("a peer that never came gave ") +
-                      hal_result_string(async_error(short_lived)) + ", not TIMEOUT");
+                      hal_result_string(async_error(short_lived[which])) + ", not TIMEOUT" +
+                      (which == 0 ? " (an allreduce)" : " (a receive)"));
       }
       hal_stream_destroy(stream);
       hal_stream_create(self.device, 0, &stream);
@@ -250,10 +283,12 @@ int run_shared_segment_failures(const Rank& self, uint32_t n, const hal_comm_con
     if (hal_stream_synchronize(stream) != HAL_SUCCESS && status == 0) {
       status = fail(std::string("the signal allreduce: ") + hal_error_last_message());
     }
-    hal_comm_abort(short_lived);
     hal_comm_destroy(signal);
   } else if (status == 0) {
-    status = fail(std::string("init: ") + hal_error_last_message());
+    status = fail(std::string("init of the deadline communicators: ") + hal_error_last_message());
+  }
+  for (hal_comm_t comm_left : short_lived) {
+    if (comm_left != nullptr) hal_comm_abort(comm_left);
   }
   hal_stream_destroy(stream);
   hal_mem_free(buffer);
@@ -296,10 +331,16 @@ class StderrCapture {
   std::string text_;
 };
 
-// The line the cpu plugin logs for this rank on the path |path| took.
-std::string expected_line(const std::string& path, uint32_t rank, uint32_t n) {
-  const std::string head = "cpu: store rank " + std::to_string(rank) + " of " + std::to_string(n);
-  return path == "shm" ? head + ": messages through a shared segment, allreduces through a shared"
+// The line the cpu plugin logs for this rank on the path |path| took, over
+// the bootstrap |bootstrap| ("store" or "MPI").
+std::string expected_line(const std::string& bootstrap, const std::string& path, uint32_t rank,
+                          uint32_t n) {
+  const std::string head =
+      "cpu: " + bootstrap + " rank " + std::to_string(rank) + " of " + std::to_string(n);
+  if (path == "shm") {
+    return head + ": messages through a shared segment, allreduces through a shared";
+  }
+  return path == "mpi" ? head + ": messages over MPI (a rank has HAL_COMM_SHM=0), no shared"
                        : head + ": host-staged by the loader";
 }
 
@@ -307,11 +348,15 @@ std::string expected_line(const std::string& path, uint32_t rank, uint32_t n) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    return fail("usage: collectives_worker mpi | store <id> <rank> <n> [kill <k> | expect <path>]");
+    return fail(
+        "usage: collectives_worker mpi [expect <path>] | store <id> <rank> <n> [kill <k> | expect "
+        "<path>]");
   }
   const std::string mode = argv[1];
-  const std::string option = argc >= 7 ? argv[5] : "";
-  const std::string expected_path = option == "expect" ? argv[6] : "";
+  // The options follow the store's three arguments; over MPI, the mode.
+  const int options_at = mode == "mpi" ? 2 : 5;
+  const std::string option = argc >= options_at + 2 ? argv[options_at] : "";
+  const std::string expected_path = option == "expect" ? argv[options_at + 1] : "";
   std::unique_ptr<StderrCapture> capture;
   if (!expected_path.empty()) {
     setenv("HAL_LOG", "1", 1);  // before any thread of HAL's reads it
@@ -328,6 +373,7 @@ int main(int argc, char** argv) {
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
     const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
     if (rank == nullptr || size == nullptr) return fail("not started by Open MPI's mpirun");
+    if (!option.empty() && option != "expect") return fail("bad arguments");
     self.rank = static_cast<uint32_t>(std::atoi(rank));
     n = static_cast<uint32_t>(std::atoi(size));
     config.bootstrap = HAL_COMM_BOOTSTRAP_MPI;
@@ -342,7 +388,8 @@ int main(int argc, char** argv) {
     return fail(std::string("init: ") + hal_error_last_message());
   }
   if (capture) {
-    const std::string line = expected_line(expected_path, self.rank, n);
+    const std::string line =
+        expected_line(mode == "mpi" ? "MPI" : "store", expected_path, self.rank, n);
     if (capture->finish().find(line) == std::string::npos) {
       return fail("the cpu plugin logged no '" + line + "'");
     }
@@ -361,7 +408,9 @@ int main(int argc, char** argv) {
   else
     hal_comm_abort(self.comm);
   // Last: each of these leaves a communicator failed (and its stream lost).
-  if (status == 0 && mode == "mpi") {
+  // Without the segment (HAL_COMM_SHM=0) a peer's abort is seen at the
+  // deadline only, as MPI gives no word of it.
+  if (status == 0 && mode == "mpi" && expected_path != "mpi") {
     status = run_shared_segment_failures(self, n, config);
   } else {
     hal_stream_destroy(self.stream);
