@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace hal::collective {
 
@@ -55,18 +57,29 @@ OwnedLayout::OwnedLayout(const hal_alltoallv_layout_t& layout, uint32_t ranks)
            arrays_.data() + 3 * ranks};
 }
 
-OwnedCalls::OwnedCalls(std::span<const hal_collective_call_t> calls)
-    : calls_(calls.begin(), calls.end()), layouts_(calls.size()) {
-  for (size_t i = 0; i < calls_.size(); ++i) {
-    if (calls_[i].kind != HAL_COLLECTIVE_ALLTOALLV) continue;
+OwnedCalls::OwnedCalls(std::span<const hal_collective_call_t> calls) {
+  if (calls.size() == 1) {
+    single_ = calls.front();
+    count_ = 1;
+  } else {
+    many_.assign(calls.begin(), calls.end());
+  }
+  const std::span<hal_collective_call_t> owned = this->calls();
+  for (size_t i = 0; i < owned.size(); ++i) {
+    if (owned[i].kind != HAL_COLLECTIVE_ALLTOALLV) continue;
+    if (layouts_.empty()) layouts_.resize(owned.size());
     layouts_[i] =
-        std::make_unique<OwnedLayout>(layout_of(calls_[i]), static_cast<uint32_t>(calls_[i].count));
-    calls_[i].send = layouts_[i]->view();
+        std::make_unique<OwnedLayout>(layout_of(owned[i]), static_cast<uint32_t>(owned[i].count));
+    owned[i].send = layouts_[i]->view();
   }
 }
 
 OwnedLayout& OwnedCalls::layout(size_t index) {
-  return *layouts_.at(index);
+  if (index >= layouts_.size() || layouts_[index] == nullptr) {
+    throw std::out_of_range("OwnedCalls::layout: call " + std::to_string(index) +
+                            " is not an alltoallv");
+  }
+  return *layouts_[index];
 }
 
 }  // namespace hal::collective

@@ -175,17 +175,25 @@ Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& de
 }
 
 bool ShmGroup::try_run(const hal_collective_call_t& call, Clock::duration patience,
-                       Status& out_status) {
+                       Status& out_status, Clock::time_point& out_first_look) {
   begin();
   // The clock is read once every kPollsPerClockRead polls: a poll costs a
-  // few cache-line reads, a clock read about as much as all of them.
+  // few cache-line reads, a clock read about as much as all of them. The
+  // patience counts from the first reading.
   constexpr uint32_t kPollsPerClockRead = 64;
-  const auto give_up = Clock::now() + patience;
+  out_first_look = Clock::time_point{};
+  Clock::time_point give_up{};
   for (uint32_t i = 1;; ++i) {
     if (phase_ == Phase::kWaitingForPrevious && previous_done()) post(call);
     if (phase_ == Phase::kWaitingForArrivals && all_arrived()) break;
     if (i % kPollsPerClockRead == 0) {
-      if (Clock::now() > give_up) return false;
+      const auto now = Clock::now();
+      if (i == kPollsPerClockRead) {
+        out_first_look = now;
+        give_up = now + patience;
+      } else if (now > give_up) {
+        return false;
+      }
       std::this_thread::yield();  // on a small machine the peer may need this core
     }
 #if defined(__x86_64__)

@@ -18,6 +18,7 @@
 namespace hal::cpu {
 namespace {
 
+using collective::Clock;
 using collective::Deadline;
 using collective::Status;
 
@@ -113,11 +114,18 @@ class CollectiveTask final : public StreamTask {
           state_->tasks_alive.load(std::memory_order_acquire) != 1) {
         return false;
       }
-      deadline_ = Deadline::after_ms(state_->timeout_ms, &state_->aborted);
-      started_ = true;
       Status status;
-      if (!state_->shm->try_run(calls.front(), kInlinePatience, status)) return false;
-      if (status.ok()) return true;
+      Clock::time_point first_look;
+      const bool ended = state_->shm->try_run(calls.front(), kInlinePatience, status, first_look);
+      if (ended && status.ok()) return true;
+      // The call goes on on the stream: its deadline counts from the try's
+      // first clock reading, a few dozen polls after the call's start (the
+      // try reads no clock before, so an episode in step reads none).
+      if (first_look == Clock::time_point{}) first_look = Clock::now();
+      deadline_ =
+          Deadline{first_look + std::chrono::milliseconds(state_->timeout_ms), &state_->aborted};
+      started_ = true;
+      if (!ended) return false;
       outcome_ = std::move(status);
     } catch (const std::exception&) {
       // No memory for a message: run() goes on from where this stopped.

@@ -25,6 +25,7 @@
 #include "hal_collective/shm.hpp"
 
 using hal::collective::Channel;
+using hal::collective::Clock;
 using hal::collective::Deadline;
 using hal::collective::ShmGroup;
 using hal::collective::Status;
@@ -263,6 +264,27 @@ constexpr auto kLongPatience = std::chrono::seconds(20);
 
 }  // namespace
 
+namespace {
+
+// try_run, and what its clock reading must be: a try that gave up read
+// the clock (its patience counts from that first reading); one that ended
+// may not have.
+bool try_once(ShmGroup& group, const hal_collective_call_t& call, Clock::duration patience,
+              Status& out_status) {
+  const auto before = Clock::now();
+  Clock::time_point first_look{Clock::duration(-1)};
+  const bool ended = group.try_run(call, patience, out_status, first_look);
+  if (!ended) {
+    CHECK(first_look >= before);
+    CHECK(first_look <= Clock::now());
+  } else {
+    CHECK((first_look == Clock::time_point{} || first_look >= before));
+  }
+  return ended;
+}
+
+}  // namespace
+
 TEST_CASE("shared segment: try_run finishes a call whose peers come in time",
           "[collectives][shm]") {
   const uint32_t ranks = GENERATE(1u, 2u, 3u);
@@ -283,7 +305,7 @@ TEST_CASE("shared segment: try_run finishes a call whose peers come in time",
       threads.emplace_back([&, r] {
         const auto call =
             allreduce(send[r].data(), in_place ? send[r].data() : recv[r].data(), count);
-        finished[r] = made[r].group->try_run(call, kLongPatience, statuses[r]) ? 1 : 0;
+        finished[r] = try_once(*made[r].group, call, kLongPatience, statuses[r]) ? 1 : 0;
       });
     }
     for (auto& t : threads) t.join();
@@ -315,9 +337,9 @@ TEST_CASE(
     INFO("episode " << episode << ", " << count << " floats, rank " << first << " first");
     Status status;
     // Its peer has not come: no wait, not finished, input published.
-    CHECK_FALSE(made[first].group->try_run(call_of(first), kNoPatience, status));
+    CHECK_FALSE(try_once(*made[first].group, call_of(first), kNoPatience, status));
     // The peer comes on the same thread and finishes at once.
-    REQUIRE(made[second].group->try_run(call_of(second), kNoPatience, status));
+    REQUIRE(try_once(*made[second].group, call_of(second), kNoPatience, status));
     CHECK(status.ok());
     CHECK(recv[second] == want);
     // The first rank's episode goes on where it stopped.
@@ -330,16 +352,16 @@ TEST_CASE(
   // A mismatch met inline is every rank's verdict, and the ranks stay in step.
   std::vector<float> a(8, 1.0f), b(8, 2.0f);
   Status status;
-  CHECK_FALSE(made[0].group->try_run(allreduce(a.data(), a.data(), 4), kNoPatience, status));
-  REQUIRE(made[1].group->try_run(allreduce(b.data(), b.data(), 8), kNoPatience, status));
+  CHECK_FALSE(try_once(*made[0].group, allreduce(a.data(), a.data(), 4), kNoPatience, status));
+  REQUIRE(try_once(*made[1].group, allreduce(b.data(), b.data(), 8), kNoPatience, status));
   CHECK(status.result == HAL_ERROR_ARGUMENT_MISMATCH);
   CHECK(made[0]
             .group
             ->run(allreduce(a.data(), a.data(), 4), Deadline::after_ms(10000, nullptr),
                   [] { return Status{}; })
             .result == HAL_ERROR_ARGUMENT_MISMATCH);
-  CHECK_FALSE(made[0].group->try_run(allreduce(a.data(), a.data(), 4), kNoPatience, status));
-  REQUIRE(made[1].group->try_run(allreduce(b.data(), b.data(), 4), kLongPatience, status));
+  CHECK_FALSE(try_once(*made[0].group, allreduce(a.data(), a.data(), 4), kNoPatience, status));
+  REQUIRE(try_once(*made[1].group, allreduce(b.data(), b.data(), 4), kLongPatience, status));
   CHECK(status.ok());
   CHECK(b[0] == 3.0f);
 }
@@ -357,7 +379,7 @@ TEST_CASE(
   const auto call = allreduce(a.data(), a.data(), a.size());
   // Rank 1 never comes: try_run returns within its patience.
   const auto tried = std::chrono::steady_clock::now();
-  CHECK_FALSE(made[0].group->try_run(call, std::chrono::milliseconds(5), status));
+  CHECK_FALSE(try_once(*made[0].group, call, std::chrono::milliseconds(5), status));
   CHECK(std::chrono::steady_clock::now() - tried < std::chrono::seconds(10));
   std::atomic<bool> aborted{expected == HAL_ERROR_INVALID_STATE};
   if (expected == HAL_ERROR_REMOTE) made[1].group->fail();
@@ -373,10 +395,10 @@ TEST_CASE(
   if (expected != HAL_ERROR_REMOTE) {
     std::vector<float> b(4, 2.0f);
     const auto peer_call = allreduce(b.data(), b.data(), b.size());
-    REQUIRE(made[1].group->try_run(peer_call, std::chrono::milliseconds(1), status));
+    REQUIRE(try_once(*made[1].group, peer_call, std::chrono::milliseconds(1), status));
     CHECK(status.ok());
     CHECK(b == std::vector<float>(4, 3.0f));
-    CHECK_FALSE(made[1].group->try_run(peer_call, std::chrono::milliseconds(1), status));
+    CHECK_FALSE(try_once(*made[1].group, peer_call, std::chrono::milliseconds(1), status));
     CHECK(made[1]
               .group->run(peer_call, Deadline::after_ms(60000, nullptr), [] { return Status{}; })
               .result == HAL_ERROR_REMOTE);

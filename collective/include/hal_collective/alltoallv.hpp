@@ -54,14 +54,23 @@ class OwnedCalls {
  public:
   OwnedCalls() = default;
   explicit OwnedCalls(std::span<const hal_collective_call_t> calls);
-  std::span<const hal_collective_call_t> calls() const { return calls_; }
-  std::span<hal_collective_call_t> calls() { return calls_; }
+  std::span<const hal_collective_call_t> calls() const {
+    return many_.empty() ? std::span(&single_, count_) : std::span(many_);
+  }
+  std::span<hal_collective_call_t> calls() {
+    return many_.empty() ? std::span(&single_, count_) : std::span(many_);
+  }
   // The owned layout of calls()[index], which must be an alltoallv.
   OwnedLayout& layout(size_t index);
 
  private:
-  std::vector<hal_collective_call_t> calls_;
-  std::vector<std::unique_ptr<OwnedLayout>> layouts_;  // one per call, null unless alltoallv
+  // One call, the common case (a small allreduce's whole cost is a few
+  // hundred nanoseconds), is held without an allocation; several in many_.
+  hal_collective_call_t single_{};
+  size_t count_ = 0;  // of single_: 0 or 1
+  std::vector<hal_collective_call_t> many_;
+  // Empty unless a call is an alltoallv; then one per call, null for others.
+  std::vector<std::unique_ptr<OwnedLayout>> layouts_;
 };
 
 // Every rank's receive count from each peer must equal what that peer sends

@@ -77,7 +77,12 @@ class ShmGroup {
   // episode stays open (this rank's input may already be published) and
   // the next run(), of the same call, finishes it. Never blocks past
   // |patience|, so one thread may try the calls of several ranks in turn.
-  bool try_run(const hal_collective_call_t& call, Clock::duration patience, Status& out_status);
+  // The clock is not read while the peers keep step (a read costs about as
+  // much as the rest of an 8-byte call's overhead): |out_first_look| is its
+  // first reading, a few dozen polls in, or Clock::time_point{} when the
+  // episode ended before any.
+  bool try_run(const hal_collective_call_t& call, Clock::duration patience, Status& out_status,
+               Clock::time_point& out_first_look);
 
   // Marks the segment broken: peers waiting now or later fail at once.
   void fail() noexcept;
