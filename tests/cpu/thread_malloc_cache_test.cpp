@@ -12,8 +12,23 @@
 
 using hal::cpu::ops::fill_thread_malloc_cache;
 
+// Only glibc's own allocator behaves so (ASan and TSan bring their own).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HAL_TEST_OWN_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define HAL_TEST_OWN_ALLOCATOR 1
+#endif
+#endif
+#if defined(__GLIBC__) && !defined(HAL_TEST_OWN_ALLOCATOR)
+#define HAL_TEST_GLIBC_ALLOCATOR 1
+#else
+#define HAL_TEST_GLIBC_ALLOCATOR 0
+#endif
+
 namespace {
 
+#if HAL_TEST_GLIBC_ALLOCATOR
 // dnnl_sgemm's packing buffer at 1024^3 on one thread, and its alignment.
 constexpr size_t kBufferBytes = 2'229'952;
 constexpr size_t kBufferAlignment = 128;
@@ -37,6 +52,7 @@ std::vector<void*> buffer_addresses(int calls, bool fill) {
   worker.join();
   return addresses;
 }
+#endif
 
 }  // namespace
 
@@ -62,15 +78,7 @@ TEST_CASE("filling the thread's malloc cache holds no memory and leaves malloc w
   CHECK(fill_thread_malloc_cache());
 }
 
-// Only glibc's own allocator behaves so (ASan and TSan bring their own).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HAL_TEST_OWN_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define HAL_TEST_OWN_ALLOCATOR 1
-#endif
-#endif
-#if defined(__GLIBC__) && !defined(HAL_TEST_OWN_ALLOCATOR)
+#if HAL_TEST_GLIBC_ALLOCATOR
 TEST_CASE("with the cache filled, glibc hands a per-call aligned buffer back at one address") {
   // The first block of this size is mmapped; freeing it raises glibc's mmap
   // threshold, and the later ones come from the thread's heap.
