@@ -1,8 +1,20 @@
 #include "onednn_common.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <exception>
+#include <mutex>
 #include <thread>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "../thread_pool.hpp"  // spin_pause
+#include "thread_malloc_cache.hpp"
 
 namespace hal::cpu::ops {
 
@@ -11,27 +23,169 @@ const dnnl::engine& onednn_engine() {
   return engine;
 }
 
-std::mutex& onednn_execution_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
 dnnl::stream& onednn_stream() {
   static dnnl::stream stream(onednn_engine());
   return stream;
 }
 
-void run_on_planning_thread(const std::function<void()>& body) {
-  std::exception_ptr failure;
-  std::thread planner([&] {
-    try {
-      body();
-    } catch (...) {
-      failure = std::current_exception();
+namespace {
+
+// How long the oneDNN thread polls for the next call before it sleeps (a
+// pipelined producer's next matmul usually follows at once), and how long
+// the caller of a short call polls for it to finish before it sleeps. The
+// caller of any other call sleeps at once: a polling caller is one more
+// runnable thread beside the team, and on a 2-core host it was measured
+// taking its ~10 us from the call itself. A wake-up through the kernel
+// costs ~4 us on this project's VMs (median, measured with a futex
+// ping-pong).
+constexpr auto kOnednnThreadSpin = std::chrono::microseconds(50);
+constexpr auto kShortCallSpin = std::chrono::microseconds(10);
+
+// True on the oneDNN thread, and on a caller while it runs a call itself.
+thread_local bool tls_on_onednn_thread = false;
+
+// Whether a oneDNN call from this thread would run on a team of one thread
+// (OMP_NUM_THREADS=1, or one core): no OpenMP worker can appear then, and
+// the call runs on its caller without a hand-over.
+bool team_of_one() {
+#if defined(_OPENMP)
+  return omp_get_max_threads() == 1;
+#else
+  return false;
+#endif
+}
+
+// Marks this thread as running a oneDNN call for the scope's life.
+class OnThisThread {
+ public:
+  OnThisThread() : was_(tls_on_onednn_thread) { tls_on_onednn_thread = true; }
+  ~OnThisThread() { tls_on_onednn_thread = was_; }
+  OnThisThread(const OnThisThread&) = delete;
+  OnThisThread& operator=(const OnThisThread&) = delete;
+
+ private:
+  bool was_;
+};
+
+// Polls |ready| (pausing politely) for up to |limit|; true when it became true.
+template <class Ready>
+bool poll_for(std::chrono::microseconds limit, Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (uint32_t i = 0;; ++i) {
+    if (ready()) return true;
+    spin_pause(i);
+    if ((i & 31u) == 31u && std::chrono::steady_clock::now() > deadline) return ready();
+  }
+}
+
+class OnednnThread {
+ public:
+  OnednnThread() : thread_([this] { serve(); }) {}
+  ~OnednnThread() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      stop_flag_.store(true, std::memory_order_relaxed);
     }
-  });
-  planner.join();
-  if (failure) std::rethrow_exception(failure);
+    work_cv_.notify_all();
+    thread_.join();  // its OpenMP workers end with it
+  }
+  OnednnThread(const OnednnThread&) = delete;
+  OnednnThread& operator=(const OnednnThread&) = delete;
+
+  // Runs one call; the caller holds the turn (below).
+  void run(void (*body)(void*), void* context, bool short_call) {
+    body_ = body;
+    context_ = context;
+    failure_ = nullptr;
+    const uint64_t ticket = posted_.load(std::memory_order_relaxed) + 1;
+    {
+      std::lock_guard lock(mutex_);
+      posted_.store(ticket, std::memory_order_release);
+      if (server_sleeping_) work_cv_.notify_one();
+    }
+    const auto finished = [&] { return finished_.load(std::memory_order_acquire) >= ticket; };
+    if (!short_call || !poll_for(kShortCallSpin, finished)) {
+      std::unique_lock lock(mutex_);
+      caller_sleeping_ = true;
+      done_cv_.wait(lock, finished);
+      caller_sleeping_ = false;
+    }
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+ private:
+  void serve() {
+    tls_on_onednn_thread = true;
+    uint64_t served = 0;
+    while (true) {
+      const auto posted = [&] {
+        return posted_.load(std::memory_order_acquire) != served ||
+               stop_flag_.load(std::memory_order_relaxed);
+      };
+      if (!poll_for(kOnednnThreadSpin, posted)) {
+        std::unique_lock lock(mutex_);
+        server_sleeping_ = true;
+        work_cv_.wait(lock, [&] { return stopping_ || posted_.load() != served; });
+        server_sleeping_ = false;
+      }
+      if (posted_.load(std::memory_order_acquire) == served) return;  // stopping, nothing left
+      ++served;
+      try {
+        body_(context_);
+      } catch (...) {
+        failure_ = std::current_exception();
+      }
+      std::lock_guard lock(mutex_);
+      finished_.store(served, std::memory_order_release);
+      if (caller_sleeping_) done_cv_.notify_one();
+    }
+  }
+
+  // The call in flight: written by its caller before posted_ is released,
+  // failure_ by this thread before finished_ is.
+  void (*body_)(void*) = nullptr;
+  void* context_ = nullptr;
+  std::exception_ptr failure_;
+  std::atomic<uint64_t> posted_{0};    // calls handed over
+  std::atomic<uint64_t> finished_{0};  // calls done
+  std::atomic<bool> stop_flag_{false};
+  std::mutex mutex_;  // guards the flags below; posted_ and finished_ change under it
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  bool server_sleeping_ = false;
+  bool caller_sleeping_ = false;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once everything above exists
+};
+
+}  // namespace
+
+void run_on_onednn_thread(void (*body)(void* context), void* context, bool short_call) {
+  if (tls_on_onednn_thread) {
+    body(context);
+    return;
+  }
+  static std::mutex turn;  // one call at a time, on the thread or not
+  std::lock_guard hold(turn);
+  if (team_of_one()) {
+    OnThisThread on_this_thread;
+    body(context);
+    return;
+  }
+  // Started on first use; stopped and joined when the plugin is unloaded or
+  // the process exits, which ends its OpenMP team too.
+  static OnednnThread thread;
+  thread.run(body, context, short_call);
+}
+
+void fill_onednn_team_malloc_caches() noexcept {
+  // The same team a oneDNN call from this thread runs on: oneDNN sizes its
+  // parallel regions by omp_get_max_threads(), as a plain parallel region is.
+#if defined(_OPENMP)
+#pragma omp parallel
+#endif
+  fill_thread_malloc_cache();
 }
 
 std::optional<dnnl::memory::data_type> onednn_dtype(hal_dtype_t dtype) {

@@ -1,23 +1,28 @@
 // What every oneDNN operator of the cpu plugin shares: one CPU engine, and
-// one lock that lets a single oneDNN primitive run at a time.
+// one thread on which every oneDNN call of the plugin runs.
 //
-// Threads: Debian's libdnnl 2.6 is built on OpenMP (libgomp). A primitive
-// runs on an OpenMP team of OMP_NUM_THREADS threads (unset: one per
-// hardware thread), the team size being fixed when the plan's primitive is
-// created (oneDNN decides its work split then). The plugin's virtual devices
-// (HAL_CPU_DEVICES) all share the host's cores, as its kernel thread pool
-// does, so primitives of every device and stream take turns behind one
-// plugin-wide lock: two OpenMP teams never compete for the same cores, and
-// a oneDNN execution runs with the whole machine like a kernel launch does.
+// Threads: Debian's libdnnl 2.6 is built on OpenMP (libgomp). A call runs
+// on an OpenMP team of OMP_NUM_THREADS threads (unset: one per hardware
+// thread) whose master is the calling thread, and libgomp keeps a team of
+// workers per master thread for as long as that thread lives. Stream
+// commands run on whichever thread serves the stream (an executor, or the
+// application's thread inside a synchronize), so calling oneDNN there gave
+// every such thread a team of its own: measured with dnnl_sgemm 1024^3 on 2
+// threads, a call whose master differs from the previous call's ran up to
+// 2x slower while the other team's workers still held the cores, and the
+// bench's HAL rows alternated between full and one-core speed. Every oneDNN
+// call (planning and execution) therefore runs on the plugin's oneDNN
+// thread, one at a time: one team serves the plugin, the application's
+// threads never host OpenMP workers, and HAL_CPU_DEVICES' virtual devices,
+// which share the host's cores as the kernel thread pool does, take turns.
 #ifndef HAL_PLUGINS_CPU_OPS_ONEDNN_COMMON_HPP_
 #define HAL_PLUGINS_CPU_OPS_ONEDNN_COMMON_HPP_
 
 #include <dnnl.hpp>
 
-#include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "hal/ops.h"
 
@@ -26,20 +31,30 @@ namespace hal::cpu::ops {
 // The process's oneDNN CPU engine (created on first use).
 const dnnl::engine& onednn_engine();
 
-// Held while a primitive executes (see above). Also serialises use of the
-// oneDNN stream below.
-std::mutex& onednn_execution_mutex();
-
-// A oneDNN stream on the engine; use only under onednn_execution_mutex().
+// The oneDNN stream on the engine; use only on the oneDNN thread.
 dnnl::stream& onednn_stream();
 
-// Runs |body| on a thread of its own and returns when it is done, passing
-// on what it throws. Creating a primitive may start an OpenMP team on the
-// calling thread, whose workers then live as long as that thread: planning
-// on a short-lived thread keeps the application's threads free of OpenMP
-// workers. (It also keeps GCC 12's LeakSanitizer from crashing at exit: it
-// misreads the dynamic TLS of workers still alive then.)
-void run_on_planning_thread(const std::function<void()>& body);
+// Runs body(context) on the oneDNN thread and returns when it is done,
+// rethrowing what it threw. One body runs at a time; callers wait their
+// turn. A caller whose oneDNN calls would run on a team of one thread
+// (OMP_NUM_THREADS=1) runs the body itself, in its turn; so does a body
+// that calls this. |short_call|: the body is expected to take a few
+// microseconds, and the caller polls for it before it sleeps. Throws
+// std::system_error when the thread cannot be started.
+void run_on_onednn_thread(void (*body)(void* context), void* context, bool short_call);
+
+template <class Body>
+void run_on_onednn_thread(Body&& body, bool short_call = false) {
+  using Callable = std::remove_reference_t<Body>;
+  run_on_onednn_thread([](void* context) { (*static_cast<Callable*>(context))(); },
+                       static_cast<void*>(&body), short_call);
+}
+
+// Fills the malloc cache (thread_malloc_cache.hpp) of every thread of the
+// OpenMP team that a oneDNN call from this thread runs on: oneDNN's gemm
+// allocates a packing buffer per team thread per call. Call on the oneDNN
+// thread before a large call.
+void fill_onednn_team_malloc_caches() noexcept;
 
 // oneDNN's data type for a HAL floating dtype; nullopt for the others.
 std::optional<dnnl::memory::data_type> onednn_dtype(hal_dtype_t dtype);

@@ -39,7 +39,6 @@
 #include "../stream.hpp"
 #include "onednn_common.hpp"
 #include "ops.hpp"
-#include "thread_malloc_cache.hpp"
 
 namespace hal::cpu::ops {
 namespace {
@@ -97,9 +96,15 @@ struct SgemmCall {
 // fill costs ~2-3 us, measured: 0.02% of a 1024^3 call on one core).
 constexpr double kFillCacheFromWork = 512.0 * 512.0 * 512.0;
 
+// Multiply-adds (batch * m * n * k) up to which an execution counts as a
+// short call of the oneDNN thread, whose caller polls for it rather than
+// sleeping at once (onednn_common.hpp): 64^3 takes a few microseconds.
+constexpr double kShortCallWork = 64.0 * 64.0 * 64.0;
+
 struct MatmulState {
   // Plain f32 products run on dnnl_sgemm, the rest on the primitive.
   std::optional<SgemmCall> sgemm;
+  bool short_call = false;  // work <= kShortCallWork
   dnnl::matmul primitive;
   memory::desc a, b, d, bias;
   bool has_bias = false;
@@ -116,16 +121,21 @@ struct MatmulState {
   size_t bias_element_bytes = 0;
 
   void run(void* a_ptr, void* b_ptr, const void* c_ptr, void* d_ptr, void* bias_ptr) const {
-    std::lock_guard lock(onednn_execution_mutex());
     if (reads_c && c_ptr != d_ptr) copy_strided(c_tensor, c_ptr, d_tensor, d_ptr, element_bytes);
+    run_on_onednn_thread([&] { execute(a_ptr, b_ptr, d_ptr, bias_ptr); }, short_call);
+  }
+
+ private:
+  // On the oneDNN thread (onednn_common.hpp).
+  void execute(void* a_ptr, void* b_ptr, void* d_ptr, void* bias_ptr) const {
     if (sgemm) {
       const SgemmCall& call = *sgemm;
-      // dnnl_sgemm allocates and frees its packing buffer on this thread on
-      // every call; with this thread's malloc cache full, the buffer comes
-      // back with its pages resident (thread_malloc_cache.hpp). Up to 512^3
-      // the buffer is small (74 KB at 256^3 and 512^3) and was measured to
-      // take no page faults anyway.
-      if (call.fill_malloc_cache) fill_thread_malloc_cache();
+      // dnnl_sgemm allocates and frees a packing buffer on each thread of
+      // its team on every call; with those threads' malloc caches full, the
+      // buffers come back with their pages resident (thread_malloc_cache.hpp).
+      // Up to 512^3 the buffers are small (74 KB at 256^3 and 512^3) and
+      // were measured to take no page faults anyway.
+      if (call.fill_malloc_cache) fill_onednn_team_malloc_caches();
       const dnnl_status_t status =
           dnnl_sgemm(call.transa, call.transb, call.m, call.n, call.k, call.alpha,
                      static_cast<const float*>(a_ptr), call.lda, static_cast<const float*>(b_ptr),
@@ -357,6 +367,11 @@ std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_pla
     state->d_tensor = d;
     state->element_bytes = HAL_DTYPE_SIZE(d.dtype);
   }
+  double work = static_cast<double>(d.shape[rank - 2]) * static_cast<double>(d.shape[rank - 1]) *
+                static_cast<double>((desc.flags & HAL_MATMUL_TRANSPOSE_A) != 0 ? a.shape[rank - 2]
+                                                                               : a.shape[rank - 1]);
+  for (uint32_t i = 0; i + 2 < rank; ++i) work *= static_cast<double>(d.shape[i]);
+  state->short_call = work <= kShortCallWork;
   state->sgemm = sgemm_call(desc);
   if (state->sgemm) return std::make_unique<MatmulPlan>(std::move(state));
 
@@ -418,7 +433,7 @@ std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_pla
             : dnnl::matmul::desc(state->a, state->b, state->d);
     const bool all_f32 =
         a.dtype == HAL_DTYPE_F32 && b.dtype == HAL_DTYPE_F32 && d.dtype == HAL_DTYPE_F32;
-    run_on_planning_thread([&] {
+    run_on_onednn_thread([&] {
       dnnl::matmul::primitive_desc pd(op, attr, onednn_engine());
       // For f32, oneDNN 2.6's gemm-based matmul (its sgemm kernels) is as
       // fast as the brgemm one it lists first up to 1024^3 and ~15% faster
