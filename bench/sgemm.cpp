@@ -6,10 +6,16 @@
 // at each thread count in --threads; then bf16 2048^3 through HAL beside
 // oneDNN's bf16 matmul.
 //
-// Threads: every thread count runs in a fresh process (this program
+// Processes: every thread count runs in fresh processes (this program
 // re-executes itself) with OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and
 // BLIS_NUM_THREADS set, since OpenMP reads its thread count once; the
-// OpenBLAS and BLIS thread counts are also set through their calls.
+// OpenBLAS and BLIS thread counts are also set through their calls. HAL's
+// rows come from one process and the peers' from another, merged into one
+// table: HAL runs oneDNN on a thread of its own, and libgomp keeps an
+// OpenMP team per thread that starts one, so in one process the teams of
+// HAL's thread and of the peers' (the main thread) both live. Measured at
+// 2 threads on 2 cores, the idle workers of one team then take cores from
+// the other: 256^3 ran at one core's speed, 1024^3 1.6x slower.
 //
 // HAL's path: hal_op_plan_create + hal_op_execute + hal_stream_synchronize
 // per repetition. When the loader in this build has no HAL_OP_MATMUL
@@ -21,12 +27,15 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <dnnl.h>
 #include <dnnl.hpp>
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <functional>
 #include <memory>
 #include <random>
@@ -374,26 +383,64 @@ void fill_bf16(void* memory, size_t count, std::mt19937& random) {
   }
 }
 
-int child(int threads, bool quick, double peak_override) {
+// Which libraries a child process measures.
+enum class Part { kHal, kPeers };
+
+// A table row as a child prints it for the parent: a marker, then the cells
+// separated by tabs.
+constexpr char kRowMarker[] = "\x1frow";
+
+void emit_row(const std::vector<std::string>& cells) {
+  std::string line = kRowMarker;
+  for (const std::string& cell : cells) line += "\t" + cell;
+  std::printf("%s\n", line.c_str());
+}
+
+std::vector<std::string> result_cells(const std::string& shape, const std::string& label,
+                                      const Timing& timing, double flops, double peak,
+                                      const std::string& peak_note) {
+  const bench::Stats& stats = timing.stats;
+  const double gflops = flops / stats.median / 1e9;
+  return {
+      shape,
+      label,
+      bench::fmt_stats(bench::Stats{stats.median * 1e3, stats.min * 1e3, stats.max * 1e3, stats.n}),
+      bench::fmt(gflops, 1),
+      bench::fmt(100 * gflops * 1e9 / peak, 1) + peak_note,
+      bench::fmt(timing.faults_per_run, 0)};
+}
+
+int child(int threads, Part part, bool quick, double peak_override) {
   std::vector<Shape> shapes = {{256, 256, 256},    {512, 512, 512},    {1024, 1024, 1024},
                                {2048, 2048, 2048}, {4096, 4096, 4096}, {4096, 4096, 1024}};
   if (quick) shapes = {{256, 256, 256}, {512, 512, 512}, {1024, 1024, 1024}};
-  std::unique_ptr<HalMatmul> hal = open_hal();
+  // Both processes take their buffers from HAL's allocator (2 MiB-aligned,
+  // MADV_HUGEPAGE, resident), so every library reads the same kind of
+  // memory; the peers' process runs no HAL operator.
+  const bool run_hal = part == Part::kHal;
+  std::unique_ptr<HalMatmul> hal = run_hal ? open_hal() : std::make_unique<ApiMatmul>();
   const double measured = measure_fma_peak_per_core();
+  const double declared = hal->peak_per_core;
   const double peak_core =
-      peak_override > 0 ? peak_override * 1e9 : (measured > 0 ? measured : hal->peak_per_core);
+      peak_override > 0 ? peak_override * 1e9 : (measured > 0 ? measured : declared);
   const double peak = peak_core * threads;
-  std::printf(
-      "\n== %d thread%s (OMP_NUM_THREADS=%s); FP32 FMA peak per core: measured %.1f GFLOP/s, "
-      "declared by the cpu device %.1f GFLOP/s; %% of peak uses %.1f x %d\n",
-      threads, threads == 1 ? "" : "s", std::getenv("OMP_NUM_THREADS"), measured / 1e9,
-      hal->peak_per_core / 1e9, peak_core / 1e9, threads);
-  const Blas blases[] = {
-      open_blas("openblas", "libopenblas.so.0", "openblas_set_num_threads", threads),
-      open_blas("blis", "libblis.so.4", "bli_thread_set_num_threads", threads),
-  };
-  bench::Table table(
-      {"shape", "library", "ms median [min-max]", "GFLOP/s", "% of peak", "faults/run"});
+  if (run_hal) {
+    std::printf(
+        "\n== %d thread%s (OMP_NUM_THREADS=%s); FP32 FMA peak per core: measured %.1f GFLOP/s "
+        "in HAL's process, declared by the cpu device %.1f GFLOP/s; %% of peak uses the "
+        "measured peak (or --peak-per-core) x %d\n",
+        threads, threads == 1 ? "" : "s", std::getenv("OMP_NUM_THREADS"), measured / 1e9,
+        declared / 1e9, threads);
+  } else {
+    std::printf("   FP32 FMA peak per core measured in the peers' process: %.1f GFLOP/s\n",
+                measured / 1e9);
+  }
+  std::vector<Blas> blases;
+  if (part == Part::kPeers) {
+    blases.push_back(
+        open_blas("openblas", "libopenblas.so.0", "openblas_set_num_threads", threads));
+    blases.push_back(open_blas("blis", "libblis.so.4", "bli_thread_set_num_threads", threads));
+  }
   std::mt19937 random(42);
   for (const Shape& s : shapes) {
     const int reps = static_cast<int>(std::clamp(2e10 / s.flops(), 3.0, 20.0));
@@ -404,37 +451,33 @@ int child(int threads, bool quick, double peak_override) {
     fill(a, a_count, random);
     fill(b, b_count, random);
     std::vector<std::pair<std::string, std::function<void()>>> runs;
-    std::string why;
-    if (auto run = hal->plan(matmul_desc(s, HAL_DTYPE_F32), a, b, d, &why)) {
-      runs.emplace_back(hal->label(), run);
+    if (run_hal) {
+      std::string why;
+      if (auto run = hal->plan(matmul_desc(s, HAL_DTYPE_F32), a, b, d, &why)) {
+        runs.emplace_back(hal->label(), run);
+      } else {
+        std::printf("note: HAL declined %s: %s\n", s.text().c_str(), why.c_str());
+      }
     } else {
-      std::printf("note: HAL declined %s: %s\n", s.text().c_str(), why.c_str());
-    }
-    runs.emplace_back("onednn matmul", onednn_matmul(s, dnnl::memory::data_type::f32, a, b, d));
-    runs.emplace_back("dnnl_sgemm", [&, a, b, d] {
-      dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, static_cast<const float*>(a), s.k,
-                 static_cast<const float*>(b), s.n, 0.0f, static_cast<float*>(d), s.n);
-    });
-    for (const Blas& blas : blases) {
-      if (blas.sgemm == nullptr) continue;
-      runs.emplace_back(blas.name + " cblas_sgemm", [&, a, b, d, fn = blas.sgemm] {
-        fn(kRowMajor, kNoTrans, kNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
-           static_cast<int>(s.k), 1.0f, static_cast<const float*>(a), static_cast<int>(s.k),
-           static_cast<const float*>(b), static_cast<int>(s.n), 0.0f, static_cast<float*>(d),
-           static_cast<int>(s.n));
+      runs.emplace_back("onednn matmul", onednn_matmul(s, dnnl::memory::data_type::f32, a, b, d));
+      runs.emplace_back("dnnl_sgemm", [&, a, b, d] {
+        dnnl_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, static_cast<const float*>(a), s.k,
+                   static_cast<const float*>(b), s.n, 0.0f, static_cast<float*>(d), s.n);
       });
+      for (const Blas& blas : blases) {
+        if (blas.sgemm == nullptr) continue;
+        runs.emplace_back(blas.name + " cblas_sgemm", [&, a, b, d, fn = blas.sgemm] {
+          fn(kRowMajor, kNoTrans, kNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
+             static_cast<int>(s.k), 1.0f, static_cast<const float*>(a), static_cast<int>(s.k),
+             static_cast<const float*>(b), static_cast<int>(s.n), 0.0f, static_cast<float*>(d),
+             static_cast<int>(s.n));
+        });
+      }
     }
     for (const auto& [label, run] : runs) {
       // Let the previous library's spinning threads go to sleep first.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      const Timing timing = time_runs(run, reps);
-      const bench::Stats& stats = timing.stats;
-      const double gflops = s.flops() / stats.median / 1e9;
-      table.row({s.text(), label,
-                 bench::fmt_stats(
-                     bench::Stats{stats.median * 1e3, stats.min * 1e3, stats.max * 1e3, stats.n}),
-                 bench::fmt(gflops, 1), bench::fmt(100 * gflops * 1e9 / peak, 1),
-                 bench::fmt(timing.faults_per_run, 0)});
+      emit_row(result_cells(s.text(), label, time_runs(run, reps), s.flops(), peak, ""));
     }
     std::fflush(stdout);
   }
@@ -447,28 +490,84 @@ int child(int threads, bool quick, double peak_override) {
     void* d = hal->alloc(count * 2);
     fill_bf16(a, count, random);
     fill_bf16(b, count, random);
-    std::string why;
     std::vector<std::pair<std::string, std::function<void()>>> runs;
-    if (auto run = hal->plan(matmul_desc(s, HAL_DTYPE_BF16), a, b, d, &why)) {
-      runs.emplace_back(hal->label() + " bf16", run);
+    if (run_hal) {
+      std::string why;
+      if (auto run = hal->plan(matmul_desc(s, HAL_DTYPE_BF16), a, b, d, &why)) {
+        runs.emplace_back(hal->label() + " bf16", run);
+      } else {
+        std::printf("note: HAL declined bf16 %s: %s\n", s.text().c_str(), why.c_str());
+      }
     } else {
-      std::printf("note: HAL declined bf16 %s: %s\n", s.text().c_str(), why.c_str());
+      runs.emplace_back("onednn matmul bf16",
+                        onednn_matmul(s, dnnl::memory::data_type::bf16, a, b, d));
     }
-    runs.emplace_back("onednn matmul bf16",
-                      onednn_matmul(s, dnnl::memory::data_type::bf16, a, b, d));
     for (const auto& [label, run] : runs) {
-      const Timing timing = time_runs(run, 5);
-      const bench::Stats& stats = timing.stats;
-      const double gflops = s.flops() / stats.median / 1e9;
-      table.row({s.text() + " bf16", label,
-                 bench::fmt_stats(
-                     bench::Stats{stats.median * 1e3, stats.min * 1e3, stats.max * 1e3, stats.n}),
-                 bench::fmt(gflops, 1), bench::fmt(100 * gflops * 1e9 / peak, 1) + " (f32 peak)",
-                 bench::fmt(timing.faults_per_run, 0)});
+      emit_row(result_cells(s.text() + " bf16", label, time_runs(run, 5), s.flops(), peak,
+                            " (f32 peak)"));
     }
   }
-  table.print();
+  std::fflush(stdout);
   return 0;
+}
+
+// Runs this program as a child for |threads| and |part|; passes on the
+// lines it prints and collects its rows. False when the child failed.
+bool run_child(const char* self, const std::string& threads, const char* part, bool quick,
+               const std::string& peak_text, std::vector<std::vector<std::string>>* rows) {
+  int channel[2];
+  if (pipe(channel) != 0) die("pipe failed");
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid < 0) die("fork failed");
+  if (pid == 0) {
+    dup2(channel[1], STDOUT_FILENO);
+    close(channel[0]);
+    close(channel[1]);
+    setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+    setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
+    setenv("BLIS_NUM_THREADS", threads.c_str(), 1);
+    std::vector<std::string> words = {self, "--child",         threads,  "--part",
+                                      part, "--peak-per-core", peak_text};
+    if (quick) words.push_back("--quick");
+    std::vector<char*> child_argv;
+    for (std::string& w : words) child_argv.push_back(w.data());
+    child_argv.push_back(nullptr);
+    execv("/proc/self/exe", child_argv.data());
+    _exit(127);
+  }
+  close(channel[1]);
+  std::string output;
+  char buffer[4096];
+  for (ssize_t got; (got = read(channel[0], buffer, sizeof(buffer))) != 0;) {
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    output.append(buffer, static_cast<size_t>(got));
+  }
+  close(channel[0]);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  for (size_t begin = 0; begin < output.size();) {
+    size_t end = output.find('\n', begin);
+    if (end == std::string::npos) end = output.size();
+    const std::string line = output.substr(begin, end - begin);
+    begin = end + 1;
+    if (line.rfind(kRowMarker, 0) != 0) {
+      std::printf("%s\n", line.c_str());
+      continue;
+    }
+    std::vector<std::string> cells;
+    for (size_t at = sizeof(kRowMarker) - 1; at < line.size();) {
+      size_t next = line.find('\t', at + 1);
+      if (next == std::string::npos) next = line.size();
+      cells.push_back(line.substr(at + 1, next - at - 1));
+      at = next;
+    }
+    rows->push_back(std::move(cells));
+  }
+  return WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
 }
 
 }  // namespace
@@ -481,17 +580,23 @@ int main(int argc, char** argv) {
         "sgemm (row-major f32 C = A @ B) through HAL's HAL_OP_MATMUL on the cpu plugin beside\n"
         "oneDNN (matmul primitive, dnnl_sgemm), OpenBLAS and BLIS; squares 256..4096 and\n"
         "4096x4096x1024 (--quick: up to 1024), then bf16 2048^3 through HAL and oneDNN.\n"
-        "Each thread count runs in its own process. %% of peak: one core's FP32 FMA peak,\n"
+        "Each thread count runs in its own processes, HAL's and the peers'. %% of peak: one core's "
+        "FP32 FMA peak,\n"
         "measured (16 lanes x FMAs x 2 flops at the clock the core really runs), times the\n"
         "threads; or --peak-per-core GFLOPS.\n",
         argv[0]);
     return 0;
   }
   const std::string child_threads = args.str("--child", "");
+  const std::string part = args.str("--part", "hal");
   const bool quick = args.flag("--quick");
   const std::string peak_text = args.str("--peak-per-core", "0");
   const double peak_override = std::atof(peak_text.c_str());
-  if (!child_threads.empty()) return child(std::atoi(child_threads.c_str()), quick, peak_override);
+  if (!child_threads.empty()) {
+    if (part != "hal" && part != "peers") die("--part takes hal or peers");
+    return child(std::atoi(child_threads.c_str()), part == "hal" ? Part::kHal : Part::kPeers, quick,
+                 peak_override);
+  }
 
   std::string list = args.str("--threads", "1,2");
   int status = 0;
@@ -501,23 +606,29 @@ int main(int argc, char** argv) {
     const std::string threads = list.substr(begin, end - begin);
     begin = end + 1;
     if (std::atoi(threads.c_str()) < 1) die("--threads takes positive counts, e.g. 1,2");
-    std::fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setenv("OMP_NUM_THREADS", threads.c_str(), 1);
-      setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
-      setenv("BLIS_NUM_THREADS", threads.c_str(), 1);
-      std::vector<std::string> words = {argv[0], "--child", threads, "--peak-per-core", peak_text};
-      if (quick) words.push_back("--quick");
-      std::vector<char*> child_argv;
-      for (std::string& w : words) child_argv.push_back(w.data());
-      child_argv.push_back(nullptr);
-      execv("/proc/self/exe", child_argv.data());
-      _exit(127);
+    std::vector<std::vector<std::string>> hal_rows, peer_rows;
+    if (!run_child(argv[0], threads, "hal", quick, peak_text, &hal_rows)) status = 1;
+    if (!run_child(argv[0], threads, "peers", quick, peak_text, &peer_rows)) status = 1;
+    // One table, each shape's HAL row first.
+    bench::Table table(
+        {"shape", "library", "ms median [min-max]", "GFLOP/s", "% of peak", "faults/run"});
+    std::vector<std::string> shapes;
+    for (const auto* rows : {&hal_rows, &peer_rows}) {
+      for (const auto& row : *rows) {
+        if (std::find(shapes.begin(), shapes.end(), row[0]) == shapes.end()) {
+          shapes.push_back(row[0]);
+        }
+      }
     }
-    int wstatus = 0;
-    waitpid(pid, &wstatus, 0);
-    if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) status = 1;
+    for (const std::string& shape : shapes) {
+      for (const auto* rows : {&hal_rows, &peer_rows}) {
+        for (const auto& row : *rows) {
+          if (row[0] == shape) table.row(row);
+        }
+      }
+    }
+    table.print();
+    std::fflush(stdout);
   }
   return status;
 }
