@@ -389,8 +389,11 @@ TEST_CASE("onednn matmul: plain f32 products (dnnl_sgemm) over every layout it a
   const Scaling scalings[] = {{1.0f, 0.0f, false}, {-0.5f, 0.75f, false}, {2.0f, -1.0f, true}};
   for (const uint32_t flags : transposes) {
     for (const Scaling& scaling : scalings) {
-      for (const auto& [m, n, k] : {std::tuple{37, 53, 29}, std::tuple{1, 17, 64},
-                                    std::tuple{33, 1, 5}, std::tuple{64, 64, 1}}) {
+      // The last two are split over the plugin's pool (above 128^3 multiply-
+      // adds): by rows, and by columns, each with a shorter last piece.
+      for (const auto& [m, n, k] :
+           {std::tuple{37, 53, 29}, std::tuple{1, 17, 64}, std::tuple{33, 1, 5},
+            std::tuple{64, 64, 1}, std::tuple{300, 70, 130}, std::tuple{40, 333, 200}}) {
         for (const bool padded : {false, true}) {
           CAPTURE(flags, scaling.alpha, scaling.beta, scaling.c_is_d, m, n, k, padded);
           // A leading batch of 1 with a stride of its own: still one product.

@@ -1,8 +1,9 @@
-// The cpu plugin's oneDNN thread (plugins/cpu/ops/onednn_common.hpp): every
-// oneDNN call runs on one thread, one at a time, whatever thread asks; what a
-// call throws reaches its caller; and the OpenMP team oneDNN starts belongs
-// to that thread alone, so application threads that call it gain no OpenMP
-// workers. Compiled with onednn_common.cpp.
+// Where the cpu plugin's oneDNN calls run (plugins/cpu/ops/onednn_common.hpp):
+// calls that start an OpenMP team run on one thread, the oneDNN thread,
+// whatever thread asks, so application threads gain no OpenMP workers;
+// calls that start none run on their caller; every call takes its turn, one
+// at a time; what a call throws reaches its caller. Compiled with
+// onednn_common.cpp.
 #include <catch2/catch.hpp>
 #include <dirent.h>
 #include <dnnl.h>
@@ -15,12 +16,23 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ops/onednn_common.hpp"
 
-using hal::cpu::ops::fill_onednn_team_malloc_caches;
-using hal::cpu::ops::run_on_onednn_thread;
+using hal::cpu::ops::OnednnPlacement;
+using hal::cpu::ops::run_onednn_call;
+using hal::cpu::ops::SingleThreadedOnednn;
+
+namespace {
+
+template <class Body>
+void run_on_onednn_thread(Body&& body) {
+  run_onednn_call(OnednnPlacement::kOnednnThread, std::forward<Body>(body));
+}
+
+}  // namespace
 
 namespace {
 
@@ -122,6 +134,7 @@ TEST_CASE("onednn thread: sgemm from many threads is right and adds one OpenMP t
   constexpr int kCallers = 4;
   std::vector<std::vector<float>> results(kCallers, std::vector<float>(n * n, -1.0f));
   std::vector<dnnl_status_t> statuses(kCallers, dnnl_runtime_error);
+  std::vector<int> team_sizes(kCallers, 0);
   std::atomic<int> finished{0};
   std::atomic<bool> release{false};
   std::vector<std::thread> callers;
@@ -129,8 +142,11 @@ TEST_CASE("onednn thread: sgemm from many threads is right and adds one OpenMP t
     callers.emplace_back([&, c] {
       for (int repeat = 0; repeat < 3; ++repeat) {
         run_on_onednn_thread([&] {
-          // A parallel region of the team oneDNN's calls run on.
-          fill_onednn_team_malloc_caches();
+          // A parallel region, as oneDNN's calls open on their team.
+          std::atomic<int> members{0};
+#pragma omp parallel
+          members.fetch_add(1);
+          team_sizes[c] = members.load();
           statuses[c] = dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
                                    results[c].data(), n);
         });
@@ -150,6 +166,7 @@ TEST_CASE("onednn thread: sgemm from many threads is right and adds one OpenMP t
   // as many.
   CHECK(team >= 2);  // the test runs with OMP_NUM_THREADS=2
   CHECK(during <= before + kCallers + static_cast<size_t>(team - 1));
+  for (int size : team_sizes) CHECK(size == team);
   for (int c = 0; c < kCallers; ++c) {
     REQUIRE(statuses[c] == dnnl_success);
     double worst = 0;
@@ -194,5 +211,37 @@ TEST_CASE("onednn thread: a caller whose team would be one thread runs its body 
   CHECK(ran_single == single_caller);
   REQUIRE(ran_team.size() == 1);
   CHECK(*ran_team.begin() != single_caller);
+  CHECK(overlaps.load() == 0);
+}
+
+TEST_CASE("onednn thread: a call placed on its caller runs there, single-threaded, in turn",
+          "[cpu][onednn]") {
+  run_on_onednn_thread([] {});
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::vector<std::thread::id> callers(2), ran(2);
+  std::vector<int> threads_inside(2, 0), threads_after(2, 0);
+  std::vector<std::thread> workers;
+  for (int c = 0; c < 2; ++c) {
+    workers.emplace_back([&, c] {
+      callers[c] = std::this_thread::get_id();
+      for (int i = 0; i < 200; ++i) {
+        run_onednn_call(OnednnPlacement::kCaller, [&] {
+          if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+          ran[c] = std::this_thread::get_id();
+          SingleThreadedOnednn single_threaded;
+          threads_inside[c] = omp_get_max_threads();
+          inside.fetch_sub(1);
+        });
+      }
+      threads_after[c] = omp_get_max_threads();
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  for (int c = 0; c < 2; ++c) {
+    CHECK(ran[c] == callers[c]);
+    CHECK(threads_inside[c] == 1);
+    CHECK(threads_after[c] == 2);  // restored: the test runs with OMP_NUM_THREADS=2
+  }
   CHECK(overlaps.load() == 0);
 }

@@ -14,7 +14,6 @@
 #endif
 
 #include "../thread_pool.hpp"  // spin_pause
-#include "thread_malloc_cache.hpp"
 
 namespace hal::cpu::ops {
 
@@ -48,11 +47,7 @@ thread_local bool tls_on_onednn_thread = false;
 // (OMP_NUM_THREADS=1, or one core): no OpenMP worker can appear then, and
 // the call runs on its caller without a hand-over.
 bool team_of_one() {
-#if defined(_OPENMP)
-  return omp_get_max_threads() == 1;
-#else
-  return false;
-#endif
+  return onednn_call_threads() == 1;
 }
 
 // Marks this thread as running a oneDNN call for the scope's life.
@@ -161,14 +156,35 @@ class OnednnThread {
 
 }  // namespace
 
-void run_on_onednn_thread(void (*body)(void* context), void* context, bool short_call) {
+int onednn_call_threads() noexcept {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+SingleThreadedOnednn::SingleThreadedOnednn() noexcept {
+#if defined(_OPENMP)
+  previous_ = omp_get_max_threads();
+  omp_set_num_threads(1);
+#endif
+}
+
+SingleThreadedOnednn::~SingleThreadedOnednn() {
+#if defined(_OPENMP)
+  omp_set_num_threads(previous_);
+#endif
+}
+
+void run_onednn_call(OnednnPlacement placement, void (*body)(void* context), void* context) {
   if (tls_on_onednn_thread) {
     body(context);
     return;
   }
   static std::mutex turn;  // one call at a time, on the thread or not
   std::lock_guard hold(turn);
-  if (team_of_one()) {
+  if (placement == OnednnPlacement::kCaller || team_of_one()) {
     OnThisThread on_this_thread;
     body(context);
     return;
@@ -176,16 +192,7 @@ void run_on_onednn_thread(void (*body)(void* context), void* context, bool short
   // Started on first use; stopped and joined when the plugin is unloaded or
   // the process exits, which ends its OpenMP team too.
   static OnednnThread thread;
-  thread.run(body, context, short_call);
-}
-
-void fill_onednn_team_malloc_caches() noexcept {
-  // The same team a oneDNN call from this thread runs on: oneDNN sizes its
-  // parallel regions by omp_get_max_threads(), as a plain parallel region is.
-#if defined(_OPENMP)
-#pragma omp parallel
-#endif
-  fill_thread_malloc_cache();
+  thread.run(body, context, placement == OnednnPlacement::kShortOnOnednnThread);
 }
 
 std::optional<dnnl::memory::data_type> onednn_dtype(hal_dtype_t dtype) {

@@ -34,27 +34,48 @@ const dnnl::engine& onednn_engine();
 // The oneDNN stream on the engine; use only on the oneDNN thread.
 dnnl::stream& onednn_stream();
 
-// Runs body(context) on the oneDNN thread and returns when it is done,
-// rethrowing what it threw. One body runs at a time; callers wait their
-// turn. A caller whose oneDNN calls would run on a team of one thread
-// (OMP_NUM_THREADS=1) runs the body itself, in its turn; so does a body
-// that calls this. |short_call|: the body is expected to take a few
-// microseconds, and the caller polls for it before it sleeps. Throws
-// std::system_error when the thread cannot be started.
-void run_on_onednn_thread(void (*body)(void* context), void* context, bool short_call);
+// Where a oneDNN call runs, in its turn (one call at a time, plugin-wide):
+//  - kOnednnThread: on the oneDNN thread, for calls that start an OpenMP
+//    team (the caller sleeps until it is done);
+//  - kShortOnOnednnThread: the same for a call expected to take a few
+//    microseconds, which the caller polls for before it sleeps;
+//  - kCaller: on the calling thread, for a call that starts no OpenMP team
+//    (its oneDNN calls run under SingleThreadedOnednn).
+// A caller whose oneDNN calls would run on a team of one thread
+// (OMP_NUM_THREADS=1) runs every call itself; so does a body that calls
+// this again.
+enum class OnednnPlacement { kOnednnThread, kShortOnOnednnThread, kCaller };
+
+// Runs body(context) in its turn where |placement| says, and returns when it
+// is done, rethrowing what it threw. Throws std::system_error when the
+// oneDNN thread cannot be started.
+void run_onednn_call(OnednnPlacement placement, void (*body)(void* context), void* context);
 
 template <class Body>
-void run_on_onednn_thread(Body&& body, bool short_call = false) {
+void run_onednn_call(OnednnPlacement placement, Body&& body) {
   using Callable = std::remove_reference_t<Body>;
-  run_on_onednn_thread([](void* context) { (*static_cast<Callable*>(context))(); },
-                       static_cast<void*>(&body), short_call);
+  run_onednn_call(
+      placement, [](void* context) { (*static_cast<Callable*>(context))(); },
+      static_cast<void*>(&body));
 }
 
-// Fills the malloc cache (thread_malloc_cache.hpp) of every thread of the
-// OpenMP team that a oneDNN call from this thread runs on: oneDNN's gemm
-// allocates a packing buffer per team thread per call. Call on the oneDNN
-// thread before a large call.
-void fill_onednn_team_malloc_caches() noexcept;
+// For its lifetime, the oneDNN calls of the constructing thread run on that
+// thread alone: its OpenMP thread count (the one oneDNN sizes its work by)
+// is 1, and the previous count comes back at the end.
+class SingleThreadedOnednn {
+ public:
+  SingleThreadedOnednn() noexcept;
+  ~SingleThreadedOnednn();
+  SingleThreadedOnednn(const SingleThreadedOnednn&) = delete;
+  SingleThreadedOnednn& operator=(const SingleThreadedOnednn&) = delete;
+
+ private:
+  int previous_ = 1;
+};
+
+// The threads a oneDNN call from this thread would run on (its OpenMP
+// thread count; 1 without OpenMP).
+int onednn_call_threads() noexcept;
 
 // oneDNN's data type for a HAL floating dtype; nullopt for the others.
 std::optional<dnnl::memory::data_type> onednn_dtype(hal_dtype_t dtype);

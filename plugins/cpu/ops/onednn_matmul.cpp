@@ -27,6 +27,8 @@
 // only on the shape and the thread count, and executions never overlap here).
 #include <dnnl.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -36,9 +38,12 @@
 #include <vector>
 
 #include "../device.hpp"
+#include "../plugin.hpp"
 #include "../stream.hpp"
+#include "../thread_pool.hpp"
 #include "onednn_common.hpp"
 #include "ops.hpp"
+#include "thread_malloc_cache.hpp"
 
 namespace hal::cpu::ops {
 namespace {
@@ -88,17 +93,119 @@ struct SgemmCall {
   char transa = 'N', transb = 'N';
   dnnl_dim_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   float alpha = 1.0f, beta = 0.0f;
-  // Refill this thread's malloc cache before the call (see run()).
-  bool fill_malloc_cache = false;
+
+  double work() const {
+    return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  }
 };
 
 // m * n * k above which an sgemm call refills the thread's malloc cache (the
 // fill costs ~2-3 us, measured: 0.02% of a 1024^3 call on one core).
 constexpr double kFillCacheFromWork = 512.0 * 512.0 * 512.0;
 
-// Multiply-adds (batch * m * n * k) up to which an execution counts as a
-// short call of the oneDNN thread, whose caller polls for it rather than
-// sleeping at once (onednn_common.hpp): 64^3 takes a few microseconds.
+// m * n * k from which an sgemm is split over the plugin's thread pool
+// (below it one thread does it: ~10 us of work, where handing half to a
+// second thread gains little), and the granule of a split: rows of d in
+// multiples of 16, columns in multiples of 64 (whole vectors and oneDNN's
+// own column blocks).
+constexpr double kSplitFromWork = 128.0 * 128.0 * 128.0;
+constexpr int64_t kRowGranule = 16;
+constexpr int64_t kColumnGranule = 64;
+
+// The pieces an sgemm is split into: d's rows (or columns) in |pieces|
+// ranges of |step|, the last one shorter.
+struct SgemmSplit {
+  bool by_rows = true;
+  int64_t step = 0;
+  uint64_t pieces = 1;
+};
+
+SgemmSplit split_sgemm(const SgemmCall& call, uint64_t threads) {
+  SgemmSplit split;
+  split.by_rows = call.m >= call.n;
+  const int64_t extent = split.by_rows ? call.m : call.n;
+  const int64_t granule = split.by_rows ? kRowGranule : kColumnGranule;
+  if (threads < 2 || call.work() < kSplitFromWork || extent < 2 * granule) {
+    split.step = extent;
+    return split;
+  }
+  const int64_t share =
+      (extent + static_cast<int64_t>(threads) - 1) / static_cast<int64_t>(threads);
+  split.step = (share + granule - 1) / granule * granule;
+  split.pieces = static_cast<uint64_t>((extent + split.step - 1) / split.step);
+  return split;
+}
+
+// One piece of a split sgemm: its rows (columns) of op(a) (op(b)) and d.
+void run_sgemm_piece(const SgemmCall& call, const SgemmSplit& split, uint64_t piece, const float* a,
+                     const float* b, float* d) {
+  SgemmCall part = call;
+  const int64_t first = static_cast<int64_t>(piece) * split.step;
+  if (split.by_rows) {
+    part.m = std::min<int64_t>(split.step, call.m - first);
+    a += call.transa == 'N' ? first * call.lda : first;
+    d += first * call.ldc;
+  } else {
+    part.n = std::min<int64_t>(split.step, call.n - first);
+    b += call.transb == 'N' ? first : first * call.ldb;
+    d += first;
+  }
+  // dnnl_sgemm allocates and frees a packing buffer on this thread on every
+  // call; with this thread's malloc cache full, the buffer comes back with
+  // its pages resident (thread_malloc_cache.hpp). Up to 512^3 the buffers
+  // are small (74 KB at 256^3 and 512^3) and were measured to take no page
+  // faults anyway.
+  if (part.work() > kFillCacheFromWork) fill_thread_malloc_cache();
+  SingleThreadedOnednn single_threaded;
+  const dnnl_status_t status =
+      dnnl_sgemm(part.transa, part.transb, part.m, part.n, part.k, part.alpha, a, part.lda, b,
+                 part.ldb, part.beta, d, part.ldc);
+  if (status != dnnl_success) throw dnnl::error(status, "dnnl_sgemm failed");
+}
+
+// Runs |call| on the plugin's thread pool (the calling thread takes part),
+// each piece a single-threaded dnnl_sgemm: no OpenMP team, so nothing is
+// handed to another thread and no team's idle workers hold a core. The
+// pieces follow the thread count only (the pool's threads, capped by
+// OMP_NUM_THREADS, oneDNN's own setting), so a fixed count gives the same
+// bits run to run, whichever thread computes a piece. Measured against
+// dnnl_sgemm on its own 2-thread team, 2 cores: within 2% at 256^3, 512^3
+// and 4096x4096x1024.
+void run_sgemm(const SgemmCall& call, ThreadPool& pool, const float* a, const float* b, float* d) {
+  const uint64_t threads = std::min<uint64_t>(
+      pool.workers() + 1u, static_cast<uint64_t>(std::max(1, onednn_call_threads())));
+  const SgemmSplit split = split_sgemm(call, threads);
+  if (split.pieces == 1) {
+    run_sgemm_piece(call, split, 0, a, b, d);
+    return;
+  }
+  struct Job {
+    const SgemmCall& call;
+    const SgemmSplit& split;
+    const float* a;
+    const float* b;
+    float* d;
+    std::atomic<bool> failed{false};
+    dnnl_status_t status = dnnl_success;  // the first failure's, written once
+  } job{call, split, a, b, d};
+  const auto run = [](void* context, uint64_t begin, uint64_t end, uint32_t) {
+    Job& job = *static_cast<Job*>(context);
+    for (uint64_t piece = begin; piece < end; ++piece) {
+      try {
+        run_sgemm_piece(job.call, job.split, piece, job.a, job.b, job.d);
+      } catch (const dnnl::error& error) {
+        if (!job.failed.exchange(true)) job.status = error.status;
+      }
+    }
+  };
+  pool.parallel_for(split.pieces, 1, ParallelTask{run, &job});
+  if (job.failed.load()) throw dnnl::error(job.status, "dnnl_sgemm failed");
+}
+
+// Multiply-adds (batch * m * n * k) up to which a primitive's execution
+// counts as a short call of the oneDNN thread, whose caller polls for it
+// rather than sleeping at once (onednn_common.hpp): 64^3 takes a few
+// microseconds.
 constexpr double kShortCallWork = 64.0 * 64.0 * 64.0;
 
 struct MatmulState {
@@ -120,29 +227,24 @@ struct MatmulState {
   int64_t bias_count = 0;
   size_t bias_element_bytes = 0;
 
-  void run(void* a_ptr, void* b_ptr, const void* c_ptr, void* d_ptr, void* bias_ptr) const {
+  void run(ThreadPool& pool, void* a_ptr, void* b_ptr, const void* c_ptr, void* d_ptr,
+           void* bias_ptr) const {
     if (reads_c && c_ptr != d_ptr) copy_strided(c_tensor, c_ptr, d_tensor, d_ptr, element_bytes);
-    run_on_onednn_thread([&] { execute(a_ptr, b_ptr, d_ptr, bias_ptr); }, short_call);
+    if (sgemm) {
+      run_onednn_call(OnednnPlacement::kCaller, [&] {
+        run_sgemm(*sgemm, pool, static_cast<const float*>(a_ptr), static_cast<const float*>(b_ptr),
+                  static_cast<float*>(d_ptr));
+      });
+      return;
+    }
+    run_onednn_call(
+        short_call ? OnednnPlacement::kShortOnOnednnThread : OnednnPlacement::kOnednnThread,
+        [&] { execute_primitive(a_ptr, b_ptr, d_ptr, bias_ptr); });
   }
 
  private:
   // On the oneDNN thread (onednn_common.hpp).
-  void execute(void* a_ptr, void* b_ptr, void* d_ptr, void* bias_ptr) const {
-    if (sgemm) {
-      const SgemmCall& call = *sgemm;
-      // dnnl_sgemm allocates and frees a packing buffer on each thread of
-      // its team on every call; with those threads' malloc caches full, the
-      // buffers come back with their pages resident (thread_malloc_cache.hpp).
-      // Up to 512^3 the buffers are small (74 KB at 256^3 and 512^3) and
-      // were measured to take no page faults anyway.
-      if (call.fill_malloc_cache) fill_onednn_team_malloc_caches();
-      const dnnl_status_t status =
-          dnnl_sgemm(call.transa, call.transb, call.m, call.n, call.k, call.alpha,
-                     static_cast<const float*>(a_ptr), call.lda, static_cast<const float*>(b_ptr),
-                     call.ldb, call.beta, static_cast<float*>(d_ptr), call.ldc);
-      if (status != dnnl_success) throw dnnl::error(status, "dnnl_sgemm failed");
-      return;
-    }
+  void execute_primitive(void* a_ptr, void* b_ptr, void* d_ptr, void* bias_ptr) const {
     const dnnl::engine& engine = onednn_engine();
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, memory(a, engine, a_ptr)},
@@ -175,16 +277,18 @@ struct MatmulState {
 // One execution in stream order.
 class MatmulTask final : public StreamTask {
  public:
-  MatmulTask(std::shared_ptr<const MatmulState> state, void* const* operands)
-      : state_(std::move(state)) {
+  MatmulTask(std::shared_ptr<const MatmulState> state, ThreadPool& pool, void* const* operands)
+      : state_(std::move(state)), pool_(pool) {
     for (uint32_t i = 0; i < kCount; ++i) operands_[i] = operands[i];
   }
   void run() override {
-    state_->run(operands_[kA], operands_[kB], operands_[kC], operands_[kD], operands_[kBias]);
+    state_->run(pool_, operands_[kA], operands_[kB], operands_[kC], operands_[kD],
+                operands_[kBias]);
   }
 
  private:
   std::shared_ptr<const MatmulState> state_;
+  ThreadPool& pool_;
   void* operands_[kCount] = {};
 };
 
@@ -197,7 +301,8 @@ class MatmulPlan final : public OpPlan {
           HAL_ERROR_INVALID_ARGUMENT, 0, "op_execute: a matmul plan takes %u operands, args has %u",
           kCount, args.operand_count);
     }
-    return stream.enqueue(TaskCommand{std::make_unique<MatmulTask>(state_, args.operands)});
+    return stream.enqueue(TaskCommand{
+        std::make_unique<MatmulTask>(state_, stream.device().plugin().pool(), args.operands)});
   }
 
  private:
@@ -295,8 +400,6 @@ std::optional<SgemmCall> sgemm_call(const hal_op_matmul_desc_t& desc) {
   call.k = k;
   call.alpha = desc.alpha;
   call.beta = desc.beta;
-  call.fill_malloc_cache =
-      static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > kFillCacheFromWork;
   return call;
 }
 
@@ -433,7 +536,7 @@ std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_pla
             : dnnl::matmul::desc(state->a, state->b, state->d);
     const bool all_f32 =
         a.dtype == HAL_DTYPE_F32 && b.dtype == HAL_DTYPE_F32 && d.dtype == HAL_DTYPE_F32;
-    run_on_onednn_thread([&] {
+    run_onednn_call(OnednnPlacement::kOnednnThread, [&] {
       dnnl::matmul::primitive_desc pd(op, attr, onednn_engine());
       // For f32, oneDNN 2.6's gemm-based matmul (its sgemm kernels) is as
       // fast as the brgemm one it lists first up to 1024^3 and ~15% faster
