@@ -1,5 +1,7 @@
 #include "onednn_common.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -73,9 +75,17 @@ bool poll_for(std::chrono::microseconds limit, Ready ready) {
   }
 }
 
+// Keeps the shared library that holds |symbol| loaded for the rest of the
+// process (RTLD_NODELETE on the copy already loaded; nothing is loaded anew).
+void keep_loaded(const void* symbol) {
+  Dl_info info{};
+  if (dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return;
+  dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);  // the handle is never closed
+}
+
 class OnednnThread {
  public:
-  OnednnThread() : thread_([this] { serve(); }) {}
+  OnednnThread() : thread_(start()) {}
   ~OnednnThread() {
     {
       std::lock_guard lock(mutex_);
@@ -110,6 +120,19 @@ class OnednnThread {
   }
 
  private:
+  std::thread start() {
+    // The thread is joined when the plugin is unloaded, and its OpenMP
+    // workers, released then, finish exiting in libgomp's and oneDNN's code
+    // after the join returns: were those libraries unloaded with the plugin,
+    // a worker would crash in code no longer mapped (seen in a process that
+    // unloaded the plugin at exit). So they stay loaded once it has started.
+#if defined(_OPENMP)
+    keep_loaded(reinterpret_cast<const void*>(&omp_get_max_threads));
+#endif
+    keep_loaded(reinterpret_cast<const void*>(&dnnl_sgemm));
+    return std::thread([this] { serve(); });
+  }
+
   void serve() {
     tls_on_onednn_thread = true;
     uint64_t served = 0;

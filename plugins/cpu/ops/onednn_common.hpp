@@ -1,5 +1,6 @@
-// What every oneDNN operator of the cpu plugin shares: one CPU engine, and
-// one thread on which every oneDNN call of the plugin runs.
+// What every oneDNN operator of the cpu plugin shares: one CPU engine, one
+// turn that every oneDNN call of the plugin takes, and one thread on which
+// every call that starts an OpenMP team runs.
 //
 // Threads: Debian's libdnnl 2.6 is built on OpenMP (libgomp). A call runs
 // on an OpenMP team of OMP_NUM_THREADS threads (unset: one per hardware
@@ -10,11 +11,13 @@
 // every such thread a team of its own: measured with dnnl_sgemm 1024^3 on 2
 // threads, a call whose master differs from the previous call's ran up to
 // 2x slower while the other team's workers still held the cores, and the
-// bench's HAL rows alternated between full and one-core speed. Every oneDNN
-// call (planning and execution) therefore runs on the plugin's oneDNN
-// thread, one at a time: one team serves the plugin, the application's
-// threads never host OpenMP workers, and HAL_CPU_DEVICES' virtual devices,
-// which share the host's cores as the kernel thread pool does, take turns.
+// bench's HAL rows alternated between full and one-core speed. Calls that
+// start a team (the matmul primitive's planning and execution) therefore run
+// on the plugin's oneDNN thread: one team serves the plugin and the
+// application's threads never host OpenMP workers. Calls that start none
+// (dnnl_sgemm pieces, each single-threaded on the kernel thread pool) run on
+// their caller. One call at a time: HAL_CPU_DEVICES' virtual devices share
+// the host's cores, as the kernel thread pool does, and take turns.
 #ifndef HAL_PLUGINS_CPU_OPS_ONEDNN_COMMON_HPP_
 #define HAL_PLUGINS_CPU_OPS_ONEDNN_COMMON_HPP_
 
