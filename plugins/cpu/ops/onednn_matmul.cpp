@@ -195,6 +195,8 @@ void run_sgemm(const SgemmCall& call, ThreadPool& pool, const float* a, const fl
         run_sgemm_piece(job.call, job.split, piece, job.a, job.b, job.d);
       } catch (const dnnl::error& error) {
         if (!job.failed.exchange(true)) job.status = error.status;
+      } catch (...) {  // nothing else is thrown there; none may leave a pool task
+        if (!job.failed.exchange(true)) job.status = dnnl_runtime_error;
       }
     }
   };
