@@ -92,8 +92,8 @@ extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host
         }
         StreamLimits stream_limits;
         if (!parse_stream_limits(hal::util::env("HAL_CPU_STREAM_THREADS"),
-                                 hal::util::env("HAL_CPU_STREAM_QUEUE_DEPTH"), &stream_limits,
-                                 why)) {
+                                 hal::util::env("HAL_CPU_STREAM_QUEUE_DEPTH"),
+                                 hal::util::env("HAL_CPU_EXECUTOR_SPIN_US"), &stream_limits, why)) {
           return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
         }
         auto plugin = std::make_unique<Plugin>(host, devices, memory_per_device, stream_limits);

@@ -15,7 +15,8 @@ Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t me
   pool_ = std::make_unique<ThreadPool>(workers);
   if (stream_limits_.executor_threads == 0)
     stream_limits_.executor_threads = default_executor_threads(cpu_.hardware_threads);
-  executors_ = std::make_unique<StreamExecutors>(stream_limits_.executor_threads);
+  executors_ = std::make_unique<StreamExecutors>(stream_limits_.executor_threads,
+                                                 stream_limits_.idle_spin, *pool_);
   // Half of the physical memory, split evenly, in whole huge pages; the
   // other half stays for the application and the allocator's caches.
   const uint64_t share =

@@ -18,6 +18,20 @@ namespace {
 // sleeps. Commands that arrive within it start without a wake-up.
 constexpr auto kSpin = std::chrono::microseconds(30);
 
+// The long idle spin (StreamLimits::idle_spin, HAL_CPU_EXECUTOR_SPIN_US).
+// Waking a sleeping thread costs the thread that enqueues 15-18 us in the
+// wake-up call on the VMs we target (a halted vCPU is woken through the
+// hypervisor; measured with a condition variable whose sleeper had been
+// idle for 50 us or more), and an enqueue-then-synchronize loop of
+// mid-sized work paid it on every call: 18 us of a 190 us 256^3 sgemm at
+// one thread. So an executor that was woken within the long spin of
+// falling asleep polls that long the next time, one such thread at a time
+// and only while a core is free of the plugin's work (core_to_spare); a
+// longer sleep, or a long spin that found nothing, puts it back on kSpin.
+// A stream fed faster than kSpin keeps its thread in Stream::serve and
+// never spins long.
+constexpr uint64_t kMaxIdleSpinMicroseconds = 10000;
+
 // Commands an executor runs on one stream before it lets another ready
 // stream have its turn.
 constexpr uint32_t kFairnessQuota = 64;
@@ -25,10 +39,10 @@ constexpr uint32_t kFairnessQuota = 64;
 constexpr uint32_t kMaxExecutorThreads = 1024;
 constexpr uint64_t kMaxQueueDepth = uint64_t{1} << 30;
 
-// Polls |ready| for up to kSpin; true when it became true.
+// Polls |ready| for up to |spin|; true when it became true.
 template <class Ready>
-bool spin_until(Ready ready) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+bool spin_until(Ready ready, std::chrono::microseconds spin = kSpin) {
+  const auto deadline = std::chrono::steady_clock::now() + spin;
   for (uint32_t i = 0;; ++i) {
     if (ready()) return true;
     spin_pause(i);
@@ -56,7 +70,23 @@ class BlockingScope {
   StreamExecutors* executors_;
 };
 
-bool parse_count(const char* name, const char* text, uint64_t max, uint64_t* out,
+// Counts, in |counter| unless null, a command that runs on this thread.
+class InlineRunScope {
+ public:
+  explicit InlineRunScope(std::atomic<uint32_t>* counter) : counter_(counter) {
+    if (counter_ != nullptr) counter_->fetch_add(1, std::memory_order_acq_rel);
+  }
+  ~InlineRunScope() {
+    if (counter_ != nullptr) counter_->fetch_sub(1, std::memory_order_acq_rel);
+  }
+  InlineRunScope(const InlineRunScope&) = delete;
+  InlineRunScope& operator=(const InlineRunScope&) = delete;
+
+ private:
+  std::atomic<uint32_t>* counter_;
+};
+
+bool parse_count(const char* name, const char* text, uint64_t min, uint64_t max, uint64_t* out,
                  std::string& out_error) {
   const std::string value = text;
   uint64_t number = 0;
@@ -68,9 +98,9 @@ bool parse_count(const char* name, const char* text, uint64_t max, uint64_t* out
     }
     number = number * 10 + static_cast<uint64_t>(c - '0');
   }
-  if (!valid || number == 0 || number > max) {
-    out_error = std::string(name) + "='" + value +
-                "' is not valid: expected a whole number from 1 to " + std::to_string(max);
+  if (!valid || number < min || number > max) {
+    out_error = std::string(name) + "='" + value + "' is not valid: expected a whole number from " +
+                std::to_string(min) + " to " + std::to_string(max);
     return false;
   }
   *out = number;
@@ -86,20 +116,27 @@ uint32_t default_executor_threads(uint32_t hardware_threads) {
   return doubled < 64 ? doubled : 64;
 }
 
-bool parse_stream_limits(const char* threads_text, const char* depth_text, StreamLimits* out,
-                         std::string& out_error) {
+bool parse_stream_limits(const char* threads_text, const char* depth_text, const char* spin_text,
+                         StreamLimits* out, std::string& out_error) {
   *out = StreamLimits{};
   uint64_t value = 0;
   if (threads_text != nullptr) {
-    if (!parse_count("HAL_CPU_STREAM_THREADS", threads_text, kMaxExecutorThreads, &value,
+    if (!parse_count("HAL_CPU_STREAM_THREADS", threads_text, 1, kMaxExecutorThreads, &value,
                      out_error))
       return false;
     out->executor_threads = static_cast<uint32_t>(value);
   }
   if (depth_text != nullptr) {
-    if (!parse_count("HAL_CPU_STREAM_QUEUE_DEPTH", depth_text, kMaxQueueDepth, &value, out_error))
+    if (!parse_count("HAL_CPU_STREAM_QUEUE_DEPTH", depth_text, 1, kMaxQueueDepth, &value,
+                     out_error))
       return false;
     out->queue_depth = value;
+  }
+  if (spin_text != nullptr) {
+    if (!parse_count("HAL_CPU_EXECUTOR_SPIN_US", spin_text, 0, kMaxIdleSpinMicroseconds, &value,
+                     out_error))
+      return false;
+    out->idle_spin = std::chrono::microseconds(value);
   }
   return true;
 }
@@ -321,8 +358,21 @@ void StreamExecutors::end_blocking() {
   --blocked_;
 }
 
+// The plugin's threads at work: executors serving a stream, other threads
+// running a stream's command (a synchronize doing the work itself) and the
+// pool's threads inside a job. A spinner on a core one of them needs would
+// slow it. Not counted: an OpenMP team's threads beyond its caller (the
+// oneDNN thread's, cpu.onednn), and the application's own threads.
+bool StreamExecutors::core_to_spare() const {
+  const uint32_t cores = pool_.workers() + 1;
+  const uint32_t working = serving_.load(std::memory_order_acquire) +
+                           inline_runners_.load(std::memory_order_acquire) + pool_.workers_inside();
+  return working + 1 <= cores;  // + 1: the spinner
+}
+
 void StreamExecutors::executor_main() {
   tls_executors = this;
+  bool woken_soon = false;  // its last sleep ended within idle_spin_
   std::unique_lock lock(mutex_);
   while (true) {
     if (!ready_.empty()) {
@@ -330,9 +380,11 @@ void StreamExecutors::executor_main() {
       ready_.pop_front();
       ready_count_.store(ready_.size(), std::memory_order_relaxed);
       --idle_;
+      serving_.fetch_add(1, std::memory_order_acq_rel);
       lock.unlock();
       const bool again = stream->serve();
       lock.lock();
+      serving_.fetch_sub(1, std::memory_order_acq_rel);
       ++idle_;
       if (again) {
         try {
@@ -349,14 +401,24 @@ void StreamExecutors::executor_main() {
     }
     if (stopping_) return;
     lock.unlock();
-    spin_until([&] {
-      return ready_count_.load(std::memory_order_acquire) != 0 ||
-             stop_flag_.load(std::memory_order_relaxed);
-    });
+    const bool long_spin = woken_soon && idle_spin_ > kSpin && core_to_spare() &&
+                           !long_spinner_.exchange(true, std::memory_order_acq_rel);
+    const bool found = spin_until(
+        [&] {
+          return ready_count_.load(std::memory_order_acquire) != 0 ||
+                 stop_flag_.load(std::memory_order_relaxed) || (long_spin && !core_to_spare());
+        },
+        long_spin ? idle_spin_ : kSpin);
+    if (long_spin) {
+      long_spinner_.store(false, std::memory_order_release);
+      woken_soon = found;
+    }
     lock.lock();
     if (!ready_.empty() || stopping_) continue;
     ++sleeping_;
+    const auto asleep_since = std::chrono::steady_clock::now();
     work_cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+    woken_soon = std::chrono::steady_clock::now() - asleep_since < idle_spin_;
     --sleeping_;
   }
 }
@@ -464,7 +526,12 @@ void Stream::run_one(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   const Stream* previous = tls_running;
   tls_running = this;
-  execute(command);
+  {
+    // A command run by a thread that is not one of the executors (a
+    // synchronize, a full queue's enqueue) keeps them from spinning long.
+    InlineRunScope inline_run(tls_executors == &executors_ ? nullptr : &executors_.inline_runners_);
+    execute(command);
+  }
   command = std::monostate{};  // drop references (module, marker) outside the lock
   tls_running = previous;
   lock.lock();

@@ -38,6 +38,7 @@
 
 #include "command.hpp"
 #include "launch.hpp"
+#include "thread_pool.hpp"
 
 namespace hal::cpu {
 
@@ -50,20 +51,29 @@ inline constexpr uint32_t kMaxBlockingExecutors = 64;
 struct StreamLimits {
   uint32_t executor_threads = 0;  // 0: the default for the host
   uint64_t queue_depth = 65536;
+  // How long an idle executor that was woken soon after it fell asleep
+  // polls for work the next time (why: stream.cpp, the long idle spin).
+  // Up to kSpin (30 us), 0 included: never longer than the short spin
+  // every idle thread takes.
+  std::chrono::microseconds idle_spin{250};
 };
 
 // Reads HAL_CPU_STREAM_THREADS (1..1024; unset: min(2 x hardware threads,
-// 64)) and HAL_CPU_STREAM_QUEUE_DEPTH (1..2^30 commands; unset: 65536).
-// False, with |out_error|, on any other value.
-bool parse_stream_limits(const char* threads_text, const char* depth_text, StreamLimits* out,
-                         std::string& out_error);
+// 64)), HAL_CPU_STREAM_QUEUE_DEPTH (1..2^30 commands; unset: 65536) and
+// HAL_CPU_EXECUTOR_SPIN_US (0..10000; unset: 250). False, with |out_error|,
+// on any other value.
+bool parse_stream_limits(const char* threads_text, const char* depth_text, const char* spin_text,
+                         StreamLimits* out, std::string& out_error);
 uint32_t default_executor_threads(uint32_t hardware_threads);
 
 // The plugin's executor threads. Threads start on demand, up to the limit,
 // and then stay (asleep when idle) until the plugin shuts down.
 class StreamExecutors {
  public:
-  explicit StreamExecutors(uint32_t max_threads) : max_threads_(max_threads) {}
+  // |pool|'s threads and the caller are the cores the long idle spin
+  // counts as the plugin's (stream.cpp).
+  StreamExecutors(uint32_t max_threads, std::chrono::microseconds idle_spin, const ThreadPool& pool)
+      : max_threads_(max_threads), idle_spin_(idle_spin), pool_(pool) {}
   ~StreamExecutors();  // every stream must be shut down before
   StreamExecutors(const StreamExecutors&) = delete;
   StreamExecutors& operator=(const StreamExecutors&) = delete;
@@ -79,10 +89,13 @@ class StreamExecutors {
  private:
   void executor_main();
   bool waiting_streams() const { return ready_count_.load(std::memory_order_relaxed) != 0; }
-  void grow_locked();  // starts a thread when ready streams outnumber idle threads
+  void grow_locked();          // starts a thread when ready streams outnumber idle threads
+  bool core_to_spare() const;  // a core none of the plugin's threads works on
   friend class Stream;
 
   const uint32_t max_threads_;
+  const std::chrono::microseconds idle_spin_;  // StreamLimits::idle_spin
+  const ThreadPool& pool_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::deque<Stream*> ready_;           // streams waiting for an executor
@@ -93,6 +106,9 @@ class StreamExecutors {
   uint32_t blocked_ = 0;   // threads inside a blocking command
   bool stopping_ = false;
   std::atomic<bool> stop_flag_{false};
+  std::atomic<bool> long_spinner_{false};    // an idle thread is in the long spin
+  std::atomic<uint32_t> serving_{0};         // threads serving a stream (threads - idle_)
+  std::atomic<uint32_t> inline_runners_{0};  // other threads running a command now
 };
 
 class Stream {

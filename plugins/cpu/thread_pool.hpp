@@ -38,6 +38,8 @@ class ThreadPool {
 
   // Pool threads, not counting the caller.
   uint32_t workers() const { return static_cast<uint32_t>(threads_.size()); }
+  // Pool threads inside a job now (a snapshot).
+  uint32_t workers_inside() const { return inside_.load(std::memory_order_relaxed); }
 
   // Runs |task| over [0, count) in chunks of |grain| indices and returns when
   // all are done. Exceptions must not leave |task|.

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -338,15 +339,91 @@ TEST_CASE("a host function may fill its own stream past the queue depth",
   REQUIRE(t.stream_destroy(stream) == HAL_SUCCESS);
 }
 
-TEST_CASE("HAL_CPU_STREAM_THREADS and HAL_CPU_STREAM_QUEUE_DEPTH reject bad values",
-          "[cpu][table][entry][resources]") {
+TEST_CASE(
+    "HAL_CPU_STREAM_THREADS, HAL_CPU_STREAM_QUEUE_DEPTH and HAL_CPU_EXECUTOR_SPIN_US reject "
+    "bad values",
+    "[cpu][table][entry][resources]") {
+  const auto rejects = [](const char* name, const char* value) {
+    CAPTURE(name, value);
+    ScopedEnv bad(name, value);
+    CHECK_THROWS(PluginInstance("1"));
+    CHECK(last_error().result == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(last_error().message.find(name) != std::string::npos);
+  };
   for (const char* name : {"HAL_CPU_STREAM_THREADS", "HAL_CPU_STREAM_QUEUE_DEPTH"}) {
-    for (const char* value : {"0", "", "-1", "12x", "99999999999"}) {
-      CAPTURE(name, value);
-      ScopedEnv bad(name, value);
-      CHECK_THROWS(PluginInstance("1"));
-      CHECK(last_error().result == HAL_ERROR_INVALID_ARGUMENT);
-      CHECK(last_error().message.find(name) != std::string::npos);
+    for (const char* value : {"0", "", "-1", "12x", "99999999999"}) rejects(name, value);
+  }
+  // 0 is a valid spin (never the long one); the most is 10 ms.
+  for (const char* value : {"", "-1", "12x", "10001", "99999999999", " 5"}) {
+    rejects("HAL_CPU_EXECUTOR_SPIN_US", value);
+  }
+}
+
+namespace {
+
+struct OrderLog {
+  std::vector<uint32_t> seen;  // appended by the stream's host functions, in the order they ran
+  uint32_t next = 0;           // the index the next enqueued host function carries
+};
+
+struct LoggedCall {
+  OrderLog* log;
+  uint32_t index;
+};
+
+void log_call(void* raw) {
+  const auto& call = *static_cast<LoggedCall*>(raw);
+  call.log->seen.push_back(call.index);
+}
+
+}  // namespace
+
+// The executors' idle spin decides only who runs a command and when; at
+// every setting, with gaps that let executors fall asleep and be woken soon
+// after (the case the long spin is for) and gaps longer than any spin,
+// every stream keeps its order and every write lands.
+TEST_CASE("HAL_CPU_EXECUTOR_SPIN_US: streams keep order and data through sleeps and wake-ups",
+          "[cpu][table][stream][resources]") {
+  for (const char* spin : {"0", "30", "250", "10000"}) {
+    CAPTURE(spin);
+    ScopedEnv setting("HAL_CPU_EXECUTOR_SPIN_US", spin);
+    PluginInstance plugin("1");
+    const auto& t = plugin.table();
+    hal_impl_device_t* device = plugin.device(0);
+    constexpr uint32_t kStreams = 2;
+    constexpr uint32_t kSteps = 120;
+    constexpr size_t kBytes = 512;
+    std::vector<hal_impl_stream_t*> streams;
+    std::vector<uint8_t*> data;
+    std::vector<std::vector<uint8_t>> expected(kStreams, std::vector<uint8_t>(kBytes, 0));
+    std::vector<OrderLog> logs(kStreams);
+    std::vector<LoggedCall> calls(kSteps);
+    for (uint32_t s = 0; s < kStreams; ++s) {
+      streams.push_back(make_stream(t, device));
+      data.push_back(static_cast<uint8_t*>(alloc(t, device, kBytes)));
+      REQUIRE(t.memset_async(streams[s], data[s], 0, kBytes) == HAL_SUCCESS);
+    }
+    std::mt19937 random(2026);
+    for (uint32_t step = 0; step < kSteps; ++step) {
+      const uint32_t s = random() % kStreams;
+      // 0 to 600 us: shorter and longer than the short and the long spin.
+      std::this_thread::sleep_for(std::chrono::microseconds(random() % 600));
+      const size_t offset = random() % kBytes;
+      const auto value = static_cast<uint8_t>(random());
+      REQUIRE(t.memset_async(streams[s], data[s] + offset, value, 1) == HAL_SUCCESS);
+      expected[s][offset] = value;
+      calls[step] = LoggedCall{&logs[s], logs[s].next++};
+      REQUIRE(t.stream_enqueue_host_fn(streams[s], &log_call, &calls[step]) == HAL_SUCCESS);
+      if (random() % 2 == 0) REQUIRE(t.stream_synchronize(streams[s]) == HAL_SUCCESS);
+    }
+    for (uint32_t s = 0; s < kStreams; ++s) {
+      REQUIRE(t.stream_synchronize(streams[s]) == HAL_SUCCESS);
+      CHECK(std::equal(expected[s].begin(), expected[s].end(), data[s]));
+      std::vector<uint32_t> in_order(logs[s].next);
+      for (uint32_t i = 0; i < logs[s].next; ++i) in_order[i] = i;
+      CHECK(logs[s].seen == in_order);
+      REQUIRE(t.stream_destroy(streams[s]) == HAL_SUCCESS);
+      REQUIRE(t.mem_free(device, data[s]) == HAL_SUCCESS);
     }
   }
 }
