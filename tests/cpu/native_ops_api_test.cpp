@@ -658,6 +658,10 @@ TEST_CASE("cpu.native attention forward and backward match the portable implemen
       {1, 130, 70, 2, 1, 16, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.3f},  // rows that see no key
       {2, 33, 65, 3, 3, 64, HAL_CAUSAL_NONE, false, 0.0f},
       {1, 65, 65, 1, 1, 8, HAL_CAUSAL_TOP_LEFT, false, 0.0f},
+      // Head dims past the kernels' 32-lane passes: one pass and a 16-lane
+      // chunk (48), four passes (128, the benchmarks' dim).
+      {1, 100, 100, 2, 1, 48, HAL_CAUSAL_TOP_LEFT, false, 0.0f},
+      {1, 90, 90, 1, 1, 128, HAL_CAUSAL_NONE, false, 0.0f},
   };
   for (const AttentionCase& c : cases) compare_attention(session, c);
 }

@@ -57,35 +57,60 @@ HAL_ISA_CLONES void block_scores_group(const float* x, const float* keys_t, int6
 }
 
 // add_weighted_rows for kRowGroup accumulator rows (acc row stride dim,
-// weights row stride kBlockKeys) at once: each load of rows serves every
-// accumulator, and the accumulators are independent chains.
-HAL_ISA_CLONES void add_weighted_rows_group(const float* weights, const float* rows, int64_t count,
+// weights row stride weight_stride, rows row stride row_stride) at once: each load of rows serves
+// every accumulator. kGroupChunks lane chunks per pass make kRowGroup x kGroupChunks independent
+// chains, enough to cover the FMA latency (4 chains, one chunk, ran at half the FMA rate); each
+// element is still one chain over c in order, so the result does not depend on the blocking.
+HAL_ISA_CLONES void add_weighted_rows_group(const float* weights, int64_t weight_stride,
+                                            const float* rows, int64_t row_stride, int64_t count,
                                             int64_t dim, float* acc) {
   using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+  constexpr int64_t kGroupChunks = 2;
   int64_t d0 = 0;
+  for (; d0 + kGroupChunks * kLanes <= dim; d0 += kGroupChunks * kLanes) {
+    Lanes sum[kRowGroup][kGroupChunks];
+    for (int64_t r = 0; r < kRowGroup; ++r) {
+      for (int64_t j = 0; j < kGroupChunks; ++j)
+        std::memcpy(&sum[r][j], acc + r * dim + d0 + j * kLanes, sizeof sum[r][j]);
+    }
+    for (int64_t c = 0; c < count; ++c) {
+      Lanes row[kGroupChunks];
+      for (int64_t j = 0; j < kGroupChunks; ++j)
+        std::memcpy(&row[j], rows + c * row_stride + d0 + j * kLanes, sizeof row[j]);
+      for (int64_t r = 0; r < kRowGroup; ++r) {
+        const float w = weights[r * weight_stride + c];
+        for (int64_t j = 0; j < kGroupChunks; ++j) sum[r][j] += w * row[j];
+      }
+    }
+    for (int64_t r = 0; r < kRowGroup; ++r) {
+      for (int64_t j = 0; j < kGroupChunks; ++j)
+        std::memcpy(acc + r * dim + d0 + j * kLanes, &sum[r][j], sizeof sum[r][j]);
+    }
+  }
   for (; d0 + kLanes <= dim; d0 += kLanes) {
     Lanes sum[kRowGroup];
     for (int64_t r = 0; r < kRowGroup; ++r) std::memcpy(&sum[r], acc + r * dim + d0, sizeof sum[r]);
     for (int64_t c = 0; c < count; ++c) {
       Lanes row;
-      std::memcpy(&row, rows + c * dim + d0, sizeof row);
-      for (int64_t r = 0; r < kRowGroup; ++r) sum[r] += weights[r * kBlockKeys + c] * row;
+      std::memcpy(&row, rows + c * row_stride + d0, sizeof row);
+      for (int64_t r = 0; r < kRowGroup; ++r) sum[r] += weights[r * weight_stride + c] * row;
     }
     for (int64_t r = 0; r < kRowGroup; ++r) std::memcpy(acc + r * dim + d0, &sum[r], sizeof sum[r]);
   }
   for (; d0 < dim; ++d0) {
     for (int64_t r = 0; r < kRowGroup; ++r) {
       float sum = acc[r * dim + d0];
-      for (int64_t c = 0; c < count; ++c) sum += weights[r * kBlockKeys + c] * rows[c * dim + d0];
+      for (int64_t c = 0; c < count; ++c)
+        sum += weights[r * weight_stride + c] * rows[c * row_stride + d0];
       acc[r * dim + d0] = sum;
     }
   }
 }
 
-// acc[0, dim) += sum over c < count of weights[c] * rows[c * dim + 0, dim),
-// in an order fixed by count and dim.
-HAL_ISA_CLONES void add_weighted_rows(const float* weights, const float* rows, int64_t count,
-                                      int64_t dim, float* acc) {
+// acc[0, dim) += sum over c < count of weights[c] * rows[c * row_stride + 0,
+// dim), in an order fixed by count and dim.
+HAL_ISA_CLONES void add_weighted_rows(const float* weights, const float* rows, int64_t row_stride,
+                                      int64_t count, int64_t dim, float* acc) {
   // kLanes columns at a time held in registers (a GCC vector: one zmm, two
   // ymm or four xmm, by the clone) across the whole sum.
   using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
@@ -98,13 +123,13 @@ HAL_ISA_CLONES void add_weighted_rows(const float* weights, const float* rows, i
     for (; c + 4 <= count; c += 4) {
       for (int64_t k = 0; k < 4; ++k) {
         Lanes row;
-        std::memcpy(&row, rows + (c + k) * dim + d0, sizeof row);
+        std::memcpy(&row, rows + (c + k) * row_stride + d0, sizeof row);
         sum[k] += weights[c + k] * row;
       }
     }
     for (; c < count; ++c) {
       Lanes row;
-      std::memcpy(&row, rows + c * dim + d0, sizeof row);
+      std::memcpy(&row, rows + c * row_stride + d0, sizeof row);
       sum[0] += weights[c] * row;
     }
     const Lanes total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
@@ -112,7 +137,7 @@ HAL_ISA_CLONES void add_weighted_rows(const float* weights, const float* rows, i
   }
   for (; d0 < dim; ++d0) {
     float sum = acc[d0];
-    for (int64_t c = 0; c < count; ++c) sum += weights[c] * rows[c * dim + d0];
+    for (int64_t c = 0; c < count; ++c) sum += weights[c] * rows[c * row_stride + d0];
     acc[d0] = sum;
   }
 }
@@ -156,7 +181,11 @@ HAL_ISA_CLONES void online_softmax_step(float* scores, int64_t count, int64_t wi
   for (; c < width; ++c) scores[c] = 0.0f;
   *running_sum = *running_sum * correction + block_sum;
   *running_max = new_max;
-  for (int64_t d = 0; d < dim; ++d) acc[d] *= correction;
+  // The max rarely moves after the first blocks; x * 1 is x, so skipping
+  // the pass over the row changes no bit.
+  if (correction != 1.0f) {
+    for (int64_t d = 0; d < dim; ++d) acc[d] *= correction;
+  }
 }
 
 // One key block of the backward for one query row: probs[c] = exp(scale *
@@ -239,11 +268,32 @@ int64_t first_row_seeing(const Attention& a, int64_t j) {
 // (transposed), the columns past |count| zero; |row| is scratch for one row.
 void pack_transposed(const HeadsView& view, int64_t b, int64_t h, int64_t first, int64_t count,
                      int64_t dim, float* row, float* out) {
-  std::fill(out, out + dim * kBlockKeys, 0.0f);
   for (int64_t c = 0; c < count; ++c) {
-    load_row(view, b, first + c, h, dim, row);
-    for (int64_t d = 0; d < dim; ++d) out[d * kBlockKeys + c] = row[d];
+    const float* source = row;
+    if (view.type == Type::kF32) {
+      source = static_cast<const float*>(row_address(view, b, first + c, h));  // read in place
+    } else {
+      load_row(view, b, first + c, h, dim, row);
+    }
+    for (int64_t d = 0; d < dim; ++d) out[d * kBlockKeys + c] = source[d];
   }
+  if (count < kBlockKeys) {
+    for (int64_t d = 0; d < dim; ++d)
+      std::fill_n(out + d * kBlockKeys + count, kBlockKeys - count, 0.0f);
+  }
+}
+
+// The f32 rows [first, first + count) of |view| in place (row stride
+// *out_stride), or else converted into |scratch| (row stride dim).
+const float* rows_as_f32(const HeadsView& view, int64_t b, int64_t h, int64_t first, int64_t count,
+                         int64_t dim, float* scratch, int64_t* out_stride) {
+  if (view.type == Type::kF32) {
+    *out_stride = view.stride[1];
+    return static_cast<const float*>(row_address(view, b, first, h));
+  }
+  for (int64_t c = 0; c < count; ++c) load_row(view, b, first + c, h, dim, scratch + c * dim);
+  *out_stride = dim;
+  return scratch;
 }
 
 }  // namespace
@@ -302,9 +352,9 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
     if (!a.blocks.any_sees(seq, a.heads, head, row_begin, row_end, first)) continue;
     const int64_t count = std::min(kBlockKeys, key_end - first);
     pack_transposed(a.k, b, kv_head, first, count, dim, s.row.data(), s.keys_t.data());
-    for (int64_t c = 0; c < count; ++c) {
-      load_row(a.v, b, first + c, kv_head, dim, s.values.data() + c * dim);
-    }
+    int64_t values_stride = dim;
+    const float* values =
+        rows_as_f32(a.v, b, kv_head, first, count, dim, s.values.data(), &values_stride);
     for (int64_t group = 0; group < rows; group += kRowGroup) {
       int64_t seen[kRowGroup], widest = 0, narrowest = count;
       for (int64_t k = 0; k < kRowGroup; ++k) {
@@ -328,14 +378,15 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
         }
       }
       if (narrowest == widest) {
-        add_weighted_rows_group(scores, s.values.data(), widest, dim, s.acc.data() + group * dim);
+        add_weighted_rows_group(scores, kBlockKeys, values, values_stride, widest, dim,
+                                s.acc.data() + group * dim);
       } else {
         // Rows that see fewer keys (a causal diagonal, a sparse block
         // edge) sum over their own: a weight of 0 times a value they do not
         // see (inf or NaN in a masked block) would still reach them.
         for (int64_t k = 0; k < kRowGroup && group + k < rows; ++k) {
           if (seen[k] > 0)
-            add_weighted_rows(scores + k * kBlockKeys, s.values.data(), seen[k], dim,
+            add_weighted_rows(scores + k * kBlockKeys, values, values_stride, seen[k], dim,
                               s.acc.data() + (group + k) * dim);
         }
       }
@@ -389,9 +440,9 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
     }
     pack_transposed(a.k, b, kv_head, first, count, dim, s.row.data(), s.keys_t.data());
     pack_transposed(a.v, b, kv_head, first, count, dim, s.row.data(), s.values_t.data());
-    for (int64_t c = 0; c < count; ++c) {
-      load_row(a.k, b, first + c, kv_head, dim, s.keys.data() + c * dim);
-    }
+    int64_t keys_stride = dim;
+    const float* keys =
+        rows_as_f32(a.k, b, kv_head, first, count, dim, s.keys.data(), &keys_stride);
     std::fill(s.grad_k.begin(), s.grad_k.end(), 0.0f);
     std::fill(s.grad_v.begin(), s.grad_v.end(), 0.0f);
     for (int64_t g = 0; g < group; ++g) {
@@ -433,35 +484,77 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
             s.probs_t[static_cast<size_t>(c * kStepRows + r)] = probs[c];
             s.grad_scores_t[static_cast<size_t>(c * kStepRows + r)] = grad_scores[c];
           }
-          if (seen > 0) {
-            add_weighted_rows(grad_scores, s.keys.data(), seen, dim,
-                              s.grad_q.data() + (base + static_cast<size_t>(r)) * dim);
+        }
+        // grad_q: kRowGroup rows that see the same keys at once; a row that
+        // sees fewer sums over its own only (a weight of 0 times a key it
+        // does not see, inf or NaN, must not reach it).
+        for (int64_t r = 0; r < rows;) {
+          float* grad_q = s.grad_q.data() + (base + static_cast<size_t>(r)) * dim;
+          if (r + kRowGroup <= rows &&
+              std::all_of(seen_by + r, seen_by + r + kRowGroup,
+                          [&](int64_t seen) { return seen == seen_by[r]; })) {
+            if (seen_by[r] > 0) {
+              add_weighted_rows_group(s.grad_scores.data() + r * kBlockKeys, kBlockKeys, keys,
+                                      keys_stride, seen_by[r], dim, grad_q);
+            }
+            r += kRowGroup;
+            continue;
           }
+          if (seen_by[r] > 0) {
+            add_weighted_rows(s.grad_scores.data() + r * kBlockKeys, keys, keys_stride, seen_by[r],
+                              dim, grad_q);
+          }
+          ++r;
         }
         // Key c sums over the rows that see it only: a weight of 0 times a
         // row that does not (inf or NaN in a masked query row) must not
         // reach its gradients. Causal rows that see c are a suffix of the
         // step; a sparse block edge may split it, then row by row.
-        for (int64_t c = 0; c < count; ++c) {
+        // The rows seeing key c: [lo, rows) when they are a suffix.
+        const auto seeing_suffix = [&](int64_t c, int64_t* out_lo) {
           int64_t lo = 0;
           while (lo < rows && seen_by[lo] <= c) ++lo;
           bool suffix = true;
           for (int64_t r = lo; r < rows && suffix; ++r) suffix = seen_by[r] > c;
+          *out_lo = lo;
+          return suffix;
+        };
+        for (int64_t c = 0; c < count;) {
+          int64_t lo = 0;
+          const bool suffix = seeing_suffix(c, &lo);
           const size_t at = static_cast<size_t>(c * kStepRows);
+          // kRowGroup keys that the same rows see at once (the step's keys
+          // off a causal diagonal): each row of dO and Q serves all four.
+          if (suffix && lo < rows && c + kRowGroup <= count) {
+            bool same = true;
+            for (int64_t k = 1; k < kRowGroup && same; ++k) {
+              int64_t lo_k = 0;
+              same = seeing_suffix(c + k, &lo_k) && lo_k == lo;
+            }
+            if (same) {
+              add_weighted_rows_group(s.probs_t.data() + at + lo, kStepRows, grad_out + lo * dim,
+                                      dim, rows - lo, dim, s.grad_v.data() + c * dim);
+              add_weighted_rows_group(s.grad_scores_t.data() + at + lo, kStepRows, q + lo * dim,
+                                      dim, rows - lo, dim, s.grad_k.data() + c * dim);
+              c += kRowGroup;
+              continue;
+            }
+          }
+          const int64_t key = c++;
           if (suffix) {
             if (lo == rows) continue;
-            add_weighted_rows(s.probs_t.data() + at + lo, grad_out + lo * dim, rows - lo, dim,
-                              s.grad_v.data() + c * dim);
-            add_weighted_rows(s.grad_scores_t.data() + at + lo, q + lo * dim, rows - lo, dim,
-                              s.grad_k.data() + c * dim);
+            add_weighted_rows(s.probs_t.data() + at + lo, grad_out + lo * dim, dim, rows - lo, dim,
+                              s.grad_v.data() + key * dim);
+            add_weighted_rows(s.grad_scores_t.data() + at + lo, q + lo * dim, dim, rows - lo, dim,
+                              s.grad_k.data() + key * dim);
             continue;
           }
           for (int64_t r = lo; r < rows; ++r) {
-            if (seen_by[r] <= c) continue;
-            add_weighted_rows(s.probs_t.data() + at + r, grad_out + r * dim, 1, dim,
-                              s.grad_v.data() + c * dim);
-            add_weighted_rows(s.grad_scores_t.data() + at + r, q + r * dim, 1, dim,
-                              s.grad_k.data() + c * dim);
+            if (seen_by[r] <= key) continue;
+            add_weighted_rows(s.probs_t.data() + at + r, grad_out + r * dim, dim, 1, dim,
+                              s.grad_v.data() + key * dim);
+            add_weighted_rows(s.grad_scores_t.data() + at + r, q + r * dim, dim, 1, dim,
+                              s.grad_k.data() + key * dim);
           }
         }
       }

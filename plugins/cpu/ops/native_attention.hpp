@@ -78,7 +78,7 @@ struct Attention {
 };
 
 // Query rows per forward work item.
-inline constexpr int64_t kAttentionRowsPerItem = 64;
+inline constexpr int64_t kAttentionRowsPerItem = 128;
 // Keys per packed block; a sparse block_k must be a multiple of it.
 inline constexpr int64_t kAttentionBlockKeys = 64;
 
