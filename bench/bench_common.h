@@ -9,6 +9,7 @@
 #define HAL_BENCH_COMMON_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -312,6 +313,84 @@ class NoiseMeter {
   double busy_ = 0;
   double self_ = 0;
 };
+
+// ---- how much of a core each thread gets ---------------------------------------
+
+// A VM's vCPU is a host thread: the hypervisor may run it on an SMT sibling of
+// a core that another vCPU (of this VM or of another tenant) is using, for
+// stretches of tens of milliseconds to seconds. Every thread on such a vCPU
+// then runs compute at about half speed, and NoiseMeter sees nothing (no
+// other process in the VM is busy). Measured on the project's 2-vCPU VMs
+// (2026-12, AMD EPYC): a plain 2-thread FMA loop, nothing of HAL's, ran at
+// half speed per thread in long stretches of 400 ~0.3 ms rounds, whether its
+// threads spun or slept between rounds; whole rows of bench/sgemm, HAL's and
+// the peers' alike, ran at one core's speed on 2 threads.
+//
+// core_efficiency(threads) runs an FMA-bound loop on |threads| threads at once
+// (one: just this thread) and returns the slowest thread's rate over the best
+// one-thread rate this process has seen (the loop also runs alone each call):
+// ~1 when every thread has a core to itself, ~0.5 when it shares one. It
+// costs a few milliseconds. Figures taken while it is well under 1 say more
+// about the host than about the code measured.
+namespace detail {
+
+// |iterations| of kChains independent 16-lane multiply-adds: enough chains to
+// fill two FMA pipes whatever vector width the compiler picks.
+__attribute__((noinline)) inline float fma_loop(int64_t iterations) {
+  using Lanes = float __attribute__((vector_size(64)));
+  constexpr int kChains = 12;
+  Lanes acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = Lanes{} + 0.001f * static_cast<float>(c);
+  const Lanes x = Lanes{} + 0.999999f, y = Lanes{} + 1e-7f;
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * x + y;
+    clobber_memory();
+  }
+  Lanes sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum += acc[c];
+  return sum[0];
+}
+
+// Seconds |fma_loop(iterations)| takes on this thread.
+inline double fma_loop_seconds(int64_t iterations) {
+  const double start = now_s();
+  do_not_optimize(fma_loop(iterations));
+  return now_s() - start;
+}
+
+}  // namespace detail
+
+inline double core_efficiency(unsigned threads) {
+  // About 1 ms of work per thread: calibrated once, on one thread.
+  static const int64_t iterations = [] {
+    int64_t n = 1000;
+    while (detail::fma_loop_seconds(n) < 1e-3 && n < (int64_t{1} << 30)) n *= 2;
+    return n;
+  }();
+  static std::atomic<double> best_solo{1e30};  // seconds: the fastest solo run so far
+  const double solo = detail::fma_loop_seconds(iterations);
+  double best = best_solo.load();
+  while (solo < best && !best_solo.compare_exchange_weak(best, solo)) {
+  }
+  best = std::min(best, solo);
+  std::vector<double> seconds(std::max(threads, 1u), solo);
+  if (threads > 1) {
+    std::vector<std::thread> others;
+    std::atomic<bool> go{false};  // the threads spin on it so that they start together
+    for (unsigned t = 1; t < threads; ++t) {
+      others.emplace_back([&, t] {
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        seconds[t] = detail::fma_loop_seconds(iterations);
+      });
+    }
+    go.store(true, std::memory_order_release);
+    seconds[0] = detail::fma_loop_seconds(iterations);
+    for (std::thread& other : others) other.join();
+  }
+  const double slowest = *std::max_element(seconds.begin(), seconds.end());
+  return slowest > 0 ? best / slowest : 0.0;
+}
 
 inline void print_machine_line(std::FILE* out = stdout) {
   std::fprintf(out, "# machine: %s, %u online vCPUs\n", cpu_model().c_str(), online_cpus());

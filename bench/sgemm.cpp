@@ -318,7 +318,7 @@ __attribute__((target("avx512f"))) double measure_fma_peak_per_core() {
   const __m512 x = _mm512_set1_ps(0.999999f);
   const __m512 y = _mm512_set1_ps(1e-7f);
   double best = 0;
-  for (int trial = 0; trial < 3; ++trial) {
+  for (int trial = 0; trial < 5; ++trial) {
     const double start = bench::now_s();
     for (int64_t i = 0; i < kIterations; ++i) {
       for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], x, y);
@@ -343,6 +343,8 @@ long minor_faults() {
 struct Timing {
   bench::Stats stats;
   double faults_per_run = 0;  // minor page faults a timed run, on average
+  double efficiency = 1;      // bench::core_efficiency around the run
+  int attempts = 1;           // how often the row was timed (time_on_own_cores)
 };
 
 // Fresh pages fault in at 2-11 us each on this project's VMs, so the faults
@@ -364,6 +366,31 @@ Timing time_runs(const std::function<void()>& run, int reps) {
     seconds.push_back(bench::now_s() - start);
   }
   return {bench::summarize(seconds), static_cast<double>(minor_faults() - faults_before) / reps};
+}
+
+// A row timed while its threads shared physical cores (bench::core_efficiency)
+// measures the host, not the library: every library went to about half its
+// 2-thread speed for whole rows at a time on the project's VMs. Such a row is
+// timed again, up to kAttempts in all, and the try whose worse probe (just
+// before or just after it) was best is kept; the probe is reported beside it.
+constexpr int kAttempts = 4;
+constexpr double kOwnCores = 0.8;  // efficiency from which the threads had cores of their own
+
+Timing time_on_own_cores(const std::function<void()>& run, int reps, int threads) {
+  Timing best;
+  best.efficiency = -1;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    // Let the previous library's spinning threads go to sleep first.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const double before = bench::core_efficiency(static_cast<unsigned>(threads));
+    Timing timing = time_runs(run, reps);
+    timing.efficiency = std::min(before, bench::core_efficiency(static_cast<unsigned>(threads)));
+    timing.attempts = attempt;
+    if (timing.efficiency > best.efficiency) best = timing;
+    best.attempts = attempt;
+    if (best.efficiency >= kOwnCores) break;
+  }
+  return best;
 }
 
 void fill(void* memory, size_t count, std::mt19937& random) {
@@ -407,7 +434,9 @@ std::vector<std::string> result_cells(const std::string& shape, const std::strin
       bench::fmt_stats(bench::Stats{stats.median * 1e3, stats.min * 1e3, stats.max * 1e3, stats.n}),
       bench::fmt(gflops, 1),
       bench::fmt(100 * gflops * 1e9 / peak, 1) + peak_note,
-      bench::fmt(timing.faults_per_run, 0)};
+      bench::fmt(timing.faults_per_run, 0),
+      bench::fmt(timing.efficiency, 2) +
+          (timing.attempts > 1 ? " (" + std::to_string(timing.attempts) + " tries)" : "")};
 }
 
 int child(int threads, Part part, bool quick, double peak_override) {
@@ -427,10 +456,11 @@ int child(int threads, Part part, bool quick, double peak_override) {
   if (run_hal) {
     std::printf(
         "\n== %d thread%s (OMP_NUM_THREADS=%s); FP32 FMA peak per core: measured %.1f GFLOP/s "
-        "in HAL's process, declared by the cpu device %.1f GFLOP/s; %% of peak uses the "
-        "measured peak (or --peak-per-core) x %d\n",
+        "in HAL's process, declared by the cpu device %.1f GFLOP/s; %% of peak uses %.1f "
+        "GFLOP/s (--peak-per-core, else measured once by the parent process for every row) x "
+        "%d\n",
         threads, threads == 1 ? "" : "s", std::getenv("OMP_NUM_THREADS"), measured / 1e9,
-        declared / 1e9, threads);
+        declared / 1e9, peak_core / 1e9, threads);
   } else {
     std::printf("   FP32 FMA peak per core measured in the peers' process: %.1f GFLOP/s\n",
                 measured / 1e9);
@@ -475,9 +505,8 @@ int child(int threads, Part part, bool quick, double peak_override) {
       }
     }
     for (const auto& [label, run] : runs) {
-      // Let the previous library's spinning threads go to sleep first.
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      emit_row(result_cells(s.text(), label, time_runs(run, reps), s.flops(), peak, ""));
+      emit_row(result_cells(s.text(), label, time_on_own_cores(run, reps, threads), s.flops(), peak,
+                            ""));
     }
     std::fflush(stdout);
   }
@@ -503,8 +532,8 @@ int child(int threads, Part part, bool quick, double peak_override) {
                         onednn_matmul(s, dnnl::memory::data_type::bf16, a, b, d));
     }
     for (const auto& [label, run] : runs) {
-      emit_row(result_cells(s.text() + " bf16", label, time_runs(run, 5), s.flops(), peak,
-                            " (f32 peak)"));
+      emit_row(result_cells(s.text() + " bf16", label, time_on_own_cores(run, 5, threads),
+                            s.flops(), peak, " (f32 peak)"));
     }
   }
   std::fflush(stdout);
@@ -583,7 +612,10 @@ int main(int argc, char** argv) {
         "Each thread count runs in its own processes, HAL's and the peers'. %% of peak: one core's "
         "FP32 FMA peak,\n"
         "measured (16 lanes x FMAs x 2 flops at the clock the core really runs), times the\n"
-        "threads; or --peak-per-core GFLOPS.\n",
+        "threads; or --peak-per-core GFLOPS. vCPU efficiency: the slowest thread's FMA rate\n"
+        "with all threads running over the best one-thread rate seen, probed just before and\n"
+        "after a row (the worse of the two); a row under 0.8 (its vCPUs sharing physical cores\n"
+        "on the host) is timed again, up to 4 tries, and the try with the best probe is kept.\n",
         argv[0]);
     return 0;
   }
@@ -598,6 +630,14 @@ int main(int argc, char** argv) {
                  peak_override);
   }
 
+  // One peak for every row of every table, HAL's and the peers': measured
+  // here once (best of its trials) unless given. A child's own measurement
+  // is printed beside it; one taken while the host shared the core reads low.
+  std::string peak_for_children = peak_text;
+  if (peak_override <= 0) {
+    const double measured = measure_fma_peak_per_core();
+    if (measured > 0) peak_for_children = bench::fmt(measured / 1e9, 1);
+  }
   std::string list = args.str("--threads", "1,2");
   int status = 0;
   for (size_t begin = 0; begin < list.size();) {
@@ -607,11 +647,11 @@ int main(int argc, char** argv) {
     begin = end + 1;
     if (std::atoi(threads.c_str()) < 1) die("--threads takes positive counts, e.g. 1,2");
     std::vector<std::vector<std::string>> hal_rows, peer_rows;
-    if (!run_child(argv[0], threads, "hal", quick, peak_text, &hal_rows)) status = 1;
-    if (!run_child(argv[0], threads, "peers", quick, peak_text, &peer_rows)) status = 1;
+    if (!run_child(argv[0], threads, "hal", quick, peak_for_children, &hal_rows)) status = 1;
+    if (!run_child(argv[0], threads, "peers", quick, peak_for_children, &peer_rows)) status = 1;
     // One table, each shape's HAL row first.
-    bench::Table table(
-        {"shape", "library", "ms median [min-max]", "GFLOP/s", "% of peak", "faults/run"});
+    bench::Table table({"shape", "library", "ms median [min-max]", "GFLOP/s", "% of peak",
+                        "faults/run", "vCPU efficiency"});
     std::vector<std::string> shapes;
     for (const auto* rows : {&hal_rows, &peer_rows}) {
       for (const auto& row : *rows) {
@@ -621,10 +661,21 @@ int main(int argc, char** argv) {
       }
     }
     for (const std::string& shape : shapes) {
+      double hal = 0, best_peer = 0;
       for (const auto* rows : {&hal_rows, &peer_rows}) {
         for (const auto& row : *rows) {
-          if (row[0] == shape) table.row(row);
+          if (row[0] != shape) continue;
+          table.row(row);
+          const double gflops = row.size() > 3 ? std::atof(row[3].c_str()) : 0;
+          if (rows == &hal_rows) {
+            hal = std::max(hal, gflops);
+          } else {
+            best_peer = std::max(best_peer, gflops);
+          }
         }
+      }
+      if (hal > 0 && best_peer > 0) {
+        table.row({shape, "hal / best peer", "", bench::fmt(hal / best_peer, 2) + "x"});
       }
     }
     table.print();
