@@ -1,15 +1,17 @@
 // Times HAL_OP_ATTENTION and HAL_OP_ATTENTION_BACKWARD through the public
 // API and shows their memory behaviour (plan workspace, the process's peak
 // resident set before and after the runs).
-//   _build-rel/bench/attention 512 1024 [f16|bf16] [batch=1] [heads=4] [dim=64]
+//   _build-rel/bench/attention 512 1024 [f16|bf16] [batch=1] [heads=4] [kv=H] [dim=64]
 //                              [sparse=25]
-// Shape: batch 1, heads 4 (kv_heads 4), head dim 64, causal bottom-right,
-// f32 unless told otherwise. GFLOP/s counts the causal half: forward
-// 2 matmuls, backward 5 (FlashAttention's accounting). sparse=P times, per
-// length, dense attention without a causal mask beside block-sparse attention
-// (64x64 blocks, a seeded u8 block mask with P% of each query block's key
-// blocks) on the same plugin; GFLOP/s then counts the computed blocks.
+// Shape: batch 1, heads 4 (kv heads as many, or kv=H: grouped-query), head dim 64, causal
+// bottom-right, f32 unless told otherwise. vCPU eff: bench::core_efficiency on every vCPU, the
+// worse of before and after the row. GFLOP/s counts the causal half: forward 2 matmuls, backward 5
+// (FlashAttention's accounting). sparse=P times, per length, dense attention without a causal mask
+// beside block-sparse attention (64x64 blocks, a seeded u8 block mask with P% of each query block's
+// key blocks) on the same plugin; GFLOP/s then counts the computed blocks.
 #include <hal.h>
+
+#include "bench_common.h"
 
 #include <algorithm>
 #include <chrono>
@@ -111,8 +113,8 @@ std::vector<uint8_t> block_mask(int64_t rows, int64_t k_blocks, double density) 
 int main(int argc, char** argv) {
   hal_dtype_t dtype = HAL_DTYPE_F32;
   std::vector<int64_t> lengths;
-  int64_t batch = 1, heads = 4, dim = 64;
-  double density = 0.0;  // 0: dense causal only
+  int64_t batch = 1, heads = 4, kv_heads = 0, dim = 64;  // kv_heads 0: heads
+  double density = 0.0;                                  // 0: dense causal only
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "sparse=", 7) == 0) {
       density = std::atof(argv[i] + 7) / 100.0;
@@ -120,6 +122,8 @@ int main(int argc, char** argv) {
       batch = std::atoll(argv[i] + 6);
     } else if (std::strncmp(argv[i], "heads=", 6) == 0) {
       heads = std::atoll(argv[i] + 6);
+    } else if (std::strncmp(argv[i], "kv=", 3) == 0) {
+      kv_heads = std::atoll(argv[i] + 3);
     } else if (std::strncmp(argv[i], "dim=", 4) == 0) {
       dim = std::atoll(argv[i] + 4);
     } else if (std::strcmp(argv[i], "f16") == 0) {
@@ -131,16 +135,24 @@ int main(int argc, char** argv) {
     }
   }
   if (lengths.empty()) lengths = {512, 1024};
+  if (kv_heads <= 0) kv_heads = heads;
+  if (heads % kv_heads != 0) {
+    std::fprintf(stderr, "kv=%lld must divide heads=%lld\n", static_cast<long long>(kv_heads),
+                 static_cast<long long>(heads));
+    return 2;
+  }
   CHECK(hal_init(nullptr));
   hal_device_t device = nullptr;
   CHECK(hal_device_get(0, &device));
   hal_stream_t stream = nullptr;
   CHECK(hal_stream_create(device, 0, &stream));
   const size_t element = dtype == HAL_DTYPE_F32 ? 4 : 2;
-  std::printf("batch %lld, heads %lld, head dim %lld\n", static_cast<long long>(batch),
-              static_cast<long long>(heads), static_cast<long long>(dim));
-  std::printf("%6s %10s %10s %10s %10s %14s %14s %12s %12s\n", "seq", "fwd ms", "bwd ms",
-              "fwd GF/s", "bwd GF/s", "fwd workspace", "bwd workspace", "rss before", "rss after");
+  std::printf("batch %lld, heads %lld, kv heads %lld, head dim %lld\n",
+              static_cast<long long>(batch), static_cast<long long>(heads),
+              static_cast<long long>(kv_heads), static_cast<long long>(dim));
+  std::printf("%6s %10s %10s %10s %10s %14s %14s %12s %12s %9s\n", "seq", "fwd ms", "bwd ms",
+              "fwd GF/s", "bwd GF/s", "fwd workspace", "bwd workspace", "rss before", "rss after",
+              "vCPU eff");
   // One row: forward and backward of one length; |mask| empty = dense.
   const auto measure = [&](int64_t s, hal_causal_alignment_t causal,
                            const std::vector<uint8_t>& mask, double computed, const char* label) {
@@ -153,18 +165,19 @@ int main(int argc, char** argv) {
       desc.sparsity = HAL_ATTENTION_BLOCK_MASK;
       desc.block_q = desc.block_k = 64;
     }
-    desc.q = desc.k = desc.v = desc.out = desc.grad_out = desc.grad_q = desc.grad_k = desc.grad_v =
-        dense(dtype, {batch, s, heads, dim});
+    desc.q = desc.out = desc.grad_out = desc.grad_q = dense(dtype, {batch, s, heads, dim});
+    desc.k = desc.v = desc.grad_k = desc.grad_v = dense(dtype, {batch, s, kv_heads, dim});
     desc.lse = dense(HAL_DTYPE_F32, {batch, heads, s});
     const size_t bytes = static_cast<size_t>(batch * s * heads * dim) * element;
+    const size_t kv_bytes = static_cast<size_t>(batch * s * kv_heads * dim) * element;
     void* q = alloc_filled(device, stream, bytes);
-    void* k = alloc_filled(device, stream, bytes);
-    void* v = alloc_filled(device, stream, bytes);
+    void* k = alloc_filled(device, stream, kv_bytes);
+    void* v = alloc_filled(device, stream, kv_bytes);
     void* dout = alloc_filled(device, stream, bytes);
     void* out = alloc_filled(device, stream, bytes);
     void* dq = alloc_filled(device, stream, bytes);
-    void* dk = alloc_filled(device, stream, bytes);
-    void* dv = alloc_filled(device, stream, bytes);
+    void* dk = alloc_filled(device, stream, kv_bytes);
+    void* dv = alloc_filled(device, stream, kv_bytes);
     void* lse = alloc_filled(device, stream, static_cast<size_t>(batch * heads * s) * 4);
     void* sparse = nullptr;
     if (!mask.empty()) {
@@ -181,6 +194,9 @@ int main(int argc, char** argv) {
     CHECK(hal_op_plan_get_info(forward, &fi));
     CHECK(hal_op_plan_get_info(backward, &bi));
     const long rss_before = peak_rss_kib();
+    // The plugin runs on every vCPU; a row taken while they shared physical
+    // cores on the host reads up to 2x slow (bench_common.h).
+    const double efficiency_before = bench::core_efficiency(bench::online_cpus());
     const int reps = s <= 512 ? 5 : 3;
     const double fwd =
         run(forward, {q, k, v, out, lse, nullptr, nullptr, sparse}, device, stream, reps);
@@ -188,14 +204,17 @@ int main(int argc, char** argv) {
         run(backward, {q, k, v, out, lse, nullptr, nullptr, sparse, dout, dq, dk, dv}, device,
             stream, reps);
     const long rss_after = peak_rss_kib();
+    const double efficiency =
+        std::min(efficiency_before, bench::core_efficiency(bench::online_cpus()));
     // One QK^T over the computed part: batch * heads * s^2 * computed dot
     // products of length dim.
     const double matmul_flops = 2.0 * static_cast<double>(batch * heads * dim) *
                                 static_cast<double>(s) * static_cast<double>(s) * computed;
-    std::printf("%6lld %10.2f %10.2f %10.1f %10.1f %12zu B %12zu B %9ld KiB %9ld KiB  [%s] %s\n",
-                static_cast<long long>(s), fwd, bwd, 2 * matmul_flops / fwd / 1e6,
-                5 * matmul_flops / bwd / 1e6, fi.workspace_bytes, bi.workspace_bytes, rss_before,
-                rss_after, fi.implementation, label);
+    std::printf(
+        "%6lld %10.2f %10.2f %10.1f %10.1f %12zu B %12zu B %9ld KiB %9ld KiB %9.2f  [%s] %s\n",
+        static_cast<long long>(s), fwd, bwd, 2 * matmul_flops / fwd / 1e6,
+        5 * matmul_flops / bwd / 1e6, fi.workspace_bytes, bi.workspace_bytes, rss_before, rss_after,
+        efficiency, fi.implementation, label);
     hal_op_plan_destroy(forward);
     hal_op_plan_destroy(backward);
     for (void* p : {q, k, v, dout, out, dq, dk, dv, lse, sparse}) hal_mem_free(p);
