@@ -662,8 +662,37 @@ TEST_CASE("cpu.native attention forward and backward match the portable implemen
       // chunk (48), four passes (128, the benchmarks' dim).
       {1, 100, 100, 2, 1, 48, HAL_CAUSAL_TOP_LEFT, false, 0.0f},
       {1, 90, 90, 1, 1, 128, HAL_CAUSAL_NONE, false, 0.0f},
+      // Grouped-query heads whose grad_k and grad_v are summed over 4 query
+      // heads from the workspace, in two passes of key rows (256 + 44).
+      {2, 120, 300, 8, 2, 24, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f},
   };
   for (const AttentionCase& c : cases) compare_attention(session, c);
+}
+
+TEST_CASE("cpu.native attention backward asks for workspace with grouped-query heads only",
+          "[cpu][api][ops][native]") {
+  Session session;
+  const auto backward_workspace = [&](int64_t heads, int64_t kv_heads) {
+    hal_op_attention_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_ATTENTION_BACKWARD;
+    desc.causal = HAL_CAUSAL_TOP_LEFT;
+    desc.batch = 2;
+    desc.q = desc.out = desc.grad_out = desc.grad_q = dense({2, 50, heads, 16});
+    desc.k = desc.v = desc.grad_k = desc.grad_v = dense({2, 70, kv_heads, 16});
+    desc.lse = dense({2, heads, 50});
+    hal_op_plan_t plan = plan_of(session, &desc.header, false);
+    CHECK(implementation_of(plan) == "cpu.native");
+    hal_op_plan_info_t info{};
+    info.struct_size = sizeof info;
+    REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
+    hal_op_plan_destroy(plan);
+    return info.workspace_bytes;
+  };
+  CHECK(backward_workspace(4, 4) == 0);
+  // grad_k and grad_v partials, f32 [key rows][heads][dim] each.
+  CHECK(backward_workspace(4, 2) == 2 * (2 * 70) * 4 * 16 * sizeof(float));
+  CHECK(backward_workspace(6, 1) == 2 * (2 * 70) * 6 * 16 * sizeof(float));
 }
 
 TEST_CASE("cpu.native block-sparse attention (mask and indices) matches the portable one",

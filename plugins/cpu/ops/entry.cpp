@@ -36,7 +36,7 @@ hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* de
       plan = ops::plan_native(*desc, flags, decline);
     }
     if (!plan) return report.fail_message(HAL_ERROR_UNSUPPORTED, 0, decline.reason);
-    *out_workspace_bytes = 0;
+    *out_workspace_bytes = plan->workspace_bytes();
     *out_implementation = implementation;
     *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(plan.release());
     return HAL_SUCCESS;

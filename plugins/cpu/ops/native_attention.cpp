@@ -312,7 +312,7 @@ void prepare_forward(const Attention& a, AttentionScratch& s) {
 
 void prepare_backward(const Attention& a, AttentionScratch& s) {
   const size_t dim = static_cast<size_t>(a.dim);
-  const size_t rows_total = static_cast<size_t>(a.heads / a.kv_heads * a.s_q);
+  const size_t rows_total = static_cast<size_t>(a.s_q);  // one query head's
   s.rows.resize(rows_total * dim);
   s.grad_rows.resize(rows_total * dim);
   s.grad_q.resize(rows_total * dim);
@@ -403,39 +403,43 @@ void attention_forward(const Attention& a, int64_t b, int64_t head, int64_t row_
   }
 }
 
-void attention_backward(const Attention& a, int64_t b, int64_t kv_head, AttentionScratch& scratch) {
-  const int64_t dim = a.dim, group = a.heads / a.kv_heads, s_q = a.s_q;
-  const size_t rows_total = static_cast<size_t>(group * s_q);
+void attention_backward(const Attention& a, int64_t b, int64_t head, const KvPartials& partials,
+                        AttentionScratch& scratch) {
+  const int64_t dim = a.dim, s_q = a.s_q;
+  const int64_t kv_head = head / (a.heads / a.kv_heads);
   const int64_t seq = a.sequence < 0 ? b : a.sequence;  // the sparsity tensor's index
   AttentionScratch& s = scratch;
-  // The group's queries and output gradients, packed once (f32 rows, [g][i]).
-  std::fill_n(s.grad_q.begin(), rows_total * static_cast<size_t>(dim), 0.0f);
-  for (int64_t g = 0; g < group; ++g) {
-    const int64_t head = kv_head * group + g;
-    for (int64_t i = 0; i < s_q; ++i) {
-      const size_t at = static_cast<size_t>(g * s_q + i);
-      float* q = s.rows.data() + at * static_cast<size_t>(dim);
-      float* grad_out = s.grad_rows.data() + at * static_cast<size_t>(dim);
-      load_row(a.q, b, i, head, dim, q);
-      load_row(a.grad_out, b, i, head, dim, grad_out);
-      load_row(a.out, b, i, head, dim, s.row.data());
-      s.delta[at] = dot(s.row.data(), grad_out, dim);  // the softmax backward's row term
-      s.lse[at] = lse_at(a.lse, b, head, i);
-    }
+  // The head's queries and output gradients, packed once (f32 rows).
+  std::fill_n(s.grad_q.begin(), s_q * dim, 0.0f);
+  for (int64_t i = 0; i < s_q; ++i) {
+    float* q = s.rows.data() + i * dim;
+    float* grad_out = s.grad_rows.data() + i * dim;
+    load_row(a.q, b, i, head, dim, q);
+    load_row(a.grad_out, b, i, head, dim, grad_out);
+    load_row(a.out, b, i, head, dim, s.row.data());
+    s.delta[static_cast<size_t>(i)] =
+        dot(s.row.data(), grad_out, dim);  // the softmax backward's row term
+    s.lse[static_cast<size_t>(i)] = lse_at(a.lse, b, head, i);
   }
+  // A key's grad_k and grad_v rows: into the operands, or this head's partials.
+  const auto store_key = [&](int64_t key, const float* grad_k, const float* grad_v) {
+    if (partials.grad_k == nullptr) {
+      store_row(a.grad_k, b, key, kv_head, dim, grad_k);
+      store_row(a.grad_v, b, key, kv_head, dim, grad_v);
+    } else {
+      std::memcpy(partials.grad_k + key * partials.row_stride, grad_k,
+                  static_cast<size_t>(dim) * sizeof(float));
+      std::memcpy(partials.grad_v + key * partials.row_stride, grad_v,
+                  static_cast<size_t>(dim) * sizeof(float));
+    }
+  };
   for (int64_t first = 0; first < a.s_k; first += kBlockKeys) {
     const int64_t count = std::min(kBlockKeys, a.s_k - first);
     const int64_t first_row = first_row_seeing(a, first);
-    bool computed = false;  // by any query row of the group's heads
-    for (int64_t g = 0; g < group && !computed; ++g) {
-      computed = a.blocks.any_sees(seq, a.heads, kv_head * group + g, first_row, s_q, first);
-    }
-    if (!computed) {  // grad_k and grad_v of keys no row sees are zero
+    if (!a.blocks.any_sees(seq, a.heads, head, first_row, s_q, first)) {
+      // This head's share of grad_k and grad_v of keys none of its rows sees: zero.
       std::fill_n(s.row.begin(), dim, 0.0f);
-      for (int64_t c = 0; c < count; ++c) {
-        store_row(a.grad_k, b, first + c, kv_head, dim, s.row.data());
-        store_row(a.grad_v, b, first + c, kv_head, dim, s.row.data());
-      }
+      for (int64_t c = 0; c < count; ++c) store_key(first + c, s.row.data(), s.row.data());
       continue;
     }
     pack_transposed(a.k, b, kv_head, first, count, dim, s.row.data(), s.keys_t.data());
@@ -445,129 +449,141 @@ void attention_backward(const Attention& a, int64_t b, int64_t kv_head, Attentio
         rows_as_f32(a.k, b, kv_head, first, count, dim, s.keys.data(), &keys_stride);
     std::fill(s.grad_k.begin(), s.grad_k.end(), 0.0f);
     std::fill(s.grad_v.begin(), s.grad_v.end(), 0.0f);
-    for (int64_t g = 0; g < group; ++g) {
-      const int64_t head = kv_head * group + g;
-      for (int64_t step = first_row; step < s_q; step += kStepRows) {
-        const int64_t rows = std::min(kStepRows, s_q - step);
-        if (!a.blocks.any_sees(seq, a.heads, head, step, step + rows, first)) continue;
-        const size_t base = static_cast<size_t>(g * s_q + step);
-        const float* q = s.rows.data() + base * static_cast<size_t>(dim);
-        const float* grad_out = s.grad_rows.data() + base * static_cast<size_t>(dim);
-        // Probabilities and score gradients of the step's rows (zero where a
-        // row does not see a key), then transposed for the per-key sums.
-        for (int64_t group = 0; group < rows; group += kRowGroup) {
-          if (group + kRowGroup <= rows) {
-            block_scores_group(q + group * dim, s.keys_t.data(), dim,
-                               s.scores.data() + group * kBlockKeys);
-            block_scores_group(grad_out + group * dim, s.values_t.data(), dim,
-                               s.grad_scores.data() + group * kBlockKeys);
-          } else {
-            for (int64_t r = group; r < rows; ++r) {
-              block_scores(q + r * dim, s.keys_t.data(), dim, s.scores.data() + r * kBlockKeys);
-              block_scores(grad_out + r * dim, s.values_t.data(), dim,
-                           s.grad_scores.data() + r * kBlockKeys);
-            }
+    for (int64_t step = first_row; step < s_q; step += kStepRows) {
+      const int64_t rows = std::min(kStepRows, s_q - step);
+      if (!a.blocks.any_sees(seq, a.heads, head, step, step + rows, first)) continue;
+      const size_t base = static_cast<size_t>(step);
+      const float* q = s.rows.data() + base * static_cast<size_t>(dim);
+      const float* grad_out = s.grad_rows.data() + base * static_cast<size_t>(dim);
+      // Probabilities and score gradients of the step's rows (zero where a
+      // row does not see a key), then transposed for the per-key sums.
+      for (int64_t group = 0; group < rows; group += kRowGroup) {
+        if (group + kRowGroup <= rows) {
+          block_scores_group(q + group * dim, s.keys_t.data(), dim,
+                             s.scores.data() + group * kBlockKeys);
+          block_scores_group(grad_out + group * dim, s.values_t.data(), dim,
+                             s.grad_scores.data() + group * kBlockKeys);
+        } else {
+          for (int64_t r = group; r < rows; ++r) {
+            block_scores(q + r * dim, s.keys_t.data(), dim, s.scores.data() + r * kBlockKeys);
+            block_scores(grad_out + r * dim, s.values_t.data(), dim,
+                         s.grad_scores.data() + r * kBlockKeys);
           }
         }
-        int64_t seen_by[kStepRows];  // keys [0, seen_by[r]) of the block row r sees
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t seen =
-              a.blocks.sees(seq, a.heads, head, step + r, first)
-                  ? std::clamp<int64_t>(visible_keys(a, step + r) - first, 0, count)
-                  : 0;
-          seen_by[r] = seen;
-          float* probs = s.scores.data() + r * kBlockKeys;
-          float* grad_scores = s.grad_scores.data() + r * kBlockKeys;
-          backward_step(probs, grad_scores, seen, a.scale, s.lse[base + static_cast<size_t>(r)],
-                        s.delta[base + static_cast<size_t>(r)]);
-          for (int64_t c = 0; c < count; ++c) {
-            s.probs_t[static_cast<size_t>(c * kStepRows + r)] = probs[c];
-            s.grad_scores_t[static_cast<size_t>(c * kStepRows + r)] = grad_scores[c];
-          }
+      }
+      int64_t seen_by[kStepRows];  // keys [0, seen_by[r]) of the block row r sees
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t seen = a.blocks.sees(seq, a.heads, head, step + r, first)
+                                 ? std::clamp<int64_t>(visible_keys(a, step + r) - first, 0, count)
+                                 : 0;
+        seen_by[r] = seen;
+        float* probs = s.scores.data() + r * kBlockKeys;
+        float* grad_scores = s.grad_scores.data() + r * kBlockKeys;
+        backward_step(probs, grad_scores, seen, a.scale, s.lse[base + static_cast<size_t>(r)],
+                      s.delta[base + static_cast<size_t>(r)]);
+        for (int64_t c = 0; c < count; ++c) {
+          s.probs_t[static_cast<size_t>(c * kStepRows + r)] = probs[c];
+          s.grad_scores_t[static_cast<size_t>(c * kStepRows + r)] = grad_scores[c];
         }
-        // grad_q: kRowGroup rows that see the same keys at once; a row that
-        // sees fewer sums over its own only (a weight of 0 times a key it
-        // does not see, inf or NaN, must not reach it).
-        for (int64_t r = 0; r < rows;) {
-          float* grad_q = s.grad_q.data() + (base + static_cast<size_t>(r)) * dim;
-          if (r + kRowGroup <= rows &&
-              std::all_of(seen_by + r, seen_by + r + kRowGroup,
-                          [&](int64_t seen) { return seen == seen_by[r]; })) {
-            if (seen_by[r] > 0) {
-              add_weighted_rows_group(s.grad_scores.data() + r * kBlockKeys, kBlockKeys, keys,
-                                      keys_stride, seen_by[r], dim, grad_q);
-            }
-            r += kRowGroup;
-            continue;
-          }
+      }
+      // grad_q: kRowGroup rows that see the same keys at once; a row that
+      // sees fewer sums over its own only (a weight of 0 times a key it
+      // does not see, inf or NaN, must not reach it).
+      for (int64_t r = 0; r < rows;) {
+        float* grad_q = s.grad_q.data() + (base + static_cast<size_t>(r)) * dim;
+        if (r + kRowGroup <= rows &&
+            std::all_of(seen_by + r, seen_by + r + kRowGroup,
+                        [&](int64_t seen) { return seen == seen_by[r]; })) {
           if (seen_by[r] > 0) {
-            add_weighted_rows(s.grad_scores.data() + r * kBlockKeys, keys, keys_stride, seen_by[r],
-                              dim, grad_q);
+            add_weighted_rows_group(s.grad_scores.data() + r * kBlockKeys, kBlockKeys, keys,
+                                    keys_stride, seen_by[r], dim, grad_q);
           }
-          ++r;
+          r += kRowGroup;
+          continue;
         }
-        // Key c sums over the rows that see it only: a weight of 0 times a
-        // row that does not (inf or NaN in a masked query row) must not
-        // reach its gradients. Causal rows that see c are a suffix of the
-        // step; a sparse block edge may split it, then row by row.
-        // The rows seeing key c: [lo, rows) when they are a suffix.
-        const auto seeing_suffix = [&](int64_t c, int64_t* out_lo) {
-          int64_t lo = 0;
-          while (lo < rows && seen_by[lo] <= c) ++lo;
-          bool suffix = true;
-          for (int64_t r = lo; r < rows && suffix; ++r) suffix = seen_by[r] > c;
-          *out_lo = lo;
-          return suffix;
-        };
-        for (int64_t c = 0; c < count;) {
-          int64_t lo = 0;
-          const bool suffix = seeing_suffix(c, &lo);
-          const size_t at = static_cast<size_t>(c * kStepRows);
-          // kRowGroup keys that the same rows see at once (the step's keys
-          // off a causal diagonal): each row of dO and Q serves all four.
-          if (suffix && lo < rows && c + kRowGroup <= count) {
-            bool same = true;
-            for (int64_t k = 1; k < kRowGroup && same; ++k) {
-              int64_t lo_k = 0;
-              same = seeing_suffix(c + k, &lo_k) && lo_k == lo;
-            }
-            if (same) {
-              add_weighted_rows_group(s.probs_t.data() + at + lo, kStepRows, grad_out + lo * dim,
-                                      dim, rows - lo, dim, s.grad_v.data() + c * dim);
-              add_weighted_rows_group(s.grad_scores_t.data() + at + lo, kStepRows, q + lo * dim,
-                                      dim, rows - lo, dim, s.grad_k.data() + c * dim);
-              c += kRowGroup;
-              continue;
-            }
+        if (seen_by[r] > 0) {
+          add_weighted_rows(s.grad_scores.data() + r * kBlockKeys, keys, keys_stride, seen_by[r],
+                            dim, grad_q);
+        }
+        ++r;
+      }
+      // Key c sums over the rows that see it only: a weight of 0 times a
+      // row that does not (inf or NaN in a masked query row) must not
+      // reach its gradients. Causal rows that see c are a suffix of the
+      // step; a sparse block edge may split it, then row by row.
+      // The rows seeing key c: [lo, rows) when they are a suffix.
+      const auto seeing_suffix = [&](int64_t c, int64_t* out_lo) {
+        int64_t lo = 0;
+        while (lo < rows && seen_by[lo] <= c) ++lo;
+        bool suffix = true;
+        for (int64_t r = lo; r < rows && suffix; ++r) suffix = seen_by[r] > c;
+        *out_lo = lo;
+        return suffix;
+      };
+      for (int64_t c = 0; c < count;) {
+        int64_t lo = 0;
+        const bool suffix = seeing_suffix(c, &lo);
+        const size_t at = static_cast<size_t>(c * kStepRows);
+        // kRowGroup keys that the same rows see at once (the step's keys
+        // off a causal diagonal): each row of dO and Q serves all four.
+        if (suffix && lo < rows && c + kRowGroup <= count) {
+          bool same = true;
+          for (int64_t k = 1; k < kRowGroup && same; ++k) {
+            int64_t lo_k = 0;
+            same = seeing_suffix(c + k, &lo_k) && lo_k == lo;
           }
-          const int64_t key = c++;
-          if (suffix) {
-            if (lo == rows) continue;
-            add_weighted_rows(s.probs_t.data() + at + lo, grad_out + lo * dim, dim, rows - lo, dim,
-                              s.grad_v.data() + key * dim);
-            add_weighted_rows(s.grad_scores_t.data() + at + lo, q + lo * dim, dim, rows - lo, dim,
-                              s.grad_k.data() + key * dim);
+          if (same) {
+            add_weighted_rows_group(s.probs_t.data() + at + lo, kStepRows, grad_out + lo * dim, dim,
+                                    rows - lo, dim, s.grad_v.data() + c * dim);
+            add_weighted_rows_group(s.grad_scores_t.data() + at + lo, kStepRows, q + lo * dim, dim,
+                                    rows - lo, dim, s.grad_k.data() + c * dim);
+            c += kRowGroup;
             continue;
           }
-          for (int64_t r = lo; r < rows; ++r) {
-            if (seen_by[r] <= key) continue;
-            add_weighted_rows(s.probs_t.data() + at + r, grad_out + r * dim, dim, 1, dim,
-                              s.grad_v.data() + key * dim);
-            add_weighted_rows(s.grad_scores_t.data() + at + r, q + r * dim, dim, 1, dim,
-                              s.grad_k.data() + key * dim);
-          }
+        }
+        const int64_t key = c++;
+        if (suffix) {
+          if (lo == rows) continue;
+          add_weighted_rows(s.probs_t.data() + at + lo, grad_out + lo * dim, dim, rows - lo, dim,
+                            s.grad_v.data() + key * dim);
+          add_weighted_rows(s.grad_scores_t.data() + at + lo, q + lo * dim, dim, rows - lo, dim,
+                            s.grad_k.data() + key * dim);
+          continue;
+        }
+        for (int64_t r = lo; r < rows; ++r) {
+          if (seen_by[r] <= key) continue;
+          add_weighted_rows(s.probs_t.data() + at + r, grad_out + r * dim, dim, 1, dim,
+                            s.grad_v.data() + key * dim);
+          add_weighted_rows(s.grad_scores_t.data() + at + r, q + r * dim, dim, 1, dim,
+                            s.grad_k.data() + key * dim);
         }
       }
     }
     for (int64_t c = 0; c < count; ++c) {
-      store_row(a.grad_k, b, first + c, kv_head, dim, s.grad_k.data() + c * dim);
-      store_row(a.grad_v, b, first + c, kv_head, dim, s.grad_v.data() + c * dim);
+      store_key(first + c, s.grad_k.data() + c * dim, s.grad_v.data() + c * dim);
     }
   }
-  for (int64_t g = 0; g < group; ++g) {
-    for (int64_t i = 0; i < s_q; ++i) {
-      store_row(a.grad_q, b, i, kv_head * group + g, dim,
-                s.grad_q.data() + static_cast<size_t>(g * s_q + i) * dim);
+  for (int64_t i = 0; i < s_q; ++i) {
+    store_row(a.grad_q, b, i, head, dim, s.grad_q.data() + static_cast<size_t>(i) * dim);
+  }
+}
+
+void reduce_grouped_kv(const Attention& a, int64_t b, int64_t kv_head, int64_t row_begin,
+                       int64_t row_end, const KvPartials& first_head, float* row) {
+  const int64_t dim = a.dim, group = a.heads / a.kv_heads;
+  // Head kv_head * group + g's partial row j lies g * dim floats past head
+  // kv_head * group's.
+  for (const bool values : {false, true}) {
+    const float* partial = values ? first_head.grad_v : first_head.grad_k;
+    const HeadsView& out = values ? a.grad_v : a.grad_k;
+    for (int64_t j = row_begin; j < row_end; ++j) {
+      const float* head_rows = partial + j * first_head.row_stride;
+      std::memcpy(row, head_rows, static_cast<size_t>(dim) * sizeof(float));
+      for (int64_t g = 1; g < group; ++g) {
+        const float* add = head_rows + g * dim;
+        for (int64_t d = 0; d < dim; ++d) row[d] += add[d];
+      }
+      store_row(out, b, j, kv_head, dim, row);
     }
   }
 }

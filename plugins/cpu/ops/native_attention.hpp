@@ -98,11 +98,30 @@ void prepare_backward(const Attention& attention, AttentionScratch& scratch);
 void attention_forward(const Attention& attention, int64_t b, int64_t head, int64_t row_begin,
                        int64_t row_end, AttentionScratch& scratch);
 
-// grad_k and grad_v of kv head |kv_head| of sequence |b|, and grad_q of the
-// query heads that share it (one work item, so nothing is summed across
-// threads).
-void attention_backward(const Attention& attention, int64_t b, int64_t kv_head,
-                        AttentionScratch& scratch);
+// Where a backward item puts its query head's share of grad_k and grad_v:
+// the operands themselves (grad_k null: a kv head with one query head), or
+// f32 rows of its own, key row j at grad_k + j * row_stride (and grad_v),
+// which reduce_grouped_kv then sums over the kv head's query heads.
+struct KvPartials {
+  float* grad_k = nullptr;
+  float* grad_v = nullptr;
+  int64_t row_stride = 0;  // floats from one key row to the next
+};
+
+// grad_q of query head |head| of sequence |b|, and that head's share of
+// grad_k and grad_v of its kv head (into |partials|). One work item per
+// query head: the item sums over every key in order, so no gradient is
+// summed across threads.
+void attention_backward(const Attention& attention, int64_t b, int64_t head,
+                        const KvPartials& partials, AttentionScratch& scratch);
+
+// grad_k and grad_v of key rows [row_begin, row_end) of kv head |kv_head| of
+// sequence |b|: the partials of its query heads g = 0, 1, ... added in that
+// order. |first_head| describes the partials of query head kv_head * group;
+// those of head kv_head * group + g lie g * dim floats after them. |row| is
+// scratch of dim floats.
+void reduce_grouped_kv(const Attention& attention, int64_t b, int64_t kv_head, int64_t row_begin,
+                       int64_t row_end, const KvPartials& first_head, float* row);
 
 // Varlen: |attention| seen as its sequence |sequence| alone, whose query
 // rows are [q_begin, q_begin + q_len) and key rows [k_begin, k_begin + k_len)

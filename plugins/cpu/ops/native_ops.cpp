@@ -165,32 +165,48 @@ void parallel_items(ThreadPool& pool, uint64_t count, const Fn& fn) {
 }
 
 // What an execution does with its operands, shared by the plan and every
-// execution still queued.
+// execution still queued; a WorkspaceBody also gets the caller's workspace
+// (at least the plan's workspace_bytes()).
 using Body =
     std::function<void(ThreadPool& pool, void* const* operands, const hal_op_scalar_t* scalars)>;
+using WorkspaceBody = std::function<void(ThreadPool& pool, void* const* operands,
+                                         const hal_op_scalar_t* scalars, void* workspace)>;
 
 class NativeTask final : public StreamTask {
  public:
-  NativeTask(std::shared_ptr<const Body> body, ThreadPool& pool, const hal_op_exec_args_t& args)
+  NativeTask(std::shared_ptr<const WorkspaceBody> body, ThreadPool& pool,
+             const hal_op_exec_args_t& args)
       : body_(std::move(body)),
         pool_(pool),
         operands_(args.operands, args.operands + args.operand_count),
-        scalars_(args.scalars, args.scalars + args.scalar_count) {}
-  void run() override { (*body_)(pool_, operands_.data(), scalars_.data()); }
+        scalars_(args.scalars, args.scalars + args.scalar_count),
+        workspace_(args.workspace) {}
+  void run() override { (*body_)(pool_, operands_.data(), scalars_.data(), workspace_); }
 
  private:
-  std::shared_ptr<const Body> body_;
+  std::shared_ptr<const WorkspaceBody> body_;
   ThreadPool& pool_;
   std::vector<void*> operands_;
   std::vector<hal_op_scalar_t> scalars_;
+  void* workspace_;
 };
 
 class NativePlan final : public OpPlan {
  public:
   NativePlan(uint32_t operand_count, Body body, uint32_t scalar_count = 0)
+      : NativePlan(
+            operand_count, 0,
+            [body = std::move(body)](ThreadPool& pool, void* const* operands,
+                                     const hal_op_scalar_t* scalars,
+                                     void*) { body(pool, operands, scalars); },
+            scalar_count) {}
+  NativePlan(uint32_t operand_count, size_t workspace_bytes, WorkspaceBody body,
+             uint32_t scalar_count = 0)
       : operand_count_(operand_count),
         scalar_count_(scalar_count),
-        body_(std::make_shared<const Body>(std::move(body))) {}
+        workspace_bytes_(workspace_bytes),
+        body_(std::make_shared<const WorkspaceBody>(std::move(body))) {}
+  size_t workspace_bytes() const override { return workspace_bytes_; }
   hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
     if (args.operand_count != operand_count_ || args.operands == nullptr) {
       return stream.device().report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
@@ -209,7 +225,8 @@ class NativePlan final : public OpPlan {
  private:
   uint32_t operand_count_;
   uint32_t scalar_count_;
-  std::shared_ptr<const Body> body_;
+  size_t workspace_bytes_;
+  std::shared_ptr<const WorkspaceBody> body_;
 };
 
 constexpr uint64_t kElementGrain = 16384;  // elements per chunk of an elementwise op
@@ -1011,29 +1028,86 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
           });
         });
   }
-  return std::make_unique<NativePlan>(12, [=](ThreadPool& pool, void* const* operand,
-                                              const hal_op_scalar_t*) {
-    native::Attention a = bind_attention(attention, operand, true);
-    std::vector<uint8_t> expanded;
-    bind_blocks(a, operand, expanded);
-    const Sequences seqs = sequences_of(a, operand);
-    if (varlen) {  // rows outside every sequence: zero gradients
-      native::clear_query_rows(a, true, 0, seqs.q.front());
-      native::clear_query_rows(a, true, seqs.q.back(), a.s_q);
-      native::clear_key_rows(a, 0, seqs.k.front());
-      native::clear_key_rows(a, seqs.k.back(), a.s_k);
-    }
-    native::Attention widest = a;  // scratch for the longest sequence
-    widest.s_q = seqs.longest_q;
-    std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
-    for (native::AttentionScratch& s : scratch) native::prepare_backward(widest, s);
-    const uint64_t items = static_cast<uint64_t>(a.batch * a.kv_heads);
-    parallel_items(pool, items, [&](uint64_t item, uint32_t worker) {
-      int64_t b = static_cast<int64_t>(item) / a.kv_heads;
-      const native::Attention one = sequence(a, seqs, b, &b);
-      native::attention_backward(one, b, static_cast<int64_t>(item) % a.kv_heads, scratch[worker]);
-    });
-  });
+  // Backward: one work item per query head. With grouped-query heads each
+  // item writes its head's share of grad_k and grad_v into the workspace,
+  // f32 [key row][head][dim] for each of the two, and a second pass adds a kv
+  // head's shares in head order: so a kv head's gradients take as many
+  // threads as it has query heads, and still no sum crosses threads.
+  const int64_t group = attention.heads / attention.kv_heads;
+  const int64_t key_rows = desc.k.shape[0] * desc.k.shape[1];  // varlen: the packed rows
+  const double partial_floats = group > 1 ? 2.0 * static_cast<double>(key_rows) *
+                                                static_cast<double>(attention.heads) *
+                                                static_cast<double>(attention.dim)
+                                          : 0.0;
+  constexpr double kMaxPartialFloats = static_cast<double>(int64_t{1} << 40);
+  if (partial_floats > kMaxPartialFloats) {
+    decline.reason =
+        "grouped-query backward would need more than 4 TiB of workspace for its per-head "
+        "grad_k and grad_v; left to the portable implementation";
+    return nullptr;
+  }
+  const int64_t partial_stride = attention.heads * attention.dim;  // floats per key row
+  return std::make_unique<NativePlan>(
+      12, static_cast<size_t>(partial_floats) * sizeof(float),
+      [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*, void* workspace) {
+        native::Attention a = bind_attention(attention, operand, true);
+        std::vector<uint8_t> expanded;
+        bind_blocks(a, operand, expanded);
+        const Sequences seqs = sequences_of(a, operand);
+        if (varlen) {  // rows outside every sequence: zero gradients
+          native::clear_query_rows(a, true, 0, seqs.q.front());
+          native::clear_query_rows(a, true, seqs.q.back(), a.s_q);
+          native::clear_key_rows(a, 0, seqs.k.front());
+          native::clear_key_rows(a, seqs.k.back(), a.s_k);
+        }
+        native::Attention widest = a;  // scratch for the longest sequence
+        widest.s_q = seqs.longest_q;
+        std::vector<native::AttentionScratch> scratch(pool.workers() + 1);
+        for (native::AttentionScratch& s : scratch) native::prepare_backward(widest, s);
+        // Query head |head| of sequence |sequence_index|'s partials (none
+        // without grouped-query heads): their key row 0 is the sequence's first.
+        auto* partial_k = static_cast<float*>(workspace);
+        float* partial_v = group > 1 ? partial_k + key_rows * partial_stride : nullptr;
+        const auto partials_of = [&](int64_t sequence_index, int64_t head) {
+          native::KvPartials partials;
+          if (group == 1) return partials;
+          const int64_t first_row =
+              varlen ? seqs.k[static_cast<size_t>(sequence_index)] : sequence_index * a.s_k;
+          const int64_t offset = first_row * partial_stride + head * a.dim;
+          partials.grad_k = partial_k + offset;
+          partials.grad_v = partial_v + offset;
+          partials.row_stride = partial_stride;
+          return partials;
+        };
+        parallel_items(pool, static_cast<uint64_t>(a.batch * a.heads),
+                       [&](uint64_t item, uint32_t worker) {
+                         const int64_t head = static_cast<int64_t>(item) % a.heads;
+                         const int64_t sequence_index = static_cast<int64_t>(item) / a.heads;
+                         int64_t b = sequence_index;
+                         const native::Attention one = sequence(a, seqs, sequence_index, &b);
+                         native::attention_backward(one, b, head, partials_of(sequence_index, head),
+                                                    scratch[worker]);
+                       });
+        if (group == 1) return;
+        // The kv heads' sums, kReduceRows key rows an item.
+        constexpr int64_t kReduceRows = 256;
+        const int64_t longest_k = varlen ? longest(seqs.k) : a.s_k;
+        const int64_t chunks = (longest_k + kReduceRows - 1) / kReduceRows;
+        parallel_items(
+            pool, static_cast<uint64_t>(a.batch * a.kv_heads * chunks),
+            [&](uint64_t item, uint32_t worker) {
+              const int64_t chunk = static_cast<int64_t>(item) % chunks;
+              const int64_t kv_head = static_cast<int64_t>(item) / chunks % a.kv_heads;
+              const int64_t sequence_index = static_cast<int64_t>(item) / chunks / a.kv_heads;
+              int64_t b = sequence_index;
+              const native::Attention one = sequence(a, seqs, sequence_index, &b);
+              const int64_t begin = chunk * kReduceRows;
+              if (begin >= one.s_k) return;  // past a shorter sequence's keys
+              native::reduce_grouped_kv(
+                  one, b, kv_head, begin, std::min(one.s_k, begin + kReduceRows),
+                  partials_of(sequence_index, kv_head * group), scratch[worker].row.data());
+            });
+      });
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ class OpPlan {
   virtual ~OpPlan() = default;
   // Enqueues one execution on |stream|; the loader checked |args|.
   virtual hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const = 0;
+  // The caller's workspace each execution needs (hal_op_plan_info_t).
+  virtual size_t workspace_bytes() const { return 0; }
 };
 
 // Why a descriptor is not served: filled by a planner that declines.
