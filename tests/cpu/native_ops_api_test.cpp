@@ -1481,3 +1481,126 @@ TEST_CASE(
     hal_op_plan_destroy(plan);
   }
 }
+
+namespace {
+
+// Every output of one attention run, as doubles.
+struct TypedAttentionRun {
+  std::vector<double> out, lse, grad_q, grad_k, grad_v;
+};
+
+std::vector<double> elements_of(const void* data, hal_dtype_t dtype, size_t count) {
+  std::vector<double> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = load_element(data, dtype, i);
+  return values;
+}
+
+// Forward then backward on dense tensors: q, k, v and grad_out of |in|, out
+// and the gradients of |out_type|, lse f32; seeded inputs, rounded to |in|,
+// so that both implementations see the same values. Each implementation's
+// backward takes its own forward's out and lse.
+TypedAttentionRun run_typed_attention(Session& session, const AttentionCase& c, hal_dtype_t in,
+                                      hal_dtype_t out_type, bool portable) {
+  hal_op_attention_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_ATTENTION;
+  desc.causal = c.causal;
+  desc.scale = c.scale;
+  desc.batch = static_cast<uint32_t>(c.batch);
+  desc.q = dense({c.batch, c.s_q, c.heads, c.dim}, in);
+  desc.k = desc.v = dense({c.batch, c.s_k, c.kv_heads, c.dim}, in);
+  desc.out = dense({c.batch, c.s_q, c.heads, c.dim}, out_type);
+  desc.lse = dense({c.batch, c.heads, c.s_q});
+  const size_t q_count = static_cast<size_t>(c.batch * c.s_q * c.heads * c.dim);
+  const size_t kv_count = static_cast<size_t>(c.batch * c.s_k * c.kv_heads * c.dim);
+  const size_t lse_count = static_cast<size_t>(c.batch * c.heads * c.s_q);
+  // session.floats(n) holds n f32, so n elements of any float dtype.
+  const auto filled = [&](size_t count, uint32_t seed, float low, float high) {
+    void* data = session.floats(count);
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> value(low, high);
+    for (size_t i = 0; i < count; ++i) store_element(data, in, i, value(rng));
+    return data;
+  };
+  void* q = filled(q_count, 31, -2.0f, 2.0f);
+  void* k = filled(kv_count, 32, -2.0f, 2.0f);
+  void* v = filled(kv_count, 33, -1.0f, 1.0f);
+  void* grad_out = filled(q_count, 34, -1.0f, 1.0f);
+  void* out = session.floats(q_count);
+  float* lse = session.floats(lse_count);
+  hal_op_plan_t forward = plan_of(session, &desc.header, portable);
+  CHECK(implementation_of(forward) == (portable ? "portable" : "cpu.native"));
+  execute(session, forward, {q, k, v, out, lse, nullptr, nullptr, nullptr});
+  hal_op_plan_destroy(forward);
+  desc.header.kind = HAL_OP_ATTENTION_BACKWARD;
+  desc.grad_out = dense({c.batch, c.s_q, c.heads, c.dim}, in);
+  desc.grad_q = desc.out;
+  desc.grad_k = desc.grad_v = dense({c.batch, c.s_k, c.kv_heads, c.dim}, out_type);
+  void* grad_q = session.floats(q_count);
+  void* grad_k = session.floats(kv_count);
+  void* grad_v = session.floats(kv_count);
+  hal_op_plan_t backward = plan_of(session, &desc.header, portable);
+  CHECK(implementation_of(backward) == (portable ? "portable" : "cpu.native"));
+  execute(session, backward,
+          {q, k, v, out, lse, nullptr, nullptr, nullptr, grad_out, grad_q, grad_k, grad_v});
+  hal_op_plan_destroy(backward);
+  TypedAttentionRun run;
+  run.out = elements_of(out, out_type, q_count);
+  run.lse = elements_of(lse, HAL_DTYPE_F32, lse_count);
+  run.grad_q = elements_of(grad_q, out_type, q_count);
+  run.grad_k = elements_of(grad_k, out_type, kv_count);
+  run.grad_v = elements_of(grad_v, out_type, kv_count);
+  return run;
+}
+
+// |actual| within SPEC §17.6's f32 tolerance for |terms| of |expected|, plus
+// one rounding to |dtype| on either side (each implementation rounds its own
+// f32 result).
+void check_typed_close(const std::vector<double>& actual, const std::vector<double>& expected,
+                       hal_dtype_t dtype, double terms) {
+  REQUIRE(actual.size() == expected.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double tolerance =
+        1e-5 * std::sqrt(terms) + (1e-5 + 2 * rounding_tolerance(dtype)) * std::fabs(expected[i]);
+    if (!(std::fabs(actual[i] - expected[i]) <= tolerance) && ++bad <= 5) {
+      INFO("element " << i << ": " << actual[i] << " against " << expected[i]);
+      CHECK(false);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cpu.native attention with bf16 tensors (bf16 outputs, and f32 outputs of bf16 inputs) "
+    "matches the portable implementation",
+    "[cpu][api][ops][native]") {
+  Session session;
+  const AttentionCase cases[] = {
+      {1, 70, 90, 4, 2, 32, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f},  // GQA: the workspace sums
+      {2, 64, 64, 2, 2, 48, HAL_CAUSAL_TOP_LEFT, false, 0.0f},
+  };
+  const hal_dtype_t pairs[][2] = {{HAL_DTYPE_BF16, HAL_DTYPE_BF16},
+                                  {HAL_DTYPE_BF16, HAL_DTYPE_F32}};
+  for (const AttentionCase& c : cases) {
+    for (const auto& pair : pairs) {
+      INFO("b=" << c.batch << " s_q=" << c.s_q << " s_k=" << c.s_k << " h=" << c.heads << "/"
+                << c.kv_heads << " d=" << c.dim << " out dtype " << pair[1]);
+      const TypedAttentionRun native = run_typed_attention(session, c, pair[0], pair[1], false);
+      const TypedAttentionRun portable = run_typed_attention(session, c, pair[0], pair[1], true);
+      const double terms = static_cast<double>(c.s_k * c.dim);
+      check_typed_close(native.out, portable.out, pair[1], terms);
+      check_typed_close(native.lse, portable.lse, HAL_DTYPE_F32, terms);
+      check_typed_close(native.grad_q, portable.grad_q, pair[1], terms);
+      check_typed_close(native.grad_k, portable.grad_k, pair[1], terms);
+      check_typed_close(native.grad_v, portable.grad_v, pair[1], terms);
+      const TypedAttentionRun again = run_typed_attention(session, c, pair[0], pair[1], false);
+      CHECK(again.out == native.out);
+      CHECK(again.grad_q == native.grad_q);
+      CHECK(again.grad_k == native.grad_k);
+      CHECK(again.grad_v == native.grad_v);
+    }
+  }
+}
