@@ -119,11 +119,16 @@ class ApiMatmul final : public HalMatmul {
     BENCH_HAL_CHECK(hal_op_plan_get_info(plan, &info));
     implementation_ = info.implementation;
     auto operands = std::make_shared<std::array<void*, 6>>(std::array<void*, 6>{a, b, nullptr, d});
-    return [this, plan, operands] {
+    // The plan's workspace (f16 widened to f32), allocated once like the operands.
+    const size_t workspace_bytes = info.workspace_bytes;
+    void* workspace = workspace_bytes > 0 ? alloc(workspace_bytes) : nullptr;
+    return [this, plan, operands, workspace, workspace_bytes] {
       hal_op_exec_args_t args{};
       args.struct_size = sizeof(args);
       args.operand_count = 6;
       args.operands = operands->data();
+      args.workspace = workspace;
+      args.workspace_bytes = workspace_bytes;
       BENCH_HAL_CHECK(hal_op_execute(plan, &args, stream_));
       BENCH_HAL_CHECK(hal_stream_synchronize(stream_));
     };
@@ -219,11 +224,14 @@ class TableMatmul final : public HalMatmul {
     plans_.push_back(plan);
     implementation_ = name;
     auto operands = std::make_shared<std::array<void*, 6>>(std::array<void*, 6>{a, b, nullptr, d});
-    return [this, plan, operands] {
+    void* memory = workspace > 0 ? alloc(workspace) : nullptr;
+    return [this, plan, operands, memory, workspace] {
       hal_op_exec_args_t args{};
       args.struct_size = sizeof(args);
       args.operand_count = 6;
       args.operands = operands->data();
+      args.workspace = memory;
+      args.workspace_bytes = workspace;
       if (t_->op_execute(plan, stream_, &args) != HAL_SUCCESS ||
           t_->stream_synchronize(stream_) != HAL_SUCCESS) {
         die("op_execute: " + table_error);
@@ -410,6 +418,12 @@ void fill_bf16(void* memory, size_t count, std::mt19937& random) {
   }
 }
 
+void fill_f16(void* memory, size_t count, std::mt19937& random) {
+  std::uniform_real_distribution<float> values(-1.0f, 1.0f);
+  auto* h = static_cast<_Float16*>(memory);
+  for (size_t i = 0; i < count; ++i) h[i] = static_cast<_Float16>(values(random));
+}
+
 // Which libraries a child process measures.
 enum class Part { kHal, kPeers };
 
@@ -510,6 +524,24 @@ int child(int threads, Part part, bool quick, double peak_override) {
     }
     std::fflush(stdout);
   }
+  // f16 2048^3: HAL only (oneDNN has no f16 matmul without AVX512-FP16):
+  // the f32 rows of 2048^3 above are what it is widened to.
+  if (run_hal) {
+    const Shape s{2048, 2048, 2048};
+    const size_t count = s.m * s.k;
+    void* a = hal->alloc(count * 2);
+    void* b = hal->alloc(count * 2);
+    void* d = hal->alloc(count * 2);
+    fill_f16(a, count, random);
+    fill_f16(b, count, random);
+    std::string why;
+    if (auto run = hal->plan(matmul_desc(s, HAL_DTYPE_F16), a, b, d, &why)) {
+      emit_row(result_cells(s.text() + " f16", hal->label() + " f16",
+                            time_on_own_cores(run, 5, threads), s.flops(), peak, ""));
+    } else {
+      std::printf("note: HAL declined f16 %s: %s\n", s.text().c_str(), why.c_str());
+    }
+  }
   // bf16 2048^3: HAL beside oneDNN's bf16 matmul.
   {
     const Shape s{2048, 2048, 2048};
@@ -608,7 +640,8 @@ int main(int argc, char** argv) {
         "usage: %s [--threads 1,2] [--quick] [--peak-per-core GFLOPS]\n"
         "sgemm (row-major f32 C = A @ B) through HAL's HAL_OP_MATMUL on the cpu plugin beside\n"
         "oneDNN (matmul primitive, dnnl_sgemm), OpenBLAS and BLIS; squares 256..4096 and\n"
-        "4096x4096x1024 (--quick: up to 1024), then bf16 2048^3 through HAL and oneDNN.\n"
+        "4096x4096x1024 (--quick: up to 1024), then f16 2048^3 through HAL, bf16 2048^3 through "
+        "HAL and oneDNN.\n"
         "Each thread count runs in its own processes, HAL's and the peers'. %% of peak: one core's "
         "FP32 FMA peak,\n"
         "measured (16 lanes x FMAs x 2 flops at the clock the core really runs), times the\n"

@@ -31,6 +31,27 @@ float from_bf16(uint16_t value) {
   return out;
 }
 
+// f16 through the compiler's _Float16 (rounding to nearest even):
+// independent of the plugin's F16C conversions.
+uint16_t to_f16(float value) {
+  const _Float16 half = static_cast<_Float16>(value);
+  uint16_t bits;
+  std::memcpy(&bits, &half, sizeof bits);
+  return bits;
+}
+
+float from_f16(uint16_t bits) {
+  _Float16 half;
+  std::memcpy(&half, &bits, sizeof half);
+  return static_cast<float>(half);
+}
+
+bool has_f16(const hal_op_matmul_desc_t& desc) {
+  return desc.a.dtype == HAL_DTYPE_F16 || desc.b.dtype == HAL_DTYPE_F16 ||
+         desc.c.dtype == HAL_DTYPE_F16 || desc.d.dtype == HAL_DTYPE_F16 ||
+         desc.bias.dtype == HAL_DTYPE_F16;
+}
+
 hal_tensor_desc_t dense(hal_dtype_t dtype, std::vector<int64_t> shape) {
   hal_tensor_desc_t tensor{};
   hal_tensor_desc_contiguous(&tensor, dtype, static_cast<uint32_t>(shape.size()), shape.data());
@@ -62,12 +83,15 @@ struct Operand {
   void set(int64_t i, float value) {
     if (tensor.dtype == HAL_DTYPE_BF16) {
       static_cast<uint16_t*>(memory)[i] = to_bf16(value);
+    } else if (tensor.dtype == HAL_DTYPE_F16) {
+      static_cast<uint16_t*>(memory)[i] = to_f16(value);
     } else {
       static_cast<float*>(memory)[i] = value;
     }
   }
   double get(int64_t i) const {
     if (tensor.dtype == HAL_DTYPE_BF16) return from_bf16(static_cast<const uint16_t*>(memory)[i]);
+    if (tensor.dtype == HAL_DTYPE_F16) return from_f16(static_cast<const uint16_t*>(memory)[i]);
     return static_cast<const float*>(memory)[i];
   }
   std::vector<double> snapshot() const {
@@ -165,21 +189,24 @@ std::vector<double> reference(const Case& k, const std::vector<double>& d_before
   return out;
 }
 
+// Plans |desc|; |workspace| gets the bytes each execution needs: none but
+// where an f16 tensor is widened to f32 there.
 hal_result_t plan(const hal_plugin_table_v1_t& t, hal_impl_device_t* device,
                   const hal_op_matmul_desc_t& desc, hal_impl_op_plan_t** out,
-                  hal_op_plan_flags_t flags = 0) {
-  size_t workspace = 1;
+                  hal_op_plan_flags_t flags = 0, size_t* workspace = nullptr) {
+  size_t bytes = 1;
   const char* name = nullptr;
-  const hal_result_t result = t.op_plan_create(device, &desc.header, flags, out, &workspace, &name);
+  const hal_result_t result = t.op_plan_create(device, &desc.header, flags, out, &bytes, &name);
   if (result == HAL_SUCCESS) {
-    CHECK(workspace == 0);
+    CHECK((bytes == 0) == !has_f16(desc));
     CHECK(std::string(name) == "cpu.onednn");
+    if (workspace != nullptr) *workspace = bytes;
   }
   return result;
 }
 
 void execute(const hal_plugin_table_v1_t& t, hal_impl_op_plan_t* op, hal_impl_stream_t* stream,
-             const Case& k) {
+             const Case& k, void* workspace = nullptr, size_t workspace_bytes = 0) {
   void* operands[6] = {k.a.memory,
                        k.b.memory,
                        k.desc.beta != 0 ? (k.c_is_d ? k.d.memory : k.c.memory) : nullptr,
@@ -190,6 +217,8 @@ void execute(const hal_plugin_table_v1_t& t, hal_impl_op_plan_t* op, hal_impl_st
   args.struct_size = sizeof(args);
   args.operand_count = 6;
   args.operands = operands;
+  args.workspace = workspace;
+  args.workspace_bytes = workspace_bytes;
   REQUIRE(t.op_execute(op, stream, &args) == HAL_SUCCESS);
 }
 
@@ -198,7 +227,9 @@ void execute(const hal_plugin_table_v1_t& t, hal_impl_op_plan_t* op, hal_impl_st
 void run_and_check(const hal_plugin_table_v1_t& t, hal_impl_device_t* device, Case& k,
                    double relative) {
   hal_impl_op_plan_t* op = nullptr;
-  if (const hal_result_t planned = plan(t, device, k.desc, &op); planned != HAL_SUCCESS) {
+  size_t workspace_bytes = 0;
+  if (const hal_result_t planned = plan(t, device, k.desc, &op, 0, &workspace_bytes);
+      planned != HAL_SUCCESS) {
     // oneDNN has bf16 matmul only from AVX-512 on (avx512_core); on an AVX2
     // CPU it declines with its reason and the portable kernel serves.
     const bool bf16 = k.desc.a.dtype == HAL_DTYPE_BF16 || k.desc.d.dtype == HAL_DTYPE_BF16;
@@ -211,10 +242,13 @@ void run_and_check(const hal_plugin_table_v1_t& t, hal_impl_device_t* device, Ca
   hal_impl_stream_t* stream = make_stream(t, device);
   const std::vector<double> before = k.d.snapshot();
   const std::vector<double> expected = reference(k, before);
-  execute(t, op, stream, k);
+  void* workspace = workspace_bytes > 0 ? alloc(t, device, workspace_bytes) : nullptr;
+  execute(t, op, stream, k, workspace, workspace_bytes);
   REQUIRE(t.stream_synchronize(stream) == HAL_SUCCESS);
   const std::vector<double> got = k.d.snapshot();
-  const double output_rounding = k.d.tensor.dtype == HAL_DTYPE_BF16 ? 1.0 / 128 : 1e-6;
+  const double output_rounding = k.d.tensor.dtype == HAL_DTYPE_BF16  ? 1.0 / 128
+                                 : k.d.tensor.dtype == HAL_DTYPE_F16 ? 1.0 / 1024
+                                                                     : 1e-6;
   // Terms are at most 1 in magnitude: |sum| <= k, |c| <= 1, |bias| <= 1.
   const int64_t rank = k.d.tensor.rank;
   const int64_t terms = ((k.desc.flags & HAL_MATMUL_TRANSPOSE_A) ? k.a.tensor.shape[rank - 2]
@@ -320,6 +354,67 @@ TEST_CASE("onednn matmul: bf16 inputs with f32 accumulation, bf16 or f32 output"
       run_and_check(t, device, c, 1e-5);
     }
   }
+}
+
+TEST_CASE(
+    "onednn matmul: f16 tensors (a, b, c, d, bias, with f32 and bf16 beside them) widened to f32 "
+    "in the workspace, over transposes, epilogues, broadcast batches and strided views",
+    "[cpu][table][ops]") {
+  PluginInstance plugin;
+  const auto& t = plugin.table();
+  hal_impl_device_t* device = plugin.device(0);
+  if (t.op_plan_create == nullptr) return;
+  std::mt19937 random(16);
+  struct Variant {
+    uint32_t flags;
+    hal_activation_t activation;
+    float alpha, beta;
+    bool c_is_d;
+    hal_dtype_t in, out;
+  };
+  const Variant variants[] = {
+      // The plain product (dnnl_sgemm inside), into f16 and into f32 and bf16.
+      {0, HAL_ACTIVATION_NONE, 1.0f, 0.0f, false, HAL_DTYPE_F16, HAL_DTYPE_F16},
+      {0, HAL_ACTIVATION_NONE, 1.0f, 0.0f, false, HAL_DTYPE_F16, HAL_DTYPE_F32},
+      {HAL_MATMUL_TRANSPOSE_A, HAL_ACTIVATION_NONE, -0.5f, 0.75f, true, HAL_DTYPE_F16,
+       HAL_DTYPE_BF16},
+      // f32 inputs into an f16 d, c read from d.
+      {HAL_MATMUL_TRANSPOSE_B, HAL_ACTIVATION_NONE, 2.0f, -1.0f, true, HAL_DTYPE_F32,
+       HAL_DTYPE_F16},
+      // Epilogues on the primitive.
+      {HAL_MATMUL_BIAS, HAL_ACTIVATION_GELU_TANH, 1.0f, 0.25f, false, HAL_DTYPE_F16, HAL_DTYPE_F16},
+      {HAL_MATMUL_BIAS | HAL_MATMUL_TRANSPOSE_A | HAL_MATMUL_TRANSPOSE_B, HAL_ACTIVATION_RELU, 1.5f,
+       0.0f, false, HAL_DTYPE_F16, HAL_DTYPE_F32},
+  };
+  for (const Variant& v : variants) {
+    for (const auto& [m, n, k] : {std::tuple{37, 53, 29}, std::tuple{300, 70, 130}}) {
+      CAPTURE(v.flags, v.activation, v.alpha, v.beta, v.c_is_d, v.in, v.out, m, n, k);
+      Case c =
+          make_case(matmul_desc(v.flags, v.activation, v.alpha, v.beta), v.in, v.out, {}, m, n, k);
+      c.c_is_d = v.c_is_d;
+      allocate(t, device, random, c);
+      run_and_check(t, device, c, 1e-6);
+    }
+  }
+  // Batches: a broadcasts with stride 0, b with extent 1, c with stride 0;
+  // rows of a and d padded, a column slice of b, an f16 bias every 2nd.
+  Case c = make_case(matmul_desc(HAL_MATMUL_BIAS, HAL_ACTIVATION_NONE, 1.25f, 0.5f), HAL_DTYPE_F16,
+                     HAL_DTYPE_F16, {3, 2}, 9, 11, 13);
+  c.desc.a.strides[3] = 1;
+  c.desc.a.strides[2] = 20;
+  c.desc.a.strides[1] = 20 * 9;
+  c.desc.a.strides[0] = 0;
+  c.desc.b.shape[1] = 1;
+  c.desc.b.strides[2] = 30;
+  c.desc.b.strides[1] = 30 * 13;
+  c.desc.b.strides[0] = 30 * 13;
+  c.desc.d.strides[2] = 16;
+  c.desc.d.strides[1] = 16 * 9;
+  c.desc.d.strides[0] = 2 * 16 * 9;
+  c.desc.c.strides[0] = 0;
+  c.desc.bias.strides[0] = 2;
+  allocate(t, device, random, c);
+  run_and_check(t, device, c, 1e-6);
 }
 
 TEST_CASE("onednn matmul: batches broadcast with stride 0 or extent 1", "[cpu][table][ops]") {
@@ -471,8 +566,10 @@ TEST_CASE("onednn matmul: declines what it does not serve, saying why", "[cpu][t
   desc.aux = desc.d;
   declined(&desc.header, "SAVE_AUX");
   desc = base.desc;
-  desc.a.dtype = desc.b.dtype = desc.d.dtype = HAL_DTYPE_F16;
-  declined(&desc.header, "f16");
+  desc.flags = HAL_MATMUL_SAVE_AUX;
+  desc.aux = desc.d;
+  desc.a.dtype = desc.b.dtype = desc.d.dtype = desc.aux.dtype = HAL_DTYPE_F16;
+  declined(&desc.header, "widened to f32: SAVE_AUX");
   desc = base.desc;
   desc.a.shape[0] = desc.d.shape[0] = 0;
   declined(&desc.header, "empty");

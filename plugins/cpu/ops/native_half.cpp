@@ -149,6 +149,19 @@ void narrowed(const float* from, HalfRef to, size_t first, size_t n) {
 
 }  // namespace
 
+void to_f32(ConstHalfRef from, size_t first, size_t n, float* to) {
+  const float* values = widened(from, first, n, to);
+  if (values != to) std::memcpy(to, values, n * sizeof(float));
+}
+
+void from_f32(const float* from, HalfRef to, size_t first, size_t n) {
+  if (to.dtype == HAL_DTYPE_F32) {
+    std::memcpy(static_cast<float*>(to.data) + first, from, n * sizeof(float));
+    return;
+  }
+  narrowed(from, to, first, n);
+}
+
 void binary_with_f16(hal_binary_op_t op, float alpha, ConstHalfRef a, ConstHalfRef b,
                      const BinaryLayout& layout, HalfRef out, size_t begin, size_t end) {
   const uint32_t inner = layout.rank - 1;

@@ -27,6 +27,12 @@ struct ConstHalfRef {
   hal_dtype_t dtype;
 };
 
+// Elements [first, first + n) of |from| (f32, bf16 or f16) as f32 in |to|.
+void to_f32(ConstHalfRef from, size_t first, size_t n, float* to);
+// |from|'s n values stored into elements [first, first + n) of |to|, rounded
+// to its dtype (f32, bf16 or f16) as the loops above round.
+void from_f32(const float* from, HalfRef to, size_t first, size_t n);
+
 // binary() (native_kernels.hpp) for operands that may be f16.
 void binary_with_f16(hal_binary_op_t op, float alpha, ConstHalfRef a, ConstHalfRef b,
                      const BinaryLayout& layout, HalfRef out, size_t begin, size_t end);

@@ -42,6 +42,7 @@
 #include "../stream.hpp"
 #include "../thread_pool.hpp"
 #include "onednn_common.hpp"
+#include "onednn_matmul.hpp"
 #include "ops.hpp"
 #include "thread_malloc_cache.hpp"
 
@@ -210,7 +211,7 @@ void run_sgemm(const SgemmCall& call, ThreadPool& pool, const float* a, const fl
 // microseconds.
 constexpr double kShortCallWork = 64.0 * 64.0 * 64.0;
 
-struct MatmulState {
+struct MatmulState final : MatmulProduct {
   // Plain f32 products run on dnnl_sgemm, the rest on the primitive.
   std::optional<SgemmCall> sgemm;
   bool short_call = false;  // work <= kShortCallWork
@@ -230,7 +231,7 @@ struct MatmulState {
   size_t bias_element_bytes = 0;
 
   void run(ThreadPool& pool, void* a_ptr, void* b_ptr, const void* c_ptr, void* d_ptr,
-           void* bias_ptr) const {
+           void* bias_ptr) const override {
     if (reads_c && c_ptr != d_ptr) copy_strided(c_tensor, c_ptr, d_tensor, d_ptr, element_bytes);
     if (sgemm) {
       run_onednn_call(OnednnPlacement::kCaller, [&] {
@@ -279,7 +280,7 @@ struct MatmulState {
 // One execution in stream order.
 class MatmulTask final : public StreamTask {
  public:
-  MatmulTask(std::shared_ptr<const MatmulState> state, ThreadPool& pool, void* const* operands)
+  MatmulTask(std::shared_ptr<const MatmulProduct> state, ThreadPool& pool, void* const* operands)
       : state_(std::move(state)), pool_(pool) {
     for (uint32_t i = 0; i < kCount; ++i) operands_[i] = operands[i];
   }
@@ -289,14 +290,14 @@ class MatmulTask final : public StreamTask {
   }
 
  private:
-  std::shared_ptr<const MatmulState> state_;
+  std::shared_ptr<const MatmulProduct> state_;
   ThreadPool& pool_;
   void* operands_[kCount] = {};
 };
 
 class MatmulPlan final : public OpPlan {
  public:
-  explicit MatmulPlan(std::shared_ptr<const MatmulState> state) : state_(std::move(state)) {}
+  explicit MatmulPlan(std::shared_ptr<const MatmulProduct> state) : state_(std::move(state)) {}
   hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
     if (args.operand_count != kCount || args.operands == nullptr) {
       return stream.device().report().fail(
@@ -308,7 +309,7 @@ class MatmulPlan final : public OpPlan {
   }
 
  private:
-  std::shared_ptr<const MatmulState> state_;
+  std::shared_ptr<const MatmulProduct> state_;
 };
 
 bool is_empty(const hal_tensor_desc_t& tensor) {
@@ -407,8 +408,8 @@ std::optional<SgemmCall> sgemm_call(const hal_op_matmul_desc_t& desc) {
 
 }  // namespace
 
-std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t,
-                                    Decline& decline) {
+std::shared_ptr<const MatmulProduct> plan_onednn_product(const hal_op_matmul_desc_t& desc,
+                                                         Decline& decline) {
   const uint32_t flags = desc.flags;
   if ((flags & HAL_MATMUL_SAVE_AUX) != 0) {
     decline.reason = "SAVE_AUX (the pre-activation as a second output) is not one oneDNN primitive";
@@ -478,7 +479,7 @@ std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_pla
   for (uint32_t i = 0; i + 2 < rank; ++i) work *= static_cast<double>(d.shape[i]);
   state->short_call = work <= kShortCallWork;
   state->sgemm = sgemm_call(desc);
-  if (state->sgemm) return std::make_unique<MatmulPlan>(std::move(state));
+  if (state->sgemm) return state;
 
   memory::dims dims, strides;
   matrix_view(a, (flags & HAL_MATMUL_TRANSPOSE_A) != 0, a_batch, &dims, &strides);
@@ -567,7 +568,23 @@ std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_pla
     }
     return nullptr;
   }
-  return std::make_unique<MatmulPlan>(std::move(state));
+  return state;
+}
+
+std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t,
+                                    Decline& decline) {
+  if (auto product = plan_onednn_product(desc, decline)) {
+    return std::make_unique<MatmulPlan>(std::move(product));
+  }
+  const bool has_f16 = desc.a.dtype == HAL_DTYPE_F16 || desc.b.dtype == HAL_DTYPE_F16 ||
+                       desc.d.dtype == HAL_DTYPE_F16 ||
+                       (desc.beta != 0.0f && desc.c.dtype == HAL_DTYPE_F16) ||
+                       ((desc.flags & HAL_MATMUL_BIAS) != 0 && desc.bias.dtype == HAL_DTYPE_F16);
+  if (!has_f16) return nullptr;
+  Decline widened;
+  if (auto plan = plan_widened_matmul(desc, widened)) return plan;
+  decline.reason += "; widened to f32: " + widened.reason;
+  return nullptr;
 }
 
 }  // namespace hal::cpu::ops

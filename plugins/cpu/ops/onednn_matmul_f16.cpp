@@ -1,0 +1,259 @@
+// HAL_OP_MATMUL with f16 tensors on a CPU where oneDNN has no f16 matmul
+// (oneDNN 2.6's need AVX512-FP16, which no AMD Zen and few Intel CPUs have):
+// the operands are widened to f32 into the caller's workspace, the f32
+// product runs on oneDNN (dnnl_sgemm or the primitive, with the same
+// alpha, beta, bias and activation), and d is rounded back to its dtype.
+// f16 to f32 is exact, so this is the f32 product of the same values,
+// rounded once at the end; the portable implementation also multiplies f16
+// in f32. The conversions cost O(m*k + k*n + m*n) against the product's
+// O(m*n*k).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "../device.hpp"
+#include "../plugin.hpp"
+#include "../stream.hpp"
+#include "../thread_pool.hpp"
+#include "native_half.hpp"
+#include "onednn_matmul.hpp"
+
+namespace hal::cpu::ops {
+namespace {
+
+using native::ConstHalfRef;
+using native::HalfRef;
+
+enum Operand : uint32_t { kA = 0, kB = 1, kC = 2, kD = 3, kBias = 4, kCount = 6 };
+
+// Each f32 tensor in the workspace starts on a cache line.
+constexpr size_t kAlign = 64;
+// Elements per chunk of a conversion split over the pool.
+constexpr uint64_t kConvertGrain = 16384;
+
+size_t aligned(size_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+int64_t element_count(const hal_tensor_desc_t& tensor) {
+  int64_t count = 1;
+  for (uint32_t i = 0; i < tensor.rank; ++i) count *= tensor.shape[i];
+  return count;
+}
+
+hal_tensor_desc_t dense_f32(const hal_tensor_desc_t& like) {
+  hal_tensor_desc_t tensor = like;
+  tensor.dtype = HAL_DTYPE_F32;
+  int64_t stride = 1;
+  for (uint32_t i = like.rank; i-- > 0;) {
+    tensor.strides[i] = stride;
+    stride *= like.shape[i];
+  }
+  return tensor;
+}
+
+// One tensor's copy between its own storage (any strides and dtype) and a
+// dense f32 tensor of |dense|'s shape in the workspace. A dimension the
+// stored tensor has as extent 1 against a larger dense extent (c
+// broadcasting over d) is read at index 0.
+struct Conversion {
+  hal_tensor_desc_t stored{};
+  hal_tensor_desc_t dense{};
+  size_t offset = 0;  // bytes into the workspace
+};
+
+// The stored element offset of the dense tensor's row |row| (all but the
+// last dimension, row-major).
+int64_t stored_offset(const Conversion& conversion, int64_t row) {
+  const uint32_t rank = conversion.dense.rank;
+  int64_t offset = 0;
+  for (uint32_t i = rank - 1; i-- > 0;) {
+    const int64_t extent = conversion.dense.shape[i];
+    const int64_t index = row % extent;
+    row /= extent;
+    if (conversion.stored.shape[i] != 1) offset += index * conversion.stored.strides[i];
+  }
+  return offset;
+}
+
+// Runs |body(row_begin, row_end)| over the dense tensor's rows on the pool.
+template <typename Body>
+void over_rows(ThreadPool& pool, const Conversion& conversion, const Body& body) {
+  const uint32_t rank = conversion.dense.rank;
+  const int64_t columns = conversion.dense.shape[rank - 1];
+  const int64_t rows = element_count(conversion.dense) / std::max<int64_t>(columns, 1);
+  const uint64_t grain =
+      std::max<uint64_t>(1, kConvertGrain / static_cast<uint64_t>(std::max<int64_t>(columns, 1)));
+  const uint64_t chunks = (static_cast<uint64_t>(rows) + grain - 1) / grain;
+  struct Context {
+    const Body* body;
+    uint64_t rows, grain;
+  } context{&body, static_cast<uint64_t>(rows), grain};
+  pool.parallel_for(
+      chunks, 1,
+      ParallelTask{[](void* data, uint64_t begin, uint64_t end, uint32_t) {
+                     const auto* c = static_cast<const Context*>(data);
+                     for (uint64_t k = begin; k < end; ++k) {
+                       (*c->body)(static_cast<int64_t>(k * c->grain),
+                                  static_cast<int64_t>(std::min((k + 1) * c->grain, c->rows)));
+                     }
+                   },
+                   &context});
+}
+
+// The stored tensor at |stored| widened into the dense f32 tensor at |dense|.
+void widen(ThreadPool& pool, const Conversion& conversion, const void* stored, float* dense) {
+  const uint32_t rank = conversion.dense.rank;
+  const int64_t columns = conversion.dense.shape[rank - 1];
+  const bool broadcast_columns = conversion.stored.shape[rank - 1] == 1 && columns > 1;
+  const int64_t step = broadcast_columns ? 0 : conversion.stored.strides[rank - 1];
+  const ConstHalfRef from{stored, conversion.stored.dtype};
+  over_rows(pool, conversion, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t at = stored_offset(conversion, row);
+      float* to = dense + row * columns;
+      if (step == 1) {
+        native::to_f32(from, static_cast<size_t>(at), static_cast<size_t>(columns), to);
+      } else {
+        for (int64_t j = 0; j < columns; ++j)
+          native::to_f32(from, static_cast<size_t>(at + j * step), 1, to + j);
+      }
+    }
+  });
+}
+
+// The dense f32 tensor at |dense| rounded into the stored tensor at |stored|
+// (an output: no dimension broadcasts).
+void narrow(ThreadPool& pool, const Conversion& conversion, const float* dense, void* stored) {
+  const uint32_t rank = conversion.dense.rank;
+  const int64_t columns = conversion.dense.shape[rank - 1];
+  const int64_t step = conversion.stored.strides[rank - 1];
+  const HalfRef to{stored, conversion.stored.dtype};
+  over_rows(pool, conversion, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t at = stored_offset(conversion, row);
+      const float* from = dense + row * columns;
+      if (step == 1 || columns == 1) {
+        native::from_f32(from, to, static_cast<size_t>(at), static_cast<size_t>(columns));
+      } else {
+        for (int64_t j = 0; j < columns; ++j)
+          native::from_f32(from + j, to, static_cast<size_t>(at + j * step), 1);
+      }
+    }
+  });
+}
+
+struct WidenedMatmul {
+  std::shared_ptr<const MatmulProduct> product;  // the f32 product
+  Conversion a, b, d, bias;
+  bool reads_c = false, has_bias = false;
+  hal_tensor_desc_t c{};  // as stored, with beta != 0
+  size_t workspace_bytes = 0;
+
+  void run(ThreadPool& pool, void* const* operand, void* workspace) const {
+    auto* base = static_cast<unsigned char*>(workspace);
+    auto* a32 = reinterpret_cast<float*>(base + a.offset);
+    auto* b32 = reinterpret_cast<float*>(base + b.offset);
+    auto* d32 = reinterpret_cast<float*>(base + d.offset);
+    auto* bias32 = has_bias ? reinterpret_cast<float*>(base + bias.offset) : nullptr;
+    widen(pool, a, operand[kA], a32);
+    widen(pool, b, operand[kB], b32);
+    // beta * c accumulates into d: c (which may broadcast) widened into d's place.
+    if (reads_c) widen(pool, Conversion{c, d.dense, d.offset}, operand[kC], d32);
+    if (has_bias) widen(pool, bias, operand[kBias], bias32);
+    product->run(pool, a32, b32, d32, d32, bias32);
+    narrow(pool, d, d32, operand[kD]);
+  }
+};
+
+class WidenedMatmulTask final : public StreamTask {
+ public:
+  WidenedMatmulTask(std::shared_ptr<const WidenedMatmul> matmul, ThreadPool& pool,
+                    const hal_op_exec_args_t& args)
+      : matmul_(std::move(matmul)), pool_(pool), workspace_(args.workspace) {
+    for (uint32_t i = 0; i < kCount; ++i) operands_[i] = args.operands[i];
+  }
+  void run() override { matmul_->run(pool_, operands_, workspace_); }
+
+ private:
+  std::shared_ptr<const WidenedMatmul> matmul_;
+  ThreadPool& pool_;
+  void* operands_[kCount] = {};
+  void* workspace_;
+};
+
+class WidenedMatmulPlan final : public OpPlan {
+ public:
+  explicit WidenedMatmulPlan(std::shared_ptr<const WidenedMatmul> matmul)
+      : matmul_(std::move(matmul)) {}
+  hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
+    if (args.operand_count != kCount || args.operands == nullptr) {
+      return stream.device().report().fail(
+          HAL_ERROR_INVALID_ARGUMENT, 0, "op_execute: a matmul plan takes %u operands, args has %u",
+          kCount, args.operand_count);
+    }
+    return stream.enqueue(TaskCommand{
+        std::make_unique<WidenedMatmulTask>(matmul_, stream.device().plugin().pool(), args)});
+  }
+  size_t workspace_bytes() const override { return matmul_->workspace_bytes; }
+
+ private:
+  std::shared_ptr<const WidenedMatmul> matmul_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpPlan> plan_widened_matmul(const hal_op_matmul_desc_t& desc, Decline& decline) {
+  const uint32_t rank = desc.d.rank;
+  if (rank < 2 || desc.a.rank != rank || desc.b.rank != rank || rank > HAL_TENSOR_MAX_RANK) {
+    decline.reason = "ranks other than 2.." + std::to_string(HAL_TENSOR_MAX_RANK) +
+                     " alike for a, b and d are not served";
+    return nullptr;
+  }
+  auto matmul = std::make_shared<WidenedMatmul>();
+  hal_op_matmul_desc_t inner = desc;
+  // a and b dense in f32, their logical shapes kept (so the flags mean the
+  // same), a batch dimension they broadcast with stride 0 kept as extent 1.
+  size_t offset = 0;
+  const auto place = [&](Conversion& conversion, const hal_tensor_desc_t& stored,
+                         const hal_tensor_desc_t& dense) {
+    conversion.stored = stored;
+    conversion.dense = dense;
+    conversion.offset = offset;
+    offset += aligned(static_cast<size_t>(element_count(dense)) * sizeof(float));
+  };
+  for (const bool is_a : {true, false}) {
+    const hal_tensor_desc_t& stored = is_a ? desc.a : desc.b;
+    hal_tensor_desc_t dense = stored;
+    for (uint32_t i = 0; i + 2 < rank; ++i) {
+      if (stored.strides[i] == 0) dense.shape[i] = 1;
+    }
+    dense = dense_f32(dense);
+    place(is_a ? matmul->a : matmul->b, stored, dense);
+    (is_a ? inner.a : inner.b) = dense;
+  }
+  inner.d = dense_f32(desc.d);
+  place(matmul->d, desc.d, inner.d);
+  matmul->reads_c = desc.beta != 0.0f;
+  if (matmul->reads_c) {
+    if (desc.c.rank != rank) {
+      decline.reason = "c of another rank than d is not served";
+      return nullptr;
+    }
+    matmul->c = desc.c;
+    inner.c = inner.d;  // c is widened into d's place, where beta * c accumulates
+  }
+  matmul->has_bias = (desc.flags & HAL_MATMUL_BIAS) != 0;
+  if (matmul->has_bias) {
+    inner.bias = dense_f32(desc.bias);
+    place(matmul->bias, desc.bias, inner.bias);
+  }
+  matmul->workspace_bytes = offset;
+  matmul->product = plan_onednn_product(inner, decline);
+  if (!matmul->product) return nullptr;
+  return std::make_unique<WidenedMatmulPlan>(std::move(matmul));
+}
+
+}  // namespace hal::cpu::ops
