@@ -75,15 +75,19 @@ hal_op_plan_t plan_of(Session& session, const hal_op_header_t* desc, bool portab
   return plan;
 }
 
+// Runs |plan|; its workspace starts |workspace_shift| bytes into an
+// allocation of its own (SPEC asks no alignment of it).
 void execute(Session& session, hal_op_plan_t plan, std::vector<void*> operands,
-             std::vector<hal_op_scalar_t> scalars = {}) {
+             std::vector<hal_op_scalar_t> scalars = {}, size_t workspace_shift = 0) {
   hal_op_plan_info_t info{};
   info.struct_size = sizeof info;
   REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
+  void* allocation = nullptr;
   void* workspace = nullptr;
   if (info.workspace_bytes > 0) {
-    REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, info.workspace_bytes, 0,
-                          &workspace) == HAL_SUCCESS);
+    REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE,
+                          info.workspace_bytes + workspace_shift, 0, &allocation) == HAL_SUCCESS);
+    workspace = static_cast<char*>(allocation) + workspace_shift;
   }
   hal_op_exec_args_t args{};
   args.struct_size = sizeof args;
@@ -96,7 +100,7 @@ void execute(Session& session, hal_op_plan_t plan, std::vector<void*> operands,
   INFO(hal_error_last_message());
   REQUIRE(hal_op_execute(plan, &args, session.stream()) == HAL_SUCCESS);
   REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
-  hal_mem_free(workspace);
+  hal_mem_free(allocation);
 }
 
 void fill(float* data, size_t count, uint32_t seed, float low = -3.0f, float high = 3.0f) {
@@ -498,6 +502,7 @@ struct AttentionCase {
   // Varlen when not empty: batch is then 1 and s_q, s_k the packed rows.
   std::vector<int32_t> cu_q = {}, cu_k = {};
   uint32_t max_q = 0, max_k = 0;
+  size_t workspace_shift = 0;  // bytes past an allocation's start the workspace begins
 };
 
 // A seeded block mask (about half the blocks) or top-k block indices with
@@ -612,7 +617,8 @@ AttentionRun run_attention(Session& session, const AttentionCase& c, bool portab
   hal_op_plan_t backward = plan_of(session, &desc.header, portable);
   if (!portable) CHECK(implementation_of(backward) == "cpu.native");
   execute(session, backward,
-          {q, k, v, out, lse, cu_q, cu_k, sparse, grad_out, grad_q, grad_k, grad_v});
+          {q, k, v, out, lse, cu_q, cu_k, sparse, grad_out, grad_q, grad_k, grad_v}, {},
+          c.workspace_shift);
   hal_op_plan_destroy(backward);
   run.grad_q.assign(grad_q, grad_q + q_count);
   run.grad_k.assign(grad_k, grad_k + kv_count);
@@ -690,9 +696,18 @@ TEST_CASE("cpu.native attention backward asks for workspace with grouped-query h
     return info.workspace_bytes;
   };
   CHECK(backward_workspace(4, 4) == 0);
-  // grad_k and grad_v partials, f32 [key rows][heads][dim] each.
-  CHECK(backward_workspace(4, 2) == 2 * (2 * 70) * 4 * 16 * sizeof(float));
-  CHECK(backward_workspace(6, 1) == 2 * (2 * 70) * 6 * 16 * sizeof(float));
+  // grad_k and grad_v partials, f32 [key rows][heads][dim] each, and room to
+  // align them on 64 bytes.
+  CHECK(backward_workspace(4, 2) == 2 * (2 * 70) * 4 * 16 * sizeof(float) + 63);
+  CHECK(backward_workspace(6, 1) == 2 * (2 * 70) * 6 * 16 * sizeof(float) + 63);
+  // A workspace at an odd address gives the same bits as an aligned one.
+  AttentionCase gqa{2, 40, 90, 6, 2, 24, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f};
+  const AttentionRun aligned = run_attention(session, gqa, false);
+  gqa.workspace_shift = 5;
+  const AttentionRun shifted = run_attention(session, gqa, false);
+  CHECK(shifted.grad_q == aligned.grad_q);
+  CHECK(shifted.grad_k == aligned.grad_k);
+  CHECK(shifted.grad_v == aligned.grad_v);
 }
 
 TEST_CASE("cpu.native block-sparse attention (mask and indices) matches the portable one",

@@ -223,9 +223,10 @@ void execute(const hal_plugin_table_v1_t& t, hal_impl_op_plan_t* op, hal_impl_st
 }
 
 // Plans, runs and checks |k| against the reference: within |relative| of
-// the sum of the magnitudes of the terms (plus the output rounding).
+// the sum of the magnitudes of the terms (plus the output rounding). A
+// workspace starts |workspace_shift| bytes into its allocation.
 void run_and_check(const hal_plugin_table_v1_t& t, hal_impl_device_t* device, Case& k,
-                   double relative) {
+                   double relative, size_t workspace_shift = 0) {
   hal_impl_op_plan_t* op = nullptr;
   size_t workspace_bytes = 0;
   if (const hal_result_t planned = plan(t, device, k.desc, &op, 0, &workspace_bytes);
@@ -242,7 +243,10 @@ void run_and_check(const hal_plugin_table_v1_t& t, hal_impl_device_t* device, Ca
   hal_impl_stream_t* stream = make_stream(t, device);
   const std::vector<double> before = k.d.snapshot();
   const std::vector<double> expected = reference(k, before);
-  void* workspace = workspace_bytes > 0 ? alloc(t, device, workspace_bytes) : nullptr;
+  void* workspace = workspace_bytes > 0
+                        ? static_cast<char*>(alloc(t, device, workspace_bytes + workspace_shift)) +
+                              workspace_shift
+                        : nullptr;
   execute(t, op, stream, k, workspace, workspace_bytes);
   REQUIRE(t.stream_synchronize(stream) == HAL_SUCCESS);
   const std::vector<double> got = k.d.snapshot();
@@ -415,6 +419,9 @@ TEST_CASE(
   c.desc.bias.strides[0] = 2;
   allocate(t, device, random, c);
   run_and_check(t, device, c, 1e-6);
+  // The same at an odd workspace address (SPEC asks no alignment of it).
+  allocate(t, device, random, c);
+  run_and_check(t, device, c, 1e-6, 3);
 }
 
 TEST_CASE("onednn matmul: batches broadcast with stride 0 or extent 1", "[cpu][table][ops]") {

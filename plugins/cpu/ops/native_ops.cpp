@@ -1047,8 +1047,10 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
     return nullptr;
   }
   const int64_t partial_stride = attention.heads * attention.dim;  // floats per key row
+  const size_t workspace_bytes =
+      group > 1 ? static_cast<size_t>(partial_floats) * sizeof(float) + kWorkspaceAlignment - 1 : 0;
   return std::make_unique<NativePlan>(
-      12, static_cast<size_t>(partial_floats) * sizeof(float),
+      12, workspace_bytes,
       [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*, void* workspace) {
         native::Attention a = bind_attention(attention, operand, true);
         std::vector<uint8_t> expanded;
@@ -1066,7 +1068,7 @@ std::unique_ptr<OpPlan> plan_attention(const hal_op_attention_desc_t& desc, bool
         for (native::AttentionScratch& s : scratch) native::prepare_backward(widest, s);
         // Query head |head| of sequence |sequence_index|'s partials (none
         // without grouped-query heads): their key row 0 is the sequence's first.
-        auto* partial_k = static_cast<float*>(workspace);
+        auto* partial_k = group > 1 ? static_cast<float*>(aligned_workspace(workspace)) : nullptr;
         float* partial_v = group > 1 ? partial_k + key_rows * partial_stride : nullptr;
         const auto partials_of = [&](int64_t sequence_index, int64_t head) {
           native::KvPartials partials;

@@ -28,13 +28,12 @@ using native::HalfRef;
 
 enum Operand : uint32_t { kA = 0, kB = 1, kC = 2, kD = 3, kBias = 4, kCount = 6 };
 
-// Each f32 tensor in the workspace starts on a cache line.
-constexpr size_t kAlign = 64;
 // Elements per chunk of a conversion split over the pool.
 constexpr uint64_t kConvertGrain = 16384;
 
+// Each f32 tensor in the workspace starts on a cache line.
 size_t aligned(size_t bytes) {
-  return (bytes + kAlign - 1) / kAlign * kAlign;
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
 int64_t element_count(const hal_tensor_desc_t& tensor) {
@@ -153,7 +152,7 @@ struct WidenedMatmul {
   size_t workspace_bytes = 0;
 
   void run(ThreadPool& pool, void* const* operand, void* workspace) const {
-    auto* base = static_cast<unsigned char*>(workspace);
+    auto* base = static_cast<unsigned char*>(aligned_workspace(workspace));
     auto* a32 = reinterpret_cast<float*>(base + a.offset);
     auto* b32 = reinterpret_cast<float*>(base + b.offset);
     auto* d32 = reinterpret_cast<float*>(base + d.offset);
@@ -250,7 +249,7 @@ std::unique_ptr<OpPlan> plan_widened_matmul(const hal_op_matmul_desc_t& desc, De
     inner.bias = dense_f32(desc.bias);
     place(matmul->bias, desc.bias, inner.bias);
   }
-  matmul->workspace_bytes = offset;
+  matmul->workspace_bytes = offset + kWorkspaceAlignment - 1;
   matmul->product = plan_onednn_product(inner, decline);
   if (!matmul->product) return nullptr;
   return std::make_unique<WidenedMatmulPlan>(std::move(matmul));

@@ -8,6 +8,8 @@
 #ifndef HAL_PLUGINS_CPU_OPS_OPS_HPP_
 #define HAL_PLUGINS_CPU_OPS_OPS_HPP_
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -23,6 +25,16 @@ namespace ops {
 // The names hal_op_plan_get_info reports for the plans served here.
 inline constexpr char kOneDnnName[] = "cpu.onednn";
 inline constexpr char kNativeName[] = "cpu.native";
+
+// The caller's workspace may start at any address of its allocation (SPEC
+// §17.2 asks no alignment). A plan that keeps f32 tensors there asks for
+// kWorkspaceAlignment - 1 bytes more than it uses and starts them at
+// aligned_workspace(workspace).
+inline constexpr size_t kWorkspaceAlignment = 64;
+inline void* aligned_workspace(void* workspace) {
+  const auto address = reinterpret_cast<uintptr_t>(workspace);
+  return reinterpret_cast<void*>((address + kWorkspaceAlignment - 1) & ~(kWorkspaceAlignment - 1));
+}
 
 // A planned operator. Executions hold a shared_ptr to what they use, so a
 // plan destroyed while executions are queued leaves them intact.
