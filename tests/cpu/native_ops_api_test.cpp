@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "float16_bits.hpp"
 #include "hal.h"
 
 namespace {
@@ -1172,44 +1173,22 @@ TEST_CASE(
 
 namespace {
 
-// bf16 from f32, rounding to nearest even (the inputs are finite).
-uint16_t to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-float from_bf16(uint16_t value) {
-  const uint32_t bits = uint32_t{value} << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
-}
-
-// f16 through the compiler's _Float16 (software conversions at the default
-// -march, rounding to nearest even): independent of the plugin's F16C loops.
-uint16_t to_half(float value) {
-  const _Float16 half = static_cast<_Float16>(value);
-  uint16_t bits;
-  std::memcpy(&bits, &half, sizeof bits);
-  return bits;
-}
-float from_half(uint16_t bits) {
-  _Float16 half;
-  std::memcpy(&half, &bits, sizeof half);
-  return static_cast<float>(half);
-}
+using hal::test::from_bf16;
+using hal::test::from_f16;
+using hal::test::to_bf16;
+using hal::test::to_f16;
 
 double load_element(const void* data, hal_dtype_t dtype, size_t i) {
   if (dtype == HAL_DTYPE_F32) return double{static_cast<const float*>(data)[i]};
   const uint16_t bits = static_cast<const uint16_t*>(data)[i];
-  return dtype == HAL_DTYPE_F16 ? double{from_half(bits)} : double{from_bf16(bits)};
+  return dtype == HAL_DTYPE_F16 ? double{from_f16(bits)} : double{from_bf16(bits)};
 }
 
 void store_element(void* data, hal_dtype_t dtype, size_t i, float value) {
   if (dtype == HAL_DTYPE_F32) {
     static_cast<float*>(data)[i] = value;
   } else {
-    static_cast<uint16_t*>(data)[i] = dtype == HAL_DTYPE_F16 ? to_half(value) : to_bf16(value);
+    static_cast<uint16_t*>(data)[i] = dtype == HAL_DTYPE_F16 ? to_f16(value) : to_bf16(value);
   }
 }
 

@@ -11,40 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "float16_bits.hpp"
 #include "table_helpers.hpp"
 
 using namespace hal::test;
 
 namespace {
-
-uint16_t to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even (no NaNs here)
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float from_bf16(uint16_t value) {
-  const uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
-}
-
-// f16 through the compiler's _Float16 (rounding to nearest even):
-// independent of the plugin's F16C conversions.
-uint16_t to_f16(float value) {
-  const _Float16 half = static_cast<_Float16>(value);
-  uint16_t bits;
-  std::memcpy(&bits, &half, sizeof bits);
-  return bits;
-}
-
-float from_f16(uint16_t bits) {
-  _Float16 half;
-  std::memcpy(&half, &bits, sizeof half);
-  return static_cast<float>(half);
-}
 
 bool has_f16(const hal_op_matmul_desc_t& desc) {
   return desc.a.dtype == HAL_DTYPE_F16 || desc.b.dtype == HAL_DTYPE_F16 ||

@@ -231,7 +231,7 @@ struct MatmulState final : MatmulProduct {
   size_t bias_element_bytes = 0;
 
   void run(ThreadPool& pool, void* a_ptr, void* b_ptr, const void* c_ptr, void* d_ptr,
-           void* bias_ptr) const override {
+           void* bias_ptr, void*) const override {
     if (reads_c && c_ptr != d_ptr) copy_strided(c_tensor, c_ptr, d_tensor, d_ptr, element_bytes);
     if (sgemm) {
       run_onednn_call(OnednnPlacement::kCaller, [&] {
@@ -280,36 +280,40 @@ struct MatmulState final : MatmulProduct {
 // One execution in stream order.
 class MatmulTask final : public StreamTask {
  public:
-  MatmulTask(std::shared_ptr<const MatmulProduct> state, ThreadPool& pool, void* const* operands)
-      : state_(std::move(state)), pool_(pool) {
-    for (uint32_t i = 0; i < kCount; ++i) operands_[i] = operands[i];
+  MatmulTask(std::shared_ptr<const MatmulProduct> product, ThreadPool& pool,
+             const hal_op_exec_args_t& args)
+      : product_(std::move(product)), pool_(pool), workspace_(args.workspace) {
+    for (uint32_t i = 0; i < kCount; ++i) operands_[i] = args.operands[i];
   }
   void run() override {
-    state_->run(pool_, operands_[kA], operands_[kB], operands_[kC], operands_[kD],
-                operands_[kBias]);
+    product_->run(pool_, operands_[kA], operands_[kB], operands_[kC], operands_[kD],
+                  operands_[kBias], workspace_);
   }
 
  private:
-  std::shared_ptr<const MatmulProduct> state_;
+  std::shared_ptr<const MatmulProduct> product_;
   ThreadPool& pool_;
   void* operands_[kCount] = {};
+  void* workspace_;
 };
 
 class MatmulPlan final : public OpPlan {
  public:
-  explicit MatmulPlan(std::shared_ptr<const MatmulProduct> state) : state_(std::move(state)) {}
+  explicit MatmulPlan(std::shared_ptr<const MatmulProduct> product)
+      : product_(std::move(product)) {}
   hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
     if (args.operand_count != kCount || args.operands == nullptr) {
       return stream.device().report().fail(
           HAL_ERROR_INVALID_ARGUMENT, 0, "op_execute: a matmul plan takes %u operands, args has %u",
           kCount, args.operand_count);
     }
-    return stream.enqueue(TaskCommand{
-        std::make_unique<MatmulTask>(state_, stream.device().plugin().pool(), args.operands)});
+    return stream.enqueue(
+        TaskCommand{std::make_unique<MatmulTask>(product_, stream.device().plugin().pool(), args)});
   }
+  size_t workspace_bytes() const override { return product_->workspace_bytes(); }
 
  private:
-  std::shared_ptr<const MatmulProduct> state_;
+  std::shared_ptr<const MatmulProduct> product_;
 };
 
 bool is_empty(const hal_tensor_desc_t& tensor) {
@@ -582,7 +586,9 @@ std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_pla
                        ((desc.flags & HAL_MATMUL_BIAS) != 0 && desc.bias.dtype == HAL_DTYPE_F16);
   if (!has_f16) return nullptr;
   Decline widened;
-  if (auto plan = plan_widened_matmul(desc, widened)) return plan;
+  if (auto product = plan_widened_product(desc, widened)) {
+    return std::make_unique<MatmulPlan>(std::move(product));
+  }
   decline.reason += "; widened to f32: " + widened.reason;
   return nullptr;
 }

@@ -13,9 +13,6 @@
 #include <memory>
 #include <string>
 
-#include "../device.hpp"
-#include "../plugin.hpp"
-#include "../stream.hpp"
 #include "../thread_pool.hpp"
 #include "native_half.hpp"
 #include "onednn_matmul.hpp"
@@ -25,8 +22,6 @@ namespace {
 
 using native::ConstHalfRef;
 using native::HalfRef;
-
-enum Operand : uint32_t { kA = 0, kB = 1, kC = 2, kD = 3, kBias = 4, kCount = 6 };
 
 // Elements per chunk of a conversion split over the pool.
 constexpr uint64_t kConvertGrain = 16384;
@@ -144,67 +139,35 @@ void narrow(ThreadPool& pool, const Conversion& conversion, const float* dense, 
   });
 }
 
-struct WidenedMatmul {
+struct WidenedMatmul final : MatmulProduct {
   std::shared_ptr<const MatmulProduct> product;  // the f32 product
   Conversion a, b, d, bias;
   bool reads_c = false, has_bias = false;
   hal_tensor_desc_t c{};  // as stored, with beta != 0
-  size_t workspace_bytes = 0;
+  size_t bytes = 0;       // the workspace
 
-  void run(ThreadPool& pool, void* const* operand, void* workspace) const {
+  void run(ThreadPool& pool, void* a_stored, void* b_stored, const void* c_stored, void* d_stored,
+           void* bias_stored, void* workspace) const override {
     auto* base = static_cast<unsigned char*>(aligned_workspace(workspace));
     auto* a32 = reinterpret_cast<float*>(base + a.offset);
     auto* b32 = reinterpret_cast<float*>(base + b.offset);
     auto* d32 = reinterpret_cast<float*>(base + d.offset);
     auto* bias32 = has_bias ? reinterpret_cast<float*>(base + bias.offset) : nullptr;
-    widen(pool, a, operand[kA], a32);
-    widen(pool, b, operand[kB], b32);
+    widen(pool, a, a_stored, a32);
+    widen(pool, b, b_stored, b32);
     // beta * c accumulates into d: c (which may broadcast) widened into d's place.
-    if (reads_c) widen(pool, Conversion{c, d.dense, d.offset}, operand[kC], d32);
-    if (has_bias) widen(pool, bias, operand[kBias], bias32);
-    product->run(pool, a32, b32, d32, d32, bias32);
-    narrow(pool, d, d32, operand[kD]);
+    if (reads_c) widen(pool, Conversion{c, d.dense, d.offset}, c_stored, d32);
+    if (has_bias) widen(pool, bias, bias_stored, bias32);
+    product->run(pool, a32, b32, d32, d32, bias32, nullptr);
+    narrow(pool, d, d32, d_stored);
   }
-};
-
-class WidenedMatmulTask final : public StreamTask {
- public:
-  WidenedMatmulTask(std::shared_ptr<const WidenedMatmul> matmul, ThreadPool& pool,
-                    const hal_op_exec_args_t& args)
-      : matmul_(std::move(matmul)), pool_(pool), workspace_(args.workspace) {
-    for (uint32_t i = 0; i < kCount; ++i) operands_[i] = args.operands[i];
-  }
-  void run() override { matmul_->run(pool_, operands_, workspace_); }
-
- private:
-  std::shared_ptr<const WidenedMatmul> matmul_;
-  ThreadPool& pool_;
-  void* operands_[kCount] = {};
-  void* workspace_;
-};
-
-class WidenedMatmulPlan final : public OpPlan {
- public:
-  explicit WidenedMatmulPlan(std::shared_ptr<const WidenedMatmul> matmul)
-      : matmul_(std::move(matmul)) {}
-  hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
-    if (args.operand_count != kCount || args.operands == nullptr) {
-      return stream.device().report().fail(
-          HAL_ERROR_INVALID_ARGUMENT, 0, "op_execute: a matmul plan takes %u operands, args has %u",
-          kCount, args.operand_count);
-    }
-    return stream.enqueue(TaskCommand{
-        std::make_unique<WidenedMatmulTask>(matmul_, stream.device().plugin().pool(), args)});
-  }
-  size_t workspace_bytes() const override { return matmul_->workspace_bytes; }
-
- private:
-  std::shared_ptr<const WidenedMatmul> matmul_;
+  size_t workspace_bytes() const override { return bytes; }
 };
 
 }  // namespace
 
-std::unique_ptr<OpPlan> plan_widened_matmul(const hal_op_matmul_desc_t& desc, Decline& decline) {
+std::shared_ptr<const MatmulProduct> plan_widened_product(const hal_op_matmul_desc_t& desc,
+                                                          Decline& decline) {
   const uint32_t rank = desc.d.rank;
   if (rank < 2 || desc.a.rank != rank || desc.b.rank != rank || rank > HAL_TENSOR_MAX_RANK) {
     decline.reason = "ranks other than 2.." + std::to_string(HAL_TENSOR_MAX_RANK) +
@@ -249,10 +212,10 @@ std::unique_ptr<OpPlan> plan_widened_matmul(const hal_op_matmul_desc_t& desc, De
     inner.bias = dense_f32(desc.bias);
     place(matmul->bias, desc.bias, inner.bias);
   }
-  matmul->workspace_bytes = offset + kWorkspaceAlignment - 1;
+  matmul->bytes = offset + kWorkspaceAlignment - 1;
   matmul->product = plan_onednn_product(inner, decline);
   if (!matmul->product) return nullptr;
-  return std::make_unique<WidenedMatmulPlan>(std::move(matmul));
+  return matmul;
 }
 
 }  // namespace hal::cpu::ops
