@@ -16,11 +16,12 @@
 // matrices) runs on dnnl_sgemm instead, oneDNN's own sgemm, which measures
 // faster than the primitive's gemm kernel (sgemm_call).
 //
-// Declined (the portable implementation serves them): SAVE_AUX (the
-// pre-activation is not an output of one oneDNN primitive), empty tensors
-// (oneDNN 2.6's brgemm planner divides by zero on an empty problem on this
-// host), f16 where oneDNN 2.6 has no kernel (it needs AVX512-FP16), and
-// any dtype combination oneDNN refuses.
+// f16 where oneDNN 2.6 has no kernel (it needs AVX512-FP16) is widened to
+// the f32 product (onednn_matmul_f16.cpp). Declined (the portable
+// implementation serves them): SAVE_AUX (the pre-activation is not an output
+// of one oneDNN primitive), empty tensors (oneDNN 2.6's brgemm planner
+// divides by zero on an empty problem on this host), and any dtype
+// combination oneDNN refuses even so.
 //
 // Determinism: for a fixed thread count oneDNN's matmul and sgemm give the
 // same bits run to run (their work split, including any split of k, depends
