@@ -113,10 +113,12 @@ TEST_CASE("the memory budget bounds resident memory through alloc/free churn",
   const uint64_t budget = 64 * kMiB;
   // The test's own vectors and sanitizer bookkeeping, and the plugin's own
   // pages: a Debug ASan build of the plugin (oneDNN's bindings and the native
-  // operators included) dirties about 26 MiB of relocated data and code when
-  // it loads. Still half the 64 MiB budget, so reserving the budget up front
-  // would show.
-  const uint64_t slack = 32 * kMiB;
+  // operators included) dirties relocated data and code when it loads: about
+  // 26 MiB when this test was written, 32.5 MiB measured at stop 30 (with the
+  // f16 matmul and the GQA attention paths; AMD Zen 4, kernel 6.18). The
+  // load plus a reservation of the 64 MiB budget, or of half of it, up front
+  // would still exceed this slack.
+  const uint64_t slack = 44 * kMiB;
   const uint64_t before = resident_bytes();
   PluginInstance plugin("1", "67108864");
   const auto& t = plugin.table();
