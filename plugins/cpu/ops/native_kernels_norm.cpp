@@ -23,6 +23,7 @@ HAL_ISA_CLONES void norm_rows(bool layernorm, float epsilon, ConstRef x, const f
         if (layernorm) {
           // Two passes: the mean, then the biased variance around it.
           centre = lane_sum(n, [&](size_t j) { return X::load(xr[j]); }) * inverse_n;
+          if (r + 1 < row_end) prefetch_bytes(xr + n, n * sizeof(*xr));
           const float variance = lane_sum(n,
                                           [&](size_t j) {
                                             const float d = X::load(xr[j]) - centre;

@@ -72,6 +72,7 @@ HAL_ISA_CLONES void softmax_rows(bool log, ConstRef x, Ref y, size_t n, size_t r
             const float* xr = in<F32>(x) + r * n;
             float* yr = out<F32>(y) + r * n;
             const float maximum = row_max_f32_avx512(xr, n);
+            if (r + 1 < row_end) prefetch_bytes(xr + n, n * sizeof(float));
             if (log) {
               const float sum = row_sum_exp_f32_avx512(xr, maximum, nullptr, n);
               row_shift_f32_avx512(xr, maximum, std::log(sum), yr, n, streaming);
