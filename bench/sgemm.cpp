@@ -424,6 +424,20 @@ void fill_f16(void* memory, size_t count, std::mt19937& random) {
   for (size_t i = 0; i < count; ++i) h[i] = static_cast<_Float16>(values(random));
 }
 
+// a, b and d of |s| in 16-bit elements from HAL's allocator, a and b filled.
+struct SixteenBitOperands {
+  void *a, *b, *d;
+};
+SixteenBitOperands sixteen_bit_operands(HalMatmul& hal, const Shape& s,
+                                        void (*fill)(void*, size_t, std::mt19937&),
+                                        std::mt19937& random) {
+  SixteenBitOperands operands{hal.alloc(s.m * s.k * 2), hal.alloc(s.k * s.n * 2),
+                              hal.alloc(s.m * s.n * 2)};
+  fill(operands.a, s.m * s.k, random);
+  fill(operands.b, s.k * s.n, random);
+  return operands;
+}
+
 // Which libraries a child process measures.
 enum class Part { kHal, kPeers };
 
@@ -528,12 +542,7 @@ int child(int threads, Part part, bool quick, double peak_override) {
   // the f32 rows of 2048^3 above are what it is widened to.
   if (run_hal) {
     const Shape s{2048, 2048, 2048};
-    const size_t count = s.m * s.k;
-    void* a = hal->alloc(count * 2);
-    void* b = hal->alloc(count * 2);
-    void* d = hal->alloc(count * 2);
-    fill_f16(a, count, random);
-    fill_f16(b, count, random);
+    const auto [a, b, d] = sixteen_bit_operands(*hal, s, fill_f16, random);
     std::string why;
     if (auto run = hal->plan(matmul_desc(s, HAL_DTYPE_F16), a, b, d, &why)) {
       emit_row(result_cells(s.text() + " f16", hal->label() + " f16",
@@ -545,12 +554,7 @@ int child(int threads, Part part, bool quick, double peak_override) {
   // bf16 2048^3: HAL beside oneDNN's bf16 matmul.
   {
     const Shape s{2048, 2048, 2048};
-    const size_t count = s.m * s.k;
-    void* a = hal->alloc(count * 2);
-    void* b = hal->alloc(count * 2);
-    void* d = hal->alloc(count * 2);
-    fill_bf16(a, count, random);
-    fill_bf16(b, count, random);
+    const auto [a, b, d] = sixteen_bit_operands(*hal, s, fill_bf16, random);
     std::vector<std::pair<std::string, std::function<void()>>> runs;
     if (run_hal) {
       std::string why;

@@ -9,7 +9,6 @@
 // O(m*n*k).
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 
