@@ -100,6 +100,14 @@ HALCONFORM_TEST("operators.cat.axes", "cat along each axis, mixed dtypes and str
           padded(HAL_DTYPE_BF16, {3, 10}, 5));
   run_cat(ctx, 0, {dense(HAL_DTYPE_I32, {7}), dense(HAL_DTYPE_F16, {1}), dense(HAL_DTYPE_I64, {3})},
           dense(HAL_DTYPE_F64, {11}));
+  // Dense inputs of out's dtype (the layout a plain copy per block serves), an empty one among
+  // them, along a middle and the last axis.
+  run_cat(ctx, 1,
+          {dense(HAL_DTYPE_BF16, {3, 2, 5}), dense(HAL_DTYPE_BF16, {3, 0, 5}),
+           dense(HAL_DTYPE_BF16, {3, 4, 5})},
+          dense(HAL_DTYPE_BF16, {3, 6, 5}));
+  run_cat(ctx, 2, {dense(HAL_DTYPE_I64, {2, 3, 1}), dense(HAL_DTYPE_I64, {2, 3, 4})},
+          dense(HAL_DTYPE_I64, {2, 3, 5}));
 }
 
 HALCONFORM_TEST("operators.cat.many", "300 inputs of one row each (torch.stack's shape)", {}) {

@@ -1042,12 +1042,13 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
     case HAL_OP_WHERE:
     case HAL_OP_CLAMP:
     case HAL_OP_FILL:
+    case HAL_OP_CAT:
       return plan_native_math(header, decline);
     default:
       decline.reason =
           "cpu.native serves unary, bias-activation backward, binary, reduce, softmax and "
           "norm and their backward, cast, AdamW, attention, cross-entropy, embedding, and "
-          "unary math, binary with a scalar, where, clamp and fill";
+          "unary math, binary with a scalar, where, clamp, fill and cat";
       return nullptr;
   }
 }

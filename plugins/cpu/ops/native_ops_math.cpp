@@ -1,7 +1,8 @@
 // cpu.native's plans of the PyTorch device's elementwise ops (SPEC §17.6.6,
 // §17.6.7), the cheap, memory-bound ones a training step runs on every
 // tensor: UNARY_MATH (the ops unary_math_native() names), BINARY_SCALAR
-// (float arithmetic and comparisons), WHERE, CLAMP with scalar bounds, FILL.
+// (float arithmetic and comparisons), WHERE, CLAMP with scalar bounds, FILL,
+// and CAT of dense tensors of one dtype (a copy per block).
 // Dense tensors only; f32, bf16 and f16 are widened to f32 blocks, computed
 // there and narrowed (native_half's conversions, rounding to nearest even).
 // Everything else is declined with its reason, and the portable
@@ -13,6 +14,8 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "native_half.hpp"
 #include "native_kernels.hpp"
@@ -353,6 +356,48 @@ std::unique_ptr<OpPlan> plan_fill(const hal_op_fill_desc_t& desc, Decline& decli
       2);
 }
 
+// CAT of dense inputs of out's dtype into a dense out: for each index of the
+// dimensions before the axis, each input's contiguous block lands contiguous
+// in out (a torch.cat of contiguous tensors), one memcpy per block.
+std::unique_ptr<OpPlan> plan_cat(const hal_op_cat_desc_t& desc, Decline& decline) {
+  if (!dense_tensors({{"out", &desc.out}}, false, decline)) return nullptr;
+  const size_t element = HAL_DTYPE_SIZE(desc.out.dtype);
+  uint64_t outer = 1, inner = 1;
+  for (uint32_t d = 0; d < desc.axis; ++d) outer *= static_cast<uint64_t>(desc.out.shape[d]);
+  for (uint32_t d = desc.axis + 1; d < desc.out.rank; ++d) {
+    inner *= static_cast<uint64_t>(desc.out.shape[d]);
+  }
+  // Per input: its block (extent along the axis x inner) and where it starts in out's row.
+  std::vector<std::pair<uint64_t, uint64_t>> blocks;  // (block elements, offset in the row)
+  uint64_t row = 0;
+  for (uint32_t t = 0; t < desc.input_count; ++t) {
+    const hal_tensor_desc_t& input = desc.inputs[t];
+    if (input.dtype != desc.out.dtype || !dense(input)) {
+      decline.reason = "input " + std::to_string(t) + " is not dense of out's dtype";
+      return nullptr;
+    }
+    const uint64_t block = static_cast<uint64_t>(input.shape[desc.axis]) * inner;
+    blocks.emplace_back(block, row);
+    row += block;
+  }
+  const uint32_t inputs = desc.input_count;
+  return std::make_unique<NativePlan>(
+      inputs + 1, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
+        auto* out = static_cast<unsigned char*>(operand[inputs]);
+        // Items: (outer index, input); each copies one block.
+        parallel_ranges(pool, outer * inputs, 64, [&](uint64_t begin, uint64_t end) {
+          for (uint64_t item = begin; item < end; ++item) {
+            const uint64_t o = item / inputs;
+            const uint32_t t = static_cast<uint32_t>(item % inputs);
+            const auto [block, offset] = blocks[t];
+            if (block == 0) continue;
+            const auto* from = static_cast<const unsigned char*>(operand[t]) + o * block * element;
+            std::memcpy(out + (o * row + offset) * element, from, block * element);
+          }
+        });
+      });
+}
+
 }  // namespace
 
 std::unique_ptr<OpPlan> plan_native_math(const hal_op_header_t& header, Decline& decline) {
@@ -368,6 +413,8 @@ std::unique_ptr<OpPlan> plan_native_math(const hal_op_header_t& header, Decline&
       return plan_clamp(reinterpret_cast<const hal_op_clamp_desc_t&>(header), decline);
     case HAL_OP_FILL:
       return plan_fill(reinterpret_cast<const hal_op_fill_desc_t&>(header), decline);
+    case HAL_OP_CAT:
+      return plan_cat(reinterpret_cast<const hal_op_cat_desc_t&>(header), decline);
     default:
       decline.reason = "not one of the PyTorch device's elementwise ops";
       return nullptr;
