@@ -10,6 +10,7 @@
 //   pow             HAL_OP_BINARY POW of two f32 tensors
 //   add             HAL_OP_BINARY ADD (the plan the device picks: cpu.native) for scale
 //   cumsum          HAL_OP_SCAN along the rows (one work-item per row)
+//   cat             HAL_OP_CAT of two [rows, n/2] halves along the last axis
 //   fill            HAL_OP_FILL (write only)
 //   stream copy     b[i] = a[i] on hardware-concurrency threads, the same byte count
 //
@@ -213,6 +214,22 @@ int main(int argc, char** argv) {
     desc.axis = 1;
     desc.x = desc.out = matrix;
     add_op("cumsum", &desc.header, {x, y}, {}, 8);
+  }
+  {
+    // Two halves [rows, n/2] joined along the rows' axis: torch.cat's common shape.
+    const int64_t half_shape[2] = {rows, n / 2};
+    hal_tensor_desc_t half{};
+    hal_tensor_desc_contiguous(&half, HAL_DTYPE_F32, 2, half_shape);
+    const hal_tensor_desc_t inputs[2] = {half, half};
+    hal_op_cat_desc_t desc{};
+    desc.header.struct_size = sizeof(desc);
+    desc.header.kind = HAL_OP_CAT;
+    desc.axis = 1;
+    desc.input_count = 2;
+    desc.inputs = inputs;
+    desc.out = matrix;
+    desc.out.shape[1] = 2 * (n / 2);
+    add_op("cat", &desc.header, {x, static_cast<float*>(x) + rows * (n / 2), y}, {}, 8);
   }
   {
     hal_op_fill_desc_t desc{};
