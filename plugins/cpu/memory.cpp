@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "device.hpp"
+#include "plugin.hpp"
 #include "stream.hpp"
 #include "hal_util/names.hpp"
 #include "thread_pool.hpp"
@@ -87,6 +88,14 @@ hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t
     int error = 0;
     switch (allocator.allocate(size, std::max(alignment, kMinAlignmentBytes), out_ptr, &error)) {
       case CachingAllocator::Status::kOk:
+        if (owner.plugin().bounds_checks()) {
+          try {
+            owner.plugin().allocation_extents().add(*out_ptr, size);
+          } catch (...) {
+            allocator.deallocate(*out_ptr);
+            throw;
+          }
+        }
         return HAL_SUCCESS;
       case CachingAllocator::Status::kOverBudget:
         return report.fail(
@@ -110,6 +119,9 @@ hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t
 hal_result_t mem_free(hal_impl_device_t* device, void* ptr) {
   Device& owner = *to_device(device);
   return plugin::guarded(owner.report(), "mem_free", [&] {
+    // The extent goes first: once the block is free, another thread may be
+    // handed the same address and record its own extent.
+    if (owner.plugin().bounds_checks()) owner.plugin().allocation_extents().remove(ptr);
     if (!owner.allocator().deallocate(ptr)) {
       return owner.report().fail(HAL_ERROR_NOT_FOUND, 0,
                                  "mem_free: %p is not a live allocation of cpu device %u", ptr,

@@ -36,8 +36,12 @@ class Kernel {
   void call(void** arg_values) const {
     ffi_call(const_cast<ffi_cif*>(&cif_), entry_, nullptr, arg_values);
   }
-  // Kernels without arguments skip libffi.
-  bool plain() const { return arg_types_.empty(); }
+  // Kernels without arguments skip libffi (a bounds-checked one has its
+  // hidden record argument).
+  bool plain() const { return arg_types_.empty() && !bounds_checked_; }
+  // Translated bounds-checked: the entry takes the launch's
+  // hal_bounds_record_t* after the arguments (bounds.hpp).
+  bool bounds_checked() const { return bounds_checked_; }
 
   // Limits a dialect kernel exports (hal_kernel_static_shared_<name>,
   // hal_kernel_max_threads_<name>); 0 and the device limit otherwise.
@@ -56,7 +60,8 @@ class Kernel {
   std::string name_;
   void (*entry_)();
   std::vector<hal_arg_type_t> arg_types_;
-  std::vector<ffi_type*> ffi_types_;  // the block context pointer, then the arguments
+  bool bounds_checked_;
+  std::vector<ffi_type*> ffi_types_;  // the block context pointer, the arguments, the record
   ffi_cif cif_;
   uint32_t static_shared_bytes_ = 0;
   uint32_t max_threads_per_block_ = 0;
@@ -69,7 +74,9 @@ class Module : public std::enable_shared_from_this<Module> {
   using DefinedSymbols = std::unordered_map<std::string, bool>;
 
   // Takes ownership of |handle| (dlopen) and |memfd| (-1 when loaded from a path).
-  Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols);
+  // |bounds_checked|: a dialect module translated bounds-checked.
+  Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols,
+         bool bounds_checked = false);
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -82,9 +89,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // what the module's dependencies define (libc's abort) and imports.
   void* defined_symbol(const std::string& name, bool function) const;
   Kernel& add_kernel(std::string name, void* entry, std::vector<hal_arg_type_t> arg_types);
+  bool bounds_checked() const { return bounds_checked_; }
 
  private:
   Device& device_;
+  bool bounds_checked_;
   void* handle_;
   // An image loaded from memory stays open as /proc/self/fd/N while loaded:
   // glibc recognises loaded objects by name, so the descriptor number must

@@ -1,12 +1,17 @@
 #include "plugin.hpp"
 
+#include "hal_util/env.hpp"
+
 #include <string>
 
 namespace hal::cpu {
 
 Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device,
                const StreamLimits& stream_limits)
-    : report_(host), cpu_(CpuInfo::detect()), stream_limits_(stream_limits) {
+    : report_(host),
+      cpu_(CpuInfo::detect()),
+      stream_limits_(stream_limits),
+      bounds_checks_(hal::util::kernel_bounds_checks()) {
   CommandQueue::retain_cache();
   // One pool thread per hardware thread beyond the caller's own: a stream's
   // runner is worker 0 of every launch it executes.

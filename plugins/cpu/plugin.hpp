@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "bounds.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "cpu_info.hpp"
 #include "device.hpp"
@@ -42,6 +43,9 @@ class Plugin {
   const StreamLimits& stream_limits() const { return stream_limits_; }
   uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
   Device& device(uint32_t index) { return *devices_[index]; }
+  // Bounds-checked dialect kernels (bounds.hpp), decided once at plugin start.
+  bool bounds_checks() const { return bounds_checks_; }
+  AllocationExtents& allocation_extents() { return extents_; }
 
  private:
   plugin::ErrorReporter report_;
@@ -52,6 +56,8 @@ class Plugin {
   StreamLimits stream_limits_;
   std::unique_ptr<StreamExecutors> executors_;
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed first: streams use the pool
+  bool bounds_checks_;
+  AllocationExtents extents_;  // filled while bounds_checks_
 };
 
 inline Plugin* to_plugin(hal_plugin_context_t* context) {
