@@ -219,6 +219,19 @@ size_t Emitter::put_range(size_t first, size_t end, const std::vector<Range>& sk
       i = close;
       continue;
     }
+    if (bounds_checked_ && is_punct(token, "&") && i + 2 < end) {
+      // &NAME[INDEX] is NAME + (INDEX): for a checked pointer a checked pointer
+      // (the element's address would leave the checks), for an array the same.
+      if (const size_t close = element_address_end(i, end); close != 0) {
+        put(token, "(");
+        put_range(i + 1, i + 2, skip);
+        put(tokens_[i + 2], "+(");
+        put_range(i + 3, close, skip);
+        put(tokens_[close], "))");
+        i = close;
+        continue;
+      }
+    }
     if (renamed_ != nullptr && token.kind == TokenKind::kIdentifier && i > 0 &&
         !is_punct(tokens_[i - 1], ".") && !is_punct(tokens_[i - 1], "->") &&
         std::binary_search(renamed_->begin(), renamed_->end(), token.text)) {
@@ -228,6 +241,32 @@ size_t Emitter::put_range(size_t first, size_t end, const std::vector<Range>& sk
     put(token, spelling(token));
   }
   return end;
+}
+
+size_t Emitter::element_address_end(size_t i, size_t end) const {
+  // Unary: not after an operand (a name other than a keyword, a literal, ')' or ']').
+  if (i > 0) {
+    const Token& before = tokens_[i - 1];
+    const bool keyword =
+        before.text == "return" || before.text == "case" || before.text == "sizeof";
+    if ((before.kind == TokenKind::kIdentifier && !keyword) || before.kind == TokenKind::kNumber ||
+        before.kind == TokenKind::kString || is_punct(before, ")") || is_punct(before, "]")) {
+      return 0;
+    }
+  }
+  if (tokens_[i + 1].kind != TokenKind::kIdentifier || !is_punct(tokens_[i + 2], "[")) return 0;
+  int depth = 0;
+  for (size_t j = i + 2; j < end; ++j) {
+    if (is_punct(tokens_[j], "[")) ++depth;
+    if (is_punct(tokens_[j], "]") && --depth == 0) {
+      // One subscript only: &a[i][j] and &a[i].x are left as they are.
+      const bool more =
+          j + 1 < end && (is_punct(tokens_[j + 1], "[") || is_punct(tokens_[j + 1], ".") ||
+                          is_punct(tokens_[j + 1], "->"));
+      return more ? 0 : j;
+    }
+  }
+  return 0;
 }
 
 std::string_view Emitter::barrier_spelling() const {

@@ -26,6 +26,9 @@ class Emitter {
   void sync(const Token& token);
   std::string spelling(const Token& token) const;
   std::string_view barrier_spelling() const;
+  // Bounds-checked C++: the index of the `]` closing a unary &NAME[INDEX] at
+  // token |i| (one subscript), else 0.
+  size_t element_address_end(size_t i, size_t end) const;
   // Tokens [first, end), rewritten, leaving out the ranges in |skip|.
   size_t put_range(size_t first, size_t end, const std::vector<Range>& skip);
 

@@ -373,7 +373,9 @@ template <class T> struct checked {
   uint32_t arg = 0;
   checked() = default;
   checked(std::nullptr_t) {}
-  explicit checked(T* raw) : p(raw) {}
+  // A raw pointer (an address the emitter could not keep checked, such as
+  // &tile[i][j]): not checked.
+  checked(T* raw) : p(raw) {}
   checked(T* raw, hal_bounds_record_t* r, uint32_t a)
       : p(raw), record(r), origin(reinterpret_cast<uintptr_t>(raw)), arg(a) {}
   template <class U, typename std::enable_if<std::is_convertible<U*, T*>::value, int>::type = 0>

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything HAL needs to build and test on Debian 12 (run as root).
 # Idempotent: packages already present are left as they are.
+#   scripts/setup.sh              what building and the main job need
+#   scripts/setup.sh --for-tests  and the tools only the test suite uses (mypy)
 set -euo pipefail
+for_tests=0
+[[ "${1:-}" == "--for-tests" ]] && for_tests=1
 
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
@@ -33,6 +37,11 @@ fi
 # apt's files, and needs no venv to be found by CMake (python3 -m nanobind) and by CTest.
 python_packages=(nanobind scikit-build-core numpy pytest jax)
 python_modules=(nanobind scikit_build_core numpy pytest jax)
+if ((for_tests)); then
+  # python.mypy type-checks samples/python with hal.mypy_plugin.
+  python_packages+=(mypy)
+  python_modules+=(mypy)
+fi
 python_missing=()
 for i in "${!python_modules[@]}"; do
   python3 -c "import ${python_modules[$i]}" 2>/dev/null || python_missing+=("${python_packages[$i]}")

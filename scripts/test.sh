@@ -43,7 +43,7 @@ phase_start() { phase_begin=$SECONDS; }
 phase_end() { phase_times+=("$(printf '%5ds  %s' $((SECONDS - phase_begin)) "$1")"); }
 
 phase_start
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" --for-tests
 phase_end setup
 
 # Format, test-registration and SPEC checks first: cheap, and a failure says which file.

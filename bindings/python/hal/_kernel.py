@@ -41,14 +41,16 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar, overload
 
 from ._errors import InvalidModuleError
 
+# One literal list: type checkers read it to know what `from ._kernel import *` brings.
 __all__ = [
     "kernel", "KernelSourceError", "KernelFunction", "ScalarType", "ArrayType",
     "i32", "u32", "i64", "u64", "f32", "f64", "f16", "bf16", "inf",
     "global_id", "local_id", "group_id", "local_size", "num_groups", "global_size",
-    "barrier", "shared", "private", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_xchg",
-    "atomic_cas",
-] + ["sqrt", "exp", "exp2", "log", "log2", "pow", "sin", "cos", "tan", "tanh", "erf", "fabs",
-     "floor", "ceil", "round", "fmin", "fmax", "fma", "fmod", "atan2", "rsqrt"]
+    "barrier", "shared", "private", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
+    "atomic_xchg", "atomic_cas",
+    "sqrt", "exp", "exp2", "log", "log2", "pow", "sin", "cos", "tan", "tanh", "erf", "fabs",
+    "floor", "ceil", "round", "fmin", "fmax", "fma", "fmod", "atan2", "rsqrt",
+]
 
 
 class KernelSourceError(InvalidModuleError):
