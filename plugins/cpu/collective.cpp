@@ -195,10 +195,12 @@ namespace {
 // loader's exchange (which keeps the detail of a failure).
 class ExchangeSetup final : public collective::SetupChannel {
  public:
-  ExchangeSetup(const hal_comm_exchange_t& exchange, uint32_t rank, uint32_t ranks)
-      : exchange_(exchange), rank_(rank), ranks_(ranks) {}
+  ExchangeSetup(const hal_comm_exchange_t& exchange, uint32_t rank, uint32_t ranks,
+                const Deadline& deadline)
+      : exchange_(exchange), rank_(rank), ranks_(ranks), deadline_(deadline) {}
   uint32_t rank() const override { return rank_; }
   uint32_t ranks() const override { return ranks_; }
+  Deadline deadline() const override { return deadline_; }
   Status all_gather(const void* mine, void* all, size_t bytes) override {
     auto* out = static_cast<uint8_t*>(all);
     std::memcpy(out + rank_ * bytes, mine, bytes);
@@ -216,6 +218,7 @@ class ExchangeSetup final : public collective::SetupChannel {
   const hal_comm_exchange_t& exchange_;
   uint32_t rank_;
   uint32_t ranks_;
+  Deadline deadline_;
 };
 
 // A rank whose transport is made: ranks on one host also meet in a shared
@@ -290,7 +293,8 @@ hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks,
     auto state = new_rank_state(rank, *config);
     Status status;
     std::string why_not;
-    ExchangeSetup setup(*exchange, rank, nranks);
+    const Deadline deadline = Deadline::after_ms(config->timeout_ms, nullptr);
+    ExchangeSetup setup(*exchange, rank, nranks, deadline);
     auto transport =
         collective::ShmTransport::create(setup, collective::shm_wanted(), status, why_not);
     if (!status.ok()) {
@@ -303,7 +307,6 @@ hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks,
       return HAL_ERROR_UNSUPPORTED;
     }
     state->transport = std::move(transport);
-    const Deadline deadline = Deadline::after_ms(config->timeout_ms, nullptr);
     return finish_rank(owner, std::move(state), nranks, deadline, "store",
                        "messages through a shared segment", out_comm);
   });

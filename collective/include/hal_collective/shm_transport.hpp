@@ -30,8 +30,6 @@ namespace hal::collective {
 
 class ShmTransport final : public Transport {
  public:
-  static constexpr uint32_t kMaxRanks = 64;
-
   // Every rank of |setup| calls this with its |wanted| wish; the same answer
   // on every rank, as SharedSegment::share gives it.
   static std::unique_ptr<ShmTransport> create(SetupChannel& setup, bool wanted, Status& out_status,
