@@ -166,6 +166,10 @@ bool ShmTransport::broken() const noexcept {
   return reinterpret_cast<const SegmentHeader*>(base_)->broken.load(std::memory_order_acquire) != 0;
 }
 
+bool ShmTransport::any_peer_exited() const noexcept {
+  return segment_->any_peer_exited();
+}
+
 void ShmTransport::fail() noexcept {
   reinterpret_cast<SegmentHeader*>(base_)->broken.store(1, std::memory_order_release);
 }

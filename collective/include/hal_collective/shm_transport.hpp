@@ -45,6 +45,7 @@ class ShmTransport final : public Transport {
   Status post_recv(uint32_t peer, void* data, size_t bytes, uint32_t tag, Channel channel) override;
   Status wait_all(const Deadline& deadline) override;
   void fail() noexcept override;
+  bool any_peer_exited() const noexcept override;
 
   // The capacity of each ring, in bytes.
   size_t ring_bytes() const noexcept { return ring_bytes_; }
