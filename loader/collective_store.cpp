@@ -101,6 +101,9 @@ namespace {
 constexpr uint32_t kByeDeadlineMs = 1000;
 // How long a rank whose send failed looks for the store's last word.
 constexpr uint32_t kExplainMs = 100;
+// A request's value up to this size is copied behind its header, so that
+// the frame leaves in one write.
+constexpr size_t kCopiedValueBytes = 64 * 1024;
 constexpr int kAcceptPauseMs = 100;  // after EMFILE: the listener stays readable
 constexpr int kAcceptsPerWake = 256;
 
@@ -293,7 +296,7 @@ class ServerLoop {
       std::memcpy(challenge.data(), kChallengeMagic, sizeof(kChallengeMagic));
       std::memcpy(challenge.data() + sizeof(kChallengeMagic), conn.nonce.data(), kNonceBytes);
       Connection& placed = connections_.emplace(fd, std::move(conn)).first->second;
-      queue(fd, placed, challenge.data(), challenge.size());
+      queue(fd, placed, {challenge});
     }
   }
 
@@ -358,7 +361,7 @@ class ServerLoop {
         conn.in.clear();
         conn.nonce_read = true;
         const Proof mine = proof(secret_, kServerRole, conn.nonce, conn.client_nonce);
-        return queue(fd, conn, mine.data(), mine.size());
+        return queue(fd, conn, {mine});
       }
       const Proof expected = proof(secret_, kClientRole, conn.nonce, conn.client_nonce);
       if (!hal::util::equal_in_constant_time(expected, conn.in)) {
@@ -565,19 +568,24 @@ class ServerLoop {
     const std::span<const uint8_t> bytes =
         value != nullptr ? std::span<const uint8_t>(*value) : std::span<const uint8_t>();
     const Mac mac = conn.to_client->seal(frame, {}, bytes);
-    queue(fd, conn, &frame, sizeof(frame));
-    if (!bytes.empty()) queue(fd, conn, bytes.data(), bytes.size());
-    queue(fd, conn, mac.data(), mac.size());
+    queue(fd, conn,
+          {std::span(reinterpret_cast<const uint8_t*>(&frame), sizeof(frame)), bytes, mac});
   }
 
-  void queue(int fd, Connection& conn, const void* data, size_t bytes) {
+  // Sends |pieces| as one stream write (one segment when small: each
+  // separate send would wake the peer once more), or buffers what the
+  // socket does not take yet.
+  void queue(int fd, Connection& conn, std::initializer_list<std::span<const uint8_t>> pieces) {
     if (conn.doomed) return;
+    size_t bytes = 0;
+    for (std::span<const uint8_t> piece : pieces) bytes += piece.size();
     const uint64_t backlog = conn.out.size() - conn.out_sent;
     if (backlog + bytes > 2 * (sizeof(Frame) + limits_.max_value_bytes + kMacBytes)) {
       return drop(conn, "it does not read its replies");
     }
-    const auto* p = static_cast<const uint8_t*>(data);
-    conn.out.insert(conn.out.end(), p, p + bytes);
+    for (std::span<const uint8_t> piece : pieces) {
+      conn.out.insert(conn.out.end(), piece.begin(), piece.end());
+    }
     flush(fd, conn);
   }
 
@@ -993,13 +1001,22 @@ Status StoreClient::request(uint32_t op, const std::string& key, const void* dat
   const std::span key_bytes(reinterpret_cast<const uint8_t*>(key.data()), key.size());
   const std::span value(static_cast<const uint8_t*>(data), bytes);
   const Mac mac = to_server_->seal(frame, key_bytes, value);
-  // Header and key in one segment.
-  std::vector<uint8_t> head(sizeof(frame) + key.size());
-  std::memcpy(head.data(), &frame, sizeof(frame));
-  if (!key.empty()) std::memcpy(head.data() + sizeof(frame), key.data(), key.size());
+  // One write for a small frame (each separate one would wake the store
+  // once more); a large value is sent from where it lies.
+  const bool whole = bytes <= kCopiedValueBytes;
+  std::vector<uint8_t> head(sizeof(frame) + key.size() + (whole ? bytes + kMacBytes : 0));
+  uint8_t* at = head.data();
+  std::memcpy(at, &frame, sizeof(frame));
+  at += sizeof(frame);
+  if (!key.empty()) std::memcpy(at, key.data(), key.size());
+  at += key.size();
+  if (whole) {
+    if (bytes != 0) std::memcpy(at, data, bytes);
+    std::memcpy(at + bytes, mac.data(), mac.size());
+  }
   Status s = send_bytes(head.data(), head.size(), deadline);
-  if (s.ok() && bytes != 0) s = send_bytes(data, bytes, deadline);
-  if (s.ok()) s = send_bytes(mac.data(), mac.size(), deadline);
+  if (s.ok() && !whole) s = send_bytes(data, bytes, deadline);
+  if (s.ok() && !whole) s = send_bytes(mac.data(), mac.size(), deadline);
   if (s.ok()) return s;
   // A store that dropped this rank may have said why first (a frame of it
   // failed its check): that reply is still in the socket.
