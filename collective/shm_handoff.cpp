@@ -96,18 +96,6 @@ bool send_descriptor(int socket, int fd) {
 
 }  // namespace
 
-OwnedFd::~OwnedFd() {
-  if (fd_ >= 0) close(fd_);
-}
-
-OwnedFd& OwnedFd::operator=(OwnedFd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-
 void set_segment_seams_for_testing(SegmentSeams seams) {
   std::lock_guard lock(g_seams_mutex);
   g_seams = std::move(seams);
@@ -118,7 +106,7 @@ SegmentSeams segment_seams() {
   return g_seams;
 }
 
-OwnedFd make_sealed_segment(size_t bytes, std::string& why) {
+UniqueFd make_sealed_segment(size_t bytes, std::string& why) {
   // A file-size limit applies to memory files too, and going past it would
   // end the process with SIGXFSZ: ask first.
   rlimit limit{};
@@ -127,12 +115,12 @@ OwnedFd make_sealed_segment(size_t bytes, std::string& why) {
     why = "the segment's " + std::to_string(bytes) +
           " bytes exceed this process's file-size limit (RLIMIT_FSIZE " +
           std::to_string(limit.rlim_cur) + ")";
-    return OwnedFd();
+    return UniqueFd();
   }
-  OwnedFd fd(memfd_create("hal-comm-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd fd(memfd_create("hal-comm-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) {
     why = errno_text("memfd_create refused the segment", errno);
-    return OwnedFd();
+    return UniqueFd();
   }
   // Every page now: a page that cannot be had later would be a SIGBUS in
   // whichever rank touched it first.
@@ -147,11 +135,11 @@ OwnedFd make_sealed_segment(size_t bytes, std::string& why) {
                       "memory")
                          .c_str(),
                      injected != 0 ? injected : errno);
-    return OwnedFd();
+    return UniqueFd();
   }
   if (fcntl(fd.get(), F_ADD_SEALS, kRequiredSeals) != 0) {
     why = errno_text("the segment could not be sealed", errno);
-    return OwnedFd();
+    return UniqueFd();
   }
   return fd;
 }
@@ -188,13 +176,13 @@ bool is_sealed_segment(int fd, size_t bytes, std::string& why) {
 }
 
 struct SegmentHost::Pending {
-  OwnedFd fd;
+  UniqueFd fd;
   pid_t pid;
   Request request{};
   size_t got = 0;
 };
 
-SegmentHost::SegmentHost(OwnedFd listener, const SegmentInvitation& invitation)
+SegmentHost::SegmentHost(UniqueFd listener, const SegmentInvitation& invitation)
     : listener_(std::move(listener)), invitation_(invitation) {}
 
 SegmentHost::~SegmentHost() = default;
@@ -217,7 +205,7 @@ std::unique_ptr<SegmentHost> SegmentHost::open(std::string& why) {
       name += kHex[byte >> 4];
       name += kHex[byte & 15];
     }
-    OwnedFd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    UniqueFd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listener.valid()) {
       why = errno_text("no Unix socket for the segment's hand-over", errno);
       return nullptr;
@@ -268,7 +256,7 @@ bool SegmentHost::serve_once(int segment, const std::vector<pid_t>& pids,
     if (!keep) pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
   }
   while (true) {
-    OwnedFd connection(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    UniqueFd connection(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!connection.valid()) break;  // none waiting (or out of descriptors: next pass)
     ucred who{};
     // Only a process of this user that is one of the ranks may wait here.
@@ -282,44 +270,44 @@ bool SegmentHost::serve_once(int segment, const std::vector<pid_t>& pids,
   return true;
 }
 
-OwnedFd fetch_segment(const SegmentInvitation& invitation, uint32_t rank, pid_t host_pid,
-                      const Deadline& deadline, std::string& why) {
+UniqueFd fetch_segment(const SegmentInvitation& invitation, uint32_t rank, pid_t host_pid,
+                       const Deadline& deadline, std::string& why) {
   if (!well_formed_name(invitation.socket_name)) {
     why = "rank 0 named no segment socket of ours";
-    return OwnedFd();
+    return UniqueFd();
   }
   sockaddr_un address;
   const socklen_t length = abstract_address(invitation.socket_name, address);
   auto passed = [&] { return deadline.is_aborted() || Clock::now() >= deadline.at; };
-  OwnedFd connection;
+  UniqueFd connection;
   while (true) {
-    connection = OwnedFd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    connection = UniqueFd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!connection.valid()) {
       why = errno_text("no Unix socket to fetch the segment", errno);
-      return OwnedFd();
+      return UniqueFd();
     }
     if (connect(connection.get(), reinterpret_cast<sockaddr*>(&address), length) == 0) break;
     // A full accept queue: rank 0 drains it every pass.
     if (errno != EAGAIN && errno != EINTR) {
       why = errno_text("rank 0's segment socket could not be reached", errno);
-      return OwnedFd();
+      return UniqueFd();
     }
     if (passed()) {
       why = "rank 0's segment socket did not accept before the deadline";
-      return OwnedFd();
+      return UniqueFd();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ucred who{};
   if (!peer_credentials(connection.get(), who) || who.uid != geteuid() || who.pid != host_pid) {
     why = "the segment socket does not belong to rank 0's process of this user";
-    return OwnedFd();
+    return UniqueFd();
   }
   Request request{invitation.token, rank};
   if (send(connection.get(), &request, sizeof request, MSG_NOSIGNAL | MSG_DONTWAIT) !=
       static_cast<ssize_t>(sizeof request)) {
     why = errno_text("the request for the segment could not be sent", errno);
-    return OwnedFd();
+    return UniqueFd();
   }
   while (true) {
     pollfd readable{connection.get(), POLLIN, 0};
@@ -327,11 +315,11 @@ OwnedFd fetch_segment(const SegmentInvitation& invitation, uint32_t rank, pid_t 
     if (ready > 0) break;
     if (ready < 0 && errno != EINTR) {
       why = errno_text("poll for the segment failed", errno);
-      return OwnedFd();
+      return UniqueFd();
     }
     if (passed()) {
       why = "rank 0 did not pass the segment before the deadline";
-      return OwnedFd();
+      return UniqueFd();
     }
   }
   char byte = 0;
@@ -347,7 +335,7 @@ OwnedFd fetch_segment(const SegmentInvitation& invitation, uint32_t rank, pid_t 
     got = recvmsg(connection.get(), &message, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   } while (got < 0 && errno == EINTR);
   // Every descriptor that came is closed unless it is the one expected.
-  OwnedFd received;
+  UniqueFd received;
   bool one_descriptor = false;
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
        header = CMSG_NXTHDR(&message, header)) {
@@ -356,7 +344,7 @@ OwnedFd fetch_segment(const SegmentInvitation& invitation, uint32_t rank, pid_t 
     for (size_t i = 0; i < count; ++i) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof fd);
-      OwnedFd owned(fd);
+      UniqueFd owned(fd);
       one_descriptor = !received.valid() && count == 1;
       if (one_descriptor) received = std::move(owned);
     }
@@ -364,7 +352,7 @@ OwnedFd fetch_segment(const SegmentInvitation& invitation, uint32_t rank, pid_t 
   if (got != 1 || (message.msg_flags & MSG_CTRUNC) != 0 || !one_descriptor) {
     why = got == 0 ? "rank 0 closed the hand-over without passing the segment"
                    : "rank 0's answer carried no single descriptor";
-    return OwnedFd();
+    return UniqueFd();
   }
   return received;
 }

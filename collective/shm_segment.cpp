@@ -88,7 +88,7 @@ void* map_segment(int fd, size_t bytes, std::string& out_reason) {
   return nullptr;
 }
 
-bool exited(const OwnedFd& pidfd) {
+bool exited(const UniqueFd& pidfd) {
   if (!pidfd.valid()) return false;
   pollfd watched{pidfd.get(), POLLIN, 0};
   return poll(&watched, 1, 0) > 0;
@@ -151,15 +151,15 @@ std::unique_ptr<SharedSegment> SharedSegment::share(SetupChannel& setup, bool wa
   // A pid off the wire names a process of this user in this PID namespace
   // (the identities say so); it is only watched, never signalled.
   std::vector<pid_t> pids(ranks);
-  std::vector<OwnedFd> pidfds(ranks);
+  std::vector<UniqueFd> pidfds(ranks);
   for (uint32_t r = 0; r < ranks; ++r) {
     pids[r] = identities[r].pid;
-    if (r != rank && pids[r] > 0) pidfds[r] = OwnedFd(open_pidfd(pids[r]));
+    if (r != rank && pids[r] > 0) pidfds[r] = UniqueFd(open_pidfd(pids[r]));
   }
   // 2. Rank 0 makes the segment and invites the others to fetch it.
   const SegmentSeams seams = segment_seams();
   void* mapping = nullptr;
-  OwnedFd segment;
+  UniqueFd segment;
   std::unique_ptr<SegmentHost> host;
   SegmentInvitation invitation{};  // no socket name: no segment
   if (rank == 0) {
@@ -189,14 +189,14 @@ std::unique_ptr<SharedSegment> SharedSegment::share(SetupChannel& setup, bool wa
     if (invitations[0].socket_name[0] == '\0') {
       out_reason = "rank 0 could not make the segment";
     } else {
-      OwnedFd received = fetch_segment(invitations[0], rank, pids[0], hand_over, out_reason);
+      UniqueFd received = fetch_segment(invitations[0], rank, pids[0], hand_over, out_reason);
       if (received.valid() && is_sealed_segment(received.get(), bytes, out_reason)) {
         mapping = map_segment(received.get(), bytes, out_reason);
       }
     }
   }
   host.reset();
-  segment = OwnedFd();
+  segment = UniqueFd();
   if (!out_status.ok()) {
     if (mapping != nullptr) munmap(mapping, bytes);
     return nullptr;
@@ -225,7 +225,7 @@ bool SharedSegment::peer_exited(uint32_t rank) const noexcept {
 
 bool SharedSegment::any_peer_exited() const noexcept {
   std::vector<pollfd> watched;
-  for (const OwnedFd& fd : peer_pidfds_) {
+  for (const UniqueFd& fd : peer_pidfds_) {
     if (fd.valid()) watched.push_back({fd.get(), POLLIN, 0});
   }
   return !watched.empty() && poll(watched.data(), watched.size(), 0) > 0;

@@ -146,6 +146,7 @@ Sha256::Sha256()
              0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::update(const void* data, size_t size) {
+  if (size == 0) return;  // |data| may be null then
   const auto* bytes = static_cast<const uint8_t*>(data);
   total_bytes_ += size;
   if (buffered_ > 0) {

@@ -35,12 +35,12 @@ using hal::collective::Deadline;
 using hal::collective::fetch_segment;
 using hal::collective::is_sealed_segment;
 using hal::collective::make_sealed_segment;
-using hal::collective::OwnedFd;
 using hal::collective::SegmentHost;
 using hal::collective::SegmentInvitation;
 using hal::collective::SegmentSeams;
 using hal::collective::ShmTransport;
 using hal::collective::Status;
+using hal::collective::UniqueFd;
 
 namespace {
 
@@ -133,8 +133,8 @@ std::string link_of(const std::string& path) {
 
 // Opens |fd| anew through /proc, as another process of the user could
 // (through /proc/<pid>/fd): a descriptor of its own, not a copy of ours.
-OwnedFd reopen(int fd) {
-  return OwnedFd(open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC));
+UniqueFd reopen(int fd) {
+  return UniqueFd(open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC));
 }
 
 }  // namespace
@@ -142,13 +142,13 @@ OwnedFd reopen(int fd) {
 TEST_CASE("shm hand-over: a segment is backed and sealed; no holder can change its size",
           "[collectives][shm_handoff]") {
   std::string why;
-  OwnedFd segment = make_sealed_segment(kBytes, why);
+  UniqueFd segment = make_sealed_segment(kBytes, why);
   REQUIRE(segment.valid());
   CHECK(is_sealed_segment(segment.get(), kBytes, why));
   // No name in any file system: only its descriptors reach it.
   CHECK(link_of("/proc/self/fd/" + std::to_string(segment.get())) ==
         "/memfd:hal-comm-segment (deleted)");
-  OwnedFd other = reopen(segment.get());
+  UniqueFd other = reopen(segment.get());
   REQUIRE(other.valid());
   CHECK(ftruncate(other.get(), 0) != 0);
   CHECK(errno == EPERM);
@@ -240,14 +240,14 @@ TEST_CASE("shm hand-over: a descriptor that is not such a segment is refused bef
   };
   for (const Forgery& forgery : forgeries) {
     INFO(forgery.what);
-    OwnedFd fd(forgery.make());
+    UniqueFd fd(forgery.make());
     REQUIRE(fd.valid());
     std::string why;
     CHECK_FALSE(is_sealed_segment(fd.get(), kBytes, why));
     CHECK_THAT(why, Catch::Contains(forgery.refusal));
   }
   std::string why;
-  OwnedFd genuine = make_sealed_segment(kBytes, why);
+  UniqueFd genuine = make_sealed_segment(kBytes, why);
   CHECK(is_sealed_segment(genuine.get(), kBytes, why));
 }
 
@@ -268,7 +268,7 @@ TEST_CASE("shm hand-over: a forged descriptor passed at set-up sends every rank 
   REQUIRE(size != 0);
   // Of the agreed size and sealed, but never backed: its pages could fail
   // any rank that touched them later.
-  OwnedFd forged(memfd_create("forged", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  UniqueFd forged(memfd_create("forged", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   REQUIRE(ftruncate(forged.get(), static_cast<off_t>(size)) == 0);
   REQUIRE(fcntl(forged.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0);
   ScopedSeams pass_forgery({0, nullptr, [&](int) { return forged.get(); }});
@@ -317,7 +317,7 @@ TEST_CASE("shm hand-over: truncating or growing the segment during set-up fails;
   std::vector<int> attempts;
   ScopedSeams tamper({0,
                       [&](int fd) {
-                        OwnedFd other = reopen(fd);
+                        UniqueFd other = reopen(fd);
                         attempts.push_back(other.valid() ? 0 : errno);
                         attempts.push_back(ftruncate(other.get(), 0) == 0 ? 0 : errno);
                         attempts.push_back(ftruncate(other.get(), 4096) == 0 ? 0 : errno);
@@ -341,7 +341,7 @@ TEST_CASE("shm hand-over: a hole punched in the segment during set-up is seen; a
   // peers see the segment no longer backed in full and refuse it.
   ScopedSeams punch({0,
                      [](int fd) {
-                       OwnedFd other = reopen(fd);
+                       UniqueFd other = reopen(fd);
                        fallocate(other.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096,
                                  4096);
                      },
@@ -354,7 +354,7 @@ TEST_CASE("shm hand-over: a hole punched in the segment during set-up is seen; a
 TEST_CASE("shm hand-over: only a rank's process with the token is served, only by rank 0",
           "[collectives][shm_handoff]") {
   std::string why;
-  OwnedFd segment = make_sealed_segment(kBytes, why);
+  UniqueFd segment = make_sealed_segment(kBytes, why);
   REQUIRE(segment.valid());
   auto host = SegmentHost::open(why);
   REQUIRE(host != nullptr);
@@ -392,7 +392,7 @@ TEST_CASE("shm hand-over: only a rank's process with the token is served, only b
   CHECK_FALSE(fetch_segment(elsewhere, 1, getpid(), soon, refused).valid());
   CHECK_THAT(refused, Catch::Contains("no segment socket of ours"));
   // Rank 1, as it should: served once, a working segment.
-  OwnedFd received = fetch_segment(invitation, 1, getpid(), soon, refused);
+  UniqueFd received = fetch_segment(invitation, 1, getpid(), soon, refused);
   REQUIRE(received.valid());
   CHECK(is_sealed_segment(received.get(), kBytes, refused));
   // A second fetch as rank 1 gets nothing: each rank is served once.

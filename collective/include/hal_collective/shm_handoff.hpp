@@ -22,6 +22,7 @@
 #pragma once
 
 #include "hal_collective/status.hpp"
+#include "hal_util/secure_file.hpp"
 
 #include <sys/types.h>
 
@@ -35,32 +36,12 @@
 
 namespace hal::collective {
 
-// An owned descriptor (-1: none).
-class OwnedFd {
- public:
-  OwnedFd() = default;
-  explicit OwnedFd(int fd) : fd_(fd) {}
-  ~OwnedFd();
-  OwnedFd(OwnedFd&& other) noexcept : fd_(other.release()) {}
-  OwnedFd& operator=(OwnedFd&& other) noexcept;
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  int get() const noexcept { return fd_; }
-  bool valid() const noexcept { return fd_ >= 0; }
-  int release() noexcept {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_ = -1;
-};
+using util::UniqueFd;
 
 // A segment of |bytes| as described above; an invalid descriptor and |why|
 // when it cannot be made (memfd_create refused, no memory to back it, a
 // file-size limit below |bytes|).
-OwnedFd make_sealed_segment(size_t bytes, std::string& why);
+UniqueFd make_sealed_segment(size_t bytes, std::string& why);
 
 // Whether |fd| is a segment as make_sealed_segment makes them: a memory file
 // sealed against shrinking, growing and further seals, of exactly |bytes|,
@@ -97,13 +78,13 @@ class SegmentHost {
              PeerExited peer_exited, std::string& why);
 
  private:
-  SegmentHost(OwnedFd listener, const SegmentInvitation& invitation);
+  SegmentHost(UniqueFd listener, const SegmentInvitation& invitation);
   // One pass: accepts and answers what is waiting (|served| per rank).
   bool serve_once(int segment, const std::vector<pid_t>& pids, std::vector<uint8_t>& served,
                   std::string& why);
 
   struct Pending;
-  OwnedFd listener_;
+  UniqueFd listener_;
   SegmentInvitation invitation_;
   std::vector<Pending> pending_;  // accepted, request not read whole yet
 };
@@ -112,8 +93,8 @@ class SegmentHost {
 // process |host_pid| of this user, presents the token and |rank|, and
 // returns the descriptor rank 0 passed (not yet checked: see
 // is_sealed_segment). Retries a full accept queue until |deadline|.
-OwnedFd fetch_segment(const SegmentInvitation& invitation, uint32_t rank, pid_t host_pid,
-                      const Deadline& deadline, std::string& why);
+UniqueFd fetch_segment(const SegmentInvitation& invitation, uint32_t rank, pid_t host_pid,
+                       const Deadline& deadline, std::string& why);
 
 // Seams for the tests (tests/collectives/shm_handoff_test.cpp) to play a
 // machine without memory, a process that tampers with the segment, a forger

@@ -86,11 +86,11 @@ class SharedSegment {
   bool any_peer_exited() const noexcept;
 
  private:
-  SharedSegment(void* mapping, size_t bytes, std::vector<OwnedFd> peer_pidfds)
+  SharedSegment(void* mapping, size_t bytes, std::vector<UniqueFd> peer_pidfds)
       : mapping_(mapping), bytes_(bytes), peer_pidfds_(std::move(peer_pidfds)) {}
   void* mapping_;
   size_t bytes_;
-  std::vector<OwnedFd> peer_pidfds_;  // per rank; none for this rank and where pidfds are missing
+  std::vector<UniqueFd> peer_pidfds_;  // per rank; none for this rank and where pidfds are missing
 };
 
 // Whether HAL_COMM_SHM lets this process share memory with its peers
