@@ -27,6 +27,12 @@ std::unique_ptr<collective::Transport> make_mpi_transport(uint32_t ranks, uint32
                                                           collective::Status& out_status);
 // Whether this build of the plugin has MPI.
 bool has_mpi();
+// A rank over MPI saw a peer fail (HAL_ERROR_REMOTE or HAL_ERROR_TIMEOUT);
+// |peer_exited| when a peer's process is known to have ended. MPI_Finalize
+// waits for every rank, so the plugin's finalize then waits for the peers at
+// most |timeout_ms| (not at all for a known death) and goes without it if
+// they do not come (collective_mpi.cpp).
+void note_mpi_peer_failure(uint32_t timeout_ms, bool peer_exited) noexcept;
 
 hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
                              const hal_comm_config_t* config, hal_impl_comm_t** out_comms);
