@@ -1,0 +1,546 @@
+// Every scalar of every op at the edges of its rule (SPEC.md §17.2, §17.6).
+// Each op computes in f32, so each scalar is checked as the f32 the op
+// computes with: a descriptor field breaking its rule is refused by
+// hal_op_plan_create with HAL_ERROR_INVALID_ARGUMENT naming the field, and no
+// plan is made; a run-time scalar (hal_op_scalar_t) breaking its rule is
+// refused by hal_op_execute naming the scalar, and nothing is written. The
+// values just inside each edge pass. The run-time rules are checked through
+// the cpu plugin's own implementations and through the portable ones
+// (HAL_OPS_IMPLEMENTATIONS=portable): both inherit them from the loader.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hal.h"
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kMax = std::numeric_limits<float>::max();
+constexpr float kMinNormal = std::numeric_limits<float>::min();
+constexpr float kMinSubnormal = std::numeric_limits<float>::denorm_min();
+const float kBelowOne = std::nextafter(1.0f, 0.0f);
+const float kBelowMinNormal = std::nextafter(kMinNormal, 0.0f);
+
+class Session {
+ public:
+  Session() {
+    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
+  }
+  ~Session() {
+    for (void* p : allocations_) hal_mem_free(p);
+    hal_stream_destroy(stream_);
+    hal_shutdown();
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  hal_device_t device() const { return device_; }
+  hal_stream_t stream() const { return stream_; }
+  // Device memory of |count| elements of 4 bytes, each holding |fill|.
+  template <typename T>
+  T* array(size_t count, T fill) {
+    static_assert(sizeof(T) == 4);
+    void* p = nullptr;
+    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, count * 4, 0, &p) == HAL_SUCCESS);
+    allocations_.push_back(p);
+    T* typed = static_cast<T*>(p);
+    for (size_t i = 0; i < count; ++i) typed[i] = fill;
+    return typed;
+  }
+
+ private:
+  hal_device_t device_ = nullptr;
+  hal_stream_t stream_ = nullptr;
+  std::vector<void*> allocations_;
+};
+
+hal_tensor_desc_t dense(std::vector<int64_t> shape, hal_dtype_t dtype = HAL_DTYPE_F32) {
+  hal_tensor_desc_t tensor;
+  hal_tensor_desc_contiguous(&tensor, dtype, static_cast<uint32_t>(shape.size()), shape.data());
+  return tensor;
+}
+
+template <typename Desc>
+Desc header_of(hal_op_kind_t kind) {
+  Desc desc{};
+  desc.header.struct_size = sizeof(Desc);
+  desc.header.kind = kind;
+  return desc;
+}
+
+// "1e+30", "-inf", "nan" for the case's name.
+std::string text(double value) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.9g", value);
+  return buffer;
+}
+
+// ---- descriptor fields -----------------------------------------------------
+
+// One f32 field of one op: a valid descriptor with the field set to a value.
+struct Field {
+  const char* op;
+  const char* name;  // as the message names it: "desc->alpha"
+  hal_op_kind_t kind;
+  std::function<void(float value, std::function<void(const hal_op_header_t*)> plan)> with_value;
+  std::vector<float> accepted;
+  std::vector<float> refused;
+};
+
+// The rules' edges (scalars.hpp): a finite number; one >= 0; one in [0, 1);
+// a normal number > 0 (an epsilon, RoPE's base).
+const std::vector<float> kFiniteAccepted = {0.0f, -0.0f, 1.0f,          -1.0f,
+                                            kMax, -kMax, kMinSubnormal, -kMinSubnormal};
+const std::vector<float> kFiniteRefused = {kInf, -kInf, kNan};
+const std::vector<float> kNonNegativeAccepted = {0.0f, -0.0f, kMinSubnormal, 0.1f, kMax};
+const std::vector<float> kNonNegativeRefused = {-kMinSubnormal, -0.1f, -kMax, kInf, -kInf, kNan};
+const std::vector<float> kUnitAccepted = {0.0f, -0.0f, kMinSubnormal, 0.5f, kBelowOne};
+const std::vector<float> kUnitRefused = {1.0f, -kMinSubnormal, -0.5f, 1.5f,
+                                         kMax, kInf,           -kInf, kNan};
+const std::vector<float> kPositiveNormalAccepted = {kMinNormal, 1e-12f, 1e-5f, 1.0f, 1e4f, kMax};
+const std::vector<float> kPositiveNormalRefused = {
+    0.0f, -0.0f, kMinSubnormal, kBelowMinNormal, -kMinNormal, -1e-5f, kInf, -kInf, kNan};
+
+template <typename Desc>
+using Setter = std::function<void(Desc&, float)>;
+
+// A Field of op |desc|'s kind whose value |set| writes.
+template <typename Desc>
+Field field(const char* op, const char* name, Desc desc, Setter<Desc> set,
+            std::vector<float> accepted, std::vector<float> refused) {
+  Field f;
+  f.op = op;
+  f.name = name;
+  f.kind = desc.header.kind;
+  f.with_value = [desc, set](float value, std::function<void(const hal_op_header_t*)> plan) {
+    Desc copy = desc;
+    set(copy, value);
+    plan(&copy.header);
+  };
+  f.accepted = std::move(accepted);
+  f.refused = std::move(refused);
+  return f;
+}
+
+std::vector<Field> fields() {
+  std::vector<Field> out;
+  auto matmul = header_of<hal_op_matmul_desc_t>(HAL_OP_MATMUL);
+  matmul.alpha = 1.0f;
+  matmul.beta = 1.0f;
+  matmul.a = dense({4, 3});
+  matmul.b = dense({3, 5});
+  matmul.c = matmul.d = dense({4, 5});
+  out.push_back(field<hal_op_matmul_desc_t>(
+      "matmul", "desc->alpha", matmul, [](auto& d, float v) { d.alpha = v; }, kFiniteAccepted,
+      kFiniteRefused));
+  out.push_back(field<hal_op_matmul_desc_t>(
+      "matmul", "desc->beta", matmul, [](auto& d, float v) { d.beta = v; }, kFiniteAccepted,
+      kFiniteRefused));
+
+  auto binary = header_of<hal_op_binary_desc_t>(HAL_OP_BINARY);
+  binary.op = HAL_BINARY_ADD;
+  binary.a = binary.b = binary.out = dense({3, 4});
+  out.push_back(field<hal_op_binary_desc_t>(
+      "binary", "desc->alpha", binary, [](auto& d, float v) { d.alpha = v; }, kFiniteAccepted,
+      kFiniteRefused));
+
+  for (hal_op_kind_t kind : {HAL_OP_UNARY, HAL_OP_UNARY_BACKWARD}) {
+    auto unary = header_of<hal_op_unary_desc_t>(kind);
+    unary.activation = HAL_ACTIVATION_GELU_TANH;
+    unary.x = unary.out = unary.grad_x = dense({3, 4});
+    out.push_back(field<hal_op_unary_desc_t>(
+        kind == HAL_OP_UNARY ? "unary" : "unary_backward", "desc->alpha", unary,
+        [](auto& d, float v) { d.alpha = v; }, kFiniteAccepted, kFiniteRefused));
+  }
+
+  for (hal_norm_kind_t norm : {HAL_NORM_LAYERNORM, HAL_NORM_RMSNORM}) {
+    auto forward = header_of<hal_op_norm_desc_t>(HAL_OP_NORM);
+    forward.norm = norm;
+    forward.x = forward.y = dense({3, 8});
+    out.push_back(field<hal_op_norm_desc_t>(
+        norm == HAL_NORM_LAYERNORM ? "norm (layernorm)" : "norm (rmsnorm)", "desc->epsilon",
+        forward, [](auto& d, float v) { d.epsilon = v; }, kPositiveNormalAccepted,
+        kPositiveNormalRefused));
+    // The backward reads the saved rstd: epsilon is unused, 0 included.
+    auto backward = header_of<hal_op_norm_desc_t>(HAL_OP_NORM_BACKWARD);
+    backward.norm = norm;
+    backward.x = backward.grad_y = backward.grad_x = dense({3, 8});
+    backward.mean = backward.rstd = dense({3});
+    out.push_back(field<hal_op_norm_desc_t>(
+        "norm_backward", "desc->epsilon", backward, [](auto& d, float v) { d.epsilon = v; },
+        kNonNegativeAccepted, kNonNegativeRefused));
+  }
+
+  auto rope = header_of<hal_op_rope_desc_t>(HAL_OP_ROPE);
+  rope.rotary_dim = 8;
+  rope.x = rope.out = dense({1, 4, 2, 8});
+  out.push_back(field<hal_op_rope_desc_t>(
+      "rope", "desc->base", rope, [](auto& d, float v) { d.base = v; }, kPositiveNormalAccepted,
+      kPositiveNormalRefused));
+
+  auto ce = header_of<hal_op_cross_entropy_desc_t>(HAL_OP_CROSS_ENTROPY);
+  ce.ignore_index = -100;
+  ce.logits = dense({4, 5});
+  ce.labels = dense({4}, HAL_DTYPE_I32);
+  ce.loss = dense({1});
+  out.push_back(field<hal_op_cross_entropy_desc_t>(
+      "cross_entropy", "desc->label_smoothing", ce, [](auto& d, float v) { d.label_smoothing = v; },
+      kUnitAccepted, kUnitRefused));
+
+  static const int64_t numels[] = {8};
+  auto adamw = header_of<hal_op_adamw_desc_t>(HAL_OP_ADAMW);
+  adamw.tensor_count = 1;
+  adamw.param_dtype = adamw.grad_dtype = HAL_DTYPE_F32;
+  adamw.numels = numels;
+  adamw.beta1 = 0.9f;
+  adamw.beta2 = 0.999f;
+  adamw.epsilon = 1e-8f;
+  out.push_back(field<hal_op_adamw_desc_t>(
+      "adamw", "desc->beta1", adamw, [](auto& d, float v) { d.beta1 = v; }, kUnitAccepted,
+      kUnitRefused));
+  out.push_back(field<hal_op_adamw_desc_t>(
+      "adamw", "desc->beta2", adamw, [](auto& d, float v) { d.beta2 = v; }, kUnitAccepted,
+      kUnitRefused));
+  out.push_back(field<hal_op_adamw_desc_t>(
+      "adamw", "desc->epsilon", adamw, [](auto& d, float v) { d.epsilon = v; },
+      kPositiveNormalAccepted, kPositiveNormalRefused));
+  out.push_back(field<hal_op_adamw_desc_t>(
+      "adamw", "desc->weight_decay", adamw, [](auto& d, float v) { d.weight_decay = v; },
+      kNonNegativeAccepted, kNonNegativeRefused));
+  out.push_back(field<hal_op_adamw_desc_t>(
+      "adamw", "desc->max_grad_norm", adamw, [](auto& d, float v) { d.max_grad_norm = v; },
+      kFiniteAccepted, kFiniteRefused));
+
+  auto dropout = header_of<hal_op_dropout_desc_t>(HAL_OP_DROPOUT);
+  dropout.x = dropout.out = dense({16});
+  out.push_back(field<hal_op_dropout_desc_t>(
+      "dropout", "desc->probability", dropout, [](auto& d, float v) { d.probability = v; },
+      kUnitAccepted, kUnitRefused));
+
+  for (hal_op_kind_t kind : {HAL_OP_ATTENTION, HAL_OP_ATTENTION_BACKWARD}) {
+    auto attention = header_of<hal_op_attention_desc_t>(kind);
+    attention.batch = 1;
+    attention.q = attention.k = attention.v = attention.out = dense({1, 4, 2, 8});
+    attention.grad_out = attention.grad_q = attention.grad_k = attention.grad_v =
+        dense({1, 4, 2, 8});
+    attention.lse = dense({1, 2, 4});
+    out.push_back(field<hal_op_attention_desc_t>(
+        kind == HAL_OP_ATTENTION ? "attention" : "attention_backward", "desc->scale", attention,
+        [](auto& d, float v) { d.scale = v; }, kFiniteAccepted, kFiniteRefused));
+  }
+  return out;
+}
+
+// The ops whose descriptors have no float field and whose executions take no
+// float scalar: nothing to check in f32.
+const std::set<hal_op_kind_t> kWithoutFloatScalars = {HAL_OP_BIAS_ACTIVATION_BACKWARD,
+                                                      HAL_OP_GROUPED_MATMUL,
+                                                      HAL_OP_SOFTMAX,
+                                                      HAL_OP_SOFTMAX_BACKWARD,
+                                                      HAL_OP_SWIGLU,
+                                                      HAL_OP_SWIGLU_BACKWARD,
+                                                      HAL_OP_REDUCE,
+                                                      HAL_OP_EMBEDDING,
+                                                      HAL_OP_EMBEDDING_BACKWARD,
+                                                      HAL_OP_CAST,
+                                                      HAL_OP_PERMUTE,
+                                                      HAL_OP_TOPK_GATING};
+
+}  // namespace
+
+TEST_CASE("every op kind is classified: its float scalars are tested, or it has none") {
+  std::set<hal_op_kind_t> covered = kWithoutFloatScalars;
+  for (const Field& f : fields()) covered.insert(f.kind);
+  for (uint32_t kind = 1; kind < HAL_OP_KIND_COUNT; ++kind) {
+    INFO("op kind " << kind << ": add its scalars to fields() or to kWithoutFloatScalars");
+    CHECK(covered.count(static_cast<hal_op_kind_t>(kind)) == 1);
+  }
+}
+
+TEST_CASE("a descriptor scalar is refused in f32 at the edge of its rule, naming the field") {
+  Session session;
+  for (const Field& f : fields()) {
+    for (float value : f.accepted) {
+      f.with_value(value, [&](const hal_op_header_t* desc) {
+        hal_op_plan_t plan = nullptr;
+        const hal_result_t result = hal_op_plan_create(session.device(), desc, 0, &plan);
+        INFO(f.op << " " << f.name << " = " << text(value) << ": " << hal_error_last_message());
+        CHECK(result == HAL_SUCCESS);
+        hal_op_plan_destroy(plan);
+      });
+    }
+    for (float value : f.refused) {
+      f.with_value(value, [&](const hal_op_header_t* desc) {
+        hal_op_plan_t plan = nullptr;
+        const hal_result_t result = hal_op_plan_create(session.device(), desc, 0, &plan);
+        const std::string message = hal_error_last_message();
+        INFO(f.op << " " << f.name << " = " << text(value) << ": " << message);
+        CHECK(result == HAL_ERROR_INVALID_ARGUMENT);
+        CHECK(plan == nullptr);
+        CHECK(message.find(f.name) != std::string::npos);
+      });
+    }
+  }
+}
+
+// ---- run-time scalars ------------------------------------------------------
+
+namespace {
+
+constexpr double kDoubleMax = std::numeric_limits<double>::max();
+constexpr double kDoubleInf = std::numeric_limits<double>::infinity();
+constexpr double kDoubleNan = std::numeric_limits<double>::quiet_NaN();
+// The largest double that rounds to FLT_MAX, and the smallest that rounds to
+// inf (the tie between FLT_MAX and 2^128 rounds to even: inf).
+constexpr double kLastToFloatMax = 0x1.fffffefffffffp+127;
+constexpr double kFirstToInf = 0x1.ffffffp+127;
+// Just below FLT_MIN as a double: rounds up to FLT_MIN.
+constexpr double kRoundsToMinNormal = 0x1.fffffffffffffp-127;
+
+// The edges of an f64 scalar computed in f32 (any sign); a non-negative one
+// drops the negative values from |accepted| and refuses them.
+const std::vector<double> kF32Accepted = {0.0,
+                                          1.0,
+                                          -1.0,
+                                          1e-3,
+                                          1e38,
+                                          -1e38,
+                                          kMax,
+                                          -double{kMax},
+                                          kLastToFloatMax,
+                                          kMinNormal,
+                                          -double{kMinNormal},
+                                          kRoundsToMinNormal};
+const std::vector<double> kF32Refused = {
+    kFirstToInf, -kFirstToInf,  1e39,        1e300,      -1e300,
+    kDoubleMax,  kDoubleInf,    -kDoubleInf, kDoubleNan, 1e-40,
+    -1e-40,      kMinSubnormal, 1e-50,       -1e-300,    double{kBelowMinNormal}};
+
+constexpr uint32_t kSentinel = 0x40e00000u;  // 7.0f
+
+// One op with run-time scalars, planned by the default list or only by the
+// portable implementation, over small operands of its own.
+class RunTimeOp {
+ public:
+  RunTimeOp(Session& session, const hal_op_header_t* desc, bool portable) : session_(session) {
+    if (portable) setenv("HAL_OPS_IMPLEMENTATIONS", "portable", 1);
+    const hal_result_t result = hal_op_plan_create(session.device(), desc, 0, &plan_);
+    if (portable) unsetenv("HAL_OPS_IMPLEMENTATIONS");
+    INFO(hal_error_last_message());
+    REQUIRE(result == HAL_SUCCESS);
+    hal_op_plan_info_t info{};
+    info.struct_size = sizeof info;
+    REQUIRE(hal_op_plan_get_info(plan_, &info) == HAL_SUCCESS);
+    implementation_ = info.implementation;
+    if (portable) REQUIRE(implementation_ == "portable");
+    if (info.workspace_bytes > 0) {
+      REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, info.workspace_bytes, 0,
+                            &workspace_) == HAL_SUCCESS);
+      workspace_bytes_ = info.workspace_bytes;
+    }
+  }
+  ~RunTimeOp() {
+    hal_op_plan_destroy(plan_);
+    hal_mem_free(workspace_);
+  }
+  RunTimeOp(const RunTimeOp&) = delete;
+  RunTimeOp& operator=(const RunTimeOp&) = delete;
+
+  const std::string& implementation() const { return implementation_; }
+  // An operand of |words| 4-byte elements; written ones are checked for the
+  // sentinel after a refused execution.
+  void* operand(size_t words, bool written, float fill = 1.0f) {
+    void* p = written ? static_cast<void*>(session_.array<uint32_t>(words, kSentinel))
+                      : static_cast<void*>(session_.array<float>(words, fill));
+    operands_.push_back(p);
+    if (written) written_.push_back({p, words});
+    return p;
+  }
+  void absent() { operands_.push_back(nullptr); }
+
+  // Executes with |scalars|; the written operands start from the sentinel.
+  // Returns the result, the message, and whether they still hold it.
+  hal_result_t execute(const std::vector<hal_op_scalar_t>& scalars, std::string* message,
+                       bool* untouched) {
+    for (const auto& [data, words] : written_) {
+      auto* bits = static_cast<uint32_t*>(data);
+      for (size_t i = 0; i < words; ++i) bits[i] = kSentinel;
+    }
+    hal_op_exec_args_t args{};
+    args.struct_size = sizeof args;
+    args.operand_count = static_cast<uint32_t>(operands_.size());
+    args.operands = operands_.data();
+    args.scalar_count = static_cast<uint32_t>(scalars.size());
+    args.scalars = scalars.data();
+    args.workspace = workspace_;
+    args.workspace_bytes = workspace_bytes_;
+    const hal_result_t result = hal_op_execute(plan_, &args, session_.stream());
+    *message = hal_error_last_message();
+    REQUIRE(hal_stream_synchronize(session_.stream()) == HAL_SUCCESS);
+    *untouched = true;
+    for (const auto& [data, words] : written_) {
+      const auto* bits = static_cast<const uint32_t*>(data);
+      for (size_t i = 0; i < words; ++i) *untouched = *untouched && bits[i] == kSentinel;
+    }
+    return result;
+  }
+
+ private:
+  Session& session_;
+  hal_op_plan_t plan_ = nullptr;
+  std::string implementation_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::vector<void*> operands_;
+  std::vector<std::pair<void*, size_t>> written_;
+};
+
+hal_op_scalar_t f64(double value) {
+  hal_op_scalar_t scalar{};
+  scalar.f64 = value;
+  return scalar;
+}
+hal_op_scalar_t i64(int64_t value) {
+  hal_op_scalar_t scalar{};
+  scalar.i64 = value;
+  return scalar;
+}
+hal_op_scalar_t u64(uint64_t value) {
+  hal_op_scalar_t scalar{};
+  scalar.u64 = value;
+  return scalar;
+}
+
+// Scalar |index| named |name| takes each value: the accepted ones execute,
+// the refused ones give HAL_ERROR_INVALID_ARGUMENT naming it and write
+// nothing. |scalars| holds valid values for the others.
+void check_scalar(RunTimeOp& op, std::vector<hal_op_scalar_t> scalars, size_t index,
+                  const char* name, const std::vector<hal_op_scalar_t>& accepted,
+                  const std::vector<hal_op_scalar_t>& refused, const std::string& shown) {
+  for (const hal_op_scalar_t& value : accepted) {
+    scalars[index] = value;
+    std::string message;
+    bool untouched = false;
+    const hal_result_t result = op.execute(scalars, &message, &untouched);
+    INFO(op.implementation() << " " << name << " = " << text(value.f64) << " / " << value.i64 << " "
+                             << shown << ": " << message);
+    CHECK(result == HAL_SUCCESS);
+    CHECK_FALSE(untouched);  // it ran
+  }
+  for (const hal_op_scalar_t& value : refused) {
+    scalars[index] = value;
+    std::string message;
+    bool untouched = false;
+    const hal_result_t result = op.execute(scalars, &message, &untouched);
+    INFO(op.implementation() << " " << name << " = " << text(value.f64) << " / " << value.i64 << " "
+                             << shown << ": " << message);
+    CHECK(result == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(message.find(name) != std::string::npos);
+    CHECK(untouched);
+  }
+}
+
+std::vector<hal_op_scalar_t> as_f64(const std::vector<double>& values) {
+  std::vector<hal_op_scalar_t> out;
+  for (double v : values) out.push_back(f64(v));
+  return out;
+}
+
+// Edges of an f64 scalar the op computes with in f32, by sign rule.
+std::vector<double> f32_accepted(bool non_negative) {
+  std::vector<double> out;
+  for (double v : kF32Accepted) {
+    if (!non_negative || !std::signbit(v)) out.push_back(v);
+  }
+  return out;
+}
+std::vector<double> f32_refused(bool non_negative) {
+  std::vector<double> out = kF32Refused;
+  if (non_negative) {
+    for (double v : kF32Accepted) {
+      if (std::signbit(v) && v != 0.0) out.push_back(v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cross-entropy's grad_scale is checked in f32, by every implementation") {
+  Session session;
+  auto desc = header_of<hal_op_cross_entropy_desc_t>(HAL_OP_CROSS_ENTROPY);
+  desc.ignore_index = -100;
+  desc.has_grad = 1;
+  desc.logits = desc.grad_logits = dense({4, 5});
+  desc.labels = dense({4}, HAL_DTYPE_I32);
+  desc.loss = dense({1});
+  for (bool portable : {false, true}) {
+    RunTimeOp op(session, &desc.header, portable);
+    op.operand(20, false, 0.25f);
+    int32_t* labels = static_cast<int32_t*>(op.operand(4, false));
+    for (int32_t r = 0; r < 4; ++r) labels[r] = r;
+    op.operand(1, true);
+    op.absent();
+    op.operand(20, true);
+    check_scalar(op, {f64(1.0)}, 0, "grad_scale", as_f64(f32_accepted(false)),
+                 as_f64(f32_refused(false)), "(any sign)");
+  }
+}
+
+TEST_CASE("AdamW's lr is checked in f32 and its step >= 1, by every implementation") {
+  Session session;
+  static const int64_t numels[] = {8};
+  auto desc = header_of<hal_op_adamw_desc_t>(HAL_OP_ADAMW);
+  desc.tensor_count = 1;
+  desc.param_dtype = desc.grad_dtype = HAL_DTYPE_F32;
+  desc.numels = numels;
+  desc.beta1 = 0.9f;
+  desc.beta2 = 0.999f;
+  desc.epsilon = 1e-8f;
+  desc.weight_decay = 0.01f;
+  for (bool portable : {false, true}) {
+    RunTimeOp op(session, &desc.header, portable);
+    op.absent();           // grad_norm
+    op.operand(8, true);   // param
+    op.operand(8, false);  // grad
+    op.operand(8, true);   // m
+    op.operand(8, true);   // v
+    op.absent();           // master
+    // The case first: 1e300 is finite in f64, -inf in every
+    // parameter once rounded to f32.
+    std::vector<double> refused = f32_refused(true);
+    refused.insert(refused.begin(), 1e300);
+    check_scalar(op, {f64(1e-3), i64(1)}, 0, "lr", as_f64(f32_accepted(true)), as_f64(refused),
+                 "(>= 0)");
+    check_scalar(op, {f64(1e-3), i64(1)}, 1, "step",
+                 {i64(1), i64(2), i64(std::numeric_limits<int64_t>::max())},
+                 {i64(0), i64(-1), i64(std::numeric_limits<int64_t>::min())}, "(>= 1)");
+  }
+}
+
+TEST_CASE("dropout's seed and offset take every u64, by every implementation") {
+  Session session;
+  auto desc = header_of<hal_op_dropout_desc_t>(HAL_OP_DROPOUT);
+  desc.probability = 0.5f;
+  desc.x = desc.out = dense({16});
+  for (bool portable : {false, true}) {
+    RunTimeOp op(session, &desc.header, portable);
+    op.operand(16, false);
+    op.operand(16, true);
+    op.absent();
+    const std::vector<hal_op_scalar_t> every = {u64(0), u64(1), u64(UINT64_MAX)};
+    check_scalar(op, {u64(1), u64(0)}, 0, "seed", every, {}, "(any u64)");
+    check_scalar(op, {u64(1), u64(0)}, 1, "offset", every, {}, "(any u64)");
+  }
+}
