@@ -166,6 +166,48 @@ HALCONFORM_TEST("operators.matmul.epilogue_edges",
   }
 }
 
+// SwiGLU's gate (x's first half) takes the edges, up and grad_out random:
+// out = silu(gate) up; grad_gate = grad_out up silu'(gate), grad_up =
+// grad_out silu(gate).
+HALCONFORM_TEST("operators.swiglu.edges", "SiLU of the gate at the edges, forward and backward",
+                {}) {
+  for (hal_dtype_t dtype : kDtypes) {
+    const std::vector<double> gate = edges(dtype);
+    const int64_t n = static_cast<int64_t>(gate.size());
+    std::vector<double> x = gate;
+    const std::vector<double> up = random_values(ctx.random(), n, dtype, 0.5, 2.0);
+    x.insert(x.end(), up.begin(), up.end());
+    const std::vector<double> grad_out = random_values(ctx.random(), n, dtype, 0.5, 2.0);
+    hal_op_swiglu_desc_t desc{};
+    desc.header.struct_size = sizeof(desc);
+    desc.header.kind = HAL_OP_SWIGLU;
+    desc.x = desc.grad_x = dense(dtype, {1, 2 * n});
+    desc.out = dense(dtype, {1, n});
+    Plan forward;
+    plan_or_skip(ctx, &desc.header, forward);
+    desc.header.kind = HAL_OP_SWIGLU_BACKWARD;
+    Plan backward;
+    plan_or_skip(ctx, &desc.header, backward);
+    DeviceTensor dx(ctx.device(), desc.x, x), dout(ctx.device(), desc.out),
+        dgy(ctx.device(), desc.out, grad_out), dgx(ctx.device(), desc.grad_x);
+    execute(ctx, forward, {dx.data(), dout.data()});
+    execute(ctx, backward, {dx.data(), dgy.data(), dgx.data()});
+    std::vector<double> out(gate.size()), grad_x(2 * gate.size());
+    for (size_t j = 0; j < gate.size(); ++j) {
+      const double silu = reference::activation(HAL_ACTIVATION_SILU, gate[j]);
+      out[j] = round_to(dtype, silu * up[j]);
+      grad_x[j] =
+          round_to(dtype, grad_out[j] * up[j] *
+                              reference::activation_derivative(HAL_ACTIVATION_SILU, gate[j]));
+      grad_x[gate.size() + j] = round_to(dtype, grad_out[j] * silu);
+    }
+    expect_close(dout.download(), out, tolerance_for(dtype, 2),
+                 what("swiglu", HAL_ACTIVATION_SILU, dtype));
+    expect_close(dgx.download(), grad_x, tolerance_for(dtype, 4),
+                 what("swiglu backward", HAL_ACTIVATION_SILU, dtype));
+  }
+}
+
 // grad_pre = grad_out * act'(aux) at the edges; with the bias gradient, aux
 // is [2, E] (each column x and -x), so each column's sum holds one edge.
 HALCONFORM_TEST("operators.bias_activation_backward.edges",
