@@ -99,19 +99,42 @@ def _out(out: TensorLike | None, shape: Sequence[int], dtype: str, device: Devic
     return _new(shape, dtype, device) if out is None else out
 
 
-def _broadcast(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
-    """The shape a and b broadcast to: each extent the other's where one is 1."""
+# The wrappers never reshape what they are given: a shape derived from one operand is applied
+# to another only where the two agree extent for extent, or the other's extent is 1 (then it
+# repeats with stride 0, reading nothing past its own view). Anything else raises ValueError
+# naming both shapes, before anything is planned or written.
+
+
+def _broadcast(what: str, a_name: str, a: Sequence[int], b_name: str,
+               b: Sequence[int]) -> tuple[int, ...]:
+    """The shape a and b broadcast to (equal ranks; each pair of extents equal, or one 1)."""
+    a, b = tuple(a), tuple(b)
+    if len(a) != len(b):
+        raise ValueError(f"{what}: {a_name} {a} and {b_name} {b} need the same rank")
+    for d, (x, y) in enumerate(zip(a, b)):
+        if x != y and x != 1 and y != 1:
+            raise ValueError(f"{what}: {a_name} {a} and {b_name} {b} do not broadcast: dimension "
+                             f"{d} is {x} and {y} (equal extents, or one of them 1)")
     return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
-def _expand(x: TensorLike, shape: Sequence[int]) -> TensorLike:
-    """x viewed at shape: each extent-1 dimension that shape widens repeats with stride 0."""
-    if tuple(x.shape) == tuple(shape):
+def _expand(what: str, name: str, x: TensorLike, shape: Sequence[int]) -> TensorLike:
+    """x viewed at shape: each extent-1 dimension that shape widens repeats with stride 0; every
+    other extent must already be shape's."""
+    shape = tuple(int(e) for e in shape)
+    if tuple(x.shape) == shape:
         return x
+    if len(x.shape) != len(shape):
+        raise ValueError(f"{what}: {name} {tuple(x.shape)} needs rank {len(shape)} to be used "
+                         f"at {shape}")
+    for d, (extent, want) in enumerate(zip(x.shape, shape)):
+        if extent != want and extent != 1:
+            raise ValueError(f"{what}: {name} {tuple(x.shape)} does not broadcast to {shape}: "
+                             f"dimension {d} is {extent}, not {want} or 1")
     view = x if isinstance(x, Tensor) else Tensor(x)
     strides = [0 if extent == 1 and want != 1 else stride
                for extent, want, stride in zip(view.shape, shape, view.strides)]
-    return Tensor(view.buffer, tuple(shape), strides, view.offset)
+    return Tensor(view.buffer, shape, strides, view.offset)
 
 
 # ---- matmul ----------------------------------------------------------------------------------
@@ -130,12 +153,12 @@ def matmul(a: TensorLike, b: TensorLike, *, out: TensorLike | None = None,
         raise ValueError(f"matmul: a {a.shape} and b {b.shape} need the same rank >= 2")
     m = a.shape[-1] if transpose_a else a.shape[-2]
     n = b.shape[-2] if transpose_b else b.shape[-1]
-    batch = _broadcast(a.shape[:-2], b.shape[:-2])
-    a = _expand(a, batch + tuple(a.shape[-2:]))
-    b = _expand(b, batch + tuple(b.shape[-2:]))
+    batch = _broadcast("matmul", "a", a.shape[:-2], "b", b.shape[:-2])
+    a = _expand("matmul", "a", a, batch + tuple(a.shape[-2:]))
+    b = _expand("matmul", "b", b, batch + tuple(b.shape[-2:]))
     out = _out(out, batch + (m, n), dtype or a.dtype, device)
     if beta != 0.0:
-        c = out if c is None else _expand(c, tuple(out.shape))
+        c = out if c is None else _expand("matmul", "c", c, tuple(out.shape))
     fields = dict(a=a, b=b, c=c if beta != 0.0 else None, d=out, bias=bias, aux=aux,
                   alpha=alpha, beta=beta, activation=activation, transpose_a=transpose_a,
                   transpose_b=transpose_b, has_bias=bias is not None, save_aux=aux is not None)
@@ -265,9 +288,7 @@ def binary(op: str, a: TensorLike, b: TensorLike, *, alpha: float = 1.0,
     """out = alpha * (a op b), op one of add, sub, mul, div, max, min; a and b broadcast
     (extent 1) to out's shape and have its rank."""
     device = _device(a)
-    if len(a.shape) != len(b.shape):
-        raise ValueError(f"{op}: a {a.shape} and b {b.shape} need the same rank")
-    shape = _broadcast(a.shape, b.shape)
+    shape = _broadcast(op, "a", a.shape, "b", b.shape)
     out = _out(out, shape, a.dtype, device)
     _run("binary", device, dict(op=op, alpha=alpha, a=a, b=b, out=out), [a, b, out],
          stream=stream)
@@ -455,7 +476,11 @@ def adamw(params: Sequence[TensorLike], grads: Sequence[TensorLike],
         raise ValueError("adamw: params, grads, m, v (and master) need the same non-zero length")
     device = _device(params[0])
     numels = []
-    for p in params:
+    for t, p in enumerate(params):
+        for name, group in (("grads", grads), ("m", m), ("v", v), ("master", master)):
+            if group is not None and tuple(group[t].shape) != tuple(p.shape):
+                raise ValueError(f"adamw: {name}[{t}] {tuple(group[t].shape)} must have "
+                                 f"params[{t}]'s shape {tuple(p.shape)}")
         size = 1
         for extent in p.shape:
             size *= extent

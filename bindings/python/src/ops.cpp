@@ -10,6 +10,7 @@
 // shape, strides) and against its buffer's extent before HAL sees it: a wrong
 // tensor is a ValueError or TypeError with a sentence, never memory outside a
 // buffer.
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -36,12 +37,15 @@ struct Tensor {
   const DType& dtype() const { return *buf().dtype; }
 };
 
+// Dense row-major strides; one past INT64_MAX saturates there, as
+// hal_tensor_desc_contiguous does (check_view then refuses the view).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     strides[d] = stride;
-    stride *= shape[d] > 0 ? shape[d] : 1;
+    const int64_t step = shape[d] > 0 ? shape[d] : 1;
+    if (__builtin_mul_overflow(stride, step, &stride)) stride = std::numeric_limits<int64_t>::max();
   }
   return strides;
 }
@@ -505,13 +509,43 @@ union DescStorage {
   hal_op_topk_gating_desc_t topk_gating;
 };
 
+// A Python float (an f64) for an op's f32 field. HAL checks each scalar as
+// the f32 it computes with (SPEC.md §17.2), so the value a caller wrote must
+// survive the narrowing done here: a finite one past f32's range (it would
+// arrive as inf) or a nonzero one below FLT_MIN (it would arrive as 0 or a
+// subnormal) is refused naming the field. NaN and inf go on to HAL, whose
+// message names the descriptor's rule.
+float narrow_to_f32(double value, const std::string& field) {
+  if (!std::isfinite(value)) return static_cast<float>(value);
+  // From halfway between FLT_MAX and 2^128 on a double rounds to inf (and
+  // converting it to float is undefined in C++).
+  constexpr double kOverflow = 0x1.ffffffp+127;
+  const std::string is =
+      "field '" + field + "' is " + nb::cast<std::string>(nb::repr(nb::float_(value)));
+  if (std::fabs(value) >= kOverflow)
+    raise_hal(HAL_ERROR_INVALID_ARGUMENT,
+              is + ", which overflows f32 (the op computes in f32): at most 3.4028235e+38 in "
+                   "magnitude");
+  const float narrowed = static_cast<float>(value);
+  if (value != 0.0 && std::fabs(narrowed) < std::numeric_limits<float>::min())
+    raise_hal(HAL_ERROR_INVALID_ARGUMENT,
+              is + ", which f32 cannot hold (the op computes in f32): 0 or at least "
+                   "1.1754944e-38 in magnitude");
+  return narrowed;
+}
+
 template <typename T>
 T number(nb::handle value, const std::string& field) {
   if constexpr (std::is_floating_point_v<T>) {
     if (PyBool_Check(value.ptr()) || (!PyFloat_Check(value.ptr()) && !PyIndex_Check(value.ptr()) &&
                                       !nb::hasattr(value, "__float__")))
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, "field '" + field + "' must be a number");
-    return static_cast<T>(python_float(value));
+    const double v = python_float(value);
+    if constexpr (std::is_same_v<T, float>) {
+      return narrow_to_f32(v, field);
+    } else {
+      return v;
+    }
   } else {
     if (!PyIndex_Check(value.ptr()))
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, "field '" + field + "' must be an int or a bool");
@@ -684,6 +718,26 @@ struct OpPlan : Resource {
     return names;
   }
 
+  // The shape of an operand the descriptor implies (hal/ops.h states each),
+  // and the rule it comes from.
+  std::pair<std::vector<int64_t>, const char*> implied_shape(const OperandSlot& slot) const {
+    const auto ceil_div = [](int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; };
+    if (spec->kind == HAL_OP_GROUPED_MATMUL) {
+      return {{int64_t{desc.grouped_matmul.groups} + 1}, "groups + 1 offsets"};
+    }
+    const hal_op_attention_desc_t& at = desc.attention;
+    if (slot.implied == Implied::kI32) return {{int64_t{at.batch} + 1}, "batch + 1 offsets"};
+    const bool varlen = at.has_cu_seqlens != 0;
+    const int64_t s_q = varlen ? at.max_seqlen_q : at.q.shape[1];
+    const int64_t s_k = varlen ? at.max_seqlen_k : at.k.shape[1];
+    if (at.sparsity == HAL_ATTENTION_BLOCK_INDICES) {
+      return {{at.batch, at.q.shape[2], ceil_div(s_q, at.block_q), at.topk},
+              "[batch, heads, ceil(s_q / block_q), topk]"};
+    }
+    return {{at.batch, at.q.shape[2], ceil_div(s_q, at.block_q), ceil_div(s_k, at.block_k)},
+            "[batch, heads, ceil(s_q / block_q), ceil(s_k / block_k)]"};
+  }
+
   // Checks operand |i| (given, not None) against what the plan was made for.
   void check_operand(size_t i, const std::string& name, const Operand& op) const {
     const std::string where = kind_name() + " operand " + std::to_string(i) + " '" + name + "'";
@@ -717,7 +771,16 @@ struct OpPlan : Resource {
       return;
     }
     const OperandSlot& slot = spec->operands[i];
-    if (slot.tensor < 0) {  // a dense layout the op implies; HAL checks its extent
+    if (slot.tensor < 0) {
+      // A dense layout the op implies. HAL reads the whole of it from the
+      // pointer and can check only that it lies in the allocation: a view
+      // of fewer elements (of a larger buffer) would be read past its end,
+      // one of another shape reinterpreted. Its shape must be the implied one.
+      const bool unused =
+          spec->kind != HAL_OP_GROUPED_MATMUL &&
+          (slot.implied == Implied::kSparsity ? desc.attention.sparsity == HAL_ATTENTION_DENSE
+                                              : desc.attention.has_cu_seqlens == 0);
+      if (unused) return;  // HAL refuses an operand its descriptor does not use
       const hal_dtype_t want =
           slot.implied == Implied::kSparsity && desc.attention.sparsity == HAL_ATTENTION_BLOCK_MASK
               ? HAL_DTYPE_U8
@@ -725,6 +788,11 @@ struct OpPlan : Resource {
       if (op.dtype->hal != want)
         raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, where + " is " + op.dtype->name + ", the op reads " +
                                                    hal::util::dtype_name(want));
+      const auto [shape, rule] = implied_shape(slot);
+      if (op.shape != shape)
+        raise_hal(HAL_ERROR_INVALID_ARGUMENT, where + " has shape " + dims_text(op.shape) +
+                                                  "; the plan reads " + dims_text(shape) + " (" +
+                                                  rule + ")");
       if (!dense_layout(op.shape, op.strides))
         raise_hal(HAL_ERROR_INVALID_ARGUMENT, where + " must be dense (contiguous)");
       return;
