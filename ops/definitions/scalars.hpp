@@ -11,6 +11,9 @@
 // sentence naming the scalar, its value and the rule.
 #pragma once
 
+#include "hal_ops/signature.hpp"
+
+#include <cstdint>
 #include <string>
 
 namespace hal::ops::definitions {
@@ -33,5 +36,24 @@ enum class Sign { kAny, kNonNegative };
 // f32, 0 or at least FLT_MIN in magnitude (a normal f32), and >= 0 with
 // kNonNegative. |op| names the op for the message ("AdamW").
 std::string check_f32_run_time_scalar(const char* name, double value, Sign sign, const char* op);
+
+// A run-time scalar that is a value of the op's data rather than a parameter
+// of its formula (BINARY_SCALAR's s, WHERE's a and b, CLAMP's bounds,
+// FILL's start), converted to |target| as the op converts it. NaN and +-inf
+// are values of a float target and pass (masked_fill(-inf), clamp(min=-inf));
+// what the conversion would change beyond rounding is refused, as PyTorch's
+// fill_ refuses it: a finite value past a float target's range (1e300 in
+// f32, 70000 in f16: it would become inf) and an integer outside an integer
+// target's range (300 in u8: it would saturate). |type| names the field the
+// op reads. f64 and BOOL targets take every value.
+std::string check_value_scalar(const char* name, const hal_op_scalar_t& scalar, ScalarType type,
+                               hal_dtype_t target);
+
+// FILL's start and step over |count| elements of |target|: start as a value
+// (above); with step != 0 (arange), a finite step and a last element
+// start + (count - 1) * step that the target holds, so no element of the
+// range silently overflows.
+std::string check_fill_scalars(const hal_op_scalar_t* scalars, ScalarType type, hal_dtype_t target,
+                               int64_t count);
 
 }  // namespace hal::ops::definitions

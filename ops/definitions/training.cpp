@@ -148,7 +148,7 @@ hal_result_t describe_cross_entropy(const hal_op_cross_entropy_desc_t& desc, OpS
     add_unused(*out, "grad_logits");
   }
   out->scalars.push_back({"grad_scale", ScalarType::kF64});
-  out->check_scalars = check_grad_scale;
+  set_scalar_check(*out, check_grad_scale);
   out->summary = "rows=" + std::to_string(desc.logits.shape[0]) +
                  " classes=" + std::to_string(desc.logits.shape[1]);
   return HAL_SUCCESS;
@@ -229,7 +229,7 @@ hal_result_t describe_adamw(const hal_op_adamw_desc_t& desc, OpSignature* out,
   }
   out->scalars.push_back({"lr", ScalarType::kF64});
   out->scalars.push_back({"step", ScalarType::kI64});
-  out->check_scalars = check_adamw_scalars;
+  set_scalar_check(*out, check_adamw_scalars);
   out->summary = "tensors=" + std::to_string(desc.tensor_count) +
                  (desc.has_master ? " master" : "") + (desc.max_grad_norm > 0.0f ? " clip" : "");
   return HAL_SUCCESS;

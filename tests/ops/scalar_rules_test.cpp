@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -155,6 +156,14 @@ std::vector<Field> fields() {
       "binary", "desc->alpha", binary, [](auto& d, float v) { d.alpha = v; }, kFiniteAccepted,
       kFiniteRefused));
 
+  auto binary_scalar = header_of<hal_op_binary_scalar_desc_t>(HAL_OP_BINARY_SCALAR);
+  binary_scalar.op = HAL_BINARY_MUL;
+  binary_scalar.scalar_is_float = 1;
+  binary_scalar.x = binary_scalar.out = dense({3, 4});
+  out.push_back(field<hal_op_binary_scalar_desc_t>(
+      "binary_scalar", "desc->alpha", binary_scalar, [](auto& d, float v) { d.alpha = v; },
+      kFiniteAccepted, kFiniteRefused));
+
   for (hal_op_kind_t kind : {HAL_OP_UNARY, HAL_OP_UNARY_BACKWARD}) {
     auto unary = header_of<hal_op_unary_desc_t>(kind);
     unary.activation = HAL_ACTIVATION_GELU_TANH;
@@ -255,14 +264,34 @@ const std::set<hal_op_kind_t> kWithoutFloatScalars = {HAL_OP_BIAS_ACTIVATION_BAC
                                                       HAL_OP_EMBEDDING_BACKWARD,
                                                       HAL_OP_CAST,
                                                       HAL_OP_PERMUTE,
-                                                      HAL_OP_TOPK_GATING};
+                                                      HAL_OP_TOPK_GATING,
+                                                      HAL_OP_UNARY_MATH,
+                                                      HAL_OP_SCAN,
+                                                      HAL_OP_GATHER,
+                                                      HAL_OP_SCATTER,
+                                                      HAL_OP_CAT};
+
+// The ops whose run-time scalars the TEST_CASEs below check.
+const std::set<hal_op_kind_t> kRunTimeScalarsTested = {
+    HAL_OP_CROSS_ENTROPY, HAL_OP_ADAMW, HAL_OP_DROPOUT, HAL_OP_BINARY_SCALAR,
+    HAL_OP_WHERE,         HAL_OP_CLAMP, HAL_OP_FILL};
 
 }  // namespace
 
 TEST_CASE("every op kind is classified: its float scalars are tested, or it has none") {
+  Session session;
   std::set<hal_op_kind_t> covered = kWithoutFloatScalars;
+  covered.insert(kRunTimeScalarsTested.begin(), kRunTimeScalarsTested.end());
   for (const Field& f : fields()) covered.insert(f.kind);
   for (uint32_t kind = 1; kind < HAL_OP_KIND_COUNT; ++kind) {
+    // The values reserved for ops not in this build are no kind at all.
+    hal_op_header_t header{};
+    header.struct_size = 1u << 16;
+    header.kind = static_cast<hal_op_kind_t>(kind);
+    hal_op_plan_t plan = nullptr;
+    hal_op_plan_create(session.device(), &header, 0, &plan);
+    if (std::string(hal_error_last_message()).find("is not a hal_op_kind_t") != std::string::npos)
+      continue;
     INFO("op kind " << kind << ": add its scalars to fields() or to kWithoutFloatScalars");
     CHECK(covered.count(static_cast<hal_op_kind_t>(kind)) == 1);
   }
@@ -543,4 +572,170 @@ TEST_CASE("dropout's seed and offset take every u64, by every implementation") {
     check_scalar(op, {u64(1), u64(0)}, 0, "seed", every, {}, "(any u64)");
     check_scalar(op, {u64(1), u64(0)}, 1, "offset", every, {}, "(any u64)");
   }
+}
+
+// ---- run-time scalars that are values of the data ---------------------------
+// Converted to the dtype the op converts them to: NaN and +-inf are values,
+// a finite value the target cannot hold (it would become inf, or saturate)
+// is refused.
+
+namespace {
+
+constexpr double kF16Max = 65504.0;
+constexpr double kF16FirstToInf = 65520.0;  // the tie above 65504 rounds to inf
+
+// Accepted and refused values of a scalar converted to a float dtype whose
+// largest value is |max| and from |to_inf| on rounds to inf.
+std::vector<hal_op_scalar_t> float_values_accepted(double max) {
+  return as_f64(
+      {0.0, -0.0, 1.0, -1.5, 1e-50, -1e-300, max, -max, kDoubleInf, -kDoubleInf, kDoubleNan});
+}
+std::vector<hal_op_scalar_t> float_values_refused(double to_inf) {
+  return as_f64({to_inf, -to_inf, to_inf * 2, 1e300, -1e300, kDoubleMax});
+}
+
+std::vector<hal_op_scalar_t> as_i64(const std::vector<int64_t>& values) {
+  std::vector<hal_op_scalar_t> out;
+  for (int64_t v : values) out.push_back(i64(v));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("binary_scalar's float s is checked as the f32 operand it becomes") {
+  Session session;
+  for (bool portable : {false, true}) {
+    auto desc = header_of<hal_op_binary_scalar_desc_t>(HAL_OP_BINARY_SCALAR);
+    desc.op = HAL_BINARY_ADD;
+    desc.alpha = 1.0f;
+    desc.scalar_is_float = 1;
+    desc.x = desc.out = dense({16});
+    RunTimeOp op(session, &desc.header, portable);
+    op.operand(16, false, 0.5f);
+    op.operand(16, true);
+    check_scalar(op, {f64(1.0)}, 0, "(s)", float_values_accepted(kMax),
+                 float_values_refused(kFirstToInf), "(f32 operand)");
+  }
+  // An integer s is an i64 operand: every value is taken as it is.
+  auto desc = header_of<hal_op_binary_scalar_desc_t>(HAL_OP_BINARY_SCALAR);
+  desc.op = HAL_BINARY_ADD;
+  desc.alpha = 1.0f;
+  desc.x = desc.out = dense({16}, HAL_DTYPE_I32);
+  RunTimeOp op(session, &desc.header, false);
+  op.operand(16, false, 0.0f);
+  op.operand(16, true);
+  check_scalar(op, {i64(1)}, 0, "(s)", as_i64({0, INT64_MIN, INT64_MAX}), {}, "(i64 operand)");
+}
+
+TEST_CASE("where's scalar values are checked against out's dtype") {
+  Session session;
+  struct Target {
+    hal_dtype_t dtype;
+    bool float_field;
+    std::vector<hal_op_scalar_t> accepted, refused;
+  };
+  const Target targets[] = {
+      {HAL_DTYPE_F32, true, float_values_accepted(kMax), float_values_refused(kFirstToInf)},
+      {HAL_DTYPE_F16, true, float_values_accepted(kF16Max), float_values_refused(kF16FirstToInf)},
+      {HAL_DTYPE_BF16, true, float_values_accepted(0x1.fep+127 - 0x1p+119),
+       float_values_refused(0x1.fep+127)},
+      {HAL_DTYPE_F64, true, as_f64({1e300, kDoubleMax, kDoubleInf, kDoubleNan}), {}},
+      {HAL_DTYPE_U8, false, as_i64({0, 1, 255}), as_i64({-1, 256, INT64_MAX, INT64_MIN})},
+      {HAL_DTYPE_I8, false, as_i64({-128, 127}), as_i64({-129, 128})},
+      {HAL_DTYPE_I32, false, as_i64({INT32_MIN, INT32_MAX}),
+       as_i64({int64_t{INT32_MAX} + 1, int64_t{INT32_MIN} - 1})},
+      {HAL_DTYPE_I64, false, as_i64({INT64_MIN, INT64_MAX}), {}},
+      {HAL_DTYPE_BOOL, false, as_i64({0, 2, INT64_MIN}), {}},
+  };
+  for (const Target& target : targets) {
+    for (bool b_is_scalar : {false, true}) {
+      auto desc = header_of<hal_op_where_desc_t>(HAL_OP_WHERE);
+      desc.a_is_scalar = 1;
+      desc.b_is_scalar = b_is_scalar ? 1 : 0;
+      desc.cond = dense({16}, HAL_DTYPE_BOOL);
+      desc.b = dense({16}, target.dtype);
+      desc.out = dense({16}, target.dtype);
+      RunTimeOp op(session, &desc.header, false);
+      // cond: alternating bytes, so a and b both reach out
+      auto* cond = static_cast<unsigned char*>(op.operand(4, false));
+      for (int i = 0; i < 16; ++i) cond[i] = static_cast<unsigned char>(i % 2);
+      op.absent();
+      if (b_is_scalar) {
+        op.absent();
+      } else {
+        op.operand(32, false, 0.0f);
+      }
+      op.operand(32, true);
+      const hal_op_scalar_t valid = target.float_field ? f64(2.0) : i64(2);
+      std::vector<hal_op_scalar_t> scalars = {valid};
+      if (b_is_scalar) scalars.push_back(valid);
+      const std::string shown = std::string("(into ") + std::to_string(target.dtype) + ")";
+      check_scalar(op, scalars, 0, "(a)", target.accepted, target.refused, shown);
+      if (b_is_scalar) check_scalar(op, scalars, 1, "(b)", target.accepted, target.refused, shown);
+    }
+  }
+}
+
+TEST_CASE("clamp's float bounds are checked as f32; integer bounds are taken as i64") {
+  Session session;
+  for (bool portable : {false, true}) {
+    auto desc = header_of<hal_op_clamp_desc_t>(HAL_OP_CLAMP);
+    desc.min_kind = desc.max_kind = HAL_CLAMP_BOUND_SCALAR;
+    desc.x = desc.out = dense({16});
+    RunTimeOp op(session, &desc.header, portable);
+    op.operand(16, false, 0.25f);
+    op.absent();
+    op.absent();
+    op.operand(16, true);
+    check_scalar(op, {f64(-1.0), f64(1.0)}, 0, "(min)", float_values_accepted(kMax),
+                 float_values_refused(kFirstToInf), "(f32)");
+    check_scalar(op, {f64(-1.0), f64(1.0)}, 1, "(max)", float_values_accepted(kMax),
+                 float_values_refused(kFirstToInf), "(f32)");
+  }
+  auto desc = header_of<hal_op_clamp_desc_t>(HAL_OP_CLAMP);
+  desc.min_kind = desc.max_kind = HAL_CLAMP_BOUND_SCALAR;
+  desc.x = desc.out = dense({16}, HAL_DTYPE_I32);
+  RunTimeOp op(session, &desc.header, false);
+  op.operand(16, false, 0.0f);
+  op.absent();
+  op.absent();
+  op.operand(16, true);
+  check_scalar(op, {i64(-1), i64(1)}, 0, "(min)", as_i64({INT64_MIN, 0}), {}, "(i64)");
+  check_scalar(op, {i64(-1), i64(1)}, 1, "(max)", as_i64({INT64_MAX, 1}), {}, "(i64)");
+}
+
+TEST_CASE("fill's start and its last element start + (n - 1) step fit out's dtype") {
+  Session session;
+  const auto fill_op = [&](hal_dtype_t dtype, bool portable) {
+    auto desc = header_of<hal_op_fill_desc_t>(HAL_OP_FILL);
+    desc.out = dense({16}, dtype);
+    auto op = std::make_unique<RunTimeOp>(session, &desc.header, portable);
+    op->operand(32, true);
+    return op;
+  };
+  for (bool portable : {false, true}) {
+    // f32: 16 elements, so the last is start + 15 step.
+    auto op = fill_op(HAL_DTYPE_F32, portable);
+    check_scalar(*op, {f64(1.0), f64(0.0)}, 0, "(start)", float_values_accepted(kMax),
+                 float_values_refused(kFirstToInf), "(f32, step 0)");
+    check_scalar(*op, {f64(0.0), f64(1.0)}, 1, "step", as_f64({0.5, -2.0, 2e37, -2e37, 1e-50}),
+                 as_f64({3e37, -3e37, 1e300, kDoubleInf, -kDoubleInf, kDoubleNan}),
+                 "(f32, start 0)");
+    // u8: the last of 250 + 15 step leaves [0, 255] from step 1 on.
+    auto bytes = fill_op(HAL_DTYPE_U8, portable);
+    check_scalar(*bytes, {i64(0), i64(0)}, 0, "(start)", as_i64({0, 255}),
+                 as_i64({-1, 256, INT64_MAX}), "(u8, step 0)");
+    check_scalar(*bytes, {i64(250), i64(0)}, 1, "step", as_i64({0, -1, -16}),
+                 as_i64({1, -17, INT64_MAX, INT64_MIN}), "(u8, start 250)");
+  }
+  // i64: the last element past int64 is refused, not wrapped.
+  auto wide = fill_op(HAL_DTYPE_I64, false);
+  check_scalar(*wide, {i64(INT64_MAX - 15), i64(0)}, 1, "step", as_i64({1, -1}),
+               as_i64({2, INT64_MAX}), "(i64, start INT64_MAX - 15)");
+  // f64 and bool take every value.
+  auto doubles = fill_op(HAL_DTYPE_F64, false);
+  check_scalar(*doubles, {f64(0.0), f64(0.0)}, 0, "(start)",
+               as_f64({1e300, kDoubleMax, kDoubleInf, kDoubleNan}), {}, "(f64)");
+  auto flags = fill_op(HAL_DTYPE_BOOL, false);
+  check_scalar(*flags, {i64(1), i64(0)}, 0, "(start)", as_i64({INT64_MIN, 2}), {}, "(bool)");
 }

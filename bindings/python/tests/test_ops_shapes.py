@@ -313,6 +313,137 @@ def topk_gating_k(dev, rng):
     return lambda: ops.topk_gating(logits, 9), []
 
 
+# ---- the PyTorch device's ops -------------------------------------------------
+
+UNARY_MATH = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
+              "reciprocal", "sin", "cos", "tan", "tanh", "atan", "sigmoid", "erf", "erfinv",
+              "abs", "neg", "sign", "floor", "ceil", "round", "trunc", "logical_not", "isnan",
+              "isinf", "isfinite", "bitwise_not")
+BINARY_OPS = ("pow", "fmod", "remainder", "floor_divide", "trunc_divide", "atan2", "eq", "ne",
+              "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and",
+              "bitwise_or", "bitwise_xor")
+
+
+def unary_math_case(name):
+    def build(dev, rng):
+        integer = name == "bitwise_not"
+        dtype = np.int32 if integer else np.float32
+        out_dtype = np.bool_ if name in ("logical_not", "isnan", "isinf", "isfinite") else dtype
+        x = put(np.ones((3, 4), dtype), dev)
+        out = filled(dev, 3, 5, dtype=out_dtype)
+        if name == "unary_math":
+            return lambda: ops.unary_math("exp", put(randn(rng, 3, 4), dev), out=out), [out]
+        return lambda: getattr(ops, name)(x, out=out), [out]
+    return build
+
+
+def binary_op_case(name):
+    def build(dev, rng):
+        out = filled(dev, 2, 3, dtype=np.int32)
+        a, b = put(np.ones((2, 3), np.int32), dev), put(np.ones((3, 3), np.int32), dev)
+        return lambda: getattr(ops, name)(a, b, out=out), [out]
+    return build
+
+
+def binary_scalar_out(dev, rng):
+    out = filled(dev, 3, 5)
+    return lambda: ops.binary_scalar("mul", put(randn(rng, 3, 4), dev), 2.0, out=out), [out]
+
+
+def binary_scalar_overflow(dev, rng):
+    # 1e300 is finite as a Python float and inf as the f32 operand it becomes
+    out = filled(dev, 3, 4)
+    return lambda: ops.mul(put(randn(rng, 3, 4), dev), 1e300, out=out), [out]
+
+
+def where_shapes(dev, rng):
+    out = filled(dev, 2, 3)
+    cond = put(np.ones((2, 3), np.bool_), dev)
+    return lambda: ops.where(cond, put(randn(rng, 3, 3), dev), 0.0, out=out), [out]
+
+
+def where_scalar_overflow(dev, rng):
+    out = filled(dev, 2, 3, dtype=np.float16)
+    cond = put(np.ones((2, 3), np.bool_), dev)
+    x = put(np.ones((2, 3), np.float16), dev)
+    return lambda: ops.where(cond, x, 1e5, out=out), [out]  # f16's largest is 65504
+
+
+def clamp_bound_shape(dev, rng):
+    out = filled(dev, 3, 4)
+    return lambda: ops.clamp(put(randn(rng, 3, 4), dev), min=put(randn(rng, 3, 5), dev),
+                             out=out), [out]
+
+
+def clamp_bound_overflow(dev, rng):
+    out = filled(dev, 3, 4)
+    return lambda: ops.clamp(put(randn(rng, 3, 4), dev), max=1e39, out=out), [out]
+
+
+def scan_case(name):
+    def build(dev, rng):
+        out = filled(dev, 3, 5)
+        return lambda: getattr(ops, name)(put(randn(rng, 3, 4), dev), 1, out=out), [out]
+    return build
+
+
+def gather_index(dev, rng):
+    out = filled(dev, 3, 5)
+    index = put(np.zeros((3, 5), np.int64), dev)
+    return lambda: ops.gather(put(randn(rng, 3, 4), dev), 0, index, out=out), [out]
+
+
+def index_select_out(dev, rng):
+    out = filled(dev, 2, 5)
+    index = int_view([0, 1, 2, 2, 2], (2,), dev)
+    return lambda: ops.index_select(put(randn(rng, 3, 4), dev), 0, index, out=out), [out]
+
+
+def scatter_case(name):
+    def build(dev, rng):
+        out = filled(dev, 3, 4)
+        index = put(np.zeros((3, 5), np.int64), dev)
+        return lambda: getattr(ops, name)(out, 0, index, put(randn(rng, 3, 5), dev)), [out]
+    return build
+
+
+def index_update_case(name):
+    # a 1-D index of 2 (a view of a buffer of 5) for a source of 3 along the axis: spread to
+    # the source's shape, its third entry would be read past the view
+    def build(dev, rng):
+        out = filled(dev, 3, 4)
+        index = int_view([0, 1, 2, 2, 2], (2,), dev)
+        return lambda: getattr(ops, name)(out, 0, index, put(randn(rng, 3, 4), dev)), [out]
+    return build
+
+
+def cat_inputs(dev, rng):
+    out = filled(dev, 4, 3)
+    return lambda: ops.cat([put(randn(rng, 2, 3), dev), put(randn(rng, 2, 4), dev)], 0,
+                           out=out), [out]
+
+
+def fill_overflow(dev, rng):
+    out = filled(dev, 4)
+    return lambda: ops.fill(out, 1e300), [out]
+
+
+def full_overflow(dev, rng):
+    return lambda: ops.full((4,), 70000.0, "float16", dev), []
+
+
+def arange_last_overflow(dev, rng):
+    # 250, 251, ... 259: the last five do not fit uint8 (they would saturate at 255)
+    return lambda: ops.arange(250, 260, dtype="uint8", device=dev), []
+
+
+def arg_case(name):
+    def build(dev, rng):
+        out = filled(dev, 3, 2, dtype=np.int64)
+        return lambda: getattr(ops, name)(put(randn(rng, 3, 4), dev), 1, out=out), [out]
+    return build
+
+
 CASES = [
     ("matmul", "a and b batch 2 vs 3", matmul_batch),
     ("matmul", "c batch 2 for d batch 3", matmul_c_batch),
@@ -357,10 +488,33 @@ CASES = [
     ("attention", "block mask of another shape", attention_block_mask),
     ("attention_backward", "grad_out of another length", attention_backward_grad_out),
     ("topk_gating", "k above the experts", topk_gating_k),
+    *[(name, "out of another shape", unary_math_case(name)) for name in UNARY_MATH],
+    ("unary_math", "out of another shape", unary_math_case("unary_math")),
+    *[(name, "a [2, 3] and b [3, 3]", binary_op_case(name)) for name in BINARY_OPS],
+    ("binary_scalar", "out of another shape", binary_scalar_out),
+    ("binary_scalar", "s = 1e300 for an f32 operand", binary_scalar_overflow),
+    ("where", "a [3, 3] for cond [2, 3]", where_shapes),
+    ("where", "1e5 into f16", where_scalar_overflow),
+    ("clamp", "a min tensor of another shape", clamp_bound_shape),
+    ("clamp", "max = 1e39 in f32", clamp_bound_overflow),
+    ("cumsum", "out of another shape", scan_case("cumsum")),
+    ("cumprod", "out of another shape", scan_case("cumprod")),
+    ("gather", "index wider than x", gather_index),
+    ("index_select", "out of another shape (index a view)", index_select_out),
+    ("scatter", "index wider than out", scatter_case("scatter")),
+    ("scatter_add", "index wider than out", scatter_case("scatter_add")),
+    ("index_add", "an index view of 2 for a source of 3", index_update_case("index_add")),
+    ("index_copy", "an index view of 2 for a source of 3", index_update_case("index_copy")),
+    ("cat", "an input of another extent off the axis", cat_inputs),
+    ("fill", "1e300 into f32", fill_overflow),
+    ("full", "70000 into f16", full_overflow),
+    ("arange", "250..259 into uint8", arange_last_overflow),
+    ("argmax", "out of another shape", arg_case("argmax")),
+    ("argmin", "out of another shape", arg_case("argmin")),
 ]
 
 # What hal.ops exports besides the op wrappers.
-NOT_WRAPPERS = {"OPS", "plan", "clear_cache", "CrossEntropy"}
+NOT_WRAPPERS = {"OPS", "plan", "clear_cache", "CrossEntropy", "IndexOutOfRange"}
 
 
 def test_every_wrapper_has_a_case():
