@@ -41,18 +41,19 @@ std::string check_f32_run_time_scalar(const char* name, double value, Sign sign,
 // of its formula (BINARY_SCALAR's s, WHERE's a and b, CLAMP's bounds,
 // FILL's start), converted to |target| as the op converts it. NaN and +-inf
 // are values of a float target and pass (masked_fill(-inf), clamp(min=-inf));
-// what the conversion would change beyond rounding is refused, as PyTorch's
-// fill_ refuses it: a finite value past a float target's range (1e300 in
-// f32, 70000 in f16: it would become inf) and an integer outside an integer
-// target's range (300 in u8: it would saturate). |type| names the field the
-// op reads. f64 and BOOL targets take every value.
+// a finite f64 past the float target's range is refused (1e300 in f32, 70000
+// in f16: it would become inf), as PyTorch's fill_ refuses it. Integers keep
+// HAL_OP_CAST's conversion (saturating to a narrower integer, SPEC §17.6.6),
+// and f64 and BOOL targets take every value. |type| names the field the op
+// reads.
 std::string check_value_scalar(const char* name, const hal_op_scalar_t& scalar, ScalarType type,
                                hal_dtype_t target);
 
 // FILL's start and step over |count| elements of |target|: start as a value
-// (above); with step != 0 (arange), a finite step and a last element
-// start + (count - 1) * step that the target holds, so no element of the
-// range silently overflows.
+// (above); for a float or f64 target with step != 0 (arange), a finite step
+// and a last element start + (count - 1) * step (in f64, as the op computes
+// it) that the target holds, so no element of the range silently becomes inf.
+// Integer ranges keep their documented i64 arithmetic and conversion.
 std::string check_fill_scalars(const hal_op_scalar_t* scalars, ScalarType type, hal_dtype_t target,
                                int64_t count);
 

@@ -576,8 +576,8 @@ TEST_CASE("dropout's seed and offset take every u64, by every implementation") {
 
 // ---- run-time scalars that are values of the data ---------------------------
 // Converted to the dtype the op converts them to: NaN and +-inf are values,
-// a finite value the target cannot hold (it would become inf, or saturate)
-// is refused.
+// a finite value a float target cannot hold (it would become inf) is
+// refused; integers keep HAL_OP_CAST's saturating conversion.
 
 namespace {
 
@@ -640,10 +640,10 @@ TEST_CASE("where's scalar values are checked against out's dtype") {
       {HAL_DTYPE_BF16, true, float_values_accepted(0x1.fep+127 - 0x1p+119),
        float_values_refused(0x1.fep+127)},
       {HAL_DTYPE_F64, true, as_f64({1e300, kDoubleMax, kDoubleInf, kDoubleNan}), {}},
-      {HAL_DTYPE_U8, false, as_i64({0, 1, 255}), as_i64({-1, 256, INT64_MAX, INT64_MIN})},
-      {HAL_DTYPE_I8, false, as_i64({-128, 127}), as_i64({-129, 128})},
-      {HAL_DTYPE_I32, false, as_i64({INT32_MIN, INT32_MAX}),
-       as_i64({int64_t{INT32_MAX} + 1, int64_t{INT32_MIN} - 1})},
+      // saturated as HAL_OP_CAST converts (SPEC §17.6.6), not refused
+      {HAL_DTYPE_U8, false, as_i64({0, 255, -1, 256, INT64_MAX, INT64_MIN}), {}},
+      {HAL_DTYPE_I8, false, as_i64({-128, 127, -129, 128}), {}},
+      {HAL_DTYPE_I32, false, as_i64({INT32_MIN, INT32_MAX, int64_t{INT32_MAX} + 1}), {}},
       {HAL_DTYPE_I64, false, as_i64({INT64_MIN, INT64_MAX}), {}},
       {HAL_DTYPE_BOOL, false, as_i64({0, 2, INT64_MIN}), {}},
   };
@@ -704,7 +704,7 @@ TEST_CASE("clamp's float bounds are checked as f32; integer bounds are taken as 
   check_scalar(op, {i64(-1), i64(1)}, 1, "(max)", as_i64({INT64_MAX, 1}), {}, "(i64)");
 }
 
-TEST_CASE("fill's start and its last element start + (n - 1) step fit out's dtype") {
+TEST_CASE("fill's start and its last element start + (n - 1) step fit a float out's dtype") {
   Session session;
   const auto fill_op = [&](hal_dtype_t dtype, bool portable) {
     auto desc = header_of<hal_op_fill_desc_t>(HAL_OP_FILL);
@@ -721,21 +721,23 @@ TEST_CASE("fill's start and its last element start + (n - 1) step fit out's dtyp
     check_scalar(*op, {f64(0.0), f64(1.0)}, 1, "step", as_f64({0.5, -2.0, 2e37, -2e37, 1e-50}),
                  as_f64({3e37, -3e37, 1e300, kDoubleInf, -kDoubleInf, kDoubleNan}),
                  "(f32, start 0)");
-    // u8: the last of 250 + 15 step leaves [0, 255] from step 1 on.
+    // f16: 65504 is its largest value; 16 elements from 0 by 4367 reach 65505 (to 65504).
+    auto halves = fill_op(HAL_DTYPE_F16, portable);
+    check_scalar(*halves, {f64(0.0), f64(0.0)}, 0, "(start)", float_values_accepted(kF16Max),
+                 float_values_refused(kF16FirstToInf), "(f16, step 0)");
+    check_scalar(*halves, {f64(0.0), f64(1.0)}, 1, "step", as_f64({4367.0, -4367.0}),
+                 as_f64({4368.0, -4368.0}), "(f16, start 0)");
+    // u8: integers keep the documented i64 arithmetic and saturating conversion.
     auto bytes = fill_op(HAL_DTYPE_U8, portable);
-    check_scalar(*bytes, {i64(0), i64(0)}, 0, "(start)", as_i64({0, 255}),
-                 as_i64({-1, 256, INT64_MAX}), "(u8, step 0)");
-    check_scalar(*bytes, {i64(250), i64(0)}, 1, "step", as_i64({0, -1, -16}),
-                 as_i64({1, -17, INT64_MAX, INT64_MIN}), "(u8, start 250)");
+    check_scalar(*bytes, {i64(250), i64(0)}, 1, "step", as_i64({0, 1, -17, INT64_MAX}), {},
+                 "(u8, start 250)");
   }
-  // i64: the last element past int64 is refused, not wrapped.
-  auto wide = fill_op(HAL_DTYPE_I64, false);
-  check_scalar(*wide, {i64(INT64_MAX - 15), i64(0)}, 1, "step", as_i64({1, -1}),
-               as_i64({2, INT64_MAX}), "(i64, start INT64_MAX - 15)");
-  // f64 and bool take every value.
+  // f64: finite values are held; the last element must not overflow f64.
   auto doubles = fill_op(HAL_DTYPE_F64, false);
   check_scalar(*doubles, {f64(0.0), f64(0.0)}, 0, "(start)",
                as_f64({1e300, kDoubleMax, kDoubleInf, kDoubleNan}), {}, "(f64)");
+  check_scalar(*doubles, {f64(0.0), f64(1.0)}, 1, "step", as_f64({1e300, -1e300}),
+               as_f64({kDoubleMax, kDoubleInf, kDoubleNan}), "(f64, start 0)");
   auto flags = fill_op(HAL_DTYPE_BOOL, false);
   check_scalar(*flags, {i64(1), i64(0)}, 0, "(start)", as_i64({INT64_MIN, 2}), {}, "(bool)");
 }
