@@ -1,5 +1,9 @@
 #include "hal_util/names.hpp"
 
+#include <array>
+
+#include "hal_util/arg_types.hpp"
+
 namespace hal::util {
 namespace {
 
@@ -41,15 +45,15 @@ constexpr EnumName kDtype[] = {
     {HAL_DTYPE_BOOL, "HAL_DTYPE_BOOL", "bool"},
 };
 
-constexpr EnumName kArgType[] = {
-    {HAL_ARG_POINTER, "HAL_ARG_POINTER", "pointer"},
-    {HAL_ARG_I32, "HAL_ARG_I32", "i32"},
-    {HAL_ARG_U32, "HAL_ARG_U32", "u32"},
-    {HAL_ARG_I64, "HAL_ARG_I64", "i64"},
-    {HAL_ARG_U64, "HAL_ARG_U64", "u64"},
-    {HAL_ARG_F32, "HAL_ARG_F32", "f32"},
-    {HAL_ARG_F64, "HAL_ARG_F64", "f64"},
-};
+// Derived from hal_util/arg_types.hpp's table, the one list of argument types.
+constexpr auto kArgType = [] {
+  std::array<EnumName, std::size(kArgTypes)> names{};
+  for (size_t i = 0; i < names.size(); ++i) {
+    names[i] = {static_cast<uint32_t>(kArgTypes[i].type), kArgTypes[i].enumerator,
+                kArgTypes[i].short_name};
+  }
+  return names;
+}();
 
 constexpr EnumName kDeviceType[] = {
     {HAL_DEVICE_TYPE_CPU, "HAL_DEVICE_TYPE_CPU", "cpu"},

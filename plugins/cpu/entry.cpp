@@ -68,8 +68,22 @@ constexpr hal_plugin_table_v1_t kTable = {
     .comm_init_rank_exchange = comm_init_rank_exchange,
 };
 
+// What the libraries the cpu plugin opens read from the environment (SPEC.md
+// §15): oneDNN (ONEDNN_JIT_DUMP writes files, ONEDNN_VERBOSE prints shapes),
+// the OpenMP runtime (OMP_TOOL_LIBRARIES loads a tool library in LLVM's),
+// and MPI with what it runs on (Open MPI's and PMIx's component paths,
+// MPICH's, UCX's module directory, libfabric's FI_PROVIDER_PATH, hwloc's
+// HWLOC_PLUGINS_PATH load libraries), and the OpenCL ICD loader oneDNN links.
+// libgomp reads OMP_* and GOMP_* when the plugin is mapped, before this
+// list is applied: thread counts and placement, no library.
+constexpr std::string_view kVendorPrefixes[] = {
+    "ONEDNN_", "DNNL_",      "OMP_",   "GOMP_", "KMP_", "OMPI_",  "OPAL_",    "PMIX_",  "PRTE_",
+    "MPICH_",  "MPIR_CVAR_", "HYDRA_", "UCX_",  "FI_",  "HWLOC_", "OCL_ICD_", "OPENCL_"};
+constexpr hal::plugin::VendorEnvironment kVendorEnvironment = {
+    "oneDNN, OpenMP, MPI and hwloc", {}, kVendorPrefixes};
+
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
-                                             HAL_CPU_BUILD_ID};
+                                             HAL_CPU_BUILD_ID, &kVendorEnvironment};
 
 }  // namespace
 }  // namespace hal::cpu

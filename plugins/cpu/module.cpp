@@ -325,10 +325,21 @@ hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc
     const auto* exported = static_cast<const char*>(self.defined_symbol(signature_symbol, false));
     std::vector<hal_arg_type_t> exported_types;
     if (exported != nullptr) {
+      // SPEC.md §8: a string off the grammar counts as no module signature,
+      // HAL_ERROR_ARGUMENT_MISMATCH naming it. It is read no further than
+      // the longest signature the grammar admits, and its NUL.
+      const size_t length = strnlen(exported, hal::util::kMaxSignatureChars + 1);
       std::string why;
-      if (!plugin::parse_signature(exported, exported_types, why)) {
-        return report.fail(HAL_ERROR_INVALID_MODULE, 0, "kernel_get: %s in %s is invalid: %s",
-                           signature_symbol.c_str(), self.origin().c_str(), why.c_str());
+      if (length > hal::util::kMaxSignatureChars) {
+        why = "it is longer than any signature (" + std::to_string(hal::util::kMaxSignatureChars) +
+              " characters)";
+      }
+      if (!why.empty() ||
+          !plugin::parse_signature(std::string_view(exported, length), exported_types, why)) {
+        return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                           "kernel_get: %s in %s is not a signature, so kernel '%s' has none: %s",
+                           signature_symbol.c_str(), self.origin().c_str(), name.c_str(),
+                           why.c_str());
       }
     }
     // Bound to the module's own signature when it exports one: the loader

@@ -58,8 +58,18 @@ hal_plugin_table_v1_t make_collective_table() {
 const hal_plugin_table_v1_t kTable = make_table();
 const hal_plugin_table_v1_t kCollectiveTable = make_collective_table();
 
+// What the CUDA libraries the plugin opens read from the environment (SPEC.md
+// §15): the driver (CUDA_INJECTION64_PATH loads a library, CUDA_CACHE_PATH
+// is its JIT cache, __GL_* and __NV_* its settings), NCCL (NCCL_NET_PLUGIN,
+// NCCL_TUNER_PLUGIN load libraries, NCCL_DEBUG_FILE writes one), cuBLASLt
+// (CUBLASLT_LOG_FILE writes one) and NVRTC.
+constexpr std::string_view kVendorPrefixes[] = {"CUDA_",  "NCCL_", "CUBLAS_", "CUBLASLT_",
+                                                "NVRTC_", "__NV_", "__GL_"};
+constexpr hal::plugin::VendorEnvironment kVendorEnvironment = {
+    "the CUDA driver, NVRTC, NCCL and cuBLASLt", {}, kVendorPrefixes};
+
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
-                                             HAL_CUDA_BUILD_ID};
+                                             HAL_CUDA_BUILD_ID, &kVendorEnvironment};
 
 }  // namespace
 }  // namespace hal::cuda

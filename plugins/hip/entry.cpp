@@ -40,8 +40,19 @@ hal_plugin_table_v1_t make_table() {
 
 const hal_plugin_table_v1_t kTable = make_table();
 
+// What the ROCm libraries the plugin opens read from the environment (SPEC.md
+// §15): the HIP runtime and its compiler (HIP_PATH, ROCM_PATH, HIP_CLANG_PATH
+// choose what runs; AMD_LOG_LEVEL_FILE writes a file; AMD_*, GPU_*, ROC_*
+// are its settings), the HSA runtime (HSA_TOOLS_LIB loads libraries),
+// rocprofiler (ROCP_*) and RCCL (its NCCL_* and RCCL_* settings, plugins).
+constexpr std::string_view kVendorPrefixes[] = {"HIP_",  "HIPRTC_",      "HSA_",  "ROCR_",
+                                                "ROCM_", "ROC_",         "AMD_",  "GPU_",
+                                                "ROCP_", "ROCPROFILER_", "RCCL_", "NCCL_"};
+constexpr hal::plugin::VendorEnvironment kVendorEnvironment = {
+    "the HIP runtime, HSA and RCCL", {}, kVendorPrefixes};
+
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
-                                             HAL_HIP_BUILD_ID};
+                                             HAL_HIP_BUILD_ID, &kVendorEnvironment};
 
 }  // namespace
 }  // namespace hal::hip

@@ -43,8 +43,16 @@ hal_plugin_table_v1_t make_table() {
 
 const hal_plugin_table_v1_t kTable = make_table();
 
+// What the Level Zero loader and its drivers read from the environment
+// (SPEC.md §15): ZE_ENABLE_ALT_DRIVERS names the driver libraries to load,
+// ZE_ENABLE_VALIDATION_LAYER and ZE_ENABLE_TRACING_LAYER load layers, and
+// the rest (ZE_*, ZEL_*, ZES_*, ZET_*) are their settings.
+constexpr std::string_view kVendorPrefixes[] = {"ZE_", "ZEL_", "ZES_", "ZET_"};
+constexpr hal::plugin::VendorEnvironment kVendorEnvironment = {
+    "the Level Zero loader and its drivers", {}, kVendorPrefixes};
+
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
-                                             HAL_LEVEL_ZERO_BUILD_ID};
+                                             HAL_LEVEL_ZERO_BUILD_ID, &kVendorEnvironment};
 
 }  // namespace
 }  // namespace hal::level_zero

@@ -44,8 +44,17 @@ hal_plugin_table_v1_t make_table() {
 
 const hal_plugin_table_v1_t kTable = make_table();
 
+// What the OpenCL ICD loader and the OpenCL implementations it opens read
+// from the environment (SPEC.md §15): OCL_ICD_VENDORS, OCL_ICD_FILENAMES and
+// OPENCL_VENDOR_PATH name the drivers to load, OPENCL_LAYERS and
+// OPENCL_LAYER_PATH load layers, POCL_* (POCL_BUILDING, POCL_CACHE_DIR,
+// POCL_DEVICES...) and RUSTICL_* steer the implementations.
+constexpr std::string_view kVendorPrefixes[] = {"OCL_ICD_", "OPENCL_", "POCL_", "RUSTICL_"};
+constexpr hal::plugin::VendorEnvironment kVendorEnvironment = {
+    "the OpenCL ICD loader and PoCL", {}, kVendorPrefixes};
+
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
-                                             "opencl " __DATE__};
+                                             "opencl " __DATE__, &kVendorEnvironment};
 
 }  // namespace
 }  // namespace hal::opencl

@@ -1,12 +1,13 @@
 #include "module.hpp"
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "hal_plugin_sdk/versioned_struct.hpp"
 #include "device.hpp"
+#include "hal_util/secure_file.hpp"
 
 namespace hal::opencl {
 namespace {
@@ -23,12 +24,17 @@ hal_result_t read_source(const hal_module_desc_t& desc, const plugin::ErrorRepor
     out.assign(text, strnlen(text, desc.size));
     return HAL_SUCCESS;
   }
-  std::ifstream file(desc.path, std::ios::binary);
-  if (!file) {
-    return report.fail(HAL_ERROR_NOT_FOUND, errno, "module_load: cannot read '%s': %s", desc.path,
-                       std::strerror(errno));
+  // hal_util's rule for a file at a path a user gave: a regular file, opened
+  // without blocking (a FIFO never hangs the load), at most 1 GiB.
+  std::vector<unsigned char> bytes;
+  int error = 0;
+  std::string why;
+  if (!hal::util::read_regular_file(AT_FDCWD, desc.path, hal::util::ReadRule{}, bytes, error,
+                                    why)) {
+    return report.fail(error == ENOENT ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INVALID_MODULE, error,
+                       "module_load: cannot read '%s': %s", desc.path, why.c_str());
   }
-  out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  out.assign(bytes.begin(), bytes.end());
   return HAL_SUCCESS;
 }
 

@@ -239,8 +239,7 @@ TEST_CASE("a declared signature is checked against the sizes the vendor reports"
     std::vector<hal_arg_type_t> types(random() % (HAL_MAX_KERNEL_ARGS + 1));
     std::vector<size_t> sizes;
     for (hal_arg_type_t& type : types) {
-      const auto& entry =
-          hal::plugin::kArgTypeNames[random() % std::size(hal::plugin::kArgTypeNames)];
+      const auto& entry = hal::plugin::kArgTypes[random() % std::size(hal::plugin::kArgTypes)];
       type = entry.type;
       sizes.push_back(entry.size);
     }

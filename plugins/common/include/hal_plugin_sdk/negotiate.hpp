@@ -13,9 +13,13 @@
 #define HAL_PLUGIN_SDK_NEGOTIATE_HPP_
 
 #include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "hal_plugin.h"
 #include "hal_plugin_sdk/report.hpp"
+#include "hal_plugin_sdk/vendor_environment.hpp"
 
 namespace hal::plugin {
 
@@ -25,6 +29,11 @@ struct Identity {
   const char* version;   // the plugin's own version
   const char* vendor;    // who made it
   const char* build_id;  // e.g. a git hash and the build type
+  // The environment variables of the vendor libraries the plugin opens
+  // (vendor_environment.hpp): removed before |create| runs, in a
+  // secure-execution process. A plugin that opens no vendor library leaves
+  // it out.
+  const VendorEnvironment* vendor_environment = nullptr;
 };
 
 // The host fields a plugin built against this header may call (set_error,
@@ -59,7 +68,9 @@ inline hal_result_t negotiate(const hal_plugin_host_t* host, const hal_plugin_v1
   return HAL_SUCCESS;
 }
 
-// The whole of hal_plugin_entry: negotiate(), then |create|(report,
+// The whole of hal_plugin_entry: negotiate(), then, in a secure-execution
+// process, the identity's vendor variables removed from the environment
+// (logged as one warning, which the load report shows), then |create|(report,
 // &context) under guarded() (no exception leaves), then the identity, the
 // context and |table| into |out_plugin|. |create| returns HAL_SUCCESS with a
 // non-NULL context, or an error it reported through |report| having released
@@ -73,6 +84,19 @@ hal_result_t enter(const hal_plugin_host_t* host, hal_plugin_v1_t* out_plugin,
   }
   const ErrorReporter report(host);
   return guarded(report, "hal_plugin_entry", [&]() -> hal_result_t {
+    if (identity.vendor_environment != nullptr) {
+      const std::vector<std::string> removed =
+          scrub_vendor_environment(*identity.vendor_environment);
+      if (!removed.empty()) {
+        std::string names;
+        for (const std::string& name : removed) names += (names.empty() ? "" : ", ") + name;
+        const std::string_view libraries = identity.vendor_environment->libraries;
+        report.log(HAL_LOG_WARNING,
+                   "secure execution (AT_SECURE): %s removed from the environment before %.*s "
+                   "could read them",
+                   names.c_str(), static_cast<int>(libraries.size()), libraries.data());
+      }
+    }
     hal_plugin_context_t* context = nullptr;
     if (hal_result_t result = create(report, &context); result != HAL_SUCCESS) return result;
     out_plugin->abi_version = HAL_ABI_VERSION;
