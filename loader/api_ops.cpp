@@ -413,8 +413,8 @@ hal_result_t check_exec_args(const Registry& registry, const hal_op_plan_s* plan
       }
     }
   }
-  if (signature.check_scalars != nullptr) {
-    const std::string problem = signature.check_scalars(args->scalars);
+  if (signature.check_scalars) {
+    const std::string problem = (*signature.check_scalars)(args->scalars);
     if (!problem.empty()) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, function, "%s", problem.c_str());
     }

@@ -40,21 +40,29 @@ typedef struct hal_tensor_desc {
   int64_t strides[HAL_TENSOR_MAX_RANK];
 } hal_tensor_desc_t;
 
-/* Fills |tensor| as a dense row-major tensor of |shape| (strides computed). */
+/* Fills |tensor| as a dense row-major tensor of |shape| (strides computed;
+ * an extent <= 0 steps like 1). Every result is defined:
+ * - |shape| may be tensor->shape itself: it is read whole before anything is
+ *   written;
+ * - at most HAL_TENSOR_MAX_RANK extents are read; a larger |rank| is kept
+ *   (hal_op_plan_create refuses it);
+ * - a stride the extents would take past INT64_MAX (a shape of 2^63 or more
+ *   elements) saturates at INT64_MAX, as do the strides outside it, which
+ *   hal_op_plan_create refuses as too large to address. */
 static inline void hal_tensor_desc_contiguous(hal_tensor_desc_t* tensor, hal_dtype_t dtype,
                                               uint32_t rank, const int64_t* shape) {
+  int64_t extents[HAL_TENSOR_MAX_RANK];
+  const uint32_t read = rank < HAL_TENSOR_MAX_RANK ? rank : HAL_TENSOR_MAX_RANK;
   int64_t stride = 1;
   uint32_t d;
+  for (d = 0; d < HAL_TENSOR_MAX_RANK; ++d) extents[d] = d < read ? shape[d] : 0;
   tensor->dtype = dtype;
   tensor->rank = rank;
-  for (d = 0; d < HAL_TENSOR_MAX_RANK; ++d) {
-    tensor->shape[d] = 0;
-    tensor->strides[d] = 0;
-  }
-  for (d = rank; d-- > 0;) {
-    tensor->shape[d] = shape[d];
-    tensor->strides[d] = stride;
-    stride *= shape[d] > 0 ? shape[d] : 1;
+  for (d = HAL_TENSOR_MAX_RANK; d-- > 0;) {
+    const int64_t step = extents[d] > 0 ? extents[d] : 1;
+    tensor->shape[d] = extents[d];
+    tensor->strides[d] = d < read ? stride : 0;
+    if (d < read) stride = stride > INT64_MAX / step ? INT64_MAX : stride * step;
   }
 }
 
@@ -142,7 +150,9 @@ typedef struct hal_op_plan_info {
 } hal_op_plan_info_t;
 
 /* A run-time scalar of an execution (AdamW's learning rate, a dropout seed):
- * the op reads the one field of the scalar's type its descriptor states. */
+ * the op reads the one field of the scalar's type its descriptor states. An
+ * f64 scalar is checked as the f32 the op computes with (SPEC.md §17.1): one
+ * that is infinite in f32 (1e300) or nonzero below FLT_MIN there is refused. */
 typedef struct hal_op_scalar {
   double f64;
   int64_t i64;
@@ -276,7 +286,7 @@ typedef enum hal_norm_kind {
 typedef struct hal_op_norm_desc {
   hal_op_header_t header;
   hal_norm_kind_t norm;
-  float epsilon; /* >= 0 and finite */
+  float epsilon; /* forward: finite and >= FLT_MIN (not 0, not subnormal); backward: unused */
   uint32_t has_gamma;
   uint32_t has_beta;
   uint32_t has_mean;       /* forward only: write mean (layernorm) */
@@ -398,7 +408,7 @@ typedef struct hal_op_rope_desc {
   uint32_t interleaved;
   uint32_t inverse;
   uint32_t has_positions;
-  float base; /* 10000 in most models */
+  float base; /* 10000 in most models; finite and >= FLT_MIN */
   int32_t position_offset;
   hal_tensor_desc_t x, positions, out;
 } hal_op_rope_desc_t;
@@ -429,8 +439,8 @@ typedef struct hal_op_embedding_desc {
  * logits). Scalars: 0 grad_scale. */
 typedef struct hal_op_cross_entropy_desc {
   hal_op_header_t header;
-  int64_t ignore_index; /* -100 in most frameworks */
-  float label_smoothing;
+  int64_t ignore_index;  /* -100 in most frameworks */
+  float label_smoothing; /* 0 <= s < 1 */
   uint32_t has_row_losses;
   uint32_t has_grad;
   uint32_t reserved;
@@ -448,7 +458,8 @@ typedef struct hal_op_cross_entropy_desc {
  * w -= lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay w).
  * Operands: 0 grad_norm (optional: has_grad_norm), then per tensor 5: param,
  * grad, m, v, master (NULL without has_master). Scalars: 0 lr (f64), 1 step
- * t (i64 >= 1). Workspace: f32 partial sums for the norm. */
+ * t (i64 >= 1); lr >= 0, 0 or a finite normal f32 once rounded. Workspace:
+ * f32 partial sums for the norm. */
 typedef struct hal_op_adamw_desc {
   hal_op_header_t header;
   uint32_t tensor_count; /* 1..4096 */
@@ -456,6 +467,8 @@ typedef struct hal_op_adamw_desc {
   hal_dtype_t param_dtype;
   hal_dtype_t grad_dtype;
   const int64_t* numels; /* [range(0,tensor_count)] copied at planning */
+  /* beta1, beta2 in [0, 1); epsilon finite and >= FLT_MIN; weight_decay
+   * finite and >= 0; max_grad_norm finite */
   float beta1, beta2, epsilon, weight_decay, max_grad_norm;
   uint32_t has_grad_norm; /* 0 or 1 */
 } hal_op_adamw_desc_t;
@@ -533,7 +546,7 @@ typedef struct hal_op_attention_desc {
   hal_op_header_t header;
   hal_causal_alignment_t causal;
   hal_attention_sparsity_t sparsity;
-  float scale; /* softmax scale; 0 means 1/sqrt(d) */
+  float scale; /* softmax scale, finite; 0 means 1/sqrt(d) */
   uint32_t has_cu_seqlens;
   uint32_t batch;                      /* sequences when varlen; else q.shape[0] */
   uint32_t max_seqlen_q, max_seqlen_k; /* varlen only: bounds on the lengths */
@@ -759,8 +772,9 @@ typedef struct hal_op_topk_gating_desc {
  * Errors: HAL_ERROR_NOT_INITIALIZED, HAL_ERROR_INVALID_HANDLE,
  * HAL_ERROR_NULL_POINTER (desc, out_plan), HAL_ERROR_INVALID_ARGUMENT (an
  * unknown kind or flag, a struct_size smaller than the op's v1 struct, a
- * descriptor breaking its op's rules: the message names the field and the
- * rule), HAL_ERROR_UNSUPPORTED (every implementation declined: the message
+ * descriptor breaking its op's rules, float fields checked as the f32 the op
+ * computes with: the message names the field and the rule),
+ * HAL_ERROR_UNSUPPORTED (every implementation declined: the message
  * lists each with its reason), HAL_ERROR_OUT_OF_MEMORY. */
 HAL_API hal_result_t hal_op_plan_create(hal_device_t device, const hal_op_header_t* desc,
                                         hal_op_plan_flags_t flags, hal_op_plan_t* out_plan);
@@ -779,7 +793,8 @@ HAL_API hal_result_t hal_op_plan_get_info(hal_op_plan_t plan, hal_op_plan_info_t
  * HAL_ERROR_DESTROYED_HANDLE, HAL_ERROR_NULL_POINTER (args; a required
  * operand), HAL_ERROR_INVALID_ARGUMENT (counts, an optional operand given
  * that the plan does not use, a forbidden overlap, an operand outside its
- * allocation, too little workspace), HAL_ERROR_DEVICE_MISMATCH (stream or an
+ * allocation, too little workspace, a run-time scalar breaking its op's rule
+ * in f32), HAL_ERROR_DEVICE_MISMATCH (stream or an
  * operand on another device), HAL_ERROR_DEVICE_LOST. */
 HAL_API hal_result_t hal_op_execute(hal_op_plan_t plan, const hal_op_exec_args_t* args,
                                     hal_stream_t stream);

@@ -4,6 +4,7 @@
 
 #include "hal_ops/signature.hpp"
 #include "hal_ops/tensor.hpp"
+#include "scalars.hpp"
 
 #include <string>
 
