@@ -17,6 +17,7 @@ namespace hal::level_zero {
 
 class Device;
 class Module;
+class Stream;
 
 class Kernel {
  public:
@@ -43,9 +44,11 @@ class Kernel {
   // The entry takes one more parameter than the signature: a trailing
   // __local pointer sized per launch (the dynamic shared memory).
   bool dynamic_shared() const { return dynamic_shared_; }
-  // Arguments and the group size are kernel state in Level Zero, read at
-  // append: a launch holds this from the first zeKernelSet* to the append.
-  std::mutex& launch_mutex() { return launch_mutex_; }
+  // launch.cpp: launch_kernel. Arguments and the group size are kernel
+  // state in Level Zero, read at append: a launch holds launch_mutex_ from
+  // the first zeKernelSet* to the append.
+  hal_result_t launch(Stream& stream, const hal_launch_config_t& config, uint32_t arg_count,
+                      const hal_kernel_arg_t* args);
 
  private:
   Module& module_;
@@ -61,6 +64,8 @@ class Kernel {
 class Module {
  public:
   Module(Device& device, ze_module_handle_t module) : device_(device), module_(module) {}
+  // module_load: a SPIR-V image, checked, then built by the driver.
+  static hal_result_t load(Device& device, const hal_module_desc_t& desc, Module*& out_module);
   ~Module();  // its kernels, then zeModuleDestroy
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -68,6 +73,10 @@ class Module {
   Device& device() const { return device_; }
   ze_module_handle_t get() const { return module_; }
   Kernel& add_kernel(std::unique_ptr<Kernel> kernel);
+  // kernel_get: the signature is the caller's, its count checked against
+  // the driver's.
+  hal_result_t get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
+                          hal_kernel_info_t* out_info);
 
  private:
   Device& device_;
@@ -75,22 +84,6 @@ class Module {
   std::mutex mutex_;
   std::vector<std::unique_ptr<Kernel>> kernels_;  // guarded by mutex_
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args);
 
 }  // namespace hal::level_zero
 

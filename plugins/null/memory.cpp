@@ -2,14 +2,17 @@
 #include <cstring>
 #include <new>
 
-#include "null.hpp"
+#include "device.hpp"
+#include "stream.hpp"
 
 namespace hal::null_plugin {
 
-hal_result_t Device::allocate(size_t size, size_t alignment, void** out_ptr) {
+hal_result_t Device::allocate(hal_memory_kind_t, size_t size, size_t alignment, void** out_ptr) {
   // The loader has checked size > 0, size <= max_allocation_bytes and that
   // |alignment| is a power of two of at least min_alignment_bytes. The budget
-  // of the whole device is ours to enforce.
+  // of the whole device is ours to enforce. Every kind is host RAM here.
+  // TODO(null): HAL_MEMORY_HOST is pinned host memory and HAL_MEMORY_SHARED
+  // migrates; declare only the kinds you serve.
   std::lock_guard lock(mutex_);
   if (size > kDeviceMemoryBytes - allocated_bytes_) {
     return report_.fail(
@@ -45,27 +48,14 @@ hal_result_t Device::free(void* ptr) {
   return HAL_SUCCESS;
 }
 
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t, size_t size, size_t alignment,
-                       void** out_ptr) {
-  // Every kind is host RAM here. TODO(null): HAL_MEMORY_HOST is pinned host
-  // memory and HAL_MEMORY_SHARED migrates; declare only the kinds you serve.
-  return plugin::guarded(to_device(device)->report(), "mem_alloc",
-                         [&] { return to_device(device)->allocate(size, alignment, out_ptr); });
-}
-
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr) {
-  return plugin::guarded(to_device(device)->report(), "mem_free",
-                         [&] { return to_device(device)->free(ptr); });
-}
-
 // The loader has bounds-checked both ranges and they do not overlap.
 // TODO(null): enqueue a DMA on the stream's queue and return.
-hal_result_t memcpy_async(hal_impl_stream_t*, void* dst, const void* src, size_t size) {
+hal_result_t Stream::copy(void* dst, const void* src, size_t size) {
   std::memcpy(dst, src, size);
   return HAL_SUCCESS;
 }
 
-hal_result_t memset_async(hal_impl_stream_t*, void* dst, uint8_t value, size_t size) {
+hal_result_t Stream::fill(void* dst, uint8_t value, size_t size) {
   std::memset(dst, value, size);
   return HAL_SUCCESS;
 }

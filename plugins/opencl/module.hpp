@@ -15,6 +15,7 @@ namespace hal::opencl {
 
 class Device;
 class Module;
+class Stream;
 
 class Kernel {
  public:
@@ -39,6 +40,10 @@ class Kernel {
   // clSetKernelArg + enqueue must not interleave between threads.
   std::mutex& launch_mutex() { return launch_mutex_; }
 
+  // launch.cpp: launch_kernel
+  hal_result_t launch(Stream& stream, const hal_launch_config_t& config, uint32_t arg_count,
+                      const hal_kernel_arg_t* args);
+
  private:
   Module& module_;
   ClKernel kernel_;
@@ -55,11 +60,17 @@ class Module {
   // |dialect| holds the kernel records when the source was the HAL dialect.
   Module(Device& device, ClProgram program, std::unique_ptr<dialect::TranslatedModule> dialect)
       : device_(device), program_(std::move(program)), dialect_(std::move(dialect)) {}
+  // module_load: OpenCL C, or HAL dialect source translated to it, built by
+  // the platform's compiler.
+  static hal_result_t load(Device& device, const hal_module_desc_t& desc, Module*& out_module);
 
   Device& device() const { return device_; }
   cl_program program() const { return program_.get(); }
   const dialect::TranslatedModule* dialect() const { return dialect_.get(); }
   Kernel& add_kernel(std::unique_ptr<Kernel> kernel);
+  // kernel_get
+  hal_result_t get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
+                          hal_kernel_info_t* out_info);
 
  private:
   Device& device_;
@@ -68,22 +79,6 @@ class Module {
   std::mutex mutex_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args);
 
 }  // namespace hal::opencl
 
