@@ -16,6 +16,7 @@ namespace hal::cuda {
 
 class Device;
 class Module;
+class Stream;
 
 class Kernel {
  public:
@@ -38,6 +39,10 @@ class Kernel {
   // the default 48 KiB a launch needs the opt-in). Thread-safe.
   CUresult ensure_dynamic_shared(const DriverApi& api, uint32_t bytes);
 
+  // launch.cpp: launch_kernel
+  hal_result_t launch(Stream& stream, const hal_launch_config_t& config, uint32_t arg_count,
+                      const hal_kernel_arg_t* args);
+
  private:
   Module& module_;
   CUfunction function_;
@@ -56,11 +61,18 @@ class Module {
   ~Module();  // cuModuleUnload
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
+  // module_load: PTX or cubin, or HAL dialect source compiled to PTX by
+  // NVRTC, loaded by the driver.
+  static hal_result_t load(Device& device, const hal_module_desc_t& desc, Module*& out_module);
 
   Device& device() const { return device_; }
   CUmodule get() const { return module_; }
   const dialect::TranslatedModule* dialect() const { return dialect_.get(); }
   Kernel& add_kernel(std::unique_ptr<Kernel> kernel);
+  // kernel_get: the signature the dialect or the caller gives, checked
+  // against the entry's parameters where the driver tells them.
+  hal_result_t get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
+                          hal_kernel_info_t* out_info);
 
  private:
   Device& device_;
@@ -69,22 +81,6 @@ class Module {
   std::mutex mutex_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args);
 
 }  // namespace hal::cuda
 

@@ -1,44 +1,21 @@
 // The hip plugin's one exported symbol: negotiates the ABI, opens the runtime
-// (or finds none) and hands the loader the function table.
+// (or finds none) and hands the loader the function table
+// (hal_plugin_sdk/table.hpp).
 #include "device.hpp"
-#include "hal_plugin.h"
+#include "event.hpp"
+#include "hal_plugin_sdk/entries.hpp"
 #include "hal_plugin_sdk/negotiate.hpp"
+#include "hal_plugin_sdk/table.hpp"
 #include "module.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::hip {
 namespace {
 
-hal_plugin_table_v1_t make_table() {
-  hal_plugin_table_v1_t table{};
-  table.struct_size = sizeof(hal_plugin_table_v1_t);
-  table.plugin_shutdown = plugin_shutdown;
-  table.device_count = device_count;
-  table.device_open = device_open;
-  DeviceEntries::fill(table);  // close, properties, synchronize, mem_alloc, mem_free
-  table.memcpy_async = memcpy_async;
-  table.memset_async = memset_async;
-  table.stream_create = stream_create;
-  table.stream_destroy = stream_destroy;
-  table.stream_synchronize = stream_synchronize;
-  table.stream_query = stream_query;
-  table.stream_wait_event = stream_wait_event;
-  table.stream_enqueue_host_fn = stream_enqueue_host_fn;
-  table.event_create = event_create;
-  table.event_destroy = event_destroy;
-  table.event_record = event_record;
-  table.event_query = event_query;
-  table.event_synchronize = event_synchronize;
-  table.event_elapsed_ms = event_elapsed_ms;
-  table.module_load = module_load;
-  table.module_unload = module_unload;
-  table.kernel_get = kernel_get;
-  table.launch_kernel = launch_kernel;
-  return table;  // entries appended to the table later (collectives...) stay NULL
-}
-
-const hal_plugin_table_v1_t kTable = make_table();
+using Entries = plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Kernel>;
+// Every ABI 1.0 entry. Collectives and operators are the loader's
+// host-staged and portable ones (no RCCL or rocBLAS here).
+constexpr hal_plugin_table_v1_t kTable = plugin::make_table<Entries, plugin::kCoreEntries>();
 
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
                                              HAL_HIP_BUILD_ID};

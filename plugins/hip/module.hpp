@@ -19,6 +19,7 @@ namespace hal::hip {
 
 class Device;
 class Module;
+class Stream;
 
 class Kernel {
  public:
@@ -37,6 +38,10 @@ class Kernel {
   const std::vector<hal_arg_type_t>& arg_types() const { return arg_types_; }
   uint32_t max_threads() const { return max_threads_; }
   uint32_t static_shared_bytes() const { return static_shared_; }
+
+  // launch.cpp: launch_kernel
+  hal_result_t launch(Stream& stream, const hal_launch_config_t& config, uint32_t arg_count,
+                      const hal_kernel_arg_t* args);
 
  private:
   Module& module_;
@@ -58,6 +63,9 @@ class Module {
   ~Module();  // hipModuleUnload
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
+  // module_load: a code object, or HAL dialect source compiled to one by
+  // hiprtc, checked, then loaded by the runtime.
+  static hal_result_t load(Device& device, const hal_module_desc_t& desc, Module*& out_module);
 
   Device& device() const { return device_; }
   hipModule_t get() const { return module_; }
@@ -65,6 +73,10 @@ class Module {
   // The code object's record of |name|; null when the metadata lacks it.
   const KernelMetadata* metadata(const std::string& name) const;
   Kernel& add_kernel(std::unique_ptr<Kernel> kernel);
+  // kernel_get: the signature the dialect or the caller gives, checked
+  // against the code object's argument sizes.
+  hal_result_t get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
+                          hal_kernel_info_t* out_info);
 
  private:
   Device& device_;
@@ -74,22 +86,6 @@ class Module {
   std::mutex mutex_;                      // guards kernels_
   std::vector<std::unique_ptr<Kernel>> kernels_;
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args);
 
 }  // namespace hal::hip
 
