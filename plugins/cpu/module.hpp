@@ -18,6 +18,7 @@ namespace hal::cpu {
 
 class Device;
 class Module;
+class Stream;
 
 // One resolved entry point with its libffi call interface, prepared once.
 class Kernel {
@@ -51,6 +52,10 @@ class Kernel {
     reinterpret_cast<void (*)(const void*)>(entry_)(block_context);
   }
 
+  // launch.cpp: launch_kernel enqueues a launch command on |stream|.
+  hal_result_t launch(Stream& stream, const hal_launch_config_t& config, uint32_t arg_count,
+                      const hal_kernel_arg_t* args);
+
  private:
   Module& module_;
   std::string name_;
@@ -73,6 +78,9 @@ class Module : public std::enable_shared_from_this<Module> {
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
+  // module_load: a CPU shared object (a file or an image in memory), or HAL
+  // dialect source compiled to one, checked before dlopen maps it.
+  static hal_result_t load(Device& device, const hal_module_desc_t& desc, Module*& out_module);
 
   Device& device() const { return device_; }
   const std::string& origin() const { return origin_; }
@@ -82,6 +90,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // what the module's dependencies define (libc's abort) and imports.
   void* defined_symbol(const std::string& name, bool function) const;
   Kernel& add_kernel(std::string name, void* entry, std::vector<hal_arg_type_t> arg_types);
+  // kernel_get: a function the module itself defines, bound to the
+  // signature it exports, else to the caller's.
+  hal_result_t get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
+                          hal_kernel_info_t* out_info);
 
  private:
   Device& device_;
@@ -95,19 +107,6 @@ class Module : public std::enable_shared_from_this<Module> {
   std::mutex mutex_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
 
 }  // namespace hal::cpu
 

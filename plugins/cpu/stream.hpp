@@ -43,6 +43,7 @@
 namespace hal::cpu {
 
 class Device;
+class Event;
 class Stream;
 
 // Threads that may serve streams while others run blocking commands.
@@ -117,6 +118,8 @@ class Stream {
   ~Stream();  // finishes pending work
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
+  // stream_create: a stream of |device| (flags must be 0).
+  static hal_result_t create(Device& device, hal_stream_flags_t flags, Stream*& out_stream);
 
   Device& device() const { return device_; }
 
@@ -138,6 +141,13 @@ class Stream {
   // Finishes pending work and waits until no executor holds the stream.
   // Idempotent.
   void shutdown();
+
+  // memory.cpp: memcpy_async, memset_async
+  hal_result_t copy(void* dst, const void* src, size_t size);
+  hal_result_t fill(void* dst, uint8_t value, size_t size);
+  // Queues a wait for |event|'s latest record (none: nothing to wait for).
+  hal_result_t wait(Event& event);
+  hal_result_t enqueue_host_fn(hal_host_fn_t fn, void* user_data);
 
  private:
   friend class StreamExecutors;
@@ -180,14 +190,6 @@ class Stream {
 inline Stream* to_stream(hal_impl_stream_t* stream) {
   return reinterpret_cast<Stream*>(stream);
 }
-
-hal_result_t stream_create(hal_impl_device_t* device, hal_stream_flags_t flags,
-                           hal_impl_stream_t** out_stream);
-hal_result_t stream_destroy(hal_impl_stream_t* stream);
-hal_result_t stream_synchronize(hal_impl_stream_t* stream);
-hal_result_t stream_query(hal_impl_stream_t* stream);
-hal_result_t stream_wait_event(hal_impl_stream_t* stream, hal_impl_event_t* event);
-hal_result_t stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn, void* user_data);
 
 }  // namespace hal::cpu
 
