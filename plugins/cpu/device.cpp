@@ -6,29 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "hal_plugin_sdk/uuid.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
 #include "event.hpp"
 #include "module.hpp"
 #include "stream.hpp"
 
 namespace hal::cpu {
-namespace {
-
-// FNV-1a: a stable hash, so a device keeps its uuid across runs and builds.
-uint64_t fnv1a(const std::string& text, uint64_t seed) {
-  uint64_t hash = 14695981039346656037ull ^ seed;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
-}  // namespace
-
 Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device,
                const StreamLimits& stream_limits)
-    : report_(host), cpu_(CpuInfo::detect()), stream_limits_(stream_limits) {
+    : PluginBase(host), cpu_(CpuInfo::detect()), stream_limits_(stream_limits) {
   CommandQueue::retain_cache();
   // One pool thread per hardware thread beyond the caller's own: a stream's
   // runner is worker 0 of every launch it executes.
@@ -46,13 +33,13 @@ Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t me
   const uint64_t budget = memory_per_device != 0
                               ? memory_per_device
                               : share / CachingAllocator::kHugePage * CachingAllocator::kHugePage;
-  report_.log(HAL_LOG_DEBUG,
-              "cpu: %u threads, %u fp32 lanes, %s, clock %.0f MHz (from %s): declared peaks "
-              "%.4g FLOP/s, %.4g bytes/s per device",
-              cpu_.hardware_threads, cpu_.vector_floats, cpu_.has_fma ? "FMA" : "no FMA",
-              cpu_.nominal_clock_hz / 1e6, cpu_.clock_source.c_str(),
-              cpu_.peak_fp32_flops(cpu_.hardware_threads),
-              cpu_.peak_memory_bandwidth(cpu_.hardware_threads));
+  report().log(HAL_LOG_DEBUG,
+               "cpu: %u threads, %u fp32 lanes, %s, clock %.0f MHz (from %s): declared peaks "
+               "%.4g FLOP/s, %.4g bytes/s per device",
+               cpu_.hardware_threads, cpu_.vector_floats, cpu_.has_fma ? "FMA" : "no FMA",
+               cpu_.nominal_clock_hz / 1e6, cpu_.clock_source.c_str(),
+               cpu_.peak_fp32_flops(cpu_.hardware_threads),
+               cpu_.peak_memory_bandwidth(cpu_.hardware_threads));
   devices_.reserve(device_count);
   for (uint32_t i = 0; i < device_count; ++i) {
     devices_.push_back(std::make_unique<Device>(*this, i, budget));
@@ -180,12 +167,7 @@ hal_device_properties_t Device::properties() const {
   plugin::copy_string(out.driver_version, kPluginVersion);
   const std::string identity =
       "hal-cpu/" + cpu.vendor + "/" + cpu.model + "/" + std::to_string(index_);
-  const uint64_t high = fnv1a(identity, 0);
-  const uint64_t low = fnv1a(identity, 0x9e3779b97f4a7c15ull);
-  for (int i = 0; i < 8; ++i) {
-    out.uuid[i] = static_cast<uint8_t>(high >> (8 * i));
-    out.uuid[8 + i] = static_cast<uint8_t>(low >> (8 * i));
-  }
+  plugin::uuid_from_name(identity, out.uuid);
   out.uuid[6] = static_cast<uint8_t>((out.uuid[6] & 0x0f) | 0x80);  // RFC 4122 version 8 (custom)
   out.uuid[8] = static_cast<uint8_t>((out.uuid[8] & 0x3f) | 0x80);  // RFC 4122 variant
   out.type = HAL_DEVICE_TYPE_CPU;

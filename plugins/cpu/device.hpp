@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/owned_set.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "caching_allocator.hpp"
@@ -61,14 +63,12 @@ class Device {
   Module* add_module(std::shared_ptr<Module> module);
   void remove_module(Module* module);
 
-  // Waits for every stream of the device; the first failure wins.
-  hal_result_t synchronize();
   // Finishes and frees every object and allocation of the device.
   void release_all();
   hal_device_properties_t properties() const;
-  // memory.cpp: through the device's caching allocator.
-  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr);
-  hal_result_t free(void* ptr);
+  // synchronize: every stream of the device, the first failure wins.
+  // allocate and free (memory.cpp): through the device's caching allocator.
+  HAL_PLUGIN_DEVICE_METHODS;
 
  private:
   Plugin& plugin_;
@@ -83,17 +83,14 @@ inline Device* to_device(hal_impl_device_t* device) {
   return reinterpret_cast<Device*>(device);
 }
 
-class Plugin {
+class Plugin : public plugin::PluginBase {
  public:
   // Each device gets |memory_per_device| bytes, or when 0 an even share of
   // half the physical memory.
   Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device,
          const StreamLimits& stream_limits = {});
   ~Plugin();
-  Plugin(const Plugin&) = delete;
-  Plugin& operator=(const Plugin&) = delete;
 
-  const plugin::ErrorReporter& report() const { return report_; }
   const CpuInfo& cpu() const { return cpu_; }
   ThreadPool& pool() { return *pool_; }
   std::vector<WorkerScratch>& pool_scratch() { return pool_scratch_; }
@@ -103,7 +100,6 @@ class Plugin {
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
 
  private:
-  plugin::ErrorReporter report_;
   CpuInfo cpu_;
   CompletionSignal signal_;
   std::vector<WorkerScratch> pool_scratch_;  // indexed by pool worker (0 unused)

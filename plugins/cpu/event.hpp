@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/entries.hpp"
 
 namespace hal::cpu {
 
@@ -69,8 +70,6 @@ void wait_marker(const Marker& marker, CompletionSignal& signal);
 class Event {
  public:
   Event(Device& device, hal_event_flags_t flags) : device_(device), flags_(flags) {}
-  // event_create: HAL_EVENT_FLAG_TIMING is the only flag.
-  static hal_result_t create(Device& device, hal_event_flags_t flags, Event*& out_event);
 
   Device& device() const { return device_; }
   bool timing() const { return (flags_ & HAL_EVENT_FLAG_TIMING) != 0; }
@@ -78,11 +77,9 @@ class Event {
   std::shared_ptr<Marker> marker() const;
   void set_marker(std::shared_ptr<Marker> marker);
 
-  // A record is a marker the stream completes when it reaches it.
-  hal_result_t record(Stream& stream);
-  hal_result_t query();
-  hal_result_t synchronize();
-  static hal_result_t elapsed_ms(Event& start, Event& end, float& out_ms);
+  // create: HAL_EVENT_FLAG_TIMING is the only flag. A record is a marker
+  // the stream completes when it reaches it.
+  HAL_PLUGIN_EVENT_METHODS;
 
  private:
   Device& device_;

@@ -99,17 +99,16 @@ bool inspect_image(const void* data, size_t size, Module::DefinedSymbols& symbol
 
 }  // namespace
 
-Kernel::Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> arg_types)
-    : module_(module),
-      name_(std::move(name)),
-      entry_(reinterpret_cast<void (*)()>(entry)),
-      arg_types_(std::move(arg_types)) {
-  ffi_types_.reserve(arg_types_.size() + 1);
+Kernel::Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> types)
+    : KernelInfo(std::move(name), std::move(types), 0, 0),
+      module_(module),
+      entry_(reinterpret_cast<void (*)()>(entry)) {
+  ffi_types_.reserve(arg_types().size() + 1);
   ffi_types_.push_back(&ffi_type_pointer);
-  for (hal_arg_type_t type : arg_types_) ffi_types_.push_back(ffi_type_of(type));
+  for (hal_arg_type_t type : arg_types()) ffi_types_.push_back(ffi_type_of(type));
   if (ffi_prep_cif(&cif_, FFI_DEFAULT_ABI, static_cast<unsigned>(ffi_types_.size()), &ffi_type_void,
                    ffi_types_.data()) != FFI_OK) {
-    throw std::runtime_error("ffi_prep_cif failed for kernel " + name_);
+    throw std::runtime_error("ffi_prep_cif failed for kernel " + this->name());
   }
 }
 
@@ -284,8 +283,7 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   return HAL_SUCCESS;
 }
 
-hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
-                                hal_kernel_info_t* out_info) {
+hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel) {
   const plugin::ErrorReporter& report = device_.report();
   const std::string name = desc.name;
   // Only a function the module itself defines is a kernel: not data, not an
@@ -327,11 +325,9 @@ hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kern
   const auto* max_threads =
       static_cast<const uint32_t*>(defined_symbol("hal_kernel_max_threads_" + name, false));
   kernel.set_limits(
-      static_shared != nullptr ? *static_shared : 0,
-      max_threads != nullptr && *max_threads != 0 ? *max_threads : kMaxThreadsPerBlock);
+      max_threads != nullptr && *max_threads != 0 ? *max_threads : kMaxThreadsPerBlock,
+      static_shared != nullptr ? *static_shared : 0);
   out_kernel = &kernel;
-  plugin::write_kernel_info(kernel.name(), kernel.arg_types(), kernel.max_threads_per_block(),
-                            kernel.static_shared_bytes(), out_info);
   return HAL_SUCCESS;
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "hal_plugin_sdk/entries.hpp"
 #include "launch.hpp"
 #include "thread_pool.hpp"
 
@@ -118,8 +119,6 @@ class Stream {
   ~Stream();  // finishes pending work
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
-  // stream_create: a stream of |device| (flags must be 0).
-  static hal_result_t create(Device& device, hal_stream_flags_t flags, Stream*& out_stream);
 
   Device& device() const { return device_; }
 
@@ -134,20 +133,16 @@ class Stream {
   // is not runs from the queue as any other command. A busy stream is
   // given up to |wait_for_idle| to become idle first.
   hal_result_t enqueue_task(TaskCommand&& command, std::chrono::nanoseconds wait_for_idle);
-  // Runs or waits for everything enqueued before the call.
-  hal_result_t synchronize();
-  // HAL_SUCCESS, HAL_NOT_READY or HAL_ERROR_DEVICE_LOST; never blocks.
-  hal_result_t query();
   // Finishes pending work and waits until no executor holds the stream.
   // Idempotent.
   void shutdown();
 
-  // memory.cpp: memcpy_async, memset_async
-  hal_result_t copy(void* dst, const void* src, size_t size);
-  hal_result_t fill(void* dst, uint8_t value, size_t size);
-  // Queues a wait for |event|'s latest record (none: nothing to wait for).
-  hal_result_t wait(Event& event);
-  hal_result_t enqueue_host_fn(hal_host_fn_t fn, void* user_data);
+  // create: a stream of |device| (flags must be 0). copy and fill
+  // (memory.cpp) queue commands. synchronize runs or waits for everything
+  // enqueued before the call. query: HAL_SUCCESS, HAL_NOT_READY or
+  // HAL_ERROR_DEVICE_LOST; never blocks. wait queues a wait for the event's
+  // latest record (none: nothing to wait for).
+  HAL_PLUGIN_STREAM_METHODS;
 
  private:
   friend class StreamExecutors;

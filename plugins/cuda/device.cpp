@@ -11,46 +11,38 @@
 #include "stream.hpp"
 
 namespace hal::cuda {
-Plugin::Plugin(const hal_plugin_host_t* host) : report_(host) {
-  discover();
-}
-
-Plugin::~Plugin() {
-  devices_.clear();
-}
-
-void Plugin::discover() {
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   std::string why;
   driver_ = Driver::open(why);
   if (!driver_) {
-    report_.log(HAL_LOG_WARNING, "cuda: %s; 0 devices", why.c_str());
+    report().log(HAL_LOG_WARNING, "cuda: %s; 0 devices", why.c_str());
     return;
   }
   const DriverApi& api = driver_->api();
   int count = 0;
   if (const CUresult result = api.cuDeviceGetCount(&count); result != CUDA_SUCCESS) {
-    report_.log(HAL_LOG_WARNING, "cuda: cuDeviceGetCount failed: %s; 0 devices",
-                cu_error_text(&api, result).c_str());
+    report().log(HAL_LOG_WARNING, "cuda: cuDeviceGetCount failed: %s; 0 devices",
+                 cu_error_text(&api, result).c_str());
     return;
   }
   if (count == 0) {
-    report_.log(HAL_LOG_WARNING, "cuda: the driver (%s) sees no GPU; 0 devices",
-                driver_->path().c_str());
+    report().log(HAL_LOG_WARNING, "cuda: the driver (%s) sees no GPU; 0 devices",
+                 driver_->path().c_str());
     return;
   }
   std::string nvrtc_why;
   nvrtc_ = Nvrtc::open(nvrtc_why);
   if (!nvrtc_) {
-    report_.log(HAL_LOG_INFO, "cuda: %s; HAL dialect modules are not offered", nvrtc_why.c_str());
+    report().log(HAL_LOG_INFO, "cuda: %s; HAL dialect modules are not offered", nvrtc_why.c_str());
   }
   std::string nccl_why;
   nccl_ = collective::Nccl::open(nccl_why);
   if (!nccl_) {
-    report_.log(HAL_LOG_INFO, "cuda: %s; the loader's host-staged collectives serve",
-                nccl_why.c_str());
+    report().log(HAL_LOG_INFO, "cuda: %s; the loader's host-staged collectives serve",
+                 nccl_why.c_str());
   } else {
-    report_.log(HAL_LOG_INFO, "cuda: collectives on NCCL %d from %s", nccl_->version(),
-                nccl_->path().c_str());
+    report().log(HAL_LOG_INFO, "cuda: collectives on NCCL %d from %s", nccl_->version(),
+                 nccl_->path().c_str());
   }
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     CUdevice handle = 0;
@@ -58,11 +50,11 @@ void Plugin::discover() {
     CUresult result = api.cuDeviceGet(&handle, ordinal);
     if (result == CUDA_SUCCESS) result = api.cuDevicePrimaryCtxRetain(&context, handle);
     if (result != CUDA_SUCCESS) {
-      report_.log(HAL_LOG_WARNING, "cuda: GPU %d skipped: %s", ordinal,
-                  cu_error_text(&api, result).c_str());
+      report().log(HAL_LOG_WARNING, "cuda: GPU %d skipped: %s", ordinal,
+                   cu_error_text(&api, result).c_str());
       continue;
     }
-    devices_.push_back(std::make_unique<Device>(report_, *driver_, nvrtc_.get(), blas_loader_,
+    devices_.push_back(std::make_unique<Device>(report(), *driver_, nvrtc_.get(), blas_loader_,
                                                 nccl_.get(), handle, context,
                                                 static_cast<uint32_t>(devices_.size())));
   }
@@ -88,7 +80,7 @@ uint32_t fp32_lanes_per_sm(int major, int minor) {
 Device::Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
                ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
                CUcontext context, uint32_t index)
-    : report_(report),
+    : DeviceBase(report),
       driver_(driver),
       nvrtc_(nvrtc),
       nccl_(nccl),
@@ -104,17 +96,11 @@ Device::~Device() {
   // The cuBLASLt handle (if a matmul was planned) goes with the context
   // current, before the context is released.
   if (bind() == CUDA_SUCCESS) blas_.reset();
-  std::lock_guard lock(mutex_);
+  // What the application left: freed without a caller to report a failure to.
+  const std::vector<plugin::Allocations::Block> left = allocations_.take_all();
   if (bind() == CUDA_SUCCESS) {
-    for (const auto& [ptr, allocation] : allocations_) {
-      if (allocation.kind == HAL_MEMORY_HOST) {
-        api().cuMemFreeHost(allocation.base);
-      } else {
-        api().cuMemFree(reinterpret_cast<CUdeviceptr>(allocation.base));
-      }
-    }
+    for (const plugin::Allocations::Block& block : left) release(block.kind, block.base);
   }
-  allocations_.clear();
   api().cuDevicePrimaryCtxRelease(handle_);
 }
 
@@ -123,8 +109,8 @@ hal_result_t Device::fail(CUresult result, const char* what) const {
 }
 
 hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what) const {
-  return report_.fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                      cu_error_text(&api(), result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
+                       cu_error_text(&api(), result).c_str());
 }
 
 void Device::read_properties() {

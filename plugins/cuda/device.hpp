@@ -14,7 +14,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/allocations.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "collective/nccl.hpp"
 #include "driver.hpp"
@@ -23,14 +25,12 @@
 
 namespace hal::cuda {
 
-inline constexpr char kPluginName[] = "cuda";
-inline constexpr char kPluginVersion[] = "1.0.0";
-inline constexpr char kPluginVendor[] = "HAL project";
-
 class Event;
 class Module;
 class Stream;
 
+// What the devices report as their plugin (hal_device_properties_t).
+inline constexpr char kPluginName[] = "cuda";
 // CUDA allocations are at least this aligned (cuMemAlloc's documented 256).
 inline constexpr size_t kNativeAlignment = 256;
 
@@ -38,16 +38,13 @@ inline constexpr size_t kNativeAlignment = 256;
 // architectures newer than the table.
 uint32_t fp32_lanes_per_sm(int major, int minor);
 
-class Device : public plugin::DeviceObjects<Stream, Event, Module> {
+class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
          ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
          CUcontext context, uint32_t index);
   ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
 
-  const plugin::ErrorReporter& report() const { return report_; }
   const DriverApi& api() const { return driver_.api(); }
   const Nvrtc* nvrtc() const { return nvrtc_; }
   // NCCL, or null when the plugin found none (the loader's collectives serve).
@@ -73,20 +70,13 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
     return result == CUDA_SUCCESS ? HAL_SUCCESS : fail(result, what);
   }
 
-  hal_result_t synchronize();
-  // memory.cpp
-  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr);
-  hal_result_t free(void* ptr);
+  // synchronize (device.cpp), allocate and free (memory.cpp).
+  HAL_PLUGIN_DEVICE_METHODS;
 
  private:
   void read_properties();
+  CUresult release(hal_memory_kind_t kind, void* base) const;  // memory.cpp
 
-  struct Allocation {
-    hal_memory_kind_t kind;
-    void* base;  // what the driver returned (below the pointer when over-aligned)
-  };
-
-  plugin::ErrorReporter report_;
   const Driver& driver_;
   const Nvrtc* nvrtc_;
   const collective::Nccl* nccl_;
@@ -95,28 +85,21 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
   uint32_t index_;
   int cc_major_ = 0, cc_minor_ = 0;
   hal_device_properties_t properties_{};
-  std::unique_ptr<ops::DeviceBlas> blas_;              // its handle is destroyed before the context
-  std::mutex mutex_;                                   // guards allocations_
-  std::unordered_map<void*, Allocation> allocations_;  // guarded by mutex_
+  std::unique_ptr<ops::DeviceBlas> blas_;  // its handle is destroyed before the context
+  plugin::Allocations allocations_{kNativeAlignment};
 };
 
-class Plugin {
+class Plugin : public plugin::PluginBase {
  public:
   // Opens the driver and finds the devices; logs a warning (the load
   // report's reason) and never fails when there are none.
   explicit Plugin(const hal_plugin_host_t* host);
-  ~Plugin();
-  Plugin(const Plugin&) = delete;
-  Plugin& operator=(const Plugin&) = delete;
 
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
   // Whether the plugin serves collectives itself (NCCL was found).
   bool has_collectives() const { return nccl_ != nullptr; }
 
  private:
-  void discover();
-
-  plugin::ErrorReporter report_;
   std::unique_ptr<Driver> driver_;
   std::unique_ptr<Nvrtc> nvrtc_;
   std::unique_ptr<const collective::Nccl> nccl_;  // opened at load, when there are GPUs

@@ -28,7 +28,7 @@ constexpr hal_plugin_table_v1_t kCollectiveTable =
     plugin::make_table<Entries, kImplemented |
                                     (plugin::kCollectiveEntries - plugin::Entry::comm_init_rank)>();
 
-constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
+constexpr hal::plugin::Identity kIdentity = {kPluginName, "1.0.0", "HAL project",
                                              HAL_CUDA_BUILD_ID};
 
 }  // namespace

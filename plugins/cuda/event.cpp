@@ -30,7 +30,7 @@ hal_result_t Event::create(Device& device, hal_event_flags_t flags, Event*& out_
 }
 
 Event::~Event() {
-  if (device_.bind() == CUDA_SUCCESS) device_.api().cuEventDestroy(event_);
+  if (device().bind() == CUDA_SUCCESS) device().api().cuEventDestroy(event_);
 }
 
 hal_result_t Event::record(Stream& stream) {
@@ -40,23 +40,23 @@ hal_result_t Event::record(Stream& stream) {
 }
 
 hal_result_t Event::query() {
-  if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
-    return device_.fail(bound, "event_query");
+  if (const CUresult bound = device().bind(); bound != CUDA_SUCCESS) {
+    return device().fail(bound, "event_query");
   }
-  const CUresult result = device_.api().cuEventQuery(event_);
+  const CUresult result = device().api().cuEventQuery(event_);
   if (result == CUDA_SUCCESS) return HAL_SUCCESS;
   if (result == CUDA_ERROR_NOT_READY) return HAL_NOT_READY;
-  return device_.fail(HAL_ERROR_DEVICE_LOST, result, "event_query: cuEventQuery");
+  return device().fail(HAL_ERROR_DEVICE_LOST, result, "event_query: cuEventQuery");
 }
 
 hal_result_t Event::synchronize() {
-  if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
-    return device_.fail(bound, "event_synchronize");
+  if (const CUresult bound = device().bind(); bound != CUDA_SUCCESS) {
+    return device().fail(bound, "event_synchronize");
   }
-  const CUresult result = device_.api().cuEventSynchronize(event_);
-  return result == CUDA_SUCCESS
-             ? HAL_SUCCESS
-             : device_.fail(HAL_ERROR_DEVICE_LOST, result, "event_synchronize: cuEventSynchronize");
+  const CUresult result = device().api().cuEventSynchronize(event_);
+  return result == CUDA_SUCCESS ? HAL_SUCCESS
+                                : device().fail(HAL_ERROR_DEVICE_LOST, result,
+                                                "event_synchronize: cuEventSynchronize");
 }
 
 hal_result_t Event::elapsed_ms(Event& first, Event& last, float& out_ms) {

@@ -4,33 +4,26 @@
 #define HAL_PLUGINS_CUDA_EVENT_HPP_
 
 #include "driver.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 
 namespace hal::cuda {
 
 class Device;
 class Stream;
 
-class Event {
+// cuEventCreate, with CU_EVENT_DISABLE_TIMING unless asked for.
+class Event : public plugin::DeviceResource<Device> {
  public:
   Event(Device& device, CUevent event, bool timing)
-      : device_(device), event_(event), timing_(timing) {}
+      : DeviceResource(device), event_(event), timing_(timing) {}
   ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  // event_create: cuEventCreate.
-  static hal_result_t create(Device& device, hal_event_flags_t flags, Event*& out_event);
 
-  Device& device() const { return device_; }
   CUevent get() const { return event_; }
   bool timing() const { return timing_; }
-
-  hal_result_t record(Stream& stream);
-  hal_result_t query();
-  hal_result_t synchronize();
-  static hal_result_t elapsed_ms(Event& start, Event& end, float& out_ms);
+  HAL_PLUGIN_EVENT_METHODS;
 
  private:
-  Device& device_;
   CUevent event_;
   bool timing_;
 };

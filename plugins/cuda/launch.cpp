@@ -33,7 +33,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
                         config.block[1], config.block[2], config.shared_memory_bytes, target.get(),
                         arg_count > 0 ? params : nullptr, nullptr);
   if (result != CUDA_SUCCESS) {
-    const std::string what = "launch_kernel: cuLaunchKernel('" + name_ + "')";
+    const std::string what = "launch_kernel: cuLaunchKernel('" + name() + "')";
     const hal_result_t mapped =
         result == CUDA_ERROR_INVALID_VALUE ? HAL_ERROR_INVALID_LAUNCH : result_of(result);
     return device.fail(mapped, result, what.c_str());

@@ -12,12 +12,11 @@ hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignm
                               void** out_ptr) {
   if (const CUresult bound = bind(); bound != CUDA_SUCCESS) return fail(bound, "mem_alloc");
   // Alignments above the driver's are carved out of a larger allocation.
-  const bool carve = alignment > kNativeAlignment;
-  const size_t bytes = carve ? size + alignment : size;
-  if (bytes < size) {
-    return report_.fail(HAL_ERROR_OUT_OF_MEMORY, 0,
-                        "mem_alloc: %zu bytes aligned to %zu overflow the address space", size,
-                        alignment);
+  const size_t bytes = allocations_.block_bytes(size, alignment);
+  if (bytes == 0) {
+    return report().fail(HAL_ERROR_OUT_OF_MEMORY, 0,
+                         "mem_alloc: %zu bytes aligned to %zu overflow the address space", size,
+                         alignment);
   }
   void* base = nullptr;
   CUresult result = CUDA_SUCCESS;
@@ -43,56 +42,46 @@ hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignm
       break;
     }
     default:
-      return report_.fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
-                          static_cast<int>(kind));
+      return report().fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
+                           static_cast<int>(kind));
   }
   if (result != CUDA_SUCCESS) {
-    return report_.fail(
+    return report().fail(
         result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL,
         static_cast<int64_t>(result), "%s of %zu bytes failed: %s", call, bytes,
         cu_error_text(&api(), result).c_str());
   }
-  void* ptr = base;
-  if (carve) {
-    const auto address = reinterpret_cast<uintptr_t>(base);
-    ptr = reinterpret_cast<void*>((address + alignment - 1) & ~(uintptr_t{alignment} - 1));
-  }
-  std::lock_guard lock(mutex_);
-  allocations_.emplace(ptr, Allocation{kind, base});
-  *out_ptr = ptr;
+  *out_ptr = allocations_.add(kind, base, alignment);
   return HAL_SUCCESS;
 }
 
 hal_result_t Device::free(void* ptr) {
-  Allocation allocation{};
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = allocations_.find(ptr);
-    if (it == allocations_.end()) {
-      return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                          "mem_free: %p is not an allocation of this device", ptr);
-    }
-    allocation = it->second;
-    allocations_.erase(it);
+  plugin::Allocations::Block block{};
+  if (!allocations_.take(ptr, block)) {
+    return report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                         "mem_free: %p is not an allocation of this device", ptr);
   }
   if (const CUresult bound = bind(); bound != CUDA_SUCCESS) return fail(bound, "mem_free");
-  const CUresult result = allocation.kind == HAL_MEMORY_HOST
-                              ? api().cuMemFreeHost(allocation.base)
-                              : api().cuMemFree(reinterpret_cast<CUdeviceptr>(allocation.base));
+  const CUresult result = release(block.kind, block.base);
   return result == CUDA_SUCCESS ? HAL_SUCCESS : fail(result, "mem_free");
+}
+
+CUresult Device::release(hal_memory_kind_t kind, void* base) const {
+  return kind == HAL_MEMORY_HOST ? api().cuMemFreeHost(base)
+                                 : api().cuMemFree(reinterpret_cast<CUdeviceptr>(base));
 }
 
 hal_result_t Stream::copy(void* dst, const void* src, size_t size) {
   // Unified addressing: the driver tells device, pinned, managed and
   // pageable host memory apart by the pointer.
-  return device_.run("memcpy_async: cuMemcpyAsync", [&](const DriverApi& cu) {
+  return device().run("memcpy_async: cuMemcpyAsync", [&](const DriverApi& cu) {
     return cu.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src),
                             size, stream_);
   });
 }
 
 hal_result_t Stream::fill(void* dst, uint8_t value, size_t size) {
-  return device_.run("memset_async: cuMemsetD8Async", [&](const DriverApi& cu) {
+  return device().run("memset_async: cuMemsetD8Async", [&](const DriverApi& cu) {
     return cu.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(dst), value, size, stream_);
   });
 }

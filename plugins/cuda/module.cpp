@@ -5,10 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/module_image.hpp"
 #include "device.hpp"
 #include "dialect_cache.hpp"
 #include "image.hpp"
@@ -16,21 +15,6 @@
 
 namespace hal::cuda {
 namespace {
-
-hal_result_t read_image(const hal_module_desc_t& desc, const plugin::ErrorReporter& report,
-                        std::string& out) {
-  if (desc.data != nullptr) {
-    out.assign(static_cast<const char*>(desc.data), desc.size);
-    return HAL_SUCCESS;
-  }
-  std::ifstream file(desc.path, std::ios::binary);
-  if (!file) {
-    return report.fail(HAL_ERROR_NOT_FOUND, errno, "module_load: cannot read '%s': %s", desc.path,
-                       std::strerror(errno));
-  }
-  out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-  return HAL_SUCCESS;
-}
 
 // Checks |types| against the entry's parameters as the driver knows them
 // (cuFuncGetParamInfo, CUDA 12.4+): a PTX or cubin signature is declared by
@@ -63,13 +47,7 @@ CUresult Kernel::ensure_dynamic_shared(const DriverApi& api, uint32_t bytes) {
 
 Module::~Module() {
   kernels_.clear();
-  if (device_.bind() == CUDA_SUCCESS) device_.api().cuModuleUnload(module_);
-}
-
-Kernel& Module::add_kernel(std::unique_ptr<Kernel> kernel) {
-  std::lock_guard lock(mutex_);
-  kernels_.push_back(std::move(kernel));
-  return *kernels_.back();
+  if (device().bind() == CUDA_SUCCESS) device().api().cuModuleUnload(module_);
 }
 
 hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*& out_module) {
@@ -78,7 +56,8 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   // (HAL_MODULE_FORMAT_HAL_DIALECT is there only with NVRTC).
   const hal_module_format_t format = desc.format;
   std::string image;
-  if (hal_result_t read = read_image(desc, report, image); read != HAL_SUCCESS) return read;
+  if (hal_result_t read = plugin::read_module_image(desc, report, image); read != HAL_SUCCESS)
+    return read;
   std::unique_ptr<dialect::TranslatedModule> translated;
   if (format == HAL_MODULE_FORMAT_HAL_DIALECT) {
     const Nvrtc& nvrtc = *owner.nvrtc();  // the format bit is set only with NVRTC
@@ -121,9 +100,8 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   return HAL_SUCCESS;
 }
 
-hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
-                                hal_kernel_info_t* out_info) {
-  Device& owner = device_;
+hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel) {
+  Device& owner = device();
   const plugin::ErrorReporter& report = owner.report();
   const std::string name = desc.name;
   const dialect::KernelRecord* record = nullptr;
@@ -160,11 +138,9 @@ hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kern
   }
   const uint32_t shared = record != nullptr ? record->static_shared_bytes
                                             : static_cast<uint32_t>(std::max(static_shared, 0));
-  Kernel& added =
-      add_kernel(std::make_unique<Kernel>(*this, function, name, std::move(types), limit, shared));
+  Kernel& added = kernels_.add(std::make_unique<Kernel>(
+      *this, function, plugin::KernelInfo(name, std::move(types), limit, shared)));
   out_kernel = &added;
-  plugin::write_kernel_info(added.name(), added.arg_types(), added.max_threads(),
-                            added.static_shared_bytes(), out_info);
   return HAL_SUCCESS;
 }
 

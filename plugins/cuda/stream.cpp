@@ -28,9 +28,9 @@ hal_result_t Stream::create(Device& device, hal_stream_flags_t, Stream*& out_str
 }
 
 Stream::~Stream() {
-  if (device_.bind() == CUDA_SUCCESS) {
-    device_.api().cuStreamSynchronize(stream_);
-    device_.api().cuStreamDestroy(stream_);
+  if (device().bind() == CUDA_SUCCESS) {
+    device().api().cuStreamSynchronize(stream_);
+    device().api().cuStreamDestroy(stream_);
   }
 }
 
@@ -38,39 +38,39 @@ hal_result_t Stream::report_fault(const char* what) const {
   int64_t native_code = 0;
   std::string detail;
   if (!fault_->get(native_code, detail)) return HAL_SUCCESS;
-  return device_.report().fail(HAL_ERROR_DEVICE_LOST, native_code, "%s: %s", what, detail.c_str());
+  return device().report().fail(HAL_ERROR_DEVICE_LOST, native_code, "%s: %s", what, detail.c_str());
 }
 
 hal_result_t Stream::synchronize() {
-  if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
-    return device_.fail(bound, "stream_synchronize");
+  if (const CUresult bound = device().bind(); bound != CUDA_SUCCESS) {
+    return device().fail(bound, "stream_synchronize");
   }
-  const CUresult result = device_.api().cuStreamSynchronize(stream_);
+  const CUresult result = device().api().cuStreamSynchronize(stream_);
   return result == CUDA_SUCCESS ? report_fault("stream_synchronize")
-                                : device_.fail(HAL_ERROR_DEVICE_LOST, result,
-                                               "stream_synchronize: cuStreamSynchronize");
+                                : device().fail(HAL_ERROR_DEVICE_LOST, result,
+                                                "stream_synchronize: cuStreamSynchronize");
 }
 
 hal_result_t Stream::query() {
-  if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
-    return device_.fail(bound, "stream_query");
+  if (const CUresult bound = device().bind(); bound != CUDA_SUCCESS) {
+    return device().fail(bound, "stream_query");
   }
-  const CUresult result = device_.api().cuStreamQuery(stream_);
+  const CUresult result = device().api().cuStreamQuery(stream_);
   if (result == CUDA_SUCCESS) return report_fault("stream_query");
   if (result == CUDA_ERROR_NOT_READY) return HAL_NOT_READY;
-  return device_.fail(HAL_ERROR_DEVICE_LOST, result, "stream_query: cuStreamQuery");
+  return device().fail(HAL_ERROR_DEVICE_LOST, result, "stream_query: cuStreamQuery");
 }
 
 hal_result_t Stream::wait(Event& awaited) {
   // CUDA events work across the contexts of one process.
-  return device_.run("stream_wait_event: cuStreamWaitEvent", [&](const DriverApi& cu) {
+  return device().run("stream_wait_event: cuStreamWaitEvent", [&](const DriverApi& cu) {
     return cu.cuStreamWaitEvent(stream_, awaited.get(), 0);
   });
 }
 
 hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
   // hal_host_fn_t and CUhostFn are both void (*)(void*).
-  return device_.run("stream_enqueue_host_fn: cuLaunchHostFunc", [&](const DriverApi& cu) {
+  return device().run("stream_enqueue_host_fn: cuLaunchHostFunc", [&](const DriverApi& cu) {
     return cu.cuLaunchHostFunc(stream_, fn, user_data);
   });
 }

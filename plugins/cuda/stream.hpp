@@ -8,6 +8,8 @@
 #include <string>
 
 #include "driver.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 
 namespace hal::cuda {
 
@@ -40,34 +42,22 @@ class StreamFault {
   std::string detail_;       // guarded by mutex_
 };
 
-class Stream {
+// cuStreamCreate(CU_STREAM_NON_BLOCKING).
+class Stream : public plugin::DeviceResource<Device> {
  public:
-  Stream(Device& device, CUstream stream) : device_(device), stream_(stream) {}
+  Stream(Device& device, CUstream stream) : DeviceResource(device), stream_(stream) {}
   ~Stream();  // synchronises, then destroys the CUstream
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  // stream_create: cuStreamCreate(CU_STREAM_NON_BLOCKING).
-  static hal_result_t create(Device& device, hal_stream_flags_t flags, Stream*& out_stream);
 
-  Device& device() const { return device_; }
   CUstream get() const { return stream_; }
   // Shared with the collectives in flight on the stream.
   const std::shared_ptr<StreamFault>& fault() const { return fault_; }
   // HAL_ERROR_DEVICE_LOST with the fault's detail when a collective failed
   // on the stream, else HAL_SUCCESS.
   hal_result_t report_fault(const char* what) const;
-
-  // memory.cpp: memcpy_async, memset_async
-  hal_result_t copy(void* dst, const void* src, size_t size);
-  hal_result_t fill(void* dst, uint8_t value, size_t size);
-  // stream.cpp
-  hal_result_t synchronize();
-  hal_result_t query();
-  hal_result_t wait(Event& event);
-  hal_result_t enqueue_host_fn(hal_host_fn_t fn, void* user_data);
+  // copy and fill in memory.cpp, the others in stream.cpp.
+  HAL_PLUGIN_STREAM_METHODS;
 
  private:
-  Device& device_;
   CUstream stream_;
   std::shared_ptr<StreamFault> fault_ = std::make_shared<StreamFault>();
 };

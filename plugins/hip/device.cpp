@@ -11,47 +11,39 @@
 #include "stream.hpp"
 
 namespace hal::hip {
-Plugin::Plugin(const hal_plugin_host_t* host) : report_(host) {
-  discover();
-}
-
-Plugin::~Plugin() {
-  devices_.clear();
-}
-
-void Plugin::discover() {
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   std::string why;
   runtime_ = Runtime::open(why);
   if (!runtime_) {
-    report_.log(HAL_LOG_WARNING, "hip: %s; 0 devices", why.c_str());
+    report().log(HAL_LOG_WARNING, "hip: %s; 0 devices", why.c_str());
     return;
   }
   const RuntimeApi& api = runtime_->api();
   int count = 0;
   if (const hipError_t result = api.hipGetDeviceCount(&count); result != hipSuccess) {
-    report_.log(HAL_LOG_WARNING, "hip: hipGetDeviceCount failed: %s; 0 devices",
-                hip_error_text(result).c_str());
+    report().log(HAL_LOG_WARNING, "hip: hipGetDeviceCount failed: %s; 0 devices",
+                 hip_error_text(result).c_str());
     return;
   }
   if (count <= 0) {
-    report_.log(HAL_LOG_WARNING, "hip: the runtime (%s) sees no GPU; 0 devices",
-                runtime_->path().c_str());
+    report().log(HAL_LOG_WARNING, "hip: the runtime (%s) sees no GPU; 0 devices",
+                 runtime_->path().c_str());
     return;
   }
   std::string hiprtc_why;
   hiprtc_ = Hiprtc::open(runtime_->library(), hiprtc_why);
   if (!hiprtc_) {
-    report_.log(HAL_LOG_INFO, "hip: %s; HAL dialect modules are not offered", hiprtc_why.c_str());
+    report().log(HAL_LOG_INFO, "hip: %s; HAL dialect modules are not offered", hiprtc_why.c_str());
   }
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     hipDeviceProp_t properties{};
     const hipError_t result = api.hipGetDeviceProperties(&properties, ordinal);
     if (result != hipSuccess) {
-      report_.log(HAL_LOG_WARNING, "hip: GPU %d skipped: hipGetDeviceProperties: %s", ordinal,
-                  hip_error_text(result).c_str());
+      report().log(HAL_LOG_WARNING, "hip: GPU %d skipped: hipGetDeviceProperties: %s", ordinal,
+                   hip_error_text(result).c_str());
       continue;
     }
-    devices_.push_back(std::make_unique<Device>(report_, *runtime_, hiprtc_.get(), ordinal,
+    devices_.push_back(std::make_unique<Device>(report(), *runtime_, hiprtc_.get(), ordinal,
                                                 properties,
                                                 static_cast<uint32_t>(devices_.size())));
   }
@@ -65,20 +57,17 @@ uint32_t fp32_lanes_per_cu(const std::string& arch) {
 
 Device::Device(const plugin::ErrorReporter& report, const Runtime& runtime, const Hiprtc* hiprtc,
                int ordinal, const hipDeviceProp_t& properties, uint32_t index)
-    : report_(report), runtime_(runtime), hiprtc_(hiprtc), ordinal_(ordinal), index_(index) {
+    : DeviceBase(report), runtime_(runtime), hiprtc_(hiprtc), ordinal_(ordinal), index_(index) {
   read_properties(properties);
 }
 
 Device::~Device() {
   release_all();
-  std::lock_guard lock(mutex_);
   // What the application left: freed without a caller to report a failure to.
+  const std::vector<plugin::Allocations::Block> left = allocations_.take_all();
   if (bind() == hipSuccess) {
-    for (const auto& [ptr, allocation] : allocations_) {
-      (void)release(allocation.kind, allocation.base);
-    }
+    for (const plugin::Allocations::Block& block : left) (void)release(block.kind, block.base);
   }
-  allocations_.clear();
 }
 
 hal_result_t Device::fail(hipError_t result, const char* what) const {
@@ -86,8 +75,8 @@ hal_result_t Device::fail(hipError_t result, const char* what) const {
 }
 
 hal_result_t Device::fail(hal_result_t mapped, hipError_t result, const char* what) const {
-  return report_.fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                      hip_error_text(result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
+                       hip_error_text(result).c_str());
 }
 
 void Device::read_properties(const hipDeviceProp_t& hip) {

@@ -15,21 +15,21 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/allocations.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "hiprtc.hpp"
 #include "runtime.hpp"
 
 namespace hal::hip {
 
-inline constexpr char kPluginName[] = "hip";
-inline constexpr char kPluginVersion[] = "1.0.0";
-inline constexpr char kPluginVendor[] = "HAL project";
-
 class Event;
 class Module;
 class Stream;
 
+// What the devices report as their plugin (hal_device_properties_t).
+inline constexpr char kPluginName[] = "hip";
 // HIP allocations are at least this aligned (hipMalloc's documented 256).
 inline constexpr size_t kNativeAlignment = 256;
 
@@ -38,15 +38,12 @@ inline constexpr size_t kNativeAlignment = 256;
 // (RDNA3 gfx11xx), else 64 (four SIMD16 on GCN/CDNA1, two SIMD32 on RDNA).
 uint32_t fp32_lanes_per_cu(const std::string& arch);
 
-class Device : public plugin::DeviceObjects<Stream, Event, Module> {
+class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   Device(const plugin::ErrorReporter& report, const Runtime& runtime, const Hiprtc* hiprtc,
          int ordinal, const hipDeviceProp_t& properties, uint32_t index);
   ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
 
-  const plugin::ErrorReporter& report() const { return report_; }
   const RuntimeApi& api() const { return runtime_.api(); }
   const Hiprtc* hiprtc() const { return hiprtc_; }
   const hal_device_properties_t& properties() const { return properties_; }
@@ -78,46 +75,31 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
     return fail(HAL_ERROR_DEVICE_LOST, result, what);
   }
 
-  hal_result_t synchronize();
-  // memory.cpp
-  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr);
-  hal_result_t free(void* ptr);
+  // synchronize (device.cpp), allocate and free (memory.cpp).
+  HAL_PLUGIN_DEVICE_METHODS;
 
  private:
   void read_properties(const hipDeviceProp_t& hip);
   hipError_t release(hal_memory_kind_t kind, void* base) const;
 
-  struct Allocation {
-    hal_memory_kind_t kind;
-    void* base;  // what the runtime returned (below the pointer when over-aligned)
-  };
-
-  plugin::ErrorReporter report_;
   const Runtime& runtime_;
   const Hiprtc* hiprtc_;
   int ordinal_;
   uint32_t index_;
   std::string arch_;
   hal_device_properties_t properties_{};
-  std::mutex mutex_;                                   // guards allocations_
-  std::unordered_map<void*, Allocation> allocations_;  // guarded by mutex_
+  plugin::Allocations allocations_{kNativeAlignment};
 };
 
-class Plugin {
+class Plugin : public plugin::PluginBase {
  public:
   // Opens the runtime and finds the devices; logs a warning (the load
   // report's reason) and never fails when there are none.
   explicit Plugin(const hal_plugin_host_t* host);
-  ~Plugin();
-  Plugin(const Plugin&) = delete;
-  Plugin& operator=(const Plugin&) = delete;
 
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
 
  private:
-  void discover();
-
-  plugin::ErrorReporter report_;
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<Hiprtc> hiprtc_;
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed before the runtime

@@ -17,22 +17,11 @@ using Entries = plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Ker
 // host-staged and portable ones (no RCCL or rocBLAS here).
 constexpr hal_plugin_table_v1_t kTable = plugin::make_table<Entries, plugin::kCoreEntries>();
 
-constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
-                                             HAL_HIP_BUILD_ID};
+constexpr hal::plugin::Identity kIdentity = {kPluginName, "1.0.0", "HAL project", HAL_HIP_BUILD_ID};
 
 }  // namespace
 }  // namespace hal::hip
 
-extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
-                                                           hal_plugin_v1_t* out_plugin) {
-  using namespace hal::hip;
-  // The one handshake (hal_plugin_sdk/negotiate.hpp); a missing runtime or GPU is not
-  // a failure: the plugin loads with 0 devices and says why (SPEC §10.8).
-  return hal::plugin::enter(
-      host, out_plugin, kIdentity, kTable,
-      [&](const hal::plugin::ErrorReporter&, hal_plugin_context_t** out_context) {
-        auto plugin = std::make_unique<Plugin>(host);
-        *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
-        return HAL_SUCCESS;
-      });
-}
+// The one handshake (hal_plugin_sdk/negotiate.hpp); a missing runtime or GPU is
+// not a failure: the plugin loads with 0 devices and says why (SPEC §10.8).
+HAL_PLUGIN_ENTRY_POINT(hal::hip::Plugin, hal::hip::kIdentity, hal::hip::kTable)

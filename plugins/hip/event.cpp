@@ -32,7 +32,7 @@ hal_result_t Event::create(Device& device, hal_event_flags_t flags, Event*& out_
 }
 
 Event::~Event() {
-  if (device_.bind() == hipSuccess) (void)device_.api().hipEventDestroy(event_);
+  if (device().bind() == hipSuccess) (void)device().api().hipEventDestroy(event_);
 }
 
 hal_result_t Event::record(Stream& stream) {
@@ -42,13 +42,13 @@ hal_result_t Event::record(Stream& stream) {
 }
 
 hal_result_t Event::query() {
-  return device_.wait("event_query: hipEventQuery", true,
-                      [&](const RuntimeApi& hip) { return hip.hipEventQuery(event_); });
+  return device().wait("event_query: hipEventQuery", true,
+                       [&](const RuntimeApi& hip) { return hip.hipEventQuery(event_); });
 }
 
 hal_result_t Event::synchronize() {
-  return device_.wait("event_synchronize: hipEventSynchronize", false,
-                      [&](const RuntimeApi& hip) { return hip.hipEventSynchronize(event_); });
+  return device().wait("event_synchronize: hipEventSynchronize", false,
+                       [&](const RuntimeApi& hip) { return hip.hipEventSynchronize(event_); });
 }
 
 hal_result_t Event::elapsed_ms(Event& first, Event& last, float& out_ms) {

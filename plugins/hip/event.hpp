@@ -3,6 +3,8 @@
 #ifndef HAL_PLUGINS_HIP_EVENT_HPP_
 #define HAL_PLUGINS_HIP_EVENT_HPP_
 
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "runtime.hpp"
 
 namespace hal::hip {
@@ -10,27 +12,18 @@ namespace hal::hip {
 class Device;
 class Stream;
 
-class Event {
+// hipEventCreateWithFlags, with hipEventDisableTiming unless asked for.
+class Event : public plugin::DeviceResource<Device> {
  public:
   Event(Device& device, hipEvent_t event, bool timing)
-      : device_(device), event_(event), timing_(timing) {}
+      : DeviceResource(device), event_(event), timing_(timing) {}
   ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  // event_create: hipEventCreateWithFlags.
-  static hal_result_t create(Device& device, hal_event_flags_t flags, Event*& out_event);
 
-  Device& device() const { return device_; }
   hipEvent_t get() const { return event_; }
   bool timing() const { return timing_; }
-
-  hal_result_t record(Stream& stream);
-  hal_result_t query();
-  hal_result_t synchronize();
-  static hal_result_t elapsed_ms(Event& start, Event& end, float& out_ms);
+  HAL_PLUGIN_EVENT_METHODS;
 
  private:
-  Device& device_;
   hipEvent_t event_;
   bool timing_;
 };

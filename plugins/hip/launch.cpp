@@ -26,7 +26,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
       config.block[2], config.shared_memory_bytes, target.get(), arg_count > 0 ? params : nullptr,
       nullptr);
   if (result != hipSuccess) {
-    const std::string what = "launch_kernel: hipModuleLaunchKernel('" + name_ + "')";
+    const std::string what = "launch_kernel: hipModuleLaunchKernel('" + name() + "')";
     const hal_result_t mapped =
         result == hipErrorInvalidValue ? HAL_ERROR_INVALID_LAUNCH : result_of(result);
     return device.fail(mapped, result, what.c_str());

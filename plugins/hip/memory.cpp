@@ -16,12 +16,11 @@ hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignm
                               void** out_ptr) {
   if (const hipError_t bound = bind(); bound != hipSuccess) return fail(bound, "mem_alloc");
   // Alignments above the runtime's are carved out of a larger allocation.
-  const bool carve = alignment > kNativeAlignment;
-  const size_t bytes = carve ? size + alignment : size;
-  if (bytes < size) {
-    return report_.fail(HAL_ERROR_OUT_OF_MEMORY, 0,
-                        "mem_alloc: %zu bytes aligned to %zu overflow the address space", size,
-                        alignment);
+  const size_t bytes = allocations_.block_bytes(size, alignment);
+  if (bytes == 0) {
+    return report().fail(HAL_ERROR_OUT_OF_MEMORY, 0,
+                         "mem_alloc: %zu bytes aligned to %zu overflow the address space", size,
+                         alignment);
   }
   void* base = nullptr;
   hipError_t result = hipSuccess;
@@ -40,56 +39,42 @@ hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignm
       result = api().hipMallocManaged(&base, bytes, hipMemAttachGlobal);
       break;
     default:
-      return report_.fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
-                          static_cast<int>(kind));
+      return report().fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
+                           static_cast<int>(kind));
   }
   if (result != hipSuccess) {
-    return report_.fail(
+    return report().fail(
         result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL,
         static_cast<int64_t>(result), "%s of %zu bytes failed: %s", call, bytes,
         hip_error_text(result).c_str());
   }
-  void* ptr = base;
-  if (carve) {
-    const auto address = reinterpret_cast<uintptr_t>(base);
-    ptr = reinterpret_cast<void*>((address + alignment - 1) & ~(uintptr_t{alignment} - 1));
-  }
-  std::lock_guard lock(mutex_);
-  allocations_.emplace(ptr, Allocation{kind, base});
-  *out_ptr = ptr;
+  *out_ptr = allocations_.add(kind, base, alignment);
   return HAL_SUCCESS;
 }
 
 hal_result_t Device::free(void* ptr) {
-  Allocation allocation{};
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = allocations_.find(ptr);
-    if (it == allocations_.end()) {
-      return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                          "mem_free: %p is not an allocation of this device", ptr);
-    }
-    allocation = it->second;
-    allocations_.erase(it);
+  plugin::Allocations::Block block{};
+  if (!allocations_.take(ptr, block)) {
+    return report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                         "mem_free: %p is not an allocation of this device", ptr);
   }
   if (const hipError_t bound = bind(); bound != hipSuccess) return fail(bound, "mem_free");
-  const hipError_t result = release(allocation.kind, allocation.base);
-  return result == hipSuccess
-             ? HAL_SUCCESS
-             : fail(result, allocation.kind == HAL_MEMORY_HOST ? "mem_free: hipHostFree"
-                                                               : "mem_free: hipFree");
+  const hipError_t result = release(block.kind, block.base);
+  return result == hipSuccess ? HAL_SUCCESS
+                              : fail(result, block.kind == HAL_MEMORY_HOST ? "mem_free: hipHostFree"
+                                                                           : "mem_free: hipFree");
 }
 
 hal_result_t Stream::copy(void* dst, const void* src, size_t size) {
   // hipMemcpyDefault: unified addressing tells device, pinned, managed and
   // pageable host memory apart by the pointer.
-  return device_.run("memcpy_async: hipMemcpyAsync", [&](const RuntimeApi& hip) {
+  return device().run("memcpy_async: hipMemcpyAsync", [&](const RuntimeApi& hip) {
     return hip.hipMemcpyAsync(dst, src, size, hipMemcpyDefault, stream_);
   });
 }
 
 hal_result_t Stream::fill(void* dst, uint8_t value, size_t size) {
-  return device_.run("memset_async: hipMemsetAsync", [&](const RuntimeApi& hip) {
+  return device().run("memset_async: hipMemsetAsync", [&](const RuntimeApi& hip) {
     return hip.hipMemsetAsync(dst, value, size, stream_);
   });
 }

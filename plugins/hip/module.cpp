@@ -5,31 +5,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/module_image.hpp"
 #include "device.hpp"
 #include "dialect_cache.hpp"
 #include "hiprtc.hpp"
 
 namespace hal::hip {
 namespace {
-
-hal_result_t read_image(const hal_module_desc_t& desc, const plugin::ErrorReporter& report,
-                        std::string& out) {
-  if (desc.data != nullptr) {
-    out.assign(static_cast<const char*>(desc.data), desc.size);
-    return HAL_SUCCESS;
-  }
-  std::ifstream file(desc.path, std::ios::binary);
-  if (!file) {
-    return report.fail(HAL_ERROR_NOT_FOUND, errno, "module_load: cannot read '%s': %s", desc.path,
-                       std::strerror(errno));
-  }
-  out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-  return HAL_SUCCESS;
-}
 
 // Checks |types| against the kernel's explicit arguments as its code
 // object's metadata lists them: a wrong declared signature would be
@@ -45,7 +29,7 @@ std::string signature_disagreement(const KernelMetadata& kernel,
 
 Module::~Module() {
   kernels_.clear();
-  if (device_.bind() == hipSuccess) (void)device_.api().hipModuleUnload(module_);
+  if (device().bind() == hipSuccess) (void)device().api().hipModuleUnload(module_);
 }
 
 const KernelMetadata* Module::metadata(const std::string& name) const {
@@ -55,19 +39,14 @@ const KernelMetadata* Module::metadata(const std::string& name) const {
   return nullptr;
 }
 
-Kernel& Module::add_kernel(std::unique_ptr<Kernel> kernel) {
-  std::lock_guard lock(mutex_);
-  kernels_.push_back(std::move(kernel));
-  return *kernels_.back();
-}
-
 hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*& out_module) {
   const plugin::ErrorReporter& report = owner.report();
   // The loader let through only the formats in the device's module_formats
   // (HAL_MODULE_FORMAT_HAL_DIALECT is there only with hiprtc).
   const hal_module_format_t format = desc.format;
   std::string image;
-  if (hal_result_t read = read_image(desc, report, image); read != HAL_SUCCESS) return read;
+  if (hal_result_t read = plugin::read_module_image(desc, report, image); read != HAL_SUCCESS)
+    return read;
   std::unique_ptr<dialect::TranslatedModule> translated;
   if (format == HAL_MODULE_FORMAT_HAL_DIALECT) {
     const Hiprtc& hiprtc = *owner.hiprtc();  // the format bit is set only with hiprtc
@@ -116,9 +95,8 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   return HAL_SUCCESS;
 }
 
-hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
-                                hal_kernel_info_t* out_info) {
-  Device& owner = device_;
+hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel) {
+  Device& owner = device();
   const plugin::ErrorReporter& report = owner.report();
   const std::string name = desc.name;
   const dialect::KernelRecord* record = nullptr;
@@ -168,11 +146,9 @@ hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kern
   }
   const uint32_t shared = record != nullptr ? record->static_shared_bytes
                                             : static_cast<uint32_t>(std::max(static_shared, 0));
-  Kernel& added =
-      add_kernel(std::make_unique<Kernel>(*this, function, name, std::move(types), limit, shared));
+  Kernel& added = kernels_.add(std::make_unique<Kernel>(
+      *this, function, plugin::KernelInfo(name, std::move(types), limit, shared)));
   out_kernel = &added;
-  plugin::write_kernel_info(added.name(), added.arg_types(), added.max_threads(),
-                            added.static_shared_bytes(), out_info);
   return HAL_SUCCESS;
 }
 

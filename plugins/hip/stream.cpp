@@ -48,33 +48,33 @@ hal_result_t Stream::create(Device& device, hal_stream_flags_t, Stream*& out_str
 // Teardown has no caller to report to: a failure here (a lost device) is
 // dropped, and the handle is gone either way.
 Stream::~Stream() {
-  if (device_.bind() == hipSuccess) {
-    (void)device_.api().hipStreamSynchronize(stream_);
-    (void)device_.api().hipStreamDestroy(stream_);
+  if (device().bind() == hipSuccess) {
+    (void)device().api().hipStreamSynchronize(stream_);
+    (void)device().api().hipStreamDestroy(stream_);
   }
 }
 
 hal_result_t Stream::synchronize() {
-  return device_.wait("stream_synchronize: hipStreamSynchronize", false,
-                      [&](const RuntimeApi& hip) { return hip.hipStreamSynchronize(stream_); });
+  return device().wait("stream_synchronize: hipStreamSynchronize", false,
+                       [&](const RuntimeApi& hip) { return hip.hipStreamSynchronize(stream_); });
 }
 
 hal_result_t Stream::query() {
-  return device_.wait("stream_query: hipStreamQuery", true,
-                      [&](const RuntimeApi& hip) { return hip.hipStreamQuery(stream_); });
+  return device().wait("stream_query: hipStreamQuery", true,
+                       [&](const RuntimeApi& hip) { return hip.hipStreamQuery(stream_); });
 }
 
 hal_result_t Stream::wait(Event& awaited) {
   // HIP events work across the devices of one process.
-  return device_.run("stream_wait_event: hipStreamWaitEvent", [&](const RuntimeApi& hip) {
+  return device().run("stream_wait_event: hipStreamWaitEvent", [&](const RuntimeApi& hip) {
     return hip.hipStreamWaitEvent(stream_, awaited.get(), 0);
   });
 }
 
 hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
-  if (device_.api().hipLaunchHostFunc != nullptr) {
+  if (device().api().hipLaunchHostFunc != nullptr) {
     // hal_host_fn_t and hipHostFn_t are both void (*)(void*).
-    return device_.run("stream_enqueue_host_fn: hipLaunchHostFunc", [&](const RuntimeApi& hip) {
+    return device().run("stream_enqueue_host_fn: hipLaunchHostFunc", [&](const RuntimeApi& hip) {
       return hip.hipLaunchHostFunc(stream_, fn, user_data);
     });
   }
@@ -82,7 +82,7 @@ hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
   // holds back the stream's later work until it returns.
   auto call = std::make_unique<HostCall>(HostCall{fn, user_data});
   const hal_result_t result =
-      device_.run("stream_enqueue_host_fn: hipStreamAddCallback", [&](const RuntimeApi& hip) {
+      device().run("stream_enqueue_host_fn: hipStreamAddCallback", [&](const RuntimeApi& hip) {
         return hip.hipStreamAddCallback(stream_, run_host_call, call.get(), 0);
       });
   if (result == HAL_SUCCESS) (void)call.release();  // run_host_call frees it

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "runtime.hpp"
 
 namespace hal::hip {
@@ -13,29 +15,17 @@ namespace hal::hip {
 class Device;
 class Event;
 
-class Stream {
+// hipStreamCreateWithFlags(hipStreamNonBlocking).
+class Stream : public plugin::DeviceResource<Device> {
  public:
-  Stream(Device& device, hipStream_t stream) : device_(device), stream_(stream) {}
+  Stream(Device& device, hipStream_t stream) : DeviceResource(device), stream_(stream) {}
   ~Stream();  // synchronises, then destroys the hipStream_t
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  // stream_create: hipStreamCreateWithFlags(hipStreamNonBlocking).
-  static hal_result_t create(Device& device, hal_stream_flags_t flags, Stream*& out_stream);
 
-  Device& device() const { return device_; }
   hipStream_t get() const { return stream_; }
-
-  // memory.cpp: memcpy_async, memset_async
-  hal_result_t copy(void* dst, const void* src, size_t size);
-  hal_result_t fill(void* dst, uint8_t value, size_t size);
-  // stream.cpp
-  hal_result_t synchronize();
-  hal_result_t query();
-  hal_result_t wait(Event& event);
-  hal_result_t enqueue_host_fn(hal_host_fn_t fn, void* user_data);
+  // copy and fill in memory.cpp, the others in stream.cpp.
+  HAL_PLUGIN_STREAM_METHODS;
 
  private:
-  Device& device_;
   hipStream_t stream_;
 };
 

@@ -23,8 +23,36 @@ uint32_t clamp_u32(uint64_t value) {
 
 }  // namespace
 
-Plugin::Plugin(const hal_plugin_host_t* host) : report_(host) {
-  discover();
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
+  std::string why;
+  loader_ = Loader::open(why);
+  if (!loader_) {
+    report().log(HAL_LOG_WARNING, "level_zero: %s; 0 devices", why.c_str());
+    return;
+  }
+  const LoaderApi& ze = loader_->api();
+  uint32_t count = 0;
+  if (const ze_result_t result = ze.zeDriverGet(&count, nullptr); result != ZE_RESULT_SUCCESS) {
+    report().log(HAL_LOG_WARNING, "level_zero: zeDriverGet failed: %s; 0 devices",
+                 ze_error_text(result).c_str());
+    return;
+  }
+  std::vector<ze_driver_handle_t> drivers(count);
+  if (count > 0) {
+    if (const ze_result_t result = ze.zeDriverGet(&count, drivers.data());
+        result != ZE_RESULT_SUCCESS) {
+      report().log(HAL_LOG_WARNING, "level_zero: zeDriverGet failed: %s; 0 devices",
+                   ze_error_text(result).c_str());
+      return;
+    }
+    drivers.resize(count);
+  }
+  for (uint32_t i = 0; i < count; ++i) add_driver_devices(drivers[i], i);
+  if (devices_.empty()) {
+    report().log(HAL_LOG_WARNING,
+                 "level_zero: the loader (%s) lists %u driver(s) and no GPU; 0 devices",
+                 loader_->path().c_str(), count);
+  }
 }
 
 Plugin::~Plugin() {
@@ -32,38 +60,6 @@ Plugin::~Plugin() {
   if (loader_ == nullptr) return;
   for (const auto& entry : drivers_) {
     if (entry->context != nullptr) loader_->api().zeContextDestroy(entry->context);
-  }
-}
-
-void Plugin::discover() {
-  std::string why;
-  loader_ = Loader::open(why);
-  if (!loader_) {
-    report_.log(HAL_LOG_WARNING, "level_zero: %s; 0 devices", why.c_str());
-    return;
-  }
-  const LoaderApi& ze = loader_->api();
-  uint32_t count = 0;
-  if (const ze_result_t result = ze.zeDriverGet(&count, nullptr); result != ZE_RESULT_SUCCESS) {
-    report_.log(HAL_LOG_WARNING, "level_zero: zeDriverGet failed: %s; 0 devices",
-                ze_error_text(result).c_str());
-    return;
-  }
-  std::vector<ze_driver_handle_t> drivers(count);
-  if (count > 0) {
-    if (const ze_result_t result = ze.zeDriverGet(&count, drivers.data());
-        result != ZE_RESULT_SUCCESS) {
-      report_.log(HAL_LOG_WARNING, "level_zero: zeDriverGet failed: %s; 0 devices",
-                  ze_error_text(result).c_str());
-      return;
-    }
-    drivers.resize(count);
-  }
-  for (uint32_t i = 0; i < count; ++i) add_driver_devices(drivers[i], i);
-  if (devices_.empty()) {
-    report_.log(HAL_LOG_WARNING,
-                "level_zero: the loader (%s) lists %u driver(s) and no GPU; 0 devices",
-                loader_->path().c_str(), count);
   }
 }
 
@@ -83,8 +79,8 @@ void Plugin::add_driver_devices(ze_driver_handle_t driver, uint32_t driver_index
   if (result == ZE_RESULT_SUCCESS && count > 0)
     result = ze.zeDeviceGet(driver, &count, handles.data());
   if (result != ZE_RESULT_SUCCESS) {
-    report_.log(HAL_LOG_WARNING, "level_zero: driver %u skipped: zeDeviceGet failed: %s",
-                driver_index, ze_error_text(result).c_str());
+    report().log(HAL_LOG_WARNING, "level_zero: driver %u skipped: zeDeviceGet failed: %s",
+                 driver_index, ze_error_text(result).c_str());
     return;
   }
   handles.resize(count);
@@ -93,17 +89,17 @@ void Plugin::add_driver_devices(ze_driver_handle_t driver, uint32_t driver_index
   context_desc.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC;
   result = ze.zeContextCreate(driver, &context_desc, &entry->context);
   if (result != ZE_RESULT_SUCCESS) {
-    report_.log(HAL_LOG_WARNING, "level_zero: driver %u skipped: zeContextCreate failed: %s",
-                driver_index, ze_error_text(result).c_str());
+    report().log(HAL_LOG_WARNING, "level_zero: driver %u skipped: zeContextCreate failed: %s",
+                 driver_index, ze_error_text(result).c_str());
     return;
   }
   for (ze_device_handle_t handle : handles) {
     std::string why;
-    auto device = Device::create(report_, *loader_, *entry, handle,
+    auto device = Device::create(report(), *loader_, *entry, handle,
                                  static_cast<uint32_t>(devices_.size()), why);
     if (device == nullptr) {
-      report_.log(HAL_LOG_WARNING, "level_zero: a device of driver %u skipped: %s", driver_index,
-                  why.c_str());
+      report().log(HAL_LOG_WARNING, "level_zero: a device of driver %u skipped: %s", driver_index,
+                   why.c_str());
       continue;
     }
     devices_.push_back(std::move(device));
@@ -113,7 +109,7 @@ void Plugin::add_driver_devices(ze_driver_handle_t driver, uint32_t driver_index
 
 Device::Device(const plugin::ErrorReporter& report, const Loader& loader,
                const DriverContext& driver, ze_device_handle_t handle, uint32_t index)
-    : report_(report), loader_(loader), driver_(driver), handle_(handle), index_(index) {}
+    : DeviceBase(report), loader_(loader), driver_(driver), handle_(handle), index_(index) {}
 
 std::unique_ptr<Device> Device::create(const plugin::ErrorReporter& report, const Loader& loader,
                                        const DriverContext& driver, ze_device_handle_t handle,
@@ -125,9 +121,9 @@ std::unique_ptr<Device> Device::create(const plugin::ErrorReporter& report, cons
 
 Device::~Device() {
   release_all();
-  std::lock_guard lock(mutex_);
-  for (const auto& [ptr, kind] : allocations_) api().zeMemFree(context(), ptr);
-  allocations_.clear();
+  for (const plugin::Allocations::Block& block : allocations_.take_all()) {
+    api().zeMemFree(context(), block.base);
+  }
 }
 
 ze_context_handle_t Device::context() const {
@@ -139,8 +135,8 @@ hal_result_t Device::fail(ze_result_t result, const char* what) const {
 }
 
 hal_result_t Device::fail(hal_result_t mapped, ze_result_t result, const char* what) const {
-  return report_.fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                      ze_error_text(result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
+                       ze_error_text(result).c_str());
 }
 
 bool Device::read_properties(std::string& why) {

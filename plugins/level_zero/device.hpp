@@ -14,15 +14,16 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/allocations.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "loader.hpp"
 
 namespace hal::level_zero {
 
+// What the devices report as their plugin (hal_device_properties_t).
 inline constexpr char kPluginName[] = "level_zero";
-inline constexpr char kPluginVersion[] = "1.0.0";
-inline constexpr char kPluginVendor[] = "HAL project";
 
 // One driver the loader lists, with the context all its devices share (so
 // events and USM of one driver work across its devices).
@@ -41,7 +42,7 @@ class Stream;
 // Zero has no documented default alignment).
 inline constexpr size_t kMinAlignment = 64;
 
-class Device : public plugin::DeviceObjects<Stream, Event, Module> {
+class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   // Reads the properties and finds a compute queue group; null with |why|
   // when the device has none.
@@ -49,10 +50,7 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
                                         const DriverContext& driver, ze_device_handle_t handle,
                                         uint32_t index, std::string& why);
   ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
 
-  const plugin::ErrorReporter& report() const { return report_; }
   const LoaderApi& api() const { return loader_.api(); }
   ze_context_handle_t context() const;
   ze_device_handle_t handle() const { return handle_; }
@@ -67,16 +65,15 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
   hal_result_t fail(ze_result_t result, const char* what) const;
   hal_result_t fail(hal_result_t mapped, ze_result_t result, const char* what) const;
 
-  // memory.cpp
-  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr);
-  hal_result_t free(void* ptr);
+  // allocate and free (memory.cpp); no synchronize: the table leaves
+  // device_synchronize to the loader (entry.cpp).
+  HAL_PLUGIN_DEVICE_METHODS;
 
  private:
   Device(const plugin::ErrorReporter& report, const Loader& loader, const DriverContext& driver,
          ze_device_handle_t handle, uint32_t index);
   bool read_properties(std::string& why);
 
-  plugin::ErrorReporter report_;
   const Loader& loader_;
   const DriverContext& driver_;
   ze_device_handle_t handle_;
@@ -85,26 +82,22 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
   double ns_per_tick_ = 1.0;
   uint64_t timestamp_mask_ = ~uint64_t{0};
   hal_device_properties_t properties_{};
-  std::mutex mutex_;                                          // guards allocations_
-  std::unordered_map<void*, hal_memory_kind_t> allocations_;  // guarded by mutex_
+  // The driver takes the alignment as is: nothing is carved.
+  plugin::Allocations allocations_{SIZE_MAX};
 };
 
-class Plugin {
+class Plugin : public plugin::PluginBase {
  public:
   // Opens the loader and finds the devices; logs a warning (the load
   // report's reason) and never fails when there are none.
   explicit Plugin(const hal_plugin_host_t* host);
   ~Plugin();
-  Plugin(const Plugin&) = delete;
-  Plugin& operator=(const Plugin&) = delete;
 
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
 
  private:
-  void discover();
   void add_driver_devices(ze_driver_handle_t driver, uint32_t driver_index);
 
-  plugin::ErrorReporter report_;
   std::unique_ptr<Loader> loader_;
   std::vector<std::unique_ptr<DriverContext>> drivers_;  // destroyed after the devices
   std::vector<std::unique_ptr<Device>> devices_;

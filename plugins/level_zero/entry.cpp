@@ -19,22 +19,12 @@ using Entries = plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Ker
 constexpr plugin::EntrySet kImplemented = plugin::kCoreEntries - plugin::Entry::device_synchronize;
 constexpr hal_plugin_table_v1_t kTable = plugin::make_table<Entries, kImplemented>();
 
-constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
+constexpr hal::plugin::Identity kIdentity = {kPluginName, "1.0.0", "HAL project",
                                              HAL_LEVEL_ZERO_BUILD_ID};
 
 }  // namespace
 }  // namespace hal::level_zero
 
-extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
-                                                           hal_plugin_v1_t* out_plugin) {
-  using namespace hal::level_zero;
-  // The one handshake (hal_plugin_sdk/negotiate.hpp); a missing driver is not
-  // a failure: the plugin loads with 0 devices and says why (SPEC §10.9).
-  return hal::plugin::enter(
-      host, out_plugin, kIdentity, kTable,
-      [&](const hal::plugin::ErrorReporter&, hal_plugin_context_t** out_context) {
-        auto plugin = std::make_unique<Plugin>(host);
-        *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
-        return HAL_SUCCESS;
-      });
-}
+// The one handshake (hal_plugin_sdk/negotiate.hpp); a missing driver is not
+// a failure: the plugin loads with 0 devices and says why (SPEC §10.9).
+HAL_PLUGIN_ENTRY_POINT(hal::level_zero::Plugin, hal::level_zero::kIdentity, hal::level_zero::kTable)

@@ -67,10 +67,10 @@ std::shared_ptr<EventSet> Event::next(ze_result_t& out_result) {
     }
   }
   if (set != nullptr) {
-    out_result = device_.api().zeEventHostReset(set->get(0));
+    out_result = device().api().zeEventHostReset(set->get(0));
     if (out_result != ZE_RESULT_SUCCESS) return nullptr;
   } else {
-    set = EventSet::create(device_, 1, timing_, out_result);
+    set = EventSet::create(device(), 1, timing_, out_result);
     if (set == nullptr) return nullptr;
   }
   if (current_ != nullptr && spares_.size() < kSpares) spares_.push_back(std::move(current_));
@@ -105,19 +105,19 @@ hal_result_t Event::record(Stream& stream) {
 hal_result_t Event::query() {
   const std::shared_ptr<EventSet> set = current();
   if (set == nullptr) return HAL_SUCCESS;
-  const ze_result_t result = device_.api().zeEventQueryStatus(set->get(0));
+  const ze_result_t result = device().api().zeEventQueryStatus(set->get(0));
   if (result == ZE_RESULT_SUCCESS) return HAL_SUCCESS;
   if (result == ZE_RESULT_NOT_READY) return HAL_NOT_READY;
-  return device_.fail(HAL_ERROR_DEVICE_LOST, result, "event_query: zeEventQueryStatus");
+  return device().fail(HAL_ERROR_DEVICE_LOST, result, "event_query: zeEventQueryStatus");
 }
 
 hal_result_t Event::synchronize() {
   const std::shared_ptr<EventSet> set = current();
   if (set == nullptr) return HAL_SUCCESS;
-  const ze_result_t result = device_.api().zeEventHostSynchronize(set->get(0), kForever);
+  const ze_result_t result = device().api().zeEventHostSynchronize(set->get(0), kForever);
   return result == ZE_RESULT_SUCCESS ? HAL_SUCCESS
-                                     : device_.fail(HAL_ERROR_DEVICE_LOST, result,
-                                                    "event_synchronize: zeEventHostSynchronize");
+                                     : device().fail(HAL_ERROR_DEVICE_LOST, result,
+                                                     "event_synchronize: zeEventHostSynchronize");
 }
 
 hal_result_t Event::elapsed_ms(Event& first, Event& last, float& out_ms) {

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "loader.hpp"
 
 namespace hal::level_zero {
@@ -38,12 +40,10 @@ class EventSet {
 // earlier uses are over, or a new pool): waits enqueued before a re-record
 // keep the point they captured, and no event is reset while a command may
 // still signal or wait on it (Level Zero forbids that).
-class Event {
+// The L0 event comes with the first record.
+class Event : public plugin::DeviceResource<Device> {
  public:
-  Event(Device& device, bool timing) : device_(device), timing_(timing) {}
-  // event_create: the L0 event comes with the first record.
-  static hal_result_t create(Device& device, hal_event_flags_t flags, Event*& out_event);
-  Device& device() const { return device_; }
+  Event(Device& device, bool timing) : DeviceResource(device), timing_(timing) {}
   bool timing() const { return timing_; }
   // The L0 event of the latest record; null when never recorded (an event
   // never recorded is complete).
@@ -52,14 +52,10 @@ class Event {
   // append its signal.
   std::shared_ptr<EventSet> next(ze_result_t& out_result);
 
-  hal_result_t record(Stream& stream);
-  hal_result_t query();
-  hal_result_t synchronize();
-  static hal_result_t elapsed_ms(Event& start, Event& end, float& out_ms);
+  HAL_PLUGIN_EVENT_METHODS;
 
  private:
   static constexpr size_t kSpares = 4;
-  Device& device_;
   bool timing_;
   mutable std::mutex mutex_;  // guards current_ and spares_
   std::shared_ptr<EventSet> current_;

@@ -29,7 +29,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
             ze.zeKernelSetArgumentValue(kernel_, i, args[i].size, args[i].value);
         result != ZE_RESULT_SUCCESS) {
       return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, static_cast<int64_t>(result),
-                         "launch_kernel: argument %u of '%s' was refused: %s", i, name_.c_str(),
+                         "launch_kernel: argument %u of '%s' was refused: %s", i, name().c_str(),
                          ze_error_text(result).c_str());
     }
   }
@@ -48,7 +48,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
     return ze.zeCommandListAppendLaunchKernel(list, kernel_, &groups, nullptr, 0, nullptr);
   });
   if (result != ZE_RESULT_SUCCESS) {
-    const std::string what = "launch_kernel: zeCommandListAppendLaunchKernel('" + name_ + "')";
+    const std::string what = "launch_kernel: zeCommandListAppendLaunchKernel('" + name() + "')";
     return device.fail(
         result_of(result) == HAL_ERROR_INTERNAL ? HAL_ERROR_INVALID_LAUNCH : result_of(result),
         result, what.c_str());

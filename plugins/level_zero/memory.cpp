@@ -33,36 +33,29 @@ hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignm
                                       &ptr);
       break;
     default:
-      return report_.fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
-                          static_cast<int>(kind));
+      return report().fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
+                           static_cast<int>(kind));
   }
   if (result == ZE_RESULT_SUCCESS && ptr == nullptr) result = ZE_RESULT_ERROR_UNKNOWN;
   if (result != ZE_RESULT_SUCCESS) {
-    return report_.fail(
+    return report().fail(
         result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL,
         static_cast<int64_t>(result), "%s of %zu bytes aligned to %zu failed: %s", call, size,
         alignment, ze_error_text(result).c_str());
   }
   try {
-    std::lock_guard lock(mutex_);
-    allocations_.emplace(ptr, kind);
+    *out_ptr = allocations_.add(kind, ptr, alignment);
   } catch (...) {
     api().zeMemFree(context(), ptr);
     throw;
   }
-  *out_ptr = ptr;
   return HAL_SUCCESS;
 }
 
 hal_result_t Device::free(void* ptr) {
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = allocations_.find(ptr);
-    if (it == allocations_.end()) {
-      return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                          "mem_free: %p is not an allocation of this device", ptr);
-    }
-    allocations_.erase(it);
+  if (plugin::Allocations::Block block{}; !allocations_.take(ptr, block)) {
+    return report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                         "mem_free: %p is not an allocation of this device", ptr);
   }
   const ze_result_t result = api().zeMemFree(context(), ptr);
   return result == ZE_RESULT_SUCCESS ? HAL_SUCCESS : fail(result, "mem_free: zeMemFree");
@@ -71,11 +64,11 @@ hal_result_t Device::free(void* ptr) {
 hal_result_t Stream::copy(void* dst, const void* src, size_t size) {
   // USM: the driver tells device, host, shared and system memory apart.
   const ze_result_t result = append([&](ze_command_list_handle_t list) {
-    return device_.api().zeCommandListAppendMemoryCopy(list, dst, src, size, nullptr, 0, nullptr);
+    return device().api().zeCommandListAppendMemoryCopy(list, dst, src, size, nullptr, 0, nullptr);
   });
   return result == ZE_RESULT_SUCCESS
              ? HAL_SUCCESS
-             : device_.fail(result, "memcpy_async: zeCommandListAppendMemoryCopy");
+             : device().fail(result, "memcpy_async: zeCommandListAppendMemoryCopy");
 }
 
 hal_result_t Stream::fill(void* dst, uint8_t value, size_t size) {
@@ -85,13 +78,13 @@ hal_result_t Stream::fill(void* dst, uint8_t value, size_t size) {
   const uint8_t* bytes = pattern.get();
   const ze_result_t result = append(
       [&](ze_command_list_handle_t list) {
-        return device_.api().zeCommandListAppendMemoryFill(list, dst, bytes, 1, size, nullptr, 0,
-                                                           nullptr);
+        return device().api().zeCommandListAppendMemoryFill(list, dst, bytes, 1, size, nullptr, 0,
+                                                            nullptr);
       },
       std::move(pattern));
   return result == ZE_RESULT_SUCCESS
              ? HAL_SUCCESS
-             : device_.fail(result, "memset_async: zeCommandListAppendMemoryFill");
+             : device().fail(result, "memset_async: zeCommandListAppendMemoryFill");
 }
 
 }  // namespace hal::level_zero

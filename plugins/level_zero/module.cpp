@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "device.hpp"
 #include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/module_image.hpp"
 #include "hal_plugin_sdk/signature.hpp"
 #include "spirv.hpp"
 
@@ -17,21 +16,6 @@ namespace {
 
 // A build log longer than this is cut (the message stays readable).
 constexpr size_t kMaxLogBytes = 8192;
-
-hal_result_t read_image(const hal_module_desc_t& desc, const plugin::ErrorReporter& report,
-                        std::string& out) {
-  if (desc.data != nullptr) {
-    out.assign(static_cast<const char*>(desc.data), desc.size);
-    return HAL_SUCCESS;
-  }
-  std::ifstream file(desc.path, std::ios::binary);
-  if (!file) {
-    return report.fail(HAL_ERROR_NOT_FOUND, errno, "module_load: cannot read '%s': %s", desc.path,
-                       std::strerror(errno));
-  }
-  out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-  return HAL_SUCCESS;
-}
 
 // The driver's build log (empty when it has none), then the log is destroyed.
 std::string take_build_log(const LoaderApi& ze, ze_module_build_log_handle_t log) {
@@ -61,20 +45,15 @@ Kernel::~Kernel() {
 
 Module::~Module() {
   kernels_.clear();
-  device_.api().zeModuleDestroy(module_);
-}
-
-Kernel& Module::add_kernel(std::unique_ptr<Kernel> kernel) {
-  std::lock_guard lock(mutex_);
-  kernels_.push_back(std::move(kernel));
-  return *kernels_.back();
+  device().api().zeModuleDestroy(module_);
 }
 
 hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*& out_module) {
   const plugin::ErrorReporter& report = owner.report();
   // The loader let through only HAL_MODULE_FORMAT_SPIRV (module_formats).
   std::string image;
-  if (hal_result_t read = read_image(desc, report, image); read != HAL_SUCCESS) return read;
+  if (hal_result_t read = plugin::read_module_image(desc, report, image); read != HAL_SUCCESS)
+    return read;
   if (std::string why; !check_spirv_image(image.data(), image.size(), why)) {
     return report.fail(HAL_ERROR_INVALID_MODULE, 0, "module_load: the SPIR-V image is invalid: %s",
                        why.c_str());
@@ -110,9 +89,8 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   return HAL_SUCCESS;
 }
 
-hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
-                                hal_kernel_info_t* out_info) {
-  Device& owner = device_;
+hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel) {
+  Device& owner = device();
   const plugin::ErrorReporter& report = owner.report();
   const std::string name = desc.name;
   if (desc.arg_types == nullptr) {
@@ -162,16 +140,15 @@ hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kern
                             properties.requiredGroupSizeY * properties.requiredGroupSizeZ;
   if (required > 0) limit = static_cast<uint32_t>(std::min<uint64_t>(limit, required));
   try {
-    kernel = std::make_unique<Kernel>(*this, created, name, std::move(types), limit,
-                                      properties.localMemSize, dynamic_shared);
+    kernel = std::make_unique<Kernel>(
+        *this, created, plugin::KernelInfo(name, std::move(types), limit, properties.localMemSize),
+        dynamic_shared);
   } catch (...) {
     destroy_created();
     throw;
   }
-  Kernel& added = add_kernel(std::move(kernel));
+  Kernel& added = kernels_.add(std::move(kernel));
   out_kernel = &added;
-  plugin::write_kernel_info(added.name(), added.arg_types(), added.max_threads(),
-                            added.static_shared_bytes(), out_info);
   return HAL_SUCCESS;
 }
 

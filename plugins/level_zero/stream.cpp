@@ -25,10 +25,10 @@ hal_result_t Stream::create(Device& device, hal_stream_flags_t, Stream*& out_str
 }
 
 hal_result_t Stream::wait(Event& awaited) {
-  if (awaited.device().context() != device_.context()) {
-    return device_.report().fail(HAL_ERROR_UNSUPPORTED, 0,
-                                 "stream_wait_event: the event's device is on another Level Zero "
-                                 "driver (events work within one driver's context)");
+  if (awaited.device().context() != device().context()) {
+    return device().report().fail(HAL_ERROR_UNSUPPORTED, 0,
+                                  "stream_wait_event: the event's device is on another Level Zero "
+                                  "driver (events work within one driver's context)");
   }
   // The point captured now: a later record signals another L0 event.
   std::shared_ptr<EventSet> captured = awaited.current();
@@ -36,12 +36,12 @@ hal_result_t Stream::wait(Event& awaited) {
   ze_event_handle_t handle = captured->get(0);
   const ze_result_t result = append(
       [&](ze_command_list_handle_t list) {
-        return device_.api().zeCommandListAppendWaitOnEvents(list, 1, &handle);
+        return device().api().zeCommandListAppendWaitOnEvents(list, 1, &handle);
       },
       std::move(captured));
   return result == ZE_RESULT_SUCCESS
              ? HAL_SUCCESS
-             : device_.fail(result, "stream_wait_event: zeCommandListAppendWaitOnEvents");
+             : device().fail(result, "stream_wait_event: zeCommandListAppendWaitOnEvents");
 }
 
 std::unique_ptr<Stream> Stream::make(Device& device, ze_result_t& out_result) {
@@ -61,14 +61,14 @@ std::unique_ptr<Stream> Stream::make(Device& device, ze_result_t& out_result) {
 }
 
 Stream::~Stream() {
-  synchronize("stream_destroy");  // the loader synchronised it; this covers shutdown
+  finish("stream_destroy");  // the loader synchronised it; this covers shutdown
   {
     std::lock_guard lock(host_mutex_);
     stopping_ = true;
   }
   host_ready_.notify_all();
   if (worker_.joinable()) worker_.join();
-  device_.api().zeCommandListDestroy(list_);
+  device().api().zeCommandListDestroy(list_);
   keep_.clear();  // the list is gone: nothing uses these any more
 }
 
@@ -78,11 +78,11 @@ ze_result_t Stream::after_append_locked(ze_result_t result, std::shared_ptr<cons
   if (result != ZE_RESULT_SUCCESS) return result;
   // Level Zero orders a command list's commands only across barriers; a HAL
   // stream runs each command after the one before has finished.
-  return device_.api().zeCommandListAppendBarrier(list_, nullptr, 0, nullptr);
+  return device().api().zeCommandListAppendBarrier(list_, nullptr, 0, nullptr);
 }
 
 ze_result_t Stream::marker_locked(bool may_block, int& out_marker) {
-  const LoaderApi& ze = device_.api();
+  const LoaderApi& ze = device().api();
   if (!dirty_) {
     out_marker = pending_.empty() ? -1 : static_cast<int>(pending_.back());
     return ZE_RESULT_SUCCESS;
@@ -131,13 +131,17 @@ void Stream::retire_locked(int marker) {
   }
 }
 
-hal_result_t Stream::synchronize(const char* what) {
+hal_result_t Stream::synchronize() {
+  return finish("stream_synchronize");
+}
+
+hal_result_t Stream::finish(const char* what) {
   int marker = -1;
   std::vector<std::shared_ptr<const void>> done;
   {
     std::lock_guard lock(mutex_);
     if (const ze_result_t result = marker_locked(true, marker); result != ZE_RESULT_SUCCESS) {
-      return device_.fail(HAL_ERROR_DEVICE_LOST, result, what);
+      return device().fail(HAL_ERROR_DEVICE_LOST, result, what);
     }
     if (marker < 0) return HAL_SUCCESS;
     done.swap(keep_);  // all used by commands before the marker
@@ -145,12 +149,12 @@ hal_result_t Stream::synchronize(const char* what) {
   // A marker may be observed and reused by another thread meanwhile; its
   // next signal comes after this one, so waiting for it is still correct.
   const ze_result_t result =
-      device_.api().zeEventHostSynchronize(markers_->get(static_cast<uint32_t>(marker)), kForever);
+      device().api().zeEventHostSynchronize(markers_->get(static_cast<uint32_t>(marker)), kForever);
   std::lock_guard lock(mutex_);
   if (result != ZE_RESULT_SUCCESS) {
     // The commands may still use them: keep them with the stream.
     for (auto& kept : done) keep_.push_back(std::move(kept));
-    return device_.fail(HAL_ERROR_DEVICE_LOST, result, what);
+    return device().fail(HAL_ERROR_DEVICE_LOST, result, what);
   }
   if (!pending_.empty() && std::find(pending_.begin(), pending_.end(),
                                      static_cast<uint32_t>(marker)) != pending_.end()) {
@@ -164,14 +168,14 @@ hal_result_t Stream::query() {
   int marker = -1;
   if (const ze_result_t result = marker_locked(false, marker); result != ZE_RESULT_SUCCESS) {
     if (result == ZE_RESULT_NOT_READY) return HAL_NOT_READY;  // an older marker is pending
-    return device_.fail(HAL_ERROR_DEVICE_LOST, result, "stream_query");
+    return device().fail(HAL_ERROR_DEVICE_LOST, result, "stream_query");
   }
   if (marker < 0) return HAL_SUCCESS;
   const ze_result_t status =
-      device_.api().zeEventQueryStatus(markers_->get(static_cast<uint32_t>(marker)));
+      device().api().zeEventQueryStatus(markers_->get(static_cast<uint32_t>(marker)));
   if (status == ZE_RESULT_NOT_READY) return HAL_NOT_READY;
   if (status != ZE_RESULT_SUCCESS) {
-    return device_.fail(HAL_ERROR_DEVICE_LOST, status, "stream_query: zeEventQueryStatus");
+    return device().fail(HAL_ERROR_DEVICE_LOST, status, "stream_query: zeEventQueryStatus");
   }
   retire_locked(marker);
   keep_.clear();  // the marker is the newest command: everything before is done
@@ -181,8 +185,8 @@ hal_result_t Stream::query() {
 hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
   const char* what = "stream_enqueue_host_fn";
   ze_result_t created = ZE_RESULT_SUCCESS;
-  std::shared_ptr<EventSet> events = EventSet::create(device_, 2, false, created);
-  if (events == nullptr) return device_.fail(created, "stream_enqueue_host_fn: zeEventPoolCreate");
+  std::shared_ptr<EventSet> events = EventSet::create(device(), 2, false, created);
+  if (events == nullptr) return device().fail(created, "stream_enqueue_host_fn: zeEventPoolCreate");
   {
     std::lock_guard lock(host_mutex_);
     if (!worker_.joinable()) worker_ = std::thread([this] { run_host_calls(); });
@@ -193,17 +197,17 @@ hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
   ze_event_handle_t after = events->get(1);
   const ze_result_t result = append(
       [&](ze_command_list_handle_t list) {
-        ze_result_t appended = device_.api().zeCommandListAppendSignalEvent(list, before);
+        ze_result_t appended = device().api().zeCommandListAppendSignalEvent(list, before);
         if (appended == ZE_RESULT_SUCCESS) {
-          appended = device_.api().zeCommandListAppendWaitOnEvents(list, 1, &after);
+          appended = device().api().zeCommandListAppendWaitOnEvents(list, 1, &after);
         }
         return appended;
       },
       events);
   if (result != ZE_RESULT_SUCCESS) {
     // Nothing waits on "after" unless the signal was appended: release it.
-    device_.api().zeEventHostSignal(after);
-    return device_.fail(result, what);
+    device().api().zeEventHostSignal(after);
+    return device().fail(result, what);
   }
   {
     std::lock_guard lock(host_mutex_);
@@ -214,7 +218,7 @@ hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
 }
 
 void Stream::run_host_calls() {
-  const LoaderApi& ze = device_.api();
+  const LoaderApi& ze = device().api();
   for (;;) {
     HostCall call{};
     {

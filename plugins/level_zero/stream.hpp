@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "event.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "loader.hpp"
 
 namespace hal::level_zero {
@@ -24,16 +26,11 @@ namespace hal::level_zero {
 class Device;
 class Event;
 
-class Stream {
+class Stream : public plugin::DeviceResource<Device> {
  public:
-  // stream_create
-  static hal_result_t create(Device& device, hal_stream_flags_t flags, Stream*& out_stream);
   // Null with the failing call's code in |out_result|.
   static std::unique_ptr<Stream> make(Device& device, ze_result_t& out_result);
   ~Stream();  // synchronises, stops the host function thread, destroys the list
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  Device& device() const { return device_; }
 
   // Appends what |append(list)| appends, then a barrier, under the stream's
   // lock (a command list is not thread-safe). |keep| lives until the stream
@@ -41,18 +38,16 @@ class Stream {
   template <class Append>
   ze_result_t append(Append&& append, std::shared_ptr<const void> keep = nullptr);
 
-  // memory.cpp: memcpy_async, memset_async
-  hal_result_t copy(void* dst, const void* src, size_t size);
-  hal_result_t fill(void* dst, uint8_t value, size_t size);
-  // Waits on the device for the point |event|'s latest record captured.
-  hal_result_t wait(Event& event);
-  // Runs fn(user_data) on the stream's host thread once the work enqueued
-  // before it completes; work enqueued after it waits for it to return.
-  hal_result_t enqueue_host_fn(hal_host_fn_t fn, void* user_data);
-  // Blocks until everything enqueued so far (host functions included) is done.
-  hal_result_t synchronize(const char* what = "stream_synchronize");
-  // HAL_SUCCESS when everything enqueued so far is done, else HAL_NOT_READY.
-  hal_result_t query();
+  // copy and fill in memory.cpp, the others in stream.cpp. wait: on the
+  // device, for the point the event's latest record captured.
+  // enqueue_host_fn: fn(user_data) on the stream's host thread once the work
+  // enqueued before it completes; work enqueued after it waits for it to
+  // return. synchronize: finish("stream_synchronize"). query: HAL_SUCCESS
+  // when everything enqueued so far is done, else HAL_NOT_READY.
+  HAL_PLUGIN_STREAM_METHODS;
+  // Blocks until everything enqueued so far (host functions included) is
+  // done; a failure names |what|.
+  hal_result_t finish(const char* what);
 
  private:
   struct HostCall {
@@ -64,7 +59,7 @@ class Stream {
   static constexpr size_t kKeepLimit = 1024;  // then the stream is synchronised
 
   Stream(Device& device, ze_command_list_handle_t list, std::shared_ptr<EventSet> markers)
-      : device_(device), list_(list), markers_(std::move(markers)) {}
+      : DeviceResource(device), list_(list), markers_(std::move(markers)) {}
   // The marker after the newest work (appending one when work came since
   // the last); -1 when the stream is known idle. With all markers in
   // flight it waits for the oldest, or (!may_block) answers
@@ -75,7 +70,6 @@ class Stream {
   void run_host_calls();
   ze_result_t after_append_locked(ze_result_t result, std::shared_ptr<const void> keep);
 
-  Device& device_;
   ze_command_list_handle_t list_;
   std::shared_ptr<EventSet> markers_;
   std::mutex mutex_;  // guards list_'s appends and everything below
@@ -98,7 +92,7 @@ ze_result_t Stream::append(Append&& append, std::shared_ptr<const void> keep) {
   if (result == ZE_RESULT_SUCCESS) result = after_append_locked(result, std::move(keep));
   const bool full = keep_.size() > kKeepLimit;
   lock.unlock();
-  if (full && result == ZE_RESULT_SUCCESS) synchronize("stream: reclaiming events");
+  if (full && result == ZE_RESULT_SUCCESS) finish("stream: reclaiming events");
   return result;
 }
 

@@ -11,9 +11,9 @@
 
 namespace hal::null_plugin {
 
-Plugin::Plugin(const hal_plugin_host_t* host) : report_(host) {
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   // TODO(null): open the driver and enumerate its devices; none is valid.
-  devices_.push_back(std::make_unique<Device>(report_, 0));
+  devices_.push_back(std::make_unique<Device>(report(), 0));
 }
 
 Plugin::~Plugin() {
@@ -23,7 +23,7 @@ Plugin::~Plugin() {
 }
 
 Device::Device(const plugin::ErrorReporter& report, uint32_t index)
-    : report_(report), index_(index) {}
+    : DeviceBase(report), index_(index) {}
 
 Device::~Device() {
   release_all();

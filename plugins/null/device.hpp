@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "hal_plugin.h"
-#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/report.hpp"
 
 namespace hal::null_plugin {
@@ -36,27 +37,19 @@ class Module;
 class Stream;
 
 // One device. It owns the streams, events and modules made on it
-// (DeviceObjects), so that device_close frees what the application left.
-// Made and destroyed in device.cpp, where those classes are complete.
-class Device : public plugin::DeviceObjects<Stream, Event, Module> {
+// (DeviceBase), so that device_close frees what the application left. Made
+// and destroyed in device.cpp, where those classes are complete.
+class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   Device(const plugin::ErrorReporter& report, uint32_t index);
   ~Device();  // releases what the application left
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
 
-  const plugin::ErrorReporter& report() const { return report_; }
   uint32_t index() const { return index_; }
-
-  // device.cpp
   hal_device_properties_t properties() const;
-  hal_result_t synchronize();
-  // memory.cpp
-  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr);
-  hal_result_t free(void* ptr);
+  // synchronize (device.cpp), allocate and free (memory.cpp).
+  HAL_PLUGIN_DEVICE_METHODS;
 
  private:
-  plugin::ErrorReporter report_;
   uint32_t index_;
   struct Allocation {
     size_t size;
@@ -68,19 +61,16 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
 };
 
 // The plugin's context: the host services and the devices.
-class Plugin {
+class Plugin : public plugin::PluginBase {
  public:
   // TODO(null): open the driver and enumerate its devices (device.cpp).
   explicit Plugin(const hal_plugin_host_t* host);
   ~Plugin();
-  Plugin(const Plugin&) = delete;
-  Plugin& operator=(const Plugin&) = delete;
 
   // 0 devices is valid: a plugin whose driver or hardware is absent loads.
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
 
  private:
-  plugin::ErrorReporter report_;
   std::vector<std::unique_ptr<Device>> devices_;
 };
 

@@ -40,16 +40,8 @@ constexpr plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVend
 }  // namespace
 }  // namespace hal::null_plugin
 
-extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
-                                                           hal_plugin_v1_t* out_plugin) {
-  using namespace hal::null_plugin;
-  return hal::plugin::enter(
-      host, out_plugin, kIdentity, kTable,
-      [&](const hal::plugin::ErrorReporter&, hal_plugin_context_t** out_context) {
-        // TODO(null): a driver that cannot open: release what was acquired
-        // and return report.fail(...) with the driver's code.
-        auto plugin = std::make_unique<Plugin>(host);
-        *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
-        return HAL_SUCCESS;
-      });
-}
+// TODO(null): a driver that cannot open is no failure: the plugin loads with
+// 0 devices and logs why. For a failure that must refuse the load, use
+// plugin::enter with a create function that returns report.fail(...).
+HAL_PLUGIN_ENTRY_POINT(hal::null_plugin::Plugin, hal::null_plugin::kIdentity,
+                       hal::null_plugin::kTable)

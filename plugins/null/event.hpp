@@ -10,23 +10,13 @@
 
 namespace hal::null_plugin {
 
-class Event {
+class Event : public plugin::DeviceResource<Device> {
  public:
-  Event(Device& device, hal_event_flags_t flags) : device_(device), flags_(flags) {}
-  // event_create
-  static hal_result_t create(Device& device, hal_event_flags_t flags, Event*& out_event);
-
-  Device& device() const { return device_; }
+  Event(Device& device, hal_event_flags_t flags) : DeviceResource(device), flags_(flags) {}
   hal_event_flags_t flags() const { return flags_; }
-
-  hal_result_t record(Stream& stream);
-  hal_result_t query();
-  hal_result_t synchronize();
-  // The loader has checked that both are timing events of one device.
-  static hal_result_t elapsed_ms(Event& start, Event& end, float& out_ms);
+  HAL_PLUGIN_EVENT_METHODS;
 
  private:
-  Device& device_;
   hal_event_flags_t flags_;
   std::atomic<int64_t> recorded_ns_{-1};  // steady clock; -1: never recorded
 };

@@ -15,7 +15,7 @@ hal_result_t Device::allocate(hal_memory_kind_t, size_t size, size_t alignment, 
   // migrates; declare only the kinds you serve.
   std::lock_guard lock(mutex_);
   if (size > kDeviceMemoryBytes - allocated_bytes_) {
-    return report_.fail(
+    return report().fail(
         HAL_ERROR_OUT_OF_MEMORY, 0, "null device %u: %zu bytes requested, %llu of %llu bytes free",
         index_, size, static_cast<unsigned long long>(kDeviceMemoryBytes - allocated_bytes_),
         static_cast<unsigned long long>(kDeviceMemoryBytes));
@@ -23,8 +23,8 @@ hal_result_t Device::allocate(hal_memory_kind_t, size_t size, size_t alignment, 
   // TODO(null): allocate from the device's memory instead of the host heap.
   void* ptr = ::operator new (size, std::align_val_t{alignment}, std::nothrow);
   if (ptr == nullptr) {
-    return report_.fail(HAL_ERROR_OUT_OF_MEMORY, 0, "null device %u: the host is out of memory",
-                        index_);
+    return report().fail(HAL_ERROR_OUT_OF_MEMORY, 0, "null device %u: the host is out of memory",
+                         index_);
   }
   allocations_.emplace(ptr, Allocation{size, alignment});
   allocated_bytes_ += size;
@@ -38,8 +38,8 @@ hal_result_t Device::free(void* ptr) {
   std::lock_guard lock(mutex_);
   const auto it = allocations_.find(ptr);
   if (it == allocations_.end()) {
-    return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                        "null device %u: %p is not an allocation of this device", index_, ptr);
+    return report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                         "null device %u: %p is not an allocation of this device", index_, ptr);
   }
   allocated_bytes_ -= it->second.size;
   const std::align_val_t alignment{it->second.alignment};

@@ -14,9 +14,10 @@ hal_result_t Module::load(Device& device, const hal_module_desc_t&, Module*&) {
       "format in module_formats and HAL_DEVICE_CAP_KERNELS");
 }
 
-hal_result_t Module::get_kernel(const hal_kernel_desc_t&, Kernel*&, hal_kernel_info_t*) {
-  // TODO(null): kernel_get: find desc.name in the module, bind its signature
-  // (plugin::resolve_kernel_signature), fill out_info (plugin::write_kernel_info).
+hal_result_t Module::get_kernel(const hal_kernel_desc_t&, Kernel*&) {
+  // TODO(null): kernel_get: find desc.name in the module and bind its
+  // signature (plugin::resolve_kernel_signature); the table's entry reports
+  // the Kernel's KernelInfo.
   return HAL_ERROR_UNSUPPORTED;
 }
 

@@ -7,32 +7,24 @@
 #include <cstdint>
 
 #include "device.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
 
 namespace hal::null_plugin {
 
-// TODO(null): a kernel of a module: the device's entry point, the signature
-// it is bound to (hal_plugin_sdk/kernel_signature.hpp), its launch limits.
-class Kernel {
+// A kernel of a module: what kernel_get reports (KernelInfo: its name, the
+// signature it is bound to, its launch limits). TODO(null): the device's
+// entry point, for launch.
+class Kernel : public plugin::KernelInfo {
  public:
-  // launch.cpp: launch_kernel
-  hal_result_t launch(Stream& stream, const hal_launch_config_t& config, uint32_t arg_count,
-                      const hal_kernel_arg_t* args);
+  using KernelInfo::KernelInfo;
+  HAL_PLUGIN_KERNEL_METHODS;  // launch.cpp
 };
 
 // TODO(null): the device's code, loaded, with the kernels taken from it.
-class Module {
+class Module : public plugin::DeviceResource<Device> {
  public:
-  explicit Module(Device& device) : device_(device) {}
-  // module_load
-  static hal_result_t load(Device& device, const hal_module_desc_t& desc, Module*& out_module);
-
-  Device& device() const { return device_; }
-  // kernel_get
-  hal_result_t get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
-                          hal_kernel_info_t* out_info);
-
- private:
-  Device& device_;
+  explicit Module(Device& device) : DeviceResource(device) {}
+  HAL_PLUGIN_MODULE_METHODS;
 };
 
 }  // namespace hal::null_plugin

@@ -11,24 +11,12 @@
 
 namespace hal::null_plugin {
 
-class Stream {
+class Stream : public plugin::DeviceResource<Device> {
  public:
-  explicit Stream(Device& device) : device_(device) {}
-  // stream_create
-  static hal_result_t create(Device& device, hal_stream_flags_t flags, Stream*& out_stream);
-
-  Device& device() const { return device_; }
-
-  // memory.cpp: memcpy_async, memset_async
-  hal_result_t copy(void* dst, const void* src, size_t size);
-  hal_result_t fill(void* dst, uint8_t value, size_t size);
-  // stream.cpp
-  hal_result_t synchronize();
-  hal_result_t query();
-  hal_result_t wait(Event& event);
-
- private:
-  Device& device_;
+  explicit Stream(Device& device) : DeviceResource(device) {}
+  // copy and fill in memory.cpp, the others in stream.cpp.
+  // TODO(null): enqueue_host_fn, the entry entry.cpp leaves NULL for now.
+  HAL_PLUGIN_STREAM_METHODS;
 };
 
 }  // namespace hal::null_plugin

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "event.hpp"
+#include "hal_plugin_sdk/uuid.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
 #include "stream.hpp"
@@ -41,37 +42,19 @@ std::string device_string(cl_device_id device, cl_device_info what) {
   return text;
 }
 
-uint64_t fnv1a(const std::string& text, uint64_t seed) {
-  uint64_t hash = 14695981039346656037ull ^ seed;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
 }  // namespace
 
-Plugin::Plugin(const hal_plugin_host_t* host) : report_(host) {
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   // The ICD loader and the vendor libraries it opens are not built to be
   // unloaded (their globals own allocations, and a second hal_init would
   // initialise them twice): pin them for the life of the process, even after
   // the loader closes this plugin.
   dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-  discover();
-}
-
-Plugin::~Plugin() {
-  devices_.clear();
-  platforms_.clear();
-}
-
-void Plugin::discover() {
   cl_uint count = 0;
   cl_int status = clGetPlatformIDs(0, nullptr, &count);
   if (status != CL_SUCCESS || count == 0) {
-    report_.log(HAL_LOG_INFO, "opencl: no OpenCL platform (clGetPlatformIDs: %s); 0 devices",
-                status != CL_SUCCESS ? cl_error_text(status).c_str() : "none installed");
+    report().log(HAL_LOG_INFO, "opencl: no OpenCL platform (clGetPlatformIDs: %s); 0 devices",
+                 status != CL_SUCCESS ? cl_error_text(status).c_str() : "none installed");
     return;
   }
   std::vector<cl_platform_id> platforms(count);
@@ -81,7 +64,7 @@ void Plugin::discover() {
     cl_uint device_total = 0;
     if (clGetDeviceIDs(id, CL_DEVICE_TYPE_ALL, 0, nullptr, &device_total) != CL_SUCCESS ||
         device_total == 0) {
-      report_.log(HAL_LOG_INFO, "opencl: platform '%s' has no devices", name.c_str());
+      report().log(HAL_LOG_INFO, "opencl: platform '%s' has no devices", name.c_str());
       continue;
     }
     std::vector<cl_device_id> all(device_total);
@@ -94,7 +77,7 @@ void Plugin::discover() {
       if (clGetDeviceInfo(device, CL_DEVICE_SVM_CAPABILITIES, sizeof(svm), &svm, nullptr) !=
               CL_SUCCESS ||
           (svm & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) == 0) {
-        report_.log(HAL_LOG_INFO, "opencl: a device of '%s' has no SVM; skipped", name.c_str());
+        report().log(HAL_LOG_INFO, "opencl: a device of '%s' has no SVM; skipped", name.c_str());
         continue;
       }
       usable.push_back(device);
@@ -109,22 +92,22 @@ void Plugin::discover() {
     platform->context.reset(clCreateContext(properties, static_cast<cl_uint>(usable.size()),
                                             usable.data(), nullptr, nullptr, &status));
     if (status != CL_SUCCESS) {
-      report_.log(HAL_LOG_WARNING, "opencl: clCreateContext on '%s' failed: %s", name.c_str(),
-                  cl_error_text(status).c_str());
+      report().log(HAL_LOG_WARNING, "opencl: clCreateContext on '%s' failed: %s", name.c_str(),
+                   cl_error_text(status).c_str());
       continue;
     }
     for (size_t i = 0; i < usable.size(); ++i) {
       devices_.push_back(std::make_unique<Device>(
-          report_, *platform, usable[i], static_cast<uint32_t>(devices_.size()), fine_grain[i]));
+          report(), *platform, usable[i], static_cast<uint32_t>(devices_.size()), fine_grain[i]));
     }
     platforms_.push_back(std::move(platform));
   }
-  if (devices_.empty()) report_.log(HAL_LOG_INFO, "opencl: no device with SVM; 0 devices");
+  if (devices_.empty()) report().log(HAL_LOG_INFO, "opencl: no device with SVM; 0 devices");
 }
 
 Device::Device(const plugin::ErrorReporter& report, Platform& platform, cl_device_id id,
                uint32_t index, bool fine_grain)
-    : report_(report), platform_(platform), id_(id), index_(index), fine_grain_(fine_grain) {
+    : DeviceBase(report), platform_(platform), id_(id), index_(index), fine_grain_(fine_grain) {
   read_properties();
 }
 
@@ -146,11 +129,7 @@ void Device::read_properties() {
   plugin::copy_string(out.driver_version, device_string(id_, CL_DRIVER_VERSION).c_str());
   const std::string identity =
       "hal-opencl/" + platform_.name + "/" + name + "/" + std::to_string(index_);
-  const uint64_t high = fnv1a(identity, 0), low = fnv1a(identity, 0x9e3779b97f4a7c15ull);
-  for (int i = 0; i < 8; ++i) {
-    out.uuid[i] = static_cast<uint8_t>(high >> (8 * i));
-    out.uuid[8 + i] = static_cast<uint8_t>(low >> (8 * i));
-  }
+  plugin::uuid_from_name(identity, out.uuid);
   const auto type = device_value<cl_device_type>(id_, CL_DEVICE_TYPE, CL_DEVICE_TYPE_DEFAULT);
   out.type = (type & CL_DEVICE_TYPE_CPU) != 0   ? HAL_DEVICE_TYPE_CPU
              : (type & CL_DEVICE_TYPE_GPU) != 0 ? HAL_DEVICE_TYPE_GPU
@@ -201,8 +180,8 @@ hal_result_t Device::synchronize() {
     clReleaseCommandQueue(queue);
   }
   if (first_error != CL_SUCCESS) {
-    return report_.fail(HAL_ERROR_DEVICE_LOST, first_error, "device_synchronize: clFinish: %s",
-                        cl_error_text(first_error).c_str());
+    return report().fail(HAL_ERROR_DEVICE_LOST, first_error, "device_synchronize: clFinish: %s",
+                         cl_error_text(first_error).c_str());
   }
   return HAL_SUCCESS;
 }

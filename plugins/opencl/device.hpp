@@ -12,19 +12,19 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "opencl.hpp"
 
 namespace hal::opencl {
 
-inline constexpr char kPluginName[] = "opencl";
-inline constexpr char kPluginVersion[] = "1.0.0";
-inline constexpr char kPluginVendor[] = "HAL project";
-
 class Event;
 class Module;
 class Stream;
+
+// What the devices report as their plugin (hal_device_properties_t).
+inline constexpr char kPluginName[] = "opencl";
 
 struct Platform {
   cl_platform_id id = nullptr;
@@ -32,26 +32,20 @@ struct Platform {
   ClContext context;
 };
 
-class Device : public plugin::DeviceObjects<Stream, Event, Module> {
+class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   Device(const plugin::ErrorReporter& report, Platform& platform, cl_device_id id, uint32_t index,
          bool fine_grain);
   ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
 
-  const plugin::ErrorReporter& report() const { return report_; }
   cl_device_id id() const { return id_; }
   cl_context context() const;
   uint32_t index() const { return index_; }
   // Fine-grain buffer SVM: the host reads and writes allocations directly.
   bool fine_grain() const { return fine_grain_; }
   const hal_device_properties_t& properties() const { return properties_; }
-
-  hal_result_t synchronize();
-  // memory.cpp
-  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr);
-  hal_result_t free(void* ptr);
+  // synchronize (device.cpp), allocate and free (memory.cpp).
+  HAL_PLUGIN_DEVICE_METHODS;
 
  private:
   void read_properties();
@@ -60,7 +54,6 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
   void remember_base(void* aligned, void* base);
   void* take_base(void* aligned);  // |aligned| itself when not remembered
 
-  plugin::ErrorReporter report_;
   Platform& platform_;
   cl_device_id id_;
   uint32_t index_;
@@ -70,20 +63,14 @@ class Device : public plugin::DeviceObjects<Stream, Event, Module> {
   std::unordered_map<void*, void*> over_aligned_;  // guarded by mutex_
 };
 
-class Plugin {
+class Plugin : public plugin::PluginBase {
  public:
   // Finds the devices; logs (never fails) when there are none.
   explicit Plugin(const hal_plugin_host_t* host);
-  ~Plugin();
-  Plugin(const Plugin&) = delete;
-  Plugin& operator=(const Plugin&) = delete;
 
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
 
  private:
-  void discover();
-
-  plugin::ErrorReporter report_;
   std::vector<std::unique_ptr<Platform>> platforms_;
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed before the platforms
 };

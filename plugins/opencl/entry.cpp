@@ -16,20 +16,10 @@ namespace {
 using Entries = plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Kernel>;
 constexpr hal_plugin_table_v1_t kTable = plugin::make_table<Entries, plugin::kCoreEntries>();
 
-constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
+constexpr hal::plugin::Identity kIdentity = {kPluginName, "1.0.0", "HAL project",
                                              "opencl " __DATE__};
 
 }  // namespace
 }  // namespace hal::opencl
 
-extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host,
-                                                           hal_plugin_v1_t* out_plugin) {
-  using namespace hal::opencl;
-  return hal::plugin::enter(
-      host, out_plugin, kIdentity, kTable,
-      [&](const hal::plugin::ErrorReporter&, hal_plugin_context_t** out_context) {
-        auto plugin = std::make_unique<Plugin>(host);
-        *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
-        return HAL_SUCCESS;
-      });
-}
+HAL_PLUGIN_ENTRY_POINT(hal::opencl::Plugin, hal::opencl::kIdentity, hal::opencl::kTable)

@@ -25,9 +25,9 @@ hal_result_t Event::marker_state(cl_event marker) const {
   const cl_int status = clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(execution),
                                        &execution, nullptr);
   if (status != CL_SUCCESS || execution < 0) {
-    return device_.report().fail(HAL_ERROR_DEVICE_LOST, status != CL_SUCCESS ? status : execution,
-                                 "event_query: the recorded work failed: %s",
-                                 cl_error_text(status != CL_SUCCESS ? status : execution).c_str());
+    return device().report().fail(HAL_ERROR_DEVICE_LOST, status != CL_SUCCESS ? status : execution,
+                                  "event_query: the recorded work failed: %s",
+                                  cl_error_text(status != CL_SUCCESS ? status : execution).c_str());
   }
   return execution == CL_COMPLETE ? HAL_SUCCESS : HAL_NOT_READY;
 }
@@ -43,9 +43,9 @@ hal_result_t Event::record(Stream& stream) {
   cl_event raw = nullptr;
   const cl_int status = clEnqueueMarkerWithWaitList(stream.queue(), 0, nullptr, &raw);
   if (status != CL_SUCCESS) {
-    return device_.report().fail(HAL_ERROR_DEVICE_LOST, status,
-                                 "event_record: clEnqueueMarkerWithWaitList: %s",
-                                 cl_error_text(status).c_str());
+    return device().report().fail(HAL_ERROR_DEVICE_LOST, status,
+                                  "event_record: clEnqueueMarkerWithWaitList: %s",
+                                  cl_error_text(status).c_str());
   }
   set_marker(ClEvent(raw));
   clRetainEvent(raw);  // the stream's last command too
@@ -65,9 +65,9 @@ hal_result_t Event::synchronize() {
   cl_event wait_list[] = {recorded.get()};
   const cl_int status = clWaitForEvents(1, wait_list);
   if (status != CL_SUCCESS) {
-    return device_.report().fail(HAL_ERROR_DEVICE_LOST, status,
-                                 "event_synchronize: clWaitForEvents: %s",
-                                 cl_error_text(status).c_str());
+    return device().report().fail(HAL_ERROR_DEVICE_LOST, status,
+                                  "event_synchronize: clWaitForEvents: %s",
+                                  cl_error_text(status).c_str());
   }
   return marker_state(recorded.get());
 }

@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "opencl.hpp"
 
 namespace hal::opencl {
@@ -12,28 +14,21 @@ namespace hal::opencl {
 class Device;
 class Stream;
 
-class Event {
+// The marker comes with the first record.
+class Event : public plugin::DeviceResource<Device> {
  public:
-  Event(Device& device, hal_event_flags_t flags) : device_(device), flags_(flags) {}
-  // event_create: the marker comes with the first record.
-  static hal_result_t create(Device& device, hal_event_flags_t flags, Event*& out_event);
-
-  Device& device() const { return device_; }
+  Event(Device& device, hal_event_flags_t flags) : DeviceResource(device), flags_(flags) {}
   bool timing() const { return (flags_ & HAL_EVENT_FLAG_TIMING) != 0; }
   // The marker of the last record (retained for the caller), or null.
   cl_event marker() const;
   void set_marker(ClEvent marker);
 
-  hal_result_t record(Stream& stream);
-  hal_result_t query();
-  hal_result_t synchronize();
-  static hal_result_t elapsed_ms(Event& start, Event& end, float& out_ms);
+  HAL_PLUGIN_EVENT_METHODS;
 
  private:
   // HAL_SUCCESS when |marker| completed, HAL_NOT_READY while it has not.
   hal_result_t marker_state(cl_event marker) const;
 
-  Device& device_;
   hal_event_flags_t flags_;
   mutable std::mutex mutex_;
   ClEvent marker_;

@@ -18,7 +18,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
   std::lock_guard lock(launch_mutex_);
   for (uint32_t i = 0; i < arg_count; ++i) {
     cl_int status = CL_SUCCESS;
-    if (arg_types_[i] == HAL_ARG_POINTER) {
+    if (arg_types()[i] == HAL_ARG_POINTER) {
       void* pointer = nullptr;
       std::memcpy(&pointer, args[i].value, sizeof(pointer));
       status = clSetKernelArgSVMPointer(kernel_.get(), i, pointer);
@@ -27,7 +27,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
     }
     if (status != CL_SUCCESS) {
       return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, status,
-                         "launch_kernel: argument %u of '%s' was refused: %s", i, name_.c_str(),
+                         "launch_kernel: argument %u of '%s' was refused: %s", i, name().c_str(),
                          cl_error_text(status).c_str());
     }
   }
@@ -51,7 +51,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
                                                local, 0, nullptr, &done);
   if (status != CL_SUCCESS) {
     return report.fail(result_of(status), status, "launch_kernel: clEnqueueNDRangeKernel('%s'): %s",
-                       name_.c_str(), cl_error_text(status).c_str());
+                       name().c_str(), cl_error_text(status).c_str());
   }
   target.track(done);
   return HAL_SUCCESS;

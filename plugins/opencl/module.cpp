@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "device.hpp"
 #include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/module_image.hpp"
 
 namespace hal::opencl {
 namespace {
@@ -18,22 +17,6 @@ namespace {
 // compiler's argument info when the caller declares none.
 constexpr char kBuildOptions[] = "-cl-std=CL1.2 -cl-kernel-arg-info";
 constexpr size_t kMaxBuildLogBytes = 6000;
-
-hal_result_t read_source(const hal_module_desc_t& desc, const plugin::ErrorReporter& report,
-                         std::string& out) {
-  if (desc.data != nullptr) {
-    const auto* text = static_cast<const char*>(desc.data);
-    out.assign(text, strnlen(text, desc.size));
-    return HAL_SUCCESS;
-  }
-  std::ifstream file(desc.path, std::ios::binary);
-  if (!file) {
-    return report.fail(HAL_ERROR_NOT_FOUND, errno, "module_load: cannot read '%s': %s", desc.path,
-                       std::strerror(errno));
-  }
-  out.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-  return HAL_SUCCESS;
-}
 
 std::string build_log(cl_program program, cl_device_id device) {
   size_t size = 0;
@@ -87,17 +70,13 @@ bool signature_from_arg_info(cl_kernel kernel, std::vector<hal_arg_type_t>& out,
 
 }  // namespace
 
-Kernel& Module::add_kernel(std::unique_ptr<Kernel> kernel) {
-  std::lock_guard lock(mutex_);
-  kernels_.push_back(std::move(kernel));
-  return *kernels_.back();
-}
-
 hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*& out_module) {
   const plugin::ErrorReporter& report = owner.report();
   // The loader let through only the formats in the device's module_formats.
   std::string source;
-  if (hal_result_t read = read_source(desc, report, source); read != HAL_SUCCESS) return read;
+  if (hal_result_t read = plugin::read_module_image(desc, report, source, true);
+      read != HAL_SUCCESS)
+    return read;
   std::unique_ptr<dialect::TranslatedModule> translated;
   if (desc.format == HAL_MODULE_FORMAT_HAL_DIALECT) {
     translated = std::make_unique<dialect::TranslatedModule>();
@@ -133,8 +112,7 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   return HAL_SUCCESS;
 }
 
-hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel,
-                                hal_kernel_info_t* out_info) {
+hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel) {
   Device& owner = device();
   const plugin::ErrorReporter& report = owner.report();
   const std::string name = desc.name;
@@ -197,12 +175,11 @@ hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kern
   const uint32_t static_shared =
       record != nullptr ? record->static_shared_bytes
                         : static_cast<uint32_t>(std::min<cl_ulong>(local_bytes, UINT32_MAX));
-  Kernel& added = add_kernel(std::make_unique<Kernel>(*this, std::move(kernel), name,
-                                                      std::move(types), max_threads, static_shared,
-                                                      record != nullptr && record->dynamic_shared));
+  Kernel& added = kernels_.add(std::make_unique<Kernel>(
+      *this, std::move(kernel),
+      plugin::KernelInfo(name, std::move(types), max_threads, static_shared),
+      record != nullptr && record->dynamic_shared));
   out_kernel = &added;
-  plugin::write_kernel_info(added.name(), added.arg_types(), added.max_threads(),
-                            added.static_shared_bytes(), out_info);
   return HAL_SUCCESS;
 }
 

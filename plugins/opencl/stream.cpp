@@ -38,10 +38,10 @@ void CL_CALLBACK run_host_call(cl_event, cl_int status, void* context) {
 }  // namespace
 
 hal_result_t Stream::fail(const char* what, cl_int status) const {
-  return device_.report().fail(result_of(status) == HAL_ERROR_OUT_OF_MEMORY
-                                   ? HAL_ERROR_OUT_OF_MEMORY
-                                   : HAL_ERROR_DEVICE_LOST,
-                               status, "%s: %s", what, cl_error_text(status).c_str());
+  return device().report().fail(result_of(status) == HAL_ERROR_OUT_OF_MEMORY
+                                    ? HAL_ERROR_OUT_OF_MEMORY
+                                    : HAL_ERROR_DEVICE_LOST,
+                                status, "%s: %s", what, cl_error_text(status).c_str());
 }
 
 HostThread::~HostThread() {

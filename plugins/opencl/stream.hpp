@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "opencl.hpp"
 
 namespace hal::opencl {
@@ -38,16 +40,12 @@ class HostThread {
   std::thread thread_;
 };
 
-class Stream {
+// An in-order queue, with profiling for event timing.
+class Stream : public plugin::DeviceResource<Device> {
  public:
-  Stream(Device& device, ClQueue queue) : device_(device), queue_(std::move(queue)) {}
+  Stream(Device& device, ClQueue queue) : DeviceResource(device), queue_(std::move(queue)) {}
   ~Stream();  // finishes the queue's work first
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  // stream_create: an in-order queue, with profiling for event timing.
-  static hal_result_t create(Device& device, hal_stream_flags_t flags, Stream*& out_stream);
 
-  Device& device() const { return device_; }
   cl_command_queue queue() const { return queue_.get(); }
   // Remembers the event of the command just enqueued: the queue is in
   // order, so its completion means everything enqueued so far completed
@@ -67,17 +65,10 @@ class Stream {
   // failed: HAL_ERROR_OUT_OF_MEMORY or HAL_ERROR_DEVICE_LOST, with the code.
   hal_result_t fail(const char* what, cl_int status) const;
 
-  // memory.cpp: memcpy_async, memset_async
-  hal_result_t copy(void* dst, const void* src, size_t size);
-  hal_result_t fill(void* dst, uint8_t value, size_t size);
-  // stream.cpp
-  hal_result_t synchronize();
-  hal_result_t query();
-  hal_result_t wait(Event& event);
-  hal_result_t enqueue_host_fn(hal_host_fn_t fn, void* user_data);
+  // copy and fill in memory.cpp, the others in stream.cpp.
+  HAL_PLUGIN_STREAM_METHODS;
 
  private:
-  Device& device_;
   ClQueue queue_;
   mutable std::mutex mutex_;
   ClEvent last_;

@@ -445,8 +445,10 @@ hal_result_t TestStream::wait(TestEvent& event) {
   return HAL_SUCCESS;
 }
 
-struct TestKernel {
+struct TestKernel : hal::plugin::KernelInfo {
   int id;
+  TestKernel(int id_value, std::vector<hal_arg_type_t> types)
+      : KernelInfo("saxpy", std::move(types), 128, 16), id(id_value) {}
   hal_result_t launch(TestStream& stream, const hal_launch_config_t& config, uint32_t arg_count,
                       const hal_kernel_arg_t*) {
     stream.owner.script->call("launch " + std::to_string(id) + " " +
@@ -457,7 +459,7 @@ struct TestKernel {
 
 struct TestModule {
   TestDevice& owner;
-  TestKernel kernel{7};
+  TestKernel kernel{7, {HAL_ARG_POINTER, HAL_ARG_F32}};
   TestDevice& device() const { return owner; }
   static hal_result_t load(TestDevice& device, const hal_module_desc_t& desc, TestModule*& out) {
     device.script->call(std::string("load ") + desc.path);
@@ -465,7 +467,7 @@ struct TestModule {
     out = new TestModule{device};
     return HAL_SUCCESS;
   }
-  hal_result_t get_kernel(const hal_kernel_desc_t& desc, TestKernel*& out, hal_kernel_info_t*) {
+  hal_result_t get_kernel(const hal_kernel_desc_t& desc, TestKernel*& out) {
     owner.script->call(std::string("kernel ") + desc.name);
     out = &kernel;
     return HAL_SUCCESS;
@@ -642,8 +644,17 @@ TEST_CASE("the object entries cast, call the object's method and keep exceptions
     hal_kernel_desc_t kernel_desc{};
     kernel_desc.name = "saxpy";
     hal_impl_kernel_t* kernel = nullptr;
-    REQUIRE(t.kernel_get(module, &kernel_desc, &kernel, nullptr) == HAL_SUCCESS);
+    hal_kernel_info_t info{};
+    info.struct_size = sizeof(info);
+    REQUIRE(t.kernel_get(module, &kernel_desc, &kernel, &info) == HAL_SUCCESS);
     CHECK(reinterpret_cast<TestKernel*>(kernel)->id == 7);
+    // The entry reports what the kernel is bound to.
+    CHECK(std::string(info.name) == "saxpy");
+    CHECK(info.arg_count == 2);
+    CHECK(info.arg_types[1] == HAL_ARG_F32);
+    CHECK(info.max_threads_per_block == 128);
+    CHECK(info.static_shared_memory_bytes == 16);
+    REQUIRE(t.kernel_get(module, &kernel_desc, &kernel, nullptr) == HAL_SUCCESS);
     hal_launch_config_t config{};
     config.grid[0] = 5;
     CHECK(t.launch_kernel(stream, kernel, &config, 0, nullptr) == HAL_SUCCESS);
@@ -655,11 +666,11 @@ TEST_CASE("the object entries cast, call the object's method and keep exceptions
     CHECK(t.event_destroy(start) == HAL_SUCCESS);
     CHECK(t.event_destroy(end) == HAL_SUCCESS);
     CHECK(t.stream_destroy(stream) == HAL_SUCCESS);
-    CHECK(script.calls == std::vector<std::string>{"stream_create 0", "copy 48", "fill 9", "query",
-                                                   "event_create 1", "event_create 1", "record",
-                                                   "wait", "host_fn", "load k.so", "load k.so",
-                                                   "kernel saxpy", "launch 7 5 0", "remove_module",
-                                                   "stream_synchronize", "remove_stream"});
+    CHECK(script.calls == std::vector<std::string>{
+                              "stream_create 0", "copy 48", "fill 9", "query", "event_create 1",
+                              "event_create 1", "record", "wait", "host_fn", "load k.so",
+                              "load k.so", "kernel saxpy", "kernel saxpy", "launch 7 5 0",
+                              "remove_module", "stream_synchronize", "remove_stream"});
   }
 
   SECTION("collectives and operators") {

@@ -10,6 +10,7 @@
 #define HAL_PLUGINS_CUDA_COLLECTIVE_COMM_HPP_
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/entries.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -27,14 +28,10 @@ namespace collective {
 // (hal_plugin_sdk/entries.hpp) call. Ranks made on NCCL (comm.cpp).
 class Comm {
  public:
-  // comm_init_local: ranks 0..n-1 over |devices|, in one NCCL group.
-  static hal_result_t init_local(std::span<Device* const> devices, const hal_comm_config_t& config,
-                                 std::vector<std::unique_ptr<Comm>>& out_comms);
-  // comm_init_rank_exchange: rank 0's ncclUniqueId travels over the loader's
-  // bootstrap exchange.
-  static hal_result_t init_rank_exchange(Device& device, uint32_t nranks, uint32_t rank,
-                                         const hal_comm_config_t& config,
-                                         const hal_comm_exchange_t& exchange, Comm*& out_comm);
+  // init_local: ranks 0..n-1 in one NCCL group. init_rank_exchange: rank 0's
+  // ncclUniqueId travels over the loader's bootstrap exchange. (init_rank,
+  // the MPI bootstrap, is left to the loader: entry.cpp.)
+  HAL_PLUGIN_COMM_METHODS;
 
   virtual ~Comm() = default;
   virtual Device& device() const = 0;

@@ -8,43 +8,27 @@
 //   using Entries = plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Kernel>;
 //   constexpr hal_plugin_table_v1_t kTable = plugin::make_table<Entries, plugin::kCoreEntries>();
 //
-// Only the entries a table takes are compiled, so a class needs only the
-// methods of the entries its plugin implements:
-//
-// Plugin (the context): devices(), the std::vector<std::unique_ptr<Device>>
-//   found at load (0..n-1 as the loader opens them). plugin_shutdown calls
-//   release_all() on each device, then deletes the Plugin.
-// Device: const ErrorReporter& report() const;
-//   void release_all()          device_close, plugin_shutdown: what the application left
-//   properties() const          device_get_properties: a hal_device_properties_t
-//   synchronize()               device_synchronize
-//   allocate(kind, size, alignment, void** out), free(void* ptr)   mem_alloc, mem_free
-//   remove_stream(Stream*), remove_event(Event*), remove_module(Module*)   the destroys
-// Stream: Device& device() const;
-//   static create(Device&, hal_stream_flags_t, Stream*& out)
-//   copy(dst, src, size), fill(dst, value, size)         memcpy_async, memset_async
-//   synchronize(), query(), wait(Event&), enqueue_host_fn(fn, user_data)
-// Event: Device& device() const;
-//   static create(Device&, hal_event_flags_t, Event*& out)
-//   record(Stream&), query(), synchronize()
-//   static elapsed_ms(Event& start, Event& end, float& out_ms)
-// Module: Device& device() const;
-//   static load(Device&, const hal_module_desc_t&, Module*& out)
-//   get_kernel(const hal_kernel_desc_t&, Kernel*& out, hal_kernel_info_t* out_info)
-// Kernel: launch(Stream&, const hal_launch_config_t&, uint32_t arg_count,
-//   const hal_kernel_arg_t* args)
-// Comm: Device& device() const;
-//   static init_local(std::span<Device* const>, const hal_comm_config_t&,
-//                     std::vector<std::unique_ptr<Comm>>& out)
-//   static init_rank(Device&, uint32_t nranks, uint32_t rank, const hal_comm_config_t&, Comm*& out)
-//   static init_rank_exchange(Device&, nranks, rank, config, const hal_comm_exchange_t&, Comm*&
-//   out) destroy() (before the Comm is deleted), abort(), error(), enqueue(Stream&, std::span<const
-//   hal_collective_call_t>)
-// OpPlan: static create(Device&, const hal_op_header_t&, hal_op_plan_flags_t,
-//                       std::unique_ptr<OpPlan>& out, size_t& workspace_bytes,
-//                       const char*& implementation)
-//   enqueue(Stream&, const hal_op_exec_args_t&) const; deleted by op_plan_destroy
-//
+// Only the entries a table takes are compiled, so a class defines only the
+// methods of the entries its plugin implements. The methods are declared
+// once, below (HAL_PLUGIN_*_METHODS): a class expands its macro in a public
+// section, and the names Device, Stream, Event, Module and Kernel there are
+// its plugin's classes. Besides them:
+// - Plugin (the context): devices(), the std::vector<std::unique_ptr<Device>>
+//   found at load (objects.hpp's PluginBase has the rest of a context).
+//   plugin_shutdown calls release_all() on each device, then deletes the
+//   Plugin.
+// - Device: report(), properties() (a hal_device_properties_t), release_all()
+//   and remove_stream/remove_event/remove_module (objects.hpp's DeviceBase
+//   has all but properties()).
+// - Stream, Event, Module: device() (objects.hpp's DeviceResource).
+// - Kernel: write_info(hal_kernel_info_t*) (kernel_signature.hpp's KernelInfo).
+// - Comm: device(), the makers of HAL_PLUGIN_COMM_METHODS, destroy() (then it
+//   is deleted), abort(), error() and enqueue(Stream&,
+//   std::span<const hal_collective_call_t>).
+// - OpPlan: static create(Device&, const hal_op_header_t&, hal_op_plan_flags_t,
+//   std::unique_ptr<OpPlan>&, size_t& workspace_bytes, const char*& implementation)
+//   and enqueue(Stream&, const hal_op_exec_args_t&) const; op_plan_destroy
+//   deletes it.
 // A method answers hal_result_t, or void for "cannot fail". The loader has
 // checked every argument (SPEC.md §10.2): the methods trust them.
 #ifndef HAL_PLUGIN_SDK_ENTRIES_HPP_
@@ -61,6 +45,55 @@
 #include "hal_plugin.h"
 #include "hal_plugin_sdk/report.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
+
+// device_synchronize, mem_alloc, mem_free.
+#define HAL_PLUGIN_DEVICE_METHODS                                                               \
+  hal_result_t synchronize();                                                                   \
+  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr); \
+  hal_result_t free(void* ptr)
+
+// stream_create, memcpy_async, memset_async, stream_synchronize,
+// stream_query, stream_wait_event, stream_enqueue_host_fn.
+#define HAL_PLUGIN_STREAM_METHODS                                                            \
+  static hal_result_t create(Device& device, hal_stream_flags_t flags, Stream*& out_stream); \
+  hal_result_t copy(void* dst, const void* src, size_t size);                                \
+  hal_result_t fill(void* dst, uint8_t value, size_t size);                                  \
+  hal_result_t synchronize();                                                                \
+  hal_result_t query();                                                                      \
+  hal_result_t wait(Event& event);                                                           \
+  hal_result_t enqueue_host_fn(hal_host_fn_t fn, void* user_data)
+
+// event_create, event_record, event_query, event_synchronize,
+// event_elapsed_ms (both of one device).
+#define HAL_PLUGIN_EVENT_METHODS                                                          \
+  static hal_result_t create(Device& device, hal_event_flags_t flags, Event*& out_event); \
+  hal_result_t record(Stream& stream);                                                    \
+  hal_result_t query();                                                                   \
+  hal_result_t synchronize();                                                             \
+  static hal_result_t elapsed_ms(Event& start, Event& end, float& out_ms)
+
+// module_load, kernel_get (the entry writes out_info from the Kernel, a
+// KernelInfo: kernel_signature.hpp).
+#define HAL_PLUGIN_MODULE_METHODS                                                               \
+  static hal_result_t load(Device& device, const hal_module_desc_t& desc, Module*& out_module); \
+  hal_result_t get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel)
+
+// launch_kernel.
+#define HAL_PLUGIN_KERNEL_METHODS                                                            \
+  hal_result_t launch(Stream& stream, const hal_launch_config_t& config, uint32_t arg_count, \
+                      const hal_kernel_arg_t* args)
+
+// comm_init_local (the made ranks in |out_comms|, in order), comm_init_rank,
+// comm_init_rank_exchange.
+#define HAL_PLUGIN_COMM_METHODS                                                          \
+  static hal_result_t init_local(std::span<Device* const> devices,                       \
+                                 const hal_comm_config_t& config,                        \
+                                 std::vector<std::unique_ptr<Comm>>& out_comms);         \
+  static hal_result_t init_rank(Device& device, uint32_t nranks, uint32_t rank,          \
+                                const hal_comm_config_t& config, Comm*& out_comm);       \
+  static hal_result_t init_rank_exchange(Device& device, uint32_t nranks, uint32_t rank, \
+                                         const hal_comm_config_t& config,                \
+                                         const hal_comm_exchange_t& exchange, Comm*& out_comm)
 
 namespace hal::plugin {
 
@@ -274,9 +307,13 @@ struct ObjectEntries {
                                  hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info) {
     return on<Module>(module, "kernel_get", [&](Module& self) {
       Kernel* kernel = nullptr;
-      const hal_result_t result = self.get_kernel(*desc, kernel, out_info);
-      if (result == HAL_SUCCESS) *out_kernel = handle_of<hal_impl_kernel_t>(kernel);
-      return result;
+      const hal_result_t result = self.get_kernel(*desc, kernel);
+      if (result != HAL_SUCCESS) return result;
+      // What the kernel is bound to; the loader compares a declared
+      // signature with it.
+      kernel->write_info(out_info);
+      *out_kernel = handle_of<hal_impl_kernel_t>(kernel);
+      return HAL_SUCCESS;
     });
   }
 

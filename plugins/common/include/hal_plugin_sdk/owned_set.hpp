@@ -1,11 +1,10 @@
 // The objects a plugin device owns on the application's behalf (streams,
 // events, modules), keyed by the raw pointer the table hands out, so that
-// device_close can finish and free whatever the application left behind:
-// OwnedSet, one kind of object, and DeviceObjects, a device's three.
+// device_close can finish and free whatever the application left behind
+// (objects.hpp keeps a device's three kinds).
 #ifndef HAL_PLUGIN_SDK_OWNED_SET_HPP_
 #define HAL_PLUGIN_SDK_OWNED_SET_HPP_
 
-#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -56,43 +55,6 @@ class OwnedSet {
  private:
   mutable std::mutex mutex_;
   std::unordered_map<T*, Owner> items_;
-};
-
-// The streams, events and modules of one device, each owned by a
-// std::unique_ptr whose destructor finishes the object (a stream's waits for
-// its work). A Device derives from it and gets the add_* of its create
-// methods and the remove_* the table's destroy entries call (entries.hpp).
-template <class Stream, class Event, class Module>
-class DeviceObjects {
- public:
-  Stream* add_stream(std::unique_ptr<Stream> stream) { return streams_.add(std::move(stream)); }
-  void remove_stream(Stream* stream) { streams_.take(stream); }
-  Event* add_event(std::unique_ptr<Event> event) { return events_.add(std::move(event)); }
-  void remove_event(Event* event) { events_.take(event); }
-  Module* add_module(std::unique_ptr<Module> module) { return modules_.add(std::move(module)); }
-  void remove_module(Module* module) { modules_.take(module); }
-
-  // Finishes and frees every stream (first: their work may use the modules),
-  // then the events and the modules.
-  void release_all() {
-    streams_.take_all();
-    events_.take_all();
-    modules_.take_all();
-  }
-  // Calls |visit(const std::unique_ptr<Stream>&)| on every stream, under the
-  // set's lock (OwnedSet::for_each).
-  template <class Visit>
-  void for_each_stream(Visit&& visit) const {
-    streams_.for_each(std::forward<Visit>(visit));
-  }
-
- protected:
-  ~DeviceObjects() = default;
-
- private:
-  OwnedSet<Stream, std::unique_ptr<Stream>> streams_;
-  OwnedSet<Event, std::unique_ptr<Event>> events_;
-  OwnedSet<Module, std::unique_ptr<Module>> modules_;
 };
 
 }  // namespace hal::plugin
