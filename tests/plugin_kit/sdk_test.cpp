@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <new>
@@ -14,10 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "hal_plugin_sdk/allocations.hpp"
 #include "hal_plugin_sdk/entries.hpp"
 #include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/module_image.hpp"
 #include "hal_plugin_sdk/negotiate.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/table.hpp"
+#include "hal_plugin_sdk/uuid.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
 
 namespace {
@@ -730,4 +736,120 @@ TEST_CASE("the object entries cast, call the object's method and keep exceptions
   t.plugin_shutdown(context);
   CHECK(script.released == released + 1);  // the first device threw: the rest is dropped too
   CHECK(script.plugins_deleted == 1);
+}
+
+// ---- hal_plugin_sdk/objects.hpp, allocations.hpp, module_image.hpp, uuid.hpp
+
+namespace {
+
+// Records, in |order|, when an object of kind |name| is destroyed.
+struct Tracked {
+  std::vector<std::string>* order;
+  std::string name;
+  ~Tracked() { order->push_back(name); }
+};
+struct TrackedStream : Tracked {};
+struct TrackedEvent : Tracked {};
+struct TrackedModule : Tracked {};
+
+struct TrackedDevice : hal::plugin::DeviceBase<TrackedStream, TrackedEvent, TrackedModule> {
+  using DeviceBase::DeviceBase;
+};
+
+}  // namespace
+
+TEST_CASE("a device's objects go when they are removed or the device releases them", "[sdk]") {
+  std::vector<std::string> order;
+  TrackedDevice device{hal::plugin::ErrorReporter()};
+  TrackedModule* module =
+      device.add_module(std::make_unique<TrackedModule>(TrackedModule{{&order, "module"}}));
+  device.add_event(std::make_unique<TrackedEvent>(TrackedEvent{{&order, "event"}}));
+  TrackedStream* kept =
+      device.add_stream(std::make_unique<TrackedStream>(TrackedStream{{&order, "stream 1"}}));
+  device.add_stream(std::make_unique<TrackedStream>(TrackedStream{{&order, "stream 2"}}));
+  order.clear();  // the temporaries moved from
+  device.remove_stream(kept);
+  CHECK(order == std::vector<std::string>{"stream 1"});
+  int streams = 0;
+  device.for_each_stream([&](const std::unique_ptr<TrackedStream>&) { ++streams; });
+  CHECK(streams == 1);
+  device.remove_module(module);
+  device.remove_module(module);  // not there any more: nothing happens
+  CHECK(order == std::vector<std::string>{"stream 1", "module"});
+  // Streams first: their work may use the events and modules.
+  device.add_module(std::make_unique<TrackedModule>(TrackedModule{{&order, "module 2"}}));
+  order.clear();
+  device.release_all();
+  CHECK(order == std::vector<std::string>{"stream 2", "event", "module 2"});
+  device.release_all();
+  CHECK(order.size() == 3);
+}
+
+TEST_CASE("allocations carve an over-aligned block and give back its base and kind", "[sdk]") {
+  hal::plugin::Allocations allocations(256);
+  CHECK(allocations.block_bytes(1000, 64) == 1000);          // the driver's alignment serves it
+  CHECK(allocations.block_bytes(1000, 4096) == 5096);        // room to align inside
+  CHECK(allocations.block_bytes(SIZE_MAX - 10, 4096) == 0);  // overflow: refused
+  alignas(4096) static char arena[3 * 4096];
+  void* base = arena + 256;  // aligned to 256, not to 4096
+  void* ptr = allocations.add(HAL_MEMORY_HOST, base, 4096);
+  CHECK(reinterpret_cast<uintptr_t>(ptr) % 4096 == 0);
+  CHECK(static_cast<char*>(ptr) >= static_cast<char*>(base));
+  CHECK(static_cast<char*>(ptr) + 1000 <= static_cast<char*>(base) + 5096);
+  void* plain = allocations.add(HAL_MEMORY_DEVICE, arena, 64);
+  CHECK(plain == arena);
+  hal::plugin::Allocations::Block block{};
+  CHECK_FALSE(allocations.take(base, block));  // the caller's pointer, not the base
+  REQUIRE(allocations.take(ptr, block));
+  CHECK(block.base == base);
+  CHECK(block.kind == HAL_MEMORY_HOST);
+  CHECK_FALSE(allocations.take(ptr, block));  // once
+  const auto left = allocations.take_all();
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].base == arena);
+  CHECK(left[0].kind == HAL_MEMORY_DEVICE);
+  CHECK(allocations.take_all().empty());
+}
+
+TEST_CASE("a module's image comes from memory or its file", "[sdk]") {
+  Fixture f;
+  const hal::plugin::ErrorReporter report(&f.host);
+  const char text[] = "kernel\0tail";
+  hal_module_desc_t desc{};
+  desc.data = text;
+  desc.size = sizeof(text);
+  std::string image;
+  REQUIRE(hal::plugin::read_module_image(desc, report, image) == HAL_SUCCESS);
+  CHECK(image.size() == sizeof(text));  // binary: every byte
+  REQUIRE(hal::plugin::read_module_image(desc, report, image, true) == HAL_SUCCESS);
+  CHECK(image == "kernel");  // text: up to the NUL
+
+  std::mt19937 random(11);
+  std::string bytes(3000, '\0');
+  for (char& c : bytes) c = static_cast<char>(random());
+  const std::string path = "sdk_test_module_image.bin";
+  {
+    std::FILE* file = std::fopen(path.c_str(), "wb");
+    REQUIRE(file != nullptr);
+    REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size());
+    std::fclose(file);
+  }
+  hal_module_desc_t from_file{};
+  from_file.path = path.c_str();
+  REQUIRE(hal::plugin::read_module_image(from_file, report, image, true) == HAL_SUCCESS);
+  CHECK(image == bytes);  // a file is read whole, NULs included
+  std::remove(path.c_str());
+  CHECK(hal::plugin::read_module_image(from_file, report, image) == HAL_ERROR_NOT_FOUND);
+  CHECK(f.recorded.message.find("cannot read 'sdk_test_module_image.bin'") != std::string::npos);
+}
+
+TEST_CASE("a uuid from a name is stable and tells names apart", "[sdk]") {
+  uint8_t first[16] = {}, again[16] = {}, other[16] = {};
+  hal::plugin::uuid_from_name("hal-opencl/Portable/cpu/0", first);
+  hal::plugin::uuid_from_name("hal-opencl/Portable/cpu/0", again);
+  hal::plugin::uuid_from_name("hal-opencl/Portable/cpu/1", other);
+  CHECK(std::memcmp(first, again, 16) == 0);
+  CHECK(std::memcmp(first, other, 16) != 0);
+  // FNV-1a, the published reference value of "a" (64-bit offset basis).
+  CHECK(hal::plugin::fnv1a("a", 0) == 0xaf63dc4c8601ec8cull);
 }

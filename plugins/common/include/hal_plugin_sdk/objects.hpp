@@ -1,9 +1,8 @@
-// What every plugin object has, written once: a plugin's context and its
-// devices have the loader's
-// error reporter and owns the streams, events and modules made on it (so
-// that device_close frees what the application left); a stream, an event or
-// a module belongs to one device. The table's entries (entries.hpp) call the
-// methods the plugin adds.
+// What every plugin object has, written once: the context and its devices
+// have the loader's error reporter; a device owns the streams, events and
+// modules made on it (so that device_close frees what the application left);
+// a stream, an event or a module belongs to one device; a module keeps its
+// kernels. The table's entries (entries.hpp) call the methods the plugin adds.
 #ifndef HAL_PLUGIN_SDK_OBJECTS_HPP_
 #define HAL_PLUGIN_SDK_OBJECTS_HPP_
 
