@@ -12,7 +12,6 @@
 #include "hal_collective/shm_transport.hpp"
 #include "hal_util/names.hpp"
 #include "device.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::cpu {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/table.hpp"
 
 namespace hal::cpu {
 
@@ -69,12 +70,10 @@ std::unique_ptr<OpPlan> plan_native_math(const hal_op_header_t& desc, Decline& d
 
 }  // namespace ops
 
-hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
-                            hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
-                            size_t* out_workspace_bytes, const char** out_implementation);
-hal_result_t op_plan_destroy(hal_impl_op_plan_t* plan);
-hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
-                        const hal_op_exec_args_t* args);
+// The operator entries (ops/entry.cpp), of the SDK's entry types.
+plugin::v1::op_plan_create_fn op_plan_create;
+plugin::v1::op_plan_destroy_fn op_plan_destroy;
+plugin::v1::op_execute_fn op_execute;
 
 }  // namespace hal::cpu
 
