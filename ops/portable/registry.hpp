@@ -15,5 +15,8 @@ void add_normalization(ImplementationTable& table);  // normalization.cpp
 void add_elementwise(ImplementationTable& table);    // elementwise.cpp
 void add_training(ImplementationTable& table);       // training.cpp
 void add_attention(ImplementationTable& table);      // attention.cpp
+void add_convolution(ImplementationTable& table);    // convolution.cpp
+void add_pooling(ImplementationTable& table);        // pooling.cpp
+void add_channel_norm(ImplementationTable& table);   // channel_norm.cpp
 
 }  // namespace hal::ops::portable
