@@ -29,8 +29,10 @@ constexpr int kModeBackward = 1;  // CV_BACKWARD
 constexpr int kFeatureBias = 1;
 constexpr int kFeatureResidual = 2;
 // Below this many destination channels per group a 64-wide tile is mostly
-// idle: the direct kernels serve (depthwise, narrow groups).
+// idle: the direct kernels serve (depthwise, narrow groups), unless the
+// reduction is long, where the tile's shared gathers still win.
 constexpr int64_t kDirectChannels = 8;
+constexpr int64_t kDirectReduction = 256;
 // The weight gradient is split over its reduction until about this many
 // blocks (tiled) or work-items (direct) run, with chunks of at least
 // kMinChunk positions. Shape-only, so the split (and the bits) never vary.
@@ -281,7 +283,12 @@ class Convolution final : public Implementation {
       p.w_group = cog * g.w.strides[0];
     }
     const int64_t rows = p.dst.shape[0] * p.dst.shape[2] * p.dst.shape[3] * p.dst.shape[4];
-    p.direct = p.ct < kDirectChannels;
+    const int64_t reduction = p.cs * g.w.shape[2] * g.w.shape[3] * g.w.shape[4];
+    if (reduction >= INT32_MAX) {
+      *decline = "the reduction (channels per group x kernel taps) passes 2^31 - 1";
+      return nullptr;
+    }
+    p.direct = p.ct < kDirectChannels && reduction <= kDirectReduction;
     if (!p.direct) {
       p.row_tiles = std::max<int64_t>(1, ceil_div64(rows, kTile));
       p.grid_y = std::min(p.row_tiles, kMaxGrid);
