@@ -1,4 +1,4 @@
-// Host-side indexing of the convolutional ops' tensors (SPEC.md §17.6.6-8),
+// Host-side indexing of the convolutional ops' tensors (SPEC.md §17.6.8-10),
 // written from the layout definitions alone: a [N, C, spatial...] tensor in
 // HAL_CHANNELS_FIRST order or [N, spatial..., C] in HAL_CHANNELS_LAST
 // order, 1 to 3 spatial dimensions. The float64 references address the

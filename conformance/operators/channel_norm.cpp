@@ -1,5 +1,5 @@
 // HAL_OP_BATCH_NORM(_BACKWARD) and HAL_OP_GROUP_NORM(_BACKWARD) against
-// float64 references written from SPEC.md §17.6.8: statistics in float64,
+// float64 references written from SPEC.md §17.6.10: statistics in float64,
 // the running statistics' momentum update with the unbiased variance, the
 // gradients from their closed forms, and those closed forms against
 // central differences of the reference forward (training mode, where the
@@ -188,7 +188,7 @@ struct Gradients {
   std::vector<double> grad_x, grad_scale, grad_shift;
 };
 
-// The closed-form gradients (SPEC.md §17.6.8), from the statistics given.
+// The closed-form gradients (SPEC.md §17.6.10), from the statistics given.
 Gradients ref_gradients(const NormCase& t, const std::vector<double>& x,
                         const std::vector<double>& grad_y, const std::vector<double>& y,
                         const std::vector<double>& mean, const std::vector<double>& rstd,

@@ -1,5 +1,5 @@
 // HAL_OP_CONVOLUTION, _BACKWARD_DATA and _BACKWARD_WEIGHTS against float64
-// references written from SPEC.md §17.6.6: the convolution as its defining
+// references written from SPEC.md §17.6.8: the convolution as its defining
 // sum over taps, its data gradient by scattering each output back through
 // the taps (not the gathering formulation a kernel uses), its weight
 // gradient as the sum over positions; the reference gradients themselves
@@ -156,7 +156,7 @@ hal_op_convolution_desc_t conv_desc(const ConvCase& t, hal_op_kind_t kind) {
   return desc;
 }
 
-// ---- float64 references (SPEC.md §17.6.6) ---------------------------------
+// ---- float64 references (SPEC.md §17.6.8) ---------------------------------
 
 struct Geometry {
   Dims5 in, out, filter;

@@ -1,5 +1,5 @@
 // HAL_OP_POOLING and HAL_OP_POOLING_BACKWARD against float64 references
-// written from SPEC.md §17.6.7: each window enumerated from its definition
+// written from SPEC.md §17.6.9: each window enumerated from its definition
 // (fixed or adaptive), the maximum with its tie rule and flat index, the
 // average with its divisor; the backward by scattering every output's
 // gradient into its window (not the per-input gather a kernel uses), and

@@ -13,6 +13,8 @@ std::span<const Implementation* const> implementations(hal_op_kind_t kind) {
     portable::add_convolution(built);
     portable::add_pooling(built);
     portable::add_channel_norm(built);
+    portable::add_math(built);
+    portable::add_indexing(built);
     return built;
   }();
   const auto index = static_cast<uint32_t>(kind);

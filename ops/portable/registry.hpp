@@ -18,5 +18,7 @@ void add_attention(ImplementationTable& table);      // attention.cpp
 void add_convolution(ImplementationTable& table);    // convolution.cpp
 void add_pooling(ImplementationTable& table);        // pooling.cpp
 void add_channel_norm(ImplementationTable& table);   // channel_norm.cpp
+void add_math(ImplementationTable& table);           // math.cpp
+void add_indexing(ImplementationTable& table);       // indexing.cpp
 
 }  // namespace hal::ops::portable

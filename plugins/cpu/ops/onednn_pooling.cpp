@@ -6,7 +6,7 @@
 // Declined, with the reason, for the portable implementation:
 //  - max pooling: oneDNN keeps its argmax in a workspace of its own format
 //    (not PyTorch's flat indices, which HAL's backward reads) and its
-//    comparisons skip a NaN, where SPEC §17.6.7 propagates it;
+//    comparisons skip a NaN, where SPEC §17.6.9 propagates it;
 //  - divisor_override, and adaptive windows of uneven sizes (no oneDNN
 //    algorithm has them);
 //  - ceil mode with COUNT_INCLUDE_PAD: oneDNN would count the overhang
