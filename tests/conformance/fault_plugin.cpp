@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_ops.hpp"
 #include "hal_util/env.hpp"
 
 namespace {
@@ -432,6 +433,27 @@ const Fault kFaults[] = {
      [](hal_plugin_table_v1_t& t) { t.comm_enqueue = comm_enqueue_half_ulp_off; }},
     {"collective_deadline_ignored",
      [](hal_plugin_table_v1_t& t) { t.comm_init_local = comm_init_without_deadline; }},
+    // operators (fault_ops.cpp)
+    {"conv_padding_swapped",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kConvPaddingSwapped);
+     }},
+    {"conv_filter_flipped",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kConvFilterFlipped);
+     }},
+    {"batch_norm_unbiased_variance",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kBatchNormUnbiased);
+     }},
+    {"pooling_indices_off_by_one",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kPoolingIndicesOffByOne);
+     }},
+    {"count_include_pad_inverted",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kCountIncludePadInverted);
+     }},
 };
 
 // The fault named by HALCONFORM_FAULT ("none" when unset); nullptr for an unknown name.

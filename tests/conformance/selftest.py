@@ -60,6 +60,17 @@ PLANTED = [
      "round to nearest even", 60),
     ("collective_deadline_ignored", "collectives", "collectives.abort.deadline",
      "deadline is ignored", 60),
+    # operators: each failure names the op and the shape
+    ("conv_padding_swapped", "operators", "operators.convolution.geometry",
+     "convolution f32->f32 channels_first x[2,4,11,10]", 120),
+    ("conv_filter_flipped", "operators", "operators.convolution.dtypes_and_layouts",
+     "convolution f32->f32 channels_first x[2,5,9,7] w[6,5,3,3]", 120),
+    ("batch_norm_unbiased_variance", "operators", "operators.batch_norm.training",
+     "batch_norm f32 channels_first x[2,6,5,7] training", 120),
+    ("pooling_indices_off_by_one", "operators", "operators.pooling.max",
+     "pooling max f32 channels_first x[2,3,11,10] y[2,3,6,5]", 120),
+    ("count_include_pad_inverted", "operators", "operators.pooling.average",
+     "pooling average f32 channels_first x[2,3,11,10]", 120),
 ]
 
 

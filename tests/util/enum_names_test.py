@@ -42,6 +42,8 @@ TABLES = {
     "hal_scatter_mode_t": ("kScatterMode", "HAL_SCATTER_"),
     "hal_causal_alignment_t": ("kCausalAlignment", "HAL_CAUSAL_"),
     "hal_attention_sparsity_t": ("kAttentionSparsity", "HAL_ATTENTION_"),
+    "hal_channel_layout_t": ("kChannelLayout", "HAL_CHANNELS_"),
+    "hal_pooling_kind_t": ("kPoolingKind", "HAL_POOLING_"),
 }
 # Enums nothing prints by name (flags with no bit beyond NONE, a log level
 # the plugin host takes, the bootstrap a config selects).
@@ -52,6 +54,10 @@ UNNAMED = {
     "hal_comm_bootstrap_t",
     "hal_op_plan_flag_bits_t",
     "hal_matmul_flag_bits_t",
+    "hal_conv_flag_bits_t",
+    "hal_pooling_flag_bits_t",
+    "hal_batch_norm_flag_bits_t",
+    "hal_group_norm_flag_bits_t",
 }
 MARKER = re.compile(r"_(MAX_ENUM|COUNT)$")
 

@@ -58,6 +58,21 @@ struct Decline {
 std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags,
                                     Decline& decline);
 
+// Plans HAL_OP_CONVOLUTION(_BACKWARD_DATA, _BACKWARD_WEIGHTS) on oneDNN's
+// convolution and deconvolution primitives (onednn_convolution.cpp).
+std::unique_ptr<OpPlan> plan_convolution(const hal_op_convolution_desc_t& desc,
+                                         hal_op_plan_flags_t flags, Decline& decline);
+
+// Plans HAL_OP_POOLING(_BACKWARD) on oneDNN's pooling primitives
+// (onednn_pooling.cpp): average pooling; max pooling is declined.
+std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_plan_flags_t flags,
+                                     Decline& decline);
+
+// Plans HAL_OP_BATCH_NORM(_BACKWARD) on oneDNN's batch normalization
+// primitives (onednn_batch_norm.cpp).
+std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc,
+                                        hal_op_plan_flags_t flags, Decline& decline);
+
 // Plans the ops native_ops.cpp serves (every kind but matmul); nullptr
 // with |decline| set otherwise.
 std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& desc, hal_op_plan_flags_t flags,
