@@ -81,7 +81,7 @@ TEST_CASE("one record holds every device of the run, each with its own verdict")
     run.devices.push_back(device);
   }
   const std::string json = certification_json(run);
-  CHECK(json.find("\"record_version\": 2") != std::string::npos);
+  CHECK(json.find("\"record_version\": 3") != std::string::npos);
   CHECK(json.find("\"verdict\": \"fail\"") < json.find("\"devices\""));  // the run's verdict
   size_t devices = 0;
   for (size_t at = json.find("\"fingerprint\""); at != std::string::npos;
