@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace halconform::model {
@@ -79,8 +80,8 @@ inline const char* enum_name(const EnumType& type, int64_t value) {
   }
   return nullptr;
 }
-// "HAL_DTYPE_BF16" for a value of the enum |type_name|, or the number.
-const char* enum_name_or_null(std::string_view type_name, int64_t value);
+// "HAL_DTYPE_BF16" for a value of the enum |type_name|, or "7 (not a hal_dtype_t)".
+std::string enum_label(std::string_view type_name, int64_t value);
 
 // Fields a caller never chooses: the struct header and reserved words.
 inline bool is_bookkeeping_field(std::string_view field) {

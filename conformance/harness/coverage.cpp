@@ -10,6 +10,17 @@
 
 #include "api_model.hpp"
 
+namespace halconform::model {
+
+std::string enum_label(std::string_view type_name, int64_t value) {
+  const EnumType* type = find_enum(type_name);
+  const char* name = type != nullptr ? enum_name(*type, value) : nullptr;
+  if (name != nullptr) return name;
+  return std::to_string(value) + " (not a " + std::string(type_name) + ")";
+}
+
+}  // namespace halconform::model
+
 namespace halconform::coverage {
 
 // conformance/coverage_waivers.txt, embedded by conformance/CMakeLists.txt.
