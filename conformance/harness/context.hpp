@@ -27,6 +27,7 @@ struct Metric {
 struct RunSettings {
   std::string kernels_path;     // the CPU shared object with the conformance kernels
   std::string kernel_pack;      // a vendor's conformance kernel pack (manifest), "" = none
+  std::string plugin_path;      // the plugin under test (a worker knows it; tests respawn with it)
   double stress_seconds = 2.0;  // how long each stress test runs
   Tier tier = Tier::kFull;      // which set runs, and how much each test does
   // The device's properties as the discovering process read them (hex of

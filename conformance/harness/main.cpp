@@ -298,11 +298,17 @@ int run_main(int argc, char** argv) {
 // halconform re-executes itself as the other processes of a communicator.
 namespace halconform {
 int run_collective_rank(int argc, char** argv);
+// stress.leaks.init_shutdown (conformance/stress/leaks.cpp): hal_init /
+// hal_shutdown cycles in a process of their own.
+int run_lifecycle(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--collective-rank") {
     return halconform::run_collective_rank(argc, argv);
+  }
+  if (argc > 1 && std::string(argv[1]) == "--lifecycle") {
+    return halconform::run_lifecycle(argc, argv);
   }
   return halconform::run_main(argc, argv);
 }

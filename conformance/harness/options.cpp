@@ -148,6 +148,7 @@ bool parse_options(int argc, char** argv, Options& out, std::string& out_error) 
     out.settings.kernels_path = default_kernels_path(executable_path());
   }
   if (out.worker) {
+    out.settings.plugin_path = out.plugin;
     out.worker_options.plugin_path = out.plugin;
     out.worker_options.plugin_device_index = out.device.value_or(0);
     out.worker_options.tests = split_commas(tests);
