@@ -8,9 +8,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "hal_plugin.h"
 #include "hal_plugin_sdk/report.hpp"
@@ -51,16 +53,29 @@ class Device {
 // The plugin's context: the host services and the devices.
 class Plugin {
  public:
-  explicit Plugin(const hal_plugin_host_t* host) : report_(host), device_(report_, 0) {}
+  // TODO(null): enumerate the driver's devices; 0 is valid when none is present.
+  // Here: HAL_NULL_DEVICES (1 to 8, default 1) alike devices, so that a
+  // certification of several devices (collectives over 2 and 4 ranks) runs
+  // on the skeleton too.
+  explicit Plugin(const hal_plugin_host_t* host) : report_(host) {
+    for (uint32_t i = 0; i < configured_device_count(); ++i) {
+      devices_.push_back(std::make_unique<Device>(report_, i));
+    }
+  }
 
   const plugin::ErrorReporter& report() const { return report_; }
-  // TODO(null): enumerate the driver's devices; 0 is valid when none is present.
-  uint32_t device_count() const { return 1; }
-  Device& device(uint32_t) { return device_; }
+  uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
+  Device& device(uint32_t index) { return *devices_[index]; }
 
  private:
+  static uint32_t configured_device_count() {
+    const char* text = secure_getenv("HAL_NULL_DEVICES");
+    const long count = text != nullptr ? std::strtol(text, nullptr, 10) : 1;
+    return count >= 1 && count <= 8 ? static_cast<uint32_t>(count) : 1;
+  }
+
   plugin::ErrorReporter report_;
-  Device device_;
+  std::vector<std::unique_ptr<Device>> devices_;
 };
 
 // TODO(null): a real stream is the device's queue: enqueue entries hand work
