@@ -42,9 +42,17 @@ End make_end(hal_device_t device, const char* device_label, const model::EnumVal
   return end;
 }
 
-// Fills |end| (size bytes) with guard bytes through |stream|.
+std::vector<uint8_t> contents(hal_stream_t stream, const End& end, size_t size);
+
+// Fills |end| (size bytes) with guard bytes through |stream|, and checks the
+// fill landed: a wrong byte later is then the copy's, never the fill's.
 void guard(hal_stream_t stream, const End& end, size_t size) {
   HC_OK(hal_memset_async(end.base(), kGuard, size, stream));
+  const std::vector<uint8_t> got = contents(stream, end, size);
+  for (size_t i = 0; i < size; ++i) {
+    HC_REQUIRE(got[i] == kGuard, strf("hal_memset_async(0x%02x) of %zu bytes of ", kGuard, size) +
+                                     end.name + strf(": byte %zu is 0x%02x", i, got[i]));
+  }
 }
 
 // Reads |end| back through |stream| (pageable memory directly, after a synchronize).

@@ -146,6 +146,25 @@ HALCONFORM_TEST("core.failure.lost_stream",
     launched = source.name;
     break;
   }
+  // An operator execution, where the device plans one.
+  hal_op_unary_desc_t unary{};
+  unary.header.struct_size = sizeof(unary);
+  unary.header.kind = HAL_OP_UNARY;
+  unary.alpha = 1.0f;
+  const int64_t shape[1] = {64};
+  hal_tensor_desc_contiguous(&unary.x, HAL_DTYPE_F32, 1, shape);
+  hal_tensor_desc_contiguous(&unary.out, HAL_DTYPE_F32, 1, shape);
+  hal_op_plan_t plan = nullptr;
+  if (hal_op_plan_create(ctx.device(), &unary.header, 0, &plan) == HAL_SUCCESS) {
+    void* operands[2] = {target.get(), target.get()};
+    hal_op_exec_args_t args{};
+    args.struct_size = sizeof(args);
+    args.operand_count = 2;
+    args.operands = operands;
+    const hal_result_t executed = hal_op_execute(plan, &args, lost.stream());
+    HC_OK(hal_op_plan_destroy(plan));
+    expect_lost(executed, "hal_op_execute");
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   expect_lost(hal_device_synchronize(ctx.device()), "hal_device_synchronize of its device");
   HC_REQUIRE(!ran.load(), std::string("hal_stream_enqueue_host_fn on a lost stream returned "

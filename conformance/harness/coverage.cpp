@@ -86,8 +86,11 @@ void record_fields(const model::StructType& type, const void* value, size_t read
         break;
     }
     if (field_paths && !header && !model::is_bookkeeping_field(field.name)) {
-      record(std::string("field:") + type.name + "." + field.name +
-             (all_zero(at, field.size) ? ":zero" : ":set"));
+      const bool zero = all_zero(at, field.size);
+      // An array (a grid's dimensions) is never absent: only "set" is a path.
+      if (!(zero && field.kind == model::FieldKind::kArray)) {
+        record(std::string("field:") + type.name + "." + field.name + (zero ? ":zero" : ":set"));
+      }
     }
   }
 }

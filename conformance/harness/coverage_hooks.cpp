@@ -362,14 +362,26 @@ void after(tag::hal_event_record, const PreCall& before, hal_result_t result, ha
 PreCall before_call(tag::hal_event_query, hal_event_t event) {
   return event_call(event);
 }
-void after(tag::hal_event_query, const PreCall& before, hal_result_t result, hal_event_t) {
+// An event that reports failed work marks its recording stream lost.
+static void note_event_result(hal_event_t event, hal_result_t result) {
+  if (result != HAL_ERROR_DEVICE_LOST) return;
+  std::lock_guard lock(g_mutex);
+  if (auto it = g_events.find(event); it != g_events.end() && it->second.last_stream != nullptr) {
+    g_lost.insert(it->second.last_stream);
+  }
+}
+
+void after(tag::hal_event_query, const PreCall& before, hal_result_t result, hal_event_t event) {
   record_on_lost(before.stream_lost, "hal_event_query", result);
+  note_event_result(event, result);
 }
 PreCall before_call(tag::hal_event_synchronize, hal_event_t event) {
   return event_call(event);
 }
-void after(tag::hal_event_synchronize, const PreCall& before, hal_result_t result, hal_event_t) {
+void after(tag::hal_event_synchronize, const PreCall& before, hal_result_t result,
+           hal_event_t event) {
   record_on_lost(before.stream_lost, "hal_event_synchronize", result);
+  note_event_result(event, result);
 }
 
 PreCall before_call(tag::hal_event_elapsed_ms, hal_event_t start, hal_event_t end, float*) {
@@ -492,7 +504,11 @@ void record_collective(const char* function, hal_result_t result, hal_stream_t s
   note_stream_result(stream, result);
   if (result != HAL_SUCCESS) return;
   const std::string prefix = std::string("collective:") + function;
-  record(prefix + (t_group_depth > 0 ? ":in_group" : ":outside_group"));
+  if (t_group_depth > 0) {
+    record(prefix + ":in_group");
+  } else if (std::strcmp(function, "hal_allreduce") == 0) {
+    record(prefix + ":outside_group");
+  }
   std::lock_guard lock(g_mutex);
   record(prefix + (in_place ? ":in_place" : ":out_of_place"));
   if (root >= 0) {
@@ -575,8 +591,7 @@ void after(tag::hal_alltoallv, const PreCall&, hal_result_t result, const void*,
     if (zeros) record("collective:hal_alltoallv:zero_counts");
   }
   (void)send_counts;
-  record(std::string("collective:hal_alltoallv") +
-         (t_group_depth > 0 ? ":in_group" : ":outside_group"));
+  if (t_group_depth > 0) record("collective:hal_alltoallv:in_group");
 }
 
 }  // namespace halconform::coverage

@@ -71,6 +71,7 @@ std::vector<Path> semantic_paths(const hal_device_properties_t& p, uint32_t devi
   add("memcpy:DEVICE->peer_DEVICE", peers, "SPEC.md §6 (peer copies)");
   add("memcpy:peer_DEVICE->host", peers, "SPEC.md §6 (peer copies)");
   add("memcpy:stream_of_neither_device", peers, "SPEC.md §6 (a copy on a third device's stream)");
+  add("memcpy:peer_DEVICE->peer_DEVICE", peers, "SPEC.md §6 (a copy on a third device's stream)");
   add("memset:peer_DEVICE", peers, "SPEC.md §6 (peer copies)");
   add("memcpy:size_zero", {}, "SPEC.md §11.6");
   add("memset:size_zero", {}, "SPEC.md §11.6");
@@ -122,6 +123,9 @@ std::vector<Path> semantic_paths(const hal_device_properties_t& p, uint32_t devi
   add("on_lost_stream:hal_module_unload:HAL_SUCCESS", {lost.capabilities | HAL_DEVICE_CAP_KERNELS},
       "SPEC.md §4.4 (releasing)");
   add("wait_event:on_failed_work", lost, "SPEC.md §4.4 (scope of a failure)");
+  // An event over work before the failure keeps its capture: complete.
+  add("on_lost_stream:hal_event_query:HAL_SUCCESS", lost, "SPEC.md §4.4, §11.5");
+  add("on_lost_stream:hal_event_synchronize:HAL_SUCCESS", lost, "SPEC.md §4.4, §11.5");
   // Kernels: a launch from a module of every format the device loads (SPEC.md §8).
   if ((p.capabilities & HAL_DEVICE_CAP_KERNELS) != 0) {
     if (const model::EnumType* formats = model::find_enum("hal_module_format_t")) {
@@ -143,7 +147,11 @@ std::vector<Path> semantic_paths(const hal_device_properties_t& p, uint32_t devi
     add(std::string("collective:") + call + ":at_root", {}, "SPEC.md §13.2");
     add(std::string("collective:") + call + ":not_root", {0, 2}, "SPEC.md §13.2");
   }
-  add("collective:hal_allreduce:in_group", {}, "SPEC.md §13.2 (groups)");
+  for (const char* call : {"hal_allreduce", "hal_broadcast", "hal_reduce", "hal_allgather",
+                           "hal_reduce_scatter"}) {
+    add(std::string("collective:") + call + ":in_group", {}, "SPEC.md §13.2 (groups)");
+  }
+  add("collective:hal_alltoallv:in_group", {HAL_DEVICE_CAP_ALLTOALLV}, "SPEC.md §13.2 (groups)");
   add("collective:hal_allreduce:outside_group", {}, "SPEC.md §13.2");
   for (const char* layout : {"send_packed", "send_displacements", "receive_packed",
                              "receive_displacements", "receive_gaps", "no_gaps", "zero_counts"}) {
@@ -201,7 +209,7 @@ std::vector<Path> paths_for(const hal_device_properties_t& properties, uint32_t 
       }
       const std::string base = std::string("field:") + s.name + "." + field.name;
       const std::string source = std::string(s.name) + " (hal.h)";
-      out.push_back({base + ":zero", {}, source});
+      if (field.kind != model::FieldKind::kArray) out.push_back({base + ":zero", {}, source});
       out.push_back({base + ":set", {}, source});
     }
   }

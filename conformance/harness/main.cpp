@@ -301,7 +301,7 @@ int run_collective_rank(int argc, char** argv);
 // stress.leaks.init_shutdown (conformance/stress/leaks.cpp): hal_init /
 // hal_shutdown cycles in a process of their own.
 int run_lifecycle(int argc, char** argv);
-}
+}  // namespace halconform
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--collective-rank") {

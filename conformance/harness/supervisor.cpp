@@ -32,7 +32,14 @@ using Clock = std::chrono::steady_clock;
 class WorkerProcess {
  public:
   WorkerProcess(const std::string& executable, const std::vector<std::string>& arguments) {
-    const int table_fd = memfd_create("halconform-in-flight", MFD_CLOEXEC);
+    // Above kResultFd and kInFlightFd, so no dup2 below overwrites a source
+    // before it is copied.
+    int table_fd = memfd_create("halconform-in-flight", MFD_CLOEXEC);
+    if (table_fd >= 0 && table_fd < 10) {
+      const int moved = fcntl(table_fd, F_DUPFD_CLOEXEC, 10);
+      ::close(table_fd);
+      table_fd = moved;
+    }
     if (table_fd >= 0 && ftruncate(table_fd, sizeof(InFlightTable)) == 0) {
       void* mapped =
           mmap(nullptr, sizeof(InFlightTable), PROT_READ | PROT_WRITE, MAP_SHARED, table_fd, 0);
