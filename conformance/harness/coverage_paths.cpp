@@ -147,8 +147,8 @@ std::vector<Path> semantic_paths(const hal_device_properties_t& p, uint32_t devi
     add(std::string("collective:") + call + ":at_root", {}, "SPEC.md §13.2");
     add(std::string("collective:") + call + ":not_root", {0, 2}, "SPEC.md §13.2");
   }
-  for (const char* call : {"hal_allreduce", "hal_broadcast", "hal_reduce", "hal_allgather",
-                           "hal_reduce_scatter"}) {
+  for (const char* call :
+       {"hal_allreduce", "hal_broadcast", "hal_reduce", "hal_allgather", "hal_reduce_scatter"}) {
     add(std::string("collective:") + call + ":in_group", {}, "SPEC.md §13.2 (groups)");
   }
   add("collective:hal_alltoallv:in_group", {HAL_DEVICE_CAP_ALLTOALLV}, "SPEC.md §13.2 (groups)");
