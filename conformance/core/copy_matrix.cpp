@@ -174,6 +174,20 @@ HALCONFORM_TEST("core.memory.copy_between_devices",
        third == a ? "from the peer, on the destination's stream (no third device)"
                   : "from the peer, on a third device's stream"},
   };
+  // From the peer's memory to pageable memory, on this device's stream.
+  {
+    Stream stream(a), peer_stream(b);
+    Buffer from(b, size);
+    const std::vector<uint8_t> data = random_bytes(size, seed++);
+    HC_OK(hal_memcpy_async(from.get(), data.data(), size, peer_stream));
+    HC_OK(hal_stream_synchronize(peer_stream));
+    std::vector<uint8_t> host(size + 2 * kGuardBytes, kGuard);
+    HC_OK(hal_memcpy_async(host.data() + kGuardBytes, from.get(), size, stream));
+    HC_OK(hal_stream_synchronize(stream));
+    check_landed(host, data, kGuardBytes,
+                 "hal_memcpy_async of 70001 bytes from the peer device to pageable memory, on this "
+                 "device's stream");
+  }
   for (const Route& route : routes) {
     Stream stream(route.stream), from_stream(route.from), to_stream(route.to);
     Buffer from(route.from, total), to(route.to, total);

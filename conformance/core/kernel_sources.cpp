@@ -208,7 +208,7 @@ void for_each_kernel_source(TestContext& ctx,
       throw TestFailure("through " + source.name + ": " + failure.what());
     }
     ++ran;
-    ran_names += (ran_names.empty() ? "" : ", ") + std::string(format_name(source.format));
+    ran_names += (ran_names.empty() ? "" : ", ") + source.name;
   }
   if (ran == 0) {
     ctx.skip("no conformance kernel source loads on this device (see core.kernels.sources): " +
