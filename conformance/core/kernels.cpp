@@ -451,21 +451,25 @@ HALCONFORM_TEST("core.kernels.shared_memory_limit",
     const uint32_t words = dynamic / 4;
     const uint32_t threads = std::min(kernel_max_threads(ctx, kernel), 64u);
     const uint32_t blocks = std::max(2u, std::min(ctx.properties().compute_units, 8u));
-    Buffer out(ctx.device(), blocks * 4);
+    Buffer out(ctx.device(), blocks * 8);
     HC_OK(hal_memset_async(out.get(), 0, out.size(), stream));
     void* pointer = out.get();
     const hal_kernel_arg_t args[] = {{&pointer, 8}, {&words, 4}};
     const hal_launch_config_t at_limit = launch_config(blocks, 1, 1, threads, 1, 1, dynamic);
     HC_OK(hal_launch_kernel(kernel, &at_limit, 2, args, stream));
     const std::vector<uint8_t> bytes = read_back(stream, out.get(), out.size());
-    const auto* wrong = reinterpret_cast<const uint32_t*>(bytes.data());
+    const auto* counts = reinterpret_cast<const uint32_t*>(bytes.data());
     for (uint32_t b = 0; b < blocks; ++b) {
-      HC_REQUIRE(wrong[b] == 0,
+      HC_REQUIRE(counts[2 * b + 1] == threads,
+                 strf("hal_launch_kernel(shared_fill) of %u blocks of %u threads: block %u ran %u "
+                      "threads: the kernel did not run whole",
+                      blocks, threads, b, counts[2 * b + 1]));
+      HC_REQUIRE(counts[2 * b] == 0,
                  strf("hal_launch_kernel(shared_fill) with shared_memory_bytes %u (the declared "
                       "max_shared_memory_bytes %u less %u static): block %u found %u of its %u "
                       "words not holding what it wrote: the memory is not all there, or not the "
                       "block's own",
-                      dynamic, limit, info.static_shared_memory_bytes, b, wrong[b], words));
+                      dynamic, limit, info.static_shared_memory_bytes, b, counts[2 * b], words));
     }
     const hal_launch_config_t over = launch_config(1, 1, 1, 1, 1, 1, dynamic + 1);
     HC_EXPECT_RESULT(hal_launch_kernel(kernel, &over, 2, args, stream), HAL_ERROR_INVALID_LAUNCH);

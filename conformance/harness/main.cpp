@@ -40,7 +40,8 @@ std::vector<const TestCase*> selected_tests(const Options& options) {
     bool in_profile = false;
     for (const std::string& profile : options.profiles) in_profile |= test->profile == profile;
     const bool in_tier = test->requirements.tier <= options.settings.tier;
-    if (in_profile && in_tier &&
+    const bool excluded = !options.exclude.empty() && matches_any_glob(options.exclude, test->name);
+    if (in_profile && in_tier && !excluded &&
         (options.filter.empty() || matches_any_glob(options.filter, test->name))) {
       selected.push_back(test);
     }

@@ -34,7 +34,8 @@ bool parse_number(const std::string& text, double& out) {
 void print_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: halconform [--plugin NAME|PATH] [--device N] [--profile P[,P...]|all]\n"
-               "                  [--filter GLOB[,GLOB...]] [--list] [--report FILE.json]\n"
+               "                  [--filter GLOB[,GLOB...]] [--exclude GLOB[,GLOB...]] [--list]\n"
+               "                  [--report FILE.json]\n"
                "                  [--junit FILE.xml] [--html FILE.html] [--timeout SECONDS]\n"
                "                  [--duration SECONDS] [--kernels PATH] [--kernel-pack FILE]\n"
                "                  [--tier smoke|ci|full]\n"
@@ -92,6 +93,8 @@ bool parse_options(int argc, char** argv, Options& out, std::string& out_error) 
       if (!next(profiles)) return false;
     } else if (arg == "--filter") {
       if (!next(out.filter)) return false;
+    } else if (arg == "--exclude") {
+      if (!next(out.exclude)) return false;
     } else if (arg == "--report") {
       if (!next(out.report_path)) return false;
     } else if (arg == "--junit") {

@@ -133,7 +133,8 @@ HAL_CPU_KERNEL void empty(const hal_cpu_block_context_t* ctx) {
 /* Every word of the block's dynamic shared memory (|words| of them) is
  * written with a value of this block, then read back through another thread's
  * share of the words; out[block] counts the words that did not hold their
- * value. The same kernel as core_kernels.hal's. */
+ * value; out[2 * block] counts the words that did not hold their value and
+ * out[2 * block + 1] the threads that ran. The same kernel as core_kernels.hal's. */
 HAL_CPU_KERNEL_SIGNATURE(shared_fill, "ptr,u32");
 HAL_CPU_KERNEL void shared_fill(const hal_cpu_block_context_t* ctx, uint32_t* out,
                                 uint32_t words) {
@@ -142,7 +143,8 @@ HAL_CPU_KERNEL void shared_fill(const hal_cpu_block_context_t* ctx, uint32_t* ou
   const uint32_t threads = ctx->block[0];
   uint32_t wrong = 0;
   if (words != 0 && (memory == 0 || ctx->shared_memory_bytes < (uint64_t)words * 4u)) {
-    out[block] = 0xffffffffu;
+    out[2 * block] = 0xffffffffu;
+    __atomic_add_fetch(&out[2 * block + 1], threads, __ATOMIC_SEQ_CST);
     return;
   }
   for (uint32_t t = 0; t < threads; ++t) {
@@ -153,7 +155,8 @@ HAL_CPU_KERNEL void shared_fill(const hal_cpu_block_context_t* ctx, uint32_t* ou
       if (memory[w] != w * 2654435761u + block) ++wrong;
     }
   }
-  if (wrong != 0) __atomic_add_fetch(&out[block], wrong, __ATOMIC_SEQ_CST);
+  if (wrong != 0) __atomic_add_fetch(&out[2 * block], wrong, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&out[2 * block + 1], threads, __ATOMIC_SEQ_CST);
 }
 
 /* Measures how many blocks run at once. state[0]: blocks running now;
