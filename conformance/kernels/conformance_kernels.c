@@ -136,8 +136,7 @@ HAL_CPU_KERNEL void empty(const hal_cpu_block_context_t* ctx) {
  * value; out[2 * block] counts the words that did not hold their value and
  * out[2 * block + 1] the threads that ran. The same kernel as core_kernels.hal's. */
 HAL_CPU_KERNEL_SIGNATURE(shared_fill, "ptr,u32");
-HAL_CPU_KERNEL void shared_fill(const hal_cpu_block_context_t* ctx, uint32_t* out,
-                                uint32_t words) {
+HAL_CPU_KERNEL void shared_fill(const hal_cpu_block_context_t* ctx, uint32_t* out, uint32_t words) {
   uint32_t* memory = (uint32_t*)ctx->shared_memory;
   const uint32_t block = ctx->block_id[0];
   const uint32_t threads = ctx->block[0];
