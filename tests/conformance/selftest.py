@@ -198,11 +198,18 @@ def main():
     parser.add_argument("--only", help="comma-separated fault names (a quicker run while editing)")
     parser.add_argument("--coverage-check", required=True, help="tests/conformance/coverage_check.py")
     parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--sanitized", action="store_true",
+                        help="halconform is built with AddressSanitizer")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
     only = set(args.only.split(",")) if args.only else None
-    planted = [p for p in PLANTED if only is None or p[0] in only]
+    # Resident memory is not measured under AddressSanitizer (its quarantine
+    # keeps freed memory): the fault seen only there is left out.
+    unmeasured = {"event_leaks_memory"} if args.sanitized else set()
+    planted = [p for p in PLANTED if (only is None or p[0] in only) and p[0] not in unmeasured]
+    for name in sorted(unmeasured):
+        print(f"NOT RUN {name:34} (resident memory is not measured under AddressSanitizer)")
     caught = 0
     caught_names = set()
     # The faults run a few at a time, each in its own halconform process with its own
@@ -254,7 +261,7 @@ def main():
 
     print("catch rate per class:")
     for name, members in CLASSES.items():
-        members = [m for m in members if only is None or m in only]
+        members = [m for m in members if (only is None or m in only) and m not in unmeasured]
         got = sum(1 for m in members if m in caught_names)
         print(f"  {name:26} {got}/{len(members)}")
     print(f"caught {caught}/{len(planted)} planted faults")
