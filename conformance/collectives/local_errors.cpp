@@ -4,6 +4,7 @@
 // packed (NULL) displacements and with gaps between received blocks (left
 // as they were), reduce_scatter in place.
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -56,7 +57,9 @@ const Call kCalls[] = {
     {"hal_alltoallv", false, false,
      [](const void* s, void* r, size_t c, hal_dtype_t d, hal_reduce_op_t, uint32_t, hal_comm_t comm,
         hal_stream_t st) {
-       const size_t counts[1] = {c};
+       // One entry per rank of any communicator this test makes.
+       size_t counts[kMaxCollectiveRanks];
+       std::fill(std::begin(counts), std::end(counts), c);
        return hal_alltoallv(s, counts, nullptr, r, counts, nullptr, d, comm, st);
      }},
 };
