@@ -105,6 +105,14 @@ PLANTED = [
      "hung: hal_stream_wait_event", 3),
 ]
 
+# Faults whose catch takes a sanitized halconform minutes; the Release tree runs them.
+SLOW_UNDER_SANITIZERS = {
+    "wait_event_on_host", "host_fn_synchronous", "hang", "hang_in_wait_event",
+    "module_load_leaks_fd", "stream_leaks_thread", "plugin_leaks_mapping", "leak",
+    "collective_half_ulp_off", "collective_deadline_ignored", "reduce_writes_non_root",
+    "alltoallv_fills_gap",
+}
+
 # The class of each fault (SPEC.md, Conformance: the classes a certification proves).
 CLASSES = {
     "declared facts": ["memory_overstated", "compute_units_overstated", "alignment_ignored",
@@ -199,17 +207,19 @@ def main():
     parser.add_argument("--coverage-check", required=True, help="tests/conformance/coverage_check.py")
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--sanitized", action="store_true",
-                        help="halconform is built with AddressSanitizer")
+                        help="halconform is built with a sanitizer: the slow faults are the Release tree's")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
 
     only = set(args.only.split(",")) if args.only else None
-    # Resident memory is not measured under AddressSanitizer (its quarantine
-    # keeps freed memory): the fault seen only there is left out.
-    unmeasured = {"event_leaks_memory"} if args.sanitized else set()
+    # In a sanitized tree the faults that take a sanitized halconform long
+    # (a gate's or a hang's time-out, leak cycles, collectives matrices) are
+    # left to the Release tree, which runs them all; and resident memory is
+    # not measured under AddressSanitizer (its quarantine keeps freed memory).
+    unmeasured = SLOW_UNDER_SANITIZERS | {"event_leaks_memory"} if args.sanitized else set()
     planted = [p for p in PLANTED if (only is None or p[0] in only) and p[0] not in unmeasured]
     for name in sorted(unmeasured):
-        print(f"NOT RUN {name:34} (resident memory is not measured under AddressSanitizer)")
+        print(f"NOT RUN {name:34} (sanitized tree: the Release tree runs it)")
     caught = 0
     caught_names = set()
     # The faults run a few at a time, each in its own halconform process with its own
@@ -266,8 +276,9 @@ def main():
         print(f"  {name:26} {got}/{len(members)}")
     print(f"caught {caught}/{len(planted)} planted faults")
     per_class_ok = only is not None or all(len(m) >= 2 for m in CLASSES.values())
+    complete = only is None and not args.sanitized
     everything = (caught == len(planted) and healthy_ok and xpass_ok and gaps_ok and per_class_ok
-                  and (only is not None or len(planted) >= 50))
+                  and (not complete or len(planted) >= 50))
     if everything:
         print("every planted fault caught")
     return 0 if everything else 1
