@@ -3,6 +3,7 @@
 #include "device.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "event.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
@@ -11,9 +12,24 @@
 
 namespace hal::null_plugin {
 
+namespace {
+
+// HAL_NULL_DEVICES (1 to 8, default 1; any other value means 1): alike
+// devices, so that a certification of several devices (collectives over 2
+// and 4 ranks) runs on the skeleton too.
+uint32_t configured_device_count() {
+  const char* text = secure_getenv("HAL_NULL_DEVICES");
+  const long count = text != nullptr ? std::strtol(text, nullptr, 10) : 1;
+  return count >= 1 && count <= 8 ? static_cast<uint32_t>(count) : 1;
+}
+
+}  // namespace
+
 Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   // TODO(null): open the driver and enumerate its devices; none is valid.
-  devices_.push_back(std::make_unique<Device>(report(), 0));
+  for (uint32_t i = 0; i < configured_device_count(); ++i) {
+    devices_.push_back(std::make_unique<Device>(report(), i));
+  }
 }
 
 Plugin::~Plugin() {
