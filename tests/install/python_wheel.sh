@@ -24,11 +24,18 @@ start=$SECONDS
 config=(-Cbuild-dir="$work/build")
 if command -v ccache > /dev/null && [[ -z "${HAL_NO_CCACHE:-}" ]]; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
+  # The pip runs below have a HOME of their own; ccache keeps the caller's cache.
+  CCACHE_DIR="${CCACHE_DIR:-$(ccache -k cache_dir)}"
+  export CCACHE_DIR
   config+=(-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
     -Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
-if ! "$python" -m pip wheel -v --no-deps --no-build-isolation --disable-pip-version-check \
-    -w "$work/dist" "${config[@]}" "$root/bindings/python" > "$work/build.log" 2>&1; then
+# pip runs `rustc --version` for its user agent, and rustup's rustc writes
+# ~/.rustup/settings.toml: every pip run here gets the script's own HOME, so the
+# caller's (under CTest, the tests' HOME, which must stay empty) is not written.
+if ! HOME="$work/home" "$python" -m pip wheel -v --no-deps --no-build-isolation \
+    --disable-pip-version-check -w "$work/dist" "${config[@]}" "$root/bindings/python" \
+    > "$work/build.log" 2>&1; then
   tail -60 "$work/build.log"
   echo "python.wheel: pip wheel failed (the whole log: $work/build.log)"
   exit 1
@@ -39,9 +46,10 @@ built=$SECONDS
 echo "python.wheel: built $(basename "${wheel[0]}") ($(du -k "${wheel[0]}" | cut -f1) KiB) in $((built - start)) s"
 
 # 2. A fresh environment with the wheel installed (from the file: no index).
-"$python" -m venv --system-site-packages "$work/env"
-"$work/env/bin/python" -m pip install --no-deps --no-index --disable-pip-version-check -q \
-  "${wheel[0]}"
+# (venv bootstraps pip with ensurepip, a pip run too.)
+HOME="$work/home" "$python" -m venv --system-site-packages "$work/env"
+HOME="$work/home" "$work/env/bin/python" -m pip install --no-deps --no-index \
+  --disable-pip-version-check -q "${wheel[0]}"
 installed=$SECONDS
 
 # 3. The suite against it, PATH holding the environment and nothing that compiles.
@@ -52,6 +60,20 @@ for tool in c++ g++ gcc cc clang clang++; do
   fi
 done
 cd "$work/run"
+# The driver is a file, not standard input: the suite's multi-process tests
+# start their ranks with multiprocessing's spawn, which re-imports the main
+# module by its path (the guard keeps a rank from running the suite again).
+cat > "$work/run/run_suite.py" << 'PY'
+import os, sys
+if __name__ == "__main__":
+    import hal
+    where = os.path.dirname(hal.__file__)
+    print(f"hal {hal.version()} from {where}")
+    if not where.startswith(sys.prefix):
+        sys.exit(f"hal was imported from {where}, not from the environment {sys.prefix}")
+    import pytest
+    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-rs", sys.argv[1]]))
+PY
 set +e
 # A CPU shared-object kernel needs no compiler at run time: the samples' one is the user's.
 vector_add_so=""
@@ -59,16 +81,8 @@ vector_add_so=""
 env -i HOME="$work/home" PATH="$work/env/bin:$work/bin" LANG=C.UTF-8 \
   HAL_PLUGINS=cpu HAL_CPU_DEVICES=2 HAL_TEST_NO_COMPILER=1 PYTHONDONTWRITEBYTECODE=1 \
   HAL_TEST_VECTOR_ADD_SO="$vector_add_so" \
-  "$work/env/bin/python" - "$root/bindings/python/tests" << 'PY' > "$work/pytest.log" 2>&1
-import os, sys
-import hal
-where = os.path.dirname(hal.__file__)
-print(f"hal {hal.version()} from {where}")
-if not where.startswith(sys.prefix):
-    sys.exit(f"hal was imported from {where}, not from the environment {sys.prefix}")
-import pytest
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-rs", sys.argv[1]]))
-PY
+  "$work/env/bin/python" "$work/run/run_suite.py" "$root/bindings/python/tests" \
+  > "$work/pytest.log" 2>&1
 status=$?
 set -e
 tested=$SECONDS

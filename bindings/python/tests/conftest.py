@@ -8,6 +8,7 @@ failure stays a failure."""
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -18,9 +19,18 @@ NO_COMPILER = os.environ.get("HAL_TEST_NO_COMPILER") == "1"
 NO_COMPILER_REASON = "needs a C++ compiler (the cpu plugin compiles dialect kernels with it)"
 
 
+# What a child interpreter (a test's own subprocess) prints last when it died of the same cause:
+# the test's assertion on its exit status carries the child's stderr.
+_CHILD_WANTS_A_COMPILER = re.compile(
+    r"^\s*hal\._errors\.UnsupportedError: HAL_ERROR_UNSUPPORTED: .*no C\+\+ compiler found",
+    re.MULTILINE)
+
+
 def _wants_a_compiler(error: BaseException | None) -> bool:
     while error is not None:
         if isinstance(error, hal.UnsupportedError) and "no C++ compiler found" in str(error):
+            return True
+        if isinstance(error, AssertionError) and _CHILD_WANTS_A_COMPILER.search(str(error)):
             return True
         error = error.__cause__ or error.__context__
     return False

@@ -32,8 +32,8 @@ def test_every_result_code_has_its_class():
         assert cls.name == name and issubclass(cls, hal.Error)
     assert set(hal.ERRORS) == {c for c in names if c > 1}
     # hal._errors.__all__ is a literal list for type checkers: it must name every class.
-    import hal._errors
-    assert sorted(hal._errors.__all__) == sorted(
+    from hal import _errors
+    assert sorted(_errors.__all__) == sorted(
         ["Error", "ERRORS"] + [cls.__name__ for cls in hal.ERRORS.values()])
 
 
