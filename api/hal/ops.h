@@ -929,7 +929,7 @@ typedef struct hal_op_batch_norm_desc {
   hal_op_header_t header;
   hal_channel_layout_t layout;
   uint32_t flags; /* hal_batch_norm_flag_bits_t */
-  float epsilon;  /* >= 0 and finite */
+  float epsilon;  /* finite, >= FLT_MIN; a TRAINING backward (saved rstd): >= 0 */
   uint32_t reserved;
   hal_tensor_desc_t x, y, scale, shift, running_mean, running_var, saved_mean, saved_rstd;
   hal_tensor_desc_t grad_y, grad_x, grad_scale, grad_shift; /* backward only */
@@ -959,7 +959,7 @@ typedef struct hal_op_group_norm_desc {
   hal_channel_layout_t layout;
   uint32_t groups; /* >= 1, divides C */
   uint32_t flags;  /* hal_group_norm_flag_bits_t */
-  float epsilon;   /* >= 0 and finite */
+  float epsilon;   /* forward: finite, >= FLT_MIN; backward (saved rstd): >= 0 */
   hal_tensor_desc_t x, y, scale, shift, mean, rstd;
   hal_tensor_desc_t grad_y, grad_x, grad_scale, grad_shift; /* backward only */
 } hal_op_group_norm_desc_t;
