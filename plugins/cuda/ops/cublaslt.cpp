@@ -96,8 +96,9 @@ cublasLtHandle_t DeviceBlas::handle(Device& device, std::shared_ptr<const Cublas
   }
   std::shared_ptr<const CublasLt> lt = loader_.get(why);
   if (!lt) return nullptr;
-  if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
-    why = "cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound);
+  const ContextScope bound = device.bind();
+  if (!bound.ok()) {
+    why = "cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound.result());
     return nullptr;
   }
   cublasLtHandle_t created = nullptr;
