@@ -665,6 +665,12 @@ TEST_CASE("a fatal CUDA error loses the device, stickily; the other device keeps
   CHECK(hal_stream_create(session.device(), 0, &stream) == HAL_ERROR_DEVICE_LOST);
   CHECK(hal_stream_query(session.stream()) == HAL_ERROR_DEVICE_LOST);
   CHECK(hal_device_synchronize(session.device()) == HAL_ERROR_DEVICE_LOST);
+  // Not a bad module: the driver is never asked (it would answer 700 to a
+  // module too, which the plugin would otherwise read as an invalid image).
+  hal_module_t module = nullptr;
+  CHECK(load(session.device(), HAL_MODULE_FORMAT_PTX, kPtx, &module) == HAL_ERROR_DEVICE_LOST);
+  // The lost device's memory is freed without an error (SPEC §4.4).
+  CHECK(hal_mem_free(memory) == HAL_SUCCESS);
   // The other GPU's context is its own.
   hal_device_t second = nullptr;
   REQUIRE(hal_device_get(1, &second) == HAL_SUCCESS);
