@@ -227,7 +227,8 @@ fi
 # ---- halinfo -----------------------------------------------------------------
 start=$SECONDS
 echo "== halinfo"
-timeout -k 5 10 "$dir/bin/halinfo" 2>&1 | tee "$out/halinfo.txt"
+# HAL_LOG=1: the plugin's lines say which NVRTC and NCCL it opened, and from where.
+HAL_LOG=1 timeout -k 5 10 "$dir/bin/halinfo" 2>&1 | tee "$out/halinfo.txt"
 timeout -k 5 10 "$dir/bin/halinfo" --json >"$out/halinfo.json" 2>/dev/null
 devices="$(grep -o '"device_count":[0-9]*' "$out/halinfo.json" | head -1 | cut -d: -f2)"
 devices="${devices:-0}"

@@ -34,6 +34,8 @@ Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   nvrtc_ = Nvrtc::open(nvrtc_why);
   if (!nvrtc_) {
     report().log(HAL_LOG_INFO, "cuda: %s; HAL dialect modules are not offered", nvrtc_why.c_str());
+  } else {
+    report().log(HAL_LOG_INFO, "cuda: dialect modules through %s", nvrtc_->identity().c_str());
   }
   std::string nccl_why;
   nccl_ = collective::Nccl::open(nccl_why);
