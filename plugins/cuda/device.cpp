@@ -61,8 +61,21 @@ Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   }
 }
 
+namespace {
+thread_local bool running_on_driver_thread = false;
+}  // namespace
+
+bool on_driver_thread() {
+  return running_on_driver_thread;
+}
+
+void set_on_driver_thread(bool value) {
+  running_on_driver_thread = value;
+}
+
 ContextScope::ContextScope(const DriverApi& api, CUcontext context, CUresult result)
     : api_(api), result_(result) {
+  if (result_ == CUDA_SUCCESS && running_on_driver_thread) result_ = CUDA_ERROR_NOT_PERMITTED;
   if (result_ != CUDA_SUCCESS) return;
   result_ = api_.cuCtxGetCurrent(&previous_);
   if (result_ != CUDA_SUCCESS || previous_ == context) return;

@@ -61,6 +61,13 @@ class [[nodiscard]] ContextScope {
 // They are sticky: the device is lost (HAL_ERROR_DEVICE_LOST from then on).
 bool is_fatal(CUresult code);
 
+// Set while a HAL host function runs on the CUDA driver's thread (only where
+// the device has no stream memory operations, stream.cpp): every entry called
+// from it is refused with CUDA_ERROR_NOT_PERMITTED, as CUDA forbids CUDA calls
+// there, instead of deadlocking or corrupting the driver.
+bool on_driver_thread();
+void set_on_driver_thread(bool value);
+
 // What the devices report as their plugin (hal_device_properties_t).
 inline constexpr char kPluginName[] = "cuda";
 inline constexpr char kPluginVersion[] = "1.0.0";

@@ -64,6 +64,8 @@ const char* known_name(CUresult code) {
       return "CUDA_ERROR_LAUNCH_FAILED";
     case CUDA_ERROR_NOT_SUPPORTED:
       return "CUDA_ERROR_NOT_SUPPORTED";
+    case CUDA_ERROR_NOT_PERMITTED:
+      return "CUDA_ERROR_NOT_PERMITTED";
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
       return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
     case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
@@ -108,6 +110,8 @@ hal_result_t result_of(CUresult code) {
       return HAL_ERROR_INVALID_LAUNCH;
     case CUDA_ERROR_NOT_SUPPORTED:
       return HAL_ERROR_UNSUPPORTED;
+    case CUDA_ERROR_NOT_PERMITTED:  // a CUDA call from a host function on the driver's thread
+      return HAL_ERROR_INVALID_STATE;
     case CUDA_ERROR_ILLEGAL_ADDRESS:
     case CUDA_ERROR_LAUNCH_FAILED:
     case CUDA_ERROR_LAUNCH_TIMEOUT:

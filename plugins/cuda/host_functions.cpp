@@ -2,7 +2,8 @@
 
 namespace hal::cuda {
 
-CUresult HostFunctions::create(const DriverApi& api, std::unique_ptr<HostFunctions>& out) {
+CUresult HostFunctions::create(const DriverApi& api, CUstream stream,
+                               std::unique_ptr<HostFunctions>& out) {
   std::unique_ptr<HostFunctions> made(new HostFunctions(api));
   void* counter = nullptr;
   // Device-mapped and portable: with unified addressing the host pointer is
@@ -14,6 +15,12 @@ CUresult HostFunctions::create(const DriverApi& api, std::unique_ptr<HostFunctio
   }
   made->counter_ = static_cast<uint32_t*>(counter);
   __atomic_store_n(made->counter_, 0u, __ATOMIC_RELEASE);
+  if (const CUresult probed = api.cuStreamWaitValue32(
+          stream, reinterpret_cast<CUdeviceptr>(counter), 0, CU_STREAM_WAIT_VALUE_GEQ);
+      probed != CUDA_SUCCESS) {
+    made->free_counter();
+    return probed;
+  }
   made->thread_ = std::thread([raw = made.get()] { raw->run(); });
   out = std::move(made);
   return CUDA_SUCCESS;

@@ -27,8 +27,11 @@ namespace hal::cuda {
 class HostFunctions {
  public:
   // Allocates the counter (cuMemHostAlloc, DEVICEMAP) with the stream's
-  // context current, and starts the host thread.
-  static CUresult create(const DriverApi& api, std::unique_ptr<HostFunctions>& out);
+  // context current, checks that |stream| can wait on it (a wait for 0 is
+  // met at once; CUDA_ERROR_NOT_SUPPORTED where the device has no stream
+  // memory operations), and starts the host thread.
+  static CUresult create(const DriverApi& api, CUstream stream,
+                         std::unique_ptr<HostFunctions>& out);
   // Stops the thread; the stream was synchronised first, so nothing is
   // pending. The counter is freed by free_counter() with the context current.
   ~HostFunctions();

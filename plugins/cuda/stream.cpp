@@ -79,11 +79,39 @@ hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
   const ContextScope bound = device().bind();
   if (!bound.ok()) return device().fail(bound.result(), "stream_enqueue_host_fn");
   std::lock_guard lock(host_functions_mutex_);
-  if (!host_functions_) {
-    if (const CUresult made = HostFunctions::create(device().api(), host_functions_);
-        made != CUDA_SUCCESS) {
-      return device().fail(made, "stream_enqueue_host_fn: cuMemHostAlloc");
+  if (!host_functions_ && !driver_thread_only_) {
+    const CUresult made = HostFunctions::create(device().api(), stream_, host_functions_);
+    if (made == CUDA_ERROR_NOT_SUPPORTED) {
+      // No stream memory operations on this device: the function runs on
+      // the driver's thread, where it must not call CUDA (SPEC §10.7).
+      driver_thread_only_ = true;
+      device().report().log(HAL_LOG_WARNING,
+                            "cuda: cuStreamWaitValue32 is not supported; host functions run on "
+                            "the driver's thread and must not call HAL on a cuda device");
+    } else if (made != CUDA_SUCCESS) {
+      return device().fail(made, "stream_enqueue_host_fn: its host thread's counter");
     }
+  }
+  if (driver_thread_only_) {
+    struct Call {
+      hal_host_fn_t fn;
+      void* user_data;
+    };
+    auto call = std::make_unique<Call>(Call{fn, user_data});
+    const CUresult result = device().api().cuLaunchHostFunc(
+        stream_,
+        [](void* data) {
+          const std::unique_ptr<Call> owned(static_cast<Call*>(data));
+          set_on_driver_thread(true);  // its HAL calls are refused, not run
+          owned->fn(owned->user_data);
+          set_on_driver_thread(false);
+        },
+        call.get());
+    if (result != CUDA_SUCCESS) {
+      return device().fail(result, "stream_enqueue_host_fn: cuLaunchHostFunc");
+    }
+    call.release();  // the trampoline deletes it
+    return HAL_SUCCESS;
   }
   const char* call = "";
   const CUresult result = host_functions_->enqueue(stream_, fn, user_data, call);

@@ -74,6 +74,7 @@ class Stream : public plugin::DeviceResource<Device> {
   // The thread HAL host functions run on, started by the first one.
   std::mutex host_functions_mutex_;
   std::unique_ptr<HostFunctions> host_functions_;  // guarded by host_functions_mutex_
+  bool driver_thread_only_ = false;                // no cuStreamWaitValue32; guarded likewise
 
   CUstream stream_;
   std::shared_ptr<StreamFault> fault_ = std::make_shared<StreamFault>();

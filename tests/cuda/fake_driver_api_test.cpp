@@ -773,3 +773,42 @@ TEST_CASE("an older driver is negotiated down, and one too old is named with bot
                     "and needs a driver for CUDA 12.0 or later; 0 devices") != std::string::npos);
   hal_shutdown();
 }
+
+TEST_CASE(
+    "without stream memory operations, a host function's HAL call is refused, not deadlocked") {
+  setenv("HAL_FAKE_CUDA_NO_STREAM_MEMOPS", "1", 1);
+  Fake fake;
+  {
+    Session session;
+    hal_stream_t other = nullptr;
+    REQUIRE(hal_stream_create(session.device(), 0, &other) == HAL_SUCCESS);
+    struct Calls {
+      hal_device_t device;
+      hal_stream_t other;
+      hal_result_t created = HAL_SUCCESS;
+      hal_result_t synchronized = HAL_SUCCESS;
+      bool ran = false;
+    } calls{session.device(), other};
+    // On the driver's thread: a HAL call on a cuda device would be a CUDA
+    // call there, which CUDA forbids; the plugin refuses it before the driver.
+    REQUIRE(hal_stream_enqueue_host_fn(
+                session.stream(),
+                [](void* user) {
+                  auto* c = static_cast<Calls*>(user);
+                  hal_event_t event = nullptr;
+                  c->created = hal_event_create(c->device, 0, &event);
+                  c->synchronized = hal_stream_synchronize(c->other);
+                  c->ran = true;
+                },
+                &calls) == HAL_SUCCESS);
+    CHECK(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+    CHECK(calls.ran);
+    CHECK(calls.created == HAL_ERROR_INVALID_STATE);
+    CHECK(calls.synchronized == HAL_ERROR_INVALID_STATE);
+    CHECK(fake.live("driver_thread_calls") == 0);  // refused before the driver
+    // The same calls from the application's thread work.
+    CHECK(hal_stream_synchronize(other) == HAL_SUCCESS);
+    CHECK(hal_stream_destroy(other) == HAL_SUCCESS);
+  }
+  unsetenv("HAL_FAKE_CUDA_NO_STREAM_MEMOPS");
+}

@@ -5,9 +5,10 @@
 // in CUDA), and waits while the test pauses the device; launches are recorded
 // with their parameters (they run nothing), read back through fake_driver.h. Environment:
 // HAL_FAKE_CUDA_DEVICES (default 2), HAL_FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns),
-// HAL_FAKE_CUDA_DRIVER_VERSION (default 13000: what cuDriverGetVersion says;
-// cuGetProcAddress refuses a cudaVersion above it, as an older driver cannot
-// serve entry points newer than itself).
+// HAL_FAKE_CUDA_NO_STREAM_MEMOPS (cuStreamWaitValue32 answers
+// CUDA_ERROR_NOT_SUPPORTED), HAL_FAKE_CUDA_DRIVER_VERSION (default 13000: what cuDriverGetVersion
+// says; cuGetProcAddress refuses a cudaVersion above it, as an older driver cannot serve entry
+// points newer than itself).
 //
 // It models the documented behaviour the plugin must live with:
 // - A primary context exists while retained; creating it reserves device
@@ -29,6 +30,7 @@
 //   on a stream through fake_cuStreamWork instead (the stream's own thread).
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -57,8 +59,8 @@ FAKE_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext* context);
 
 struct CUctx_st {
   int ordinal = 0;
-  long references = 0;
-  CUresult sticky = CUDA_SUCCESS;  // a fatal error, returned by every later call
+  std::atomic<long> references{0};             // changed under the state's mutex, read by ready()
+  std::atomic<CUresult> sticky{CUDA_SUCCESS};  // a fatal error, returned by every later call
 };
 struct CUstream_st {
   uint64_t id = 0;
@@ -128,6 +130,7 @@ State& state() {
 
 thread_local CUcontext current_context = nullptr;
 thread_local bool on_driver_thread = false;  // running a host function
+std::atomic<long> driver_thread_calls{0};    // CUDA calls made from there
 
 // The driver thread every stream's host functions run on, one at a time.
 class DriverThread {
@@ -221,7 +224,10 @@ CUctx_st foreign_context{-1, 1, CUDA_SUCCESS};  // "another library's" context
 
 CUresult ready() {
   if (!state().initialised) return CUDA_ERROR_NOT_INITIALIZED;
-  if (on_driver_thread) return CUDA_ERROR_NOT_PERMITTED;
+  if (on_driver_thread) {
+    ++driver_thread_calls;  // CUDA need not refuse them: a real driver may deadlock instead
+    return CUDA_ERROR_NOT_PERMITTED;
+  }
   if (current_context == nullptr || current_context == &foreign_context) {
     return CUDA_ERROR_INVALID_CONTEXT;
   }
@@ -680,6 +686,8 @@ CUresult CUDAAPI cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32
   if (flags != CU_STREAM_WAIT_VALUE_GEQ && flags != CU_STREAM_WAIT_VALUE_EQ) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // A device without stream memory operations ("CUDA_ERROR_NOT_SUPPORTED").
+  if (std::getenv("HAL_FAKE_CUDA_NO_STREAM_MEMOPS") != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   {
     std::lock_guard lock(state().mutex);
     if (find_allocation(reinterpret_cast<void*>(addr)) == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -945,6 +953,7 @@ FAKE_EXPORT long fake_cuda_live(const char* what) {
   if (name == "modules") return static_cast<long>(s.modules.size());
   if (name == "contexts") return s.contexts[0].references + s.contexts[1].references;
   if (name == "context_creations") return s.context_creations;
+  if (name == "driver_thread_calls") return driver_thread_calls.load();
   return -1;
 }
 

@@ -30,7 +30,8 @@ typedef struct fake_cuda_launch {
 typedef size_t (*fake_cuda_launch_count_fn)(void);
 typedef int (*fake_cuda_launch_get_fn)(size_t index, fake_cuda_launch_t* out);
 /* what: "allocations", "streams", "events", "modules", "contexts" (primary context
- * references), "context_creations" (primary contexts made, retained from 0) */
+ * references), "context_creations" (primary contexts made, retained from 0),
+ * "driver_thread_calls" (CUDA calls made from a host function on the driver's thread) */
 typedef long (*fake_cuda_live_fn)(const char* what);
 /* While paused, enqueued work waits (queries answer CUDA_ERROR_NOT_READY);
  * unpausing or any synchronize call lets each stream run it in order. */
