@@ -215,8 +215,9 @@ class MatmulPlan final : public OpPlan {
                          "%zu-byte aligned, and these are not",
                          kFastAlignment);
     }
-    if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
-      return device_.fail(bound, "op_execute: cuCtxSetCurrent");
+    const ContextScope bound = device_.bind();
+    if (!bound.ok()) {
+      return device_.fail(bound.result(), "op_execute: cuCtxSetCurrent");
     }
     const CublasLtApi& api = s.lt->api();
     std::lock_guard lock(s.pointer_mutex);
@@ -431,8 +432,10 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
   if (handle == nullptr) return decline(why, handle_status);
   // The heuristic reads the current device's properties through the CUDA
   // runtime inside cuBLASLt: this thread must have the device's context.
-  if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
-    return Planned{device.fail(bound, "op_plan_create: cuCtxSetCurrent"), nullptr, 0, {}, 0};
+  const ContextScope bound = device.bind();
+  if (!bound.ok()) {
+    return Planned{
+        device.fail(bound.result(), "op_plan_create: cuCtxSetCurrent"), nullptr, 0, {}, 0};
   }
   const CublasLtApi& api = lt->api();
 
