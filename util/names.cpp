@@ -38,6 +38,7 @@ constexpr EnumName kDtype[] = {
     {HAL_DTYPE_BF16, "HAL_DTYPE_BF16", "bf16"}, {HAL_DTYPE_F64, "HAL_DTYPE_F64", "f64"},
     {HAL_DTYPE_I32, "HAL_DTYPE_I32", "i32"},    {HAL_DTYPE_I64, "HAL_DTYPE_I64", "i64"},
     {HAL_DTYPE_I8, "HAL_DTYPE_I8", "i8"},       {HAL_DTYPE_U8, "HAL_DTYPE_U8", "u8"},
+    {HAL_DTYPE_BOOL, "HAL_DTYPE_BOOL", "bool"},
 };
 
 constexpr EnumName kArgType[] = {
@@ -135,6 +136,15 @@ constexpr EnumName kOpKind[] = {
     {HAL_OP_ATTENTION, "HAL_OP_ATTENTION", "attention"},
     {HAL_OP_ATTENTION_BACKWARD, "HAL_OP_ATTENTION_BACKWARD", "attention_backward"},
     {HAL_OP_TOPK_GATING, "HAL_OP_TOPK_GATING", "topk_gating"},
+    {HAL_OP_UNARY_MATH, "HAL_OP_UNARY_MATH", "unary_math"},
+    {HAL_OP_BINARY_SCALAR, "HAL_OP_BINARY_SCALAR", "binary_scalar"},
+    {HAL_OP_WHERE, "HAL_OP_WHERE", "where"},
+    {HAL_OP_CLAMP, "HAL_OP_CLAMP", "clamp"},
+    {HAL_OP_SCAN, "HAL_OP_SCAN", "scan"},
+    {HAL_OP_GATHER, "HAL_OP_GATHER", "gather"},
+    {HAL_OP_SCATTER, "HAL_OP_SCATTER", "scatter"},
+    {HAL_OP_CAT, "HAL_OP_CAT", "cat"},
+    {HAL_OP_FILL, "HAL_OP_FILL", "fill"},
 };
 
 constexpr EnumName kActivation[] = {
@@ -151,15 +161,90 @@ constexpr EnumName kNormKind[] = {
 };
 
 constexpr EnumName kBinaryOp[] = {
-    {HAL_BINARY_ADD, "HAL_BINARY_ADD", "add"}, {HAL_BINARY_SUB, "HAL_BINARY_SUB", "sub"},
-    {HAL_BINARY_MUL, "HAL_BINARY_MUL", "mul"}, {HAL_BINARY_DIV, "HAL_BINARY_DIV", "div"},
-    {HAL_BINARY_MAX, "HAL_BINARY_MAX", "max"}, {HAL_BINARY_MIN, "HAL_BINARY_MIN", "min"},
+    {HAL_BINARY_ADD, "HAL_BINARY_ADD", "add"},
+    {HAL_BINARY_SUB, "HAL_BINARY_SUB", "sub"},
+    {HAL_BINARY_MUL, "HAL_BINARY_MUL", "mul"},
+    {HAL_BINARY_DIV, "HAL_BINARY_DIV", "div"},
+    {HAL_BINARY_MAX, "HAL_BINARY_MAX", "max"},
+    {HAL_BINARY_MIN, "HAL_BINARY_MIN", "min"},
+    {HAL_BINARY_POW, "HAL_BINARY_POW", "pow"},
+    {HAL_BINARY_FMOD, "HAL_BINARY_FMOD", "fmod"},
+    {HAL_BINARY_REMAINDER, "HAL_BINARY_REMAINDER", "remainder"},
+    {HAL_BINARY_FLOOR_DIVIDE, "HAL_BINARY_FLOOR_DIVIDE", "floor_divide"},
+    {HAL_BINARY_TRUNC_DIVIDE, "HAL_BINARY_TRUNC_DIVIDE", "trunc_divide"},
+    {HAL_BINARY_ATAN2, "HAL_BINARY_ATAN2", "atan2"},
+    {HAL_BINARY_EQ, "HAL_BINARY_EQ", "eq"},
+    {HAL_BINARY_NE, "HAL_BINARY_NE", "ne"},
+    {HAL_BINARY_LT, "HAL_BINARY_LT", "lt"},
+    {HAL_BINARY_LE, "HAL_BINARY_LE", "le"},
+    {HAL_BINARY_GT, "HAL_BINARY_GT", "gt"},
+    {HAL_BINARY_GE, "HAL_BINARY_GE", "ge"},
+    {HAL_BINARY_LOGICAL_AND, "HAL_BINARY_LOGICAL_AND", "logical_and"},
+    {HAL_BINARY_LOGICAL_OR, "HAL_BINARY_LOGICAL_OR", "logical_or"},
+    {HAL_BINARY_LOGICAL_XOR, "HAL_BINARY_LOGICAL_XOR", "logical_xor"},
+    {HAL_BINARY_BITWISE_AND, "HAL_BINARY_BITWISE_AND", "bitwise_and"},
+    {HAL_BINARY_BITWISE_OR, "HAL_BINARY_BITWISE_OR", "bitwise_or"},
+    {HAL_BINARY_BITWISE_XOR, "HAL_BINARY_BITWISE_XOR", "bitwise_xor"},
 };
 
 constexpr EnumName kReduceKind[] = {
     {HAL_REDUCE_KIND_SUM, "HAL_REDUCE_KIND_SUM", "sum"},
     {HAL_REDUCE_KIND_MEAN, "HAL_REDUCE_KIND_MEAN", "mean"},
     {HAL_REDUCE_KIND_MAX, "HAL_REDUCE_KIND_MAX", "max"},
+    {HAL_REDUCE_KIND_MIN, "HAL_REDUCE_KIND_MIN", "min"},
+    {HAL_REDUCE_KIND_PROD, "HAL_REDUCE_KIND_PROD", "prod"},
+    {HAL_REDUCE_KIND_ARGMAX, "HAL_REDUCE_KIND_ARGMAX", "argmax"},
+    {HAL_REDUCE_KIND_ARGMIN, "HAL_REDUCE_KIND_ARGMIN", "argmin"},
+    {HAL_REDUCE_KIND_NORM2, "HAL_REDUCE_KIND_NORM2", "norm2"},
+};
+
+constexpr EnumName kUnaryMath[] = {
+    {HAL_UNARY_MATH_EXP, "HAL_UNARY_MATH_EXP", "exp"},
+    {HAL_UNARY_MATH_EXP2, "HAL_UNARY_MATH_EXP2", "exp2"},
+    {HAL_UNARY_MATH_EXPM1, "HAL_UNARY_MATH_EXPM1", "expm1"},
+    {HAL_UNARY_MATH_LOG, "HAL_UNARY_MATH_LOG", "log"},
+    {HAL_UNARY_MATH_LOG2, "HAL_UNARY_MATH_LOG2", "log2"},
+    {HAL_UNARY_MATH_LOG10, "HAL_UNARY_MATH_LOG10", "log10"},
+    {HAL_UNARY_MATH_LOG1P, "HAL_UNARY_MATH_LOG1P", "log1p"},
+    {HAL_UNARY_MATH_SQRT, "HAL_UNARY_MATH_SQRT", "sqrt"},
+    {HAL_UNARY_MATH_RSQRT, "HAL_UNARY_MATH_RSQRT", "rsqrt"},
+    {HAL_UNARY_MATH_RECIPROCAL, "HAL_UNARY_MATH_RECIPROCAL", "reciprocal"},
+    {HAL_UNARY_MATH_SIN, "HAL_UNARY_MATH_SIN", "sin"},
+    {HAL_UNARY_MATH_COS, "HAL_UNARY_MATH_COS", "cos"},
+    {HAL_UNARY_MATH_TAN, "HAL_UNARY_MATH_TAN", "tan"},
+    {HAL_UNARY_MATH_TANH, "HAL_UNARY_MATH_TANH", "tanh"},
+    {HAL_UNARY_MATH_ATAN, "HAL_UNARY_MATH_ATAN", "atan"},
+    {HAL_UNARY_MATH_SIGMOID, "HAL_UNARY_MATH_SIGMOID", "sigmoid"},
+    {HAL_UNARY_MATH_ERF, "HAL_UNARY_MATH_ERF", "erf"},
+    {HAL_UNARY_MATH_ERFINV, "HAL_UNARY_MATH_ERFINV", "erfinv"},
+    {HAL_UNARY_MATH_ABS, "HAL_UNARY_MATH_ABS", "abs"},
+    {HAL_UNARY_MATH_NEG, "HAL_UNARY_MATH_NEG", "neg"},
+    {HAL_UNARY_MATH_SIGN, "HAL_UNARY_MATH_SIGN", "sign"},
+    {HAL_UNARY_MATH_FLOOR, "HAL_UNARY_MATH_FLOOR", "floor"},
+    {HAL_UNARY_MATH_CEIL, "HAL_UNARY_MATH_CEIL", "ceil"},
+    {HAL_UNARY_MATH_ROUND, "HAL_UNARY_MATH_ROUND", "round"},
+    {HAL_UNARY_MATH_TRUNC, "HAL_UNARY_MATH_TRUNC", "trunc"},
+    {HAL_UNARY_MATH_LOGICAL_NOT, "HAL_UNARY_MATH_LOGICAL_NOT", "logical_not"},
+    {HAL_UNARY_MATH_ISNAN, "HAL_UNARY_MATH_ISNAN", "isnan"},
+    {HAL_UNARY_MATH_ISINF, "HAL_UNARY_MATH_ISINF", "isinf"},
+    {HAL_UNARY_MATH_ISFINITE, "HAL_UNARY_MATH_ISFINITE", "isfinite"},
+    {HAL_UNARY_MATH_BITWISE_NOT, "HAL_UNARY_MATH_BITWISE_NOT", "bitwise_not"},
+};
+
+constexpr EnumName kClampBound[] = {
+    {HAL_CLAMP_BOUND_NONE, "HAL_CLAMP_BOUND_NONE", "none"},
+    {HAL_CLAMP_BOUND_TENSOR, "HAL_CLAMP_BOUND_TENSOR", "tensor"},
+    {HAL_CLAMP_BOUND_SCALAR, "HAL_CLAMP_BOUND_SCALAR", "scalar"},
+};
+
+constexpr EnumName kScanKind[] = {
+    {HAL_SCAN_SUM, "HAL_SCAN_SUM", "sum"},
+    {HAL_SCAN_PROD, "HAL_SCAN_PROD", "prod"},
+};
+
+constexpr EnumName kScatterMode[] = {
+    {HAL_SCATTER_REPLACE, "HAL_SCATTER_REPLACE", "replace"},
+    {HAL_SCATTER_ADD, "HAL_SCATTER_ADD", "add"},
 };
 
 constexpr EnumName kCausalAlignment[] = {
@@ -245,6 +330,18 @@ std::span<const EnumName> binary_op_table() noexcept {
 }
 std::span<const EnumName> reduce_kind_table() noexcept {
   return kReduceKind;
+}
+std::span<const EnumName> unary_math_table() noexcept {
+  return kUnaryMath;
+}
+std::span<const EnumName> clamp_bound_table() noexcept {
+  return kClampBound;
+}
+std::span<const EnumName> scan_kind_table() noexcept {
+  return kScanKind;
+}
+std::span<const EnumName> scatter_mode_table() noexcept {
+  return kScatterMode;
 }
 std::span<const EnumName> causal_alignment_table() noexcept {
   return kCausalAlignment;

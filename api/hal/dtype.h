@@ -24,18 +24,22 @@ typedef enum hal_dtype {
   HAL_DTYPE_I64 = 5,
   HAL_DTYPE_I8 = 6,
   HAL_DTYPE_U8 = 7,
-  HAL_DTYPE_COUNT = 8, /* the number of types in this version; not a type */
+  /* 8 and 9 are reserved (8-bit floats). */
+  /* One byte, 0 (false) or 1 (true); an op that reads a BOOL takes any
+   * nonzero byte as true and writes only 0 or 1. Not a collective dtype. */
+  HAL_DTYPE_BOOL = 10,
+  HAL_DTYPE_COUNT = 11, /* one past the last type of this version; not a type */
   HAL_DTYPE_MAX_ENUM = 0x7fffffff
 } hal_dtype_t;
 
 /* The size of one element of |dtype| in bytes, 0 for a value that is not a
  * hal_dtype_t. A macro, so it costs nothing and needs no library call. */
-#define HAL_DTYPE_SIZE(dtype)                                   \
-  ((dtype) == HAL_DTYPE_F64 || (dtype) == HAL_DTYPE_I64    ? 8u \
-   : (dtype) == HAL_DTYPE_F32 || (dtype) == HAL_DTYPE_I32  ? 4u \
-   : (dtype) == HAL_DTYPE_F16 || (dtype) == HAL_DTYPE_BF16 ? 2u \
-   : (dtype) == HAL_DTYPE_I8 || (dtype) == HAL_DTYPE_U8    ? 1u \
-                                                           : 0u)
+#define HAL_DTYPE_SIZE(dtype)                                                             \
+  ((dtype) == HAL_DTYPE_F64 || (dtype) == HAL_DTYPE_I64                              ? 8u \
+   : (dtype) == HAL_DTYPE_F32 || (dtype) == HAL_DTYPE_I32                            ? 4u \
+   : (dtype) == HAL_DTYPE_F16 || (dtype) == HAL_DTYPE_BF16                           ? 2u \
+   : (dtype) == HAL_DTYPE_I8 || (dtype) == HAL_DTYPE_U8 || (dtype) == HAL_DTYPE_BOOL ? 1u \
+                                                                                     : 0u)
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -91,7 +91,17 @@ typedef enum hal_op_kind {
   HAL_OP_ATTENTION = 22,
   HAL_OP_ATTENTION_BACKWARD = 23,
   HAL_OP_TOPK_GATING = 24,
-  HAL_OP_KIND_COUNT = 25, /* one past the last op of this version; not an op */
+  /* 25..34 are reserved (convolution and pooling). */
+  HAL_OP_UNARY_MATH = 35,
+  HAL_OP_BINARY_SCALAR = 36,
+  HAL_OP_WHERE = 37,
+  HAL_OP_CLAMP = 38,
+  HAL_OP_SCAN = 39,
+  HAL_OP_GATHER = 40,
+  HAL_OP_SCATTER = 41,
+  HAL_OP_CAT = 42,
+  HAL_OP_FILL = 43,
+  HAL_OP_KIND_COUNT = 44, /* one past the last op of this version; not an op */
   HAL_OP_KIND_MAX_ENUM = 0x7fffffff
 } hal_op_kind_t;
 
@@ -284,14 +294,40 @@ typedef enum hal_binary_op {
   HAL_BINARY_DIV = 3,
   HAL_BINARY_MAX = 4,
   HAL_BINARY_MIN = 5,
-  HAL_BINARY_OP_COUNT = 6,
+  HAL_BINARY_POW = 6,           /* a^b (C pow) */
+  HAL_BINARY_FMOD = 7,          /* a - trunc(a/b) b: a's sign (C fmod, torch.fmod) */
+  HAL_BINARY_REMAINDER = 8,     /* a - floor(a/b) b: b's sign (Python %, torch.remainder) */
+  HAL_BINARY_FLOOR_DIVIDE = 9,  /* floor(a/b) (Python //) */
+  HAL_BINARY_TRUNC_DIVIDE = 10, /* trunc(a/b) */
+  HAL_BINARY_ATAN2 = 11,        /* atan2(a, b) */
+  HAL_BINARY_EQ = 12,           /* comparisons: out BOOL; NaN compares unequal */
+  HAL_BINARY_NE = 13,
+  HAL_BINARY_LT = 14,
+  HAL_BINARY_LE = 15,
+  HAL_BINARY_GT = 16,
+  HAL_BINARY_GE = 17,
+  HAL_BINARY_LOGICAL_AND = 18, /* nonzero (NaN included) is true; out BOOL */
+  HAL_BINARY_LOGICAL_OR = 19,
+  HAL_BINARY_LOGICAL_XOR = 20,
+  HAL_BINARY_BITWISE_AND = 21, /* integer and BOOL operands only */
+  HAL_BINARY_BITWISE_OR = 22,
+  HAL_BINARY_BITWISE_XOR = 23,
+  HAL_BINARY_OP_COUNT = 24,
   HAL_BINARY_OP_MAX_ENUM = 0x7fffffff
 } hal_binary_op_t;
 
 /* HAL_OP_BINARY: out = alpha * (a OP b), broadcasting a and b (stride 0)
  * to out's shape; all three of out's rank, each dimension of a and b out's
  * or 1. MAX and MIN propagate NaN. Operands: 0 a, 1 b, 2 out (may be a
- * exactly when a has out's layout, else b exactly when b has it). */
+ * exactly when a has out's layout, else b exactly when b has it).
+ * Domains (SPEC.md §17.6.6): with a float out (f32, f16, bf16) the op is
+ * computed in f32 from a and b of any dtype but f64; with an integer out
+ * (i32, i64, i8, u8) a and b are integers or BOOL, computed in i64 modulo
+ * 2^64 and stored modulo out's width (DIV and ATAN2 need a float out;
+ * integer division or remainder by 0 gives 0). Comparisons and LOGICAL_*
+ * write a BOOL out (compared in f32 when a or b is a float, else in i64);
+ * BITWISE_* take integer or BOOL operands and an integer or BOOL out.
+ * alpha scales float-domain arithmetic and must be 1 otherwise. */
 typedef struct hal_op_binary_desc {
   hal_op_header_t header;
   hal_binary_op_t op;
@@ -324,13 +360,24 @@ typedef enum hal_reduce_kind {
   HAL_REDUCE_KIND_SUM = 0,
   HAL_REDUCE_KIND_MEAN = 1,
   HAL_REDUCE_KIND_MAX = 2,
-  HAL_REDUCE_KIND_COUNT = 3,
+  HAL_REDUCE_KIND_MIN = 3,
+  HAL_REDUCE_KIND_PROD = 4,
+  HAL_REDUCE_KIND_ARGMAX = 5, /* out i64: the first index of the largest (a NaN is largest) */
+  HAL_REDUCE_KIND_ARGMIN = 6, /* out i64: the first index of the smallest (a NaN is smallest) */
+  HAL_REDUCE_KIND_NORM2 = 7,  /* sqrt(sum x^2) */
+  HAL_REDUCE_KIND_COUNT = 8,
   HAL_REDUCE_KIND_MAX_ENUM = 0x7fffffff
 } hal_reduce_kind_t;
 
 /* HAL_OP_REDUCE over the axes set in axes_mask (bit d = axis d): out has x's
  * rank with 1 in every reduced axis. Reducing an empty axis: sum 0, mean
- * NaN, max -inf. Operands: 0 x, 1 out. */
+ * NaN, max -inf, min +inf, prod 1, norm2 0 (ARGMAX and ARGMIN refuse it).
+ * MAX, MIN and PROD propagate NaN. ARGMAX/ARGMIN index the reduced axes'
+ * elements in row-major order. x float: out float (ARGMAX/ARGMIN: i64).
+ * x integer or BOOL: SUM and PROD into an integer out (i64 modulo 2^64,
+ * stored modulo out's width), MAX and MIN into x's dtype (on BOOL: any, all),
+ * ARGMAX and ARGMIN into i64; MEAN and NORM2 need a float x.
+ * Operands: 0 x, 1 out. */
 typedef struct hal_op_reduce_desc {
   hal_op_header_t header;
   hal_reduce_kind_t reduce;
@@ -495,6 +542,202 @@ typedef struct hal_op_attention_desc {
   hal_tensor_desc_t q, k, v, out, lse;
   hal_tensor_desc_t grad_out, grad_q, grad_k, grad_v; /* backward only */
 } hal_op_attention_desc_t;
+
+/* ---- Ops of the PyTorch device (issue 33). Their integer dtypes are i32,
+ * i64, i8, u8; BOOL is its own class. Float-domain math is f32 (f16 and bf16
+ * widened, the result rounded once). Integer arithmetic wraps modulo the
+ * width; conversions (a value of one dtype stored to another) follow
+ * HAL_OP_CAST (round to nearest even, saturating, NaN to 0; to BOOL: x != 0).
+ * "Broadcasting" means HAL_OP_BINARY's rule: out's rank, each dimension
+ * out's or 1 (or a stride 0). A run-time scalar of such an op is read from
+ * its f64 field when the op computes in floats, else from its i64 field. */
+
+typedef enum hal_unary_math {
+  /* float x and out only */
+  HAL_UNARY_MATH_EXP = 0,
+  HAL_UNARY_MATH_EXP2 = 1,
+  HAL_UNARY_MATH_EXPM1 = 2,
+  HAL_UNARY_MATH_LOG = 3,
+  HAL_UNARY_MATH_LOG2 = 4,
+  HAL_UNARY_MATH_LOG10 = 5,
+  HAL_UNARY_MATH_LOG1P = 6,
+  HAL_UNARY_MATH_SQRT = 7,
+  HAL_UNARY_MATH_RSQRT = 8,
+  HAL_UNARY_MATH_RECIPROCAL = 9,
+  HAL_UNARY_MATH_SIN = 10,
+  HAL_UNARY_MATH_COS = 11,
+  HAL_UNARY_MATH_TAN = 12,
+  HAL_UNARY_MATH_TANH = 13,
+  HAL_UNARY_MATH_ATAN = 14,
+  HAL_UNARY_MATH_SIGMOID = 15,
+  HAL_UNARY_MATH_ERF = 16,
+  HAL_UNARY_MATH_ERFINV = 17,
+  /* float, or an integer x with out of x's dtype */
+  HAL_UNARY_MATH_ABS = 18,
+  HAL_UNARY_MATH_NEG = 19,
+  HAL_UNARY_MATH_SIGN = 20, /* -1, 0 or 1; NaN gives NaN */
+  HAL_UNARY_MATH_FLOOR = 21,
+  HAL_UNARY_MATH_CEIL = 22,
+  HAL_UNARY_MATH_ROUND = 23, /* to nearest, ties to even (torch.round) */
+  HAL_UNARY_MATH_TRUNC = 24,
+  /* any x; out BOOL */
+  HAL_UNARY_MATH_LOGICAL_NOT = 25,
+  HAL_UNARY_MATH_ISNAN = 26,
+  HAL_UNARY_MATH_ISINF = 27,
+  HAL_UNARY_MATH_ISFINITE = 28,
+  /* integer or BOOL x, out of x's dtype (on BOOL: logical not) */
+  HAL_UNARY_MATH_BITWISE_NOT = 29,
+  HAL_UNARY_MATH_COUNT = 30,
+  HAL_UNARY_MATH_MAX_ENUM = 0x7fffffff
+} hal_unary_math_t;
+
+/* HAL_OP_UNARY_MATH: out = op(x), same shape, any strides; the dtypes per
+ * op as the enum groups them (float ones may mix). Operands: 0 x, 1 out
+ * (may be x exactly). */
+typedef struct hal_op_unary_math_desc {
+  hal_op_header_t header;
+  hal_unary_math_t op;
+  uint32_t reserved; /* 0 */
+  hal_tensor_desc_t x, out;
+} hal_op_unary_math_desc_t;
+
+/* HAL_OP_BINARY_SCALAR: out = alpha * (x OP s), or alpha * (s OP x) with
+ * scalar_first, s the execution's scalar 0 (its f64 field when
+ * scalar_is_float, else its i64 field). Ops, dtypes and domains as
+ * HAL_OP_BINARY's with s as the other operand: a float s is a float
+ * operand (converted to f32), an integer s an i64 one. Operands: 0 x,
+ * 1 out (may be x exactly). Scalars: 0 s. */
+typedef struct hal_op_binary_scalar_desc {
+  hal_op_header_t header;
+  hal_binary_op_t op;
+  float alpha;
+  uint32_t scalar_first;    /* 0 or 1 */
+  uint32_t scalar_is_float; /* 0 or 1 */
+  hal_tensor_desc_t x, out;
+} hal_op_binary_scalar_desc_t;
+
+/* HAL_OP_WHERE: out = cond ? a : b. cond BOOL or U8 (nonzero is true), a
+ * and b any dtype (converted to out's), each broadcasting to out's shape;
+ * or a (b) is a run-time scalar with a_is_scalar (b_is_scalar), read as the
+ * f64 field for a float or f64 out, else the i64 field, and converted to
+ * out's dtype. out any dtype. Operands: 0 cond, 1 a (NULL when a scalar),
+ * 2 b (NULL when a scalar), 3 out (may be a exactly, else b exactly).
+ * Scalars: a's (with a_is_scalar), then b's (with b_is_scalar). */
+typedef struct hal_op_where_desc {
+  hal_op_header_t header;
+  uint32_t a_is_scalar;              /* 0 or 1 */
+  uint32_t b_is_scalar;              /* 0 or 1 */
+  hal_tensor_desc_t cond, a, b, out; /* a, b: ignored when a scalar */
+} hal_op_where_desc_t;
+
+typedef enum hal_clamp_bound {
+  HAL_CLAMP_BOUND_NONE = 0,
+  HAL_CLAMP_BOUND_TENSOR = 1, /* a tensor broadcasting to x's shape */
+  HAL_CLAMP_BOUND_SCALAR = 2, /* a run-time scalar */
+  HAL_CLAMP_BOUND_COUNT = 3,
+  HAL_CLAMP_BOUND_MAX_ENUM = 0x7fffffff
+} hal_clamp_bound_t;
+
+/* HAL_OP_CLAMP: out = min(max(x, lo), hi) with each bound absent, a tensor
+ * or a run-time scalar; lo > hi gives hi (torch.clamp); NaN in x or in a
+ * bound gives NaN. x and out float (any mix, f32 math) with float tensor
+ * bounds, or x, out and tensor bounds of integer dtypes (out x's dtype;
+ * bounds converted to i64). Operands: 0 x, 1 min (a tensor bound), 2 max
+ * (a tensor bound), 3 out (may be x exactly). Scalars: min's, then max's,
+ * for each scalar bound. */
+typedef struct hal_op_clamp_desc {
+  hal_op_header_t header;
+  hal_clamp_bound_t min_kind;
+  hal_clamp_bound_t max_kind;
+  hal_tensor_desc_t x, min, max, out; /* min, max: ignored unless TENSOR */
+} hal_op_clamp_desc_t;
+
+typedef enum hal_scan_kind {
+  HAL_SCAN_SUM = 0,  /* cumsum */
+  HAL_SCAN_PROD = 1, /* cumprod */
+  HAL_SCAN_KIND_COUNT = 2,
+  HAL_SCAN_KIND_MAX_ENUM = 0x7fffffff
+} hal_scan_kind_t;
+
+/* HAL_OP_SCAN: the inclusive scan of x along axis: out[..., i, ...] =
+ * x[..., 0, ...] OP ... OP x[..., i, ...], in index order (deterministic
+ * always). x float with a float out (f32 accumulation; sums compensated),
+ * or x integer or BOOL with an integer out (i64 modulo 2^64, stored modulo
+ * out's width). Same shape, rank >= 1, any strides. Operands: 0 x, 1 out
+ * (may be x exactly). */
+typedef struct hal_op_scan_desc {
+  hal_op_header_t header;
+  hal_scan_kind_t scan;
+  uint32_t axis; /* < x.rank */
+  hal_tensor_desc_t x, out;
+} hal_op_scan_desc_t;
+
+/* HAL_OP_GATHER (torch.gather): out[p] = x[p with p[axis] replaced by
+ * index[p]] for every index p of out's shape. x has out's rank and
+ * x.shape[d] >= out.shape[d] for d != axis; index (i32 or i64) has out's
+ * shape, any strides (index_select is a 1-D index viewed with stride 0 in
+ * every dimension but axis); x and out of one dtype, any. An index outside
+ * [0, x.shape[axis]) reads nothing: out[p] = 0 and status is raised.
+ * Operands: 0 x, 1 index, 2 out, 3 status.
+ *
+ * status (gather and scatter): i32 [1], dense, required. An execution that
+ * meets an out-of-range index sets status[0] to 1; nothing ever clears it,
+ * so one zeroed word can collect the errors of many executions. */
+typedef struct hal_op_gather_desc {
+  hal_op_header_t header;
+  uint32_t axis;
+  uint32_t reserved; /* 0 */
+  hal_tensor_desc_t x, index, out;
+} hal_op_gather_desc_t;
+
+typedef enum hal_scatter_mode {
+  HAL_SCATTER_REPLACE = 0, /* out[...] = src[p]: the last p in row-major order wins */
+  HAL_SCATTER_ADD = 1,     /* out[...] += src[p], in row-major order of p */
+  HAL_SCATTER_MODE_COUNT = 2,
+  HAL_SCATTER_MODE_MAX_ENUM = 0x7fffffff
+} hal_scatter_mode_t;
+
+/* HAL_OP_SCATTER (torch's scatter_, scatter_add_; index_copy_ and
+ * index_add_ with a 1-D index viewed with stride 0): for every index p of
+ * index's shape, in row-major order, out[p with p[axis] replaced by
+ * index[p]] is replaced by (REPLACE) or added src[p] (ADD, each sum rounded
+ * to out's dtype). Deterministic always. out is updated in place. index
+ * (i32 or i64), src and out have one rank; index.shape[d] <=
+ * src.shape[d], and <= out.shape[d] for d != axis; src and out of one
+ * dtype (ADD: not BOOL). An index outside [0, out.shape[axis]) writes
+ * nothing and raises status (HAL_OP_GATHER). Operands: 0 index, 1 src,
+ * 2 out (read and written), 3 status. */
+typedef struct hal_op_scatter_desc {
+  hal_op_header_t header;
+  hal_scatter_mode_t mode;
+  uint32_t axis;
+  hal_tensor_desc_t index, src, out;
+} hal_op_scatter_desc_t;
+
+#define HAL_CAT_MAX_INPUTS 4096
+
+/* HAL_OP_CAT: out = the inputs joined along axis in order (input t fills
+ * out's indices from the sum of the earlier inputs' extents along axis).
+ * Every input has out's rank and out's extents but along axis (where 0 is
+ * allowed); any dtypes (converted to out's), any strides. Operands:
+ * 0 .. input_count-1 the inputs, input_count out. */
+typedef struct hal_op_cat_desc {
+  hal_op_header_t header;
+  uint32_t axis;
+  uint32_t input_count;            /* 1..HAL_CAT_MAX_INPUTS */
+  const hal_tensor_desc_t* inputs; /* [range(0,input_count)] copied at planning */
+  hal_tensor_desc_t out;
+} hal_op_cat_desc_t;
+
+/* HAL_OP_FILL: out[i] = start + i * step, i the row-major index of each
+ * element (step 0: every element is start; a rank-1 out: arange). A float
+ * or f64 out is computed in f64 and rounded once; an integer out in i64
+ * (modulo 2^64) and converted; BOOL gets value != 0. Any dtype, any
+ * strides. Operands: 0 out. Scalars: 0 start, 1 step. */
+typedef struct hal_op_fill_desc {
+  hal_op_header_t header;
+  hal_tensor_desc_t out;
+} hal_op_fill_desc_t;
 
 /* HAL_OP_TOPK_GATING: for each token (row of logits [tokens, experts]) the
  * k largest experts (ties: lower index first), indices i32 [tokens, k] in

@@ -35,7 +35,8 @@ hal_result_t describe_unary(const hal_op_unary_desc_t& desc, bool backward, OpSi
   return HAL_SUCCESS;
 }
 
-constexpr DtypeSet kAllDtypes = (1u << HAL_DTYPE_COUNT) - 1;
+// CAST takes every dtype but BOOL, which it does not convert yet.
+constexpr DtypeSet kCastDtypes = kAllDtypes & ~kBoolDtype;
 
 hal_result_t describe_binary(const hal_op_binary_desc_t& desc, OpSignature* out,
                              std::string* message) {
@@ -144,8 +145,8 @@ hal_result_t describe_reduce(const hal_op_reduce_desc_t& desc, OpSignature* out,
 
 hal_result_t describe_cast(const hal_op_cast_desc_t& desc, bool permute, OpSignature* out,
                            std::string* message) {
-  if (reject(check_tensor("in", desc.in, kAllDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
-      reject(check_output("out", desc.out, kAllDtypes, 0, HAL_TENSOR_MAX_RANK), message))
+  if (reject(check_tensor("in", desc.in, kCastDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
+      reject(check_output("out", desc.out, kCastDtypes, 0, HAL_TENSOR_MAX_RANK), message))
     return HAL_ERROR_INVALID_ARGUMENT;
   if (!permute) {
     if (reject(check_same_shape("out", desc.out, "in", desc.in), message))

@@ -35,6 +35,10 @@ TABLES = {
     "hal_norm_kind_t": ("kNormKind", "HAL_NORM_"),
     "hal_binary_op_t": ("kBinaryOp", "HAL_BINARY_"),
     "hal_reduce_kind_t": ("kReduceKind", "HAL_REDUCE_KIND_"),
+    "hal_unary_math_t": ("kUnaryMath", "HAL_UNARY_MATH_"),
+    "hal_clamp_bound_t": ("kClampBound", "HAL_CLAMP_BOUND_"),
+    "hal_scan_kind_t": ("kScanKind", "HAL_SCAN_"),
+    "hal_scatter_mode_t": ("kScatterMode", "HAL_SCATTER_"),
     "hal_causal_alignment_t": ("kCausalAlignment", "HAL_CAUSAL_"),
     "hal_attention_sparsity_t": ("kAttentionSparsity", "HAL_ATTENTION_"),
 }

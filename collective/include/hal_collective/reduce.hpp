@@ -32,8 +32,11 @@ uint16_t float_to_half(float value) noexcept;
 float bf16_to_float(uint16_t bits) noexcept;
 uint16_t float_to_bf16(float value) noexcept;
 
+// The collective dtypes: f32 .. u8 (hal_dtype_t's first eight). BOOL is not
+// one (a framework sends it as u8); later values are not either until the
+// collectives learn them.
 inline bool is_valid_dtype(hal_dtype_t dtype) noexcept {
-  return static_cast<uint32_t>(dtype) < HAL_DTYPE_COUNT;
+  return static_cast<uint32_t>(dtype) <= static_cast<uint32_t>(HAL_DTYPE_U8);
 }
 inline bool is_valid_op(hal_reduce_op_t op) noexcept {
   return static_cast<uint32_t>(op) < HAL_REDUCE_OP_COUNT;

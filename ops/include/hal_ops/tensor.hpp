@@ -19,6 +19,12 @@ constexpr DtypeSet dtype_bit(hal_dtype_t dtype) {
 constexpr DtypeSet kFloatDtypes =
     dtype_bit(HAL_DTYPE_F32) | dtype_bit(HAL_DTYPE_F16) | dtype_bit(HAL_DTYPE_BF16);
 constexpr DtypeSet kIndexDtypes = dtype_bit(HAL_DTYPE_I32) | dtype_bit(HAL_DTYPE_I64);
+// The integer dtypes (BOOL is a class of its own) and every dtype HAL knows.
+constexpr DtypeSet kIntegerDtypes = dtype_bit(HAL_DTYPE_I32) | dtype_bit(HAL_DTYPE_I64) |
+                                    dtype_bit(HAL_DTYPE_I8) | dtype_bit(HAL_DTYPE_U8);
+constexpr DtypeSet kBoolDtype = dtype_bit(HAL_DTYPE_BOOL);
+constexpr DtypeSet kAllDtypes =
+    kFloatDtypes | dtype_bit(HAL_DTYPE_F64) | kIntegerDtypes | kBoolDtype;
 constexpr DtypeSet kF32Only = dtype_bit(HAL_DTYPE_F32);
 constexpr DtypeSet kI32Only = dtype_bit(HAL_DTYPE_I32);
 

@@ -380,6 +380,10 @@ bool binary_layout(const hal_op_binary_desc_t& desc, native::BinaryLayout& layou
 }
 
 std::unique_ptr<OpPlan> plan_binary(const hal_op_binary_desc_t& desc, Decline& decline) {
+  if (static_cast<uint32_t>(desc.op) > HAL_BINARY_MIN) {
+    decline.reason = "cpu.native serves ADD, SUB, MUL, DIV, MAX and MIN";
+    return nullptr;
+  }
   if (!half_path_dtype(desc.a.dtype) || !half_path_dtype(desc.b.dtype) ||
       !half_path_dtype(desc.out.dtype)) {
     decline.reason = "a dtype other than f32, bf16 and f16";
@@ -420,6 +424,11 @@ std::unique_ptr<OpPlan> plan_binary(const hal_op_binary_desc_t& desc, Decline& d
 }
 
 std::unique_ptr<OpPlan> plan_reduce(const hal_op_reduce_desc_t& desc, Decline& decline) {
+  if (desc.reduce != HAL_REDUCE_KIND_SUM && desc.reduce != HAL_REDUCE_KIND_MEAN &&
+      desc.reduce != HAL_REDUCE_KIND_MAX) {
+    decline.reason = "cpu.native reduces SUM, MEAN and MAX";
+    return nullptr;
+  }
   std::vector<Type> types;
   if (!dense_float_tensors({{"x", &desc.x}, {"out", &desc.out}}, types, decline)) return nullptr;
   const uint32_t rank = desc.x.rank;

@@ -42,6 +42,10 @@ std::span<const EnumName> activation_table() noexcept;
 std::span<const EnumName> norm_kind_table() noexcept;
 std::span<const EnumName> binary_op_table() noexcept;
 std::span<const EnumName> reduce_kind_table() noexcept;
+std::span<const EnumName> unary_math_table() noexcept;
+std::span<const EnumName> clamp_bound_table() noexcept;
+std::span<const EnumName> scan_kind_table() noexcept;
+std::span<const EnumName> scatter_mode_table() noexcept;
 std::span<const EnumName> causal_alignment_table() noexcept;
 std::span<const EnumName> attention_sparsity_table() noexcept;
 
