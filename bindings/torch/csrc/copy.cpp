@@ -25,9 +25,10 @@ bool is_pinned(const at::Tensor& host) {
   return host.is_cpu() && is_pinned_host_pointer(host.const_data_ptr());
 }
 
-// The HAL dtype a plain copy may use for |t|: bool moves as u8 (0 and 1 either way).
-std::optional<hal_dtype_t> copy_dtype(at::ScalarType type) {
-  if (type == at::kBool) return HAL_DTYPE_U8;
+// The HAL dtype a plain copy may use: bool read as u8 (0 and 1 either way), which every
+// cast implementation takes; a bool destination needs HAL's x != 0 conversion.
+std::optional<hal_dtype_t> copy_dtype(at::ScalarType type, bool destination) {
+  if (type == at::kBool) return destination ? HAL_DTYPE_BOOL : HAL_DTYPE_U8;
   return hal_dtype(type);
 }
 
@@ -55,27 +56,14 @@ at::Tensor host_alias(const at::Tensor& t) {
 bool device_cast(const at::Tensor& src, const at::Tensor& dst) {
   const at::ScalarType from = src.scalar_type();
   const at::ScalarType to = dst.scalar_type();
-  // Bool results need "nonzero", which a truncating cast is not.
-  if (to == at::kBool && from != at::kBool) return false;
-  const std::optional<hal_dtype_t> in_dtype = copy_dtype(from);
-  const std::optional<hal_dtype_t> out_dtype = copy_dtype(to);
+  const bool bytes = from == at::kBool && to == at::kBool;  // a plain byte copy
+  const std::optional<hal_dtype_t> in_dtype = copy_dtype(from, false);
+  const std::optional<hal_dtype_t> out_dtype = bytes ? HAL_DTYPE_U8 : copy_dtype(to, true);
   if (!in_dtype || !out_dtype) return false;
   const at::Tensor in = src.expand(dst.sizes());
   std::optional<hal_tensor_desc_t> in_desc = describe(in);
   std::optional<hal_tensor_desc_t> out_desc = describe(dst);
-  if (!in_desc.has_value() || !out_desc.has_value()) {
-    // describe() refuses bool; build the layouts with the copy dtype.
-    if (in.dim() > HAL_TENSOR_MAX_RANK) return false;
-    in_desc = hal_tensor_desc_t{};
-    out_desc = hal_tensor_desc_t{};
-    in_desc->rank = out_desc->rank = static_cast<uint32_t>(in.dim());
-    for (int64_t d = 0; d < in.dim(); ++d) {
-      if (in.stride(d) < 0 || dst.stride(d) < 0) return false;
-      in_desc->shape[d] = out_desc->shape[d] = in.size(d);
-      in_desc->strides[d] = in.stride(d);
-      out_desc->strides[d] = dst.stride(d);
-    }
-  }
+  if (!in_desc.has_value() || !out_desc.has_value()) return false;  // rank > 8, negative strides
   in_desc->dtype = *in_dtype;
   out_desc->dtype = *out_dtype;
   auto desc = make_desc<hal_op_cast_desc_t>(HAL_OP_CAST);

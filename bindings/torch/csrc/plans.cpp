@@ -37,10 +37,8 @@ std::optional<hal_dtype_t> hal_dtype(at::ScalarType type) {
       return HAL_DTYPE_I8;
     case at::kByte:
       return HAL_DTYPE_U8;
-#ifdef HAL_TORCH_HAVE_BOOL
     case at::kBool:
       return HAL_DTYPE_BOOL;
-#endif
     default:
       return std::nullopt;
   }
@@ -141,7 +139,7 @@ class PlanCache {
       entry.plan->implementation = info.implementation;
       ++g_plans_created;
     } else if (created == HAL_ERROR_UNSUPPORTED || created == HAL_ERROR_INVALID_ARGUMENT) {
-      entry.decline = hal_error_message(created, "hal_op_plan_create");
+      entry.decline = hal_error_message(created, "HAL declined the plan");
     } else {
       raise_hal_error(created, "planning a hal op");
     }

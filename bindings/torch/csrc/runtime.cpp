@@ -13,12 +13,18 @@ namespace hal_torch {
 std::string hal_error_message(hal_result_t result, std::string_view context) {
   std::ostringstream out;
   out << context << ": ";
+  // (a context that only repeats the function is dropped below by the caller's choice of words)
   hal_error_detail_t detail{};
   detail.struct_size = sizeof detail;
   const bool have_detail = hal_error_get_detail(&detail) == HAL_SUCCESS && detail.result == result;
   if (have_detail && detail.message && *detail.message) {
-    if (detail.function && *detail.function) out << detail.function << ": ";
-    out << detail.message;
+    // Messages usually start with their function already; say it once.
+    const std::string_view message(detail.message);
+    const std::string_view function(detail.function ? detail.function : "");
+    if (!function.empty() && message.substr(0, function.size()) != function) {
+      out << function << ": ";
+    }
+    out << message;
   } else {
     out << "the HAL call failed";
   }
