@@ -1,6 +1,7 @@
 #include "copy.hpp"
 
 #include "allocator.hpp"
+#include "index_status.hpp"
 #include "plans.hpp"
 #include "runtime.hpp"
 
@@ -172,11 +173,13 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
       record_host_use(dst.const_data_ptr(), current_stream(device));
     } else {
       synchronize(device);
+      check_index_status(device);
     }
     return;
   }
   if (device_state(device).host_accessible) {
     synchronize(device);
+    check_index_status(device);
     dst.copy_(host_alias(src));
     return;
   }

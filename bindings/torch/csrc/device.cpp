@@ -3,6 +3,7 @@
 // memory, pointers) and the generator. All registered at load time.
 #include "allocator.hpp"
 #include "generator.hpp"
+#include "index_status.hpp"
 #include "runtime.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -124,6 +125,7 @@ class HalGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     check(hal_device_synchronize(device_handle(index)), "synchronizing a hal device");
+    check_index_status(index);
   }
 
   void recordDataPtrOnStream(const c10::DataPtr& data, const c10::Stream& stream) const override {

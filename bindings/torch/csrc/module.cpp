@@ -5,6 +5,7 @@
 #include "allocator.hpp"
 #include "dlpack_import.hpp"
 #include "fallback.hpp"
+#include "index_status.hpp"
 #include "metrics.hpp"
 #include "plans.hpp"
 #include "runtime.hpp"
@@ -115,8 +116,11 @@ PYBIND11_MODULE(_C, m) {
       "synchronize",
       [](int index) {
         hal_device_t device = device_handle(static_cast<c10::DeviceIndex>(index));
-        py::gil_scoped_release release;
-        check(hal_device_synchronize(device), "torch.hal.synchronize");
+        {
+          py::gil_scoped_release release;
+          check(hal_device_synchronize(device), "torch.hal.synchronize");
+        }
+        check_index_status(static_cast<c10::DeviceIndex>(index));
       },
       py::arg("device"));
 

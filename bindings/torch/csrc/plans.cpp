@@ -113,8 +113,8 @@ struct Entry {
 class PlanCache {
  public:
   PlanResult find_or_plan(c10::DeviceIndex device, const hal_op_header_t& desc,
-                          std::span<const std::byte> extra) {
-    std::string key(reinterpret_cast<const char*>(&desc), desc.struct_size);
+                          std::span<const std::byte> extra, const hal_op_header_t& key_desc) {
+    std::string key(reinterpret_cast<const char*>(&key_desc), key_desc.struct_size);
     key.append(reinterpret_cast<const char*>(extra.data()), extra.size());
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = index_.find(key);
@@ -193,9 +193,10 @@ std::vector<std::unique_ptr<PlanCache>>& caches() {
 }  // namespace
 
 PlanResult plan_for(c10::DeviceIndex device, const hal_op_header_t& desc,
-                    std::span<const std::byte> extra) {
+                    std::span<const std::byte> extra, const hal_op_header_t* key) {
   check_device_index(device);
-  return caches()[static_cast<size_t>(device)]->find_or_plan(device, desc, extra);
+  return caches()[static_cast<size_t>(device)]->find_or_plan(device, desc, extra,
+                                                             key != nullptr ? *key : desc);
 }
 
 void execute(c10::DeviceIndex device, const Plan& plan, std::span<void* const> operands,

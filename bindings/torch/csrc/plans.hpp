@@ -72,7 +72,7 @@ struct PlanResult {
 // points to, e.g. AdamW's numels). The descriptor must be value-initialised
 // (zero padding) so equal descriptors have equal bytes.
 PlanResult plan_for(c10::DeviceIndex device, const hal_op_header_t& desc,
-                    std::span<const std::byte> extra = {});
+                    std::span<const std::byte> extra = {}, const hal_op_header_t* key = nullptr);
 
 template <typename Desc>
 PlanResult plan_for(c10::DeviceIndex device, const Desc& desc,
@@ -80,6 +80,15 @@ PlanResult plan_for(c10::DeviceIndex device, const Desc& desc,
   static_assert(std::is_standard_layout_v<Desc> && std::is_trivially_copyable_v<Desc>);
   static_assert(offsetof(Desc, header) == 0);
   return plan_for(device, desc.header, extra);
+}
+
+// For a descriptor holding a pointer to arrays (AdamW's numels, cat's inputs): |key| is the
+// same descriptor with that pointer zeroed, and the arrays' bytes go in |extra|.
+template <typename Desc>
+PlanResult plan_for_keyed(c10::DeviceIndex device, const Desc& desc, const Desc& key,
+                          std::span<const std::byte> extra) {
+  static_assert(std::is_standard_layout_v<Desc> && std::is_trivially_copyable_v<Desc>);
+  return plan_for(device, desc.header, extra, &key.header);
 }
 
 // A descriptor of |Desc| with its header filled (kind, struct_size), zeroed otherwise.

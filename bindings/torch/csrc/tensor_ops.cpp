@@ -3,6 +3,7 @@
 // copies, .item(), fill and zero.
 #include "allocator.hpp"
 #include "copy.hpp"
+#include "index_status.hpp"
 #include "fallback.hpp"
 #include "metrics.hpp"
 #include "plans.hpp"
@@ -176,6 +177,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
               " elements cannot be converted to Scalar");
   at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
   copy_device_to_host(self.reshape({}), host);
+  check_index_status(self.device().index());
   return at::native::_local_scalar_dense_cpu(host);
 }
 
@@ -196,8 +198,25 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
           "fill_ on hal");
     return self;
   }
-  if (!value.isComplex() &&
-      (hal_dtype(self.scalar_type()).has_value() || self.scalar_type() == at::kBool)) {
+  if (!value.isComplex() && hal_dtype(self.scalar_type()).has_value()) {
+    // HAL_OP_FILL with step 0; then a cast from a device constant where FILL is missing.
+    if (const std::optional<hal_tensor_desc_t> out = describe(self)) {
+      auto desc = make_desc<hal_op_fill_desc_t>(HAL_OP_FILL);
+      desc.out = *out;
+      if (const PlanResult planned = plan_for(device, desc)) {
+        hal_op_scalar_t start{};
+        if (value.isFloatingPoint()) {
+          start.f64 = value.toDouble();
+          start.i64 = static_cast<int64_t>(start.f64);
+        } else {
+          start.i64 = value.isBoolean() ? static_cast<int64_t>(value.toBool()) : value.toLong();
+          start.f64 = static_cast<double>(start.i64);
+        }
+        execute(device, *planned.plan, {operand(self)}, "fill_", {start, hal_op_scalar_t{}});
+        ++counter.native;
+        return self;
+      }
+    }
     const double v = value.isBoolean() ? static_cast<double>(value.toBool()) : value.toDouble();
     // Integers past 2^53 do not survive a double: those go through the CPU.
     const bool exact = !value.isIntegral(false) || std::abs(value.toLong()) <= (int64_t{1} << 53);
