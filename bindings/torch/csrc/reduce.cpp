@@ -63,7 +63,8 @@ std::string run_reduce(hal_reduce_kind_t kind, const at::Tensor& self, const std
   std::vector<int64_t> keep_sizes;
   std::vector<int64_t> keep_strides;
   int64_t k = 0;
-  for (int64_t d = 0; d < self.dim(); ++d) {
+  const bool kept = out.dim() == self.dim() && self.dim() > 0;  // keepdim: out is the layout
+  for (int64_t d = 0; d < self.dim() && !kept; ++d) {
     if (axes.test(static_cast<size_t>(d))) {
       keep_sizes.push_back(1);
       keep_strides.push_back(1);
@@ -73,8 +74,9 @@ std::string run_reduce(hal_reduce_kind_t kind, const at::Tensor& self, const std
       ++k;
     }
   }
-  if (k != out.dim()) return "an out of another rank";
-  const std::optional<hal_tensor_desc_t> o = describe(out, keep_sizes, keep_strides);
+  if (!kept && k != out.dim()) return "an out of another rank";
+  const std::optional<hal_tensor_desc_t> o =
+      kept ? describe(out) : describe(out, keep_sizes, keep_strides);
   if (!o) return "a layout or dtype HAL cannot describe";
   auto desc = make_desc<hal_op_reduce_desc_t>(HAL_OP_REDUCE);
   desc.reduce = kind;
