@@ -5,7 +5,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${HAL_TEST_BUILD_ROOT:-$root/_build-test}"
 
-"$root/scripts/setup.sh"
+# --torch: the Release suite builds bindings/torch (HAL_BUILD_TORCH) and runs its tests.
+"$root/scripts/setup.sh" --torch
 
 # Format and test-registration checks first: cheap, and a failure says exactly which file.
 "$root/scripts/check_format.sh"

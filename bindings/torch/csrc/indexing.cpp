@@ -419,7 +419,7 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     TORCH_CHECK((st > 0 && e >= s) || (st < 0 && e <= s),
                 "upper bound and larger bound inconsistent with step sign");
     const int64_t sign = (st > 0) - (st < 0);
-    size_d = std::ceil(static_cast<double>(e - s + st - sign) / static_cast<double>(st));
+    size_d = static_cast<double>((e - s + st - sign) / st);  // integer division, as aten
   } else {
     const double s = start.toDouble();
     const double e = end.toDouble();

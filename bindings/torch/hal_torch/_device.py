@@ -109,14 +109,15 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=torch.device("hal", _index(device)), priority=priority)
 
 
-class Event(torch.Event):
-    """A HAL event (``torch.Event`` on the hal device)."""
+class Event:
+    """A HAL event: makes a ``torch.Event`` of the hal device (torch's own type, which its
+    elapsed_time and wait calls require exactly)."""
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False,
-                interprocess: bool = False, device: _DeviceLike = None) -> "Event":
-        return super().__new__(cls, device=torch.device("hal", _index(device)),
-                               enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+                interprocess: bool = False, device: _DeviceLike = None) -> torch.Event:
+        return torch.Event(device=torch.device("hal", _index(device)),
+                           enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 # c10::DeviceType::PrivateUse1
