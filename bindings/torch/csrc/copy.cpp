@@ -134,6 +134,10 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
 
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return;
+  if (src._is_zerotensor()) {  // autograd's storage-less zeros
+    dst.zero_();
+    return;
+  }
   const c10::DeviceIndex device = index_of_tensor(dst);
   hal_stream_t stream = current_hal_stream(device);
   if (same_dense_layout(src, dst)) {

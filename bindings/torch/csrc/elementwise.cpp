@@ -8,6 +8,7 @@
 // descriptors, and HAL computes mixed dtypes in its own domain (f32 for a
 // float result). A case HAL declines (float64, complex, a bool sum...) runs
 // through the fallback with HAL's reason.
+#include "copy.hpp"
 #include "generator.hpp"
 #include "kernel_util.hpp"
 
@@ -511,6 +512,11 @@ enum class UnaryResult { kSame, kFloat, kBool };
 // composites over it.
 at::Tensor& unary_math_out(OpCounter& counter, hal_unary_math_t op, UnaryResult result,
                            const at::Tensor& x, at::Tensor& out, const Fallback& fallback) {
+  // HAL has no complex dtypes, and aten's complex rules (abs of complex is real) are its own.
+  if (x.is_complex() || out.is_complex()) {
+    fallback("complex tensors");
+    return out;
+  }
   at::TensorIterator iter = result == UnaryResult::kBool
                                 ? unary_iterator(out, x, false, false, at::kBool)
                                 : unary_iterator(out, x, result == UnaryResult::kFloat, false);
@@ -1007,12 +1013,34 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   desc.out = *out;
   const c10::DeviceIndex device = hal_index(grad);
   std::string why;
+  if (const Plan* plan = plan_or_reason(device, desc, why)) {
+    execute(device, *plan, {iter.data_ptr(1), iter.data_ptr(2), iter.data_ptr(0)},
+            "dropout backward");
+    ++counter.native;
+    return iter.output();
+  }
+  // A BINARY that takes no bool operand: the mask made 0/1 floats first (a cast reads its
+  // bytes as u8), then the product.
+  at::Tensor keep = at::empty(mask.sizes(), grad.options());
+  if (!device_cast(mask, keep)) return fallback(why);
+  at::TensorIterator floats = at::TensorIteratorConfig()
+                                  .add_owned_output(at::Tensor())
+                                  .add_const_input(grad)
+                                  .add_const_input(keep)
+                                  .build();
+  const std::optional<hal_tensor_desc_t> fo = iter_desc(floats, 0);
+  const std::optional<hal_tensor_desc_t> fa = iter_desc(floats, 1);
+  const std::optional<hal_tensor_desc_t> fb = iter_desc(floats, 2);
+  if (!fo || !fa || !fb) return fallback(why);
+  desc.a = *fa;
+  desc.b = *fb;
+  desc.out = *fo;
   const Plan* plan = plan_or_reason(device, desc, why);
   if (plan == nullptr) return fallback(why);
-  execute(device, *plan, {iter.data_ptr(1), iter.data_ptr(2), iter.data_ptr(0)},
+  execute(device, *plan, {floats.data_ptr(1), floats.data_ptr(2), floats.data_ptr(0)},
           "dropout backward");
   ++counter.native;
-  return iter.output();
+  return floats.output();
 }
 
 }  // namespace

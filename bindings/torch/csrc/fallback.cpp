@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -146,6 +147,11 @@ class Call {
   // A result of the CPU kernel as a tensor of the op's device.
   at::Tensor to_device(const at::Tensor& host) {
     if (!host.defined() || !host.device().is_cpu() || !target_) return host;
+    if (host.layout() != c10::kStrided) {
+      // Sparse and other layouts: hal tensors are strided; torch says what it cannot do.
+      return host.to(*target_);
+    }
+    if (host._is_zerotensor()) return at::zeros(host.sizes(), host.options().device(*target_));
     if (const Converted* c = find(host)) return c->device;  // an in-place op's self
     // A view of an aliased input: the same view of the device memory.
     for (const Converted& c : converted_) {

@@ -153,6 +153,7 @@ std::string addmm_impl(const at::Tensor& self, const at::Tensor& m1, const at::T
   if (self.scalar_type() != out.scalar_type() || beta.isComplex() || alpha.isComplex()) {
     return "mixed or complex dtypes";
   }
+  if (out.numel() == 0) return "";
   Epilogue e;
   e.alpha = static_cast<float>(alpha.toDouble());
   e.activation = activation;
@@ -160,6 +161,7 @@ std::string addmm_impl(const at::Tensor& self, const at::Tensor& m1, const at::T
   const int64_t n = sizes.back();
   at::Tensor bias;
   at::Tensor c;
+  // out may be self (addmm_) exactly; any other overlap with an input goes through a copy.
   at::Tensor target = writable(out, {&m1, &m2});
   if (b != 0.0) {
     const at::Tensor expanded = self.expand(sizes);
@@ -167,21 +169,21 @@ std::string addmm_impl(const at::Tensor& self, const at::Tensor& m1, const at::T
     for (size_t d = 0; d + 1 < sizes.size() && row_vector; ++d) {
       row_vector = expanded.stride(static_cast<int64_t>(d)) == 0 || sizes[d] == 1;
     }
-    if (row_vector) {
+    if (same_view(expanded, target)) {
+      c = target;  // out is self: HAL reads c before writing d
+      e.c = &c;
+      e.beta = static_cast<float>(b);
+    } else if (memory_overlaps(expanded, target)) {
+      target = at::empty(sizes, out.options());
+      c = expanded;
+      e.c = &c;
+      e.beta = static_cast<float>(b);
+    } else if (row_vector) {
       bias = expanded.select(0, 0);
       while (bias.dim() > 1) bias = bias.select(0, 0);
       if (n > 1 && bias.stride(0) == 0) bias = bias.contiguous();
       e.bias = &bias;
-    } else if (expanded.is_same(target) || same_view(expanded, target)) {
-      c = target;  // out is self: HAL reads c before writing d
-      e.c = &c;
-      e.beta = static_cast<float>(b);
-    } else if (!memory_overlaps(expanded, target)) {
-      c = expanded;
-      e.c = &c;
-      e.beta = static_cast<float>(b);
     } else {
-      target = at::empty(sizes, out.options());
       c = expanded;
       e.c = &c;
       e.beta = static_cast<float>(b);

@@ -24,6 +24,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 
 namespace hal_torch {
@@ -265,12 +266,13 @@ struct NormBackward {
 std::string run_norm_backward(hal_norm_kind_t kind, const at::Tensor& grad_y, const at::Tensor& x,
                               size_t normalized, const at::Tensor& mean, const at::Tensor& rstd,
                               const at::Tensor& gamma, bool has_beta, bool want_gamma,
-                              bool want_beta, NormBackward& r) {
+                              bool want_beta, NormBackward& r, at::IntArrayRef beta_sizes = {},
+                              at::ScalarType beta_dtype = at::kFloat) {
   const at::Tensor xr = as_rows(x, normalized);
   const at::Tensor gyr = as_rows(grad_y, normalized);
   r.grad_x = at::empty(x.sizes(), x.options());
   if (want_gamma) r.grad_gamma = at::empty(gamma.sizes(), gamma.options());
-  if (want_beta) r.grad_beta = at::empty(gamma.sizes(), gamma.options());
+  if (want_beta) r.grad_beta = at::empty(beta_sizes, x.options().dtype(beta_dtype));
   if (x.numel() == 0) {
     if (want_gamma) r.grad_gamma.zero_();
     if (want_beta) r.grad_beta.zero_();
@@ -382,7 +384,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   NormBackward r;
   const std::string why = run_norm_backward(
       HAL_NORM_LAYERNORM, grad_out, input, normalized_shape.size(), mean, rstd, gamma, has_beta,
-      output_mask[1] && gamma.defined(), output_mask[2] && has_beta, r);
+      output_mask[1] && gamma.defined(), output_mask[2] && has_beta, r,
+      has_beta ? bias->sizes() : at::IntArrayRef(),
+      has_beta ? bias->scalar_type() : at::kFloat);
   if (!why.empty()) {
     return HAL_FALLBACK_SYMINT(at::_ops::native_layer_norm_backward, why, grad_out, input,
                                normalized_shape_sym, mean, rstd, weight, bias, output_mask);
@@ -394,14 +398,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
 // rms_norm with HAL's forward and backward (see the file's comment).
 class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
+  // |weight| is a placeholder (empty) without |has_weight|: autograd's apply takes no
+  // undefined tensors.
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
-                            const at::Tensor& weight, int64_t normalized, double eps) {
+                            const at::Tensor& weight_or_placeholder, bool has_weight,
+                            int64_t normalized, double eps) {
+    const at::Tensor weight = has_weight ? weight_or_placeholder : at::Tensor();
     NormForward f;
     const std::string why = run_norm(HAL_NORM_RMSNORM, input, static_cast<size_t>(normalized),
                                      weight, at::Tensor(), eps, f);
     TORCH_CHECK(why.empty(), "hal rms_norm: ", why);
-    ctx->save_for_backward({input, weight, f.rstd});
+    ctx->save_for_backward({input, weight_or_placeholder, f.rstd});
     ctx->saved_data["normalized"] = normalized;
+    ctx->saved_data["has_weight"] = has_weight;
     return f.y;
   }
 
@@ -410,7 +419,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
     static OpCounter& counter = op_counter("aten::rms_norm (backward)");
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& input = saved[0];
-    const at::Tensor& weight = saved[1];
+    const at::Tensor weight = ctx->saved_data["has_weight"].toBool() ? saved[1] : at::Tensor();
     const at::Tensor& rstd = saved[2];
     const auto normalized = static_cast<size_t>(ctx->saved_data["normalized"].toInt());
     NormBackward r;
@@ -420,7 +429,7 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
                           false, weight.defined() && ctx->needs_input_grad(1), false, r);
     TORCH_CHECK(why.empty(), "hal rms_norm backward: ", why);
     ++counter.native;
-    return {r.grad_x, r.grad_gamma, at::Tensor(), at::Tensor()};
+    return {r.grad_x, r.grad_gamma, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -458,13 +467,16 @@ at::Tensor rms_norm(const at::Tensor& input, c10::SymIntArrayRef normalized_shap
   const c10::IntArrayRef normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
   check_normalized_shape(input, normalized_shape);
   const at::Tensor gamma = weight.has_value() ? *weight : at::Tensor();
-  const bool hal_case = is_hal_float(input.scalar_type()) &&
+  const double epsilon = rms_eps(input, eps);
+  const bool hal_case = std::isfinite(epsilon) && epsilon >= 0 &&  // HAL's rule for epsilon
+                        is_hal_float(input.scalar_type()) &&
                         (!gamma.defined() || is_hal_float(gamma.scalar_type())) &&
                         input.dim() <= HAL_TENSOR_MAX_RANK;
-  if (!hal_case) return rms_norm_math(input, normalized_shape.size(), gamma, rms_eps(input, eps));
+  if (!hal_case) return rms_norm_math(input, normalized_shape.size(), gamma, epsilon);
   ++counter.native;
-  return RmsNormFunction::apply(input, gamma, static_cast<int64_t>(normalized_shape.size()),
-                                rms_eps(input, eps));
+  const at::Tensor weight_arg = gamma.defined() ? gamma : at::empty({0}, input.options());
+  return RmsNormFunction::apply(input, weight_arg, gamma.defined(),
+                                static_cast<int64_t>(normalized_shape.size()), epsilon);
 }
 
 }  // namespace

@@ -165,6 +165,28 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+// _copy_from of a conjugate or negative view (complex conj(), _neg_view): aten's
+// math-bit fallback would resolve the bit with a clone, whose copy comes back here
+// with the bit still set, forever. The physical values move to the host, where the
+// CPU resolves the bit, then to dst.
+at::Tensor copy_from_resolving_bits(const at::Tensor& self, const at::Tensor& dst,
+                                   bool non_blocking) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!dst.is_conj() && !dst.is_neg(),
+                              "hal: copying into a conjugate or negative view");
+  at::Tensor physical = self;
+  if (physical.is_conj()) physical = physical.conj();  // a view with the bit cleared
+  if (physical.is_neg()) physical = physical._neg_view();
+  at::Tensor host = physical.is_cpu() ? physical.clone() : copy_to_host(physical);
+  if (self.is_conj()) host = host.conj();
+  if (self.is_neg()) host = host._neg_view();
+  host = host.resolve_conj().resolve_neg();
+  if (dst.is_cpu()) {
+    dst.copy_(host);
+    return dst;
+  }
+  return copy_from(host, dst, non_blocking);
+}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
   return copy_from(self, dst, false);
@@ -269,6 +291,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
   m.impl("zero_", TORCH_FN(zero));
+}
+
+// Only reached when a hal tensor is involved: CPU-only copies never call _copy_from.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from_resolving_bits));
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from_resolving_bits));
 }
 
 }  // namespace hal_torch
