@@ -14,3 +14,76 @@ function(hal_test_expects_output test regex)
     PASS_REGULAR_EXPRESSION "${regex}"
     FAIL_REGULAR_EXPRESSION "${fail_patterns}")
 endfunction()
+
+# Test tiers. Every test carries exactly one of these LABELS (scripts/check_test_labels.py
+# fails the run otherwise), and scripts/test.sh decides from them which tests each build tree
+# runs (the table there is the one place that says so):
+#   unit            fast, self-contained; every tree
+#   contract        API behaviour and certification runs; ASan+UBSan and Release
+#   concurrency     threads, streams, events, collectives, abort; TSan as well
+#   vendor-compile  the work is a vendor compiler's (NVRTC, hiprtc, PoCL's LLVM); Release only
+#   packaging       install trees, out-of-tree builds, ABI and SPEC checks; Release only, once
+#   stress          long load and many-object runs; the full tier (scripts/test.sh --all)
+#   slow            big matrices and benchmark-like runs; the full tier
+# Catch2 suites name theirs in catch_discover_tests(... PROPERTIES LABELS <tier>).
+set(HAL_TEST_TIERS unit contract concurrency vendor-compile packaging stress slow)
+
+# One build target per tier, hal_tier_<tier>, that builds what the tier's tests run: a tree that
+# runs only some tiers (scripts/test.sh's TSan tree) builds only their targets.
+foreach(tier IN LISTS HAL_TEST_TIERS)
+  if(NOT TARGET hal_tier_${tier})
+    add_custom_target(hal_tier_${tier})
+  endif()
+endforeach()
+
+# hal_test_tier(TIER TEST... [TARGETS TARGET...]): gives each named test its tier; TARGETS are
+# what the tests run (their executables, and plugins they load), built by hal_tier_<TIER>.
+function(hal_test_tier tier)
+  if(NOT tier IN_LIST HAL_TEST_TIERS)
+    message(FATAL_ERROR "hal_test_tier: '${tier}' is not one of: ${HAL_TEST_TIERS}")
+  endif()
+  cmake_parse_arguments(arg "" "" "TARGETS" ${ARGN})
+  set_tests_properties(${arg_UNPARSED_ARGUMENTS} PROPERTIES LABELS ${tier})
+  if(arg_TARGETS)
+    add_dependencies(hal_tier_${tier} ${arg_TARGETS})
+  endif()
+endfunction()
+
+# hal_catch_discover(TARGET PREFIX <prefix> TIER <tier> [TEST_SPEC <spec>]
+#                    [ENVIRONMENT <var=value>...] [ENVIRONMENT_MODIFICATION <op>...])
+# Registers the Catch2 test cases of TARGET as CTest tests named <prefix><case name>, each with
+# its tier and environment. catch_discover_tests alone cannot carry a list-valued property (it
+# passes PROPERTIES to its discovery script as one list and pairs the items up again, so an
+# environment of two variables became two property names); here the properties are set by a
+# script of our own that ctest reads after the discovered list.
+function(hal_catch_discover target)
+  cmake_parse_arguments(arg "" "PREFIX;TIER;TEST_SPEC" "ENVIRONMENT;ENVIRONMENT_MODIFICATION"
+    ${ARGN})
+  if(arg_UNPARSED_ARGUMENTS OR NOT DEFINED arg_PREFIX OR NOT arg_TIER)
+    message(FATAL_ERROR "hal_catch_discover(${target}): want PREFIX, TIER and optional "
+      "TEST_SPEC, ENVIRONMENT, ENVIRONMENT_MODIFICATION; got ${ARGN}")
+  endif()
+  if(NOT arg_TIER IN_LIST HAL_TEST_TIERS)
+    message(FATAL_ERROR "hal_catch_discover(${target}): '${arg_TIER}' is not one of: ${HAL_TEST_TIERS}")
+  endif()
+  # One list variable per call (a target may be discovered twice with different specs).
+  string(MAKE_C_IDENTIFIER "hal_catch_${target}_${arg_PREFIX}_${arg_TEST_SPEC}" list_variable)
+  set(spec_arguments "")
+  if(DEFINED arg_TEST_SPEC)
+    set(spec_arguments TEST_SPEC "${arg_TEST_SPEC}")
+  endif()
+  catch_discover_tests(${target} TEST_PREFIX "${arg_PREFIX}" TEST_LIST ${list_variable}
+    ${spec_arguments})
+  add_dependencies(hal_tier_${arg_TIER} ${target})
+  set(properties "LABELS ${arg_TIER}")
+  if(arg_ENVIRONMENT)
+    string(APPEND properties " ENVIRONMENT [==[${arg_ENVIRONMENT}]==]")
+  endif()
+  if(arg_ENVIRONMENT_MODIFICATION)
+    string(APPEND properties " ENVIRONMENT_MODIFICATION [==[${arg_ENVIRONMENT_MODIFICATION}]==]")
+  endif()
+  set(script "${CMAKE_CURRENT_BINARY_DIR}/${list_variable}_properties.cmake")
+  file(GENERATE OUTPUT "${script}" CONTENT
+    "if(${list_variable})\n  set_tests_properties(\${${list_variable}} PROPERTIES ${properties})\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${script}")
+endfunction()

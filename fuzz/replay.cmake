@@ -16,4 +16,5 @@ foreach(target IN LISTS hal_fuzz_targets)
   set_tests_properties(fuzz.replay_${target} PROPERTIES
     ENVIRONMENT "HAL_PLUGINS=;HAL_PLUGIN_PATH=;HAL_LOG=0")
   hal_test_expects_output(fuzz.replay_${target} "inputs ran without a crash")
+  hal_test_tier(unit fuzz.replay_${target})
 endforeach()

@@ -86,7 +86,7 @@ void verbose_line(const std::string& line) {
   std::fprintf(stderr, "%s\n", verbose_text(line).c_str());
 }
 
-// Copies the caller's descriptor (and AdamW's numels) into the plan, so the
+// Copies the caller's descriptor (and AdamW's numels, CAT's inputs) into the plan, so the
 // plan never reads the caller's memory again.
 hal_result_t copy_descriptor(const hal_op_header_t* desc, size_t size, hal_op_plan_s* plan,
                              const char* function) {
@@ -105,6 +105,17 @@ hal_result_t copy_descriptor(const hal_op_header_t* desc, size_t size, hal_op_pl
     if (adamw->numels == nullptr) return null_argument(function, "desc->numels");
     plan->numels.assign(adamw->numels, adamw->numels + adamw->tensor_count);
     adamw->numels = plan->numels.data();
+  }
+  if (desc->kind == HAL_OP_CAT) {
+    auto* cat = reinterpret_cast<hal_op_cat_desc_t*>(plan->desc.data());
+    if (cat->input_count == 0 || cat->input_count > HAL_CAT_MAX_INPUTS) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                  "desc->input_count is %u; a CAT plan takes 1..%u inputs", cat->input_count,
+                  static_cast<uint32_t>(HAL_CAT_MAX_INPUTS));
+    }
+    if (cat->inputs == nullptr) return null_argument(function, "desc->inputs");
+    plan->inputs.assign(cat->inputs, cat->inputs + cat->input_count);
+    cat->inputs = plan->inputs.data();
   }
   return HAL_SUCCESS;
 }

@@ -116,8 +116,9 @@ struct hal_op_plan_s {
   hal::loader::DispatchHeader header;
   hal_device_s* device;
   hal_op_plan_flags_t flags = 0;
-  std::vector<unsigned char> desc;  // the caller's descriptor, copied
-  std::vector<int64_t> numels;      // AdamW's sizes, copied (desc points here)
+  std::vector<unsigned char> desc;        // the caller's descriptor, copied
+  std::vector<int64_t> numels;            // AdamW's sizes, copied (desc points here)
+  std::vector<hal_tensor_desc_t> inputs;  // CAT's inputs, copied (desc points here)
   hal::ops::OpSignature signature;
   hal_impl_op_plan_t* plugin_plan = nullptr;               // the plugin's, or
   std::shared_ptr<const hal::ops::PlannedOp> loader_plan;  // the loader's

@@ -73,6 +73,24 @@ size_t descriptor_size(hal_op_kind_t kind) {
       return sizeof(hal_op_attention_desc_t);
     case HAL_OP_TOPK_GATING:
       return sizeof(hal_op_topk_gating_desc_t);
+    case HAL_OP_UNARY_MATH:
+      return sizeof(hal_op_unary_math_desc_t);
+    case HAL_OP_BINARY_SCALAR:
+      return sizeof(hal_op_binary_scalar_desc_t);
+    case HAL_OP_WHERE:
+      return sizeof(hal_op_where_desc_t);
+    case HAL_OP_CLAMP:
+      return sizeof(hal_op_clamp_desc_t);
+    case HAL_OP_SCAN:
+      return sizeof(hal_op_scan_desc_t);
+    case HAL_OP_GATHER:
+      return sizeof(hal_op_gather_desc_t);
+    case HAL_OP_SCATTER:
+      return sizeof(hal_op_scatter_desc_t);
+    case HAL_OP_CAT:
+      return sizeof(hal_op_cat_desc_t);
+    case HAL_OP_FILL:
+      return sizeof(hal_op_fill_desc_t);
     default:
       return 0;
   }
@@ -116,6 +134,19 @@ hal_result_t describe(const hal_op_header_t* desc, OpSignature* out_signature,
     case HAL_OP_ATTENTION:
     case HAL_OP_ATTENTION_BACKWARD:
       describe_family = describe_attention_family;
+      break;
+    case HAL_OP_UNARY_MATH:
+    case HAL_OP_BINARY_SCALAR:
+    case HAL_OP_WHERE:
+    case HAL_OP_CLAMP:
+      describe_family = describe_math_family;
+      break;
+    case HAL_OP_SCAN:
+    case HAL_OP_GATHER:
+    case HAL_OP_SCATTER:
+    case HAL_OP_CAT:
+    case HAL_OP_FILL:
+      describe_family = describe_indexing_family;
       break;
     default:
       *message = "desc->kind " + std::to_string(static_cast<uint32_t>(desc->kind)) +

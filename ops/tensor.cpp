@@ -192,4 +192,28 @@ std::string check_same_shape(const char* name, const hal_tensor_desc_t& tensor,
          other_name + " " + describe_tensor(other);
 }
 
+std::string check_broadcast(const char* name, const hal_tensor_desc_t& tensor,
+                            const hal_tensor_desc_t& out) {
+  if (tensor.rank != out.rank) {
+    return std::string(name) + " " + describe_tensor(tensor) + " must have out's rank " +
+           std::to_string(out.rank) + " (broadcast with size-1 dimensions)";
+  }
+  for (uint32_t d = 0; d < out.rank; ++d) {
+    if (tensor.shape[d] != out.shape[d] && tensor.shape[d] != 1) {
+      return std::string(name) + " " + describe_tensor(tensor) + " dimension " + std::to_string(d) +
+             " must be out's (" + std::to_string(out.shape[d]) + ") or 1 to broadcast";
+    }
+  }
+  return {};
+}
+
+hal_tensor_desc_t broadcast_to(const hal_tensor_desc_t& tensor, const hal_tensor_desc_t& out) {
+  hal_tensor_desc_t view = tensor;
+  for (uint32_t d = 0; d < out.rank; ++d) {
+    view.shape[d] = out.shape[d];
+    if (tensor.shape[d] == 1 && out.shape[d] != 1) view.strides[d] = 0;
+  }
+  return view;
+}
+
 }  // namespace hal::ops

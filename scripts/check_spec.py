@@ -7,8 +7,11 @@ every entry has its function, with the same parameters.
 
 Entries are the ```c prototypes of section 11 (return type, name and every
 parameter's type and name are compared) and the `hal_name(params)` rows of the
-collectives' table in section 13.2 (parameter names are compared). Prints each
-mismatch and exits 1 when there is one.
+collectives' table in section 13.2 (parameter names are compared). The prose is
+checked too: every header of api/ in the header table, every chapter in the
+contents line, chapter and section numbers in order, and no note addressed to
+people ("the lead", "proposed to", "see the report"). Prints each problem and
+exits 1 when there is one.
 """
 import argparse
 import os
@@ -107,7 +110,57 @@ def compare(spec_text, functions, include_label):
     return problems
 
 
-def self_test(spec_text, functions):
+def anchor(heading):
+    """The GitHub anchor of a heading's text."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return "#" + text.replace(" ", "-")
+
+
+def prose_problems(spec_text, include):
+    """The document's own shape: every public header in the header table, every chapter in the
+    contents, section numbers in order, and no notes addressed to people instead of readers."""
+    problems = []
+    table = re.search(r"^\| header \| declares \|\n(.*?)\n\n", spec_text, re.M | re.S)
+    listed = set(re.findall(r"`([\w/]+\.h)`", table.group(1))) if table else set()
+    for folder, _, files in os.walk(include):
+        for name in files:
+            if name.endswith(".h"):
+                header = os.path.relpath(os.path.join(folder, name), include)
+                if header not in listed:
+                    problems.append("header table: %s is not listed" % header)
+    contents = re.search(r"^Contents:(.*?)\n\n", spec_text, re.M | re.S)
+    links = set(re.findall(r"\((#[^)]+)\)", contents.group(1))) if contents else set()
+    chapter, section_key = 0, None
+    for level, title in re.findall(r"^(##|###) (.*)$", spec_text, re.M):
+        if level == "##":
+            if anchor(title) not in links:
+                problems.append("contents: chapter '%s' is not linked" % title)
+            number = re.match(r"(\d+)\. ", title)
+            if number:
+                if int(number.group(1)) != chapter + 1:
+                    problems.append("chapter '%s' follows chapter %d" % (title, chapter))
+                chapter = int(number.group(1))
+                section_key = (0, "")
+            continue
+        number = re.match(r"(\d+)\.(\d+)([a-z]?) ", title)
+        if not number:
+            continue
+        if int(number.group(1)) != chapter:
+            problems.append("section '%s' is inside chapter %d" % (title, chapter))
+            continue
+        key = (int(number.group(2)), number.group(3))
+        if section_key is not None and key <= section_key:
+            problems.append("section '%s' comes after %d.%d%s" %
+                            (title, chapter, section_key[0], section_key[1]))
+        section_key = key
+    for match in re.finditer(r"(?i)\b(the lead\b|proposed to|see the report)", spec_text):
+        line = spec_text.count("\n", 0, match.start()) + 1
+        problems.append("line %d: a note addressed to people ('%s'): write the rule" %
+                        (line, match.group(1)))
+    return problems
+
+
+def self_test(spec_text, functions, include):
     """Plants one drift of each kind in a copy of SPEC.md; each must be caught."""
     plants = {
         "a function missing from SPEC": ("hal_result_t hal_device_count(uint32_t* out_count);",
@@ -121,18 +174,31 @@ def self_test(spec_text, functions):
                                       "void hal_planted(void);\n```"),
         "a collective's parameter renamed": ("`hal_broadcast(sendbuf,", "`hal_broadcast(send,"),
     }
+    prose_plants = {
+        "a header left out of the table": ("| `hal/moe.h` |", "| `hal/moe_gone` |"),
+        "a chapter left out of the contents": ("[15 Threat model](#15-threat-model)",
+                                               "[15 Threat model](#15-gone)"),
+        "two sections out of order": ("### 11.8 `hal/ops.h`", "### 11.10 `hal/ops.h`"),
+        "a note to people": ("> **Note:** The headers define only `HAL_INIT_OPTIONS_INIT`.",
+                             "> **Note:** The lead should confirm this."),
+    }
     failed = 0
-    for what, (old, new) in plants.items():
+    for what, (old, new) in list(plants.items()) + list(prose_plants.items()):
         if spec_text.count(old) != 1:
             print("spec self-test: cannot plant %s: '%s' is not in SPEC.md once" % (what, old))
             failed += 1
             continue
-        problems = compare(spec_text.replace(old, new), functions, "api")
+        planted = spec_text.replace(old, new)
+        if what in prose_plants:
+            problems = prose_problems(planted, include)
+        else:
+            problems = compare(planted, functions, "api")
         if len(problems) != 1:
             print("spec self-test: %s gave %d problems, not 1: %s" % (what, len(problems), problems))
             failed += 1
     if failed == 0:
-        print("spec self-test: caught %d/%d planted drifts" % (len(plants), len(plants)))
+        total = len(plants) + len(prose_plants)
+        print("spec self-test: caught %d/%d planted drifts" % (total, total))
     return 1 if failed else 0
 
 
@@ -148,14 +214,16 @@ def main():
         spec_text = handle.read()
     functions = header_functions(args.include)
     if args.self_test:
-        return self_test(spec_text, functions)
+        return self_test(spec_text, functions, args.include)
     problems = compare(spec_text, functions, os.path.relpath(args.include, root))
+    problems += prose_problems(spec_text, args.include)
     for problem in problems:
         print("spec: " + problem)
     if problems:
-        print("spec: %d mismatch(es) between SPEC.md and the headers" % len(problems))
+        print("spec: %d problem(s) in SPEC.md or between it and the headers" % len(problems))
         return 1
-    print("spec: SPEC.md matches the %d functions of the headers" % len(functions))
+    print("spec: SPEC.md matches the %d functions of the headers; its tables, contents and "
+          "numbering are whole" % len(functions))
     return 0
 
 

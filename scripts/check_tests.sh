@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Fails when a CMake file sets a test's PASS_REGULAR_EXPRESSION itself instead of through
-# hal_test_expects_output (cmake/HalTesting.cmake): CTest then ignores the test's exit status,
-# and only that function also fails the test on a sanitizer's report.
+# Fails when a CMake file sets a test's PASS_REGULAR_EXPRESSION or LABELS itself instead of through
+# cmake/HalTesting.cmake: hal_test_expects_output (CTest ignores the exit status of a test that has
+# PASS_REGULAR_EXPRESSION, and only that function also fails the test on a sanitizer's report), and
+# hal_test_tier / hal_catch_discover (a test's one tier label, and the build target of its tier).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-mapfile -t bad < <(git ls-files -co --exclude-standard -- 'CMakeLists.txt' '*/CMakeLists.txt' '*.cmake' |
-  grep -v '^cmake/HalTesting.cmake$' | while read -r f; do
-    [ -f "$f" ] && grep -n 'PASS_REGULAR_EXPRESSION' "$f" | sed "s|^|$f:|"
-  done)
-if ((${#bad[@]})); then
-  printf 'check_tests: set PASS_REGULAR_EXPRESSION through hal_test_expects_output: %s\n' "${bad[@]}" >&2
-  exit 1
-fi
-echo "check_tests: every test judged by its output goes through hal_test_expects_output"
+mapfile -t cmake_files < <(git ls-files -co --exclude-standard -- 'CMakeLists.txt' '*/CMakeLists.txt' '*.cmake' |
+  grep -v '^cmake/HalTesting.cmake$' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+status=0
+for rule in 'PASS_REGULAR_EXPRESSION:hal_test_expects_output' 'LABELS:hal_test_tier or hal_catch_discover' \
+  'catch_discover_tests:hal_catch_discover'; do
+  word="${rule%%:*}"
+  mapfile -t bad < <(for f in "${cmake_files[@]}"; do grep -n "\\b$word\\b" "$f" | sed "s|^|$f:|"; done)
+  if ((${#bad[@]})); then
+    printf 'check_tests: set %s through %s: %s\n' "$word" "${rule#*:}" "${bad[@]}" >&2
+    status=1
+  fi
+done
+((status == 0)) && echo "check_tests: outputs, tiers and Catch2 suites are registered through cmake/HalTesting.cmake"
+exit $status

@@ -16,7 +16,7 @@ for arg in "$@"; do
 done
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   clang clang-format libclang-rt-14-dev
   libboost-dev libboost-filesystem-dev libffi-dev catch2
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo

@@ -575,7 +575,7 @@ typedef enum hal_unary_math {
   /* float, or an integer x with out of x's dtype */
   HAL_UNARY_MATH_ABS = 18,
   HAL_UNARY_MATH_NEG = 19,
-  HAL_UNARY_MATH_SIGN = 20, /* -1, 0 or 1; NaN gives NaN */
+  HAL_UNARY_MATH_SIGN = 20, /* -1, 0 or 1; NaN gives 0 (torch.sign) */
   HAL_UNARY_MATH_FLOOR = 21,
   HAL_UNARY_MATH_CEIL = 22,
   HAL_UNARY_MATH_ROUND = 23, /* to nearest, ties to even (torch.round) */

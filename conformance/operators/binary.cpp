@@ -259,7 +259,7 @@ HALCONFORM_TEST("operators.binary.errors", "each descriptor rule is refused", {}
   hal_op_binary_desc_t desc = binary_desc(HAL_BINARY_ADD, 1.0f, good, good, good);
   desc.op = HAL_BINARY_OP_COUNT;
   refused(desc, "unknown op");
-  refused(binary_desc(HAL_BINARY_ADD, 1.0f, dense(HAL_DTYPE_I32, {4, 5}), good, good), "a dtype");
+  refused(binary_desc(HAL_BINARY_ADD, 1.0f, dense(HAL_DTYPE_F64, {4, 5}), good, good), "a dtype");
   refused(binary_desc(HAL_BINARY_ADD, 1.0f, good, dense(HAL_DTYPE_F64, {4, 5}), good), "b dtype");
   refused(binary_desc(HAL_BINARY_ADD, 1.0f, good, good, dense(HAL_DTYPE_U8, {4, 5})), "out dtype");
   refused(binary_desc(HAL_BINARY_ADD, 1.0f, dense(HAL_DTYPE_F32, {5}), good, good), "a rank");

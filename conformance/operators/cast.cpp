@@ -14,8 +14,9 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kAll[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16, HAL_DTYPE_F64,
-                                HAL_DTYPE_I32, HAL_DTYPE_I64, HAL_DTYPE_I8,   HAL_DTYPE_U8};
+constexpr hal_dtype_t kAll[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16,
+                                HAL_DTYPE_F64, HAL_DTYPE_I32, HAL_DTYPE_I64,
+                                HAL_DTYPE_I8,  HAL_DTYPE_U8,  HAL_DTYPE_BOOL};
 
 // |v| rounded to nearest even onto a binary format of |precision| significand
 // bits, smallest normal exponent |emin| and largest finite |max_finite|.
@@ -52,8 +53,11 @@ void integer_range(hal_dtype_t dtype, double* low, double* high) {
 }
 
 // The value |v| (exact in float64: every test value is) becomes in |to|.
+// A bool is true for any value but 0 (NaN included), as PyTorch's bool().
 double convert(double v, hal_dtype_t to) {
   switch (to) {
+    case HAL_DTYPE_BOOL:
+      return v != 0 ? 1 : 0;
     case HAL_DTYPE_F64:
       return v;
     case HAL_DTYPE_F32:
@@ -86,6 +90,11 @@ std::vector<double> values_of(TestContext& ctx, hal_dtype_t dtype, int64_t count
     case HAL_DTYPE_U8:
       special = {0, 255, 128, 1};
       random = random_ints(ctx.random(), count, 0, 255);
+      break;
+    case HAL_DTYPE_BOOL:
+      // Stray nonzero bytes read as true.
+      special = {0, 1, 2, 255};
+      random = random_ints(ctx.random(), count, 0, 1);
       break;
     case HAL_DTYPE_I32:
       // 2^30 + 2^22 + 1 lies just above a bf16 tie (rounding through f32
@@ -149,7 +158,10 @@ void run_cast(TestContext& ctx, const hal_tensor_desc_t& in_layout,
   execute(ctx, plan, {din.data(), dout.data()});
   const auto stored = din.download();  // what the device holds (broadcast: one value)
   std::vector<double> expected(stored.size());
-  for (size_t i = 0; i < stored.size(); ++i) expected[i] = convert(stored[i], out_layout.dtype);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    const double value = in_layout.dtype == HAL_DTYPE_BOOL ? (stored[i] != 0) : stored[i];
+    expected[i] = convert(value, out_layout.dtype);
+  }
   const std::string what = "cast " + label(in_layout) + " -> " + label(out_layout);
   expect_close(dout.download(), expected, {0, 0}, what);
   dout.check_untouched(what);

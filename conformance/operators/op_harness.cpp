@@ -188,6 +188,8 @@ const char* dtype_label(hal_dtype_t dtype) {
       return "i64";
     case HAL_DTYPE_I8:
       return "i8";
+    case HAL_DTYPE_BOOL:
+      return "bool";
     default:
       return "u8";
   }
@@ -308,6 +310,65 @@ DeviceTensor::DeviceTensor(hal_device_t device, const hal_tensor_desc_t& layout,
 
 DeviceTensor::~DeviceTensor() {
   if (pointer_ != nullptr) hal_mem_free(pointer_);
+}
+
+void DeviceTensor::upload_integers(const std::vector<int64_t>& values) {
+  HC_REQUIRE(static_cast<int64_t>(values.size()) == numel(layout_),
+             "DeviceTensor: " + std::to_string(values.size()) + " integers for " + label(layout_));
+  std::vector<unsigned char> host(bytes_);
+  copy(device_, host.data(), pointer_, bytes_);
+  const size_t element = HAL_DTYPE_SIZE(layout_.dtype);
+  for (size_t i = 0; i < values.size(); ++i) {
+    // Little-endian: the low bytes of the two's complement value (the
+    // element's own bits for every integer width).
+    const auto bits = static_cast<uint64_t>(values[i]);
+    std::memcpy(host.data() + offset_of(layout_, static_cast<int64_t>(i)) * element, &bits,
+                element);
+  }
+  copy(device_, pointer_, host.data(), bytes_);
+}
+
+std::vector<int64_t> DeviceTensor::download_integers() const {
+  std::vector<unsigned char> host(bytes_);
+  copy(device_, host.data(), pointer_, bytes_);
+  const size_t element = HAL_DTYPE_SIZE(layout_.dtype);
+  std::vector<int64_t> values(static_cast<size_t>(numel(layout_)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const unsigned char* at = host.data() + offset_of(layout_, static_cast<int64_t>(i)) * element;
+    switch (layout_.dtype) {
+      case HAL_DTYPE_I64: {
+        int64_t v;
+        std::memcpy(&v, at, 8);
+        values[i] = v;
+        break;
+      }
+      case HAL_DTYPE_I32: {
+        int32_t v;
+        std::memcpy(&v, at, 4);
+        values[i] = v;
+        break;
+      }
+      case HAL_DTYPE_I8:
+        values[i] = static_cast<int8_t>(*at);
+        break;
+      default:  // u8, bool: the raw byte
+        values[i] = *at;
+        break;
+    }
+  }
+  return values;
+}
+
+void expect_equal_integers(const std::vector<int64_t>& got, const std::vector<int64_t>& expected,
+                           const std::string& what) {
+  HC_REQUIRE(got.size() == expected.size(), what + ": " + std::to_string(got.size()) +
+                                                " elements, expected " +
+                                                std::to_string(expected.size()));
+  for (size_t i = 0; i < got.size(); ++i) {
+    HC_REQUIRE(got[i] == expected[i], what + ": element " + std::to_string(i) + " is " +
+                                          std::to_string(got[i]) + ", expected " +
+                                          std::to_string(expected[i]));
+  }
 }
 
 std::vector<double> DeviceTensor::download() const {

@@ -64,6 +64,10 @@ class DeviceTensor {
   const hal_tensor_desc_t& layout() const { return layout_; }
   // The logical values, row-major, as float64.
   std::vector<double> download() const;
+  // Integer (and bool) tensors exactly, i64 included: the logical values,
+  // row-major (a bool's raw byte).
+  void upload_integers(const std::vector<int64_t>& values);
+  std::vector<int64_t> download_integers() const;
   // Every byte the view does not cover still holds the canary.
   void check_untouched(const std::string& what) const;
 
@@ -117,6 +121,10 @@ struct Tolerance {
 Tolerance tolerance_for(hal_dtype_t dtype, double terms = 1.0);
 void expect_close(const std::vector<double>& got, const std::vector<double>& expected,
                   Tolerance tolerance, const std::string& what);
+// Exact equality of integer (or bool) results; the failure names the first
+// differing element.
+void expect_equal_integers(const std::vector<int64_t>& got, const std::vector<int64_t>& expected,
+                           const std::string& what);
 // Bitwise equality of two downloads (determinism).
 void expect_identical(const std::vector<double>& a, const std::vector<double>& b,
                       const std::string& what);

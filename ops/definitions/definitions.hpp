@@ -23,6 +23,22 @@ hal_result_t describe_elementwise_family(const hal_op_header_t*, OpSignature*, s
 hal_result_t describe_training_family(const hal_op_header_t*, OpSignature*, std::string*);
 // attention.cpp: ATTENTION(_BACKWARD)
 hal_result_t describe_attention_family(const hal_op_header_t*, OpSignature*, std::string*);
+// math.cpp: UNARY_MATH, BINARY_SCALAR, WHERE, CLAMP
+hal_result_t describe_math_family(const hal_op_header_t*, OpSignature*, std::string*);
+// indexing.cpp: SCAN, GATHER, SCATTER, CAT, FILL
+hal_result_t describe_indexing_family(const hal_op_header_t*, OpSignature*, std::string*);
+
+// What a binary op computes (math.cpp): arithmetic (a float or an integer
+// domain, by out's dtype), comparisons and logical ops (a bool out), bitwise
+// ops (integers and bool).
+enum class BinaryClass { kArithmetic, kComparison, kLogical, kBitwise };
+BinaryClass binary_class(hal_binary_op_t op);
+// The dtype rule of HAL_OP_BINARY and HAL_OP_BINARY_SCALAR (SPEC.md §17.6.6):
+// empty when |op| may combine inputs of dtypes |a| and |b| (already checked
+// to be f32, f16, bf16, an integer or bool) into |out| with |alpha|, else the
+// broken rule naming the operands.
+std::string check_binary_dtypes(hal_binary_op_t op, float alpha, const char* a_name, hal_dtype_t a,
+                                const char* b_name, hal_dtype_t b, hal_dtype_t out);
 
 // Sets |message| to |problem| and returns HAL_ERROR_INVALID_ARGUMENT when
 // |problem| is not empty: `if (reject(check_tensor(...), message)) return ...`.

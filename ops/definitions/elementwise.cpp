@@ -35,36 +35,22 @@ hal_result_t describe_unary(const hal_op_unary_desc_t& desc, bool backward, OpSi
   return HAL_SUCCESS;
 }
 
-// CAST takes every dtype but BOOL, which it does not convert yet.
-constexpr DtypeSet kCastDtypes = kAllDtypes & ~kBoolDtype;
-
 hal_result_t describe_binary(const hal_op_binary_desc_t& desc, OpSignature* out,
                              std::string* message) {
   if (static_cast<uint32_t>(desc.op) >= HAL_BINARY_OP_COUNT) {
     *message = "desc->op " + std::to_string(desc.op) + " is not a hal_binary_op_t";
     return HAL_ERROR_INVALID_ARGUMENT;
   }
-  if (reject(check_tensor("a", desc.a, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
-      reject(check_tensor("b", desc.b, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
-      reject(check_output("out", desc.out, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message))
+  constexpr DtypeSet kOperands = kFloatDtypes | kIntegerDtypes | kBoolDtype;
+  if (reject(check_tensor("a", desc.a, kOperands, 0, HAL_TENSOR_MAX_RANK), message) ||
+      reject(check_tensor("b", desc.b, kOperands, 0, HAL_TENSOR_MAX_RANK), message) ||
+      reject(check_output("out", desc.out, kOperands, 0, HAL_TENSOR_MAX_RANK), message) ||
+      reject(check_binary_dtypes(desc.op, desc.alpha, "a", desc.a.dtype, "b", desc.b.dtype,
+                                 desc.out.dtype),
+             message) ||
+      reject(check_broadcast("a", desc.a, desc.out), message) ||
+      reject(check_broadcast("b", desc.b, desc.out), message))
     return HAL_ERROR_INVALID_ARGUMENT;
-  const std::pair<const char*, const hal_tensor_desc_t*> inputs[] = {{"a", &desc.a},
-                                                                     {"b", &desc.b}};
-  for (const auto& [name, tensor] : inputs) {
-    if (tensor->rank != desc.out.rank) {
-      *message = std::string(name) + " " + describe_tensor(*tensor) + " must have out's rank " +
-                 std::to_string(desc.out.rank) + " (broadcast with size-1 dimensions)";
-      return HAL_ERROR_INVALID_ARGUMENT;
-    }
-    for (uint32_t d = 0; d < desc.out.rank; ++d) {
-      if (tensor->shape[d] != desc.out.shape[d] && tensor->shape[d] != 1) {
-        *message = std::string(name) + " " + describe_tensor(*tensor) + " dimension " +
-                   std::to_string(d) + " must be out's (" + std::to_string(desc.out.shape[d]) +
-                   ") or 1 to broadcast";
-        return HAL_ERROR_INVALID_ARGUMENT;
-      }
-    }
-  }
   const int a = add_operand(*out, "a", Role::kInput, desc.a);
   const int b = add_operand(*out, "b", Role::kInput, desc.b);
   // One operand out may be exactly: a when it has out's layout, else b.
@@ -109,14 +95,43 @@ hal_result_t describe_swiglu(const hal_op_swiglu_desc_t& desc, bool backward, Op
   return HAL_SUCCESS;
 }
 
+// Which out dtypes a reduction of |x| takes, or an empty set with |why| when
+// the kind does not reduce x's dtype.
+DtypeSet reduce_out_dtypes(hal_reduce_kind_t kind, hal_dtype_t x, std::string* why) {
+  if (kind == HAL_REDUCE_KIND_ARGMAX || kind == HAL_REDUCE_KIND_ARGMIN) {
+    return dtype_bit(HAL_DTYPE_I64);
+  }
+  if (is_float_dtype(x)) return kFloatDtypes;
+  switch (kind) {
+    case HAL_REDUCE_KIND_SUM:
+    case HAL_REDUCE_KIND_PROD:
+      return kIntegerDtypes;
+    case HAL_REDUCE_KIND_MAX:
+    case HAL_REDUCE_KIND_MIN:
+      return dtype_bit(x);
+    default:
+      *why = "MEAN and NORM2 reduce float dtypes only";
+      return 0;
+  }
+}
+
 hal_result_t describe_reduce(const hal_op_reduce_desc_t& desc, OpSignature* out,
                              std::string* message) {
   if (static_cast<uint32_t>(desc.reduce) >= HAL_REDUCE_KIND_COUNT) {
     *message = "desc->reduce " + std::to_string(desc.reduce) + " is not a hal_reduce_kind_t";
     return HAL_ERROR_INVALID_ARGUMENT;
   }
-  if (reject(check_tensor("x", desc.x, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
-      reject(check_output("out", desc.out, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message))
+  if (reject(check_tensor("x", desc.x, kFloatDtypes | kIntegerDtypes | kBoolDtype, 0,
+                          HAL_TENSOR_MAX_RANK),
+             message))
+    return HAL_ERROR_INVALID_ARGUMENT;
+  std::string why;
+  const DtypeSet out_dtypes = reduce_out_dtypes(desc.reduce, desc.x.dtype, &why);
+  if (out_dtypes == 0) {
+    *message = "x " + describe_tensor(desc.x) + ": " + why;
+    return HAL_ERROR_INVALID_ARGUMENT;
+  }
+  if (reject(check_output("out", desc.out, out_dtypes, 0, HAL_TENSOR_MAX_RANK), message))
     return HAL_ERROR_INVALID_ARGUMENT;
   if ((uint64_t{desc.axes_mask} >> desc.x.rank) != 0) {
     *message = "desc->axes_mask 0x" +
@@ -129,13 +144,23 @@ hal_result_t describe_reduce(const hal_op_reduce_desc_t& desc, OpSignature* out,
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   hal_tensor_desc_t expected = desc.x;
+  int64_t reduced = 1;
   for (uint32_t d = 0; d < desc.x.rank; ++d) {
-    if ((desc.axes_mask >> d) & 1u) expected.shape[d] = 1;
+    if ((desc.axes_mask >> d) & 1u) {
+      expected.shape[d] = 1;
+      reduced *= desc.x.shape[d];
+    }
   }
   if (!same_shape(desc.out, expected)) {
     *message = "out " + describe_tensor(desc.out) +
                " must have x's rank and shape with 1 in every reduced axis: x is " +
                describe_tensor(desc.x);
+    return HAL_ERROR_INVALID_ARGUMENT;
+  }
+  if ((desc.reduce == HAL_REDUCE_KIND_ARGMAX || desc.reduce == HAL_REDUCE_KIND_ARGMIN) &&
+      reduced == 0 && !is_empty(desc.out)) {
+    *message = "x " + describe_tensor(desc.x) +
+               ": ARGMAX and ARGMIN have no index to give over an empty reduction";
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   add_operand(*out, "x", Role::kInput, desc.x);
@@ -145,8 +170,8 @@ hal_result_t describe_reduce(const hal_op_reduce_desc_t& desc, OpSignature* out,
 
 hal_result_t describe_cast(const hal_op_cast_desc_t& desc, bool permute, OpSignature* out,
                            std::string* message) {
-  if (reject(check_tensor("in", desc.in, kCastDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
-      reject(check_output("out", desc.out, kCastDtypes, 0, HAL_TENSOR_MAX_RANK), message))
+  if (reject(check_tensor("in", desc.in, kAllDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
+      reject(check_output("out", desc.out, kAllDtypes, 0, HAL_TENSOR_MAX_RANK), message))
     return HAL_ERROR_INVALID_ARGUMENT;
   if (!permute) {
     if (reject(check_same_shape("out", desc.out, "in", desc.in), message))

@@ -5,6 +5,7 @@
 #include "hal_ops/tensor.hpp"
 
 #include <cmath>
+#include <limits>
 
 namespace hal::ops::portable {
 
@@ -13,24 +14,6 @@ namespace {
 constexpr const char* kSource = "elementwise";
 
 constexpr const char* kMergeDecline = "the views need more than 4 dimensions after merging";
-
-// Appends one merged view's kernel arguments: pointer, dtype code, 4 strides.
-void view_args(KernelArgs& args, const void* pointer, hal_dtype_t dtype,
-               const std::array<int64_t, 4>& strides) {
-  args.pointer(pointer).i32(dtype);
-  for (int64_t stride : strides) args.i64(stride);
-}
-
-// |tensor| seen with |shape|'s shape: stride 0 where it has size 1 and
-// |shape| does not (broadcasting).
-hal_tensor_desc_t broadcast_to(const hal_tensor_desc_t& tensor, const hal_tensor_desc_t& shape) {
-  hal_tensor_desc_t view = tensor;
-  for (uint32_t d = 0; d < shape.rank; ++d) {
-    view.shape[d] = shape.shape[d];
-    if (tensor.shape[d] == 1 && shape.shape[d] != 1) view.strides[d] = 0;
-  }
-  return view;
-}
 
 // HAL_OP_UNARY and HAL_OP_UNARY_BACKWARD: one work-item per element.
 class UnaryPlan final : public PlannedOp {
@@ -76,48 +59,6 @@ class Unary final : public Implementation {
         portable_kernel(request, kSource, backward ? "unary_backward" : "unary_forward", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<UnaryPlan>(kernel, desc, backward, std::move(views));
-  }
-};
-
-// HAL_OP_BINARY: one work-item per element of out.
-class BinaryPlan final : public PlannedOp {
- public:
-  BinaryPlan(hal_kernel_t kernel, const hal_op_binary_desc_t& desc, MergedViews views)
-      : kernel_(kernel), desc_(desc), views_(std::move(views)) {}
-
-  hal_result_t execute(const ExecContext& context) const override {
-    const int64_t count = element_count(desc_.out);
-    if (count == 0) return HAL_SUCCESS;
-    KernelArgs args;
-    view_args(args, context.operands[0], desc_.a.dtype, views_.strides[0]);
-    view_args(args, context.operands[1], desc_.b.dtype, views_.strides[1]);
-    view_args(args, context.operands[2], desc_.out.dtype, views_.strides[2]);
-    args.i64(views_.shape[1]).i64(views_.shape[2]).i64(views_.shape[3]).i64(count);
-    args.f32(desc_.alpha).i32(desc_.op);
-    return args.launch(kernel_, context.stream, linear_config(count));
-  }
-
- private:
-  hal_kernel_t kernel_;
-  hal_op_binary_desc_t desc_;
-  MergedViews views_;
-};
-
-class Binary final : public Implementation {
- public:
-  const char* name() const override { return "portable"; }
-  std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
-    const auto& desc = *reinterpret_cast<const hal_op_binary_desc_t*>(request.desc);
-    const hal_tensor_desc_t a = broadcast_to(desc.a, desc.out);
-    const hal_tensor_desc_t b = broadcast_to(desc.b, desc.out);
-    MergedViews views;
-    if (!merge_views(desc.out, {&a, &b, &desc.out}, &views)) {
-      *decline = kMergeDecline;
-      return nullptr;
-    }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "binary_forward", decline);
-    if (kernel == nullptr) return nullptr;
-    return std::make_unique<BinaryPlan>(kernel, desc, std::move(views));
   }
 };
 
@@ -183,6 +124,38 @@ class Swiglu final : public Implementation {
 constexpr int64_t kReduceChunk = 2048;
 constexpr int64_t kReduceSplitOutputs = 4096;  // more outputs are parallel enough
 
+// Which kernels a reduction runs: float kinds (one pass, or two for a long
+// reduction over few outputs), ARGMAX/ARGMIN (reduce_arg) and integer or
+// BOOL x (reduce_integer), the last two in one pass always.
+enum class ReduceVariant { kFloat, kArg, kInteger };
+
+ReduceVariant reduce_variant(const hal_op_reduce_desc_t& desc) {
+  if (desc.reduce == HAL_REDUCE_KIND_ARGMAX || desc.reduce == HAL_REDUCE_KIND_ARGMIN) {
+    return ReduceVariant::kArg;
+  }
+  return is_float_dtype(desc.x.dtype) ? ReduceVariant::kFloat : ReduceVariant::kInteger;
+}
+
+// The value of an empty integer reduction: 0, 1, or the dtype's minimum
+// (MAX) or maximum (MIN); BOOL's are false and true.
+int64_t integer_reduce_identity(hal_reduce_kind_t kind, hal_dtype_t dtype) {
+  if (kind == HAL_REDUCE_KIND_SUM) return 0;
+  if (kind == HAL_REDUCE_KIND_PROD) return 1;
+  const bool max = kind == HAL_REDUCE_KIND_MAX;
+  switch (dtype) {
+    case HAL_DTYPE_I64:
+      return max ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
+    case HAL_DTYPE_I32:
+      return max ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max();
+    case HAL_DTYPE_I8:
+      return max ? -128 : 127;
+    case HAL_DTYPE_U8:
+      return max ? 0 : 255;
+    default:  // BOOL
+      return max ? 0 : 1;
+  }
+}
+
 class ReducePlan final : public PlannedOp {
  public:
   ReducePlan(hal_kernel_t single, hal_kernel_t partial, hal_kernel_t finish,
@@ -192,11 +165,12 @@ class ReducePlan final : public PlannedOp {
         partial_(partial),
         finish_(finish),
         desc_(desc),
+        variant_(reduce_variant(desc)),
         kept_(std::move(kept)),
         reduced_(std::move(reduced)),
         reduced_count_(reduced_count),
         count_(element_count(desc.out)),
-        chunks_(chunks_for(count_, reduced_count)) {}
+        chunks_(variant_ == ReduceVariant::kFloat ? chunks_for(count_, reduced_count) : 1) {}
 
   // 1: a single pass.
   static int64_t chunks_for(int64_t outputs, int64_t reduced) {
@@ -213,9 +187,17 @@ class ReducePlan final : public PlannedOp {
     if (chunks_ == 1) {
       KernelArgs args;
       view_args(args, context.operands[0], desc_.x.dtype, kept_.strides[0]);
-      view_args(args, context.operands[1], desc_.out.dtype, kept_.strides[1]);
+      if (variant_ == ReduceVariant::kArg) {  // out is i64: no dtype argument
+        args.pointer(context.operands[1]);
+        for (int64_t stride : kept_.strides[1]) args.i64(stride);
+      } else {
+        view_args(args, context.operands[1], desc_.out.dtype, kept_.strides[1]);
+      }
       kept_shape(args).i64(count_);
       reduced_view(args).i64(reduced_count_).i32(desc_.reduce);
+      if (variant_ == ReduceVariant::kInteger) {
+        args.i64(integer_reduce_identity(desc_.reduce, desc_.x.dtype));
+      }
       return args.launch(single_, context.stream, linear_config(count_));
     }
     KernelArgs first;
@@ -246,6 +228,7 @@ class ReducePlan final : public PlannedOp {
 
   hal_kernel_t single_, partial_, finish_;
   hal_op_reduce_desc_t desc_;
+  ReduceVariant variant_;
   MergedViews kept_, reduced_;
   int64_t reduced_count_;
   int64_t count_;
@@ -283,11 +266,16 @@ class Reduce final : public Implementation {
       return nullptr;
     }
     const int64_t reduced_count = element_count(x_reduced);
-    hal_kernel_t single = portable_kernel(request, kSource, "reduce_forward", decline);
+    const ReduceVariant variant = reduce_variant(desc);
+    const char* single_name = variant == ReduceVariant::kArg       ? "reduce_arg"
+                              : variant == ReduceVariant::kInteger ? "reduce_integer"
+                                                                   : "reduce_forward";
+    hal_kernel_t single = portable_kernel(request, kSource, single_name, decline);
     if (single == nullptr) return nullptr;
     hal_kernel_t partial = nullptr;
     hal_kernel_t finish = nullptr;
-    if (ReducePlan::chunks_for(element_count(desc.out), reduced_count) > 1) {
+    if (variant == ReduceVariant::kFloat &&
+        ReducePlan::chunks_for(element_count(desc.out), reduced_count) > 1) {
       partial = portable_kernel(request, kSource, "reduce_partial", decline);
       if (partial == nullptr) return nullptr;
       finish = portable_kernel(request, kSource, "reduce_finish", decline);
@@ -398,8 +386,6 @@ void add_elementwise(ImplementationTable& table) {
   static const Unary unary;
   table[HAL_OP_UNARY].push_back(&unary);
   table[HAL_OP_UNARY_BACKWARD].push_back(&unary);
-  static const Binary binary;
-  table[HAL_OP_BINARY].push_back(&binary);
   static const Swiglu swiglu;
   table[HAL_OP_SWIGLU].push_back(&swiglu);
   table[HAL_OP_SWIGLU_BACKWARD].push_back(&swiglu);

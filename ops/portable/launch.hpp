@@ -23,6 +23,7 @@ class KernelArgs {
   KernelArgs& i64(int64_t value) { return push(&value, sizeof(value)); }
   KernelArgs& u64(uint64_t value) { return push(&value, sizeof(value)); }
   KernelArgs& f32(float value) { return push(&value, sizeof(value)); }
+  KernelArgs& f64(double value) { return push(&value, sizeof(value)); }
 
   // Launches |kernel| on |stream| with these arguments.
   hal_result_t launch(hal_kernel_t kernel, hal_stream_t stream,
@@ -51,6 +52,19 @@ struct MergedViews {
 // than 4 remain. Each view has |shape|'s shape (its strides may be 0).
 bool merge_views(const hal_tensor_desc_t& shape,
                  std::initializer_list<const hal_tensor_desc_t*> views, MergedViews* out);
+
+// Appends one merged view's kernel arguments: pointer, dtype code, 4 strides
+// (the order every elementwise kernel takes a tensor in).
+inline void view_args(KernelArgs& args, const void* pointer, hal_dtype_t dtype,
+                      const std::array<int64_t, 4>& strides) {
+  args.pointer(pointer).i32(dtype);
+  for (int64_t stride : strides) args.i64(stride);
+}
+
+// Appends the inner three merged extents (the outer one follows from the count).
+inline KernelArgs& shape_args(KernelArgs& args, const MergedViews& views) {
+  return args.i64(views.shape[1]).i64(views.shape[2]).i64(views.shape[3]);
+}
 
 // The kernel |name| of the portable source |source_name|, loaded on the
 // request's device; on failure |decline| says why and nullptr is returned.

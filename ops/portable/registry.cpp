@@ -10,6 +10,8 @@ std::span<const Implementation* const> implementations(hal_op_kind_t kind) {
     portable::add_elementwise(built);
     portable::add_training(built);
     portable::add_attention(built);
+    portable::add_math(built);
+    portable::add_indexing(built);
     return built;
   }();
   const auto index = static_cast<uint32_t>(kind);

@@ -15,5 +15,7 @@ void add_normalization(ImplementationTable& table);  // normalization.cpp
 void add_elementwise(ImplementationTable& table);    // elementwise.cpp
 void add_training(ImplementationTable& table);       // training.cpp
 void add_attention(ImplementationTable& table);      // attention.cpp
+void add_math(ImplementationTable& table);           // math.cpp
+void add_indexing(ImplementationTable& table);       // indexing.cpp
 
 }  // namespace hal::ops::portable

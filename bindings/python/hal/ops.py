@@ -16,6 +16,8 @@ of the first input. A tensor that does not fit its op raises ``ValueError``/``Ty
 """
 from __future__ import annotations
 
+import builtins
+import math as _math
 from collections import OrderedDict
 from typing import Any, NamedTuple, Sequence, Union
 
@@ -29,6 +31,17 @@ __all__ = [
     "swiglu", "swiglu_backward", "reduce", "rope", "embedding", "embedding_backward",
     "cross_entropy", "CrossEntropy", "adamw", "cast", "permute", "dropout", "attention",
     "attention_backward", "topk_gating",
+    # the PyTorch device's ops (issue 33)
+    "unary_math", "binary_scalar", "where", "clamp", "cumsum", "cumprod", "gather",
+    "index_select", "scatter", "scatter_add", "index_add", "index_copy", "cat", "fill", "full",
+    "arange", "argmax", "argmin", "IndexOutOfRange", *(
+        "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
+        "sin", "cos", "tan", "tanh", "atan", "sigmoid", "erf", "erfinv", "abs", "neg", "sign",
+        "floor", "ceil", "round", "trunc", "logical_not", "isnan", "isinf", "isfinite",
+        "bitwise_not"),
+    *("pow", "fmod", "remainder", "floor_divide", "trunc_divide", "atan2", "eq", "ne", "lt",
+      "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+      "bitwise_xor"),
 ]
 
 TensorLike = Union[Tensor, Buffer]
@@ -47,8 +60,8 @@ def _layout_key(value: Any) -> Any:
         return (value.dtype, value.shape)
     if isinstance(value, Tensor):
         return (value.dtype, value.shape, value.strides)
-    if isinstance(value, list):
-        return tuple(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(_layout_key(v) for v in value)
     return value
 
 
@@ -260,17 +273,57 @@ def norm_backward(x: TensorLike, grad_y: TensorLike, rstd: TensorLike, *,
 # ---- elementwise -----------------------------------------------------------------------------
 
 
-def binary(op: str, a: TensorLike, b: TensorLike, *, alpha: float = 1.0,
-           out: TensorLike | None = None, stream: Stream | None = None) -> TensorLike:
-    """out = alpha * (a op b), op one of add, sub, mul, div, max, min; a and b broadcast
-    (extent 1) to out's shape and have its rank."""
+_BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
+_FLOATS = {"float32", "float16", "bfloat16"}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float)) or type(value).__name__ in (
+        "float64", "float32", "int64", "int32", "bool_")
+
+
+def binary(op: str, a: TensorLike | float, b: TensorLike | float, *, alpha: float = 1.0,
+           out: TensorLike | None = None, dtype: str | None = None,
+           stream: Stream | None = None) -> TensorLike:
+    """out = alpha * (a op b) (hal_binary_op_t's short names: add ... min, pow, fmod,
+    remainder, floor_divide, trunc_divide, atan2, eq ... ge, logical_*, bitwise_*); a and b
+    broadcast (extent 1) to out's shape and have its rank. One of them may be a Python number
+    (HAL_OP_BINARY_SCALAR). out's dtype: bool for comparisons and logical ops, else a's (or
+    b's when a is a number)."""
+    if _is_number(a) or _is_number(b):
+        return binary_scalar(op, a, b, alpha=alpha, out=out, dtype=dtype, stream=stream)
     device = _device(a)
     if len(a.shape) != len(b.shape):
         raise ValueError(f"{op}: a {a.shape} and b {b.shape} need the same rank")
     shape = _broadcast(a.shape, b.shape)
-    out = _out(out, shape, a.dtype, device)
+    out = _out(out, shape, dtype or ("bool" if op in _BOOL_OUT else a.dtype), device)
     _run("binary", device, dict(op=op, alpha=alpha, a=a, b=b, out=out), [a, b, out],
          stream=stream)
+    return out
+
+
+def binary_scalar(op: str, a: TensorLike | float, b: TensorLike | float, *,
+                  alpha: float = 1.0, out: TensorLike | None = None, dtype: str | None = None,
+                  stream: Stream | None = None) -> TensorLike:
+    """alpha * (a op b) with one of a, b a Python number (an int is an integer operand, a
+    float a float one: int_tensor * 0.5 computes in floats, into float32 unless dtype says)."""
+    scalar_first = _is_number(a)
+    x, s = (b, a) if scalar_first else (a, b)
+    if _is_number(x):
+        raise TypeError(f"{op}: one operand must be a hal.Tensor or hal.Buffer")
+    device = _device(x)
+    scalar_is_float = isinstance(s, float) or type(s).__name__ in ("float64", "float32")
+    if dtype is None:
+        if op in _BOOL_OUT:
+            dtype = "bool"
+        elif scalar_is_float and x.dtype not in _FLOATS:
+            dtype = "float32"
+        else:
+            dtype = x.dtype
+    out = _out(out, x.shape, dtype, device)
+    fields = dict(op=op, alpha=alpha, scalar_first=scalar_first,
+                  scalar_is_float=scalar_is_float, x=x, out=out)
+    _run("binary_scalar", device, fields, [x, out], [s], stream=stream)
     return out
 
 
@@ -302,6 +355,70 @@ def maximum(a, b, **kw):
 def minimum(a, b, **kw):
     """min(a, b), NaN propagating (see binary)."""
     return binary("min", a, b, **kw)
+
+
+def _binary_op(name: str):
+    def op(a, b, **kw):
+        return binary(name, a, b, **kw)
+    op.__name__ = name
+    op.__doc__ = f"a {name} b (see binary)."
+    return op
+
+
+pow = _binary_op("pow")  # noqa: A001 - PyTorch's name
+fmod = _binary_op("fmod")
+remainder = _binary_op("remainder")
+floor_divide = _binary_op("floor_divide")
+trunc_divide = _binary_op("trunc_divide")
+atan2 = _binary_op("atan2")
+eq = _binary_op("eq")
+ne = _binary_op("ne")
+lt = _binary_op("lt")
+le = _binary_op("le")
+gt = _binary_op("gt")
+ge = _binary_op("ge")
+logical_and = _binary_op("logical_and")
+logical_or = _binary_op("logical_or")
+logical_xor = _binary_op("logical_xor")
+bitwise_and = _binary_op("bitwise_and")
+bitwise_or = _binary_op("bitwise_or")
+bitwise_xor = _binary_op("bitwise_xor")
+
+_PREDICATES = {"logical_not", "isnan", "isinf", "isfinite"}
+
+
+def unary_math(op: str, x: TensorLike, *, out: TensorLike | None = None,
+               dtype: str | None = None, stream: Stream | None = None) -> TensorLike:
+    """out = op(x), op a hal_unary_math_t short name (exp ... erfinv on floats; abs, neg,
+    sign, floor, ceil, round, trunc also on integers; logical_not, isnan, isinf, isfinite
+    into bool; bitwise_not on integers and bool)."""
+    device = _device(x)
+    out = _out(out, x.shape, dtype or ("bool" if op in _PREDICATES else x.dtype), device)
+    _run("unary_math", device, dict(op=op, x=x, out=out), [x, out], stream=stream)
+    return out
+
+
+def _unary_math_op(name: str):
+    def op(x, **kw):
+        return unary_math(name, x, **kw)
+    op.__name__ = name
+    op.__doc__ = f"{name}(x) (see unary_math)."
+    return op
+
+
+exp, exp2, expm1 = _unary_math_op("exp"), _unary_math_op("exp2"), _unary_math_op("expm1")
+log, log2, log10 = _unary_math_op("log"), _unary_math_op("log2"), _unary_math_op("log10")
+log1p, sqrt, rsqrt = _unary_math_op("log1p"), _unary_math_op("sqrt"), _unary_math_op("rsqrt")
+reciprocal, sin, cos = (_unary_math_op("reciprocal"), _unary_math_op("sin"),
+                        _unary_math_op("cos"))
+tan, tanh, atan = _unary_math_op("tan"), _unary_math_op("tanh"), _unary_math_op("atan")
+sigmoid, erf, erfinv = _unary_math_op("sigmoid"), _unary_math_op("erf"), _unary_math_op("erfinv")
+abs, neg, sign = _unary_math_op("abs"), _unary_math_op("neg"), _unary_math_op("sign")  # noqa: A001
+floor, ceil = _unary_math_op("floor"), _unary_math_op("ceil")
+round, trunc = _unary_math_op("round"), _unary_math_op("trunc")  # noqa: A001
+logical_not, isnan = _unary_math_op("logical_not"), _unary_math_op("isnan")
+isinf, isfinite = _unary_math_op("isinf"), _unary_math_op("isfinite")
+bitwise_not = _unary_math_op("bitwise_not")
 
 
 def unary(x: TensorLike, activation: str = "none", *, alpha: float = 1.0,
@@ -362,7 +479,9 @@ def swiglu_backward(x: TensorLike, grad_out: TensorLike, *, grad_x: TensorLike |
 def reduce(x: TensorLike, axes: int | Sequence[int], kind: str = "sum", *,
            out: TensorLike | None = None, dtype: str | None = None,
            stream: Stream | None = None) -> TensorLike:
-    """sum, mean or max over axes; out keeps x's rank with extent 1 in each reduced axis."""
+    """sum, mean, max, min, prod, argmax, argmin or norm2 over axes; out keeps x's rank
+    with extent 1 in each reduced axis. out's dtype: int64 for argmax/argmin and for sum/prod
+    of integers or bool, else x's."""
     device = _device(x)
     rank = len(x.shape)
     axes = (axes,) if isinstance(axes, int) else tuple(axes)
@@ -372,7 +491,10 @@ def reduce(x: TensorLike, axes: int | Sequence[int], kind: str = "sum", *,
             raise ValueError(f"reduce: axis {axis} is outside a rank-{rank} tensor")
         mask |= 1 << (axis % rank)
     shape = tuple(1 if mask >> d & 1 else e for d, e in enumerate(x.shape))
-    out = _out(out, shape, dtype or x.dtype, device)
+    if dtype is None:
+        integer_sum = kind in ("sum", "prod") and x.dtype not in _FLOATS
+        dtype = "int64" if kind in ("argmax", "argmin") or integer_sum else x.dtype
+    out = _out(out, shape, dtype, device)
     _run("reduce", device, dict(reduce=kind, axes_mask=mask, x=x, out=out), [x, out],
          stream=stream)
     return out
@@ -584,3 +706,203 @@ def topk_gating(logits: TensorLike, k: int, *, renormalize: bool = True,
     fields = dict(k=k, renormalize=renormalize, logits=logits, weights=weights, indices=indices)
     _run("topk_gating", device, fields, [logits, weights, indices], stream=stream)
     return weights, indices
+
+
+# ---- the PyTorch device's ops (issue 33) ----------------------------------------------------
+
+
+class IndexOutOfRange(IndexError):
+    """An index op met an index outside its axis (the device raised the status word)."""
+
+
+def where(cond: TensorLike, a: TensorLike | float, b: TensorLike | float, *,
+          out: TensorLike | None = None, dtype: str | None = None,
+          stream: Stream | None = None) -> TensorLike:
+    """cond ? a : b; cond bool or uint8; a and b tensors (broadcasting) or Python numbers,
+    converted to out's dtype (a's, else b's, else float32)."""
+    device = _device(cond)
+    tensors = [v for v in (a, b) if not _is_number(v)]
+    shape = tuple(cond.shape)
+    for t in tensors:
+        if len(t.shape) != len(shape):
+            raise ValueError(f"where: {t.shape} and cond {cond.shape} need the same rank")
+        shape = _broadcast(shape, t.shape)
+    out = _out(out, shape, dtype or (tensors[0].dtype if tensors else "float32"), device)
+    fields = dict(a_is_scalar=_is_number(a), b_is_scalar=_is_number(b), cond=cond,
+                  a=None if _is_number(a) else a, b=None if _is_number(b) else b, out=out)
+    scalars = [v for v in (a, b) if _is_number(v)]
+    _run("where", device, fields, [cond, fields["a"], fields["b"], out], scalars, stream=stream)
+    return out
+
+
+def clamp(x: TensorLike, min: TensorLike | float | None = None,  # noqa: A002
+          max: TensorLike | float | None = None, *, out: TensorLike | None = None,  # noqa: A002
+          dtype: str | None = None, stream: Stream | None = None) -> TensorLike:
+    """min(max(x, min), max); each bound None, a tensor (broadcasting) or a number."""
+    device = _device(x)
+    out = _out(out, x.shape, dtype or x.dtype, device)
+
+    def kind(bound):
+        return "none" if bound is None else ("scalar" if _is_number(bound) else "tensor")
+
+    fields = dict(min_kind=kind(min), max_kind=kind(max), x=x,
+                  min=min if kind(min) == "tensor" else None,
+                  max=max if kind(max) == "tensor" else None, out=out)
+    scalars = [v for v in (min, max) if v is not None and _is_number(v)]
+    _run("clamp", device, fields, [x, fields["min"], fields["max"], out], scalars,
+         stream=stream)
+    return out
+
+
+def _scan(kind: str, x: TensorLike, axis: int, out, dtype, stream) -> TensorLike:
+    device = _device(x)
+    axis %= len(x.shape)
+    if dtype is None:
+        dtype = x.dtype if x.dtype in _FLOATS else "int64"
+    out = _out(out, x.shape, dtype, device)
+    _run("scan", device, dict(scan=kind, axis=axis, x=x, out=out), [x, out], stream=stream)
+    return out
+
+
+def cumsum(x: TensorLike, axis: int, *, out: TensorLike | None = None, dtype: str | None = None,
+           stream: Stream | None = None) -> TensorLike:
+    """Inclusive prefix sums along axis (integers and bool into int64 unless dtype says)."""
+    return _scan("sum", x, axis, out, dtype, stream)
+
+
+def cumprod(x: TensorLike, axis: int, *, out: TensorLike | None = None,
+            dtype: str | None = None, stream: Stream | None = None) -> TensorLike:
+    """Inclusive prefix products along axis."""
+    return _scan("prod", x, axis, out, dtype, stream)
+
+
+def _status(device: Device, stream: Stream | None) -> Buffer:
+    status = _new((1,), "int32", device)
+    fill(status, 0, stream=stream)
+    return status
+
+
+def _checked(status: Buffer, what: str, check: bool) -> None:
+    if check and int(status.to_numpy()[0]) != 0:
+        raise IndexOutOfRange(f"{what}: an index is outside its axis")
+
+
+def _spread(index: TensorLike, rank: int, axis: int, shape: Sequence[int]) -> Tensor:
+    """A 1-D index viewed at shape with stride 0 in every dimension but axis."""
+    view = index if isinstance(index, Tensor) else Tensor(index)
+    if len(view.shape) != 1:
+        raise ValueError(f"a 1-D index is needed, got shape {tuple(view.shape)}")
+    strides = [view.strides[0] if d == axis else 0 for d in range(rank)]
+    return Tensor(view.buffer, tuple(shape), strides, view.offset)
+
+
+def gather(x: TensorLike, axis: int, index: TensorLike, *, out: TensorLike | None = None,
+           status: Buffer | None = None, stream: Stream | None = None) -> TensorLike:
+    """out[p] = x[p with p[axis] = index[p]] (torch.gather). An out-of-range index gives 0
+    and raises IndexOutOfRange (after a synchronisation); given a status buffer (int32 [1],
+    zeroed by the caller), the call stays asynchronous and the status collects the error."""
+    device = _device(x)
+    axis %= len(x.shape)
+    out = _out(out, index.shape, x.dtype, device)
+    check = status is None
+    status = _status(device, stream) if status is None else status
+    _run("gather", device, dict(axis=axis, x=x, index=index, out=out),
+         [x, index, out, status], stream=stream)
+    _checked(status, "gather", check)
+    return out
+
+
+def index_select(x: TensorLike, axis: int, index: TensorLike, **kw) -> TensorLike:
+    """x's slices at index (1-D) along axis: gather with the index spread by stride 0."""
+    axis %= len(x.shape)
+    shape = list(x.shape)
+    shape[axis] = index.shape[0]
+    return gather(x, axis, _spread(index, len(shape), axis, shape), **kw)
+
+
+def scatter(out: TensorLike, axis: int, index: TensorLike, src: TensorLike, *,
+            reduce: str = "replace", status: Buffer | None = None,
+            stream: Stream | None = None) -> TensorLike:
+    """In place on out (torch's scatter_ / scatter_add_ with reduce='add'): for every p of
+    index's shape in row-major order, out[p with p[axis] = index[p]] = (or +=) src[p]. An
+    out-of-range index writes nothing (IndexOutOfRange, or the status as for gather)."""
+    device = _device(out)
+    axis %= len(out.shape)
+    check = status is None
+    status = _status(device, stream) if status is None else status
+    _run("scatter", device, dict(mode=reduce, axis=axis, index=index, src=src, out=out),
+         [index, src, out, status], stream=stream)
+    _checked(status, "scatter", check)
+    return out
+
+
+def scatter_add(out: TensorLike, axis: int, index: TensorLike, src: TensorLike, **kw):
+    """scatter with reduce='add'."""
+    return scatter(out, axis, index, src, reduce="add", **kw)
+
+
+def index_add(out: TensorLike, axis: int, index: TensorLike, src: TensorLike, **kw):
+    """out[..., index[i], ...] += src[..., i, ...] in place, i in order (index 1-D)."""
+    axis %= len(out.shape)
+    return scatter(out, axis, _spread(index, len(src.shape), axis, src.shape), src,
+                   reduce="add", **kw)
+
+
+def index_copy(out: TensorLike, axis: int, index: TensorLike, src: TensorLike, **kw):
+    """out[..., index[i], ...] = src[..., i, ...] in place (the last i wins)."""
+    axis %= len(out.shape)
+    return scatter(out, axis, _spread(index, len(src.shape), axis, src.shape), src, **kw)
+
+
+def cat(tensors: Sequence[TensorLike], axis: int = 0, *, out: TensorLike | None = None,
+        dtype: str | None = None, stream: Stream | None = None) -> TensorLike:
+    """The tensors joined along axis (each converted to out's dtype, the first's by default)."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: no tensors")
+    device = _device(tensors[0])
+    axis %= len(tensors[0].shape)
+    shape = list(tensors[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in tensors)
+    out = _out(out, shape, dtype or tensors[0].dtype, device)
+    _run("cat", device, dict(axis=axis, inputs=tensors, out=out), [*tensors, out],
+         stream=stream)
+    return out
+
+
+def fill(out: TensorLike, value: float, *, step: float = 0, stream: Stream | None = None):
+    """out[i] = value + i * step (i row-major; step 0: a constant), in place; returns out."""
+    _run("fill", _device(out), dict(out=out), [out], [value, step], stream=stream)
+    return out
+
+
+def full(shape: Sequence[int], value: float, dtype: str, device: Device, *,
+         stream: Stream | None = None) -> Buffer:
+    """A new buffer of shape filled with value."""
+    return fill(_new(shape, dtype, device), value, stream=stream)
+
+
+def arange(start: float, end: float | None = None, step: float = 1, *, dtype: str = "int64",
+           device: Device, stream: Stream | None = None) -> Buffer:
+    """start, start + step, ... below end (above, for a negative step); arange(n) is 0..n-1."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be 0")
+    if all(isinstance(v, int) for v in (start, end, step)):
+        count = -((start - end) // step)  # exact ceil((end - start) / step)
+    else:
+        count = _math.ceil((end - start) / step)
+    return fill(_new((builtins.max(0, count),), dtype, device), start, step=step, stream=stream)
+
+
+def argmax(x: TensorLike, axis: int | None = None, **kw) -> TensorLike:
+    """The index (int64) of the first largest element along axis (every axis: None)."""
+    axes = range(len(x.shape)) if axis is None else axis
+    return reduce(x, axes, "argmax", **kw)
+
+
+def argmin(x: TensorLike, axis: int | None = None, **kw) -> TensorLike:
+    """The index (int64) of the first smallest element along axis (every axis: None)."""
+    axes = range(len(x.shape)) if axis is None else axis
+    return reduce(x, axes, "argmin", **kw)

@@ -375,6 +375,7 @@ inline const std::vector<DType>& dtypes() {
       {"int64", HAL_DTYPE_I64, {uint8_t(dtype_code::Int), 64, 1}, 8},
       {"int8", HAL_DTYPE_I8, {uint8_t(dtype_code::Int), 8, 1}, 1},
       {"uint8", HAL_DTYPE_U8, {uint8_t(dtype_code::UInt), 8, 1}, 1},
+      {"bool", HAL_DTYPE_BOOL, {uint8_t(dtype_code::Bool), 8, 1}, 1},  // DLPack kDLBool
   };
   return table;
 }
@@ -384,7 +385,7 @@ inline const DType& dtype_named(const std::string& name) {
     if (d.name == name) return d;
   throw nb::type_error(("dtype '" + name +
                         "' is not a HAL element type (float32, float16, bfloat16, float64, int32, "
-                        "int64, int8, uint8)")
+                        "int64, int8, uint8, bool)")
                            .c_str());
 }
 

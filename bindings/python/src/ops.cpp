@@ -10,6 +10,7 @@
 // shape, strides) and against its buffer's extent before HAL sees it: a wrong
 // tensor is a ValueError or TypeError with a sentence, never memory outside a
 // buffer.
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -186,7 +187,7 @@ std::string layout_text(const hal_tensor_desc_t& t) {
 
 // ---- descriptor tables ---------------------------------------------------------
 
-enum class FieldType { U32, BIT, I32, I64, F32, ENUM, DTYPE, TENSOR, NUMELS, PERM };
+enum class FieldType { U32, BIT, I32, I64, F32, ENUM, DTYPE, TENSOR, NUMELS, PERM, TENSORS };
 
 struct Field {
   const char* name;
@@ -207,7 +208,9 @@ struct OperandSlot {
   Implied implied = Implied::kNone;
 };
 
-enum class ScalarType { F64, I64, U64 };
+// NUMBER: a Python int or float that fills both the f64 and the i64 field
+// (the ops of issue 33 read the one their dtypes call for).
+enum class ScalarType { F64, I64, U64, NUMBER };
 struct ScalarSlot {
   const char* name;
   ScalarType type;
@@ -464,6 +467,69 @@ std::vector<OpSpec> make_specs() {
                    {HALPY_O(TG, "logits", logits), HALPY_O(TG, "weights", weights),
                     HALPY_O(TG, "indices", indices)},
                    {}});
+  // The ops of the PyTorch device. Their scalars are NUMBERs, chosen per
+  // plan from the descriptor (OpPlan::scalar_slots).
+  using UM = hal_op_unary_math_desc_t;
+  specs.push_back({HAL_OP_UNARY_MATH,
+                   sizeof(UM),
+                   {HALPY_ENUM(UM, op, unary_math_table), HALPY_T(UM, x), HALPY_T(UM, out)},
+                   {HALPY_O(UM, "x", x), HALPY_O(UM, "out", out)},
+                   {}});
+  using BS = hal_op_binary_scalar_desc_t;
+  specs.push_back({HAL_OP_BINARY_SCALAR,
+                   sizeof(BS),
+                   {HALPY_ENUM(BS, op, binary_op_table), HALPY_F(BS, alpha, F32),
+                    HALPY_F(BS, scalar_first, U32), HALPY_F(BS, scalar_is_float, U32),
+                    HALPY_T(BS, x), HALPY_T(BS, out)},
+                   {HALPY_O(BS, "x", x), HALPY_O(BS, "out", out)},
+                   {}});
+  using WH = hal_op_where_desc_t;
+  specs.push_back({HAL_OP_WHERE,
+                   sizeof(WH),
+                   {HALPY_F(WH, a_is_scalar, U32), HALPY_F(WH, b_is_scalar, U32), HALPY_T(WH, cond),
+                    HALPY_T(WH, a), HALPY_T(WH, b), HALPY_T(WH, out)},
+                   {HALPY_O(WH, "cond", cond), HALPY_O(WH, "a", a), HALPY_O(WH, "b", b),
+                    HALPY_O(WH, "out", out)},
+                   {}});
+  using CL = hal_op_clamp_desc_t;
+  specs.push_back(
+      {HAL_OP_CLAMP,
+       sizeof(CL),
+       {HALPY_ENUM(CL, min_kind, clamp_bound_table), HALPY_ENUM(CL, max_kind, clamp_bound_table),
+        HALPY_T(CL, x), HALPY_T(CL, min), HALPY_T(CL, max), HALPY_T(CL, out)},
+       {HALPY_O(CL, "x", x), HALPY_O(CL, "min", min), HALPY_O(CL, "max", max),
+        HALPY_O(CL, "out", out)},
+       {}});
+  using SC = hal_op_scan_desc_t;
+  specs.push_back({HAL_OP_SCAN,
+                   sizeof(SC),
+                   {HALPY_ENUM(SC, scan, scan_kind_table), HALPY_F(SC, axis, U32), HALPY_T(SC, x),
+                    HALPY_T(SC, out)},
+                   {HALPY_O(SC, "x", x), HALPY_O(SC, "out", out)},
+                   {}});
+  using GA = hal_op_gather_desc_t;
+  specs.push_back({HAL_OP_GATHER,
+                   sizeof(GA),
+                   {HALPY_F(GA, axis, U32), HALPY_T(GA, x), HALPY_T(GA, index), HALPY_T(GA, out)},
+                   {HALPY_O(GA, "x", x), HALPY_O(GA, "index", index), HALPY_O(GA, "out", out),
+                    HALPY_O_RAW("status", kI32)},
+                   {}});
+  using SA = hal_op_scatter_desc_t;
+  specs.push_back({HAL_OP_SCATTER,
+                   sizeof(SA),
+                   {HALPY_ENUM(SA, mode, scatter_mode_table), HALPY_F(SA, axis, U32),
+                    HALPY_T(SA, index), HALPY_T(SA, src), HALPY_T(SA, out)},
+                   {HALPY_O(SA, "index", index), HALPY_O(SA, "src", src), HALPY_O(SA, "out", out),
+                    HALPY_O_RAW("status", kI32)},
+                   {}});
+  using CT = hal_op_cat_desc_t;
+  specs.push_back({HAL_OP_CAT,
+                   sizeof(CT),
+                   {HALPY_F(CT, axis, U32), HALPY_F(CT, inputs, TENSORS), HALPY_T(CT, out)},
+                   {},  // inputs[0..n), then out: OpPlan::operand_names
+                   {}});
+  using FL = hal_op_fill_desc_t;
+  specs.push_back({HAL_OP_FILL, sizeof(FL), {HALPY_T(FL, out)}, {HALPY_O(FL, "out", out)}, {}});
   return specs;
 }
 
@@ -503,6 +569,15 @@ union DescStorage {
   hal_op_dropout_desc_t dropout;
   hal_op_attention_desc_t attention;
   hal_op_topk_gating_desc_t topk_gating;
+  hal_op_unary_math_desc_t unary_math;
+  hal_op_binary_scalar_desc_t binary_scalar;
+  hal_op_where_desc_t where;
+  hal_op_clamp_desc_t clamp;
+  hal_op_scan_desc_t scan;
+  hal_op_gather_desc_t gather;
+  hal_op_scatter_desc_t scatter;
+  hal_op_cat_desc_t cat;
+  hal_op_fill_desc_t fill;
 };
 
 template <typename T>
@@ -530,7 +605,9 @@ struct OpPlan : Resource {
   Device device;
   const OpSpec* spec = nullptr;
   DescStorage desc{};
-  std::vector<int64_t> numels;  // ADAMW: the descriptor points here
+  std::vector<int64_t> numels;            // ADAMW: the descriptor points here
+  std::vector<hal_tensor_desc_t> inputs;  // CAT: the descriptor points here
+  std::vector<ScalarSlot> scalar_slots;   // the execution's scalars, in order
   hal_op_plan_t handle = nullptr;
   hal_op_plan_info_t info{};
   // One workspace per stream, made on first use: executions on different
@@ -619,6 +696,24 @@ struct OpPlan : Resource {
           std::memcpy(base + offsetof(hal_op_adamw_desc_t, tensor_count), &count, sizeof count);
           break;
         }
+        case FieldType::TENSORS: {
+          // CAT's inputs: a sequence of tensors; input_count sits before them.
+          nb::object items = nb::steal(PySequence_Fast(value.ptr(), ""));
+          if (!items.is_valid()) {
+            PyErr_Clear();
+            raise_hal(HAL_ERROR_ARGUMENT_MISMATCH,
+                      "field '" + name + "' must be a sequence of hal.Tensor or hal.Buffer");
+          }
+          inputs.clear();
+          for (nb::handle item : nb::borrow<nb::sequence>(items))
+            inputs.push_back(desc_of(operand_of(item, "field '" + name + "'")));
+          const hal_tensor_desc_t* p = inputs.data();
+          std::memcpy(at, &p, sizeof p);
+          uint32_t count = static_cast<uint32_t>(
+              std::min<size_t>(inputs.size(), std::numeric_limits<uint32_t>::max()));
+          std::memcpy(base + offsetof(hal_op_cat_desc_t, input_count), &count, sizeof count);
+          break;
+        }
         case FieldType::PERM: {
           std::vector<int64_t> perm = int_list(value, name.c_str());
           if (perm.size() > HAL_TENSOR_MAX_RANK)
@@ -633,6 +728,27 @@ struct OpPlan : Resource {
           break;
         }
       }
+    }
+    scalar_slots = spec->scalars;
+    switch (spec->kind) {
+      case HAL_OP_BINARY_SCALAR:
+        scalar_slots = {{"s", ScalarType::NUMBER}};
+        break;
+      case HAL_OP_WHERE:
+        if (desc.where.a_is_scalar) scalar_slots.push_back({"a", ScalarType::NUMBER});
+        if (desc.where.b_is_scalar) scalar_slots.push_back({"b", ScalarType::NUMBER});
+        break;
+      case HAL_OP_CLAMP:
+        if (desc.clamp.min_kind == HAL_CLAMP_BOUND_SCALAR)
+          scalar_slots.push_back({"min", ScalarType::NUMBER});
+        if (desc.clamp.max_kind == HAL_CLAMP_BOUND_SCALAR)
+          scalar_slots.push_back({"max", ScalarType::NUMBER});
+        break;
+      case HAL_OP_FILL:
+        scalar_slots = {{"start", ScalarType::NUMBER}, {"step", ScalarType::NUMBER}};
+        break;
+      default:
+        break;
     }
     hal_device_t d = device.get();
     hal_result_t result;
@@ -673,6 +789,12 @@ struct OpPlan : Resource {
 
   std::vector<std::string> operand_names() const {
     std::vector<std::string> names;
+    if (spec->kind == HAL_OP_CAT) {
+      for (size_t t = 0; t < inputs.size(); ++t)
+        names.push_back("inputs[" + std::to_string(t) + "]");
+      names.emplace_back("out");
+      return names;
+    }
     if (spec->kind == HAL_OP_ADAMW) {
       names.emplace_back("grad_norm");
       for (size_t t = 0; t < numels.size(); ++t)
@@ -714,6 +836,18 @@ struct OpPlan : Resource {
         raise_hal(HAL_ERROR_INVALID_ARGUMENT,
                   where + " has " + std::to_string(count) + " elements, the plan's tensor " +
                       std::to_string(t) + " " + std::to_string(numels[t]));
+      return;
+    }
+    if (spec->kind == HAL_OP_CAT) {
+      const hal_tensor_desc_t& planned = i < inputs.size() ? inputs[i] : desc.cat.out;
+      const hal_tensor_desc_t given = desc_of(op);
+      bool same = planned.dtype == given.dtype && planned.rank == given.rank;
+      for (uint32_t d = 0; same && d < given.rank; ++d)
+        same = planned.shape[d] == given.shape[d] && planned.strides[d] == given.strides[d];
+      if (!same)
+        raise_hal(HAL_ERROR_INVALID_ARGUMENT, where + " is " + layout_text(given) +
+                                                  "; the plan was made for " +
+                                                  layout_text(planned));
       return;
     }
     const OperandSlot& slot = spec->operands[i];
@@ -782,14 +916,28 @@ struct OpPlan : Resource {
                                                  " operands, got " + std::to_string(n));
     const nb::tuple scalar_items(scalars);
     const size_t s = nb::len(scalar_items);
-    if (s != info.scalar_count || s != spec->scalars.size())
+    if (s != info.scalar_count || s != scalar_slots.size())
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, kind_name() + " takes " +
                                                  std::to_string(info.scalar_count) +
                                                  " scalars, got " + std::to_string(s));
     std::vector<hal_op_scalar_t> values(s);
     for (size_t i = 0; i < s; ++i) {
-      const ScalarSlot& slot = spec->scalars[i];
+      const ScalarSlot& slot = scalar_slots[i];
       switch (slot.type) {
+        case ScalarType::NUMBER: {
+          nb::handle item = scalar_items[i];
+          if (PyBool_Check(item.ptr()) || PyIndex_Check(item.ptr())) {
+            values[i].i64 = number<int64_t>(item, slot.name);
+            values[i].f64 = python_float(item);
+          } else {
+            values[i].f64 = number<double>(item, slot.name);
+            // The integer field of a float: truncated (integer dtypes take
+            // integers; PyTorch converts a float scalar the same way).
+            const double f = values[i].f64;
+            values[i].i64 = std::isfinite(f) && std::fabs(f) < 9.2e18 ? static_cast<int64_t>(f) : 0;
+          }
+          break;
+        }
         case ScalarType::F64:
           values[i].f64 = number<double>(scalar_items[i], slot.name);
           break;

@@ -14,7 +14,7 @@ namespace hal::ops {
 // Dtype sets as bit masks over hal_dtype_t.
 using DtypeSet = uint32_t;
 constexpr DtypeSet dtype_bit(hal_dtype_t dtype) {
-  return 1u << static_cast<uint32_t>(dtype);
+  return static_cast<uint32_t>(dtype) < 32 ? 1u << static_cast<uint32_t>(dtype) : 0u;
 }
 constexpr DtypeSet kFloatDtypes =
     dtype_bit(HAL_DTYPE_F32) | dtype_bit(HAL_DTYPE_F16) | dtype_bit(HAL_DTYPE_BF16);
@@ -60,5 +60,19 @@ std::string check_shape(const char* name, const hal_tensor_desc_t& tensor,
                         std::initializer_list<int64_t> shape);
 std::string check_same_shape(const char* name, const hal_tensor_desc_t& tensor,
                              const char* other_name, const hal_tensor_desc_t& other);
+// |tensor| broadcasts to |out|'s shape: out's rank, each dimension out's or 1
+// (HAL_OP_BINARY's rule, shared by every op that broadcasts an input).
+std::string check_broadcast(const char* name, const hal_tensor_desc_t& tensor,
+                            const hal_tensor_desc_t& out);
+// |tensor| seen with |out|'s shape: stride 0 where it has extent 1 and out
+// does not (what check_broadcast allows, made explicit for a kernel).
+hal_tensor_desc_t broadcast_to(const hal_tensor_desc_t& tensor, const hal_tensor_desc_t& out);
+
+inline bool is_float_dtype(hal_dtype_t dtype) {
+  return (kFloatDtypes & dtype_bit(dtype)) != 0;
+}
+inline bool is_integer_dtype(hal_dtype_t dtype) {
+  return (kIntegerDtypes & dtype_bit(dtype)) != 0;
+}
 
 }  // namespace hal::ops

@@ -101,6 +101,25 @@ inline void for_each_binary_run(const BinaryLayout& layout, size_t begin, size_t
 void binary(hal_binary_op_t op, float alpha, ConstRef a, ConstRef b, const BinaryLayout& layout,
             Ref out, size_t begin, size_t end);
 
+// ---- the PyTorch device's elementwise ops (native_kernels_math.cpp) ----
+// Whether unary_math_block computes |op| (the rest is the portable
+// implementation's).
+bool unary_math_native(hal_unary_math_t op);
+// out[i] = op(in[i]) over f32 (in may be out), as SPEC §17.6.6 defines op.
+void unary_math_block(hal_unary_math_t op, const float* in, float* out, size_t n);
+// out[i] = min(max(in[i], lo), hi) for the bounds given (in may be out);
+// NaN propagates.
+void clamp_block(const float* in, float* out, size_t n, bool has_lo, float lo, bool has_hi,
+                 float hi);
+// out[i] = v[i] OP s (s OP v[i] with scalar_first) as 0 or 1; OP EQ .. GE.
+void compare_block(hal_binary_op_t op, const float* v, size_t n, float s, bool scalar_first,
+                   uint8_t* out);
+// out[i] = cond[i] ? a[i] : b[i], i in [begin, end), elements of
+// |element_size| bytes (1, 2, 4, 8) copied as they are; a scalar operand is
+// its element 0.
+void select_elements(const uint8_t* cond, const void* a, bool a_scalar, const void* b,
+                     bool b_scalar, void* out, size_t element_size, size_t begin, size_t end);
+
 // Columns [col_begin, col_end) of x [rows, cols]: out[j] = the reduction of
 // x[0..rows, j] in row order (SUM and MEAN compensated: Kahan; MAX
 // propagates NaN).

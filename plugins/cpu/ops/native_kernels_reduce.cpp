@@ -8,6 +8,16 @@
 #include "native_kernels_shared.hpp"
 
 namespace hal::cpu::ops::native {
+namespace {
+
+// A Kahan compensation is NaN only where the running sum became +-inf (inf -
+// inf); restarting it at 0 there keeps the sum inf, as plain addition gives,
+// instead of turning it into NaN (SPEC §17.6.3). A select: it vectorises.
+inline float finite_compensation(float c) {
+  return c == c ? c : 0.0f;
+}
+
+}  // namespace
 
 HAL_ISA_CLONES void reduce_columns(hal_reduce_kind_t reduce, ConstRef x, Ref result, size_t rows,
                                    size_t cols, size_t col_begin, size_t col_end) {
@@ -33,7 +43,7 @@ HAL_ISA_CLONES void reduce_columns(hal_reduce_kind_t reduce, ConstRef x, Ref res
           for (size_t j = 0; j < width; ++j) {
             const float y = X::load(row[j]) - compensation[j];
             const float t = sum[j] + y;
-            compensation[j] = (t - sum[j]) - y;
+            compensation[j] = finite_compensation((t - sum[j]) - y);
             sum[j] = t;
           }
         }
@@ -54,7 +64,7 @@ HAL_ISA_CLONES float sum_range(ConstRef x, size_t begin, size_t end) {
       for (size_t j = 0; j < kLanes; ++j) {
         const float y = X::load(px[i + j]) - compensation[j];
         const float t = sum[j] + y;
-        compensation[j] = (t - sum[j]) - y;
+        compensation[j] = finite_compensation((t - sum[j]) - y);
         sum[j] = t;
       }
     }
@@ -63,7 +73,7 @@ HAL_ISA_CLONES float sum_range(ConstRef x, size_t begin, size_t end) {
     auto add = [&](float value) {
       const float y = value - c;
       const float t = s + y;
-      c = (t - s) - y;
+      c = finite_compensation((t - s) - y);
       s = t;
     };
     for (size_t j = 0; j < kLanes; ++j) add(sum[j] - compensation[j]);

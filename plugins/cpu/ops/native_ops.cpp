@@ -21,6 +21,7 @@
 #include "native_attention.hpp"
 #include "native_half.hpp"
 #include "native_kernels.hpp"
+#include "native_plan.hpp"
 #include "ops.hpp"
 
 namespace hal::cpu::ops {
@@ -31,22 +32,6 @@ using native::Ref;
 using native::Type;
 
 // ---- descriptors ----------------------------------------------------------------------
-
-uint64_t element_count(const hal_tensor_desc_t& tensor) {
-  uint64_t count = 1;
-  for (uint32_t d = 0; d < tensor.rank; ++d) count *= static_cast<uint64_t>(tensor.shape[d]);
-  return count;
-}
-
-// Row-major without gaps (extent-1 dimensions may have any stride).
-bool dense(const hal_tensor_desc_t& tensor) {
-  int64_t expected = 1;
-  for (uint32_t d = tensor.rank; d-- > 0;) {
-    if (tensor.shape[d] != 1 && tensor.strides[d] != expected) return false;
-    expected *= tensor.shape[d];
-  }
-  return true;
-}
 
 bool native_type(hal_dtype_t dtype, Type* out) {
   if (dtype == HAL_DTYPE_F32) {
@@ -122,115 +107,7 @@ bool f32_dense(const char* name, const hal_tensor_desc_t& tensor, Decline& decli
   return true;
 }
 
-// ---- execution ------------------------------------------------------------------------
-
-// Runs fn(begin, end) over [0, count) in chunks of |grain|, on the pool when
-// there is more than one chunk.
-template <typename Fn>
-void parallel_ranges(ThreadPool& pool, uint64_t count, uint64_t grain, const Fn& fn) {
-  if (count == 0) return;
-  const uint64_t chunks = (count + grain - 1) / grain;
-  if (chunks == 1) {
-    fn(uint64_t{0}, count);
-    return;
-  }
-  struct Context {
-    const Fn* fn;
-    uint64_t count;
-    uint64_t grain;
-  } context{&fn, count, grain};
-  pool.parallel_for(chunks, 1,
-                    ParallelTask{[](void* data, uint64_t begin, uint64_t end, uint32_t) {
-                                   const auto* c = static_cast<const Context*>(data);
-                                   for (uint64_t k = begin; k < end; ++k) {
-                                     (*c->fn)(k * c->grain, std::min((k + 1) * c->grain, c->count));
-                                   }
-                                 },
-                                 &context});
-}
-
-// Runs fn(item, worker) for every item in [0, count) on the pool; |worker|
-// indexes per-worker scratch, in [0, pool.workers()].
-template <typename Fn>
-void parallel_items(ThreadPool& pool, uint64_t count, const Fn& fn) {
-  if (count == 0) return;
-  pool.parallel_for(count, 1,
-                    ParallelTask{[](void* data, uint64_t begin, uint64_t end, uint32_t worker) {
-                                   const auto* f = static_cast<const Fn*>(data);
-                                   for (uint64_t item = begin; item < end; ++item) {
-                                     (*f)(item, worker);
-                                   }
-                                 },
-                                 const_cast<Fn*>(&fn)});
-}
-
-// What an execution does with its operands, shared by the plan and every
-// execution still queued; a WorkspaceBody also gets the caller's workspace
-// (at least the plan's workspace_bytes()).
-using Body =
-    std::function<void(ThreadPool& pool, void* const* operands, const hal_op_scalar_t* scalars)>;
-using WorkspaceBody = std::function<void(ThreadPool& pool, void* const* operands,
-                                         const hal_op_scalar_t* scalars, void* workspace)>;
-
-class NativeTask final : public StreamTask {
- public:
-  NativeTask(std::shared_ptr<const WorkspaceBody> body, ThreadPool& pool,
-             const hal_op_exec_args_t& args)
-      : body_(std::move(body)),
-        pool_(pool),
-        operands_(args.operands, args.operands + args.operand_count),
-        scalars_(args.scalars, args.scalars + args.scalar_count),
-        workspace_(args.workspace) {}
-  void run() override { (*body_)(pool_, operands_.data(), scalars_.data(), workspace_); }
-
- private:
-  std::shared_ptr<const WorkspaceBody> body_;
-  ThreadPool& pool_;
-  std::vector<void*> operands_;
-  std::vector<hal_op_scalar_t> scalars_;
-  void* workspace_;
-};
-
-class NativePlan final : public OpPlan {
- public:
-  NativePlan(uint32_t operand_count, Body body, uint32_t scalar_count = 0)
-      : NativePlan(
-            operand_count, 0,
-            [body = std::move(body)](ThreadPool& pool, void* const* operands,
-                                     const hal_op_scalar_t* scalars,
-                                     void*) { body(pool, operands, scalars); },
-            scalar_count) {}
-  NativePlan(uint32_t operand_count, size_t workspace_bytes, WorkspaceBody body,
-             uint32_t scalar_count = 0)
-      : operand_count_(operand_count),
-        scalar_count_(scalar_count),
-        workspace_bytes_(workspace_bytes),
-        body_(std::make_shared<const WorkspaceBody>(std::move(body))) {}
-  size_t workspace_bytes() const override { return workspace_bytes_; }
-  hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
-    if (args.operand_count != operand_count_ || args.operands == nullptr) {
-      return stream.device().report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                                           "op_execute: this plan takes %u operands, args has %u",
-                                           operand_count_, args.operand_count);
-    }
-    if (args.scalar_count != scalar_count_ || (scalar_count_ > 0 && args.scalars == nullptr)) {
-      return stream.device().report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                                           "op_execute: this plan takes %u scalars, args has %u",
-                                           scalar_count_, args.scalar_count);
-    }
-    return stream.enqueue(
-        TaskCommand{std::make_unique<NativeTask>(body_, stream.device().plugin().pool(), args)});
-  }
-
- private:
-  uint32_t operand_count_;
-  uint32_t scalar_count_;
-  size_t workspace_bytes_;
-  std::shared_ptr<const WorkspaceBody> body_;
-};
-
-constexpr uint64_t kElementGrain = 16384;  // elements per chunk of an elementwise op
-constexpr uint64_t kColumnGrain = 64;      // columns per chunk of a column reduction
+constexpr uint64_t kColumnGrain = 64;  // columns per chunk of a column reduction
 
 // ---- planners -------------------------------------------------------------------------
 
@@ -1160,10 +1037,18 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
     case HAL_OP_ATTENTION_BACKWARD:
       return plan_attention(reinterpret_cast<const hal_op_attention_desc_t&>(header),
                             header.kind == HAL_OP_ATTENTION_BACKWARD, decline);
+    case HAL_OP_UNARY_MATH:
+    case HAL_OP_BINARY_SCALAR:
+    case HAL_OP_WHERE:
+    case HAL_OP_CLAMP:
+    case HAL_OP_FILL:
+    case HAL_OP_CAT:
+      return plan_native_math(header, decline);
     default:
       decline.reason =
           "cpu.native serves unary, bias-activation backward, binary, reduce, softmax and "
-          "norm and their backward, cast, AdamW, attention, cross-entropy and embedding";
+          "norm and their backward, cast, AdamW, attention, cross-entropy, embedding, and "
+          "unary math, binary with a scalar, where, clamp, fill and cat";
       return nullptr;
   }
 }

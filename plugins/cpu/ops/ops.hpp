@@ -62,6 +62,11 @@ std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_pla
 std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& desc, hal_op_plan_flags_t flags,
                                     Decline& decline);
 
+// Plans the PyTorch device's ops native_ops_math.cpp serves (UNARY_MATH,
+// BINARY_SCALAR, WHERE, CLAMP, FILL, CAT on dense tensors); nullptr with
+// |decline| set otherwise.
+std::unique_ptr<OpPlan> plan_native_math(const hal_op_header_t& desc, Decline& decline);
+
 }  // namespace ops
 
 hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
