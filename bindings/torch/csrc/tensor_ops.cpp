@@ -271,6 +271,17 @@ at::Tensor& zero(at::Tensor& self) {
   return fill_scalar(self, 0);
 }
 
+// Whether `param.data = x` may swap x's storage in place: for dense strided tensors of the
+// CPU and hal, yes. c10 answers no for any PrivateUse1 pair, and then nn.Module.to("hal")
+// replaces each parameter by a new one: tied weights (GPT's embedding and output layer)
+// silently come apart.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && (t.is_cpu() || t.device().type() == kHalDeviceType);
+  };
+  return dense(self) && dense(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -291,6 +302,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
   m.impl("zero_", TORCH_FN(zero));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
 // Only reached when a hal tensor is involved: CPU-only copies never call _copy_from.

@@ -69,9 +69,17 @@ def test_casts_on_the_device():
 
 
 def test_module_to_and_generated_methods():
-    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3),
+                                torch.nn.Linear(3, 3))
+    model[2].weight = torch.nn.Parameter(torch.zeros(3, 3))
+    tied = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False))
+    tied[1].weight = tied[0].weight
+    before = model[0].weight
     model.to("hal:1")
+    tied.to("hal")
     assert all(p.device == torch.device("hal:1") for p in model.parameters())
+    assert model[0].weight is before  # converted in place: references to it stay valid
+    assert tied[1].weight is tied[0].weight  # tied weights stay one parameter
     t = torch.ones(2).hal()
     assert t.is_hal and t.device.type == "hal"
 
