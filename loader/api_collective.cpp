@@ -1,6 +1,7 @@
 // hal/collective.h, the calls: validation, groups, dispatch to the plugin's
 // comm_enqueue or to the loader's host-staged path.
 #include "api_common.hpp"
+#include "buffers.hpp"
 #include "collective_dispatch.hpp"
 #include "fallbacks.hpp"
 #include "layers/intercept.hpp"
@@ -73,34 +74,6 @@ struct GroupState {
   std::vector<PendingCall> calls;
 };
 thread_local GroupState t_group;
-
-// A buffer the call touches: NULL only when it touches no byte; inside a HAL
-// allocation it must fit and belong to the communicator's device.
-hal_result_t check_buffer(const Registry& registry, const void* pointer, size_t bytes,
-                          const char* name, const hal_comm_s* comm, const char* function) {
-  if (bytes == 0) return HAL_SUCCESS;
-  const auto begin = reinterpret_cast<uintptr_t>(pointer);
-  if (begin == 0) return fail(HAL_ERROR_NULL_POINTER, function, "%s is NULL", name);
-  if (bytes > UINTPTR_MAX - begin) {
-    return fail(HAL_ERROR_INVALID_SIZE, function, "%s %p + %zu bytes overflows", name, pointer,
-                bytes);
-  }
-  const auto allocation = registry.allocations.find_containing(begin);
-  if (!allocation) return HAL_SUCCESS;  // host memory, as hal_memcpy_async accepts it
-  const size_t offset = begin - allocation->base;
-  if (bytes > allocation->size - offset) {
-    return fail(HAL_ERROR_OUT_OF_BOUNDS, function,
-                "%s: %zu bytes at offset %zu overrun a %zu-byte allocation", name, bytes, offset,
-                allocation->size);
-  }
-  if (allocation->device != comm->device) {
-    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
-                "%s is an allocation of device %u, but the communicator's rank %u is on device %u",
-                name, allocation->device->properties.index, comm->rank,
-                comm->device->properties.index);
-  }
-  return HAL_SUCCESS;
-}
 
 // hal_alltoallv's count and displacement arrays as the caller gave them.
 struct AlltoallvArrays {
@@ -237,21 +210,17 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
                 comm->ranks);
   }
   const auto extent = hal::collective::call_extent(call, comm->rank, comm->ranks);
-  if (hal_result_t r =
-          check_buffer(*registry, sendbuf, extent.send_bytes, "sendbuf", comm, function);
+  // SPEC §4.1 from step 4 (loader/buffers.hpp): the buffers' values, where
+  // they lie, the overlaps they must not have, whose device they are, then
+  // the stream's device (step 6), then capabilities (step 7).
+  const Buffer buffers[] = {{"sendbuf", sendbuf, extent.send_bytes},
+                            {"recvbuf", recvbuf, extent.recv_bytes}};
+  const BufferRules rules{comm->device, "the communicator's rank"};
+  BufferPlaces places;
+  if (hal_result_t r = check_buffer_values(buffers, function); r != HAL_SUCCESS) return r;
+  if (hal_result_t r = check_buffer_ranges(*registry, buffers, rules, function, places);
       r != HAL_SUCCESS) {
     return r;
-  }
-  if (hal_result_t r =
-          check_buffer(*registry, recvbuf, extent.recv_bytes, "recvbuf", comm, function);
-      r != HAL_SUCCESS) {
-    return r;
-  }
-  // Device relations after values and ranges (SPEC §4.1, step 6).
-  if (stream->device != comm->device) {
-    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
-                "the stream is on device %u, the communicator's rank %u on device %u",
-                stream->device->properties.index, comm->rank, comm->device->properties.index);
   }
   if (call.kind == HAL_COLLECTIVE_ALLTOALL && extent.send_bytes != 0) {
     const auto s = reinterpret_cast<uintptr_t>(call.send);
@@ -266,12 +235,21 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
         r != HAL_SUCCESS) {
       return r;
     }
-    if ((comm->device->properties.capabilities & HAL_DEVICE_CAP_ALLTOALLV) == 0) {
-      return fail(HAL_ERROR_UNSUPPORTED, function,
-                  "plugin '%s' runs its own collectives without alltoallv "
-                  "(no HAL_DEVICE_CAP_ALLTOALLV)",
-                  comm->device->plugin->name.c_str());
-    }
+  }
+  if (hal_result_t r = check_buffer_devices(*registry, buffers, rules, places, function);
+      r != HAL_SUCCESS) {
+    return r;
+  }
+  if (stream->device != comm->device) {
+    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
+                "the stream is on device %u, the communicator's rank %u on device %u",
+                stream->device->properties.index, comm->rank, comm->device->properties.index);
+  }
+  if (layout && (comm->device->properties.capabilities & HAL_DEVICE_CAP_ALLTOALLV) == 0) {
+    return fail(HAL_ERROR_UNSUPPORTED, function,
+                "plugin '%s' runs its own collectives without alltoallv "
+                "(no HAL_DEVICE_CAP_ALLTOALLV)",
+                comm->device->plugin->name.c_str());
   }
   if (const hal_result_t failed = comm_async_error(comm); failed != HAL_SUCCESS) {
     return fail(HAL_ERROR_INVALID_STATE, function,

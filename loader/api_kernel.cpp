@@ -1,12 +1,13 @@
 // hal/kernel.h: modules, kernels and launches, checked before the plugin sees them.
 #include "api_common.hpp"
+#include "buffers.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
 #include "host_functions.hpp"
-#include "hal_util/names.hpp"
-#include "hal_plugin_sdk/signature.hpp"
+#include "hal_util/arg_types.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -17,17 +18,6 @@ namespace {
 
 constexpr uint32_t kLastModuleFormat = HAL_MODULE_FORMAT_HAL_DIALECT;
 constexpr uint32_t kLastArgType = HAL_ARG_F64;
-
-size_t argument_size(hal_arg_type_t type) {
-  switch (type) {
-    case HAL_ARG_I32:
-    case HAL_ARG_U32:
-    case HAL_ARG_F32:
-      return 4;
-    default:
-      return 8;  // pointers and the 64-bit types
-  }
-}
 
 bool kernels_supported(const hal_device_s* device) {
   return (device->properties.capabilities & HAL_DEVICE_CAP_KERNELS) != 0 && device->plugin->kernels;
@@ -116,12 +106,15 @@ hal_result_t check_launch_shape(const hal_kernel_s* kernel, const hal_launch_con
   return HAL_SUCCESS;
 }
 
-hal_result_t check_launch_args(const hal_kernel_s* kernel, uint32_t arg_count,
-                               const hal_kernel_arg_t* args, const char* function) {
-  const hal_kernel_info_t& info = kernel->info;
-  if (arg_count != info.arg_count) {
-    return fail(HAL_ERROR_ARGUMENT_MISMATCH, function, "arg_count is %u but kernel '%s' takes %u",
-                arg_count, kernel->name.c_str(), info.arg_count);
+// SPEC §4.1 step 4 for a launch's arguments, left to right after config: the
+// count's range, then the pointers it makes required (args, each value).
+// Nothing here reads past the caller's arg_count entries, and arg_count is
+// at most HAL_MAX_KERNEL_ARGS before any is read.
+hal_result_t check_launch_values(uint32_t arg_count, const hal_kernel_arg_t* args,
+                                 const char* function) {
+  if (arg_count > HAL_MAX_KERNEL_ARGS) {
+    return fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                "arg_count is %u, above HAL_MAX_KERNEL_ARGS (%d)", arg_count, HAL_MAX_KERNEL_ARGS);
   }
   if (arg_count > 0 && args == nullptr) {
     return fail(HAL_ERROR_NULL_POINTER, function, "args is NULL with arg_count %u", arg_count);
@@ -130,12 +123,37 @@ hal_result_t check_launch_args(const hal_kernel_s* kernel, uint32_t arg_count,
     if (args[i].value == nullptr) {
       return fail(HAL_ERROR_NULL_POINTER, function, "args[%u].value is NULL", i);
     }
-    const size_t expected = argument_size(info.arg_types[i]);
+  }
+  return HAL_SUCCESS;
+}
+
+// SPEC §4.1 step 8, after the launch shape: the arguments against the
+// kernel's signature in count and size, then no pointer argument into memory
+// hal_mem_free released (§6, "Freed memory").
+hal_result_t check_launch_signature(const Registry& registry, const hal_kernel_s* kernel,
+                                    uint32_t arg_count, const hal_kernel_arg_t* args,
+                                    const char* function) {
+  const hal_kernel_info_t& info = kernel->info;
+  if (arg_count != info.arg_count) {
+    return fail(HAL_ERROR_ARGUMENT_MISMATCH, function, "arg_count is %u but kernel '%s' takes %u",
+                arg_count, kernel->name.c_str(), info.arg_count);
+  }
+  for (uint32_t i = 0; i < arg_count; ++i) {
+    const size_t expected = hal::util::arg_type_size(info.arg_types[i]);
     if (args[i].size != expected) {
       return fail(HAL_ERROR_ARGUMENT_MISMATCH, function,
                   "args[%u].size is %zu but argument %u of kernel '%s' is %s (%zu bytes)", i,
                   args[i].size, i, kernel->name.c_str(),
-                  hal::util::arg_type_name(info.arg_types[i]), expected);
+                  hal::util::arg_type_token(info.arg_types[i]), expected);
+    }
+  }
+  for (uint32_t i = 0; i < arg_count; ++i) {
+    if (info.arg_types[i] != HAL_ARG_POINTER) continue;
+    uintptr_t pointer = 0;
+    std::memcpy(&pointer, args[i].value, sizeof(pointer));
+    if (hal_result_t freed = refuse_freed(registry, pointer, "a pointer argument", function);
+        freed != HAL_SUCCESS) {
+      return freed;
     }
   }
   return HAL_SUCCESS;
@@ -152,8 +170,8 @@ hal_result_t check_declared_signature(const hal_kernel_desc_t* desc, const hal_k
   if (same) return HAL_SUCCESS;
   return fail(HAL_ERROR_ARGUMENT_MISMATCH, function,
               "the declared signature \"%s\" of kernel '%s' disagrees with the module's \"%s\"",
-              hal::plugin::format_signature(desc->arg_types, desc->arg_count).c_str(), desc->name,
-              hal::plugin::format_signature(info.arg_types, info.arg_count).c_str());
+              hal::util::format_signature(desc->arg_types, desc->arg_count).c_str(), desc->name,
+              hal::util::format_signature(info.arg_types, info.arg_count).c_str());
 }
 
 }  // namespace
@@ -310,19 +328,25 @@ static hal_result_t launch_kernel_body(hal_kernel_t kernel, const hal_launch_con
   constexpr const char* kFunction = "hal_launch_kernel";
   HandleUse<hal_kernel_s> kernel_use;
   HandleUse<hal_stream_s> stream_use;
+  Registry* registry = nullptr;
   hal_result_t result =
-      check_preconditions(kFunction, Held{kernel, "kernel", kernel_use}, Required{config, "config"},
-                          Held{stream, "stream", stream_use});
+      check_preconditions_in(registry, kFunction, Held{kernel, "kernel", kernel_use},
+                             Required{config, "config"}, Held{stream, "stream", stream_use});
   if (result != HAL_SUCCESS) [[unlikely]]
     return result;
+  // SPEC §4.1 from step 4 on: values (config, then the arguments), the
+  // device relation, then the launch shape and the signature.
   if (struct_too_small(config, kFunction, "config", "hal_launch_config_t", result)) return result;
+  if (result = check_launch_values(arg_count, args, kFunction); result != HAL_SUCCESS)
+    return result;
   if (kernel->device != stream->device) {
     return fail(HAL_ERROR_DEVICE_MISMATCH, kFunction,
                 "kernel '%s' is on device %u but stream is on device %u", kernel->name.c_str(),
                 kernel->device->properties.index, stream->device->properties.index);
   }
   if (result = check_launch_shape(kernel, config, kFunction); result != HAL_SUCCESS) return result;
-  if (result = check_launch_args(kernel, arg_count, args, kFunction); result != HAL_SUCCESS) {
+  if (result = check_launch_signature(*registry, kernel, arg_count, args, kFunction);
+      result != HAL_SUCCESS) {
     return result;
   }
   const PluginRecord& plugin = *kernel->header.plugin;

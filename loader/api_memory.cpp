@@ -1,5 +1,6 @@
 // hal/memory.h: allocations, their table, and bounds-checked copies and fills.
 #include "api_common.hpp"
+#include "buffers.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
 #include "host_functions.hpp"
@@ -9,65 +10,20 @@ using namespace hal::loader;
 
 namespace {
 
-struct Range {
-  const char* name;  // "dst" or "src"
-  uintptr_t begin;
-};
-
-// A range that starts in no allocation is host memory, unless it runs into an
-// allocation (SPEC.md section 6, bounds rule 3). A range starting exactly at an
-// allocation's end is NOT rejected: host memory from the same heap can begin
-// there (ThreadSanitizer's allocator packs blocks back to back, and PoCL's SVM
-// comes from that heap), so such a rule refuses legal copies.
-hal_result_t check_host_range(const Registry& registry, const Range& range, size_t size,
-                              const char* function) {
-  if (const std::optional<Allocation> next = registry.allocations.find_next(range.begin);
-      next && next->base - range.begin < size) {
-    return fail(HAL_ERROR_OUT_OF_BOUNDS, function,
-                "%s: the host range of %zu bytes at %p runs into a %zu-byte allocation at %p",
-                range.name, size, reinterpret_cast<void*>(range.begin), next->size,
-                reinterpret_cast<void*>(next->base));
+// Gives freed allocations back to their plugins (SPEC.md §6, "Freed
+// memory"). Their devices were drained when they were freed. A plugin that
+// fails to free one has broken its contract; nothing can be done for the
+// caller, whose hal_mem_free succeeded long ago.
+void give_back(const std::vector<Allocation>& released) noexcept {
+  for (const Allocation& allocation : released) {
+    table_of(allocation.device)
+        .mem_free(allocation.device->impl, reinterpret_cast<void*>(allocation.base));
   }
-  return HAL_SUCCESS;
 }
 
-// The checks copies and fills share: the stream, NULL, overflow and, for each
-// range that starts in a HAL allocation, that it ends there too and belongs
-// to the stream's device or a peer of it. Host ranges go to check_host_range.
-hal_result_t check_range(const Registry& registry, const Range& range, size_t size,
-                         const hal_stream_s* stream, const char* function) {
-  if (range.begin == 0) {
-    return fail(HAL_ERROR_NULL_POINTER, function, "%s is NULL with size %zu", range.name, size);
-  }
-  if (size > UINTPTR_MAX - range.begin) {
-    return fail(HAL_ERROR_INVALID_SIZE, function, "%s %p + size %zu overflows the address space",
-                range.name, reinterpret_cast<void*>(range.begin), size);
-  }
-  const std::optional<Allocation> allocation = registry.allocations.find_containing(range.begin);
-  if (!allocation) return check_host_range(registry, range, size, function);
-  const size_t offset = range.begin - allocation->base;
-  if (size > allocation->size - offset) {
-    return fail(HAL_ERROR_OUT_OF_BOUNDS, function,
-                "%s: %zu bytes at offset %zu overrun a %zu-byte allocation", range.name, size,
-                offset, allocation->size);
-  }
-  if (allocation->device->plugin != stream->device->plugin) {
-    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
-                "%s is an allocation of device %u (plugin '%s'), but the stream is on device %u "
-                "(plugin '%s')",
-                range.name, allocation->device->properties.index,
-                allocation->device->plugin->name.c_str(), stream->device->properties.index,
-                stream->device->plugin->name.c_str());
-  }
-  constexpr hal_device_caps_t kPeer = HAL_DEVICE_CAP_PEER_ACCESS;
-  if (allocation->device != stream->device && !(allocation->device->properties.capabilities &
-                                                stream->device->properties.capabilities & kPeer)) {
-    return fail(HAL_ERROR_DEVICE_MISMATCH, function,
-                "%s is an allocation of device %u, the stream is on device %u, and the two do not "
-                "both declare HAL_DEVICE_CAP_PEER_ACCESS",
-                range.name, allocation->device->properties.index, stream->device->properties.index);
-  }
-  return HAL_SUCCESS;
+// The copies' and fills' rules for where their ranges may lie (§6).
+BufferRules copy_rules(const hal_stream_s* stream) {
+  return BufferRules{stream->device, "the stream", true, true};
 }
 
 }  // namespace
@@ -111,10 +67,19 @@ static hal_result_t mem_alloc_body(hal_device_t device, hal_memory_kind_t kind, 
     }
     const PluginRecord& plugin = *device->plugin;
     void* pointer = nullptr;
-    if (hal_result_t result = plugin.table.mem_alloc(device->impl, kind, size, alignment, &pointer);
-        result != HAL_SUCCESS) {
-      return fail_from_plugin(result, kFunction, plugin.name);
+    hal_result_t allocated = plugin.table.mem_alloc(device->impl, kind, size, alignment, &pointer);
+    if (allocated == HAL_ERROR_OUT_OF_MEMORY) {
+      // The freed allocations held back (§6, "Freed memory") go back to
+      // their plugins first, every device's (a plugin may pool its devices'
+      // memory); only then is the device full.
+      if (std::vector<Allocation> held = registry->allocations.take_freed(nullptr); !held.empty()) {
+        give_back(held);
+        take_plugin_message();  // the first answer's detail is not this call's
+        pointer = nullptr;
+        allocated = plugin.table.mem_alloc(device->impl, kind, size, alignment, &pointer);
+      }
     }
+    if (allocated != HAL_SUCCESS) return fail_from_plugin(allocated, kFunction, plugin.name);
     const Allocation allocation{reinterpret_cast<uintptr_t>(pointer), size, device, kind};
     bool inserted = false;
     try {
@@ -153,6 +118,11 @@ static hal_result_t mem_free_body(void* ptr) {
                     static_cast<size_t>(address - containing->base),
                     reinterpret_cast<void*>(containing->base));
       }
+      if (auto freed = registry->allocations.find_freed_containing(address)) {
+        return fail(HAL_ERROR_NOT_FOUND, kFunction,
+                    "ptr %p was freed already (the %zu-byte allocation at %p)", ptr, freed->size,
+                    reinterpret_cast<void*>(freed->base));
+      }
       return fail(HAL_ERROR_NOT_FOUND, kFunction,
                   "ptr %p is not a live HAL allocation (never allocated, or freed already)", ptr);
     }
@@ -165,11 +135,9 @@ static hal_result_t mem_free_body(void* ptr) {
       registry->allocations.insert(*allocation);
       return result;
     }
-    const PluginRecord& plugin = *device->plugin;
-    if (hal_result_t result = plugin.table.mem_free(device->impl, ptr); result != HAL_SUCCESS) {
-      registry->allocations.insert(*allocation);
-      return fail_from_plugin(result, kFunction, plugin.name);
-    }
+    // Held back from the plugin for a while, so a freed pointer that comes
+    // back is refused for certain (§6, "Freed memory"); the oldest go back.
+    give_back(registry->allocations.hold_freed(*allocation));
     return HAL_SUCCESS;
   });
 }
@@ -187,8 +155,14 @@ static hal_result_t mem_get_info_body(const void* ptr, hal_memory_info_t* out_in
     if (struct_too_small(out_info, kFunction, "out_info", "hal_memory_info_t", result)) {
       return result;
     }
-    const auto allocation = registry->allocations.find_containing(reinterpret_cast<uintptr_t>(ptr));
+    const auto address = reinterpret_cast<uintptr_t>(ptr);
+    const auto allocation = registry->allocations.find_containing(address);
     if (!allocation) {
+      if (auto freed = registry->allocations.find_freed_containing(address)) {
+        return fail(HAL_ERROR_NOT_FOUND, kFunction,
+                    "ptr %p lies in the %zu-byte allocation at %p, which hal_mem_free released",
+                    ptr, freed->size, reinterpret_cast<void*>(freed->base));
+      }
       return fail(HAL_ERROR_NOT_FOUND, kFunction, "ptr %p is not inside a live HAL allocation",
                   ptr);
     }
@@ -215,18 +189,28 @@ static hal_result_t memcpy_async_body(void* dst, const void* src, size_t size,
       return result;
     }
     if (size == 0) return HAL_SUCCESS;  // nothing to order: the stream's order is kept trivially
-    const Range destination{"dst", reinterpret_cast<uintptr_t>(dst)};
-    const Range source{"src", reinterpret_cast<uintptr_t>(src)};
-    for (const Range& range : {destination, source}) {
-      if (hal_result_t result = check_range(*registry, range, size, stream, kFunction);
-          result != HAL_SUCCESS) {
-        return result;
-      }
+    // SPEC §4.1 from step 4 (loader/buffers.hpp): both ranges' values, where
+    // each lies, then their overlap, then whose device each is.
+    const Buffer buffers[] = {{"dst", dst, size}, {"src", src, size}};
+    const BufferRules rules = copy_rules(stream);
+    BufferPlaces places;
+    if (hal_result_t result = check_buffer_values(buffers, kFunction); result != HAL_SUCCESS) {
+      return result;
     }
-    if (destination.begin < source.begin + size && source.begin < destination.begin + size) {
+    if (hal_result_t result = check_buffer_ranges(*registry, buffers, rules, kFunction, places);
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    const auto destination = reinterpret_cast<uintptr_t>(dst);
+    const auto source = reinterpret_cast<uintptr_t>(src);
+    if (destination < source + size && source < destination + size) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
                   "dst %p and src %p overlap: their %zu-byte ranges must be disjoint", dst, src,
                   size);
+    }
+    if (hal_result_t result = check_buffer_devices(*registry, buffers, rules, places, kFunction);
+        result != HAL_SUCCESS) {
+      return result;
     }
     const PluginRecord& plugin = *stream->header.plugin;
     std::lock_guard lock(stream->enqueue_mutex);
@@ -251,8 +235,17 @@ static hal_result_t memset_async_body(void* dst, uint8_t value, size_t size, hal
       return result;
     }
     if (size == 0) return HAL_SUCCESS;
-    const Range destination{"dst", reinterpret_cast<uintptr_t>(dst)};
-    if (hal_result_t result = check_range(*registry, destination, size, stream, kFunction);
+    const Buffer buffers[] = {{"dst", dst, size}};
+    if (hal_result_t result = check_buffer_values(buffers, kFunction); result != HAL_SUCCESS) {
+      return result;
+    }
+    const BufferRules rules = copy_rules(stream);
+    BufferPlaces places;
+    if (hal_result_t result = check_buffer_ranges(*registry, buffers, rules, kFunction, places);
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    if (hal_result_t result = check_buffer_devices(*registry, buffers, rules, places, kFunction);
         result != HAL_SUCCESS) {
       return result;
     }

@@ -4,6 +4,7 @@
 // plugin whose device serves those ops and collectives, the loader's
 // portable kernels and host-staged collectives included.
 #include "api_common.hpp"
+#include "buffers.hpp"
 #include "collective_comm.hpp"
 #include "collective_dispatch.hpp"
 #include "layers/intercept.hpp"
@@ -210,6 +211,8 @@ hal_result_t check_operand(const Registry& registry, const void* pointer, size_t
   const auto begin = reinterpret_cast<uintptr_t>(pointer);
   const auto allocation = registry.allocations.find_containing(begin);
   if (!allocation) {
+    if (hal_result_t freed = refuse_freed(registry, begin, name, function); freed != HAL_SUCCESS)
+      return freed;
     return fail(HAL_ERROR_INVALID_ARGUMENT, function,
                 "%s %p is not in a HAL allocation (device memory is required)", name, pointer);
   }
@@ -476,6 +479,13 @@ hal_result_t routing_create_body(hal_comm_t comm, const hal_moe_routing_desc_t* 
     const size_t pairs = desc->num_tokens * desc->top_k;
     if (pairs > 0 && topk_indices == nullptr) {
       return fail(HAL_ERROR_NULL_POINTER, kFunction, "topk_indices is NULL");
+    }
+    if (pairs > 0) {  // host memory is allowed, memory hal_mem_free released is not (§6)
+      if (hal_result_t freed = refuse_freed(*registry, reinterpret_cast<uintptr_t>(topk_indices),
+                                            "topk_indices", kFunction);
+          freed != HAL_SUCCESS) {
+        return freed;
+      }
     }
     if (const auto allocation =
             registry->allocations.find_containing(reinterpret_cast<uintptr_t>(topk_indices));

@@ -4,6 +4,7 @@
 // operands against the plan's signature and the allocation table before any
 // implementation sees them.
 #include "api_common.hpp"
+#include "buffers.hpp"
 #include "fallbacks.hpp"
 #include "hal_ops/tensor.hpp"
 #include "hal_util/env.hpp"
@@ -300,6 +301,11 @@ hal_result_t check_in_allocation(const Registry& registry, const hal_op_plan_s* 
   const auto address = reinterpret_cast<uintptr_t>(pointer);
   const std::optional<Allocation> allocation = registry.allocations.find_containing(address);
   if (!allocation) {
+    const std::string what = std::string("operand ") + name;
+    if (hal_result_t freed = refuse_freed(registry, address, what.c_str(), function);
+        freed != HAL_SUCCESS) {
+      return freed;
+    }
     return fail(HAL_ERROR_INVALID_ARGUMENT, function,
                 "operand %s (%p) is not inside a HAL allocation; operators take device memory",
                 name, pointer);
@@ -407,8 +413,8 @@ hal_result_t check_exec_args(const Registry& registry, const hal_op_plan_s* plan
       }
     }
   }
-  if (signature.check_scalars != nullptr) {
-    const std::string problem = signature.check_scalars(args->scalars);
+  if (signature.check_scalars) {
+    const std::string problem = (*signature.check_scalars)(args->scalars);
     if (!problem.empty()) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, function, "%s", problem.c_str());
     }

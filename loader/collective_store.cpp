@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -35,13 +36,74 @@ Proof proof(const StoreSecret& secret, const char* role, const Nonce& server_non
       secret, {std::span(role_bytes, std::strlen(role)), server_nonce, client_nonce});
 }
 
+namespace {
+
+hal::util::Sha256Digest direction_key(const StoreSecret& secret, const char* direction,
+                                      const Nonce& server_nonce, const Nonce& client_nonce) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(direction);
+  return hal::util::hmac_sha256(
+      secret, {std::span(bytes, std::strlen(direction)), server_nonce, client_nonce});
+}
+
+}  // namespace
+
+FrameSeal::FrameSeal(const StoreSecret& secret, const char* direction, const Nonce& server_nonce,
+                     const Nonce& client_nonce) noexcept
+    : key_(direction_key(secret, direction, server_nonce, client_nonce)) {}
+
+Mac FrameSeal::compute(const Frame& frame, std::span<const uint8_t> key,
+                       std::span<const uint8_t> value) const noexcept {
+  std::array<uint8_t, 8> sequence;
+  for (size_t i = 0; i < sequence.size(); ++i) {
+    sequence[i] = static_cast<uint8_t>(sequence_ >> (8 * i));
+  }
+  const auto* header = reinterpret_cast<const uint8_t*>(&frame);
+  const hal::util::Sha256Digest full =
+      key_.mac({sequence, std::span(header, sizeof(Frame)), key, value});
+  Mac mac;
+  std::memcpy(mac.data(), full.data(), mac.size());
+  return mac;
+}
+
+Mac FrameSeal::seal(const Frame& frame, std::span<const uint8_t> key,
+                    std::span<const uint8_t> value) noexcept {
+  const Mac mac = compute(frame, key, value);
+  ++sequence_;
+  return mac;
+}
+
+bool FrameSeal::open(const Frame& frame, std::span<const uint8_t> key,
+                     std::span<const uint8_t> value, std::span<const uint8_t> mac) noexcept {
+  if (!hal::util::equal_in_constant_time(compute(frame, key, value), mac)) return false;
+  ++sequence_;
+  return true;
+}
+
+std::vector<uint8_t> sealed_frame(FrameSeal& seal, const Frame& frame, std::span<const uint8_t> key,
+                                  std::span<const uint8_t> value) {
+  const Mac mac = seal.seal(frame, key, value);
+  std::vector<uint8_t> bytes(sizeof(Frame) + key.size() + value.size() + kMacBytes);
+  uint8_t* at = bytes.data();
+  std::memcpy(at, &frame, sizeof(Frame));
+  at += sizeof(Frame);
+  if (!key.empty()) std::memcpy(at, key.data(), key.size());
+  at += key.size();
+  if (!value.empty()) std::memcpy(at, value.data(), value.size());
+  at += value.size();
+  std::memcpy(at, mac.data(), mac.size());
+  return bytes;
+}
+
 }  // namespace store_wire
 
 namespace {
 
-constexpr const char* kClientRole = "hal-store-client";
-constexpr const char* kServerRole = "hal-store-server";
 constexpr uint32_t kByeDeadlineMs = 1000;
+// How long a rank whose send failed looks for the store's last word.
+constexpr uint32_t kExplainMs = 100;
+// A request's value up to this size is copied behind its header, so that
+// the frame leaves in one write.
+constexpr size_t kCopiedValueBytes = 64 * 1024;
 constexpr int kAcceptPauseMs = 100;  // after EMFILE: the listener stays readable
 constexpr int kAcceptsPerWake = 256;
 
@@ -82,6 +144,7 @@ struct Session {
   std::set<uint32_t> members;
   std::vector<int> join_waiters;
   bool failed = false;
+  uint64_t failure = 0;  // the HAL_ERROR_REMOTE replies' argument: why, and whose rank
   uint32_t connections = 0;
   std::map<std::string, StoredValue> values;
   std::multimap<std::string, int> takers;  // key -> connection waiting for it
@@ -90,7 +153,13 @@ struct Session {
 struct Connection {
   Clock::time_point handshake_deadline;
   Nonce nonce{};
+  Nonce client_nonce{};
+  bool nonce_read = false;  // the client's nonce came; the server's proof went
   bool authenticated = false;
+  std::unique_ptr<FrameSeal> from_client;  // once authenticated
+  std::unique_ptr<FrameSeal> to_client;
+  uint32_t rank_plus_one = 0;  // once joined
+  bool tampered = false;       // a frame failed its MAC: its session fails saying so
   std::vector<uint8_t> in;
   std::vector<uint8_t> out;
   size_t out_sent = 0;
@@ -227,7 +296,7 @@ class ServerLoop {
       std::memcpy(challenge.data(), kChallengeMagic, sizeof(kChallengeMagic));
       std::memcpy(challenge.data() + sizeof(kChallengeMagic), conn.nonce.data(), kNonceBytes);
       Connection& placed = connections_.emplace(fd, std::move(conn)).first->second;
-      queue(fd, placed, challenge.data(), challenge.size());
+      queue(fd, placed, {challenge});
     }
   }
 
@@ -277,25 +346,34 @@ class ServerLoop {
 
   void readable(int fd, Connection& conn) {
     if (!conn.authenticated) {
-      // Nothing but the 64-byte response is read before the proof checks out.
-      const size_t want = kResponseBytes - conn.in.size();
-      uint8_t response[kResponseBytes];
-      const ssize_t got = ::recv(fd, response, want, MSG_DONTWAIT);
+      // The client's nonce, then (once this server has proved the secret)
+      // the client's proof: 32 bytes each, and nothing more is read before
+      // that proof checks out.
+      const size_t want = kNonceBytes - conn.in.size();
+      uint8_t piece[kNonceBytes];
+      const ssize_t got = ::recv(fd, piece, want, MSG_DONTWAIT);
       if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
       if (got <= 0) return drop(conn, "it closed before proving the secret");
-      conn.in.insert(conn.in.end(), response, response + got);
-      if (conn.in.size() < kResponseBytes) return;
-      Nonce client_nonce;
-      std::memcpy(client_nonce.data(), conn.in.data(), kNonceBytes);
-      const Proof expected = proof(secret_, kClientRole, conn.nonce, client_nonce);
-      if (!hal::util::equal_in_constant_time(
-              expected, std::span(conn.in.data() + kNonceBytes, kProofBytes))) {
+      conn.in.insert(conn.in.end(), piece, piece + got);
+      if (conn.in.size() < kNonceBytes) return;
+      if (!conn.nonce_read) {
+        std::memcpy(conn.client_nonce.data(), conn.in.data(), kNonceBytes);
+        conn.in.clear();
+        conn.nonce_read = true;
+        const Proof mine = proof(secret_, kServerRole, conn.nonce, conn.client_nonce);
+        return queue(fd, conn, {mine});
+      }
+      const Proof expected = proof(secret_, kClientRole, conn.nonce, conn.client_nonce);
+      if (!hal::util::equal_in_constant_time(expected, conn.in)) {
         return drop(conn, "its proof of the secret is wrong");
       }
       conn.in.clear();
       conn.authenticated = true;
-      const Proof mine = proof(secret_, kServerRole, conn.nonce, client_nonce);
-      return queue(fd, conn, mine.data(), mine.size());
+      conn.from_client =
+          std::make_unique<FrameSeal>(secret_, kToServer, conn.nonce, conn.client_nonce);
+      conn.to_client =
+          std::make_unique<FrameSeal>(secret_, kToClient, conn.nonce, conn.client_nonce);
+      return;
     }
     const ssize_t got = ::recv(fd, scratch_.data(), scratch_.size(), MSG_DONTWAIT);
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -317,12 +395,18 @@ class ServerLoop {
         break;
       }
       // Both sizes are capped, so the sum cannot wrap.
-      const uint64_t total = sizeof(frame) + frame.key_bytes + frame.value_bytes;
+      const uint64_t total = sizeof(frame) + frame.key_bytes + frame.value_bytes + kMacBytes;
       if (conn.in.size() - offset < total) break;
       const uint8_t* body = conn.in.data() + offset + sizeof(frame);
-      std::string key(reinterpret_cast<const char*>(body), frame.key_bytes);
-      std::vector<uint8_t> value(body + frame.key_bytes,
-                                 body + frame.key_bytes + frame.value_bytes);
+      const std::span key_bytes(body, frame.key_bytes);
+      const std::span value_bytes(body + frame.key_bytes, frame.value_bytes);
+      const std::span mac(body + frame.key_bytes + frame.value_bytes, kMacBytes);
+      if (!conn.from_client->open(frame, key_bytes, value_bytes, mac)) {
+        tampered(fd, conn);
+        break;
+      }
+      std::string key(key_bytes.begin(), key_bytes.end());
+      std::vector<uint8_t> value(value_bytes.begin(), value_bytes.end());
       offset += total;
       handle(fd, conn, frame, std::move(key), std::move(value));
     }
@@ -374,7 +458,7 @@ class ServerLoop {
       }
       case kTake: {
         Session& s = sessions_[conn.session];
-        if (s.failed) return reply(fd, HAL_ERROR_REMOTE);
+        if (s.failed) return reply(fd, HAL_ERROR_REMOTE, s.failure);
         if (auto found = s.values.find(key); found != s.values.end()) {
           held_bytes_ -= found->first.size() + found->second.data.size() + kEntryOverhead;
           StoredValue stored = std::move(found->second);
@@ -396,18 +480,30 @@ class ServerLoop {
     }
   }
 
+  // A frame of |conn| failed its MAC: altered, replayed, reordered or
+  // reflected on the way. Its rank is told why, then dropped; its session
+  // fails, and its other ranks are told whose connection it was.
+  void tampered(int fd, Connection& conn) {
+    reply(fd, HAL_ERROR_REMOTE, (uint64_t{kYourFrameTampered} << 32) | conn.rank_plus_one);
+    conn.tampered = true;
+    drop(conn, "frame " + std::to_string(conn.from_client->sequence()) +
+                   " failed its integrity check (altered, replayed, reordered or reflected on "
+                   "the way)");
+  }
+
   void join(int fd, Connection& conn, const std::string& name, uint32_t rank, uint32_t ranks) {
     Session& s = sessions_[name];
     conn.joined = true;
     conn.session = name;
     ++s.connections;
-    if (s.failed) return reply(fd, HAL_ERROR_REMOTE);
+    if (s.failed) return reply(fd, HAL_ERROR_REMOTE, s.failure);
     if (s.ranks == 0) s.ranks = ranks;
     if (ranks == 0 || ranks != s.ranks || rank >= ranks || s.members.count(rank) != 0) {
       conn.clean = true;  // a refused join fails nobody else
       return reply(fd, HAL_ERROR_ARGUMENT_MISMATCH);
     }
     s.members.insert(rank);
+    conn.rank_plus_one = rank + 1;
     s.join_waiters.push_back(fd);
     if (s.members.size() == s.ranks) {
       for (int waiter : s.join_waiters) reply(waiter, HAL_SUCCESS);
@@ -415,12 +511,13 @@ class ServerLoop {
     }
   }
 
-  void fail(Session& s) {
+  void fail(Session& s, uint64_t failure) {
     s.failed = true;
-    for (int waiter : s.join_waiters) reply(waiter, HAL_ERROR_REMOTE);
+    s.failure = failure;
+    for (int waiter : s.join_waiters) reply(waiter, HAL_ERROR_REMOTE, failure);
     for (const auto& [key, taker] : s.takers) {
       held_bytes_ -= key.size() + kEntryOverhead;
-      reply(taker, HAL_ERROR_REMOTE);
+      reply(taker, HAL_ERROR_REMOTE, failure);
     }
     for (const auto& [key, stored] : s.values) {
       held_bytes_ -= key.size() + stored.data.size() + kEntryOverhead;
@@ -449,7 +546,10 @@ class ServerLoop {
       it = s.takers.erase(it);
     }
     std::erase(s.join_waiters, fd);
-    if (!conn.clean) fail(s);
+    if (!conn.clean) {
+      const uint64_t why = conn.tampered ? kPeerFrameTampered : kPeerLeft;
+      fail(s, (why << 32) | conn.rank_plus_one);
+    }
     if (--s.connections == 0) {
       for (const auto& [key, stored] : s.values) {
         held_bytes_ -= key.size() + stored.data.size() + kEntryOverhead;
@@ -465,18 +565,27 @@ class ServerLoop {
     const Frame frame{kReply, static_cast<uint32_t>(status), argument, 0,
                       value != nullptr ? value->size() : 0};
     Connection& conn = found->second;
-    queue(fd, conn, &frame, sizeof(frame));
-    if (value != nullptr && !value->empty()) queue(fd, conn, value->data(), value->size());
+    const std::span<const uint8_t> bytes =
+        value != nullptr ? std::span<const uint8_t>(*value) : std::span<const uint8_t>();
+    const Mac mac = conn.to_client->seal(frame, {}, bytes);
+    queue(fd, conn,
+          {std::span(reinterpret_cast<const uint8_t*>(&frame), sizeof(frame)), bytes, mac});
   }
 
-  void queue(int fd, Connection& conn, const void* data, size_t bytes) {
+  // Sends |pieces| as one stream write (one segment when small: each
+  // separate send would wake the peer once more), or buffers what the
+  // socket does not take yet.
+  void queue(int fd, Connection& conn, std::initializer_list<std::span<const uint8_t>> pieces) {
     if (conn.doomed) return;
+    size_t bytes = 0;
+    for (std::span<const uint8_t> piece : pieces) bytes += piece.size();
     const uint64_t backlog = conn.out.size() - conn.out_sent;
-    if (backlog + bytes > 2 * (sizeof(Frame) + limits_.max_value_bytes)) {
+    if (backlog + bytes > 2 * (sizeof(Frame) + limits_.max_value_bytes + kMacBytes)) {
       return drop(conn, "it does not read its replies");
     }
-    const auto* p = static_cast<const uint8_t*>(data);
-    conn.out.insert(conn.out.end(), p, p + bytes);
+    for (std::span<const uint8_t> piece : pieces) {
+      conn.out.insert(conn.out.end(), piece.begin(), piece.end());
+    }
     flush(fd, conn);
   }
 
@@ -510,6 +619,41 @@ class ServerLoop {
 };
 
 }  // namespace
+
+double secret_strength_bits(std::span<const uint8_t> text) noexcept {
+  // Past this many bytes a secret is strong or not already; the repeat
+  // search below is quadratic.
+  constexpr size_t kLookedAt = 4096;
+  constexpr size_t kShortestRepeat = 4;
+  const size_t n = std::min(text.size(), kLookedAt);
+  // The bytes that count: a stretch of kShortestRepeat or more that repeats
+  // an earlier one (overlapping it or not) adds nothing.
+  std::array<size_t, 256> counts{};
+  size_t counted = 0;
+  for (size_t i = 0; i < n;) {
+    size_t longest = 0;
+    for (size_t j = 0; j < i && longest < n - i; ++j) {
+      size_t length = 0;
+      while (i + length < n && text[j + length] == text[i + length]) ++length;
+      longest = std::max(longest, length);
+    }
+    if (longest >= kShortestRepeat) {
+      i += longest;
+      continue;
+    }
+    ++counts[text[i]];
+    ++counted;
+    ++i;
+  }
+  double bits = 0;
+  for (size_t count : counts) {
+    if (count != 0) {
+      bits += static_cast<double>(count) *
+              std::log2(static_cast<double>(counted) / static_cast<double>(count));
+    }
+  }
+  return bits;
+}
 
 bool StoreAddress::parse(const std::string& text, StoreAddress& out) {
   const size_t colon = text.rfind(':');
@@ -677,7 +821,7 @@ std::unique_ptr<StoreClient> StoreClient::connect(const StoreAddress& address,
     }
     const int one = 1;  // requests are small and answered: no Nagle delay
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::unique_ptr<StoreClient> client(new StoreClient(fd, interrupt_fd));
+    std::unique_ptr<StoreClient> client(new StoreClient(fd, interrupt_fd, address));
     client->broken_ = true;  // no goodbye until authenticated
     Status status;
     if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
@@ -693,7 +837,7 @@ std::unique_ptr<StoreClient> StoreClient::connect(const StoreAddress& address,
         }
       }
     }
-    // The server proves itself first; a server at its limit closes at once.
+    // The challenge; a server at its limit closes at once.
     std::array<uint8_t, kChallengeBytes> challenge;
     bool challenged = false;
     if (status.ok()) {
@@ -702,8 +846,8 @@ std::unique_ptr<StoreClient> StoreClient::connect(const StoreAddress& address,
     }
     if (challenged) {
       if (std::memcmp(challenge.data(), kChallengeMagic, sizeof(kChallengeMagic)) != 0) {
-        out_status = Status::failure(HAL_ERROR_REMOTE,
-                                     "what answers at " + address.text() + " is not a HAL store");
+        out_status = Status::failure(HAL_ERROR_REMOTE, "what answers at " + address.text() +
+                                                           " is not a HAL store of this version");
         return nullptr;
       }
       Nonce server_nonce, client_nonce;
@@ -712,31 +856,36 @@ std::unique_ptr<StoreClient> StoreClient::connect(const StoreAddress& address,
         out_status = errno_failure("getrandom");
         return nullptr;
       }
-      std::array<uint8_t, kResponseBytes> response;
-      const Proof mine = proof(secret, kClientRole, server_nonce, client_nonce);
-      std::memcpy(response.data(), client_nonce.data(), kNonceBytes);
-      std::memcpy(response.data() + kNonceBytes, mine.data(), kProofBytes);
+      // The server proves the secret first: nothing derived from it leaves
+      // this rank before that proof checks out, so a process that took the
+      // port first learns nothing to test guesses against.
       Proof theirs{};
-      status = client->send_bytes(response.data(), response.size(), deadline);
+      status = client->send_bytes(client_nonce.data(), client_nonce.size(), deadline);
       if (status.ok()) status = client->recv_bytes(theirs.data(), theirs.size(), deadline);
-      if (status.result == HAL_ERROR_REMOTE) {
-        out_status = Status::failure(
-            HAL_ERROR_INVALID_ARGUMENT,
-            "the TCP store at " + address.text() +
-                " refused this rank's secret (an id from another job, or a different "
-                "HAL_COMM_STORE_SECRET)");
-        return nullptr;
-      }
       if (!status.ok()) {
-        out_status = status;
+        out_status =
+            Status::failure(status.result, "the TCP store at " + address.text() +
+                                               " broke off the handshake: " + status.message);
         return nullptr;
       }
       if (!hal::util::equal_in_constant_time(
               theirs, proof(secret, kServerRole, server_nonce, client_nonce))) {
         out_status = Status::failure(
-            HAL_ERROR_REMOTE, "the TCP store at " + address.text() + " did not prove the secret");
+            HAL_ERROR_INVALID_ARGUMENT,
+            "the TCP store at " + address.text() +
+                " did not prove this rank's secret (an id from another job, a different "
+                "HAL_COMM_STORE_SECRET, or another process listening on that port)");
         return nullptr;
       }
+      const Proof mine = proof(secret, kClientRole, server_nonce, client_nonce);
+      if (status = client->send_bytes(mine.data(), mine.size(), deadline); !status.ok()) {
+        out_status = status;
+        return nullptr;
+      }
+      client->to_server_ =
+          std::make_unique<FrameSeal>(secret, kToServer, server_nonce, client_nonce);
+      client->from_server_ =
+          std::make_unique<FrameSeal>(secret, kToClient, server_nonce, client_nonce);
       client->broken_ = false;
       return client;
     }
@@ -836,22 +985,73 @@ Status StoreClient::recv_bytes(void* data, size_t bytes, const Deadline& deadlin
   return {};
 }
 
+Status StoreClient::tampered(const char* what) {
+  return broken(Status::failure(
+      HAL_ERROR_REMOTE, "the TCP store at " + address_ + ": " + what + " (frame " +
+                            std::to_string(from_server_->sequence()) +
+                            ") failed its integrity check: altered, replayed or reordered on the "
+                            "way"));
+}
+
 Status StoreClient::request(uint32_t op, const std::string& key, const void* data, size_t bytes,
                             uint64_t argument, const Deadline& deadline) {
   if (fd_ < 0) return Status::failure(HAL_ERROR_INVALID_STATE, "the store connection is closed");
   if (broken_) return broken_status_;
   const Frame frame{op, 0, argument, key.size(), bytes};
-  // Header and key in one segment.
-  std::vector<uint8_t> head(sizeof(frame) + key.size());
-  std::memcpy(head.data(), &frame, sizeof(frame));
-  if (!key.empty()) std::memcpy(head.data() + sizeof(frame), key.data(), key.size());
+  const std::span key_bytes(reinterpret_cast<const uint8_t*>(key.data()), key.size());
+  const std::span value(static_cast<const uint8_t*>(data), bytes);
+  const Mac mac = to_server_->seal(frame, key_bytes, value);
+  // One write for a small frame (each separate one would wake the store
+  // once more); a large value is sent from where it lies.
+  const bool whole = bytes <= kCopiedValueBytes;
+  std::vector<uint8_t> head(sizeof(frame) + key.size() + (whole ? bytes + kMacBytes : 0));
+  uint8_t* at = head.data();
+  std::memcpy(at, &frame, sizeof(frame));
+  at += sizeof(frame);
+  if (!key.empty()) std::memcpy(at, key.data(), key.size());
+  at += key.size();
+  if (whole) {
+    if (bytes != 0) std::memcpy(at, data, bytes);
+    std::memcpy(at + bytes, mac.data(), mac.size());
+  }
   Status s = send_bytes(head.data(), head.size(), deadline);
-  if (s.ok() && bytes != 0) s = send_bytes(data, bytes, deadline);
-  return s.ok() ? s : broken(s);
+  if (s.ok() && !whole) s = send_bytes(data, bytes, deadline);
+  if (s.ok() && !whole) s = send_bytes(mac.data(), mac.size(), deadline);
+  if (s.ok()) return s;
+  // A store that dropped this rank may have said why first (a frame of it
+  // failed its check): that reply is still in the socket.
+  if (s.result == HAL_ERROR_REMOTE) {
+    Status said = reply(nullptr, 0, 0, nullptr, Deadline::after_ms(kExplainMs, nullptr));
+    if (said.result == HAL_ERROR_REMOTE && dropped_for_integrity_) s = said;
+  }
+  return broken(s);
 }
 
-// Reads one reply; its value goes to (*out_value)[offset...], which must
-// stay within |max_bytes|.
+namespace {
+
+// What a HAL_ERROR_REMOTE reply's argument says happened.
+std::string remote_failure(uint64_t argument, const std::string& address) {
+  const uint32_t rank_plus_one = static_cast<uint32_t>(argument);
+  const std::string whose =
+      rank_plus_one != 0 ? "rank " + std::to_string(rank_plus_one - 1) : std::string("a peer rank");
+  switch (static_cast<uint32_t>(argument >> 32)) {
+    case kYourFrameTampered:
+      return "the TCP store at " + address +
+             " dropped this rank: a frame it sent failed its integrity check (altered, "
+             "replayed or reordered on the way)";
+    case kPeerFrameTampered:
+      return whose + "'s connection to the TCP store at " + address +
+             " failed its integrity check (a frame altered, replayed or reordered on the way); "
+             "the communicator is over";
+    default:
+      return whose + " died or left the communicator";
+  }
+}
+
+}  // namespace
+
+// Reads one reply, checks its MAC, then acts on it; its value goes to
+// (*out_value)[offset...], which must stay within |max_bytes|.
 Status StoreClient::reply(std::vector<uint8_t>* out_value, size_t offset, size_t max_bytes,
                           uint64_t* out_argument, const Deadline& deadline) {
   Frame frame{};
@@ -861,23 +1061,33 @@ Status StoreClient::reply(std::vector<uint8_t>* out_value, size_t offset, size_t
   const bool known_status = frame.status == HAL_SUCCESS || frame.status == HAL_ERROR_REMOTE ||
                             frame.status == HAL_ERROR_ARGUMENT_MISMATCH;
   if (frame.op != kReply || frame.key_bytes != 0 || !sized || !known_status ||
-      (frame.status != HAL_SUCCESS && frame.value_bytes != 0)) {
+      (frame.status != HAL_SUCCESS && frame.value_bytes != 0) ||
+      (out_value == nullptr && frame.value_bytes != 0)) {
     return broken(
         Status::failure(HAL_ERROR_REMOTE,
                         "the TCP store sent a malformed reply (or a value larger than expected)"));
   }
-  if (frame.status == HAL_ERROR_REMOTE) {
-    return Status::failure(HAL_ERROR_REMOTE, "a peer rank died or left the communicator");
-  }
-  if (frame.status == HAL_ERROR_ARGUMENT_MISMATCH) {
-    return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
-                           "the ranks disagree on the rank count, or a rank joined twice");
-  }
-  if (out_value != nullptr) {
+  std::span<const uint8_t> value;
+  if (frame.value_bytes != 0) {
     out_value->resize(offset + frame.value_bytes);
     if (Status s = recv_bytes(out_value->data() + offset, frame.value_bytes, deadline); !s.ok()) {
       return broken(s);
     }
+    value = std::span(out_value->data() + offset, frame.value_bytes);
+  }
+  Mac mac;
+  if (Status s = recv_bytes(mac.data(), mac.size(), deadline); !s.ok()) return broken(s);
+  if (!from_server_->open(frame, {}, value, mac)) {
+    if (out_value != nullptr) out_value->resize(offset);  // nothing unverified stays
+    return tampered("a reply");
+  }
+  if (frame.status == HAL_ERROR_REMOTE) {
+    dropped_for_integrity_ = (frame.argument >> 32) == kYourFrameTampered;
+    return Status::failure(HAL_ERROR_REMOTE, remote_failure(frame.argument, address_));
+  }
+  if (frame.status == HAL_ERROR_ARGUMENT_MISMATCH) {
+    return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
+                           "the ranks disagree on the rank count, or a rank joined twice");
   }
   if (out_argument != nullptr) *out_argument = frame.argument;
   return {};

@@ -8,13 +8,17 @@
 // The store is reachable by every local user (and, bound elsewhere than
 // loopback, by the network), so it trusts nothing it reads: a connection
 // proves knowledge of the job's secret (HMAC-SHA-256 challenge-response,
-// both ways) before the server reads a frame from it, every field is checked
+// both ways, the server first) before the server reads a frame from it,
+// every frame after that carries a MAC under a key of its direction and
+// connection with an implicit sequence number (so no frame can be altered,
+// replayed, reordered or reflected on the way), every field is checked
 // against StoreLimits before use, and a peer that breaks a rule is dropped.
 // Clients use non-blocking sockets polled against the call's deadline and an
 // interrupt descriptor, so no socket call outlives its deadline or an abort.
 #pragma once
 
 #include "hal_collective/status.hpp"
+#include "hal_util/hmac.hpp"
 
 #include <array>
 #include <atomic>
@@ -22,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <pthread.h>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,21 +43,38 @@ struct StoreAddress {
 // The key both ends of every connection prove they hold.
 using StoreSecret = std::array<uint8_t, 32>;
 
+// The strength a fixed-session store's secret (HAL_COMM_STORE_SECRET or its
+// file) must have: an estimate of at least kMinSecretBits. Anyone who can
+// reach the store can collect a proof and test guesses of the secret
+// offline, so what people type is refused. The estimate: drop every stretch
+// of 4 or more bytes that repeats an earlier stretch; of the m bytes left,
+// sum log2(m / the count of that byte among them), m times the entropy of
+// their own frequencies. "summer2026summer2026" estimates 29 bits, "correct
+// horse battery staple" 98, a 36-character UUID about 134 (below 128 one
+// time in ten). It cannot tell random bytes from a clever pattern, so the
+// rule to follow is random bytes: 32 in hex (64 digits, about 244 bits by
+// the estimate, none below 210 in 3,000 draws), 32 in base64 (44
+// characters, about 215), or 32 raw bytes in the file (about 156).
+inline constexpr double kMinSecretBits = 128;
+double secret_strength_bits(std::span<const uint8_t> text) noexcept;
+
 // The wire format (SPEC.md §13.6). All integers are little-endian.
-//   server -> client  challenge: kChallengeMagic (8 bytes), server nonce (32)
-//   client -> server  response:  client nonce (32), proof("client") (32)
-//   server -> client  proof("server") (32)
-//   then frames both ways: Frame (32 bytes), key, value
+//   server -> client  challenge: kChallengeMagic (8 bytes), server nonce Ns (32)
+//   client -> server  client nonce Nc (32)
+//   server -> client  proof(kServerRole) (32)        the server proves first
+//   client -> server  proof(kClientRole) (32)        only once the server's checks out
+//   then frames both ways: Frame (32 bytes), key, value, MAC (16)
 namespace store_wire {
-inline constexpr char kChallengeMagic[8] = {'H', 'A', 'L', 'S', 'T', 'O', 'R', '2'};
+inline constexpr char kChallengeMagic[8] = {'H', 'A', 'L', 'S', 'T', 'O', 'R', '3'};
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kChallengeBytes = sizeof(kChallengeMagic) + kNonceBytes;
 inline constexpr size_t kProofBytes = 32;
-inline constexpr size_t kResponseBytes = kNonceBytes + kProofBytes;
+inline constexpr const char* kClientRole = "hal-store-client";
+inline constexpr const char* kServerRole = "hal-store-server";
 using Nonce = std::array<uint8_t, kNonceBytes>;
 using Proof = std::array<uint8_t, kProofBytes>;
-// HMAC-SHA-256 under the secret of role ("client" or "server"), the server's
-// nonce and the client's nonce.
+// HMAC-SHA-256 under the secret of role, the server's nonce and the
+// client's nonce.
 Proof proof(const StoreSecret& secret, const char* role, const Nonce& server_nonce,
             const Nonce& client_nonce) noexcept;
 
@@ -60,11 +82,54 @@ enum Op : uint32_t { kReply = 0, kJoin = 1, kSet = 2, kTake = 3, kBye = 4 };
 struct Frame {
   uint32_t op;
   uint32_t status;    // a hal_result_t in replies, 0 in requests
-  uint64_t argument;  // join: rank << 32 | ranks; set, take reply: the chunked value's total bytes
+  uint64_t argument;  // join: rank << 32 | ranks; set, take reply: the chunked value's total bytes;
+                      // a HAL_ERROR_REMOTE reply: Failure << 32 | (the rank it concerns + 1, or 0)
   uint64_t key_bytes;
   uint64_t value_bytes;
 };
 static_assert(sizeof(Frame) == 32);
+
+// Why a session failed, in a HAL_ERROR_REMOTE reply's argument.
+enum Failure : uint32_t {
+  kPeerLeft = 0,           // a rank's connection closed without a goodbye
+  kYourFrameTampered = 1,  // a frame of this connection failed its MAC: it is dropped
+  kPeerFrameTampered = 2,  // a frame of another rank's connection failed its MAC
+};
+
+// The directions of a connection, each with a key of its own (so a frame
+// reflected back to its sender fails).
+inline constexpr const char* kToServer = "hal-store-frames client->server";
+inline constexpr const char* kToClient = "hal-store-frames server->client";
+inline constexpr size_t kMacBytes = 16;  // HMAC-SHA-256 cut to 128 bits (RFC 4868)
+using Mac = std::array<uint8_t, kMacBytes>;
+
+// One direction of one authenticated connection: its key,
+// HMAC-SHA-256(secret, direction || Ns || Nc), and the number of the next
+// frame (from 0, never sent: both ends count). A frame's MAC is
+// HMAC-SHA-256(key, sequence (8 bytes) || Frame || key || value).
+class FrameSeal {
+ public:
+  FrameSeal(const StoreSecret& secret, const char* direction, const Nonce& server_nonce,
+            const Nonce& client_nonce) noexcept;
+  // The MAC of the next frame in this direction; counts it.
+  Mac seal(const Frame& frame, std::span<const uint8_t> key,
+           std::span<const uint8_t> value) noexcept;
+  // Whether |mac| is the next frame's; counts it only then.
+  bool open(const Frame& frame, std::span<const uint8_t> key, std::span<const uint8_t> value,
+            std::span<const uint8_t> mac) noexcept;
+  uint64_t sequence() const noexcept { return sequence_; }
+
+ private:
+  Mac compute(const Frame& frame, std::span<const uint8_t> key,
+              std::span<const uint8_t> value) const noexcept;
+  hal::util::HmacSha256 key_;
+  uint64_t sequence_ = 0;
+};
+
+// A whole frame as it goes on the wire, sealed by |seal| (tests and the fuzz
+// target build frames with it).
+std::vector<uint8_t> sealed_frame(FrameSeal& seal, const Frame& frame, std::span<const uint8_t> key,
+                                  std::span<const uint8_t> value);
 }  // namespace store_wire
 
 // What one store holds at most; a peer that would exceed a limit is dropped.
@@ -150,8 +215,9 @@ class StoreRoster {
 
 class StoreClient {
  public:
-  // Connects and authenticates, retrying a refused connect until the
-  // deadline (rank 0's server may start later).
+  // Connects and authenticates (the server proves the secret first; this
+  // side sends nothing derived from it before that checks out), retrying a
+  // refused connect until the deadline (rank 0's server may start later).
   static std::unique_ptr<StoreClient> connect(const StoreAddress& address,
                                               const StoreSecret& secret, const Deadline& deadline,
                                               Status& out_status);
@@ -174,7 +240,8 @@ class StoreClient {
   void sever();
 
  private:
-  StoreClient(int fd, int interrupt_fd) : fd_(fd), interrupt_fd_(interrupt_fd) {}
+  StoreClient(int fd, int interrupt_fd, const StoreAddress& address)
+      : fd_(fd), interrupt_fd_(interrupt_fd), address_(address.text()) {}
   Status wait_ready(short events, const Deadline& deadline);
   Status send_bytes(const void* data, size_t bytes, const Deadline& deadline);
   Status recv_bytes(void* data, size_t bytes, const Deadline& deadline);
@@ -183,11 +250,16 @@ class StoreClient {
   Status reply(std::vector<uint8_t>* out_value, size_t offset, size_t max_bytes,
                uint64_t* out_argument, const Deadline& deadline);
   Status broken(Status status);
+  Status tampered(const char* what);
 
   int fd_;
   int interrupt_fd_;
+  std::string address_;                               // names the store in errors
+  std::unique_ptr<store_wire::FrameSeal> to_server_;  // set once authenticated
+  std::unique_ptr<store_wire::FrameSeal> from_server_;
   std::atomic<bool> interrupted_{false};
-  bool broken_ = false;  // a call failed mid-frame: the stream is out of step
+  bool broken_ = false;                 // a call failed mid-frame: the stream is out of step
+  bool dropped_for_integrity_ = false;  // the store said a frame of this rank failed its MAC
   Status broken_status_;
 };
 

@@ -145,15 +145,38 @@ std::vector<std::string> split_list(std::string_view text, char separator) {
   return pieces;
 }
 
-std::string loader_library_directory() {
+namespace {
+
+// Where libhal.so lies, resolved once. dladdr gives the name the library
+// was loaded by, which is relative when the program opened it by a relative
+// path: made absolute later, after a chdir, it would name another directory
+// and another set of plugins. So it is resolved while libhal is loaded (the
+// static initializer below runs inside that dlopen, or before main, in the
+// working directory the loading saw) and never again.
+std::string resolve_library_directory() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&loader_library_directory), &info) == 0 ||
-      info.dli_fname == nullptr) {
+  if (dladdr(reinterpret_cast<const void*>(&resolve_library_directory), &info) == 0 ||
+      info.dli_fname == nullptr || info.dli_fname[0] == '\0') {
     return {};
   }
   std::error_code error;
   const fs::path library = fs::canonical(info.dli_fname, error);
-  return error ? fs::path(info.dli_fname).parent_path().string() : library.parent_path().string();
+  if (!error) return library.parent_path().string();
+  const fs::path absolute = fs::absolute(info.dli_fname, error);
+  return error ? std::string() : absolute.lexically_normal().parent_path().string();
+}
+
+const std::string& library_directory() {
+  static const std::string directory = resolve_library_directory();
+  return directory;
+}
+
+[[maybe_unused]] const bool g_library_directory_resolved_at_load = !library_directory().empty();
+
+}  // namespace
+
+std::string loader_library_directory() {
+  return library_directory();
 }
 
 DiscoveryPlan discover_plugins(const hal_init_options_t* options) {

@@ -29,7 +29,8 @@ std::vector<std::string> split_list(std::string_view text, char separator);
 // The candidates hal_init loads, in order. Reads HAL_PLUGINS and HAL_PLUGIN_PATH.
 DiscoveryPlan discover_plugins(const hal_init_options_t* options);
 
-// The directory libhal.so lives in, found with dladdr.
+// The directory libhal.so lives in: found with dladdr and made absolute when
+// libhal was loaded, so a later chdir does not change it.
 std::string loader_library_directory();
 
 }  // namespace hal::loader

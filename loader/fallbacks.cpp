@@ -103,16 +103,62 @@ hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noex
   return HAL_SUCCESS;
 }
 
+namespace {
+
+// SPEC §4.4: a loss belongs to a stream. When the plugin's device_synchronize
+// reports one, the device's streams are asked which is lost (they have all
+// finished their work, so each answer is immediate); the first lost stream
+// is marked lost and named in the detail, with what failed on it:
+// "hal_device_synchronize: stream 0x... is lost: <the failure>". A loss no
+// stream claims (the device itself failed) keeps the plugin's detail.
+// "<function>: <cause>" becomes "<function>: stream 0x... is lost: <cause>".
+void say_stream_lost(const hal_stream_s* stream, const char* function) {
+  ErrorDetail& detail = thread_error_detail();
+  const std::string prefix = std::string(function) + ": ";
+  const std::string cause = detail.message.compare(0, prefix.size(), prefix) == 0
+                                ? detail.message.substr(prefix.size())
+                                : detail.message;
+  detail.message = format("%s: stream %p is lost: %s", function, static_cast<const void*>(stream),
+                          cause.c_str());
+}
+
+void name_lost_stream(hal_device_s* device, const char* function) noexcept {
+  const PluginRecord& plugin = *device->plugin;
+  try {
+    const ErrorDetail device_detail = thread_error_detail();
+    const hal_result_t found = device->streams.for_each([&](hal_stream_s* stream) {
+      const hal_result_t result = plugin.table.stream_synchronize(stream->impl);
+      if (result != HAL_ERROR_DEVICE_LOST) {
+        take_plugin_message();  // a healthy (or otherwise failing) stream: not this loss
+        return HAL_SUCCESS;
+      }
+      stream_entry_failed(stream, result, function, plugin);
+      say_stream_lost(stream, function);
+      return HAL_ERROR_DEVICE_LOST;  // stops at the first lost stream
+    });
+    if (found != HAL_ERROR_DEVICE_LOST) thread_error_detail() = device_detail;
+  } catch (...) {
+    // Out of memory while naming the stream: the plugin's detail stands.
+  }
+}
+
+}  // namespace
+
 hal_result_t synchronize_device(hal_device_s* device, const char* function) noexcept {
   const PluginRecord& plugin = *device->plugin;
   if (plugin.table.device_synchronize != nullptr) {
     const hal_result_t result = plugin.table.device_synchronize(device->impl);
-    if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
-    return HAL_SUCCESS;
+    if (result == HAL_SUCCESS) return HAL_SUCCESS;
+    fail_from_plugin(result, function, plugin.name);
+    if (result == HAL_ERROR_DEVICE_LOST) name_lost_stream(device, function);
+    return result;
   }
   try {
-    return device->streams.for_each(
-        [function](hal_stream_s* stream) { return synchronize_stream(stream, function); });
+    return device->streams.for_each([function](hal_stream_s* stream) {
+      const hal_result_t result = synchronize_stream(stream, function);
+      if (result == HAL_ERROR_DEVICE_LOST) say_stream_lost(stream, function);
+      return result;
+    });
   } catch (const std::exception& e) {  // std::system_error from the set's mutex
     return fail(HAL_ERROR_INTERNAL, function, "internal loader error: %s", e.what());
   }

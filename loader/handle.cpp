@@ -65,28 +65,25 @@ hal_result_t reject_handle(const void* handle, HandleKind expected, const char* 
     return fail(HAL_ERROR_INVALID_HANDLE, function, "%s is NULL, expected %s %s handle", argument,
                 article(expected), kind_name(expected));
   }
-  // A slot of the kind's slab is a handle of that kind given out earlier; not
-  // live, it was destroyed (its page may since read as zeroes).
+  // Only a slot a slab handed out is read: a handle is never anywhere else,
+  // so a copy of a handle's bytes, or any other memory, is foreign unread.
+  // A slot of the expected kind's slab that is not live was destroyed (its
+  // page may since read as zeroes).
   const auto* header = static_cast<const DispatchHeader*>(handle);
-  if (HandleSlab::any_handed_out(expected, handle) &&
-      header->magic.load(std::memory_order_relaxed) != kLiveMagic) {
+  if (HandleSlab::any_handed_out(expected, handle)) {
+    // Live again it cannot be: a live one failed the check only by racing
+    // its destroy.
     return fail(HAL_ERROR_DESTROYED_HANDLE, function, "%s %p is a %s that was already destroyed",
                 argument, handle, kind_name(expected));
   }
-  // Every handle the loader gave out starts with a DispatchHeader; anything
-  // else is foreign and reading its first bytes is the best check available.
-  const uint32_t magic = header->magic.load(std::memory_order_relaxed);
-  const uint32_t kind = header->kind;
-  const bool known_kind = kind >= static_cast<uint32_t>(HandleKind::kDevice) &&
-                          kind <= static_cast<uint32_t>(HandleKind::kMoeRouting);
-  if (magic == kDestroyedMagic && kind == static_cast<uint32_t>(expected)) {
-    return fail(HAL_ERROR_DESTROYED_HANDLE, function, "%s %p is a %s that was already destroyed",
-                argument, handle, kind_name(expected));
-  }
-  if ((magic == kLiveMagic || magic == kDestroyedMagic) && known_kind) {
+  for (uint32_t kind = static_cast<uint32_t>(HandleKind::kDevice);
+       kind <= static_cast<uint32_t>(HandleKind::kMoeRouting); ++kind) {
+    const auto other = static_cast<HandleKind>(kind);
+    if (other == expected || !HandleSlab::any_handed_out(other, handle)) continue;
+    const bool destroyed = header->magic.load(std::memory_order_relaxed) != kLiveMagic;
     return fail(HAL_ERROR_INVALID_HANDLE, function, "%s %p is a %s%s handle, not %s %s handle",
-                argument, handle, magic == kDestroyedMagic ? "destroyed " : "",
-                kind_name(static_cast<HandleKind>(kind)), article(expected), kind_name(expected));
+                argument, handle, destroyed ? "destroyed " : "", kind_name(other),
+                article(expected), kind_name(expected));
   }
   return fail(HAL_ERROR_INVALID_HANDLE, function,
               "%s %p is not a HAL handle (expected %s %s handle)", argument, handle,
@@ -217,7 +214,12 @@ HandleSlab::HandleSlab(HandleKind kind, size_t slot_bytes, size_t arena_bytes, s
       slot_bytes_(round_up_power_of_two(slot_bytes)),
       group_bytes_(std::max(page_bytes(), slot_bytes_)),
       arena_bytes_(std::max(arena_bytes, group_bytes_) / group_bytes_ * group_bytes_),
-      max_arenas_(std::max<size_t>(max_arenas, 1)) {}
+      max_arenas_(std::max<size_t>(max_arenas, 1)),
+      arena_bases_(new std::atomic<uintptr_t>[max_arenas_]) {
+  for (size_t index = 0; index < max_arenas_; ++index) {
+    arena_bases_[index].store(0, std::memory_order_relaxed);
+  }
+}
 
 void* HandleSlab::allocate() {
   std::lock_guard lock(mutex_);
@@ -229,6 +231,9 @@ void* HandleSlab::allocate() {
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (base == MAP_FAILED) throw std::bad_alloc();
       arenas_.push_back(Arena{static_cast<char*>(base), std::vector<uint32_t>(groups_per_arena)});
+      arena_bases_[arenas_.size() - 1].store(reinterpret_cast<uintptr_t>(base),
+                                             std::memory_order_relaxed);
+      mapped_arenas_.store(arenas_.size(), std::memory_order_release);
     }
     if (cursor_arena_ == arenas_.size()) {  // every arena mapped and gone through: a new lap
       cursor_arena_ = 0;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -50,11 +51,7 @@ struct DispatchHeader {
 const char* kind_name(HandleKind kind) noexcept;
 
 template <class Handle>
-inline bool is_live(const Handle* handle, HandleKind kind) noexcept {
-  static_assert(offsetof(Handle, header) == 0, "the dispatch header must be at offset 0");
-  return handle != nullptr && handle->header.magic.load(std::memory_order_relaxed) == kLiveMagic &&
-         handle->header.kind == static_cast<uint32_t>(kind);
-}
+bool is_live(const Handle* handle, HandleKind kind) noexcept;  // below, after the slabs
 
 // The slow path of validation: records why |handle| was rejected and returns
 // HAL_ERROR_INVALID_HANDLE or HAL_ERROR_DESTROYED_HANDLE.
@@ -195,6 +192,18 @@ class HandleSlab {
   void release(void* slot) noexcept;
   // Whether |pointer| is the start of a slot this slab has handed out.
   bool handed_out(const void* pointer) const noexcept;
+  // Whether |pointer| is the start of a slot of an arena this slab mapped:
+  // no lock and no read of |pointer|'s memory, so every call can afford it.
+  // A slot of a mapped arena that was never handed out reads as zeroes.
+  bool holds_slot(const void* pointer) const noexcept {
+    const auto address = reinterpret_cast<uintptr_t>(pointer);
+    const size_t mapped = mapped_arenas_.load(std::memory_order_acquire);
+    for (size_t index = 0; index < mapped; ++index) {
+      const uintptr_t offset = address - arena_bases_[index].load(std::memory_order_relaxed);
+      if (offset < arena_bytes_) return (offset & (slot_bytes_ - 1)) == 0;
+    }
+    return false;
+  }
 
   HandleKind kind() const noexcept { return kind_; }
   size_t slot_bytes() const noexcept { return slot_bytes_; }
@@ -220,6 +229,10 @@ class HandleSlab {
   const size_t max_arenas_;
   mutable std::mutex mutex_;
   std::vector<Arena> arenas_;
+  // The arenas' bases for holds_slot, published in mapping order: an entry
+  // is written before mapped_arenas_ counts it, and never changes again.
+  std::unique_ptr<std::atomic<uintptr_t>[]> arena_bases_;
+  std::atomic<size_t> mapped_arenas_{0};
   size_t cursor_arena_ = 0;   // where the next slot comes from
   size_t cursor_offset_ = 0;  //   (offset within the arena)
   uint64_t laps_ = 0;         // completed passes over all max_arenas_ arenas
@@ -237,6 +250,17 @@ HandleSlab& slab_of() {
     return created;
   }();
   return *slab;
+}
+
+// A live handle of type |Handle|: a slot of its type's slab (so a pointer to
+// anything else, a copy of a handle's bytes included, is never read), with
+// the live magic and the kind. One range check and two loads.
+template <class Handle>
+inline bool is_live(const Handle* handle, HandleKind kind) noexcept {
+  static_assert(offsetof(Handle, header) == 0, "the dispatch header must be at offset 0");
+  return handle != nullptr && slab_of<std::remove_cv_t<Handle>>().holds_slot(handle) &&
+         handle->header.magic.load(std::memory_order_relaxed) == kLiveMagic &&
+         handle->header.kind == static_cast<uint32_t>(kind);
 }
 
 // Destroys a handle and gives its slot back to its slab. The header is marked

@@ -132,6 +132,7 @@ struct hal_op_plan_s {
 };
 
 struct hal_device_s {
+  static constexpr hal::loader::HandleKind kKind = hal::loader::HandleKind::kDevice;
   hal_device_s(hal::loader::PluginRecord* owner, hal_impl_device_t* plugin_device)
       : header(hal::loader::HandleKind::kDevice, owner), impl(plugin_device), plugin(owner) {}
   hal::loader::DispatchHeader header;

@@ -61,8 +61,7 @@ void complete_properties(hal_device_properties_t& properties, const PluginRecord
 // Opens every device of a freshly loaded plugin. On failure closes what it
 // opened and says why.
 bool enumerate_devices(PluginRecord& plugin, uint32_t first_index,
-                       std::vector<std::unique_ptr<hal_device_s>>& out_devices,
-                       PluginReport& report) {
+                       std::vector<HandleOwner<hal_device_s>>& out_devices, PluginReport& report) {
   const auto fail_with = [&](const char* step, hal_result_t result) {
     std::string said = take_plugin_message();
     report.outcome = HAL_PLUGIN_FAILED_INIT;
@@ -94,7 +93,7 @@ bool enumerate_devices(PluginRecord& plugin, uint32_t first_index,
         result != HAL_SUCCESS) {
       return fail_with("device_open", result);
     }
-    auto device = std::make_unique<hal_device_s>(&plugin, impl);
+    auto device = make_handle<hal_device_s>(&plugin, impl);
     hal_device_s* raw = device.get();
     out_devices.push_back(std::move(device));
     raw->properties.struct_size = sizeof(hal_device_properties_t);
@@ -207,7 +206,7 @@ PluginReport load_candidate(const Candidate& candidate, Registry& registry) {
   if (const PluginRecord* earlier = find_plugin(registry, loaded.plugin->name)) {
     return duplicate_of(*earlier, std::move(report));
   }
-  std::vector<std::unique_ptr<hal_device_s>> devices;
+  std::vector<HandleOwner<hal_device_s>> devices;
   if (!enumerate_devices(*loaded.plugin, static_cast<uint32_t>(registry.devices.size()), devices,
                          report)) {
     return report;

@@ -41,7 +41,7 @@ inline constexpr uint32_t kMaxDevicesPerPlugin = 4096;
 struct Registry {
   // Immutable once hal_init returns, so readers need no lock.
   std::vector<std::unique_ptr<PluginRecord>> plugins;
-  std::vector<std::unique_ptr<hal_device_s>> devices;
+  std::vector<hal::loader::HandleOwner<hal_device_s>> devices;
   std::vector<PluginReport> reports;
 
   AllocationTable allocations;

@@ -1,5 +1,9 @@
 #include "hal_util/names.hpp"
 
+#include <array>
+
+#include "hal_util/arg_types.hpp"
+
 namespace hal::util {
 namespace {
 
@@ -41,15 +45,15 @@ constexpr EnumName kDtype[] = {
     {HAL_DTYPE_BOOL, "HAL_DTYPE_BOOL", "bool"},
 };
 
-constexpr EnumName kArgType[] = {
-    {HAL_ARG_POINTER, "HAL_ARG_POINTER", "pointer"},
-    {HAL_ARG_I32, "HAL_ARG_I32", "i32"},
-    {HAL_ARG_U32, "HAL_ARG_U32", "u32"},
-    {HAL_ARG_I64, "HAL_ARG_I64", "i64"},
-    {HAL_ARG_U64, "HAL_ARG_U64", "u64"},
-    {HAL_ARG_F32, "HAL_ARG_F32", "f32"},
-    {HAL_ARG_F64, "HAL_ARG_F64", "f64"},
-};
+// Derived from hal_util/arg_types.hpp's table, the one list of argument types.
+constexpr auto kArgType = [] {
+  std::array<EnumName, std::size(kArgTypes)> names{};
+  for (size_t i = 0; i < names.size(); ++i) {
+    names[i] = {static_cast<uint32_t>(kArgTypes[i].type), kArgTypes[i].enumerator,
+                kArgTypes[i].short_name};
+  }
+  return names;
+}();
 
 constexpr EnumName kDeviceType[] = {
     {HAL_DEVICE_TYPE_CPU, "HAL_DEVICE_TYPE_CPU", "cpu"},
@@ -136,6 +140,17 @@ constexpr EnumName kOpKind[] = {
     {HAL_OP_ATTENTION, "HAL_OP_ATTENTION", "attention"},
     {HAL_OP_ATTENTION_BACKWARD, "HAL_OP_ATTENTION_BACKWARD", "attention_backward"},
     {HAL_OP_TOPK_GATING, "HAL_OP_TOPK_GATING", "topk_gating"},
+    {HAL_OP_CONVOLUTION, "HAL_OP_CONVOLUTION", "convolution"},
+    {HAL_OP_CONVOLUTION_BACKWARD_DATA, "HAL_OP_CONVOLUTION_BACKWARD_DATA",
+     "convolution_backward_data"},
+    {HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS, "HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS",
+     "convolution_backward_weights"},
+    {HAL_OP_POOLING, "HAL_OP_POOLING", "pooling"},
+    {HAL_OP_POOLING_BACKWARD, "HAL_OP_POOLING_BACKWARD", "pooling_backward"},
+    {HAL_OP_BATCH_NORM, "HAL_OP_BATCH_NORM", "batch_norm"},
+    {HAL_OP_BATCH_NORM_BACKWARD, "HAL_OP_BATCH_NORM_BACKWARD", "batch_norm_backward"},
+    {HAL_OP_GROUP_NORM, "HAL_OP_GROUP_NORM", "group_norm"},
+    {HAL_OP_GROUP_NORM_BACKWARD, "HAL_OP_GROUP_NORM_BACKWARD", "group_norm_backward"},
     {HAL_OP_UNARY_MATH, "HAL_OP_UNARY_MATH", "unary_math"},
     {HAL_OP_BINARY_SCALAR, "HAL_OP_BINARY_SCALAR", "binary_scalar"},
     {HAL_OP_WHERE, "HAL_OP_WHERE", "where"},
@@ -247,6 +262,16 @@ constexpr EnumName kScatterMode[] = {
     {HAL_SCATTER_ADD, "HAL_SCATTER_ADD", "add"},
 };
 
+constexpr EnumName kChannelLayout[] = {
+    {HAL_CHANNELS_FIRST, "HAL_CHANNELS_FIRST", "first"},
+    {HAL_CHANNELS_LAST, "HAL_CHANNELS_LAST", "last"},
+};
+
+constexpr EnumName kPoolingKind[] = {
+    {HAL_POOLING_MAX, "HAL_POOLING_MAX", "max"},
+    {HAL_POOLING_AVERAGE, "HAL_POOLING_AVERAGE", "average"},
+};
+
 constexpr EnumName kCausalAlignment[] = {
     {HAL_CAUSAL_NONE, "HAL_CAUSAL_NONE", "none"},
     {HAL_CAUSAL_TOP_LEFT, "HAL_CAUSAL_TOP_LEFT", "top_left"},
@@ -330,6 +355,12 @@ std::span<const EnumName> binary_op_table() noexcept {
 }
 std::span<const EnumName> reduce_kind_table() noexcept {
   return kReduceKind;
+}
+std::span<const EnumName> channel_layout_table() noexcept {
+  return kChannelLayout;
+}
+std::span<const EnumName> pooling_kind_table() noexcept {
+  return kPoolingKind;
 }
 std::span<const EnumName> unary_math_table() noexcept {
   return kUnaryMath;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -33,11 +34,15 @@ UniqueFd open_component(int parent, const std::string& name, const std::string& 
   constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   int fd = openat(parent, name.c_str(), kFlags);
   if (fd < 0 && errno == ENOENT) {
-    if (mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
+    const bool created = mkdirat(parent, name.c_str(), 0700) == 0;
+    if (!created && errno != EEXIST) {
       why = "cannot create '" + path + "': " + std::strerror(errno);
       return UniqueFd();
     }
     fd = openat(parent, name.c_str(), kFlags);
+    // A directory HAL itself just made is 0700 whatever a default ACL of
+    // its parent added (the umask only takes bits away).
+    if (created && fd >= 0) fchmod(fd, 0700);
   }
   if (fd < 0) {
     const int error = errno;
@@ -80,9 +85,25 @@ bool is_private(int fd, const std::string& what, std::string& why) {
   return true;
 }
 
+bool is_owner_only(int fd, const std::string& what, std::string& why) {
+  if (!is_private(fd, what, why)) return false;
+  struct stat status {};
+  if (fstat(fd, &status) != 0) {
+    why = "cannot stat " + what + ": " + std::strerror(errno);
+    return false;
+  }
+  if ((status.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(status.st_mode & 07777));
+    why = what + " has mode " + mode + ": group or others may read or enter it";
+    return false;
+  }
+  return true;
+}
+
 UniqueFd open_private_directory(const std::string& trusted_base,
                                 const std::vector<std::string>& private_components,
-                                std::string& why) {
+                                std::string& why, Privacy last) {
   UniqueFd directory(open(trusted_base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!directory.valid()) {
     why = "cannot open the directory '" + trusted_base + "': " + std::strerror(errno);
@@ -101,6 +122,9 @@ UniqueFd open_private_directory(const std::string& trusted_base,
     directory = std::move(next);
   }
   if (private_components.empty() && !is_private(directory.get(), "'" + path + "'", why)) {
+    return UniqueFd();
+  }
+  if (last == Privacy::kOwnerOnly && !is_owner_only(directory.get(), "'" + path + "'", why)) {
     return UniqueFd();
   }
   return directory;
@@ -128,6 +152,12 @@ bool read_regular_file(int directory_fd, const std::string& name, const ReadRule
     return false;
   }
   if (rule.must_be_private && !is_private(fd.get(), "it", why)) return false;
+  if (rule.owner_only && (status.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(status.st_mode & 07777));
+    why = std::string("it has mode ") + mode + ": group or others may access it";
+    return false;
+  }
   if (static_cast<uint64_t>(status.st_size) > rule.max_bytes) {
     why = "it is " + std::to_string(status.st_size) + " bytes, more than the limit of " +
           std::to_string(rule.max_bytes);
@@ -150,6 +180,89 @@ bool read_regular_file(int directory_fd, const std::string& name, const ReadRule
   }
   if (done != out.size()) {
     why = "it shrank while it was read";
+    return false;
+  }
+  return true;
+}
+
+UniqueFd open_user_output_file(const std::string& path, mode_t mode, std::string& why) {
+  const std::filesystem::path named(path);
+  const std::string name = named.filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    why = "'" + path + "' does not name a file";
+    return UniqueFd();
+  }
+  // The directory is the one the user named (symbolic links in it followed);
+  // nobody else may be able to swap what is in it.
+  const std::string directory =
+      named.has_parent_path() ? named.parent_path().string() : std::string(".");
+  UniqueFd parent(open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct stat status {};
+  if (!parent.valid() || fstat(parent.get(), &status) != 0) {
+    why = "cannot open the directory '" + directory + "': " + std::strerror(errno);
+    return UniqueFd();
+  }
+  const uid_t us = geteuid();
+  if (status.st_uid != 0 && status.st_uid != us) {
+    why = "the directory '" + directory + "' is owned by uid " + std::to_string(status.st_uid) +
+          ", neither root nor this process (uid " + std::to_string(us) +
+          "): its owner could replace the file";
+    return UniqueFd();
+  }
+  if ((status.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (status.st_mode & S_ISVTX) == 0) {
+    char octal[8];
+    std::snprintf(octal, sizeof(octal), "%04o", static_cast<unsigned>(status.st_mode & 07777));
+    why = "the directory '" + directory + "' has mode " + octal +
+          ": others may write to it and it has no sticky bit, so they could replace the file";
+    return UniqueFd();
+  }
+  // O_NOFOLLOW: a symbolic link planted under the name is not followed;
+  // O_NONBLOCK: a FIFO does not block the open. No O_TRUNC before the checks.
+  UniqueFd fd(openat(parent.get(), name.c_str(),
+                     O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, mode));
+  if (!fd.valid()) {
+    const int error = errno;
+    why = "cannot open '" + path + "' for writing: " +
+          (error == ELOOP   ? std::string("it is a symbolic link, which HAL does not follow")
+           : error == ENXIO ? std::string("it is a FIFO with no reader, not a regular file")
+                            : std::string(std::strerror(error)));
+    return UniqueFd();
+  }
+  if (fstat(fd.get(), &status) != 0) {
+    why = "cannot stat '" + path + "': " + std::strerror(errno);
+    return UniqueFd();
+  }
+  if (!S_ISREG(status.st_mode)) {
+    why = "'" + path + "' is " + file_type_name(status.st_mode) + ", not a regular file";
+    return UniqueFd();
+  }
+  if (status.st_uid != us) {
+    why = "'" + path + "' belongs to uid " + std::to_string(status.st_uid) +
+          ", not to this process (uid " + std::to_string(us) + ")";
+    return UniqueFd();
+  }
+  if (status.st_nlink != 1) {
+    why = "'" + path + "' has " + std::to_string(status.st_nlink) +
+          " links: it may be a hard link to another file";
+    return UniqueFd();
+  }
+  if (ftruncate(fd.get(), 0) != 0) {
+    why = "cannot truncate '" + path + "': " + std::strerror(errno);
+    return UniqueFd();
+  }
+  fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+bool write_user_file(const std::string& path, const void* data, size_t size, std::string& why) {
+  UniqueFd fd = open_user_output_file(path, 0644, why);
+  if (!fd.valid()) return false;
+  if (const int error = write_all(fd.get(), data, size); error != 0) {
+    why = describe_write_error(error, path);
+    return false;
+  }
+  if (close(fd.release()) != 0) {
+    why = describe_write_error(errno, path);
     return false;
   }
   return true;

@@ -126,7 +126,9 @@ HAL_API hal_result_t hal_module_unload(hal_module_t module);
  * HAL_ERROR_NULL_POINTER, HAL_ERROR_INVALID_ARGUMENT (arg_count out of range,
  * unknown arg type), HAL_ERROR_NOT_FOUND (no such entry point),
  * HAL_ERROR_ARGUMENT_MISMATCH (declared signature disagrees with the
- * module's, or neither exists), HAL_ERROR_OUT_OF_MEMORY. Each call returns a
+ * module's, or neither exists; a module signature off SPEC.md §8's grammar is
+ * none), HAL_ERROR_INVALID_MODULE (the vendor refuses the module's code when
+ * it makes the kernel), HAL_ERROR_OUT_OF_MEMORY. Each call returns a
  * new handle owned by the module. A desc->struct_size smaller than the v1.0
  * struct is HAL_ERROR_INVALID_ARGUMENT. */
 HAL_API hal_result_t hal_kernel_get(hal_module_t module, const hal_kernel_desc_t* desc,
@@ -143,7 +145,9 @@ HAL_API hal_result_t hal_kernel_get_info(hal_kernel_t kernel, hal_kernel_info_t*
  * Argument values are copied before the call returns. Thread-safe.
  * Errors: HAL_ERROR_INVALID_HANDLE, HAL_ERROR_DESTROYED_HANDLE,
  * HAL_ERROR_NULL_POINTER (config; args with arg_count > 0; an arg value),
- * HAL_ERROR_INVALID_ARGUMENT (config->struct_size smaller than the v1.0 struct),
+ * HAL_ERROR_INVALID_ARGUMENT (config->struct_size smaller than the v1.0 struct;
+ * arg_count above HAL_MAX_KERNEL_ARGS; a pointer argument in memory
+ * hal_mem_free released),
  * HAL_ERROR_DEVICE_MISMATCH (kernel and stream on different devices),
  * HAL_ERROR_INVALID_LAUNCH (a zero grid or block dim, a dim or the block's
  * thread count over the device limits, too much shared memory),

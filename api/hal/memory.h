@@ -58,7 +58,9 @@ HAL_API hal_result_t hal_mem_alloc(hal_device_t device, hal_memory_kind_t kind, 
 /* Frees an allocation made by hal_mem_alloc. |ptr| must be the base pointer.
  * Blocks until the work already enqueued on the device's streams completes,
  * so memory in use by a kernel or copy is never recycled under it.
- * hal_mem_free(NULL) is a no-op returning HAL_SUCCESS. Thread-safe; may block.
+ * hal_mem_free(NULL) is a no-op returning HAL_SUCCESS. The loader holds freed
+ * memory back from the plugin for a while, so that a freed pointer passed to
+ * a later call is refused (SPEC.md §6, "Freed memory"). Thread-safe; may block.
  * Errors: HAL_ERROR_NOT_FOUND (not a live allocation: never allocated or freed
  * already), HAL_ERROR_INVALID_ARGUMENT (points inside an allocation, not at its base). */
 HAL_API hal_result_t hal_mem_free(void* ptr);
@@ -78,7 +80,8 @@ HAL_API hal_result_t hal_mem_get_info(const void* ptr, hal_memory_info_t* out_in
  * Errors: HAL_ERROR_INVALID_HANDLE/DESTROYED_HANDLE (stream),
  * HAL_ERROR_NULL_POINTER (dst or src with size > 0), HAL_ERROR_INVALID_SIZE
  * (address + size overflows), HAL_ERROR_OUT_OF_BOUNDS (a range overruns its
- * allocation), HAL_ERROR_INVALID_ARGUMENT (ranges overlap),
+ * allocation), HAL_ERROR_INVALID_ARGUMENT (ranges overlap, or a range in
+ * memory hal_mem_free released),
  * HAL_ERROR_DEVICE_MISMATCH (an allocation of another plugin's device),
  * HAL_ERROR_DEVICE_LOST. */
 HAL_API hal_result_t hal_memcpy_async(void* dst, const void* src, size_t size, hal_stream_t stream);

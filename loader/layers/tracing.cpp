@@ -1,6 +1,7 @@
 #include "layers/tracing.hpp"
 
 #include "error.hpp"
+#include "hal_util/secure_file.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -8,8 +9,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -250,12 +253,20 @@ bool open(const char* path, bool summary) noexcept {
   trace.origin_ns = now_ns();
   trace.first_event = true;
   if (path == nullptr || path[0] == '\0') return true;
-  trace.file = std::fopen(path, "w");
+  // The one rule for a file at a path a user gave (hal_util/secure_file.hpp,
+  // SPEC.md §15): no symbolic or hard link followed, no FIFO waited on, no
+  // directory another user could swap the file in.
+  std::string why;
+  hal::util::UniqueFd fd = hal::util::open_user_output_file(path, 0600, why);
+  trace.file = fd.valid() ? fdopen(fd.get(), "w") : nullptr;
   if (trace.file == nullptr) {
-    std::fprintf(stderr, "hal: tracing: cannot create HAL_TRACE file '%s'; tracing to no file\n",
-                 path);
+    if (fd.valid()) why = std::string("fdopen: ") + std::strerror(errno);
+    std::fprintf(stderr,
+                 "hal: tracing: cannot create HAL_TRACE file '%s': %s; tracing to no file\n", path,
+                 why.c_str());
     return false;
   }
+  fd.release();  // the FILE owns it now
   trace.file_open.store(true, std::memory_order_release);
   std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", trace.file);
   write_event_locked(trace, format("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,"

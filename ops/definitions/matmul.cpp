@@ -60,6 +60,8 @@ hal_result_t describe_matmul(const hal_op_matmul_desc_t& desc, OpSignature* out,
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   if (reject(check_epilogue_activation("desc->activation", desc.activation), message) ||
+      reject(check_finite_scalar("desc->alpha", desc.alpha), message) ||
+      reject(check_finite_scalar("desc->beta", desc.beta), message) ||
       reject(check_tensor("a", desc.a, kFloatDtypes, 2, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_tensor("b", desc.b, kFloatDtypes, 2, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_output("d", desc.d, kFloatDtypes, 2, HAL_TENSOR_MAX_RANK), message))
@@ -98,7 +100,7 @@ hal_result_t describe_matmul(const hal_op_matmul_desc_t& desc, OpSignature* out,
                (transpose_a ? " (a transposed)" : "") + (transpose_b ? " (b transposed)" : "");
     return HAL_ERROR_INVALID_ARGUMENT;
   }
-  const bool uses_c = desc.beta != 0.0f;  // NaN reads c too
+  const bool uses_c = desc.beta != 0.0f;
   if (uses_c) {
     if (reject(check_tensor("c", desc.c, kFloatDtypes, 2, HAL_TENSOR_MAX_RANK), message) ||
         reject(check_batch("c", desc.c, desc.d), message) ||

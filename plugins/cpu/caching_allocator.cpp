@@ -5,6 +5,7 @@
 #include <bit>
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 namespace hal::cpu {
 namespace {
@@ -95,24 +96,60 @@ bool CachingAllocator::reserve_locked(size_t bytes) {
   return true;
 }
 
+CachingAllocator::Slab* CachingAllocator::slab_of_locked(const void* ptr) const {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(ptr) & ~(uintptr_t{slab_bytes_} - 1);
+  const auto found = slabs_.find(base);
+  return found != slabs_.end() ? found->second.get() : nullptr;
+}
+
+void* CachingAllocator::pop_free_locked(size_t index) {
+  void* block = free_small_[index];
+  if (block == nullptr) return nullptr;
+  const uint8_t free_mark = static_cast<uint8_t>(kFreeBit | (index + 1));
+  void* next = nullptr;
+  std::memcpy(&next, block, sizeof(next));
+  // The next link is followed only if it leads to a free block of this
+  // class; anything else (the caller wrote to freed memory) ends the list.
+  if (next != nullptr) {
+    const Slab* slab = slab_of_locked(next);
+    const size_t offset =
+        slab != nullptr ? static_cast<size_t>(static_cast<char*>(next) - slab->base) : 0;
+    if (slab == nullptr || offset % kMinBlock != 0 ||
+        slab->granules[offset / kMinBlock] != free_mark) {
+      next = nullptr;
+    }
+  }
+  free_small_[index] = next;
+  return block;
+}
+
 void CachingAllocator::release_empty_slabs_locked() {
   bool any = false;
-  for (const std::unique_ptr<Slab>& slab : slabs_) {
+  for (const auto& [base, slab] : slabs_) {
     slab->releasing = slab->live == 0;
     any = any || slab->releasing;
   }
   if (!any) return;
-  for (std::vector<FreeBlock>& list : free_small_) {
-    std::erase_if(list, [](const FreeBlock& block) { return block.slab->releasing; });
+  // Each free list keeps the blocks of the slabs that stay.
+  for (size_t index = 0; index < kClassCount; ++index) {
+    std::vector<void*> kept;
+    while (void* block = pop_free_locked(index)) {
+      if (!slab_of_locked(block)->releasing) kept.push_back(block);
+    }
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+      std::memcpy(*it, &free_small_[index], sizeof(void*));
+      free_small_[index] = *it;
+    }
   }
-  std::erase_if(slabs_, [&](const std::unique_ptr<Slab>& slab) {
-    if (!slab->releasing) return false;
-    if (slab.get() == bump_slab_) {
+  std::erase_if(slabs_, [&](const auto& entry) {
+    Slab& slab = *entry.second;
+    if (!slab.releasing) return false;
+    if (&slab == bump_slab_) {
       bump_slab_ = nullptr;
       bump_ = nullptr;
     }
-    unmap(slab->base, slab->bytes);
-    held_ -= slab->bytes;
+    unmap(slab.base, slab.bytes);
+    held_ -= slab.bytes + map_bytes();
     return true;
   });
 }
@@ -120,13 +157,14 @@ void CachingAllocator::release_empty_slabs_locked() {
 CachingAllocator::Status CachingAllocator::allocate_small(size_t bytes, void** out_ptr,
                                                           int* out_errno) {
   const size_t block_bytes = std::bit_ceil(bytes);
-  std::vector<FreeBlock>& free_list = free_small_[class_index(block_bytes)];
+  const size_t index = class_index(block_bytes);
   std::lock_guard lock(mutex_);
-  FreeBlock block{};
-  if (!free_list.empty()) {
-    block = free_list.back();
-    free_list.pop_back();
-  } else {
+  // The block's record is charged first: it is what a full budget of tiny
+  // blocks runs out of.
+  if (!reserve_locked(kRecordBytes)) return Status::kOverBudget;
+  void* block = pop_free_locked(index);
+  Slab* slab = block != nullptr ? slab_of_locked(block) : nullptr;
+  if (block == nullptr) {
     // Carve from the newest slab at the class's natural alignment; what the
     // alignment skips is lost, which costs little since classes repeat.
     char* aligned = nullptr;
@@ -134,26 +172,32 @@ CachingAllocator::Status CachingAllocator::allocate_small(size_t bytes, void** o
       aligned = reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(bump_), block_bytes));
     }
     if (bump_slab_ == nullptr || aligned + block_bytes > bump_slab_->base + bump_slab_->bytes) {
-      if (!reserve_locked(slab_bytes_)) return Status::kOverBudget;
-      auto slab = std::make_unique<Slab>();
-      slab->bytes = slab_bytes_;
-      slab->base = static_cast<char*>(map_prefaulted(slab_bytes_, slab_bytes_));
-      if (slab->base == nullptr) {
+      if (!reserve_locked(slab_bytes_ + map_bytes())) {
+        held_ -= kRecordBytes;
+        return Status::kOverBudget;
+      }
+      auto fresh = std::make_unique<Slab>();
+      fresh->bytes = slab_bytes_;
+      fresh->base = static_cast<char*>(map_prefaulted(slab_bytes_, slab_bytes_));
+      if (fresh->base == nullptr) {
         *out_errno = errno;
-        held_ -= slab_bytes_;
+        held_ -= slab_bytes_ + map_bytes() + kRecordBytes;
         return Status::kMapFailed;
       }
-      slabs_.push_back(std::move(slab));
-      bump_slab_ = slabs_.back().get();
+      fresh->granules = std::make_unique<uint8_t[]>(map_bytes());
+      bump_slab_ = fresh.get();
+      slabs_.emplace(reinterpret_cast<uintptr_t>(fresh->base), std::move(fresh));
       aligned = bump_slab_->base;
     }
-    block = FreeBlock{aligned, bump_slab_};
+    block = aligned;
+    slab = bump_slab_;
     bump_ = aligned + block_bytes;
   }
-  live_.emplace(block.ptr, Block{block_bytes, block.slab});
-  ++block.slab->live;
+  slab->granules[static_cast<size_t>(static_cast<char*>(block) - slab->base) / kMinBlock] =
+      static_cast<uint8_t>(index + 1);
+  ++slab->live;
   in_use_ += block_bytes;
-  *out_ptr = block.ptr;
+  *out_ptr = block;
   return Status::kOk;
 }
 
@@ -170,7 +214,7 @@ CachingAllocator::Status CachingAllocator::allocate_large(size_t bytes, size_t a
       const size_t block_bytes = it->first;
       free_large_.erase(it);
       cached_ -= block_bytes;
-      live_.emplace(block, Block{block_bytes, nullptr});
+      live_large_.emplace(block, block_bytes);
       in_use_ += block_bytes;
       *out_ptr = block;
       return Status::kOk;
@@ -188,39 +232,46 @@ CachingAllocator::Status CachingAllocator::allocate_large(size_t bytes, size_t a
     *out_errno = errno;
     return Status::kMapFailed;
   }
-  live_.emplace(block, Block{bytes, nullptr});
+  live_large_.emplace(block, bytes);
   *out_ptr = block;
   return Status::kOk;
 }
 
 bool CachingAllocator::deallocate(void* ptr) {
   std::lock_guard lock(mutex_);
-  const auto it = live_.find(ptr);
-  if (it == live_.end()) return false;
-  const Block block = it->second;
-  live_.erase(it);
-  in_use_ -= block.bytes;
-  if (block.slab == nullptr) {
-    free_large_.emplace(block.bytes, ptr);
-    cached_ += block.bytes;
-  } else {
-    --block.slab->live;
-    free_small_[class_index(block.bytes)].push_back(FreeBlock{ptr, block.slab});
+  if (Slab* slab = slab_of_locked(ptr)) {
+    const size_t offset = static_cast<size_t>(static_cast<char*>(ptr) - slab->base);
+    if (offset % kMinBlock != 0) return false;
+    uint8_t& granule = slab->granules[offset / kMinBlock];
+    if (granule == 0 || (granule & kFreeBit) != 0) return false;  // no live block starts here
+    const size_t index = granule - 1u;
+    granule = static_cast<uint8_t>(granule | kFreeBit);
+    std::memcpy(ptr, &free_small_[index], sizeof(void*));
+    free_small_[index] = ptr;
+    --slab->live;
+    in_use_ -= kMinBlock << index;
+    held_ -= kRecordBytes;
+    return true;
   }
+  const auto it = live_large_.find(ptr);
+  if (it == live_large_.end()) return false;
+  const size_t bytes = it->second;
+  live_large_.erase(it);
+  in_use_ -= bytes;
+  free_large_.emplace(bytes, ptr);
+  cached_ += bytes;
   return true;
 }
 
 void CachingAllocator::release_all() {
   std::lock_guard lock(mutex_);
-  for (const auto& [ptr, block] : live_) {
-    if (block.slab == nullptr) unmap(ptr, block.bytes);
-  }
+  for (const auto& [ptr, bytes] : live_large_) unmap(ptr, bytes);
   for (const auto& [bytes, ptr] : free_large_) unmap(ptr, bytes);
-  for (const std::unique_ptr<Slab>& slab : slabs_) unmap(slab->base, slab->bytes);
-  live_.clear();
+  for (const auto& [base, slab] : slabs_) unmap(slab->base, slab->bytes);
+  live_large_.clear();
   free_large_.clear();
   slabs_.clear();
-  for (std::vector<FreeBlock>& list : free_small_) list.clear();
+  free_small_.fill(nullptr);
   bump_slab_ = nullptr;
   bump_ = nullptr;
   in_use_ = held_ = cached_ = 0;

@@ -8,8 +8,8 @@
 #include <new>
 
 #include "device.hpp"
+#include "event.hpp"
 #include "memory.hpp"
-#include "plugin.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -654,54 +654,23 @@ void Stream::execute(Command& command) {
   }
 }
 
-// ---- table entries ----------------------------------------------------------
-
-hal_result_t stream_create(hal_impl_device_t* device, hal_stream_flags_t flags,
-                           hal_impl_stream_t** out_stream) {
-  Device& owner = *to_device(device);
-  return plugin::guarded(owner.report(), "stream_create", [&] {
-    if (flags != 0) {
-      return owner.report().fail(HAL_ERROR_INVALID_ARGUMENT, 0, "stream_create: unknown flags 0x%x",
-                                 flags);
-    }
-    *out_stream = reinterpret_cast<hal_impl_stream_t*>(owner.add_stream());
-    return HAL_SUCCESS;
-  });
+hal_result_t Stream::create(Device& device, hal_stream_flags_t flags, Stream*& out_stream) {
+  if (flags != 0) {
+    return device.report().fail(HAL_ERROR_INVALID_ARGUMENT, 0, "stream_create: unknown flags 0x%x",
+                                flags);
+  }
+  out_stream = device.add_stream();
+  return HAL_SUCCESS;
 }
 
-hal_result_t stream_destroy(hal_impl_stream_t* stream) {
-  Stream& self = *to_stream(stream);
-  Device& owner = self.device();
-  return plugin::guarded(owner.report(), "stream_destroy", [&] {
-    owner.remove_stream(&self);
-    return HAL_SUCCESS;
-  });
+hal_result_t Stream::wait(Event& event) {
+  std::shared_ptr<Marker> marker = event.marker();
+  if (!marker) return HAL_SUCCESS;  // never recorded: complete, nothing to wait for
+  return enqueue(WaitCommand{std::move(marker)});
 }
 
-hal_result_t stream_synchronize(hal_impl_stream_t* stream) {
-  Stream& self = *to_stream(stream);
-  return plugin::guarded(self.device().report(), "stream_synchronize",
-                         [&] { return self.synchronize(); });
-}
-
-hal_result_t stream_query(hal_impl_stream_t* stream) {
-  return to_stream(stream)->query();
-}
-
-hal_result_t stream_wait_event(hal_impl_stream_t* stream, hal_impl_event_t* event) {
-  Stream& self = *to_stream(stream);
-  return plugin::guarded(self.device().report(), "stream_wait_event", [&] {
-    std::shared_ptr<Marker> marker = to_event(event)->marker();
-    if (!marker) return HAL_SUCCESS;  // never recorded: complete, nothing to wait for
-    return self.enqueue(WaitCommand{std::move(marker)});
-  });
-}
-
-hal_result_t stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn, void* user_data) {
-  Stream& self = *to_stream(stream);
-  return plugin::guarded(self.device().report(), "stream_enqueue_host_fn", [&] {
-    return self.enqueue(HostFnCommand{fn, user_data});
-  });
+hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
+  return enqueue(HostFnCommand{fn, user_data});
 }
 
 }  // namespace hal::cpu

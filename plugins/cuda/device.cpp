@@ -1,20 +1,64 @@
+// The cuda plugin's context (the driver, NVRTC, NCCL and the GPUs, found at
+// load) and its devices' properties.
 #include "device.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "event.hpp"
+#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
-#include "ops/cublaslt.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::cuda {
-namespace {
-
-// CUDA allocations are at least this aligned (cuMemAlloc's documented 256).
-constexpr size_t kNativeAlignment = 256;
-
-}  // namespace
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
+  std::string why;
+  driver_ = Driver::open(why);
+  if (!driver_) {
+    report().log(HAL_LOG_WARNING, "cuda: %s; 0 devices", why.c_str());
+    return;
+  }
+  const DriverApi& api = driver_->api();
+  int count = 0;
+  if (const CUresult result = api.cuDeviceGetCount(&count); result != CUDA_SUCCESS) {
+    report().log(HAL_LOG_WARNING, "cuda: cuDeviceGetCount failed: %s; 0 devices",
+                 cu_error_text(&api, result).c_str());
+    return;
+  }
+  if (count == 0) {
+    report().log(HAL_LOG_WARNING, "cuda: the driver (%s) sees no GPU; 0 devices",
+                 driver_->path().c_str());
+    return;
+  }
+  std::string nvrtc_why;
+  nvrtc_ = Nvrtc::open(nvrtc_why);
+  if (!nvrtc_) {
+    report().log(HAL_LOG_INFO, "cuda: %s; HAL dialect modules are not offered", nvrtc_why.c_str());
+  }
+  std::string nccl_why;
+  nccl_ = collective::Nccl::open(nccl_why);
+  if (!nccl_) {
+    report().log(HAL_LOG_INFO, "cuda: %s; the loader's host-staged collectives serve",
+                 nccl_why.c_str());
+  } else {
+    report().log(HAL_LOG_INFO, "cuda: collectives on NCCL %d from %s", nccl_->version(),
+                 nccl_->path().c_str());
+  }
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice handle = 0;
+    CUcontext context = nullptr;
+    CUresult result = api.cuDeviceGet(&handle, ordinal);
+    if (result == CUDA_SUCCESS) result = api.cuDevicePrimaryCtxRetain(&context, handle);
+    if (result != CUDA_SUCCESS) {
+      report().log(HAL_LOG_WARNING, "cuda: GPU %d skipped: %s", ordinal,
+                   cu_error_text(&api, result).c_str());
+      continue;
+    }
+    devices_.push_back(std::make_unique<Device>(report(), *driver_, nvrtc_.get(), blas_loader_,
+                                                nccl_.get(), handle, context,
+                                                static_cast<uint32_t>(devices_.size())));
+  }
+}
 
 uint32_t fp32_lanes_per_sm(int major, int minor) {
   switch (major) {
@@ -36,7 +80,7 @@ uint32_t fp32_lanes_per_sm(int major, int minor) {
 Device::Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
                ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
                CUcontext context, uint32_t index)
-    : report_(report),
+    : DeviceBase(report),
       driver_(driver),
       nvrtc_(nvrtc),
       nccl_(nccl),
@@ -52,17 +96,11 @@ Device::~Device() {
   // The cuBLASLt handle (if a matmul was planned) goes with the context
   // current, before the context is released.
   if (bind() == CUDA_SUCCESS) blas_.reset();
-  std::lock_guard lock(mutex_);
+  // What the application left: freed without a caller to report a failure to.
+  const std::vector<plugin::Allocations::Block> left = allocations_.take_all();
   if (bind() == CUDA_SUCCESS) {
-    for (const auto& [ptr, allocation] : allocations_) {
-      if (allocation.kind == HAL_MEMORY_HOST) {
-        api().cuMemFreeHost(allocation.base);
-      } else {
-        api().cuMemFree(reinterpret_cast<CUdeviceptr>(allocation.base));
-      }
-    }
+    for (const plugin::Allocations::Block& block : left) release(block.kind, block.base);
   }
-  allocations_.clear();
   api().cuDevicePrimaryCtxRelease(handle_);
 }
 
@@ -71,8 +109,8 @@ hal_result_t Device::fail(CUresult result, const char* what) const {
 }
 
 hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what) const {
-  return report_.fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                      cu_error_text(&api(), result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
+                       cu_error_text(&api(), result).c_str());
 }
 
 void Device::read_properties() {
@@ -145,104 +183,6 @@ void Device::read_properties() {
   out.peak_memory_bandwidth = 2.0 * memory_clock_hz * bus_bits / 8.0;
 }
 
-Stream* Device::add_stream(std::unique_ptr<Stream> stream) {
-  return streams_.add(std::move(stream));
-}
-
-void Device::remove_stream(Stream* stream) {
-  streams_.take(stream);  // ~Stream synchronises and destroys the CUstream
-}
-
-Event* Device::add_event(std::unique_ptr<Event> event) {
-  return events_.add(std::move(event));
-}
-
-void Device::remove_event(Event* event) {
-  events_.take(event);
-}
-
-Module* Device::add_module(std::unique_ptr<Module> module) {
-  return modules_.add(std::move(module));
-}
-
-void Device::remove_module(Module* module) {
-  modules_.take(module);
-}
-
-hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignment,
-                              void** out_ptr) {
-  if (const CUresult bound = bind(); bound != CUDA_SUCCESS) return fail(bound, "mem_alloc");
-  // Alignments above the driver's are carved out of a larger allocation.
-  const bool carve = alignment > kNativeAlignment;
-  const size_t bytes = carve ? size + alignment : size;
-  if (bytes < size) {
-    return report_.fail(HAL_ERROR_OUT_OF_MEMORY, 0,
-                        "mem_alloc: %zu bytes aligned to %zu overflow the address space", size,
-                        alignment);
-  }
-  void* base = nullptr;
-  CUresult result = CUDA_SUCCESS;
-  const char* call = "";
-  switch (kind) {
-    case HAL_MEMORY_DEVICE: {
-      CUdeviceptr device_ptr = 0;
-      call = "mem_alloc: cuMemAlloc";
-      result = api().cuMemAlloc(&device_ptr, bytes);
-      base = reinterpret_cast<void*>(device_ptr);
-      break;
-    }
-    case HAL_MEMORY_HOST:
-      call = "mem_alloc: cuMemHostAlloc";
-      result =
-          api().cuMemHostAlloc(&base, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-      break;
-    case HAL_MEMORY_SHARED: {
-      CUdeviceptr managed = 0;
-      call = "mem_alloc: cuMemAllocManaged";
-      result = api().cuMemAllocManaged(&managed, bytes, CU_MEM_ATTACH_GLOBAL);
-      base = reinterpret_cast<void*>(managed);
-      break;
-    }
-    default:
-      return report_.fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
-                          static_cast<int>(kind));
-  }
-  if (result != CUDA_SUCCESS) {
-    return report_.fail(
-        result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL,
-        static_cast<int64_t>(result), "%s of %zu bytes failed: %s", call, bytes,
-        cu_error_text(&api(), result).c_str());
-  }
-  void* ptr = base;
-  if (carve) {
-    const auto address = reinterpret_cast<uintptr_t>(base);
-    ptr = reinterpret_cast<void*>((address + alignment - 1) & ~(uintptr_t{alignment} - 1));
-  }
-  std::lock_guard lock(mutex_);
-  allocations_.emplace(ptr, Allocation{kind, base});
-  *out_ptr = ptr;
-  return HAL_SUCCESS;
-}
-
-hal_result_t Device::free(void* ptr) {
-  Allocation allocation{};
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = allocations_.find(ptr);
-    if (it == allocations_.end()) {
-      return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                          "mem_free: %p is not an allocation of this device", ptr);
-    }
-    allocation = it->second;
-    allocations_.erase(it);
-  }
-  if (const CUresult bound = bind(); bound != CUDA_SUCCESS) return fail(bound, "mem_free");
-  const CUresult result = allocation.kind == HAL_MEMORY_HOST
-                              ? api().cuMemFreeHost(allocation.base)
-                              : api().cuMemFree(reinterpret_cast<CUdeviceptr>(allocation.base));
-  return result == CUDA_SUCCESS ? HAL_SUCCESS : fail(result, "mem_free");
-}
-
 hal_result_t Device::synchronize() {
   if (const CUresult bound = bind(); bound != CUDA_SUCCESS) {
     return fail(bound, "device_synchronize");
@@ -253,16 +193,10 @@ hal_result_t Device::synchronize() {
   }
   // A stream lost to a failed collective (SPEC §4.4) fails its device's synchronize too.
   hal_result_t lost = HAL_SUCCESS;
-  streams_.for_each([&](const std::unique_ptr<Stream>& stream) {
+  for_each_stream([&](const std::unique_ptr<Stream>& stream) {
     if (lost == HAL_SUCCESS) lost = stream->report_fault("device_synchronize");
   });
   return lost;
-}
-
-void Device::release_all() {
-  streams_.take_all();  // each synchronises and destroys its CUstream
-  events_.take_all();
-  modules_.take_all();
 }
 
 }  // namespace hal::cuda

@@ -25,8 +25,8 @@ struct CacheOutcome {
   std::string origin;  // the entry, or why no cache was used
 };
 
-// compile_dialect, through the kernel cache: entries "cuda-<key>.ptx" and
-// "cuda-<key>.sha256". A cached entry is used only when it passes the cache's
+// compile_dialect, through the kernel cache: entries "objects/cuda-<key>.ptx"
+// and "objects/cuda-<key>.record". A cached entry is used only when it passes the cache's
 // checks and check_ptx_text with the architecture's target (sm_<arch>);
 // otherwise it is compiled again and replaced. Cache problems go to |log|,
 // never fail the load.

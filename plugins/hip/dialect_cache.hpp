@@ -26,8 +26,8 @@ struct CacheOutcome {
   std::string origin;  // the entry, or why no cache was used
 };
 
-// compile_dialect, through the kernel cache: entries "hip-<key>.hsaco" and
-// "hip-<key>.sha256". A cached entry is used only when it passes the cache's
+// compile_dialect, through the kernel cache: entries "objects/hip-<key>.hsaco"
+// and "objects/hip-<key>.record". A cached entry is used only when it passes the cache's
 // checks, check_code_object and code_object_is_for |arch|; otherwise it is
 // compiled again and replaced.
 // Cache problems go to |log|, never fail the load.

@@ -260,8 +260,20 @@ TEST_CASE("module and kernel errors", "[cpu][table][module]") {
     kdesc.name = "bad_signature";
     kdesc.arg_types = nullptr;
     kdesc.arg_count = 0;
-    CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, nullptr) == HAL_ERROR_INVALID_MODULE);
-    CHECK(last_error().message.find("float") != std::string::npos);
+    // Off the grammar is no signature (SPEC.md §8): ARGUMENT_MISMATCH,
+    // naming the string's fault; blanks and trailing commas included.
+    CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, nullptr) == HAL_ERROR_ARGUMENT_MISMATCH);
+    CHECK(last_error().message.find("'float' at position 1") != std::string::npos);
+    for (const auto& [entry, fault] : {std::pair{"blank_signature", "' i32' at position 1"},
+                                       std::pair{"trailing_comma_signature", "'' at position 1"},
+                                       std::pair{"upper_case_signature", "'PTR' at position 0"}}) {
+      CAPTURE(entry);
+      kdesc.name = entry;
+      CHECK(t.kernel_get(loaded.module, &kdesc, &kernel, nullptr) == HAL_ERROR_ARGUMENT_MISMATCH);
+      CHECK(last_error().message.find(fault) != std::string::npos);
+      CHECK(last_error().message.find("hal_kernel_signature_" + std::string(entry)) !=
+            std::string::npos);
+    }
 
     kdesc.name = "vector_add";
     kernel = nullptr;

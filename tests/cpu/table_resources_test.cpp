@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -536,4 +537,31 @@ TEST_CASE("in-process collective ranks on more streams than executors meet",
     REQUIRE(t.mem_free(devices[r], buffers[r]) == HAL_SUCCESS);
     REQUIRE(t.mem_free(devices[r], results[r]) == HAL_SUCCESS);
   }
+}
+
+TEST_CASE("a small block written after it was freed does not derail the allocator",
+          "[cpu][table][memory][resources]") {
+  // Freed blocks hold their free list's link; the link is checked against the
+  // slab's map before it is followed, so garbage there ends the list.
+  PluginInstance plugin("1", "67108864");
+  const auto& t = plugin.table();
+  hal_impl_device_t* device = plugin.device(0);
+  std::vector<void*> blocks = allocate_until_full(t, device, 64, 8);
+  REQUIRE(blocks.size() == 8);
+  int not_a_block = 0;  // where a derailed list would lead: not the allocator's
+  void* outside = &not_a_block;
+  for (void* block : blocks) REQUIRE(t.mem_free(device, block) == HAL_SUCCESS);
+  for (void* block : blocks) std::memcpy(block, &outside, sizeof(outside));  // overwrite links
+  std::memset(blocks.back(), 0x5a, 64);
+  std::vector<void*> again = allocate_until_full(t, device, 64, 16);
+  REQUIRE(again.size() == 16);
+  std::sort(again.begin(), again.end());
+  CHECK(std::adjacent_find(again.begin(), again.end()) == again.end());  // all distinct
+  for (void* block : again) {
+    std::memset(block, 1, 64);
+    REQUIRE(t.mem_free(device, block) == HAL_SUCCESS);
+  }
+  // Freeing what is not a live block is refused: inside a block, or twice.
+  CHECK_FALSE(t.mem_free(device, static_cast<char*>(again[0]) + 64 / 2) == HAL_SUCCESS);
+  CHECK_FALSE(t.mem_free(device, again[0]) == HAL_SUCCESS);
 }

@@ -57,7 +57,8 @@ std::string entry_path(const std::string& directory, const hal::cuda::Nvrtc& nvr
   hal::dialect::TranslatedModule translated;
   hal::dialect::Diagnostic diagnostic;
   REQUIRE(hal::dialect::translate(kSource, hal::dialect::Backend::kCuda, translated, diagnostic));
-  return directory + "/cuda-" + hal::cuda::dialect_cache_key(nvrtc, translated, arch) + ".ptx";
+  return objects_dir(directory) + "/cuda-" + hal::cuda::dialect_cache_key(nvrtc, translated, arch) +
+         ".ptx";
 }
 
 }  // namespace
@@ -73,9 +74,10 @@ TEST_CASE("a second compile of the same source is a hit: NVRTC is not called", "
   CHECK(first.outcome.use == CacheUse::kStored);
   CHECK(nvrtc->compile_count() == before + 1);
   const std::string entry = entry_path(directory, *nvrtc, 90);
-  CHECK(only_entry(directory, ".ptx") == entry.substr(directory.size() + 1));
+  CHECK(only_entry(objects_dir(directory), ".ptx") ==
+        entry.substr(objects_dir(directory).size() + 1));
   CHECK(slurp(entry) == first.compiled.ptx);
-  CHECK(slurp(record_path(entry, ".ptx")) == record_for("cuda", first.compiled.ptx));
+  CHECK(slurp(record_path(entry, ".ptx")) == record_for(entry, first.compiled.ptx));
   CHECK(first.compiled.ptx.find(".target sm_90") != std::string::npos);
 
   const Compile second = compile(*nvrtc, 90, log);
@@ -119,7 +121,7 @@ TEST_CASE("another architecture, other options or another source is a miss", "[c
   CHECK(compile(*relinked, 90, log).outcome.use == CacheUse::kStored);
   CHECK(relinked->compile_count() == relinked_before + 1);
   CHECK(compile(*relinked, 90, log).outcome.use == CacheUse::kHit);
-  CHECK(listing(directory).size() == 2 * 4);
+  CHECK(listing(objects_dir(directory)).size() == 2 * 4);
 }
 
 TEST_CASE("seeded damage and planted entries are rebuilt; every cached entry is checked as PTX",
@@ -135,7 +137,7 @@ TEST_CASE("seeded damage and planted entries are rebuilt; every cached entry is 
 
   std::mt19937 random(1303);
   for (int round = 0; round < 12; ++round) {
-    const std::string damage = damage_entry(random, entry, record, "cuda");
+    const std::string damage = damage_entry(random, entry, record);
     CAPTURE(round, damage);
     log.clear();
     const size_t before = nvrtc->compile_count();
@@ -162,7 +164,7 @@ TEST_CASE("seeded damage and planted entries are rebuilt; every cached entry is 
   for (const Plant& plant : plants) {
     CAPTURE(plant.phrase);
     write_file(entry, plant.bytes);
-    write_file(record, record_for("cuda", plant.bytes));
+    write_file(record, record_for(entry, plant.bytes));
     log.clear();
     const size_t before = nvrtc->compile_count();
     const Compile rebuilt = compile(*nvrtc, 90, log);

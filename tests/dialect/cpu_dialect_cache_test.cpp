@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hal.h"
+#include "cache_test_support.hpp"
 #include "hal_util/sha256.hpp"
 
 namespace fs = std::filesystem;
@@ -95,10 +96,11 @@ std::set<std::string> listing(const std::string& directory) {
   return names;
 }
 
-// The one object entry (cpu-<key>.so) in |directory|.
+// The one object entry (cpu-<key>.so) of the cache |directory| (in its
+// objects/ directory, SPEC.md §8).
 std::string only_entry(const std::string& directory) {
   std::string found;
-  for (const std::string& name : listing(directory)) {
+  for (const std::string& name : listing(directory + "/objects")) {
     if (name.size() > 3 && name.compare(name.size() - 3, 3, ".so") == 0) {
       REQUIRE(found.empty());
       found = name;
@@ -166,15 +168,15 @@ class Session {
   hal_stream_t stream_ = nullptr;
 };
 
-// The record a valid entry of |object| has (the cache's own format).
-std::string record_for(const std::string& object) {
-  return "hal-cpu-cache 1 sha256 " +
-         hal::util::Sha256::hex(hal::util::Sha256::of(object.data(), object.size())) + " size " +
-         std::to_string(object.size()) + "\n";
+// The record a valid entry of |object| at |entry| has (SPEC.md §8: keyed
+// with the cache's secret key, which lies beside objects/).
+std::string record_for(const std::string& entry, const std::string& object,
+                       const std::string& secret = {}) {
+  return cache_test::record_for(entry, object, secret);
 }
 
 std::string record_name(const std::string& entry) {
-  return entry.substr(0, entry.size() - 3) + ".sha256";
+  return entry.substr(0, entry.size() - 3) + ".record";
 }
 
 }  // namespace
@@ -190,23 +192,38 @@ TEST_CASE("cpu dialect cache: planted, linked and truncated entries are rebuilt,
   REQUIRE(hostile.size() > 1000);
   Session session;
   session.load_and_run();
-  const std::string entry = cache + "/" + only_entry(cache);
+  const std::string entry = cache + "/objects/" + only_entry(cache);
+  const std::string record = record_name(entry);
   const std::string good = slurp(entry);
-  CHECK(slurp(cache + "/" + record_name(only_entry(cache))) == record_for(good));
+  CHECK(slurp(record) == record_for(entry, good));
 
-  // Another object at the entry's name: its hash is not the record's.
+  // Another object at the entry's name: the record's HMAC is not its own.
   write_file(entry, hostile);
   session.load_and_run();
   CHECK(access(marker.c_str(), F_OK) != 0);
   CHECK(slurp(entry) != hostile);
-  CHECK(slurp(cache + "/" + record_name(only_entry(cache))) == record_for(slurp(entry)));
+  CHECK(slurp(record) == record_for(entry, slurp(entry)));
+
+  // Another object with a record that would pass an unkeyed check: its
+  // SHA-256, or an HMAC under another cache's key (a copied cache).
+  for (const std::string& planted_record :
+       {"hal-cpu-cache 2 hmac-sha256 " +
+            hal::util::Sha256::hex(hal::util::Sha256::of(hostile.data(), hostile.size())) +
+            " size " + std::to_string(hostile.size()) + "\n",
+        record_for(entry, hostile, std::string(32, 's'))}) {
+    write_file(entry, hostile);
+    write_file(record, planted_record);
+    session.load_and_run();
+    CHECK(access(marker.c_str(), F_OK) != 0);
+    CHECK(slurp(entry) != hostile);
+  }
 
   // A symbolic link at the entry's name, to an object with a matching record.
   const std::string elsewhere = scratch.path + "/elsewhere.so";
   write_file(elsewhere, hostile);
   REQUIRE(unlink(entry.c_str()) == 0);
   REQUIRE(symlink(elsewhere.c_str(), entry.c_str()) == 0);
-  write_file(cache + "/" + record_name(only_entry(cache)), record_for(hostile));
+  write_file(record, record_for(entry, hostile));
   session.load_and_run();
   CHECK(access(marker.c_str(), F_OK) != 0);
   struct stat status {};
@@ -221,6 +238,8 @@ TEST_CASE("cpu dialect cache: planted, linked and truncated entries are rebuilt,
   CHECK(slurp(entry).size() == rebuilt.size());
   // The entry is private.
   REQUIRE(stat(cache.c_str(), &status) == 0);
+  CHECK((status.st_mode & 0777) == 0700);
+  REQUIRE(stat((cache + "/objects").c_str(), &status) == 0);
   CHECK((status.st_mode & 0777) == 0700);
   REQUIRE(stat(entry.c_str(), &status) == 0);
   CHECK((status.st_mode & 0077) == 0);
@@ -240,12 +259,16 @@ TEST_CASE("cpu dialect cache: a directory others control is not used", "[dialect
     session.load_and_run();
     name = only_entry(good);
   }
-  // A complete, consistent planted entry (object and matching record) in a
-  // directory the plugin must not trust.
+  // A complete, consistent planted entry (a key, the object and its record
+  // under that key) in a directory the plugin must not trust.
   auto plant = [&](const std::string& directory, mode_t mode) {
     REQUIRE(mkdir(directory.c_str(), 0700) == 0);
-    write_file(directory + "/" + name, hostile);
-    write_file(directory + "/" + record_name(name), record_for(hostile));
+    REQUIRE(mkdir((directory + "/objects").c_str(), 0700) == 0);
+    const std::string secret(32, 'p');
+    write_file(directory + "/key", secret);
+    const std::string entry = directory + "/objects/" + name;
+    write_file(entry, hostile);
+    write_file(record_name(entry), record_for(entry, hostile, secret));
     REQUIRE(chmod(directory.c_str(), mode) == 0);
   };
   std::vector<std::string> hostile_directories;
@@ -255,6 +278,9 @@ TEST_CASE("cpu dialect cache: a directory others control is not used", "[dialect
   const std::string group = scratch.path + "/group";
   plant(group, 0770);
   hostile_directories.push_back(group);
+  const std::string readable = scratch.path + "/readable";  // the umask's 0755
+  plant(readable, 0755);
+  hostile_directories.push_back(readable);
   const std::string target = scratch.path + "/target";
   plant(target, 0700);
   const std::string link = scratch.path + "/link";

@@ -60,7 +60,8 @@ std::string entry_path(const std::string& directory, const hal::hip::Hiprtc& hip
   hal::dialect::TranslatedModule translated;
   hal::dialect::Diagnostic diagnostic;
   REQUIRE(hal::dialect::translate(kSource, hal::dialect::Backend::kHip, translated, diagnostic));
-  return directory + "/hip-" + hal::hip::dialect_cache_key(hiprtc, translated, arch) + ".hsaco";
+  return objects_dir(directory) + "/hip-" + hal::hip::dialect_cache_key(hiprtc, translated, arch) +
+         ".hsaco";
 }
 
 }  // namespace
@@ -78,9 +79,10 @@ TEST_CASE("hiprtc cache: a second compile of the same source is a hit, another a
   CHECK(first.outcome.use == CacheUse::kStored);
   CHECK(hiprtc->compile_count() == before + 1);
   const std::string entry = entry_path(directory, *hiprtc, kMi200);
-  CHECK(only_entry(directory, ".hsaco") == entry.substr(directory.size() + 1));
+  CHECK(only_entry(objects_dir(directory), ".hsaco") ==
+        entry.substr(objects_dir(directory).size() + 1));
   CHECK(slurp(entry) == first.compiled.code);
-  CHECK(slurp(record_path(entry, ".hsaco")) == record_for("hip", first.compiled.code));
+  CHECK(slurp(record_path(entry, ".hsaco")) == record_for(entry, first.compiled.code));
 
   const Compile second = compile(*hiprtc, kMi200, log);
   CHECK(second.outcome.use == CacheUse::kHit);
@@ -97,7 +99,7 @@ TEST_CASE("hiprtc cache: a second compile of the same source is a hit, another a
   CHECK(hiprtc->compile_count() == before + 4);
   CHECK(compile(*hiprtc, kMi100, log).outcome.use == CacheUse::kHit);
   CHECK(hiprtc->compile_count() == before + 4);
-  CHECK(listing(directory).size() == 4 * 2);
+  CHECK(listing(objects_dir(directory)).size() == 4 * 2);
 }
 
 TEST_CASE("hiprtc cache: seeded damage and planted entries are rebuilt; every entry is checked",
@@ -113,7 +115,7 @@ TEST_CASE("hiprtc cache: seeded damage and planted entries are rebuilt; every en
 
   std::mt19937 random(90210);
   for (int round = 0; round < 8; ++round) {
-    const std::string damage = damage_entry(random, entry, record, "hip");
+    const std::string damage = damage_entry(random, entry, record);
     CAPTURE(round, damage);
     log.clear();
     const size_t before = hiprtc->compile_count();
@@ -135,7 +137,7 @@ TEST_CASE("hiprtc cache: seeded damage and planted entries are rebuilt; every en
   for (const std::string& plant : plants) {
     CAPTURE(plant.size());
     write_file(entry, plant);
-    write_file(record, record_for("hip", plant));
+    write_file(record, record_for(entry, plant));
     log.clear();
     const size_t before = hiprtc->compile_count();
     const Compile rebuilt = compile(*hiprtc, kMi200, log);
@@ -167,14 +169,14 @@ TEST_CASE("hiprtc cache: an entry holding a code object for another architecture
   for (const auto& [plant, built_for] : plants) {
     CAPTURE(built_for);
     write_file(entry, plant);
-    write_file(record, record_for("hip", plant));
+    write_file(record, record_for(entry, plant));
     log.clear();
     const size_t before = hiprtc->compile_count();
     const Compile rebuilt = compile(*hiprtc, kMi200, log);
     CHECK(rebuilt.outcome.use == CacheUse::kStored);
     CHECK(hiprtc->compile_count() == before + 1);
     CHECK(log.mentions("the kernel cache entry " + entry + " is rebuilt: '" +
-                       entry.substr(directory.size() + 1) + "': the code object is built for " +
+                       entry.substr(entry.rfind('/') + 1) + "': the code object is built for " +
                        built_for + ", not gfx90a:sramecc+:xnack-"));
     CHECK(rebuilt.compiled.code == good);
     CHECK(slurp(entry) == good);

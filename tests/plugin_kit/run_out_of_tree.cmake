@@ -18,7 +18,8 @@ run(${CMAKE_COMMAND} --install "${HAL_BUILD_DIR}" --prefix "${prefix}")
 
 # The kit is installed: SDK headers, the export map, hal_add_plugin.
 foreach(file include/hal_plugin.h include/hal_plugin_sdk/negotiate.hpp
-    include/hal_plugin_sdk/report.hpp include/hal_plugin_sdk/versioned_struct.hpp)
+    include/hal_plugin_sdk/report.hpp include/hal_plugin_sdk/versioned_struct.hpp
+    include/hal_plugin_sdk/signature.hpp include/hal_util/arg_types.hpp)
   if(NOT EXISTS "${prefix}/${file}")
     message(FATAL_ERROR "the install lacks ${file}")
   endif()

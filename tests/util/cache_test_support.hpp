@@ -20,10 +20,12 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "hal_plugin.h"
+#include "hal_util/hmac.hpp"
 #include "hal_util/sha256.hpp"
 
 namespace cache_test {
@@ -109,15 +111,42 @@ inline std::string only_entry(const std::string& directory, const std::string& s
   return found;
 }
 
-// "<prefix>-<key>.sha256" beside "<prefix>-<key><suffix>".
-inline std::string record_path(const std::string& object_path, const std::string& suffix) {
-  return object_path.substr(0, object_path.size() - suffix.size()) + ".sha256";
+// Where a cache directory keeps its entries (SPEC.md §8): "objects/".
+inline std::string objects_dir(const std::string& cache_dir) {
+  return cache_dir + "/objects";
 }
 
-// The record SPEC.md §8 gives a valid entry of |object|.
-inline std::string record_for(const std::string& prefix, const std::string& object) {
-  return "hal-" + prefix + "-cache 1 sha256 " +
-         hal::util::Sha256::hex(hal::util::Sha256::of(object.data(), object.size())) + " size " +
+// "<prefix>-<key>.record" beside "<prefix>-<key><suffix>".
+inline std::string record_path(const std::string& object_path, const std::string& suffix) {
+  return object_path.substr(0, object_path.size() - suffix.size()) + ".record";
+}
+
+// The cache's secret key: "key" beside "objects/".
+inline std::string secret_of(const std::string& object_path) {
+  const std::filesystem::path objects = std::filesystem::path(object_path).parent_path();
+  return slurp((objects.parent_path() / "key").string());
+}
+
+// The record SPEC.md §8 gives a valid entry of |object| stored at
+// |object_path| ("<dir>/objects/<prefix>-<32 hex digits><suffix>"): the tag,
+// the HMAC-SHA-256 under the cache's key of the tag, the entry's key and the
+// object (the first two with their terminating NUL), and the size.
+inline std::string record_for(const std::string& object_path, const std::string& object,
+                              std::string secret = {}) {
+  const std::string name = std::filesystem::path(object_path).filename().string();
+  const std::string prefix = name.substr(0, name.find('-'));
+  const std::string key = name.substr(prefix.size() + 1, 32);
+  if (secret.empty()) secret = secret_of(object_path);
+  const std::string tag = "hal-" + prefix + "-cache 2";
+  const auto with_nul = [](const std::string& text) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.c_str()),
+                                    text.size() + 1);
+  };
+  const auto mac = hal::util::hmac_sha256(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(secret.data()), secret.size()),
+      {with_nul(tag), with_nul(key),
+       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(object.data()), object.size())});
+  return tag + " hmac-sha256 " + hal::util::Sha256::hex(mac) + " size " +
          std::to_string(object.size()) + "\n";
 }
 
@@ -188,7 +217,7 @@ class StderrCapture {
 // |record|): what a crash, a full disk, a bad copy or a same-named plant
 // leaves. Returns a phrase for CAPTURE.
 inline std::string damage_entry(std::mt19937& random, const std::string& object_path,
-                                const std::string& record, const std::string& prefix) {
+                                const std::string& record) {
   const std::string object = slurp(object_path);
   REQUIRE(!object.empty());
   std::uniform_int_distribution<size_t> anywhere(0, object.size() - 1);
@@ -219,7 +248,7 @@ inline std::string damage_entry(std::mt19937& random, const std::string& object_
       return "the record truncated to " + std::to_string(keep);
     }
     case 4: {  // the record of another object
-      write_file(record, record_for(prefix, object + " "));
+      write_file(record, record_for(object_path, object + " "));
       return "a record of another object";
     }
     case 5: {  // the object removed, the record left
@@ -230,7 +259,7 @@ inline std::string damage_entry(std::mt19937& random, const std::string& object_
       std::string bytes(16 + random() % 256, '\0');
       for (char& byte : bytes) byte = static_cast<char>(random());
       write_file(object_path, bytes);
-      write_file(record, record_for(prefix, bytes));
+      write_file(record, record_for(object_path, bytes));
       return "random bytes with a matching record";
     }
   }

@@ -10,8 +10,9 @@ for every `constexpr EnumName kTable[] = { ... };`, then requires:
     its table, with short = the enumerator without the enum's prefix, lower
     case;
   - a table names nothing that is not an enumerator of its enum;
-  - the kernel signature tokens (plugins/common/signature.hpp) cover every
-    hal_arg_type_t.
+  - hal_arg_type_t's table (util/include/hal_util/arg_types.hpp, which
+    names.cpp's kArgType is derived from) names every argument type with
+    its enumerator, short name, a signature token and a size.
 Usage: enum_names_test.py SOURCE_ROOT
 """
 import pathlib
@@ -41,6 +42,8 @@ TABLES = {
     "hal_scatter_mode_t": ("kScatterMode", "HAL_SCATTER_"),
     "hal_causal_alignment_t": ("kCausalAlignment", "HAL_CAUSAL_"),
     "hal_attention_sparsity_t": ("kAttentionSparsity", "HAL_ATTENTION_"),
+    "hal_channel_layout_t": ("kChannelLayout", "HAL_CHANNELS_"),
+    "hal_pooling_kind_t": ("kPoolingKind", "HAL_POOLING_"),
 }
 # Enums nothing prints by name (flags with no bit beyond NONE, a log level
 # the plugin host takes, the bootstrap a config selects).
@@ -51,6 +54,10 @@ UNNAMED = {
     "hal_comm_bootstrap_t",
     "hal_op_plan_flag_bits_t",
     "hal_matmul_flag_bits_t",
+    "hal_conv_flag_bits_t",
+    "hal_pooling_flag_bits_t",
+    "hal_batch_norm_flag_bits_t",
+    "hal_group_norm_flag_bits_t",
 }
 MARKER = re.compile(r"_(MAX_ENUM|COUNT)$")
 
@@ -85,6 +92,19 @@ def main():
     enums = header_enums(root / "api")
     named = tables(root / "util" / "names.cpp")
     errors = []
+    # Argument types: one table gives the enumerator, the short name, the
+    # signature token ("ptr,u32,f32") and the size; names.cpp derives kArgType.
+    arg_types = root / "util" / "include" / "hal_util" / "arg_types.hpp"
+    text = strip_comments(arg_types.read_text())
+    match = re.search(r"kArgTypes\[\]\s*=\s*\{(.*?)\};", text, flags=re.S)
+    rows = re.findall(r'\{\s*(HAL_ARG_\w+)\s*,\s*"(\w+)"\s*,\s*"(\w+)"\s*,\s*"(\w+)"\s*,\s*(\d+)\s*\}',
+                      match.group(1)) if match else []
+    if not rows:
+        errors.append(f"no kArgTypes table found in {arg_types}")
+    named["kArgType"] = [(value, spelled, short) for value, spelled, short, _, _ in rows]
+    tokens = [token for _, _, _, token, _ in rows]
+    if len(set(tokens)) != len(tokens):
+        errors.append(f"{arg_types.name}: two argument types share a signature token")
     if not enums:
         errors.append("no enums found in api/hal/*.h (parser out of date?)")
     for enum in sorted(enums):
@@ -113,18 +133,6 @@ def main():
         for value in entries:
             if value not in enums[enum]:
                 errors.append(f"{table} names {value}, which is not an enumerator of {enum}")
-    # The kernel signature syntax (plugins/common/signature.hpp, "ptr,u32,f32")
-    # is a second spelling of hal_arg_type_t with each type's size: it must
-    # cover every argument type too.
-    signature = root / "plugins" / "common" / "signature.hpp"
-    if signature.exists():
-        text = strip_comments(signature.read_text())
-        match = re.search(r"kArgTypeNames\[\]\s*=\s*\{(.*?)\};", text, flags=re.S)
-        spelled = set(re.findall(r"\{\s*(HAL_ARG_\w+)\s*,", match.group(1))) if match else set()
-        for enumerator in enums.get("hal_arg_type_t", []):
-            if enumerator not in spelled:
-                errors.append(f"{enumerator} has no signature token in {signature.name}'s "
-                              "kArgTypeNames")
     for error in errors:
         print("FAIL:", error)
     checked = sum(len(enums.get(e, [])) for e in TABLES)

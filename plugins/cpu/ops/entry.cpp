@@ -32,6 +32,30 @@ hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* de
 #else
       decline.reason = "matmul needs oneDNN, which this build of the plugin lacks";
 #endif
+    } else if (desc->kind == HAL_OP_CONVOLUTION || desc->kind == HAL_OP_CONVOLUTION_BACKWARD_DATA ||
+               desc->kind == HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS || desc->kind == HAL_OP_POOLING ||
+               desc->kind == HAL_OP_POOLING_BACKWARD || desc->kind == HAL_OP_BATCH_NORM ||
+               desc->kind == HAL_OP_BATCH_NORM_BACKWARD) {
+#ifdef HAL_CPU_HAS_ONEDNN
+      implementation = ops::kOneDnnName;
+      if (desc->kind == HAL_OP_POOLING || desc->kind == HAL_OP_POOLING_BACKWARD) {
+        plan = ops::plan_pooling(*reinterpret_cast<const hal_op_pooling_desc_t*>(desc), flags,
+                                 decline);
+      } else if (desc->kind == HAL_OP_BATCH_NORM || desc->kind == HAL_OP_BATCH_NORM_BACKWARD) {
+        plan = ops::plan_batch_norm(*reinterpret_cast<const hal_op_batch_norm_desc_t*>(desc), flags,
+                                    decline);
+      } else {
+        plan = ops::plan_convolution(*reinterpret_cast<const hal_op_convolution_desc_t*>(desc),
+                                     flags, decline);
+      }
+#else
+      decline.reason =
+          "convolution, pooling and batch norm need oneDNN, which this build of the plugin lacks";
+#endif
+    } else if (desc->kind == HAL_OP_GROUP_NORM || desc->kind == HAL_OP_GROUP_NORM_BACKWARD) {
+      decline.reason =
+          "group norm has no oneDNN primitive before oneDNN 3.3 (this plugin builds on 2.6) and no "
+          "native implementation here";
     } else {
       plan = ops::plan_native(*desc, flags, decline);
     }

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "../device.hpp"
-#include "../plugin.hpp"
 #include "../stream.hpp"
 #include "ops.hpp"
 

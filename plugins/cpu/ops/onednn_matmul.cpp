@@ -39,7 +39,6 @@
 #include <vector>
 
 #include "../device.hpp"
-#include "../plugin.hpp"
 #include "../stream.hpp"
 #include "../thread_pool.hpp"
 #include "onednn_common.hpp"

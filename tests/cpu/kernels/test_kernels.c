@@ -131,3 +131,23 @@ KERNEL void bad_signature(const hal_cpu_block_context_t* ctx, void* p, float f) 
   (void)p;
   (void)f;
 }
+
+/* Signatures the grammar (SPEC.md §8) refuses although a lenient reader
+   would take them: a blank after the comma, a trailing comma, an upper-case
+   token. */
+HAL_CPU_KERNEL_SIGNATURE(blank_signature, "ptr, i32");
+KERNEL void blank_signature(const hal_cpu_block_context_t* ctx, void* p, int32_t n) {
+  (void)ctx;
+  (void)p;
+  (void)n;
+}
+HAL_CPU_KERNEL_SIGNATURE(trailing_comma_signature, "ptr,");
+KERNEL void trailing_comma_signature(const hal_cpu_block_context_t* ctx, void* p) {
+  (void)ctx;
+  (void)p;
+}
+HAL_CPU_KERNEL_SIGNATURE(upper_case_signature, "PTR");
+KERNEL void upper_case_signature(const hal_cpu_block_context_t* ctx, void* p) {
+  (void)ctx;
+  (void)p;
+}

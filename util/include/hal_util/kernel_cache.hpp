@@ -31,28 +31,35 @@ class KernelCache {
   // Opens the cache directory: $HAL_CACHE_DIR, else $XDG_CACHE_HOME/hal,
   // else $HOME/.cache/hal. The directory the user named (HAL_CACHE_DIR's
   // parent, XDG_CACHE_HOME's parent, HOME) is taken as it is; every component
-  // below it must be private to this user (or is created so). With none of
-  // the three there is no cache: a shared fallback such as /tmp/hal-cache
-  // would let another user plant objects. Entries are "<prefix>-<key><suffix>"
-  // (the object) and "<prefix>-<key>.sha256" (its record). False with |why|
+  // below it must be owned by this user and not writable by others (or is
+  // created so), and the cache directory itself must be accessible to this
+  // user only (0700). With none of the three there is no cache: a shared
+  // fallback such as /tmp/hal-cache would let another user plant objects.
+  //
+  // Inside: "key", this user's secret key (32 random bytes, mode 0600,
+  // created once, atomically), and "objects/", the entries:
+  // "<prefix>-<key><suffix>" (the object) and "<prefix>-<key>.record" (its
+  // record: the object's size and an HMAC-SHA-256 under the secret key of
+  // the record's tag, the entry's key and the object). False with |why|
   // (naming the path and the rule it breaks).
   bool open(std::string prefix, std::string object_suffix, std::string& why);
 
   bool is_open() const { return directory_.valid(); }
-  // The directory's path, for messages.
+  // The objects' directory's path, for messages.
   const std::string& path() const { return path_; }
   // The path of |key|'s object, for messages.
   std::string object_path(const std::string& key) const;
 
   // The object of |key|, when both files are private regular files (no
-  // symbolic link followed), the object's size and SHA-256 are the record's,
-  // and |validate| accepts the bytes. Otherwise false with |why|: empty when
-  // there simply is no entry, else the reason the entry is not used.
+  // symbolic link followed), the record's size and HMAC are those of this
+  // object under this user's secret key, and |validate| accepts the bytes.
+  // Otherwise false with |why|: empty when there simply is no entry, else
+  // the reason the entry is not used.
   bool read(const std::string& key, const Validator& validate, std::vector<unsigned char>& image,
             std::string& why) const;
 
-  // Stores |image| as the entry of |key|: the object, then the record naming
-  // its hash, each written to a temporary, fsync'ed and renamed into place.
+  // Stores |image| as the entry of |key|: the object, then its record, each
+  // written to a temporary, fsync'ed and renamed into place.
   // A reader that meets an object and a record of different writers sees a
   // mismatch and rebuilds. Returns 0 or errno.
   int write(const std::string& key, const std::vector<unsigned char>& image) const;
@@ -60,9 +67,12 @@ class KernelCache {
  private:
   std::string object_name(const std::string& key) const;
   std::string record_name(const std::string& key) const;
-  std::string record_tag() const;  // "hal-<prefix>-cache 1"
+  std::string record_tag() const;  // "hal-<prefix>-cache 2"
+  // The record's MAC of |image| as the entry of |key|, in hex.
+  std::string mac_of(const std::string& key, const std::vector<unsigned char>& image) const;
 
-  UniqueFd directory_;
+  UniqueFd directory_;  // the objects' directory
+  std::vector<unsigned char> secret_;
   std::string path_;
   std::string prefix_;
   std::string object_suffix_;

@@ -1,6 +1,11 @@
 // The ABI handshake of hal_plugin_entry (SPEC.md §10.1), written once for
 // every plugin: check what the loader offers, create the plugin's context,
-// and describe the plugin in |out_plugin|. A plugin's entry point is then
+// and describe the plugin in |out_plugin|. A plugin whose context is made by
+// Plugin(host) defines its entry point with
+//
+//   HAL_PLUGIN_ENTRY_POINT(Plugin, kIdentity, kTable);
+//
+// and one whose context is made another way writes
 //
 //   extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(
 //       const hal_plugin_host_t* host, hal_plugin_v1_t* out_plugin) {
@@ -13,9 +18,14 @@
 #define HAL_PLUGIN_SDK_NEGOTIATE_HPP_
 
 #include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "hal_plugin.h"
 #include "hal_plugin_sdk/report.hpp"
+#include "hal_plugin_sdk/vendor_environment.hpp"
 
 namespace hal::plugin {
 
@@ -25,6 +35,11 @@ struct Identity {
   const char* version;   // the plugin's own version
   const char* vendor;    // who made it
   const char* build_id;  // e.g. a git hash and the build type
+  // The environment variables of the vendor libraries the plugin opens
+  // (vendor_environment.hpp): removed before |create| runs, in a
+  // secure-execution process. A plugin that opens no vendor library leaves
+  // it out.
+  const VendorEnvironment* vendor_environment = nullptr;
 };
 
 // The host fields a plugin built against this header may call (set_error,
@@ -59,7 +74,9 @@ inline hal_result_t negotiate(const hal_plugin_host_t* host, const hal_plugin_v1
   return HAL_SUCCESS;
 }
 
-// The whole of hal_plugin_entry: negotiate(), then |create|(report,
+// The whole of hal_plugin_entry: negotiate(), then, in a secure-execution
+// process, the identity's vendor variables removed from the environment
+// (logged as one warning, which the load report shows), then |create|(report,
 // &context) under guarded() (no exception leaves), then the identity, the
 // context and |table| into |out_plugin|. |create| returns HAL_SUCCESS with a
 // non-NULL context, or an error it reported through |report| having released
@@ -73,6 +90,19 @@ hal_result_t enter(const hal_plugin_host_t* host, hal_plugin_v1_t* out_plugin,
   }
   const ErrorReporter report(host);
   return guarded(report, "hal_plugin_entry", [&]() -> hal_result_t {
+    if (identity.vendor_environment != nullptr) {
+      const std::vector<std::string> removed =
+          scrub_vendor_environment(*identity.vendor_environment);
+      if (!removed.empty()) {
+        std::string names;
+        for (const std::string& name : removed) names += (names.empty() ? "" : ", ") + name;
+        const std::string_view libraries = identity.vendor_environment->libraries;
+        report.log(HAL_LOG_WARNING,
+                   "secure execution (AT_SECURE): %s removed from the environment before %.*s "
+                   "could read them",
+                   names.c_str(), static_cast<int>(libraries.size()), libraries.data());
+      }
+    }
     hal_plugin_context_t* context = nullptr;
     if (hal_result_t result = create(report, &context); result != HAL_SUCCESS) return result;
     out_plugin->abi_version = HAL_ABI_VERSION;
@@ -86,6 +116,28 @@ hal_result_t enter(const hal_plugin_host_t* host, hal_plugin_v1_t* out_plugin,
   });
 }
 
+// enter() for a plugin whose context is made by `new Plugin(host)`: a
+// constructor that finds no driver or no device is not a failure (the plugin
+// loads with 0 devices and logs why).
+template <class Plugin>
+hal_result_t enter(const hal_plugin_host_t* host, hal_plugin_v1_t* out_plugin,
+                   const Identity& identity, const hal_plugin_table_v1_t& table) noexcept {
+  return enter(host, out_plugin, identity, table,
+               [&](const ErrorReporter&, hal_plugin_context_t** out_context) {
+                 auto plugin = std::make_unique<Plugin>(host);
+                 *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
+                 return HAL_SUCCESS;
+               });
+}
+
 }  // namespace hal::plugin
+
+// Defines hal_plugin_entry, the plugin's one exported symbol, as
+// hal::plugin::enter<Plugin>(host, out_plugin, identity, table).
+#define HAL_PLUGIN_ENTRY_POINT(Plugin, identity, table)                                     \
+  extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host, \
+                                                             hal_plugin_v1_t* out_plugin) { \
+    return ::hal::plugin::enter<Plugin>(host, out_plugin, identity, table);                 \
+  }
 
 #endif  // HAL_PLUGIN_SDK_NEGOTIATE_HPP_
