@@ -145,7 +145,7 @@ hal_result_t describe_batch_norm(const hal_op_batch_norm_desc_t& desc, OpSignatu
     statistic("saved_rstd", desc.saved_rstd, saved_written, Role::kOutput);
     if (update) {
       out->scalars.push_back({"momentum", ScalarType::kF64});
-      out->check_scalars = check_momentum;
+      set_scalar_check(*out, check_momentum);
     }
   } else {
     const bool grad_scale = (flags & HAL_BATCH_NORM_GRAD_SCALE) != 0;
