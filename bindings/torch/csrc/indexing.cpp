@@ -226,9 +226,9 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
   const auto fallback = [&](const std::string& why) -> at::Tensor& {
     return HAL_FALLBACK(at::_ops::gather_out, why, self, dim, index, sparse_grad, out);
   };
-  TORCH_CHECK_INDEX(index.numel() == 0 || index.scalar_type() == at::kLong ||
-                        index.scalar_type() == at::kInt,
-                    "gather(): Expected dtype int32/int64 for index");
+  TORCH_CHECK_INDEX(
+      index.numel() == 0 || index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
+      "gather(): Expected dtype int32/int64 for index");
   if (self.dim() == 0 || index.dim() != self.dim()) return fallback("0-dim or rank-changing");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   for (int64_t i = 0; i < self.dim(); ++i) {

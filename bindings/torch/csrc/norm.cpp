@@ -385,8 +385,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   const std::string why = run_norm_backward(
       HAL_NORM_LAYERNORM, grad_out, input, normalized_shape.size(), mean, rstd, gamma, has_beta,
       output_mask[1] && gamma.defined(), output_mask[2] && has_beta, r,
-      has_beta ? bias->sizes() : at::IntArrayRef(),
-      has_beta ? bias->scalar_type() : at::kFloat);
+      has_beta ? bias->sizes() : at::IntArrayRef(), has_beta ? bias->scalar_type() : at::kFloat);
   if (!why.empty()) {
     return HAL_FALLBACK_SYMINT(at::_ops::native_layer_norm_backward, why, grad_out, input,
                                normalized_shape_sym, mean, rstd, weight, bias, output_mask);

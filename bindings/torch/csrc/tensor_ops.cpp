@@ -170,7 +170,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 // with the bit still set, forever. The physical values move to the host, where the
 // CPU resolves the bit, then to dst.
 at::Tensor copy_from_resolving_bits(const at::Tensor& self, const at::Tensor& dst,
-                                   bool non_blocking) {
+                                    bool non_blocking) {
   TORCH_CHECK_NOT_IMPLEMENTED(!dst.is_conj() && !dst.is_neg(),
                               "hal: copying into a conjugate or negative view");
   at::Tensor physical = self;
