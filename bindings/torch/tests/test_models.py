@@ -83,10 +83,15 @@ def resnet_losses(device: str, model, steps: int, batch: int):
 
 
 def test_resnet18_trains_as_on_the_cpu():
+    """Two SGD steps agree with the CPU's; past them this run is chaotic (batch norm over 4
+    samples and a 1x1 last stage: a 4e-5 relative difference at step 2 became 2 % at step 3
+    with lr 0.05 and 0.01 alike, between two f32 results equally close to float64), so the
+    trajectory is compared over two steps in both tiers and the gradient's accuracy is checked
+    against float64 instead: hal's error at most twice the CPU's float32 error."""
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10)
-    steps = 200 if LONG else 3
-    batch = 8 if LONG else 4
+    steps = 2
+    batch = 4
     hal_torch.reset_metrics()
     on_hal = resnet_losses("hal", model, steps, batch)
     metrics = hal_torch.metrics()
@@ -96,8 +101,27 @@ def test_resnet18_trains_as_on_the_cpu():
     native, fell = native_and_fallback(metrics)
     print(f"resnet18: {steps} steps, loss {on_hal[0]:.4f} -> {on_hal[-1]:.4f} "
           f"(cpu {on_cpu[-1]:.4f}); {len(native)} ops native, fell back: {sorted(fell)}")
-    # Convolutions wait for HAL's convolution operators: counted, never failing.
-    assert "aten::convolution" in fell or "aten::convolution_overrideable" in native
+    # Convolutions run on HAL's; batch norm and pooling still fall back (counted, printed).
+    assert "aten::convolution_overrideable" in native and "aten::convolution" not in fell
+    assert "aten::convolution_backward_overrideable" in native
+
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(batch, 3, 32, 32, generator=g), torch.randint(0, 10, (batch,), generator=g)
+
+    def gradients(device, dtype=torch.float32):
+        m = copy.deepcopy(model).to(dtype).to(device)
+        torch.nn.functional.cross_entropy(m(x.to(dtype).to(device)), y.to(device)).backward()
+        return [p.grad.detach().cpu().double() for p in m.parameters()]
+
+    reference = gradients("cpu", torch.float64)
+
+    def worst(grads):
+        return max(((a - r).norm() / (r.norm() + 1e-30)).item()
+                   for a, r in zip(grads, reference))
+
+    on_hal_error, on_cpu_error = worst(gradients("hal")), worst(gradients("cpu"))
+    print(f"resnet18 gradient vs float64: hal {on_hal_error:.2e}, cpu f32 {on_cpu_error:.2e}")
+    assert on_hal_error <= 2 * on_cpu_error + 1e-6
 
 
 @pytest.mark.skipif(not LONG, reason="the slow tier (HAL_TORCH_LONG=1)")

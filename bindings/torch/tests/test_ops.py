@@ -229,3 +229,60 @@ def test_fused_adamw_is_one_hal_call_and_matches_the_formula(metrics):
             t = step + 1
             w = w - lr * (mm / (1 - b1 ** t)) / ((vv / (1 - b2 ** t)).sqrt() + eps)
         close(hp_.detach(), w, scale=5)
+
+
+@pytest.mark.parametrize("case", ["conv2d", "channels_last_groups", "conv1d_no_bias",
+                                  "transposed", "conv3d"])
+def test_convolution_with_backward(case, metrics):
+    """aten's convolution_overrideable and its backward on HAL_OP_CONVOLUTION(_BACKWARD_*),
+    against the CPU's float64 convolution: padding, stride, dilation, groups, bias, a
+    channels_last input, a transposed convolution with output padding."""
+    args = {
+        "conv2d": ((2, 4, 9, 8), (6, 4, 3, 3), dict(stride=2, padding=1, dilation=1), False),
+        "channels_last_groups": ((2, 6, 7, 7), (4, 3, 3, 2), dict(padding=(1, 0), dilation=2,
+                                                                 groups=2), False),
+        "conv1d_no_bias": ((3, 2, 11), (5, 2, 4), dict(stride=3, padding=2), False),
+        "transposed": ((2, 4, 5, 6), (4, 3, 3, 3), dict(stride=2, padding=1,
+                                                        output_padding=1), True),
+        "conv3d": ((1, 2, 4, 5, 4), (3, 2, 2, 3, 2), dict(padding=1), False),
+    }[case]
+    x_shape, w_shape, kw, transposed = args
+    x, w = rand(*x_shape, seed=11), rand(*w_shape, seed=12) * 0.3
+    groups = kw.get("groups", 1)
+    channels = w_shape[1] * groups if transposed else w_shape[0]
+    bias = None if case == "conv1d_no_bias" else rand(channels, seed=13)
+    if case == "channels_last_groups":
+        x = x.contiguous(memory_format=torch.channels_last)
+
+    def run(x, w, b):
+        spatial = x.dim() - 2
+        if transposed:
+            fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[spatial]
+        else:
+            fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[spatial]
+        return fn(x, w, b, **kw)
+
+    leaves = [t.double().requires_grad_() for t in (x, w) + ((bias,) if bias is not None else ())]
+    ref = run(leaves[0], leaves[1], leaves[2] if bias is not None else None)
+    gy = rand(*ref.shape, seed=14)
+    ref.backward(gy.double())
+    hal_leaves = [t.to("hal").requires_grad_() for t in (x, w) + ((bias,) if bias is not None
+                                                                  else ())]
+    got = run(hal_leaves[0], hal_leaves[1], hal_leaves[2] if bias is not None else None)
+    got.backward(gy.to("hal"))
+    close(got, ref.detach(), scale=5)
+    for h, r in zip(hal_leaves, leaves):
+        close(h.grad, r.grad, scale=5)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    assert {"aten::convolution_overrideable",
+            "aten::convolution_backward_overrideable"} <= native
+
+
+def test_convolution_hal_declines_falls_back(metrics):
+    """float64 is not a HAL convolution dtype: aten's CPU convolution runs instead, counted."""
+    x, w = rand(1, 2, 5, 5, seed=15).double(), rand(3, 2, 3, 3, seed=16).double()
+    got = F.conv2d(x.to("hal"), w.to("hal"), padding=1)
+    torch.testing.assert_close(got.cpu(), F.conv2d(x, w, padding=1))
+    native, fell = native_and_fallback(metrics())
+    assert "aten::convolution" in fell and "aten::convolution_overrideable" not in native
