@@ -1,4 +1,4 @@
-// The collectives TCP store's wire protocol (loader/collective_store.cpp),
+// The collectives TCP store's wire protocol (collective/store/collective_store.cpp),
 // both ends. The first input byte picks the role the input plays (mod 7):
 //   0: a peer that never authenticates: the rest is sent as is
 //   1: an authenticated peer: the rest is read as frames (header, then as

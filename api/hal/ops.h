@@ -211,10 +211,23 @@ typedef enum hal_matmul_flag_bits {
  * b: [batch..., k, n] (or [..., n, k]), c and d: [batch..., m, n]; batch
  * dimensions (rank - 2 of them, the same rank for all) broadcast with stride
  * 0 in a, b and c. Strided views allowed for every operand.
- * Operands: 0 a, 1 b, 2 c (read when beta != 0; may be d itself, exactly),
- * 3 d, 4 bias [n] (with HAL_MATMUL_BIAS), 5 aux (with SAVE_AUX; d's shape).
- * Dtypes: a and b the same of f32, f16, bf16; c, d, bias, aux each any of
- * the three. */
+ * Operands (hal_matmul_operand_t): 0 a, 1 b, 2 c (read when beta != 0; may
+ * be d itself, exactly), 3 d, 4 bias [n] (with HAL_MATMUL_BIAS), 5 aux (with
+ * SAVE_AUX; d's shape). Dtypes: a and b the same of f32, f16, bf16; c, d,
+ * bias, aux each any of the three. */
+/* The index of each HAL_OP_MATMUL operand in hal_op_exec_args_t.operands:
+ * the one statement of their order, for callers, plugins and the loader. */
+typedef enum hal_matmul_operand {
+  HAL_MATMUL_OPERAND_A = 0,
+  HAL_MATMUL_OPERAND_B = 1,
+  HAL_MATMUL_OPERAND_C = 2,
+  HAL_MATMUL_OPERAND_D = 3,
+  HAL_MATMUL_OPERAND_BIAS = 4,
+  HAL_MATMUL_OPERAND_AUX = 5,
+  HAL_MATMUL_OPERAND_COUNT = 6,
+  HAL_MATMUL_OPERAND_MAX_ENUM = 0x7fffffff
+} hal_matmul_operand_t;
+
 typedef struct hal_op_matmul_desc {
   hal_op_header_t header;      /* kind = HAL_OP_MATMUL */
   uint32_t flags;              /* hal_matmul_flag_bits_t */
@@ -929,7 +942,7 @@ typedef struct hal_op_batch_norm_desc {
   hal_op_header_t header;
   hal_channel_layout_t layout;
   uint32_t flags; /* hal_batch_norm_flag_bits_t */
-  float epsilon;  /* >= 0 and finite */
+  float epsilon;  /* finite, >= FLT_MIN; a TRAINING backward (saved rstd): >= 0 */
   uint32_t reserved;
   hal_tensor_desc_t x, y, scale, shift, running_mean, running_var, saved_mean, saved_rstd;
   hal_tensor_desc_t grad_y, grad_x, grad_scale, grad_shift; /* backward only */
@@ -959,7 +972,7 @@ typedef struct hal_op_group_norm_desc {
   hal_channel_layout_t layout;
   uint32_t groups; /* >= 1, divides C */
   uint32_t flags;  /* hal_group_norm_flag_bits_t */
-  float epsilon;   /* >= 0 and finite */
+  float epsilon;   /* forward: finite, >= FLT_MIN; backward (saved rstd): >= 0 */
   hal_tensor_desc_t x, y, scale, shift, mean, rstd;
   hal_tensor_desc_t grad_y, grad_x, grad_scale, grad_shift; /* backward only */
 } hal_op_group_norm_desc_t;

@@ -1,6 +1,7 @@
 // BATCH_NORM(_BACKWARD) and GROUP_NORM(_BACKWARD): normalisation over the
 // channels of a [N, C, spatial...] (or channels-last) tensor (hal/ops.h).
 #include "definitions.hpp"
+#include "scalars.hpp"
 #include "hal_ops/spatial.hpp"
 
 #include <cmath>
@@ -25,20 +26,31 @@ std::string check_channels(const char* name, const hal_tensor_desc_t& tensor, in
   return problem;
 }
 
-std::string check_layout_and_epsilon(hal_channel_layout_t layout, float epsilon) {
+// The layout, and epsilon by the rule of §17.2 every norm shares: the
+// forward divides by sqrt(var + epsilon) (var = 0 for a constant channel or
+// group, and running_var may hold 0), so epsilon is a positive normal f32;
+// a backward that reads the rstd the forward saved does not use it.
+std::string check_layout_and_epsilon(hal_channel_layout_t layout, float epsilon,
+                                     bool reads_saved_rstd) {
   if (static_cast<uint32_t>(layout) >= HAL_CHANNELS_COUNT) {
     return "desc->layout " + std::to_string(layout) + " is not a hal_channel_layout_t";
   }
-  if (!(std::isfinite(epsilon) && epsilon >= 0.0f)) {
-    return "desc->epsilon is " + std::to_string(epsilon) + "; it must be finite and >= 0";
-  }
-  return {};
+  return reads_saved_rstd
+             ? check_non_negative_scalar("desc->epsilon", epsilon)
+             : check_positive_normal_scalar(
+                   "desc->epsilon", epsilon,
+                   "values are divided by sqrt(var + epsilon), and a constant channel has "
+                   "var 0");
 }
 
 // The momentum scalar of a training forward that updates the running stats.
+// Checked as the f32 the update computes with, then its range.
 std::string check_momentum(const hal_op_scalar_t* scalars) {
   const double momentum = scalars[0].f64;
-  if (momentum >= 0.0 && momentum <= 1.0) return {};
+  std::string why =
+      check_f32_run_time_scalar("scalar 0 (momentum)", momentum, Sign::kNonNegative, "batch norm");
+  if (!why.empty()) return why;
+  if (momentum <= 1.0) return {};
   return "scalar 0 (momentum) is " + std::to_string(momentum) + "; it must be in [0, 1]";
 }
 
@@ -52,7 +64,10 @@ constexpr uint32_t kBatchNormBackwardFlags = HAL_BATCH_NORM_TRAINING | HAL_BATCH
 hal_result_t describe_batch_norm(const hal_op_batch_norm_desc_t& desc, OpSignature* out,
                                  std::string* message) {
   const bool backward = desc.header.kind == HAL_OP_BATCH_NORM_BACKWARD;
-  if (reject(check_layout_and_epsilon(desc.layout, desc.epsilon), message))
+  // A training backward reads the saved rstd; an inference one divides by
+  // sqrt(running_var + epsilon) as the forward does.
+  const bool reads_saved_rstd = backward && (desc.flags & HAL_BATCH_NORM_TRAINING) != 0;
+  if (reject(check_layout_and_epsilon(desc.layout, desc.epsilon, reads_saved_rstd), message))
     return HAL_ERROR_INVALID_ARGUMENT;
   if (desc.reserved != 0) return invalid(message, "desc->reserved must be 0");
   const uint32_t allowed = backward ? kBatchNormBackwardFlags : kBatchNormForwardFlags;
@@ -145,7 +160,7 @@ hal_result_t describe_batch_norm(const hal_op_batch_norm_desc_t& desc, OpSignatu
     statistic("saved_rstd", desc.saved_rstd, saved_written, Role::kOutput);
     if (update) {
       out->scalars.push_back({"momentum", ScalarType::kF64});
-      out->check_scalars = check_momentum;
+      set_scalar_check(*out, check_momentum);
     }
   } else {
     const bool grad_scale = (flags & HAL_BATCH_NORM_GRAD_SCALE) != 0;
@@ -193,7 +208,7 @@ constexpr uint32_t kGroupNormBackwardFlags = HAL_GROUP_NORM_SCALE | HAL_GROUP_NO
 hal_result_t describe_group_norm(const hal_op_group_norm_desc_t& desc, OpSignature* out,
                                  std::string* message) {
   const bool backward = desc.header.kind == HAL_OP_GROUP_NORM_BACKWARD;
-  if (reject(check_layout_and_epsilon(desc.layout, desc.epsilon), message))
+  if (reject(check_layout_and_epsilon(desc.layout, desc.epsilon, backward), message))
     return HAL_ERROR_INVALID_ARGUMENT;
   const uint32_t allowed = backward ? kGroupNormBackwardFlags : kGroupNormForwardFlags;
   if ((desc.flags & ~allowed) != 0) {

@@ -43,7 +43,7 @@ double float_overflow(hal_dtype_t dtype) {
     case HAL_DTYPE_F16:
       return 65520.0;  // 65504 + 16
     case HAL_DTYPE_BF16:
-      return 0x1.fep+127;  // (2 - 2^-7) 2^127 + 2^119
+      return 0x1.ffp+127;  // (2 - 2^-7) 2^127 + 2^119
     default:
       return kFloatOverflow;
   }
@@ -54,7 +54,7 @@ double float_max(hal_dtype_t dtype) {
     case HAL_DTYPE_F16:
       return 65504.0;
     case HAL_DTYPE_BF16:
-      return 0x1.fep+127 - 0x1p+119;
+      return 0x1.fep+127;  // (2 - 2^-7) 2^127, bf16's largest finite value
     default:
       return std::numeric_limits<float>::max();
   }

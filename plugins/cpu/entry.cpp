@@ -40,6 +40,7 @@ struct Entries : plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Ke
   static constexpr auto& op_plan_create = cpu::op_plan_create;
   static constexpr auto& op_plan_destroy = cpu::op_plan_destroy;
   static constexpr auto& op_execute = cpu::op_execute;
+  static constexpr auto& op_implementation = cpu::op_implementation;
 };
 
 // What the libraries the cpu plugin opens read from the environment (SPEC.md

@@ -8,6 +8,7 @@
 #ifndef HAL_PLUGINS_CUDA_DEVICE_HPP_
 #define HAL_PLUGINS_CUDA_DEVICE_HPP_
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,6 +30,44 @@ class Event;
 class Module;
 class Stream;
 
+// The device's primary context made current on the calling thread for the
+// scope's life, and the thread's previous context (often the CUDA runtime's,
+// e.g. PyTorch's current device on the same thread) put back after: HAL never
+// leaves its context current on a caller's thread. The context is bound only
+// when it is not already current (cuCtxGetCurrent is a thread-local read).
+class [[nodiscard]] ContextScope {
+ public:
+  // |result| is what getting the context gave (its retain, or the device's
+  // sticky fatal error): the scope binds nothing unless it is CUDA_SUCCESS.
+  ContextScope(const DriverApi& api, CUcontext context, CUresult result);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+  bool ok() const { return result_ == CUDA_SUCCESS; }
+  CUresult result() const { return result_; }
+
+ private:
+  const DriverApi& api_;
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+  CUresult result_;
+};
+
+// The errors after which the CUDA Driver API documents the context as
+// unusable (CUresult: CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED,
+// CUDA_ERROR_ILLEGAL_INSTRUCTION, ... "This leaves the process in an
+// inconsistent state and any further CUDA work will return the same error").
+// They are sticky: the device is lost (HAL_ERROR_DEVICE_LOST from then on).
+bool is_fatal(CUresult code);
+
+// Set while a HAL host function runs on the CUDA driver's thread (only where
+// the device has no stream memory operations, stream.cpp): every entry called
+// from it is refused with CUDA_ERROR_NOT_PERMITTED, as CUDA forbids CUDA calls
+// there, instead of deadlocking or corrupting the driver.
+bool on_driver_thread();
+void set_on_driver_thread(bool value);
+
 // What the devices report as their plugin (hal_device_properties_t).
 inline constexpr char kPluginName[] = "cuda";
 inline constexpr char kPluginVersion[] = "1.0.0";
@@ -44,7 +83,7 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
          ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
-         CUcontext context, uint32_t index);
+         uint32_t index);
   ~Device();
 
   const DriverApi& api() const { return driver_.api(); }
@@ -57,17 +96,23 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   // cuBLASLt on this device, opened at its first matmul plan (ops/).
   ops::DeviceBlas& blas() const { return *blas_; }
 
-  // Makes the device's context current on the calling thread (the table may
-  // be called from any thread). Returns the driver's answer.
-  CUresult bind() const { return api().cuCtxSetCurrent(context_); }
-  // report().fail() with |result|'s mapping, its code and its name.
+  // Makes the device's primary context current on the calling thread for the
+  // scope's life (the table may be called from any thread), retaining it on
+  // the device's first use; once the device is lost (is_fatal), the scope
+  // fails with that error and binds nothing.
+  ContextScope bind() const;
+  // The fatal CUresult the device was lost to, or CUDA_SUCCESS.
+  CUresult lost() const { return lost_.load(std::memory_order_acquire); }
+  // report().fail() with |result|'s mapping, its code and its name; a fatal
+  // |result| marks the device lost.
   hal_result_t fail(CUresult result, const char* what) const;
   hal_result_t fail(hal_result_t mapped, CUresult result, const char* what) const;
   // Runs |call(api())| with the device's context bound; a failure carries
   // the CUresult and |what|.
   template <class Call>
   hal_result_t run(const char* what, Call&& call) const {
-    if (const CUresult bound = bind(); bound != CUDA_SUCCESS) return fail(bound, what);
+    const ContextScope bound = bind();
+    if (!bound.ok()) return fail(bound.result(), what);
     const CUresult result = call(api());
     return result == CUDA_SUCCESS ? HAL_SUCCESS : fail(result, what);
   }
@@ -77,13 +122,20 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
 
  private:
   void read_properties();
+  // Retains the primary context on first use (cuDevicePrimaryCtxRetain).
+  CUresult context(CUcontext& out) const;
+  // What cuMemGetInfo says a context of this device can allocate (measured
+  // at load, with the primary context retained for the measurement only).
+  size_t allocatable_bytes(size_t total) const;
   CUresult release(hal_memory_kind_t kind, void* base) const;  // memory.cpp
 
   const Driver& driver_;
   const Nvrtc* nvrtc_;
   const collective::Nccl* nccl_;
   CUdevice handle_;
-  CUcontext context_;
+  mutable std::mutex context_mutex_;
+  mutable std::atomic<CUcontext> context_{nullptr};  // retained on first use
+  mutable std::atomic<CUresult> lost_{CUDA_SUCCESS};
   uint32_t index_;
   int cc_major_ = 0, cc_minor_ = 0;
   hal_device_properties_t properties_{};

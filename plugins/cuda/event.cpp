@@ -20,7 +20,7 @@ hal_result_t Event::create(Device& device, hal_event_flags_t flags, Event*& out_
   try {
     owned = std::make_unique<Event>(device, created, timing);
   } catch (...) {
-    if (device.bind() == CUDA_SUCCESS) device.api().cuEventDestroy(created);
+    if (const ContextScope bound = device.bind(); bound.ok()) device.api().cuEventDestroy(created);
     throw;
   }
   // CUDA lets pending waits on a destroyed event complete
@@ -30,7 +30,7 @@ hal_result_t Event::create(Device& device, hal_event_flags_t flags, Event*& out_
 }
 
 Event::~Event() {
-  if (device().bind() == CUDA_SUCCESS) device().api().cuEventDestroy(event_);
+  if (const ContextScope bound = device().bind(); bound.ok()) device().api().cuEventDestroy(event_);
 }
 
 hal_result_t Event::record(Stream& stream) {
@@ -40,8 +40,9 @@ hal_result_t Event::record(Stream& stream) {
 }
 
 hal_result_t Event::query() {
-  if (const CUresult bound = device().bind(); bound != CUDA_SUCCESS) {
-    return device().fail(bound, "event_query");
+  const ContextScope bound = device().bind();
+  if (!bound.ok()) {
+    return device().fail(bound.result(), "event_query");
   }
   const CUresult result = device().api().cuEventQuery(event_);
   if (result == CUDA_SUCCESS) return HAL_SUCCESS;
@@ -50,8 +51,9 @@ hal_result_t Event::query() {
 }
 
 hal_result_t Event::synchronize() {
-  if (const CUresult bound = device().bind(); bound != CUDA_SUCCESS) {
-    return device().fail(bound, "event_synchronize");
+  const ContextScope bound = device().bind();
+  if (!bound.ok()) {
+    return device().fail(bound.result(), "event_synchronize");
   }
   const CUresult result = device().api().cuEventSynchronize(event_);
   return result == CUDA_SUCCESS ? HAL_SUCCESS
@@ -61,8 +63,9 @@ hal_result_t Event::synchronize() {
 
 hal_result_t Event::elapsed_ms(Event& first, Event& last, float& out_ms) {
   Device& owner = first.device();
-  if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
-    return owner.fail(bound, "event_elapsed_ms");
+  const ContextScope bound = owner.bind();
+  if (!bound.ok()) {
+    return owner.fail(bound.result(), "event_elapsed_ms");
   }
   const CUresult result = owner.api().cuEventElapsedTime(&out_ms, first.get(), last.get());
   if (result == CUDA_SUCCESS) return HAL_SUCCESS;

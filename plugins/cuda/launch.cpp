@@ -14,8 +14,9 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
   Device& device = target.device();
   // The loader checked the shape, the shared memory and the arguments
   // against this kernel (SPEC 10.3); the plugin trusts them.
-  if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
-    return device.fail(bound, "launch_kernel");
+  const ContextScope bound = device.bind();
+  if (!bound.ok()) {
+    return device.fail(bound.result(), "launch_kernel");
   }
   const DriverApi& cu = device.api();
   if (const CUresult raised = ensure_dynamic_shared(cu, config.shared_memory_bytes);

@@ -47,7 +47,8 @@ CUresult Kernel::ensure_dynamic_shared(const DriverApi& api, uint32_t bytes) {
 
 Module::~Module() {
   kernels_.clear();
-  if (device().bind() == CUDA_SUCCESS) device().api().cuModuleUnload(module_);
+  if (const ContextScope bound = device().bind(); bound.ok())
+    device().api().cuModuleUnload(module_);
 }
 
 hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*& out_module) {
@@ -85,8 +86,9 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   } else {
     image.push_back('\0');  // PTX is text
   }
-  if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
-    return owner.fail(bound, "module_load");
+  const ContextScope bound = owner.bind();
+  if (!bound.ok()) {
+    return owner.fail(bound.result(), "module_load");
   }
   CUmodule loaded = nullptr;
   const CUresult result = owner.api().cuModuleLoadData(&loaded, image.data());
@@ -112,8 +114,9 @@ hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kern
       resolved != HAL_SUCCESS) {
     return resolved;
   }
-  if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
-    return owner.fail(bound, "kernel_get");
+  const ContextScope bound = owner.bind();
+  if (!bound.ok()) {
+    return owner.fail(bound.result(), "kernel_get");
   }
   const DriverApi& cu = owner.api();
   CUfunction function = nullptr;

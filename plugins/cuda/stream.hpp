@@ -9,6 +9,7 @@
 
 #include "driver.hpp"
 #include "hal_plugin_sdk/entries.hpp"
+#include "host_functions.hpp"
 #include "hal_plugin_sdk/objects.hpp"
 
 namespace hal::cuda {
@@ -58,6 +59,23 @@ class Stream : public plugin::DeviceResource<Device> {
   HAL_PLUGIN_STREAM_METHODS;
 
  private:
+  // How CUDA sees a pointer of a copy or fill (memory.cpp).
+  enum class Memory { kDevice, kPinned, kPageable };
+  Memory classify(const void* pointer, CUresult& error) const;
+  // A host function of the driver's that copies (value < 0) or fills.
+  CUresult enqueue_host_copy(void* dst, const void* src, size_t size, int value);
+
+  // The pinned buffer copies with pageable host memory are staged through,
+  // made on the first such copy, freed with the stream.
+  static constexpr size_t kStagingBytes = size_t{4} << 20;
+  std::mutex staging_mutex_;  // one copy's chunks at a time use the buffer
+  void* staging_ = nullptr;   // guarded by staging_mutex_
+
+  // The thread HAL host functions run on, started by the first one.
+  std::mutex host_functions_mutex_;
+  std::unique_ptr<HostFunctions> host_functions_;  // guarded by host_functions_mutex_
+  bool driver_thread_only_ = false;                // no cuStreamWaitValue32; guarded likewise
+
   CUstream stream_;
   std::shared_ptr<StreamFault> fault_ = std::make_shared<StreamFault>();
 };

@@ -271,6 +271,16 @@ hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
   return HAL_SUCCESS;
 }
 
+// The real plugin's implementation of |kind|, but for the fault that serves
+// max pooling itself (which the cpu plugin declines, or has no oneDNN for):
+// every pooling plan is then asked here, and named after the fault.
+const char* op_implementation(hal_impl_device_t* device, hal_op_kind_t kind) {
+  if (g_fault == OpFault::kPoolingIndicesOffByOne && kind == HAL_OP_POOLING) {
+    return "fault.max_pooling";
+  }
+  return g_real->op_implementation != nullptr ? g_real->op_implementation(device, kind) : "fault";
+}
+
 }  // namespace
 
 void plant(hal_plugin_table_v1_t& table, const hal_plugin_table_v1_t* real, OpFault fault) {
@@ -279,6 +289,7 @@ void plant(hal_plugin_table_v1_t& table, const hal_plugin_table_v1_t* real, OpFa
   table.op_plan_create = op_plan_create;
   table.op_plan_destroy = op_plan_destroy;
   table.op_execute = op_execute;
+  table.op_implementation = op_implementation;
 }
 
 }  // namespace fault_ops

@@ -67,6 +67,7 @@ void drop_operators(hal_plugin_table_v1_t& t) {
   t.op_plan_create = nullptr;
   t.op_plan_destroy = nullptr;
   t.op_execute = nullptr;
+  t.op_implementation = nullptr;
 }
 
 void drop_collectives(hal_plugin_table_v1_t& t) {

@@ -79,9 +79,9 @@ TEST_CASE("every portable operator family's kernels compile to PTX with NVRTC") 
   for (const std::string_view family : hal::ops::portable::portable_families()) {
     INFO(family);
     const std::string source(hal::ops::portable::portable_source(family));
-    const auto declared = static_cast<size_t>(std::distance(
-        std::sregex_iterator(source.begin(), source.end(), kernel_keyword),
-        std::sregex_iterator()));
+    const auto declared = static_cast<size_t>(
+        std::distance(std::sregex_iterator(source.begin(), source.end(), kernel_keyword),
+                      std::sregex_iterator()));
     REQUIRE(declared >= 1);
     total += declared;
     hal::cuda::CompiledDialect compiled;

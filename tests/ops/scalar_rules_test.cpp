@@ -9,6 +9,7 @@
 // (HAL_OPS_IMPLEMENTATIONS=portable): both inherit them from the loader.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -237,6 +238,35 @@ std::vector<Field> fields() {
       "dropout", "desc->probability", dropout, [](auto& d, float v) { d.probability = v; },
       kUnitAccepted, kUnitRefused));
 
+  // Batch and group norm (§17.6.10): the forward divides by
+  // sqrt(var + epsilon); the backward reads the saved (or running) stats.
+  for (hal_op_kind_t kind : {HAL_OP_BATCH_NORM, HAL_OP_BATCH_NORM_BACKWARD}) {
+    const bool backward = kind == HAL_OP_BATCH_NORM_BACKWARD;
+    auto batch_norm = header_of<hal_op_batch_norm_desc_t>(kind);
+    batch_norm.layout = HAL_CHANNELS_FIRST;
+    batch_norm.flags = HAL_BATCH_NORM_TRAINING;
+    batch_norm.x = batch_norm.y = batch_norm.grad_y = batch_norm.grad_x = dense({2, 3, 4});
+    batch_norm.saved_mean = batch_norm.saved_rstd = dense({3});
+    out.push_back(field<hal_op_batch_norm_desc_t>(
+        backward ? "batch_norm_backward" : "batch_norm", "desc->epsilon", batch_norm,
+        [](auto& d, float v) { d.epsilon = v; },
+        backward ? kNonNegativeAccepted : kPositiveNormalAccepted,
+        backward ? kNonNegativeRefused : kPositiveNormalRefused));
+  }
+  for (hal_op_kind_t kind : {HAL_OP_GROUP_NORM, HAL_OP_GROUP_NORM_BACKWARD}) {
+    const bool backward = kind == HAL_OP_GROUP_NORM_BACKWARD;
+    auto group_norm = header_of<hal_op_group_norm_desc_t>(kind);
+    group_norm.layout = HAL_CHANNELS_FIRST;
+    group_norm.groups = 2;
+    group_norm.x = group_norm.y = group_norm.grad_y = group_norm.grad_x = dense({2, 4, 3});
+    group_norm.mean = group_norm.rstd = dense({2, 2});
+    out.push_back(field<hal_op_group_norm_desc_t>(
+        backward ? "group_norm_backward" : "group_norm", "desc->epsilon", group_norm,
+        [](auto& d, float v) { d.epsilon = v; },
+        backward ? kNonNegativeAccepted : kPositiveNormalAccepted,
+        backward ? kNonNegativeRefused : kPositiveNormalRefused));
+  }
+
   for (hal_op_kind_t kind : {HAL_OP_ATTENTION, HAL_OP_ATTENTION_BACKWARD}) {
     auto attention = header_of<hal_op_attention_desc_t>(kind);
     attention.batch = 1;
@@ -269,7 +299,12 @@ const std::set<hal_op_kind_t> kWithoutFloatScalars = {HAL_OP_BIAS_ACTIVATION_BAC
                                                       HAL_OP_SCAN,
                                                       HAL_OP_GATHER,
                                                       HAL_OP_SCATTER,
-                                                      HAL_OP_CAT};
+                                                      HAL_OP_CAT,
+                                                      HAL_OP_CONVOLUTION,
+                                                      HAL_OP_CONVOLUTION_BACKWARD_DATA,
+                                                      HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS,
+                                                      HAL_OP_POOLING,
+                                                      HAL_OP_POOLING_BACKWARD};
 
 // The ops whose run-time scalars the TEST_CASEs below check.
 const std::set<hal_op_kind_t> kRunTimeScalarsTested = {
@@ -586,6 +621,13 @@ constexpr double kF16FirstToInf = 65520.0;  // the tie above 65504 rounds to inf
 
 // Accepted and refused values of a scalar converted to a float dtype whose
 // largest value is |max| and from |to_inf| on rounds to inf.
+// bf16's largest finite value from its bits (0x7f7f: the upper half of an
+// f32), and the first double that rounds past it to infinity: half its ulp
+// (2^120 at 2^127 with 7 stored mantissa bits) above it, the tie going to the
+// even infinity. (A bf16 tensor's lowest value, -kBf16Max, is a fill value.)
+const double kBf16Max = std::bit_cast<float>(uint32_t{0x7f7f0000u});
+const double kBf16FirstToInf = kBf16Max + std::ldexp(1.0, 119);
+
 std::vector<hal_op_scalar_t> float_values_accepted(double max) {
   return as_f64(
       {0.0, -0.0, 1.0, -1.5, 1e-50, -1e-300, max, -max, kDoubleInf, -kDoubleInf, kDoubleNan});
@@ -637,8 +679,8 @@ TEST_CASE("where's scalar values are checked against out's dtype") {
   const Target targets[] = {
       {HAL_DTYPE_F32, true, float_values_accepted(kMax), float_values_refused(kFirstToInf)},
       {HAL_DTYPE_F16, true, float_values_accepted(kF16Max), float_values_refused(kF16FirstToInf)},
-      {HAL_DTYPE_BF16, true, float_values_accepted(0x1.fep+127 - 0x1p+119),
-       float_values_refused(0x1.fep+127)},
+      {HAL_DTYPE_BF16, true, float_values_accepted(kBf16Max),
+       float_values_refused(kBf16FirstToInf)},
       {HAL_DTYPE_F64, true, as_f64({1e300, kDoubleMax, kDoubleInf, kDoubleNan}), {}},
       // saturated as HAL_OP_CAST converts (SPEC §17.6.6), not refused
       {HAL_DTYPE_U8, false, as_i64({0, 255, -1, 256, INT64_MAX, INT64_MIN}), {}},

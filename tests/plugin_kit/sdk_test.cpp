@@ -530,6 +530,9 @@ struct TestComm {
 };
 
 struct TestPlan {
+  static const char* implementation(hal_op_kind_t kind) {
+    return kind == HAL_OP_MATMUL ? "test.plan" : nullptr;
+  }
   static hal_result_t create(TestDevice& device, const hal_op_header_t& desc, hal_op_plan_flags_t,
                              std::unique_ptr<TestPlan>& out, size_t& workspace,
                              const char*& implementation) {

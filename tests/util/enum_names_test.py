@@ -54,6 +54,7 @@ UNNAMED = {
     "hal_comm_bootstrap_t",
     "hal_op_plan_flag_bits_t",
     "hal_matmul_flag_bits_t",
+    "hal_matmul_operand_t",
     "hal_conv_flag_bits_t",
     "hal_pooling_flag_bits_t",
     "hal_batch_norm_flag_bits_t",

@@ -1,6 +1,7 @@
 #include "onednn_primitive.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <unordered_map>
 #include <utility>
 
@@ -105,14 +106,9 @@ PrimitivePlan::PrimitivePlan(std::vector<PrimitiveStep> steps, size_t workspace_
       scalar_count_(scalar_count),
       short_call_(work <= kShortCallWork) {}
 
+// The loader checked the counts against the plan's signature (SPEC.md §10.4a).
 hal_result_t PrimitivePlan::enqueue(Stream& stream, const hal_op_exec_args_t& args) const {
-  if (args.operand_count != operand_count_ || args.operands == nullptr ||
-      args.scalar_count != scalar_count_ || (scalar_count_ > 0 && args.scalars == nullptr)) {
-    return stream.device().report().fail(
-        HAL_ERROR_INVALID_ARGUMENT, 0,
-        "op_execute: this plan takes %u operands and %u scalars, args has %u and %u",
-        operand_count_, scalar_count_, args.operand_count, args.scalar_count);
-  }
+  assert(args.operand_count == operand_count_ && args.scalar_count == scalar_count_);
   return stream.enqueue(TaskCommand{std::make_unique<PrimitiveTask>(body_, args, short_call_)});
 }
 

@@ -89,6 +89,7 @@ std::unique_ptr<OpPlan> plan_native_math(const hal_op_header_t& desc, Decline& d
 plugin::v1::op_plan_create_fn op_plan_create;
 plugin::v1::op_plan_destroy_fn op_plan_destroy;
 plugin::v1::op_execute_fn op_execute;
+plugin::v1::op_implementation_fn op_implementation;
 
 }  // namespace hal::cpu
 

@@ -172,7 +172,8 @@ class Rank final : public Comm {
     const ncclComm_t handle = handle_;
     handle_ = nullptr;
     lock.unlock();
-    if (device_.bind() != CUDA_SUCCESS) return;
+    const ContextScope bound = device_.bind();
+    if (!bound.ok()) return;
     Status waited;
     const ncclResult_t finalized =
         settle(nccl_, handle, nccl_.ncclCommFinalize(handle), deadline(), waited);
@@ -238,7 +239,7 @@ class Rank final : public Comm {
     }
     if (handle_ != nullptr) nccl_.ncclCommAbort(handle_);
     handle_ = nullptr;
-    if (device_.bind() == CUDA_SUCCESS) {
+    if (const ContextScope bound = device_.bind(); bound.ok()) {
       for (InFlight& call : in_flight_) release_events(call);
     }
     in_flight_.clear();
@@ -403,8 +404,9 @@ hal_result_t Rank::enqueue(Stream& stream, std::span<const hal_collective_call_t
   changed_.wait(lock, [&] { return !exchanging_; });
   const hal_collective_kind_t kind = calls.front().kind;
   if (const hal_result_t r = usable(kind); r != HAL_SUCCESS) return r;
-  if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
-    return device_.fail(bound, "comm_enqueue");
+  const ContextScope bound = device_.bind();
+  if (!bound.ok()) {
+    return device_.fail(bound.result(), "comm_enqueue");
   }
   const bool uneven = std::any_of(calls.begin(), calls.end(), [](const auto& call) {
     return call.kind == HAL_COLLECTIVE_ALLTOALLV;
@@ -619,12 +621,11 @@ hal_result_t Rank::agree_on_counts(std::unique_lock<std::mutex>& lock, Stream& s
 void Rank::watch() {
   const DriverApi& cu = device_.api();
   std::unique_lock lock(mutex_);
-  bool bound = false;
   while (!stopping_ || !in_flight_.empty()) {
     changed_.wait_for(lock, kWatchInterval);
     if (in_flight_.empty()) continue;
-    if (!bound) bound = device_.bind() == CUDA_SUCCESS;
-    if (!bound) continue;
+    const ContextScope bound = device_.bind();
+    if (!bound.ok()) continue;
     ncclResult_t state = ncclSuccess;
     if (handle_ != nullptr && nccl_.ncclCommGetAsyncError(handle_, &state) == ncclSuccess &&
         state != ncclSuccess && state != ncclInProgress) {
@@ -688,10 +689,11 @@ hal_result_t Comm::init_local(std::span<Device* const> devices, const hal_comm_c
   std::vector<ncclResult_t> started(count, ncclSuccess);
   api.ncclGroupStart();
   for (uint32_t i = 0; i < count; ++i) {
-    if (const CUresult bound = ranks[i]->device().bind(); bound != CUDA_SUCCESS) {
+    const ContextScope bound = ranks[i]->device().bind();
+    if (!bound.ok()) {
       api.ncclGroupEnd();
       for (auto& rank : ranks) rank->abandon();
-      return ranks[i]->device().fail(bound, "comm_init_local");
+      return ranks[i]->device().fail(bound.result(), "comm_init_local");
     }
     started[i] = api.ncclCommInitRankConfig(ranks[i]->handle_slot(), static_cast<int>(count), id,
                                             static_cast<int>(i), &nccl_config);
@@ -745,8 +747,9 @@ hal_result_t Comm::init_rank_exchange(Device& owner, uint32_t nranks, uint32_t r
   }
   std::memcpy(&id, message + 1, sizeof(id));
   auto made_rank = std::make_unique<Rank>(owner, *nccl, rank, nranks, config.timeout_ms);
-  if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
-    return owner.fail(bound, "comm_init_rank");
+  const ContextScope bound = owner.bind();
+  if (!bound.ok()) {
+    return owner.fail(bound.result(), "comm_init_rank");
   }
   ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
   nccl_config.blocking = 0;

@@ -31,6 +31,11 @@ class OpPlan {
   static hal_result_t create(Device& device, const hal_op_header_t& desc, hal_op_plan_flags_t flags,
                              std::unique_ptr<OpPlan>& out_plan, size_t& out_workspace_bytes,
                              const char*& out_implementation);
+  // The implementation create uses for |kind|, named before any planning:
+  // cuBLASLt for matmul, none of the plugin's own for the other kinds.
+  static const char* implementation(hal_op_kind_t kind) {
+    return kind == HAL_OP_MATMUL ? kCublasLtName : nullptr;
+  }
   virtual ~OpPlan() = default;
   // Enqueues one execution on |stream|; the loader checked |args|.
   virtual hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const = 0;

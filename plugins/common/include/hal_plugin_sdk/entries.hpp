@@ -26,7 +26,9 @@
 //   is deleted), abort(), error() and enqueue(Stream&,
 //   std::span<const hal_collective_call_t>).
 // - OpPlan: static create(Device&, const hal_op_header_t&, hal_op_plan_flags_t,
-//   std::unique_ptr<OpPlan>&, size_t& workspace_bytes, const char*& implementation)
+//   std::unique_ptr<OpPlan>&, size_t& workspace_bytes, const char*& implementation);
+//   static implementation(hal_op_kind_t): the name create uses for that kind
+//   (static storage), or nullptr when the plugin has none of its own for it
 //   and enqueue(Stream&, const hal_op_exec_args_t&) const; op_plan_destroy
 //   deletes it.
 // A method answers hal_result_t, or void for "cannot fail". The loader has
@@ -403,6 +405,12 @@ struct ObjectEntries {
       if (result == HAL_SUCCESS) *out_plan = handle_of<hal_impl_op_plan_t>(plan.release());
       return result;
     });
+  }
+
+  // Names, before planning, the implementation op_plan_create would use for
+  // |kind| (nullptr: none), so the loader filters it before any work.
+  static const char* op_implementation(hal_impl_device_t*, hal_op_kind_t kind) {
+    return OpPlan::implementation(kind);
   }
 
   // Executions already enqueued keep what they need.

@@ -92,7 +92,8 @@
     kOperator)                                                                                    \
   X(comm_init_rank_exchange, hal_result_t,                                                        \
     (hal_impl_device_t* device, uint32_t nranks, uint32_t rank, const hal_comm_config_t* config,  \
-     const hal_comm_exchange_t* exchange, hal_impl_comm_t** out_comm), kCollective)
+     const hal_comm_exchange_t* exchange, hal_impl_comm_t** out_comm), kCollective)              \
+  X(op_implementation, const char*, (hal_impl_device_t* device, hal_op_kind_t kind), kOperator)
 // clang-format on
 
 namespace hal::plugin {
@@ -180,7 +181,7 @@ inline constexpr EntrySet kEventEntries = entries_of(Part::kEvent);
 inline constexpr EntrySet kKernelEntries = entries_of(Part::kKernel);
 // Every comm_* entry.
 inline constexpr EntrySet kCollectiveEntries = entries_of(Part::kCollective);
-// The operators group: op_plan_create, op_plan_destroy, op_execute.
+// The operators group: op_plan_create, op_plan_destroy, op_execute, op_implementation.
 inline constexpr EntrySet kOperatorEntries = entries_of(Part::kOperator);
 // Every entry of ABI 1.0: a plugin with streams, events and kernels.
 inline constexpr EntrySet kCoreEntries = kPluginEntries | kDeviceEntries | kMemoryEntries |
