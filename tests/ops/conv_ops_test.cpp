@@ -1041,7 +1041,9 @@ TEST_CASE("cpu.onednn's declines carry their reasons", "[ops][declines]") {
   gn.groups = 2;
   gn.epsilon = 1e-5f;
   gn.x = gn.y = dense({2, 4, 5});
-  CHECK_THAT(declines_of(&gn.header), Catch::Contains("oneDNN 3.3"));
+  // Named before planning (op_implementation): oneDNN 2.6 has no group norm.
+  CHECK_THAT(declines_of(&gn.header),
+             Catch::Contains("no implementation of its own for group_norm"));
 
   hal_op_batch_norm_desc_t bn{};
   bn.header.struct_size = sizeof bn;
