@@ -2,16 +2,19 @@
 # Installs everything HAL needs to build and test on Debian 12 (run as root).
 # Idempotent: packages already present are left as they are.
 #
-#   scripts/setup.sh           the build and every test but the PyTorch device's
-#   scripts/setup.sh --torch   also torch and torchvision (bindings/torch and its tests, which
-#                              only the Release suite builds: scripts/test.sh asks for them)
+#   scripts/setup.sh              the build, the main job and every test but those below
+#   scripts/setup.sh --for-tests  also the tools only the test suite uses (mypy)
+#   scripts/setup.sh --torch      also torch and torchvision (bindings/torch and its tests, which
+#                                 only the Release suite builds: scripts/test.sh asks for them)
 set -euo pipefail
 
+for_tests=0
 with_torch=0
 for arg in "$@"; do
   case "$arg" in
+    --for-tests) for_tests=1 ;;
     --torch) with_torch=1 ;;
-    *) echo "setup: unknown argument $arg (only --torch)" >&2; exit 2 ;;
+    *) echo "setup: unknown argument $arg (only --for-tests, --torch)" >&2; exit 2 ;;
   esac
 done
 
@@ -45,6 +48,11 @@ fi
 # apt's files, and needs no venv to be found by CMake (python3 -m nanobind) and by CTest.
 python_packages=(nanobind scikit-build-core numpy pytest jax)
 python_modules=(nanobind scikit_build_core numpy pytest jax)
+if ((for_tests)); then
+  # python.mypy type-checks samples/python with hal.mypy_plugin.
+  python_packages+=(mypy)
+  python_modules+=(mypy)
+fi
 python_missing=()
 for i in "${!python_modules[@]}"; do
   python3 -c "import ${python_modules[$i]}" 2>/dev/null || python_missing+=("${python_packages[$i]}")

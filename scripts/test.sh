@@ -48,8 +48,9 @@ phase_start() { phase_begin=$SECONDS; }
 phase_end() { phase_times+=("$(printf '%5ds  %s' $((SECONDS - phase_begin)) "$1")"); }
 
 phase_start
-# --torch: the Release tree builds bindings/torch (HAL_BUILD_TORCH) and runs its tests.
-"$root/scripts/setup.sh" --torch
+# --for-tests: the tools only tests use (mypy); --torch: the Release tree builds bindings/torch
+# (HAL_BUILD_TORCH) and runs its tests.
+"$root/scripts/setup.sh" --for-tests --torch
 phase_end setup
 
 # Format, test-registration and SPEC checks first: cheap, and a failure says which file.

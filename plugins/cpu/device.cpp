@@ -8,6 +8,7 @@
 
 #include "hal_plugin_sdk/uuid.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
+#include "hal_util/env.hpp"
 #include "event.hpp"
 #include "module.hpp"
 #include "stream.hpp"
@@ -15,7 +16,10 @@
 namespace hal::cpu {
 Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device,
                const StreamLimits& stream_limits)
-    : PluginBase(host), cpu_(CpuInfo::detect()), stream_limits_(stream_limits) {
+    : PluginBase(host),
+      cpu_(CpuInfo::detect()),
+      stream_limits_(stream_limits),
+      bounds_checks_(hal::util::kernel_bounds_checks()) {
   CommandQueue::retain_cache();
   // One pool thread per hardware thread beyond the caller's own: a stream's
   // runner is worker 0 of every launch it executes.

@@ -17,6 +17,7 @@
 #include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/owned_set.hpp"
 #include "hal_plugin_sdk/report.hpp"
+#include "bounds.hpp"
 #include "caching_allocator.hpp"
 #include "cpu_info.hpp"
 #include "event.hpp"
@@ -98,6 +99,9 @@ class Plugin : public plugin::PluginBase {
   StreamExecutors& executors() { return *executors_; }
   const StreamLimits& stream_limits() const { return stream_limits_; }
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
+  // Bounds-checked dialect kernels (bounds.hpp), decided once at plugin start.
+  bool bounds_checks() const { return bounds_checks_; }
+  AllocationExtents& allocation_extents() { return extents_; }
 
  private:
   CpuInfo cpu_;
@@ -106,6 +110,8 @@ class Plugin : public plugin::PluginBase {
   std::unique_ptr<ThreadPool> pool_;
   StreamLimits stream_limits_;
   std::unique_ptr<StreamExecutors> executors_;
+  bool bounds_checks_;
+  AllocationExtents extents_;                     // filled while bounds_checks_
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed first: streams use the pool
 };
 

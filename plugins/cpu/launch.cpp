@@ -38,10 +38,11 @@ void run_blocks(void* context, uint64_t begin, uint64_t end, uint32_t worker) {
   // Argument storage is read-only during the launch; every worker points
   // libffi at the same slots and at its own block context.
   const hal_cpu_block_context_t* context_pointer = &block_context;
-  void* values[HAL_MAX_KERNEL_ARGS + 1];
+  void* values[HAL_MAX_KERNEL_ARGS + 2];
   values[0] = &context_pointer;
   auto* slots = const_cast<uint64_t*>(const_cast<ArgSlots&>(launch.args).data());
   for (uint32_t i = 0; i < launch.arg_count; ++i) values[i + 1] = &slots[i];
+  if (launch.bounds) values[launch.arg_count + 1] = &launch.bounds->record_pointer;
 
   const uint64_t grid_x = launch.grid[0];
   const uint64_t grid_xy = grid_x * launch.grid[1];
@@ -92,6 +93,10 @@ hal_result_t Kernel::launch(Stream& stream, const hal_launch_config_t& config, u
   launch.shared_memory_bytes = config.shared_memory_bytes;
   launch.arg_count = arg_count;
   launch.args.assign(arg_count, args);
+  if (bounds_checked_) {
+    launch.bounds =
+        make_bounds_launch(stream.device().plugin().allocation_extents(), arg_types(), args);
+  }
   return stream.enqueue(std::move(launch));
 }
 

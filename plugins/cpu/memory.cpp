@@ -83,6 +83,14 @@ hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignm
   int error = 0;
   switch (allocator.allocate(size, std::max(alignment, kMinAlignmentBytes), out_ptr, &error)) {
     case CachingAllocator::Status::kOk:
+      if (plugin_.bounds_checks()) {
+        try {
+          plugin_.allocation_extents().add(*out_ptr, size);
+        } catch (...) {
+          allocator.deallocate(*out_ptr);
+          throw;
+        }
+      }
       return HAL_SUCCESS;
     case CachingAllocator::Status::kOverBudget:
       return report.fail(
@@ -102,6 +110,9 @@ hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignm
 }
 
 hal_result_t Device::free(void* ptr) {
+  // The extent goes first: once the block is free, another thread may be
+  // handed the same address and record its own extent.
+  if (plugin_.bounds_checks()) plugin_.allocation_extents().remove(ptr);
   if (!allocator_.deallocate(ptr)) {
     return report().fail(HAL_ERROR_NOT_FOUND, 0,
                          "mem_free: %p is not a live allocation of cpu device %u", ptr, index_);

@@ -102,18 +102,22 @@ bool inspect_image(const void* data, size_t size, Module::DefinedSymbols& symbol
 Kernel::Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> types)
     : KernelInfo(std::move(name), std::move(types), 0, 0),
       module_(module),
-      entry_(reinterpret_cast<void (*)()>(entry)) {
-  ffi_types_.reserve(arg_types().size() + 1);
+      entry_(reinterpret_cast<void (*)()>(entry)),
+      bounds_checked_(module.bounds_checked()) {
+  ffi_types_.reserve(arg_types().size() + 2);
   ffi_types_.push_back(&ffi_type_pointer);
   for (hal_arg_type_t type : arg_types()) ffi_types_.push_back(ffi_type_of(type));
+  if (bounds_checked_) ffi_types_.push_back(&ffi_type_pointer);
   if (ffi_prep_cif(&cif_, FFI_DEFAULT_ABI, static_cast<unsigned>(ffi_types_.size()), &ffi_type_void,
                    ffi_types_.data()) != FFI_OK) {
     throw std::runtime_error("ffi_prep_cif failed for kernel " + this->name());
   }
 }
 
-Module::Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols)
+Module::Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols,
+               bool bounds_checked)
     : device_(device),
+      bounds_checked_(bounds_checked),
       handle_(handle),
       memfd_(memfd),
       origin_(std::move(origin)),
@@ -189,6 +193,7 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   std::string path;
   std::string origin;
   std::string why;
+  bool bounds_checked = false;
   Module::DefinedSymbols symbols;
   // Every image is checked before dlopen maps it: a truncated object would
   // otherwise kill the process with SIGBUS inside dlopen.
@@ -213,7 +218,9 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
       return read;
     }
     CompiledDialect compiled;
-    if (hal_result_t result = compile_dialect(source, owner.plugin().cpu().model, report, compiled);
+    bounds_checked = owner.plugin().bounds_checks();
+    if (hal_result_t result =
+            compile_dialect(source, owner.plugin().cpu().model, bounds_checked, report, compiled);
         result != HAL_SUCCESS) {
       return result;
     }
@@ -273,7 +280,8 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   }
   std::shared_ptr<Module> module;
   try {
-    module = std::make_shared<Module>(owner, handle, memfd, std::move(origin), std::move(symbols));
+    module = std::make_shared<Module>(owner, handle, memfd, std::move(origin), std::move(symbols),
+                                      bounds_checked);
   } catch (...) {
     dlclose(handle);
     if (memfd >= 0) close(memfd);

@@ -37,8 +37,12 @@ class Kernel : public plugin::KernelInfo {
   void call(void** arg_values) const {
     ffi_call(const_cast<ffi_cif*>(&cif_), entry_, nullptr, arg_values);
   }
-  // Kernels without arguments skip libffi.
-  bool plain() const { return arg_types().empty(); }
+  // Kernels without arguments skip libffi (a bounds-checked one has its
+  // hidden record argument).
+  bool plain() const { return arg_types().empty() && !bounds_checked_; }
+  // Translated bounds-checked: the entry takes the launch's
+  // hal_bounds_record_t* after the arguments (bounds.hpp).
+  bool bounds_checked() const { return bounds_checked_; }
 
   // Limits a dialect kernel exports (hal_kernel_max_threads_<name>,
   // hal_kernel_static_shared_<name>); the device limit and 0 otherwise.
@@ -53,7 +57,8 @@ class Kernel : public plugin::KernelInfo {
  private:
   Module& module_;
   void (*entry_)();
-  std::vector<ffi_type*> ffi_types_;  // the block context pointer, then the arguments
+  bool bounds_checked_;
+  std::vector<ffi_type*> ffi_types_;  // the block context pointer, the arguments, the record
   ffi_cif cif_;
 };
 
@@ -64,7 +69,9 @@ class Module : public std::enable_shared_from_this<Module> {
   using DefinedSymbols = std::unordered_map<std::string, bool>;
 
   // Takes ownership of |handle| (dlopen) and |memfd| (-1 when loaded from a path).
-  Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols);
+  // |bounds_checked|: a dialect module translated bounds-checked.
+  Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols,
+         bool bounds_checked = false);
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -77,14 +84,17 @@ class Module : public std::enable_shared_from_this<Module> {
   // what the module's dependencies define (libc's abort) and imports.
   void* defined_symbol(const std::string& name, bool function) const;
   Kernel& add_kernel(std::string name, void* entry, std::vector<hal_arg_type_t> arg_types);
+  bool bounds_checked() const { return bounds_checked_; }
   // load: a CPU shared object (a file or an image in memory), or HAL
-  // dialect source compiled to one, checked before dlopen maps it.
+  // dialect source compiled to one, checked before dlopen maps it; under
+  // bounds checks (SPEC.md §14.1) dialect source is translated checked.
   // get_kernel: a function the module itself defines, bound to the signature
   // it exports, else to the caller's.
   HAL_PLUGIN_MODULE_METHODS;
 
  private:
   Device& device_;
+  bool bounds_checked_;
   void* handle_;
   // An image loaded from memory stays open as /proc/self/fd/N while loaded:
   // glibc recognises loaded objects by name, so the descriptor number must

@@ -3,13 +3,16 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <new>
 
+#include "bounds.hpp"
 #include "device.hpp"
 #include "event.hpp"
 #include "memory.hpp"
+#include "module.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -617,8 +620,8 @@ hal_result_t Stream::query() {
 }
 
 hal_result_t Stream::report_failure(const char* function) const {
-  return device_.report().fail(HAL_ERROR_DEVICE_LOST, 0, "%s: an earlier command failed: %s",
-                               function, failure_.c_str());
+  return device_.report().fail(failure_result_, 0, "%s: an earlier command failed: %s", function,
+                               failure_.c_str());
 }
 
 void Stream::execute(Command& command) {
@@ -639,6 +642,13 @@ void Stream::execute(Command& command) {
       execute_fill(plugin.pool(), fill->dst, fill->value, fill->size);
     } else if (auto* launch = std::get_if<LaunchCommand>(&command)) {
       execute_launch(*launch, plugin.pool(), scratch_, plugin.pool_scratch());
+      if (launch->bounds && launch->bounds->record.claimed != 0) {
+        // As compute-sanitizer does: said at once, and the stream fails (its
+        // kernel's results are not what the kernel meant to compute).
+        const std::string what = describe_bad_access(launch->kernel->name(), *launch->bounds);
+        std::fprintf(stderr, "hal: validation: error: %s\n", what.c_str());
+        throw CommandFailure(HAL_ERROR_OUT_OF_BOUNDS, what);
+      }
     } else if (auto* host_fn = std::get_if<HostFnCommand>(&command)) {
       BlockingScope blocking;  // may wait on anything, e.g. the loader's event fallback
       host_fn->fn(host_fn->user_data);
@@ -649,6 +659,9 @@ void Stream::execute(Command& command) {
   } catch (const std::exception& error) {
     if (!failed_.load()) {
       failure_ = error.what();
+      if (const auto* failure = dynamic_cast<const CommandFailure*>(&error)) {
+        failure_result_ = failure->result();
+      }
       failed_.store(true, std::memory_order_release);
     }
   }

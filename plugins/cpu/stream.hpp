@@ -178,7 +178,8 @@ class Stream {
   bool shut_down_ = false;
   uint32_t sleepers_ = 0;  // threads asleep on idle_cv_
   std::atomic<bool> failed_{false};
-  std::string failure_;    // written once, before failed_ is set
+  std::string failure_;                                  // written once, before failed_ is set
+  hal_result_t failure_result_ = HAL_ERROR_DEVICE_LOST;  // likewise
   WorkerScratch scratch_;  // worker 0's group-shared memory for this stream's launches
 };
 

@@ -565,7 +565,12 @@ def cross_entropy(logits: TensorLike, labels: TensorLike, *, ignore_index: int =
                   grad_scale: float = 1.0, grad_logits: TensorLike | None = None,
                   stream: Stream | None = None) -> CrossEntropy:
     """Mean cross-entropy of logits [rows, classes] against labels [rows]; with grad, also
-    d loss / d logits * grad_scale (into grad_logits, which may be logits itself)."""
+    d loss / d logits * grad_scale (into grad_logits, which may be logits itself).
+
+    Labels equal to ignore_index are not counted (row loss 0, zero gradient row). A label
+    outside [0, classes) that is not ignore_index is counted with a row loss of NaN, so the
+    loss is NaN (the bad data shows rather than hides; SPEC.md §17.6.4), and its gradient row
+    is zero. Checking labels on the host first would cost a synchronisation per call."""
     device = _device(logits)
     loss = _new((1,), "float32", device)
     rows = _new((logits.shape[0],), "float32", device) if row_losses else None

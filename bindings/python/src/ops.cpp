@@ -1147,7 +1147,48 @@ void bind_ops(nb::module_& m) {
           "is_contiguous", [](const Tensor& t) { return t.strides == contiguous_strides(t.shape); },
           "True when the strides are dense row-major.")
       .def("to_numpy", &tensor_to_numpy,
+           nb::sig("def to_numpy(self) -> numpy.typing.NDArray[typing.Any]"),
            "A new numpy array with a copy of the viewed elements (synchronous).")
+      .def(
+          "__dlpack__",
+          [](const Tensor& t, nb::object stream, nb::object max_version, nb::object dl_device,
+             nb::object copy) {
+            Buffer& b = t.buf();
+            check_view(b, t.shape, t.strides, t.offset);
+            auto* data = static_cast<unsigned char*>(b.get()) +
+                         static_cast<size_t>(t.offset) * b.dtype->size;
+            const std::vector<size_t> shape(t.shape.begin(), t.shape.end());
+            return export_dlpack(t.buffer, data, shape, t.strides.data(), std::move(stream),
+                                 std::move(max_version), std::move(dl_device), std::move(copy));
+          },
+          nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
+          "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+          nb::sig("def __dlpack__(self, *, stream: Stream | int | None = None, "
+                  "max_version: tuple[int, int] | None = None, "
+                  "dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> "
+                  "typing_extensions.CapsuleType"),
+          "A DLPack capsule over the view (kDLCPU, strided; read-only when the buffer is); "
+          "the device is synchronised first.")
+      .def(
+          "__dlpack_device__",
+          [](const Tensor& t) {
+            Buffer& b = t.buf();
+            b.get();
+            if (!b.host_visible())
+              raise_hal(HAL_ERROR_UNSUPPORTED, "__dlpack_device__: the buffer is not host-visible");
+            return std::make_tuple(1, 0);  // kDLCPU, device 0
+          },
+          nb::sig("def __dlpack_device__(self) -> tuple[int, int]"))
+      .def(
+          "__array__",
+          [](nb::handle self, nb::object dtype, nb::object copy) {
+            const Tensor& t = nb::cast<const Tensor&>(self);
+            return numpy_array_of(self, t.buf(), dtype, copy, [&] { return tensor_to_numpy(t); });
+          },
+          "dtype"_a = nb::none(), nb::kw_only(), "copy"_a = nb::none(),
+          nb::sig("def __array__(self, dtype: object = None, *, copy: bool | None = None) -> "
+                  "numpy.typing.NDArray[typing.Any]"),
+          "numpy.asarray(view): a strided view of host-visible memory, else a copy.")
       .def("__repr__", [](const Tensor& t) {
         return "<hal.Tensor " + dims_text(t.shape) + " " + t.dtype().name + " strides " +
                dims_text(t.strides) + " offset " + std::to_string(t.offset) + " of " +
