@@ -408,7 +408,13 @@ int run_lifecycle(int argc, char** argv) {
     }
     return true;
   };
-  for (int i = 0; i < 3; ++i) {
+  // Warm-up long enough for the C allocator to reach its steady state: each
+  // cycle frees 1 MiB per device, which raises glibc's mmap threshold, so the
+  // next cycles' blocks come from the heap and stay resident. That growth is
+  // bounded (measured: +4 MiB per device over the first ~25 cycles, then
+  // flat at 60 cycles), a leak is not; after 3 warm-up cycles the 2-device
+  // null skeleton failed the 4 MiB slack by 4 KiB in CI.
+  for (int i = 0; i < 32; ++i) {
     if (!one_cycle()) return 1;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
