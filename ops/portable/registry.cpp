@@ -12,6 +12,7 @@ std::span<const Implementation* const> implementations(hal_op_kind_t kind) {
     portable::add_attention(built);
     portable::add_math(built);
     portable::add_indexing(built);
+    portable::add_paged(built);
     return built;
   }();
   const auto index = static_cast<uint32_t>(kind);

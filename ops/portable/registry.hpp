@@ -17,5 +17,6 @@ void add_training(ImplementationTable& table);       // training.cpp
 void add_attention(ImplementationTable& table);      // attention.cpp
 void add_math(ImplementationTable& table);           // math.cpp
 void add_indexing(ImplementationTable& table);       // indexing.cpp
+void add_paged(ImplementationTable& table);          // paged.cpp
 
 }  // namespace hal::ops::portable

@@ -42,6 +42,7 @@ TABLES = {
     "hal_scatter_mode_t": ("kScatterMode", "HAL_SCATTER_"),
     "hal_causal_alignment_t": ("kCausalAlignment", "HAL_CAUSAL_"),
     "hal_attention_sparsity_t": ("kAttentionSparsity", "HAL_ATTENTION_"),
+    "hal_op_status_t": ("kOpStatus", "HAL_OP_STATUS_"),
 }
 # Enums nothing prints by name (flags with no bit beyond NONE, a log level
 # the plugin host takes, the bootstrap a config selects).
