@@ -49,7 +49,7 @@ std::unique_ptr<ShmGroup> ShmGroup::create(Transport& transport, bool wanted,
   const uint32_t ranks = transport.ranks();
   TransportSetup setup(transport, deadline);
   auto segment = SharedSegment::share(
-      setup, wanted, kMaxRanks, segment_bytes(ranks),
+      setup, wanted, segment_bytes(ranks),
       [ranks](void* mapping) {
         new (mapping) HeaderLine{};
         auto* lines =

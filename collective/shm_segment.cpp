@@ -1,7 +1,6 @@
 #include "hal_collective/shm_segment.hpp"
 
 #include "hal_util/env.hpp"
-#include "hal_util/hmac.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -37,13 +36,20 @@ int open_pidfd(pid_t pid) {
 // any call's.
 constexpr uint32_t kSetupTag = 0x7e01;
 constexpr size_t kIdentityBytes = 256;
-constexpr size_t kNameBytes = 64;
-constexpr char kNamePrefix[] = "/hal-comm-";
+
+// What each rank says first: where it runs, and its pid (a peer's pid
+// names the process the segment's socket serves, and is watched for its
+// end).
+struct Identity {
+  std::array<char, kIdentityBytes> text;
+  int32_t pid;
+  int32_t reserved;
+};
 
 // What must match for two ranks to share a segment: the same boot of the
-// same machine, the same mount and IPC namespaces (the same /dev/shm), the
-// same PID namespace (a peer's pid names the peer), the same user; and the
-// wish of each, last.
+// same machine, the same network namespace (the hand-over socket lives in
+// it), the same PID namespace (a peer's pid names the peer), the same user;
+// and the wish of each, last.
 std::array<char, kIdentityBytes> host_identity(bool wanted) {
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
@@ -55,81 +61,37 @@ std::array<char, kIdentityBytes> host_identity(bool wanted) {
     return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
   };
   std::array<char, kIdentityBytes> identity{};
-  std::snprintf(
-      identity.data(), identity.size(), "%s|%s|%s|%s|%s|%u|%d", boot.c_str(), host,
-      namespace_of("/proc/self/ns/mnt").c_str(), namespace_of("/proc/self/ns/ipc").c_str(),
-      namespace_of("/proc/self/ns/pid").c_str(), static_cast<unsigned>(geteuid()), wanted ? 1 : 0);
+  std::snprintf(identity.data(), identity.size(), "%s|%s|%s|%s|%u|%d", boot.c_str(), host,
+                namespace_of("/proc/self/ns/net").c_str(),
+                namespace_of("/proc/self/ns/pid").c_str(), static_cast<unsigned>(geteuid()),
+                wanted ? 1 : 0);
   return identity;
 }
 
-// A segment of |bytes| under a fresh random name, or "" (and why) when none
-// could be made.
-std::string create_segment(size_t bytes, void*& out_mapping, std::string& out_reason) {
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    std::array<uint8_t, 16> random{};
-    if (!util::random_bytes(random)) {
-      out_reason = "no random name for the segment (getrandom failed)";
-      return {};
-    }
-    std::string name = kNamePrefix;
-    for (uint8_t byte : random) {
-      static const char kHex[] = "0123456789abcdef";
-      name += kHex[byte >> 4];
-      name += kHex[byte & 15];
-    }
-    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) continue;  // taken: another name
-    if (fd < 0) {
-      out_reason = std::string("shm_open failed: ") + std::strerror(errno);
-      return {};
-    }
-    void* mapping = MAP_FAILED;
-    if (fchmod(fd, 0600) == 0 && ftruncate(fd, static_cast<off_t>(bytes)) == 0) {
-      mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    }
-    const int saved = errno;
-    close(fd);
-    if (mapping == MAP_FAILED) {
-      shm_unlink(name.c_str());
-      out_reason = std::string("the segment could not be sized or mapped: ") + std::strerror(saved);
-      return {};
-    }
-    out_mapping = mapping;
-    return name;
-  }
-  out_reason = "every random segment name was taken";
-  return {};
+// The hand-over waits for the peers at most this long, and at most half
+// the time left to set-up: a rank that has not fetched the segment by then
+// (its process is slow, or it failed before it could say so) makes all go
+// without, and the rest of the set-up still has time to agree on that.
+constexpr auto kMaxHandOver = std::chrono::seconds(10);
+
+Deadline hand_over_deadline(const Deadline& setup) {
+  const auto now = Clock::now();
+  const auto left = setup.at > now ? setup.at - now : Clock::duration::zero();
+  return {now + std::min<Clock::duration>(left / 2, kMaxHandOver), setup.aborted};
 }
 
-// Opens what rank 0 named, if it is what rank 0 made: a name of ours, a
-// regular file of this user that nobody else may open, of the size agreed.
-void* open_segment(const char* name, size_t bytes, std::string& out_reason) {
-  const size_t prefix = sizeof kNamePrefix - 1;
-  const size_t length = strnlen(name, kNameBytes);
-  bool well_formed = length == prefix + 32 && std::strncmp(name, kNamePrefix, prefix) == 0;
-  for (size_t i = prefix; well_formed && i < length; ++i) {
-    well_formed = std::strchr("0123456789abcdef", name[i]) != nullptr;
-  }
-  if (!well_formed) {
-    out_reason = "rank 0 named no segment of ours";
-    return nullptr;
-  }
-  const int fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
-  if (fd < 0) {
-    out_reason = std::string("shm_open of rank 0's segment failed: ") + std::strerror(errno);
-    return nullptr;
-  }
-  struct stat info {};
-  void* mapping = MAP_FAILED;
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_uid != geteuid() ||
-      (info.st_mode & 0777) != 0600 || static_cast<size_t>(info.st_size) != bytes) {
-    out_reason = "rank 0's segment is not a private file of this user of the agreed size";
-  } else {
-    mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (mapping == MAP_FAILED) out_reason = std::string("mmap failed: ") + std::strerror(errno);
-  }
-  close(fd);
-  return mapping == MAP_FAILED ? nullptr : mapping;
+// Maps |fd|'s |bytes| with every page present.
+void* map_segment(int fd, size_t bytes, std::string& out_reason) {
+  void* mapping = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (mapping != MAP_FAILED) return mapping;
+  out_reason = std::string("the segment could not be mapped: ") + std::strerror(errno);
+  return nullptr;
+}
+
+bool exited(const UniqueFd& pidfd) {
+  if (!pidfd.valid()) return false;
+  pollfd watched{pidfd.get(), POLLIN, 0};
+  return poll(&watched, 1, 0) > 0;
 }
 
 }  // namespace
@@ -154,106 +116,117 @@ bool shm_wanted() noexcept {
   return setting == nullptr || std::strcmp(setting, "0") != 0;
 }
 
-std::unique_ptr<SharedSegment> SharedSegment::share(SetupChannel& setup, bool wanted,
-                                                    uint32_t max_ranks, size_t bytes,
+std::unique_ptr<SharedSegment> SharedSegment::share(SetupChannel& setup, bool wanted, size_t bytes,
                                                     const std::function<void(void*)>& initialise,
                                                     Status& out_status, std::string& out_reason) {
   const uint32_t ranks = setup.ranks();
   const uint32_t rank = setup.rank();
   // 1. Who can share: all ranks on one host, in one namespace, all willing.
-  const auto identity = host_identity(wanted);
-  std::vector<char> identities(kIdentityBytes * ranks);
-  if (out_status = setup.all_gather(identity.data(), identities.data(), kIdentityBytes);
-      !out_status.ok()) {
+  Identity mine{host_identity(wanted), static_cast<int32_t>(getpid()), 0};
+  std::vector<Identity> identities(ranks);
+  if (out_status = setup.all_gather(&mine, identities.data(), sizeof(Identity)); !out_status.ok()) {
     return nullptr;
   }
-  bool same = ranks <= max_ranks;
+  bool same = ranks <= kMaxRanks;
   bool everyone_wants = true;
   // A peer's identity is bytes off the wire: only its first |length| are read,
   // and one without its terminator within the buffer matches nothing.
-  const size_t mine = strnlen(identity.data(), kIdentityBytes);
-  for (uint32_t r = 0; r < ranks; ++r) {
-    const char* other = identities.data() + r * kIdentityBytes;
-    const size_t length = strnlen(other, kIdentityBytes);
-    everyone_wants &= length > 0 && length < kIdentityBytes && other[length - 1] == '1';
+  const size_t length_of_mine = strnlen(mine.text.data(), kIdentityBytes);
+  for (const Identity& other : identities) {
+    const size_t length = strnlen(other.text.data(), kIdentityBytes);
+    everyone_wants &= length > 0 && length < kIdentityBytes && other.text[length - 1] == '1';
     // Equal up to the last character, the wish.
-    same &= length == mine && std::memcmp(identity.data(), other, mine - 1) == 0;
+    same &= length == length_of_mine &&
+            std::memcmp(mine.text.data(), other.text.data(), length_of_mine - 1) == 0;
   }
   if (!everyone_wants) {
     out_reason = "a rank has HAL_COMM_SHM=0";
     return nullptr;
   }
   if (!same) {
-    out_reason = ranks > max_ranks ? "more ranks than the segment serves"
+    out_reason = ranks > kMaxRanks ? "more ranks than the segment serves"
                                    : "the ranks are not all on one host, user and namespace";
     return nullptr;
   }
-  // 2. Rank 0 makes the segment and names it; the others open it.
+  // A pid off the wire names a process of this user in this PID namespace
+  // (the identities say so); it is only watched, never signalled.
+  std::vector<pid_t> pids(ranks);
+  std::vector<UniqueFd> pidfds(ranks);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    pids[r] = identities[r].pid;
+    if (r != rank && pids[r] > 0) pidfds[r] = UniqueFd(open_pidfd(pids[r]));
+  }
+  // 2. Rank 0 makes the segment and invites the others to fetch it.
+  const SegmentSeams seams = segment_seams();
   void* mapping = nullptr;
-  std::array<char, kNameBytes> name{};
+  UniqueFd segment;
+  std::unique_ptr<SegmentHost> host;
+  SegmentInvitation invitation{};  // no socket name: no segment
   if (rank == 0) {
-    const std::string made = create_segment(bytes, mapping, out_reason);
-    std::snprintf(name.data(), name.size(), "%s", made.c_str());
-    if (mapping != nullptr) initialise(mapping);
-  }
-  std::vector<char> names(kNameBytes * ranks);
-  if (out_status = setup.all_gather(name.data(), names.data(), kNameBytes); !out_status.ok()) {
-    if (mapping != nullptr) munmap(mapping, bytes);
-    if (rank == 0 && name[0] != '\0') shm_unlink(name.data());
-    return nullptr;
-  }
-  if (rank != 0) {
-    const char* named = names.data();  // rank 0's
-    if (named[0] == '\0') {
-      out_reason = "rank 0 could not make the segment";
-    } else {
-      mapping = open_segment(named, bytes, out_reason);
+    segment = make_sealed_segment(bytes, out_reason);
+    if (segment.valid()) mapping = map_segment(segment.get(), bytes, out_reason);
+    if (mapping != nullptr) host = SegmentHost::open(out_reason);
+    if (host) {
+      initialise(mapping);
+      if (seams.made) seams.made(segment.get());
+      invitation = host->invitation();
+    } else if (mapping != nullptr) {
+      munmap(mapping, bytes);
+      mapping = nullptr;
     }
   }
-  // 3. Everyone says whether it holds the segment, and its pid (so that a
-  // peer's end is seen at once); then the name goes.
-  struct Holding {
-    int32_t holds;
-    int32_t pid;
-  };
-  const Holding mine_holding{mapping != nullptr ? 1 : 0, static_cast<int32_t>(getpid())};
-  std::vector<Holding> held(ranks);
-  out_status = setup.all_gather(&mine_holding, held.data(), sizeof(Holding));
-  if (rank == 0 && name[0] != '\0') shm_unlink(name.data());
-  const bool all_hold = out_status.ok() && std::all_of(held.begin(), held.end(),
-                                                       [](Holding h) { return h.holds == 1; });
-  if (!all_hold) {
+  std::vector<SegmentInvitation> invitations(ranks);
+  out_status = setup.all_gather(&invitation, invitations.data(), sizeof(SegmentInvitation));
+  // 3. The hand-over: rank 0 passes its descriptor; each peer checks what
+  // it got before it maps it. Then no descriptor or socket is left.
+  const Deadline hand_over = hand_over_deadline(setup.deadline());
+  if (out_status.ok() && host) {
+    const int forged = seams.passed ? seams.passed(segment.get()) : -1;
+    host->serve(
+        forged >= 0 ? forged : segment.get(), pids, hand_over,
+        [&](uint32_t r) { return exited(pidfds[r]); }, out_reason);
+  } else if (out_status.ok() && rank != 0) {
+    if (invitations[0].socket_name[0] == '\0') {
+      out_reason = "rank 0 could not make the segment";
+    } else {
+      UniqueFd received = fetch_segment(invitations[0], rank, pids[0], hand_over, out_reason);
+      if (received.valid() && is_sealed_segment(received.get(), bytes, out_reason)) {
+        mapping = map_segment(received.get(), bytes, out_reason);
+      }
+    }
+  }
+  host.reset();
+  segment = UniqueFd();
+  if (!out_status.ok()) {
     if (mapping != nullptr) munmap(mapping, bytes);
-    if (out_status.ok() && out_reason.empty()) out_reason = "a rank could not open the segment";
     return nullptr;
   }
-  std::unique_ptr<SharedSegment> segment(new SharedSegment(mapping, bytes));
-  segment->peer_pidfds_.assign(ranks, -1);
-  for (uint32_t r = 0; r < ranks; ++r) {
-    // A pid off the wire names a process of this user in this PID namespace
-    // (the identity says so), and is only watched, never signalled.
-    if (r != rank && held[r].pid > 0) segment->peer_pidfds_[r] = open_pidfd(held[r].pid);
+  // 4. Everyone says whether it holds the segment: all or none keep it.
+  const int32_t holds = mapping != nullptr ? 1 : 0;
+  std::vector<int32_t> held(ranks);
+  out_status = setup.all_gather(&holds, held.data(), sizeof holds);
+  const bool all_hold =
+      out_status.ok() && std::all_of(held.begin(), held.end(), [](int32_t h) { return h == 1; });
+  if (!all_hold) {
+    if (mapping != nullptr) munmap(mapping, bytes);
+    if (out_status.ok() && out_reason.empty()) out_reason = "a rank could not map the segment";
+    return nullptr;
   }
-  return segment;
+  return std::unique_ptr<SharedSegment>(new SharedSegment(mapping, bytes, std::move(pidfds)));
 }
 
 SharedSegment::~SharedSegment() {
-  for (int fd : peer_pidfds_) {
-    if (fd >= 0) close(fd);
-  }
   munmap(mapping_, bytes_);
 }
 
 bool SharedSegment::peer_exited(uint32_t rank) const noexcept {
-  if (rank >= peer_pidfds_.size() || peer_pidfds_[rank] < 0) return false;
-  pollfd watched{peer_pidfds_[rank], POLLIN, 0};
-  return poll(&watched, 1, 0) > 0;
+  return rank < peer_pidfds_.size() && exited(peer_pidfds_[rank]);
 }
 
 bool SharedSegment::any_peer_exited() const noexcept {
   std::vector<pollfd> watched;
-  for (int fd : peer_pidfds_) {
-    if (fd >= 0) watched.push_back({fd, POLLIN, 0});
+  for (const UniqueFd& fd : peer_pidfds_) {
+    if (fd.valid()) watched.push_back({fd.get(), POLLIN, 0});
   }
   return !watched.empty() && poll(watched.data(), watched.size(), 0) > 0;
 }

@@ -108,11 +108,11 @@ std::unique_ptr<ShmTransport> ShmTransport::create(SetupChannel& setup, bool wan
                                                    Status& out_status, std::string& out_reason) {
   const uint32_t ranks = setup.ranks();
   // More ranks than kMaxRanks are declined by share(): no size to compute.
-  const uint32_t served = std::min(ranks, kMaxRanks);
+  const uint32_t served = std::min(ranks, SharedSegment::kMaxRanks);
   const size_t ring_bytes = ring_bytes_for(served);
   const size_t rings = rings_of(served);
   auto segment = SharedSegment::share(
-      setup, wanted, kMaxRanks, controls_bytes(served) + ring_bytes * rings,
+      setup, wanted, controls_bytes(served) + ring_bytes * rings,
       [rings](void* mapping) {
         new (mapping) SegmentHeader{};
         auto* control =
@@ -164,6 +164,10 @@ uint8_t* ShmTransport::ring_for_testing(uint32_t peer, Channel channel) const no
 
 bool ShmTransport::broken() const noexcept {
   return reinterpret_cast<const SegmentHeader*>(base_)->broken.load(std::memory_order_acquire) != 0;
+}
+
+bool ShmTransport::any_peer_exited() const noexcept {
+  return segment_->any_peer_exited();
 }
 
 void ShmTransport::fail() noexcept {

@@ -85,8 +85,11 @@ const KernelRecord* TranslatedModule::find(std::string_view entry) const {
 
 // ---- Emitter ---------------------------------------------------------------
 
-Emitter::Emitter(const Program& program, Backend backend)
-    : program_(program), tokens_(program.tokens), backend_(backend) {}
+Emitter::Emitter(const Program& program, Backend backend, const TranslateOptions& options)
+    : program_(program),
+      tokens_(program.tokens),
+      backend_(backend),
+      bounds_checked_(options.bounds_checked && backend == Backend::kCpp) {}
 
 void Emitter::raw(std::string_view text) {
   if (text.empty()) return;
@@ -122,6 +125,23 @@ void Emitter::put(const Token& token, std::string_view spelling) {
     return;
   }
   if (!in_directive_) sync(token);
+  if (bounds_checked_ && !in_directive_) {
+    // `global T*` becomes hal_rt::checked<T>: the address space opens the
+    // template, the declarator's `*` closes it (a pointer's `restrict` goes:
+    // it does not apply to a class).
+    if (token.kind == TokenKind::kIdentifier && token.text == "global") {
+      spelling = "hal_rt::checked<";
+      open_checked_ = true;
+    } else if (open_checked_ && token.kind == TokenKind::kPunct && token.text == "*") {
+      spelling = ">";
+      open_checked_ = false;
+    } else if (token.kind == TokenKind::kIdentifier && token.text == "restrict") {
+      return;
+    } else if (open_checked_ && token.kind == TokenKind::kPunct &&
+               (token.text == ";" || token.text == "{" || token.text == "}")) {
+      open_checked_ = false;  // a `global` without its `*` (not a pointer): left as it was
+    }
+  }
   if (spelling.empty()) return;
   if (!at_line_start_) {
     const char last = out_.back();
@@ -199,6 +219,19 @@ size_t Emitter::put_range(size_t first, size_t end, const std::vector<Range>& sk
       i = close;
       continue;
     }
+    if (bounds_checked_ && is_punct(token, "&") && i + 2 < end) {
+      // &NAME[INDEX] is NAME + (INDEX): for a checked pointer a checked pointer
+      // (the element's address would leave the checks), for an array the same.
+      if (const size_t close = element_address_end(i, end); close != 0) {
+        put(token, "(");
+        put_range(i + 1, i + 2, skip);
+        put(tokens_[i + 2], "+(");
+        put_range(i + 3, close, skip);
+        put(tokens_[close], "))");
+        i = close;
+        continue;
+      }
+    }
     if (renamed_ != nullptr && token.kind == TokenKind::kIdentifier && i > 0 &&
         !is_punct(tokens_[i - 1], ".") && !is_punct(tokens_[i - 1], "->") &&
         std::binary_search(renamed_->begin(), renamed_->end(), token.text)) {
@@ -208,6 +241,32 @@ size_t Emitter::put_range(size_t first, size_t end, const std::vector<Range>& sk
     put(token, spelling(token));
   }
   return end;
+}
+
+size_t Emitter::element_address_end(size_t i, size_t end) const {
+  // Unary: not after an operand (a name other than a keyword, a literal, ')' or ']').
+  if (i > 0) {
+    const Token& before = tokens_[i - 1];
+    const bool keyword =
+        before.text == "return" || before.text == "case" || before.text == "sizeof";
+    if ((before.kind == TokenKind::kIdentifier && !keyword) || before.kind == TokenKind::kNumber ||
+        before.kind == TokenKind::kString || is_punct(before, ")") || is_punct(before, "]")) {
+      return 0;
+    }
+  }
+  if (tokens_[i + 1].kind != TokenKind::kIdentifier || !is_punct(tokens_[i + 2], "[")) return 0;
+  int depth = 0;
+  for (size_t j = i + 2; j < end; ++j) {
+    if (is_punct(tokens_[j], "[")) ++depth;
+    if (is_punct(tokens_[j], "]") && --depth == 0) {
+      // One subscript only: &a[i][j] and &a[i].x are left as they are.
+      const bool more =
+          j + 1 < end && (is_punct(tokens_[j + 1], "[") || is_punct(tokens_[j + 1], ".") ||
+                          is_punct(tokens_[j + 1], "->"));
+      return more ? 0 : j;
+    }
+  }
+  return 0;
 }
 
 std::string_view Emitter::barrier_spelling() const {
@@ -294,11 +353,12 @@ std::string Emitter::finish() {
 
 // ---- entry points ------------------------------------------------------------
 
-std::string emit(const Program& program, Backend backend) {
+std::string emit(const Program& program, Backend backend, const TranslateOptions& options) {
   std::string text;
   switch (backend) {
     case Backend::kCpp:
       text = std::string(cpp_prelude());
+      if (options.bounds_checked) text += cpp_bounds_prelude();
       for (const Kernel& kernel : program.kernels) {
         std::string note;
         if (cpu_shape(program, kernel, note) == CpuShape::kCoroutines) {
@@ -315,18 +375,19 @@ std::string emit(const Program& program, Backend backend) {
       text = gpu_prelude(backend);
       break;
   }
-  Emitter emitter(program, backend);
+  Emitter emitter(program, backend, options);
   text += "// ---- translated from the HAL kernel dialect ----\n";
   text += emitter.finish();
   return text;
 }
 
-bool translate(std::string_view source, Backend backend, TranslatedModule& out, Diagnostic& error) {
+bool translate(std::string_view source, Backend backend, TranslatedModule& out, Diagnostic& error,
+               const TranslateOptions& options) {
   Program program;
   if (!parse(source, program, error)) return false;
   out = TranslatedModule{};
   out.backend = backend;
-  out.text = emit(program, backend);
+  out.text = emit(program, backend, options);
   for (const Kernel& kernel : program.kernels) {
     KernelRecord record;
     record.entry = kernel.name;
@@ -336,6 +397,7 @@ bool translate(std::string_view source, Backend backend, TranslatedModule& out, 
         static_cast<uint32_t>(std::min<uint64_t>(kernel.static_shared_bytes, UINT32_MAX));
     record.dynamic_shared = kernel.uses_dynamic_shared;
     record.barriers = kernel.uses_barrier;
+    record.bounds_checked = options.bounds_checked && backend == Backend::kCpp;
     if (backend == Backend::kCpp)
       record.cpu_shape = cpu_shape(program, kernel, record.cpu_shape_note);
     out.kernels.push_back(std::move(record));

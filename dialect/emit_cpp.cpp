@@ -133,16 +133,33 @@ void Emitter::emit_cpp_kernel(const Kernel& kernel) {
   raw("extern \"C\" __attribute__((visibility(\"default\"))) void");
   put(tokens_[kernel.name_token], kernel.name);
   put(tokens_[kernel.name_token + 1], "(");
-  raw(with_params ? "const hal_cpu_block_context_t* hal_ctx,"
-                  : "const hal_cpu_block_context_t* hal_ctx");
-  for (size_t i = kernel.parameter_tokens.first; i < kernel.parameter_tokens.end; ++i) {
-    const auto renamed = std::find_if(copied.begin(), copied.end(),
-                                      [&](const Parameter* p) { return p->tokens.end - 1 == i; });
-    put(tokens_[i], renamed != copied.end() ? "hal_arg_" + tokens_[i].text : spelling(tokens_[i]));
+  // The name the body's copy of each parameter starts from.
+  std::vector<std::string> names;
+  for (const Parameter& parameter : kernel.parameters) {
+    const bool renamed = std::find(copied.begin(), copied.end(), &parameter) != copied.end();
+    // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false
+    // positive) on a literal + std::string temporary.
+    std::string name = renamed ? "hal_arg_" : "";
+    name += parameter.name;
+    names.push_back(std::move(name));
+  }
+  if (bounds_checked_) {
+    raw("const hal_cpu_block_context_t* hal_ctx");
+    emit_checked_entry_parameters(kernel, names);
+  } else {
+    raw(with_params ? "const hal_cpu_block_context_t* hal_ctx,"
+                    : "const hal_cpu_block_context_t* hal_ctx");
+    for (size_t i = kernel.parameter_tokens.first; i < kernel.parameter_tokens.end; ++i) {
+      const auto renamed = std::find_if(copied.begin(), copied.end(),
+                                        [&](const Parameter* p) { return p->tokens.end - 1 == i; });
+      put(tokens_[i],
+          renamed != copied.end() ? "hal_arg_" + tokens_[i].text : spelling(tokens_[i]));
+    }
   }
   put(tokens_[kernel.parameter_tokens.end], ")");
   put(tokens_[kernel.body.first], "{");
   raw("const hal_rt::Block hal_block(hal_ctx);\n");
+  if (bounds_checked_) emit_checked_pointers(kernel, names);
   for (const SharedArray& array : kernel.shared) {
     put_range(array.tokens.first, array.tokens.end, {});
   }
@@ -167,6 +184,64 @@ void Emitter::emit_cpp_kernel(const Kernel& kernel) {
   line_break();
 
   emit_cpp_symbols(kernel);
+}
+
+bool Emitter::checked_parameter(const Parameter& parameter) const {
+  if (parameter.type != HAL_ARG_POINTER) return false;
+  for (size_t i = parameter.tokens.first; i < parameter.tokens.end; ++i) {
+    if (tokens_[i].kind == TokenKind::kIdentifier && tokens_[i].text == "global") return true;
+  }
+  return false;
+}
+
+// "const float" of `global const float* restrict name`.
+std::string Emitter::pointee_text(const Parameter& parameter) const {
+  std::string text;
+  for (size_t i = parameter.tokens.first; i + 1 < parameter.tokens.end; ++i) {
+    const Token& token = tokens_[i];
+    if (token.kind == TokenKind::kPunct && token.text == "*") break;
+    if (token.kind == TokenKind::kIdentifier && token.text == "global") continue;
+    if (!text.empty()) text += ' ';
+    text += spelling(token);
+  }
+  return text;
+}
+
+void Emitter::emit_checked_entry_parameters(const Kernel& kernel,
+                                            const std::vector<std::string>& names) {
+  for (size_t p = 0; p < kernel.parameters.size(); ++p) {
+    const Parameter& parameter = kernel.parameters[p];
+    if (checked_parameter(parameter)) {
+      std::string text = ", ";
+      text += pointee_text(parameter);
+      text += "* hal_raw_";
+      text += parameter.name;
+      raw(text);
+      continue;
+    }
+    raw(",");
+    for (size_t i = parameter.tokens.first; i < parameter.tokens.end; ++i) {
+      put(tokens_[i], i + 1 == parameter.tokens.end ? names[p] : spelling(tokens_[i]));
+    }
+  }
+  raw(", hal_bounds_record_t* hal_bounds");
+}
+
+void Emitter::emit_checked_pointers(const Kernel& kernel, const std::vector<std::string>& names) {
+  for (size_t p = 0; p < kernel.parameters.size(); ++p) {
+    const Parameter& parameter = kernel.parameters[p];
+    if (!checked_parameter(parameter)) continue;
+    std::string text = "hal_rt::checked<";
+    text += pointee_text(parameter);
+    text += "> ";
+    text += names[p];
+    text += "(hal_raw_";
+    text += parameter.name;
+    text += ", hal_bounds, ";
+    text += std::to_string(p);
+    text += "u);\n";
+    raw(text);
+  }
 }
 
 void Emitter::emit_cpp_symbols(const Kernel& kernel) {
@@ -195,13 +270,21 @@ void Emitter::emit_cpp_regions(const Kernel& kernel, const RegionPlan& plan) {
   raw("extern \"C\" __attribute__((visibility(\"default\"))) void");
   put(tokens_[kernel.name_token], kernel.name);
   put(tokens_[kernel.name_token + 1], "(");
-  raw(kernel.parameters.empty() ? "const hal_cpu_block_context_t* hal_ctx"
-                                : "const hal_cpu_block_context_t* hal_ctx,");
-  put_range(kernel.parameter_tokens.first, kernel.parameter_tokens.end, {});
+  std::vector<std::string> names;
+  for (const Parameter& parameter : kernel.parameters) names.push_back(parameter.name);
+  if (bounds_checked_) {
+    raw("const hal_cpu_block_context_t* hal_ctx");
+    emit_checked_entry_parameters(kernel, names);
+  } else {
+    raw(kernel.parameters.empty() ? "const hal_cpu_block_context_t* hal_ctx"
+                                  : "const hal_cpu_block_context_t* hal_ctx,");
+    put_range(kernel.parameter_tokens.first, kernel.parameter_tokens.end, {});
+  }
   put(tokens_[kernel.parameter_tokens.end], ")");
   put(tokens_[kernel.body.first], "{");
   raw("const hal_rt::Block hal_block(hal_ctx);\n"
       "const hal_rt::Item hal_item{&hal_block, {0, 0, 0}}; (void)hal_item;\n");
+  if (bounds_checked_) emit_checked_pointers(kernel, names);
   for (const SharedArray& array : kernel.shared)
     put_range(array.tokens.first, array.tokens.end, {});
 

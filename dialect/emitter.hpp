@@ -13,7 +13,7 @@ namespace hal::dialect {
 
 class Emitter {
  public:
-  Emitter(const Program& program, Backend backend);
+  Emitter(const Program& program, Backend backend, const TranslateOptions& options = {});
   // The translation of every item, without the prelude.
   std::string finish();
 
@@ -26,6 +26,9 @@ class Emitter {
   void sync(const Token& token);
   std::string spelling(const Token& token) const;
   std::string_view barrier_spelling() const;
+  // Bounds-checked C++: the index of the `]` closing a unary &NAME[INDEX] at
+  // token |i| (one subscript), else 0.
+  size_t element_address_end(size_t i, size_t end) const;
   // Tokens [first, end), rewritten, leaving out the ranges in |skip|.
   size_t put_range(size_t first, size_t end, const std::vector<Range>& skip);
 
@@ -47,10 +50,19 @@ class Emitter {
   std::string copy_name(std::string_view name) const;
   void emit_declarator(const RegionPlan& plan, const RegionVariable& variable);
   void emit_cpp_symbols(const Kernel& kernel);
+  // Bounds-checked C++ (TranslateOptions::bounds_checked): the entry's
+  // parameters, pointers raw as hal_raw_<name>, then the hidden record; and the
+  // checked pointers the body uses, made from them (named |names[i]|).
+  bool checked_parameter(const Parameter& parameter) const;
+  std::string pointee_text(const Parameter& parameter) const;
+  void emit_checked_entry_parameters(const Kernel& kernel, const std::vector<std::string>& names);
+  void emit_checked_pointers(const Kernel& kernel, const std::vector<std::string>& names);
 
   const Program& program_;
   const std::vector<Token>& tokens_;
   Backend backend_;
+  bool bounds_checked_ = false;  // kCpp: `global T*` is spelled hal_rt::checked<T>
+  bool open_checked_ = false;    // a `global` was spelled "hal_rt::checked<": its `*` closes it
   std::string out_;
   uint32_t line_ = 0;  // the source line the output is on, while synced_
   bool synced_ = false;

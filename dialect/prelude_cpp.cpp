@@ -356,7 +356,115 @@ inline void run_items_with_barriers(const Block& block, Body& body) {
 }  // namespace hal_rt
 )hal_prelude";
 
+constexpr std::string_view kBoundsCheckHeader =
+#include "bounds_check_header.inc"
+    ;
+
+// Bounds-checked translations (SPEC.md §14.1): `global T*` becomes
+// hal_rt::checked<T>, a pointer that carries the argument it came from and
+// checks each access against that argument's allocation.
+constexpr std::string_view kBoundsPrelude = R"hal_prelude(
+#include <cstddef>
+namespace hal_rt {
+template <class T> struct checked {
+  T* p = nullptr;
+  hal_bounds_record_t* record = nullptr;  // null: not checked
+  uintptr_t origin = 0;                   // the argument's own pointer
+  uint32_t arg = 0;
+  checked() = default;
+  checked(std::nullptr_t) {}
+  // A raw pointer (an address the emitter could not keep checked, such as
+  // &tile[i][j]): not checked.
+  checked(T* raw) : p(raw) {}
+  checked(T* raw, hal_bounds_record_t* r, uint32_t a)
+      : p(raw), record(r), origin(reinterpret_cast<uintptr_t>(raw)), arg(a) {}
+  template <class U, typename std::enable_if<std::is_convertible<U*, T*>::value, int>::type = 0>
+  checked(const checked<U>& o) : p(o.p), record(o.record), origin(o.origin), arg(o.arg) {}
+  template <class U, typename std::enable_if<!std::is_convertible<U*, T*>::value, long>::type = 0>
+  explicit checked(const checked<U>& o)
+      : p((T*)(o.p)), record(o.record), origin(o.origin), arg(o.arg) {}
+
+  T& at(ptrdiff_t i) const {
+    // Integer arithmetic: an address out of bounds is computed without the
+    // undefined behaviour of pointer arithmetic past an object.
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p) +
+                        static_cast<uintptr_t>(i * static_cast<ptrdiff_t>(sizeof(T)));
+    if (record != nullptr) {
+      const hal_bounds_range_t& r = record->ranges[arg];
+      if ((r.begin | r.end) != 0 && (a < r.begin || a > r.end || r.end - a < sizeof(T)))
+        return bad(a);
+    }
+    return *reinterpret_cast<T*>(a);
+  }
+  T& bad(uintptr_t a) const {
+    __atomic_fetch_add(&record->bad_accesses, 1, __ATOMIC_RELAXED);
+    uint32_t expected = 0;
+    if (__atomic_compare_exchange_n(&record->claimed, &expected, 1u, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED)) {
+      record->arg_index = arg;
+      record->element_bytes = static_cast<uint32_t>(sizeof(T));
+      record->element_index = static_cast<int64_t>(a - origin) / static_cast<int64_t>(sizeof(T));
+      record->read_only = std::is_const<T>::value ? 1u : 0u;
+    }
+    // The access does not happen: a read gives 0, a write lands here.
+    static thread_local typename std::remove_const<T>::type nothing;
+    nothing = typename std::remove_const<T>::type();
+    return nothing;
+  }
+  template <class I, typename std::enable_if<std::is_integral<I>::value, int>::type = 0>
+  T& operator[](I i) const { return at(static_cast<ptrdiff_t>(i)); }
+  T& operator*() const { return at(0); }
+  template <class I, typename std::enable_if<std::is_integral<I>::value, int>::type = 0>
+  checked operator+(I i) const {
+    checked c = *this;
+    c.p = reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) +
+                               static_cast<uintptr_t>(static_cast<ptrdiff_t>(i) *
+                                                      static_cast<ptrdiff_t>(sizeof(T))));
+    return c;
+  }
+  template <class I, typename std::enable_if<std::is_integral<I>::value, int>::type = 0>
+  checked operator-(I i) const { return *this + (-static_cast<ptrdiff_t>(i)); }
+  ptrdiff_t operator-(const checked& o) const {
+    return (static_cast<ptrdiff_t>(reinterpret_cast<uintptr_t>(p)) -
+            static_cast<ptrdiff_t>(reinterpret_cast<uintptr_t>(o.p))) /
+           static_cast<ptrdiff_t>(sizeof(T));
+  }
+  template <class I> checked& operator+=(I i) { return *this = *this + i; }
+  template <class I> checked& operator-=(I i) { return *this = *this - i; }
+  checked& operator++() { return *this = *this + 1; }
+  checked& operator--() { return *this = *this - 1; }
+  checked operator++(int) { checked old = *this; ++*this; return old; }
+  checked operator--(int) { checked old = *this; --*this; return old; }
+  bool operator==(const checked& o) const { return p == o.p; }
+  bool operator!=(const checked& o) const { return p != o.p; }
+  bool operator<(const checked& o) const { return p < o.p; }
+  bool operator<=(const checked& o) const { return p <= o.p; }
+  bool operator>(const checked& o) const { return p > o.p; }
+  bool operator>=(const checked& o) const { return p >= o.p; }
+  bool operator==(std::nullptr_t) const { return p == nullptr; }
+  bool operator!=(std::nullptr_t) const { return p != nullptr; }
+  explicit operator bool() const { return p != nullptr; }
+  bool operator!() const { return p == nullptr; }
+};
+template <class I, class T, typename std::enable_if<std::is_integral<I>::value, int>::type = 0>
+checked<T> operator+(I i, const checked<T>& c) { return c + i; }
+}  // namespace hal_rt
+// The atomics on a checked pointer: the element is checked, then updated.
+template <class T, class V> static inline T hal_atomic_add(hal_rt::checked<T> p, V v) { return hal_atomic_add(&p[0], static_cast<T>(v)); }
+template <class T, class V> static inline T hal_atomic_sub(hal_rt::checked<T> p, V v) { return hal_atomic_sub(&p[0], static_cast<T>(v)); }
+template <class T, class V> static inline T hal_atomic_min(hal_rt::checked<T> p, V v) { return hal_atomic_min(&p[0], static_cast<T>(v)); }
+template <class T, class V> static inline T hal_atomic_max(hal_rt::checked<T> p, V v) { return hal_atomic_max(&p[0], static_cast<T>(v)); }
+template <class T, class V> static inline T hal_atomic_xchg(hal_rt::checked<T> p, V v) { return hal_atomic_xchg(&p[0], static_cast<T>(v)); }
+template <class T, class V, class W> static inline T hal_atomic_cas(hal_rt::checked<T> p, V e, W d) { return hal_atomic_cas(&p[0], static_cast<T>(e), static_cast<T>(d)); }
+)hal_prelude";
+
 }  // namespace
+
+std::string_view cpp_bounds_prelude() {
+  static const std::string prelude = std::string("// ---- hal_dialect/bounds_check.h ----\n") +
+                                     std::string(kBoundsCheckHeader) + std::string(kBoundsPrelude);
+  return prelude;
+}
 
 std::string_view cpp_prelude() {
   static const std::string prelude = std::string("// ---- hal/cpu_kernel.h ----\n") +

@@ -5,6 +5,7 @@
 
 #include "hal_util/env.hpp"
 #include "hal_util/hmac.hpp"
+#include "hal_util/secure_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -35,48 +36,48 @@ static_assert(sizeof(UniqueIdLayout) <= HAL_COMM_UNIQUE_ID_BYTES);
 constexpr char kIdMagic[8] = "HALCID2";
 
 // The fixed-session TCP store's secret: HAL_COMM_STORE_SECRET, else the
-// contents of the file HAL_COMM_STORE_SECRET_FILE (the caller's own, with no
-// group or other access); at least 16 bytes either way, hashed to the key.
-constexpr size_t kMinSecretBytes = 16;
+// contents of the file HAL_COMM_STORE_SECRET_FILE (a regular file of the
+// caller's own, not a link, with no group or other access, opened without
+// blocking: a FIFO or a device is refused, never waited on); strong enough
+// by hal::collective::secret_strength_bits, hashed to the key.
 constexpr size_t kMaxSecretFileBytes = 4096;
 
 hal_result_t fixed_store_secret(const char* function, hal::collective::StoreSecret& out) {
-  std::string text;
+  std::vector<unsigned char> text;
+  const char* source = "HAL_COMM_STORE_SECRET";
   if (const char* value = hal::util::env_nonempty("HAL_COMM_STORE_SECRET")) {
-    text = value;
+    text.assign(value, value + std::strlen(value));
   } else if (const char* path = hal::util::env_nonempty("HAL_COMM_STORE_SECRET_FILE")) {
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    struct stat info {};
-    if (fd < 0 || ::fstat(fd, &info) != 0) {
-      if (fd >= 0) ::close(fd);
+    source = "HAL_COMM_STORE_SECRET_FILE";
+    hal::util::ReadRule rule;
+    rule.no_follow = true;
+    rule.must_be_private = true;
+    rule.owner_only = true;
+    rule.max_bytes = kMaxSecretFileBytes;
+    int error = 0;
+    std::string why;
+    if (!hal::util::read_regular_file(AT_FDCWD, path, rule, text, error, why)) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, function,
-                  "HAL_COMM_STORE_SECRET_FILE '%s' cannot be opened: %s", path,
-                  std::strerror(errno));
+                  "HAL_COMM_STORE_SECRET_FILE '%s' cannot be used: %s (it must be a regular file "
+                  "of at most %zu bytes, not a symbolic link, owned by this user, with no group or "
+                  "other access: chmod 600)",
+                  path, why.c_str(), kMaxSecretFileBytes);
     }
-    std::vector<char> bytes(kMaxSecretFileBytes + 1);
-    const ssize_t got =
-        S_ISREG(info.st_mode) ? ::read(fd, bytes.data(), bytes.size()) : ssize_t{-1};
-    ::close(fd);
-    if (!S_ISREG(info.st_mode) || info.st_uid != ::geteuid() || (info.st_mode & 077) != 0 ||
-        got < 0 || static_cast<size_t>(got) > kMaxSecretFileBytes) {
-      return fail(HAL_ERROR_INVALID_ARGUMENT, function,
-                  "HAL_COMM_STORE_SECRET_FILE '%s' must be a regular file of at most %zu bytes, "
-                  "owned by this user, with no group or other access (chmod 600)",
-                  path, kMaxSecretFileBytes);
-    }
-    text.assign(bytes.data(), static_cast<size_t>(got));
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   } else {
     return fail(HAL_ERROR_INVALID_ARGUMENT, function,
                 "HAL_COMM_BOOTSTRAP_TCP_STORE needs the job's shared secret: set "
                 "HAL_COMM_STORE_SECRET or HAL_COMM_STORE_SECRET_FILE in every rank");
   }
-  if (text.size() < kMinSecretBytes) {
+  const double bits = hal::collective::secret_strength_bits(text);
+  if (bits < hal::collective::kMinSecretBits) {
     return fail(HAL_ERROR_INVALID_ARGUMENT, function,
-                "the TCP store secret has %zu bytes; at least %zu are required", text.size(),
-                kMinSecretBytes);
+                "the TCP store secret of %s is too weak to resist offline guessing (%.0f bits by "
+                "HAL's estimate, at least %.0f required): use random bytes, e.g. the 64 hex "
+                "digits of 'openssl rand -hex 32'",
+                source, bits, hal::collective::kMinSecretBits);
   }
-  out = hal::util::sha256(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  out = hal::util::sha256(text);
   return HAL_SUCCESS;
 }
 

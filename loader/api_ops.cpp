@@ -55,17 +55,6 @@ bool implementation_allowed(const std::string& name) {
       [&](const std::string& token) { return name == token || name.rfind(token + ".", 0) == 0; });
 }
 
-// Whether the list may allow some implementation of the plugin called
-// |plugin|: its own name, a component above it ("cpu" for "cpu"), or one of
-// its implementations ("cpu.onednn"); which one serves is known only once
-// the plugin has planned.
-bool plugin_may_be_allowed(const std::string& plugin) {
-  return some_allowed_token([&](const std::string& token) {
-    return plugin == token || plugin.rfind(token + ".", 0) == 0 ||
-           token.rfind(plugin + ".", 0) == 0;
-  });
-}
-
 std::string signature_text(const hal::ops::OpSignature& signature) {
   std::string text;
   for (const hal::ops::OperandSpec& operand : signature.operands) {
@@ -76,6 +65,19 @@ std::string signature_text(const hal::ops::OpSignature& signature) {
     text += hal::ops::describe_tensor(operand.tensor);
   }
   if (!signature.summary.empty()) text += " " + signature.summary;
+  return text;
+}
+
+// The declines, one "name: reason" a line, as one line: "a: x; b: y".
+std::string one_line(const std::string& declines) {
+  std::string text;
+  for (size_t begin = 0; begin < declines.size();) {
+    size_t end = declines.find('\n', begin);
+    if (end == std::string::npos) end = declines.size();
+    if (!text.empty()) text += "; ";
+    text.append(declines, begin, end - begin);
+    begin = end + 1;
+  }
   return text;
 }
 
@@ -121,39 +123,87 @@ hal_result_t copy_descriptor(const hal_op_header_t* desc, size_t size, hal_op_pl
   return HAL_SUCCESS;
 }
 
-// Asks the plugin's own implementation. HAL_SUCCESS with the plan set, or
-// HAL_ERROR_UNSUPPORTED with |decline| set, or another failure to return.
-hal_result_t plan_with_plugin(hal_device_s* device, hal_op_plan_s* plan, std::string* decline,
-                              const char* function) {
+// One candidate of an op kind's implementation list, named before anything
+// is planned, so HAL_OPS_IMPLEMENTATIONS filters it before any work.
+struct Candidate {
+  std::string name;
+  const hal::ops::Implementation* portable = nullptr;  // nullptr: the plugin's own
+};
+
+// The implementation list of |kind| on |device|, in the order it is tried:
+// the plugin's own (named by its op_implementation entry, or by the plugin's
+// name when it has none), then the loader's portable ones. A plugin whose
+// op_implementation names none for |kind| is declined here, unasked.
+std::vector<Candidate> implementation_list(const hal_device_s* device, hal_op_kind_t kind,
+                                           std::string* declines) {
+  std::vector<Candidate> list;
   const PluginRecord& plugin = *device->plugin;
   const hal_plugin_table_v1_t& table = plugin.table;
-  if (table.op_plan_create == nullptr || table.op_plan_destroy == nullptr ||
-      table.op_execute == nullptr) {
-    return HAL_ERROR_UNSUPPORTED;  // no operators of its own: nothing to report
+  if (table.op_plan_create != nullptr && table.op_plan_destroy != nullptr &&
+      table.op_execute != nullptr) {
+    if (table.op_implementation == nullptr) {
+      list.push_back({plugin.name});
+    } else if (const char* name = table.op_implementation(device->impl, kind);
+               name != nullptr && name[0] != '\0') {
+      list.push_back({name});
+    } else {
+      *declines += plugin.name + ": the plugin has no implementation of its own for " +
+                   hal::util::op_kind_name(kind) + "\n";
+    }
   }
-  if (!plugin_may_be_allowed(plugin.name)) {
-    *decline = plugin.name + ": excluded by HAL_OPS_IMPLEMENTATIONS";
-    return HAL_ERROR_UNSUPPORTED;
+  for (const hal::ops::Implementation* portable : hal::ops::implementations(kind)) {
+    list.push_back({portable->name(), portable});
   }
+  return list;
+}
+
+// Asks the plugin's own implementation, |name|. HAL_SUCCESS with the plan
+// set, or HAL_ERROR_UNSUPPORTED with |decline| set, or another failure to
+// return.
+hal_result_t plan_with_plugin(hal_device_s* device, hal_op_plan_s* plan, const std::string& name,
+                              std::string* decline, const char* function) {
+  const PluginRecord& plugin = *device->plugin;
   hal_impl_op_plan_t* impl = nullptr;
   size_t workspace = 0;
-  const char* name = nullptr;
-  const hal_result_t result = table.op_plan_create(device->impl, plan->header_of_desc(),
-                                                   plan->flags, &impl, &workspace, &name);
+  const char* planned_name = nullptr;
+  const hal_result_t result = plugin.table.op_plan_create(
+      device->impl, plan->header_of_desc(), plan->flags, &impl, &workspace, &planned_name);
   if (result == HAL_ERROR_UNSUPPORTED) {
-    *decline = plugin.name + ": " + hal_error_last_message();
+    *decline = hal_error_last_message();
     return result;
   }
   if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);
-  const std::string implementation = name != nullptr && name[0] != '\0' ? name : plugin.name;
-  if (!implementation_allowed(implementation)) {
-    table.op_plan_destroy(impl);
-    *decline = implementation + ": excluded by HAL_OPS_IMPLEMENTATIONS";
-    return HAL_ERROR_UNSUPPORTED;
-  }
   plan->plugin_plan = impl;
   plan->workspace_bytes = workspace;
-  plan->implementation = implementation;
+  // A plugin without op_implementation names its implementation only now.
+  plan->implementation = plugin.table.op_implementation == nullptr && planned_name != nullptr &&
+                                 planned_name[0] != '\0'
+                             ? planned_name
+                             : name;
+  return HAL_SUCCESS;
+}
+
+// Asks the loader's portable implementation |portable|; as plan_with_plugin.
+hal_result_t plan_portable(hal_device_s* device, hal_op_plan_s* plan,
+                           const hal::ops::Implementation& portable, std::string* decline) {
+  hal::ops::DeviceState* state = nullptr;
+  {
+    std::lock_guard lock(device->ops_mutex);
+    if (!device->ops_state) device->ops_state = std::make_unique<hal::ops::DeviceState>(device);
+    state = device->ops_state.get();
+  }
+  hal::ops::PlanRequest request;
+  request.device = device;
+  request.properties = &device->properties;
+  request.state = state;
+  request.desc = plan->header_of_desc();
+  request.signature = &plan->signature;
+  request.flags = plan->flags;
+  std::unique_ptr<hal::ops::PlannedOp> loader_plan = portable.plan(request, decline);
+  if (!loader_plan) return HAL_ERROR_UNSUPPORTED;
+  plan->workspace_bytes = loader_plan->workspace_bytes();
+  plan->loader_plan = std::move(loader_plan);
+  plan->implementation = portable.name();
   return HAL_SUCCESS;
 }
 
@@ -195,54 +245,31 @@ hal_result_t plan_create_body(hal_device_t device, const hal_op_header_t* desc,
       return fail(result, kFunction, "%s: %s", op, message.c_str());
     }
 
-    // The implementation list: the plugin's own, then the loader's.
-    std::string decline;
-    hal_result_t planned = plan_with_plugin(device, plan.get(), &decline, kFunction);
-    if (planned != HAL_SUCCESS && planned != HAL_ERROR_UNSUPPORTED) return planned;
-    if (!decline.empty()) plan->declines += decline + "\n";
-    if (planned != HAL_SUCCESS) {
-      hal::ops::DeviceState* state = nullptr;
-      {
-        std::lock_guard lock(device->ops_mutex);
-        if (!device->ops_state) device->ops_state = std::make_unique<hal::ops::DeviceState>(device);
-        state = device->ops_state.get();
+    // The implementation list, filtered before each candidate is asked.
+    hal_result_t planned = HAL_ERROR_UNSUPPORTED;
+    for (const Candidate& candidate : implementation_list(device, desc->kind, &plan->declines)) {
+      if (!implementation_allowed(candidate.name)) {
+        plan->declines += candidate.name + ": excluded by HAL_OPS_IMPLEMENTATIONS\n";
+        continue;
       }
-      hal::ops::PlanRequest request;
-      request.device = device;
-      request.properties = &device->properties;
-      request.state = state;
-      request.desc = plan->header_of_desc();
-      request.signature = &plan->signature;
-      request.flags = flags;
-      for (const hal::ops::Implementation* implementation : hal::ops::implementations(desc->kind)) {
-        const std::string name = implementation->name();
-        if (!implementation_allowed(name)) {
-          plan->declines += name + ": excluded by HAL_OPS_IMPLEMENTATIONS\n";
-          continue;
-        }
-        std::string reason;
-        std::unique_ptr<hal::ops::PlannedOp> loader_plan = implementation->plan(request, &reason);
-        if (!loader_plan) {
-          plan->declines += name + ": " + reason + "\n";
-          continue;
-        }
-        plan->workspace_bytes = loader_plan->workspace_bytes();
-        plan->loader_plan = std::move(loader_plan);
-        plan->implementation = name;
-        planned = HAL_SUCCESS;
-        break;
-      }
+      std::string reason;
+      planned = candidate.portable != nullptr
+                    ? plan_portable(device, plan.get(), *candidate.portable, &reason)
+                    : plan_with_plugin(device, plan.get(), candidate.name, &reason, kFunction);
+      if (planned == HAL_SUCCESS) break;
+      if (planned != HAL_ERROR_UNSUPPORTED) return planned;
+      plan->declines += candidate.name + ": " + reason + "\n";
     }
+    // Once per plan: who served it and why each one before it declined.
     if (ops_verbose()) {
       verbose_line(std::string("plan ") + op + " " + signature_text(plan->signature) + " -> " +
                    (planned == HAL_SUCCESS ? plan->implementation : std::string("none")) +
-                   (plan->declines.empty() ? "" : " (declined: " + plan->declines + ")"));
+                   (plan->declines.empty() ? "" : " (declined: " + one_line(plan->declines) + ")"));
     }
     if (planned != HAL_SUCCESS) {
-      std::string reasons = plan->declines;
-      if (reasons.empty()) reasons = "no implementation of this op is built for the device\n";
-      reasons.pop_back();
-      for (char& c : reasons) c = c == '\n' ? ';' : c;
+      const std::string reasons = plan->declines.empty()
+                                      ? "no implementation of this op is built for the device"
+                                      : one_line(plan->declines);
       return fail(HAL_ERROR_UNSUPPORTED, kFunction,
                   "no implementation of %s on device %u (plugin '%s') accepts %s: %s", op,
                   device->properties.index, device->plugin->name.c_str(),
@@ -413,8 +440,8 @@ hal_result_t check_exec_args(const Registry& registry, const hal_op_plan_s* plan
       }
     }
   }
-  if (signature.check_scalars != nullptr) {
-    const std::string problem = signature.check_scalars(args->scalars);
+  if (signature.check_scalars) {
+    const std::string problem = (*signature.check_scalars)(args->scalars);
     if (!problem.empty()) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, function, "%s", problem.c_str());
     }

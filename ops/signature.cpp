@@ -73,6 +73,19 @@ size_t descriptor_size(hal_op_kind_t kind) {
       return sizeof(hal_op_attention_desc_t);
     case HAL_OP_TOPK_GATING:
       return sizeof(hal_op_topk_gating_desc_t);
+    case HAL_OP_CONVOLUTION:
+    case HAL_OP_CONVOLUTION_BACKWARD_DATA:
+    case HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS:
+      return sizeof(hal_op_convolution_desc_t);
+    case HAL_OP_POOLING:
+    case HAL_OP_POOLING_BACKWARD:
+      return sizeof(hal_op_pooling_desc_t);
+    case HAL_OP_BATCH_NORM:
+    case HAL_OP_BATCH_NORM_BACKWARD:
+      return sizeof(hal_op_batch_norm_desc_t);
+    case HAL_OP_GROUP_NORM:
+    case HAL_OP_GROUP_NORM_BACKWARD:
+      return sizeof(hal_op_group_norm_desc_t);
     case HAL_OP_UNARY_MATH:
       return sizeof(hal_op_unary_math_desc_t);
     case HAL_OP_BINARY_SCALAR:
@@ -138,6 +151,21 @@ hal_result_t describe(const hal_op_header_t* desc, OpSignature* out_signature,
     case HAL_OP_ATTENTION:
     case HAL_OP_ATTENTION_BACKWARD:
       describe_family = describe_attention_family;
+      break;
+    case HAL_OP_CONVOLUTION:
+    case HAL_OP_CONVOLUTION_BACKWARD_DATA:
+    case HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS:
+      describe_family = describe_convolution_family;
+      break;
+    case HAL_OP_POOLING:
+    case HAL_OP_POOLING_BACKWARD:
+      describe_family = describe_pooling_family;
+      break;
+    case HAL_OP_BATCH_NORM:
+    case HAL_OP_BATCH_NORM_BACKWARD:
+    case HAL_OP_GROUP_NORM:
+    case HAL_OP_GROUP_NORM_BACKWARD:
+      describe_family = describe_channel_norm_family;
       break;
     case HAL_OP_UNARY_MATH:
     case HAL_OP_BINARY_SCALAR:

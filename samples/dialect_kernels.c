@@ -210,7 +210,11 @@ int main(void) {
     if (hal_device_get(index, &device) != HAL_SUCCESS ||
         hal_device_get_properties(device, &properties) != HAL_SUCCESS)
       continue;
-    if ((properties.module_formats & (1u << HAL_MODULE_FORMAT_HAL_DIALECT)) == 0) continue;
+    if ((properties.module_formats & (1u << HAL_MODULE_FORMAT_HAL_DIALECT)) == 0) {
+      printf("device %u (%s): %s: skipped, it does not compile the kernel dialect\n", index,
+             properties.plugin, properties.name);
+      continue;
+    }
     printf("device %u (%s): %s\n", index, properties.plugin, properties.name);
     if (!run_device(device, a, b, ran == 0 ? first : out) ||
         !matches_host(a, b, ran == 0 ? first : out)) {

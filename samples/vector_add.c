@@ -7,8 +7,11 @@
  * none able to run it), 1 otherwise. */
 #include <hal.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #ifndef HAL_SAMPLE_VECTOR_ADD_MODULE
 #define HAL_SAMPLE_VECTOR_ADD_MODULE "vector_add_cpu.so"
@@ -89,8 +92,33 @@ done:
   return ok;
 }
 
+/* The kernel module when none is named: the one of the build tree, else the
+ * installed one, found relative to this program (<prefix>/bin/../<libdir>/hal/samples). */
+static const char* default_module(char* path, size_t size) {
+  if (access(HAL_SAMPLE_VECTOR_ADD_MODULE, R_OK) == 0) return HAL_SAMPLE_VECTOR_ADD_MODULE;
+#ifdef HAL_SAMPLE_VECTOR_ADD_INSTALLED
+  char self[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length > 0) {
+    self[length] = '\0';
+    char* slash = strrchr(self, '/');
+    if (slash != NULL) {
+      *slash = '\0';
+      if (snprintf(path, size, "%s/%s", self, HAL_SAMPLE_VECTOR_ADD_INSTALLED) < (int)size &&
+          access(path, R_OK) == 0) {
+        return path;
+      }
+    }
+  }
+#endif
+  (void)path;
+  (void)size;
+  return HAL_SAMPLE_VECTOR_ADD_MODULE; /* the load then reports what is missing */
+}
+
 int main(int argc, char** argv) {
-  const char* module_path = argc > 1 ? argv[1] : HAL_SAMPLE_VECTOR_ADD_MODULE;
+  char installed[PATH_MAX + 64];
+  const char* module_path = argc > 1 ? argv[1] : default_module(installed, sizeof installed);
   const uint32_t n = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1000003u;
 
   hal_result_t result = hal_init(NULL);

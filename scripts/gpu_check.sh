@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
-# The cuda plugin on a real NVIDIA GPU, in one command, in a few minutes:
-# halinfo, halconform --profile all over the cuda plugin, bench/cuda_peer
-# (the plugin beside the raw Driver API: D2D copy bandwidth, launch latency)
-# and bench/cuda_allreduce (allreduce busbw on the GPUs present, the plugin's
-# NCCL collectives beside NCCL called directly; needs libnccl.so.2).
+# The cuda plugin on a real NVIDIA GPU, in one short command that builds
+# nothing there. A GPU loan is short (minutes) and has no network, so:
 #
-#   scripts/gpu_check.sh --bundle DIR [BUILD]   (here, no GPU needed)
+#   scripts/gpu_check.sh --bundle DIR [BUILD]      (here, no GPU needed)
 #       builds the Release targets in BUILD (default _build-rel, configured if
-#       needed) and copies the few files the check runs into DIR (a few MiB:
-#       carry it to the GPU machine; DIR under _* is git-ignored)
-#   scripts/gpu_check.sh [DIR]                  (on the GPU machine)
-#       runs from DIR (a bundle or a Release build tree, default _build-gpu);
-#       builds DIR first when it lacks the binaries
+#       needed) and copies the few files the check runs into DIR (a few MiB;
+#       DIR under _* is git-ignored): carry DIR to the GPU machine.
+#   scripts/gpu_check.sh [--dry-run] DIR            (on the GPU machine)
+#       runs from DIR (a bundle or a Release build tree). A DIR without the
+#       binaries is an error naming the --bundle command: nothing is built.
 #
-# Results go to $OUT (the device machine's return folder) or DIR/gpu-check:
-# halinfo.txt, halinfo.json, cuda.json (the certification record), cuda.xml,
-# halconform.txt, cuda_peer.txt, cuda_allreduce.txt. The exit status is halconform's.
-# The GPU machine needs the NVIDIA driver (libcuda.so.1); without NVRTC
-# (libnvrtc.so.13) dialect modules, and so the kernels profile, are skipped.
+# Steps, each under its own time cap (with halinfo's 10 s they sum to 520 s,
+# at most 540, so a run and a rerun fit a 15-minute loan):
+#   libraries   finds NVRTC, cuBLASLt, NCCL and the CUDA headers (ldconfig,
+#               the toolkit directories, Python wheels' site-packages/nvidia/*/lib)
+#               and pins them for the plugin (HAL_CUDA_*_PATH), one line each
+#   halinfo     what the plugin found (devices, load report)
+#   core, kernels, operators, collectives, performance
+#               halconform --profile P, one process per profile
+#   peers       bench/cuda_peer (the plugin beside the raw Driver API)
+# After every step the results archive (OUT/gpu-check.tar.gz: each profile's
+# JSON record, JUnit XML and HTML report, the logs) is rewritten, so a
+# time-out or a lost machine loses nothing already done. A summary table is
+# printed last. OUT is $OUT (the device machine's return folder) or DIR/gpu-check.
+#
+# Exit status: 0 every step tested and passed; 1 a step was tested and failed
+# (or reached its cap); 3 something could not be tested (no driver or no GPU,
+# or a library a step needs is absent) and nothing failed; 2 usage or a
+# missing bundle.
+#
+# --dry-run runs every path of the script against the stand-in driver
+# (HAL_CUDA_DRIVER_PATH must name it) with one quick test per profile (the
+# stand-in runs no kernels, so the kernels step fails there: the FAIL path).
+# CTest runs it (cuda.gpu_check_dry_run, cuda.gpu_check_no_gpu).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-targets=(hal hal_plugin_cuda halinfo halconform bench_cuda_peer bench_cuda_allreduce)
-files=(lib/libhal.so.1 lib/hal/plugins/hal_plugin_cuda.so bin/halinfo bin/halconform
-  bench/cuda_peer bench/cuda_allreduce)
+targets=(hal hal_plugin_cuda halinfo halconform halconform_kernels bench_cuda_peer)
+files=(lib/libhal.so.1 lib/hal/plugins/hal_plugin_cuda.so lib/hal/conformance/halconform_kernels.so
+  bin/halinfo bin/halconform bench/cuda_peer)
 
 build_release() {  # BUILD_DIR
   if [[ ! -f "$1/build.ninja" ]]; then
@@ -39,21 +54,30 @@ build_release() {  # BUILD_DIR
 if [[ "${1:-}" == "--bundle" ]]; then
   bundle="${2:?usage: scripts/gpu_check.sh --bundle DIR [BUILD]}"
   build="${3:-$root/_build-rel}"
-  build_release "$build" || exit 1
+  build_release "$build" || exit 2
   rm -rf "$bundle"
   for f in "${files[@]}"; do
     mkdir -p "$bundle/$(dirname "$f")"
-    cp -L "$build/$f" "$bundle/$f"
+    cp -L "$build/$f" "$bundle/$f" || exit 2
   done
+  mkdir -p "$bundle/scripts"
+  cp "$root/scripts/gpu_check.sh" "$bundle/scripts/gpu_check.sh"
   echo "gpu_check: bundle in $bundle ($(du -sh "$bundle" | cut -f1)); on the GPU machine:"
-  echo "  scripts/gpu_check.sh $bundle"
+  echo "  $bundle/scripts/gpu_check.sh $bundle"
   exit 0
 fi
 
-dir="${1:-$root/_build-gpu}"
-if [[ ! -x "$dir/bin/halconform" || ! -f "$dir/lib/hal/plugins/hal_plugin_cuda.so" ]]; then
-  echo "gpu_check: no binaries in $dir; building Release there"
-  build_release "$dir" || exit 1
+dry_run=0
+if [[ "${1:-}" == "--dry-run" ]]; then
+  dry_run=1
+  shift
+fi
+dir="${1:-}"
+if [[ -z "$dir" || ! -x "$dir/bin/halconform" || ! -f "$dir/lib/hal/plugins/hal_plugin_cuda.so" ]]; then
+  echo "gpu_check: no bundle in '${dir}' (bin/halconform, lib/hal/plugins/hal_plugin_cuda.so)." >&2
+  echo "  Make one where the sources are (the GPU machine builds nothing):" >&2
+  echo "    scripts/gpu_check.sh --bundle _gpu-bundle   # then carry _gpu-bundle" >&2
+  exit 2
 fi
 dir="$(cd "$dir" && pwd)"
 out="${OUT:-$dir/gpu-check}"
@@ -61,35 +85,240 @@ mkdir -p "$out"
 plugin="$dir/lib/hal/plugins/hal_plugin_cuda.so"
 # The binaries' run paths name the tree they were built in: point at this one.
 export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export HAL_PLUGINS="$plugin" HAL_LOG=0
-unset HAL_CUDA_DRIVER_PATH
-
-{
-  echo "== $(date -u +%FT%TZ) $(uname -n)"
-  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
-    --format=csv,noheader
-  ldconfig -p 2>/dev/null | grep -E "libcuda\.so\.1|libnvrtc\.so\.13|libnccl\.so\.2" || echo "(ldconfig: no libcuda/libnvrtc/libnccl listed)"
-} | tee "$out/environment.txt"
-
-echo "== halinfo"
-"$dir/bin/halinfo" | tee "$out/halinfo.txt"
-"$dir/bin/halinfo" --json >"$out/halinfo.json"
-
-echo "== halconform --plugin cuda --profile all"
-timeout 420 "$dir/bin/halconform" --plugin "$plugin" --profile all --timeout 60 --duration 2 \
-  --report "$out/cuda.json" --junit "$out/cuda.xml" 2>&1 | tee "$out/halconform.txt"
-status=${PIPESTATUS[0]}
-echo "halconform exit status: $status" | tee -a "$out/halconform.txt"
-
-echo "== bench/cuda_peer"
-timeout 120 "$dir/bench/cuda_peer" --reps 7 2>&1 | tee "$out/cuda_peer.txt"
-
-echo "== bench/cuda_allreduce"
-if [[ -x "$dir/bench/cuda_allreduce" ]]; then
-  timeout 120 "$dir/bench/cuda_allreduce" --reps 5 2>&1 | tee "$out/cuda_allreduce.txt"
+export HAL_PLUGINS="$plugin" HAL_PLUGIN_PATH="" HAL_LOG="${HAL_LOG:-0}"
+if [[ $dry_run -eq 1 ]]; then
+  [[ -n "${HAL_CUDA_DRIVER_PATH:-}" ]] || {
+    echo "gpu_check: --dry-run needs HAL_CUDA_DRIVER_PATH (the stand-in driver)" >&2
+    exit 2
+  }
 else
-  echo "(bench/cuda_allreduce not in $dir)" | tee "$out/cuda_allreduce.txt"
+  unset HAL_CUDA_DRIVER_PATH
 fi
 
-echo "gpu_check: results in $out"
-exit "$status"
+# Caps in seconds; with halinfo's 10 they sum to at most 540.
+declare -A cap=([core]=120 [kernels]=90 [operators]=120 [collectives]=60 [performance]=60
+  [peers]=60)
+total=10
+for key in "${!cap[@]}"; do total=$((total + cap[$key])); done
+if ((total > 540)); then
+  echo "gpu_check: the caps sum to $total s, over 540" >&2
+  exit 2
+fi
+
+summary=()  # "step|result|detail|seconds"
+failed=0
+untested=0
+archive() {  # rewrites the results archive with everything written so far
+  (cd "$out" && tar czf .gpu-check.tar.gz.new --exclude gpu-check.tar.gz \
+    --exclude .gpu-check.tar.gz.new . 2>/dev/null && mv .gpu-check.tar.gz.new gpu-check.tar.gz)
+}
+note() {  # STEP RESULT DETAIL SECONDS
+  summary+=("$1|$2|$3|$4")
+  case "$2" in
+    FAIL | TIMEOUT) failed=1 ;;
+    "NOT TESTED") untested=1 ;;
+  esac
+  archive
+}
+
+# ---- libraries ---------------------------------------------------------------
+# Where to look, after the dynamic linker's cache (ldconfig): the toolkit's
+# directories, then each Python's wheels (site-packages/nvidia/*/lib: the CUDA
+# 12 wheels' nvidia/cuda_nvrtc/lib, nvidia/cublas/lib, nvidia/nccl/lib, the
+# CUDA 13 wheels' nvidia/cu13/lib).
+wheel_dirs() {
+  local python
+  for python in python3 python; do
+    command -v "$python" >/dev/null || continue
+    "$python" - <<'EOF' 2>/dev/null
+import glob, os, site, sys
+roots = list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()]
+roots += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+seen = set()
+for root in roots:
+    for lib in sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib"))):
+        if lib not in seen:
+            seen.add(lib)
+            print(lib)
+EOF
+    return 0
+  done
+}
+toolkit_dirs() {
+  local d
+  for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-*; do
+    [[ -n "$d" ]] || continue
+    [[ -d "$d/lib64" ]] && echo "$d/lib64"
+    [[ -d "$d/targets/x86_64-linux/lib" ]] && echo "$d/targets/x86_64-linux/lib"
+    [[ -d "$d/targets/sbsa-linux/lib" ]] && echo "$d/targets/sbsa-linux/lib"
+  done
+  return 0
+}
+mapfile -t search_dirs < <(toolkit_dirs; wheel_dirs)
+find_library() {  # FILE-NAME-REGEX: prints the first match's path
+  local found d f
+  found="$(ldconfig -p 2>/dev/null | awk -v re="^$1\$" '$1 ~ re {print $NF; exit}')"
+  if [[ -n "$found" ]]; then
+    echo "$found"
+    return 0
+  fi
+  for d in "${search_dirs[@]}"; do
+    for f in "$d"/*; do
+      if [[ -f "$f" && "$(basename "$f")" =~ ^$1$ ]]; then
+        echo "$f"
+        return 0
+      fi
+    done
+  done
+  return 1
+}
+find_headers() {  # a directory with cuda_fp16.h (NVRTC compiles the dialect with it)
+  local d
+  for d in "${CUDA_HOME:-/usr/local/cuda}/include" /usr/local/cuda/include \
+    "${search_dirs[@]/%\/lib/\/include}"; do
+    if [[ -f "$d/cuda_fp16.h" ]]; then
+      echo "$d"
+      return 0
+    fi
+  done
+  return 1
+}
+pin() {  # VARIABLE LABEL REGEX: exports VARIABLE and prints one line; 1 when not found
+  local path message result=0
+  if [[ -n "${!1:-}" ]]; then
+    message="$2: ${!1} (given in $1)"
+  elif path="$(find_library "$3")"; then
+    export "$1=$path"
+    message="$2: $path"
+  else
+    message="$2: not found (ldconfig, toolkit directories, Python wheels)"
+    result=1
+  fi
+  echo "$message" | tee -a "$out/environment.txt"
+  return $result
+}
+
+start=$SECONDS
+{
+  echo "== $(date -u +%FT%TZ) $(uname -n)"
+  [[ $dry_run -eq 1 ]] && echo "dry run: the stand-in driver $HAL_CUDA_DRIVER_PATH"
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
+    --format=csv,noheader
+  echo "== libraries (pinned for the plugin)"
+} | tee "$out/environment.txt"
+missing_nvrtc=0
+missing_blas=0
+missing_nccl=0
+pin HAL_CUDA_NVRTC_PATH NVRTC 'libnvrtc\.so\.[0-9]+' || missing_nvrtc=1
+pin HAL_CUDA_CUBLASLT_PATH cuBLASLt 'libcublasLt\.so\.[0-9]+' || missing_blas=1
+pin HAL_CUDA_NCCL_PATH NCCL 'libnccl\.so\.[0-9]+' || missing_nccl=1
+if [[ -z "${HAL_CUDA_INCLUDE_PATH:-}" ]] && headers="$(find_headers)"; then
+  export HAL_CUDA_INCLUDE_PATH="$headers"
+fi
+echo "CUDA headers: ${HAL_CUDA_INCLUDE_PATH:-not found, the plugin tries the directory beside NVRTC}" |
+  tee -a "$out/environment.txt"
+libraries="nvrtc=$((1 - missing_nvrtc)) cublasLt=$((1 - missing_blas)) nccl=$((1 - missing_nccl))"
+if ((missing_nvrtc + missing_blas + missing_nccl == 0)); then
+  note libraries PASS "$libraries" $((SECONDS - start))
+else
+  note libraries "NOT TESTED" "$libraries" $((SECONDS - start))
+fi
+
+# ---- halinfo -----------------------------------------------------------------
+start=$SECONDS
+echo "== halinfo"
+# HAL_LOG=1: the plugin's lines say which NVRTC and NCCL it opened, and from where.
+HAL_LOG=1 timeout -k 5 10 "$dir/bin/halinfo" 2>&1 | tee "$out/halinfo.txt"
+timeout -k 5 10 "$dir/bin/halinfo" --json >"$out/halinfo.json" 2>/dev/null
+devices="$(grep -o '"device_count":[0-9]*' "$out/halinfo.json" | head -1 | cut -d: -f2)"
+devices="${devices:-0}"
+if ((devices > 0)); then
+  note halinfo PASS "$devices GPU(s)" $((SECONDS - start))
+else
+  note halinfo "NOT TESTED" \
+    "no GPU: $(grep -o '"reason":"[^"]*"' "$out/halinfo.json" | head -1 | cut -c1-160)" \
+    $((SECONDS - start))
+fi
+
+# ---- halconform, one profile at a time -----------------------------------------
+declare -A dry_filter=([core]='core.events.*' [kernels]='kernels.dialect.saxpy'
+  [operators]='operators.errors.*' [collectives]='collectives.abort.deadline'
+  [performance]='performance.launch.*')
+run_profile() {  # PROFILE [why it cannot be tested]
+  local profile="$1" why="${2:-}" t=$SECONDS status counts
+  local extra=()
+  echo "== halconform --profile $profile (cap ${cap[$profile]} s)"
+  if ((devices == 0)); then
+    note "$profile" "NOT TESTED" "no GPU" 0
+    return
+  fi
+  if [[ -n "$why" ]]; then
+    echo "not tested: $why" | tee "$out/$profile.txt"
+    note "$profile" "NOT TESTED" "$why" 0
+    return
+  fi
+  [[ $dry_run -eq 1 ]] && extra=(--filter "${dry_filter[$profile]}")
+  local excluded=""
+  if [[ "$profile" == collectives && $missing_nccl -eq 0 ]] && ((devices < 3)); then
+    # Its three ranks share the GPUs present, and NCCL refuses two ranks on
+    # one GPU (halconform does not size this test to the devices yet).
+    extra+=(--exclude collectives.process.killed_peer)
+    excluded="; excluded collectives.process.killed_peer (3 NCCL ranks, $devices GPU(s))"
+  fi
+  timeout -k 10 "${cap[$profile]}" "$dir/bin/halconform" --plugin "$plugin" --device 0 \
+    --profile "$profile" --timeout 60 --duration 2 "${extra[@]}" \
+    --report "$out/$profile.json" --junit "$out/$profile.xml" --html "$out/$profile.html" \
+    >"$out/$profile.txt" 2>&1
+  status=$?
+  tail -n 12 "$out/$profile.txt"
+  counts="$(grep -E "^cuda:[0-9]+ +$profile " "$out/$profile.txt" | head -1 |
+    awk '{print "pass " $3 ", fail " $4 ", skip " $5}')"
+  if ((status == 124 || status == 137)); then
+    note "$profile" TIMEOUT "the cap of ${cap[$profile]} s; ${counts:-no summary}" $((SECONDS - t))
+  elif ((status == 0)); then
+    note "$profile" PASS "$counts$excluded" $((SECONDS - t))
+  else
+    note "$profile" FAIL "exit $status; ${counts:-no summary}$excluded" $((SECONDS - t))
+  fi
+}
+run_profile core
+run_profile kernels "$([[ $missing_nvrtc -eq 1 ]] && echo 'NVRTC not found')"
+run_profile operators "$([[ $missing_nvrtc -eq 1 ]] && echo 'NVRTC not found')"
+run_profile collectives "$([[ $missing_nccl -eq 1 ]] && echo 'NCCL not found')"
+run_profile performance
+
+# ---- the plugin beside the raw Driver API ------------------------------------------
+start=$SECONDS
+echo "== bench/cuda_peer (cap ${cap[peers]} s)"
+if ((devices == 0)); then
+  note peers "NOT TESTED" "no GPU" 0
+elif [[ ! -x "$dir/bench/cuda_peer" ]]; then
+  note peers "NOT TESTED" "bench/cuda_peer is not in $dir" 0
+else
+  timeout -k 5 "${cap[peers]}" "$dir/bench/cuda_peer" --reps "$((dry_run ? 1 : 7))" \
+    >"$out/cuda_peer.txt" 2>&1
+  status=$?
+  cat "$out/cuda_peer.txt"
+  if ((status == 124 || status == 137)); then
+    note peers TIMEOUT "the cap of ${cap[peers]} s" $((SECONDS - start))
+  elif ((status == 0)); then
+    note peers PASS "figures in cuda_peer.txt" $((SECONDS - start))
+  else
+    note peers FAIL "exit $status" $((SECONDS - start))
+  fi
+fi
+
+# ---- summary -------------------------------------------------------------------
+{
+  echo
+  printf '%-12s %-11s %5s  %s\n' step result secs detail
+  for row in "${summary[@]}"; do
+    IFS='|' read -r step result detail secs <<<"$row"
+    printf '%-12s %-11s %5s  %s\n' "$step" "$result" "$secs" "$detail"
+  done
+  echo "results: $out/gpu-check.tar.gz"
+} | tee "$out/summary.txt"
+archive
+if ((failed)); then exit 1; fi
+if ((untested)); then exit 3; fi
+exit 0

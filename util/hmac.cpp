@@ -12,8 +12,7 @@ Sha256Digest sha256(std::span<const uint8_t> data) noexcept {
   return Sha256::of(data.data(), data.size());
 }
 
-Sha256Digest hmac_sha256(std::span<const uint8_t> key,
-                         std::initializer_list<std::span<const uint8_t>> parts) noexcept {
+HmacSha256::HmacSha256(std::span<const uint8_t> key) noexcept {
   std::array<uint8_t, 64> block{};
   if (key.size() > block.size()) {
     const Sha256Digest short_key = sha256(key);
@@ -23,15 +22,23 @@ Sha256Digest hmac_sha256(std::span<const uint8_t> key,
   }
   std::array<uint8_t, 64> pad;
   for (size_t i = 0; i < pad.size(); ++i) pad[i] = block[i] ^ 0x36;
-  Sha256 inner;
-  inner.update(pad.data(), pad.size());
+  inner_.update(pad.data(), pad.size());
+  for (size_t i = 0; i < pad.size(); ++i) pad[i] = block[i] ^ 0x5c;
+  outer_.update(pad.data(), pad.size());
+}
+
+Sha256Digest HmacSha256::mac(std::initializer_list<std::span<const uint8_t>> parts) const noexcept {
+  Sha256 inner = inner_;
   for (std::span<const uint8_t> part : parts) inner.update(part.data(), part.size());
   const Sha256Digest inner_digest = inner.finish();
-  for (size_t i = 0; i < pad.size(); ++i) pad[i] = block[i] ^ 0x5c;
-  Sha256 outer;
-  outer.update(pad.data(), pad.size());
+  Sha256 outer = outer_;
   outer.update(inner_digest.data(), inner_digest.size());
   return outer.finish();
+}
+
+Sha256Digest hmac_sha256(std::span<const uint8_t> key,
+                         std::initializer_list<std::span<const uint8_t>> parts) noexcept {
+  return HmacSha256(key).mac(parts);
 }
 
 bool equal_in_constant_time(std::span<const uint8_t> a, std::span<const uint8_t> b) noexcept {

@@ -140,6 +140,17 @@ constexpr EnumName kOpKind[] = {
     {HAL_OP_ATTENTION, "HAL_OP_ATTENTION", "attention"},
     {HAL_OP_ATTENTION_BACKWARD, "HAL_OP_ATTENTION_BACKWARD", "attention_backward"},
     {HAL_OP_TOPK_GATING, "HAL_OP_TOPK_GATING", "topk_gating"},
+    {HAL_OP_CONVOLUTION, "HAL_OP_CONVOLUTION", "convolution"},
+    {HAL_OP_CONVOLUTION_BACKWARD_DATA, "HAL_OP_CONVOLUTION_BACKWARD_DATA",
+     "convolution_backward_data"},
+    {HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS, "HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS",
+     "convolution_backward_weights"},
+    {HAL_OP_POOLING, "HAL_OP_POOLING", "pooling"},
+    {HAL_OP_POOLING_BACKWARD, "HAL_OP_POOLING_BACKWARD", "pooling_backward"},
+    {HAL_OP_BATCH_NORM, "HAL_OP_BATCH_NORM", "batch_norm"},
+    {HAL_OP_BATCH_NORM_BACKWARD, "HAL_OP_BATCH_NORM_BACKWARD", "batch_norm_backward"},
+    {HAL_OP_GROUP_NORM, "HAL_OP_GROUP_NORM", "group_norm"},
+    {HAL_OP_GROUP_NORM_BACKWARD, "HAL_OP_GROUP_NORM_BACKWARD", "group_norm_backward"},
     {HAL_OP_UNARY_MATH, "HAL_OP_UNARY_MATH", "unary_math"},
     {HAL_OP_BINARY_SCALAR, "HAL_OP_BINARY_SCALAR", "binary_scalar"},
     {HAL_OP_WHERE, "HAL_OP_WHERE", "where"},
@@ -260,6 +271,16 @@ constexpr EnumName kScatterMode[] = {
     {HAL_SCATTER_ADD, "HAL_SCATTER_ADD", "add"},
 };
 
+constexpr EnumName kChannelLayout[] = {
+    {HAL_CHANNELS_FIRST, "HAL_CHANNELS_FIRST", "first"},
+    {HAL_CHANNELS_LAST, "HAL_CHANNELS_LAST", "last"},
+};
+
+constexpr EnumName kPoolingKind[] = {
+    {HAL_POOLING_MAX, "HAL_POOLING_MAX", "max"},
+    {HAL_POOLING_AVERAGE, "HAL_POOLING_AVERAGE", "average"},
+};
+
 constexpr EnumName kCausalAlignment[] = {
     {HAL_CAUSAL_NONE, "HAL_CAUSAL_NONE", "none"},
     {HAL_CAUSAL_TOP_LEFT, "HAL_CAUSAL_TOP_LEFT", "top_left"},
@@ -343,6 +364,12 @@ std::span<const EnumName> binary_op_table() noexcept {
 }
 std::span<const EnumName> reduce_kind_table() noexcept {
   return kReduceKind;
+}
+std::span<const EnumName> channel_layout_table() noexcept {
+  return kChannelLayout;
+}
+std::span<const EnumName> pooling_kind_table() noexcept {
+  return kPoolingKind;
 }
 std::span<const EnumName> unary_math_table() noexcept {
   return kUnaryMath;

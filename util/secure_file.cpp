@@ -152,6 +152,12 @@ bool read_regular_file(int directory_fd, const std::string& name, const ReadRule
     return false;
   }
   if (rule.must_be_private && !is_private(fd.get(), "it", why)) return false;
+  if (rule.owner_only && (status.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(status.st_mode & 07777));
+    why = std::string("it has mode ") + mode + ": group or others may access it";
+    return false;
+  }
   if (static_cast<uint64_t>(status.st_size) > rule.max_bytes) {
     why = "it is " + std::to_string(status.st_size) + " bytes, more than the limit of " +
           std::to_string(rule.max_bytes);

@@ -98,10 +98,12 @@ HAL_API hal_result_t hal_comm_get_unique_id(hal_comm_unique_id_t* out_id);
  * Errors: HAL_ERROR_INVALID_HANDLE (device), HAL_ERROR_NULL_POINTER (id with
  * the unique-id bootstrap, out_comm), HAL_ERROR_INVALID_ARGUMENT (nranks 0,
  * rank >= nranks, unknown bootstrap, bad store address, a corrupt id, a
- * secret the store refuses, TCP_STORE without HAL_COMM_STORE_SECRET(_FILE)),
- * HAL_ERROR_ARGUMENT_MISMATCH (the ranks disagree on nranks or a rank is
- * taken twice), HAL_ERROR_TIMEOUT, HAL_ERROR_REMOTE (a peer or the store
- * went away), HAL_ERROR_UNSUPPORTED (the bootstrap is not available). */
+ * store that does not prove this rank's secret, TCP_STORE without
+ * HAL_COMM_STORE_SECRET(_FILE), a secret below SPEC §13.6's strength rule, a
+ * secret file that is not a private regular file), HAL_ERROR_ARGUMENT_MISMATCH
+ * (the ranks disagree on nranks or a rank is taken twice), HAL_ERROR_TIMEOUT,
+ * HAL_ERROR_REMOTE (a peer or the store went away, a store frame failed its
+ * integrity check), HAL_ERROR_UNSUPPORTED (the bootstrap is not available). */
 HAL_API hal_result_t hal_comm_init_rank(hal_device_t device, uint32_t nranks,
                                         const hal_comm_unique_id_t* id, uint32_t rank,
                                         const hal_comm_config_t* config, hal_comm_t* out_comm);

@@ -40,21 +40,29 @@ typedef struct hal_tensor_desc {
   int64_t strides[HAL_TENSOR_MAX_RANK];
 } hal_tensor_desc_t;
 
-/* Fills |tensor| as a dense row-major tensor of |shape| (strides computed). */
+/* Fills |tensor| as a dense row-major tensor of |shape| (strides computed;
+ * an extent <= 0 steps like 1). Every result is defined:
+ * - |shape| may be tensor->shape itself: it is read whole before anything is
+ *   written;
+ * - at most HAL_TENSOR_MAX_RANK extents are read; a larger |rank| is kept
+ *   (hal_op_plan_create refuses it);
+ * - a stride the extents would take past INT64_MAX (a shape of 2^63 or more
+ *   elements) saturates at INT64_MAX, as do the strides outside it, which
+ *   hal_op_plan_create refuses as too large to address. */
 static inline void hal_tensor_desc_contiguous(hal_tensor_desc_t* tensor, hal_dtype_t dtype,
                                               uint32_t rank, const int64_t* shape) {
+  int64_t extents[HAL_TENSOR_MAX_RANK];
+  const uint32_t read = rank < HAL_TENSOR_MAX_RANK ? rank : HAL_TENSOR_MAX_RANK;
   int64_t stride = 1;
   uint32_t d;
+  for (d = 0; d < HAL_TENSOR_MAX_RANK; ++d) extents[d] = d < read ? shape[d] : 0;
   tensor->dtype = dtype;
   tensor->rank = rank;
-  for (d = 0; d < HAL_TENSOR_MAX_RANK; ++d) {
-    tensor->shape[d] = 0;
-    tensor->strides[d] = 0;
-  }
-  for (d = rank; d-- > 0;) {
-    tensor->shape[d] = shape[d];
-    tensor->strides[d] = stride;
-    stride *= shape[d] > 0 ? shape[d] : 1;
+  for (d = HAL_TENSOR_MAX_RANK; d-- > 0;) {
+    const int64_t step = extents[d] > 0 ? extents[d] : 1;
+    tensor->shape[d] = extents[d];
+    tensor->strides[d] = d < read ? stride : 0;
+    if (d < read) stride = stride > INT64_MAX / step ? INT64_MAX : stride * step;
   }
 }
 
@@ -91,7 +99,16 @@ typedef enum hal_op_kind {
   HAL_OP_ATTENTION = 22,
   HAL_OP_ATTENTION_BACKWARD = 23,
   HAL_OP_TOPK_GATING = 24,
-  /* 25..34 are reserved (convolution and pooling). */
+  HAL_OP_CONVOLUTION = 25,
+  HAL_OP_CONVOLUTION_BACKWARD_DATA = 26,
+  HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS = 27,
+  HAL_OP_POOLING = 28,
+  HAL_OP_POOLING_BACKWARD = 29,
+  HAL_OP_BATCH_NORM = 30,
+  HAL_OP_BATCH_NORM_BACKWARD = 31,
+  HAL_OP_GROUP_NORM = 32,
+  HAL_OP_GROUP_NORM_BACKWARD = 33,
+  /* 34 is reserved (the convolutional ops). */
   HAL_OP_UNARY_MATH = 35,
   HAL_OP_BINARY_SCALAR = 36,
   HAL_OP_WHERE = 37,
@@ -146,7 +163,9 @@ typedef struct hal_op_plan_info {
 } hal_op_plan_info_t;
 
 /* A run-time scalar of an execution (AdamW's learning rate, a dropout seed):
- * the op reads the one field of the scalar's type its descriptor states. */
+ * the op reads the one field of the scalar's type its descriptor states. An
+ * f64 scalar is checked as the f32 the op computes with (SPEC.md §17.1): one
+ * that is infinite in f32 (1e300) or nonzero below FLT_MIN there is refused. */
 typedef struct hal_op_scalar {
   double f64;
   int64_t i64;
@@ -196,10 +215,23 @@ typedef enum hal_matmul_flag_bits {
  * b: [batch..., k, n] (or [..., n, k]), c and d: [batch..., m, n]; batch
  * dimensions (rank - 2 of them, the same rank for all) broadcast with stride
  * 0 in a, b and c. Strided views allowed for every operand.
- * Operands: 0 a, 1 b, 2 c (read when beta != 0; may be d itself, exactly),
- * 3 d, 4 bias [n] (with HAL_MATMUL_BIAS), 5 aux (with SAVE_AUX; d's shape).
- * Dtypes: a and b the same of f32, f16, bf16; c, d, bias, aux each any of
- * the three. */
+ * Operands (hal_matmul_operand_t): 0 a, 1 b, 2 c (read when beta != 0; may
+ * be d itself, exactly), 3 d, 4 bias [n] (with HAL_MATMUL_BIAS), 5 aux (with
+ * SAVE_AUX; d's shape). Dtypes: a and b the same of f32, f16, bf16; c, d,
+ * bias, aux each any of the three. */
+/* The index of each HAL_OP_MATMUL operand in hal_op_exec_args_t.operands:
+ * the one statement of their order, for callers, plugins and the loader. */
+typedef enum hal_matmul_operand {
+  HAL_MATMUL_OPERAND_A = 0,
+  HAL_MATMUL_OPERAND_B = 1,
+  HAL_MATMUL_OPERAND_C = 2,
+  HAL_MATMUL_OPERAND_D = 3,
+  HAL_MATMUL_OPERAND_BIAS = 4,
+  HAL_MATMUL_OPERAND_AUX = 5,
+  HAL_MATMUL_OPERAND_COUNT = 6,
+  HAL_MATMUL_OPERAND_MAX_ENUM = 0x7fffffff
+} hal_matmul_operand_t;
+
 typedef struct hal_op_matmul_desc {
   hal_op_header_t header;      /* kind = HAL_OP_MATMUL */
   uint32_t flags;              /* hal_matmul_flag_bits_t */
@@ -280,7 +312,7 @@ typedef enum hal_norm_kind {
 typedef struct hal_op_norm_desc {
   hal_op_header_t header;
   hal_norm_kind_t norm;
-  float epsilon; /* >= 0 and finite */
+  float epsilon; /* forward: finite and >= FLT_MIN (not 0, not subnormal); backward: unused */
   uint32_t has_gamma;
   uint32_t has_beta;
   uint32_t has_mean;       /* forward only: write mean (layernorm) */
@@ -402,7 +434,7 @@ typedef struct hal_op_rope_desc {
   uint32_t interleaved;
   uint32_t inverse;
   uint32_t has_positions;
-  float base; /* 10000 in most models */
+  float base; /* 10000 in most models; finite and >= FLT_MIN */
   int32_t position_offset;
   hal_tensor_desc_t x, positions, out;
 } hal_op_rope_desc_t;
@@ -433,8 +465,8 @@ typedef struct hal_op_embedding_desc {
  * logits). Scalars: 0 grad_scale. */
 typedef struct hal_op_cross_entropy_desc {
   hal_op_header_t header;
-  int64_t ignore_index; /* -100 in most frameworks */
-  float label_smoothing;
+  int64_t ignore_index;  /* -100 in most frameworks */
+  float label_smoothing; /* 0 <= s < 1 */
   uint32_t has_row_losses;
   uint32_t has_grad;
   uint32_t reserved;
@@ -452,7 +484,8 @@ typedef struct hal_op_cross_entropy_desc {
  * w -= lr (m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay w).
  * Operands: 0 grad_norm (optional: has_grad_norm), then per tensor 5: param,
  * grad, m, v, master (NULL without has_master). Scalars: 0 lr (f64), 1 step
- * t (i64 >= 1). Workspace: f32 partial sums for the norm. */
+ * t (i64 >= 1); lr >= 0, 0 or a finite normal f32 once rounded. Workspace:
+ * f32 partial sums for the norm. */
 typedef struct hal_op_adamw_desc {
   hal_op_header_t header;
   uint32_t tensor_count; /* 1..4096 */
@@ -460,6 +493,8 @@ typedef struct hal_op_adamw_desc {
   hal_dtype_t param_dtype;
   hal_dtype_t grad_dtype;
   const int64_t* numels; /* [range(0,tensor_count)] copied at planning */
+  /* beta1, beta2 in [0, 1); epsilon finite and >= FLT_MIN; weight_decay
+   * finite and >= 0; max_grad_norm finite */
   float beta1, beta2, epsilon, weight_decay, max_grad_norm;
   uint32_t has_grad_norm; /* 0 or 1 */
 } hal_op_adamw_desc_t;
@@ -537,7 +572,7 @@ typedef struct hal_op_attention_desc {
   hal_op_header_t header;
   hal_causal_alignment_t causal;
   hal_attention_sparsity_t sparsity;
-  float scale; /* softmax scale; 0 means 1/sqrt(d) */
+  float scale; /* softmax scale, finite; 0 means 1/sqrt(d) */
   uint32_t has_cu_seqlens;
   uint32_t batch;                      /* sequences when varlen; else q.shape[0] */
   uint32_t max_seqlen_q, max_seqlen_k; /* varlen only: bounds on the lengths */
@@ -839,6 +874,197 @@ typedef struct hal_op_topk_gating_desc {
 } hal_op_topk_gating_desc_t;
 
 /*===------------------------------------------------------------------===*
+ * Convolutional networks: convolution, pooling, batch and group norm.
+ * Activations are [N, C, spatial...] or [N, spatial..., C] as the layout
+ * says (the dimension order of the descriptors; strides are free, so a
+ * channels-last tensor may also be described channels-first with NHWC
+ * strides, as PyTorch does). 1, 2 or 3 spatial dimensions; per-dimension
+ * parameters use their first spatial_dims entries, outer first (D, H, W).
+ *===------------------------------------------------------------------===*/
+
+#define HAL_CONV_MAX_SPATIAL_DIMS 3
+
+typedef enum hal_channel_layout {
+  /* [N, C, spatial...]: NCW, NCHW, NCDHW; a filter [C_out, C_in/groups, k...] */
+  HAL_CHANNELS_FIRST = 0,
+  /* [N, spatial..., C]: NWC, NHWC, NDHWC; a filter [C_out, k..., C_in/groups] */
+  HAL_CHANNELS_LAST = 1,
+  HAL_CHANNELS_COUNT = 2,
+  HAL_CHANNELS_MAX_ENUM = 0x7fffffff
+} hal_channel_layout_t;
+
+typedef enum hal_conv_flag_bits {
+  HAL_CONV_BIAS = 1u << 0,       /* forward: add bias; backward weights: write grad_bias */
+  HAL_CONV_RESIDUAL = 1u << 1,   /* forward: add residual (y's shape) before the activation */
+  HAL_CONV_TRANSPOSED = 1u << 2, /* the transposed convolution of the same geometry */
+  HAL_CONV_FLAG_MAX_ENUM = 0x7fffffff
+} hal_conv_flag_bits_t;
+
+/* HAL_OP_CONVOLUTION, _BACKWARD_DATA, _BACKWARD_WEIGHTS. The convolution
+ * from an input of spatial size i to an output of size o, per spatial
+ * dimension with kernel k (the filter's extent), stride s >= 1, dilation
+ * d >= 1, padding pad_begin and pad_end >= 0 (zeros, each side its own):
+ *   o = floor((i + pad_begin + pad_end - d(k - 1) - 1) / s) + 1 >= 1
+ *   out[n, co, o] = sum over ci of co's group and taps t of
+ *                   in[n, ci, o*s - pad_begin + t*d] * w[co, ci % (C_in/groups), t]
+ * (in read as 0 outside [0, i)). C_in and C_out divisible by groups;
+ * w is [C_out, C_in/groups, k...] (channels-last: [C_out, k..., C_in/groups]).
+ * Without HAL_CONV_TRANSPOSED x is the input and y the output of that
+ * convolution. With it, the op is the transposed convolution (PyTorch's
+ * conv_transpose, w [C_in, C_out/groups, k...]): its forward is the
+ * convolution's backward-data with x in grad_y's place, so y has the size
+ * i and x the size o above (output_padding < stride is a y larger within
+ * the floor). Per kind (x, w, y are the desc fields; in the backward kinds
+ * they describe the gradients' layouts):
+ *  - CONVOLUTION: y = act(conv(x, w) + bias[C_out] + residual).
+ *    Operands: 0 x, 1 w, 2 bias (HAL_CONV_BIAS), 3 residual (HAL_CONV_RESIDUAL;
+ *    may be y), 4 y.
+ *  - CONVOLUTION_BACKWARD_DATA: grad_x (x's layout) from grad_y (y's).
+ *    Operands: 0 grad_y, 1 w, 2 grad_x.
+ *  - CONVOLUTION_BACKWARD_WEIGHTS: grad_w (w's layout) and, with
+ *    HAL_CONV_BIAS, grad_bias[C_out] (bias's layout) = grad_y summed over
+ *    N and space. Operands: 0 x, 1 grad_y, 2 grad_w, 3 grad_bias.
+ * Dtypes f32, f16, bf16: x and w alike in the forward (grad_y and w in
+ * backward data, x and grad_y in backward weights); outputs, bias and
+ * residual each any of the three; f32 accumulation. Any strides. The
+ * activation is the forward's (any hal_activation_t; NONE in backward).
+ * Workspace per the plan. */
+typedef struct hal_op_convolution_desc {
+  hal_op_header_t header;
+  hal_channel_layout_t layout;
+  uint32_t spatial_dims; /* 1, 2 or 3 */
+  uint32_t flags;        /* hal_conv_flag_bits_t */
+  uint32_t groups;       /* >= 1; groups = C_in = C_out is depthwise */
+  hal_activation_t activation;
+  uint32_t reserved; /* 0 */
+  int64_t stride[HAL_CONV_MAX_SPATIAL_DIMS];
+  int64_t dilation[HAL_CONV_MAX_SPATIAL_DIMS];
+  int64_t pad_begin[HAL_CONV_MAX_SPATIAL_DIMS];
+  int64_t pad_end[HAL_CONV_MAX_SPATIAL_DIMS];
+  hal_tensor_desc_t x, w, y, bias, residual; /* bias, residual: ignored when unused */
+} hal_op_convolution_desc_t;
+
+typedef enum hal_pooling_kind {
+  HAL_POOLING_MAX = 0,
+  HAL_POOLING_AVERAGE = 1,
+  HAL_POOLING_KIND_COUNT = 2,
+  HAL_POOLING_KIND_MAX_ENUM = 0x7fffffff
+} hal_pooling_kind_t;
+
+typedef enum hal_pooling_flag_bits {
+  HAL_POOLING_INDICES = 1u << 0,           /* max: the forward writes, the backward reads them */
+  HAL_POOLING_COUNT_INCLUDE_PAD = 1u << 1, /* average: padding counts in the divisor */
+  HAL_POOLING_CEIL_MODE = 1u << 2,         /* the output size rounded up (PyTorch's ceil_mode) */
+  HAL_POOLING_ADAPTIVE = 1u << 3,          /* windows from the sizes alone (below) */
+  HAL_POOLING_FLAG_MAX_ENUM = 0x7fffffff
+} hal_pooling_flag_bits_t;
+
+/* HAL_OP_POOLING, HAL_OP_POOLING_BACKWARD over the spatial dimensions of
+ * x [N, C, i...] into y [N, C, o...] (or channels-last). Output o's window
+ * per dimension: positions o*stride - pad_begin + t*dilation, t in
+ * [0, kernel); o = floor((i + pad_begin + pad_end - eff) / stride) + 1 with
+ * eff = dilation (kernel - 1) + 1 (CEIL_MODE: rounded up, less one when the
+ * last window would start at or past i + pad_begin); pad_begin, pad_end <=
+ * eff / 2. ADAPTIVE: window o is [floor(o i / O), ceil((o + 1) i / O)) and
+ * kernel, stride, dilation, padding are ignored. MAX takes the first
+ * largest element in the window's row-major order (a NaN counts as larger
+ * than any number, the last NaN wins; a window with no element of x gives
+ * -inf and index -1); indices (i32 or i64, y's shape) hold its flat
+ * row-major position in its (n, c) plane of x (h * W + w in 2-D: PyTorch's).
+ * AVERAGE (dilation 1) divides the window's sum of x by divisor_override
+ * when > 0, else by the count of its positions inside x (COUNT_INCLUDE_PAD:
+ * inside [-pad_begin, i + pad_end)).
+ * Backward: grad_x[p] = sum over the windows that contain p of grad_y[o] /
+ * divisor (AVERAGE) or of grad_y[o] where indices[o] names p (MAX).
+ * Operands: forward 0 x, 1 y, 2 indices (INDICES); backward 0 grad_y (y's
+ * layout), 1 indices (MAX: required), 2 grad_x (x's layout). */
+typedef struct hal_op_pooling_desc {
+  hal_op_header_t header;
+  hal_pooling_kind_t pooling;
+  hal_channel_layout_t layout;
+  uint32_t spatial_dims; /* 1, 2 or 3 */
+  uint32_t flags;        /* hal_pooling_flag_bits_t */
+  int64_t kernel[HAL_CONV_MAX_SPATIAL_DIMS];
+  int64_t stride[HAL_CONV_MAX_SPATIAL_DIMS];
+  int64_t dilation[HAL_CONV_MAX_SPATIAL_DIMS];
+  int64_t pad_begin[HAL_CONV_MAX_SPATIAL_DIMS];
+  int64_t pad_end[HAL_CONV_MAX_SPATIAL_DIMS];
+  int64_t divisor_override;        /* average only: 0 = none */
+  hal_tensor_desc_t x, y, indices; /* backward: grad_x's, grad_y's layouts */
+} hal_op_pooling_desc_t;
+
+typedef enum hal_batch_norm_flag_bits {
+  HAL_BATCH_NORM_TRAINING = 1u << 0,       /* batch statistics (else the running ones) */
+  HAL_BATCH_NORM_SCALE = 1u << 1,          /* scale[C] given (else 1) */
+  HAL_BATCH_NORM_SHIFT = 1u << 2,          /* shift[C] given (else 0) */
+  HAL_BATCH_NORM_UPDATE_RUNNING = 1u << 3, /* forward training: update the running stats */
+  HAL_BATCH_NORM_SAVE_STATS = 1u << 4,     /* forward training: write saved_mean, saved_rstd */
+  HAL_BATCH_NORM_RELU = 1u << 5,           /* y = relu(...); the backward reads y */
+  HAL_BATCH_NORM_GRAD_SCALE = 1u << 6,     /* backward: write grad_scale */
+  HAL_BATCH_NORM_GRAD_SHIFT = 1u << 7,     /* backward: write grad_shift */
+  HAL_BATCH_NORM_FLAG_MAX_ENUM = 0x7fffffff
+} hal_batch_norm_flag_bits_t;
+
+/* HAL_OP_BATCH_NORM per channel c over the m = N x spatial values of x
+ * ([N, C, ...] or [N, ..., C], rank >= 2): y = (x - mean) * rstd * scale
+ * + shift, rstd = 1/sqrt(var + epsilon). TRAINING: mean and var (biased,
+ * two-pass in f32) of the batch; saved_mean, saved_rstd (f32 [C]) get them;
+ * UPDATE_RUNNING: running_mean = (1 - momentum) running_mean + momentum
+ * mean, running_var likewise with the unbiased var * m / (m - 1) (m >= 2),
+ * momentum the execution's scalar 0 (f64, in [0, 1]). Without TRAINING
+ * mean and var are running_mean, running_var.
+ * Operands: 0 x, 1 scale, 2 shift, 3 running_mean, 4 running_var (read
+ * without TRAINING, read and written with UPDATE_RUNNING), 5 y (may be x),
+ * 6 saved_mean, 7 saved_rstd. Scalars: 0 momentum (UPDATE_RUNNING only).
+ * HAL_OP_BATCH_NORM_BACKWARD with g = grad_y (RELU: 0 where y <= 0) and
+ * xhat = (x - mean) * rstd: grad_shift = sum g, grad_scale = sum g xhat;
+ * TRAINING (mean, rstd the saved ones): grad_x = scale rstd (g -
+ * grad_shift/m - xhat grad_scale/m); else (the running ones): grad_x =
+ * g scale rstd. Operands: 0 x, 1 grad_y, 2 scale, 3 saved_mean,
+ * 4 saved_rstd (TRAINING), 5 running_mean, 6 running_var (else), 7 y
+ * (RELU), 8 grad_x (may be grad_y), 9 grad_scale, 10 grad_shift.
+ * Dtypes: x, y, grad_* any float; scale, shift, running stats any float,
+ * [C]; saved stats f32 [C]. Sums in a fixed order (deterministic). */
+typedef struct hal_op_batch_norm_desc {
+  hal_op_header_t header;
+  hal_channel_layout_t layout;
+  uint32_t flags; /* hal_batch_norm_flag_bits_t */
+  float epsilon;  /* finite, >= FLT_MIN; a TRAINING backward (saved rstd): >= 0 */
+  uint32_t reserved;
+  hal_tensor_desc_t x, y, scale, shift, running_mean, running_var, saved_mean, saved_rstd;
+  hal_tensor_desc_t grad_y, grad_x, grad_scale, grad_shift; /* backward only */
+} hal_op_batch_norm_desc_t;
+
+typedef enum hal_group_norm_flag_bits {
+  HAL_GROUP_NORM_SCALE = 1u << 0,      /* scale[C] given (else 1) */
+  HAL_GROUP_NORM_SHIFT = 1u << 1,      /* shift[C] given (else 0) */
+  HAL_GROUP_NORM_SAVE_STATS = 1u << 2, /* forward: write mean and rstd */
+  HAL_GROUP_NORM_GRAD_SCALE = 1u << 3, /* backward: write grad_scale */
+  HAL_GROUP_NORM_GRAD_SHIFT = 1u << 4, /* backward: write grad_shift */
+  HAL_GROUP_NORM_FLAG_MAX_ENUM = 0x7fffffff
+} hal_group_norm_flag_bits_t;
+
+/* HAL_OP_GROUP_NORM: per (n, group), over its C/groups channels and all
+ * spatial positions: mean, var (biased, two-pass in f32), rstd =
+ * 1/sqrt(var + epsilon), y = (x - mean) * rstd * scale[c] + shift[c].
+ * mean, rstd: f32 [N, groups]. Operands: 0 x, 1 scale, 2 shift, 3 y (may be
+ * x), 4 mean, 5 rstd (SAVE_STATS).
+ * HAL_OP_GROUP_NORM_BACKWARD with g = grad_y * scale, xhat as above, sums
+ * over a group's elements: grad_x = rstd (g - mean(g) - xhat mean(g xhat));
+ * grad_scale[c] = sum over N and space of grad_y xhat, grad_shift[c] of
+ * grad_y. Operands: 0 x, 1 grad_y, 2 scale, 3 mean, 4 rstd, 5 grad_x (may be
+ * grad_y), 6 grad_scale, 7 grad_shift. */
+typedef struct hal_op_group_norm_desc {
+  hal_op_header_t header;
+  hal_channel_layout_t layout;
+  uint32_t groups; /* >= 1, divides C */
+  uint32_t flags;  /* hal_group_norm_flag_bits_t */
+  float epsilon;   /* forward: finite, >= FLT_MIN; backward (saved rstd): >= 0 */
+  hal_tensor_desc_t x, y, scale, shift, mean, rstd;
+  hal_tensor_desc_t grad_y, grad_x, grad_scale, grad_shift; /* backward only */
+} hal_op_group_norm_desc_t;
+
+/*===------------------------------------------------------------------===*
  * Functions
  *===------------------------------------------------------------------===*/
 
@@ -846,8 +1072,9 @@ typedef struct hal_op_topk_gating_desc {
  * Errors: HAL_ERROR_NOT_INITIALIZED, HAL_ERROR_INVALID_HANDLE,
  * HAL_ERROR_NULL_POINTER (desc, out_plan), HAL_ERROR_INVALID_ARGUMENT (an
  * unknown kind or flag, a struct_size smaller than the op's v1 struct, a
- * descriptor breaking its op's rules: the message names the field and the
- * rule), HAL_ERROR_UNSUPPORTED (every implementation declined: the message
+ * descriptor breaking its op's rules, float fields checked as the f32 the op
+ * computes with: the message names the field and the rule),
+ * HAL_ERROR_UNSUPPORTED (every implementation declined: the message
  * lists each with its reason), HAL_ERROR_OUT_OF_MEMORY. */
 HAL_API hal_result_t hal_op_plan_create(hal_device_t device, const hal_op_header_t* desc,
                                         hal_op_plan_flags_t flags, hal_op_plan_t* out_plan);
@@ -866,7 +1093,8 @@ HAL_API hal_result_t hal_op_plan_get_info(hal_op_plan_t plan, hal_op_plan_info_t
  * HAL_ERROR_DESTROYED_HANDLE, HAL_ERROR_NULL_POINTER (args; a required
  * operand), HAL_ERROR_INVALID_ARGUMENT (counts, an optional operand given
  * that the plan does not use, a forbidden overlap, an operand outside its
- * allocation, too little workspace), HAL_ERROR_DEVICE_MISMATCH (stream or an
+ * allocation, too little workspace, a run-time scalar breaking its op's rule
+ * in f32), HAL_ERROR_DEVICE_MISMATCH (stream or an
  * operand on another device), HAL_ERROR_DEVICE_LOST. */
 HAL_API hal_result_t hal_op_execute(hal_op_plan_t plan, const hal_op_exec_args_t* args,
                                     hal_stream_t stream);

@@ -296,6 +296,17 @@ typedef struct hal_plugin_table_v1 {
                                           const hal_comm_config_t* config,
                                           const hal_comm_exchange_t* exchange,
                                           hal_impl_comm_t** out_comm);
+
+  /* ---- appended after v1.0: the implementation list (SPEC.md §17.3) ----
+   * Names, before anything is planned, the plugin's own implementation that
+   * op_plan_create would use for |kind| ("cpu.onednn"; static storage of the
+   * plugin), or NULL when the plugin has none of its own for |kind|. The
+   * loader filters this name (HAL_OPS_IMPLEMENTATIONS) and calls
+   * op_plan_create only when it is allowed; the plan reports this name.
+   * Pure: no work, no set_error.
+   * [optional: without it the plugin is one candidate named by the plugin's
+   * own name; used only by a plugin with the operators group] */
+  const char* (*op_implementation)(hal_impl_device_t* device, hal_op_kind_t kind);
 } hal_plugin_table_v1_t;
 
 /* What a plugin tells the loader about itself. The loader zeroes it and sets

@@ -6,8 +6,9 @@
 # per-op profile of the 1-device run. A benchmark, not a test: CI does not
 # run it (it installs PyTorch).
 #
-#   bench/train/compare.sh [BUILD_DIR] [extra train arguments...]
+#   bench/train/compare.sh [BUILD_DIR or INSTALL_PREFIX] [extra train arguments...]
 #   STEPS=300 OUT=/tmp/bench-train bench/train/compare.sh _build-rel
+#   OUT=/tmp/bench-train bench/train/compare.sh /opt/hal
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$root/_build-rel}" && pwd)"
@@ -15,8 +16,14 @@ shift $(($# > 0 ? 1 : 0))
 out="${OUT:-$build/bench-train}"
 steps="${STEPS:-300}"
 mkdir -p "$out"
-train="$build/bin/train"
-[ -x "$train" ] || { echo "compare.sh: $train not built (scripts/build.sh $build -DCMAKE_BUILD_TYPE=Release)" >&2; exit 2; }
+# A build tree and an install prefix both hold bin/train (cmake --install puts the samples
+# there); TRAIN=path picks another binary.
+train="${TRAIN:-$build/bin/train}"
+[ -x "$train" ] || {
+  echo "compare.sh: no $train: give a Release build tree (scripts/build.sh $build -DCMAKE_BUILD_TYPE=Release)" \
+    "or an install prefix (cmake --install BUILD --prefix DIR installs bin/train), or TRAIN=path" >&2
+  exit 2
+}
 common=(--steps "$steps" --eval-every 50 --quiet "$@")
 
 echo "== HAL, 1 device (with the trace summary: the share of each op)"
@@ -43,26 +50,7 @@ else
 fi
 
 python3 "$root/samples/train/plot_loss.py" --out "$out/loss.svg" "${logs[@]}"
-python3 - "${logs[@]}" <<'PY'
-import json, sys
-rows = []
-for path in sys.argv[1:]:
-    records = [json.loads(line) for line in open(path) if line.strip()]
-    timed = [r for r in records if r["step"] > 1]  # step 1 pays first-touch page faults
-    tokens_per_s = sum(r["tokens_per_s"] for r in timed) / max(len(timed), 1)
-    vals = [r for r in records if r.get("val_loss") is not None]
-    rows.append((records[0]["label"], tokens_per_s, sum(r["step_ms"] for r in timed) / max(len(timed), 1),
-                 records[-1]["loss"], vals[-1]["val_loss"] if vals else float("nan"), records[-1]["step"]))
-torch = next((r for r in rows if r[0].startswith("PyTorch")), None)
-print(f"{'run':<22} {'tokens/s':>10} {'ms/step':>9} {'vs PyTorch':>11} {'last loss':>10} {'val loss':>9} {'steps':>6}")
-for label, tps, ms, loss, val, steps in rows:
-    ratio = f"{tps / torch[1]:.2f}x" if torch else "-"
-    print(f"{label:<22} {tps:>10.0f} {ms:>9.1f} {ratio:>11} {loss:>10.4f} {val:>9.4f} {steps:>6}")
-one = next((r for r in rows if r[0].endswith("1 device")), None)
-for r in rows:
-    if one and r is not one and r[0].startswith("HAL"):
-        print(f"scaling {r[0]}: {r[1] / one[1]:.2f}x the 1-device tokens/s")
-PY
+python3 "$root/bench/train/summarize.py" "${logs[@]}"
 echo "per-op profile of the 1-device run: $out/hal_1_device_ops.txt"
 sed -n '/stream operations executed/,$p' "$out/hal_1_device_ops.txt" | head -24
 echo "loss curves: $out/loss.svg"

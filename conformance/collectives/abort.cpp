@@ -1,5 +1,6 @@
 // collectives.abort: hal_comm_abort during a call is local and bounded, and
 // the peers of an aborted rank see it (SPEC.md section 13).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -7,6 +8,7 @@
 #include "check.hpp"
 #include "collectives_common.hpp"
 #include "context.hpp"
+#include "in_flight.hpp"
 
 namespace halconform {
 namespace {
@@ -27,7 +29,17 @@ void abort_during_call(TestContext& ctx, uint32_t aborted) {
     issued = hal_allreduce(buffer.get(), buffer.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0);
     synced = issued == HAL_SUCCESS ? hal_stream_synchronize(s0) : issued;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Abort only once the call is really waiting: its thread has been inside
+  // hal_allreduce (the loader's blocking fallback) or hal_stream_synchronize
+  // (a plugin's engine) for a while. A fixed sleep raced the call's thread
+  // under load and aborted before the call began (a caller error, not the
+  // behaviour under test).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::max(seconds_in_call("hal_allreduce"), seconds_in_call("hal_stream_synchronize")) <
+             0.05 &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   const auto start = std::chrono::steady_clock::now();
   const hal_result_t abort_result = hal_comm_abort(local.ranks[aborted].comm);
   call.join();

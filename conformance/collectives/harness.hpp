@@ -6,6 +6,7 @@
 #include "reference.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 #include <memory>
 #include <sstream>
@@ -29,8 +30,9 @@ struct Case {
   uint64_t seed;
   std::string label() const {
     std::ostringstream out;
-    out << kind_label(kind) << " dtype=" << dtype << " op=" << op << " count=" << count
-        << " root=" << root << (in_place ? " in-place" : "");
+    out << kind_label(kind) << " " << dtype_name(dtype);
+    if (reduces(kind)) out << " " << op_name(op);
+    out << " count=" << count << " root=" << root << (in_place ? " in-place" : " out-of-place");
     return out.str();
   }
 };
@@ -115,7 +117,31 @@ inline std::string run_case(const Case& c, std::vector<Rank>& ranks, uint32_t n)
     }
     const std::vector<double> want =
         expected(c.kind, c.op, c.dtype, c.count, c.root, rank.rank, in);
-    if (want.empty()) continue;
+    if (want.empty()) {
+      // A reduce's receive buffer off the root is not written (SPEC.md §13.2):
+      // it must still hold what it held, the fill or (in place) the input.
+      if (c.kind == Kind::kReduce && rank.rank != c.root && c.count > 0) {
+        std::vector<uint8_t> untouched(c.count * elem, kUntouchedByte);
+        if (c.in_place) {
+          for (size_t e = 0; e < c.count; ++e)
+            store(c.dtype, untouched.data(), e, in[rank.rank][e]);
+        }
+        std::vector<uint8_t> got(untouched.size());
+        hal_memcpy_async(got.data(), recvs[i]->get(), got.size(), rank.stream);
+        hal_stream_synchronize(rank.stream);
+        for (size_t b = 0; b < got.size(); ++b) {
+          if (got[b] != untouched[b]) {
+            char value[8];
+            std::snprintf(value, sizeof(value), "0x%02x", got[b]);
+            return "rank " + std::to_string(rank.rank) + " (not the root " +
+                   std::to_string(c.root) + "): byte " + std::to_string(b) +
+                   " of its receive buffer was written (" + value + ", the fill was 0xa5), but a " +
+                   "reduce writes the root's only";
+          }
+        }
+      }
+      continue;
+    }
     std::vector<uint8_t> got(want.size() * elem);
     if (!got.empty()) {
       hal_memcpy_async(got.data(), recvs[i]->get(), got.size(), rank.stream);
@@ -124,8 +150,9 @@ inline std::string run_case(const Case& c, std::vector<Rank>& ranks, uint32_t n)
     for (size_t e = 0; e < want.size(); ++e) {
       const double value = load(c.dtype, got.data(), e);
       if (!close_enough(c.dtype, value, want[e])) {
-        return "rank " + std::to_string(rank.rank) + " element " + std::to_string(e) + ": got " +
-               std::to_string(value) + ", want " + std::to_string(want[e]);
+        return "rank " + std::to_string(rank.rank) + " element " + std::to_string(e) +
+               element_origin(c.kind, c.count, rank.rank, n, e) + ": got " + std::to_string(value) +
+               ", want " + std::to_string(want[e]);
       }
     }
   }

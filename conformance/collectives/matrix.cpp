@@ -192,10 +192,17 @@ HALCONFORM_TEST("collectives.matrix.half_exact",
                                local.ranks[r].stream));
         HC_OK(hal_stream_synchronize(local.ranks[r].stream));
       }
+      // One thread drives both ranks: their calls go in one group (SPEC.md
+      // §13.2), or the loader's blocking host-staged path waits for a peer
+      // that this thread has not issued yet.
+      HC_OK(hal_group_start());
       for (int r = 0; r < 2; ++r) {
-        HC_OK(hal_allreduce(buffers[r].get(), buffers[r].get(), kCount, dtype, op,
-                            local.ranks[r].comm, local.ranks[r].stream));
+        const hal_result_t issued = hal_allreduce(buffers[r].get(), buffers[r].get(), kCount, dtype,
+                                                  op, local.ranks[r].comm, local.ranks[r].stream);
+        if (issued != HAL_SUCCESS) hal_group_end();
+        require_result(issued, HAL_SUCCESS, "hal_allreduce");
       }
+      HC_OK(hal_group_end());
       for (int r = 0; r < 2; ++r) {
         const std::vector<uint8_t> bytes =
             read_back(local.ranks[r].stream, buffers[r].get(), kCount * 2);

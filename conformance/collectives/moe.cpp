@@ -48,8 +48,8 @@ HALCONFORM_TEST("collectives.moe.dispatch_combine",
     if (gathers(devices[0], dtype, why)) {
       served.push_back(dtype);
     } else {
-      ctx.note(strf("dtype %d skipped: the device serves no HAL_OP_EMBEDDING of it: %s",
-                    static_cast<int>(dtype), why.c_str()));
+      ctx.note(strf("%s skipped: the device serves no HAL_OP_EMBEDDING of it: %s",
+                    coll_test::dtype_name(dtype), why.c_str()));
     }
   }
   if (served.empty()) ctx.skip("the device serves no HAL_OP_EMBEDDING");

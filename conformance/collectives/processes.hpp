@@ -66,10 +66,11 @@ inline int wait_process(pid_t pid, std::chrono::steady_clock::time_point deadlin
                                : -2;
 }
 
-// Rank |victim| dies before the third allreduce; the others must see an error
-// (a failed stream and HAL_ERROR_REMOTE or HAL_ERROR_TIMEOUT) instead of
-// hanging. "" when this rank saw that, else what it saw.
-inline std::string run_kill(Rank& self, uint32_t victim) {
+// Rank |victim| dies (or, with |signal| SIGSTOP, hangs) before the third
+// allreduce; the others must see an error (a failed stream and
+// HAL_ERROR_REMOTE or HAL_ERROR_TIMEOUT) instead of hanging. "" when this
+// rank saw that, else what it saw.
+inline std::string run_kill(Rank& self, uint32_t victim, int signal = SIGKILL) {
   Buffer buffer(self.device, 1024);
   for (int round = 0; round < 3; ++round) {
     if (round == 2 && self.rank == victim) {
@@ -77,7 +78,7 @@ inline std::string run_kill(Rank& self, uint32_t victim) {
       // still reads its last messages would fail round 1 for them, which is
       // right but not what this test is about.
       usleep(200 * 1000);
-      raise(SIGKILL);
+      raise(signal);
     }
     const hal_result_t issued = hal_allreduce(buffer.get(), buffer.get(), 256, HAL_DTYPE_F32,
                                               HAL_REDUCE_SUM, self.comm, self.stream);

@@ -46,6 +46,47 @@ inline const char* kind_label(Kind k) {
   return names[static_cast<int>(k)];
 }
 
+// Enumerator names, for messages in the API's terms (the reference keeps
+// its own table: it is independent of the library).
+inline const char* dtype_name(hal_dtype_t d) {
+  switch (d) {
+    case HAL_DTYPE_F32:
+      return "HAL_DTYPE_F32";
+    case HAL_DTYPE_F16:
+      return "HAL_DTYPE_F16";
+    case HAL_DTYPE_BF16:
+      return "HAL_DTYPE_BF16";
+    case HAL_DTYPE_F64:
+      return "HAL_DTYPE_F64";
+    case HAL_DTYPE_I32:
+      return "HAL_DTYPE_I32";
+    case HAL_DTYPE_I64:
+      return "HAL_DTYPE_I64";
+    case HAL_DTYPE_I8:
+      return "HAL_DTYPE_I8";
+    case HAL_DTYPE_U8:
+      return "HAL_DTYPE_U8";
+    default:
+      return "an unknown dtype";
+  }
+}
+inline const char* op_name(hal_reduce_op_t op) {
+  switch (op) {
+    case HAL_REDUCE_SUM:
+      return "HAL_REDUCE_SUM";
+    case HAL_REDUCE_PROD:
+      return "HAL_REDUCE_PROD";
+    case HAL_REDUCE_MIN:
+      return "HAL_REDUCE_MIN";
+    case HAL_REDUCE_MAX:
+      return "HAL_REDUCE_MAX";
+    case HAL_REDUCE_AVG:
+      return "HAL_REDUCE_AVG";
+    default:
+      return "an unknown op";
+  }
+}
+
 inline size_t elem_size(hal_dtype_t d) {
   return HAL_DTYPE_SIZE(d);
 }
@@ -268,6 +309,37 @@ inline Shape shape_of(Kind k, size_t count, uint32_t n) {
 
 // The byte every receive buffer is filled with before a call.
 constexpr uint8_t kUntouchedByte = 0xA5;
+
+// Where element |e| of rank |rank|'s receive buffer comes from, for a
+// message: the peer and the block it sends, and the element in the block.
+inline std::string element_origin(Kind k, size_t count, uint32_t rank, uint32_t n, size_t e) {
+  auto from = [&](uint32_t peer, size_t block, size_t i) {
+    return " (from rank " + std::to_string(peer) + ", block " + std::to_string(block) +
+           ", element " + std::to_string(i) + " of the block)";
+  };
+  switch (k) {
+    case Kind::kAllgather:
+      return count == 0 ? "" : from(static_cast<uint32_t>(e / count), e / count, e % count);
+    case Kind::kAlltoall:
+      return count == 0 ? "" : from(static_cast<uint32_t>(e / count), rank, e % count);
+    case Kind::kReduceScatter:
+      return " (block " + std::to_string(rank) + " of every rank, element " + std::to_string(e) +
+             ")";
+    case Kind::kSendRecv:
+      return " (sent by rank " + std::to_string((rank + n - 1) % n) + ")";
+    case Kind::kAlltoallv: {
+      const UnevenLayout mine = uneven_layout(count, rank, n);
+      for (uint32_t peer = 0; peer < n; ++peer) {
+        if (e >= mine.recv_displs[peer] && e < mine.recv_displs[peer] + mine.recv_counts[peer]) {
+          return from(peer, rank, e - mine.recv_displs[peer]);
+        }
+      }
+      return " (a gap between received blocks, which the call must leave untouched)";
+    }
+    default:
+      return "";
+  }
+}
 
 // What rank |rank| must hold after the call, or empty when its output is unspecified.
 inline std::vector<double> expected(Kind k, hal_reduce_op_t op, hal_dtype_t d, size_t count,

@@ -5,6 +5,7 @@
 #include "check.hpp"
 #include "context.hpp"
 #include "hal_objects.hpp"
+#include "kernel_sources.hpp"
 
 namespace halconform {
 
@@ -58,25 +59,29 @@ HALCONFORM_TEST("core.errors.destroyed_handles",
   Stream live(ctx.device());
   HC_EXPECT_RESULT(hal_event_record(event, live), HAL_ERROR_DESTROYED_HANDLE);
   HC_EXPECT_RESULT(hal_stream_wait_event(live, event), HAL_ERROR_DESTROYED_HANDLE);
-  if ((ctx.properties().capabilities & HAL_DEVICE_CAP_KERNELS) != 0 &&
-      (ctx.properties().module_formats & (1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT)) != 0) {
-    hal_module_desc_t desc{};
-    desc.struct_size = sizeof(desc);
-    desc.format = HAL_MODULE_FORMAT_CPU_SHARED_OBJECT;
-    desc.path = ctx.kernels_path().c_str();
-    hal_module_t raw = nullptr;
-    HC_OK(hal_module_load(ctx.device(), &desc, &raw));
-    hal_kernel_desc_t kernel_desc{};
-    kernel_desc.struct_size = sizeof(kernel_desc);
-    kernel_desc.name = "empty";
-    hal_kernel_t kernel = nullptr;
-    const hal_result_t got = hal_kernel_get(raw, &kernel_desc, &kernel);
-    HC_OK(hal_module_unload(raw));
-    HC_OK(got);
-    HC_EXPECT_RESULT(hal_module_unload(raw), HAL_ERROR_DESTROYED_HANDLE);
-    hal_kernel_info_t info{};
-    info.struct_size = sizeof(info);
-    HC_EXPECT_RESULT(hal_kernel_get_info(kernel, &info), HAL_ERROR_DESTROYED_HANDLE);
+  std::vector<KernelSource> sources = kernel_sources(ctx);
+  if (!sources.empty()) {
+    SourceModule loaded(ctx.device(), sources.front());
+    if (loaded.load_result() == HAL_SUCCESS) {
+      const hal_kernel_t kernel = loaded.kernel("empty");
+      hal_module_t raw = loaded.release();
+      HC_OK(hal_module_unload(raw));
+      HC_EXPECT_RESULT(hal_module_unload(raw), HAL_ERROR_DESTROYED_HANDLE);
+      hal_kernel_info_t info{};
+      info.struct_size = sizeof(info);
+      HC_EXPECT_RESULT(hal_kernel_get_info(kernel, &info), HAL_ERROR_DESTROYED_HANDLE);
+      hal_launch_config_t config{};
+      config.struct_size = sizeof(config);
+      config.grid[0] = config.grid[1] = config.grid[2] = 1;
+      config.block[0] = config.block[1] = config.block[2] = 1;
+      HC_EXPECT_RESULT(hal_launch_kernel(kernel, &config, 0, nullptr, live),
+                       HAL_ERROR_DESTROYED_HANDLE);
+      hal_kernel_desc_t desc{};
+      desc.struct_size = sizeof(desc);
+      desc.name = "empty";
+      hal_kernel_t again = nullptr;
+      HC_EXPECT_RESULT(hal_kernel_get(raw, &desc, &again), HAL_ERROR_DESTROYED_HANDLE);
+    }
   }
 }
 

@@ -161,8 +161,8 @@ HALCONFORM_TEST("core.memory.total_declared",
 }
 
 HALCONFORM_TEST("core.memory.pressure",
-                "up to 90 % of the declared total, mixed-size allocations stay disjoint and keep "
-                "their data",
+                "up to 90 % of the declared total (at least 45 % when small blocks are charged "
+                "more), mixed-size allocations stay disjoint and keep their data",
                 {}) {
   const hal_device_properties_t& p = ctx.properties();
   Stream stream(ctx.device());
@@ -187,6 +187,19 @@ HALCONFORM_TEST("core.memory.pressure",
     size = std::min<uint64_t>(std::max<uint64_t>(size, 1), budget - allocated + 1);
     void* pointer = nullptr;
     const hal_result_t result = hal_mem_alloc(ctx.device(), HAL_MEMORY_DEVICE, size, 0, &pointer);
+    // An allocator may charge a small block more than its size (the cpu
+    // plugin charges a power-of-two class, SPEC.md §6): mixed sizes may run
+    // out before 90 % of the total is requested, never before 45 % (less
+    // than twice). That the whole total is allocatable is
+    // core.memory.total_declared's and core.declared.past_the_total's promise.
+    if (result == HAL_ERROR_OUT_OF_MEMORY && allocated >= p.total_memory_bytes / 100 * 45) {
+      ctx.note(
+          strf("the device ran out at %llu requested bytes (%.0f %% of the declared total): "
+               "its allocator charges small blocks more than their size",
+               static_cast<unsigned long long>(allocated),
+               100.0 * static_cast<double>(allocated) / static_cast<double>(p.total_memory_bytes)));
+      break;
+    }
     if (result != HAL_SUCCESS) {
       fail(
           strf("hal_mem_alloc of %llu bytes (allocation %u, %llu of the declared %llu bytes "

@@ -26,7 +26,13 @@ struct Metric {
 // Settings of one run that tests read.
 struct RunSettings {
   std::string kernels_path;     // the CPU shared object with the conformance kernels
+  std::string kernel_pack;      // a vendor's conformance kernel pack (manifest), "" = none
+  std::string plugin_path;      // the plugin under test (a worker knows it; tests respawn with it)
   double stress_seconds = 2.0;  // how long each stress test runs
+  Tier tier = Tier::kFull;      // which set runs, and how much each test does
+  // The device's properties as the discovering process read them (hex of
+  // the struct), so a worker can check they are the same in another process.
+  std::string expected_properties;
 };
 
 class TestContext {
@@ -44,6 +50,13 @@ class TestContext {
   const hal_device_properties_t& peer_properties() const { return peer_properties_; }
   const std::vector<hal_device_t>& plugin_devices() const { return plugin_devices_; }
   const std::string& kernels_path() const { return settings_.kernels_path; }
+  const RunSettings& settings() const { return settings_; }
+  Tier tier() const { return settings_.tier; }
+  // |smoke|, |ci| or |full| by the run's tier: how much a test does.
+  template <class T>
+  T by_tier(T smoke, T ci, T full) const {
+    return tier() == Tier::kSmoke ? smoke : tier() == Tier::kCi ? ci : full;
+  }
   double stress_seconds() const { return settings_.stress_seconds; }
   // Seeded from the test's name: every run sees the same data.
   std::mt19937_64& random() { return random_; }

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "check.hpp"
+#include "coverage.hpp"
 #include "expectations.hpp"
 #include "names.hpp"
 #include "options.hpp"
@@ -38,7 +39,10 @@ std::vector<const TestCase*> selected_tests(const Options& options) {
   for (const TestCase* test : Registry::instance().tests()) {
     bool in_profile = false;
     for (const std::string& profile : options.profiles) in_profile |= test->profile == profile;
-    if (in_profile && (options.filter.empty() || matches_any_glob(options.filter, test->name))) {
+    const bool in_tier = test->requirements.tier <= options.settings.tier;
+    const bool excluded = !options.exclude.empty() && matches_any_glob(options.exclude, test->name);
+    if (in_profile && in_tier && !excluded &&
+        (options.filter.empty() || matches_any_glob(options.filter, test->name))) {
       selected.push_back(test);
     }
   }
@@ -54,8 +58,8 @@ int list_tests(const Options& options) {
     if (test->requirements.min_devices > 1) {
       needs += strf(", %u devices", test->requirements.min_devices);
     }
-    std::printf("%-44s %s  [needs: %s]\n", test->name.c_str(), test->summary.c_str(),
-                needs.c_str());
+    std::printf("%-44s %s  [needs: %s; tier %s]\n", test->name.c_str(), test->summary.c_str(),
+                needs.c_str(), tier_name(test->requirements.tier));
   }
   return 0;
 }
@@ -130,6 +134,46 @@ bool discover(const Options& options, std::vector<PlannedDevice>& out,
   return true;
 }
 
+// The struct's bytes in hex: how the discovering process hands a worker what
+// it read, so a test can check the properties are the same in another process.
+std::string properties_hex(const hal_device_properties_t& properties) {
+  std::string hex;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&properties);
+  for (size_t i = 0; i < sizeof(properties); ++i) hex += strf("%02x", bytes[i]);
+  return hex;
+}
+
+// The plugin's conformance kernel pack: the one named on the command line,
+// else hal_plugin_<name>.kernels beside the plugin's shared object.
+std::string kernel_pack_for(const Options& options, const std::string& plugin_path) {
+  if (!options.settings.kernel_pack.empty()) return options.settings.kernel_pack;
+  const size_t dot = plugin_path.rfind(".so");
+  if (dot == std::string::npos) return {};
+  const std::string beside = plugin_path.substr(0, dot) + ".kernels";
+  return access(beside.c_str(), R_OK) == 0 ? beside : std::string();
+}
+
+// What the core kernel tests made of the device: certified when
+// core.kernels.sources passed, never a pass when it found no kernel to load.
+void settle_kernels_status(DeviceCertification& cert) {
+  if ((cert.properties.capabilities & HAL_DEVICE_CAP_KERNELS) == 0) {
+    cert.kernels_status = "not applicable";
+    cert.kernels_detail = "the device does not declare HAL_DEVICE_CAP_KERNELS";
+    return;
+  }
+  for (const TestResult& test : cert.tests) {
+    if (test.name != "core.kernels.sources") continue;
+    if (test.status == Status::kPass || test.status == Status::kXpass) {
+      cert.kernels_status = "certified";
+    } else if (test.status == Status::kSkip) {
+      cert.kernels_status = "not run";
+    } else {
+      cert.kernels_status = "not certified";
+    }
+    cert.kernels_detail = test.message;
+  }
+}
+
 void print_progress(const DeviceCertification& device, size_t done, size_t total,
                     const TestResult& result) {
   static const bool terminal = isatty(STDOUT_FILENO) != 0;
@@ -169,17 +213,24 @@ bool certify(const Options& options, PlannedDevice& planned, std::string& out_er
   run.worker.plugin_path = cert.plugin.path;
   run.worker.plugin_device_index = planned.plugin_device_index;
   run.worker.settings = options.settings;
+  run.worker.settings.kernel_pack = kernel_pack_for(options, cert.plugin.path);
+  run.worker.settings.expected_properties = properties_hex(cert.properties);
   run.timeout_s = options.timeout_s;
+  cert.tier = tier_name(options.settings.tier);
   std::vector<TestResult> results;
   size_t done = 0;
-  run_isolated(run, to_run, results, cert.metrics, [&](const TestResult& result) {
-    std::vector<TestResult> shown{result};  // as it will be recorded: XFAIL, not FAIL
-    apply_expectations(expectations, shown);
-    print_progress(cert, ++done, to_run.size(), shown.front());
-  });
+  run_isolated(run, to_run, results, cert.metrics, cert.recorded_paths,
+               [&](const TestResult& result) {
+                 std::vector<TestResult> shown{result};  // as it will be recorded: XFAIL, not FAIL
+                 apply_expectations(expectations, shown);
+                 print_progress(cert, ++done, to_run.size(), shown.front());
+               });
   for (TestResult& result : results) by_name[result.name] = std::move(result);
   for (const TestCase* test : selected) cert.tests.push_back(by_name[test->name]);
   apply_expectations(expectations, cert.tests);
+  settle_kernels_status(cert);
+  cert.coverage =
+      coverage::evaluate(cert.properties, cert.plugin_device_count, cert.recorded_paths);
   if (isatty(STDOUT_FILENO)) std::printf("\r\033[K");
   return true;
 }
@@ -248,11 +299,17 @@ int run_main(int argc, char** argv) {
 // halconform re-executes itself as the other processes of a communicator.
 namespace halconform {
 int run_collective_rank(int argc, char** argv);
-}
+// stress.leaks.init_shutdown (conformance/stress/leaks.cpp): hal_init /
+// hal_shutdown cycles in a process of their own.
+int run_lifecycle(int argc, char** argv);
+}  // namespace halconform
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--collective-rank") {
     return halconform::run_collective_rank(argc, argv);
+  }
+  if (argc > 1 && std::string(argv[1]) == "--lifecycle") {
+    return halconform::run_lifecycle(argc, argv);
   }
   return halconform::run_main(argc, argv);
 }

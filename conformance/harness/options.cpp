@@ -34,11 +34,13 @@ bool parse_number(const std::string& text, double& out) {
 void print_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: halconform [--plugin NAME|PATH] [--device N] [--profile P[,P...]|all]\n"
-               "                  [--filter GLOB[,GLOB...]] [--list] [--report FILE.json]\n"
+               "                  [--filter GLOB[,GLOB...]] [--exclude GLOB[,GLOB...]] [--list]\n"
+               "                  [--report FILE.json]\n"
                "                  [--junit FILE.xml] [--html FILE.html] [--timeout SECONDS]\n"
-               "                  [--duration SECONDS] [--kernels PATH]\n"
+               "                  [--duration SECONDS] [--kernels PATH] [--kernel-pack FILE]\n"
+               "                  [--tier smoke|ci|full]\n"
                "Certifies a HAL plugin and its devices. Default: every discovered device,\n"
-               "profile core. Exit status 0 only when every applicable test passes.\n"
+               "profile core, tier full. Exit status 0 only when every applicable test passes.\n"
                "profiles:\n");
   for (const Profile& profile : Registry::instance().profiles()) {
     std::fprintf(out, "  %-12s %s\n", profile.name.c_str(), profile.description.c_str());
@@ -91,6 +93,8 @@ bool parse_options(int argc, char** argv, Options& out, std::string& out_error) 
       if (!next(profiles)) return false;
     } else if (arg == "--filter") {
       if (!next(out.filter)) return false;
+    } else if (arg == "--exclude") {
+      if (!next(out.exclude)) return false;
     } else if (arg == "--report") {
       if (!next(out.report_path)) return false;
     } else if (arg == "--junit") {
@@ -99,6 +103,22 @@ bool parse_options(int argc, char** argv, Options& out, std::string& out_error) 
       if (!next(out.html_path)) return false;
     } else if (arg == "--kernels") {
       if (!next(out.settings.kernels_path)) return false;
+    } else if (arg == "--kernel-pack") {
+      if (!next(out.settings.kernel_pack)) return false;
+    } else if (arg == "--expect-properties") {
+      if (!next(out.settings.expected_properties)) return false;
+    } else if (arg == "--tier") {
+      if (!next(value)) return false;
+      if (value == "smoke") {
+        out.settings.tier = Tier::kSmoke;
+      } else if (value == "ci") {
+        out.settings.tier = Tier::kCi;
+      } else if (value == "full") {
+        out.settings.tier = Tier::kFull;
+      } else {
+        out_error = "--tier '" + value + "' is not smoke, ci or full";
+        return false;
+      }
     } else if (arg == "--tests") {
       if (!next(tests)) return false;
     } else if (arg == "--timeout" || arg == "--duration") {
@@ -131,6 +151,7 @@ bool parse_options(int argc, char** argv, Options& out, std::string& out_error) 
     out.settings.kernels_path = default_kernels_path(executable_path());
   }
   if (out.worker) {
+    out.settings.plugin_path = out.plugin;
     out.worker_options.plugin_path = out.plugin;
     out.worker_options.plugin_device_index = out.device.value_or(0);
     out.worker_options.tests = split_commas(tests);

@@ -15,6 +15,7 @@ struct Options {
   std::optional<uint32_t> device;     // global device index; none = every device
   std::vector<std::string> profiles;  // selected profile names ("all" expanded)
   std::string filter;                 // comma-separated globs; "" = every test
+  std::string exclude;                // comma-separated globs of tests left out; "" = none
   bool list = false;
   std::string report_path, junit_path, html_path;
   double timeout_s = 120;

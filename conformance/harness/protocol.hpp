@@ -3,6 +3,7 @@
 //   B <test>                                 a test began (the watchdog starts)
 //   M <test> <name> <value> <unit> <declared> a metric ("" declared: none)
 //   E <test> <status> <seconds> <message>    a test ended
+//   C <test> <path> <path>...                the documented paths the test exercised
 //   X <message>                              the worker cannot run at all (hal_init failed)
 #ifndef HAL_CONFORMANCE_HARNESS_PROTOCOL_HPP_
 #define HAL_CONFORMANCE_HARNESS_PROTOCOL_HPP_

@@ -9,6 +9,18 @@
 
 namespace halconform {
 
+const char* tier_name(Tier tier) {
+  switch (tier) {
+    case Tier::kSmoke:
+      return "smoke";
+    case Tier::kCi:
+      return "ci";
+    case Tier::kFull:
+      return "full";
+  }
+  return "full";
+}
+
 Registry& Registry::instance() {
   static Registry registry;
   return registry;

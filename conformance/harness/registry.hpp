@@ -15,12 +15,19 @@ namespace halconform {
 
 class TestContext;
 
+// The sets of a run, smallest first (oneDNN's SMOKE / CI / NIGHTLY): a test
+// belongs to the smallest tier it runs in and to every larger one; tests
+// also scale their work with the run's tier (TestContext::tier).
+enum class Tier { kSmoke = 0, kCi = 1, kFull = 2 };
+const char* tier_name(Tier tier);  // "smoke", "ci", "full"
+
 // What a device must declare for a test to apply. A test that applies and
 // fails is a failure; a test that does not apply is skipped with the reason.
 struct Requirements {
   hal_device_caps_t capabilities = 0;  // hal_device_cap_bits_t, all required
   uint32_t module_formats = 0;         // (1u << hal_module_format_t), all required
   uint32_t min_devices = 1;            // devices of the same plugin (peer tests need 2)
+  Tier tier = Tier::kSmoke;            // the smallest tier the test runs in
 };
 
 using TestBody = void (*)(TestContext&);

@@ -60,6 +60,49 @@ std::string metrics_svg(const std::vector<Metric>& metrics) {
   return svg + "</svg>";
 }
 
+// The coverage report: the counts, then every path that no test exercised
+// (uncovered first), then every path with the tests that exercised it.
+std::string coverage_section(const DeviceCertification& device) {
+  const coverage::DeviceCoverage& c = device.coverage;
+  std::string html = strf(
+      "<h3>Coverage of the documented paths</h3><p>%zu covered, %zu uncovered, %zu waived, %zu "
+      "not applicable; kernels: <b>%s</b>%s%s; tier %s</p>",
+      c.covered, c.uncovered, c.waived, c.not_applicable, xml_escape(device.kernels_status).c_str(),
+      device.kernels_detail.empty() ? "" : " (",
+      (xml_escape(device.kernels_detail) + (device.kernels_detail.empty() ? "" : ")")).c_str(),
+      xml_escape(device.tier).c_str());
+  if (!c.unlisted.empty()) {
+    html += "<p class=\"small\">recorded but not listed: ";
+    for (const std::string& path : c.unlisted) html += xml_escape(path) + " ";
+    html += "</p>";
+  }
+  html +=
+      "<details><summary>every path and the tests that exercised it</summary><table><tr><th>"
+      "path</th><th>status</th><th>defined in</th><th>tests (or why not)</th></tr>";
+  for (const coverage::PathStatus wanted :
+       {coverage::PathStatus::kUncovered, coverage::PathStatus::kWaived,
+        coverage::PathStatus::kNotApplicable, coverage::PathStatus::kCovered}) {
+    for (const coverage::PathResult& path : c.paths) {
+      if (path.status != wanted) continue;
+      std::string detail = path.reason;
+      for (size_t i = 0; i < path.tests.size() && i < 6; ++i) {
+        detail += (i == 0 ? "" : ", ") + path.tests[i];
+      }
+      if (path.tests.size() > 6) detail += strf(" and %zu more", path.tests.size() - 6);
+      const char* status = coverage::path_status_name(path.status);
+      html += strf(
+          "<tr><td>%s</td><td class=\"st-%s\">%s</td><td>%s</td><td class=\"msg\">%s</td>"
+          "</tr>",
+          xml_escape(path.name).c_str(),
+          path.status == coverage::PathStatus::kUncovered ? "fail"
+          : path.status == coverage::PathStatus::kCovered ? "pass"
+                                                          : "skip",
+          status, xml_escape(path.source).c_str(), xml_escape(detail).c_str());
+    }
+  }
+  return html + "</table></details>";
+}
+
 std::string device_section(const DeviceCertification& device) {
   const hal_device_properties_t& p = device.properties;
   std::string html = strf(
@@ -107,6 +150,7 @@ std::string device_section(const DeviceCertification& device) {
                  xml_escape(test->message).c_str());
   }
   html += "</table>";
+  html += coverage_section(device);
   html += strf(
       "<p class=\"small\">capabilities: %s; module formats: %s; total memory %llu bytes; peak %.4g "
       "FLOP/s</p>",

@@ -71,6 +71,26 @@ std::string json_quote(const std::string& text) {
 
 namespace {
 
+void write_coverage(JsonWriter& json, const coverage::DeviceCoverage& coverage) {
+  json.key("coverage").begin_object();
+  json.field("covered", coverage.covered).field("uncovered", coverage.uncovered);
+  json.field("waived", coverage.waived).field("not_applicable", coverage.not_applicable);
+  json.key("unlisted").begin_array();
+  for (const std::string& path : coverage.unlisted) json.value(path);
+  json.end_array();
+  json.key("paths").begin_array();
+  for (const coverage::PathResult& path : coverage.paths) {
+    json.begin_object().field("path", path.name).field("source", path.source);
+    json.field("status", coverage::path_status_name(path.status));
+    json.field("reason", path.reason);
+    json.key("tests").begin_array();
+    for (const std::string& test : path.tests) json.value(test);
+    json.end_array().end_object();
+  }
+  json.end_array();
+  json.end_object();
+}
+
 void write_device(JsonWriter& json, const DeviceCertification& device) {
   json.begin_object();
   json.field("verdict", device.passed() ? "pass" : "fail");
@@ -109,6 +129,11 @@ void write_device(JsonWriter& json, const DeviceCertification& device) {
     json.field("message", test.message).field("summary", test.summary).end_object();
   }
   json.end_array();
+  json.field("tier", device.tier);
+  json.key("kernels").begin_object();
+  json.field("status", device.kernels_status).field("detail", device.kernels_detail);
+  json.end_object();
+  write_coverage(json, device.coverage);
   json.key("metrics").begin_array();
   for (const Metric& metric : device.metrics) {
     json.begin_object().field("name", metric.name).field("value", metric.value);

@@ -66,6 +66,17 @@ void print_summary(const RunRecord& run, std::FILE* out) {
                    device.profile_passed(profile) ? "PASS" : "FAIL");
     }
   }
+  for (const DeviceCertification& device : run.devices) {
+    const coverage::DeviceCoverage& c = device.coverage;
+    std::fprintf(out,
+                 "%s:%u kernels: %s; coverage: %zu paths covered, %zu uncovered, %zu waived, %zu "
+                 "not applicable (tier %s)\n",
+                 device.plugin.name.c_str(), device.device_index, device.kernels_status.c_str(),
+                 c.covered, c.uncovered, c.waived, c.not_applicable, device.tier.c_str());
+    if (device.kernels_status == "not certified") {
+      std::fprintf(out, "  kernels: not certified: %s\n", device.kernels_detail.c_str());
+    }
+  }
   bool any_failure = false;
   for (const DeviceCertification& device : run.devices) {
     for (const TestResult& test : device.tests) {

@@ -13,8 +13,9 @@
 namespace halconform {
 
 // The record's layout version ("record_version"): 2 holds every device of the
-// run in "devices" (1 was one file per device).
-inline constexpr uint32_t kRecordVersion = 2;
+// run in "devices" (1 was one file per device); 3 adds each device's tier,
+// kernels status and coverage report.
+inline constexpr uint32_t kRecordVersion = 3;
 
 // The certification record of |run|: the run's fields and one entry per device.
 std::string certification_json(const RunRecord& run);

@@ -5,10 +5,12 @@
 
 #include <hal.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "context.hpp"
+#include "coverage.hpp"
 
 namespace halconform {
 
@@ -48,6 +50,14 @@ struct DeviceCertification {
   std::vector<std::string> profiles;  // the profiles that were selected
   std::vector<TestResult> tests;
   std::vector<Metric> metrics;
+  std::string tier;  // "smoke", "ci", "full"
+  // Whether halconform could run the core kernel tests on the device:
+  // "certified", "not certified" (it declares HAL_DEVICE_CAP_KERNELS and no
+  // conformance kernel loads: never a pass), "not applicable", "not run".
+  std::string kernels_status = "not run";
+  std::string kernels_detail;
+  std::map<std::string, std::vector<std::string>> recorded_paths;  // test -> paths
+  coverage::DeviceCoverage coverage;
 
   bool passed() const;
   bool profile_passed(const std::string& profile) const;

@@ -3,6 +3,7 @@
 // test, then carry on from the next test in a new worker.
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 
 #include "check.hpp"
+#include "in_flight.hpp"
 #include "protocol.hpp"
 #include "worker.hpp"
 
@@ -24,11 +26,29 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A spawned worker: its pid, the read end of its result pipe, and the file
-// that holds its stdout and stderr (a sanitizer report lands there).
+// A spawned worker: its pid, the read end of its result pipe, the file that
+// holds its stdout and stderr (a sanitizer report lands there), and the table
+// of the HAL calls it has in flight (read when a test hangs).
 class WorkerProcess {
  public:
   WorkerProcess(const std::string& executable, const std::vector<std::string>& arguments) {
+    // Above kResultFd and kInFlightFd, so no dup2 below overwrites a source
+    // before it is copied.
+    int table_fd = memfd_create("halconform-in-flight", MFD_CLOEXEC);
+    if (table_fd >= 0 && table_fd < 10) {
+      const int moved = fcntl(table_fd, F_DUPFD_CLOEXEC, 10);
+      ::close(table_fd);
+      table_fd = moved;
+    }
+    if (table_fd >= 0 && ftruncate(table_fd, sizeof(InFlightTable)) == 0) {
+      void* mapped =
+          mmap(nullptr, sizeof(InFlightTable), PROT_READ | PROT_WRITE, MAP_SHARED, table_fd, 0);
+      if (mapped != MAP_FAILED) {
+        table_ = static_cast<InFlightTable*>(mapped);
+        table_->magic = 0x48434946;  // "HCIF", what the worker checks
+        for (InFlightSlot& slot : table_->slots) slot.function.store(kNoCall);
+      }
+    }
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
     read_fd_ = fds[0];
@@ -42,6 +62,7 @@ class WorkerProcess {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, write_fd, kResultFd);
+    if (table_ != nullptr) posix_spawn_file_actions_adddup2(&actions, table_fd, kInFlightFd);
     if (log_fd_ >= 0) {
       posix_spawn_file_actions_adddup2(&actions, log_fd_, STDOUT_FILENO);
       posix_spawn_file_actions_adddup2(&actions, log_fd_, STDERR_FILENO);
@@ -55,6 +76,7 @@ class WorkerProcess {
         posix_spawn(&pid_, executable.c_str(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     ::close(write_fd);
+    if (table_fd >= 0) ::close(table_fd);
     if (spawned != 0) {
       pid_ = -1;
       throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(spawned));
@@ -69,7 +91,11 @@ class WorkerProcess {
     }
     ::close(read_fd_);
     if (log_fd_ >= 0) ::close(log_fd_);
+    if (table_ != nullptr) munmap(table_, sizeof(InFlightTable));
   }
+
+  // What the worker has in flight right now ("" when nothing, or no table).
+  std::string in_flight() const { return table_ != nullptr ? describe_in_flight(*table_) : ""; }
 
   int read_fd() const { return read_fd_; }
   void kill_now() { kill(pid_, SIGKILL); }
@@ -99,6 +125,7 @@ class WorkerProcess {
   pid_t pid_ = -1;
   int read_fd_ = -1;
   int log_fd_ = -1;
+  InFlightTable* table_ = nullptr;
 };
 
 TestResult failed(const TestCase& test, const std::string& message, double duration_s) {
@@ -127,12 +154,19 @@ std::vector<std::string> worker_arguments(const IsolatedRun& run,
           run.worker.settings.kernels_path,
           "--duration",
           strf("%g", run.worker.settings.stress_seconds),
+          "--tier",
+          tier_name(run.worker.settings.tier),
+          "--kernel-pack",
+          run.worker.settings.kernel_pack,
+          "--expect-properties",
+          run.worker.settings.expected_properties,
           "--tests",
           list};
 }
 
 void run_isolated(const IsolatedRun& run, const std::vector<const TestCase*>& tests,
                   std::vector<TestResult>& results, std::vector<Metric>& metrics,
+                  std::map<std::string, std::vector<std::string>>& coverage,
                   const std::function<void(const TestResult&)>& on_result) {
   const auto timeout =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(run.timeout_s));
@@ -157,14 +191,17 @@ void run_isolated(const IsolatedRun& run, const std::vector<const TestCase*>& te
       const int ready = poll(&descriptor, 1, static_cast<int>(std::max<long>(0, left.count())));
       if (ready < 0 && errno == EINTR) continue;
       if (ready == 0) {  // the watchdog
+        // Where it hangs, read before the kill: the call that never returned.
+        const std::string hung = worker.in_flight();
         worker.kill_now();
         worker.wait_for_exit();
         const size_t victim = running >= 0 ? static_cast<size_t>(running) : next;
-        record(failed(*tests[victim],
-                      running >= 0
-                          ? strf("timed out after %g s (the worker was killed)", run.timeout_s)
-                          : strf("the worker did not start the test within %g s", run.timeout_s),
-                      run.timeout_s));
+        std::string message =
+            running >= 0 ? strf("timed out after %g s (the worker was killed)", run.timeout_s)
+                         : strf("the worker did not start the test within %g s", run.timeout_s);
+        message += hung.empty() ? ": no HAL call was in flight (the test's own code did not end)"
+                                : ": hung: " + hung;
+        record(failed(*tests[victim], message, run.timeout_s));
         next = victim + 1;
         break;
       }
@@ -210,6 +247,9 @@ void run_isolated(const IsolatedRun& run, const std::vector<const TestCase*>& te
           next = static_cast<size_t>(running) + 1;
           running = -1;
           deadline = Clock::now() + timeout;
+        } else if (kind == "C" && fields.size() >= 2) {
+          std::vector<std::string>& paths = coverage[fields[1]];
+          paths.assign(fields.begin() + 2, fields.end());
         } else if (kind == "X" && fields.size() >= 2) {
           for (; next < tests.size(); ++next) record(failed(*tests[next], fields[1], 0));
         }

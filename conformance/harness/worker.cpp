@@ -10,6 +10,8 @@
 #include <exception>
 
 #include "check.hpp"
+#include "coverage.hpp"
+#include "in_flight.hpp"
 #include "protocol.hpp"
 
 namespace halconform {
@@ -39,6 +41,7 @@ TestResult run_one(const TestCase& test, hal_device_t device,
                    std::vector<Metric>& out_metrics) {
   TestResult result{test.name, test.profile, test.summary, Status::kPass, 0, ""};
   const auto start = std::chrono::steady_clock::now();
+  mark_test_thread();
   try {
     TestContext context(test, device, devices, settings);
     try {
@@ -67,6 +70,7 @@ TestResult run_one(const TestCase& test, hal_device_t device,
 }  // namespace
 
 int run_worker(const WorkerOptions& options) {
+  attach_in_flight_table();
   hal_init_options_t init = HAL_INIT_OPTIONS_INIT;
   init.plugins = options.plugin_path.c_str();
   init.skip_default_search = 1;
@@ -94,7 +98,12 @@ int run_worker(const WorkerOptions& options) {
       continue;
     }
     std::vector<Metric> metrics;
+    coverage::begin_test();
     const TestResult result = run_one(*test, device, devices, options.settings, metrics);
+    const std::vector<std::string> paths = coverage::end_test();
+    std::string record = "C\t" + escape_field(name);
+    for (const std::string& path : paths) record += "\t" + escape_field(path);
+    emit(record);
     for (const Metric& metric : metrics) {
       emit(join({"M", name, metric.name, strf("%.17g", metric.value), metric.unit,
                  std::isnan(metric.declared) ? "" : strf("%.17g", metric.declared)}));

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,12 @@ struct IsolatedRun {
   double timeout_s = 60;   // per test, and for a worker to start
 };
 
-// Runs |tests| in workers; appends one result per test in order and the
-// metrics they recorded; calls |on_result| after each.
+// Runs |tests| in workers; appends one result per test in order, the
+// metrics they recorded and the paths each exercised (test -> paths); calls
+// |on_result| after each.
 void run_isolated(const IsolatedRun& run, const std::vector<const TestCase*>& tests,
                   std::vector<TestResult>& results, std::vector<Metric>& metrics,
+                  std::map<std::string, std::vector<std::string>>& coverage,
                   const std::function<void(const TestResult&)>& on_result);
 
 // The worker's command line for |tests|, the inverse of parsing --worker.

@@ -130,32 +130,58 @@ HAL_CPU_KERNEL void empty(const hal_cpu_block_context_t* ctx) {
   (void)ctx;
 }
 
+/* Every word of the block's dynamic shared memory (|words| of them) is
+ * written with a value of this block, then read back through another thread's
+ * share of the words; out[block] counts the words that did not hold their
+ * value; out[2 * block] counts the words that did not hold their value and
+ * out[2 * block + 1] the threads that ran. The same kernel as core_kernels.hal's. */
+HAL_CPU_KERNEL_SIGNATURE(shared_fill, "ptr,u32");
+HAL_CPU_KERNEL void shared_fill(const hal_cpu_block_context_t* ctx, uint32_t* out, uint32_t words) {
+  uint32_t* memory = (uint32_t*)ctx->shared_memory;
+  const uint32_t block = ctx->block_id[0];
+  const uint32_t threads = ctx->block[0];
+  uint32_t wrong = 0;
+  if (words != 0 && (memory == 0 || ctx->shared_memory_bytes < (uint64_t)words * 4u)) {
+    out[2 * block] = 0xffffffffu;
+    __atomic_add_fetch(&out[2 * block + 1], threads, __ATOMIC_SEQ_CST);
+    return;
+  }
+  for (uint32_t t = 0; t < threads; ++t) {
+    for (uint32_t w = t; w < words; w += threads) memory[w] = w * 2654435761u + block;
+  }
+  for (uint32_t t = 0; t < threads; ++t) {
+    for (uint32_t w = (t + 1) % threads; w < words; w += threads) {
+      if (memory[w] != w * 2654435761u + block) ++wrong;
+    }
+  }
+  if (wrong != 0) __atomic_add_fetch(&out[2 * block], wrong, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&out[2 * block + 1], threads, __ATOMIC_SEQ_CST);
+}
+
 /* Measures how many blocks run at once. state[0]: blocks running now;
  * state[1]: the most seen at once; state[2]: the number the suite hopes to
- * see; state[3]: a deadline (CLOCK_MONOTONIC ns) the first block sets. Each
- * block waits until the high-water mark reaches the target or the deadline
- * passes, so the launch is bounded (about |wait_ms|) whatever the device does. */
+ * see. Each block waits until the high-water mark reaches the target, at
+ * most |spins| polls and at most 2 s (a poll yields the thread here), so the
+ * launch is bounded whatever the device does. The same contract as
+ * core_kernels.hal's. */
 HAL_CPU_KERNEL_SIGNATURE(concurrency_probe, "ptr,u32");
-HAL_CPU_KERNEL void concurrency_probe(const hal_cpu_block_context_t* ctx, uint64_t* state,
-                                      uint32_t wait_ms) {
+HAL_CPU_KERNEL void concurrency_probe(const hal_cpu_block_context_t* ctx, uint32_t* state,
+                                      uint32_t spins) {
   struct timespec now;
   (void)ctx;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  const uint64_t start = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-  uint64_t unset = 0;
-  __atomic_compare_exchange_n(&state[3], &unset, start + (uint64_t)wait_ms * 1000000ull, 0,
-                              __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-  const uint64_t deadline = __atomic_load_n(&state[3], __ATOMIC_SEQ_CST);
-  const uint64_t running = __atomic_add_fetch(&state[0], 1, __ATOMIC_SEQ_CST);
-  uint64_t high = __atomic_load_n(&state[1], __ATOMIC_SEQ_CST);
+  const uint64_t deadline =
+      (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + 2000000000ull;
+  const uint32_t running = __atomic_add_fetch(&state[0], 1u, __ATOMIC_SEQ_CST);
+  uint32_t high = __atomic_load_n(&state[1], __ATOMIC_SEQ_CST);
   while (running > high && !__atomic_compare_exchange_n(&state[1], &high, running, 0,
                                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
   }
-  for (;;) {
+  for (uint32_t i = 0; i < spins; ++i) {
     if (__atomic_load_n(&state[1], __ATOMIC_SEQ_CST) >= state[2]) break;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if ((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec >= deadline) break;
     sched_yield();
   }
-  __atomic_sub_fetch(&state[0], 1, __ATOMIC_SEQ_CST);
+  __atomic_sub_fetch(&state[0], 1u, __ATOMIC_SEQ_CST);
 }

@@ -1,5 +1,10 @@
 // The rules every execution is checked against (SPEC.md §17.2), shown on a
 // unary plan: each broken rule gives its result code and writes nothing.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "api_model.hpp"
 #include "op_harness.hpp"
 
 using namespace halconform;
@@ -137,4 +142,48 @@ HALCONFORM_TEST("operators.plan.info", "a plan names its implementation and the 
   HC_REQUIRE(info.operand_count == 2, "operand_count " + std::to_string(info.operand_count));
   HC_REQUIRE(info.implementation[0] != '\0', std::string("no implementation name"));
   ctx.note(std::string("implementation: ") + info.implementation);
+}
+
+// Every op descriptor the headers define (the API model, read from them at
+// build time, so a new op is in this test without naming it here): a
+// descriptor left zero but for its header, and one with an unknown bit in
+// each of its flag fields, are refused with HAL_ERROR_INVALID_ARGUMENT and
+// a message, or planned; never a crash, never a plan from an unknown bit.
+HALCONFORM_TEST("operators.errors.zero_descriptor",
+                "every op's descriptor left zero, or with an unknown flag bit, is refused", {}) {
+  for (const model::OpDescriptor& op : model::op_descriptors()) {
+    const model::StructType* type = model::find_struct(op.descriptor);
+    HC_REQUIRE(type != nullptr, std::string("the API model has no struct ") + op.descriptor);
+    // Zero-initialised storage aligned for any field the descriptor holds.
+    std::vector<uint64_t> storage((type->size + 7) / 8, 0);
+    auto* header = reinterpret_cast<hal_op_header_t*>(storage.data());
+    auto reset = [&] {
+      std::fill(storage.begin(), storage.end(), 0);
+      header->struct_size = type->size;
+      header->kind = static_cast<hal_op_kind_t>(op.kind);
+    };
+    reset();
+    hal_op_plan_t plan = nullptr;
+    const hal_result_t zero = hal_op_plan_create(ctx.device(), header, 0, &plan);
+    if (zero == HAL_SUCCESS) {
+      HC_REQUIRE(plan != nullptr, std::string(op.kind_name) + ": HAL_SUCCESS without a plan");
+      HC_OK(hal_op_plan_destroy(plan));
+      plan = nullptr;
+    } else {
+      HC_REQUIRE(zero == HAL_ERROR_INVALID_ARGUMENT || zero == HAL_ERROR_UNSUPPORTED,
+                 std::string(op.kind_name) + ": a zero descriptor gave " + hal_result_string(zero));
+      HC_REQUIRE(plan == nullptr, std::string(op.kind_name) + ": a refused plan was written");
+    }
+    for (const model::Field& field : type->fields) {
+      if (field.kind != model::FieldKind::kFlags || field.size != sizeof(uint32_t)) continue;
+      reset();
+      const uint32_t unknown = 0x80000000u;
+      std::memcpy(reinterpret_cast<uint8_t*>(storage.data()) + field.offset, &unknown,
+                  sizeof(unknown));
+      HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), header, 0, &plan),
+                       HAL_ERROR_INVALID_ARGUMENT);
+      HC_REQUIRE(plan == nullptr, std::string(op.kind_name) + "." + field.name +
+                                      ": a plan with an unknown flag bit was written");
+    }
+  }
 }

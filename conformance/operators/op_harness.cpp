@@ -412,6 +412,39 @@ hal_op_plan_info_t Plan::info() const {
   return info;
 }
 
+bool Acceptance::expect(const hal_op_header_t* desc, const char* what) {
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t result = hal_op_plan_create(ctx_.device(), desc, 0, &plan);
+  if (plan != nullptr) hal_op_plan_destroy(plan);
+  if (result == HAL_ERROR_UNSUPPORTED) {
+    if (declined_.empty()) declined_ = hal_error_last_message();
+    return false;
+  }
+  HC_REQUIRE(result == HAL_SUCCESS,
+             strf("%s: hal_op_plan_create returned %s, expected HAL_SUCCESS (or "
+                  "HAL_ERROR_UNSUPPORTED from a device without an implementation): %s",
+                  what, hal_result_string(result), hal_error_last_message()));
+  return true;
+}
+
+void Acceptance::finish() {
+  if (!declined_.empty()) {
+    ctx_.skip(
+        "every descriptor rule was refused as documented, but the device accepts no plan "
+        "of the op (SPEC.md §17.3): " +
+        declined_);
+  }
+}
+
+void expect_refused(TestContext& ctx, const hal_op_header_t* desc, const char* what) {
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t result = hal_op_plan_create(ctx.device(), desc, 0, &plan);
+  if (plan != nullptr) hal_op_plan_destroy(plan);
+  HC_REQUIRE(result == HAL_ERROR_INVALID_ARGUMENT,
+             strf("%s: hal_op_plan_create returned %s, expected HAL_ERROR_INVALID_ARGUMENT", what,
+                  hal_result_string(result)));
+}
+
 void plan_or_skip(TestContext& ctx, const hal_op_header_t* desc, Plan& plan,
                   hal_op_plan_flags_t flags) {
   const hal_result_t result = hal_op_plan_create(ctx.device(), desc, flags, plan.out());

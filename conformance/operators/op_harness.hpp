@@ -104,6 +104,28 @@ void plan_or_skip(TestContext& ctx, const hal_op_header_t* desc, Plan& plan,
 void execute(TestContext& ctx, const Plan& plan, const std::vector<void*>& operands,
              const std::vector<hal_op_scalar_t>& scalars = {});
 // The same, returning the result of hal_op_execute instead of requiring success.
+// Plans an error test expects to be accepted. A device with no implementation
+// of the op declines them (SPEC.md §17.3: its operators profile skips): the
+// descriptor rules are still checked (the loader refuses a broken descriptor
+// before any implementation is asked), and finish() then ends the test as a
+// skip naming the decline instead of a failure.
+class Acceptance {
+ public:
+  explicit Acceptance(TestContext& ctx) : ctx_(ctx) {}
+  // |desc| must be accepted, or declined with HAL_ERROR_UNSUPPORTED; true when accepted.
+  bool expect(const hal_op_header_t* desc, const char* what);
+  bool declined() const { return !declined_.empty(); }
+  // Skips the test when a plan was declined; otherwise nothing.
+  void finish();
+
+ private:
+  TestContext& ctx_;
+  std::string declined_;
+};
+
+// A descriptor the loader must refuse with HAL_ERROR_INVALID_ARGUMENT (|what| names the rule).
+void expect_refused(TestContext& ctx, const hal_op_header_t* desc, const char* what);
+
 hal_result_t try_execute(TestContext& ctx, const Plan& plan, const std::vector<void*>& operands,
                          const std::vector<hal_op_scalar_t>& scalars = {},
                          void* workspace = nullptr, size_t workspace_bytes = 0);

@@ -13,7 +13,7 @@ inline double activation(hal_activation_t act, double x) {
   constexpr double kPi = 3.14159265358979323846;
   switch (act) {
     case HAL_ACTIVATION_RELU:
-      return x > 0 ? x : 0;
+      return x < 0 ? 0 : x;  // NaN stays NaN, as in PyTorch
     case HAL_ACTIVATION_GELU_TANH:
       return 0.5 * x * (1 + std::tanh(std::sqrt(2 / kPi) * (x + 0.044715 * x * x * x)));
     case HAL_ACTIVATION_GELU_ERF:

@@ -26,6 +26,7 @@ void measure(TestContext& ctx, Direction direction, const char* metric) {
   HC_OK(hal_memcpy_async(dst, src, size, stream));  // warm-up: first touch, caches
   HC_OK(hal_stream_synchronize(stream));
   const auto start = std::chrono::steady_clock::now();
+  const CpuShare share;
   uint64_t copies = 0;
   double seconds = 0;
   while (seconds < 0.25 || copies < 3) {
@@ -41,7 +42,8 @@ void measure(TestContext& ctx, Direction direction, const char* metric) {
                 static_cast<unsigned long long>(size), seconds));
   // Host<->device copies may legitimately run far below device memory
   // bandwidth (a bus in between), so only device-to-device has a floor.
-  check_against_declared(metric, achieved, declared, direction == Direction::kDeviceToDevice);
+  check_against_declared(metric, achieved, declared, direction == Direction::kDeviceToDevice,
+                         share.of(ctx.properties()));
 }
 
 }  // namespace

@@ -132,16 +132,21 @@ HALCONFORM_TEST("performance.operators.matmul_f32",
                 "f32 matmul (1024^3) through the device's chosen implementation, against the "
                 "declared peak_fp32_flops",
                 {}) {
+  const CpuShare share;
   const MatmulFigure figure = time_matmul(ctx, HAL_DTYPE_F32, 1024);
+  const double got = share.of(ctx.properties());
   const double declared = ctx.properties().peak_fp32_flops;
   ctx.record_metric("matmul_f32_flops", figure.flops_per_second, "FLOP/s",
                     declared > 0 ? declared : NAN);
   ctx.note("implementation " + figure.implementation);
   // Only the floor: a tuned library may run on more cores than a virtual
   // device's share, and at a boost clock above the one the peak declares.
-  if (declared > 0 && figure.flops_per_second < kBelowDeclaredLimit * declared) {
-    fail(strf("matmul_f32_flops: achieved %.4g is below %.0f%% of the declared %.4g",
-              figure.flops_per_second, 100 * kBelowDeclaredLimit, declared));
+  // The floor scales with the cores the process got (CpuShare): load is no defect.
+  if (declared > 0 && figure.flops_per_second < kBelowDeclaredLimit * got * declared) {
+    fail(
+        strf("matmul_f32_flops: achieved %.4g is below %.0f%% of the declared %.4g (scaled to "
+             "the %.0f%% of its compute units the process ran on)",
+             figure.flops_per_second, 100 * kBelowDeclaredLimit, declared, 100 * got));
   }
 }
 

@@ -25,17 +25,7 @@ constexpr bool kValidationDefault = true;  // Debug builds
 constexpr bool kValidationDefault = false;
 #endif
 
-// "1" on, "0" off; unset or empty gives |fallback|. Other values are
-// reported and read as on, so a typo never silently disables checking.
-bool env_flag(const char* name, bool fallback) {
-  const char* value = hal::util::env(name);
-  if (value == nullptr || value[0] == '\0') return fallback;
-  if (std::strcmp(value, "0") == 0) return false;
-  if (std::strcmp(value, "1") != 0) {
-    std::fprintf(stderr, "hal: %s='%s' is not 0 or 1; read as 1\n", name, value);
-  }
-  return true;
-}
+using hal::util::env_flag;
 
 }  // namespace
 

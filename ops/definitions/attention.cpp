@@ -1,7 +1,6 @@
 // ATTENTION and ATTENTION_BACKWARD (FlashAttention's contract).
 #include "definitions.hpp"
 
-#include <cmath>
 #include <cstdint>
 
 namespace hal::ops::definitions {
@@ -42,9 +41,8 @@ hal_result_t describe_attention(const hal_op_attention_desc_t& desc, bool backwa
     return invalid(message, "desc->sparsity " + std::to_string(desc.sparsity) +
                                 " is not a hal_attention_sparsity_t");
   }
-  if (!std::isfinite(desc.scale)) {
-    return invalid(message, "desc->scale must be finite (0 selects 1/sqrt(d))");
-  }
+  if (reject(check_finite_scalar("desc->scale (0 selects 1/sqrt(d))", desc.scale), message))
+    return HAL_ERROR_INVALID_ARGUMENT;
   if (desc.has_cu_seqlens > 1) return invalid(message, "desc->has_cu_seqlens must be 0 or 1");
   if (reject(check_tensor("q", desc.q, kFloatDtypes, 4, 4), message) ||
       reject(check_tensor("k", desc.k, kFloatDtypes, 4, 4), message) ||

@@ -4,6 +4,7 @@
 
 #include "hal_ops/signature.hpp"
 #include "hal_ops/tensor.hpp"
+#include "scalars.hpp"
 
 #include <string>
 
@@ -41,6 +42,24 @@ BinaryClass binary_class(hal_binary_op_t op);
 // broken rule naming the operands.
 std::string check_binary_dtypes(hal_binary_op_t op, float alpha, const char* a_name, hal_dtype_t a,
                                 const char* b_name, hal_dtype_t b, hal_dtype_t out);
+
+// convolution.cpp: CONVOLUTION, CONVOLUTION_BACKWARD_DATA, CONVOLUTION_BACKWARD_WEIGHTS
+hal_result_t describe_convolution_family(const hal_op_header_t*, OpSignature*, std::string*);
+// pooling.cpp: POOLING(_BACKWARD)
+hal_result_t describe_pooling_family(const hal_op_header_t*, OpSignature*, std::string*);
+// channel_norm.cpp: BATCH_NORM(_BACKWARD), GROUP_NORM(_BACKWARD)
+hal_result_t describe_channel_norm_family(const hal_op_header_t*, OpSignature*, std::string*);
+
+// "0x1c": a flags word for messages.
+inline std::string hex_text(uint32_t value) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string text;
+  do {
+    text.insert(text.begin(), kDigits[value & 15u]);
+    value >>= 4;
+  } while (value != 0);
+  return "0x" + text;
+}
 
 // Sets |message| to |problem| and returns HAL_ERROR_INVALID_ARGUMENT when
 // |problem| is not empty: `if (reject(check_tensor(...), message)) return ...`.

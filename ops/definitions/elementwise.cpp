@@ -14,7 +14,8 @@ hal_result_t describe_unary(const hal_op_unary_desc_t& desc, bool backward, OpSi
     *message = "desc->activation " + std::to_string(desc.activation) + " is not a hal_activation_t";
     return HAL_ERROR_INVALID_ARGUMENT;
   }
-  if (reject(check_tensor("x", desc.x, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message))
+  if (reject(check_finite_scalar("desc->alpha", desc.alpha), message) ||
+      reject(check_tensor("x", desc.x, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message))
     return HAL_ERROR_INVALID_ARGUMENT;
   if (!backward) {
     if (reject(check_output("out", desc.out, kFloatDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
@@ -42,7 +43,8 @@ hal_result_t describe_binary(const hal_op_binary_desc_t& desc, OpSignature* out,
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   constexpr DtypeSet kOperands = kFloatDtypes | kIntegerDtypes | kBoolDtype;
-  if (reject(check_tensor("a", desc.a, kOperands, 0, HAL_TENSOR_MAX_RANK), message) ||
+  if (reject(check_finite_scalar("desc->alpha", desc.alpha), message) ||
+      reject(check_tensor("a", desc.a, kOperands, 0, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_tensor("b", desc.b, kOperands, 0, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_output("out", desc.out, kOperands, 0, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_binary_dtypes(desc.op, desc.alpha, "a", desc.a.dtype, "b", desc.b.dtype,
@@ -207,11 +209,8 @@ hal_result_t describe_cast(const hal_op_cast_desc_t& desc, bool permute, OpSigna
 
 hal_result_t describe_dropout(const hal_op_dropout_desc_t& desc, OpSignature* out,
                               std::string* message) {
-  // Written so that NaN fails too.
-  if (!(desc.probability >= 0.0f && desc.probability < 1.0f)) {
-    *message = "desc->probability " + std::to_string(desc.probability) + " must be in [0, 1)";
+  if (reject(check_unit_interval_scalar("desc->probability", desc.probability), message))
     return HAL_ERROR_INVALID_ARGUMENT;
-  }
   if (desc.backward > 1 || desc.has_mask > 1) {
     *message = "desc->backward and desc->has_mask must be 0 or 1";
     return HAL_ERROR_INVALID_ARGUMENT;

@@ -136,6 +136,11 @@ hal_result_t describe_fill(const hal_op_fill_desc_t& desc, OpSignature* out, std
                               : ScalarType::kI64;
   out->scalars.push_back({"start", type});
   out->scalars.push_back({"step", type});
+  const hal_dtype_t target = desc.out.dtype;
+  const int64_t count = element_count(desc.out);
+  set_scalar_check(*out, [type, target, count](const hal_op_scalar_t* scalars) {
+    return check_fill_scalars(scalars, type, target, count);
+  });
   return HAL_SUCCESS;
 }
 

@@ -150,6 +150,8 @@ hal_result_t describe_binary_scalar(const hal_op_binary_scalar_desc_t& desc, OpS
     *message = "desc->scalar_first and desc->scalar_is_float must be 0 or 1";
     return HAL_ERROR_INVALID_ARGUMENT;
   }
+  if (reject(check_finite_scalar("desc->alpha", desc.alpha), message))
+    return HAL_ERROR_INVALID_ARGUMENT;
   if (reject(check_tensor("x", desc.x, kNumericDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_output("out", desc.out, kNumericDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_same_shape("out", desc.out, "x", desc.x), message))
@@ -165,6 +167,12 @@ hal_result_t describe_binary_scalar(const hal_op_binary_scalar_desc_t& desc, OpS
   const int x = add_operand(*out, "x", Role::kInput, desc.x);
   add_operand(*out, "out", Role::kOutput, desc.out, x);
   out->scalars.push_back({"s", desc.scalar_is_float ? ScalarType::kF64 : ScalarType::kI64});
+  // A float s is an f32 operand (an integer one is taken as it is, in i64).
+  if (desc.scalar_is_float) {
+    set_scalar_check(*out, [](const hal_op_scalar_t* scalars) {
+      return check_value_scalar("scalar 0 (s)", scalars[0], ScalarType::kF64, HAL_DTYPE_F32);
+    });
+  }
   return HAL_SUCCESS;
 }
 
@@ -206,6 +214,23 @@ hal_result_t describe_where(const hal_op_where_desc_t& desc, OpSignature* out,
   add_operand(*out, "out", Role::kOutput, desc.out, alias);
   if (desc.a_is_scalar) out->scalars.push_back({"a", scalar_type_for(desc.out.dtype)});
   if (desc.b_is_scalar) out->scalars.push_back({"b", scalar_type_for(desc.out.dtype)});
+  // Each scalar value is converted to out's dtype.
+  if (!out->scalars.empty()) {
+    const hal_dtype_t target = desc.out.dtype;
+    const ScalarType type = scalar_type_for(target);
+    const bool a_first = desc.a_is_scalar != 0;
+    const size_t count = out->scalars.size();
+    set_scalar_check(*out, [target, type, a_first, count](const hal_op_scalar_t* scalars) {
+      for (size_t i = 0; i < count; ++i) {
+        const bool is_a = a_first && i == 0;
+        std::string problem =
+            check_value_scalar(is_a ? "scalar 0 (a)" : (i == 0 ? "scalar 0 (b)" : "scalar 1 (b)"),
+                               scalars[i], type, target);
+        if (!problem.empty()) return problem;
+      }
+      return std::string();
+    });
+  }
   return HAL_SUCCESS;
 }
 
@@ -244,6 +269,22 @@ hal_result_t describe_clamp(const hal_op_clamp_desc_t& desc, OpSignature* out,
   const ScalarType type = integer ? ScalarType::kI64 : ScalarType::kF64;
   if (desc.min_kind == HAL_CLAMP_BOUND_SCALAR) out->scalars.push_back({"min", type});
   if (desc.max_kind == HAL_CLAMP_BOUND_SCALAR) out->scalars.push_back({"max", type});
+  // Float bounds take part in f32 math; integer ones are compared in i64 as
+  // they are.
+  if (!integer && !out->scalars.empty()) {
+    const bool min_first = desc.min_kind == HAL_CLAMP_BOUND_SCALAR;
+    const size_t count = out->scalars.size();
+    set_scalar_check(*out, [min_first, count](const hal_op_scalar_t* scalars) {
+      for (size_t i = 0; i < count; ++i) {
+        const bool is_min = min_first && i == 0;
+        std::string problem = check_value_scalar(
+            is_min ? "scalar 0 (min)" : (i == 0 ? "scalar 0 (max)" : "scalar 1 (max)"), scalars[i],
+            ScalarType::kF64, HAL_DTYPE_F32);
+        if (!problem.empty()) return problem;
+      }
+      return std::string();
+    });
+  }
   return HAL_SUCCESS;
 }
 

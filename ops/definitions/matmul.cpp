@@ -60,6 +60,8 @@ hal_result_t describe_matmul(const hal_op_matmul_desc_t& desc, OpSignature* out,
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   if (reject(check_epilogue_activation("desc->activation", desc.activation), message) ||
+      reject(check_finite_scalar("desc->alpha", desc.alpha), message) ||
+      reject(check_finite_scalar("desc->beta", desc.beta), message) ||
       reject(check_tensor("a", desc.a, kFloatDtypes, 2, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_tensor("b", desc.b, kFloatDtypes, 2, HAL_TENSOR_MAX_RANK), message) ||
       reject(check_output("d", desc.d, kFloatDtypes, 2, HAL_TENSOR_MAX_RANK), message))
@@ -98,7 +100,7 @@ hal_result_t describe_matmul(const hal_op_matmul_desc_t& desc, OpSignature* out,
                (transpose_a ? " (a transposed)" : "") + (transpose_b ? " (b transposed)" : "");
     return HAL_ERROR_INVALID_ARGUMENT;
   }
-  const bool uses_c = desc.beta != 0.0f;  // NaN reads c too
+  const bool uses_c = desc.beta != 0.0f;
   if (uses_c) {
     if (reject(check_tensor("c", desc.c, kFloatDtypes, 2, HAL_TENSOR_MAX_RANK), message) ||
         reject(check_batch("c", desc.c, desc.d), message) ||
@@ -119,6 +121,7 @@ hal_result_t describe_matmul(const hal_op_matmul_desc_t& desc, OpSignature* out,
         reject(check_same_shape("aux", desc.aux, "d", desc.d), message))
       return HAL_ERROR_INVALID_ARGUMENT;
   }
+  // In hal_matmul_operand_t's order (api/hal/ops.h): a, b, c, d, bias, aux.
   add_operand(*out, "a", Role::kInput, desc.a);
   add_operand(*out, "b", Role::kInput, desc.b);
   const int c = uses_c ? add_operand(*out, "c", Role::kInput, desc.c) : add_unused(*out, "c");
@@ -133,6 +136,8 @@ hal_result_t describe_matmul(const hal_op_matmul_desc_t& desc, OpSignature* out,
   } else {
     add_unused(*out, "aux");
   }
+  static_assert(HAL_MATMUL_OPERAND_COUNT == 6,
+                "one operand above for each of hal_matmul_operand_t");
   int64_t batch = 1;
   for (uint32_t d = 0; d + 2 < rank; ++d) batch *= desc.d.shape[d];
   out->summary = "batch=" + std::to_string(batch) + " m=" + std::to_string(m) +
@@ -222,6 +227,7 @@ hal_result_t describe_grouped_matmul(const hal_op_grouped_matmul_desc_t& desc, O
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   if (reject(check_shape("d", desc.d, {rows, n}), message)) return HAL_ERROR_INVALID_ARGUMENT;
+  // In hal_matmul_operand_t's order (api/hal/ops.h): a, b, c, d, bias, aux.
   add_operand(*out, "a", Role::kInput, desc.a);
   add_operand(*out, "b", Role::kInput, desc.b);
   add_operand(*out, "offsets", Role::kInput, vector_tensor(HAL_DTYPE_I32, groups + 1));

@@ -1,8 +1,6 @@
 // SOFTMAX(_BACKWARD), NORM(_BACKWARD): row-wise ops over the last dimension.
 #include "definitions.hpp"
 
-#include <cmath>
-
 namespace hal::ops::definitions {
 
 namespace {
@@ -88,11 +86,15 @@ hal_result_t describe_norm(const hal_op_norm_desc_t& desc, bool backward, OpSign
                    message);
   }
   const bool layernorm = desc.norm == HAL_NORM_LAYERNORM;
-  if (!(std::isfinite(desc.epsilon) && desc.epsilon >= 0.0f)) {
-    return invalid(
-        "desc->epsilon is " + std::to_string(desc.epsilon) + "; it must be finite and >= 0",
-        message);
-  }
+  // The forward divides by sqrt(var + epsilon) (var = 0 for a constant
+  // row); the backward reads the rstd the forward saved and never uses it.
+  if (reject(backward
+                 ? check_non_negative_scalar("desc->epsilon", desc.epsilon)
+                 : check_positive_normal_scalar(
+                       "desc->epsilon", desc.epsilon,
+                       "rows are divided by sqrt(var + epsilon), and a constant row has var 0"),
+             message))
+    return HAL_ERROR_INVALID_ARGUMENT;
   if (reject(check_flag("has_gamma", desc.has_gamma), message) ||
       reject(check_flag("has_beta", desc.has_beta), message) ||
       reject(check_flag("has_mean", desc.has_mean), message) ||

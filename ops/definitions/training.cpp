@@ -1,9 +1,6 @@
 // ROPE, EMBEDDING(_BACKWARD), CROSS_ENTROPY, ADAMW, TOPK_GATING.
 #include "definitions.hpp"
 
-#include <cmath>
-#include <limits>
-
 namespace hal::ops::definitions {
 
 namespace {
@@ -33,10 +30,10 @@ hal_result_t describe_rope(const hal_op_rope_desc_t& desc, OpSignature* out, std
                std::to_string(dim) + ")";
     return kInvalid;
   }
-  if (!std::isfinite(desc.base) || desc.base <= 0.0f) {
-    *message = "desc->base must be a finite number > 0";
+  if (reject(check_positive_normal_scalar("desc->base", desc.base,
+                                          "the frequencies are base^(-2i/rotary_dim)"),
+             message))
     return kInvalid;
-  }
   const int x = add_operand(*out, "x", Role::kInput, desc.x);
   if (desc.has_positions) {
     if (reject(check_tensor("positions", desc.positions, kI32Only, 2, 2), message) ||
@@ -106,8 +103,8 @@ hal_result_t describe_embedding(const hal_op_embedding_desc_t& desc, bool backwa
 }
 
 std::string check_grad_scale(const hal_op_scalar_t* scalars) {
-  if (std::isfinite(scalars[0].f64)) return {};
-  return "scalar 0 (grad_scale) must be a finite number";
+  return check_f32_run_time_scalar("scalar 0 (grad_scale)", scalars[0].f64, Sign::kAny,
+                                   "cross-entropy");
 }
 
 hal_result_t describe_cross_entropy(const hal_op_cross_entropy_desc_t& desc, OpSignature* out,
@@ -119,10 +116,8 @@ hal_result_t describe_cross_entropy(const hal_op_cross_entropy_desc_t& desc, OpS
     *message = "desc->reserved must be 0";
     return kInvalid;
   }
-  if (!(desc.label_smoothing >= 0.0f && desc.label_smoothing < 1.0f)) {
-    *message = "desc->label_smoothing must be in [0, 1)";
+  if (reject(check_unit_interval_scalar("desc->label_smoothing", desc.label_smoothing), message))
     return kInvalid;
-  }
   if (reject(check_tensor("logits", desc.logits, kFloatDtypes, 2, 2), message) ||
       reject(check_tensor("labels", desc.labels, kIndexDtypes, 1, 1), message) ||
       reject(check_shape("labels", desc.labels, {desc.logits.shape[0]}), message) ||
@@ -153,14 +148,16 @@ hal_result_t describe_cross_entropy(const hal_op_cross_entropy_desc_t& desc, OpS
     add_unused(*out, "grad_logits");
   }
   out->scalars.push_back({"grad_scale", ScalarType::kF64});
-  out->check_scalars = check_grad_scale;
+  set_scalar_check(*out, check_grad_scale);
   out->summary = "rows=" + std::to_string(desc.logits.shape[0]) +
                  " classes=" + std::to_string(desc.logits.shape[1]);
   return HAL_SUCCESS;
 }
 
 std::string check_adamw_scalars(const hal_op_scalar_t* scalars) {
-  if (!std::isfinite(scalars[0].f64)) return "scalar 0 (lr) must be a finite number";
+  std::string problem =
+      check_f32_run_time_scalar("scalar 0 (lr)", scalars[0].f64, Sign::kNonNegative, "AdamW");
+  if (!problem.empty()) return problem;
   if (scalars[1].i64 < 1) {
     return "scalar 1 (step) is " + std::to_string(scalars[1].i64) + "; it must be >= 1";
   }
@@ -194,22 +191,16 @@ hal_result_t describe_adamw(const hal_op_adamw_desc_t& desc, OpSignature* out,
     *message = "desc->grad_dtype must be one of " + describe_dtypes(kFloatDtypes);
     return kInvalid;
   }
-  if (!(desc.beta1 >= 0.0f && desc.beta1 < 1.0f) || !(desc.beta2 >= 0.0f && desc.beta2 < 1.0f)) {
-    *message = "desc->beta1 and desc->beta2 must be in [0, 1)";
+  if (reject(check_unit_interval_scalar("desc->beta1", desc.beta1), message) ||
+      reject(check_unit_interval_scalar("desc->beta2", desc.beta2), message) ||
+      reject(check_positive_normal_scalar(
+                 "desc->epsilon", desc.epsilon,
+                 "the update divides by sqrt(v) + epsilon, and v is 0 where the gradient is"),
+             message) ||
+      reject(check_non_negative_scalar("desc->weight_decay", desc.weight_decay), message) ||
+      reject(check_finite_scalar("desc->max_grad_norm (<= 0: no clipping)", desc.max_grad_norm),
+             message))
     return kInvalid;
-  }
-  if (!(desc.epsilon >= 0.0f) || !std::isfinite(desc.epsilon)) {
-    *message = "desc->epsilon must be a finite number >= 0";
-    return kInvalid;
-  }
-  if (!std::isfinite(desc.weight_decay)) {
-    *message = "desc->weight_decay must be a finite number";
-    return kInvalid;
-  }
-  if (!std::isfinite(desc.max_grad_norm)) {
-    *message = "desc->max_grad_norm must be a finite number (<= 0: no clipping)";
-    return kInvalid;
-  }
   // The loader's operand checks compute byte extents in 64 bits.
   constexpr int64_t kMaxNumel = int64_t{1} << 40;
   for (uint32_t t = 0; t < desc.tensor_count; ++t) {
@@ -238,7 +229,7 @@ hal_result_t describe_adamw(const hal_op_adamw_desc_t& desc, OpSignature* out,
   }
   out->scalars.push_back({"lr", ScalarType::kF64});
   out->scalars.push_back({"step", ScalarType::kI64});
-  out->check_scalars = check_adamw_scalars;
+  set_scalar_check(*out, check_adamw_scalars);
   out->summary = "tensors=" + std::to_string(desc.tensor_count) +
                  (desc.has_master ? " master" : "") + (desc.max_grad_norm > 0.0f ? " clip" : "");
   return HAL_SUCCESS;

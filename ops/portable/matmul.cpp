@@ -63,16 +63,16 @@ class MatmulPlan final : public PlannedOp {
     const bool has_aux = (desc_.flags & HAL_MATMUL_SAVE_AUX) != 0;
     // An operand the kernel does not read (unused, or empty a and b when
     // k = 0) gets d's pointer so no NULL reaches a kernel argument.
-    void* const d = context.operands[3];
+    void* const d = context.operands[HAL_MATMUL_OPERAND_D];
     const auto or_d = [d](void* pointer) { return pointer != nullptr ? pointer : d; };
     const hal_tensor_desc_t& a = desc_.a;
     const hal_tensor_desc_t& b = desc_.b;
     KernelArgs args;
-    args.pointer(or_d(context.operands[0]));
+    args.pointer(or_d(context.operands[HAL_MATMUL_OPERAND_A]));
     for (int64_t stride : batch_.strides[0]) args.i64(stride);
     args.i64(transpose_a ? a.strides[rank - 1] : a.strides[rank - 2])
         .i64(transpose_a ? a.strides[rank - 2] : a.strides[rank - 1]);
-    args.pointer(or_d(context.operands[1]));
+    args.pointer(or_d(context.operands[HAL_MATMUL_OPERAND_B]));
     for (int64_t stride : batch_.strides[1]) args.i64(stride);
     args.i64(transpose_b ? b.strides[rank - 1] : b.strides[rank - 2])
         .i64(transpose_b ? b.strides[rank - 2] : b.strides[rank - 1]);
@@ -81,10 +81,10 @@ class MatmulPlan final : public PlannedOp {
       for (int64_t stride : batch_.strides[view]) args.i64(used ? stride : 0);
       args.i64(used ? tensor.strides[rank - 2] : 0).i64(used ? tensor.strides[rank - 1] : 0);
     };
-    matrix(2, 2, desc_.c, uses_c);
-    matrix(3, 3, desc_.d, true);
-    matrix(5, 4, desc_.aux, has_aux);
-    args.pointer(has_bias ? context.operands[4] : d)
+    matrix(HAL_MATMUL_OPERAND_C, 2, desc_.c, uses_c);
+    matrix(HAL_MATMUL_OPERAND_D, 3, desc_.d, true);
+    matrix(HAL_MATMUL_OPERAND_AUX, 4, desc_.aux, has_aux);
+    args.pointer(has_bias ? context.operands[HAL_MATMUL_OPERAND_BIAS] : d)
         .i32(has_bias ? desc_.bias.dtype : 0)
         .i64(has_bias ? desc_.bias.strides[0] : 0);
     args.i64(batch_.shape[1]).i64(batch_.shape[2]).i64(batch_.shape[3]).i64(batch);
@@ -199,7 +199,7 @@ class GroupedMatmulPlan final : public PlannedOp {
     const int64_t n = desc_.d.shape[1];
     if (rows == 0 || n == 0 || desc_.groups == 0) return HAL_SUCCESS;
     const bool transpose_b = (desc_.flags & HAL_MATMUL_TRANSPOSE_B) != 0;
-    void* const d = context.operands[3];
+    void* const d = context.operands[HAL_MATMUL_OPERAND_D];
     const auto or_d = [d](void* pointer) { return pointer != nullptr ? pointer : d; };
     const hal_tensor_desc_t& b = desc_.b;
     KernelArgs args;

@@ -10,6 +10,9 @@ std::span<const Implementation* const> implementations(hal_op_kind_t kind) {
     portable::add_elementwise(built);
     portable::add_training(built);
     portable::add_attention(built);
+    portable::add_convolution(built);
+    portable::add_pooling(built);
+    portable::add_channel_norm(built);
     portable::add_math(built);
     portable::add_indexing(built);
     portable::add_paged(built);

@@ -15,6 +15,9 @@ void add_normalization(ImplementationTable& table);  // normalization.cpp
 void add_elementwise(ImplementationTable& table);    // elementwise.cpp
 void add_training(ImplementationTable& table);       // training.cpp
 void add_attention(ImplementationTable& table);      // attention.cpp
+void add_convolution(ImplementationTable& table);    // convolution.cpp
+void add_pooling(ImplementationTable& table);        // pooling.cpp
+void add_channel_norm(ImplementationTable& table);   // channel_norm.cpp
 void add_math(ImplementationTable& table);           // math.cpp
 void add_indexing(ImplementationTable& table);       // indexing.cpp
 void add_paged(ImplementationTable& table);          // paged.cpp

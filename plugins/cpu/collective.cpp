@@ -12,7 +12,6 @@
 #include "hal_collective/shm_transport.hpp"
 #include "hal_util/names.hpp"
 #include "device.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::cpu {
@@ -26,6 +25,7 @@ using collective::Status;
 struct RankState {
   uint32_t rank = 0;
   uint32_t timeout_ms = HAL_COMM_DEFAULT_TIMEOUT_MS;
+  bool over_mpi = false;  // bootstrapped by MPI: its finalize hears of a peer's failure
   std::atomic<bool> aborted{false};
   std::shared_ptr<collective::LocalGroup> group;     // in-process ranks
   std::unique_ptr<collective::Transport> transport;  // ranks in processes: MPI or ShmTransport
@@ -136,6 +136,10 @@ class CollectiveTask final : public StreamTask {
  private:
   [[noreturn]] void fail(const Status& status) {
     state_->record(status.result);
+    if (state_->over_mpi &&
+        (status.result == HAL_ERROR_REMOTE || status.result == HAL_ERROR_TIMEOUT)) {
+      note_mpi_peer_failure(state_->timeout_ms, state_->transport->any_peer_exited());
+    }
     throw std::runtime_error(std::string(collective::kind_name(calls_.calls().front().kind)) +
                              " on rank " + std::to_string(state_->rank) + " failed (" +
                              hal::util::result_name(status.result) + "): " + status.message);
@@ -195,10 +199,12 @@ namespace {
 // loader's exchange (which keeps the detail of a failure).
 class ExchangeSetup final : public collective::SetupChannel {
  public:
-  ExchangeSetup(const hal_comm_exchange_t& exchange, uint32_t rank, uint32_t ranks)
-      : exchange_(exchange), rank_(rank), ranks_(ranks) {}
+  ExchangeSetup(const hal_comm_exchange_t& exchange, uint32_t rank, uint32_t ranks,
+                const Deadline& deadline)
+      : exchange_(exchange), rank_(rank), ranks_(ranks), deadline_(deadline) {}
   uint32_t rank() const override { return rank_; }
   uint32_t ranks() const override { return ranks_; }
+  Deadline deadline() const override { return deadline_; }
   Status all_gather(const void* mine, void* all, size_t bytes) override {
     auto* out = static_cast<uint8_t*>(all);
     std::memcpy(out + rank_ * bytes, mine, bytes);
@@ -216,6 +222,7 @@ class ExchangeSetup final : public collective::SetupChannel {
   const hal_comm_exchange_t& exchange_;
   uint32_t rank_;
   uint32_t ranks_;
+  Deadline deadline_;
 };
 
 // A rank whose transport is made: ranks on one host also meet in a shared
@@ -256,9 +263,13 @@ hal_result_t comm_init_rank(hal_impl_device_t* device, uint32_t nranks, uint32_t
   if (config->bootstrap != HAL_COMM_BOOTSTRAP_MPI) return HAL_ERROR_UNSUPPORTED;
   return plugin::guarded(owner.report(), "comm_init_rank", [&] {
     auto state = new_rank_state(rank, *config);
+    state->over_mpi = true;
     Status status;
     const Deadline deadline = Deadline::after_ms(config->timeout_ms, nullptr);
     std::unique_ptr<collective::Transport> mpi = make_mpi_transport(nranks, rank, deadline, status);
+    if (!mpi && (status.result == HAL_ERROR_TIMEOUT || status.result == HAL_ERROR_REMOTE)) {
+      note_mpi_peer_failure(config->timeout_ms, false);  // a peer never came
+    }
     if (!mpi) {
       return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
     }
@@ -290,7 +301,8 @@ hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks,
     auto state = new_rank_state(rank, *config);
     Status status;
     std::string why_not;
-    ExchangeSetup setup(*exchange, rank, nranks);
+    const Deadline deadline = Deadline::after_ms(config->timeout_ms, nullptr);
+    ExchangeSetup setup(*exchange, rank, nranks, deadline);
     auto transport =
         collective::ShmTransport::create(setup, collective::shm_wanted(), status, why_not);
     if (!status.ok()) {
@@ -303,7 +315,6 @@ hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks,
       return HAL_ERROR_UNSUPPORTED;
     }
     state->transport = std::move(transport);
-    const Deadline deadline = Deadline::after_ms(config->timeout_ms, nullptr);
     return finish_rank(owner, std::move(state), nranks, deadline, "store",
                        "messages through a shared segment", out_comm);
   });
@@ -355,6 +366,8 @@ namespace hal::cpu {
 bool has_mpi() {
   return false;
 }
+
+void note_mpi_peer_failure(uint32_t, bool) noexcept {}
 
 std::unique_ptr<collective::Transport> make_mpi_transport(uint32_t, uint32_t,
                                                           const collective::Deadline&,

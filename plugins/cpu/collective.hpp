@@ -17,6 +17,7 @@
 
 #include "hal_collective/p2p.hpp"
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/table.hpp"
 
 namespace hal::cpu {
 
@@ -27,20 +28,21 @@ std::unique_ptr<collective::Transport> make_mpi_transport(uint32_t ranks, uint32
                                                           collective::Status& out_status);
 // Whether this build of the plugin has MPI.
 bool has_mpi();
+// A rank over MPI saw a peer fail (HAL_ERROR_REMOTE or HAL_ERROR_TIMEOUT);
+// |peer_exited| when a peer's process is known to have ended. MPI_Finalize
+// waits for every rank, so the plugin's finalize then waits for the peers at
+// most |timeout_ms| (not at all for a known death) and goes without it if
+// they do not come (collective_mpi.cpp).
+void note_mpi_peer_failure(uint32_t timeout_ms, bool peer_exited) noexcept;
 
-hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
-                             const hal_comm_config_t* config, hal_impl_comm_t** out_comms);
-hal_result_t comm_init_rank(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
-                            const hal_comm_config_t* config, hal_impl_comm_t** out_comm);
-hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
-                                     const hal_comm_config_t* config,
-                                     const hal_comm_exchange_t* exchange,
-                                     hal_impl_comm_t** out_comm);
-hal_result_t comm_destroy(hal_impl_comm_t* comm);
-void comm_abort(hal_impl_comm_t* comm);
-hal_result_t comm_get_async_error(hal_impl_comm_t* comm);
-hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint32_t call_count,
-                          const hal_collective_call_t* calls);
+// The collective entries (collective.cpp), of the SDK's entry types.
+plugin::v1::comm_init_local_fn comm_init_local;
+plugin::v1::comm_init_rank_fn comm_init_rank;
+plugin::v1::comm_init_rank_exchange_fn comm_init_rank_exchange;
+plugin::v1::comm_destroy_fn comm_destroy;
+plugin::v1::comm_abort_fn comm_abort;
+plugin::v1::comm_get_async_error_fn comm_get_async_error;
+plugin::v1::comm_enqueue_fn comm_enqueue;
 
 }  // namespace hal::cpu
 

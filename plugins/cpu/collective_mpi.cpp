@@ -9,11 +9,17 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "collective.hpp"
+#include "hal_util/env.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -27,7 +33,13 @@ using collective::Status;
 std::mutex g_mpi_mutex;
 
 // Initialises MPI once, unless the application did; finalises at unload only
-// what it initialised.
+// what it initialised. MPI_Finalize waits for every rank: a peer that died
+// unseen by the launcher, or that hangs, would hold this process at exit for
+// good. So every rank first meets the others in an MPI_Ibarrier. Normally it
+// waits there as long as MPI_Finalize would; once a rank of this process saw
+// a peer fail, it waits at most that communicator's timeout (not at all when
+// a peer's process is known to have ended) and, if the peers do not all come,
+// leaves MPI unfinalised: the process exits in bounded time.
 class MpiSession {
  public:
   static MpiSession& get() {
@@ -35,6 +47,12 @@ class MpiSession {
     return session;
   }
   bool ready() const { return ready_; }
+  void note_peer_failure(uint32_t timeout_ms, bool peer_exited) noexcept {
+    std::lock_guard lock(failure_mutex_);
+    peer_failed_ = true;
+    peer_exited_ = peer_exited_ || peer_exited;
+    patience_ms_ = std::max(patience_ms_, timeout_ms);
+  }
 
  private:
   MpiSession() {
@@ -53,10 +71,41 @@ class MpiSession {
     std::lock_guard lock(g_mpi_mutex);
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (owned_ && !finalized) MPI_Finalize();
+    if (!owned_ || finalized) return;
+    if (!all_ranks_arrive()) {
+      if (hal::util::env("HAL_LOG") != nullptr) {
+        std::fprintf(stderr,
+                     "[hal:cpu] warning: a peer rank failed and did not reach the end: MPI is "
+                     "left unfinalised so that this process can exit\n");
+      }
+      return;
+    }
+    MPI_Finalize();
   }
+
+  // Whether every rank met in a barrier before finalising (within the
+  // patience a peer's failure set, if any).
+  bool all_ranks_arrive() {
+    std::lock_guard lock(failure_mutex_);
+    if (peer_exited_) return false;
+    MPI_Request request;
+    if (MPI_Ibarrier(MPI_COMM_WORLD, &request) != MPI_SUCCESS) return !peer_failed_;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(patience_ms_);
+    for (uint32_t polls = 0;; ++polls) {
+      int done = 0;
+      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return !peer_failed_;
+      if (done) return true;
+      if (peer_failed_ && std::chrono::steady_clock::now() >= give_up) return false;
+      if (polls > 1000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   bool owned_ = false;
   bool ready_ = false;
+  std::mutex failure_mutex_;
+  bool peer_failed_ = false;  // a rank of this process saw a peer fail
+  bool peer_exited_ = false;  // and a peer's process is known to have ended
+  uint32_t patience_ms_ = 0;  // the largest timeout of those ranks
 };
 
 class MpiTransport final : public collective::Transport {
@@ -176,6 +225,10 @@ Status duplicate_world(MPI_Comm& out, const Deadline& deadline) {
 
 bool has_mpi() {
   return true;
+}
+
+void note_mpi_peer_failure(uint32_t timeout_ms, bool peer_exited) noexcept {
+  MpiSession::get().note_peer_failure(timeout_ms, peer_exited);
 }
 
 std::unique_ptr<collective::Transport> make_mpi_transport(uint32_t ranks, uint32_t rank,

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "bounds.hpp"
 #include "event.hpp"
 #include "hal_plugin.h"
 
@@ -79,6 +80,8 @@ struct LaunchCommand {
   uint32_t shared_memory_bytes;
   uint32_t arg_count;
   ArgSlots args;
+  // A bounds-checked kernel's record (bounds.hpp); null otherwise.
+  std::unique_ptr<BoundsLaunch> bounds;
 };
 
 // Work another part of the plugin (collectives) runs in stream order; a

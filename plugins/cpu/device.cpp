@@ -1,28 +1,107 @@
+// The cpu plugin's context (its devices, thread pool and stream executors, and
+// the environment variables that size them) and its devices.
 #include "device.hpp"
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
+#include "hal_plugin_sdk/uuid.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
+#include "hal_util/env.hpp"
 #include "event.hpp"
 #include "module.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::cpu {
-namespace {
-
-// FNV-1a: a stable hash, so a device keeps its uuid across runs and builds.
-uint64_t fnv1a(const std::string& text, uint64_t seed) {
-  uint64_t hash = 14695981039346656037ull ^ seed;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
+Plugin::Plugin(const hal_plugin_host_t* host, uint32_t device_count, uint64_t memory_per_device,
+               const StreamLimits& stream_limits)
+    : PluginBase(host),
+      cpu_(CpuInfo::detect()),
+      stream_limits_(stream_limits),
+      bounds_checks_(hal::util::kernel_bounds_checks()) {
+  CommandQueue::retain_cache();
+  // One pool thread per hardware thread beyond the caller's own: a stream's
+  // runner is worker 0 of every launch it executes.
+  const uint32_t workers = device_count == 0 ? 0 : cpu_.hardware_threads - 1;
+  pool_scratch_.resize(workers + 1);
+  pool_ = std::make_unique<ThreadPool>(workers);
+  if (stream_limits_.executor_threads == 0)
+    stream_limits_.executor_threads = default_executor_threads(cpu_.hardware_threads);
+  executors_ = std::make_unique<StreamExecutors>(stream_limits_.executor_threads,
+                                                 stream_limits_.idle_spin, *pool_);
+  // Half of the physical memory, split evenly, in whole huge pages; the
+  // other half stays for the application and the allocator's caches.
+  const uint64_t share =
+      device_count == 0 ? 0 : cpu_.physical_memory / (2 * uint64_t{device_count});
+  const uint64_t budget = memory_per_device != 0
+                              ? memory_per_device
+                              : share / CachingAllocator::kHugePage * CachingAllocator::kHugePage;
+  report().log(HAL_LOG_DEBUG,
+               "cpu: %u threads, %u fp32 lanes, %s, clock %.0f MHz (from %s): declared peaks "
+               "%.4g FLOP/s, %.4g bytes/s per device",
+               cpu_.hardware_threads, cpu_.vector_floats, cpu_.has_fma ? "FMA" : "no FMA",
+               cpu_.nominal_clock_hz / 1e6, cpu_.clock_source.c_str(),
+               cpu_.peak_fp32_flops(cpu_.hardware_threads),
+               cpu_.peak_memory_bandwidth(cpu_.hardware_threads));
+  devices_.reserve(device_count);
+  for (uint32_t i = 0; i < device_count; ++i) {
+    devices_.push_back(std::make_unique<Device>(*this, i, budget));
   }
-  return hash;
 }
 
-}  // namespace
+Plugin::~Plugin() {
+  devices_.clear();  // finishes every stream before the executors and the pool go
+  executors_.reset();
+  pool_.reset();
+  CommandQueue::release_cache();
+}
+
+bool parse_device_count(const char* text, uint32_t* out_count, std::string& out_error) {
+  if (text == nullptr) {
+    *out_count = 2;
+    return true;
+  }
+  const std::string value = text;
+  uint64_t count = 0;
+  bool valid = !value.empty() && value.size() <= 6;
+  for (char c : value) {
+    if (c < '0' || c > '9') {
+      valid = false;
+      break;
+    }
+    count = count * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (!valid || count > kMaxDevices) {
+    out_error = "HAL_CPU_DEVICES='" + value + "' is not a device count: expected a whole number " +
+                "from 0 to " + std::to_string(kMaxDevices);
+    return false;
+  }
+  *out_count = static_cast<uint32_t>(count);
+  return true;
+}
+
+bool parse_device_memory(const char* text, uint64_t* out_bytes, std::string& out_error) {
+  *out_bytes = 0;
+  if (text == nullptr) return true;
+  const std::string value = text;
+  uint64_t bytes = 0;
+  bool valid = !value.empty() && value.size() <= 19;
+  for (char c : value) {
+    if (c < '0' || c > '9') {
+      valid = false;
+      break;
+    }
+    bytes = bytes * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (!valid || bytes < (uint64_t{1} << 20)) {
+    out_error = "HAL_CPU_DEVICE_MEMORY='" + value +
+                "' is not a memory size: expected a whole number of bytes, at least 1048576";
+    return false;
+  }
+  *out_bytes = bytes;
+  return true;
+}
 
 Device::Device(Plugin& plugin, uint32_t index, uint64_t memory_budget)
     : plugin_(plugin), index_(index), allocator_(memory_budget) {}
@@ -82,7 +161,9 @@ void Device::release_all() {
   allocator_.release_all();
 }
 
-void Device::get_properties(hal_device_properties_t& out) const {
+hal_device_properties_t Device::properties() const {
+  hal_device_properties_t out{};
+  out.struct_size = sizeof(out);
   const CpuInfo& cpu = plugin_.cpu();
   std::snprintf(out.name, sizeof(out.name), "HAL CPU device %u (%s)", index_, cpu.model.c_str());
   plugin::copy_string(out.vendor, cpu.vendor.c_str());
@@ -90,12 +171,7 @@ void Device::get_properties(hal_device_properties_t& out) const {
   plugin::copy_string(out.driver_version, kPluginVersion);
   const std::string identity =
       "hal-cpu/" + cpu.vendor + "/" + cpu.model + "/" + std::to_string(index_);
-  const uint64_t high = fnv1a(identity, 0);
-  const uint64_t low = fnv1a(identity, 0x9e3779b97f4a7c15ull);
-  for (int i = 0; i < 8; ++i) {
-    out.uuid[i] = static_cast<uint8_t>(high >> (8 * i));
-    out.uuid[8 + i] = static_cast<uint8_t>(low >> (8 * i));
-  }
+  plugin::uuid_from_name(identity, out.uuid);
   out.uuid[6] = static_cast<uint8_t>((out.uuid[6] & 0x0f) | 0x80);  // RFC 4122 version 8 (custom)
   out.uuid[8] = static_cast<uint8_t>((out.uuid[8] & 0x3f) | 0x80);  // RFC 4122 variant
   out.type = HAL_DEVICE_TYPE_CPU;
@@ -120,46 +196,7 @@ void Device::get_properties(hal_device_properties_t& out) const {
   // Declared from what the hardware states, never timed (cpu_info.hpp).
   out.peak_fp32_flops = cpu.peak_fp32_flops(out.compute_units);
   out.peak_memory_bandwidth = cpu.peak_memory_bandwidth(out.compute_units);
-}
-
-// ---- table entries ----------------------------------------------------------
-
-hal_result_t device_count(hal_plugin_context_t* context, uint32_t* out_count) {
-  *out_count = to_plugin(context)->device_count();
-  return HAL_SUCCESS;
-}
-
-hal_result_t device_open(hal_plugin_context_t* context, uint32_t index,
-                         hal_impl_device_t** out_device) {
-  // The loader asks for 0..device_count-1 only (SPEC 10.3).
-  *out_device = reinterpret_cast<hal_impl_device_t*>(&to_plugin(context)->device(index));
-  return HAL_SUCCESS;
-}
-
-void device_close(hal_impl_device_t* device) {
-  // Devices live as long as the plugin; closing one finishes and frees what
-  // was created on it. Nothing may escape this C entry.
-  try {
-    to_device(device)->release_all();
-  } catch (...) {
-  }
-}
-
-hal_result_t device_get_properties(hal_impl_device_t* device,
-                                   hal_device_properties_t* out_properties) {
-  Device& self = *to_device(device);
-  return plugin::guarded(self.report(), "device_get_properties", [&] {
-    hal_device_properties_t properties{};
-    properties.struct_size = sizeof(properties);
-    self.get_properties(properties);
-    plugin::write_versioned_struct(properties, out_properties);
-    return HAL_SUCCESS;
-  });
-}
-
-hal_result_t device_synchronize(hal_impl_device_t* device) {
-  Device& self = *to_device(device);
-  return plugin::guarded(self.report(), "device_synchronize", [&] { return self.synchronize(); });
+  return out;
 }
 
 }  // namespace hal::cpu

@@ -371,10 +371,13 @@ hal_result_t compile_object(const std::string& text, const Compiler& compiler,
 }  // namespace
 
 hal_result_t compile_dialect(std::string_view source, const std::string& machine,
-                             const plugin::ErrorReporter& report, CompiledDialect& out) {
+                             bool bounds_checked, const plugin::ErrorReporter& report,
+                             CompiledDialect& out) {
   dialect::TranslatedModule translated;
   dialect::Diagnostic diagnostic;
-  if (!dialect::translate(source, dialect::Backend::kCpp, translated, diagnostic)) {
+  dialect::TranslateOptions options;
+  options.bounds_checked = bounds_checked;
+  if (!dialect::translate(source, dialect::Backend::kCpp, translated, diagnostic, options)) {
     return report.fail_message(
         HAL_ERROR_INVALID_MODULE, 0,
         "module_load: the HAL dialect source is invalid: " + diagnostic.to_string());

@@ -30,8 +30,11 @@ struct CompiledDialect {
 // (no C++ compiler), HAL_ERROR_TIMEOUT (the compiler ran past
 // HAL_CXX_TIMEOUT_S), HAL_ERROR_OUT_OF_MEMORY (a full disk),
 // HAL_ERROR_INVALID_ARGUMENT (a bad HAL_CXX_TIMEOUT_S), HAL_ERROR_INTERNAL.
+// |bounds_checked|: translated with every `global` access checked (SPEC.md
+// §14.1); each kernel then takes the launch's hal_bounds_record_t* last.
 hal_result_t compile_dialect(std::string_view source, const std::string& machine,
-                             const plugin::ErrorReporter& report, CompiledDialect& out);
+                             bool bounds_checked, const plugin::ErrorReporter& report,
+                             CompiledDialect& out);
 
 }  // namespace hal::cpu
 

@@ -8,12 +8,10 @@
 #include "collective.hpp"
 #include "device.hpp"
 #include "event.hpp"
-#include "hal_plugin.h"
+#include "hal_plugin_sdk/entries.hpp"
 #include "hal_plugin_sdk/negotiate.hpp"
-#include "launch.hpp"
-#include "memory.hpp"
+#include "hal_plugin_sdk/table.hpp"
 #include "module.hpp"
-#include "plugin.hpp"
 #include "ops/ops.hpp"
 #include "stream.hpp"
 
@@ -24,48 +22,25 @@
 namespace hal::cpu {
 namespace {
 
-constexpr hal_plugin_table_v1_t kTable = {
-    .struct_size = sizeof(hal_plugin_table_v1_t),
-    .plugin_shutdown = plugin_shutdown,
-    .device_count = device_count,
-    .device_open = device_open,
-    .device_close = device_close,
-    .device_get_properties = device_get_properties,
-    .device_synchronize = device_synchronize,
-    .mem_alloc = mem_alloc,
-    .mem_free = mem_free,
-    .memcpy_async = memcpy_async,
-    .memset_async = memset_async,
-    .stream_create = stream_create,
-    .stream_destroy = stream_destroy,
-    .stream_synchronize = stream_synchronize,
-    .stream_query = stream_query,
-    .stream_wait_event = stream_wait_event,
-    .stream_enqueue_host_fn = stream_enqueue_host_fn,
-    .event_create = event_create,
-    .event_destroy = event_destroy,
-    .event_record = event_record,
-    .event_query = event_query,
-    .event_synchronize = event_synchronize,
-    .event_elapsed_ms = event_elapsed_ms,
-    .module_load = module_load,
-    .module_unload = module_unload,
-    .kernel_get = kernel_get,
-    .launch_kernel = launch_kernel,
-    .comm_init_local = comm_init_local,
-    .comm_init_rank = comm_init_rank,
-    .comm_destroy = comm_destroy,
-    .comm_abort = comm_abort,
-    .comm_get_async_error = comm_get_async_error,
-    .comm_enqueue = comm_enqueue,
-    // The plugin's own operators (ops/): matmul on oneDNN when built with
-    // it, the native elementwise ops always; what they decline goes to the
-    // loader's portable implementations.
-    .op_plan_create = op_plan_create,
-    .op_plan_destroy = op_plan_destroy,
-    .op_execute = op_execute,
-    // The store bootstraps are the loader's: it runs them host-staged.
-    .comm_init_rank_exchange = comm_init_rank_exchange,
+// The collective and operator entries are the plugin's own functions
+// (collective.cpp, ops/entry.cpp); every other entry is the SDK's over the
+// plugin's classes.
+struct Entries : plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Kernel> {
+  static constexpr auto& comm_init_local = cpu::comm_init_local;
+  static constexpr auto& comm_init_rank = cpu::comm_init_rank;
+  static constexpr auto& comm_destroy = cpu::comm_destroy;
+  static constexpr auto& comm_abort = cpu::comm_abort;
+  static constexpr auto& comm_get_async_error = cpu::comm_get_async_error;
+  static constexpr auto& comm_enqueue = cpu::comm_enqueue;
+  // The store bootstraps meet through it; a rank that cannot share a
+  // segment with its peers leaves them to the loader's host-staged path.
+  static constexpr auto& comm_init_rank_exchange = cpu::comm_init_rank_exchange;
+  // Matmul on oneDNN when built with it, the native elementwise ops always;
+  // what they decline goes to the loader's portable implementations.
+  static constexpr auto& op_plan_create = cpu::op_plan_create;
+  static constexpr auto& op_plan_destroy = cpu::op_plan_destroy;
+  static constexpr auto& op_execute = cpu::op_execute;
+  static constexpr auto& op_implementation = cpu::op_implementation;
 };
 
 // What the libraries the cpu plugin opens read from the environment (SPEC.md
@@ -81,6 +56,11 @@ constexpr std::string_view kVendorPrefixes[] = {
     "MPICH_",  "MPIR_CVAR_", "HYDRA_", "UCX_",  "FI_",  "HWLOC_", "OCL_ICD_", "OPENCL_"};
 constexpr hal::plugin::VendorEnvironment kVendorEnvironment = {
     "oneDNN, OpenMP, MPI and hwloc", {}, kVendorPrefixes};
+
+// Every entry of the table.
+constexpr hal_plugin_table_v1_t kTable =
+    plugin::make_table<Entries, plugin::kCoreEntries | plugin::kCollectiveEntries |
+                                    plugin::kOperatorEntries>();
 
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
                                              HAL_CPU_BUILD_ID, &kVendorEnvironment};

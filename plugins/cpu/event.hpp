@@ -16,10 +16,12 @@
 #include <vector>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/entries.hpp"
 
 namespace hal::cpu {
 
 class Device;
+class Stream;
 
 // One plugin-wide place to sleep until some marker completes. Markers are
 // many and short-lived; a condition variable each would be waste, and
@@ -75,24 +77,16 @@ class Event {
   std::shared_ptr<Marker> marker() const;
   void set_marker(std::shared_ptr<Marker> marker);
 
+  // create: HAL_EVENT_FLAG_TIMING is the only flag. A record is a marker
+  // the stream completes when it reaches it.
+  HAL_PLUGIN_EVENT_METHODS;
+
  private:
   Device& device_;
   const hal_event_flags_t flags_;
   mutable std::mutex mutex_;
   std::shared_ptr<Marker> marker_;
 };
-
-inline Event* to_event(hal_impl_event_t* event) {
-  return reinterpret_cast<Event*>(event);
-}
-
-hal_result_t event_create(hal_impl_device_t* device, hal_event_flags_t flags,
-                          hal_impl_event_t** out_event);
-hal_result_t event_destroy(hal_impl_event_t* event);
-hal_result_t event_record(hal_impl_event_t* event, hal_impl_stream_t* stream);
-hal_result_t event_query(hal_impl_event_t* event);
-hal_result_t event_synchronize(hal_impl_event_t* event);
-hal_result_t event_elapsed_ms(hal_impl_event_t* start, hal_impl_event_t* end, float* out_ms);
 
 }  // namespace hal::cpu
 

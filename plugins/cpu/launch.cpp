@@ -4,7 +4,6 @@
 #include "device.hpp"
 #include "hal/cpu_kernel.h"
 #include "module.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 #include "thread_pool.hpp"
 
@@ -39,10 +38,11 @@ void run_blocks(void* context, uint64_t begin, uint64_t end, uint32_t worker) {
   // Argument storage is read-only during the launch; every worker points
   // libffi at the same slots and at its own block context.
   const hal_cpu_block_context_t* context_pointer = &block_context;
-  void* values[HAL_MAX_KERNEL_ARGS + 1];
+  void* values[HAL_MAX_KERNEL_ARGS + 2];
   values[0] = &context_pointer;
   auto* slots = const_cast<uint64_t*>(const_cast<ArgSlots&>(launch.args).data());
   for (uint32_t i = 0; i < launch.arg_count; ++i) values[i + 1] = &slots[i];
+  if (launch.bounds) values[launch.arg_count + 1] = &launch.bounds->record_pointer;
 
   const uint64_t grid_x = launch.grid[0];
   const uint64_t grid_xy = grid_x * launch.grid[1];
@@ -81,27 +81,23 @@ void execute_launch(const LaunchCommand& launch, ThreadPool& pool, WorkerScratch
   pool.parallel_for(blocks, grain, ParallelTask{&run_blocks, &job});
 }
 
-// ---- table entry ------------------------------------------------------------
-
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args) {
-  Stream& target = *to_stream(stream);
-  Kernel& entry = *to_kernel(kernel);
-  const plugin::ErrorReporter& report = target.device().report();
-  return plugin::guarded(report, "launch_kernel", [&] {
-    // The loader checked the shape, the shared memory and the arguments
-    // against this kernel (SPEC 10.3); the plugin trusts them.
-    LaunchCommand launch{};
-    launch.kernel = &entry;
-    launch.module = entry.module().shared_from_this();
-    launch.grid = {config->grid[0], config->grid[1], config->grid[2]};
-    launch.block = {config->block[0], config->block[1], config->block[2]};
-    launch.shared_memory_bytes = config->shared_memory_bytes;
-    launch.arg_count = arg_count;
-    launch.args.assign(arg_count, args);
-    return target.enqueue(std::move(launch));
-  });
+hal_result_t Kernel::launch(Stream& stream, const hal_launch_config_t& config, uint32_t arg_count,
+                            const hal_kernel_arg_t* args) {
+  // The loader checked the shape, the shared memory and the arguments
+  // against this kernel (SPEC 10.3); the plugin trusts them.
+  LaunchCommand launch{};
+  launch.kernel = this;
+  launch.module = module_.shared_from_this();
+  launch.grid = {config.grid[0], config.grid[1], config.grid[2]};
+  launch.block = {config.block[0], config.block[1], config.block[2]};
+  launch.shared_memory_bytes = config.shared_memory_bytes;
+  launch.arg_count = arg_count;
+  launch.args.assign(arg_count, args);
+  if (bounds_checked_) {
+    launch.bounds =
+        make_bounds_launch(stream.device().plugin().allocation_extents(), arg_types(), args);
+  }
+  return stream.enqueue(std::move(launch));
 }
 
 }  // namespace hal::cpu

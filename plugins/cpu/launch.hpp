@@ -1,6 +1,6 @@
-// Kernel launch for the cpu plugin: the launch_kernel table entry and the
-// execution of a launch command, which spreads the grid's blocks over the
-// thread pool and calls each block once through libffi.
+// Kernel launch for the cpu plugin: Kernel::launch (launch_kernel) enqueues a
+// launch command, whose execution spreads the grid's blocks over the thread
+// pool and calls each block once through libffi.
 #ifndef HAL_PLUGINS_CPU_LAUNCH_HPP_
 #define HAL_PLUGINS_CPU_LAUNCH_HPP_
 
@@ -43,10 +43,6 @@ class WorkerScratch {
 // (worker 0), |pool_scratch[w]| pool worker w.
 void execute_launch(const LaunchCommand& launch, ThreadPool& pool, WorkerScratch& caller_scratch,
                     std::vector<WorkerScratch>& pool_scratch);
-
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args);
 
 }  // namespace hal::cpu
 

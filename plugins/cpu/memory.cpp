@@ -66,71 +66,66 @@ void execute_fill(ThreadPool& pool, void* dst, uint8_t value, size_t size) {
   pool.parallel_for(chunk_count(size), 1, ParallelTask{&fill_chunks, &job});
 }
 
-// ---- table entries ----------------------------------------------------------
-
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
-                       size_t alignment, void** out_ptr) {
-  Device& owner = *to_device(device);
-  const plugin::ErrorReporter& report = owner.report();
-  return plugin::guarded(report, "mem_alloc", [&] {
-    if (kind != HAL_MEMORY_DEVICE && kind != HAL_MEMORY_HOST && kind != HAL_MEMORY_SHARED) {
-      return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "mem_alloc: unknown memory kind %d",
-                         static_cast<int>(kind));
-    }
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
-      return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                         "mem_alloc: alignment %zu is not a power of two", alignment);
-    }
-    // Every kind is host memory here; all of them count against the budget
-    // because they all take the host's physical memory.
-    CachingAllocator& allocator = owner.allocator();
-    int error = 0;
-    switch (allocator.allocate(size, std::max(alignment, kMinAlignmentBytes), out_ptr, &error)) {
-      case CachingAllocator::Status::kOk:
-        return HAL_SUCCESS;
-      case CachingAllocator::Status::kOverBudget:
-        return report.fail(
-            HAL_ERROR_OUT_OF_MEMORY, 0,
-            "mem_alloc: %zu bytes of %s memory (alignment %zu) do not fit: cpu "
-            "device %u has %llu of %llu bytes in use (%llu held with its caches)",
-            size,
-            hal::util::short_name(hal::util::memory_kind_table(), static_cast<uint32_t>(kind)),
-            alignment, owner.index(), static_cast<unsigned long long>(allocator.bytes_in_use()),
-            static_cast<unsigned long long>(allocator.budget()),
-            static_cast<unsigned long long>(allocator.bytes_held()));
-      case CachingAllocator::Status::kMapFailed:
-        return report.fail(HAL_ERROR_OUT_OF_MEMORY, error,
-                           "mem_alloc: mapping memory for %zu bytes failed: %s", size,
-                           std::strerror(error));
-    }
-    return report.fail(HAL_ERROR_INTERNAL, 0, "mem_alloc: unreachable");
-  });
+hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignment,
+                              void** out_ptr) {
+  const plugin::ErrorReporter& report = this->report();
+  if (kind != HAL_MEMORY_DEVICE && kind != HAL_MEMORY_HOST && kind != HAL_MEMORY_SHARED) {
+    return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "mem_alloc: unknown memory kind %d",
+                       static_cast<int>(kind));
+  }
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+    return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                       "mem_alloc: alignment %zu is not a power of two", alignment);
+  }
+  // Every kind is host memory here; all of them count against the budget
+  // because they all take the host's physical memory.
+  CachingAllocator& allocator = allocator_;
+  int error = 0;
+  switch (allocator.allocate(size, std::max(alignment, kMinAlignmentBytes), out_ptr, &error)) {
+    case CachingAllocator::Status::kOk:
+      if (plugin_.bounds_checks()) {
+        try {
+          plugin_.allocation_extents().add(*out_ptr, size);
+        } catch (...) {
+          allocator.deallocate(*out_ptr);
+          throw;
+        }
+      }
+      return HAL_SUCCESS;
+    case CachingAllocator::Status::kOverBudget:
+      return report.fail(
+          HAL_ERROR_OUT_OF_MEMORY, 0,
+          "mem_alloc: %zu bytes of %s memory (alignment %zu) do not fit: cpu "
+          "device %u has %llu of %llu bytes in use (%llu held with its caches)",
+          size, hal::util::short_name(hal::util::memory_kind_table(), static_cast<uint32_t>(kind)),
+          alignment, index_, static_cast<unsigned long long>(allocator.bytes_in_use()),
+          static_cast<unsigned long long>(allocator.budget()),
+          static_cast<unsigned long long>(allocator.bytes_held()));
+    case CachingAllocator::Status::kMapFailed:
+      return report.fail(HAL_ERROR_OUT_OF_MEMORY, error,
+                         "mem_alloc: mapping memory for %zu bytes failed: %s", size,
+                         std::strerror(error));
+  }
+  return report.fail(HAL_ERROR_INTERNAL, 0, "mem_alloc: unreachable");
 }
 
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr) {
-  Device& owner = *to_device(device);
-  return plugin::guarded(owner.report(), "mem_free", [&] {
-    if (!owner.allocator().deallocate(ptr)) {
-      return owner.report().fail(HAL_ERROR_NOT_FOUND, 0,
-                                 "mem_free: %p is not a live allocation of cpu device %u", ptr,
-                                 owner.index());
-    }
-    return HAL_SUCCESS;
-  });
+hal_result_t Device::free(void* ptr) {
+  // The extent goes first: once the block is free, another thread may be
+  // handed the same address and record its own extent.
+  if (plugin_.bounds_checks()) plugin_.allocation_extents().remove(ptr);
+  if (!allocator_.deallocate(ptr)) {
+    return report().fail(HAL_ERROR_NOT_FOUND, 0,
+                         "mem_free: %p is not a live allocation of cpu device %u", ptr, index_);
+  }
+  return HAL_SUCCESS;
 }
 
-hal_result_t memcpy_async(hal_impl_stream_t* stream, void* dst, const void* src, size_t size) {
-  Stream& target = *to_stream(stream);
-  return plugin::guarded(target.device().report(), "memcpy_async", [&] {
-    return target.enqueue(CopyCommand{dst, src, size});
-  });
+hal_result_t Stream::copy(void* dst, const void* src, size_t size) {
+  return enqueue(CopyCommand{dst, src, size});
 }
 
-hal_result_t memset_async(hal_impl_stream_t* stream, void* dst, uint8_t value, size_t size) {
-  Stream& target = *to_stream(stream);
-  return plugin::guarded(target.device().report(), "memset_async", [&] {
-    return target.enqueue(FillCommand{dst, size, value});
-  });
+hal_result_t Stream::fill(void* dst, uint8_t value, size_t size) {
+  return enqueue(FillCommand{dst, size, value});
 }
 
 }  // namespace hal::cpu

@@ -11,13 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "hal_plugin_sdk/kernel_signature.hpp"
 #include "hal_plugin_sdk/signature.hpp"
-#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "device.hpp"
 #include "dialect_compiler.hpp"
 #include "hal_util/elf_image.hpp"
 #include "hal_util/secure_file.hpp"
-#include "plugin.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -100,22 +99,25 @@ bool inspect_image(const void* data, size_t size, Module::DefinedSymbols& symbol
 
 }  // namespace
 
-Kernel::Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> arg_types)
-    : module_(module),
-      name_(std::move(name)),
+Kernel::Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> types)
+    : KernelInfo(std::move(name), std::move(types), 0, 0),
+      module_(module),
       entry_(reinterpret_cast<void (*)()>(entry)),
-      arg_types_(std::move(arg_types)) {
-  ffi_types_.reserve(arg_types_.size() + 1);
+      bounds_checked_(module.bounds_checked()) {
+  ffi_types_.reserve(arg_types().size() + 2);
   ffi_types_.push_back(&ffi_type_pointer);
-  for (hal_arg_type_t type : arg_types_) ffi_types_.push_back(ffi_type_of(type));
+  for (hal_arg_type_t type : arg_types()) ffi_types_.push_back(ffi_type_of(type));
+  if (bounds_checked_) ffi_types_.push_back(&ffi_type_pointer);
   if (ffi_prep_cif(&cif_, FFI_DEFAULT_ABI, static_cast<unsigned>(ffi_types_.size()), &ffi_type_void,
                    ffi_types_.data()) != FFI_OK) {
-    throw std::runtime_error("ffi_prep_cif failed for kernel " + name_);
+    throw std::runtime_error("ffi_prep_cif failed for kernel " + this->name());
   }
 }
 
-Module::Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols)
+Module::Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols,
+               bool bounds_checked)
     : device_(device),
+      bounds_checked_(bounds_checked),
       handle_(handle),
       memfd_(memfd),
       origin_(std::move(origin)),
@@ -184,197 +186,167 @@ hal_result_t name_freshly(int& memfd, std::string& path, const plugin::ErrorRepo
 
 }  // namespace
 
-// ---- table entries ----------------------------------------------------------
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module) {
-  Device& owner = *to_device(device);
+hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*& out_module) {
   const plugin::ErrorReporter& report = owner.report();
-  return plugin::guarded(report, "module_load", [&] {
-    // The loader let through only the formats in the device's module_formats.
-    int memfd = -1;
-    std::string path;
-    std::string origin;
-    std::string why;
-    Module::DefinedSymbols symbols;
-    // Every image is checked before dlopen maps it: a truncated object would
-    // otherwise kill the process with SIGBUS inside dlopen.
-    auto stage_in_memfd = [&](const void* data, size_t size) {
-      memfd = image_to_memfd(data, size);
-      if (memfd < 0) {
-        const int error = errno;
-        return report.fail(hal::util::is_disk_full(error) || error == ENOMEM
-                               ? HAL_ERROR_OUT_OF_MEMORY
-                               : HAL_ERROR_INTERNAL,
-                           error, "module_load: cannot stage the %zu-byte image in a memfd: %s",
-                           size, std::strerror(error));
-      }
-      path = "/proc/self/fd/" + std::to_string(memfd);
-      return HAL_SUCCESS;
-    };
-    if (desc->format == HAL_MODULE_FORMAT_HAL_DIALECT) {
-      // Compiled (or found in the cache and verified) to the bytes of a shared
-      // object, loaded from a memfd: the file in the cache could change after
-      // its hash was checked, the memfd cannot.
-      std::string source;
-      if (hal_result_t read = read_dialect_source(*desc, report, source); read != HAL_SUCCESS) {
-        return read;
-      }
-      CompiledDialect compiled;
-      if (hal_result_t result =
-              compile_dialect(source, owner.plugin().cpu().model, report, compiled);
-          result != HAL_SUCCESS) {
-        return result;
-      }
-      origin = std::move(compiled.origin);
-      if (!inspect_image(compiled.image.data(), compiled.image.size(), symbols, why)) {
-        return report.fail(HAL_ERROR_INTERNAL, 0, "module_load: %s is not loadable: %s",
-                           origin.c_str(), why.c_str());
-      }
-      if (hal_result_t staged = stage_in_memfd(compiled.image.data(), compiled.image.size());
-          staged != HAL_SUCCESS) {
-        return staged;
-      }
-    } else if (desc->data != nullptr) {
-      origin = "an in-memory image of " + std::to_string(desc->size) + " bytes";
-      if (!inspect_image(desc->data, desc->size, symbols, why)) {
-        return report.fail(HAL_ERROR_INVALID_MODULE, 0,
-                           "module_load: %s is not a loadable CPU shared object: %s",
-                           origin.c_str(), why.c_str());
-      }
-      if (hal_result_t staged = stage_in_memfd(desc->data, desc->size); staged != HAL_SUCCESS) {
-        return staged;
-      }
-    } else {
-      // The user's own file, loaded by its path (so $ORIGIN and "the same
-      // path shares global data" hold), after the checks on its bytes. Only a
-      // regular file: a FIFO or a device must not block or flood the read.
-      path = desc->path;
-      origin = "'" + path + "'";
-      std::vector<unsigned char> bytes;
-      int error = 0;
-      hal::util::ReadRule rule;
-      rule.max_bytes = kMaxModuleBytes;
-      if (!hal::util::read_regular_file(AT_FDCWD, path, rule, bytes, error, why)) {
-        return report.fail(error == ENOENT ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INVALID_MODULE, error,
-                           "module_load: cannot load %s: %s", origin.c_str(), why.c_str());
-      }
-      if (!inspect_image(bytes.data(), bytes.size(), symbols, why)) {
-        return report.fail(HAL_ERROR_INVALID_MODULE, 0,
-                           "module_load: %s is not a loadable CPU shared object: %s",
-                           origin.c_str(), why.c_str());
-      }
+  // The loader let through only the formats in the device's module_formats.
+  int memfd = -1;
+  std::string path;
+  std::string origin;
+  std::string why;
+  bool bounds_checked = false;
+  Module::DefinedSymbols symbols;
+  // Every image is checked before dlopen maps it: a truncated object would
+  // otherwise kill the process with SIGBUS inside dlopen.
+  auto stage_in_memfd = [&](const void* data, size_t size) {
+    memfd = image_to_memfd(data, size);
+    if (memfd < 0) {
+      const int error = errno;
+      return report.fail(hal::util::is_disk_full(error) || error == ENOMEM ? HAL_ERROR_OUT_OF_MEMORY
+                                                                           : HAL_ERROR_INTERNAL,
+                         error, "module_load: cannot stage the %zu-byte image in a memfd: %s", size,
+                         std::strerror(error));
     }
-    if (memfd >= 0) {
-      if (hal_result_t named = name_freshly(memfd, path, report); named != HAL_SUCCESS) {
-        close(memfd);
-        return named;
-      }
+    path = "/proc/self/fd/" + std::to_string(memfd);
+    return HAL_SUCCESS;
+  };
+  if (desc.format == HAL_MODULE_FORMAT_HAL_DIALECT) {
+    // Compiled (or found in the cache and verified) to the bytes of a shared
+    // object, loaded from a memfd: the file in the cache could change after
+    // its hash was checked, the memfd cannot.
+    std::string source;
+    if (hal_result_t read = read_dialect_source(desc, report, source); read != HAL_SUCCESS) {
+      return read;
     }
-    dlerror();  // clear any stale message
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      const char* reason = dlerror();
-      if (memfd >= 0) close(memfd);
+    CompiledDialect compiled;
+    bounds_checked = owner.plugin().bounds_checks();
+    if (hal_result_t result =
+            compile_dialect(source, owner.plugin().cpu().model, bounds_checked, report, compiled);
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    origin = std::move(compiled.origin);
+    if (!inspect_image(compiled.image.data(), compiled.image.size(), symbols, why)) {
+      return report.fail(HAL_ERROR_INTERNAL, 0, "module_load: %s is not loadable: %s",
+                         origin.c_str(), why.c_str());
+    }
+    if (hal_result_t staged = stage_in_memfd(compiled.image.data(), compiled.image.size());
+        staged != HAL_SUCCESS) {
+      return staged;
+    }
+  } else if (desc.data != nullptr) {
+    origin = "an in-memory image of " + std::to_string(desc.size) + " bytes";
+    if (!inspect_image(desc.data, desc.size, symbols, why)) {
       return report.fail(HAL_ERROR_INVALID_MODULE, 0,
                          "module_load: %s is not a loadable CPU shared object: %s", origin.c_str(),
-                         reason != nullptr ? reason : "dlopen failed");
+                         why.c_str());
     }
-    std::shared_ptr<Module> module;
-    try {
-      module =
-          std::make_shared<Module>(owner, handle, memfd, std::move(origin), std::move(symbols));
-    } catch (...) {
-      dlclose(handle);
-      if (memfd >= 0) close(memfd);
-      throw;
+    if (hal_result_t staged = stage_in_memfd(desc.data, desc.size); staged != HAL_SUCCESS) {
+      return staged;
     }
-    *out_module = reinterpret_cast<hal_impl_module_t*>(owner.add_module(std::move(module)));
-    return HAL_SUCCESS;
-  });
+  } else {
+    // The user's own file, loaded by its path (so $ORIGIN and "the same
+    // path shares global data" hold), after the checks on its bytes. Only a
+    // regular file: a FIFO or a device must not block or flood the read.
+    path = desc.path;
+    origin = "'" + path + "'";
+    std::vector<unsigned char> bytes;
+    int error = 0;
+    hal::util::ReadRule rule;
+    rule.max_bytes = kMaxModuleBytes;
+    if (!hal::util::read_regular_file(AT_FDCWD, path, rule, bytes, error, why)) {
+      return report.fail(error == ENOENT ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INVALID_MODULE, error,
+                         "module_load: cannot load %s: %s", origin.c_str(), why.c_str());
+    }
+    if (!inspect_image(bytes.data(), bytes.size(), symbols, why)) {
+      return report.fail(HAL_ERROR_INVALID_MODULE, 0,
+                         "module_load: %s is not a loadable CPU shared object: %s", origin.c_str(),
+                         why.c_str());
+    }
+  }
+  if (memfd >= 0) {
+    if (hal_result_t named = name_freshly(memfd, path, report); named != HAL_SUCCESS) {
+      close(memfd);
+      return named;
+    }
+  }
+  dlerror();  // clear any stale message
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* reason = dlerror();
+    if (memfd >= 0) close(memfd);
+    return report.fail(HAL_ERROR_INVALID_MODULE, 0,
+                       "module_load: %s is not a loadable CPU shared object: %s", origin.c_str(),
+                       reason != nullptr ? reason : "dlopen failed");
+  }
+  std::shared_ptr<Module> module;
+  try {
+    module = std::make_shared<Module>(owner, handle, memfd, std::move(origin), std::move(symbols),
+                                      bounds_checked);
+  } catch (...) {
+    dlclose(handle);
+    if (memfd >= 0) close(memfd);
+    throw;
+  }
+  out_module = owner.add_module(std::move(module));
+  return HAL_SUCCESS;
 }
 
-hal_result_t module_unload(hal_impl_module_t* module) {
-  Module& self = *to_module(module);
-  Device& owner = self.device();
-  return plugin::guarded(owner.report(), "module_unload", [&] {
-    // Launches still enqueued hold their own reference; the code stays
-    // mapped until the last of them ran.
-    owner.remove_module(&self);
-    return HAL_SUCCESS;
-  });
-}
-
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info) {
-  Module& self = *to_module(module);
-  const plugin::ErrorReporter& report = self.device().report();
-  return plugin::guarded(report, "kernel_get", [&] {
-    const std::string name = desc->name;
-    // Only a function the module itself defines is a kernel: not data, not an
-    // import, not what a dependency defines (dlsym would find libc's abort).
-    void* entry = self.defined_symbol(name, true);
-    if (entry == nullptr) {
-      return report.fail(HAL_ERROR_NOT_FOUND, 0,
-                         "kernel_get: %s has no entry point '%s' (a kernel is a function the "
-                         "module itself defines and exports)",
-                         self.origin().c_str(), name.c_str());
+hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel) {
+  const plugin::ErrorReporter& report = device_.report();
+  const std::string name = desc.name;
+  // Only a function the module itself defines is a kernel: not data, not an
+  // import, not what a dependency defines (dlsym would find libc's abort).
+  void* entry = defined_symbol(name, true);
+  if (entry == nullptr) {
+    return report.fail(HAL_ERROR_NOT_FOUND, 0,
+                       "kernel_get: %s has no entry point '%s' (a kernel is a function the "
+                       "module itself defines and exports)",
+                       origin().c_str(), name.c_str());
+  }
+  // The module's own signature, when it exports one.
+  const std::string signature_symbol = "hal_kernel_signature_" + name;
+  const auto* exported = static_cast<const char*>(defined_symbol(signature_symbol, false));
+  std::vector<hal_arg_type_t> exported_types;
+  if (exported != nullptr) {
+    // SPEC.md §8: a string off the grammar counts as no module signature,
+    // HAL_ERROR_ARGUMENT_MISMATCH naming it. It is read no further than
+    // the longest signature the grammar admits, and its NUL.
+    const size_t length = strnlen(exported, hal::util::kMaxSignatureChars + 1);
+    std::string why;
+    if (length > hal::util::kMaxSignatureChars) {
+      why = "it is longer than any signature (" + std::to_string(hal::util::kMaxSignatureChars) +
+            " characters)";
     }
-    // The module's own signature, when it exports one.
-    const std::string signature_symbol = "hal_kernel_signature_" + name;
-    const auto* exported = static_cast<const char*>(self.defined_symbol(signature_symbol, false));
-    std::vector<hal_arg_type_t> exported_types;
-    if (exported != nullptr) {
-      // SPEC.md §8: a string off the grammar counts as no module signature,
-      // HAL_ERROR_ARGUMENT_MISMATCH naming it. It is read no further than
-      // the longest signature the grammar admits, and its NUL.
-      const size_t length = strnlen(exported, hal::util::kMaxSignatureChars + 1);
-      std::string why;
-      if (length > hal::util::kMaxSignatureChars) {
-        why = "it is longer than any signature (" + std::to_string(hal::util::kMaxSignatureChars) +
-              " characters)";
-      }
-      if (!why.empty() ||
-          !plugin::parse_signature(std::string_view(exported, length), exported_types, why)) {
-        return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
-                           "kernel_get: %s in %s is not a signature, so kernel '%s' has none: %s",
-                           signature_symbol.c_str(), self.origin().c_str(), name.c_str(),
-                           why.c_str());
-      }
-    }
-    // Bound to the module's own signature when it exports one: the loader
-    // compares a declared signature with the one reported in out_info.
-    std::vector<hal_arg_type_t> types;
-    if (exported != nullptr) {
-      types = std::move(exported_types);
-    } else if (desc->arg_types != nullptr) {
-      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
-    } else {
+    if (!why.empty() ||
+        !plugin::parse_signature(std::string_view(exported, length), exported_types, why)) {
       return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
-                         "kernel_get: '%s' has no signature: declare arg_types or export %s "
-                         "with HAL_CPU_KERNEL_SIGNATURE",
-                         name.c_str(), signature_symbol.c_str());
+                         "kernel_get: %s in %s is not a signature, so kernel '%s' has none: %s",
+                         signature_symbol.c_str(), origin().c_str(), name.c_str(), why.c_str());
     }
-    Kernel& kernel = self.add_kernel(name, entry, std::move(types));
-    const auto* static_shared = static_cast<const uint32_t*>(
-        self.defined_symbol("hal_kernel_static_shared_" + name, false));
-    const auto* max_threads =
-        static_cast<const uint32_t*>(self.defined_symbol("hal_kernel_max_threads_" + name, false));
-    kernel.set_limits(
-        static_shared != nullptr ? *static_shared : 0,
-        max_threads != nullptr && *max_threads != 0 ? *max_threads : kMaxThreadsPerBlock);
-    *out_kernel = reinterpret_cast<hal_impl_kernel_t*>(&kernel);
-    if (out_info != nullptr) {
-      hal_kernel_info_t info{};
-      info.name = kernel.name().c_str();
-      info.arg_count = kernel.arg_count();
-      for (uint32_t i = 0; i < kernel.arg_count(); ++i) info.arg_types[i] = kernel.arg_types()[i];
-      info.max_threads_per_block = kernel.max_threads_per_block();
-      info.static_shared_memory_bytes = kernel.static_shared_bytes();
-      plugin::write_versioned_struct(info, out_info);
-    }
-    return HAL_SUCCESS;
-  });
+  }
+  // Bound to the module's own signature when it exports one: the loader
+  // compares a declared signature with the one reported in out_info.
+  std::vector<hal_arg_type_t> types;
+  if (exported != nullptr) {
+    types = std::move(exported_types);
+  } else if (desc.arg_types != nullptr) {
+    types.assign(desc.arg_types, desc.arg_types + desc.arg_count);
+  } else {
+    return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                       "kernel_get: '%s' has no signature: declare arg_types or export %s "
+                       "with HAL_CPU_KERNEL_SIGNATURE",
+                       name.c_str(), signature_symbol.c_str());
+  }
+  Kernel& kernel = add_kernel(name, entry, std::move(types));
+  const auto* static_shared =
+      static_cast<const uint32_t*>(defined_symbol("hal_kernel_static_shared_" + name, false));
+  const auto* max_threads =
+      static_cast<const uint32_t*>(defined_symbol("hal_kernel_max_threads_" + name, false));
+  kernel.set_limits(
+      max_threads != nullptr && *max_threads != 0 ? *max_threads : kMaxThreadsPerBlock,
+      static_shared != nullptr ? *static_shared : 0);
+  out_kernel = &kernel;
+  return HAL_SUCCESS;
 }
 
 }  // namespace hal::cpu

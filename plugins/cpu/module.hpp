@@ -13,53 +13,53 @@
 #include <vector>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
 
 namespace hal::cpu {
 
 class Device;
 class Module;
+class Stream;
 
 // One resolved entry point with its libffi call interface, prepared once.
-class Kernel {
+class Kernel : public plugin::KernelInfo {
  public:
-  Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> arg_types);
+  Kernel(Module& module, std::string name, void* entry, std::vector<hal_arg_type_t> types);
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
 
   Module& module() const { return module_; }
-  const std::string& name() const { return name_; }
-  const std::vector<hal_arg_type_t>& arg_types() const { return arg_types_; }
-  uint32_t arg_count() const { return static_cast<uint32_t>(arg_types_.size()); }
+  uint32_t arg_count() const { return static_cast<uint32_t>(arg_types().size()); }
 
   // Calls the entry for one block. |arg_values[0]| must point at the block
   // context pointer, the rest at the argument slots.
   void call(void** arg_values) const {
     ffi_call(const_cast<ffi_cif*>(&cif_), entry_, nullptr, arg_values);
   }
-  // Kernels without arguments skip libffi.
-  bool plain() const { return arg_types_.empty(); }
+  // Kernels without arguments skip libffi (a bounds-checked one has its
+  // hidden record argument).
+  bool plain() const { return arg_types().empty() && !bounds_checked_; }
+  // Translated bounds-checked: the entry takes the launch's
+  // hal_bounds_record_t* after the arguments (bounds.hpp).
+  bool bounds_checked() const { return bounds_checked_; }
 
-  // Limits a dialect kernel exports (hal_kernel_static_shared_<name>,
-  // hal_kernel_max_threads_<name>); 0 and the device limit otherwise.
-  void set_limits(uint32_t static_shared_bytes, uint32_t max_threads_per_block) {
-    static_shared_bytes_ = static_shared_bytes;
-    max_threads_per_block_ = max_threads_per_block;
-  }
-  uint32_t static_shared_bytes() const { return static_shared_bytes_; }
-  uint32_t max_threads_per_block() const { return max_threads_per_block_; }
+  // Limits a dialect kernel exports (hal_kernel_max_threads_<name>,
+  // hal_kernel_static_shared_<name>); the device limit and 0 otherwise.
+  using KernelInfo::set_limits;
   void call_plain(const void* block_context) const {
     reinterpret_cast<void (*)(const void*)>(entry_)(block_context);
   }
 
+  // launch (launch.cpp) enqueues a launch command on the stream.
+  HAL_PLUGIN_KERNEL_METHODS;
+
  private:
   Module& module_;
-  std::string name_;
   void (*entry_)();
-  std::vector<hal_arg_type_t> arg_types_;
-  std::vector<ffi_type*> ffi_types_;  // the block context pointer, then the arguments
+  bool bounds_checked_;
+  std::vector<ffi_type*> ffi_types_;  // the block context pointer, the arguments, the record
   ffi_cif cif_;
-  uint32_t static_shared_bytes_ = 0;
-  uint32_t max_threads_per_block_ = 0;
 };
 
 // Shared ownership: launches still enqueued keep the code mapped.
@@ -69,7 +69,9 @@ class Module : public std::enable_shared_from_this<Module> {
   using DefinedSymbols = std::unordered_map<std::string, bool>;
 
   // Takes ownership of |handle| (dlopen) and |memfd| (-1 when loaded from a path).
-  Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols);
+  // |bounds_checked|: a dialect module translated bounds-checked.
+  Module(Device& device, void* handle, int memfd, std::string origin, DefinedSymbols symbols,
+         bool bounds_checked = false);
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -82,9 +84,17 @@ class Module : public std::enable_shared_from_this<Module> {
   // what the module's dependencies define (libc's abort) and imports.
   void* defined_symbol(const std::string& name, bool function) const;
   Kernel& add_kernel(std::string name, void* entry, std::vector<hal_arg_type_t> arg_types);
+  bool bounds_checked() const { return bounds_checked_; }
+  // load: a CPU shared object (a file or an image in memory), or HAL
+  // dialect source compiled to one, checked before dlopen maps it; under
+  // bounds checks (SPEC.md §14.1) dialect source is translated checked.
+  // get_kernel: a function the module itself defines, bound to the signature
+  // it exports, else to the caller's.
+  HAL_PLUGIN_MODULE_METHODS;
 
  private:
   Device& device_;
+  bool bounds_checked_;
   void* handle_;
   // An image loaded from memory stays open as /proc/self/fd/N while loaded:
   // glibc recognises loaded objects by name, so the descriptor number must
@@ -95,19 +105,6 @@ class Module : public std::enable_shared_from_this<Module> {
   std::mutex mutex_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
 
 }  // namespace hal::cpu
 

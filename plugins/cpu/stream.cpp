@@ -3,13 +3,16 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <new>
 
+#include "bounds.hpp"
 #include "device.hpp"
+#include "event.hpp"
 #include "memory.hpp"
-#include "plugin.hpp"
+#include "module.hpp"
 
 namespace hal::cpu {
 namespace {
@@ -617,8 +620,8 @@ hal_result_t Stream::query() {
 }
 
 hal_result_t Stream::report_failure(const char* function) const {
-  return device_.report().fail(HAL_ERROR_DEVICE_LOST, 0, "%s: an earlier command failed: %s",
-                               function, failure_.c_str());
+  return device_.report().fail(failure_result_, 0, "%s: an earlier command failed: %s", function,
+                               failure_.c_str());
 }
 
 void Stream::execute(Command& command) {
@@ -639,6 +642,13 @@ void Stream::execute(Command& command) {
       execute_fill(plugin.pool(), fill->dst, fill->value, fill->size);
     } else if (auto* launch = std::get_if<LaunchCommand>(&command)) {
       execute_launch(*launch, plugin.pool(), scratch_, plugin.pool_scratch());
+      if (launch->bounds && launch->bounds->record.claimed != 0) {
+        // As compute-sanitizer does: said at once, and the stream fails (its
+        // kernel's results are not what the kernel meant to compute).
+        const std::string what = describe_bad_access(launch->kernel->name(), *launch->bounds);
+        std::fprintf(stderr, "hal: validation: error: %s\n", what.c_str());
+        throw CommandFailure(HAL_ERROR_OUT_OF_BOUNDS, what);
+      }
     } else if (auto* host_fn = std::get_if<HostFnCommand>(&command)) {
       BlockingScope blocking;  // may wait on anything, e.g. the loader's event fallback
       host_fn->fn(host_fn->user_data);
@@ -649,59 +659,31 @@ void Stream::execute(Command& command) {
   } catch (const std::exception& error) {
     if (!failed_.load()) {
       failure_ = error.what();
+      if (const auto* failure = dynamic_cast<const CommandFailure*>(&error)) {
+        failure_result_ = failure->result();
+      }
       failed_.store(true, std::memory_order_release);
     }
   }
 }
 
-// ---- table entries ----------------------------------------------------------
-
-hal_result_t stream_create(hal_impl_device_t* device, hal_stream_flags_t flags,
-                           hal_impl_stream_t** out_stream) {
-  Device& owner = *to_device(device);
-  return plugin::guarded(owner.report(), "stream_create", [&] {
-    if (flags != 0) {
-      return owner.report().fail(HAL_ERROR_INVALID_ARGUMENT, 0, "stream_create: unknown flags 0x%x",
-                                 flags);
-    }
-    *out_stream = reinterpret_cast<hal_impl_stream_t*>(owner.add_stream());
-    return HAL_SUCCESS;
-  });
+hal_result_t Stream::create(Device& device, hal_stream_flags_t flags, Stream*& out_stream) {
+  if (flags != 0) {
+    return device.report().fail(HAL_ERROR_INVALID_ARGUMENT, 0, "stream_create: unknown flags 0x%x",
+                                flags);
+  }
+  out_stream = device.add_stream();
+  return HAL_SUCCESS;
 }
 
-hal_result_t stream_destroy(hal_impl_stream_t* stream) {
-  Stream& self = *to_stream(stream);
-  Device& owner = self.device();
-  return plugin::guarded(owner.report(), "stream_destroy", [&] {
-    owner.remove_stream(&self);
-    return HAL_SUCCESS;
-  });
+hal_result_t Stream::wait(Event& event) {
+  std::shared_ptr<Marker> marker = event.marker();
+  if (!marker) return HAL_SUCCESS;  // never recorded: complete, nothing to wait for
+  return enqueue(WaitCommand{std::move(marker)});
 }
 
-hal_result_t stream_synchronize(hal_impl_stream_t* stream) {
-  Stream& self = *to_stream(stream);
-  return plugin::guarded(self.device().report(), "stream_synchronize",
-                         [&] { return self.synchronize(); });
-}
-
-hal_result_t stream_query(hal_impl_stream_t* stream) {
-  return to_stream(stream)->query();
-}
-
-hal_result_t stream_wait_event(hal_impl_stream_t* stream, hal_impl_event_t* event) {
-  Stream& self = *to_stream(stream);
-  return plugin::guarded(self.device().report(), "stream_wait_event", [&] {
-    std::shared_ptr<Marker> marker = to_event(event)->marker();
-    if (!marker) return HAL_SUCCESS;  // never recorded: complete, nothing to wait for
-    return self.enqueue(WaitCommand{std::move(marker)});
-  });
-}
-
-hal_result_t stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn, void* user_data) {
-  Stream& self = *to_stream(stream);
-  return plugin::guarded(self.device().report(), "stream_enqueue_host_fn", [&] {
-    return self.enqueue(HostFnCommand{fn, user_data});
-  });
+hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
+  return enqueue(HostFnCommand{fn, user_data});
 }
 
 }  // namespace hal::cpu

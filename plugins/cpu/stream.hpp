@@ -37,12 +37,14 @@
 #include <vector>
 
 #include "command.hpp"
+#include "hal_plugin_sdk/entries.hpp"
 #include "launch.hpp"
 #include "thread_pool.hpp"
 
 namespace hal::cpu {
 
 class Device;
+class Event;
 class Stream;
 
 // Threads that may serve streams while others run blocking commands.
@@ -131,13 +133,16 @@ class Stream {
   // is not runs from the queue as any other command. A busy stream is
   // given up to |wait_for_idle| to become idle first.
   hal_result_t enqueue_task(TaskCommand&& command, std::chrono::nanoseconds wait_for_idle);
-  // Runs or waits for everything enqueued before the call.
-  hal_result_t synchronize();
-  // HAL_SUCCESS, HAL_NOT_READY or HAL_ERROR_DEVICE_LOST; never blocks.
-  hal_result_t query();
   // Finishes pending work and waits until no executor holds the stream.
   // Idempotent.
   void shutdown();
+
+  // create: a stream of |device| (flags must be 0). copy and fill
+  // (memory.cpp) queue commands. synchronize runs or waits for everything
+  // enqueued before the call. query: HAL_SUCCESS, HAL_NOT_READY or
+  // HAL_ERROR_DEVICE_LOST; never blocks. wait queues a wait for the event's
+  // latest record (none: nothing to wait for).
+  HAL_PLUGIN_STREAM_METHODS;
 
  private:
   friend class StreamExecutors;
@@ -173,21 +178,14 @@ class Stream {
   bool shut_down_ = false;
   uint32_t sleepers_ = 0;  // threads asleep on idle_cv_
   std::atomic<bool> failed_{false};
-  std::string failure_;    // written once, before failed_ is set
+  std::string failure_;                                  // written once, before failed_ is set
+  hal_result_t failure_result_ = HAL_ERROR_DEVICE_LOST;  // likewise
   WorkerScratch scratch_;  // worker 0's group-shared memory for this stream's launches
 };
 
 inline Stream* to_stream(hal_impl_stream_t* stream) {
   return reinterpret_cast<Stream*>(stream);
 }
-
-hal_result_t stream_create(hal_impl_device_t* device, hal_stream_flags_t flags,
-                           hal_impl_stream_t** out_stream);
-hal_result_t stream_destroy(hal_impl_stream_t* stream);
-hal_result_t stream_synchronize(hal_impl_stream_t* stream);
-hal_result_t stream_query(hal_impl_stream_t* stream);
-hal_result_t stream_wait_event(hal_impl_stream_t* stream, hal_impl_event_t* event);
-hal_result_t stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn, void* user_data);
 
 }  // namespace hal::cpu
 

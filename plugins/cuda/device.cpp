@@ -1,20 +1,109 @@
+// The cuda plugin's context (the driver, NVRTC, NCCL and the GPUs, found at
+// load) and its devices' properties.
 #include "device.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "event.hpp"
+#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
-#include "ops/cublaslt.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::cuda {
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
+  std::string why;
+  driver_ = Driver::open(why);
+  if (!driver_) {
+    report().log(HAL_LOG_WARNING, "cuda: %s; 0 devices", why.c_str());
+    return;
+  }
+  const DriverApi& api = driver_->api();
+  int count = 0;
+  if (const CUresult result = api.cuDeviceGetCount(&count); result != CUDA_SUCCESS) {
+    report().log(HAL_LOG_WARNING, "cuda: cuDeviceGetCount failed: %s; 0 devices",
+                 cu_error_text(&api, result).c_str());
+    return;
+  }
+  if (count == 0) {
+    report().log(HAL_LOG_WARNING, "cuda: the driver (%s) sees no GPU; 0 devices",
+                 driver_->path().c_str());
+    return;
+  }
+  std::string nvrtc_why;
+  nvrtc_ = Nvrtc::open(nvrtc_why);
+  if (!nvrtc_) {
+    report().log(HAL_LOG_INFO, "cuda: %s; HAL dialect modules are not offered", nvrtc_why.c_str());
+  } else {
+    report().log(HAL_LOG_INFO, "cuda: dialect modules through %s", nvrtc_->identity().c_str());
+  }
+  std::string nccl_why;
+  nccl_ = collective::Nccl::open(nccl_why);
+  if (!nccl_) {
+    report().log(HAL_LOG_INFO, "cuda: %s; the loader's host-staged collectives serve",
+                 nccl_why.c_str());
+  } else {
+    report().log(HAL_LOG_INFO, "cuda: collectives on NCCL %d from %s", nccl_->version(),
+                 nccl_->path().c_str());
+  }
+  // The primary contexts are retained on each device's first use (Device::bind),
+  // not here: a process that uses one GPU of eight pays for one context.
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice handle = 0;
+    if (const CUresult result = api.cuDeviceGet(&handle, ordinal); result != CUDA_SUCCESS) {
+      report().log(HAL_LOG_WARNING, "cuda: GPU %d skipped: %s", ordinal,
+                   cu_error_text(&api, result).c_str());
+      continue;
+    }
+    devices_.push_back(std::make_unique<Device>(report(), *driver_, nvrtc_.get(), blas_loader_,
+                                                nccl_.get(), handle,
+                                                static_cast<uint32_t>(devices_.size())));
+  }
+}
+
 namespace {
-
-// CUDA allocations are at least this aligned (cuMemAlloc's documented 256).
-constexpr size_t kNativeAlignment = 256;
-
+thread_local bool running_on_driver_thread = false;
 }  // namespace
+
+bool on_driver_thread() {
+  return running_on_driver_thread;
+}
+
+void set_on_driver_thread(bool value) {
+  running_on_driver_thread = value;
+}
+
+ContextScope::ContextScope(const DriverApi& api, CUcontext context, CUresult result)
+    : api_(api), result_(result) {
+  if (result_ == CUDA_SUCCESS && running_on_driver_thread) result_ = CUDA_ERROR_NOT_PERMITTED;
+  if (result_ != CUDA_SUCCESS) return;
+  result_ = api_.cuCtxGetCurrent(&previous_);
+  if (result_ != CUDA_SUCCESS || previous_ == context) return;
+  result_ = api_.cuCtxSetCurrent(context);
+  switched_ = result_ == CUDA_SUCCESS;
+}
+
+ContextScope::~ContextScope() {
+  // The caller's context (or none) back, as it was.
+  if (switched_) api_.cuCtxSetCurrent(previous_);
+}
+
+bool is_fatal(CUresult code) {
+  switch (code) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+      return true;
+    default:
+      return false;
+  }
+}
 
 uint32_t fp32_lanes_per_sm(int major, int minor) {
   switch (major) {
@@ -35,13 +124,12 @@ uint32_t fp32_lanes_per_sm(int major, int minor) {
 
 Device::Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
                ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
-               CUcontext context, uint32_t index)
-    : report_(report),
+               uint32_t index)
+    : DeviceBase(report),
       driver_(driver),
       nvrtc_(nvrtc),
       nccl_(nccl),
       handle_(handle),
-      context_(context),
       index_(index),
       blas_(std::make_unique<ops::DeviceBlas>(blas_loader)) {
   read_properties();
@@ -49,21 +137,59 @@ Device::Device(const plugin::ErrorReporter& report, const Driver& driver, const 
 
 Device::~Device() {
   release_all();
-  // The cuBLASLt handle (if a matmul was planned) goes with the context
-  // current, before the context is released.
-  if (bind() == CUDA_SUCCESS) blas_.reset();
-  std::lock_guard lock(mutex_);
-  if (bind() == CUDA_SUCCESS) {
-    for (const auto& [ptr, allocation] : allocations_) {
-      if (allocation.kind == HAL_MEMORY_HOST) {
-        api().cuMemFreeHost(allocation.base);
-      } else {
-        api().cuMemFree(reinterpret_cast<CUdeviceptr>(allocation.base));
-      }
+  const std::vector<plugin::Allocations::Block> left = allocations_.take_all();
+  if (context_.load() != nullptr) {
+    // The cuBLASLt handle (if a matmul was planned) goes with the context
+    // current, before the context is released; then what the application
+    // left, freed without a caller to report a failure to.
+    if (const ContextScope bound = bind(); bound.ok()) {
+      blas_.reset();
+      for (const plugin::Allocations::Block& block : left) release(block.kind, block.base);
     }
+    api().cuDevicePrimaryCtxRelease(handle_);
   }
-  allocations_.clear();
+}
+
+CUresult Device::context(CUcontext& out) const {
+  out = context_.load(std::memory_order_acquire);
+  if (out != nullptr) return CUDA_SUCCESS;
+  std::lock_guard lock(context_mutex_);
+  out = context_.load(std::memory_order_relaxed);
+  if (out != nullptr) return CUDA_SUCCESS;
+  const CUresult result = api().cuDevicePrimaryCtxRetain(&out, handle_);
+  if (result == CUDA_SUCCESS) context_.store(out, std::memory_order_release);
+  return result;
+}
+
+ContextScope Device::bind() const {
+  CUcontext context = nullptr;
+  CUresult result = lost();
+  if (result == CUDA_SUCCESS) result = this->context(context);
+  return ContextScope(api(), context, result);
+}
+
+size_t Device::allocatable_bytes(size_t total) const {
+  // cuMemGetInfo needs a context, and a context reserves device memory of its
+  // own (its stacks, printf FIFO, module images): what one can allocate is
+  // what cuMemGetInfo reports free once a context exists. Measured with the
+  // primary context retained for the measurement only (released after, so an
+  // unused GPU keeps no context), less headroom for what the plugin's
+  // libraries allocate on first use (cuBLASLt's handle and workspace, NCCL's
+  // buffers are not counted: those are charged to the collectives), in whole
+  // 2 MiB pages. Without an answer, cuDeviceTotalMem's total.
+  constexpr size_t kPage = size_t{2} << 20;
+  constexpr size_t kHeadroom = size_t{128} << 20;
+  CUcontext context = nullptr;
+  if (api().cuDevicePrimaryCtxRetain(&context, handle_) != CUDA_SUCCESS) return total;
+  size_t free_bytes = 0, total_bytes = 0;
+  CUresult result = CUDA_ERROR_UNKNOWN;
+  {
+    const ContextScope bound(api(), context, CUDA_SUCCESS);
+    if (bound.ok()) result = api().cuMemGetInfo(&free_bytes, &total_bytes);
+  }
   api().cuDevicePrimaryCtxRelease(handle_);
+  if (result != CUDA_SUCCESS || free_bytes <= kHeadroom + kPage) return total;
+  return std::min(total, (free_bytes - kHeadroom) / kPage * kPage);
 }
 
 hal_result_t Device::fail(CUresult result, const char* what) const {
@@ -71,8 +197,13 @@ hal_result_t Device::fail(CUresult result, const char* what) const {
 }
 
 hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what) const {
-  return report_.fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                      cu_error_text(&api(), result).c_str());
+  if (is_fatal(result)) {
+    CUresult expected = CUDA_SUCCESS;
+    lost_.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
+    mapped = HAL_ERROR_DEVICE_LOST;
+  }
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
+                       cu_error_text(&api(), result).c_str());
 }
 
 void Device::read_properties() {
@@ -100,7 +231,7 @@ void Device::read_properties() {
   out.type = HAL_DEVICE_TYPE_GPU;
   cc_major_ = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   cc_minor_ = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-  // HOST_CALLBACKS: cuLaunchHostFunc runs them on the driver's thread.
+  // HOST_CALLBACKS: on the stream's host thread (host_functions.hpp).
   out.capabilities = HAL_DEVICE_CAP_KERNELS | HAL_DEVICE_CAP_EVENT_TIMING |
                      HAL_DEVICE_CAP_HOST_CALLBACKS | HAL_DEVICE_CAP_HOST_MEMORY |
                      HAL_DEVICE_CAP_STREAM_QUERY;
@@ -119,8 +250,10 @@ void Device::read_properties() {
   out.compute_units = static_cast<uint32_t>(sms);
   size_t total = 0;
   cu.cuDeviceTotalMem(&total, handle_);
-  out.total_memory_bytes = total;
-  out.max_allocation_bytes = total;
+  // What can be allocated, not the board's size (SPEC §11.2, cuda).
+  const size_t allocatable = allocatable_bytes(total);
+  out.total_memory_bytes = allocatable;
+  out.max_allocation_bytes = allocatable;
   out.min_alignment_bytes = kNativeAlignment;
   out.max_threads_per_block =
       static_cast<uint32_t>(attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
@@ -145,124 +278,19 @@ void Device::read_properties() {
   out.peak_memory_bandwidth = 2.0 * memory_clock_hz * bus_bits / 8.0;
 }
 
-Stream* Device::add_stream(std::unique_ptr<Stream> stream) {
-  return streams_.add(std::move(stream));
-}
-
-void Device::remove_stream(Stream* stream) {
-  streams_.take(stream);  // ~Stream synchronises and destroys the CUstream
-}
-
-Event* Device::add_event(std::unique_ptr<Event> event) {
-  return events_.add(std::move(event));
-}
-
-void Device::remove_event(Event* event) {
-  events_.take(event);
-}
-
-Module* Device::add_module(std::unique_ptr<Module> module) {
-  return modules_.add(std::move(module));
-}
-
-void Device::remove_module(Module* module) {
-  modules_.take(module);
-}
-
-hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignment,
-                              void** out_ptr) {
-  if (const CUresult bound = bind(); bound != CUDA_SUCCESS) return fail(bound, "mem_alloc");
-  // Alignments above the driver's are carved out of a larger allocation.
-  const bool carve = alignment > kNativeAlignment;
-  const size_t bytes = carve ? size + alignment : size;
-  if (bytes < size) {
-    return report_.fail(HAL_ERROR_OUT_OF_MEMORY, 0,
-                        "mem_alloc: %zu bytes aligned to %zu overflow the address space", size,
-                        alignment);
-  }
-  void* base = nullptr;
-  CUresult result = CUDA_SUCCESS;
-  const char* call = "";
-  switch (kind) {
-    case HAL_MEMORY_DEVICE: {
-      CUdeviceptr device_ptr = 0;
-      call = "mem_alloc: cuMemAlloc";
-      result = api().cuMemAlloc(&device_ptr, bytes);
-      base = reinterpret_cast<void*>(device_ptr);
-      break;
-    }
-    case HAL_MEMORY_HOST:
-      call = "mem_alloc: cuMemHostAlloc";
-      result =
-          api().cuMemHostAlloc(&base, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-      break;
-    case HAL_MEMORY_SHARED: {
-      CUdeviceptr managed = 0;
-      call = "mem_alloc: cuMemAllocManaged";
-      result = api().cuMemAllocManaged(&managed, bytes, CU_MEM_ATTACH_GLOBAL);
-      base = reinterpret_cast<void*>(managed);
-      break;
-    }
-    default:
-      return report_.fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
-                          static_cast<int>(kind));
-  }
-  if (result != CUDA_SUCCESS) {
-    return report_.fail(
-        result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL,
-        static_cast<int64_t>(result), "%s of %zu bytes failed: %s", call, bytes,
-        cu_error_text(&api(), result).c_str());
-  }
-  void* ptr = base;
-  if (carve) {
-    const auto address = reinterpret_cast<uintptr_t>(base);
-    ptr = reinterpret_cast<void*>((address + alignment - 1) & ~(uintptr_t{alignment} - 1));
-  }
-  std::lock_guard lock(mutex_);
-  allocations_.emplace(ptr, Allocation{kind, base});
-  *out_ptr = ptr;
-  return HAL_SUCCESS;
-}
-
-hal_result_t Device::free(void* ptr) {
-  Allocation allocation{};
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = allocations_.find(ptr);
-    if (it == allocations_.end()) {
-      return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                          "mem_free: %p is not an allocation of this device", ptr);
-    }
-    allocation = it->second;
-    allocations_.erase(it);
-  }
-  if (const CUresult bound = bind(); bound != CUDA_SUCCESS) return fail(bound, "mem_free");
-  const CUresult result = allocation.kind == HAL_MEMORY_HOST
-                              ? api().cuMemFreeHost(allocation.base)
-                              : api().cuMemFree(reinterpret_cast<CUdeviceptr>(allocation.base));
-  return result == CUDA_SUCCESS ? HAL_SUCCESS : fail(result, "mem_free");
-}
-
 hal_result_t Device::synchronize() {
-  if (const CUresult bound = bind(); bound != CUDA_SUCCESS) {
-    return fail(bound, "device_synchronize");
-  }
+  const ContextScope bound = bind();
+  if (!bound.ok()) return fail(bound.result(), "device_synchronize");
   const CUresult result = api().cuCtxSynchronize();
   if (result != CUDA_SUCCESS) {
     return fail(HAL_ERROR_DEVICE_LOST, result, "device_synchronize: cuCtxSynchronize");
   }
   // A stream lost to a failed collective (SPEC §4.4) fails its device's synchronize too.
   hal_result_t lost = HAL_SUCCESS;
-  streams_.for_each([&](const std::unique_ptr<Stream>& stream) {
+  for_each_stream([&](const std::unique_ptr<Stream>& stream) {
     if (lost == HAL_SUCCESS) lost = stream->report_fault("device_synchronize");
   });
   return lost;
-}
-
-void Device::release_all() {
-  streams_.take_all();  // each synchronises and destroys its CUstream
-  events_.take_all();
-  modules_.take_all();
 }
 
 }  // namespace hal::cuda

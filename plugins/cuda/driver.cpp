@@ -1,11 +1,20 @@
 #include "driver.hpp"
 
+#include <algorithm>
+
 #include "hal_util/env.hpp"
 
 namespace hal::cuda {
 namespace {
 
 constexpr char kDefaultDriver[] = "libcuda.so.1";
+// cuGetProcAddress_v2 and the entry points' current signatures start here.
+constexpr int kOldestDriver = 12000;
+
+// "13.0" for 13000.
+std::string version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
 
 // The codes the plugin may see, by name; the driver's cuGetErrorName is
 // preferred when it answers.
@@ -55,6 +64,8 @@ const char* known_name(CUresult code) {
       return "CUDA_ERROR_LAUNCH_FAILED";
     case CUDA_ERROR_NOT_SUPPORTED:
       return "CUDA_ERROR_NOT_SUPPORTED";
+    case CUDA_ERROR_NOT_PERMITTED:
+      return "CUDA_ERROR_NOT_PERMITTED";
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
       return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
     case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
@@ -99,6 +110,8 @@ hal_result_t result_of(CUresult code) {
       return HAL_ERROR_INVALID_LAUNCH;
     case CUDA_ERROR_NOT_SUPPORTED:
       return HAL_ERROR_UNSUPPORTED;
+    case CUDA_ERROR_NOT_PERMITTED:  // a CUDA call from a host function on the driver's thread
+      return HAL_ERROR_INVALID_STATE;
     case CUDA_ERROR_ILLEGAL_ADDRESS:
     case CUDA_ERROR_LAUNCH_FAILED:
     case CUDA_ERROR_LAUNCH_TIMEOUT:
@@ -121,20 +134,39 @@ std::unique_ptr<Driver> Driver::open(std::string& why) {
     return nullptr;
   }
   DriverApi& api = driver->api_;
+  // Negotiate down: ask for the entry points as of the older of the driver
+  // and the headers (cuGetProcAddress's cudaVersion; cuDriverGetVersion
+  // answers before cuInit). A driver newer than the headers serves the
+  // headers' versions; an older one (12.x under 13.0 headers) its own, whose
+  // signatures are the same for every entry point the plugin uses.
+  int driver_version = 0;
+  using GetVersion = decltype(&::cuDriverGetVersion);
+  auto get_version = reinterpret_cast<GetVersion>(driver->library_.symbol("cuDriverGetVersion"));
+  if (get_version == nullptr || get_version(&driver_version) != CUDA_SUCCESS) driver_version = 0;
+  const std::string versions =
+      (driver_version > 0 ? "the driver supports CUDA " + version_text(driver_version)
+                          : std::string("cuDriverGetVersion did not answer")) +
+      ", the plugin was built with CUDA " + version_text(CUDA_VERSION) + " headers";
+  if (driver_version > 0 && driver_version < kOldestDriver) {
+    why = path + ": " + versions + " and needs a driver for CUDA " + version_text(kOldestDriver) +
+          " or later";
+    return nullptr;
+  }
+  const int requested = driver_version > 0 ? std::min(driver_version, CUDA_VERSION) : CUDA_VERSION;
   bool missing = false;
   auto resolve = [&](const char* symbol, void** slot) {
     if (missing) return;
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    const CUresult result =
-        get_proc(symbol, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    const CUresult result = get_proc(symbol, slot, requested, CU_GET_PROC_ADDRESS_DEFAULT, &status);
     if (result != CUDA_SUCCESS || status != CU_GET_PROC_ADDRESS_SUCCESS || *slot == nullptr) {
       *slot = nullptr;
       missing = true;
-      why = path + ": cuGetProcAddress(\"" + symbol + "\", " + std::to_string(CUDA_VERSION) +
+      why = path + ": cuGetProcAddress(\"" + symbol + "\", " + std::to_string(requested) +
             ") failed: " + cu_error_text(nullptr, result) +
             (status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                 ? " (the driver is older than CUDA " + std::to_string(CUDA_VERSION) + ")"
-                 : std::string());
+                 ? " (the entry point is newer than CUDA " + version_text(requested) + ")"
+                 : std::string()) +
+            " (" + versions + ")";
     }
   };
 #define HAL_CUDA_RESOLVE(name) resolve(#name, reinterpret_cast<void**>(&api.name));
@@ -143,8 +175,7 @@ std::unique_ptr<Driver> Driver::open(std::string& why) {
   if (missing) return nullptr;
   auto resolve_optional = [&](const char* symbol, void** slot) {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    if (get_proc(symbol, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=
-            CUDA_SUCCESS ||
+    if (get_proc(symbol, slot, requested, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS ||
         status != CU_GET_PROC_ADDRESS_SUCCESS) {
       *slot = nullptr;
     }

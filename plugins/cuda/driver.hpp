@@ -24,7 +24,8 @@ struct DriverApi {
 #define HAL_CUDA_DRIVER_FUNCTIONS(X) \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet) \
   X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) \
+  X(cuMemGetInfo) X(cuPointerGetAttribute) X(cuStreamWaitValue32) \
   X(cuCtxSynchronize) X(cuMemAlloc) X(cuMemFree) X(cuMemHostAlloc) X(cuMemFreeHost) \
   X(cuMemAllocManaged) X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) \
   X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent) X(cuLaunchHostFunc) \

@@ -2,61 +2,31 @@
 // (or finds none) and hands the loader the function table.
 #include "collective/comm.hpp"
 #include "device.hpp"
-#include "hal_plugin.h"
+#include "event.hpp"
+#include "hal_plugin_sdk/entries.hpp"
 #include "hal_plugin_sdk/negotiate.hpp"
+#include "hal_plugin_sdk/table.hpp"
 #include "module.hpp"
 #include "ops/ops.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::cuda {
 namespace {
 
-hal_plugin_table_v1_t make_table() {
-  hal_plugin_table_v1_t table{};
-  table.struct_size = sizeof(hal_plugin_table_v1_t);
-  table.plugin_shutdown = plugin_shutdown;
-  table.device_count = device_count;
-  table.device_open = device_open;
-  DeviceEntries::fill(table);  // close, properties, synchronize, mem_alloc, mem_free
-  table.memcpy_async = memcpy_async;
-  table.memset_async = memset_async;
-  table.stream_create = stream_create;
-  table.stream_destroy = stream_destroy;
-  table.stream_synchronize = stream_synchronize;
-  table.stream_query = stream_query;
-  table.stream_wait_event = stream_wait_event;
-  table.stream_enqueue_host_fn = stream_enqueue_host_fn;
-  table.event_create = event_create;
-  table.event_destroy = event_destroy;
-  table.event_record = event_record;
-  table.event_query = event_query;
-  table.event_synchronize = event_synchronize;
-  table.event_elapsed_ms = event_elapsed_ms;
-  table.module_load = module_load;
-  table.module_unload = module_unload;
-  table.kernel_get = kernel_get;
-  table.launch_kernel = launch_kernel;
-  table.op_plan_create = op_plan_create;
-  table.op_plan_destroy = op_plan_destroy;
-  table.op_execute = op_execute;
-  return table;  // the collective entries stay NULL: the loader's host-staged ones serve
-}
-
-// The table of a plugin that found NCCL.
-hal_plugin_table_v1_t make_collective_table() {
-  hal_plugin_table_v1_t table = make_table();
-  table.comm_init_local = collective::comm_init_local;
-  table.comm_init_rank_exchange = collective::comm_init_rank_exchange;
-  table.comm_destroy = collective::comm_destroy;
-  table.comm_abort = collective::comm_abort;
-  table.comm_get_async_error = collective::comm_get_async_error;
-  table.comm_enqueue = collective::comm_enqueue;
-  return table;
-}
-
-const hal_plugin_table_v1_t kTable = make_table();
-const hal_plugin_table_v1_t kCollectiveTable = make_collective_table();
+using Entries = plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Kernel,
+                                      collective::Comm, ops::OpPlan>;
+// Every ABI 1.0 entry and the operators (matmul on cuBLASLt; the plugin
+// declines the rest, which the loader's portable implementations serve).
+constexpr plugin::EntrySet kImplemented = plugin::kCoreEntries | plugin::kOperatorEntries;
+// The table of a plugin that found no NCCL: the loader's host-staged
+// collectives serve.
+constexpr hal_plugin_table_v1_t kTable = plugin::make_table<Entries, kImplemented>();
+// The table of a plugin that found NCCL. comm_init_rank stays NULL: the MPI
+// bootstrap goes to the loader's host-staged path; the store bootstraps meet
+// through comm_init_rank_exchange.
+constexpr hal_plugin_table_v1_t kCollectiveTable =
+    plugin::make_table<Entries, kImplemented |
+                                    (plugin::kCollectiveEntries - plugin::Entry::comm_init_rank)>();
 
 // What the CUDA libraries the plugin opens read from the environment (SPEC.md
 // §15): the driver (CUDA_INJECTION64_PATH loads a library, CUDA_CACHE_PATH

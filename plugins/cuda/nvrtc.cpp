@@ -1,11 +1,15 @@
 #include "nvrtc.hpp"
 
+#include <string>
+#include <vector>
+
 #include <dlfcn.h>
 
 #include <sys/stat.h>
 
 #include <algorithm>
 
+#include "library_search.hpp"
 #include "hal_util/env.hpp"
 #include "hal_util/library_identity.hpp"
 
@@ -46,12 +50,24 @@ std::string find_include_dir(void* symbol_in_nvrtc) {
 }  // namespace
 
 std::unique_ptr<Nvrtc> Nvrtc::open(std::string& why) {
-  const char* configured = hal::util::env_nonempty("HAL_CUDA_NVRTC_PATH");
-  const std::string path = configured != nullptr ? configured : kDefaultNvrtc;
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
+  const std::vector<std::string> candidates =
+      library_candidates("HAL_CUDA_NVRTC_PATH", {kDefaultNvrtc, "libnvrtc.so.12"});
+  void* library = nullptr;
+  std::string path, first_error;
+  for (const std::string& candidate : candidates) {
+    library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (library != nullptr) {
+      path = candidate;
+      break;
+    }
     const char* error = dlerror();
-    why = path + " not found: " + (error != nullptr ? error : "dlopen failed");
+    if (first_error.empty()) {
+      first_error = candidate + " not found: " + (error != nullptr ? error : "dlopen failed");
+    }
+  }
+  if (library == nullptr) {
+    why = hal::util::env_nonempty("HAL_CUDA_NVRTC_PATH") != nullptr ? first_error
+                                                                    : searched_places(first_error);
     return nullptr;
   }
   std::unique_ptr<Nvrtc> nvrtc(new Nvrtc());

@@ -1,6 +1,5 @@
-// Streams and events of the cuda plugin: a stream is a non-blocking CUstream
-// of the device's primary context, an event a CUevent (with timing only when
-// asked for, since timing costs).
+// Streams of the cuda plugin: a stream is a non-blocking CUstream of the
+// device's primary context.
 #ifndef HAL_PLUGINS_CUDA_STREAM_HPP_
 #define HAL_PLUGINS_CUDA_STREAM_HPP_
 
@@ -9,10 +8,14 @@
 #include <string>
 
 #include "driver.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "host_functions.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 
 namespace hal::cuda {
 
 class Device;
+class Event;
 
 // A failure of work the driver does not see fail: a collective the plugin
 // aborted (collective/comm.cpp). Sticky, as SPEC §4.4 asks: the stream's
@@ -40,67 +43,42 @@ class StreamFault {
   std::string detail_;       // guarded by mutex_
 };
 
-class Stream {
+// cuStreamCreate(CU_STREAM_NON_BLOCKING).
+class Stream : public plugin::DeviceResource<Device> {
  public:
-  Stream(Device& device, CUstream stream) : device_(device), stream_(stream) {}
+  Stream(Device& device, CUstream stream) : DeviceResource(device), stream_(stream) {}
   ~Stream();  // synchronises, then destroys the CUstream
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  Device& device() const { return device_; }
+
   CUstream get() const { return stream_; }
   // Shared with the collectives in flight on the stream.
   const std::shared_ptr<StreamFault>& fault() const { return fault_; }
   // HAL_ERROR_DEVICE_LOST with the fault's detail when a collective failed
   // on the stream, else HAL_SUCCESS.
   hal_result_t report_fault(const char* what) const;
+  // copy and fill in memory.cpp, the others in stream.cpp.
+  HAL_PLUGIN_STREAM_METHODS;
 
  private:
-  Device& device_;
+  // How CUDA sees a pointer of a copy or fill (memory.cpp).
+  enum class Memory { kDevice, kPinned, kPageable };
+  Memory classify(const void* pointer, CUresult& error) const;
+  // A host function of the driver's that copies (value < 0) or fills.
+  CUresult enqueue_host_copy(void* dst, const void* src, size_t size, int value);
+
+  // The pinned buffer copies with pageable host memory are staged through,
+  // made on the first such copy, freed with the stream.
+  static constexpr size_t kStagingBytes = size_t{4} << 20;
+  std::mutex staging_mutex_;  // one copy's chunks at a time use the buffer
+  void* staging_ = nullptr;   // guarded by staging_mutex_
+
+  // The thread HAL host functions run on, started by the first one.
+  std::mutex host_functions_mutex_;
+  std::unique_ptr<HostFunctions> host_functions_;  // guarded by host_functions_mutex_
+  bool driver_thread_only_ = false;                // no cuStreamWaitValue32; guarded likewise
+
   CUstream stream_;
   std::shared_ptr<StreamFault> fault_ = std::make_shared<StreamFault>();
 };
-
-class Event {
- public:
-  Event(Device& device, CUevent event, bool timing)
-      : device_(device), event_(event), timing_(timing) {}
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  Device& device() const { return device_; }
-  CUevent get() const { return event_; }
-  bool timing() const { return timing_; }
-
- private:
-  Device& device_;
-  CUevent event_;
-  bool timing_;
-};
-
-inline Stream* to_stream(hal_impl_stream_t* stream) {
-  return reinterpret_cast<Stream*>(stream);
-}
-inline Event* to_event(hal_impl_event_t* event) {
-  return reinterpret_cast<Event*>(event);
-}
-
-hal_result_t memcpy_async(hal_impl_stream_t* stream, void* dst, const void* src, size_t size);
-hal_result_t memset_async(hal_impl_stream_t* stream, void* dst, uint8_t value, size_t size);
-hal_result_t stream_create(hal_impl_device_t* device, hal_stream_flags_t flags,
-                           hal_impl_stream_t** out_stream);
-hal_result_t stream_destroy(hal_impl_stream_t* stream);
-hal_result_t stream_synchronize(hal_impl_stream_t* stream);
-hal_result_t stream_query(hal_impl_stream_t* stream);
-hal_result_t stream_wait_event(hal_impl_stream_t* stream, hal_impl_event_t* event);
-hal_result_t stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn, void* user_data);
-
-hal_result_t event_create(hal_impl_device_t* device, hal_event_flags_t flags,
-                          hal_impl_event_t** out_event);
-hal_result_t event_destroy(hal_impl_event_t* event);
-hal_result_t event_record(hal_impl_event_t* event, hal_impl_stream_t* stream);
-hal_result_t event_query(hal_impl_event_t* event);
-hal_result_t event_synchronize(hal_impl_event_t* event);
-hal_result_t event_elapsed_ms(hal_impl_event_t* start, hal_impl_event_t* end, float* out_ms);
 
 }  // namespace hal::cuda
 

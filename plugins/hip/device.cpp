@@ -1,19 +1,53 @@
+// The hip plugin's context (the runtime, hiprtc and the GPUs, found at load)
+// and its devices' properties.
 #include "device.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "event.hpp"
+#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::hip {
-namespace {
-
-// HIP allocations are at least this aligned (hipMalloc's documented 256).
-constexpr size_t kNativeAlignment = 256;
-
-}  // namespace
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
+  std::string why;
+  runtime_ = Runtime::open(why);
+  if (!runtime_) {
+    report().log(HAL_LOG_WARNING, "hip: %s; 0 devices", why.c_str());
+    return;
+  }
+  const RuntimeApi& api = runtime_->api();
+  int count = 0;
+  if (const hipError_t result = api.hipGetDeviceCount(&count); result != hipSuccess) {
+    report().log(HAL_LOG_WARNING, "hip: hipGetDeviceCount failed: %s; 0 devices",
+                 hip_error_text(result).c_str());
+    return;
+  }
+  if (count <= 0) {
+    report().log(HAL_LOG_WARNING, "hip: the runtime (%s) sees no GPU; 0 devices",
+                 runtime_->path().c_str());
+    return;
+  }
+  std::string hiprtc_why;
+  hiprtc_ = Hiprtc::open(runtime_->library(), hiprtc_why);
+  if (!hiprtc_) {
+    report().log(HAL_LOG_INFO, "hip: %s; HAL dialect modules are not offered", hiprtc_why.c_str());
+  }
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    hipDeviceProp_t properties{};
+    const hipError_t result = api.hipGetDeviceProperties(&properties, ordinal);
+    if (result != hipSuccess) {
+      report().log(HAL_LOG_WARNING, "hip: GPU %d skipped: hipGetDeviceProperties: %s", ordinal,
+                   hip_error_text(result).c_str());
+      continue;
+    }
+    devices_.push_back(std::make_unique<Device>(report(), *runtime_, hiprtc_.get(), ordinal,
+                                                properties,
+                                                static_cast<uint32_t>(devices_.size())));
+  }
+}
 
 uint32_t fp32_lanes_per_cu(const std::string& arch) {
   const std::string base = base_arch(arch);
@@ -23,20 +57,17 @@ uint32_t fp32_lanes_per_cu(const std::string& arch) {
 
 Device::Device(const plugin::ErrorReporter& report, const Runtime& runtime, const Hiprtc* hiprtc,
                int ordinal, const hipDeviceProp_t& properties, uint32_t index)
-    : report_(report), runtime_(runtime), hiprtc_(hiprtc), ordinal_(ordinal), index_(index) {
+    : DeviceBase(report), runtime_(runtime), hiprtc_(hiprtc), ordinal_(ordinal), index_(index) {
   read_properties(properties);
 }
 
 Device::~Device() {
   release_all();
-  std::lock_guard lock(mutex_);
   // What the application left: freed without a caller to report a failure to.
+  const std::vector<plugin::Allocations::Block> left = allocations_.take_all();
   if (bind() == hipSuccess) {
-    for (const auto& [ptr, allocation] : allocations_) {
-      (void)release(allocation.kind, allocation.base);
-    }
+    for (const plugin::Allocations::Block& block : left) (void)release(block.kind, block.base);
   }
-  allocations_.clear();
 }
 
 hal_result_t Device::fail(hipError_t result, const char* what) const {
@@ -44,8 +75,8 @@ hal_result_t Device::fail(hipError_t result, const char* what) const {
 }
 
 hal_result_t Device::fail(hal_result_t mapped, hipError_t result, const char* what) const {
-  return report_.fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                      hip_error_text(result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
+                       hip_error_text(result).c_str());
 }
 
 void Device::read_properties(const hipDeviceProp_t& hip) {
@@ -97,102 +128,6 @@ void Device::read_properties(const hipDeviceProp_t& hip) {
   out.peak_memory_bandwidth = 2.0 * hip.memoryClockRate * 1e3 * hip.memoryBusWidth / 8.0;
 }
 
-Stream* Device::add_stream(std::unique_ptr<Stream> stream) {
-  return streams_.add(std::move(stream));
-}
-
-void Device::remove_stream(Stream* stream) {
-  streams_.take(stream);  // ~Stream synchronises and destroys the hipStream_t
-}
-
-Event* Device::add_event(std::unique_ptr<Event> event) {
-  return events_.add(std::move(event));
-}
-
-void Device::remove_event(Event* event) {
-  events_.take(event);
-}
-
-Module* Device::add_module(std::unique_ptr<Module> module) {
-  return modules_.add(std::move(module));
-}
-
-void Device::remove_module(Module* module) {
-  modules_.take(module);
-}
-
-hipError_t Device::release(hal_memory_kind_t kind, void* base) const {
-  return kind == HAL_MEMORY_HOST ? api().hipHostFree(base) : api().hipFree(base);
-}
-
-hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignment,
-                              void** out_ptr) {
-  if (const hipError_t bound = bind(); bound != hipSuccess) return fail(bound, "mem_alloc");
-  // Alignments above the runtime's are carved out of a larger allocation.
-  const bool carve = alignment > kNativeAlignment;
-  const size_t bytes = carve ? size + alignment : size;
-  if (bytes < size) {
-    return report_.fail(HAL_ERROR_OUT_OF_MEMORY, 0,
-                        "mem_alloc: %zu bytes aligned to %zu overflow the address space", size,
-                        alignment);
-  }
-  void* base = nullptr;
-  hipError_t result = hipSuccess;
-  const char* call = "";
-  switch (kind) {
-    case HAL_MEMORY_DEVICE:
-      call = "mem_alloc: hipMalloc";
-      result = api().hipMalloc(&base, bytes);
-      break;
-    case HAL_MEMORY_HOST:
-      call = "mem_alloc: hipHostMalloc";
-      result = api().hipHostMalloc(&base, bytes, hipHostMallocPortable | hipHostMallocMapped);
-      break;
-    case HAL_MEMORY_SHARED:
-      call = "mem_alloc: hipMallocManaged";
-      result = api().hipMallocManaged(&base, bytes, hipMemAttachGlobal);
-      break;
-    default:
-      return report_.fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
-                          static_cast<int>(kind));
-  }
-  if (result != hipSuccess) {
-    return report_.fail(
-        result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL,
-        static_cast<int64_t>(result), "%s of %zu bytes failed: %s", call, bytes,
-        hip_error_text(result).c_str());
-  }
-  void* ptr = base;
-  if (carve) {
-    const auto address = reinterpret_cast<uintptr_t>(base);
-    ptr = reinterpret_cast<void*>((address + alignment - 1) & ~(uintptr_t{alignment} - 1));
-  }
-  std::lock_guard lock(mutex_);
-  allocations_.emplace(ptr, Allocation{kind, base});
-  *out_ptr = ptr;
-  return HAL_SUCCESS;
-}
-
-hal_result_t Device::free(void* ptr) {
-  Allocation allocation{};
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = allocations_.find(ptr);
-    if (it == allocations_.end()) {
-      return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                          "mem_free: %p is not an allocation of this device", ptr);
-    }
-    allocation = it->second;
-    allocations_.erase(it);
-  }
-  if (const hipError_t bound = bind(); bound != hipSuccess) return fail(bound, "mem_free");
-  const hipError_t result = release(allocation.kind, allocation.base);
-  return result == hipSuccess
-             ? HAL_SUCCESS
-             : fail(result, allocation.kind == HAL_MEMORY_HOST ? "mem_free: hipHostFree"
-                                                               : "mem_free: hipFree");
-}
-
 hal_result_t Device::synchronize() {
   if (const hipError_t bound = bind(); bound != hipSuccess) {
     return fail(bound, "device_synchronize");
@@ -201,12 +136,6 @@ hal_result_t Device::synchronize() {
   return result == hipSuccess
              ? HAL_SUCCESS
              : fail(HAL_ERROR_DEVICE_LOST, result, "device_synchronize: hipDeviceSynchronize");
-}
-
-void Device::release_all() {
-  streams_.take_all();  // each synchronises and destroys its hipStream_t
-  events_.take_all();
-  modules_.take_all();
 }
 
 }  // namespace hal::hip

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "hal_dialect/dialect.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "image.hpp"
 #include "runtime.hpp"
 
@@ -19,77 +22,47 @@ namespace hal::hip {
 
 class Device;
 class Module;
+class Stream;
 
-class Kernel {
+class Kernel : public plugin::KernelInfo {
  public:
-  Kernel(Module& module, hipFunction_t function, std::string name,
-         std::vector<hal_arg_type_t> arg_types, uint32_t max_threads, uint32_t static_shared)
-      : module_(module),
-        function_(function),
-        name_(std::move(name)),
-        arg_types_(std::move(arg_types)),
-        max_threads_(max_threads),
-        static_shared_(static_shared) {}
+  Kernel(Module& module, hipFunction_t function, plugin::KernelInfo info)
+      : KernelInfo(std::move(info)), module_(module), function_(function) {}
 
   Module& module() const { return module_; }
   hipFunction_t function() const { return function_; }
-  const std::string& name() const { return name_; }
-  const std::vector<hal_arg_type_t>& arg_types() const { return arg_types_; }
-  uint32_t max_threads() const { return max_threads_; }
-  uint32_t static_shared_bytes() const { return static_shared_; }
+  HAL_PLUGIN_KERNEL_METHODS;  // launch.cpp
 
  private:
   Module& module_;
   hipFunction_t function_;
-  std::string name_;
-  std::vector<hal_arg_type_t> arg_types_;
-  uint32_t max_threads_;
-  uint32_t static_shared_;
 };
 
-class Module {
+// A code object (or HAL dialect source compiled to one by hiprtc), checked,
+// then loaded by the runtime. kernel_get binds the signature the dialect or
+// the caller gives, checked against the code object's argument sizes.
+class Module : public plugin::DeviceResource<Device> {
  public:
   Module(Device& device, hipModule_t module, std::unique_ptr<dialect::TranslatedModule> dialect,
          std::vector<KernelMetadata> metadata)
-      : device_(device),
+      : DeviceResource(device),
         module_(module),
         dialect_(std::move(dialect)),
         metadata_(std::move(metadata)) {}
   ~Module();  // hipModuleUnload
-  Module(const Module&) = delete;
-  Module& operator=(const Module&) = delete;
 
-  Device& device() const { return device_; }
   hipModule_t get() const { return module_; }
   const dialect::TranslatedModule* dialect() const { return dialect_.get(); }
   // The code object's record of |name|; null when the metadata lacks it.
   const KernelMetadata* metadata(const std::string& name) const;
-  Kernel& add_kernel(std::unique_ptr<Kernel> kernel);
+  HAL_PLUGIN_MODULE_METHODS;
 
  private:
-  Device& device_;
   hipModule_t module_;
   std::unique_ptr<dialect::TranslatedModule> dialect_;
   std::vector<KernelMetadata> metadata_;  // immutable after construction
-  std::mutex mutex_;                      // guards kernels_
-  std::vector<std::unique_ptr<Kernel>> kernels_;
+  plugin::KernelList<Kernel> kernels_;
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args);
 
 }  // namespace hal::hip
 

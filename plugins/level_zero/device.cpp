@@ -1,3 +1,5 @@
+// The level_zero plugin's context (the loader, its drivers and their GPUs,
+// found at load) and its devices' properties.
 #include "device.hpp"
 
 #include <algorithm>
@@ -5,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
+#include "event.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::level_zero {
@@ -21,9 +23,93 @@ uint32_t clamp_u32(uint64_t value) {
 
 }  // namespace
 
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
+  std::string why;
+  loader_ = Loader::open(why);
+  if (!loader_) {
+    report().log(HAL_LOG_WARNING, "level_zero: %s; 0 devices", why.c_str());
+    return;
+  }
+  const LoaderApi& ze = loader_->api();
+  uint32_t count = 0;
+  if (const ze_result_t result = ze.zeDriverGet(&count, nullptr); result != ZE_RESULT_SUCCESS) {
+    report().log(HAL_LOG_WARNING, "level_zero: zeDriverGet failed: %s; 0 devices",
+                 ze_error_text(result).c_str());
+    return;
+  }
+  std::vector<ze_driver_handle_t> drivers(count);
+  if (count > 0) {
+    if (const ze_result_t result = ze.zeDriverGet(&count, drivers.data());
+        result != ZE_RESULT_SUCCESS) {
+      report().log(HAL_LOG_WARNING, "level_zero: zeDriverGet failed: %s; 0 devices",
+                   ze_error_text(result).c_str());
+      return;
+    }
+    drivers.resize(count);
+  }
+  for (uint32_t i = 0; i < count; ++i) add_driver_devices(drivers[i], i);
+  if (devices_.empty()) {
+    report().log(HAL_LOG_WARNING,
+                 "level_zero: the loader (%s) lists %u driver(s) and no GPU; 0 devices",
+                 loader_->path().c_str(), count);
+  }
+}
+
+Plugin::~Plugin() {
+  devices_.clear();  // before the contexts their objects live in
+  if (loader_ == nullptr) return;
+  for (const auto& entry : drivers_) {
+    if (entry->context != nullptr) loader_->api().zeContextDestroy(entry->context);
+  }
+}
+
+void Plugin::add_driver_devices(ze_driver_handle_t driver, uint32_t driver_index) {
+  const LoaderApi& ze = loader_->api();
+  auto entry = std::make_unique<DriverContext>();
+  entry->driver = driver;
+  ze_driver_properties_t properties{};
+  properties.stype = ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES;
+  if (ze.zeDriverGetProperties(driver, &properties) == ZE_RESULT_SUCCESS) {
+    entry->driver_version = properties.driverVersion;
+  }
+  ze.zeDriverGetApiVersion(driver, &entry->api_version);
+  uint32_t count = 0;
+  ze_result_t result = ze.zeDeviceGet(driver, &count, nullptr);
+  std::vector<ze_device_handle_t> handles(count);
+  if (result == ZE_RESULT_SUCCESS && count > 0)
+    result = ze.zeDeviceGet(driver, &count, handles.data());
+  if (result != ZE_RESULT_SUCCESS) {
+    report().log(HAL_LOG_WARNING, "level_zero: driver %u skipped: zeDeviceGet failed: %s",
+                 driver_index, ze_error_text(result).c_str());
+    return;
+  }
+  handles.resize(count);
+  if (count == 0) return;
+  ze_context_desc_t context_desc{};
+  context_desc.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC;
+  result = ze.zeContextCreate(driver, &context_desc, &entry->context);
+  if (result != ZE_RESULT_SUCCESS) {
+    report().log(HAL_LOG_WARNING, "level_zero: driver %u skipped: zeContextCreate failed: %s",
+                 driver_index, ze_error_text(result).c_str());
+    return;
+  }
+  for (ze_device_handle_t handle : handles) {
+    std::string why;
+    auto device = Device::create(report(), *loader_, *entry, handle,
+                                 static_cast<uint32_t>(devices_.size()), why);
+    if (device == nullptr) {
+      report().log(HAL_LOG_WARNING, "level_zero: a device of driver %u skipped: %s", driver_index,
+                   why.c_str());
+      continue;
+    }
+    devices_.push_back(std::move(device));
+  }
+  drivers_.push_back(std::move(entry));
+}
+
 Device::Device(const plugin::ErrorReporter& report, const Loader& loader,
                const DriverContext& driver, ze_device_handle_t handle, uint32_t index)
-    : report_(report), loader_(loader), driver_(driver), handle_(handle), index_(index) {}
+    : DeviceBase(report), loader_(loader), driver_(driver), handle_(handle), index_(index) {}
 
 std::unique_ptr<Device> Device::create(const plugin::ErrorReporter& report, const Loader& loader,
                                        const DriverContext& driver, ze_device_handle_t handle,
@@ -35,9 +121,9 @@ std::unique_ptr<Device> Device::create(const plugin::ErrorReporter& report, cons
 
 Device::~Device() {
   release_all();
-  std::lock_guard lock(mutex_);
-  for (const auto& [ptr, kind] : allocations_) api().zeMemFree(context(), ptr);
-  allocations_.clear();
+  for (const plugin::Allocations::Block& block : allocations_.take_all()) {
+    api().zeMemFree(context(), block.base);
+  }
 }
 
 ze_context_handle_t Device::context() const {
@@ -49,8 +135,8 @@ hal_result_t Device::fail(ze_result_t result, const char* what) const {
 }
 
 hal_result_t Device::fail(hal_result_t mapped, ze_result_t result, const char* what) const {
-  return report_.fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                      ze_error_text(result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
+                       ze_error_text(result).c_str());
 }
 
 bool Device::read_properties(std::string& why) {
@@ -166,125 +252,6 @@ bool Device::read_properties(std::string& why) {
                         device.coreClockRate * 1e6;
   out.peak_memory_bandwidth = bandwidth;
   return true;
-}
-
-Stream* Device::add_stream(std::unique_ptr<Stream> stream) {
-  return streams_.add(std::move(stream));
-}
-
-void Device::remove_stream(Stream* stream) {
-  streams_.take(stream);  // ~Stream synchronises and destroys the command list
-}
-
-Event* Device::add_event(std::unique_ptr<Event> event) {
-  return events_.add(std::move(event));
-}
-
-void Device::remove_event(Event* event) {
-  events_.take(event);
-}
-
-Module* Device::add_module(std::unique_ptr<Module> module) {
-  return modules_.add(std::move(module));
-}
-
-void Device::remove_module(Module* module) {
-  modules_.take(module);
-}
-
-hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignment,
-                              void** out_ptr) {
-  // The loader passes a power of two of at least min_alignment_bytes, which
-  // zeMemAlloc* take as is.
-  ze_device_mem_alloc_desc_t device_desc{};
-  device_desc.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC;
-  ze_host_mem_alloc_desc_t host_desc{};
-  host_desc.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC;
-  void* ptr = nullptr;
-  ze_result_t result = ZE_RESULT_SUCCESS;
-  const char* call = "";
-  switch (kind) {
-    case HAL_MEMORY_DEVICE:
-      call = "mem_alloc: zeMemAllocDevice";
-      result = api().zeMemAllocDevice(context(), &device_desc, size, alignment, handle_, &ptr);
-      break;
-    case HAL_MEMORY_HOST:
-      call = "mem_alloc: zeMemAllocHost";
-      result = api().zeMemAllocHost(context(), &host_desc, size, alignment, &ptr);
-      break;
-    case HAL_MEMORY_SHARED:
-      call = "mem_alloc: zeMemAllocShared";
-      result = api().zeMemAllocShared(context(), &device_desc, &host_desc, size, alignment, handle_,
-                                      &ptr);
-      break;
-    default:
-      return report_.fail(HAL_ERROR_UNSUPPORTED, 0, "mem_alloc: memory kind %d is unknown",
-                          static_cast<int>(kind));
-  }
-  if (result == ZE_RESULT_SUCCESS && ptr == nullptr) result = ZE_RESULT_ERROR_UNKNOWN;
-  if (result != ZE_RESULT_SUCCESS) {
-    return report_.fail(
-        result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL,
-        static_cast<int64_t>(result), "%s of %zu bytes aligned to %zu failed: %s", call, size,
-        alignment, ze_error_text(result).c_str());
-  }
-  try {
-    std::lock_guard lock(mutex_);
-    allocations_.emplace(ptr, kind);
-  } catch (...) {
-    api().zeMemFree(context(), ptr);
-    throw;
-  }
-  *out_ptr = ptr;
-  return HAL_SUCCESS;
-}
-
-hal_result_t Device::free(void* ptr) {
-  {
-    std::lock_guard lock(mutex_);
-    const auto it = allocations_.find(ptr);
-    if (it == allocations_.end()) {
-      return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                          "mem_free: %p is not an allocation of this device", ptr);
-    }
-    allocations_.erase(it);
-  }
-  const ze_result_t result = api().zeMemFree(context(), ptr);
-  return result == ZE_RESULT_SUCCESS ? HAL_SUCCESS : fail(result, "mem_free: zeMemFree");
-}
-
-void Device::release_all() {
-  streams_.take_all();  // each synchronises, then drops the L0 events it used
-  events_.take_all();
-  modules_.take_all();
-}
-
-// ---- table entries ----------------------------------------------------------
-
-void device_close(hal_impl_device_t* device) {
-  try {
-    to_device(device)->release_all();
-  } catch (...) {
-  }
-}
-
-hal_result_t device_get_properties(hal_impl_device_t* device,
-                                   hal_device_properties_t* out_properties) {
-  plugin::write_versioned_struct(to_device(device)->properties(), out_properties);
-  return HAL_SUCCESS;
-}
-
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
-                       size_t alignment, void** out_ptr) {
-  Device& self = *to_device(device);
-  return plugin::guarded(self.report(), "mem_alloc",
-                         [&] { return self.allocate(kind, size, alignment, out_ptr); });
-}
-
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr) {
-  // The loader synchronised the device first: nothing enqueued uses |ptr|.
-  Device& self = *to_device(device);
-  return plugin::guarded(self.report(), "mem_free", [&] { return self.free(ptr); });
 }
 
 }  // namespace hal::level_zero

@@ -1,7 +1,10 @@
-// One Level Zero GPU: its driver's context, its properties read from
+// The level_zero plugin's context and devices. The context holds the loader
+// (absent when libze_loader.so.1 is missing or zeInit fails; then 0 devices
+// and the reason in the load report), one context per driver, and one Device
+// per GPU. A device has its driver's context, its properties read from
 // zeDeviceGetProperties / ComputeProperties / MemoryProperties, its USM
-// allocations, and the registries of the streams, events and modules created
-// on it, so device_close can finish and free whatever the application left.
+// allocations, and the streams, events and modules created on it, so
+// device_close can finish and free whatever the application left.
 #ifndef HAL_PLUGINS_LEVEL_ZERO_DEVICE_HPP_
 #define HAL_PLUGINS_LEVEL_ZERO_DEVICE_HPP_
 
@@ -9,14 +12,30 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
-#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/allocations.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "loader.hpp"
 
 namespace hal::level_zero {
 
-struct DriverContext;
+// What the devices report as their plugin (hal_device_properties_t).
+inline constexpr char kPluginName[] = "level_zero";
+inline constexpr char kPluginVersion[] = "1.0.0";
+inline constexpr char kPluginVendor[] = "HAL project";
+
+// One driver the loader lists, with the context all its devices share (so
+// events and USM of one driver work across its devices).
+struct DriverContext {
+  ze_driver_handle_t driver = nullptr;
+  ze_context_handle_t context = nullptr;
+  uint32_t driver_version = 0;
+  ze_api_version_t api_version = ZE_API_VERSION_1_0;
+};
+
 class Event;
 class Module;
 class Stream;
@@ -25,7 +44,7 @@ class Stream;
 // Zero has no documented default alignment).
 inline constexpr size_t kMinAlignment = 64;
 
-class Device {
+class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   // Reads the properties and finds a compute queue group; null with |why|
   // when the device has none.
@@ -33,10 +52,7 @@ class Device {
                                         const DriverContext& driver, ze_device_handle_t handle,
                                         uint32_t index, std::string& why);
   ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
 
-  const plugin::ErrorReporter& report() const { return report_; }
   const LoaderApi& api() const { return loader_.api(); }
   ze_context_handle_t context() const;
   ze_device_handle_t handle() const { return handle_; }
@@ -51,24 +67,15 @@ class Device {
   hal_result_t fail(ze_result_t result, const char* what) const;
   hal_result_t fail(hal_result_t mapped, ze_result_t result, const char* what) const;
 
-  Stream* add_stream(std::unique_ptr<Stream> stream);
-  void remove_stream(Stream* stream);
-  Event* add_event(std::unique_ptr<Event> event);
-  void remove_event(Event* event);
-  Module* add_module(std::unique_ptr<Module> module);
-  void remove_module(Module* module);
-
-  hal_result_t allocate(hal_memory_kind_t kind, size_t size, size_t alignment, void** out_ptr);
-  hal_result_t free(void* ptr);
-
-  void release_all();
+  // allocate and free (memory.cpp); no synchronize: the table leaves
+  // device_synchronize to the loader (entry.cpp).
+  HAL_PLUGIN_DEVICE_METHODS;
 
  private:
   Device(const plugin::ErrorReporter& report, const Loader& loader, const DriverContext& driver,
          ze_device_handle_t handle, uint32_t index);
   bool read_properties(std::string& why);
 
-  plugin::ErrorReporter report_;
   const Loader& loader_;
   const DriverContext& driver_;
   ze_device_handle_t handle_;
@@ -77,23 +84,26 @@ class Device {
   double ns_per_tick_ = 1.0;
   uint64_t timestamp_mask_ = ~uint64_t{0};
   hal_device_properties_t properties_{};
-  plugin::OwnedSet<Stream, std::unique_ptr<Stream>> streams_;
-  plugin::OwnedSet<Event, std::unique_ptr<Event>> events_;
-  plugin::OwnedSet<Module, std::unique_ptr<Module>> modules_;
-  std::mutex mutex_;                                          // guards allocations_
-  std::unordered_map<void*, hal_memory_kind_t> allocations_;  // guarded by mutex_
+  // The driver takes the alignment as is: nothing is carved.
+  plugin::Allocations allocations_{SIZE_MAX};
 };
 
-inline Device* to_device(hal_impl_device_t* device) {
-  return reinterpret_cast<Device*>(device);
-}
+class Plugin : public plugin::PluginBase {
+ public:
+  // Opens the loader and finds the devices; logs a warning (the load
+  // report's reason) and never fails when there are none.
+  explicit Plugin(const hal_plugin_host_t* host);
+  ~Plugin();
 
-void device_close(hal_impl_device_t* device);
-hal_result_t device_get_properties(hal_impl_device_t* device,
-                                   hal_device_properties_t* out_properties);
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
-                       size_t alignment, void** out_ptr);
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr);
+  const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
+
+ private:
+  void add_driver_devices(ze_driver_handle_t driver, uint32_t driver_index);
+
+  std::unique_ptr<Loader> loader_;
+  std::vector<std::unique_ptr<DriverContext>> drivers_;  // destroyed after the devices
+  std::vector<std::unique_ptr<Device>> devices_;
+};
 
 }  // namespace hal::level_zero
 

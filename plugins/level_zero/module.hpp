@@ -11,24 +11,23 @@
 #include <string>
 #include <vector>
 
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "loader.hpp"
 
 namespace hal::level_zero {
 
 class Device;
 class Module;
+class Stream;
 
-class Kernel {
+class Kernel : public plugin::KernelInfo {
  public:
-  Kernel(Module& module, ze_kernel_handle_t kernel, std::string name,
-         std::vector<hal_arg_type_t> arg_types, uint32_t max_threads, uint32_t static_shared,
-         bool dynamic_shared)
-      : module_(module),
+  Kernel(Module& module, ze_kernel_handle_t kernel, plugin::KernelInfo info, bool dynamic_shared)
+      : KernelInfo(std::move(info)),
+        module_(module),
         kernel_(kernel),
-        name_(std::move(name)),
-        arg_types_(std::move(arg_types)),
-        max_threads_(max_threads),
-        static_shared_(static_shared),
         dynamic_shared_(dynamic_shared) {}
   ~Kernel();  // zeKernelDestroy
   Kernel(const Kernel&) = delete;
@@ -36,61 +35,35 @@ class Kernel {
 
   Module& module() const { return module_; }
   ze_kernel_handle_t get() const { return kernel_; }
-  const std::string& name() const { return name_; }
-  const std::vector<hal_arg_type_t>& arg_types() const { return arg_types_; }
-  uint32_t max_threads() const { return max_threads_; }
-  uint32_t static_shared_bytes() const { return static_shared_; }
   // The entry takes one more parameter than the signature: a trailing
   // __local pointer sized per launch (the dynamic shared memory).
   bool dynamic_shared() const { return dynamic_shared_; }
-  // Arguments and the group size are kernel state in Level Zero, read at
-  // append: a launch holds this from the first zeKernelSet* to the append.
-  std::mutex& launch_mutex() { return launch_mutex_; }
+  // launch.cpp. Arguments and the group size are kernel state in Level Zero,
+  // read at append: a launch holds launch_mutex_ from the first zeKernelSet*
+  // to the append.
+  HAL_PLUGIN_KERNEL_METHODS;
 
  private:
   Module& module_;
   ze_kernel_handle_t kernel_;
-  std::string name_;
-  std::vector<hal_arg_type_t> arg_types_;
-  uint32_t max_threads_;
-  uint32_t static_shared_;
   bool dynamic_shared_;
   std::mutex launch_mutex_;
 };
 
-class Module {
+// A SPIR-V image built by the driver. kernel_get's signature is the
+// caller's, its count checked against the driver's.
+class Module : public plugin::DeviceResource<Device> {
  public:
-  Module(Device& device, ze_module_handle_t module) : device_(device), module_(module) {}
+  Module(Device& device, ze_module_handle_t module) : DeviceResource(device), module_(module) {}
   ~Module();  // its kernels, then zeModuleDestroy
-  Module(const Module&) = delete;
-  Module& operator=(const Module&) = delete;
 
-  Device& device() const { return device_; }
   ze_module_handle_t get() const { return module_; }
-  Kernel& add_kernel(std::unique_ptr<Kernel> kernel);
+  HAL_PLUGIN_MODULE_METHODS;
 
  private:
-  Device& device_;
   ze_module_handle_t module_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Kernel>> kernels_;  // guarded by mutex_
+  plugin::KernelList<Kernel> kernels_;
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args);
 
 }  // namespace hal::level_zero
 

@@ -1,11 +1,10 @@
-// Streams and events of the level_zero plugin. A stream is an immediate
-// command list on the device's compute queue group, kept in order with a
-// barrier after every command (Level Zero 1.4 has no in-order flag). Its
-// completion is observed through marker events: one is appended after the
-// newest work whenever the stream is synchronised or queried. An event is
-// one event in its own host-visible pool (with kernel timestamps when
-// timing). Level Zero has no host functions: a plugin thread per stream runs
-// them (see Stream::enqueue_host_fn).
+// Streams of the level_zero plugin. A stream is an immediate command list on
+// the device's compute queue group, kept in order with a barrier after every
+// command (Level Zero 1.4 has no in-order flag). Its completion is observed
+// through marker events (an EventSet, event.hpp): one is appended after the
+// newest work whenever the stream is synchronised or queried. Level Zero has
+// no host functions: a plugin thread per stream runs them (see
+// Stream::enqueue_host_fn).
 #ifndef HAL_PLUGINS_LEVEL_ZERO_STREAM_HPP_
 #define HAL_PLUGINS_LEVEL_ZERO_STREAM_HPP_
 
@@ -17,64 +16,21 @@
 #include <thread>
 #include <vector>
 
+#include "event.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "loader.hpp"
 
 namespace hal::level_zero {
 
 class Device;
+class Event;
 
-// An event pool of |count| host-visible events and the events, destroyed
-// together. Owned by shared_ptr wherever a command list may still use it.
-class EventSet {
+class Stream : public plugin::DeviceResource<Device> {
  public:
   // Null with the failing call's code in |out_result|.
-  static std::shared_ptr<EventSet> create(const Device& device, uint32_t count, bool timestamps,
-                                          ze_result_t& out_result);
-  ~EventSet();
-  EventSet(const EventSet&) = delete;
-  EventSet& operator=(const EventSet&) = delete;
-  ze_event_handle_t get(uint32_t index) const { return events_[index]; }
-
- private:
-  explicit EventSet(const Device& device) : device_(device) {}
-  const Device& device_;
-  ze_event_pool_handle_t pool_ = nullptr;
-  std::vector<ze_event_handle_t> events_;
-};
-
-// A HAL event. Each record signals a fresh L0 event (a spare one whose
-// earlier uses are over, or a new pool): waits enqueued before a re-record
-// keep the point they captured, and no event is reset while a command may
-// still signal or wait on it (Level Zero forbids that).
-class Event {
- public:
-  Event(Device& device, bool timing) : device_(device), timing_(timing) {}
-  Device& device() const { return device_; }
-  bool timing() const { return timing_; }
-  // The L0 event of the latest record; null when never recorded (an event
-  // never recorded is complete).
-  std::shared_ptr<EventSet> current() const;
-  // Makes a reset event the current one and returns it, for the caller to
-  // append its signal.
-  std::shared_ptr<EventSet> next(ze_result_t& out_result);
-
- private:
-  static constexpr size_t kSpares = 4;
-  Device& device_;
-  bool timing_;
-  mutable std::mutex mutex_;  // guards current_ and spares_
-  std::shared_ptr<EventSet> current_;
-  std::vector<std::shared_ptr<EventSet>> spares_;
-};
-
-class Stream {
- public:
-  // Null with the failing call's code in |out_result|.
-  static std::unique_ptr<Stream> create(Device& device, ze_result_t& out_result);
+  static std::unique_ptr<Stream> make(Device& device, ze_result_t& out_result);
   ~Stream();  // synchronises, stops the host function thread, destroys the list
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  Device& device() const { return device_; }
 
   // Appends what |append(list)| appends, then a barrier, under the stream's
   // lock (a command list is not thread-safe). |keep| lives until the stream
@@ -82,13 +38,16 @@ class Stream {
   template <class Append>
   ze_result_t append(Append&& append, std::shared_ptr<const void> keep = nullptr);
 
-  // Runs fn(user_data) on the stream's host thread once the work enqueued
-  // before it completes; work enqueued after it waits for it to return.
-  hal_result_t enqueue_host_fn(hal_host_fn_t fn, void* user_data);
-  // Blocks until everything enqueued so far (host functions included) is done.
-  hal_result_t synchronize(const char* what);
-  // HAL_SUCCESS when everything enqueued so far is done, else HAL_NOT_READY.
-  hal_result_t query();
+  // copy and fill in memory.cpp, the others in stream.cpp. wait: on the
+  // device, for the point the event's latest record captured.
+  // enqueue_host_fn: fn(user_data) on the stream's host thread once the work
+  // enqueued before it completes; work enqueued after it waits for it to
+  // return. synchronize: finish("stream_synchronize"). query: HAL_SUCCESS
+  // when everything enqueued so far is done, else HAL_NOT_READY.
+  HAL_PLUGIN_STREAM_METHODS;
+  // Blocks until everything enqueued so far (host functions included) is
+  // done; a failure names |what|.
+  hal_result_t finish(const char* what);
 
  private:
   struct HostCall {
@@ -100,7 +59,7 @@ class Stream {
   static constexpr size_t kKeepLimit = 1024;  // then the stream is synchronised
 
   Stream(Device& device, ze_command_list_handle_t list, std::shared_ptr<EventSet> markers)
-      : device_(device), list_(list), markers_(std::move(markers)) {}
+      : DeviceResource(device), list_(list), markers_(std::move(markers)) {}
   // The marker after the newest work (appending one when work came since
   // the last); -1 when the stream is known idle. With all markers in
   // flight it waits for the oldest, or (!may_block) answers
@@ -111,7 +70,6 @@ class Stream {
   void run_host_calls();
   ze_result_t after_append_locked(ze_result_t result, std::shared_ptr<const void> keep);
 
-  Device& device_;
   ze_command_list_handle_t list_;
   std::shared_ptr<EventSet> markers_;
   std::mutex mutex_;  // guards list_'s appends and everything below
@@ -134,34 +92,9 @@ ze_result_t Stream::append(Append&& append, std::shared_ptr<const void> keep) {
   if (result == ZE_RESULT_SUCCESS) result = after_append_locked(result, std::move(keep));
   const bool full = keep_.size() > kKeepLimit;
   lock.unlock();
-  if (full && result == ZE_RESULT_SUCCESS) synchronize("stream: reclaiming events");
+  if (full && result == ZE_RESULT_SUCCESS) finish("stream: reclaiming events");
   return result;
 }
-
-inline Stream* to_stream(hal_impl_stream_t* stream) {
-  return reinterpret_cast<Stream*>(stream);
-}
-inline Event* to_event(hal_impl_event_t* event) {
-  return reinterpret_cast<Event*>(event);
-}
-
-hal_result_t memcpy_async(hal_impl_stream_t* stream, void* dst, const void* src, size_t size);
-hal_result_t memset_async(hal_impl_stream_t* stream, void* dst, uint8_t value, size_t size);
-hal_result_t stream_create(hal_impl_device_t* device, hal_stream_flags_t flags,
-                           hal_impl_stream_t** out_stream);
-hal_result_t stream_destroy(hal_impl_stream_t* stream);
-hal_result_t stream_synchronize(hal_impl_stream_t* stream);
-hal_result_t stream_query(hal_impl_stream_t* stream);
-hal_result_t stream_wait_event(hal_impl_stream_t* stream, hal_impl_event_t* event);
-hal_result_t stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn, void* user_data);
-
-hal_result_t event_create(hal_impl_device_t* device, hal_event_flags_t flags,
-                          hal_impl_event_t** out_event);
-hal_result_t event_destroy(hal_impl_event_t* event);
-hal_result_t event_record(hal_impl_event_t* event, hal_impl_stream_t* stream);
-hal_result_t event_query(hal_impl_event_t* event);
-hal_result_t event_synchronize(hal_impl_event_t* event);
-hal_result_t event_elapsed_ms(hal_impl_event_t* start, hal_impl_event_t* end, float* out_ms);
 
 }  // namespace hal::level_zero
 

@@ -1,12 +1,53 @@
-// The plugin's context and its devices: counting, opening, properties.
-#include <cstdio>
+// The plugin's context and its devices: finding them, their properties,
+// waiting for them, and what device_close releases.
+#include "device.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "event.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
-#include "null.hpp"
+#include "module.hpp"
+#include "stream.hpp"
 
 namespace hal::null_plugin {
 
-void Device::get_properties(hal_device_properties_t& p) const {
+namespace {
+
+// HAL_NULL_DEVICES (1 to 8, default 1; any other value means 1): alike
+// devices, so that a certification of several devices (collectives over 2
+// and 4 ranks) runs on the skeleton too.
+uint32_t configured_device_count() {
+  const char* text = secure_getenv("HAL_NULL_DEVICES");
+  const long count = text != nullptr ? std::strtol(text, nullptr, 10) : 1;
+  return count >= 1 && count <= 8 ? static_cast<uint32_t>(count) : 1;
+}
+
+}  // namespace
+
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
+  // TODO(null): open the driver and enumerate its devices; none is valid.
+  for (uint32_t i = 0; i < configured_device_count(); ++i) {
+    devices_.push_back(std::make_unique<Device>(report(), i));
+  }
+}
+
+Plugin::~Plugin() {
+  // TODO(null): close the driver once the devices are gone. The loader has
+  // closed every device by now.
+  devices_.clear();
+}
+
+Device::Device(const plugin::ErrorReporter& report, uint32_t index)
+    : DeviceBase(report), index_(index) {}
+
+Device::~Device() {
+  release_all();
+}
+
+hal_device_properties_t Device::properties() const {
+  hal_device_properties_t p{};
+  p.struct_size = sizeof(p);
   // TODO(null): the real device's name, vendor, driver version and a uuid
   // stable across runs for the same physical device.
   std::snprintf(p.name, sizeof(p.name), "HAL null device %u (host memory)", index_);
@@ -37,41 +78,10 @@ void Device::get_properties(hal_device_properties_t& p) const {
   p.subgroup_size = 1;
   p.peak_fp32_flops = 0;  // not declared
   p.peak_memory_bandwidth = 0;
+  return p;
 }
 
-void plugin_shutdown(hal_plugin_context_t* context) {
-  // TODO(null): close the driver. Every device is closed by now.
-  delete to_plugin(context);
-}
-
-hal_result_t device_count(hal_plugin_context_t* context, uint32_t* out_count) {
-  *out_count = to_plugin(context)->device_count();
-  return HAL_SUCCESS;
-}
-
-hal_result_t device_open(hal_plugin_context_t* context, uint32_t index,
-                         hal_impl_device_t** out_device) {
-  // The loader asks for 0..device_count-1 only.
-  *out_device = reinterpret_cast<hal_impl_device_t*>(&to_plugin(context)->device(index));
-  return HAL_SUCCESS;
-}
-
-void device_close(hal_impl_device_t*) {
-  // The plugin owns its devices; the loader has destroyed every stream,
-  // event and allocation of this one already.
-}
-
-hal_result_t device_get_properties(hal_impl_device_t* device,
-                                   hal_device_properties_t* out_properties) {
-  hal_device_properties_t properties{};
-  properties.struct_size = sizeof(properties);
-  to_device(device)->get_properties(properties);
-  // Never past the loader's struct_size: it may be an older, smaller struct.
-  plugin::write_versioned_struct(properties, out_properties);
-  return HAL_SUCCESS;
-}
-
-hal_result_t device_synchronize(hal_impl_device_t*) {
+hal_result_t Device::synchronize() {
   // TODO(null): wait for every queue of the device. Here nothing is pending.
   return HAL_SUCCESS;
 }

@@ -2,17 +2,20 @@
 #include <cstring>
 #include <new>
 
-#include "null.hpp"
+#include "device.hpp"
+#include "stream.hpp"
 
 namespace hal::null_plugin {
 
-hal_result_t Device::allocate(size_t size, size_t alignment, void** out_ptr) {
+hal_result_t Device::allocate(hal_memory_kind_t, size_t size, size_t alignment, void** out_ptr) {
   // The loader has checked size > 0, size <= max_allocation_bytes and that
   // |alignment| is a power of two of at least min_alignment_bytes. The budget
-  // of the whole device is ours to enforce.
+  // of the whole device is ours to enforce. Every kind is host RAM here.
+  // TODO(null): HAL_MEMORY_HOST is pinned host memory and HAL_MEMORY_SHARED
+  // migrates; declare only the kinds you serve.
   std::lock_guard lock(mutex_);
   if (size > kDeviceMemoryBytes - allocated_bytes_) {
-    return report_.fail(
+    return report().fail(
         HAL_ERROR_OUT_OF_MEMORY, 0, "null device %u: %zu bytes requested, %llu of %llu bytes free",
         index_, size, static_cast<unsigned long long>(kDeviceMemoryBytes - allocated_bytes_),
         static_cast<unsigned long long>(kDeviceMemoryBytes));
@@ -20,8 +23,8 @@ hal_result_t Device::allocate(size_t size, size_t alignment, void** out_ptr) {
   // TODO(null): allocate from the device's memory instead of the host heap.
   void* ptr = ::operator new (size, std::align_val_t{alignment}, std::nothrow);
   if (ptr == nullptr) {
-    return report_.fail(HAL_ERROR_OUT_OF_MEMORY, 0, "null device %u: the host is out of memory",
-                        index_);
+    return report().fail(HAL_ERROR_OUT_OF_MEMORY, 0, "null device %u: the host is out of memory",
+                         index_);
   }
   allocations_.emplace(ptr, Allocation{size, alignment});
   allocated_bytes_ += size;
@@ -35,8 +38,8 @@ hal_result_t Device::free(void* ptr) {
   std::lock_guard lock(mutex_);
   const auto it = allocations_.find(ptr);
   if (it == allocations_.end()) {
-    return report_.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                        "null device %u: %p is not an allocation of this device", index_, ptr);
+    return report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
+                         "null device %u: %p is not an allocation of this device", index_, ptr);
   }
   allocated_bytes_ -= it->second.size;
   const std::align_val_t alignment{it->second.alignment};
@@ -45,27 +48,14 @@ hal_result_t Device::free(void* ptr) {
   return HAL_SUCCESS;
 }
 
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t, size_t size, size_t alignment,
-                       void** out_ptr) {
-  // Every kind is host RAM here. TODO(null): HAL_MEMORY_HOST is pinned host
-  // memory and HAL_MEMORY_SHARED migrates; declare only the kinds you serve.
-  return plugin::guarded(to_device(device)->report(), "mem_alloc",
-                         [&] { return to_device(device)->allocate(size, alignment, out_ptr); });
-}
-
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr) {
-  return plugin::guarded(to_device(device)->report(), "mem_free",
-                         [&] { return to_device(device)->free(ptr); });
-}
-
 // The loader has bounds-checked both ranges and they do not overlap.
 // TODO(null): enqueue a DMA on the stream's queue and return.
-hal_result_t memcpy_async(hal_impl_stream_t*, void* dst, const void* src, size_t size) {
+hal_result_t Stream::copy(void* dst, const void* src, size_t size) {
   std::memcpy(dst, src, size);
   return HAL_SUCCESS;
 }
 
-hal_result_t memset_async(hal_impl_stream_t*, void* dst, uint8_t value, size_t size) {
+hal_result_t Stream::fill(void* dst, uint8_t value, size_t size) {
   std::memset(dst, value, size);
   return HAL_SUCCESS;
 }

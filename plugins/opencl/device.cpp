@@ -1,16 +1,30 @@
+// The opencl plugin's context (the platforms and their SVM devices, found at
+// load) and its devices' properties.
 #include "device.hpp"
+
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
+#include "event.hpp"
+#include "hal_plugin_sdk/uuid.hpp"
 #include "hal_plugin_sdk/versioned_struct.hpp"
 #include "module.hpp"
-#include "plugin.hpp"
 #include "stream.hpp"
 
 namespace hal::opencl {
 namespace {
+
+std::string platform_string(cl_platform_id platform, cl_platform_info what) {
+  size_t size = 0;
+  if (clGetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string text(size, '\0');
+  clGetPlatformInfo(platform, what, size, text.data(), nullptr);
+  text.resize(size - 1);
+  return text;
+}
 
 template <class T>
 T device_value(cl_device_id device, cl_device_info what, T fallback) {
@@ -28,20 +42,72 @@ std::string device_string(cl_device_id device, cl_device_info what) {
   return text;
 }
 
-uint64_t fnv1a(const std::string& text, uint64_t seed) {
-  uint64_t hash = 14695981039346656037ull ^ seed;
-  for (unsigned char c : text) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
 }  // namespace
+
+Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
+  // The ICD loader and the vendor libraries it opens are not built to be
+  // unloaded (their globals own allocations, and a second hal_init would
+  // initialise them twice): pin them for the life of the process, even after
+  // the loader closes this plugin.
+  dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  cl_uint count = 0;
+  cl_int status = clGetPlatformIDs(0, nullptr, &count);
+  if (status != CL_SUCCESS || count == 0) {
+    report().log(HAL_LOG_INFO, "opencl: no OpenCL platform (clGetPlatformIDs: %s); 0 devices",
+                 status != CL_SUCCESS ? cl_error_text(status).c_str() : "none installed");
+    return;
+  }
+  std::vector<cl_platform_id> platforms(count);
+  clGetPlatformIDs(count, platforms.data(), nullptr);
+  for (cl_platform_id id : platforms) {
+    const std::string name = platform_string(id, CL_PLATFORM_NAME);
+    cl_uint device_total = 0;
+    if (clGetDeviceIDs(id, CL_DEVICE_TYPE_ALL, 0, nullptr, &device_total) != CL_SUCCESS ||
+        device_total == 0) {
+      report().log(HAL_LOG_INFO, "opencl: platform '%s' has no devices", name.c_str());
+      continue;
+    }
+    std::vector<cl_device_id> all(device_total);
+    clGetDeviceIDs(id, CL_DEVICE_TYPE_ALL, device_total, all.data(), nullptr);
+    // HAL's memory model is device pointers: only devices with SVM qualify.
+    std::vector<cl_device_id> usable;
+    std::vector<bool> fine_grain;
+    for (cl_device_id device : all) {
+      cl_device_svm_capabilities svm = 0;
+      if (clGetDeviceInfo(device, CL_DEVICE_SVM_CAPABILITIES, sizeof(svm), &svm, nullptr) !=
+              CL_SUCCESS ||
+          (svm & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER) == 0) {
+        report().log(HAL_LOG_INFO, "opencl: a device of '%s' has no SVM; skipped", name.c_str());
+        continue;
+      }
+      usable.push_back(device);
+      fine_grain.push_back((svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) != 0);
+    }
+    if (usable.empty()) continue;
+    auto platform = std::make_unique<Platform>();
+    platform->id = id;
+    platform->name = name;
+    const cl_context_properties properties[] = {CL_CONTEXT_PLATFORM,
+                                                reinterpret_cast<cl_context_properties>(id), 0};
+    platform->context.reset(clCreateContext(properties, static_cast<cl_uint>(usable.size()),
+                                            usable.data(), nullptr, nullptr, &status));
+    if (status != CL_SUCCESS) {
+      report().log(HAL_LOG_WARNING, "opencl: clCreateContext on '%s' failed: %s", name.c_str(),
+                   cl_error_text(status).c_str());
+      continue;
+    }
+    for (size_t i = 0; i < usable.size(); ++i) {
+      devices_.push_back(std::make_unique<Device>(
+          report(), *platform, usable[i], static_cast<uint32_t>(devices_.size()), fine_grain[i]));
+    }
+    platforms_.push_back(std::move(platform));
+  }
+  if (devices_.empty()) report().log(HAL_LOG_INFO, "opencl: no device with SVM; 0 devices");
+}
 
 Device::Device(const plugin::ErrorReporter& report, Platform& platform, cl_device_id id,
                uint32_t index, bool fine_grain)
-    : report_(report), platform_(platform), id_(id), index_(index), fine_grain_(fine_grain) {
+    : DeviceBase(report), platform_(platform), id_(id), index_(index), fine_grain_(fine_grain) {
   read_properties();
 }
 
@@ -63,11 +129,7 @@ void Device::read_properties() {
   plugin::copy_string(out.driver_version, device_string(id_, CL_DRIVER_VERSION).c_str());
   const std::string identity =
       "hal-opencl/" + platform_.name + "/" + name + "/" + std::to_string(index_);
-  const uint64_t high = fnv1a(identity, 0), low = fnv1a(identity, 0x9e3779b97f4a7c15ull);
-  for (int i = 0; i < 8; ++i) {
-    out.uuid[i] = static_cast<uint8_t>(high >> (8 * i));
-    out.uuid[8 + i] = static_cast<uint8_t>(low >> (8 * i));
-  }
+  plugin::uuid_from_name(identity, out.uuid);
   const auto type = device_value<cl_device_type>(id_, CL_DEVICE_TYPE, CL_DEVICE_TYPE_DEFAULT);
   out.type = (type & CL_DEVICE_TYPE_CPU) != 0   ? HAL_DEVICE_TYPE_CPU
              : (type & CL_DEVICE_TYPE_GPU) != 0 ? HAL_DEVICE_TYPE_GPU
@@ -105,48 +167,9 @@ void Device::read_properties() {
   out.peak_memory_bandwidth = 0;
 }
 
-Stream* Device::add_stream(std::unique_ptr<Stream> stream) {
-  return streams_.add(std::move(stream));
-}
-
-void Device::remove_stream(Stream* stream) {
-  const std::unique_ptr<Stream> owned = streams_.take(stream);
-  if (owned) clFinish(owned->queue());
-}
-
-Event* Device::add_event(std::unique_ptr<Event> event) {
-  return events_.add(std::move(event));
-}
-
-void Device::remove_event(Event* event) {
-  events_.take(event);
-}
-
-Module* Device::add_module(std::unique_ptr<Module> module) {
-  return modules_.add(std::move(module));
-}
-
-void Device::remove_module(Module* module) {
-  modules_.take(module);
-}
-
-void Device::remember_base(void* aligned, void* base) {
-  std::lock_guard lock(mutex_);
-  over_aligned_.emplace(aligned, base);
-}
-
-void* Device::take_base(void* aligned) {
-  std::lock_guard lock(mutex_);
-  const auto it = over_aligned_.find(aligned);
-  if (it == over_aligned_.end()) return aligned;
-  void* base = it->second;
-  over_aligned_.erase(it);
-  return base;
-}
-
 hal_result_t Device::synchronize() {
   std::vector<cl_command_queue> queues;
-  streams_.for_each([&](const std::unique_ptr<Stream>& stream) {
+  for_each_stream([&](const std::unique_ptr<Stream>& stream) {
     clRetainCommandQueue(stream->queue());
     queues.push_back(stream->queue());
   });
@@ -157,79 +180,9 @@ hal_result_t Device::synchronize() {
     clReleaseCommandQueue(queue);
   }
   if (first_error != CL_SUCCESS) {
-    return report_.fail(HAL_ERROR_DEVICE_LOST, first_error, "device_synchronize: clFinish: %s",
-                        cl_error_text(first_error).c_str());
+    return report().fail(HAL_ERROR_DEVICE_LOST, first_error, "device_synchronize: clFinish: %s",
+                         cl_error_text(first_error).c_str());
   }
-  return HAL_SUCCESS;
-}
-
-void Device::release_all() {
-  for (const std::unique_ptr<Stream>& stream : streams_.take_all()) clFinish(stream->queue());
-  events_.take_all();
-  modules_.take_all();
-}
-
-// ---- table entries ----------------------------------------------------------
-
-void device_close(hal_impl_device_t* device) {
-  try {
-    to_device(device)->release_all();
-  } catch (...) {
-  }
-}
-
-hal_result_t device_get_properties(hal_impl_device_t* device,
-                                   hal_device_properties_t* out_properties) {
-  plugin::write_versioned_struct(to_device(device)->properties(), out_properties);
-  return HAL_SUCCESS;
-}
-
-hal_result_t device_synchronize(hal_impl_device_t* device) {
-  Device& self = *to_device(device);
-  return plugin::guarded(self.report(), "device_synchronize", [&] { return self.synchronize(); });
-}
-
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
-                       size_t alignment, void** out_ptr) {
-  Device& self = *to_device(device);
-  if (kind != HAL_MEMORY_DEVICE && !self.fine_grain()) {
-    return self.report().fail(HAL_ERROR_UNSUPPORTED, 0,
-                              "mem_alloc: host and shared memory need fine-grain SVM, which this "
-                              "device lacks");
-  }
-  if (size > self.properties().max_allocation_bytes) {
-    return self.report().fail(
-        HAL_ERROR_OUT_OF_MEMORY, 0,
-        "mem_alloc: %zu bytes exceed the device's max_allocation_bytes %llu", size,
-        static_cast<unsigned long long>(self.properties().max_allocation_bytes));
-  }
-  const cl_svm_mem_flags flags =
-      CL_MEM_READ_WRITE | (self.fine_grain() ? CL_MEM_SVM_FINE_GRAIN_BUFFER : 0);
-  // Some platforms (PoCL) refuse alignments above their base-address
-  // alignment: those allocations get the slack and an aligned pointer inside.
-  const size_t native = std::max<size_t>(self.properties().min_alignment_bytes, 1);
-  const bool carve = alignment > native;
-  void* base = clSVMAlloc(self.context(), flags, carve ? size + alignment : size,
-                          static_cast<cl_uint>(carve ? 0 : alignment));
-  void* ptr = base;
-  if (carve && base != nullptr) {
-    const auto address = reinterpret_cast<uintptr_t>(base);
-    ptr = reinterpret_cast<void*>((address + alignment - 1) & ~(uintptr_t{alignment} - 1));
-    if (ptr != base) self.remember_base(ptr, base);
-  }
-  if (ptr == nullptr) {
-    return self.report().fail(HAL_ERROR_OUT_OF_MEMORY, 0,
-                              "mem_alloc: clSVMAlloc of %zu bytes (alignment %zu) failed", size,
-                              alignment);
-  }
-  *out_ptr = ptr;
-  return HAL_SUCCESS;
-}
-
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr) {
-  // The loader synchronised the device first: nothing enqueued uses |ptr|.
-  Device& self = *to_device(device);
-  clSVMFree(self.context(), self.take_base(ptr));
   return HAL_SUCCESS;
 }
 

@@ -1,14 +1,19 @@
-// One OpenCL device with SVM. It owns the registries of the streams, events
-// and modules created on it, so device_close can finish and free whatever
-// the application left behind.
+// The opencl plugin's context and devices. The context holds the platforms
+// and SVM-capable devices found at load time, each platform with one
+// context, so events and memory work across its devices. A device owns the
+// streams, events and modules created on it, so device_close can finish and
+// free whatever the application left behind.
 #ifndef HAL_PLUGINS_OPENCL_DEVICE_HPP_
 #define HAL_PLUGINS_OPENCL_DEVICE_HPP_
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
-#include "hal_plugin_sdk/owned_set.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "hal_plugin_sdk/report.hpp"
 #include "opencl.hpp"
 
@@ -17,67 +22,60 @@ namespace hal::opencl {
 class Event;
 class Module;
 class Stream;
-struct Platform;
 
-class Device {
+// What the devices report as their plugin (hal_device_properties_t).
+inline constexpr char kPluginName[] = "opencl";
+inline constexpr char kPluginVersion[] = "1.0.0";
+inline constexpr char kPluginVendor[] = "HAL project";
+
+struct Platform {
+  cl_platform_id id = nullptr;
+  std::string name;
+  ClContext context;
+};
+
+class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   Device(const plugin::ErrorReporter& report, Platform& platform, cl_device_id id, uint32_t index,
          bool fine_grain);
   ~Device();
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
 
-  const plugin::ErrorReporter& report() const { return report_; }
   cl_device_id id() const { return id_; }
   cl_context context() const;
   uint32_t index() const { return index_; }
   // Fine-grain buffer SVM: the host reads and writes allocations directly.
   bool fine_grain() const { return fine_grain_; }
   const hal_device_properties_t& properties() const { return properties_; }
+  // synchronize (device.cpp), allocate and free (memory.cpp).
+  HAL_PLUGIN_DEVICE_METHODS;
 
-  Stream* add_stream(std::unique_ptr<Stream> stream);
-  void remove_stream(Stream* stream);
-  Event* add_event(std::unique_ptr<Event> event);
-  void remove_event(Event* event);
-  Module* add_module(std::unique_ptr<Module> module);
-  void remove_module(Module* module);
-
-  hal_result_t synchronize();
-  void release_all();
-
+ private:
+  void read_properties();
   // Allocations aligned beyond what clSVMAlloc grants are carved out of a
   // larger one: |aligned| -> the pointer clSVMFree needs.
   void remember_base(void* aligned, void* base);
   void* take_base(void* aligned);  // |aligned| itself when not remembered
 
- private:
-  void read_properties();
-
-  plugin::ErrorReporter report_;
   Platform& platform_;
   cl_device_id id_;
   uint32_t index_;
   bool fine_grain_;
   hal_device_properties_t properties_{};
-  plugin::OwnedSet<Stream, std::unique_ptr<Stream>> streams_;
-  plugin::OwnedSet<Event, std::unique_ptr<Event>> events_;
-  plugin::OwnedSet<Module, std::unique_ptr<Module>> modules_;
   std::mutex mutex_;                               // guards over_aligned_
   std::unordered_map<void*, void*> over_aligned_;  // guarded by mutex_
 };
 
-inline Device* to_device(hal_impl_device_t* device) {
-  return reinterpret_cast<Device*>(device);
-}
+class Plugin : public plugin::PluginBase {
+ public:
+  // Finds the devices; logs (never fails) when there are none.
+  explicit Plugin(const hal_plugin_host_t* host);
 
-void device_close(hal_impl_device_t* device);
-hal_result_t device_get_properties(hal_impl_device_t* device,
-                                   hal_device_properties_t* out_properties);
-hal_result_t device_synchronize(hal_impl_device_t* device);
+  const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
 
-hal_result_t mem_alloc(hal_impl_device_t* device, hal_memory_kind_t kind, size_t size,
-                       size_t alignment, void** out_ptr);
-hal_result_t mem_free(hal_impl_device_t* device, void* ptr);
+ private:
+  std::vector<std::unique_ptr<Platform>> platforms_;
+  std::vector<std::unique_ptr<Device>> devices_;  // destroyed before the platforms
+};
 
 }  // namespace hal::opencl
 

@@ -1,3 +1,7 @@
+// Events of the opencl plugin: a record enqueues a marker on the stream's
+// queue; waits, queries and timing read that marker.
+#include "event.hpp"
+
 #include <memory>
 
 #include "device.hpp"
@@ -16,91 +20,69 @@ void Event::set_marker(ClEvent marker) {
   marker_ = std::move(marker);
 }
 
-namespace {
-
-// HAL_SUCCESS when |marker| completed, HAL_NOT_READY while it has not.
-hal_result_t marker_state(const Event& event, cl_event marker) {
+hal_result_t Event::marker_state(cl_event marker) const {
   cl_int execution = CL_COMPLETE;
   const cl_int status = clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(execution),
                                        &execution, nullptr);
   if (status != CL_SUCCESS || execution < 0) {
-    return event.device().report().fail(
-        HAL_ERROR_DEVICE_LOST, status != CL_SUCCESS ? status : execution,
-        "event_query: the recorded work failed: %s",
-        cl_error_text(status != CL_SUCCESS ? status : execution).c_str());
+    return device().report().fail(HAL_ERROR_DEVICE_LOST, status != CL_SUCCESS ? status : execution,
+                                  "event_query: the recorded work failed: %s",
+                                  cl_error_text(status != CL_SUCCESS ? status : execution).c_str());
   }
   return execution == CL_COMPLETE ? HAL_SUCCESS : HAL_NOT_READY;
 }
 
-}  // namespace
-
-hal_result_t event_create(hal_impl_device_t* device, hal_event_flags_t flags,
-                          hal_impl_event_t** out_event) {
-  Device& owner = *to_device(device);
-  return plugin::guarded(owner.report(), "event_create", [&] {
-    Event* event = owner.add_event(std::make_unique<Event>(owner, flags));
-    *out_event = reinterpret_cast<hal_impl_event_t*>(event);
-    return HAL_SUCCESS;
-  });
-}
-
-hal_result_t event_destroy(hal_impl_event_t* event) {
-  Event& self = *to_event(event);
-  // Barriers already enqueued on it hold their own reference to the marker.
-  self.device().remove_event(&self);
+hal_result_t Event::create(Device& device, hal_event_flags_t flags, Event*& out_event) {
+  // Barriers already enqueued on an event hold their own reference to its
+  // marker, so destroying it (Device::remove_event) leaves them intact.
+  out_event = device.add_event(std::make_unique<Event>(device, flags));
   return HAL_SUCCESS;
 }
 
-hal_result_t event_record(hal_impl_event_t* event, hal_impl_stream_t* stream) {
-  Event& self = *to_event(event);
-  Stream& target = *to_stream(stream);
+hal_result_t Event::record(Stream& stream) {
   cl_event raw = nullptr;
-  const cl_int status = clEnqueueMarkerWithWaitList(target.queue(), 0, nullptr, &raw);
+  const cl_int status = clEnqueueMarkerWithWaitList(stream.queue(), 0, nullptr, &raw);
   if (status != CL_SUCCESS) {
-    return self.device().report().fail(HAL_ERROR_DEVICE_LOST, status,
-                                       "event_record: clEnqueueMarkerWithWaitList: %s",
-                                       cl_error_text(status).c_str());
+    return device().report().fail(HAL_ERROR_DEVICE_LOST, status,
+                                  "event_record: clEnqueueMarkerWithWaitList: %s",
+                                  cl_error_text(status).c_str());
   }
-  self.set_marker(ClEvent(raw));
+  set_marker(ClEvent(raw));
   clRetainEvent(raw);  // the stream's last command too
-  target.track(raw);
-  clFlush(target.queue());  // so the marker completes without a blocking call
+  stream.track(raw);
+  clFlush(stream.queue());  // so the marker completes without a blocking call
   return HAL_SUCCESS;
 }
 
-hal_result_t event_query(hal_impl_event_t* event) {
-  Event& self = *to_event(event);
-  const ClEvent marker(self.marker());
-  return marker ? marker_state(self, marker.get()) : HAL_SUCCESS;
+hal_result_t Event::query() {
+  const ClEvent recorded(marker());
+  return recorded ? marker_state(recorded.get()) : HAL_SUCCESS;
 }
 
-hal_result_t event_synchronize(hal_impl_event_t* event) {
-  Event& self = *to_event(event);
-  const ClEvent marker(self.marker());
-  if (!marker) return HAL_SUCCESS;
-  cl_event wait_list[] = {marker.get()};
+hal_result_t Event::synchronize() {
+  const ClEvent recorded(marker());
+  if (!recorded) return HAL_SUCCESS;
+  cl_event wait_list[] = {recorded.get()};
   const cl_int status = clWaitForEvents(1, wait_list);
   if (status != CL_SUCCESS) {
-    return self.device().report().fail(HAL_ERROR_DEVICE_LOST, status,
-                                       "event_synchronize: clWaitForEvents: %s",
-                                       cl_error_text(status).c_str());
+    return device().report().fail(HAL_ERROR_DEVICE_LOST, status,
+                                  "event_synchronize: clWaitForEvents: %s",
+                                  cl_error_text(status).c_str());
   }
-  return marker_state(self, marker.get());
+  return marker_state(recorded.get());
 }
 
-hal_result_t event_elapsed_ms(hal_impl_event_t* start, hal_impl_event_t* end, float* out_ms) {
-  Event& first = *to_event(start);
-  Event& second = *to_event(end);
-  const plugin::ErrorReporter& report = first.device().report();
-  if (!first.timing() || !second.timing()) {
+hal_result_t Event::elapsed_ms(Event& start, Event& end, float& out_ms) {
+  const plugin::ErrorReporter& report = start.device().report();
+  if (!start.timing() || !end.timing()) {
     return report.fail(HAL_ERROR_INVALID_STATE, 0,
                        "event_elapsed_ms: both events need HAL_EVENT_FLAG_TIMING");
   }
-  const ClEvent a(first.marker()), b(second.marker());
+  const ClEvent a(start.marker()), b(end.marker());
   if (!a || !b) {
     return report.fail(HAL_ERROR_INVALID_STATE, 0, "event_elapsed_ms: an event was never recorded");
   }
-  if (marker_state(first, a.get()) != HAL_SUCCESS || marker_state(second, b.get()) != HAL_SUCCESS) {
+  if (start.marker_state(a.get()) != HAL_SUCCESS || end.marker_state(b.get()) != HAL_SUCCESS) {
     return report.fail(HAL_ERROR_INVALID_STATE, 0, "event_elapsed_ms: an event is not complete");
   }
   cl_ulong begin_ns = 0, end_ns = 0;
@@ -115,7 +97,7 @@ hal_result_t event_elapsed_ms(hal_impl_event_t* start, hal_impl_event_t* end, fl
                        "event_elapsed_ms: clGetEventProfilingInfo: %s",
                        cl_error_text(status).c_str());
   }
-  *out_ms = static_cast<float>((static_cast<double>(end_ns) - static_cast<double>(begin_ns)) / 1e6);
+  out_ms = static_cast<float>((static_cast<double>(end_ns) - static_cast<double>(begin_ns)) / 1e6);
   return HAL_SUCCESS;
 }
 

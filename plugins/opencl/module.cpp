@@ -1,13 +1,14 @@
+// Modules and kernels of the opencl plugin: OpenCL C source, or HAL dialect
+// source translated to it, built by the platform's compiler.
 #include "module.hpp"
 
-#include <fcntl.h>
-
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "hal_plugin_sdk/versioned_struct.hpp"
 #include "device.hpp"
-#include "hal_util/secure_file.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/module_image.hpp"
 
 namespace hal::opencl {
 namespace {
@@ -16,27 +17,6 @@ namespace {
 // compiler's argument info when the caller declares none.
 constexpr char kBuildOptions[] = "-cl-std=CL1.2 -cl-kernel-arg-info";
 constexpr size_t kMaxBuildLogBytes = 6000;
-
-hal_result_t read_source(const hal_module_desc_t& desc, const plugin::ErrorReporter& report,
-                         std::string& out) {
-  if (desc.data != nullptr) {
-    const auto* text = static_cast<const char*>(desc.data);
-    out.assign(text, strnlen(text, desc.size));
-    return HAL_SUCCESS;
-  }
-  // hal_util's rule for a file at a path a user gave: a regular file, opened
-  // without blocking (a FIFO never hangs the load), at most 1 GiB.
-  std::vector<unsigned char> bytes;
-  int error = 0;
-  std::string why;
-  if (!hal::util::read_regular_file(AT_FDCWD, desc.path, hal::util::ReadRule{}, bytes, error,
-                                    why)) {
-    return report.fail(error == ENOENT ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INVALID_MODULE, error,
-                       "module_load: cannot read '%s': %s", desc.path, why.c_str());
-  }
-  out.assign(bytes.begin(), bytes.end());
-  return HAL_SUCCESS;
-}
 
 std::string build_log(cl_program program, cl_device_id device) {
   size_t size = 0;
@@ -90,147 +70,117 @@ bool signature_from_arg_info(cl_kernel kernel, std::vector<hal_arg_type_t>& out,
 
 }  // namespace
 
-Kernel& Module::add_kernel(std::unique_ptr<Kernel> kernel) {
-  std::lock_guard lock(mutex_);
-  kernels_.push_back(std::move(kernel));
-  return *kernels_.back();
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module) {
-  Device& owner = *to_device(device);
+hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*& out_module) {
   const plugin::ErrorReporter& report = owner.report();
-  return plugin::guarded(report, "module_load", [&] {
-    // The loader let through only the formats in the device's module_formats.
-    std::string source;
-    if (hal_result_t read = read_source(*desc, report, source); read != HAL_SUCCESS) return read;
-    std::unique_ptr<dialect::TranslatedModule> translated;
-    if (desc->format == HAL_MODULE_FORMAT_HAL_DIALECT) {
-      translated = std::make_unique<dialect::TranslatedModule>();
-      dialect::Diagnostic diagnostic;
-      if (!dialect::translate(source, dialect::Backend::kOpenCL, *translated, diagnostic)) {
-        return report.fail_message(
-            HAL_ERROR_INVALID_MODULE, 0,
-            "module_load: the HAL dialect source is invalid: " + diagnostic.to_string());
-      }
-      source = translated->text;
+  // The loader let through only the formats in the device's module_formats.
+  std::string source;
+  if (hal_result_t read = plugin::read_module_image(desc, report, source, true);
+      read != HAL_SUCCESS)
+    return read;
+  std::unique_ptr<dialect::TranslatedModule> translated;
+  if (desc.format == HAL_MODULE_FORMAT_HAL_DIALECT) {
+    translated = std::make_unique<dialect::TranslatedModule>();
+    dialect::Diagnostic diagnostic;
+    if (!dialect::translate(source, dialect::Backend::kOpenCL, *translated, diagnostic)) {
+      return report.fail_message(
+          HAL_ERROR_INVALID_MODULE, 0,
+          "module_load: the HAL dialect source is invalid: " + diagnostic.to_string());
     }
-    const char* text = source.c_str();
-    const size_t length = source.size();
-    cl_int status = CL_SUCCESS;
-    ClProgram program(clCreateProgramWithSource(owner.context(), 1, &text, &length, &status));
-    if (status != CL_SUCCESS) {
-      return report.fail(result_of(status) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY
-                                                                      : HAL_ERROR_INVALID_MODULE,
-                         status, "module_load: clCreateProgramWithSource: %s",
-                         cl_error_text(status).c_str());
-    }
-    const cl_device_id device_id = owner.id();
-    status = clBuildProgram(program.get(), 1, &device_id, kBuildOptions, nullptr, nullptr);
-    if (status != CL_SUCCESS) {
-      return report.fail_message(HAL_ERROR_INVALID_MODULE, status,
-                                 std::string("module_load: the OpenCL compiler rejected the ") +
-                                     (translated ? "translated HAL dialect" : "OpenCL C") +
-                                     " source (" + cl_error_text(status) + "):\n" +
-                                     build_log(program.get(), device_id));
-    }
-    Module* module = owner.add_module(
-        std::make_unique<Module>(owner, std::move(program), std::move(translated)));
-    *out_module = reinterpret_cast<hal_impl_module_t*>(module);
-    return HAL_SUCCESS;
-  });
+    source = translated->text;
+  }
+  const char* text = source.c_str();
+  const size_t length = source.size();
+  cl_int status = CL_SUCCESS;
+  ClProgram program(clCreateProgramWithSource(owner.context(), 1, &text, &length, &status));
+  if (status != CL_SUCCESS) {
+    return report.fail(result_of(status) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY
+                                                                    : HAL_ERROR_INVALID_MODULE,
+                       status, "module_load: clCreateProgramWithSource: %s",
+                       cl_error_text(status).c_str());
+  }
+  const cl_device_id device_id = owner.id();
+  status = clBuildProgram(program.get(), 1, &device_id, kBuildOptions, nullptr, nullptr);
+  if (status != CL_SUCCESS) {
+    return report.fail_message(HAL_ERROR_INVALID_MODULE, status,
+                               std::string("module_load: the OpenCL compiler rejected the ") +
+                                   (translated ? "translated HAL dialect" : "OpenCL C") +
+                                   " source (" + cl_error_text(status) + "):\n" +
+                                   build_log(program.get(), device_id));
+  }
+  out_module =
+      owner.add_module(std::make_unique<Module>(owner, std::move(program), std::move(translated)));
+  return HAL_SUCCESS;
 }
 
-hal_result_t module_unload(hal_impl_module_t* module) {
-  Module& self = *to_module(module);
-  Device& owner = self.device();
-  return plugin::guarded(owner.report(), "module_unload", [&] {
-    owner.remove_module(&self);  // the loader synchronised the device first
-    return HAL_SUCCESS;
-  });
-}
-
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info) {
-  Module& self = *to_module(module);
-  Device& owner = self.device();
+hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kernel) {
+  Device& owner = device();
   const plugin::ErrorReporter& report = owner.report();
-  return plugin::guarded(report, "kernel_get", [&] {
-    const std::string name = desc->name;
-    const dialect::KernelRecord* record = nullptr;
-    if (self.dialect() != nullptr) {
-      record = self.dialect()->find(name);
-      if (record == nullptr) {
-        std::string known;
-        for (const dialect::KernelRecord& kernel : self.dialect()->kernels) {
-          known += (known.empty() ? "" : ", ") + kernel.entry;
-        }
-        return report.fail(HAL_ERROR_NOT_FOUND, 0,
-                           "kernel_get: the module has no kernel '%s' (its kernels: %s)",
-                           name.c_str(), known.c_str());
+  const std::string name = desc.name;
+  const dialect::KernelRecord* record = nullptr;
+  if (dialect() != nullptr) {
+    record = dialect()->find(name);
+    if (record == nullptr) {
+      std::string known;
+      for (const dialect::KernelRecord& kernel : dialect()->kernels) {
+        known += (known.empty() ? "" : ", ") + kernel.entry;
       }
+      return report.fail(HAL_ERROR_NOT_FOUND, 0,
+                         "kernel_get: the module has no kernel '%s' (its kernels: %s)",
+                         name.c_str(), known.c_str());
     }
-    cl_int status = CL_SUCCESS;
-    ClKernel kernel(clCreateKernel(self.program(), name.c_str(), &status));
-    if (status != CL_SUCCESS) {
-      return report.fail(
-          status == CL_INVALID_KERNEL_NAME ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INTERNAL, status,
-          "kernel_get: clCreateKernel('%s'): %s", name.c_str(), cl_error_text(status).c_str());
-    }
-    std::vector<hal_arg_type_t> module_types;
-    std::string why;
-    const bool module_signature = record != nullptr
-                                      ? (module_types = record->arg_types, true)
-                                      : signature_from_arg_info(kernel.get(), module_types, why);
-    // Bound to the module's own signature when it has one: the loader
-    // compares a declared signature with the one reported in out_info.
-    std::vector<hal_arg_type_t> types;
-    if (module_signature) {
-      types = std::move(module_types);
-    } else if (desc->arg_types != nullptr) {
-      // Without argument info only the count can be checked here.
-      types.assign(desc->arg_types, desc->arg_types + desc->arg_count);
-      cl_uint count = 0;
-      clGetKernelInfo(kernel.get(), CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr);
-      if (count != types.size()) {
-        return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
-                           "kernel_get: '%s' takes %u arguments, the declared signature has %zu",
-                           name.c_str(), count, types.size());
-      }
-    } else {
+  }
+  cl_int status = CL_SUCCESS;
+  ClKernel kernel(clCreateKernel(program(), name.c_str(), &status));
+  if (status != CL_SUCCESS) {
+    return report.fail(status == CL_INVALID_KERNEL_NAME ? HAL_ERROR_NOT_FOUND : HAL_ERROR_INTERNAL,
+                       status, "kernel_get: clCreateKernel('%s'): %s", name.c_str(),
+                       cl_error_text(status).c_str());
+  }
+  std::vector<hal_arg_type_t> module_types;
+  std::string why;
+  const bool module_signature = record != nullptr
+                                    ? (module_types = record->arg_types, true)
+                                    : signature_from_arg_info(kernel.get(), module_types, why);
+  // Bound to the module's own signature when it has one: the loader
+  // compares a declared signature with the one reported in out_info.
+  std::vector<hal_arg_type_t> types;
+  if (module_signature) {
+    types = std::move(module_types);
+  } else if (desc.arg_types != nullptr) {
+    // Without argument info only the count can be checked here.
+    types.assign(desc.arg_types, desc.arg_types + desc.arg_count);
+    cl_uint count = 0;
+    clGetKernelInfo(kernel.get(), CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr);
+    if (count != types.size()) {
       return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
-                         "kernel_get: '%s' has no signature: declare arg_types (%s)", name.c_str(),
-                         why.c_str());
+                         "kernel_get: '%s' takes %u arguments, the declared signature has %zu",
+                         name.c_str(), count, types.size());
     }
-    size_t work_group = owner.properties().max_threads_per_block;
-    clGetKernelWorkGroupInfo(kernel.get(), owner.id(), CL_KERNEL_WORK_GROUP_SIZE,
-                             sizeof(work_group), &work_group, nullptr);
-    uint32_t max_threads = static_cast<uint32_t>(
-        std::min<size_t>(work_group, owner.properties().max_threads_per_block));
-    if (record != nullptr && record->max_threads_per_block != 0) {
-      max_threads = std::min(max_threads, record->max_threads_per_block);
-    }
-    cl_ulong local_bytes = 0;
-    clGetKernelWorkGroupInfo(kernel.get(), owner.id(), CL_KERNEL_LOCAL_MEM_SIZE,
-                             sizeof(local_bytes), &local_bytes, nullptr);
-    const uint32_t static_shared =
-        record != nullptr ? record->static_shared_bytes
-                          : static_cast<uint32_t>(std::min<cl_ulong>(local_bytes, UINT32_MAX));
-    Kernel& added = self.add_kernel(
-        std::make_unique<Kernel>(self, std::move(kernel), name, std::move(types), max_threads,
-                                 static_shared, record != nullptr && record->dynamic_shared));
-    *out_kernel = reinterpret_cast<hal_impl_kernel_t*>(&added);
-    if (out_info != nullptr) {
-      hal_kernel_info_t info{};
-      info.name = added.name().c_str();
-      info.arg_count = static_cast<uint32_t>(added.arg_types().size());
-      for (uint32_t i = 0; i < info.arg_count; ++i) info.arg_types[i] = added.arg_types()[i];
-      info.max_threads_per_block = added.max_threads();
-      info.static_shared_memory_bytes = added.static_shared_bytes();
-      plugin::write_versioned_struct(info, out_info);
-    }
-    return HAL_SUCCESS;
-  });
+  } else {
+    return report.fail(HAL_ERROR_ARGUMENT_MISMATCH, 0,
+                       "kernel_get: '%s' has no signature: declare arg_types (%s)", name.c_str(),
+                       why.c_str());
+  }
+  size_t work_group = owner.properties().max_threads_per_block;
+  clGetKernelWorkGroupInfo(kernel.get(), owner.id(), CL_KERNEL_WORK_GROUP_SIZE, sizeof(work_group),
+                           &work_group, nullptr);
+  uint32_t max_threads =
+      static_cast<uint32_t>(std::min<size_t>(work_group, owner.properties().max_threads_per_block));
+  if (record != nullptr && record->max_threads_per_block != 0) {
+    max_threads = std::min(max_threads, record->max_threads_per_block);
+  }
+  cl_ulong local_bytes = 0;
+  clGetKernelWorkGroupInfo(kernel.get(), owner.id(), CL_KERNEL_LOCAL_MEM_SIZE, sizeof(local_bytes),
+                           &local_bytes, nullptr);
+  const uint32_t static_shared =
+      record != nullptr ? record->static_shared_bytes
+                        : static_cast<uint32_t>(std::min<cl_ulong>(local_bytes, UINT32_MAX));
+  Kernel& added = kernels_.add(std::make_unique<Kernel>(
+      *this, std::move(kernel),
+      plugin::KernelInfo(name, std::move(types), max_threads, static_shared),
+      record != nullptr && record->dynamic_shared));
+  out_kernel = &added;
+  return HAL_SUCCESS;
 }
 
 }  // namespace hal::opencl

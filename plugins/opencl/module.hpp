@@ -9,81 +9,53 @@
 #include <vector>
 
 #include "hal_dialect/dialect.hpp"
+#include "hal_plugin_sdk/entries.hpp"
+#include "hal_plugin_sdk/kernel_signature.hpp"
+#include "hal_plugin_sdk/objects.hpp"
 #include "opencl.hpp"
 
 namespace hal::opencl {
 
 class Device;
 class Module;
+class Stream;
 
-class Kernel {
+class Kernel : public plugin::KernelInfo {
  public:
-  Kernel(Module& module, ClKernel kernel, std::string name, std::vector<hal_arg_type_t> arg_types,
-         uint32_t max_threads, uint32_t static_shared_bytes, bool dynamic_shared)
-      : module_(module),
+  Kernel(Module& module, ClKernel kernel, plugin::KernelInfo info, bool dynamic_shared)
+      : KernelInfo(std::move(info)),
+        module_(module),
         kernel_(std::move(kernel)),
-        name_(std::move(name)),
-        arg_types_(std::move(arg_types)),
-        max_threads_(max_threads),
-        static_shared_bytes_(static_shared_bytes),
         dynamic_shared_(dynamic_shared) {}
 
   Module& module() const { return module_; }
   cl_kernel kernel() const { return kernel_.get(); }
-  const std::string& name() const { return name_; }
-  const std::vector<hal_arg_type_t>& arg_types() const { return arg_types_; }
-  uint32_t max_threads() const { return max_threads_; }
-  uint32_t static_shared_bytes() const { return static_shared_bytes_; }
   // A dialect kernel using dynamic_shared(T) takes a hidden trailing __local argument.
   bool dynamic_shared() const { return dynamic_shared_; }
-  // clSetKernelArg + enqueue must not interleave between threads.
-  std::mutex& launch_mutex() { return launch_mutex_; }
+  HAL_PLUGIN_KERNEL_METHODS;  // launch.cpp
 
  private:
   Module& module_;
   ClKernel kernel_;
-  std::string name_;
-  std::vector<hal_arg_type_t> arg_types_;
-  uint32_t max_threads_;
-  uint32_t static_shared_bytes_;
   bool dynamic_shared_;
-  std::mutex launch_mutex_;
+  std::mutex launch_mutex_;  // clSetKernelArg + enqueue must not interleave between threads
 };
 
-class Module {
+// |dialect| holds the kernel records when the source was the HAL dialect.
+class Module : public plugin::DeviceResource<Device> {
  public:
-  // |dialect| holds the kernel records when the source was the HAL dialect.
   Module(Device& device, ClProgram program, std::unique_ptr<dialect::TranslatedModule> dialect)
-      : device_(device), program_(std::move(program)), dialect_(std::move(dialect)) {}
+      : DeviceResource(device), program_(std::move(program)), dialect_(std::move(dialect)) {}
 
-  Device& device() const { return device_; }
   cl_program program() const { return program_.get(); }
   const dialect::TranslatedModule* dialect() const { return dialect_.get(); }
-  Kernel& add_kernel(std::unique_ptr<Kernel> kernel);
+  HAL_PLUGIN_MODULE_METHODS;
 
  private:
-  Device& device_;
   ClProgram program_;
   std::unique_ptr<dialect::TranslatedModule> dialect_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Kernel>> kernels_;
+  plugin::KernelList<Kernel> kernels_;
 };
-
-inline Module* to_module(hal_impl_module_t* module) {
-  return reinterpret_cast<Module*>(module);
-}
-inline Kernel* to_kernel(hal_impl_kernel_t* kernel) {
-  return reinterpret_cast<Kernel*>(kernel);
-}
-
-hal_result_t module_load(hal_impl_device_t* device, const hal_module_desc_t* desc,
-                         hal_impl_module_t** out_module);
-hal_result_t module_unload(hal_impl_module_t* module);
-hal_result_t kernel_get(hal_impl_module_t* module, const hal_kernel_desc_t* desc,
-                        hal_impl_kernel_t** out_kernel, hal_kernel_info_t* out_info);
-hal_result_t launch_kernel(hal_impl_stream_t* stream, hal_impl_kernel_t* kernel,
-                           const hal_launch_config_t* config, uint32_t arg_count,
-                           const hal_kernel_arg_t* args);
 
 }  // namespace hal::opencl
 

@@ -1,8 +1,11 @@
+// Streams of the opencl plugin: in-order command queues, and host functions
+// run in stream order on a thread of the stream (HostThread).
 #include "stream.hpp"
 
 #include <memory>
 
 #include "device.hpp"
+#include "event.hpp"
 
 namespace hal::opencl {
 namespace {
@@ -32,14 +35,14 @@ void CL_CALLBACK run_host_call(cl_event, cl_int status, void* context) {
   });
 }
 
-hal_result_t enqueue_failed(const Stream& stream, const char* what, cl_int status) {
-  return stream.device().report().fail(result_of(status) == HAL_ERROR_OUT_OF_MEMORY
-                                           ? HAL_ERROR_OUT_OF_MEMORY
-                                           : HAL_ERROR_DEVICE_LOST,
-                                       status, "%s: %s", what, cl_error_text(status).c_str());
-}
-
 }  // namespace
+
+hal_result_t Stream::fail(const char* what, cl_int status) const {
+  return device().report().fail(result_of(status) == HAL_ERROR_OUT_OF_MEMORY
+                                    ? HAL_ERROR_OUT_OF_MEMORY
+                                    : HAL_ERROR_DEVICE_LOST,
+                                status, "%s: %s", what, cl_error_text(status).c_str());
+}
 
 HostThread::~HostThread() {
   {
@@ -70,122 +73,84 @@ void HostThread::loop() {
   }
 }
 
-hal_result_t memcpy_async(hal_impl_stream_t* stream, void* dst, const void* src, size_t size) {
-  Stream& self = *to_stream(stream);
-  // clEnqueueSVMMemcpy takes SVM and host pointers alike.
-  cl_event done = nullptr;
-  const cl_int status =
-      clEnqueueSVMMemcpy(self.queue(), CL_FALSE, dst, src, size, 0, nullptr, &done);
-  if (status != CL_SUCCESS) return enqueue_failed(self, "clEnqueueSVMMemcpy", status);
-  self.track(done);
+hal_result_t Stream::create(Device& device, hal_stream_flags_t, Stream*& out_stream) {
+  // In order (the default), with profiling for event timing.
+  const cl_queue_properties properties[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0};
+  cl_int status = CL_SUCCESS;
+  ClQueue queue(
+      clCreateCommandQueueWithProperties(device.context(), device.id(), properties, &status));
+  if (status != CL_SUCCESS) {
+    return device.report().fail(
+        result_of(status) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY : HAL_ERROR_INTERNAL,
+        status, "stream_create: clCreateCommandQueueWithProperties: %s",
+        cl_error_text(status).c_str());
+  }
+  out_stream = device.add_stream(std::make_unique<Stream>(device, std::move(queue)));
   return HAL_SUCCESS;
 }
 
-hal_result_t memset_async(hal_impl_stream_t* stream, void* dst, uint8_t value, size_t size) {
-  Stream& self = *to_stream(stream);
-  cl_event done = nullptr;
-  const cl_int status = clEnqueueSVMMemFill(self.queue(), dst, &value, 1, size, 0, nullptr, &done);
-  if (status != CL_SUCCESS) return enqueue_failed(self, "clEnqueueSVMMemFill", status);
-  self.track(done);
-  return HAL_SUCCESS;
+Stream::~Stream() {
+  clFinish(queue());
 }
 
-hal_result_t stream_create(hal_impl_device_t* device, hal_stream_flags_t,
-                           hal_impl_stream_t** out_stream) {
-  Device& owner = *to_device(device);
-  return plugin::guarded(owner.report(), "stream_create", [&] {
-    // In order (the default), with profiling for event timing.
-    const cl_queue_properties properties[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0};
-    cl_int status = CL_SUCCESS;
-    ClQueue queue(
-        clCreateCommandQueueWithProperties(owner.context(), owner.id(), properties, &status));
-    if (status != CL_SUCCESS) {
-      return owner.report().fail(result_of(status) == HAL_ERROR_OUT_OF_MEMORY
-                                     ? HAL_ERROR_OUT_OF_MEMORY
-                                     : HAL_ERROR_INTERNAL,
-                                 status, "stream_create: clCreateCommandQueueWithProperties: %s",
-                                 cl_error_text(status).c_str());
-    }
-    Stream* stream = owner.add_stream(std::make_unique<Stream>(owner, std::move(queue)));
-    *out_stream = reinterpret_cast<hal_impl_stream_t*>(stream);
-    return HAL_SUCCESS;
-  });
+hal_result_t Stream::synchronize() {
+  const cl_int status = clFinish(queue());
+  return status == CL_SUCCESS ? HAL_SUCCESS : fail("clFinish", status);
 }
 
-hal_result_t stream_destroy(hal_impl_stream_t* stream) {
-  Stream& self = *to_stream(stream);
-  Device& owner = self.device();
-  return plugin::guarded(owner.report(), "stream_destroy", [&] {
-    owner.remove_stream(&self);  // finishes its work first
-    return HAL_SUCCESS;
-  });
-}
-
-hal_result_t stream_synchronize(hal_impl_stream_t* stream) {
-  Stream& self = *to_stream(stream);
-  const cl_int status = clFinish(self.queue());
-  return status == CL_SUCCESS ? HAL_SUCCESS : enqueue_failed(self, "clFinish", status);
-}
-
-hal_result_t stream_query(hal_impl_stream_t* stream) {
-  Stream& self = *to_stream(stream);
-  const ClEvent last(self.last());
-  if (!last) return HAL_SUCCESS;  // nothing enqueued yet
-  clFlush(self.queue());          // so the work progresses without a blocking call
+hal_result_t Stream::query() {
+  const ClEvent newest(last());
+  if (!newest) return HAL_SUCCESS;  // nothing enqueued yet
+  clFlush(queue());                 // so the work progresses without a blocking call
   cl_int execution = CL_QUEUED;
-  const cl_int status = clGetEventInfo(last.get(), CL_EVENT_COMMAND_EXECUTION_STATUS,
+  const cl_int status = clGetEventInfo(newest.get(), CL_EVENT_COMMAND_EXECUTION_STATUS,
                                        sizeof(execution), &execution, nullptr);
-  if (status != CL_SUCCESS) return enqueue_failed(self, "clGetEventInfo", status);
-  if (execution < 0) return enqueue_failed(self, "stream_query: earlier work failed", execution);
+  if (status != CL_SUCCESS) return fail("clGetEventInfo", status);
+  if (execution < 0) return fail("stream_query: earlier work failed", execution);
   return execution == CL_COMPLETE ? HAL_SUCCESS : HAL_NOT_READY;
 }
 
-hal_result_t stream_wait_event(hal_impl_stream_t* stream, hal_impl_event_t* event) {
-  Stream& self = *to_stream(stream);
-  const ClEvent marker(to_event(event)->marker());
+hal_result_t Stream::wait(Event& event) {
+  const ClEvent marker(event.marker());
   if (!marker) return HAL_SUCCESS;  // never recorded: complete
   cl_event wait_list[] = {marker.get()};
   cl_event done = nullptr;
-  const cl_int status = clEnqueueBarrierWithWaitList(self.queue(), 1, wait_list, &done);
-  if (status != CL_SUCCESS) return enqueue_failed(self, "clEnqueueBarrierWithWaitList", status);
-  self.track(done);
+  const cl_int status = clEnqueueBarrierWithWaitList(queue(), 1, wait_list, &done);
+  if (status != CL_SUCCESS) return fail("clEnqueueBarrierWithWaitList", status);
+  track(done);
   return HAL_SUCCESS;
 }
 
-hal_result_t stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_t fn, void* user_data) {
-  Stream& self = *to_stream(stream);
-  const plugin::ErrorReporter& report = self.device().report();
-  return plugin::guarded(report, "stream_enqueue_host_fn", [&] {
-    // marker -> (callback runs fn, then opens the gate) ; barrier(gate) -> later work.
-    auto call = std::make_unique<HostCall>();
-    call->thread = &self.host_thread();
-    call->fn = fn;
-    call->user_data = user_data;
-    cl_int status = CL_SUCCESS;
-    call->gate.reset(clCreateUserEvent(self.device().context(), &status));
-    if (status != CL_SUCCESS) return enqueue_failed(self, "clCreateUserEvent", status);
-    cl_event raw = nullptr;
-    status = clEnqueueMarkerWithWaitList(self.queue(), 0, nullptr, &raw);
-    if (status != CL_SUCCESS) return enqueue_failed(self, "clEnqueueMarkerWithWaitList", status);
-    call->marker.reset(raw);
-    cl_event gate[] = {call->gate.get()};
-    cl_event done = nullptr;
-    status = clEnqueueBarrierWithWaitList(self.queue(), 1, gate, &done);
-    if (status != CL_SUCCESS) {
-      clSetUserEventStatus(call->gate.get(), -1);
-      return enqueue_failed(self, "clEnqueueBarrierWithWaitList", status);
-    }
-    self.track(done);
-    HostCall* pending = call.get();
-    status = clSetEventCallback(pending->marker.get(), CL_COMPLETE, run_host_call, pending);
-    if (status != CL_SUCCESS) {
-      clSetUserEventStatus(call->gate.get(), -1);
-      return enqueue_failed(self, "clSetEventCallback", status);
-    }
-    call.release();  // run_host_call owns it now
-    clFlush(self.queue());
-    return HAL_SUCCESS;
-  });
+hal_result_t Stream::enqueue_host_fn(hal_host_fn_t fn, void* user_data) {
+  // marker -> (callback runs fn, then opens the gate) ; barrier(gate) -> later work.
+  auto call = std::make_unique<HostCall>();
+  call->thread = &host_thread();
+  call->fn = fn;
+  call->user_data = user_data;
+  cl_int status = CL_SUCCESS;
+  call->gate.reset(clCreateUserEvent(device().context(), &status));
+  if (status != CL_SUCCESS) return fail("clCreateUserEvent", status);
+  cl_event raw = nullptr;
+  status = clEnqueueMarkerWithWaitList(queue(), 0, nullptr, &raw);
+  if (status != CL_SUCCESS) return fail("clEnqueueMarkerWithWaitList", status);
+  call->marker.reset(raw);
+  cl_event gate[] = {call->gate.get()};
+  cl_event done = nullptr;
+  status = clEnqueueBarrierWithWaitList(queue(), 1, gate, &done);
+  if (status != CL_SUCCESS) {
+    clSetUserEventStatus(call->gate.get(), -1);
+    return fail("clEnqueueBarrierWithWaitList", status);
+  }
+  track(done);
+  HostCall* pending = call.get();
+  status = clSetEventCallback(pending->marker.get(), CL_COMPLETE, run_host_call, pending);
+  if (status != CL_SUCCESS) {
+    clSetUserEventStatus(call->gate.get(), -1);
+    return fail("clSetEventCallback", status);
+  }
+  call.release();  // run_host_call owns it now
+  clFlush(queue());
+  return HAL_SUCCESS;
 }
 
 }  // namespace hal::opencl

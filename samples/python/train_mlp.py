@@ -54,6 +54,7 @@ def main():
         logits, h = forward(x)
         result = ops.cross_entropy(logits, labels, grad=True, grad_logits=logits)
         dlogits = result.grad_logits
+        assert dlogits is not None  # grad=True
         # The backward pass, one op per line.
         dw2 = ops.matmul(h, dlogits, transpose_a=True)
         _, db2 = ops.bias_activation_backward(dlogits, compute_bias_grad=True)
@@ -73,6 +74,7 @@ def main():
     logits, _ = forward(hal.to_device(xs, dev))
     accuracy = float((np.argmax(logits.to_numpy(), axis=1) == ys).mean())
     print(f"held-out accuracy {accuracy:.3f} (chance {1 / CLASSES:.3f})")
+    assert first is not None and last is not None
     fell = last < 0.5 * first
     print(f"train_mlp: loss {first:.4f} -> {last:.4f}: " +
           ("the loss fell" if fell else "THE LOSS DID NOT FALL"))

@@ -215,7 +215,9 @@ Checkpoint load_checkpoint(const std::string& path) {
   } catch (const std::invalid_argument& error) {
     fail(path, std::string("its configuration is invalid: ") + error.what());
   }
-  if (checkpoint.step > c.steps) fail(path, "its step count is past the run's last step");
+  // A resumed run may go past its schedule (TrainConfig::steps), never past what
+  // the sample counts in a u32 with room to spare.
+  if (checkpoint.step > (1u << 30)) fail(path, "its step count is implausibly large");
   // The configuration is bounded by validate(), so these products cannot overflow.
   const uint64_t expected_elements = make_layout(c.model).total;
   if (elements != expected_elements) {

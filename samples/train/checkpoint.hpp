@@ -4,7 +4,8 @@
 //
 // Format, native little-endian (the header records the byte order):
 //   "HALCKPT1" | u32 version | u32 endian marker 0x01020304
-//   | config: u32 layers, width, heads, context, vocab, batch, steps, warmup
+//   | config: u32 layers, width, heads, context, vocab, batch, steps (the
+//   |         schedule's length), warmup
 //   |         f64 learning_rate, final_lr_ratio | f32 beta1, beta2, epsilon,
 //   |         weight_decay, max_grad_norm | u64 seed | u32 precision
 //   | u32 step | u64 rng_state | u64 elements

@@ -28,6 +28,8 @@ struct TrainConfig {
   ModelConfig model;
   Precision precision = Precision::kF32;
   uint32_t batch = 8;  // global sequences per step, split evenly over the devices
+  // The learning-rate schedule's length: a fresh run's --steps; a resumed run
+  // keeps its checkpoint's (and may train past it, at the final rate).
   uint32_t steps = 300;
   uint32_t warmup_steps = 10;
   double learning_rate = 3e-3;  // peak
@@ -42,7 +44,8 @@ struct TrainConfig {
 };
 
 // The learning rate of optimizer step |step| (0-based): linear warm-up, then
-// cosine decay to final_lr_ratio * learning_rate at the last step.
+// cosine decay to final_lr_ratio * learning_rate at the last step, and that
+// final rate for steps past the schedule.
 double learning_rate_at(const TrainConfig& config, uint32_t step);
 
 // Throws std::invalid_argument with a sentence when |config| cannot train

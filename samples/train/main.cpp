@@ -3,14 +3,21 @@
 //   train [--steps N] [--layers L] [--width C] [--heads H] [--context T]
 //         [--batch B] [--lr X] [--seed S] [--precision f32|bf16]
 //         [--eval-every N] [--devices K|all]
-//         [--mpi] [--corpus PATH] [--save FILE] [--resume FILE] [--log FILE]
+//         [--mpi] [--corpus PATH] [--save FILE] [--save-every N]
+//         [--stop-after K] [--resume FILE] [--log FILE]
 //         [--label TEXT] [--sample N] [--temperature X] [--quiet]
 //         [--expect-log FILE --tolerance X]
 //
 // Exit status: 0 trained (and matched --expect-log); 1 a failure while
-// training, or a loss curve outside the tolerance; 2 a usage error.
+// training, or a loss curve outside the tolerance; 2 a usage error; 130
+// stopped by SIGINT or SIGTERM (after the step in flight, and a checkpoint
+// with --save).
 #include <hal.h>
+#include <unistd.h>
 
+#include <csignal>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "progress.hpp"
 #include "trainer.hpp"
 
 namespace {
@@ -36,6 +44,8 @@ struct Options {
   bool mpi = false;
   std::string corpus = train::kDefaultCorpusDirectory;
   std::string save, resume, log, expect_log, label = "hal";
+  uint32_t save_every = 0;  // also save after every N-th step (with --save)
+  uint32_t stop_after = 0;  // end this process after step K (0: run to --steps)
   double tolerance = 0;
   bool has_tolerance = false;
   uint32_t sample_bytes = 0;
@@ -115,6 +125,10 @@ Options parse(int argc, char** argv) {
       options.corpus = value();
     else if (flag == "--save")
       options.save = value();
+    else if (flag == "--save-every")
+      options.save_every = u32();
+    else if (flag == "--stop-after")
+      options.stop_after = u32();
     else if (flag == "--resume")
       options.resume = value();
     else if (flag == "--log")
@@ -143,6 +157,9 @@ Options parse(int argc, char** argv) {
   }
   if (!options.expect_log.empty() && options.log.empty()) {
     throw UsageError("--expect-log compares this run's --log with it: give --log too");
+  }
+  if (options.save_every > 0 && options.save.empty()) {
+    throw UsageError("--save-every needs --save FILE (the checkpoint it rewrites)");
   }
   if (!(options.tolerance >= 0)) throw UsageError("--tolerance must be >= 0");
   if (!(options.temperature > 0)) throw UsageError("--temperature must be > 0");
@@ -260,6 +277,15 @@ std::map<uint32_t, double> read_losses(const std::string& path) {
   return losses;
 }
 
+// Set by SIGINT and SIGTERM: the run stops after the step in flight (a second
+// signal ends the process at once: the handler restores the default).
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+  std::signal(signal, SIG_DFL);
+}
+
 int run(const Options& options) {
   const train::Placement placement = place(options);
   const train::Corpus corpus = train::load_corpus(options.corpus, options.config.model.context);
@@ -267,6 +293,15 @@ int run(const Options& options) {
   const bool primary = trainer.is_primary();
   if (!options.resume.empty()) trainer.resume(options.resume);
 
+  // The schedule (trainer.config().steps) is this run's --steps, or, resumed,
+  // the checkpoint's; the run trains until --steps (or --stop-after).
+  const uint32_t target = options.config.steps;
+  if (trainer.steps_done() > target) {
+    throw UsageError("--steps " + std::to_string(target) + ": the checkpoint " + options.resume +
+                     " is already at step " + std::to_string(trainer.steps_done()) +
+                     "; ask for more steps to continue it");
+  }
+  const uint32_t last_step = options.stop_after > 0 ? std::min(target, options.stop_after) : target;
   const train::TrainConfig& config = trainer.config();
   const double flops_per_step =
       3.0 * train::forward_flops_per_token(config.model) * config.batch * config.model.context;
@@ -289,40 +324,73 @@ int run(const Options& options) {
     if (!options.resume.empty()) {
       std::printf("resumed from %s at step %u\n", options.resume.c_str(), trainer.steps_done());
     }
+    if (target > config.steps) {
+      std::printf(
+          "the learning-rate schedule ends at step %u: steps %u..%u continue at its final rate "
+          "%.2e\n",
+          config.steps, std::max(config.steps, trainer.steps_done()) + 1, target,
+          train::learning_rate_at(config, config.steps));
+    }
     std::fflush(stdout);
   }
+  // One rank stopping alone would leave the others waiting in a collective:
+  // under mpirun the signals keep their default (mpirun ends every rank).
+  if (!placement.mpi) {
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+  }
+  train::Progress progress(stderr, primary && ::isatty(STDERR_FILENO) == 1);
+  auto save = [&](const char* why) {
+    progress.clear();
+    trainer.save(options.save);
+    if (primary)
+      std::printf("saved %s (%s, step %u)\n", options.save.c_str(), why, trainer.steps_done());
+    std::fflush(stdout);
+  };
 
   std::ofstream log;
   if (primary && !options.log.empty()) {
     log.open(options.log, trainer.steps_done() > 0 ? std::ios::app : std::ios::trunc);
     if (!log) throw std::runtime_error("cannot write the log " + options.log);
   }
-  double total_ms = 0, total_tokens = 0, last_val = NAN;
+  const uint32_t first_step = trainer.steps_done();
+  double total_ms = 0, total_tokens = 0, last_val = NAN, tokens_this_run = 0;
   uint32_t timed_steps = 0;
-  while (trainer.steps_done() < config.steps) {
+  bool interrupted = false;
+  while (trainer.steps_done() < last_step) {
+    if (g_stop_signal != 0) {
+      interrupted = true;
+      break;
+    }
     const train::StepRecord record = trainer.step();
-    const bool evaluate = (options.eval_every > 0 && record.step % options.eval_every == 0) ||
-                          record.step == config.steps;
+    tokens_this_run += static_cast<double>(config.batch) * config.model.context;
+    const bool evaluate =
+        (options.eval_every > 0 && record.step % options.eval_every == 0) || record.step == target;
     double val_loss = NAN;
     if (evaluate) val_loss = last_val = trainer.evaluate();
     if (!std::isfinite(record.loss)) {
       throw std::runtime_error("the loss is " + std::to_string(record.loss) + " at step " +
                                std::to_string(record.step) + ": training diverged");
     }
-    if (record.step > 1) {  // the first step pays for first-touch page faults
+    if (record.step > first_step + 1) {  // a run's first step pays for first-touch page faults
       total_ms += record.step_ms;
       total_tokens += static_cast<double>(config.batch) * config.model.context;
       ++timed_steps;
     }
+    if (options.save_every > 0 && record.step % options.save_every == 0 &&
+        record.step < last_step) {
+      save("periodic");
+    }
     if (!primary) continue;
     const double flops = flops_per_step / (record.step_ms / 1000.0);
     if (!options.quiet || evaluate) {
+      progress.clear();
       char val[32] = "     -";
       if (evaluate) std::snprintf(val, sizeof val, "%.4f", val_loss);
       std::printf(
           "step %4u/%u  loss %.4f  val %s  lr %.2e  norm %.3f  %7.1f ms  %8.0f tok/s  %6.2f "
           "GFLOP/s  %5.2f%% of peak\n",
-          record.step, config.steps, record.loss, val, record.learning_rate, record.grad_norm,
+          record.step, target, record.loss, val, record.learning_rate, record.grad_norm,
           record.step_ms, record.tokens_per_s, flops / 1e9, peak > 0 ? 100.0 * flops / peak : 0.0);
       std::fflush(stdout);
     }
@@ -336,15 +404,28 @@ int run(const Options& options) {
       log << line << json_string(options.label) << "}\n";
       log.flush();
     }
+    progress.update(record.step, target, tokens_this_run);
   }
+  progress.clear();
+  if (g_stop_signal != 0 && trainer.steps_done() < last_step) interrupted = true;
   if (primary && timed_steps > 0) {
     std::printf(
-        "done: %u steps, mean %.1f ms/step, %.0f tokens/s (steps 2..), last val loss %.4f\n",
-        trainer.steps_done(), total_ms / timed_steps, total_tokens / (total_ms / 1000.0), last_val);
+        "done: %u steps, mean %.1f ms/step, %.0f tokens/s (steps %u..), last val loss %.4f\n",
+        trainer.steps_done(), total_ms / timed_steps, total_tokens / (total_ms / 1000.0),
+        first_step + 2, last_val);
+    if (first_step > 0) {
+      std::printf("(resumed at step %u: %u steps trained in this run)\n", first_step,
+                  trainer.steps_done() - first_step);
+    }
   }
-  if (!options.save.empty()) {
-    trainer.save(options.save);
-    if (primary) std::printf("saved %s\n", options.save.c_str());
+  if (!options.save.empty()) save(interrupted ? "interrupted" : "end of the run");
+  if (interrupted || trainer.steps_done() < target) {
+    if (primary) {
+      std::printf("stopped at step %u of %u%s%s\n", trainer.steps_done(), target,
+                  interrupted ? " (signal)" : " (--stop-after)",
+                  options.save.empty() ? "" : ("; continue with --resume " + options.save).c_str());
+    }
+    if (interrupted) return 130;
   }
   if (primary && options.sample_bytes > 0) {
     const std::string text =
@@ -394,7 +475,8 @@ int main(int argc, char** argv) {
         "             [--batch B] [--warmup N] [--lr X] [--seed S] [--precision f32|bf16]\n"
         "             [--eval-every N]\n"
         "             [--devices K|all] [--mpi] [--corpus PATH] [--save FILE]\n"
-        "             [--resume FILE] [--log FILE] [--label TEXT] [--sample N]\n"
+        "             [--save-every N] [--stop-after K] [--resume FILE]\n"
+        "             [--log FILE] [--label TEXT] [--sample N]\n"
         "             [--temperature X] [--quiet] [--expect-log FILE --tolerance X]\n");
     return 2;
   }

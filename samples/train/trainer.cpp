@@ -213,7 +213,9 @@ void Trainer::save(const std::string& path) {
 
 void Trainer::resume(const std::string& path) {
   const Checkpoint checkpoint = load_checkpoint(path);
-  if (!(checkpoint.config == config_)) {
+  TrainConfig same_schedule = config_;
+  same_schedule.steps = checkpoint.config.steps;
+  if (!(checkpoint.config == same_schedule)) {
     throw std::runtime_error("checkpoint " + path + " was written by a run of a different " +
                              "configuration (" + describe(checkpoint.config) + "); this run is (" +
                              describe(config_) + ")");
@@ -223,6 +225,7 @@ void Trainer::resume(const std::string& path) {
   }
   steps_done_ = checkpoint.step;
   data_rng_.set_state(checkpoint.rng_state);
+  config_.steps = checkpoint.config.steps;  // the schedule of the run that began it
 }
 
 }  // namespace train

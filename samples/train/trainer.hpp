@@ -53,7 +53,12 @@ class Trainer {
 
   // Rank 0 writes; every rank calls (the state is identical on all).
   void save(const std::string& path);
-  // Restores a checkpoint of the same configuration (else throws).
+  // Restores a checkpoint of the same configuration (else throws). The
+  // configuration's step count is not compared: a run may continue past the
+  // checkpoint's last step. The learning-rate schedule stays the checkpoint's
+  // (config().steps becomes its length), so a stopped run resumed continues
+  // the uninterrupted run's curve bit for bit, and steps past the schedule's
+  // end run at its final rate.
   void resume(const std::string& path);
 
   uint32_t steps_done() const { return steps_done_; }

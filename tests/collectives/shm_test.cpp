@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -23,10 +24,12 @@
 #include <thread>
 
 #include "hal_collective/shm.hpp"
+#include "hal_collective/shm_handoff.hpp"
 
 using hal::collective::Channel;
 using hal::collective::Clock;
 using hal::collective::Deadline;
+using hal::collective::SegmentInvitation;
 using hal::collective::ShmGroup;
 using hal::collective::Status;
 using hal::collective::Transport;
@@ -40,7 +43,7 @@ struct Wire {
   std::condition_variable arrived;
   std::map<std::pair<uint32_t, uint32_t>, std::deque<std::vector<uint8_t>>> boxes;
   std::function<void(uint32_t from, std::vector<uint8_t>&)> tamper;
-  std::string segment_name;  // rank 0's, as it went out
+  std::string socket_name;  // rank 0's hand-over socket, as its invitation went out
 };
 
 class ThreadTransport final : public Transport {
@@ -53,8 +56,9 @@ class ThreadTransport final : public Transport {
     std::vector<uint8_t> message(static_cast<const uint8_t*>(data),
                                  static_cast<const uint8_t*>(data) + bytes);
     std::lock_guard lock(wire_.mutex);
-    if (rank_ == 0 && bytes == 64 && std::memcmp(data, "/hal-comm-", 10) == 0) {
-      wire_.segment_name = static_cast<const char*>(data);
+    if (rank_ == 0 && bytes == sizeof(SegmentInvitation) &&
+        std::memcmp(data, "hal-comm-", 9) == 0) {
+      wire_.socket_name = static_cast<const char*>(data);
     }
     if (wire_.tamper) wire_.tamper(rank_, message);
     wire_.boxes[{rank_, peer}].push_back(std::move(message));
@@ -101,25 +105,44 @@ struct Made {
 
 // Sets up |ranks| ranks, each on its own thread; |wanted(r)| is rank r's wish.
 std::vector<Made> make_groups(Wire& wire, uint32_t ranks,
-                              const std::function<bool(uint32_t)>& wanted) {
+                              const std::function<bool(uint32_t)>& wanted,
+                              uint32_t timeout_ms = 10000) {
   std::vector<Made> made(ranks);
   std::vector<std::thread> threads;
   for (uint32_t r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       ThreadTransport transport(wire, r, ranks);
-      made[r].group = ShmGroup::create(transport, wanted(r), Deadline::after_ms(10000, nullptr),
-                                       made[r].status, made[r].reason);
+      made[r].group =
+          ShmGroup::create(transport, wanted(r), Deadline::after_ms(timeout_ms, nullptr),
+                           made[r].status, made[r].reason);
     });
   }
   for (auto& t : threads) t.join();
   return made;
 }
 
-// Whether a segment of this name can still be opened (its name outlived set-up).
-bool still_named(const std::string& name) {
-  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
-  if (fd >= 0) close(fd);
-  return fd >= 0 || errno != ENOENT;
+// Whether a Unix socket of this abstract name is still bound (the
+// hand-over outlived set-up).
+bool socket_bound(const std::string& name) {
+  std::ifstream table("/proc/net/unix");
+  std::string line;
+  while (std::getline(table, line)) {
+    if (line.size() > name.size() &&
+        line.compare(line.size() - name.size() - 1, std::string::npos, "@" + name) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether this process maps a memory file of this name (no file system's).
+bool maps_memory_file(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("/memfd:" + name) != std::string::npos) return true;
+  }
+  return false;
 }
 
 hal_collective_call_t allreduce(const float* send, float* recv, size_t count,
@@ -156,8 +179,10 @@ TEST_CASE(
   std::vector<Made> made = make_groups(wire, ranks, [](uint32_t) { return true; });
   for (const Made& m : made) REQUIRE(m.group != nullptr);
   if (ranks > 1) {
-    REQUIRE(!wire.segment_name.empty());
-    CHECK(!still_named(wire.segment_name));  // the name is gone once every rank holds it
+    // No socket outlives set-up, and the segment has no name anywhere.
+    REQUIRE(!wire.socket_name.empty());
+    CHECK(!socket_bound(wire.socket_name));
+    CHECK(maps_memory_file("hal-comm-segment"));
   }
   std::mt19937 random(ranks);
   for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4096}}) {
@@ -405,32 +430,44 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("shared segment: a segment someone else planted under the name is refused",
+TEST_CASE("shared segment: an invitation rewritten on the wire to an impostor is refused",
           "[collectives][shm]") {
-  // The attacker: a segment of the right name and size, readable by others,
-  // substituted for rank 0's name on the wire.
-  const std::string planted = "/hal-comm-" + std::string(32, 'a');
-  shm_unlink(planted.c_str());
-  const int fd = shm_open(planted.c_str(), O_RDWR | O_CREAT | O_EXCL, 0644);
-  REQUIRE(fd >= 0);
-  fchmod(fd, 0644);
-  REQUIRE(ftruncate(fd, 64 << 20) == 0);
-  close(fd);
+  // The attacker: its own hand-over socket that passes a descriptor of its
+  // making (an unsealed memory file of the right size), substituted for rank
+  // 0's invitation (name and token) on the wire.
+  std::string why;
+  auto impostor = hal::collective::SegmentHost::open(why);
+  REQUIRE(impostor != nullptr);
+  const int forged = memfd_create("forged", MFD_CLOEXEC);
+  REQUIRE(forged >= 0);
+  REQUIRE(ftruncate(forged, 64 << 20) == 0);
+  const SegmentInvitation fake = impostor->invitation();
+  std::atomic<bool> stop{false};
+  std::thread serving([&] {
+    // Threads of this process are the ranks here: the impostor's pid is theirs.
+    const std::vector<pid_t> pids = {getpid(), getpid()};
+    std::string ignored;
+    impostor->serve(
+        forged, pids, Deadline::after_ms(20000, &stop), [](uint32_t) { return false; }, ignored);
+  });
   Wire wire;
   wire.tamper = [&](uint32_t from, std::vector<uint8_t>& message) {
-    // Rank 0's name: the 64-byte message that starts with the prefix.
-    if (from == 0 && message.size() == 64 && std::memcmp(message.data(), "/hal-comm-", 10) == 0) {
-      std::memset(message.data(), 0, message.size());
-      std::memcpy(message.data(), planted.c_str(), planted.size());
+    if (from == 0 && message.size() == sizeof(SegmentInvitation) &&
+        std::memcmp(message.data(), "hal-comm-", 9) == 0) {
+      std::memcpy(message.data(), &fake, sizeof fake);
     }
   };
-  std::vector<Made> made = make_groups(wire, 2, [](uint32_t) { return true; });
+  // Rank 0 waits half of the 2 s for rank 1 to fetch its segment, in vain.
+  std::vector<Made> made = make_groups(
+      wire, 2, [](uint32_t) { return true; }, 2000);
+  stop.store(true);
+  serving.join();
+  close(forged);
   for (const Made& m : made) {
     CHECK(m.status.ok());
-    CHECK(m.group == nullptr);  // nobody shares: rank 1 refused what it was told to open
+    CHECK(m.group == nullptr);  // nobody shares: rank 1 refused what it was handed
   }
-  CHECK_THAT(made[1].reason, Catch::Contains("not a private file of this user"));
-  shm_unlink(planted.c_str());
-  REQUIRE(!wire.segment_name.empty());
-  CHECK(!still_named(wire.segment_name));  // rank 0 removed its own segment too
+  CHECK_THAT(made[1].reason, Catch::Contains("not sealed"));
+  REQUIRE(!wire.socket_name.empty());
+  CHECK(!socket_bound(wire.socket_name));  // rank 0's socket is gone too
 }

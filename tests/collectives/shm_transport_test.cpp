@@ -23,7 +23,11 @@
 
 #include "hal_collective/shm.hpp"
 #include "hal_collective/shm_transport.hpp"
+#include "setup_channels.hpp"
 
+using coll_test::Meeting;
+using coll_test::SocketSetup;
+using coll_test::ThreadSetup;
 using hal::collective::Channel;
 using hal::collective::Deadline;
 using hal::collective::SetupChannel;
@@ -31,74 +35,6 @@ using hal::collective::ShmTransport;
 using hal::collective::Status;
 
 namespace {
-
-// Where thread ranks meet to set up: round k of all_gather completes once
-// every rank has put its bytes in.
-struct Meeting {
-  explicit Meeting(uint32_t n) : ranks(n) {}
-  const uint32_t ranks;
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::map<uint64_t, std::vector<std::vector<uint8_t>>> rounds;
-  std::map<uint64_t, uint32_t> arrived;
-};
-
-class ThreadSetup final : public SetupChannel {
- public:
-  ThreadSetup(Meeting& meeting, uint32_t rank) : meeting_(meeting), rank_(rank) {}
-  uint32_t rank() const override { return rank_; }
-  uint32_t ranks() const override { return meeting_.ranks; }
-  Status all_gather(const void* mine, void* all, size_t bytes) override {
-    const uint64_t round = round_++;
-    std::unique_lock lock(meeting_.mutex);
-    auto& slots = meeting_.rounds[round];
-    slots.resize(meeting_.ranks);
-    slots[rank_].assign(static_cast<const uint8_t*>(mine),
-                        static_cast<const uint8_t*>(mine) + bytes);
-    ++meeting_.arrived[round];
-    meeting_.changed.notify_all();
-    if (!meeting_.changed.wait_for(lock, std::chrono::seconds(20),
-                                   [&] { return meeting_.arrived[round] == meeting_.ranks; })) {
-      return Status::failure(HAL_ERROR_TIMEOUT, "a rank never came to set-up");
-    }
-    for (uint32_t r = 0; r < meeting_.ranks; ++r) {
-      if (slots[r].size() != bytes) return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH, "size");
-      std::memcpy(static_cast<uint8_t*>(all) + r * bytes, slots[r].data(), bytes);
-    }
-    return {};
-  }
-
- private:
-  Meeting& meeting_;
-  uint32_t rank_;
-  uint64_t round_ = 0;
-};
-
-// Two processes' set-up over a socket pair.
-class SocketSetup final : public SetupChannel {
- public:
-  SocketSetup(int fd, uint32_t rank) : fd_(fd), rank_(rank) {}
-  uint32_t rank() const override { return rank_; }
-  uint32_t ranks() const override { return 2; }
-  Status all_gather(const void* mine, void* all, size_t bytes) override {
-    auto* out = static_cast<uint8_t*>(all);
-    std::memcpy(out + rank_ * bytes, mine, bytes);
-    if (write(fd_, mine, bytes) != static_cast<ssize_t>(bytes)) {
-      return Status::failure(HAL_ERROR_REMOTE, "write");
-    }
-    size_t got = 0;
-    while (got < bytes) {
-      const ssize_t n = read(fd_, out + (1 - rank_) * bytes + got, bytes - got);
-      if (n <= 0) return Status::failure(HAL_ERROR_REMOTE, "read");
-      got += static_cast<size_t>(n);
-    }
-    return {};
-  }
-
- private:
-  int fd_;
-  uint32_t rank_;
-};
 
 struct Made {
   std::unique_ptr<ShmTransport> transport;

@@ -7,6 +7,7 @@
 
 #include "collective_store.hpp"
 #include "hal_util/hmac.hpp"
+#include "store_peers.hpp"
 
 #include <hal/collective.h>
 #include <hal/device.h>
@@ -33,18 +34,9 @@
 using namespace hal::collective;
 using namespace hal::collective::store_wire;
 using namespace std::chrono_literals;
+using namespace store_test;
 
 namespace {
-
-StoreSecret secret_of(uint8_t seed) {
-  StoreSecret s;
-  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<uint8_t>(seed + i * 7);
-  return s;
-}
-
-Deadline in_ms(uint32_t ms, const std::atomic<bool>* abort = nullptr) {
-  return Deadline::after_ms(ms, abort);
-}
 
 std::string hex(const hal::util::Sha256Digest& d) {
   std::string out;
@@ -55,137 +47,6 @@ std::string hex(const hal::util::Sha256Digest& d) {
   }
   return out;
 }
-
-std::span<const uint8_t> bytes_of(const std::string& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
-
-// A blocking socket to 127.0.0.1:|port| with a receive timeout (a test never hangs).
-int raw_connect(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  return fd;
-}
-
-bool read_exact(int fd, void* data, size_t bytes) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (bytes > 0) {
-    const ssize_t got = ::recv(fd, p, bytes, 0);
-    if (got <= 0) return false;
-    p += got;
-    bytes -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-void write_all(int fd, const void* data, size_t bytes) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (bytes > 0) {
-    const ssize_t sent = ::send(fd, p, bytes, MSG_NOSIGNAL);
-    if (sent <= 0) return;  // the server may have dropped us: that is what some tests want
-    p += sent;
-    bytes -= static_cast<size_t>(sent);
-  }
-}
-
-// True when the server closed |fd| (EOF or reset) within the receive timeout.
-bool closed_by_peer(int fd) {
-  uint8_t byte;
-  while (true) {
-    const ssize_t got = ::recv(fd, &byte, 1, 0);
-    if (got == 0) return true;
-    if (got < 0) return errno == ECONNRESET;
-  }
-}
-
-// Completes the client side of the handshake with |secret| on a raw socket;
-// returns whether the server proved the same secret.
-bool raw_authenticate(int fd, const StoreSecret& secret) {
-  uint8_t challenge[kChallengeBytes];
-  if (!read_exact(fd, challenge, sizeof(challenge))) return false;
-  Nonce server_nonce, client_nonce{};
-  std::memcpy(server_nonce.data(), challenge + 8, kNonceBytes);
-  client_nonce[0] = 42;
-  const Proof mine = proof(secret, "hal-store-client", server_nonce, client_nonce);
-  write_all(fd, client_nonce.data(), kNonceBytes);
-  write_all(fd, mine.data(), kProofBytes);
-  Proof theirs;
-  if (!read_exact(fd, theirs.data(), theirs.size())) return false;
-  return theirs == proof(secret, "hal-store-server", server_nonce, client_nonce);
-}
-
-void send_frame(int fd, uint32_t op, uint64_t argument, const std::string& key,
-                uint64_t value_bytes, const void* value = nullptr) {
-  const Frame frame{op, 0, argument, key.size(), value_bytes};
-  write_all(fd, &frame, sizeof(frame));
-  write_all(fd, key.data(), key.size());
-  if (value != nullptr) write_all(fd, value, value_bytes);
-}
-
-std::shared_ptr<StoreServer> start_store(const StoreSecret& secret, StoreLimits limits = {}) {
-  Status status;
-  auto server = StoreServer::start({"127.0.0.1", 0}, secret, limits, status);
-  INFO(status.message);
-  REQUIRE(server);
-  return server;
-}
-
-// A whole legitimate round trip on a fresh session: the store still serves.
-void check_store_serves(uint16_t port, const StoreSecret& secret) {
-  static std::atomic<int> sessions{0};
-  Status status;
-  auto client = StoreClient::connect({"127.0.0.1", port}, secret, in_ms(5000), status);
-  INFO(status.message);
-  REQUIRE(client);
-  REQUIRE(client->join("probe" + std::to_string(sessions++), 0, 1, in_ms(5000)).ok());
-  const std::string sent = "still serving";
-  REQUIRE(client->set("k", sent.data(), sent.size(), in_ms(5000)).ok());
-  std::vector<uint8_t> got;
-  REQUIRE(client->take("k", got, 100, in_ms(5000)).ok());
-  CHECK(std::string(got.begin(), got.end()) == sent);
-}
-
-// A listener that accepts nothing (and a helper that plays a store).
-struct FakeServer {
-  int fd = -1;
-  uint16_t port = 0;
-  explicit FakeServer(int backlog = 16) {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(addr);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    REQUIRE(::listen(fd, backlog) == 0);
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
-    port = ntohs(addr.sin_port);
-  }
-  ~FakeServer() { ::close(fd); }
-  // Accepts one client and runs the server side of the handshake.
-  int accept_authenticated(const StoreSecret& secret) {
-    const int peer = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
-    REQUIRE(peer >= 0);
-    Nonce server_nonce{};
-    server_nonce[1] = 7;
-    write_all(peer, kChallengeMagic, sizeof(kChallengeMagic));
-    write_all(peer, server_nonce.data(), kNonceBytes);
-    uint8_t response[kResponseBytes];
-    REQUIRE(read_exact(peer, response, sizeof(response)));
-    Nonce client_nonce;
-    std::memcpy(client_nonce.data(), response, kNonceBytes);
-    const Proof mine = proof(secret, "hal-store-server", server_nonce, client_nonce);
-    write_all(peer, mine.data(), mine.size());
-    return peer;
-  }
-};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -297,10 +158,14 @@ TEST_CASE("store: a wrong secret is refused before anything is read", "[store]")
   uint8_t challenge[kChallengeBytes];
   REQUIRE(read_exact(fd, challenge, sizeof(challenge)));
   CHECK(std::memcmp(challenge, kChallengeMagic, sizeof(kChallengeMagic)) == 0);
-  const uint8_t wrong[kResponseBytes] = {};
+  const uint8_t nonce[kNonceBytes] = {};
+  write_all(fd, nonce, sizeof(nonce));
+  Proof servers;
+  REQUIRE(read_exact(fd, servers.data(), servers.size()));
+  const uint8_t wrong[kProofBytes] = {};
   write_all(fd, wrong, sizeof(wrong));
-  send_frame(fd, kJoin, 1, "job", 0);
-  send_frame(fd, kTake, 0, "k", 0);
+  send_frame(fd, nullptr, kJoin, 1, "job", 0);
+  send_frame(fd, nullptr, kTake, 0, "k", 0);
   CHECK(closed_by_peer(fd));
   ::close(fd);
   CHECK(server->dropped() >= 2);
@@ -332,8 +197,9 @@ TEST_CASE("store: length fields beyond the limits drop the peer, allocate nothin
     INFO(c.what);
     const uint64_t before = server->dropped();
     const int fd = raw_connect(server->port());
-    REQUIRE(raw_authenticate(fd, secret));
-    if (c.op == kSet) send_frame(fd, kJoin, 1, "huge", 0);  // rank 0 of 1
+    Seals seals;
+    REQUIRE(raw_authenticate(fd, secret, &seals));
+    if (c.op == kSet) send_frame(fd, seals.out.get(), kJoin, 1, "huge", 0);  // rank 0 of 1
     const Frame frame{c.op, 0, 1, c.key_bytes, c.value_bytes};
     write_all(fd, &frame, sizeof(frame));
     CHECK(closed_by_peer(fd));
@@ -356,16 +222,14 @@ TEST_CASE("store: a client refuses a reply larger than it expects", "[store]") {
   FakeServer fake;
   Status status;
   std::thread serve([&] {
-    const int peer = fake.accept_authenticated(secret);
+    Seals seals;
+    const int peer = fake.accept_authenticated(secret, &seals);
     Frame request{};
-    read_exact(peer, &request, sizeof(request));  // the join
-    std::vector<char> key(request.key_bytes);
-    read_exact(peer, key.data(), key.size());
-    const Frame ok{kReply, 0, 0, 0, 0};
-    write_all(peer, &ok, sizeof(ok));
-    read_exact(peer, &request, sizeof(request));  // the take
-    key.resize(request.key_bytes);
-    read_exact(peer, key.data(), key.size());
+    std::vector<uint8_t> body;
+    read_frame(peer, request, body);  // the join
+    const auto ok = sealed_frame(*seals.out, Frame{kReply, 0, 0, 0, 0}, {}, {});
+    write_all(peer, ok.data(), ok.size());
+    read_frame(peer, request, body);  // the take
     const Frame huge{kReply, 0, uint64_t{1} << 40, 0, uint64_t{1} << 40};
     write_all(peer, &huge, sizeof(huge));
     closed_by_peer(peer);
@@ -391,8 +255,9 @@ TEST_CASE("store: truncated and garbage frames drop the peer, the store serves o
   for (int i = 0; i < 40; ++i) {
     const int fd = raw_connect(server->port());
     const bool authenticate = i % 4 != 0;
-    if (authenticate) REQUIRE(raw_authenticate(fd, secret));
-    if (i % 3 == 0) send_frame(fd, kJoin, 2, "garbage" + std::to_string(i), 0);
+    Seals seals;
+    if (authenticate) REQUIRE(raw_authenticate(fd, secret, &seals));
+    if (i % 3 == 0) send_frame(fd, seals.out.get(), kJoin, 2, "garbage" + std::to_string(i), 0);
     std::vector<uint8_t> junk(random() % 300);
     for (uint8_t& b : junk) b = static_cast<uint8_t>(random());
     // Sometimes a plausible header with small random sizes, then a cut.
@@ -669,7 +534,7 @@ TEST_CASE("store: the fixed-session store's secret file must be private", "[stor
   char path[] = "/tmp/hal_store_secret_XXXXXX";
   const int fd = ::mkstemp(path);
   REQUIRE(fd >= 0);
-  const std::string text = "a secret long enough for the store\n";
+  const std::string text = "eb46871195dd075bb400aa1147c38bc010e37e6847ef9cf8f29e7161e351843b\n";
   REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
   ::close(fd);
   ::setenv("HAL_COMM_STORE_SECRET_FILE", path, 1);

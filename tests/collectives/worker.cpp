@@ -2,6 +2,10 @@
 // mpirun (MPI bootstrap, the cpu plugin's MPI path) and as a child of
 // multiprocess_test (unique-id bootstrap, the loader's TCP-store path).
 //
+//   collectives_worker mpi kill|stop <k>        over MPI_COMM_WORLD, rank k dies (or
+//                                               stops: SIGSTOP) mid-run; every survivor
+//                                               must fail, and exit (each rank names its
+//                                               pid first, on stderr; mpi_failed_peer.py)
 //   collectives_worker mpi [expect shm|mpi]     the matrix (collectives, then MoE
 //                                               dispatch/combine) over MPI_COMM_WORLD,
 //                                               the small calls' inline path,
@@ -373,10 +377,17 @@ int main(int argc, char** argv) {
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
     const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
     if (rank == nullptr || size == nullptr) return fail("not started by Open MPI's mpirun");
-    if (!option.empty() && option != "expect") return fail("bad arguments");
+    if (!option.empty() && option != "expect" && option != "kill" && option != "stop") {
+      return fail("bad arguments");
+    }
     self.rank = static_cast<uint32_t>(std::atoi(rank));
     n = static_cast<uint32_t>(std::atoi(size));
     config.bootstrap = HAL_COMM_BOOTSTRAP_MPI;
+    if (option == "kill" || option == "stop") {
+      config.timeout_ms = 2000;  // a kill test fails fast either way
+      std::fprintf(stderr, "collectives_worker: rank %u pid %d\n", self.rank,
+                   static_cast<int>(getpid()));
+    }
   } else if (mode == "store" && argc >= 5 && parse_id(argv[2], id)) {
     self.rank = static_cast<uint32_t>(std::atoi(argv[3]));
     n = static_cast<uint32_t>(std::atoi(argv[4]));
@@ -396,8 +407,9 @@ int main(int argc, char** argv) {
   }
   if (hal_stream_create(self.device, 0, &self.stream) != HAL_SUCCESS) return fail("stream");
   int status = 0;
-  if (option == "kill") {
-    const std::string failure = run_kill(self, static_cast<uint32_t>(std::atoi(argv[6])));
+  if (option == "kill" || option == "stop") {
+    const uint32_t victim = static_cast<uint32_t>(std::atoi(argv[options_at + 1]));
+    const std::string failure = run_kill(self, victim, option == "stop" ? SIGSTOP : SIGKILL);
     status = failure.empty() ? 0 : fail(failure);
   } else {
     status = run_matrix(self, n, mode == "mpi");
@@ -410,7 +422,8 @@ int main(int argc, char** argv) {
   // Last: each of these leaves a communicator failed (and its stream lost).
   // Without the segment (HAL_COMM_SHM=0) a peer's abort is seen at the
   // deadline only, as MPI gives no word of it.
-  if (status == 0 && mode == "mpi" && expected_path != "mpi") {
+  if (status == 0 && mode == "mpi" && expected_path != "mpi" && option != "kill" &&
+      option != "stop") {
     status = run_shared_segment_failures(self, n, config);
   } else {
     hal_stream_destroy(self.stream);

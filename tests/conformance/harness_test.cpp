@@ -1,8 +1,16 @@
 // Unit tests of halconform's harness pieces that need no device: globs,
-// known-failure data, the worker pipe protocol, JSON quoting, the record's layout.
+// known-failure data, the worker pipe protocol, JSON quoting, the record's
+// layout, the API model read from the headers, the coverage report, the
+// description of a hang.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <map>
+
+#include "api_model.hpp"
+#include "coverage.hpp"
 #include "expectations.hpp"
+#include "in_flight.hpp"
 #include "json_writer.hpp"
 #include "protocol.hpp"
 #include "registry.hpp"
@@ -81,7 +89,7 @@ TEST_CASE("one record holds every device of the run, each with its own verdict")
     run.devices.push_back(device);
   }
   const std::string json = certification_json(run);
-  CHECK(json.find("\"record_version\": 2") != std::string::npos);
+  CHECK(json.find("\"record_version\": 3") != std::string::npos);
   CHECK(json.find("\"verdict\": \"fail\"") < json.find("\"devices\""));  // the run's verdict
   size_t devices = 0;
   for (size_t at = json.find("\"fingerprint\""); at != std::string::npos;
@@ -93,4 +101,82 @@ TEST_CASE("one record holds every device of the run, each with its own verdict")
   // Every capability and format by name: no bare numbers such as |256 or |64.
   CHECK(json.find("HAL_DEVICE_CAP_KERNELS|HAL_DEVICE_CAP_COLLECTIVES") != std::string::npos);
   CHECK(json.find("\"module_formats\": \"HAL_MODULE_FORMAT_HAL_DIALECT\"") != std::string::npos);
+}
+
+TEST_CASE("the API model read from the headers holds every function, enum and descriptor") {
+  const model::Function* memcpy_async = nullptr;
+  for (const model::Function& f : model::functions()) {
+    if (std::string_view(f.name) == "hal_memcpy_async") memcpy_async = &f;
+  }
+  REQUIRE(memcpy_async != nullptr);
+  std::vector<std::string> results;
+  for (const char* const* r = memcpy_async->results; *r != nullptr; ++r) results.push_back(*r);
+  // Its comment's list, and the "A/B" shorthand (INVALID_HANDLE/DESTROYED_HANDLE).
+  CHECK(std::count(results.begin(), results.end(), "HAL_ERROR_OUT_OF_BOUNDS") == 1);
+  CHECK(std::count(results.begin(), results.end(), "HAL_ERROR_DESTROYED_HANDLE") == 1);
+  const model::EnumType* kinds = model::find_enum("hal_memory_kind_t");
+  REQUIRE(kinds != nullptr);
+  CHECK(kinds->values.size() == 3);  // *_MAX_ENUM is not a value
+  CHECK(model::enum_label("hal_dtype_t", HAL_DTYPE_BF16) == "HAL_DTYPE_BF16");
+  CHECK(model::enum_label("hal_dtype_t", 99) == "99 (not a hal_dtype_t)");
+  const model::EnumType* flags = model::find_enum("hal_event_flag_bits_t");
+  REQUIRE(flags != nullptr);
+  CHECK(flags->bitmask);
+  bool softmax_backward = false;
+  for (const model::OpDescriptor& op : model::op_descriptors()) {
+    if (std::string_view(op.kind_name) == "HAL_OP_SOFTMAX_BACKWARD") {
+      softmax_backward = std::string_view(op.descriptor) == "hal_op_softmax_desc_t";
+    }
+  }
+  CHECK(softmax_backward);
+  const model::StructType* launch = model::find_struct("hal_launch_config_t");
+  REQUIRE(launch != nullptr);
+  CHECK(launch->fields.size() == 6);
+}
+
+TEST_CASE("the coverage report: covered, not applicable, waived and uncovered paths") {
+  hal_device_properties_t properties{};
+  properties.struct_size = sizeof(properties);
+  properties.capabilities = HAL_DEVICE_CAP_HOST_MEMORY;  // no SHARED_MEMORY, no PEER_ACCESS
+  std::map<std::string, std::vector<std::string>> recorded = {
+      {"core.a", {"memcpy:host->HOST", "result:hal_memcpy_async:HAL_SUCCESS"}},
+      {"core.b", {"memcpy:host->HOST", "made:up:path"}}};
+  const coverage::DeviceCoverage c = coverage::evaluate(properties, 1, recorded);
+  auto status = [&](const std::string& name) {
+    for (const coverage::PathResult& p : c.paths) {
+      if (p.name == name) return std::string(coverage::path_status_name(p.status));
+    }
+    return std::string("absent");
+  };
+  CHECK(status("memcpy:host->HOST") == "covered");
+  CHECK(status("memcpy:host->SHARED") == "not_applicable");  // the capability is missing
+  CHECK(status("memcpy:peer_DEVICE->DEVICE") == "not_applicable");
+  CHECK(status("memcpy:DEVICE->DEVICE") == "uncovered");
+  CHECK(status("result:hal_device_count:HAL_ERROR_NOT_INITIALIZED") == "waived");
+  CHECK(status("result:hal_memcpy_async:HAL_SUCCESS") == "covered");
+  for (const coverage::PathResult& p : c.paths) {
+    if (p.name == "memcpy:host->HOST")
+      CHECK(p.tests == std::vector<std::string>{"core.a", "core.b"});
+  }
+  CHECK(c.unlisted == std::vector<std::string>{"made:up:path"});
+  CHECK(c.covered + c.uncovered + c.waived + c.not_applicable == c.paths.size());
+}
+
+TEST_CASE("a hang names the call in flight, on the test's thread first") {
+  InFlightTable table{};
+  for (InFlightSlot& slot : table.slots) slot.function.store(kNoCall);
+  CHECK(describe_in_flight(table).empty());
+  uint32_t synchronize = 0;
+  for (size_t i = 0; i < model::functions().size(); ++i) {
+    if (std::string_view(model::functions()[i].name) == "hal_stream_synchronize") {
+      synchronize = static_cast<uint32_t>(i);
+    }
+  }
+  table.test_thread.store(42);
+  table.slots[3].thread_id.store(42);
+  table.slots[3].since_ns.store(monotonic_ns() - 5'000'000'000ull);
+  table.slots[3].function.store(synchronize);
+  const std::string text = describe_in_flight(table);
+  CHECK(text.find("hal_stream_synchronize has not returned after 5.") == 0);
+  CHECK(text.find("on the test's thread") != std::string::npos);
 }

@@ -35,6 +35,8 @@ def check(record, args):
                     problems.append(f"{where}: profile {profile['name']} counts {profile[status]} "
                                     f"{status}, its tests {statuses[(profile['name'], status)]}")
         failing = any(t["status"] in ("fail", "xpass") for t in device["tests"])
+        # A device on which no conformance kernel loads never passes.
+        failing |= device.get("kernels", {}).get("status") == "not certified"
         if device["verdict"] != ("fail" if failing else "pass"):
             problems.append(f"{where}: verdict {device['verdict']} disagrees with its tests")
     if args.devices is not None and len(devices) != args.devices:

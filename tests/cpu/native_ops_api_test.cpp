@@ -473,7 +473,7 @@ TEST_CASE("what cpu.native declines goes on with its reason", "[cpu][api][ops][n
   hal_op_plan_t plan = plan_of(session, &desc.header, false);
   std::string declines;
   CHECK(implementation_of(plan, &declines) == "portable");
-  CHECK_THAT(declines, Catch::Contains("cpu: GELU_ERF"));
+  CHECK_THAT(declines, Catch::Contains("cpu.native: GELU_ERF"));
   hal_op_plan_destroy(plan);
 
   hal_op_reduce_desc_t reduce{};

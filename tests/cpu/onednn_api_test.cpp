@@ -140,12 +140,12 @@ TEST_CASE("what cpu.onednn declines goes on to the next implementation with its 
   if (result == HAL_SUCCESS) {
     const hal_op_plan_info_t info = info_of(plan);
     CHECK(std::string(info.implementation) != "cpu.onednn");
-    CHECK_THAT(std::string(info.declines), Catch::Contains("cpu: SAVE_AUX"));
+    CHECK_THAT(std::string(info.declines), Catch::Contains("cpu.onednn: SAVE_AUX"));
     REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
   } else {
     // No portable matmul in this build: the failure lists the decline.
     CHECK(result == HAL_ERROR_UNSUPPORTED);
-    CHECK_THAT(std::string(hal_error_last_message()), Catch::Contains("cpu: SAVE_AUX"));
+    CHECK_THAT(std::string(hal_error_last_message()), Catch::Contains("cpu.onednn: SAVE_AUX"));
   }
 }
 
@@ -163,13 +163,13 @@ TEST_CASE("HAL_OPS_IMPLEMENTATIONS=portable keeps matmul off cpu.onednn", "[cpu]
     REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
   } else {
     CHECK(result == HAL_ERROR_UNSUPPORTED);
-    CHECK_THAT(message, Catch::Contains("cpu: excluded by HAL_OPS_IMPLEMENTATIONS"));
+    CHECK_THAT(message, Catch::Contains("cpu.onednn: excluded by HAL_OPS_IMPLEMENTATIONS"));
   }
 }
 
 // SPEC §12: a token names an implementation ("cpu.onednn") or its first
-// component ("cpu"). A plugin's implementation is known once it has planned,
-// so one excluded by name is declined after planning, with that name.
+// component ("cpu"). The plugin names its implementation before planning
+// (op_implementation), so one excluded by name is declined unasked.
 TEST_CASE("HAL_OPS_IMPLEMENTATIONS takes implementation names, not only plugin names",
           "[cpu][api][ops]") {
   Session session;

@@ -746,7 +746,7 @@ TEST_CASE("matmul cases cuBLASLt cannot express fall through to the portable imp
     if (entry.edit != nullptr) entry.edit(desc);
     hal_op_plan_t plan = nullptr;
     const hal_result_t result = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
-    const std::string expected = std::string("cuda: cuBLASLt: ");
+    const std::string expected = std::string("cuda.cublaslt: cuBLASLt: ");
     if (result == HAL_SUCCESS) {
       // The fake driver lists the HAL dialect (NVRTC is here), so the
       // portable kernels plan; the fake runs no kernels, so their numbers
@@ -776,7 +776,8 @@ TEST_CASE("matmul declines with the dlerror when cuBLASLt is absent", "[cublaslt
   hal_op_plan_t plan = nullptr;
   const hal_result_t result = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
   const std::string expected =
-      "cuda: cuBLASLt: /nonexistent/libcublasLt.so.13 not found: /nonexistent/libcublasLt.so.13: "
+      "cuda.cublaslt: cuBLASLt: /nonexistent/libcublasLt.so.13 not found: "
+      "/nonexistent/libcublasLt.so.13: "
       "cannot open shared object file";
   if (result == HAL_SUCCESS) {
     const std::string declines = info_of(plan).declines;
@@ -804,8 +805,10 @@ TEST_CASE("cuBLASLt's failures carry the cublasStatus_t and its name", "[cublasl
     const std::string text = result == HAL_SUCCESS ? std::string(info_of(plan).declines)
                                                    : std::string(last_detail().message);
     CAPTURE(text);
-    CHECK(text.find("cuda: cuBLASLt: cublasLtCreate failed: CUBLAS_STATUS_NOT_INITIALIZED (1)") !=
-          std::string::npos);
+    CHECK(
+        text.find(
+            "cuda.cublaslt: cuBLASLt: cublasLtCreate failed: CUBLAS_STATUS_NOT_INITIALIZED (1)") !=
+        std::string::npos);
     if (result == HAL_SUCCESS) hal_op_plan_destroy(plan);
   }
   SECTION("no algorithm: the plan declines with the heuristic's status") {
@@ -880,6 +883,6 @@ TEST_CASE("other ops are declined by the cuda plugin with a reason", "[cublaslt]
                                                  : std::string(last_detail().message);
   CAPTURE(text);
   CHECK(text.find("cuda: ") != std::string::npos);
-  CHECK(text.find("has no native implementation in the cuda plugin yet") != std::string::npos);
+  CHECK(text.find("the plugin has no implementation of its own for softmax") != std::string::npos);
   if (result == HAL_SUCCESS) hal_op_plan_destroy(plan);
 }

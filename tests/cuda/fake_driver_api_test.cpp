@@ -7,8 +7,12 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +28,7 @@ namespace {
 constexpr int64_t CUDA_ERROR_OUT_OF_MEMORY_CODE = 2;
 constexpr int64_t CUDA_ERROR_INVALID_PTX_CODE = 218;
 constexpr int64_t CUDA_ERROR_NOT_FOUND_CODE = 500;
+constexpr int CUDA_ERROR_ILLEGAL_ADDRESS_CODE = 700;
 
 // Every test runs the cuda plugin over the stand-in driver.
 [[maybe_unused]] const bool kEnvironment = [] {
@@ -45,6 +50,16 @@ struct Fake {
     launch_get = reinterpret_cast<fake_cuda_launch_get_fn>(dlsym(handle, "fake_cuda_launch_get"));
     live = reinterpret_cast<fake_cuda_live_fn>(dlsym(handle, "fake_cuda_live"));
     set_paused = reinterpret_cast<fake_cuda_set_paused_fn>(dlsym(handle, "fake_cuda_set_paused"));
+    foreign_context =
+        reinterpret_cast<fake_cuda_foreign_context_fn>(dlsym(handle, "fake_cuda_foreign_context"));
+    inject_fault =
+        reinterpret_cast<fake_cuda_inject_fault_fn>(dlsym(handle, "fake_cuda_inject_fault"));
+    set_current = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cuCtxSetCurrent"));
+    get_current = reinterpret_cast<int (*)(void**)>(dlsym(handle, "cuCtxGetCurrent"));
+    REQUIRE(foreign_context != nullptr);
+    REQUIRE(inject_fault != nullptr);
+    REQUIRE(set_current != nullptr);
+    REQUIRE(get_current != nullptr);
     REQUIRE(launch_count != nullptr);
     REQUIRE(launch_get != nullptr);
     REQUIRE(live != nullptr);
@@ -56,6 +71,35 @@ struct Fake {
   fake_cuda_launch_get_fn launch_get = nullptr;
   fake_cuda_live_fn live = nullptr;
   fake_cuda_set_paused_fn set_paused = nullptr;
+  fake_cuda_foreign_context_fn foreign_context = nullptr;
+  fake_cuda_inject_fault_fn inject_fault = nullptr;
+  int (*set_current)(void*) = nullptr;  // cuCtxSetCurrent, as the CUDA runtime calls it
+  int (*get_current)(void**) = nullptr;
+  void* current() const {
+    void* context = nullptr;
+    REQUIRE(get_current(&context) == 0);
+    return context;
+  }
+};
+
+// A host function that holds its stream until the test opens the gate (or
+// 20 s pass: a caller blocked behind it fails the test instead of hanging).
+struct Gate {
+  std::atomic<bool> open{false};
+  std::atomic<bool> passed{false};
+  std::atomic<bool> timed_out{false};
+  static void wait(void* user) {
+    auto* gate = static_cast<Gate*>(user);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!gate->open.load()) {
+      if (std::chrono::steady_clock::now() > until) {
+        gate->timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    gate->passed = true;
+  }
 };
 
 using gpu_api_test::config;
@@ -100,7 +144,10 @@ TEST_CASE("each GPU is a device with the driver's properties") {
     CHECK(p.type == HAL_DEVICE_TYPE_GPU);
     CHECK(p.plugin_device_index == index);
     CHECK(p.compute_units == static_cast<uint32_t>(sms));
-    CHECK(p.total_memory_bytes == (uint64_t{2} << 30));
+    // What a context can allocate: the fake's 2 GiB less its context's 300 MiB
+    // and the plugin's 128 MiB of headroom (device.cpp), not cuDeviceTotalMem.
+    CHECK(p.total_memory_bytes == (uint64_t{2048 - 300 - 128} << 20));
+    CHECK(p.max_allocation_bytes == p.total_memory_bytes);
     CHECK(p.min_alignment_bytes == 256);
     CHECK(p.max_threads_per_block == 1024);
     CHECK(p.max_block_dims[2] == 64);
@@ -431,7 +478,7 @@ TEST_CASE("shutdown gives every driver object back, even those the application l
     REQUIRE(hal_event_create(session.device(), 0, &event) == HAL_SUCCESS);
     hal_module_t module = nullptr;
     REQUIRE(load(session.device(), HAL_MODULE_FORMAT_PTX, kPtx, &module) == HAL_SUCCESS);
-    CHECK(fake.live("contexts") == 2);
+    CHECK(fake.live("contexts") == 1);  // device 1 was never used: no context there
     CHECK(fake.live("modules") == 1);
   }
   CHECK(fake.live("allocations") == 0);
@@ -494,4 +541,274 @@ TEST_CASE("a library without cuGetProcAddress_v2 is not left loaded in the proce
   CHECK(still_loaded == nullptr);
   if (still_loaded != nullptr) dlclose(still_loaded);
   hal_shutdown();
+}
+
+TEST_CASE("primary contexts are retained on first use and never left current on the caller") {
+  Fake fake;
+  REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+  // Measuring the memory at load retained and released each context: none is held.
+  CHECK(fake.live("contexts") == 0);
+  hal_device_t first = nullptr, second = nullptr;
+  REQUIRE(hal_device_get(0, &first) == HAL_SUCCESS);
+  REQUIRE(hal_device_get(1, &second) == HAL_SUCCESS);
+  // The CUDA runtime's context (PyTorch's current device) on this thread.
+  void* const foreign = fake.foreign_context();
+  REQUIRE(fake.set_current(foreign) == 0);
+  void* memory = nullptr;
+  REQUIRE(hal_mem_alloc(first, HAL_MEMORY_DEVICE, 4096, 0, &memory) == HAL_SUCCESS);
+  CHECK(fake.current() == foreign);
+  CHECK(fake.live("contexts") == 1);  // the first device's, on its first use
+  hal_stream_t stream = nullptr;
+  REQUIRE(hal_stream_create(first, 0, &stream) == HAL_SUCCESS);
+  std::vector<uint8_t> input(4096, 0x11), output(4096, 0);
+  REQUIRE(hal_memcpy_async(memory, input.data(), input.size(), stream) == HAL_SUCCESS);
+  REQUIRE(hal_memcpy_async(output.data(), memory, output.size(), stream) == HAL_SUCCESS);
+  REQUIRE(hal_stream_synchronize(stream) == HAL_SUCCESS);
+  CHECK(output == input);
+  CHECK(fake.current() == foreign);
+  // No context current stays no context current.
+  REQUIRE(fake.set_current(nullptr) == 0);
+  void* other = nullptr;
+  REQUIRE(hal_mem_alloc(second, HAL_MEMORY_DEVICE, 4096, 0, &other) == HAL_SUCCESS);
+  CHECK(fake.current() == nullptr);
+  CHECK(fake.live("contexts") == 2);
+  CHECK(hal_mem_free(other) == HAL_SUCCESS);
+  CHECK(hal_mem_free(memory) == HAL_SUCCESS);
+  CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+  CHECK(fake.current() == nullptr);
+  hal_shutdown();
+  CHECK(fake.live("contexts") == 0);
+}
+
+TEST_CASE("the declared total memory can be allocated, all live at once, and no more") {
+  Session session;
+  hal_device_properties_t p{};
+  p.struct_size = sizeof(p);
+  REQUIRE(hal_device_get_properties(session.device(), &p) == HAL_SUCCESS);
+  std::vector<void*> live;
+  uint64_t allocated = 0;
+  const uint64_t chunk = p.total_memory_bytes / 8 / (2 << 20) * (2 << 20);
+  while (allocated < p.total_memory_bytes) {
+    const uint64_t size = std::min(chunk, p.total_memory_bytes - allocated);
+    void* pointer = nullptr;
+    INFO("after " << allocated << " of " << p.total_memory_bytes << " bytes");
+    REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, size, 0, &pointer) == HAL_SUCCESS);
+    live.push_back(pointer);
+    allocated += size;
+  }
+  for (void* pointer : live) CHECK(hal_mem_free(pointer) == HAL_SUCCESS);
+}
+
+TEST_CASE("pageable host memory: copies and fills return at once and keep stream order") {
+  Session session;
+  void* device_memory = nullptr;
+  // Larger than the plugin's 4 MiB staging buffer: several chunks each way.
+  const size_t size = (size_t{9} << 20) + 333;
+  REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, size, 0, &device_memory) ==
+          HAL_SUCCESS);
+  std::mt19937 random(20261207);
+  std::vector<uint8_t> source(size), written(size), back(size, 0), copied(size, 0), filled(size, 0);
+  for (uint8_t& byte : written) byte = static_cast<uint8_t>(random());
+  struct Write {
+    std::vector<uint8_t>* to;
+    const std::vector<uint8_t>* from;
+  } write{&source, &written};
+  Gate gate;
+  // Stream order: the gate, then a host function that writes the source,
+  // then the copies. A copy that read the source when it was enqueued, or a
+  // call that waited for the stream, fails here.
+  REQUIRE(hal_stream_enqueue_host_fn(session.stream(), Gate::wait, &gate) == HAL_SUCCESS);
+  REQUIRE(hal_stream_enqueue_host_fn(
+              session.stream(),
+              [](void* user) {
+                auto* w = static_cast<Write*>(user);
+                *w->to = *w->from;
+              },
+              &write) == HAL_SUCCESS);
+  REQUIRE(hal_memcpy_async(device_memory, source.data(), size, session.stream()) == HAL_SUCCESS);
+  REQUIRE(hal_memcpy_async(back.data(), device_memory, size, session.stream()) == HAL_SUCCESS);
+  REQUIRE(hal_memcpy_async(copied.data(), source.data(), size, session.stream()) == HAL_SUCCESS);
+  REQUIRE(hal_memset_async(filled.data() + 7, 0xc3, size - 14, session.stream()) == HAL_SUCCESS);
+  // Every call returned with the stream held at the gate.
+  CHECK_FALSE(gate.passed.load());
+  gate.open = true;
+  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  CHECK_FALSE(gate.timed_out.load());
+  CHECK(back == written);
+  CHECK(copied == written);
+  CHECK(filled[6] == 0);
+  CHECK(filled[7] == 0xc3);
+  CHECK(filled[size - 8] == 0xc3);
+  CHECK(filled[size - 7] == 0);
+  CHECK(std::count(filled.begin(), filled.end(), 0xc3) == static_cast<long>(size - 14));
+  CHECK(hal_mem_free(device_memory) == HAL_SUCCESS);
+}
+
+TEST_CASE("a fatal CUDA error loses the device, stickily; the other device keeps working") {
+  Fake fake;
+  Session session;
+  void* memory = nullptr;
+  REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, 4096, 0, &memory) == HAL_SUCCESS);
+  REQUIRE(hal_memset_async(memory, 1, 4096, session.stream()) == HAL_SUCCESS);
+  // A kernel touched an illegal address: the context is unusable from now on.
+  fake.inject_fault(0, CUDA_ERROR_ILLEGAL_ADDRESS_CODE);
+  CHECK(hal_stream_synchronize(session.stream()) == HAL_ERROR_DEVICE_LOST);
+  hal_error_detail_t detail = last_detail();
+  CHECK(detail.native_code == CUDA_ERROR_ILLEGAL_ADDRESS_CODE);
+  CHECK(std::string(detail.message).find("cuStreamSynchronize") != std::string::npos);
+  // Sticky: every later call on the device is DEVICE_LOST, without reaching the driver.
+  void* more = nullptr;
+  CHECK(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, 4096, 0, &more) ==
+        HAL_ERROR_DEVICE_LOST);
+  CHECK(last_detail().native_code == CUDA_ERROR_ILLEGAL_ADDRESS_CODE);
+  hal_stream_t stream = nullptr;
+  CHECK(hal_stream_create(session.device(), 0, &stream) == HAL_ERROR_DEVICE_LOST);
+  CHECK(hal_stream_query(session.stream()) == HAL_ERROR_DEVICE_LOST);
+  CHECK(hal_device_synchronize(session.device()) == HAL_ERROR_DEVICE_LOST);
+  // Not a bad module: the driver is never asked (it would answer 700 to a
+  // module too, which the plugin would otherwise read as an invalid image).
+  hal_module_t module = nullptr;
+  CHECK(load(session.device(), HAL_MODULE_FORMAT_PTX, kPtx, &module) == HAL_ERROR_DEVICE_LOST);
+  // The lost device's memory is freed without an error (SPEC §4.4).
+  CHECK(hal_mem_free(memory) == HAL_SUCCESS);
+  // The other GPU's context is its own.
+  hal_device_t second = nullptr;
+  REQUIRE(hal_device_get(1, &second) == HAL_SUCCESS);
+  void* fine = nullptr;
+  REQUIRE(hal_mem_alloc(second, HAL_MEMORY_DEVICE, 4096, 0, &fine) == HAL_SUCCESS);
+  hal_stream_t second_stream = nullptr;
+  REQUIRE(hal_stream_create(second, 0, &second_stream) == HAL_SUCCESS);
+  REQUIRE(hal_memset_async(fine, 2, 4096, second_stream) == HAL_SUCCESS);
+  CHECK(hal_stream_synchronize(second_stream) == HAL_SUCCESS);
+  CHECK(hal_stream_destroy(second_stream) == HAL_SUCCESS);
+  CHECK(hal_mem_free(fine) == HAL_SUCCESS);
+}
+
+TEST_CASE("host functions of different streams never share the driver's thread, and may use HAL") {
+  // The stand-in driver runs every stream's cuLaunchHostFunc functions on one
+  // thread and refuses CUDA calls there, as CUDA may: a HAL host function
+  // that blocks until another stream's host function opens its gate, or that
+  // calls HAL, would stall or fail there.
+  Session session;
+  hal_stream_t other = nullptr;
+  REQUIRE(hal_stream_create(session.device(), 0, &other) == HAL_SUCCESS);
+  void* memory = nullptr;
+  REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_HOST, 4096, 0, &memory) == HAL_SUCCESS);
+  Gate gate;
+  struct Opener {
+    Gate* gate;
+    hal_stream_t third;
+    void* memory;
+    hal_result_t fill = HAL_ERROR_INTERNAL, sync = HAL_ERROR_INTERNAL;
+  };
+  hal_stream_t third = nullptr;
+  REQUIRE(hal_stream_create(session.device(), 0, &third) == HAL_SUCCESS);
+  Opener opener{&gate, third, memory};
+  REQUIRE(hal_stream_enqueue_host_fn(session.stream(), Gate::wait, &gate) == HAL_SUCCESS);
+  REQUIRE(hal_stream_enqueue_host_fn(
+              other,
+              [](void* user) {
+                auto* o = static_cast<Opener*>(user);
+                // HAL on another stream of the device, from a host function.
+                o->fill = hal_memset_async(o->memory, 0x3d, 4096, o->third);
+                o->sync = hal_stream_synchronize(o->third);
+                o->gate->open = true;
+              },
+              &opener) == HAL_SUCCESS);
+  CHECK(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  CHECK(hal_stream_synchronize(other) == HAL_SUCCESS);
+  CHECK_FALSE(gate.timed_out.load());
+  CHECK(gate.passed.load());
+  CHECK(opener.fill == HAL_SUCCESS);
+  CHECK(opener.sync == HAL_SUCCESS);
+  CHECK(static_cast<const uint8_t*>(memory)[4095] == 0x3d);
+  // Work after a host function waits for it to return.
+  std::vector<int> order;
+  struct Step {
+    std::vector<int>* order;
+    int value;
+  } first{&order, 1}, second{&order, 2};
+  const auto step = [](void* user) {
+    auto* s = static_cast<Step*>(user);
+    std::this_thread::sleep_for(std::chrono::milliseconds(s->value == 1 ? 20 : 0));
+    s->order->push_back(s->value);
+  };
+  REQUIRE(hal_stream_enqueue_host_fn(other, step, &first) == HAL_SUCCESS);
+  REQUIRE(hal_memset_async(memory, 0x11, 16, other) == HAL_SUCCESS);
+  REQUIRE(hal_stream_enqueue_host_fn(other, step, &second) == HAL_SUCCESS);
+  CHECK(hal_stream_synchronize(other) == HAL_SUCCESS);
+  CHECK(order == std::vector<int>{1, 2});
+  CHECK(hal_stream_destroy(third) == HAL_SUCCESS);
+  CHECK(hal_stream_destroy(other) == HAL_SUCCESS);
+  CHECK(hal_mem_free(memory) == HAL_SUCCESS);
+}
+
+TEST_CASE("an older driver is negotiated down, and one too old is named with both versions") {
+  setenv("HAL_FAKE_CUDA_DRIVER_VERSION", "12040", 1);  // CUDA 12.4 under the 13.0 headers
+  REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+  uint32_t count = 0;
+  CHECK(hal_device_count(&count) == HAL_SUCCESS);
+  CHECK(count == 2);
+  if (count > 0) {
+    hal_device_t device = nullptr;
+    REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
+    hal_device_properties_t p{};
+    p.struct_size = sizeof(p);
+    REQUIRE(hal_device_get_properties(device, &p) == HAL_SUCCESS);
+    CHECK(std::string(p.driver_version) == "CUDA driver 12.4");
+  }
+  hal_shutdown();
+  setenv("HAL_FAKE_CUDA_DRIVER_VERSION", "11080", 1);
+  REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+  unsetenv("HAL_FAKE_CUDA_DRIVER_VERSION");
+  CHECK(hal_device_count(&count) == HAL_SUCCESS);
+  CHECK(count == 0);
+  hal_plugin_report_t report{};
+  report.struct_size = sizeof(report);
+  REQUIRE(hal_plugin_report_get(0, &report) == HAL_SUCCESS);
+  CHECK(report.outcome == HAL_PLUGIN_LOADED);
+  const std::string reason = report.reason;
+  INFO(reason);
+  CHECK(reason.find("the driver supports CUDA 11.8, the plugin was built with CUDA 13.0 headers "
+                    "and needs a driver for CUDA 12.0 or later; 0 devices") != std::string::npos);
+  hal_shutdown();
+}
+
+TEST_CASE(
+    "without stream memory operations, a host function's HAL call is refused, not deadlocked") {
+  setenv("HAL_FAKE_CUDA_NO_STREAM_MEMOPS", "1", 1);
+  Fake fake;
+  {
+    Session session;
+    hal_stream_t other = nullptr;
+    REQUIRE(hal_stream_create(session.device(), 0, &other) == HAL_SUCCESS);
+    struct Calls {
+      hal_device_t device;
+      hal_stream_t other;
+      hal_result_t created = HAL_SUCCESS;
+      hal_result_t synchronized = HAL_SUCCESS;
+      bool ran = false;
+    } calls{session.device(), other};
+    // On the driver's thread: a HAL call on a cuda device would be a CUDA
+    // call there, which CUDA forbids; the plugin refuses it before the driver.
+    REQUIRE(hal_stream_enqueue_host_fn(
+                session.stream(),
+                [](void* user) {
+                  auto* c = static_cast<Calls*>(user);
+                  hal_event_t event = nullptr;
+                  c->created = hal_event_create(c->device, 0, &event);
+                  c->synchronized = hal_stream_synchronize(c->other);
+                  c->ran = true;
+                },
+                &calls) == HAL_SUCCESS);
+    CHECK(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+    CHECK(calls.ran);
+    CHECK(calls.created == HAL_ERROR_INVALID_STATE);
+    CHECK(calls.synchronized == HAL_ERROR_INVALID_STATE);
+    CHECK(fake.live("driver_thread_calls") == 0);  // refused before the driver
+    // The same calls from the application's thread work.
+    CHECK(hal_stream_synchronize(other) == HAL_SUCCESS);
+    CHECK(hal_stream_destroy(other) == HAL_SUCCESS);
+  }
+  unsetenv("HAL_FAKE_CUDA_NO_STREAM_MEMOPS");
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "nvrtc.hpp"
+#include "sources.hpp"
 
 namespace {
 
@@ -68,6 +69,30 @@ TEST_CASE("every conformance dialect kernel compiles to PTX with NVRTC") {
     INFO(kernel.entry);
     CHECK(entries.count(kernel.entry) == 1);  // extern "C": the name is not mangled
   }
+}
+
+TEST_CASE("every portable operator family's kernels compile to PTX with NVRTC") {
+  const auto nvrtc = open_nvrtc();
+  const std::regex kernel_keyword(R"((^|\n)kernel\s)");
+  size_t total = 0;
+  // Exactly the sources libhal embeds, every family ops/CMakeLists.txt lists.
+  for (const std::string_view family : hal::ops::portable::portable_families()) {
+    INFO(family);
+    const std::string source(hal::ops::portable::portable_source(family));
+    const auto declared = static_cast<size_t>(
+        std::distance(std::sregex_iterator(source.begin(), source.end(), kernel_keyword),
+                      std::sregex_iterator()));
+    REQUIRE(declared >= 1);
+    total += declared;
+    hal::cuda::CompiledDialect compiled;
+    std::string message;
+    const auto status = hal::cuda::compile_dialect(*nvrtc, source, 90, compiled, message);
+    INFO(message);
+    REQUIRE(status == hal::cuda::DialectStatus::kOk);
+    CHECK(compiled.translated.kernels.size() == declared);
+    CHECK(ptx_entries(compiled.ptx).size() == declared);
+  }
+  CHECK(total >= 37);  // the portable set today
 }
 
 TEST_CASE("the architecture is the highest NVRTC offers at or below the device's") {

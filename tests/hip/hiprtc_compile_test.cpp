@@ -14,6 +14,7 @@
 #include "hal_plugin_sdk/signature.hpp"
 #include "hiprtc.hpp"
 #include "image.hpp"
+#include "sources.hpp"
 
 namespace {
 
@@ -93,59 +94,16 @@ TEST_CASE("every conformance dialect kernel compiles to a code object with hiprt
 
 TEST_CASE("every portable operator family's kernels compile to a code object with hiprtc") {
   const auto hiprtc = open_hiprtc();
-  const std::string directory = HAL_TEST_PORTABLE_KERNELS;
-  const std::string common = read_file(directory + "/common.hal");
   size_t total = 0;
-  // As ops/CMakeLists.txt embeds them: common.hal, then the family.
-  for (const char* family : {"matmul", "normalization", "elementwise", "training", "attention"}) {
+  // Exactly the sources libhal embeds (ops/CMakeLists.txt builds them), so a
+  // family added there is compiled here without this test knowing its name.
+  for (const std::string_view family : hal::ops::portable::portable_families()) {
     INFO(family);
-    const std::string source = common + "\n" + read_file(directory + "/" + family + ".hal");
+    const std::string source(hal::ops::portable::portable_source(family));
     const size_t declared = declared_kernels(source);
     REQUIRE(declared >= 1);
     total += declared;
     compile_and_check(*hiprtc, source, "gfx90a", declared);
   }
   CHECK(total >= 37);  // the portable set today
-}
-
-TEST_CASE("a dialect error, a compiler error and a bad architecture are told apart") {
-  const auto hiprtc = open_hiprtc();
-  hal::hip::CompiledDialect compiled;
-  std::string message;
-  SECTION("not the dialect") {
-    CHECK(hal::hip::compile_dialect(*hiprtc, "kernel void k(struct s x) {}", "gfx90a", compiled,
-                                    message) == hal::hip::DialectStatus::kInvalidSource);
-    CHECK(message.find("the HAL dialect source is invalid") != std::string::npos);
-  }
-  SECTION("rejected by hiprtc") {
-    const std::string source =
-        "kernel void k(global float* out) {\n"
-        "  out[0] = undeclared_name;\n"
-        "}\n";
-    CHECK(hal::hip::compile_dialect(*hiprtc, source, "gfx90a", compiled, message) ==
-          hal::hip::DialectStatus::kCompilerRejected);
-    CHECK(message.find("hiprtc") != std::string::npos);
-    CHECK(message.find("undeclared_name") != std::string::npos);
-    CHECK(message.find(":2:") != std::string::npos);  // the dialect source's line 2
-  }
-  SECTION("an architecture name that is not one never reaches the compiler") {
-    const std::string source = "kernel void k(global float* out) { out[0] = 1.0f; }\n";
-    for (const char* arch :
-         {"", "sm_90", "gfx", "gfx90a:", "gfx90a:xnack", "gfx90a --x", "GFX90A"}) {
-      INFO(arch);
-      CHECK(hal::hip::compile_dialect(*hiprtc, source, arch, compiled, message) ==
-            hal::hip::DialectStatus::kCompilerRejected);
-      CHECK(message.find("is not an AMD GPU architecture name") != std::string::npos);
-    }
-  }
-}
-
-TEST_CASE("architecture names: what a device reports is accepted, anything else is not") {
-  CHECK(hal::hip::valid_arch_name("gfx90a"));
-  CHECK(hal::hip::valid_arch_name("gfx90a:sramecc+:xnack-"));
-  CHECK(hal::hip::valid_arch_name("gfx1100"));
-  CHECK_FALSE(hal::hip::valid_arch_name("gfx90a;rm"));
-  CHECK_FALSE(hal::hip::valid_arch_name("gfx90a:sramecc"));
-  CHECK(hal::hip::base_arch("gfx90a:sramecc+:xnack-") == "gfx90a");
-  CHECK(hal::hip::base_arch("gfx1030") == "gfx1030");
 }

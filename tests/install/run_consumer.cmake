@@ -39,3 +39,30 @@ run(cc -std=c99 -Wall -Werror ${flags} "${CONSUMER_SOURCE_DIR}/consumer.c" -o
     "${WORK_DIR}/pc-consumer" ${pc_flags} "-Wl,-rpath,${libdir}")
 run(${clean_env} "${WORK_DIR}/pc-consumer" "${prefix}")
 message(STATUS "pkg-config consumer: ${last_output}")
+
+# 3. The installed samples run from the prefix with no HAL variable: vector_add finds its CPU
+# kernel module under <prefix>/<libdir>/hal/samples, train trains two steps.
+run(${clean_env} "${prefix}/bin/vector_add")
+if(NOT last_output MATCHES "vector_add: [1-9][0-9]* device\\(s\\) ran, 0 failed")
+  message(FATAL_ERROR "installed vector_add:\n${last_output}")
+endif()
+run(${clean_env} "${prefix}/bin/train" --layers 1 --width 16 --heads 2 --context 16 --batch 2
+    --steps 2 --warmup 1 --eval-every 0 --devices 1 --quiet)
+if(NOT last_output MATCHES "step    2/2  loss [0-9.]+")
+  message(FATAL_ERROR "installed train:\n${last_output}")
+endif()
+message(STATUS "installed samples: vector_add and train ran")
+
+# 4. The samples as a project of their own against the installed HAL (find_package(hal)):
+# the CMakeLists a user copies. Only the C samples are built: train's C++ sources are the
+# same that the build above compiled, and building them again here doubles this test's time.
+run(${CMAKE_COMMAND} -S "${SAMPLES_SOURCE_DIR}" -B "${WORK_DIR}/samples-build" -G "${GENERATOR}"
+    "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_C_FLAGS=${flags}" "-DCMAKE_CXX_FLAGS=${flags}"
+    "-DCMAKE_EXE_LINKER_FLAGS=${flags}" "-DCMAKE_SHARED_LINKER_FLAGS=${flags}"
+    "-DCMAKE_MODULE_LINKER_FLAGS=${flags}")
+run(${CMAKE_COMMAND} --build "${WORK_DIR}/samples-build" --target vector_add dialect_kernels)
+run(${clean_env} "${WORK_DIR}/samples-build/vector_add")
+if(NOT last_output MATCHES "vector_add: [1-9][0-9]* device\\(s\\) ran, 0 failed")
+  message(FATAL_ERROR "out-of-tree vector_add:\n${last_output}")
+endif()
+message(STATUS "samples built against the install: ${last_output}")

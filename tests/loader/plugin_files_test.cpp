@@ -56,26 +56,6 @@ hal_plugin_report_t only_report() {
   return all[0];
 }
 
-// Everything the process writes on stderr while |body| runs.
-template <class Body>
-std::string capture_stderr(const std::string& file, Body&& body) {
-  std::fflush(stderr);
-  const int saved = dup(STDERR_FILENO);
-  REQUIRE(saved >= 0);
-  const int sink = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  REQUIRE(sink >= 0);
-  dup2(sink, STDERR_FILENO);
-  close(sink);
-  body();
-  std::fflush(stderr);
-  dup2(saved, STDERR_FILENO);
-  close(saved);
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 TEST_CASE("a FIFO or device named like a plugin is refused without blocking", "[discovery]") {

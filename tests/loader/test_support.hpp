@@ -5,6 +5,12 @@
 #include <catch2/catch.hpp>
 #include <hal.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +38,26 @@ class Session {
   }
   hal_result_t result;
 };
+
+// Everything the process writes on stderr while |body| runs (through |file|).
+template <class Body>
+std::string capture_stderr(const std::string& file, Body&& body) {
+  std::fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  REQUIRE(saved >= 0);
+  const int sink = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(sink >= 0);
+  dup2(sink, STDERR_FILENO);
+  close(sink);
+  body();
+  std::fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 inline std::vector<hal_plugin_report_t> reports() {
   uint32_t count = 0;

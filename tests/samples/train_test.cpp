@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint.hpp"
+#include "progress.hpp"
 #include "trainer.hpp"
 
 namespace {
@@ -255,6 +256,57 @@ TEST_CASE("a resumed run continues the same loss curve bit for bit", "[train]") 
   CHECK((std::filesystem::status(path).permissions() & std::filesystem::perms::others_read) ==
         std::filesystem::perms::none);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a run resumed with more steps keeps its schedule, then its final rate", "[train]") {
+  HalSession hal;
+  const train::TrainConfig config = small_config();  // a schedule of 12 steps
+  train::Placement placement;
+  placement.devices = cpu_devices(1);
+  const std::filesystem::path path = temp_path("more.ckpt");
+  std::vector<double> straight, resumed;
+  {
+    train::Trainer trainer(config, corpus(config.model.context), placement);
+    straight = train_losses(trainer, config.steps);
+    trainer.save(path.string());
+  }
+  // The same run planned for 16 steps from the start has another schedule...
+  train::TrainConfig longer = config;
+  longer.steps = 16;
+  {
+    train::Trainer trainer(longer, corpus(config.model.context), placement);
+    // (the rates differ from the 4th step on, so the losses from the 5th)
+    const std::vector<double> planned = train_losses(trainer, 6);
+    CHECK(planned[2] == straight[2]);
+    CHECK(planned[5] != straight[5]);
+  }
+  // ...while resuming the 12-step checkpoint with 16 steps keeps its schedule: the rate
+  // after step 12 is the schedule's final one, and the curve goes on from step 12.
+  train::Trainer trainer(longer, corpus(config.model.context), placement);
+  trainer.resume(path.string());
+  CHECK(trainer.steps_done() == config.steps);
+  CHECK(trainer.config().steps == config.steps);
+  const double final_rate = config.learning_rate * config.final_lr_ratio;
+  CHECK(train::learning_rate_at(config, config.steps - 1) == Approx(final_rate));
+  for (uint32_t extra = 0; extra < 4; ++extra) {
+    const train::StepRecord record = trainer.step();
+    CHECK(record.step == config.steps + extra + 1);
+    CHECK(record.learning_rate == Approx(final_rate).epsilon(1e-12));
+    CHECK(std::isfinite(record.loss));
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("the terminal progress line shows steps, tokens per second and the time left",
+          "[train]") {
+  CHECK(train::format_duration(0) == "0:00");
+  CHECK(train::format_duration(9.4) == "0:09");
+  CHECK(train::format_duration(247) == "4:07");
+  CHECK(train::format_duration(3909) == "1:05:09");
+  CHECK(train::format_duration(-1) == "-");
+  CHECK(train::format_duration(NAN) == "-");
+  CHECK(train::progress_line(120, 300, 25112.4, 42) == "step 120/300  25112 tok/s  ETA 0:42");
+  CHECK(train::progress_line(1, 300, NAN, NAN) == "step 1/300  - tok/s  ETA -");
 }
 
 TEST_CASE("damaged or foreign checkpoints are refused whole", "[train]") {

@@ -42,6 +42,8 @@ TABLES = {
     "hal_scatter_mode_t": ("kScatterMode", "HAL_SCATTER_"),
     "hal_causal_alignment_t": ("kCausalAlignment", "HAL_CAUSAL_"),
     "hal_attention_sparsity_t": ("kAttentionSparsity", "HAL_ATTENTION_"),
+    "hal_channel_layout_t": ("kChannelLayout", "HAL_CHANNELS_"),
+    "hal_pooling_kind_t": ("kPoolingKind", "HAL_POOLING_"),
     "hal_op_status_t": ("kOpStatus", "HAL_OP_STATUS_"),
 }
 # Enums nothing prints by name (flags with no bit beyond NONE, a log level
@@ -53,6 +55,11 @@ UNNAMED = {
     "hal_comm_bootstrap_t",
     "hal_op_plan_flag_bits_t",
     "hal_matmul_flag_bits_t",
+    "hal_matmul_operand_t",
+    "hal_conv_flag_bits_t",
+    "hal_pooling_flag_bits_t",
+    "hal_batch_norm_flag_bits_t",
+    "hal_group_norm_flag_bits_t",
 }
 MARKER = re.compile(r"_(MAX_ENUM|COUNT)$")
 

@@ -66,7 +66,8 @@ __all__ = _kernel.__all__ + [
 
 def empty(shape: int | tuple[int, ...], dtype: object = "float32", device: Device | None = None,
           kind: str = "device") -> Buffer:
-    """An uninitialised Buffer (device 0 unless given)."""
+    """An uninitialised Buffer (device 0 unless given). dtype: a numpy dtype or its name
+    ("float32"), "bfloat16", or the kernel language's name or type ("f32", hal.bf16)."""
     return Buffer(device if device is not None else globals()["device"](0), shape, dtype, kind)
 
 
@@ -74,7 +75,8 @@ def to_device(array: object, device: Device | None = None, kind: str = "device")
     """A new Buffer holding a copy of a host array (always a copy; see from_dlpack for views)."""
     import numpy as np
 
-    host = np.ascontiguousarray(array)
+    # np.ascontiguousarray would make a 0-d array 1-d: asarray(order="C") keeps shape ().
+    host = np.asarray(array, order="C")
     buffer = empty(host.shape, host.dtype, device, kind)
     buffer.copy_from(host)
     return buffer

@@ -129,4 +129,13 @@ def _make(code: int, message: str, function: str, plugin: str, native_code: int)
     return cls(message, function, plugin, native_code)
 
 
-__all__ = ["Error", "ERRORS"] + [cls.__name__ for cls in ERRORS.values()]
+# One literal list, so type checkers see the classes (tests/test_devices_errors.py checks it
+# names every class of ERRORS).
+__all__ = [
+    "Error", "ERRORS", "InvalidArgumentError", "NullPointerError", "InvalidHandleError",
+    "DestroyedHandleError", "InvalidSizeError", "OutOfBoundsError", "OutOfMemoryError",
+    "UnsupportedError", "NotInitializedError", "PluginLoadError", "AbiMismatchError",
+    "InvalidModuleError", "NotFoundError", "InvalidLaunchError", "ArgumentMismatchError",
+    "DeviceMismatchError", "InvalidStateError", "TimeoutError", "DeviceLostError",
+    "InternalError", "RemoteError",
+]

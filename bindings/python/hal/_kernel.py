@@ -37,18 +37,20 @@ import inspect
 import re
 import textwrap
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar, overload
 
 from ._errors import InvalidModuleError
 
+# One literal list: type checkers read it to know what `from ._kernel import *` brings.
 __all__ = [
     "kernel", "KernelSourceError", "KernelFunction", "ScalarType", "ArrayType",
     "i32", "u32", "i64", "u64", "f32", "f64", "f16", "bf16", "inf",
     "global_id", "local_id", "group_id", "local_size", "num_groups", "global_size",
-    "barrier", "shared", "private", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_xchg",
-    "atomic_cas",
-] + ["sqrt", "exp", "exp2", "log", "log2", "pow", "sin", "cos", "tan", "tanh", "erf", "fabs",
-     "floor", "ceil", "round", "fmin", "fmax", "fma", "fmod", "atan2", "rsqrt"]
+    "barrier", "shared", "private", "atomic_add", "atomic_sub", "atomic_min", "atomic_max",
+    "atomic_xchg", "atomic_cas",
+    "sqrt", "exp", "exp2", "log", "log2", "pow", "sin", "cos", "tan", "tanh", "erf", "fabs",
+    "floor", "ceil", "round", "fmin", "fmax", "fma", "fmod", "atan2", "rsqrt",
+]
 
 
 class KernelSourceError(InvalidModuleError):
@@ -96,17 +98,61 @@ class ArrayType:
         return hash(("array", self.element.name))
 
 
-i32 = ScalarType("i32", "int", 0, False)
-u32 = ScalarType("u32", "unsigned", 1, False)
-i64 = ScalarType("i64", "i64", 2, False)
-u64 = ScalarType("u64", "u64", 3, False)
-f32 = ScalarType("f32", "float", 4, True)
-f64 = ScalarType("f64", "double", 5, True)
-f16 = ScalarType("f16", "f16", 4, True, storage_only=True)
-bf16 = ScalarType("bf16", "bf16", 4, True, storage_only=True)
-_SCALARS = {t.name: t for t in (i32, u32, i64, u64, f32, f64)}
+if TYPE_CHECKING:
+    # What type checkers see of the kernel language: the scalar types are Python's numbers,
+    # and hal.mypy_plugin reads an annotation ``hal.f32[:]`` as Array[float] (a slice is no
+    # type expression to mypy without it) and ``hal.i32`` as int.
+    _Element = TypeVar("_Element")
+
+    class Array(Generic[_Element]):
+        """An array parameter, shared or private array of a kernel (type checking only)."""
+
+        def __getitem__(self, index: int | tuple[int, ...]) -> _Element: ...
+
+        def __setitem__(self, index: int | tuple[int, ...], value: _Element) -> None: ...
+
+    class i32(int):
+        pass
+
+    class u32(int):
+        pass
+
+    class i64(int):
+        pass
+
+    class u64(int):
+        pass
+
+    class f32(float):
+        pass
+
+    class f64(float):
+        pass
+
+    class f16(float):
+        pass
+
+    class bf16(float):
+        pass
+else:
+    i32 = ScalarType("i32", "int", 0, False)
+    u32 = ScalarType("u32", "unsigned", 1, False)
+    i64 = ScalarType("i64", "i64", 2, False)
+    u64 = ScalarType("u64", "u64", 3, False)
+    f32 = ScalarType("f32", "float", 4, True)
+    f64 = ScalarType("f64", "double", 5, True)
+    f16 = ScalarType("f16", "f16", 4, True, storage_only=True)
+    bf16 = ScalarType("bf16", "bf16", 4, True, storage_only=True)
+_SCALARS: dict[str, ScalarType] = {
+    t.name: t for t in (i32, u32, i64, u64, f32, f64)}  # type: ignore[misc]
 
 inf = float("inf")
+
+# The hal.Buffer dtypes an array parameter takes: HAL has no unsigned 32- and 64-bit buffer
+# types, so u32[:] and u64[:] read int32 and int64 buffers (the same bits, as C reads them).
+_BUFFER_DTYPES = {"i32": ("int32",), "u32": ("int32",), "i64": ("int64",), "u64": ("int64",),
+                  "f32": ("float32",), "f64": ("float64",), "f16": ("float16",),
+                  "bf16": ("bfloat16",)}
 
 
 def _builtin(name: str) -> Callable[..., Any]:
@@ -124,7 +170,116 @@ _MATH = ["sqrt", "exp", "exp2", "log", "log2", "pow", "sin", "cos", "tan", "tanh
          "fabs", "floor", "ceil", "round", "fmin", "fmax", "fma", "fmod", "atan2", "rsqrt"]
 _BUILTINS: dict[str, Callable[..., Any]] = {
     name: _builtin(name) for name in _IDS + _ATOMICS + _MATH + ["barrier", "shared", "private"]}
-globals().update(_BUILTINS)
+if TYPE_CHECKING:
+    # The builtins' signatures inside a kernel (outside one, each raises TypeError).
+    def global_id(dim: int) -> int: ...
+    def local_id(dim: int) -> int: ...
+    def group_id(dim: int) -> int: ...
+    def local_size(dim: int) -> int: ...
+    def num_groups(dim: int) -> int: ...
+    def global_size(dim: int) -> int: ...
+    def barrier() -> None: ...
+
+    @overload
+    def shared(element: type[int], dims: int | tuple[int, ...]) -> Array[int]: ...
+    @overload
+    def shared(element: type[float], dims: int | tuple[int, ...]) -> Array[float]: ...
+    def shared(element: type, dims: int | tuple[int, ...]) -> Array[Any]: ...
+
+    @overload
+    def private(element: type[int], dims: int | tuple[int, ...]) -> Array[int]: ...
+    @overload
+    def private(element: type[float], dims: int | tuple[int, ...]) -> Array[float]: ...
+    def private(element: type, dims: int | tuple[int, ...]) -> Array[Any]: ...
+
+    _Number = TypeVar("_Number", int, float)
+
+    def atomic_add(array: Array[_Number], index: int, value: _Number) -> _Number: ...
+    def atomic_sub(array: Array[int], index: int, value: int) -> int: ...
+    def atomic_min(array: Array[int], index: int, value: int) -> int: ...
+    def atomic_max(array: Array[int], index: int, value: int) -> int: ...
+    def atomic_xchg(array: Array[int], index: int, value: int) -> int: ...
+    def atomic_cas(array: Array[int], index: int, expected: int, desired: int) -> int: ...
+    def sqrt(x: float) -> float: ...
+    def exp(x: float) -> float: ...
+    def exp2(x: float) -> float: ...
+    def log(x: float) -> float: ...
+    def log2(x: float) -> float: ...
+    def pow(x: float, y: float) -> float: ...
+    def sin(x: float) -> float: ...
+    def cos(x: float) -> float: ...
+    def tan(x: float) -> float: ...
+    def tanh(x: float) -> float: ...
+    def erf(x: float) -> float: ...
+    def fabs(x: float) -> float: ...
+    def floor(x: float) -> float: ...
+    def ceil(x: float) -> float: ...
+    def round(x: float) -> float: ...
+    def fmin(x: float, y: float) -> float: ...
+    def fmax(x: float, y: float) -> float: ...
+    def fma(x: float, y: float, z: float) -> float: ...
+    def fmod(x: float, y: float) -> float: ...
+    def atan2(y: float, x: float) -> float: ...
+    def rsqrt(x: float) -> float: ...
+else:
+    globals().update(_BUILTINS)
+
+
+# ---- names the backends reserve -------------------------------------------------------------
+
+# A kernel's names become C identifiers in the dialect, then in C++ (the cpu plugin), OpenCL C,
+# CUDA and HIP. Python accepts all of these as names; every backend refuses at least one of
+# them, or gives it another meaning (``local`` is an address space in OpenCL C, ``double`` a
+# type everywhere), so they are refused here, at the Python line, instead of in a wall of
+# compiler errors.
+_RESERVED = frozenset("""
+    alignas alignof asm auto bool break case catch char char8_t char16_t char32_t class concept
+    const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+    default delete do double dynamic_cast else enum explicit export extern false float for friend
+    goto if inline int long mutable namespace new noexcept nullptr operator private protected
+    public register reinterpret_cast requires restrict return short signed sizeof static
+    static_assert static_cast struct switch template this thread_local throw true try typedef
+    typeid typename union unsigned using virtual void volatile wchar_t while
+    and and_eq bitand bitor compl not not_eq or or_eq xor xor_eq
+    _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert
+    _Thread_local
+    std NULL INFINITY NAN HUGE_VAL EOF assert errno size_t ptrdiff_t intptr_t uintptr_t
+    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t
+    global local constant kernel read_only write_only read_write uniform pipe generic
+    half uchar ushort uint ulong image1d_t image2d_t image3d_t image1d_array_t image2d_array_t
+    image1d_buffer_t sampler_t event_t queue_t ndrange_t clk_event_t reserve_id_t cl_mem_fence_flags
+    get_global_id get_local_id get_group_id get_local_size get_num_groups get_global_size
+    get_work_dim get_global_offset atomic_inc atomic_dec atomic_and atomic_or atomic_xor
+    atomic_cmpxchg atomic_exchange mem_fence read_mem_fence write_mem_fence
+    async_work_group_copy wait_group_events prefetch printf clamp mix select vload vstore
+    CLK_LOCAL_MEM_FENCE CLK_GLOBAL_MEM_FENCE
+    threadIdx blockIdx blockDim gridDim warpSize dim3 atomicAdd atomicSub atomicMin atomicMax
+    atomicExch atomicCAS atomicInc atomicDec atomicAnd atomicOr atomicXor nv_bfloat16
+    hipThreadIdx_x hipThreadIdx_y hipThreadIdx_z hipBlockIdx_x hipBlockIdx_y hipBlockIdx_z
+    hipBlockDim_x hipBlockDim_y hipBlockDim_z hipGridDim_x hipGridDim_y hipGridDim_z main
+    shared max_block dynamic_shared global_id local_id group_id local_size num_groups
+    global_size barrier atomic_add atomic_sub atomic_min atomic_max atomic_xchg atomic_cas
+    f16 bf16 f32 f64 i32 u32 i64 u64 load_f16 store_f16 load_bf16 store_bf16
+    sqrt exp exp2 log log2 pow sin cos tan tanh erf fabs floor ceil round fmin fmax fma fmod
+    atan2 rsqrt min max abs isnan isinf isfinite
+""".split())
+
+# Vector types of OpenCL C and CUDA/HIP: float2, int4, uchar16, ...
+_VECTOR_TYPE = re.compile(r"(char|uchar|short|ushort|int|uint|long|ulong|float|double|half|"
+                          r"longlong|ulonglong)(2|3|4|8|16)")
+
+
+def _reserved_reason(name: str) -> str | None:
+    """Why |name| cannot name something in a kernel, or None when it can."""
+    if name in _RESERVED or _VECTOR_TYPE.fullmatch(name):
+        return "a keyword, type or builtin of a backend language (C++, OpenCL C, CUDA, HIP)"
+    if name.startswith("__") or (name.startswith("_") and name[1:2].isupper()):
+        return "C and C++ reserve names starting with '__' or '_' and a capital"
+    if name.lower().startswith("hal_"):
+        return "names starting with 'hal_' belong to HAL's kernel prelude"
+    if re.search(r"_(end|step)_\d+_$", name):
+        return "the translator names its own loop bounds so"
+    return None
 
 
 # ---- translation --------------------------------------------------------------------------
@@ -215,16 +370,22 @@ class _Translator:
             raise self.fail(fdef, "@hal.kernel applies to a plain function")
         if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs or fdef.args.defaults:
             raise self.fail(fdef, "kernel parameters are positional, without defaults")
+        self.check_name(fdef.name, fdef, "the kernel's name")
         signature = inspect.signature(self.fn)
         params = []
-        for arg in fdef.args.args:
+        written = self.written_arrays(fdef)
+        self.read_only_args: list[int] = []
+        for index, arg in enumerate(fdef.args.args):
+            self.check_name(arg.arg, arg, "a parameter")
             annotation = signature.parameters[arg.arg].annotation
             if isinstance(annotation, str):
                 annotation = eval(annotation, self.scope)  # noqa: S307 - the user's own module
             if isinstance(annotation, ScalarType) and not annotation.storage_only:
                 params.append(f"{annotation.c_name} {arg.arg}")
             elif isinstance(annotation, ArrayType):
-                const = "" if arg.arg in self.written_arrays(fdef) else "const "
+                const = "" if arg.arg in written else "const "
+                if const:
+                    self.read_only_args.append(index)
                 params.append(f"global {const}{annotation.element.c_name}* {arg.arg}")
             else:
                 raise self.fail(arg, f"parameter '{arg.arg}' needs a type: a scalar (hal.f32, "
@@ -250,6 +411,11 @@ class _Translator:
         out = [(head, self.line_of(fdef))] + declarations + self.lines + [("}", self.line_of(fdef))]
         self.line_map = [line for _, line in out]
         return "\n".join(text for text, _ in out) + "\n"
+
+    def check_name(self, name: str, node: ast.AST, what: str) -> None:
+        reason = _reserved_reason(name)
+        if reason is not None:
+            raise self.fail(node, f"'{name}' cannot be {what} in a kernel: {reason}; rename it")
 
     def resolve_call(self, call: ast.Call) -> object:
         try:
@@ -356,6 +522,7 @@ class _Translator:
                 raise self.fail(item, "shared array sizes are positive integer constants")
             dims.append(value)
         name = stmt.targets[0].id
+        self.check_name(name, stmt, f"a hal.{kind} array")
         if name in self.shared_names or name in self.params:
             raise self.fail(stmt, f"'{name}' is already defined")
         self.shared.append((name, element, tuple(dims), self.line_of(stmt),
@@ -393,6 +560,7 @@ class _Translator:
         self.depth -= 1
 
     def declare(self, name: str, type_: ScalarType, node: ast.AST) -> None:
+        self.check_name(name, node, "a local")
         if name in self.params or name in self.shared_names:
             raise self.fail(node, f"'{name}' is a parameter or a shared array: it cannot be "
                                   "assigned")
@@ -431,6 +599,7 @@ class _Translator:
             type_ = self.resolve(stmt.annotation)
             if not isinstance(type_, ScalarType) or type_.storage_only:
                 raise self.fail(stmt, "a local's type is a scalar type (hal.f32, hal.i32, ...)")
+            self.check_name(stmt.target.id, stmt, "a local")
             if stmt.target.id in self.locals and self.locals[stmt.target.id][0] is not type_:
                 raise self.fail(stmt, f"'{stmt.target.id}' was declared with another type")
             self.locals[stmt.target.id] = (type_, self.line_of(stmt))
@@ -523,6 +692,7 @@ class _Translator:
                 step = None  # known at run time only
         name = stmt.target.id
         type_ = _common(start.type, stop.type)
+        self.check_name(name, stmt, "a loop variable")
         loop_scoped = self.scopes.get(name) == "loop"
         if loop_scoped:
             known = self.locals.get(name)
@@ -783,6 +953,8 @@ class KernelFunction:
         self.source = translator.translate()
         self._line_map = translator.line_map
         self._filename = translator.filename
+        self._params = list(translator.params.items())  # (name, annotation), in order
+        self._read_only_args = translator.read_only_args
         self._compiled: dict[int, Any] = {}
         self._lock = threading.Lock()
 
@@ -824,8 +996,31 @@ class KernelFunction:
             device = next((a.device for a in args if isinstance(a, Buffer)), None)
             if device is None:
                 raise TypeError(f"{self.__name__}.launch: no Buffer argument; pass device=")
+        self.check_arguments(args)
         self.compile(device).launch(grid, block, *args, stream=stream,
-                                    shared_memory_bytes=shared_memory_bytes)
+                                    shared_memory_bytes=shared_memory_bytes,
+                                    _read_only_args=self._read_only_args)
+
+    def check_arguments(self, args: tuple[object, ...]) -> None:
+        """Each array parameter gets a Buffer of its element type: the kernel would read the
+        bits of another type as its own (an int32 buffer for hal.f32[:] runs, and computes
+        garbage)."""
+        from . import Buffer
+
+        if len(args) != len(self._params):
+            raise TypeError(f"{self.__name__}.launch takes {len(self._params)} kernel "
+                            f"arguments ({', '.join(n for n, _ in self._params)}), got "
+                            f"{len(args)}")
+        for position, ((name, annotation), value) in enumerate(zip(self._params, args)):
+            if not isinstance(annotation, ArrayType) or not isinstance(value, Buffer):
+                continue  # scalars and non-Buffers: Kernel.launch converts or refuses them
+            accepted = _BUFFER_DTYPES[annotation.element.name]
+            if value.dtype not in accepted:
+                raise TypeError(
+                    f"{self.__name__}.launch: argument {position} ('{name}: {annotation!r}') "
+                    f"needs a buffer of {' or '.join(accepted)}, got a {value.dtype} buffer "
+                    f"(the kernel would read its bits as {annotation.element.name}); convert it "
+                    f"first, e.g. hal.ops.cast")
 
     def __repr__(self) -> str:
         return f"<hal.kernel {self.__name__}>"

@@ -112,19 +112,42 @@ def _out(out: TensorLike | None, shape: Sequence[int], dtype: str, device: Devic
     return _new(shape, dtype, device) if out is None else out
 
 
-def _broadcast(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
-    """The shape a and b broadcast to: each extent the other's where one is 1."""
+# The wrappers never reshape what they are given: a shape derived from one operand is applied
+# to another only where the two agree extent for extent, or the other's extent is 1 (then it
+# repeats with stride 0, reading nothing past its own view). Anything else raises ValueError
+# naming both shapes, before anything is planned or written.
+
+
+def _broadcast(what: str, a_name: str, a: Sequence[int], b_name: str,
+               b: Sequence[int]) -> tuple[int, ...]:
+    """The shape a and b broadcast to (equal ranks; each pair of extents equal, or one 1)."""
+    a, b = tuple(a), tuple(b)
+    if len(a) != len(b):
+        raise ValueError(f"{what}: {a_name} {a} and {b_name} {b} need the same rank")
+    for d, (x, y) in enumerate(zip(a, b)):
+        if x != y and x != 1 and y != 1:
+            raise ValueError(f"{what}: {a_name} {a} and {b_name} {b} do not broadcast: dimension "
+                             f"{d} is {x} and {y} (equal extents, or one of them 1)")
     return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
-def _expand(x: TensorLike, shape: Sequence[int]) -> TensorLike:
-    """x viewed at shape: each extent-1 dimension that shape widens repeats with stride 0."""
-    if tuple(x.shape) == tuple(shape):
+def _expand(what: str, name: str, x: TensorLike, shape: Sequence[int]) -> TensorLike:
+    """x viewed at shape: each extent-1 dimension that shape widens repeats with stride 0; every
+    other extent must already be shape's."""
+    shape = tuple(int(e) for e in shape)
+    if tuple(x.shape) == shape:
         return x
+    if len(x.shape) != len(shape):
+        raise ValueError(f"{what}: {name} {tuple(x.shape)} needs rank {len(shape)} to be used "
+                         f"at {shape}")
+    for d, (extent, want) in enumerate(zip(x.shape, shape)):
+        if extent != want and extent != 1:
+            raise ValueError(f"{what}: {name} {tuple(x.shape)} does not broadcast to {shape}: "
+                             f"dimension {d} is {extent}, not {want} or 1")
     view = x if isinstance(x, Tensor) else Tensor(x)
     strides = [0 if extent == 1 and want != 1 else stride
                for extent, want, stride in zip(view.shape, shape, view.strides)]
-    return Tensor(view.buffer, tuple(shape), strides, view.offset)
+    return Tensor(view.buffer, shape, strides, view.offset)
 
 
 # ---- matmul ----------------------------------------------------------------------------------
@@ -143,12 +166,12 @@ def matmul(a: TensorLike, b: TensorLike, *, out: TensorLike | None = None,
         raise ValueError(f"matmul: a {a.shape} and b {b.shape} need the same rank >= 2")
     m = a.shape[-1] if transpose_a else a.shape[-2]
     n = b.shape[-2] if transpose_b else b.shape[-1]
-    batch = _broadcast(a.shape[:-2], b.shape[:-2])
-    a = _expand(a, batch + tuple(a.shape[-2:]))
-    b = _expand(b, batch + tuple(b.shape[-2:]))
+    batch = _broadcast("matmul", "a", a.shape[:-2], "b", b.shape[:-2])
+    a = _expand("matmul", "a", a, batch + tuple(a.shape[-2:]))
+    b = _expand("matmul", "b", b, batch + tuple(b.shape[-2:]))
     out = _out(out, batch + (m, n), dtype or a.dtype, device)
     if beta != 0.0:
-        c = out if c is None else _expand(c, tuple(out.shape))
+        c = out if c is None else _expand("matmul", "c", c, tuple(out.shape))
     fields = dict(a=a, b=b, c=c if beta != 0.0 else None, d=out, bias=bias, aux=aux,
                   alpha=alpha, beta=beta, activation=activation, transpose_a=transpose_a,
                   transpose_b=transpose_b, has_bias=bias is not None, save_aux=aux is not None)
@@ -293,9 +316,7 @@ def binary(op: str, a: TensorLike | float, b: TensorLike | float, *, alpha: floa
     if _is_number(a) or _is_number(b):
         return binary_scalar(op, a, b, alpha=alpha, out=out, dtype=dtype, stream=stream)
     device = _device(a)
-    if len(a.shape) != len(b.shape):
-        raise ValueError(f"{op}: a {a.shape} and b {b.shape} need the same rank")
-    shape = _broadcast(a.shape, b.shape)
+    shape = _broadcast(op, "a", a.shape, "b", b.shape)
     out = _out(out, shape, dtype or ("bool" if op in _BOOL_OUT else a.dtype), device)
     _run("binary", device, dict(op=op, alpha=alpha, a=a, b=b, out=out), [a, b, out],
          stream=stream)
@@ -544,7 +565,12 @@ def cross_entropy(logits: TensorLike, labels: TensorLike, *, ignore_index: int =
                   grad_scale: float = 1.0, grad_logits: TensorLike | None = None,
                   stream: Stream | None = None) -> CrossEntropy:
     """Mean cross-entropy of logits [rows, classes] against labels [rows]; with grad, also
-    d loss / d logits * grad_scale (into grad_logits, which may be logits itself)."""
+    d loss / d logits * grad_scale (into grad_logits, which may be logits itself).
+
+    Labels equal to ignore_index are not counted (row loss 0, zero gradient row). A label
+    outside [0, classes) that is not ignore_index is counted with a row loss of NaN, so the
+    loss is NaN (the bad data shows rather than hides; SPEC.md §17.6.4), and its gradient row
+    is zero. Checking labels on the host first would cost a synchronisation per call."""
     device = _device(logits)
     loss = _new((1,), "float32", device)
     rows = _new((logits.shape[0],), "float32", device) if row_losses else None
@@ -577,7 +603,11 @@ def adamw(params: Sequence[TensorLike], grads: Sequence[TensorLike],
         raise ValueError("adamw: params, grads, m, v (and master) need the same non-zero length")
     device = _device(params[0])
     numels = []
-    for p in params:
+    for t, p in enumerate(params):
+        for name, group in (("grads", grads), ("m", m), ("v", v), ("master", master)):
+            if group is not None and tuple(group[t].shape) != tuple(p.shape):
+                raise ValueError(f"adamw: {name}[{t}] {tuple(group[t].shape)} must have "
+                                 f"params[{t}]'s shape {tuple(p.shape)}")
         size = 1
         for extent in p.shape:
             size *= extent
@@ -724,9 +754,7 @@ def where(cond: TensorLike, a: TensorLike | float, b: TensorLike | float, *,
     tensors = [v for v in (a, b) if not _is_number(v)]
     shape = tuple(cond.shape)
     for t in tensors:
-        if len(t.shape) != len(shape):
-            raise ValueError(f"where: {t.shape} and cond {cond.shape} need the same rank")
-        shape = _broadcast(shape, t.shape)
+        shape = _broadcast("where", "cond", shape, "a value", t.shape)
     out = _out(out, shape, dtype or (tensors[0].dtype if tensors else "float32"), device)
     fields = dict(a_is_scalar=_is_number(a), b_is_scalar=_is_number(b), cond=cond,
                   a=None if _is_number(a) else a, b=None if _is_number(b) else b, out=out)
@@ -788,10 +816,14 @@ def _checked(status: Buffer, what: str, check: bool) -> None:
 
 
 def _spread(index: TensorLike, rank: int, axis: int, shape: Sequence[int]) -> Tensor:
-    """A 1-D index viewed at shape with stride 0 in every dimension but axis."""
+    """A 1-D index viewed at shape with stride 0 in every dimension but axis, where its
+    extent must be shape's (a longer shape would read past the index's own view)."""
     view = index if isinstance(index, Tensor) else Tensor(index)
     if len(view.shape) != 1:
         raise ValueError(f"a 1-D index is needed, got shape {tuple(view.shape)}")
+    if view.shape[0] != shape[axis]:
+        raise ValueError(f"the index has {view.shape[0]} entries; the source has "
+                         f"{shape[axis]} along axis {axis} (shape {tuple(shape)})")
     strides = [view.strides[0] if d == axis else 0 for d in range(rank)]
     return Tensor(view.buffer, tuple(shape), strides, view.offset)
 

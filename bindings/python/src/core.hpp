@@ -389,10 +389,34 @@ inline const DType& dtype_named(const std::string& name) {
                            .c_str());
 }
 
-// Accepts "float32", numpy.float32, numpy.dtype("float32").
+// The kernel language's short names (hal.f32, "bf16", ...) for the same types.
+inline const DType* dtype_of_short_name(const std::string& name) {
+  static const std::pair<const char*, const char*> aliases[] = {
+      {"f32", "float32"}, {"f16", "float16"}, {"bf16", "bfloat16"}, {"f64", "float64"},
+      {"i32", "int32"},   {"i64", "int64"},   {"i8", "int8"},       {"u8", "uint8"}};
+  for (const auto& [short_name, full] : aliases)
+    if (name == short_name) return &dtype_named(full);
+  return nullptr;
+}
+
+// Accepts "float32", "f32", numpy.float32, numpy.dtype("float32"), and the kernel
+// language's scalar types (hal.f32, hal.bf16: objects with a short .name).
 inline const DType& dtype_of(nb::handle spec) {
-  if (nb::isinstance<nb::str>(spec) && nb::cast<std::string>(spec) == "bfloat16")
-    return dtype_named("bfloat16");
+  if (nb::isinstance<nb::str>(spec)) {
+    const std::string name = nb::cast<std::string>(spec);
+    if (name == "bfloat16") return dtype_named("bfloat16");
+    if (const DType* alias = dtype_of_short_name(name)) return *alias;
+  } else if (nb::hasattr(spec, "name") && nb::hasattr(spec, "c_name")) {
+    // hal.f32, hal.bf16, ... (hal._kernel.ScalarType)
+    nb::object name = spec.attr("name");
+    if (nb::isinstance<nb::str>(name)) {
+      if (const DType* alias = dtype_of_short_name(nb::cast<std::string>(name))) return *alias;
+    }
+    throw nb::type_error(("dtype " + nb::cast<std::string>(nb::repr(spec)) +
+                          " has no HAL buffer element type (u32 and u64 arrays use int32 and "
+                          "int64 buffers)")
+                             .c_str());
+  }
   nb::object np = nb::module_::import_("numpy");
   nb::object canonical;
   try {
@@ -703,6 +727,7 @@ struct Buffer : Resource {
   std::vector<size_t> shape;
   const DType* dtype = nullptr;
   bool owned = true;        // hal_mem_free on release
+  bool read_only = false;   // wrapped from a producer that must not be written
   nb::object keepalive;     // the producer of wrapped memory
   size_t live_exports = 0;  // DLPack views handed out and not yet deleted
 
@@ -756,11 +781,107 @@ struct Buffer : Resource {
     device.get();
     return ptr;
   }
+  // Raises InvalidArgumentError when |what| would write a read-only buffer.
+  void check_writable(const std::string& what) const {
+    if (read_only)
+      raise_hal(HAL_ERROR_INVALID_ARGUMENT,
+                what +
+                    ": the buffer wraps a read-only array (numpy with writeable=False, a JAX "
+                    "array, a read-only DLPack export) and cannot be written; make a "
+                    "writable copy with hal.to_device(array)");
+  }
   bool host_visible() const {
     return kind != HAL_MEMORY_DEVICE || device.has(HAL_DEVICE_CAP_UNIFIED_ADDRESSING);
   }
   size_t size() const { return dtype ? nbytes / dtype->size : 0; }
 };
+
+// ---- DLPack export -------------------------------------------------------------
+
+// A guard owned by each DLPack view: counts the view while it lives and keeps
+// the Buffer (and so its memory) alive.
+struct ExportGuard {
+  nb::object buffer;
+  explicit ExportGuard(nb::object b) : buffer(std::move(b)) {
+    ++nb::cast<Buffer&>(buffer).live_exports;
+  }
+  ~ExportGuard() { --nb::cast<Buffer&>(buffer).live_exports; }
+};
+
+// __dlpack__ of |buffer_handle| (a hal.Buffer) or of a view of it: |data| and
+// |shape| (and |strides| in elements, nullptr for dense row-major) must lie
+// inside the buffer. Exported as kDLCPU memory, read-only when the buffer is.
+inline nb::object export_dlpack(nb::handle buffer_handle, void* data,
+                                const std::vector<size_t>& shape, const int64_t* strides,
+                                nb::object stream, nb::object max_version, nb::object dl_device,
+                                nb::object copy) {
+  Buffer& self = nb::cast<Buffer&>(buffer_handle);
+  if (!self.host_visible()) {
+    raise_hal(HAL_ERROR_UNSUPPORTED,
+              std::string("__dlpack__: this ") + kind_name(self.kind) +
+                  " buffer is not host-visible (the device lacks unified addressing); copy it "
+                  "with to_numpy() or allocate kind='host'");
+  }
+  if (!stream.is_none() && !nb::isinstance<Stream>(stream) && !nb::isinstance<nb::int_>(stream))
+    throw nb::type_error("__dlpack__: stream must be None, an int or a hal.Stream");
+  if (!copy.is_none() && nb::cast<bool>(copy))
+    throw nb::value_error("__dlpack__: copy=True is not supported (use to_numpy())");
+  // HAL buffers are exported as kDLCPU memory: the consumer reads them on the
+  // host at once, so all work on the buffer's device must be complete.
+  self.device.synchronize();
+  nb::object guard =
+      nb::cast(new ExportGuard(nb::borrow(buffer_handle)), nb::rv_policy::take_ownership);
+  // nanobind's array_api object speaks both DLPack versions (numpy >= 2 asks for a
+  // versioned capsule: a legacy one would come back read-only). A read-only buffer
+  // sets the versioned read-only flag (a legacy capsule cannot carry it: nanobind
+  // then refuses the legacy export with BufferError, as numpy does).
+  nb::object exported;
+  if (self.read_only) {
+    nb::ndarray<nb::array_api, nb::ro> view(data, shape.size(), shape.data(), guard, strides,
+                                            self.dtype->dl, nb::device::cpu::value, 0);
+    exported = nb::cast(view, nb::rv_policy::reference);
+  } else {
+    nb::ndarray<nb::array_api> view(data, shape.size(), shape.data(), guard, strides,
+                                    self.dtype->dl, nb::device::cpu::value, 0);
+    exported = nb::cast(view, nb::rv_policy::reference);
+  }
+  if (PyCapsule_CheckExact(exported.ptr())) return exported;
+  nb::kwargs kwargs;
+  if (!max_version.is_none()) kwargs["max_version"] = max_version;
+  if (!dl_device.is_none()) kwargs["dl_device"] = dl_device;
+  if (!copy.is_none()) kwargs["copy"] = copy;
+  return exported.attr("__dlpack__")(**kwargs);
+}
+
+// numpy's __array__ protocol (np.asarray(x), np.array(x)) for a Buffer or a view
+// of one: a zero-copy view when the memory is host-visible and no copy is asked
+// for, else a copy; |exporter| is the object whose __dlpack__ makes the view.
+inline nb::object numpy_array_of(nb::handle exporter, const Buffer& buffer, nb::object dtype,
+                                 nb::object copy, const std::function<nb::object()>& to_numpy) {
+  if (buffer.dtype->hal == HAL_DTYPE_BF16)
+    throw nb::type_error("numpy has no bfloat16: use __dlpack__ with a framework that has it");
+  buffer.get();
+  nb::object np = nb::module_::import_("numpy");
+  const bool must_copy = !copy.is_none() && nb::cast<bool>(copy);
+  const bool no_copy = !copy.is_none() && !nb::cast<bool>(copy);
+  nb::object out;
+  if (!must_copy && buffer.host_visible()) {
+    out = np.attr("from_dlpack")(exporter);
+  } else if (no_copy) {
+    throw nb::value_error(
+        "__array__(copy=False): the buffer is not host-visible; numpy needs a copy");
+  } else {
+    out = to_numpy();
+  }
+  if (!dtype.is_none()) {
+    nb::object wanted = np.attr("dtype")(dtype);
+    if (!wanted.equal(out.attr("dtype"))) {
+      if (no_copy) throw nb::value_error("__array__(copy=False): another dtype needs a copy");
+      out = out.attr("astype")(wanted);
+    }
+  }
+  return out;
+}
 
 // hal.ops' extension half (ops.cpp): op plans and their executions.
 void bind_ops(nb::module_& m);

@@ -12,6 +12,7 @@
 //   stream takes the GIL on the plugin's thread before it touches Python.
 #include "core.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -21,16 +22,6 @@
 namespace halpy {
 namespace {
 
-// A guard owned by each DLPack view: counts the view while it lives and keeps
-// the Buffer (and so its memory) alive.
-struct ExportGuard {
-  nb::object buffer;
-  explicit ExportGuard(nb::object b) : buffer(std::move(b)) {
-    ++nb::cast<Buffer&>(buffer).live_exports;
-  }
-  ~ExportGuard() { --nb::cast<Buffer&>(buffer).live_exports; }
-};
-
 // A host array (numpy, anything with __dlpack__ or the buffer protocol) seen
 // as C-contiguous bytes on the host.
 struct HostArray {
@@ -39,9 +30,13 @@ struct HostArray {
   size_t nbytes;
   const DType* dtype;
   std::vector<size_t> shape;
+  bool read_only;       // the producer forbids writes
+  nb::object producer;  // what keeps the memory alive (the capsule's array)
 };
 
 bool c_contiguous(const nb::ndarray<nb::ro>& a) {
+  for (size_t i = 0; i < a.ndim(); ++i)
+    if (a.shape(i) == 0) return true;  // no element: any strides describe it
   int64_t expected = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) return false;
@@ -50,18 +45,75 @@ bool c_contiguous(const nb::ndarray<nb::ro>& a) {
   return true;
 }
 
+// The leading fields of DLPack's DLManagedTensorVersioned (dlpack.h >= 1.0):
+// version, manager context, deleter, then the flags word.
+struct DLPackVersionedHead {
+  uint32_t major, minor;
+  void* manager_ctx;
+  void (*deleter)(void*);
+  uint64_t flags;
+};
+constexpr uint64_t kDLPackFlagReadOnly = 1;
+
+// True for producers whose arrays are immutable by contract although their
+// legacy DLPack capsules cannot say so (JAX exports unversioned capsules).
+bool immutable_producer(nb::handle obj) {
+  nb::object module = nb::getattr(obj.type(), "__module__", nb::none());
+  if (!nb::isinstance<nb::str>(module)) return false;
+  const std::string name = nb::cast<std::string>(module);
+  return name == "jax" || name.rfind("jax.", 0) == 0 || name == "jaxlib" ||
+         name.rfind("jaxlib.", 0) == 0;
+}
+
+// Asks |obj| for its DLPack capsule, versioned if it can: the producer's own
+// errors (BufferError for a dtype DLPack lacks, a meta tensor) reach the caller.
+nb::object dlpack_capsule_of(nb::handle obj) {
+  nb::object method = nb::getattr(obj, "__dlpack__");
+  try {
+    return method(nb::arg("max_version") = nb::make_tuple(1, 0));
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_TypeError)) throw;  // only "no max_version keyword" retries
+  }
+  return method();
+}
+
 HostArray import_array(nb::handle obj, const char* what) {
-  if (PyCapsule_CheckExact(obj.ptr())) {
-    const char* name = PyCapsule_GetName(obj.ptr());
+  nb::object source = nb::borrow(obj);
+  bool read_only = immutable_producer(obj);
+  if (!PyCapsule_CheckExact(obj.ptr()) && nb::hasattr(obj, "__dlpack__"))
+    source = dlpack_capsule_of(obj);
+  if (PyCapsule_CheckExact(source.ptr())) {
+    const char* name = PyCapsule_GetName(source.ptr());
     if (!name ||
         (std::strcmp(name, "dltensor") != 0 && std::strcmp(name, "dltensor_versioned") != 0))
       throw nb::value_error((std::string(what) +
                              ": the DLPack capsule was already consumed (its name is '" +
                              (name ? name : "") + "'); a capsule can be imported once")
                                 .c_str());
+    if (std::strcmp(name, "dltensor_versioned") == 0) {
+      const auto* head =
+          static_cast<const DLPackVersionedHead*>(PyCapsule_GetPointer(source.ptr(), name));
+      if (head && head->major >= 1 && (head->flags & kDLPackFlagReadOnly)) read_only = true;
+    }
+  } else if (PyObject_CheckBuffer(source.ptr())) {
+    // The buffer protocol (bytes, memoryview, array.array): read-only unless a
+    // writable view is granted.
+    Py_buffer view;
+    if (PyObject_GetBuffer(source.ptr(), &view, PyBUF_WRITABLE) == 0) {
+      PyBuffer_Release(&view);
+    } else {
+      PyErr_Clear();
+      read_only = true;
+    }
   }
   nb::ndarray<nb::ro> array;
-  if (!nb::try_cast(obj, array, /*convert=*/false)) {
+  if (!nb::try_cast(source, array, /*convert=*/false)) {
+    if (PyCapsule_CheckExact(source.ptr()) && !PyCapsule_CheckExact(obj.ptr())) {
+      throw nb::type_error((std::string(what) + ": the DLPack export of " +
+                            nb::cast<std::string>(nb::str(obj.type())) +
+                            " has a layout or dtype HAL cannot take")
+                               .c_str());
+    }
     throw nb::type_error((std::string(what) +
                           ": expected a hal.Buffer, a numpy array or an object with __dlpack__, "
                           "got " +
@@ -78,9 +130,19 @@ HostArray import_array(nb::handle obj, const char* what) {
         (std::string(what) + ": the array is not C-contiguous; pass numpy.ascontiguousarray(x)")
             .c_str());
   }
-  HostArray out{array, array.data(), 0, &dtype_of_dl(array.dtype()), {}};
+  HostArray out{array, array.data(), 0, &dtype_of_dl(array.dtype()), {}, read_only, {}};
   for (size_t i = 0; i < array.ndim(); ++i) out.shape.push_back(array.shape(i));
   out.nbytes = checked_product(out.shape, out.dtype->size);
+  // The imported tensor owns the memory's lease (a consumed capsule's deleter
+  // runs when it goes): a wrapping Buffer keeps it, in a capsule of its own.
+  auto* held = new nb::ndarray<nb::ro>(array);
+  out.producer = nb::steal(PyCapsule_New(held, "hal.imported_array", [](PyObject* capsule) {
+    delete static_cast<nb::ndarray<nb::ro>*>(PyCapsule_GetPointer(capsule, "hal.imported_array"));
+  }));
+  if (!out.producer.is_valid()) {
+    delete held;
+    throw nb::python_error();
+  }
   return out;
 }
 
@@ -121,6 +183,7 @@ nb::object buffer_to_numpy(Buffer& self, Stream* stream) {
 
 void buffer_copy_from(Buffer& self, nb::handle src, Stream* stream) {
   void* dst = self.get();
+  self.check_writable("copy_from");
   if (nb::isinstance<Buffer>(src)) {
     Buffer& other = nb::cast<Buffer&>(src);
     if (other.nbytes != self.nbytes)
@@ -142,40 +205,24 @@ void buffer_copy_from(Buffer& self, nb::handle src, Stream* stream) {
                           ", this buffer's " + self.dtype->name)
                              .c_str());
   if (self.nbytes)
-    copy_bytes(dst, host.data, self.nbytes, stream, self.device, nb::borrow(src), {&self});
+    copy_bytes(dst, host.data, self.nbytes, stream, self.device, host.producer, {&self});
 }
 
 nb::object buffer_dlpack(nb::handle self_handle, nb::object stream, nb::object max_version,
                          nb::object dl_device, nb::object copy) {
   Buffer& self = nb::cast<Buffer&>(self_handle);
   void* data = self.get();
-  if (!self.host_visible()) {
-    raise_hal(HAL_ERROR_UNSUPPORTED,
-              std::string("__dlpack__: this ") + kind_name(self.kind) +
-                  " buffer is not host-visible (the device lacks unified addressing); copy it "
-                  "with to_numpy() or allocate kind='host'");
-  }
-  if (!stream.is_none() && !nb::isinstance<Stream>(stream) && !nb::isinstance<nb::int_>(stream))
-    throw nb::type_error("__dlpack__: stream must be None, an int or a hal.Stream");
-  if (!copy.is_none() && nb::cast<bool>(copy))
-    throw nb::value_error("__dlpack__: copy=True is not supported (use to_numpy())");
-  // HAL buffers are exported as kDLCPU memory: the consumer reads them on the
-  // host at once, so all work on the buffer's device must be complete.
-  self.device.synchronize();
-  nb::object guard =
-      nb::cast(new ExportGuard(nb::borrow(self_handle)), nb::rv_policy::take_ownership);
-  std::vector<size_t> shape = self.shape;
-  // nanobind's array_api object speaks both DLPack versions (numpy >= 2 asks for a
-  // versioned capsule: a legacy one would come back read-only).
-  nb::ndarray<nb::array_api> view(data, shape.size(), shape.data(), guard, nullptr, self.dtype->dl,
-                                  nb::device::cpu::value, 0);
-  nb::object exported = nb::cast(view, nb::rv_policy::reference);
-  if (PyCapsule_CheckExact(exported.ptr())) return exported;
-  nb::kwargs kwargs;
-  if (!max_version.is_none()) kwargs["max_version"] = max_version;
-  if (!dl_device.is_none()) kwargs["dl_device"] = dl_device;
-  if (!copy.is_none()) kwargs["copy"] = copy;
-  return exported.attr("__dlpack__")(**kwargs);
+  return export_dlpack(self_handle, data, self.shape, nullptr, std::move(stream),
+                       std::move(max_version), std::move(dl_device), std::move(copy));
+}
+
+// A Buffer wrapping |host|'s memory, which it keeps alive (and read-only when the
+// producer is).
+nb::object wrap_host_array(const Device& device, HostArray& host, int kind) {
+  auto* buffer = new Buffer(device, const_cast<void*>(host.data), host.shape, *host.dtype, kind,
+                            host.producer);
+  buffer->read_only = host.read_only;
+  return nb::cast(buffer, nb::rv_policy::take_ownership);
 }
 
 // Wraps |obj| (DLPack producer, numpy array, capsule) as a Buffer without a
@@ -183,7 +230,22 @@ nb::object buffer_dlpack(nb::handle self_handle, nb::object stream, nb::object m
 // unified addressing reaches; otherwise copies (copy=None) or refuses (copy=False).
 nb::object from_dlpack(nb::handle obj, std::optional<Device> device, std::optional<bool> copy) {
   ensure_runtime();
-  if (nb::isinstance<Buffer>(obj)) return nb::borrow(obj);
+  if (nb::isinstance<Buffer>(obj)) {
+    Buffer& buffer = nb::cast<Buffer&>(obj);
+    buffer.get();
+    if (device && !(*device == buffer.device))
+      raise_hal(HAL_ERROR_DEVICE_MISMATCH, "hal.from_dlpack: the Buffer belongs to device " +
+                                               std::to_string(buffer.device.index) +
+                                               ", not to device " + std::to_string(device->index) +
+                                               "; copy it with hal.empty(...).copy_from(buf)");
+    if (!(copy && *copy)) return nb::borrow(obj);
+    auto* fresh = new Buffer(buffer.device, buffer.shape, *buffer.dtype, HAL_MEMORY_DEVICE);
+    nb::object result = nb::cast(fresh, nb::rv_policy::take_ownership);
+    if (buffer.nbytes)
+      copy_bytes(fresh->ptr, buffer.get(), buffer.nbytes, nullptr, buffer.device, nb::object(),
+                 {fresh, &buffer});
+    return result;
+  }
   HostArray host = import_array(obj, "hal.from_dlpack");
   hal_memory_info_t info{};
   info.struct_size = sizeof info;
@@ -198,19 +260,13 @@ nb::object from_dlpack(nb::handle obj, std::optional<Device> device, std::option
     if (copy && *copy)
       device = owner;
     else
-      return nb::cast(new Buffer(owner, const_cast<void*>(host.data), host.shape, *host.dtype,
-                                 info.kind, nb::borrow(obj)),
-                      nb::rv_policy::take_ownership);
+      return wrap_host_array(owner, host, info.kind);
   }
   Device target = device ? *device : device_at(0);
   const hal_device_properties_t props = target.raw();
   const bool reaches_host =
       props.type == HAL_DEVICE_TYPE_CPU && (props.capabilities & HAL_DEVICE_CAP_UNIFIED_ADDRESSING);
-  if (!(copy && *copy) && reaches_host && !in_hal) {
-    return nb::cast(new Buffer(target, const_cast<void*>(host.data), host.shape, *host.dtype,
-                               kExternal, nb::borrow(obj)),
-                    nb::rv_policy::take_ownership);
-  }
+  if (!(copy && *copy) && reaches_host && !in_hal) return wrap_host_array(target, host, kExternal);
   if (copy && !*copy)
     raise_hal(HAL_ERROR_UNSUPPORTED,
               "hal.from_dlpack(copy=False): device " + std::to_string(target.index) +
@@ -339,7 +395,7 @@ union ArgValue {
 };
 
 size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& out,
-                   std::vector<Resource*>& used) {
+                   std::vector<Resource*>& used, bool read_only_allowed) {
   const hal_arg_type_t type = kernel.arg_types[i];
   auto where = [&] {
     return "argument " + std::to_string(i) + " of " + signature(kernel) + " (" +
@@ -352,6 +408,13 @@ size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& o
               .c_str());
     Buffer& buffer = nb::cast<Buffer&>(value);
     void* p = buffer.get();
+    if (buffer.read_only && !read_only_allowed)
+      raise_hal(HAL_ERROR_INVALID_ARGUMENT,
+                where() +
+                    " is a read-only buffer (it wraps a read-only array), and a kernel's "
+                    "signature does not say what it writes: pass a writable copy "
+                    "(hal.to_device(array)); @hal.kernel functions take read-only buffers for "
+                    "the arrays they only read");
     if (!(buffer.device == kernel.owner().device))
       raise_hal(HAL_ERROR_DEVICE_MISMATCH, where() + " is a buffer of device " +
                                                std::to_string(buffer.device.index) +
@@ -408,7 +471,7 @@ size_t convert_arg(const Kernel& kernel, size_t i, nb::handle value, ArgValue& o
 }
 
 void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::args args, Stream* stream,
-            uint32_t shared_memory_bytes) {
+            uint32_t shared_memory_bytes, std::vector<size_t> read_only_args) {
   hal_kernel_t handle = kernel.get();
   if (args.size() != kernel.arg_types.size())
     throw nb::type_error((signature(kernel) + " takes " + std::to_string(kernel.arg_types.size()) +
@@ -418,7 +481,9 @@ void launch(const Kernel& kernel, nb::handle grid, nb::handle block, nb::args ar
   std::vector<hal_kernel_arg_t> raw(args.size());
   std::vector<Resource*> used{&kernel.owner()};
   for (size_t i = 0; i < args.size(); ++i) {
-    raw[i].size = convert_arg(kernel, i, args[i], values[i], used);
+    const bool read_only_allowed =
+        std::find(read_only_args.begin(), read_only_args.end(), i) != read_only_args.end();
+    raw[i].size = convert_arg(kernel, i, args[i], values[i], used, read_only_allowed);
     raw[i].value = &values[i];
   }
   hal_launch_config_t config{};
@@ -741,15 +806,47 @@ NB_MODULE(_hal, m) {
       .def_prop_ro("ndim", [](const Buffer& b) { return b.shape.size(); })
       .def_prop_ro("ptr", [](const Buffer& b) { return reinterpret_cast<uintptr_t>(b.get()); })
       .def_prop_ro("closed", [](const Buffer& b) { return !b.alive(); })
+      .def_ro("read_only", &Buffer::read_only,
+              "True when the buffer wraps a read-only array (hal.from_dlpack of numpy with "
+              "writeable=False, of a JAX array, of a read-only DLPack export): writes to it "
+              "raise InvalidArgumentError.")
+      .def(
+          "__array__",
+          [](nb::handle self, nb::object dtype, nb::object copy) {
+            Buffer& b = nb::cast<Buffer&>(self);
+            return numpy_array_of(self, b, dtype, copy,
+                                  [&] { return buffer_to_numpy(b, nullptr); });
+          },
+          "dtype"_a = nb::none(), nb::kw_only(), "copy"_a = nb::none(),
+          nb::sig("def __array__(self, dtype: object = None, *, copy: bool | None = None) -> "
+                  "numpy.typing.NDArray[typing.Any]"),
+          "numpy.asarray(buf): a view of host-visible memory (a copy with copy=True, or of "
+          "memory the host cannot read).")
       .def("copy_from", &buffer_copy_from, "src"_a, "stream"_a = nb::none(),
            "Copies a Buffer or a C-contiguous host array of the same size and dtype into this "
            "buffer; synchronous without a stream, else asynchronous on it.")
       .def("to_numpy", &buffer_to_numpy, "stream"_a = nb::none(),
+           nb::sig("def to_numpy(self, stream: Stream | None = None) -> "
+                   "numpy.typing.NDArray[typing.Any]"),
            "A new numpy array with a copy of the contents.")
       .def(
           "fill",
-          [](Buffer& b, uint8_t value, Stream* stream) {
+          [](Buffer& b, nb::handle byte, Stream* stream) {
             void* p = b.get();
+            b.check_writable("fill");
+            if (PyBool_Check(byte.ptr()) || !PyIndex_Check(byte.ptr()))
+              throw nb::type_error(("fill(byte): byte must be an int in 0..255, got " +
+                                    nb::cast<std::string>(nb::str(byte.type())))
+                                       .c_str());
+            const std::optional<uint8_t> value = python_integer<uint8_t>(byte);
+            if (!value)
+              throw nb::value_error(
+                  ("fill(byte): " + nb::cast<std::string>(nb::repr(byte)) +
+                   " is not a byte: fill sets every byte of the buffer to one value in 0..255" +
+                   (b.dtype->size > 1
+                        ? " (this " + b.dtype->name + " buffer's elements take the byte repeated)"
+                        : std::string()))
+                      .c_str());
             if (!stream) b.device.synchronize();
             Stream& s = stream_or_default(stream, b.device);
             hal_stream_t h = s.get();
@@ -757,20 +854,26 @@ NB_MODULE(_hal, m) {
             {
               InUse use({&b, &s});
               nb::gil_scoped_release unlocked;
-              result = hal_memset_async(p, value, b.nbytes, h);
+              result = hal_memset_async(p, *value, b.nbytes, h);
             }
             check(result);
             if (!stream) s.synchronize();
           },
-          "byte"_a, "stream"_a = nb::none(), "Sets every byte to |byte|.")
+          "byte"_a, "stream"_a = nb::none(),
+          nb::sig("def fill(self, byte: int, stream: Stream | None = None) -> None"),
+          "Sets every byte to |byte| (an int in 0..255).")
       .def(
           "close", [](Buffer& b) { close_resource(b, "Buffer"); },
           "Frees the memory now (waits for the device's work).")
       .def("__dlpack__", &buffer_dlpack, nb::kw_only(), "stream"_a = nb::none(),
            "max_version"_a = nb::none(), "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+           nb::sig("def __dlpack__(self, *, stream: Stream | int | None = None, "
+                   "max_version: tuple[int, int] | None = None, "
+                   "dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> "
+                   "typing_extensions.CapsuleType"),
            "A DLPack capsule over this buffer (kDLCPU); the device is synchronised first.")
       .def("__dlpack_device__",
-           [](Buffer& b) {
+           [](Buffer& b) -> std::tuple<int, int> {
              b.get();
              if (!b.host_visible())
                raise_hal(HAL_ERROR_UNSUPPORTED,
@@ -827,7 +930,7 @@ NB_MODULE(_hal, m) {
           "The signature: 'pointer', 'i32', 'u32', 'i64', 'u64', 'f32', 'f64'.")
       .def_prop_ro("module", [](const Kernel& k) { return k.module; })
       .def("launch", &launch, "grid"_a, "block"_a, "args"_a, nb::kw_only(), "stream"_a = nb::none(),
-           "shared_memory_bytes"_a = 0,
+           "shared_memory_bytes"_a = 0, "_read_only_args"_a = std::vector<size_t>(),
            nb::sig("def launch(self, grid: int | Sequence[int], block: int | Sequence[int], "
                    "*args: Buffer | int | float, stream: Stream | None = None, "
                    "shared_memory_bytes: int = 0) -> None"),

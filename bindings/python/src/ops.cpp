@@ -37,12 +37,15 @@ struct Tensor {
   const DType& dtype() const { return *buf().dtype; }
 };
 
+// Dense row-major strides; one past INT64_MAX saturates there, as
+// hal_tensor_desc_contiguous does (check_view then refuses the view).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     strides[d] = stride;
-    stride *= shape[d] > 0 ? shape[d] : 1;
+    const int64_t step = shape[d] > 0 ? shape[d] : 1;
+    if (__builtin_mul_overflow(stride, step, &stride)) stride = std::numeric_limits<int64_t>::max();
   }
   return strides;
 }
@@ -199,9 +202,15 @@ struct Field {
 
 // An operand position of hal_op_execute: its name and, when the descriptor
 // states its layout, that tensor member's offset.
-// Operands without a descriptor tensor have a layout the op implies: dense,
-// of this element type.
-enum class Implied : uint8_t { kNone, kI32, kSparsity /* u8 mask or i32 indices */ };
+// Operands without a descriptor tensor have a dense layout the op implies
+// (OpPlan::implied_layout says which).
+enum class Implied : uint8_t {
+  kNone,
+  kOffsets,    // grouped matmul: i32 [groups + 1]
+  kCuSeqlens,  // attention, varlen: i32 [batch + 1]
+  kSparsity,   // attention: u8 block mask or i32 block indices
+  kStatus,     // gather, scatter: i32 [1]
+};
 struct OperandSlot {
   const char* name;
   std::ptrdiff_t tensor = -1;
@@ -278,7 +287,7 @@ std::vector<OpSpec> make_specs() {
                    sizeof(GM),
                    {HALPY_BIT(GM, "transpose_b", flags, HAL_MATMUL_TRANSPOSE_B),
                     HALPY_F(GM, groups, U32), HALPY_T(GM, a), HALPY_T(GM, b), HALPY_T(GM, d)},
-                   {HALPY_O(GM, "a", a), HALPY_O(GM, "b", b), HALPY_O_RAW("offsets", kI32),
+                   {HALPY_O(GM, "a", a), HALPY_O(GM, "b", b), HALPY_O_RAW("offsets", kOffsets),
                     HALPY_O(GM, "d", d)},
                    {}});
   using SM = hal_op_softmax_desc_t;
@@ -449,8 +458,8 @@ std::vector<OpSpec> make_specs() {
                                                  HALPY_O(AT, "v", v),
                                                  HALPY_O(AT, "out", out),
                                                  HALPY_O(AT, "lse", lse),
-                                                 HALPY_O_RAW("cu_seqlens_q", kI32),
-                                                 HALPY_O_RAW("cu_seqlens_k", kI32),
+                                                 HALPY_O_RAW("cu_seqlens_q", kCuSeqlens),
+                                                 HALPY_O_RAW("cu_seqlens_k", kCuSeqlens),
                                                  HALPY_O_RAW("block_sparsity", kSparsity)};
   specs.push_back({HAL_OP_ATTENTION, sizeof(AT), attention_fields, attention_operands, {}});
   attention_operands.push_back(HALPY_O(AT, "grad_out", grad_out));
@@ -512,7 +521,7 @@ std::vector<OpSpec> make_specs() {
                    sizeof(GA),
                    {HALPY_F(GA, axis, U32), HALPY_T(GA, x), HALPY_T(GA, index), HALPY_T(GA, out)},
                    {HALPY_O(GA, "x", x), HALPY_O(GA, "index", index), HALPY_O(GA, "out", out),
-                    HALPY_O_RAW("status", kI32)},
+                    HALPY_O_RAW("status", kStatus)},
                    {}});
   using SA = hal_op_scatter_desc_t;
   specs.push_back({HAL_OP_SCATTER,
@@ -520,7 +529,7 @@ std::vector<OpSpec> make_specs() {
                    {HALPY_ENUM(SA, mode, scatter_mode_table), HALPY_F(SA, axis, U32),
                     HALPY_T(SA, index), HALPY_T(SA, src), HALPY_T(SA, out)},
                    {HALPY_O(SA, "index", index), HALPY_O(SA, "src", src), HALPY_O(SA, "out", out),
-                    HALPY_O_RAW("status", kI32)},
+                    HALPY_O_RAW("status", kStatus)},
                    {}});
   using CT = hal_op_cat_desc_t;
   specs.push_back({HAL_OP_CAT,
@@ -580,13 +589,43 @@ union DescStorage {
   hal_op_fill_desc_t fill;
 };
 
+// A Python float (an f64) for an op's f32 field. HAL checks each scalar as
+// the f32 it computes with (SPEC.md §17.2), so the value a caller wrote must
+// survive the narrowing done here: a finite one past f32's range (it would
+// arrive as inf) or a nonzero one below FLT_MIN (it would arrive as 0 or a
+// subnormal) is refused naming the field. NaN and inf go on to HAL, whose
+// message names the descriptor's rule.
+float narrow_to_f32(double value, const std::string& field) {
+  if (!std::isfinite(value)) return static_cast<float>(value);
+  // From halfway between FLT_MAX and 2^128 on a double rounds to inf (and
+  // converting it to float is undefined in C++).
+  constexpr double kOverflow = 0x1.ffffffp+127;
+  const std::string is =
+      "field '" + field + "' is " + nb::cast<std::string>(nb::repr(nb::float_(value)));
+  if (std::fabs(value) >= kOverflow)
+    raise_hal(HAL_ERROR_INVALID_ARGUMENT,
+              is + ", which overflows f32 (the op computes in f32): at most 3.4028235e+38 in "
+                   "magnitude");
+  const float narrowed = static_cast<float>(value);
+  if (value != 0.0 && std::fabs(narrowed) < std::numeric_limits<float>::min())
+    raise_hal(HAL_ERROR_INVALID_ARGUMENT,
+              is + ", which f32 cannot hold (the op computes in f32): 0 or at least "
+                   "1.1754944e-38 in magnitude");
+  return narrowed;
+}
+
 template <typename T>
 T number(nb::handle value, const std::string& field) {
   if constexpr (std::is_floating_point_v<T>) {
     if (PyBool_Check(value.ptr()) || (!PyFloat_Check(value.ptr()) && !PyIndex_Check(value.ptr()) &&
                                       !nb::hasattr(value, "__float__")))
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, "field '" + field + "' must be a number");
-    return static_cast<T>(python_float(value));
+    const double v = python_float(value);
+    if constexpr (std::is_same_v<T, float>) {
+      return narrow_to_f32(v, field);
+    } else {
+      return v;
+    }
   } else {
     if (!PyIndex_Check(value.ptr()))
       raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, "field '" + field + "' must be an int or a bool");
@@ -806,6 +845,54 @@ struct OpPlan : Resource {
     return names;
   }
 
+  // The layout of an operand the descriptor implies (hal/ops.h states each):
+  // whether the descriptor uses it, its dtype, its shape and the rule.
+  struct ImpliedLayout {
+    bool used = true;
+    hal_dtype_t dtype = HAL_DTYPE_I32;
+    std::vector<int64_t> shape;
+    const char* rule = "";
+  };
+  ImpliedLayout implied_layout(Implied implied) const {
+    const auto ceil_div = [](int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; };
+    const hal_op_attention_desc_t& at = desc.attention;
+    ImpliedLayout layout;
+    switch (implied) {
+      case Implied::kOffsets:
+        layout.shape = {int64_t{desc.grouped_matmul.groups} + 1};
+        layout.rule = "groups + 1 offsets";
+        break;
+      case Implied::kCuSeqlens:
+        layout.used = at.has_cu_seqlens != 0;
+        layout.shape = {int64_t{at.batch} + 1};
+        layout.rule = "batch + 1 offsets";
+        break;
+      case Implied::kSparsity: {
+        layout.used = at.sparsity != HAL_ATTENTION_DENSE;
+        const bool varlen = at.has_cu_seqlens != 0;
+        const int64_t s_q = varlen ? at.max_seqlen_q : at.q.shape[1];
+        const int64_t s_k = varlen ? at.max_seqlen_k : at.k.shape[1];
+        if (at.sparsity == HAL_ATTENTION_BLOCK_INDICES) {
+          layout.shape = {at.batch, at.q.shape[2], ceil_div(s_q, at.block_q), at.topk};
+          layout.rule = "[batch, heads, ceil(s_q / block_q), topk]";
+        } else {
+          layout.dtype = HAL_DTYPE_U8;
+          layout.shape = {at.batch, at.q.shape[2], ceil_div(s_q, at.block_q),
+                          ceil_div(s_k, at.block_k)};
+          layout.rule = "[batch, heads, ceil(s_q / block_q), ceil(s_k / block_k)]";
+        }
+        break;
+      }
+      case Implied::kStatus:
+        layout.shape = {1};
+        layout.rule = "one status word";
+        break;
+      case Implied::kNone:
+        break;
+    }
+    return layout;
+  }
+
   // Checks operand |i| (given, not None) against what the plan was made for.
   void check_operand(size_t i, const std::string& name, const Operand& op) const {
     const std::string where = kind_name() + " operand " + std::to_string(i) + " '" + name + "'";
@@ -851,14 +938,20 @@ struct OpPlan : Resource {
       return;
     }
     const OperandSlot& slot = spec->operands[i];
-    if (slot.tensor < 0) {  // a dense layout the op implies; HAL checks its extent
-      const hal_dtype_t want =
-          slot.implied == Implied::kSparsity && desc.attention.sparsity == HAL_ATTENTION_BLOCK_MASK
-              ? HAL_DTYPE_U8
-              : HAL_DTYPE_I32;
-      if (op.dtype->hal != want)
+    if (slot.tensor < 0) {
+      // A dense layout the op implies. HAL reads the whole of it from the
+      // pointer and can check only that it lies in the allocation: a view
+      // of fewer elements (of a larger buffer) would be read past its end,
+      // one of another shape reinterpreted. Its shape must be the implied one.
+      const ImpliedLayout layout = implied_layout(slot.implied);
+      if (!layout.used) return;  // HAL refuses an operand its descriptor does not use
+      if (op.dtype->hal != layout.dtype)
         raise_hal(HAL_ERROR_ARGUMENT_MISMATCH, where + " is " + op.dtype->name + ", the op reads " +
-                                                   hal::util::dtype_name(want));
+                                                   hal::util::dtype_name(layout.dtype));
+      if (op.shape != layout.shape)
+        raise_hal(HAL_ERROR_INVALID_ARGUMENT, where + " has shape " + dims_text(op.shape) +
+                                                  "; the plan reads " + dims_text(layout.shape) +
+                                                  " (" + layout.rule + ")");
       if (!dense_layout(op.shape, op.strides))
         raise_hal(HAL_ERROR_INVALID_ARGUMENT, where + " must be dense (contiguous)");
       return;
@@ -1054,7 +1147,48 @@ void bind_ops(nb::module_& m) {
           "is_contiguous", [](const Tensor& t) { return t.strides == contiguous_strides(t.shape); },
           "True when the strides are dense row-major.")
       .def("to_numpy", &tensor_to_numpy,
+           nb::sig("def to_numpy(self) -> numpy.typing.NDArray[typing.Any]"),
            "A new numpy array with a copy of the viewed elements (synchronous).")
+      .def(
+          "__dlpack__",
+          [](const Tensor& t, nb::object stream, nb::object max_version, nb::object dl_device,
+             nb::object copy) {
+            Buffer& b = t.buf();
+            check_view(b, t.shape, t.strides, t.offset);
+            auto* data = static_cast<unsigned char*>(b.get()) +
+                         static_cast<size_t>(t.offset) * b.dtype->size;
+            const std::vector<size_t> shape(t.shape.begin(), t.shape.end());
+            return export_dlpack(t.buffer, data, shape, t.strides.data(), std::move(stream),
+                                 std::move(max_version), std::move(dl_device), std::move(copy));
+          },
+          nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(),
+          "dl_device"_a = nb::none(), "copy"_a = nb::none(),
+          nb::sig("def __dlpack__(self, *, stream: Stream | int | None = None, "
+                  "max_version: tuple[int, int] | None = None, "
+                  "dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> "
+                  "typing_extensions.CapsuleType"),
+          "A DLPack capsule over the view (kDLCPU, strided; read-only when the buffer is); "
+          "the device is synchronised first.")
+      .def(
+          "__dlpack_device__",
+          [](const Tensor& t) {
+            Buffer& b = t.buf();
+            b.get();
+            if (!b.host_visible())
+              raise_hal(HAL_ERROR_UNSUPPORTED, "__dlpack_device__: the buffer is not host-visible");
+            return std::make_tuple(1, 0);  // kDLCPU, device 0
+          },
+          nb::sig("def __dlpack_device__(self) -> tuple[int, int]"))
+      .def(
+          "__array__",
+          [](nb::handle self, nb::object dtype, nb::object copy) {
+            const Tensor& t = nb::cast<const Tensor&>(self);
+            return numpy_array_of(self, t.buf(), dtype, copy, [&] { return tensor_to_numpy(t); });
+          },
+          "dtype"_a = nb::none(), nb::kw_only(), "copy"_a = nb::none(),
+          nb::sig("def __array__(self, dtype: object = None, *, copy: bool | None = None) -> "
+                  "numpy.typing.NDArray[typing.Any]"),
+          "numpy.asarray(view): a strided view of host-visible memory, else a copy.")
       .def("__repr__", [](const Tensor& t) {
         return "<hal.Tensor " + dims_text(t.shape) + " " + t.dtype().name + " strides " +
                dims_text(t.strides) + " offset " + std::to_string(t.offset) + " of " +

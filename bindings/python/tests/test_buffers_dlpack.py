@@ -163,3 +163,154 @@ def test_dlpack_stream_protocol_and_versions(dev, vadd_module, rng):
     with pytest.raises(ValueError, match="copy=True"):
         dc.__dlpack__(copy=True)
     del capsule, legacy
+
+
+# ---- read-only producers, devices, producers' errors, edge shapes (issue 37) ---------------
+
+
+def test_read_only_numpy_is_never_written(dev):
+    x = np.arange(8, dtype=np.float32)
+    x.setflags(write=False)
+    buf = hal.from_dlpack(x, dev)
+    assert buf.read_only and buf.kind == "external" and buf.ptr == x.ctypes.data
+    with pytest.raises(hal.InvalidArgumentError, match="read-only"):
+        buf.fill(0)
+    with pytest.raises(hal.InvalidArgumentError, match="read-only"):
+        buf.copy_from(np.zeros(8, np.float32))
+    with pytest.raises(hal.InvalidArgumentError, match="read-only"):
+        buf.copy_from(hal.empty(8, np.float32, dev))
+    np.testing.assert_array_equal(x, np.arange(8, dtype=np.float32))
+    # Reading is fine: a copy out, and an export that stays read-only.
+    np.testing.assert_array_equal(buf.to_numpy(), x)
+    view = np.from_dlpack(buf)
+    assert not view.flags.writeable
+    del view
+    # A writable array wraps writable.
+    w = np.arange(8, dtype=np.float32)
+    assert not hal.from_dlpack(w, dev).read_only
+
+
+def test_read_only_view_of_a_hal_allocation_stays_read_only(dev):
+    buf = hal.to_device(np.arange(4, dtype=np.int32), dev)
+    view = np.from_dlpack(buf)
+    view.setflags(write=False)
+    again = hal.from_dlpack(view)
+    assert again.ptr == buf.ptr and again.read_only
+    with pytest.raises(hal.InvalidArgumentError, match="read-only"):
+        again.fill(0)
+    del again, view
+
+
+def test_read_only_buffers_and_kernels(dev, vadd_module):
+    x = np.ones(256, np.float32)
+    x.setflags(write=False)
+    ro = hal.from_dlpack(x, dev)
+    out = hal.empty(256, np.float32, dev)
+    # A raw kernel's signature does not say what it writes: refused for any pointer.
+    with pytest.raises(hal.InvalidArgumentError, match="read-only buffer"):
+        vadd_module.kernel("vadd").launch(1, 256, ro, ro, out, 256)
+
+    @hal.kernel
+    def double_it(src: hal.f32[:], dst: hal.f32[:], n: hal.i32) -> None:
+        i = hal.global_id(0)
+        if i < n:
+            dst[i] = src[i] * 2.0
+
+    double_it.launch(1, 256, ro, out, 256)  # src is only read: accepted
+    np.testing.assert_array_equal(out.to_numpy(), np.full(256, 2.0, np.float32))
+    with pytest.raises(hal.InvalidArgumentError, match="read-only buffer"):
+        double_it.launch(1, 256, out, ro, 256)  # dst is written
+    np.testing.assert_array_equal(x, np.ones(256, np.float32))
+
+
+def test_jax_arrays_are_read_only(dev):
+    jnp = pytest.importorskip("jax.numpy")
+    a = jnp.arange(6, dtype=jnp.float32)
+    buf = hal.from_dlpack(a, dev)
+    assert buf.read_only
+    with pytest.raises(hal.InvalidArgumentError, match="read-only"):
+        buf.fill(0)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(6, dtype=np.float32))
+
+
+def test_from_dlpack_of_a_buffer_checks_the_device(devices):
+    buf = hal.empty(4, np.float32, devices[0])
+    assert hal.from_dlpack(buf) is buf
+    assert hal.from_dlpack(buf, devices[0]) is buf
+    with pytest.raises(hal.DeviceMismatchError, match="device 0, not to device 1"):
+        hal.from_dlpack(buf, device=devices[1])
+    buf.copy_from(np.arange(4, dtype=np.float32))
+    copy = hal.from_dlpack(buf, copy=True)
+    assert copy is not buf and copy.ptr != buf.ptr and copy.device == devices[0]
+    np.testing.assert_array_equal(copy.to_numpy(), np.arange(4, dtype=np.float32))
+
+
+def test_a_producers_buffer_error_passes_its_message_on(dev):
+    class Refuses:
+        def __dlpack__(self, **kwargs):
+            raise BufferError("my producer cannot export a meta tensor")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(BufferError, match="cannot export a meta tensor"):
+        hal.from_dlpack(Refuses(), dev)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(BufferError, match="DLPack only supports"):
+        hal.from_dlpack(np.zeros(3, ml_dtypes.bfloat16), dev)
+
+
+def test_zero_size_arrays_are_accepted(dev):
+    for shape in [(0,), (0, 3), (3, 0), (2, 0, 5)]:
+        x = np.zeros(shape, np.float32)
+        wrapped = hal.from_dlpack(x, dev)
+        assert wrapped.shape == shape and wrapped.nbytes == 0
+        assert wrapped.to_numpy().shape == shape
+        copied = hal.to_device(x, dev)
+        assert copied.shape == shape and copied.to_numpy().shape == shape
+        copied.copy_from(x)
+    sliced = np.arange(10, dtype=np.float32)[5:5]
+    assert hal.from_dlpack(sliced, dev).nbytes == 0
+
+
+def test_numpy_asarray_of_a_buffer(dev, rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    buf = hal.to_device(x, dev)
+    a = np.asarray(buf)
+    assert a.dtype == np.float32 and a.shape == (3, 4) and a.ctypes.data == buf.ptr
+    np.testing.assert_array_equal(a, x)
+    del a
+    copied = np.array(buf)  # numpy's copy
+    assert copied.ctypes.data != buf.ptr
+    np.testing.assert_array_equal(copied, x)
+    as_f64 = np.asarray(buf, dtype=np.float64)
+    assert as_f64.dtype == np.float64
+    np.testing.assert_array_equal(as_f64, x.astype(np.float64))
+    with pytest.raises(TypeError, match="bfloat16"):
+        np.asarray(hal.empty(2, "bfloat16", dev))
+
+
+def test_tensor_views_export_dlpack(dev):
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    buf = hal.to_device(x, dev)
+    view = hal.Tensor(buf, shape=(3, 2), strides=(6, 2), offset=7)  # x[1:4, 1:5:2]
+    expected = x[1:4, 1:5:2]
+    seen = np.from_dlpack(view)
+    assert seen.shape == (3, 2) and seen.strides == (24, 8)
+    np.testing.assert_array_equal(seen, expected)
+    np.testing.assert_array_equal(np.asarray(view), expected)
+    assert view.__dlpack_device__() == (1, 0)
+    seen[0, 0] = -1.0  # writes through to the buffer
+    assert buf.to_numpy()[1, 1] == -1.0
+    del seen
+    jnp = pytest.importorskip("jax.numpy")
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(hal.Tensor(buf, shape=(6,), offset=6))),
+                                  buf.to_numpy()[1])
+
+
+def test_to_device_keeps_zero_d_shape(dev):
+    buf = hal.to_device(np.array(3.5), dev)
+    assert buf.shape == () and buf.ndim == 0 and buf.size == 1
+    assert buf.to_numpy().shape == () and buf.to_numpy() == 3.5
+    assert hal.to_device(np.float32(2.0), dev).shape == ()
+    assert hal.from_dlpack(np.array(7, np.int64), dev).shape == ()

@@ -31,6 +31,10 @@ def test_every_result_code_has_its_class():
         cls = hal.ERRORS[code]
         assert cls.name == name and issubclass(cls, hal.Error)
     assert set(hal.ERRORS) == {c for c in names if c > 1}
+    # hal._errors.__all__ is a literal list for type checkers: it must name every class.
+    from hal import _errors
+    assert sorted(_errors.__all__) == sorted(
+        ["Error", "ERRORS"] + [cls.__name__ for cls in hal.ERRORS.values()])
 
 
 def test_error_carries_code_message_function_plugin(dev):
@@ -58,3 +62,29 @@ def test_unknown_names_are_value_errors(dev):
         hal.Module(dev, source="x", format="punch_cards")
     with pytest.raises(ValueError, match="exactly one"):
         hal.Module(dev)
+
+
+def test_fill_names_the_byte_range(dev):
+    buf = hal.empty(4, "uint8", dev)
+    with pytest.raises(ValueError, match=r"300 is not a byte: .*0\.\.255"):
+        buf.fill(300)
+    with pytest.raises(ValueError, match=r"0\.\.255"):
+        buf.fill(-1)
+    with pytest.raises(TypeError, match=r"an int in 0\.\.255"):
+        buf.fill(1.5)
+    buf.fill(255)
+    assert buf.to_numpy().tolist() == [255] * 4
+    wide = hal.empty(2, "int32", dev)
+    with pytest.raises(ValueError, match="int32 buffer's elements take the byte repeated"):
+        wide.fill(256)
+
+
+def test_dtype_names_of_the_kernel_language(dev):
+    for spec, name in [("bf16", "bfloat16"), (hal.bf16, "bfloat16"), ("f32", "float32"),
+                       (hal.f32, "float32"), ("f16", "float16"), ("i64", "int64"),
+                       (hal.i32, "int32"), ("u8", "uint8"), ("bfloat16", "bfloat16")]:
+        assert hal.empty(4, spec, dev).dtype == name, spec
+    with pytest.raises(TypeError, match="u32 and u64 arrays use int32 and int64 buffers"):
+        hal.empty(4, hal.u32, dev)
+    with pytest.raises(TypeError, match="not a HAL element type"):
+        hal.empty(4, "c8", dev)

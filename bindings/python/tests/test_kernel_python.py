@@ -1,6 +1,7 @@
 """@hal.kernel: restricted Python translated to the kernel dialect, against numpy, on every
 device the suite has; and what it refuses, with the Python line."""
 import inspect
+import linecache
 import os
 import sys
 
@@ -90,11 +91,13 @@ def test_shared_memory_barriers_and_atomics(devices, rng):
 def test_f16_and_bf16_arrays_read_and_write_as_f32(dev, rng):
     n = 100
     x = rng.standard_normal(n).astype(np.float16)
-    # numpy has no bfloat16: y's 16-bit storage is a float16 buffer, its bits read as bf16.
-    y = hal.empty(n, np.float16, dev)
+    y = hal.empty(n, "bf16", dev)  # a bf16[:] parameter takes a bfloat16 buffer only
     halves.launch(1, 128, hal.to_device(x, dev), y, n)
+    # numpy has no bfloat16: the bits come back through a float16 buffer (a byte copy).
+    bits = hal.empty(n, np.float16, dev)
+    bits.copy_from(y)
     expected = x.astype(np.float32) * 2 + np.sqrt(np.abs(x.astype(np.float32)))
-    got = (y.to_numpy().view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    got = (bits.to_numpy().view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     np.testing.assert_allclose(got, expected, rtol=2 ** -8)
 
 
@@ -196,13 +199,88 @@ def test_refusals_name_the_python_line():
 
 
 def test_compiler_diagnostics_name_the_python_line(dev):
-    def main(a: hal.f32[:]):  # 'main' is reserved by the dialect
-        a[0] = 1.0
+    def two_roots(a: hal.f32[:]):
+        a[0] = hal.sqrt(a[0], a[1])  # sqrt takes one value: the backend compiler says so
 
-    translated = hal.kernel(main)
+    translated = hal.kernel(two_roots)
     with pytest.raises(hal.InvalidModuleError) as info:
         translated.compile(dev)
-    assert f"{__file__}:{line_of(main, 'def main')}" in str(info.value)
+    assert f"{__file__}:{line_of(two_roots, 'hal.sqrt(a[0], a[1])')}" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["local", "double", "half", "private", "threadIdx", "float4",
+                                  "uint", "restrict", "kernel", "main", "__x", "_Reserved",
+                                  "hal_tmp", "not_eq", "std", "INFINITY", "sqrt"])
+def test_names_a_backend_reserves_are_refused_at_translation(name):
+    """Python accepts these names; C++, OpenCL C, CUDA or HIP refuses or reinterprets each."""
+    source = f"def k(a: hal.f32[:], n: hal.i32):\n    {name} = 2.0\n    a[0] = {name}\n"
+    filename = f"<reserved name {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"hal": hal}
+    exec(compile(source, filename, "exec"), namespace)
+    with pytest.raises(hal.KernelSourceError, match=f"'{name}' cannot be a local in a kernel"):
+        hal.kernel(namespace["k"])
+
+
+def test_reserved_names_in_every_position():
+    def local_name(a: hal.f32[:]):
+        local = a[0]
+        a[1] = local
+
+    refused(local_name, "local = a[0]", "'local' cannot be a local")
+
+    def typed_local(a: hal.f32[:]):
+        double: hal.f32 = 1.0
+        a[0] = double
+
+    refused(typed_local, "double: hal.f32", "'double' cannot be a local")
+
+    def loop_variable(a: hal.f32[:]):
+        for half in range(4):
+            a[half] = 0.0
+
+    refused(loop_variable, "for half in", "'half' cannot be a loop variable")
+
+    def parameter(constant: hal.f32[:]):
+        constant[0] = 1.0
+
+    refused(parameter, "def parameter", "'constant' cannot be a parameter")
+
+    def shared_array(a: hal.f32[:]):
+        global_size = hal.shared(hal.f32, 4)  # noqa: F841
+        a[0] = 0.0
+
+    refused(shared_array, "global_size = hal.shared", "'global_size' cannot be a hal.shared array")
+
+    def threadIdx(a: hal.f32[:]):  # noqa: N802
+        a[0] = 0.0
+
+    refused(threadIdx, "def threadIdx", "'threadIdx' cannot be the kernel's name")
+
+
+def test_array_dtypes_are_checked_at_launch(dev):
+    n = 8
+    ints = hal.to_device(np.arange(n, dtype=np.int32), dev)
+    floats = hal.empty(n, np.float32, dev)
+    with pytest.raises(TypeError, match=r"argument 0 \('a: hal.f32\[:\]'\) needs a buffer of "
+                                        r"float32, got a int32 buffer"):
+        scaled_add.launch(1, n, ints, floats, floats, 1.0, n)
+    with pytest.raises(TypeError, match="argument 2 .*float64 buffer"):
+        scaled_add.launch(1, n, floats, floats, hal.empty(n, np.float64, dev), 1.0, n)
+    with pytest.raises(TypeError, match="takes 5 kernel arguments"):
+        scaled_add.launch(1, n, floats, floats, floats, 1.0)
+
+    @hal.kernel
+    def count_up(out: hal.u32[:], n: hal.i32) -> None:
+        i = hal.global_id(0)
+        if i < n:
+            out[i] = i
+
+    counts = hal.empty(n, np.int32, dev)  # HAL has no uint32 buffers: u32[:] reads int32
+    count_up.launch(1, n, counts, n)
+    assert counts.to_numpy().tolist() == list(range(n))
+    with pytest.raises(TypeError, match="needs a buffer of int32, got a int64"):
+        count_up.launch(1, n, hal.empty(n, np.int64, dev), n)
 
 
 def test_misuse_outside_kernels(dev):

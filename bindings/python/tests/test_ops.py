@@ -492,3 +492,27 @@ def test_implied_operands_must_be_dense_and_of_their_dtype(dev, rng):
     offsets = put(np.array([0, 9, 3, 9, 6, 9], np.int32), dev)
     with pytest.raises(hal.InvalidArgumentError, match="dense"):
         ops.grouped_matmul(a, b, hal.Tensor(offsets, (3,), (2,)))
+
+
+def test_cross_entropy_label_out_of_range_is_nan_by_rule(dev, rng):
+    """SPEC §17.6.4: a label outside [0, classes) that is not ignore_index counts as a row with
+    loss NaN (the mean is NaN: bad data shows) and a zero gradient row; the other rows'
+    gradients still divide by the counted rows, the bad one included."""
+    logits = rng.standard_normal((4, 5)).astype(np.float32)
+    labels = np.array([1, 7, -100, 3], np.int32)  # 7 is out of range, -100 ignored
+    res = ops.cross_entropy(put(logits, dev), put(labels, dev), grad=True, row_losses=True)
+    assert np.isnan(res.loss.to_numpy()[0])
+    rows = res.row_losses.to_numpy()
+    assert np.isnan(rows[1]) and rows[2] == 0.0 and np.isfinite(rows[[0, 3]]).all()
+    grad = res.grad_logits.to_numpy()
+    assert (grad[1] == 0).all() and (grad[2] == 0).all()
+    x = logits.astype(np.float64)
+    p = np.exp(x - x.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    for r in (0, 3):  # counted rows: 3 (the bad label is counted, the ignored one is not)
+        expected = p[r].copy()
+        expected[labels[r]] -= 1.0
+        np.testing.assert_allclose(grad[r], expected / 3, rtol=1e-5, atol=1e-6)
+    for bad in (5, -1):
+        res = ops.cross_entropy(put(logits, dev), put(np.array([0, bad, 1, 2], np.int32), dev))
+        assert np.isnan(res.loss.to_numpy()[0]), bad

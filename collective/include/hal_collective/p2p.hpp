@@ -40,6 +40,9 @@ class Transport {
   // their waits on it fail at once where the transport can say so (shared
   // memory); callable from any thread. MPI's peers wait for the deadline.
   virtual void fail() noexcept {}
+  // Whether the process of a peer is known to have ended (where the
+  // transport watches them: shared memory).
+  virtual bool any_peer_exited() const noexcept { return false; }
 };
 
 // Runs one rank's |calls| over |transport|: its sends and recvs posted

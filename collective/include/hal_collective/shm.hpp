@@ -16,7 +16,7 @@
 // each would take. A rank that fails or aborts marks the segment broken:
 // its peers fail at once with HAL_ERROR_REMOTE.
 //
-// The segment is made, named, checked and unlinked by SharedSegment
+// The segment is made, handed over and checked by SharedSegment
 // (shm_segment.hpp), over the transport.
 #pragma once
 
@@ -34,8 +34,6 @@ class ShmGroup {
  public:
   // The largest allreduce, in bytes, whose data goes through the segment.
   static constexpr size_t kMaxBytes = 16 * 1024;
-  // Groups of more ranks than this keep to the transport.
-  static constexpr uint32_t kMaxRanks = 64;
 
   // Every rank of |transport| calls this at set-up, with |wanted| its own
   // wish (HAL_COMM_SHM=0 says no). The ranks exchange their host identity

@@ -1,18 +1,22 @@
 // A shared-memory segment that the ranks of one host map together: the one
-// place that decides whether they can share, makes the segment and checks
-// it. Used by ShmGroup (small allreduces) and ShmTransport (messages).
+// place that decides whether they can share, makes the segment, hands it
+// over and checks it. Used by ShmGroup (small allreduces) and ShmTransport
+// (messages).
 //
-// The ranks first exchange their host identity (boot id, host name, mount,
-// IPC and PID namespaces, effective user) and wish (HAL_COMM_SHM=0 says
-// no), so all reach the same answer. Rank 0 then makes the segment
-// (shm_open with a random name, O_EXCL, mode 0600), names it to the others,
-// who open it only if it is a regular file of their user, mode 0600, of the
-// agreed size; rank 0 unlinks the name as soon as every rank holds it, so
-// no name outlives set-up, and a rank that cannot open it makes all go
-// without.
+// The ranks first exchange their host identity (boot id, host name, network
+// and PID namespaces, effective user), their pid and their wish
+// (HAL_COMM_SHM=0 says no), so all reach the same answer. Rank 0 then makes
+// the segment (an anonymous memory file, backed in full and sealed before it
+// is mapped: shm_handoff.hpp), invites the others over the set-up channel
+// and passes them its descriptor over a Unix socket; each checks what it
+// received before it maps it. Nothing of the segment has a name: it cannot
+// be opened, truncated or left behind from outside, and it ends with its
+// last rank. When it cannot be made or shared, every rank goes without, and
+// says why.
 #pragma once
 
 #include "hal_collective/p2p.hpp"
+#include "hal_collective/shm_handoff.hpp"
 #include "hal_collective/status.hpp"
 
 #include <cstddef>
@@ -32,6 +36,8 @@ class SetupChannel {
   virtual uint32_t ranks() const = 0;
   // Every rank's |bytes| from |mine| into |all| (rank r's at r * bytes).
   virtual Status all_gather(const void* mine, void* all, size_t bytes) = 0;
+  // When the set-up must be over (the hand-over of the segment waits no longer).
+  virtual Deadline deadline() const = 0;
 };
 
 // A SetupChannel over |transport|'s collective channel, each exchange
@@ -43,6 +49,7 @@ class TransportSetup final : public SetupChannel {
   uint32_t rank() const override { return transport_.rank(); }
   uint32_t ranks() const override { return transport_.ranks(); }
   Status all_gather(const void* mine, void* all, size_t bytes) override;
+  Deadline deadline() const override { return deadline_; }
 
  private:
   Transport& transport_;
@@ -51,14 +58,18 @@ class TransportSetup final : public SetupChannel {
 
 class SharedSegment {
  public:
+  // Groups of more ranks than this go without a segment (the transport's
+  // rings grow with the square of the ranks).
+  static constexpr uint32_t kMaxRanks = 64;
+
   // Every rank of |setup| calls this at set-up with its |wanted| wish. A
   // segment of |bytes|, which rank 0 has passed to |initialise| before
-  // anyone else opens it; or nullptr with |out_reason| saying why not
-  // (another host, more than |max_ranks|, a rank that does not want it, a
-  // segment that could not be made or checked), the same on every rank.
+  // anyone else maps it; or nullptr with |out_reason| saying why not
+  // (another host, more than kMaxRanks, a rank that does not want it, a
+  // segment that could not be made, handed over or checked), the same
+  // answer on every rank.
   // |out_status| is a failure of the set-up channel itself.
-  static std::unique_ptr<SharedSegment> share(SetupChannel& setup, bool wanted, uint32_t max_ranks,
-                                              size_t bytes,
+  static std::unique_ptr<SharedSegment> share(SetupChannel& setup, bool wanted, size_t bytes,
                                               const std::function<void(void*)>& initialise,
                                               Status& out_status, std::string& out_reason);
   ~SharedSegment();
@@ -75,10 +86,11 @@ class SharedSegment {
   bool any_peer_exited() const noexcept;
 
  private:
-  SharedSegment(void* mapping, size_t bytes) : mapping_(mapping), bytes_(bytes) {}
+  SharedSegment(void* mapping, size_t bytes, std::vector<UniqueFd> peer_pidfds)
+      : mapping_(mapping), bytes_(bytes), peer_pidfds_(std::move(peer_pidfds)) {}
   void* mapping_;
   size_t bytes_;
-  std::vector<int> peer_pidfds_;  // per rank; -1 for this rank and where pidfds are missing
+  std::vector<UniqueFd> peer_pidfds_;  // per rank; none for this rank and where pidfds are missing
 };
 
 // Whether HAL_COMM_SHM lets this process share memory with its peers

@@ -30,8 +30,6 @@ namespace hal::collective {
 
 class ShmTransport final : public Transport {
  public:
-  static constexpr uint32_t kMaxRanks = 64;
-
   // Every rank of |setup| calls this with its |wanted| wish; the same answer
   // on every rank, as SharedSegment::share gives it.
   static std::unique_ptr<ShmTransport> create(SetupChannel& setup, bool wanted, Status& out_status,
@@ -47,6 +45,7 @@ class ShmTransport final : public Transport {
   Status post_recv(uint32_t peer, void* data, size_t bytes, uint32_t tag, Channel channel) override;
   Status wait_all(const Deadline& deadline) override;
   void fail() noexcept override;
+  bool any_peer_exited() const noexcept override;
 
   // The capacity of each ring, in bytes.
   size_t ring_bytes() const noexcept { return ring_bytes_; }

@@ -43,6 +43,9 @@ struct KernelRecord {
   bool dynamic_shared = false;            // uses dynamic_shared(T): OpenCL gets a hidden
                                           // trailing __local argument
   bool barriers = false;
+  // Translated bounds-checked (TranslateOptions): the entry takes a hidden last
+  // argument, the launch's hal_bounds_record_t* (hal_dialect/bounds_check.h).
+  bool bounds_checked = false;
   CpuShape cpu_shape = CpuShape::kItemLoop;  // the C++ backend's shape for it
   std::string cpu_shape_note;                // kRegions: the split; kCoroutines: why not split
 };
@@ -61,12 +64,21 @@ struct TranslatedModule {
 // kernel records, or how the plugin builds what it compiles).
 inline constexpr std::string_view kTranslatorVersion = "hal-dialect 1";
 
+struct TranslateOptions {
+  // kCpp only (SPEC.md §14.1): every access through a `global` pointer is
+  // checked against the allocation of the kernel argument it came from
+  // (hal_rt::checked<T> for `global T*`); each kernel takes the launch's
+  // hal_bounds_record_t* as a hidden last argument (KernelRecord::bounds_checked).
+  bool bounds_checked = false;
+};
+
 // Parses and translates |source|. False, with |error|, when the source
 // breaks a rule of the dialect.
-bool translate(std::string_view source, Backend backend, TranslatedModule& out, Diagnostic& error);
+bool translate(std::string_view source, Backend backend, TranslatedModule& out, Diagnostic& error,
+               const TranslateOptions& options = {});
 
 // The translation of an already parsed program.
-std::string emit(const Program& program, Backend backend);
+std::string emit(const Program& program, Backend backend, const TranslateOptions& options = {});
 
 // The C++ backend's shape for |kernel|, with a sentence for the log (the
 // regions and per-item values, or why the kernel stays on coroutines).
@@ -78,6 +90,7 @@ std::string signature_text(const std::vector<hal_arg_type_t>& types);
 // The preludes each translation starts with (prelude_*.cpp).
 std::string_view cpp_prelude();
 std::string_view cpp_coroutine_prelude();
+std::string_view cpp_bounds_prelude();  // bounds_check.h and hal_rt::checked
 std::string_view opencl_prelude();
 std::string gpu_prelude(Backend backend);  // kCuda or kHip
 

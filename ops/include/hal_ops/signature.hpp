@@ -8,6 +8,8 @@
 #include <hal/ops.h>
 
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,11 +35,21 @@ struct ScalarSpec {
 struct OpSignature {
   std::vector<OperandSpec> operands;
   std::vector<ScalarSpec> scalars;
-  // Checks the run-time scalars of one execution (may be empty).
-  std::string (*check_scalars)(const hal_op_scalar_t* scalars) = nullptr;
+  // Checks the run-time scalars of one execution (NULL: none to check): an
+  // empty string, or the sentence naming the scalar and its rule
+  // (definitions/scalars.hpp). It may hold what it needs of the descriptor;
+  // held by pointer, so a plan handle stays standard-layout.
+  std::shared_ptr<const std::function<std::string(const hal_op_scalar_t* scalars)>> check_scalars;
   // A short description for HAL_OPS_VERBOSE ("m=64 n=32 k=16 gelu").
   std::string summary;
 };
+
+// Sets |signature|'s run-time scalar check.
+template <class Check>
+void set_scalar_check(OpSignature& signature, Check check) {
+  signature.check_scalars =
+      std::make_shared<const std::function<std::string(const hal_op_scalar_t*)>>(std::move(check));
+}
 
 // Adds a used tensor operand and returns its index.
 int add_operand(OpSignature& signature, const char* name, Role role,

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "../device.hpp"
-#include "../plugin.hpp"
 #include "../stream.hpp"
 #include "native_attention.hpp"
 #include "native_half.hpp"

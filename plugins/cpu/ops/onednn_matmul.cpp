@@ -39,7 +39,6 @@
 #include <vector>
 
 #include "../device.hpp"
-#include "../plugin.hpp"
 #include "../stream.hpp"
 #include "../thread_pool.hpp"
 #include "onednn_common.hpp"
@@ -51,9 +50,6 @@ namespace hal::cpu::ops {
 namespace {
 
 using dnnl::memory;
-
-// Operand positions of HAL_OP_MATMUL (api/hal/ops.h).
-enum MatmulOperand : uint32_t { kA = 0, kB = 1, kC = 2, kD = 3, kBias = 4, kAux = 5, kCount = 6 };
 
 // Copies c into d element by element over d's shape (c may broadcast with
 // stride 0). Same dtype: |element| bytes each.
@@ -284,17 +280,18 @@ class MatmulTask final : public StreamTask {
   MatmulTask(std::shared_ptr<const MatmulProduct> product, ThreadPool& pool,
              const hal_op_exec_args_t& args)
       : product_(std::move(product)), pool_(pool), workspace_(args.workspace) {
-    for (uint32_t i = 0; i < kCount; ++i) operands_[i] = args.operands[i];
+    for (uint32_t i = 0; i < HAL_MATMUL_OPERAND_COUNT; ++i) operands_[i] = args.operands[i];
   }
   void run() override {
-    product_->run(pool_, operands_[kA], operands_[kB], operands_[kC], operands_[kD],
-                  operands_[kBias], workspace_);
+    product_->run(pool_, operands_[HAL_MATMUL_OPERAND_A], operands_[HAL_MATMUL_OPERAND_B],
+                  operands_[HAL_MATMUL_OPERAND_C], operands_[HAL_MATMUL_OPERAND_D],
+                  operands_[HAL_MATMUL_OPERAND_BIAS], workspace_);
   }
 
  private:
   std::shared_ptr<const MatmulProduct> product_;
   ThreadPool& pool_;
-  void* operands_[kCount] = {};
+  void* operands_[HAL_MATMUL_OPERAND_COUNT] = {};
   void* workspace_;
 };
 
@@ -302,12 +299,8 @@ class MatmulPlan final : public OpPlan {
  public:
   explicit MatmulPlan(std::shared_ptr<const MatmulProduct> product)
       : product_(std::move(product)) {}
+  // The loader checked the operand count and every operand (SPEC.md §10.4a).
   hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
-    if (args.operand_count != kCount || args.operands == nullptr) {
-      return stream.device().report().fail(
-          HAL_ERROR_INVALID_ARGUMENT, 0, "op_execute: a matmul plan takes %u operands, args has %u",
-          kCount, args.operand_count);
-    }
     return stream.enqueue(
         TaskCommand{std::make_unique<MatmulTask>(product_, stream.device().plugin().pool(), args)});
   }

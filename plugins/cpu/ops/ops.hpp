@@ -14,6 +14,7 @@
 #include <string>
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/table.hpp"
 
 namespace hal::cpu {
 
@@ -57,6 +58,21 @@ struct Decline {
 std::unique_ptr<OpPlan> plan_matmul(const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags,
                                     Decline& decline);
 
+// Plans HAL_OP_CONVOLUTION(_BACKWARD_DATA, _BACKWARD_WEIGHTS) on oneDNN's
+// convolution and deconvolution primitives (onednn_convolution.cpp).
+std::unique_ptr<OpPlan> plan_convolution(const hal_op_convolution_desc_t& desc,
+                                         hal_op_plan_flags_t flags, Decline& decline);
+
+// Plans HAL_OP_POOLING(_BACKWARD) on oneDNN's pooling primitives
+// (onednn_pooling.cpp): average pooling; max pooling is declined.
+std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_plan_flags_t flags,
+                                     Decline& decline);
+
+// Plans HAL_OP_BATCH_NORM(_BACKWARD) on oneDNN's batch normalization
+// primitives (onednn_batch_norm.cpp).
+std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc,
+                                        hal_op_plan_flags_t flags, Decline& decline);
+
 // Plans the ops native_ops.cpp serves (every kind but matmul); nullptr
 // with |decline| set otherwise.
 std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& desc, hal_op_plan_flags_t flags,
@@ -69,12 +85,11 @@ std::unique_ptr<OpPlan> plan_native_math(const hal_op_header_t& desc, Decline& d
 
 }  // namespace ops
 
-hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
-                            hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
-                            size_t* out_workspace_bytes, const char** out_implementation);
-hal_result_t op_plan_destroy(hal_impl_op_plan_t* plan);
-hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
-                        const hal_op_exec_args_t* args);
+// The operator entries (ops/entry.cpp), of the SDK's entry types.
+plugin::v1::op_plan_create_fn op_plan_create;
+plugin::v1::op_plan_destroy_fn op_plan_destroy;
+plugin::v1::op_execute_fn op_execute;
+plugin::v1::op_implementation_fn op_implementation;
 
 }  // namespace hal::cpu
 

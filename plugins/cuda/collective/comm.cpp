@@ -74,7 +74,7 @@ class LocalPeers {
 };
 
 // One rank: its NCCL communicator and the calls it has in flight.
-class Rank {
+class Rank final : public Comm {
  public:
   Rank(Device& device, const Nccl& nccl, uint32_t rank, uint32_t ranks, uint32_t timeout_ms)
       : device_(device),
@@ -83,7 +83,7 @@ class Rank {
         rank_(rank),
         ranks_(ranks),
         timeout_ms_(timeout_ms) {}
-  ~Rank() {
+  ~Rank() override {
     if (peers_) peers_->remove(this);
     {
       std::lock_guard lock(mutex_);
@@ -96,14 +96,14 @@ class Rank {
   Rank(const Rank&) = delete;
   Rank& operator=(const Rank&) = delete;
 
-  Device& device() const { return device_; }
+  Device& device() const override { return device_; }
   const NcclApi& nccl() const { return nccl_; }
   ncclComm_t* handle_slot() { return &handle_; }
   Deadline deadline() const { return Deadline::after_ms(timeout_ms_, &aborting_); }
 
   // The first failure; asks NCCL too, since a failure it finds after the
   // last call ended is seen by no watchdog.
-  hal_result_t error() {
+  hal_result_t error() override {
     std::lock_guard lock(mutex_);
     ncclResult_t state = ncclSuccess;
     if (error_ == HAL_SUCCESS && handle_ != nullptr &&
@@ -140,7 +140,7 @@ class Rank {
     handle_ = nullptr;
   }
 
-  void abort() {
+  void abort() override {
     aborting_.store(true);
     {
       std::lock_guard lock(mutex_);
@@ -161,11 +161,9 @@ class Rank {
     changed_.notify_all();
   }
 
-  hal_result_t enqueue(Stream& stream, std::span<const hal_collective_call_t> calls);
+  hal_result_t enqueue(Stream& stream, std::span<const hal_collective_call_t> calls) override;
 
-  // Waits for the calls in flight (the watchdog ends them at their
-  // deadline), then finalises and frees the communicator.
-  void destroy() {
+  void destroy() override {
     std::unique_lock lock(mutex_);
     stopping_ = true;
     changed_.notify_all();
@@ -174,7 +172,8 @@ class Rank {
     const ncclComm_t handle = handle_;
     handle_ = nullptr;
     lock.unlock();
-    if (device_.bind() != CUDA_SUCCESS) return;
+    const ContextScope bound = device_.bind();
+    if (!bound.ok()) return;
     Status waited;
     const ncclResult_t finalized =
         settle(nccl_, handle, nccl_.ncclCommFinalize(handle), deadline(), waited);
@@ -240,7 +239,7 @@ class Rank {
     }
     if (handle_ != nullptr) nccl_.ncclCommAbort(handle_);
     handle_ = nullptr;
-    if (device_.bind() == CUDA_SUCCESS) {
+    if (const ContextScope bound = device_.bind(); bound.ok()) {
       for (InFlight& call : in_flight_) release_events(call);
     }
     in_flight_.clear();
@@ -284,10 +283,6 @@ void LocalPeers::aborted(const Rank* rank, uint32_t index) {
   for (Rank* other : ranks_) {
     if (other != rank) other->peer_aborted(index);
   }
-}
-
-Rank* to_rank(hal_impl_comm_t* comm) {
-  return reinterpret_cast<Rank*>(comm);
 }
 
 // Moves that need no arithmetic go as bytes, so every dtype can travel.
@@ -409,8 +404,9 @@ hal_result_t Rank::enqueue(Stream& stream, std::span<const hal_collective_call_t
   changed_.wait(lock, [&] { return !exchanging_; });
   const hal_collective_kind_t kind = calls.front().kind;
   if (const hal_result_t r = usable(kind); r != HAL_SUCCESS) return r;
-  if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
-    return device_.fail(bound, "comm_enqueue");
+  const ContextScope bound = device_.bind();
+  if (!bound.ok()) {
+    return device_.fail(bound.result(), "comm_enqueue");
   }
   const bool uneven = std::any_of(calls.begin(), calls.end(), [](const auto& call) {
     return call.kind == HAL_COLLECTIVE_ALLTOALLV;
@@ -625,12 +621,11 @@ hal_result_t Rank::agree_on_counts(std::unique_lock<std::mutex>& lock, Stream& s
 void Rank::watch() {
   const DriverApi& cu = device_.api();
   std::unique_lock lock(mutex_);
-  bool bound = false;
   while (!stopping_ || !in_flight_.empty()) {
     changed_.wait_for(lock, kWatchInterval);
     if (in_flight_.empty()) continue;
-    if (!bound) bound = device_.bind() == CUDA_SUCCESS;
-    if (!bound) continue;
+    const ContextScope bound = device_.bind();
+    if (!bound.ok()) continue;
     ncclResult_t state = ncclSuccess;
     if (handle_ != nullptr && nccl_.ncclCommGetAsyncError(handle_, &state) == ncclSuccess &&
         state != ncclSuccess && state != ncclInProgress) {
@@ -672,133 +667,100 @@ hal_result_t decline_without_nccl(Device& device, const char* what) {
 
 }  // namespace
 
-hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
-                             const hal_comm_config_t* config, hal_impl_comm_t** out_comms) {
-  Device& first = *to_device(devices[0]);
-  return plugin::guarded(first.report(), "comm_init_local", [&] {
-    const Nccl* nccl = first.nccl();
-    if (nccl == nullptr) return decline_without_nccl(first, "comm_init_local");
-    const NcclApi& api = nccl->api();
-    ncclUniqueId id{};
-    if (const ncclResult_t r = api.ncclGetUniqueId(&id); r != ncclSuccess) {
-      return first.report().fail(result_of(r), r, "comm_init_local: ncclGetUniqueId: %s",
-                                 nccl_error_text(r).c_str());
-    }
-    std::vector<std::unique_ptr<Rank>> ranks;
-    for (uint32_t i = 0; i < count; ++i) {
-      ranks.push_back(
-          std::make_unique<Rank>(*to_device(devices[i]), *nccl, i, count, config->timeout_ms));
-    }
-    ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
-    nccl_config.blocking = 0;
-    // One thread makes every rank: NCCL needs them in one group.
-    std::vector<ncclResult_t> started(count, ncclSuccess);
-    api.ncclGroupStart();
-    for (uint32_t i = 0; i < count; ++i) {
-      if (const CUresult bound = ranks[i]->device().bind(); bound != CUDA_SUCCESS) {
-        api.ncclGroupEnd();
-        for (auto& rank : ranks) rank->abandon();
-        return ranks[i]->device().fail(bound, "comm_init_local");
-      }
-      started[i] = api.ncclCommInitRankConfig(ranks[i]->handle_slot(), static_cast<int>(count), id,
-                                              static_cast<int>(i), &nccl_config);
-    }
-    const ncclResult_t ended = api.ncclGroupEnd();
-    hal_result_t result = HAL_SUCCESS;
-    for (uint32_t i = 0; i < count && result == HAL_SUCCESS; ++i) {
-      ncclResult_t first_state = started[i] == ncclSuccess ? ended : started[i];
-      if (*ranks[i]->handle_slot() == nullptr && first_state == ncclSuccess) {
-        first_state = ncclInternalError;  // NCCL made no communicator
-      }
-      result = ranks[i]->finish_init(first_state, "comm_init_local");
-    }
-    if (result != HAL_SUCCESS) {
+hal_result_t Comm::init_local(std::span<Device* const> devices, const hal_comm_config_t& config,
+                              std::vector<std::unique_ptr<Comm>>& out_comms) {
+  Device& first = *devices[0];
+  const auto count = static_cast<uint32_t>(devices.size());
+  const Nccl* nccl = first.nccl();
+  if (nccl == nullptr) return decline_without_nccl(first, "comm_init_local");
+  const NcclApi& api = nccl->api();
+  ncclUniqueId id{};
+  if (const ncclResult_t r = api.ncclGetUniqueId(&id); r != ncclSuccess) {
+    return first.report().fail(result_of(r), r, "comm_init_local: ncclGetUniqueId: %s",
+                               nccl_error_text(r).c_str());
+  }
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (uint32_t i = 0; i < count; ++i) {
+    ranks.push_back(std::make_unique<Rank>(*devices[i], *nccl, i, count, config.timeout_ms));
+  }
+  ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
+  nccl_config.blocking = 0;
+  // One thread makes every rank: NCCL needs them in one group.
+  std::vector<ncclResult_t> started(count, ncclSuccess);
+  api.ncclGroupStart();
+  for (uint32_t i = 0; i < count; ++i) {
+    const ContextScope bound = ranks[i]->device().bind();
+    if (!bound.ok()) {
+      api.ncclGroupEnd();
       for (auto& rank : ranks) rank->abandon();
-      return result;
+      return ranks[i]->device().fail(bound.result(), "comm_init_local");
     }
-    auto peers = std::make_shared<LocalPeers>();
-    for (auto& rank : ranks) rank->join(peers);
-    for (uint32_t i = 0; i < count; ++i) {
-      out_comms[i] = reinterpret_cast<hal_impl_comm_t*>(ranks[i].release());
+    started[i] = api.ncclCommInitRankConfig(ranks[i]->handle_slot(), static_cast<int>(count), id,
+                                            static_cast<int>(i), &nccl_config);
+  }
+  const ncclResult_t ended = api.ncclGroupEnd();
+  hal_result_t result = HAL_SUCCESS;
+  for (uint32_t i = 0; i < count && result == HAL_SUCCESS; ++i) {
+    ncclResult_t first_state = started[i] == ncclSuccess ? ended : started[i];
+    if (*ranks[i]->handle_slot() == nullptr && first_state == ncclSuccess) {
+      first_state = ncclInternalError;  // NCCL made no communicator
     }
-    return HAL_SUCCESS;
-  });
+    result = ranks[i]->finish_init(first_state, "comm_init_local");
+  }
+  if (result != HAL_SUCCESS) {
+    for (auto& rank : ranks) rank->abandon();
+    return result;
+  }
+  auto peers = std::make_shared<LocalPeers>();
+  for (auto& rank : ranks) rank->join(peers);
+  for (auto& rank : ranks) out_comms.push_back(std::move(rank));
+  return HAL_SUCCESS;
 }
 
-hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
-                                     const hal_comm_config_t* config,
-                                     const hal_comm_exchange_t* exchange,
-                                     hal_impl_comm_t** out_comm) {
-  Device& owner = *to_device(device);
-  return plugin::guarded(owner.report(), "comm_init_rank", [&] {
-    const Nccl* nccl = owner.nccl();
-    if (nccl == nullptr) return decline_without_nccl(owner, "comm_init_rank");
-    const NcclApi& api = nccl->api();
-    // Rank 0 makes the id and sends it with a flag, so that its failure
-    // reaches the peers at once instead of at their deadline.
-    uint8_t message[1 + sizeof(ncclUniqueId)] = {};
-    ncclUniqueId id{};
-    ncclResult_t made = ncclSuccess;
-    if (rank == 0) {
-      made = api.ncclGetUniqueId(&id);
-      message[0] = made == ncclSuccess ? 1 : 0;
-      std::memcpy(message + 1, &id, sizeof(id));
-    }
-    if (const hal_result_t sent =
-            exchange->broadcast(exchange->context, 0, message, sizeof(message));
-        sent != HAL_SUCCESS) {
-      return sent;  // the loader keeps the detail
-    }
-    if (made != ncclSuccess) {
-      return owner.report().fail(result_of(made), made, "comm_init_rank: ncclGetUniqueId: %s",
-                                 nccl_error_text(made).c_str());
-    }
-    if (message[0] != 1) {
-      return owner.report().fail(HAL_ERROR_REMOTE, 0,
-                                 "comm_init_rank: rank 0 could not make an NCCL unique id");
-    }
-    std::memcpy(&id, message + 1, sizeof(id));
-    auto made_rank = std::make_unique<Rank>(owner, *nccl, rank, nranks, config->timeout_ms);
-    if (const CUresult bound = owner.bind(); bound != CUDA_SUCCESS) {
-      return owner.fail(bound, "comm_init_rank");
-    }
-    ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
-    nccl_config.blocking = 0;
-    ncclResult_t started =
-        api.ncclCommInitRankConfig(made_rank->handle_slot(), static_cast<int>(nranks), id,
-                                   static_cast<int>(rank), &nccl_config);
-    if (*made_rank->handle_slot() == nullptr && started == ncclSuccess) started = ncclInternalError;
-    if (const hal_result_t r = made_rank->finish_init(started, "comm_init_rank");
-        r != HAL_SUCCESS) {
-      return r;
-    }
-    *out_comm = reinterpret_cast<hal_impl_comm_t*>(made_rank.release());
-    return HAL_SUCCESS;
-  });
-}
-
-hal_result_t comm_destroy(hal_impl_comm_t* comm) {
-  std::unique_ptr<Rank> owned(to_rank(comm));
-  return plugin::guarded(owned->device().report(), "comm_destroy", [&] {
-    owned->destroy();
-    return HAL_SUCCESS;
-  });
-}
-
-void comm_abort(hal_impl_comm_t* comm) {
-  to_rank(comm)->abort();
-}
-
-hal_result_t comm_get_async_error(hal_impl_comm_t* comm) {
-  return to_rank(comm)->error();
-}
-
-hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint32_t call_count,
-                          const hal_collective_call_t* calls) {
-  Rank& self = *to_rank(comm);
-  return plugin::guarded(self.device().report(), "comm_enqueue", [&] {
-    return self.enqueue(*to_stream(stream), std::span(calls, call_count));
-  });
+hal_result_t Comm::init_rank_exchange(Device& owner, uint32_t nranks, uint32_t rank,
+                                      const hal_comm_config_t& config,
+                                      const hal_comm_exchange_t& exchange, Comm*& out_comm) {
+  const Nccl* nccl = owner.nccl();
+  if (nccl == nullptr) return decline_without_nccl(owner, "comm_init_rank");
+  const NcclApi& api = nccl->api();
+  // Rank 0 makes the id and sends it with a flag, so that its failure
+  // reaches the peers at once instead of at their deadline.
+  uint8_t message[1 + sizeof(ncclUniqueId)] = {};
+  ncclUniqueId id{};
+  ncclResult_t made = ncclSuccess;
+  if (rank == 0) {
+    made = api.ncclGetUniqueId(&id);
+    message[0] = made == ncclSuccess ? 1 : 0;
+    std::memcpy(message + 1, &id, sizeof(id));
+  }
+  if (const hal_result_t sent = exchange.broadcast(exchange.context, 0, message, sizeof(message));
+      sent != HAL_SUCCESS) {
+    return sent;  // the loader keeps the detail
+  }
+  if (made != ncclSuccess) {
+    return owner.report().fail(result_of(made), made, "comm_init_rank: ncclGetUniqueId: %s",
+                               nccl_error_text(made).c_str());
+  }
+  if (message[0] != 1) {
+    return owner.report().fail(HAL_ERROR_REMOTE, 0,
+                               "comm_init_rank: rank 0 could not make an NCCL unique id");
+  }
+  std::memcpy(&id, message + 1, sizeof(id));
+  auto made_rank = std::make_unique<Rank>(owner, *nccl, rank, nranks, config.timeout_ms);
+  const ContextScope bound = owner.bind();
+  if (!bound.ok()) {
+    return owner.fail(bound.result(), "comm_init_rank");
+  }
+  ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
+  nccl_config.blocking = 0;
+  ncclResult_t started = api.ncclCommInitRankConfig(
+      made_rank->handle_slot(), static_cast<int>(nranks), id, static_cast<int>(rank), &nccl_config);
+  if (*made_rank->handle_slot() == nullptr && started == ncclSuccess) started = ncclInternalError;
+  if (const hal_result_t r = made_rank->finish_init(started, "comm_init_rank"); r != HAL_SUCCESS) {
+    return r;
+  }
+  out_comm = made_rank.release();
+  return HAL_SUCCESS;
 }
 
 }  // namespace hal::cuda::collective

@@ -10,21 +10,42 @@
 #define HAL_PLUGINS_CUDA_COLLECTIVE_COMM_HPP_
 
 #include "hal_plugin.h"
+#include "hal_plugin_sdk/entries.hpp"
 
-namespace hal::cuda::collective {
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
 
-hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
-                             const hal_comm_config_t* config, hal_impl_comm_t** out_comms);
-hal_result_t comm_init_rank_exchange(hal_impl_device_t* device, uint32_t nranks, uint32_t rank,
-                                     const hal_comm_config_t* config,
-                                     const hal_comm_exchange_t* exchange,
-                                     hal_impl_comm_t** out_comm);
-hal_result_t comm_destroy(hal_impl_comm_t* comm);
-void comm_abort(hal_impl_comm_t* comm);
-hal_result_t comm_get_async_error(hal_impl_comm_t* comm);
-hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint32_t call_count,
-                          const hal_collective_call_t* calls);
+namespace hal::cuda {
 
-}  // namespace hal::cuda::collective
+class Device;
+class Stream;
+
+namespace collective {
+
+// One rank of a communicator: what the table's collective entries
+// (hal_plugin_sdk/entries.hpp) call. Ranks made on NCCL (comm.cpp).
+class Comm {
+ public:
+  // init_local: ranks 0..n-1 in one NCCL group. init_rank_exchange: rank 0's
+  // ncclUniqueId travels over the loader's bootstrap exchange. (init_rank,
+  // the MPI bootstrap, is left to the loader: entry.cpp.)
+  HAL_PLUGIN_COMM_METHODS;
+
+  virtual ~Comm() = default;
+  virtual Device& device() const = 0;
+  // Waits for the calls in flight (the watchdog ends them at their
+  // deadline), then finalises and frees the communicator.
+  virtual void destroy() = 0;
+  // Fails the calls in flight and every later one; never waits for peers.
+  virtual void abort() = 0;
+  // The first failure of the rank, asynchronous ones included.
+  virtual hal_result_t error() = 0;
+  virtual hal_result_t enqueue(Stream& stream, std::span<const hal_collective_call_t> calls) = 0;
+};
+
+}  // namespace collective
+}  // namespace hal::cuda
 
 #endif  // HAL_PLUGINS_CUDA_COLLECTIVE_COMM_HPP_

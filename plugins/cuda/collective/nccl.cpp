@@ -1,5 +1,9 @@
 #include "nccl.hpp"
 
+#include <string>
+#include <vector>
+
+#include "../library_search.hpp"
 #include "hal_util/env.hpp"
 #include "hal_util/names.hpp"
 
@@ -45,10 +49,20 @@ std::string version_text(int code) {
 }  // namespace
 
 std::unique_ptr<const Nccl> Nccl::open(std::string& why) {
-  const char* configured = hal::util::env_nonempty("HAL_CUDA_NCCL_PATH");
-  const std::string path = configured != nullptr ? configured : kDefaultLibrary;
   std::unique_ptr<Nccl> nccl(new Nccl());
-  if (!nccl->library_.open(path, why)) return nullptr;
+  const std::vector<std::string> candidates =
+      library_candidates("HAL_CUDA_NCCL_PATH", {kDefaultLibrary});
+  std::string first_error;
+  for (const std::string& candidate : candidates) {
+    if (nccl->library_.open(candidate, why)) break;
+    if (first_error.empty()) first_error = why;
+  }
+  if (nccl->library_.handle() == nullptr) {
+    why = hal::util::env_nonempty("HAL_CUDA_NCCL_PATH") != nullptr ? first_error
+                                                                   : searched_places(first_error);
+    return nullptr;
+  }
+  const std::string path = nccl->library_.path();
   NcclApi& api = nccl->api_;
   std::string missing;
 #define HAL_NCCL_RESOLVE(name)                                                   \

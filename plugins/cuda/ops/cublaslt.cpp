@@ -1,6 +1,10 @@
 #include "cublaslt.hpp"
 
+#include <string>
+#include <vector>
+
 #include "../device.hpp"
+#include "../library_search.hpp"
 #include "hal_util/env.hpp"
 
 namespace hal::cuda::ops {
@@ -40,10 +44,21 @@ const char* known_name(cublasStatus_t status) {
 }  // namespace
 
 std::shared_ptr<const CublasLt> CublasLt::open(std::string& why) {
-  const char* configured = hal::util::env_nonempty("HAL_CUDA_CUBLASLT_PATH");
-  const std::string path = configured != nullptr ? configured : kDefaultLibrary;
   std::shared_ptr<CublasLt> lt(new CublasLt());
-  if (!lt->library_.open(path, why)) return nullptr;
+  const std::vector<std::string> candidates =
+      library_candidates("HAL_CUDA_CUBLASLT_PATH", {kDefaultLibrary, "libcublasLt.so.12"});
+  std::string first_error;
+  for (const std::string& candidate : candidates) {
+    if (lt->library_.open(candidate, why)) break;
+    if (first_error.empty()) first_error = why;
+  }
+  if (lt->library_.handle() == nullptr) {
+    why = candidates.size() == 1 && hal::util::env_nonempty("HAL_CUDA_CUBLASLT_PATH") != nullptr
+              ? first_error
+              : searched_places(first_error);
+    return nullptr;
+  }
+  const std::string path = lt->library_.path();
   CublasLtApi& api = lt->api_;
   std::string missing;
 #define HAL_CUBLASLT_RESOLVE(name)                                             \
@@ -96,8 +111,9 @@ cublasLtHandle_t DeviceBlas::handle(Device& device, std::shared_ptr<const Cublas
   }
   std::shared_ptr<const CublasLt> lt = loader_.get(why);
   if (!lt) return nullptr;
-  if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
-    why = "cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound);
+  const ContextScope bound = device.bind();
+  if (!bound.ok()) {
+    why = "cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound.result());
     return nullptr;
   }
   cublasLtHandle_t created = nullptr;

@@ -51,9 +51,6 @@
 namespace hal::cuda::ops {
 namespace {
 
-// Operand positions of HAL_OP_MATMUL (api/hal/ops.h).
-enum MatmulOperand : uint32_t { kA = 0, kB = 1, kC = 2, kD = 3, kBias = 4, kAux = 5, kCount = 6 };
-
 // The alignment the fast algorithm is chosen for (cuBLASLt's vectorised
 // kernels load 16 bytes at a time).
 constexpr size_t kFastAlignment = 16;
@@ -196,21 +193,17 @@ class MatmulPlan final : public OpPlan {
   MatmulPlan(Device& device, std::unique_ptr<MatmulState> state)
       : device_(device), state_(std::move(state)) {}
 
+  // The loader checked the operand count and every operand (SPEC.md §10.4a).
   hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
     const plugin::ErrorReporter& report = device_.report();
-    if (args.operand_count != kCount || args.operands == nullptr) {
-      return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0,
-                         "op_execute: a matmul plan takes %u operands, args has %u", kCount,
-                         args.operand_count);
-    }
     const MatmulState& s = *state_;
     void* const* operands = args.operands;
-    const void* a = operands[kA];
-    const void* b = operands[kB];
-    void* d = operands[kD];
-    const void* c = s.reads_c ? operands[kC] : d;  // beta = 0: C is not read
-    const void* bias = s.has_bias ? operands[kBias] : nullptr;
-    void* aux = s.has_aux ? operands[kAux] : nullptr;
+    const void* a = operands[HAL_MATMUL_OPERAND_A];
+    const void* b = operands[HAL_MATMUL_OPERAND_B];
+    void* d = operands[HAL_MATMUL_OPERAND_D];
+    const void* c = s.reads_c ? operands[HAL_MATMUL_OPERAND_C] : d;  // beta = 0: C is not read
+    const void* bias = s.has_bias ? operands[HAL_MATMUL_OPERAND_BIAS] : nullptr;
+    void* aux = s.has_aux ? operands[HAL_MATMUL_OPERAND_AUX] : nullptr;
     auto aligned = [](const void* p) {
       return reinterpret_cast<uintptr_t>(p) % kFastAlignment == 0;
     };
@@ -222,8 +215,9 @@ class MatmulPlan final : public OpPlan {
                          "%zu-byte aligned, and these are not",
                          kFastAlignment);
     }
-    if (const CUresult bound = device_.bind(); bound != CUDA_SUCCESS) {
-      return device_.fail(bound, "op_execute: cuCtxSetCurrent");
+    const ContextScope bound = device_.bind();
+    if (!bound.ok()) {
+      return device_.fail(bound.result(), "op_execute: cuCtxSetCurrent");
     }
     const CublasLtApi& api = s.lt->api();
     std::lock_guard lock(s.pointer_mutex);
@@ -438,8 +432,10 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
   if (handle == nullptr) return decline(why, handle_status);
   // The heuristic reads the current device's properties through the CUDA
   // runtime inside cuBLASLt: this thread must have the device's context.
-  if (const CUresult bound = device.bind(); bound != CUDA_SUCCESS) {
-    return Planned{device.fail(bound, "op_plan_create: cuCtxSetCurrent"), nullptr, 0, {}, 0};
+  const ContextScope bound = device.bind();
+  if (!bound.ok()) {
+    return Planned{
+        device.fail(bound.result(), "op_plan_create: cuCtxSetCurrent"), nullptr, 0, {}, 0};
   }
   const CublasLtApi& api = lt->api();
 

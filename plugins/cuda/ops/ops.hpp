@@ -26,6 +26,16 @@ inline constexpr char kCublasLtName[] = "cuda.cublaslt";
 // the plan once the enqueue returned, so a plan may be destroyed at any time.
 class OpPlan {
  public:
+  // op_plan_create (ops/entry.cpp): matmul to the cuBLASLt planner; every
+  // other kind is declined (HAL_ERROR_UNSUPPORTED, with the sentence why).
+  static hal_result_t create(Device& device, const hal_op_header_t& desc, hal_op_plan_flags_t flags,
+                             std::unique_ptr<OpPlan>& out_plan, size_t& out_workspace_bytes,
+                             const char*& out_implementation);
+  // The implementation create uses for |kind|, named before any planning:
+  // cuBLASLt for matmul, none of the plugin's own for the other kinds.
+  static const char* implementation(hal_op_kind_t kind) {
+    return kind == HAL_OP_MATMUL ? kCublasLtName : nullptr;
+  }
   virtual ~OpPlan() = default;
   // Enqueues one execution on |stream|; the loader checked |args|.
   virtual hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const = 0;
@@ -46,13 +56,6 @@ struct Planned {
 Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags);
 
 }  // namespace ops
-
-hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
-                            hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
-                            size_t* out_workspace_bytes, const char** out_implementation);
-hal_result_t op_plan_destroy(hal_impl_op_plan_t* plan);
-hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
-                        const hal_op_exec_args_t* args);
 
 }  // namespace hal::cuda
 

@@ -287,8 +287,8 @@ void run_job(void* data) {
   delete job;
 }
 
-// The stand-in driver the plugin opened (its cuLaunchHostFunc orders the
-// GEMM on the stream). Null when no such driver is loaded.
+// The stand-in driver the plugin opened (its fake_cuStreamWork, cuLaunchHostFunc's shape on the
+// stream's own thread, orders the GEMM on the stream). Null when no such driver is loaded.
 decltype(&::cuLaunchHostFunc) find_launch_host_func() {
   const char* path = std::getenv("HAL_CUDA_DRIVER_PATH");
   void* driver =
@@ -299,7 +299,7 @@ decltype(&::cuLaunchHostFunc) find_launch_host_func() {
   auto get_proc = reinterpret_cast<GetProc>(dlsym(driver, "cuGetProcAddress_v2"));
   void* function = nullptr;
   CUdriverProcAddressQueryResult status{};
-  if (get_proc == nullptr || get_proc("cuLaunchHostFunc", &function, CUDA_VERSION,
+  if (get_proc == nullptr || get_proc("fake_cuStreamWork", &function, CUDA_VERSION,
                                       CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
     return nullptr;  // the handle stays open: the driver is never unloaded
   }

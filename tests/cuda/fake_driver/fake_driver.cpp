@@ -4,9 +4,33 @@
 // a thread of its own (so a blocking host function blocks only its stream, as
 // in CUDA), and waits while the test pauses the device; launches are recorded
 // with their parameters (they run nothing), read back through fake_driver.h. Environment:
-// HAL_FAKE_CUDA_DEVICES (default 2), HAL_FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns).
+// HAL_FAKE_CUDA_DEVICES (default 2), HAL_FAKE_CUDA_INIT_ERROR (a CUresult cuInit returns),
+// HAL_FAKE_CUDA_NO_STREAM_MEMOPS (cuStreamWaitValue32 answers
+// CUDA_ERROR_NOT_SUPPORTED), HAL_FAKE_CUDA_DRIVER_VERSION (default 13000: what cuDriverGetVersion
+// says; cuGetProcAddress refuses a cudaVersion above it, as an older driver cannot serve entry
+// points newer than itself).
+//
+// It models the documented behaviour the plugin must live with:
+// - A primary context exists while retained; creating it reserves device
+//   memory (kContextReserve), so cuMemGetInfo (which needs a current context)
+//   reports less free than cuDeviceTotalMem, and cuMemAlloc charges whole
+//   2 MiB pages against what is free.
+// - A fatal error (fake_cuda_inject_fault: CUDA_ERROR_ILLEGAL_ADDRESS, ...) is
+//   sticky: every later call with that context current returns it.
+// - cuMemcpyAsync with pageable host memory (memory CUDA did not allocate)
+//   synchronises with the stream and copies before it returns ("API
+//   synchronization behavior"); cuMemsetD8Async refuses pageable memory.
+// - Host functions (cuLaunchHostFunc) of every stream run on one driver
+//   thread, one at a time ("Host functions without a mandated order (such as
+//   in independent streams) execute in undefined order and may be
+//   serialized"), and a CUDA call from that thread returns
+//   CUDA_ERROR_NOT_PERMITTED ("The host function must not make any CUDA API
+//   calls. Attempting to use a CUDA API may result in
+//   cudaErrorNotPermitted"). The stand-in cuBLASLt and NCCL order their work
+//   on a stream through fake_cuStreamWork instead (the stream's own thread).
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -26,9 +50,17 @@
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
+// Exported by name too, as libcuda.so.1 does: the plugin asks for the
+// driver's version before it resolves the rest, and tests set and read
+// the thread's current context as the CUDA runtime would.
+FAKE_EXPORT CUresult CUDAAPI cuDriverGetVersion(int* version);
+FAKE_EXPORT CUresult CUDAAPI cuCtxSetCurrent(CUcontext context);
+FAKE_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext* context);
+
 struct CUctx_st {
   int ordinal = 0;
-  long references = 0;
+  std::atomic<long> references{0};             // changed under the state's mutex, read by ready()
+  std::atomic<CUresult> sticky{CUDA_SUCCESS};  // a fatal error, returned by every later call
 };
 struct CUstream_st {
   uint64_t id = 0;
@@ -61,7 +93,17 @@ struct CUmod_st {
 namespace {
 
 constexpr int kSmCount[] = {4, 8};
-constexpr size_t kTotalMemory = size_t{2} << 30;  // above FAKE_CUDA_OOM_BYTES
+constexpr size_t kTotalMemory = size_t{2} << 30;       // above FAKE_CUDA_OOM_BYTES
+constexpr size_t kContextReserve = size_t{300} << 20;  // what a context takes of it
+constexpr size_t kPage = size_t{2} << 20;              // cuMemAlloc's charge unit
+
+enum class Kind { kDevice, kHost, kManaged };
+struct Allocation {
+  size_t bytes;
+  Kind kind;
+  int ordinal;  // the device charged (device and managed)
+  size_t charged;
+};
 
 struct State {
   std::mutex mutex;
@@ -70,7 +112,9 @@ struct State {
   bool paused = false;
   int device_count = 2;
   CUctx_st contexts[2];
-  std::map<void*, size_t> allocations;  // base -> bytes (device, host and managed)
+  long context_creations = 0;               // a primary context made (retained from 0)
+  size_t used[2] = {0, 0};                  // device memory charged, by device
+  std::map<void*, Allocation> allocations;  // by base
   std::set<CUstream_st*> streams;
   CUstream_st* legacy_stream = nullptr;  // the NULL stream, made on first use
   std::set<CUevent_st*> events;
@@ -85,6 +129,48 @@ State& state() {
 }
 
 thread_local CUcontext current_context = nullptr;
+thread_local bool on_driver_thread = false;  // running a host function
+std::atomic<long> driver_thread_calls{0};    // CUDA calls made from there
+
+// The driver thread every stream's host functions run on, one at a time.
+class DriverThread {
+ public:
+  // Runs |fn(user_data)| there and returns when it returned.
+  void run(CUhostFn fn, void* user_data) {
+    std::unique_lock lock(mutex_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    const uint64_t ticket = ++posted_;
+    jobs_.push_back({fn, user_data});
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return done_ >= ticket; });
+  }
+
+ private:
+  void loop() {
+    on_driver_thread = true;
+    std::unique_lock lock(mutex_);
+    while (true) {
+      changed_.wait(lock, [&] { return !jobs_.empty(); });
+      const auto [fn, user_data] = jobs_.front();
+      jobs_.pop_front();
+      lock.unlock();
+      fn(user_data);
+      lock.lock();
+      ++done_;
+      changed_.notify_all();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::pair<CUhostFn, void*>> jobs_;
+  uint64_t posted_ = 0, done_ = 0;
+  std::thread thread_;  // never joined: it lives as long as the process
+};
+
+DriverThread& driver_thread() {
+  static DriverThread* instance = new DriverThread();  // never destroyed, as state()
+  return *instance;
+}
 
 void run_stream(CUstream_st* stream) {
   State& s = state();
@@ -134,10 +220,30 @@ void wait_until(const std::function<bool()>& done) {
   s.changed.wait(lock, done);
 }
 
+CUctx_st foreign_context{-1, 1, CUDA_SUCCESS};  // "another library's" context
+
 CUresult ready() {
   if (!state().initialised) return CUDA_ERROR_NOT_INITIALIZED;
-  if (current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  return CUDA_SUCCESS;
+  if (on_driver_thread) {
+    ++driver_thread_calls;  // CUDA need not refuse them: a real driver may deadlock instead
+    return CUDA_ERROR_NOT_PERMITTED;
+  }
+  if (current_context == nullptr || current_context == &foreign_context) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (current_context->references == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  return current_context->sticky;
+}
+
+// The allocation holding |pointer| (interior pointers too), or null:
+// memory CUDA does not know, i.e. pageable host memory. Caller holds the mutex.
+const Allocation* find_allocation(const void* pointer) {
+  auto& all = state().allocations;
+  auto it = all.upper_bound(const_cast<void*>(pointer));
+  if (it == all.begin()) return nullptr;
+  --it;
+  const auto* base = static_cast<const char*>(it->first);
+  return static_cast<const char*>(pointer) < base + it->second.bytes ? &it->second : nullptr;
 }
 
 // Reads the entries of a PTX text: ".entry NAME(" then ".param .TYPE" lines
@@ -196,8 +302,14 @@ CUresult CUDAAPI cuInit(unsigned int flags) {
   return CUDA_SUCCESS;
 }
 
+int driver_version() {
+  const char* configured = std::getenv("HAL_FAKE_CUDA_DRIVER_VERSION");
+  return configured != nullptr ? std::atoi(configured) : 13000;
+}
+
 CUresult CUDAAPI cuDriverGetVersion(int* version) {
-  *version = 13000;
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = driver_version();
   return CUDA_SUCCESS;
 }
 
@@ -313,7 +425,10 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.contexts[device].ordinal = device;
-  ++s.contexts[device].references;
+  if (s.contexts[device].references++ == 0) {
+    ++s.context_creations;
+    s.contexts[device].sticky = CUDA_SUCCESS;  // a new context
+  }
   *context = &s.contexts[device];
   return CUDA_SUCCESS;
 }
@@ -328,6 +443,25 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice device) {
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext context) {
   current_context = context;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* context) {
+  if (!state().initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  *context = current_context;
+  return CUDA_SUCCESS;
+}
+
+// Free is what the device has less its live contexts' reserves and what is
+// allocated on it (cuMemGetInfo: "the free and total amount of memory
+// available for allocation by the CUDA context").
+CUresult CUDAAPI cuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const int ordinal = current_context->ordinal;
+  *total_bytes = kTotalMemory;
+  *free_bytes = kTotalMemory - kContextReserve - s.used[ordinal];
   return CUDA_SUCCESS;
 }
 
@@ -347,15 +481,27 @@ CUresult CUDAAPI cuCtxSynchronize(void) {
 }
 
 namespace {
-CUresult allocate(void** out, size_t bytes) {
+CUresult allocate(void** out, size_t bytes, Kind kind) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (bytes == FAKE_CUDA_OOM_BYTES || bytes > kTotalMemory) return CUDA_ERROR_OUT_OF_MEMORY;
-  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   State& s = state();
+  const int ordinal = current_context->ordinal;
+  const size_t charged = kind == Kind::kHost ? 0 : (bytes + kPage - 1) / kPage * kPage;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.used[ordinal] + charged > kTotalMemory - kContextReserve) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    s.used[ordinal] += charged;
+  }
+  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   std::lock_guard lock(s.mutex);
-  s.allocations.emplace(memory, bytes);
+  if (memory == nullptr) {
+    s.used[ordinal] -= charged;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  s.allocations.emplace(memory, Allocation{bytes, kind, ordinal, charged});
   *out = memory;
   return CUDA_SUCCESS;
 }
@@ -363,7 +509,10 @@ CUresult release(void* memory) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (s.allocations.erase(memory) == 0) return CUDA_ERROR_INVALID_VALUE;
+  const auto it = s.allocations.find(memory);
+  if (it == s.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  s.used[it->second.ordinal] -= it->second.charged;
+  s.allocations.erase(it);
   std::free(memory);
   return CUDA_SUCCESS;
 }
@@ -371,7 +520,7 @@ CUresult release(void* memory) {
 
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr* out, size_t bytes) {
   void* memory = nullptr;
-  const CUresult r = allocate(&memory, bytes);
+  const CUresult r = allocate(&memory, bytes, Kind::kDevice);
   if (r == CUDA_SUCCESS) *out = reinterpret_cast<CUdeviceptr>(memory);
   return r;
 }
@@ -379,18 +528,59 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr pointer) {
   return release(reinterpret_cast<void*>(pointer));
 }
 CUresult CUDAAPI cuMemHostAlloc(void** out, size_t bytes, unsigned int) {
-  return allocate(out, bytes);
+  return allocate(out, bytes, Kind::kHost);
 }
 CUresult CUDAAPI cuMemFreeHost(void* pointer) {
   return release(pointer);
 }
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* out, size_t bytes, unsigned int flags) {
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
-  return cuMemAlloc(out, bytes);
+  void* memory = nullptr;
+  const CUresult r = allocate(&memory, bytes, Kind::kManaged);
+  if (r == CUDA_SUCCESS) *out = reinterpret_cast<CUdeviceptr>(memory);
+  return r;
+}
+
+// CUDA_ERROR_INVALID_VALUE for memory CUDA does not know (pageable).
+CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
+                                       CUdeviceptr pointer) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(state().mutex);
+  const Allocation* found = find_allocation(reinterpret_cast<void*>(pointer));
+  if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *static_cast<CUmemorytype*>(data) =
+      found->kind == Kind::kHost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostRegister(void*, size_t, unsigned int) {
+  return CUDA_ERROR_NOT_SUPPORTED;  // not modelled: the plugin stages instead
+}
+CUresult CUDAAPI cuMemHostUnregister(void*) {
+  return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  bool pageable = false;
+  {
+    std::lock_guard lock(state().mutex);
+    pageable = find_allocation(reinterpret_cast<void*>(dst)) == nullptr ||
+               find_allocation(reinterpret_cast<void*>(src)) == nullptr;
+    if (stream == nullptr) {
+      if (state().legacy_stream == nullptr) state().legacy_stream = start_stream(0);
+      stream = state().legacy_stream;
+    }
+  }
+  if (pageable) {
+    // Pageable to device: "a stream sync is performed before the copy is
+    // initiated"; device to pageable: "returns only once the copy has
+    // completed". Both: the caller waits for the stream, then the copy.
+    wait_until([stream] { return idle(stream); });
+    std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+  }
   submit(stream, [=] {
     std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
   });
@@ -406,6 +596,10 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t byte
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count,
                                  CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  {
+    std::lock_guard lock(state().mutex);
+    if (find_allocation(reinterpret_cast<void*>(dst)) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  }
   submit(stream, [=] { std::memset(reinterpret_cast<void*>(dst), value, count); });
   return CUDA_SUCCESS;
 }
@@ -470,7 +664,47 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int 
 
 CUresult CUDAAPI cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* user_data) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  // The stream waits while the driver thread runs the function.
+  submit(stream, [=] { driver_thread().run(fn, user_data); });
+  return CUDA_SUCCESS;
+}
+
+// The stand-in libraries' work in stream order, on the stream's own thread
+// (not a CUDA entry point: cuGetProcAddress gives it to them by this name).
+CUresult CUDAAPI fake_cuStreamWork(CUstream stream, CUhostFn fn, void* user_data) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   submit(stream, [=] { fn(user_data); });
+  return CUDA_SUCCESS;
+}
+
+// Later work waits until (int32_t)(*addr - value) >= 0 (GEQ, the default), or
+// *addr == value (EQ). The host writes the word without telling the fake, so
+// the wait polls it.
+CUresult CUDAAPI cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                     unsigned int flags) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  if (flags != CU_STREAM_WAIT_VALUE_GEQ && flags != CU_STREAM_WAIT_VALUE_EQ) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // A device without stream memory operations ("CUDA_ERROR_NOT_SUPPORTED").
+  if (std::getenv("HAL_FAKE_CUDA_NO_STREAM_MEMOPS") != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  {
+    std::lock_guard lock(state().mutex);
+    if (find_allocation(reinterpret_cast<void*>(addr)) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  }
+  auto* word = reinterpret_cast<uint32_t*>(addr);
+  submit(stream, [=] {
+    State& s = state();
+    std::unique_lock lock(s.mutex);
+    while (true) {
+      const uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+      if (flags == CU_STREAM_WAIT_VALUE_EQ ? seen == value
+                                           : static_cast<int32_t>(seen - value) >= 0) {
+        return;
+      }
+      s.changed.wait_for(lock, std::chrono::microseconds(100));
+    }
+  });
   return CUDA_SUCCESS;
 }
 
@@ -657,30 +891,33 @@ FAKE_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn,
 #define FAKE_ENTRY(name) {#name, reinterpret_cast<void*>(&name)},
       FAKE_ENTRY(cuInit) FAKE_ENTRY(cuDriverGetVersion) FAKE_ENTRY(cuGetErrorName) FAKE_ENTRY(
           cuDeviceGetCount) FAKE_ENTRY(cuDeviceGet) FAKE_ENTRY(cuDeviceGetName)
-          FAKE_ENTRY(cuDeviceGetUuid) FAKE_ENTRY(cuDeviceTotalMem) FAKE_ENTRY(cuDeviceGetAttribute)
-              FAKE_ENTRY(cuDevicePrimaryCtxRetain) FAKE_ENTRY(cuDevicePrimaryCtxRelease) FAKE_ENTRY(
-                  cuCtxSetCurrent) FAKE_ENTRY(cuCtxSynchronize) FAKE_ENTRY(cuMemAlloc)
-                  FAKE_ENTRY(cuMemFree) FAKE_ENTRY(cuMemHostAlloc) FAKE_ENTRY(cuMemFreeHost)
-                      FAKE_ENTRY(cuMemAllocManaged) FAKE_ENTRY(cuMemcpyAsync) FAKE_ENTRY(
-                          cuMemcpyDtoDAsync) FAKE_ENTRY(cuMemsetD8Async) FAKE_ENTRY(cuStreamCreate)
-                          FAKE_ENTRY(cuStreamDestroy) FAKE_ENTRY(cuStreamSynchronize)
-                              FAKE_ENTRY(cuStreamQuery) FAKE_ENTRY(cuStreamWaitEvent)
-                                  FAKE_ENTRY(cuLaunchHostFunc) FAKE_ENTRY(cuEventCreate)
-                                      FAKE_ENTRY(cuEventDestroy) FAKE_ENTRY(cuEventRecord)
-                                          FAKE_ENTRY(cuEventQuery) FAKE_ENTRY(cuEventSynchronize)
-                                              FAKE_ENTRY(cuEventElapsedTime)
-                                                  FAKE_ENTRY(cuModuleLoadData)
-                                                      FAKE_ENTRY(cuModuleUnload)
-                                                          FAKE_ENTRY(cuModuleGetFunction)
-                                                              FAKE_ENTRY(cuFuncGetAttribute)
-                                                                  FAKE_ENTRY(cuFuncGetParamInfo)
-                                                                      FAKE_ENTRY(cuFuncSetAttribute)
-                                                                          FAKE_ENTRY(cuLaunchKernel)
+          FAKE_ENTRY(cuDeviceGetUuid) FAKE_ENTRY(cuDeviceTotalMem) FAKE_ENTRY(
+              cuDeviceGetAttribute) FAKE_ENTRY(cuDevicePrimaryCtxRetain)
+              FAKE_ENTRY(cuDevicePrimaryCtxRelease) FAKE_ENTRY(cuCtxSetCurrent) FAKE_ENTRY(
+                  cuCtxSynchronize) FAKE_ENTRY(cuMemAlloc) FAKE_ENTRY(cuMemFree)
+                  FAKE_ENTRY(cuMemHostAlloc) FAKE_ENTRY(cuMemFreeHost) FAKE_ENTRY(
+                      cuMemAllocManaged) FAKE_ENTRY(cuMemcpyAsync) FAKE_ENTRY(cuMemcpyDtoDAsync)
+                      FAKE_ENTRY(cuMemsetD8Async) FAKE_ENTRY(cuStreamCreate) FAKE_ENTRY(
+                          cuStreamDestroy) FAKE_ENTRY(cuStreamSynchronize) FAKE_ENTRY(cuStreamQuery)
+                          FAKE_ENTRY(cuStreamWaitEvent) FAKE_ENTRY(cuLaunchHostFunc) FAKE_ENTRY(
+                              cuEventCreate) FAKE_ENTRY(cuEventDestroy) FAKE_ENTRY(cuEventRecord)
+                              FAKE_ENTRY(cuEventQuery) FAKE_ENTRY(cuEventSynchronize) FAKE_ENTRY(
+                                  cuEventElapsedTime) FAKE_ENTRY(cuModuleLoadData)
+                                  FAKE_ENTRY(cuModuleUnload) FAKE_ENTRY(cuModuleGetFunction)
+                                      FAKE_ENTRY(cuFuncGetAttribute) FAKE_ENTRY(cuFuncGetParamInfo)
+                                          FAKE_ENTRY(cuFuncSetAttribute) FAKE_ENTRY(cuLaunchKernel)
+                                              FAKE_ENTRY(cuCtxGetCurrent) FAKE_ENTRY(cuMemGetInfo)
+                                                  FAKE_ENTRY(cuPointerGetAttribute)
+                                                      FAKE_ENTRY(cuMemHostRegister)
+                                                          FAKE_ENTRY(cuMemHostUnregister)
+                                                              FAKE_ENTRY(cuStreamWaitValue32)
+                                                                  FAKE_ENTRY(fake_cuStreamWork)
 #undef FAKE_ENTRY
   };
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
-  if (flags != CU_GET_PROC_ADDRESS_DEFAULT || cuda_version < 12000) {
+  if (flags != CU_GET_PROC_ADDRESS_DEFAULT || cuda_version < 12000 ||
+      cuda_version > driver_version()) {
     if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
     return CUDA_ERROR_NOT_FOUND;
   }
@@ -715,6 +952,8 @@ FAKE_EXPORT long fake_cuda_live(const char* what) {
   if (name == "events") return static_cast<long>(s.events.size());
   if (name == "modules") return static_cast<long>(s.modules.size());
   if (name == "contexts") return s.contexts[0].references + s.contexts[1].references;
+  if (name == "context_creations") return s.context_creations;
+  if (name == "driver_thread_calls") return driver_thread_calls.load();
   return -1;
 }
 
@@ -722,5 +961,16 @@ FAKE_EXPORT void fake_cuda_set_paused(int paused) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.paused = paused != 0;
+  s.changed.notify_all();
+}
+
+FAKE_EXPORT CUcontext fake_cuda_foreign_context(void) {
+  return &foreign_context;
+}
+
+FAKE_EXPORT void fake_cuda_inject_fault(int ordinal, int code) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.contexts[ordinal].sticky = static_cast<CUresult>(code);
   s.changed.notify_all();
 }

@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 /* cuMemAlloc of exactly this many bytes fails with CUDA_ERROR_OUT_OF_MEMORY. */
-#define FAKE_CUDA_OOM_BYTES ((size_t)0x7fff0001u)
+#define FAKE_CUDA_OOM_BYTES ((size_t)0x3fff0001u) /* below the declared total */
 
 /* One cuLaunchKernel as the driver received it: the parameter bytes are
  * copied at the call, by the sizes of the PTX entry's .param list. */
@@ -29,11 +29,20 @@ typedef struct fake_cuda_launch {
 
 typedef size_t (*fake_cuda_launch_count_fn)(void);
 typedef int (*fake_cuda_launch_get_fn)(size_t index, fake_cuda_launch_t* out);
-/* what: "allocations", "streams", "events", "modules", "contexts" (primary context references) */
+/* what: "allocations", "streams", "events", "modules", "contexts" (primary context
+ * references), "context_creations" (primary contexts made, retained from 0),
+ * "driver_thread_calls" (CUDA calls made from a host function on the driver's thread) */
 typedef long (*fake_cuda_live_fn)(const char* what);
 /* While paused, enqueued work waits (queries answer CUDA_ERROR_NOT_READY);
  * unpausing or any synchronize call lets each stream run it in order. */
 typedef void (*fake_cuda_set_paused_fn)(int paused);
+
+/* A context of "another library" (the CUDA runtime's, PyTorch's) a test makes
+ * current on its thread with cuCtxSetCurrent, to see that HAL puts it back. */
+typedef void* (*fake_cuda_foreign_context_fn)(void);
+/* Makes device |ordinal|'s context fail every later call with |code| (a fatal
+ * CUresult such as CUDA_ERROR_ILLEGAL_ADDRESS = 700), as CUDA's sticky errors. */
+typedef void (*fake_cuda_inject_fault_fn)(int ordinal, int code);
 
 #ifdef __cplusplus
 }

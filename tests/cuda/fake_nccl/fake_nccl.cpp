@@ -471,8 +471,8 @@ void run_job(void* data) {
   }
 }
 
-// The stand-in driver the plugin opened (its cuLaunchHostFunc orders the
-// collective on the stream). Null when no driver is loaded.
+// The stand-in driver the plugin opened (its fake_cuStreamWork, cuLaunchHostFunc's shape on the
+// stream's own thread, orders the collective on the stream). Null when no driver is loaded.
 decltype(&::cuLaunchHostFunc) launch_host_func() {
   Library& lib = library();
   std::lock_guard lock(lib.mutex);
@@ -486,7 +486,7 @@ decltype(&::cuLaunchHostFunc) launch_host_func() {
   auto get_proc = reinterpret_cast<GetProc>(dlsym(driver, "cuGetProcAddress_v2"));
   void* function = nullptr;
   CUdriverProcAddressQueryResult status{};
-  if (get_proc == nullptr || get_proc("cuLaunchHostFunc", &function, CUDA_VERSION,
+  if (get_proc == nullptr || get_proc("fake_cuStreamWork", &function, CUDA_VERSION,
                                       CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) {
     return nullptr;  // the handle stays open: the driver is never unloaded
   }

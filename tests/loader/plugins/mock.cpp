@@ -218,9 +218,20 @@ struct MockOpPlan {
   int64_t count;
 };
 
+// Names the implementation before planning: mock.scale for HAL_OP_UNARY,
+// none of its own for the other kinds (the loader then never asks).
+const char* mock_op_implementation(hal_impl_device_t*, hal_op_kind_t kind) {
+  return kind == HAL_OP_UNARY ? "mock.scale" : nullptr;
+}
+
 hal_result_t mock_op_plan_create(hal_impl_device_t*, const hal_op_header_t* desc,
                                  hal_op_plan_flags_t, hal_impl_op_plan_t** out_plan,
                                  size_t* out_workspace_bytes, const char** out_implementation) {
+  // Each call announced on stderr when asked, so a test counts them: the
+  // loader must not ask an implementation it has filtered out.
+  if (std::getenv("HAL_TEST_MOCK_TRACE_PLANS") != nullptr) {
+    std::fprintf(stderr, "mock: op_plan_create kind %d\n", static_cast<int>(desc->kind));
+  }
   if (desc->kind != HAL_OP_UNARY) {
     return report(HAL_ERROR_UNSUPPORTED, "mock: only HAL_OP_UNARY is implemented");
   }
@@ -280,6 +291,7 @@ const hal_plugin_table_v1_t mock_table = [] {
   table.op_plan_create = mock_op_plan_create;
   table.op_plan_destroy = mock_op_plan_destroy;
   table.op_execute = mock_op_execute;
+  table.op_implementation = mock_op_implementation;
   return table;
 }();
 

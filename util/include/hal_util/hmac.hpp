@@ -20,6 +20,19 @@ Sha256Digest sha256(std::span<const uint8_t> data) noexcept;
 Sha256Digest hmac_sha256(std::span<const uint8_t> key,
                          std::initializer_list<std::span<const uint8_t>> parts) noexcept;
 
+// HMAC-SHA-256 under one key whose two padded blocks are hashed once, when
+// it is made: each MAC then costs its message's blocks and two more (the
+// TCP store's per-frame MACs).
+class HmacSha256 {
+ public:
+  explicit HmacSha256(std::span<const uint8_t> key) noexcept;
+  Sha256Digest mac(std::initializer_list<std::span<const uint8_t>> parts) const noexcept;
+
+ private:
+  Sha256 inner_;  // after the key XOR ipad block
+  Sha256 outer_;  // after the key XOR opad block
+};
+
 // Compares without a data-dependent early exit.
 bool equal_in_constant_time(std::span<const uint8_t> a, std::span<const uint8_t> b) noexcept;
 

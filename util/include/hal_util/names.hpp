@@ -48,6 +48,8 @@ std::span<const EnumName> scan_kind_table() noexcept;
 std::span<const EnumName> scatter_mode_table() noexcept;
 std::span<const EnumName> causal_alignment_table() noexcept;
 std::span<const EnumName> attention_sparsity_table() noexcept;
+std::span<const EnumName> channel_layout_table() noexcept;
+std::span<const EnumName> pooling_kind_table() noexcept;
 std::span<const EnumName> op_status_table() noexcept;
 
 // The entry of |value|, or nullptr for a value the table does not hold.

@@ -84,6 +84,7 @@ bool is_owner_only(int fd, const std::string& what, std::string& why);
 struct ReadRule {
   bool no_follow = false;        // O_NOFOLLOW: the last component must not be a symbolic link
   bool must_be_private = false;  // owned by the effective uid, not group/other writable
+  bool owner_only = false;       // no access at all for group or others (a secret)
   size_t max_bytes = size_t{1} << 30;
 };
 

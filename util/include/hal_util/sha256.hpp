@@ -1,6 +1,8 @@
 #pragma once
 // SHA-256 (FIPS 180-4): the content hash the kernel cache (kernel_cache.hpp) records
-// for each object and checks before loading it. Small and dependency-free.
+// for each object and checks before loading it, and the hash under the TCP
+// store's HMACs. Small and dependency-free; blocks go through the CPU's SHA
+// extensions where it has them (chosen once, at load), else a portable loop.
 
 #include <array>
 #include <cstddef>
@@ -22,9 +24,14 @@ class Sha256 {
   // Lower-case hexadecimal, 64 characters.
   static std::string hex(const Digest& digest);
 
- private:
-  void compress(const uint8_t* block);
+  // Whether blocks go through the CPU's SHA extensions (tests compare the
+  // two paths).
+  static bool uses_cpu_extensions();
+  static void compress_portable_for_testing(std::array<uint32_t, 8>& state, const uint8_t* data,
+                                            size_t blocks);
+  std::array<uint32_t, 8> state_for_testing() const;
 
+ private:
   std::array<uint32_t, 8> state_;
   std::array<uint8_t, 64> buffer_{};
   size_t buffered_ = 0;

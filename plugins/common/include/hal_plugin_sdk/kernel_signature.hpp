@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hal_plugin.h"
@@ -102,6 +103,38 @@ inline std::string signature_size_disagreement(const std::vector<size_t>& sizes,
   return {};
 }
 
+// What kernel_get reports of a kernel (hal_kernel_info_t): a plugin's Kernel
+// derives from it, and its launches read the signature back.
+class KernelInfo {
+ public:
+  KernelInfo(std::string name, std::vector<hal_arg_type_t> arg_types,
+             uint32_t max_threads_per_block, uint32_t static_shared_bytes)
+      : name_(std::move(name)),
+        arg_types_(std::move(arg_types)),
+        max_threads_(max_threads_per_block),
+        static_shared_bytes_(static_shared_bytes) {}
+
+  const std::string& name() const { return name_; }
+  const std::vector<hal_arg_type_t>& arg_types() const { return arg_types_; }
+  uint32_t max_threads() const { return max_threads_; }
+  uint32_t static_shared_bytes() const { return static_shared_bytes_; }
+  // kernel_get's |out_info| (write_kernel_info, below).
+  void write_info(hal_kernel_info_t* out_info) const;
+
+ protected:
+  // For a kernel whose limits are known only once it is made.
+  void set_limits(uint32_t max_threads_per_block, uint32_t static_shared_bytes) {
+    max_threads_ = max_threads_per_block;
+    static_shared_bytes_ = static_shared_bytes;
+  }
+
+ private:
+  std::string name_;
+  std::vector<hal_arg_type_t> arg_types_;
+  uint32_t max_threads_;
+  uint32_t static_shared_bytes_;
+};
+
 // Writes what kernel_get found into |out_info| (when not null), in the
 // layout the caller's struct_size allows. info.name points into |name|:
 // pass the kernel's own copy, which lives as long as the kernel.
@@ -116,6 +149,10 @@ inline void write_kernel_info(const std::string& name, const std::vector<hal_arg
   info.max_threads_per_block = max_threads_per_block;
   info.static_shared_memory_bytes = static_shared_bytes;
   write_versioned_struct(info, out_info);
+}
+
+inline void KernelInfo::write_info(hal_kernel_info_t* out_info) const {
+  write_kernel_info(name_, arg_types_, max_threads_, static_shared_bytes_, out_info);
 }
 
 }  // namespace hal::plugin

@@ -1,6 +1,11 @@
 // The ABI handshake of hal_plugin_entry (SPEC.md §10.1), written once for
 // every plugin: check what the loader offers, create the plugin's context,
-// and describe the plugin in |out_plugin|. A plugin's entry point is then
+// and describe the plugin in |out_plugin|. A plugin whose context is made by
+// Plugin(host) defines its entry point with
+//
+//   HAL_PLUGIN_ENTRY_POINT(Plugin, kIdentity, kTable);
+//
+// and one whose context is made another way writes
 //
 //   extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(
 //       const hal_plugin_host_t* host, hal_plugin_v1_t* out_plugin) {
@@ -13,6 +18,7 @@
 #define HAL_PLUGIN_SDK_NEGOTIATE_HPP_
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,6 +116,28 @@ hal_result_t enter(const hal_plugin_host_t* host, hal_plugin_v1_t* out_plugin,
   });
 }
 
+// enter() for a plugin whose context is made by `new Plugin(host)`: a
+// constructor that finds no driver or no device is not a failure (the plugin
+// loads with 0 devices and logs why).
+template <class Plugin>
+hal_result_t enter(const hal_plugin_host_t* host, hal_plugin_v1_t* out_plugin,
+                   const Identity& identity, const hal_plugin_table_v1_t& table) noexcept {
+  return enter(host, out_plugin, identity, table,
+               [&](const ErrorReporter&, hal_plugin_context_t** out_context) {
+                 auto plugin = std::make_unique<Plugin>(host);
+                 *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
+                 return HAL_SUCCESS;
+               });
+}
+
 }  // namespace hal::plugin
+
+// Defines hal_plugin_entry, the plugin's one exported symbol, as
+// hal::plugin::enter<Plugin>(host, out_plugin, identity, table).
+#define HAL_PLUGIN_ENTRY_POINT(Plugin, identity, table)                                     \
+  extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host_t* host, \
+                                                             hal_plugin_v1_t* out_plugin) { \
+    return ::hal::plugin::enter<Plugin>(host, out_plugin, identity, table);                 \
+  }
 
 #endif  // HAL_PLUGIN_SDK_NEGOTIATE_HPP_

@@ -1,6 +1,7 @@
 // The objects a plugin device owns on the application's behalf (streams,
 // events, modules), keyed by the raw pointer the table hands out, so that
-// device_close can finish and free whatever the application left behind.
+// device_close can finish and free whatever the application left behind
+// (objects.hpp keeps a device's three kinds).
 #ifndef HAL_PLUGIN_SDK_OWNED_SET_HPP_
 #define HAL_PLUGIN_SDK_OWNED_SET_HPP_
 

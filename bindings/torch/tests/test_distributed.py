@@ -1,0 +1,100 @@
+"""torch.distributed's "hal" backend across two processes (two cpu-plugin devices): every
+collective against its definition, the failures (mismatched sizes, a dead rank) as
+DistBackendError within the group's timeout, and DistributedDataParallel against one process
+with the same global batch."""
+import queue
+import socket
+import time
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+import dist_workers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(fn, world=2, timeout=180):
+    """Runs fn(rank, world, port, results) in |world| processes; {rank: (status, value)} of
+    those that reported before they all ended (or |timeout| passed)."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=fn, args=(r, world, port, results)) for r in range(world)]
+    for p in procs:
+        p.start()
+    got = {}
+    deadline = time.monotonic() + timeout
+    while len(got) < world and time.monotonic() < deadline:
+        try:
+            rank, status, value = results.get(timeout=0.5)
+            got[rank] = (status, value)
+        except queue.Empty:
+            if not any(p.is_alive() for p in procs) and results.empty():
+                break
+    for p in procs:
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+    return got
+
+
+@pytest.fixture(scope="module")
+def two_ranks():
+    got = spawn(dist_workers.collectives)
+    assert set(got) == {0, 1}, got
+    for rank, (status, value) in got.items():
+        assert status == "ok", value
+    return got[0][1], got[1][1]
+
+
+def test_collectives_on_two_ranks(two_ranks):
+    r0, r1 = two_ranks
+    for r in (r0, r1):
+        assert r["all_reduce"] == [3.0] * 5
+        assert r["all_reduce_max_bf16"] == [2.0] * 3
+        assert r["all_reduce_avg"] == [1.5, 1.5]
+        assert r["all_gather"] == [[0.0, 10.0], [1.0, 11.0]]
+        assert r["all_gather_into_tensor"] == [0.0, 10.0, 1.0, 11.0]
+        assert r["broadcast"] == [1.0] * 3
+        assert r["cpu_all_reduce"] == [3.0] * 3
+        assert r["future"] == [2.0, 2.0]
+    # reduce_scatter: rank r gets the sum over ranks of their r-th chunk.
+    assert r0["reduce_scatter"] == [1.0, 1.0] and r1["reduce_scatter"] == [21.0, 21.0]
+    # arange(4) * (rank + 1) summed: [0,1,2,3] * 3, split in two.
+    assert r0["reduce_scatter_tensor"] == [0.0, 3.0] and r1["reduce_scatter_tensor"] == [6.0, 9.0]
+    # Uneven all-to-all: rank 0 sends [0] to itself, nothing to 1; rank 1 sends [100, 101] to 0
+    # and [102, 103] to itself.
+    assert r0["all_to_all_single"] == [0.0, 100.0, 101.0]
+    assert r1["all_to_all_single"] == [102.0, 103.0]
+    assert r0["exchange"] == [1.0] * 4 and r1["exchange"] == [0.0] * 4
+    assert r1["recv"] == [42.0]
+
+
+def test_ddp_matches_one_process_with_the_same_global_batch(two_ranks):
+    model = dist_workers.ddp_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in dist_workers.ddp_batches():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    for r in two_ranks:
+        for got_p, want in zip(r["ddp"], model.parameters()):
+            torch.testing.assert_close(torch.tensor(got_p), want.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_mismatched_sizes_and_a_dead_rank_raise_dist_backend_error():
+    got = spawn(dist_workers.failures, timeout=150)
+    assert 0 in got and got[0][0] == "ok", got
+    mismatch = got[0][1]["mismatch"]
+    assert mismatch.startswith("DistBackendError") and "HAL_ERROR_ARGUMENT_MISMATCH" in mismatch
+    dead = got[0][1]["dead_rank"]
+    assert dead.startswith("DistBackendError") and "HAL_ERROR_REMOTE" in dead, dead
+    seconds = float(dead.split("after ")[1].split(" s")[0])
+    assert seconds < 25, dead  # the group's timeout is 20 s; a dead peer is seen at once

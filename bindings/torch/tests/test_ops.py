@@ -1,0 +1,288 @@
+"""The hal kernels a training step runs: that they run natively (one cached HAL plan per
+signature, no fallback) and agree with float64 references computed on the CPU."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import hal_torch
+from conftest import native_and_fallback
+
+
+def rand(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def close(got, reference, dtype=torch.float32, scale=1.0):
+    tol = {torch.float32: 2e-5, torch.bfloat16: 2e-2, torch.float16: 3e-3}[dtype] * scale
+    torch.testing.assert_close(got.detach().cpu().double(), reference.double(), atol=tol, rtol=tol)
+
+
+def test_matmul_family(metrics):
+    a, b, bias = rand(7, 33, seed=1), rand(33, 9, seed=2), rand(9, seed=3)
+    h = [t.to("hal") for t in (a, b, bias)]
+    close(h[0] @ h[1], a.double() @ b.double())
+    close(F.linear(h[0], h[1].t(), h[2]), a.double() @ b.double() + bias.double())
+    close(torch.addmm(h[2], h[0], h[1], beta=0.5, alpha=2.0),
+          0.5 * bias.double() + 2.0 * (a.double() @ b.double()))
+    x = rand(3, 7, 33, seed=4)
+    close(torch.bmm(x.to("hal"), h[1].expand(3, 33, 9)), x.double() @ b.double())
+    close(x.to("hal") @ h[1], x.double() @ b.double())  # matmul: a view and one mm
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    assert {"aten::mm.out", "aten::addmm.out", "aten::bmm.out"} <= native
+
+
+def test_plans_are_cached_per_signature(metrics):
+    hal_torch.clear_plan_cache()
+    hal_torch.reset_metrics()
+    x = rand(16, 16).to("hal")
+    for _ in range(3):
+        y = x @ x
+    m = hal_torch.metrics()
+    assert m["plans_created"] == 1 and m["plan_cache_hits"] == 2
+    (x.t() @ x).sum()  # another layout: another plan
+    assert hal_torch.metrics()["plans_created"] >= 2
+    del y
+
+
+def test_type_promotion_and_broadcasting(metrics):
+    f = rand(4, 5)
+    i = torch.arange(5)
+    hf, hi = f.to("hal"), i.to("hal")
+    close(hf + hi, f.double() + i.double())
+    close(hf.bfloat16() * hf, f.bfloat16().double() * f.double(), torch.bfloat16)
+    assert (hf.bfloat16() * hf).dtype == torch.float32
+    close(hf * torch.tensor(3.0), f.double() * 3)  # a 0-dim CPU tensor is a scalar
+    close(hf / 2, f.double() / 2)
+    close(2 - hf, 2 - f.double())
+    out = torch.empty(0, device="hal")
+    torch.mul(hf, hf, out=out)
+    assert out.shape == (4, 5)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.add(hf, hf, out=torch.empty(4, 5, dtype=torch.int64, device="hal"))
+    with pytest.raises(RuntimeError, match="must match|broadcast"):
+        hf + rand(3).to("hal")
+    view = hf.t()
+    view.mul_(2)  # in place through a transposed view
+    close(hf, 2 * f.double())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_and_norms_with_backward(dtype, metrics):
+    x = rand(6, 10, 32, seed=5, dtype=dtype)
+    w, b = rand(32, seed=6, dtype=dtype), rand(32, seed=7, dtype=dtype)
+    gy = rand(6, 10, 32, seed=8, dtype=dtype)
+
+    def run(device, fn):
+        xs = x.to(device).requires_grad_()
+        ws = w.to(device).requires_grad_()
+        bs = b.to(device).requires_grad_()
+        y = fn(xs, ws, bs)
+        y.backward(gy.to(device))
+        return y, xs.grad, ws.grad, bs.grad
+
+    cases = {
+        "softmax": lambda x, w, b: F.softmax(x, -1) * w + b,
+        "log_softmax dim 1": lambda x, w, b: F.log_softmax(x, 1) * w + b,
+        "layer_norm": lambda x, w, b: F.layer_norm(x, (32,), w, b, 1e-5),
+        "rms_norm": lambda x, w, b: F.rms_norm(x, (32,), w, 1e-6) + b,
+    }
+    for name, fn in cases.items():
+        got = run("hal", fn)
+        # float64 reference of the same inputs (rounded to dtype first).
+        ref = [t.double() if t is not None else None for t in run_double(fn, x, w, b, gy)]
+        for g, r in zip(got, ref):
+            close(g, r, dtype, scale=4)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    assert {"aten::_softmax.out", "aten::native_layer_norm", "aten::native_layer_norm_backward",
+            "aten::rms_norm", "aten::rms_norm (backward)"} <= native
+
+
+def run_double(fn, x, w, b, gy):
+    xs, ws, bs = (t.double().requires_grad_() for t in (x, w, b))
+    y = fn(xs, ws, bs)
+    y.backward(gy.double())
+    return y, xs.grad, ws.grad, bs.grad
+
+
+def test_activations_with_backward(metrics):
+    x = rand(5, 40, seed=9) * 3
+    g = rand(5, 40, seed=10)
+    for fn in (lambda t: F.gelu(t), lambda t: F.gelu(t, approximate="tanh"), F.relu, F.silu):
+        h = x.to("hal").requires_grad_()
+        fn(h).backward(g.to("hal"))
+        r = x.double().requires_grad_()
+        fn(r).backward(g.double())
+        close(h.grad, r.grad, scale=2)
+        if fn is F.relu:  # silu's backward is aten's twice-differentiable composite
+            native, fell = native_and_fallback(metrics())
+            assert not fell, fell
+            assert {"aten::gelu", "aten::gelu_backward", "aten::relu",
+                    "aten::threshold_backward.grad_input"} <= native
+
+
+def test_embedding_with_padding_and_backward(metrics):
+    table = rand(11, 6, seed=11)
+    ids = torch.tensor([[1, 3, 3, 0], [10, 3, 1, 1]])
+    g = rand(2, 4, 6, seed=12)
+    h = table.to("hal").requires_grad_()
+    F.embedding(ids.to("hal"), h, padding_idx=1).backward(g.to("hal"))
+    r = table.double().requires_grad_()
+    F.embedding(ids, r, padding_idx=1).backward(g.double())
+    close(h.grad, r.grad)
+    native, fell = native_and_fallback(metrics())
+    assert {"aten::embedding", "aten::embedding_dense_backward"} <= native and not fell, fell
+
+
+def test_fused_cross_entropy(metrics):
+    logits = rand(12, 30, seed=13) * 2
+    labels = torch.tensor([1, 5, 29, -100, 0, 7, 7, 3, 2, -100, 11, 12])
+    h = logits.to("hal").requires_grad_()
+    loss = F.cross_entropy(h, labels.to("hal"), label_smoothing=0.1)
+    (loss * 3).backward()
+    r = logits.double().requires_grad_()
+    ref = F.cross_entropy(r, labels, label_smoothing=0.1)
+    (ref * 3).backward()
+    close(loss, ref)
+    close(h.grad, r.grad)
+    native, fell = native_and_fallback(metrics())
+    assert "aten::cross_entropy_loss" in native and not fell, fell
+    # Other reductions take aten's composite over hal kernels: still correct.
+    none = F.cross_entropy(h, labels.to("hal"), reduction="none")
+    close(none, F.cross_entropy(r, labels, reduction="none"))
+
+
+@pytest.mark.parametrize("causal,heads,kv_heads", [(True, 4, 4), (False, 4, 4), (True, 4, 2)])
+def test_attention_takes_hal_path(causal, heads, kv_heads, metrics):
+    b, lq, lk, d = 2, 9, 9, 16
+    q, k, v = rand(b, heads, lq, d, seed=14), rand(b, kv_heads, lk, d, seed=15), \
+        rand(b, kv_heads, lk, d, seed=16)
+    g = rand(b, heads, lq, d, seed=17)
+    hq, hk, hv = (t.to("hal").requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(hq, hk, hv, is_causal=causal,
+                                         enable_gqa=heads != kv_heads)
+    out.backward(g.to("hal"))
+    rq, rk, rv = (t.double().requires_grad_() for t in (q, k, v))
+    ref = F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal,
+                                         enable_gqa=heads != kv_heads)
+    ref.backward(g.double())
+    for got, want in ((out, ref), (hq.grad, rq.grad), (hk.grad, rk.grad), (hv.grad, rv.grad)):
+        close(got, want, scale=5)
+    native, fell = native_and_fallback(metrics())
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" in native
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in native
+    assert not fell, fell
+
+
+def test_attention_with_a_mask_takes_the_math_path(metrics):
+    q = rand(1, 2, 5, 8, seed=18)
+    mask = torch.rand(5, 5, generator=torch.Generator().manual_seed(1)) > 0.3
+    mask[:, 0] = True
+    got = F.scaled_dot_product_attention(q.to("hal"), q.to("hal"), q.to("hal"),
+                                         attn_mask=mask.to("hal"))
+    ref = F.scaled_dot_product_attention(q.double(), q.double(), q.double(), attn_mask=mask)
+    close(got, ref, scale=5)
+    native, _ = native_and_fallback(metrics())
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" not in native
+
+
+def test_dropout_native_and_its_backward(metrics):
+    torch.hal.manual_seed(0)
+    x = torch.ones(200, 50, device="hal", requires_grad=True)
+    y = F.dropout(x, 0.25)
+    y.sum().backward()
+    kept = (y.detach().cpu() != 0)
+    assert abs(kept.float().mean().item() - 0.75) < 0.02
+    assert torch.allclose(y.detach().cpu()[kept], torch.tensor(1 / 0.75))
+    assert torch.equal(x.grad.cpu(), kept.float() / 0.75)
+    native, fell = native_and_fallback(metrics())
+    assert {"aten::native_dropout", "aten::native_dropout_backward"} <= native and not fell
+
+
+def test_fused_adamw_is_one_hal_call_and_matches_the_formula(metrics):
+    params = [rand(5, 3, seed=20), rand(7, seed=21)]
+    grads = [[rand(5, 3, seed=30 + s), rand(7, seed=40 + s)] for s in range(3)]
+    lr, wd, b1, b2, eps = 1e-2, 0.1, 0.9, 0.95, 1e-8
+    hp = [torch.nn.Parameter(p.to("hal")) for p in params]
+    opt = torch.optim.AdamW(hp, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd, fused=True)
+    for step in range(3):
+        for p, g in zip(hp, grads[step]):
+            p.grad = g.to("hal")
+        opt.step()
+    m = metrics()
+    assert m["ops"]["aten::_fused_adamw_"]["native"] == 3  # one call per step for the list
+    _, fell = native_and_fallback(m)
+    assert not fell, fell
+    # PyTorch's AdamW in float64.
+    for p0, hp_, index in zip(params, hp, range(2)):
+        w, mm, vv = p0.double(), torch.zeros_like(p0, dtype=torch.float64), \
+            torch.zeros_like(p0, dtype=torch.float64)
+        for step in range(3):
+            g = grads[step][index].double()
+            w = w * (1 - lr * wd)
+            mm = b1 * mm + (1 - b1) * g
+            vv = b2 * vv + (1 - b2) * g * g
+            t = step + 1
+            w = w - lr * (mm / (1 - b1 ** t)) / ((vv / (1 - b2 ** t)).sqrt() + eps)
+        close(hp_.detach(), w, scale=5)
+
+
+@pytest.mark.parametrize("case", ["conv2d", "channels_last_groups", "conv1d_no_bias",
+                                  "transposed", "conv3d"])
+def test_convolution_with_backward(case, metrics):
+    """aten's convolution_overrideable and its backward on HAL_OP_CONVOLUTION(_BACKWARD_*),
+    against the CPU's float64 convolution: padding, stride, dilation, groups, bias, a
+    channels_last input, a transposed convolution with output padding."""
+    args = {
+        "conv2d": ((2, 4, 9, 8), (6, 4, 3, 3), dict(stride=2, padding=1, dilation=1), False),
+        "channels_last_groups": ((2, 6, 7, 7), (4, 3, 3, 2), dict(padding=(1, 0), dilation=2,
+                                                                 groups=2), False),
+        "conv1d_no_bias": ((3, 2, 11), (5, 2, 4), dict(stride=3, padding=2), False),
+        "transposed": ((2, 4, 5, 6), (4, 3, 3, 3), dict(stride=2, padding=1,
+                                                        output_padding=1), True),
+        "conv3d": ((1, 2, 4, 5, 4), (3, 2, 2, 3, 2), dict(padding=1), False),
+    }[case]
+    x_shape, w_shape, kw, transposed = args
+    x, w = rand(*x_shape, seed=11), rand(*w_shape, seed=12) * 0.3
+    groups = kw.get("groups", 1)
+    channels = w_shape[1] * groups if transposed else w_shape[0]
+    bias = None if case == "conv1d_no_bias" else rand(channels, seed=13)
+    if case == "channels_last_groups":
+        x = x.contiguous(memory_format=torch.channels_last)
+
+    def run(x, w, b):
+        spatial = x.dim() - 2
+        if transposed:
+            fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[spatial]
+        else:
+            fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[spatial]
+        return fn(x, w, b, **kw)
+
+    leaves = [t.double().requires_grad_() for t in (x, w) + ((bias,) if bias is not None else ())]
+    ref = run(leaves[0], leaves[1], leaves[2] if bias is not None else None)
+    gy = rand(*ref.shape, seed=14)
+    ref.backward(gy.double())
+    hal_leaves = [t.to("hal").requires_grad_() for t in (x, w) + ((bias,) if bias is not None
+                                                                  else ())]
+    got = run(hal_leaves[0], hal_leaves[1], hal_leaves[2] if bias is not None else None)
+    got.backward(gy.to("hal"))
+    close(got, ref.detach(), scale=5)
+    for h, r in zip(hal_leaves, leaves):
+        close(h.grad, r.grad, scale=5)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    assert {"aten::convolution_overrideable",
+            "aten::convolution_backward_overrideable"} <= native
+
+
+def test_convolution_hal_declines_falls_back(metrics):
+    """float64 is not a HAL convolution dtype: aten's CPU convolution runs instead, counted."""
+    x, w = rand(1, 2, 5, 5, seed=15).double(), rand(3, 2, 3, 3, seed=16).double()
+    got = F.conv2d(x.to("hal"), w.to("hal"), padding=1)
+    torch.testing.assert_close(got.cpu(), F.conv2d(x, w, padding=1))
+    native, fell = native_and_fallback(metrics())
+    assert "aten::convolution" in fell and "aten::convolution_overrideable" not in native

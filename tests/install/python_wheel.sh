@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# python.wheel (the packaging tier): builds the wheel a user gets from
+# `pip wheel ./bindings/python` (this source tree bundled: libhal, the cpu and
+# opencl plugins, the extension), installs it into a fresh virtual environment,
+# and runs the bindings' test suite against the installed package with no
+# compiler on PATH and none of the build tree in sight.
+#
+#   tests/install/python_wheel.sh BUILD_DIR
+#
+# The environment sees the system's site-packages (numpy, pytest: no network
+# is needed), never the build tree's package: PYTHONPATH is unset, the run is
+# in a scratch directory, and `hal` must import from the environment.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$(cd "$1" && pwd)"
+work="$build/tests/install/wheel"
+rm -rf "$work/dist" "$work/env" "$work/run" "$work/bin"
+mkdir -p "$work/dist" "$work/run" "$work/bin" "$work/home"
+python="$(command -v python3)"
+start=$SECONDS
+
+# 1. The wheel, compiled through ccache like every build here (the scratch build directory is
+# kept between runs: a rebuild of unchanged sources costs a configure and a link check).
+config=(-Cbuild-dir="$work/build")
+if command -v ccache > /dev/null && [[ -z "${HAL_NO_CCACHE:-}" ]]; then
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
+  # The pip runs below have a HOME of their own; ccache keeps the caller's cache.
+  CCACHE_DIR="${CCACHE_DIR:-$(ccache -k cache_dir)}"
+  export CCACHE_DIR
+  config+=(-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
+    -Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+# pip runs `rustc --version` for its user agent, and rustup's rustc writes
+# ~/.rustup/settings.toml: every pip run here gets the script's own HOME, so the
+# caller's (under CTest, the tests' HOME, which must stay empty) is not written.
+if ! HOME="$work/home" "$python" -m pip wheel -v --no-deps --no-build-isolation \
+    --disable-pip-version-check -w "$work/dist" "${config[@]}" "$root/bindings/python" \
+    > "$work/build.log" 2>&1; then
+  tail -60 "$work/build.log"
+  echo "python.wheel: pip wheel failed (the whole log: $work/build.log)"
+  exit 1
+fi
+wheel=("$work"/dist/hal_accel-*.whl)
+[[ -f "${wheel[0]}" ]] || { echo "python.wheel: no hal_accel wheel in $work/dist"; exit 1; }
+built=$SECONDS
+echo "python.wheel: built $(basename "${wheel[0]}") ($(du -k "${wheel[0]}" | cut -f1) KiB) in $((built - start)) s"
+
+# 2. A fresh environment with the wheel installed (from the file: no index).
+# (venv bootstraps pip with ensurepip, a pip run too.)
+HOME="$work/home" "$python" -m venv --system-site-packages "$work/env"
+HOME="$work/home" "$work/env/bin/python" -m pip install --no-deps --no-index \
+  --disable-pip-version-check -q "${wheel[0]}"
+installed=$SECONDS
+
+# 3. The suite against it, PATH holding the environment and nothing that compiles.
+for tool in c++ g++ gcc cc clang clang++; do
+  if PATH="$work/env/bin:$work/bin" command -v "$tool" > /dev/null; then
+    echo "python.wheel: $tool is on the test's PATH"
+    exit 1
+  fi
+done
+cd "$work/run"
+# The driver is a file, not standard input: the suite's multi-process tests
+# start their ranks with multiprocessing's spawn, which re-imports the main
+# module by its path (the guard keeps a rank from running the suite again).
+cat > "$work/run/run_suite.py" << 'PY'
+import os, sys
+if __name__ == "__main__":
+    import hal
+    where = os.path.dirname(hal.__file__)
+    print(f"hal {hal.version()} from {where}")
+    if not where.startswith(sys.prefix):
+        sys.exit(f"hal was imported from {where}, not from the environment {sys.prefix}")
+    import pytest
+    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-rs", sys.argv[1]]))
+PY
+set +e
+# A CPU shared-object kernel needs no compiler at run time: the samples' one is the user's.
+vector_add_so=""
+[[ -f "$build/lib/vector_add_cpu.so" ]] && vector_add_so="$build/lib/vector_add_cpu.so"
+env -i HOME="$work/home" PATH="$work/env/bin:$work/bin" LANG=C.UTF-8 \
+  HAL_PLUGINS=cpu HAL_CPU_DEVICES=2 HAL_TEST_NO_COMPILER=1 PYTHONDONTWRITEBYTECODE=1 \
+  HAL_TEST_VECTOR_ADD_SO="$vector_add_so" \
+  "$work/env/bin/python" "$work/run/run_suite.py" "$root/bindings/python/tests" \
+  > "$work/pytest.log" 2>&1
+status=$?
+set -e
+tested=$SECONDS
+cat "$work/pytest.log" | tail -40
+# Every skip is one the suite knows: no compiler for a dialect kernel, or an optional framework.
+unexpected=$(grep '^SKIPPED' "$work/pytest.log" |
+  grep -v -e 'needs a C++ compiler' -e 'could not import' || true)
+if [[ -n "$unexpected" ]]; then
+  echo "python.wheel: unexpected skips:"
+  echo "$unexpected"
+  status=1
+fi
+echo "python.wheel: wheel $((built - start)) s, install $((installed - built)) s, tests $((tested - installed)) s"
+if ((status != 0)); then
+  echo "python.wheel: FAILED"
+  exit 1
+fi
+echo "python.wheel: the installed wheel passed the bindings' tests with no compiler on PATH"

@@ -1,0 +1,1066 @@
+// The convolutional ops (convolution, pooling, batch and group norm) through
+// the public API, against float64 references computed here: on the cpu
+// plugin both its oneDNN implementation ("cpu.onednn", the default) and the
+// loader's portable one (HAL_OPS_IMPLEMENTATIONS=portable); on the opencl
+// plugin (HAL_TEST_OPENCL) the portable one, which is what it runs. Also:
+// every descriptor rule refused with its message, what cpu.onednn declines
+// and why, the same bits run to run, and a workspace at an odd address.
+// Small shapes: the big matrix is the halconform operators profile.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../cpu/float16_bits.hpp"
+#include "hal.h"
+
+namespace {
+
+#ifdef HAL_TEST_OPENCL
+constexpr bool kOpencl = true;
+#else
+constexpr bool kOpencl = false;
+#endif
+
+class Session {
+ public:
+  Session() {
+    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+    uint32_t count = 0;
+    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
+    REQUIRE(count > 0);
+    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
+  }
+  ~Session() {
+    for (void* p : allocations_) hal_mem_free(p);
+    hal_stream_destroy(stream_);
+    hal_shutdown();
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  hal_device_t device() const { return device_; }
+  hal_stream_t stream() const { return stream_; }
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, bytes == 0 ? 1 : bytes, 0, &p) ==
+            HAL_SUCCESS);
+    allocations_.push_back(p);
+    return p;
+  }
+  void copy(void* dst, const void* src, size_t bytes) {
+    REQUIRE(hal_memcpy_async(dst, src, bytes, stream_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
+  }
+
+ private:
+  hal_device_t device_ = nullptr;
+  hal_stream_t stream_ = nullptr;
+  std::vector<void*> allocations_;
+};
+
+size_t dtype_size(hal_dtype_t dtype) {
+  return dtype == HAL_DTYPE_F32 || dtype == HAL_DTYPE_I32 ? 4 : dtype == HAL_DTYPE_I64 ? 8 : 2;
+}
+
+// A dense tensor on the device, set and read as float64 values.
+struct Tensor {
+  hal_tensor_desc_t desc{};
+  void* data = nullptr;
+  Tensor() = default;
+  Tensor(Session& session, hal_dtype_t dtype, std::vector<int64_t> shape) {
+    hal_tensor_desc_contiguous(&desc, dtype, static_cast<uint32_t>(shape.size()), shape.data());
+    data = session.alloc(count() * dtype_size(dtype));
+  }
+  size_t count() const {
+    size_t n = 1;
+    for (uint32_t d = 0; d < desc.rank; ++d) n *= static_cast<size_t>(desc.shape[d]);
+    return n;
+  }
+  void set(Session& session, const std::vector<double>& values) const {
+    std::vector<unsigned char> bytes(count() * dtype_size(desc.dtype));
+    for (size_t i = 0; i < count(); ++i) {
+      const float f = static_cast<float>(values[i]);
+      if (desc.dtype == HAL_DTYPE_F32) {
+        std::memcpy(&bytes[i * 4], &f, 4);
+      } else if (desc.dtype == HAL_DTYPE_I64) {
+        const auto v = static_cast<int64_t>(values[i]);
+        std::memcpy(&bytes[i * 8], &v, 8);
+      } else if (desc.dtype == HAL_DTYPE_I32) {
+        const auto v = static_cast<int32_t>(values[i]);
+        std::memcpy(&bytes[i * 4], &v, 4);
+      } else {
+        const uint16_t h =
+            desc.dtype == HAL_DTYPE_BF16 ? hal::test::to_bf16(f) : hal::test::to_f16(f);
+        std::memcpy(&bytes[i * 2], &h, 2);
+      }
+    }
+    session.copy(data, bytes.data(), bytes.size());
+  }
+  std::vector<double> get(Session& session) const {
+    std::vector<unsigned char> bytes(count() * dtype_size(desc.dtype));
+    session.copy(bytes.data(), data, bytes.size());
+    std::vector<double> values(count());
+    for (size_t i = 0; i < count(); ++i) {
+      if (desc.dtype == HAL_DTYPE_F32) {
+        float f;
+        std::memcpy(&f, &bytes[i * 4], 4);
+        values[i] = f;
+      } else if (desc.dtype == HAL_DTYPE_I64) {
+        int64_t v;
+        std::memcpy(&v, &bytes[i * 8], 8);
+        values[i] = static_cast<double>(v);
+      } else if (desc.dtype == HAL_DTYPE_I32) {
+        int32_t v;
+        std::memcpy(&v, &bytes[i * 4], 4);
+        values[i] = v;
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &bytes[i * 2], 2);
+        values[i] = desc.dtype == HAL_DTYPE_BF16 ? hal::test::from_bf16(h) : hal::test::from_f16(h);
+      }
+    }
+    return values;
+  }
+};
+
+// Random values in [low, high) already rounded to |dtype|.
+std::vector<double> random_values(std::mt19937& random, size_t count, hal_dtype_t dtype,
+                                  double low = -1, double high = 1) {
+  std::uniform_real_distribution<double> dist(low, high);
+  std::vector<double> values(count);
+  for (double& v : values) {
+    const float f = static_cast<float>(dist(random));
+    v = dtype == HAL_DTYPE_BF16  ? hal::test::from_bf16(hal::test::to_bf16(f))
+        : dtype == HAL_DTYPE_F16 ? hal::test::from_f16(hal::test::to_f16(f))
+                                 : f;
+  }
+  return values;
+}
+
+// SPEC §17.5's tolerance for an output of |dtype| accumulating |terms|.
+void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                  hal_dtype_t dtype, double terms, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  const double e = dtype == HAL_DTYPE_F32 ? 1e-5 : dtype == HAL_DTYPE_F16 ? 2e-3 : 1.6e-2;
+  const double atol = e * std::sqrt(std::max(1.0, terms));
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::fabs(got[i] - want[i]) > atol + e * std::fabs(want[i])) {
+      FAIL(what << ": element " << i << " is " << got[i] << ", expected " << want[i]);
+    }
+  }
+}
+
+struct Planned {
+  hal_op_plan_t plan = nullptr;
+  std::string implementation, declines;
+  size_t workspace = 0;
+  ~Planned() { hal_op_plan_destroy(plan); }
+};
+
+// Plans |desc| with every implementation, or (|portable|) the portable one.
+void plan(Session& session, const hal_op_header_t* desc, bool portable, Planned& out) {
+  if (portable) setenv("HAL_OPS_IMPLEMENTATIONS", "portable", 1);
+  const hal_result_t result =
+      hal_op_plan_create(session.device(), desc, HAL_OP_PLAN_DETERMINISTIC, &out.plan);
+  if (portable) unsetenv("HAL_OPS_IMPLEMENTATIONS");
+  INFO(hal_error_last_message());
+  REQUIRE(result == HAL_SUCCESS);
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof info;
+  REQUIRE(hal_op_plan_get_info(out.plan, &info) == HAL_SUCCESS);
+  out.implementation = info.implementation;
+  out.declines = info.declines;
+  out.workspace = info.workspace_bytes;
+}
+
+// Runs |planned| with its workspace starting |shift| bytes into an
+// allocation of its own.
+void run(Session& session, const Planned& planned, std::vector<void*> operands,
+         std::vector<hal_op_scalar_t> scalars = {}, size_t shift = 0) {
+  void* workspace = nullptr;
+  if (planned.workspace > 0) {
+    workspace = static_cast<unsigned char*>(session.alloc(planned.workspace + shift)) + shift;
+  }
+  hal_op_exec_args_t args{};
+  args.struct_size = sizeof args;
+  args.operand_count = static_cast<uint32_t>(operands.size());
+  args.operands = operands.data();
+  args.scalar_count = static_cast<uint32_t>(scalars.size());
+  args.scalars = scalars.data();
+  args.workspace = workspace;
+  args.workspace_bytes = planned.workspace;
+  INFO(planned.implementation);
+  REQUIRE(hal_op_execute(planned.plan, &args, session.stream()) == HAL_SUCCESS);
+  INFO(hal_error_last_message());
+  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+}
+
+// The implementations a case runs on: cpu.onednn (the cpu default) and the
+// portable one; opencl has only the portable one.
+std::vector<bool> implementations() {
+  return kOpencl ? std::vector<bool>{true} : std::vector<bool>{false, true};
+}
+
+void expect_served(const Planned& planned, bool portable, bool onednn_serves) {
+  INFO("declines: " << planned.declines);
+  if (portable || kOpencl || !onednn_serves) {
+    CHECK(planned.implementation == "portable");
+  } else {
+    CHECK(planned.implementation == "cpu.onednn");
+  }
+}
+
+// ---- convolution ----------------------------------------------------------
+
+// A 2-D (or 1-D / 3-D with extents of 1) convolution case in canonical
+// [N, C, D, H, W] terms.
+struct Conv {
+  hal_channel_layout_t layout = HAL_CHANNELS_FIRST;
+  uint32_t spatial = 2;
+  hal_dtype_t dtype = HAL_DTYPE_F32;
+  int64_t n = 2, ci = 4, co = 6, groups = 1;
+  std::array<int64_t, 3> in{1, 7, 8}, k{1, 3, 3}, stride{1, 2, 1}, dil{1, 1, 2};
+  std::array<int64_t, 3> pb{0, 2, 1}, pe{0, 0, 2};
+  bool transposed = false, bias = true;
+  hal_activation_t act = HAL_ACTIVATION_RELU;
+  std::array<int64_t, 3> out() const {
+    std::array<int64_t, 3> o{};
+    for (int s = 0; s < 3; ++s) {
+      o[s] = (in[s] + pb[s] + pe[s] - dil[s] * (k[s] - 1) - 1) / stride[s] + 1;
+    }
+    return o;
+  }
+};
+
+std::vector<int64_t> shape_of(const Conv& t, int64_t n, int64_t c,
+                              const std::array<int64_t, 3>& sp) {
+  std::vector<int64_t> shape{n};
+  if (t.layout == HAL_CHANNELS_FIRST) shape.push_back(c);
+  for (uint32_t s = 3 - t.spatial; s < 3; ++s) shape.push_back(sp[s]);
+  if (t.layout == HAL_CHANNELS_LAST) shape.push_back(c);
+  return shape;
+}
+
+// The logical index of (n, c, d, h, w) in a tensor of |shape| (layout order).
+int64_t index_of(hal_channel_layout_t layout, int64_t nc, int64_t cc,
+                 const std::array<int64_t, 3>& sp, int64_t n, int64_t c, int64_t d, int64_t h,
+                 int64_t w) {
+  (void)nc;
+  if (layout == HAL_CHANNELS_FIRST) return (((n * cc + c) * sp[0] + d) * sp[1] + h) * sp[2] + w;
+  return (((n * sp[0] + d) * sp[1] + h) * sp[2] + w) * cc + c;
+}
+
+// Visits (input index, output index, filter index) of every tap that reads x.
+void taps(const Conv& t, const std::function<void(int64_t, int64_t, int64_t)>& visit) {
+  const auto o = t.out();
+  const int64_t cig = t.ci / t.groups, cog = t.co / t.groups;
+  for (int64_t n = 0; n < t.n; ++n)
+    for (int64_t c = 0; c < t.co; ++c)
+      for (int64_t od = 0; od < o[0]; ++od)
+        for (int64_t oh = 0; oh < o[1]; ++oh)
+          for (int64_t ow = 0; ow < o[2]; ++ow)
+            for (int64_t i = 0; i < cig; ++i)
+              for (int64_t a = 0; a < t.k[0]; ++a)
+                for (int64_t b = 0; b < t.k[1]; ++b)
+                  for (int64_t e = 0; e < t.k[2]; ++e) {
+                    const int64_t z = od * t.stride[0] - t.pb[0] + a * t.dil[0];
+                    const int64_t y = oh * t.stride[1] - t.pb[1] + b * t.dil[1];
+                    const int64_t x = ow * t.stride[2] - t.pb[2] + e * t.dil[2];
+                    if (z < 0 || z >= t.in[0] || y < 0 || y >= t.in[1] || x < 0 || x >= t.in[2])
+                      continue;
+                    const int64_t ic = c / cog * cig + i;
+                    visit(index_of(t.layout, t.n, t.ci, t.in, n, ic, z, y, x),
+                          index_of(t.layout, t.n, t.co, o, n, c, od, oh, ow),
+                          index_of(t.layout, t.co, cig, t.k, c, i, a, b, e));
+                  }
+}
+
+hal_op_convolution_desc_t conv_desc(const Conv& t, hal_op_kind_t kind, const Tensor& x,
+                                    const Tensor& w, const Tensor& y, const Tensor& bias) {
+  hal_op_convolution_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = kind;
+  desc.layout = t.layout;
+  desc.spatial_dims = t.spatial;
+  desc.groups = static_cast<uint32_t>(t.groups);
+  desc.flags = (t.transposed ? uint32_t{HAL_CONV_TRANSPOSED} : 0u) |
+               (t.bias && kind != HAL_OP_CONVOLUTION_BACKWARD_DATA ? uint32_t{HAL_CONV_BIAS} : 0u);
+  desc.activation = kind == HAL_OP_CONVOLUTION ? t.act : HAL_ACTIVATION_NONE;
+  for (uint32_t s = 0; s < t.spatial; ++s) {
+    const uint32_t c = 3 - t.spatial + s;
+    desc.stride[s] = t.stride[c];
+    desc.dilation[s] = t.dil[c];
+    desc.pad_begin[s] = t.pb[c];
+    desc.pad_end[s] = t.pe[c];
+  }
+  desc.x = x.desc;
+  desc.w = w.desc;
+  desc.y = y.desc;
+  desc.bias = bias.desc;
+  return desc;
+}
+
+double activate(hal_activation_t act, double v) {
+  return act == HAL_ACTIVATION_RELU ? (v > 0 ? v : 0) : v;
+}
+
+// Forward, backward data and backward weights of |t| on one implementation.
+void check_conv(Session& session, const Conv& t, bool portable, bool onednn_serves = true) {
+  std::mt19937 random(7);
+  const auto o = t.out();
+  // x/y of the op: the transposed op's x is the convolution's output side.
+  const std::vector<int64_t> in_shape = shape_of(t, t.n, t.ci, t.in);
+  const std::vector<int64_t> out_shape = shape_of(t, t.n, t.co, o);
+  const std::vector<int64_t> w_shape = shape_of(t, t.co, t.ci / t.groups, t.k);
+  const auto& x_shape = t.transposed ? out_shape : in_shape;
+  const auto& y_shape = t.transposed ? in_shape : out_shape;
+  const int64_t y_channels = t.transposed ? t.ci : t.co;
+  Tensor x(session, t.dtype, x_shape), w(session, t.dtype, w_shape);
+  Tensor y(session, t.dtype, y_shape), bias(session, HAL_DTYPE_F32, {y_channels});
+  const auto xv = random_values(random, x.count(), t.dtype);
+  const auto wv = random_values(random, w.count(), t.dtype);
+  const auto bv = random_values(random, bias.count(), HAL_DTYPE_F32);
+  const auto gv = random_values(random, y.count(), t.dtype);
+  x.set(session, xv);
+  w.set(session, wv);
+  bias.set(session, bv);
+  const std::string what = std::string(portable ? "portable" : "default") +
+                           (t.layout == HAL_CHANNELS_LAST ? " channels-last" : " channels-first") +
+                           (t.transposed ? " transposed" : "") + " groups " +
+                           std::to_string(t.groups) + " dtype " + std::to_string(t.dtype);
+  const double reduction = static_cast<double>(t.ci / t.groups * t.k[0] * t.k[1] * t.k[2]);
+  // Forward.
+  {
+    const hal_op_convolution_desc_t desc = conv_desc(t, HAL_OP_CONVOLUTION, x, w, y, bias);
+    Planned planned;
+    plan(session, &desc.header, portable, planned);
+    expect_served(planned, portable, onednn_serves);
+    run(session, planned, {x.data, w.data, t.bias ? bias.data : nullptr, nullptr, y.data});
+    std::vector<double> want(y.count(), 0.0);
+    if (!t.transposed) {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
+    } else {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += xv[out] * wv[f]; });
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      const int64_t c =
+          t.layout == HAL_CHANNELS_LAST
+              ? static_cast<int64_t>(i) % y_channels
+              : static_cast<int64_t>(i) / (y.count() / y_shape[0] / y_channels) % y_channels;
+      want[i] = activate(t.act, want[i] + (t.bias ? bv[c] : 0.0));
+    }
+    expect_close(y.get(session), want, t.dtype, reduction, what + " forward");
+  }
+  // Backward data: grad_y (gv, y's layout) to grad_x (x's).
+  {
+    Tensor gy(session, t.dtype, y_shape), gx(session, t.dtype, x_shape);
+    gy.set(session, gv);
+    const hal_op_convolution_desc_t desc =
+        conv_desc(t, HAL_OP_CONVOLUTION_BACKWARD_DATA, gx, w, gy, bias);
+    Planned planned;
+    plan(session, &desc.header, portable, planned);
+    expect_served(planned, portable, onednn_serves);
+    run(session, planned, {gy.data, w.data, gx.data});
+    std::vector<double> want(gx.count(), 0.0);
+    if (!t.transposed) {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += gv[out] * wv[f]; });
+    } else {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += gv[i] * wv[f]; });
+    }
+    expect_close(gx.get(session), want, t.dtype, reduction, what + " backward data");
+  }
+  // Backward weights and bias.
+  {
+    Tensor gy(session, t.dtype, y_shape), gw(session, t.dtype, w_shape);
+    Tensor gb(session, HAL_DTYPE_F32, {y_channels});
+    gy.set(session, gv);
+    const hal_op_convolution_desc_t desc =
+        conv_desc(t, HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS, x, gw, gy, gb);
+    Planned planned;
+    plan(session, &desc.header, portable, planned);
+    expect_served(planned, portable, onednn_serves);
+    run(session, planned, {x.data, gy.data, gw.data, t.bias ? gb.data : nullptr});
+    std::vector<double> want(gw.count(), 0.0), want_bias(y_channels, 0.0);
+    if (!t.transposed) {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += xv[i] * gv[out]; });
+    } else {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += gv[i] * xv[out]; });
+    }
+    for (size_t i = 0; i < gy.count(); ++i) {
+      const int64_t c =
+          t.layout == HAL_CHANNELS_LAST
+              ? static_cast<int64_t>(i) % y_channels
+              : static_cast<int64_t>(i) / (gy.count() / y_shape[0] / y_channels) % y_channels;
+      want_bias[c] += gv[i];
+    }
+    const double positions = static_cast<double>(gy.count() / y_channels);
+    expect_close(gw.get(session), want, t.dtype, positions, what + " backward weights");
+    if (t.bias) expect_close(gb.get(session), want_bias, HAL_DTYPE_F32, positions, what + " bias");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("convolution: the implementations against float64", "[ops][conv]") {
+  Session session;
+  for (bool portable : implementations()) {
+    Conv nchw;  // strided, asymmetric padding, dilation with stride
+    check_conv(session, nchw, portable);
+    Conv nhwc;  // channels-last bf16, grouped
+    nhwc.layout = HAL_CHANNELS_LAST;
+    nhwc.dtype = HAL_DTYPE_BF16;
+    nhwc.groups = 2;
+    check_conv(session, nhwc, portable);
+    Conv depthwise;  // f16 (oneDNN: widened to f32 in the workspace)
+    depthwise.layout = HAL_CHANNELS_LAST;
+    depthwise.dtype = HAL_DTYPE_F16;
+    depthwise.ci = depthwise.co = depthwise.groups = 4;
+    check_conv(session, depthwise, portable);
+    Conv transposed;  // output padding 1 (y one larger than the smallest)
+    transposed.transposed = true;
+    transposed.in = {1, 8, 9};
+    transposed.stride = {1, 2, 2};
+    transposed.dil = {1, 1, 1};
+    transposed.pb = {0, 1, 1};
+    transposed.pe = {0, 1, 1};
+    transposed.groups = 2;
+    check_conv(session, transposed, portable);
+    Conv three;  // 3-D
+    three.spatial = 3;
+    three.in = {4, 5, 6};
+    three.k = {2, 3, 2};
+    three.stride = {2, 1, 2};
+    three.pb = {1, 0, 1};
+    three.pe = {0, 1, 0};
+    three.dil = {1, 1, 1};
+    check_conv(session, three, portable);
+    Conv one;  // 1-D
+    one.spatial = 1;
+    one.in = {1, 1, 13};
+    one.k = {1, 1, 4};
+    one.stride = {1, 1, 3};
+    one.pb = {0, 0, 2};
+    one.pe = {0, 0, 1};
+    one.dil = {1, 1, 1};
+    check_conv(session, one, portable);
+  }
+}
+
+TEST_CASE("convolution: the same bits run to run, and at an odd workspace address", "[ops][conv]") {
+  Session session;
+  for (bool portable : implementations()) {
+    Conv t;
+    t.layout = HAL_CHANNELS_LAST;
+    t.dtype = HAL_DTYPE_F16;  // oneDNN stages every tensor through the workspace
+    t.n = 3;
+    t.ci = 16;
+    t.co = 24;
+    t.in = {1, 17, 15};
+    std::mt19937 random(3);
+    const auto o = t.out();
+    Tensor x(session, t.dtype, shape_of(t, t.n, t.ci, t.in));
+    Tensor gy(session, t.dtype, shape_of(t, t.n, t.co, o));
+    Tensor gw(session, HAL_DTYPE_F32, shape_of(t, t.co, t.ci, t.k));
+    Tensor gb(session, HAL_DTYPE_F32, {t.co});
+    x.set(session, random_values(random, x.count(), t.dtype));
+    gy.set(session, random_values(random, gy.count(), t.dtype));
+    const hal_op_convolution_desc_t desc =
+        conv_desc(t, HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS, x, gw, gy, gb);
+    Planned planned;
+    plan(session, &desc.header, portable, planned);
+    run(session, planned, {x.data, gy.data, gw.data, gb.data});
+    const auto first = gw.get(session);
+    run(session, planned, {x.data, gy.data, gw.data, gb.data}, {}, 1);
+    const auto second = gw.get(session);
+    CHECK(std::memcmp(first.data(), second.data(), first.size() * sizeof(double)) == 0);
+    if (!portable) CHECK(planned.workspace > 0);  // the reorders' f32 copies
+  }
+}
+
+namespace {
+
+// ---- pooling --------------------------------------------------------------
+
+struct Pool {
+  hal_pooling_kind_t kind = HAL_POOLING_AVERAGE;
+  hal_channel_layout_t layout = HAL_CHANNELS_FIRST;
+  int64_t n = 2, c = 3, h = 9, w = 8;
+  int64_t k = 3, s = 2, pb = 1, pe = 1;
+  bool include_pad = false, ceil_mode = false;
+  int64_t oh() const {
+    const int64_t span = h + pb + pe - k;
+    int64_t o = ceil_mode ? (span + s - 1) / s + 1 : span / s + 1;
+    if (ceil_mode && (o - 1) * s >= h + pb) --o;
+    return o;
+  }
+  int64_t ow() const {
+    const int64_t span = w + pb + pe - k;
+    int64_t o = ceil_mode ? (span + s - 1) / s + 1 : span / s + 1;
+    if (ceil_mode && (o - 1) * s >= w + pb) --o;
+    return o;
+  }
+};
+
+std::vector<int64_t> pool_shape(const Pool& t, int64_t h, int64_t w) {
+  return t.layout == HAL_CHANNELS_FIRST ? std::vector<int64_t>{t.n, t.c, h, w}
+                                        : std::vector<int64_t>{t.n, h, w, t.c};
+}
+
+int64_t pool_index(const Pool& t, int64_t hh, int64_t ww, int64_t n, int64_t c, int64_t y,
+                   int64_t x) {
+  return t.layout == HAL_CHANNELS_FIRST ? ((n * t.c + c) * hh + y) * ww + x
+                                        : ((n * hh + y) * ww + x) * t.c + c;
+}
+
+hal_op_pooling_desc_t pool_desc(const Pool& t, bool backward, const Tensor& x, const Tensor& y,
+                                const Tensor& indices) {
+  hal_op_pooling_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = backward ? HAL_OP_POOLING_BACKWARD : HAL_OP_POOLING;
+  desc.pooling = t.kind;
+  desc.layout = t.layout;
+  desc.spatial_dims = 2;
+  desc.flags = (t.kind == HAL_POOLING_MAX ? uint32_t{HAL_POOLING_INDICES} : 0u) |
+               (t.include_pad ? uint32_t{HAL_POOLING_COUNT_INCLUDE_PAD} : 0u) |
+               (t.ceil_mode ? uint32_t{HAL_POOLING_CEIL_MODE} : 0u);
+  for (int s = 0; s < 2; ++s) {
+    desc.kernel[s] = t.k;
+    desc.stride[s] = t.s;
+    desc.dilation[s] = 1;
+    desc.pad_begin[s] = t.pb;
+    desc.pad_end[s] = t.pe;
+  }
+  desc.x = x.desc;
+  desc.y = y.desc;
+  desc.indices = indices.desc;
+  return desc;
+}
+
+// Forward and backward of |t| against windows enumerated here.
+void check_pool(Session& session, const Pool& t, bool portable, bool onednn_serves) {
+  std::mt19937 random(11);
+  Tensor x(session, HAL_DTYPE_F32, pool_shape(t, t.h, t.w));
+  Tensor y(session, HAL_DTYPE_F32, pool_shape(t, t.oh(), t.ow()));
+  Tensor idx(session, HAL_DTYPE_I64, pool_shape(t, t.oh(), t.ow()));
+  Tensor gy(session, HAL_DTYPE_F32, pool_shape(t, t.oh(), t.ow()));
+  Tensor gx(session, HAL_DTYPE_F32, pool_shape(t, t.h, t.w));
+  const auto xv = random_values(random, x.count(), HAL_DTYPE_F32);
+  const auto gv = random_values(random, gy.count(), HAL_DTYPE_F32);
+  x.set(session, xv);
+  gy.set(session, gv);
+  const bool max = t.kind == HAL_POOLING_MAX;
+  const std::string what = std::string(portable ? "portable" : "default") +
+                           (max ? " max" : " average") + (t.include_pad ? " include_pad" : "") +
+                           (t.ceil_mode ? " ceil" : "");
+  std::vector<double> want_y(y.count()), want_idx(y.count(), -1), want_gx(x.count(), 0.0);
+  for (int64_t n = 0; n < t.n; ++n)
+    for (int64_t c = 0; c < t.c; ++c)
+      for (int64_t oy = 0; oy < t.oh(); ++oy)
+        for (int64_t ox = 0; ox < t.ow(); ++ox) {
+          const int64_t o = pool_index(t, t.oh(), t.ow(), n, c, oy, ox);
+          double sum = 0, best = -INFINITY;
+          int64_t inside = 0, padded = 0, best_at = -1;
+          std::vector<int64_t> members;
+          for (int64_t a = 0; a < t.k; ++a)
+            for (int64_t b = 0; b < t.k; ++b) {
+              const int64_t py = oy * t.s - t.pb + a, px = ox * t.s - t.pb + b;
+              if (py >= -t.pb && py < t.h + t.pe && px >= -t.pb && px < t.w + t.pe) ++padded;
+              if (py < 0 || py >= t.h || px < 0 || px >= t.w) continue;
+              const int64_t i = pool_index(t, t.h, t.w, n, c, py, px);
+              members.push_back(i);
+              ++inside;
+              sum += xv[i];
+              if (best_at < 0 || xv[i] > best) {
+                best = xv[i];
+                best_at = py * t.w + px;
+              }
+            }
+          const double divisor = t.include_pad ? padded : inside;
+          want_y[o] = max ? best : sum / divisor;
+          want_idx[o] = static_cast<double>(best_at);
+          if (max) {
+            want_gx[pool_index(t, t.h, t.w, n, c, best_at / t.w, best_at % t.w)] += gv[o];
+          } else {
+            for (int64_t i : members) want_gx[i] += gv[o] / divisor;
+          }
+        }
+  {
+    const hal_op_pooling_desc_t desc = pool_desc(t, false, x, y, idx);
+    Planned planned;
+    plan(session, &desc.header, portable, planned);
+    expect_served(planned, portable, onednn_serves);
+    if (!portable && !onednn_serves && !kOpencl)
+      CHECK_THAT(planned.declines, Catch::Contains("cpu"));
+    run(session, planned, {x.data, y.data, max ? idx.data : nullptr});
+    expect_close(y.get(session), want_y, HAL_DTYPE_F32, 9, what + " y");
+    if (max) CHECK(idx.get(session) == want_idx);
+  }
+  {
+    const hal_op_pooling_desc_t desc = pool_desc(t, true, gx, gy, idx);
+    Planned planned;
+    plan(session, &desc.header, portable, planned);
+    expect_served(planned, portable, onednn_serves);
+    run(session, planned, {gy.data, max ? idx.data : nullptr, gx.data});
+    expect_close(gx.get(session), want_gx, HAL_DTYPE_F32, 9, what + " grad_x");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pooling: the implementations against float64", "[ops][pooling]") {
+  Session session;
+  for (bool portable : implementations()) {
+    for (hal_channel_layout_t layout : {HAL_CHANNELS_FIRST, HAL_CHANNELS_LAST}) {
+      Pool average;
+      average.layout = layout;
+      check_pool(session, average, portable, true);
+      average.include_pad = true;
+      check_pool(session, average, portable, true);
+      Pool ceil_exclude;  // ceil mode without the padding in the divisor: oneDNN serves it
+      ceil_exclude.layout = layout;
+      ceil_exclude.ceil_mode = true;
+      ceil_exclude.h = 10;
+      check_pool(session, ceil_exclude, portable, true);
+      Pool max;  // declined by cpu.onednn (indices, NaN): portable
+      max.kind = HAL_POOLING_MAX;
+      max.layout = layout;
+      check_pool(session, max, portable, false);
+    }
+  }
+}
+
+namespace {
+
+// ---- batch and group norm --------------------------------------------------
+
+struct Norm {
+  bool group = false;
+  hal_channel_layout_t layout = HAL_CHANNELS_FIRST;
+  hal_dtype_t dtype = HAL_DTYPE_F32;
+  int64_t n = 3, c = 4, h = 5, w = 6, groups = 2;
+  bool training = true;
+};
+
+std::vector<int64_t> norm_shape(const Norm& t) {
+  return t.layout == HAL_CHANNELS_FIRST ? std::vector<int64_t>{t.n, t.c, t.h, t.w}
+                                        : std::vector<int64_t>{t.n, t.h, t.w, t.c};
+}
+
+int64_t channel_of(const Norm& t, size_t i) {
+  return t.layout == HAL_CHANNELS_LAST ? static_cast<int64_t>(i) % t.c
+                                       : static_cast<int64_t>(i) / (t.h * t.w) % t.c;
+}
+int64_t sample_of(const Norm& t, size_t i) {
+  return static_cast<int64_t>(i) / (t.c * t.h * t.w);
+}
+int64_t segment_of(const Norm& t, size_t i) {
+  return t.group ? sample_of(t, i) * t.groups + channel_of(t, i) / (t.c / t.groups)
+                 : channel_of(t, i);
+}
+
+void check_norm(Session& session, const Norm& t, bool portable, bool onednn_serves) {
+  std::mt19937 random(5);
+  const auto shape = norm_shape(t);
+  Tensor x(session, t.dtype, shape), y(session, t.dtype, shape);
+  Tensor gy(session, t.dtype, shape), gx(session, t.dtype, shape);
+  Tensor scale(session, HAL_DTYPE_F32, {t.c}), shift(session, HAL_DTYPE_F32, {t.c});
+  Tensor rm(session, HAL_DTYPE_F32, {t.c}), rv(session, HAL_DTYPE_F32, {t.c});
+  const int64_t segments = t.group ? t.n * t.groups : t.c;
+  const std::vector<int64_t> stat_shape =
+      t.group ? std::vector<int64_t>{t.n, t.groups} : std::vector<int64_t>{t.c};
+  Tensor mean(session, HAL_DTYPE_F32, stat_shape), rstd(session, HAL_DTYPE_F32, stat_shape);
+  Tensor gscale(session, HAL_DTYPE_F32, {t.c}), gshift(session, HAL_DTYPE_F32, {t.c});
+  const auto xv = random_values(random, x.count(), t.dtype, -2, 2);
+  const auto gv = random_values(random, x.count(), t.dtype);
+  const auto sv = random_values(random, t.c, HAL_DTYPE_F32, 0.5, 1.5);
+  const auto bv = random_values(random, t.c, HAL_DTYPE_F32);
+  const auto rmv = random_values(random, t.c, HAL_DTYPE_F32);
+  const auto rvv = random_values(random, t.c, HAL_DTYPE_F32, 0.5, 2);
+  x.set(session, xv);
+  gy.set(session, gv);
+  scale.set(session, sv);
+  shift.set(session, bv);
+  rm.set(session, rmv);
+  rv.set(session, rvv);
+  const double m = static_cast<double>(x.count()) / static_cast<double>(segments);
+  const float epsilon = 1e-5f;
+  // The statistics, y, and the gradients in float64.
+  std::vector<double> mu(segments, 0), var(segments, 0), rs(segments);
+  const bool batch_stats = t.group || t.training;
+  for (size_t i = 0; i < xv.size(); ++i) mu[segment_of(t, i)] += xv[i] / m;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double d = xv[i] - mu[segment_of(t, i)];
+    var[segment_of(t, i)] += d * d / m;
+  }
+  if (!batch_stats) {
+    mu = rmv;
+    var = rvv;
+  }
+  for (int64_t s = 0; s < segments; ++s) rs[s] = 1 / std::sqrt(var[s] + epsilon);
+  std::vector<double> want_y(xv.size()), want_gx(xv.size()), want_gs(t.c, 0), want_gb(t.c, 0);
+  std::vector<double> sum_h(segments, 0), sum_hx(segments, 0);
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const int64_t s = segment_of(t, i), c = channel_of(t, i);
+    const double xhat = (xv[i] - mu[s]) * rs[s];
+    want_y[i] = xhat * sv[c] + bv[c];
+    const double h = gv[i] * (t.group ? sv[c] : 1.0);
+    sum_h[s] += h;
+    sum_hx[s] += h * xhat;
+    want_gs[c] += gv[i] * xhat;
+    want_gb[c] += gv[i];
+  }
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const int64_t s = segment_of(t, i), c = channel_of(t, i);
+    const double xhat = (xv[i] - mu[s]) * rs[s];
+    if (t.group) {
+      want_gx[i] = rs[s] * (gv[i] * sv[c] - sum_h[s] / m - xhat * sum_hx[s] / m);
+    } else if (t.training) {
+      want_gx[i] = sv[c] * rs[s] * (gv[i] - sum_h[s] / m - xhat * sum_hx[s] / m);
+    } else {
+      want_gx[i] = gv[i] * sv[c] * rs[s];
+    }
+  }
+  const std::string what =
+      std::string(portable ? "portable" : "default") + (t.group      ? " group_norm"
+                                                        : t.training ? " batch_norm training"
+                                                                     : " batch_norm inference");
+  Planned forward, backward;
+  if (t.group) {
+    hal_op_group_norm_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_GROUP_NORM;
+    desc.layout = t.layout;
+    desc.groups = static_cast<uint32_t>(t.groups);
+    desc.flags = HAL_GROUP_NORM_SCALE | HAL_GROUP_NORM_SHIFT | HAL_GROUP_NORM_SAVE_STATS;
+    desc.epsilon = epsilon;
+    desc.x = x.desc;
+    desc.y = y.desc;
+    desc.scale = scale.desc;
+    desc.shift = shift.desc;
+    desc.mean = mean.desc;
+    desc.rstd = rstd.desc;
+    desc.grad_y = gy.desc;
+    desc.grad_x = gx.desc;
+    desc.grad_scale = gscale.desc;
+    desc.grad_shift = gshift.desc;
+    plan(session, &desc.header, portable, forward);
+    run(session, forward, {x.data, scale.data, shift.data, y.data, mean.data, rstd.data});
+    desc.header.kind = HAL_OP_GROUP_NORM_BACKWARD;
+    desc.flags = HAL_GROUP_NORM_SCALE | HAL_GROUP_NORM_GRAD_SCALE | HAL_GROUP_NORM_GRAD_SHIFT;
+    plan(session, &desc.header, portable, backward);
+    run(session, backward,
+        {x.data, gy.data, scale.data, mean.data, rstd.data, gx.data, gscale.data, gshift.data});
+  } else {
+    hal_op_batch_norm_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_BATCH_NORM;
+    desc.layout = t.layout;
+    desc.epsilon = epsilon;
+    desc.flags = HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_SHIFT |
+                 (t.training ? uint32_t{HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_UPDATE_RUNNING |
+                                        HAL_BATCH_NORM_SAVE_STATS}
+                             : 0u);
+    desc.x = x.desc;
+    desc.y = y.desc;
+    desc.scale = scale.desc;
+    desc.shift = shift.desc;
+    desc.running_mean = rm.desc;
+    desc.running_var = rv.desc;
+    desc.saved_mean = mean.desc;
+    desc.saved_rstd = rstd.desc;
+    desc.grad_y = gy.desc;
+    desc.grad_x = gx.desc;
+    desc.grad_scale = gscale.desc;
+    desc.grad_shift = gshift.desc;
+    plan(session, &desc.header, portable, forward);
+    const double momentum = 0.25;
+    run(session, forward,
+        {x.data, scale.data, shift.data, rm.data, rv.data, y.data, t.training ? mean.data : nullptr,
+         t.training ? rstd.data : nullptr},
+        t.training ? std::vector<hal_op_scalar_t>{{momentum, 0, 0}}
+                   : std::vector<hal_op_scalar_t>{});
+    if (t.training) {
+      std::vector<double> want_rm(t.c), want_rv(t.c);
+      for (int64_t c = 0; c < t.c; ++c) {
+        want_rm[c] = (1 - momentum) * rmv[c] + momentum * mu[c];
+        want_rv[c] = (1 - momentum) * rvv[c] + momentum * var[c] * m / (m - 1);
+      }
+      expect_close(rm.get(session), want_rm, HAL_DTYPE_F32, m, what + " running_mean");
+      expect_close(rv.get(session), want_rv, HAL_DTYPE_F32, m, what + " running_var");
+      // The backward reads the statistics the forward saved.
+    } else {
+      rm.set(session, rmv);
+      rv.set(session, rvv);
+    }
+    desc.header.kind = HAL_OP_BATCH_NORM_BACKWARD;
+    desc.flags = HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_GRAD_SCALE | HAL_BATCH_NORM_GRAD_SHIFT |
+                 (t.training ? uint32_t{HAL_BATCH_NORM_TRAINING} : 0u);
+    plan(session, &desc.header, portable, backward);
+    run(session, backward,
+        {x.data, gy.data, scale.data, t.training ? mean.data : nullptr,
+         t.training ? rstd.data : nullptr, t.training ? nullptr : rm.data,
+         t.training ? nullptr : rv.data, nullptr, gx.data, gscale.data, gshift.data});
+  }
+  expect_served(forward, portable, onednn_serves);
+  expect_served(backward, portable, onednn_serves);
+  expect_close(y.get(session), want_y, t.dtype, m, what + " y");
+  if (batch_stats) {
+    expect_close(mean.get(session), mu, HAL_DTYPE_F32, m, what + " mean");
+    expect_close(rstd.get(session), rs, HAL_DTYPE_F32, m, what + " rstd");
+  }
+  expect_close(gx.get(session), want_gx, t.dtype, 16 + m / 8, what + " grad_x");
+  const double per_channel = static_cast<double>(x.count() / t.c);
+  expect_close(gscale.get(session), want_gs, HAL_DTYPE_F32, per_channel, what + " grad_scale");
+  expect_close(gshift.get(session), want_gb, HAL_DTYPE_F32, per_channel, what + " grad_shift");
+}
+
+}  // namespace
+
+TEST_CASE("batch and group norm: the implementations against float64", "[ops][norm]") {
+  Session session;
+  for (bool portable : implementations()) {
+    for (hal_channel_layout_t layout : {HAL_CHANNELS_FIRST, HAL_CHANNELS_LAST}) {
+      for (hal_dtype_t dtype : {HAL_DTYPE_F32, HAL_DTYPE_BF16}) {
+        Norm training;
+        training.layout = layout;
+        training.dtype = dtype;
+        check_norm(session, training, portable, true);
+        Norm inference = training;
+        inference.training = false;
+        check_norm(session, inference, portable, true);
+        Norm group = training;  // no oneDNN group norm in 2.6: portable
+        group.group = true;
+        check_norm(session, group, portable, false);
+      }
+    }
+  }
+}
+
+namespace {
+
+// Plans |desc| expecting HAL_ERROR_INVALID_ARGUMENT with |words| in the message.
+void expect_refused(Session& session, const hal_op_header_t* desc, const char* words) {
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t result = hal_op_plan_create(session.device(), desc, 0, &plan);
+  const std::string message = hal_error_last_message();
+  if (result == HAL_SUCCESS) hal_op_plan_destroy(plan);
+  INFO("rule: " << words << "; message: " << message);
+  CHECK(result == HAL_ERROR_INVALID_ARGUMENT);
+  CHECK_THAT(message, Catch::Contains(words));
+}
+
+hal_tensor_desc_t dense(std::vector<int64_t> shape, hal_dtype_t dtype = HAL_DTYPE_F32) {
+  hal_tensor_desc_t tensor;
+  hal_tensor_desc_contiguous(&tensor, dtype, static_cast<uint32_t>(shape.size()), shape.data());
+  return tensor;
+}
+
+}  // namespace
+
+TEST_CASE("the convolutional ops' rules: each refused with its message", "[ops][errors]") {
+  Session session;
+  hal_op_convolution_desc_t conv{};
+  conv.header.struct_size = sizeof conv;
+  conv.header.kind = HAL_OP_CONVOLUTION;
+  conv.spatial_dims = 2;
+  conv.groups = 2;
+  conv.stride[0] = conv.stride[1] = 1;
+  conv.dilation[0] = conv.dilation[1] = 1;
+  conv.x = dense({1, 4, 5, 5});
+  conv.w = dense({6, 2, 3, 3});
+  conv.y = dense({1, 6, 3, 3});
+  hal_op_plan_t ok = nullptr;
+  REQUIRE(hal_op_plan_create(session.device(), &conv.header, 0, &ok) == HAL_SUCCESS);
+  hal_op_plan_destroy(ok);
+  const auto refuse = [&](auto mutate, const char* words) {
+    hal_op_convolution_desc_t d = conv;
+    mutate(d);
+    expect_refused(session, &d.header, words);
+  };
+  refuse([](auto& d) { d.y = dense({1, 6, 4, 3}); }, "y has extent 4");
+  refuse([](auto& d) { d.y = dense({1, 6, 0, 3}); }, "at least 1");
+  refuse([](auto& d) { d.groups = 4; }, "must divide the channels");
+  refuse([](auto& d) { d.w = dense({6, 4, 3, 3}); }, "filters of 2 channels");
+  refuse([](auto& d) { d.pad_begin[0] = -1; }, "desc->pad_begin[0]");
+  refuse([](auto& d) { d.stride[1] = 0; }, "desc->stride[1]");
+  refuse([](auto& d) { d.dilation[0] = 0; }, "desc->dilation[0]");
+  refuse([](auto& d) { d.layout = static_cast<hal_channel_layout_t>(7); }, "desc->layout");
+  refuse([](auto& d) { d.spatial_dims = 0; }, "desc->spatial_dims");
+  refuse([](auto& d) { d.flags = 1u << 9; }, "desc->flags");
+  refuse([](auto& d) { d.w.dtype = HAL_DTYPE_F16; }, "one dtype");
+  refuse([](auto& d) { d.x = dense({2, 4, 5, 5}); }, "batch sizes");
+  refuse(
+      [](auto& d) {
+        d.x = dense({1, 4, 1, 5});
+        d.y = dense({1, 6, 1, 3});
+      },
+      "the output size is <= 0");
+  refuse(
+      [](auto& d) {
+        d.flags = HAL_CONV_BIAS;
+        d.bias = dense({5});
+      },
+      "bias");
+  refuse(
+      [](auto& d) {
+        d.flags = HAL_CONV_RESIDUAL;
+        d.residual = dense({1, 6, 3, 4});
+      },
+      "residual");
+  refuse(
+      [](auto& d) {
+        d.header.kind = HAL_OP_CONVOLUTION_BACKWARD_DATA, d.activation = HAL_ACTIVATION_RELU;
+      },
+      "HAL_ACTIVATION_NONE");
+
+  hal_op_pooling_desc_t pool{};
+  pool.header.struct_size = sizeof pool;
+  pool.header.kind = HAL_OP_POOLING;
+  pool.pooling = HAL_POOLING_MAX;
+  pool.spatial_dims = 2;
+  pool.flags = HAL_POOLING_INDICES;
+  for (int s = 0; s < 2; ++s) {
+    pool.kernel[s] = 3;
+    pool.stride[s] = 2;
+    pool.dilation[s] = 1;
+    pool.pad_begin[s] = pool.pad_end[s] = 1;
+  }
+  pool.x = dense({1, 2, 7, 7});
+  pool.y = dense({1, 2, 4, 4});
+  pool.indices = dense({1, 2, 4, 4}, HAL_DTYPE_I64);
+  REQUIRE(hal_op_plan_create(session.device(), &pool.header, 0, &ok) == HAL_SUCCESS);
+  hal_op_plan_destroy(ok);
+  const auto refuse_pool = [&](auto mutate, const char* words) {
+    hal_op_pooling_desc_t d = pool;
+    mutate(d);
+    expect_refused(session, &d.header, words);
+  };
+  refuse_pool([](auto& d) { d.pad_end[1] = 2; }, "past half the window");
+  refuse_pool([](auto& d) { d.y = dense({1, 2, 3, 4}); }, "gives 4");
+  refuse_pool([](auto& d) { d.indices = dense({1, 2, 4, 4}, HAL_DTYPE_F32); }, "indices");
+  refuse_pool([](auto& d) { d.flags = HAL_POOLING_INDICES | HAL_POOLING_COUNT_INCLUDE_PAD; },
+              "HAL_POOLING_COUNT_INCLUDE_PAD");
+  refuse_pool([](auto& d) { d.header.kind = HAL_OP_POOLING_BACKWARD, d.flags = 0; },
+              "reads the forward's indices");
+  refuse_pool([](auto& d) { d.pooling = HAL_POOLING_AVERAGE, d.flags = 0, d.dilation[0] = 2; },
+              "dilation 1");
+
+  hal_op_batch_norm_desc_t bn{};
+  bn.header.struct_size = sizeof bn;
+  bn.header.kind = HAL_OP_BATCH_NORM;
+  bn.flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_UPDATE_RUNNING;
+  bn.epsilon = 1e-5f;
+  bn.x = bn.y = dense({2, 3, 4});
+  bn.running_mean = bn.running_var = dense({3});
+  REQUIRE(hal_op_plan_create(session.device(), &bn.header, 0, &ok) == HAL_SUCCESS);
+  hal_op_plan_destroy(ok);
+  const auto refuse_bn = [&](auto mutate, const char* words) {
+    hal_op_batch_norm_desc_t d = bn;
+    mutate(d);
+    expect_refused(session, &d.header, words);
+  };
+  refuse_bn([](auto& d) { d.running_var = dense({4}); }, "running_var");
+  refuse_bn([](auto& d) { d.x = d.y = dense({1, 3}); }, "unbiased");
+  refuse_bn([](auto& d) { d.flags = HAL_BATCH_NORM_UPDATE_RUNNING; },
+            "need HAL_BATCH_NORM_TRAINING");
+  refuse_bn([](auto& d) { d.epsilon = NAN; }, "desc->epsilon");
+  refuse_bn(
+      [](auto& d) {
+        d.flags |= HAL_BATCH_NORM_SAVE_STATS;
+        d.saved_mean = dense({3}, HAL_DTYPE_BF16);
+        d.saved_rstd = dense({3});
+      },
+      "saved_mean has dtype bf16");
+
+  hal_op_group_norm_desc_t gn{};
+  gn.header.struct_size = sizeof gn;
+  gn.header.kind = HAL_OP_GROUP_NORM;
+  gn.groups = 2;
+  gn.epsilon = 1e-5f;
+  gn.x = gn.y = dense({2, 4, 5});
+  REQUIRE(hal_op_plan_create(session.device(), &gn.header, 0, &ok) == HAL_SUCCESS);
+  hal_op_plan_destroy(ok);
+  hal_op_group_norm_desc_t bad = gn;
+  bad.groups = 3;
+  expect_refused(session, &bad.header, "desc->groups 3");
+  bad = gn;
+  bad.flags = HAL_GROUP_NORM_SAVE_STATS;
+  bad.mean = bad.rstd = dense({2, 3});
+  expect_refused(session, &bad.header, "one value per sample and group");
+}
+
+TEST_CASE("cpu.onednn's declines carry their reasons", "[ops][declines]") {
+  if (kOpencl) return;  // the opencl plugin has no operators of its own
+  Session session;
+  const auto declines_of = [&](const hal_op_header_t* desc) {
+    Planned planned;
+    plan(session, desc, false, planned);
+    CHECK(planned.implementation == "portable");
+    return planned.declines;
+  };
+  hal_op_pooling_desc_t pool{};
+  pool.header.struct_size = sizeof pool;
+  pool.header.kind = HAL_OP_POOLING;
+  pool.pooling = HAL_POOLING_MAX;
+  pool.spatial_dims = 2;
+  for (int s = 0; s < 2; ++s) {
+    pool.kernel[s] = pool.stride[s] = 2;
+    pool.dilation[s] = 1;
+  }
+  pool.x = dense({1, 2, 6, 6});
+  pool.y = dense({1, 2, 3, 3});
+  CHECK_THAT(declines_of(&pool.header), Catch::Contains("max pooling: oneDNN keeps its argmax"));
+  pool.pooling = HAL_POOLING_AVERAGE;
+  pool.divisor_override = 3;
+  CHECK_THAT(declines_of(&pool.header), Catch::Contains("divisor_override"));
+  pool.divisor_override = 0;
+  pool.flags = HAL_POOLING_ADAPTIVE;
+  pool.y = dense({1, 2, 4, 4});  // 6 over 4: uneven windows
+  CHECK_THAT(declines_of(&pool.header), Catch::Contains("uneven"));
+  pool.flags = HAL_POOLING_CEIL_MODE | HAL_POOLING_COUNT_INCLUDE_PAD;
+  for (int s = 0; s < 2; ++s) {
+    pool.kernel[s] = 3;
+    pool.pad_begin[s] = pool.pad_end[s] = 1;
+  }
+  pool.x = dense({1, 2, 6, 6});
+  pool.y = dense({1, 2, 4, 4});
+  CHECK_THAT(declines_of(&pool.header), Catch::Contains("overhang"));
+
+  hal_op_group_norm_desc_t gn{};
+  gn.header.struct_size = sizeof gn;
+  gn.header.kind = HAL_OP_GROUP_NORM;
+  gn.groups = 2;
+  gn.epsilon = 1e-5f;
+  gn.x = gn.y = dense({2, 4, 5});
+  // Named before planning (op_implementation): oneDNN 2.6 has no group norm.
+  CHECK_THAT(declines_of(&gn.header),
+             Catch::Contains("no implementation of its own for group_norm"));
+
+  hal_op_batch_norm_desc_t bn{};
+  bn.header.struct_size = sizeof bn;
+  bn.header.kind = HAL_OP_BATCH_NORM_BACKWARD;
+  bn.flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_RELU;
+  bn.x = bn.y = bn.grad_y = bn.grad_x = dense({2, 3, 4});
+  bn.saved_mean = bn.saved_rstd = dense({3});
+  CHECK_THAT(declines_of(&bn.header), Catch::Contains("fused relu"));
+
+  hal_op_convolution_desc_t conv{};
+  conv.header.struct_size = sizeof conv;
+  conv.header.kind = HAL_OP_CONVOLUTION;
+  conv.spatial_dims = 1;
+  conv.groups = 1;
+  conv.stride[0] = conv.dilation[0] = 1;
+  conv.x = dense({0, 2, 5});
+  conv.w = dense({3, 2, 3});
+  conv.y = dense({0, 3, 3});
+  CHECK_THAT(declines_of(&conv.header), Catch::Contains("empty batch"));
+}
