@@ -778,7 +778,7 @@ typedef struct hal_op_fill_desc {
   hal_tensor_desc_t out;
 } hal_op_fill_desc_t;
 
-/* ---- The paged KV cache (issue 38; SPEC.md §17.6.8). A cache holds
+/* ---- The paged KV cache (issue 38; SPEC.md §17.6.11). A cache holds
  * num_blocks blocks of block_size token slots each:
  *   k_cache [num_blocks, block_size, kv_heads, head_dim],
  *   v_cache [num_blocks, block_size, kv_heads, head_dim_v] (any strides),
@@ -823,13 +823,13 @@ typedef enum hal_op_status {
  * 2 block_table, 3 seq_lens, 4 k_cache, 5 v_cache (NULL with
  * values_in_keys), 6 status. Caches are updated in place (in-out). */
 typedef struct hal_op_paged_kv_append_desc {
-  hal_op_header_t header;     /* kind = HAL_OP_PAGED_KV_APPEND */
-  uint32_t values_in_keys;    /* 0 or 1 */
-  uint32_t rope_dim;          /* 0: no rotation; else even, rope_offset + rope_dim <= head_dim */
-  uint32_t rope_offset;       /* 0 when rope_dim is 0 */
-  uint32_t rope_interleaved;  /* 0 or 1 */
-  float rope_base;            /* > 0 and finite with rope_dim (10000 in most models) */
-  uint32_t reserved;          /* 0 */
+  hal_op_header_t header;    /* kind = HAL_OP_PAGED_KV_APPEND */
+  uint32_t values_in_keys;   /* 0 or 1 */
+  uint32_t rope_dim;         /* 0: no rotation; else even, rope_offset + rope_dim <= head_dim */
+  uint32_t rope_offset;      /* 0 when rope_dim is 0 */
+  uint32_t rope_interleaved; /* 0 or 1 */
+  float rope_base;           /* > 0 and finite with rope_dim (10000 in most models) */
+  uint32_t reserved;         /* 0 */
   hal_tensor_desc_t k_new, v_new, block_table, seq_lens, k_cache, v_cache;
 } hal_op_paged_kv_append_desc_t;
 

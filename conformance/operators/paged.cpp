@@ -1,5 +1,5 @@
 // HAL_OP_PAGED_KV_APPEND and HAL_OP_PAGED_ATTENTION against float64 host
-// references written from SPEC.md §17.6.8: a host model of the cache (the
+// references written from SPEC.md §17.6.11: a host model of the cache (the
 // append writes token t of sequence b at position len_b + t through the
 // block table, rotating the key's RoPE slice as HAL_OP_ROPE's definition
 // says), and decode attention as a dense, textbook attention over each
@@ -112,8 +112,8 @@ struct DeviceCache {
   std::optional<DeviceTensor> k, v;
 
   DeviceCache(hal_device_t device, const HostCache& cache, int64_t pad = 0) {
-    k_layout = padded(cache.dtype, {cache.num_blocks, cache.block_size, cache.kv_heads, cache.dim},
-                      pad);
+    k_layout =
+        padded(cache.dtype, {cache.num_blocks, cache.block_size, cache.kv_heads, cache.dim}, pad);
     k.emplace(device, k_layout, cache.k);
     if (!cache.values_in_keys) {
       v_layout = padded(cache.dtype,
@@ -166,8 +166,7 @@ void reference_append(HostCache& cache, const std::vector<int64_t>& table, int64
         std::vector<double> key(k_new.begin() + static_cast<int64_t>(row) * cache.dim,
                                 k_new.begin() + static_cast<int64_t>(row + 1) * cache.dim);
         if (rope.dim > 0) {
-          rope_row(key, rope.offset, rope.dim, rope.interleaved, rope.base,
-                   static_cast<double>(p));
+          rope_row(key, rope.offset, rope.dim, rope.interleaved, rope.base, static_cast<double>(p));
         }
         for (int64_t d = 0; d < cache.dim; ++d)
           cache.key(block, slot, g, d) = round_to(cache.dtype, key[static_cast<size_t>(d)]);
@@ -269,14 +268,15 @@ struct AttentionCase {
 std::string case_label(const AttentionCase& c) {
   std::string lens;
   for (int64_t len : c.lens) lens += (lens.empty() ? "" : ",") + std::to_string(len);
-  return strf("paged attention b=%lld s_q=%lld h=%lld kv_h=%lld d=%lld d_v=%lld bs=%lld "
-              "lens=(%s) splits=%u%s%s q %s cache %s out %s",
-              static_cast<long long>(c.shape.batch), static_cast<long long>(c.shape.s_q),
-              static_cast<long long>(c.shape.heads), static_cast<long long>(c.shape.kv_heads),
-              static_cast<long long>(c.shape.dim), static_cast<long long>(c.shape.dim_v),
-              static_cast<long long>(c.block_size), lens.c_str(), c.num_splits,
-              c.shape.causal ? " causal" : "", c.values_in_keys ? " values_in_keys" : "",
-              dtype_label(c.q_dtype), dtype_label(c.cache_dtype), dtype_label(c.out_dtype));
+  return strf(
+      "paged attention b=%lld s_q=%lld h=%lld kv_h=%lld d=%lld d_v=%lld bs=%lld "
+      "lens=(%s) splits=%u%s%s q %s cache %s out %s",
+      static_cast<long long>(c.shape.batch), static_cast<long long>(c.shape.s_q),
+      static_cast<long long>(c.shape.heads), static_cast<long long>(c.shape.kv_heads),
+      static_cast<long long>(c.shape.dim), static_cast<long long>(c.shape.dim_v),
+      static_cast<long long>(c.block_size), lens.c_str(), c.num_splits,
+      c.shape.causal ? " causal" : "", c.values_in_keys ? " values_in_keys" : "",
+      dtype_label(c.q_dtype), dtype_label(c.cache_dtype), dtype_label(c.out_dtype));
 }
 
 hal_op_paged_attention_desc_t attention_desc(const AttentionCase& c,
@@ -328,7 +328,7 @@ struct AttentionRun {
     status.emplace(ctx.device(), dense(HAL_DTYPE_I32, {1}), std::vector<double>{0});
   }
   std::vector<void*> operands() const {
-    return {q->data(),   cache->k_data(), cache->v_data(), table->data(),
+    return {q->data(),    cache->k_data(), cache->v_data(), table->data(),
             lens->data(), out->data(),     lse->data(),     status->data()};
   }
   AttentionResult result(const std::string& what) const {
@@ -344,9 +344,8 @@ struct AttentionRun {
 void check_attention(TestContext& ctx, const AttentionCase& c) {
   const AttentionShape& s = c.shape;
   HC_REQUIRE(static_cast<int64_t>(c.lens.size()) == s.batch, "test bug: lens per sequence");
-  const HostCache host =
-      random_cache(ctx.random(), c.num_blocks, c.block_size, s.kv_heads, s.dim, s.dim_v,
-                   c.values_in_keys, c.cache_dtype);
+  const HostCache host = random_cache(ctx.random(), c.num_blocks, c.block_size, s.kv_heads, s.dim,
+                                      s.dim_v, c.values_in_keys, c.cache_dtype);
   const std::vector<int64_t> tables =
       make_tables(ctx.random(), c.lens, c.block_size, c.max_blocks, c.num_blocks, c.shared_prefix);
   const auto q = random_values(ctx.random(), s.batch * s.s_q * s.heads * s.dim, c.q_dtype,
@@ -355,8 +354,8 @@ void check_attention(TestContext& ctx, const AttentionCase& c) {
   AttentionRun run(ctx, c, host, q, tables, c.lens);
   execute(ctx, run.plan, run.operands());
   const AttentionResult got = run.result(what);
-  HC_REQUIRE(got.status == 0, what + ": the status word was raised (" +
-                                  std::to_string(got.status) + ") with every entry in range");
+  HC_REQUIRE(got.status == 0, what + ": the status word was raised (" + std::to_string(got.status) +
+                                  ") with every entry in range");
 
   std::vector<double> out(static_cast<size_t>(s.batch * s.s_q * s.heads * s.dim_v));
   std::vector<double> lse(static_cast<size_t>(s.batch * s.heads * s.s_q));
@@ -384,8 +383,8 @@ AttentionCase attention_case(AttentionShape shape, std::vector<int64_t> lens, in
     c.max_blocks = std::max(c.max_blocks, need);
     blocks += need;
   }
-  c.max_blocks += 1;           // a padded entry (-1) past every sequence's blocks
-  c.num_blocks = blocks + 3;   // blocks no sequence uses
+  c.max_blocks += 1;          // a padded entry (-1) past every sequence's blocks
+  c.num_blocks = blocks + 3;  // blocks no sequence uses
   c.q_dtype = c.cache_dtype = c.out_dtype = dtype;
   return c;
 }
@@ -405,14 +404,15 @@ struct AppendCase {
 std::string case_label(const AppendCase& c) {
   std::string lens;
   for (int64_t len : c.lens) lens += (lens.empty() ? "" : ",") + std::to_string(len);
-  return strf("paged kv append b=%lld s_new=%lld kv_h=%lld d=%lld d_v=%lld bs=%lld lens=(%s)%s "
-              "rope=%u@%u%s new %s cache %s",
-              static_cast<long long>(c.batch), static_cast<long long>(c.s_new),
-              static_cast<long long>(c.kv_heads), static_cast<long long>(c.dim),
-              static_cast<long long>(c.dim_v), static_cast<long long>(c.block_size), lens.c_str(),
-              c.values_in_keys ? " values_in_keys" : "", c.rope.dim, c.rope.offset,
-              c.rope.interleaved ? " interleaved" : "", dtype_label(c.new_dtype),
-              dtype_label(c.cache_dtype));
+  return strf(
+      "paged kv append b=%lld s_new=%lld kv_h=%lld d=%lld d_v=%lld bs=%lld lens=(%s)%s "
+      "rope=%u@%u%s new %s cache %s",
+      static_cast<long long>(c.batch), static_cast<long long>(c.s_new),
+      static_cast<long long>(c.kv_heads), static_cast<long long>(c.dim),
+      static_cast<long long>(c.dim_v), static_cast<long long>(c.block_size), lens.c_str(),
+      c.values_in_keys ? " values_in_keys" : "", c.rope.dim, c.rope.offset,
+      c.rope.interleaved ? " interleaved" : "", dtype_label(c.new_dtype),
+      dtype_label(c.cache_dtype));
 }
 
 AppendCase append_case(int64_t s_new, int64_t kv_heads, int64_t dim, int64_t dim_v,
@@ -474,8 +474,10 @@ struct AppendRun {
     status.emplace(ctx.device(), dense(HAL_DTYPE_I32, {1}), std::vector<double>{0});
   }
   std::vector<void*> operands() const {
-    return {k_new->data(),   v_new ? v_new->data() : nullptr, table->data(), lens->data(),
-            cache->k_data(), cache->v_data(),                 status->data()};
+    return {k_new->data(),   v_new ? v_new->data() : nullptr,
+            table->data(),   lens->data(),
+            cache->k_data(), cache->v_data(),
+            status->data()};
   }
 };
 
@@ -501,13 +503,14 @@ void check_append(TestContext& ctx, const AppendCase& c) {
              what + ": the status word was raised with every entry in range");
   run.cache->k->check_untouched(what + " k_cache");
   const std::vector<double> got_k = run.cache->k->download();
-  const std::vector<double> got_v = c.values_in_keys ? std::vector<double>{}
-                                                     : run.cache->v->download();
+  const std::vector<double> got_v =
+      c.values_in_keys ? std::vector<double>{} : run.cache->v->download();
   reference_append(host, tables, c.max_blocks, c.lens, c.s_new, k_new, v_new, c.rope);
   // Copies are exact; a rotated value is rounded once more (double to f32 to
   // the cache's dtype, as HAL_OP_ROPE's tests allow).
   expect_close(got_k, host.k, tolerance_for(c.cache_dtype, 2), what + ": k_cache");
-  if (!c.values_in_keys) expect_close(got_v, host.v, tolerance_for(c.cache_dtype), what + ": v_cache");
+  if (!c.values_in_keys)
+    expect_close(got_v, host.v, tolerance_for(c.cache_dtype), what + ": v_cache");
 }
 
 }  // namespace
@@ -608,8 +611,7 @@ HALCONFORM_TEST("operators.paged_attention.block_table",
 }
 
 HALCONFORM_TEST("operators.paged_attention.partial_blocks",
-                "lengths off the block grid: the last block's keys count, up to the length",
-                {}) {
+                "lengths off the block grid: the last block's keys count, up to the length", {}) {
   AttentionShape shape{5, 1, 4, 1, 32, 32, false, 0};
   check_attention(ctx, attention_case(shape, {1, 15, 17, 31, 50}, 16));
   shape.s_q = 2;
@@ -672,8 +674,8 @@ HALCONFORM_TEST("operators.paged.append_then_attend",
   AppendCase a = append_case(s_new, kv_heads, dim, dim, {30, 5}, 8);
   a.rope = {dim, 0, false, 10000.0f};
   a.cache_dtype = HAL_DTYPE_BF16;
-  HostCache host = random_cache(ctx.random(), a.num_blocks, a.block_size, kv_heads, dim, dim,
-                                false, a.cache_dtype);
+  HostCache host = random_cache(ctx.random(), a.num_blocks, a.block_size, kv_heads, dim, dim, false,
+                                a.cache_dtype);
   std::vector<int64_t> need;
   for (int64_t len : a.lens) need.push_back(len + s_new);
   const auto tables = make_tables(ctx.random(), need, a.block_size, a.max_blocks, a.num_blocks);
@@ -701,13 +703,16 @@ HALCONFORM_TEST("operators.paged.append_then_attend",
   execute(ctx, plan,
           {dq.data(), append.cache->k_data(), append.cache->v_data(), append.table->data(),
            dlens.data(), dout.data(), dlse.data(), dstatus.data()});
-  std::vector<double> out(static_cast<size_t>(numel(desc.out))), lse(static_cast<size_t>(numel(desc.lse)));
+  std::vector<double> out(static_cast<size_t>(numel(desc.out))),
+      lse(static_cast<size_t>(numel(desc.lse)));
   for (int64_t b = 0; b < 2; ++b) {
     dense_attention(c.shape, q, b, gather(host, tables, c.max_blocks, b, need[b]), out, lse);
   }
   const double terms = 32 + dim;
-  expect_close(dlse.download(), lse, tolerance_for(HAL_DTYPE_F32, terms), "append then attend: lse");
-  expect_close(dout.download(), out, tolerance_for(HAL_DTYPE_F32, terms), "append then attend: out");
+  expect_close(dlse.download(), lse, tolerance_for(HAL_DTYPE_F32, terms),
+               "append then attend: lse");
+  expect_close(dout.download(), out, tolerance_for(HAL_DTYPE_F32, terms),
+               "append then attend: out");
   HC_REQUIRE(dstatus.download_integers()[0] == 0 && append.status->download_integers()[0] == 0,
              "append then attend: the status word was raised with every entry in range");
 }
@@ -718,8 +723,8 @@ HALCONFORM_TEST("operators.paged.bad_device_data",
                 {}) {
   AttentionShape shape{3, 1, 4, 2, 16, 16, false, 0};
   AttentionCase c = attention_case(shape, {20, 33, 7}, 8);
-  const HostCache host = random_cache(ctx.random(), c.num_blocks, c.block_size, 2, 16, 16, false,
-                                      HAL_DTYPE_F32);
+  const HostCache host =
+      random_cache(ctx.random(), c.num_blocks, c.block_size, 2, 16, 16, false, HAL_DTYPE_F32);
   const auto tables = make_tables(ctx.random(), c.lens, c.block_size, c.max_blocks, c.num_blocks);
   const auto q = random_values(ctx.random(), 3 * 4 * 16, HAL_DTYPE_F32, -2, 2);
   struct Bad {
@@ -730,7 +735,8 @@ HALCONFORM_TEST("operators.paged.bad_device_data",
   std::vector<Bad> bad;
   {
     auto t = tables;
-    t[static_cast<size_t>(1 * c.max_blocks + 4)] = c.num_blocks;  // seq 1's last block: past the cache
+    t[static_cast<size_t>(1 * c.max_blocks + 4)] =
+        c.num_blocks;  // seq 1's last block: past the cache
     bad.push_back({"a block-table entry = num_blocks", t, c.lens, HAL_OP_STATUS_BLOCK_TABLE});
     t = tables;
     t[static_cast<size_t>(0)] = -1;
@@ -748,9 +754,8 @@ HALCONFORM_TEST("operators.paged.bad_device_data",
     const std::vector<double> out_before = run.out->download(), lse_before = run.lse->download();
     execute(ctx, run.plan, run.operands());
     const AttentionResult got = run.result(what);
-    HC_REQUIRE(got.status == b.status,
-               what + ": status " + std::to_string(got.status) + ", expected " +
-                   std::to_string(b.status));
+    HC_REQUIRE(got.status == b.status, what + ": status " + std::to_string(got.status) +
+                                           ", expected " + std::to_string(b.status));
     expect_identical(got.out, out_before, what + ": out was written");
     expect_identical(got.lse, lse_before, what + ": lse was written");
     // A later clean execution leaves the raised status raised.
@@ -763,7 +768,8 @@ HALCONFORM_TEST("operators.paged.bad_device_data",
   // Entries past a sequence's blocks are never read: padding them with garbage is fine.
   {
     auto t = tables;
-    for (int64_t b = 0; b < 3; ++b) t[static_cast<size_t>(b * c.max_blocks + c.max_blocks - 1)] = 1 << 30;
+    for (int64_t b = 0; b < 3; ++b)
+      t[static_cast<size_t>(b * c.max_blocks + c.max_blocks - 1)] = 1 << 30;
     AttentionRun run(ctx, c, host, q, t, c.lens);
     execute(ctx, run.plan, run.operands());
     HC_REQUIRE(run.status->download_integers()[0] == 0,
@@ -772,8 +778,8 @@ HALCONFORM_TEST("operators.paged.bad_device_data",
 
   // The append: nothing of the cache moves when one sequence's entry is bad.
   AppendCase a = append_case(2, 2, 8, 8, {3, 14}, 4);
-  HostCache cache = random_cache(ctx.random(), a.num_blocks, a.block_size, 2, 8, 8, false,
-                                 HAL_DTYPE_F32);
+  HostCache cache =
+      random_cache(ctx.random(), a.num_blocks, a.block_size, 2, 8, 8, false, HAL_DTYPE_F32);
   std::vector<int64_t> need = {5, 16};
   const auto append_tables = make_tables(ctx.random(), need, 4, a.max_blocks, a.num_blocks);
   const auto k_new = random_values(ctx.random(), 2 * 2 * 2 * 8, HAL_DTYPE_F32);
@@ -786,12 +792,12 @@ HALCONFORM_TEST("operators.paged.bad_device_data",
   {
     auto t = append_tables;
     t[static_cast<size_t>(1 * a.max_blocks + 3)] = a.num_blocks + 7;  // seq 1 writes block 3
-    bad_appends.push_back({"a block-table entry past the cache", t, a.lens,
-                           HAL_OP_STATUS_BLOCK_TABLE});
+    bad_appends.push_back(
+        {"a block-table entry past the cache", t, a.lens, HAL_OP_STATUS_BLOCK_TABLE});
     auto l = a.lens;
     l[0] = static_cast<int64_t>(a.max_blocks * a.block_size - 1);  // len + 2 past the capacity
-    bad_appends.push_back({"a sequence growing past its blocks", append_tables, l,
-                           HAL_OP_STATUS_SEQ_LENS});
+    bad_appends.push_back(
+        {"a sequence growing past its blocks", append_tables, l, HAL_OP_STATUS_SEQ_LENS});
   }
   for (const BadAppend& b : bad_appends) {
     const std::string what = std::string("paged kv append with ") + b.what;
@@ -831,9 +837,9 @@ HALCONFORM_TEST("operators.paged.errors", "each descriptor rule is refused", {})
   hal_op_plan_t plan = nullptr;
   const auto refused = [&](hal_op_paged_attention_desc_t desc, const char* field) {
     const hal_result_t result = hal_op_plan_create(ctx.device(), &desc.header, 0, &plan);
-    HC_REQUIRE(result == HAL_ERROR_INVALID_ARGUMENT,
-               std::string("paged attention with a bad ") + field + ": " +
-                   hal_result_string(result) + " (" + hal_error_last_message() + ")");
+    HC_REQUIRE(result == HAL_ERROR_INVALID_ARGUMENT, std::string("paged attention with a bad ") +
+                                                         field + ": " + hal_result_string(result) +
+                                                         " (" + hal_error_last_message() + ")");
     const std::string message = hal_error_last_message();
     HC_REQUIRE(message.find(field) != std::string::npos,
                std::string("the error for a bad ") + field + " does not name it: " + message);
@@ -886,9 +892,9 @@ HALCONFORM_TEST("operators.paged.errors", "each descriptor rule is refused", {})
   const hal_op_paged_kv_append_desc_t good_append = append_desc(a, k_layout, v_layout);
   const auto refused_append = [&](hal_op_paged_kv_append_desc_t desc, const char* field) {
     const hal_result_t result = hal_op_plan_create(ctx.device(), &desc.header, 0, &plan);
-    HC_REQUIRE(result == HAL_ERROR_INVALID_ARGUMENT,
-               std::string("paged kv append with a bad ") + field + ": " +
-                   hal_result_string(result) + " (" + hal_error_last_message() + ")");
+    HC_REQUIRE(result == HAL_ERROR_INVALID_ARGUMENT, std::string("paged kv append with a bad ") +
+                                                         field + ": " + hal_result_string(result) +
+                                                         " (" + hal_error_last_message() + ")");
     const std::string message = hal_error_last_message();
     HC_REQUIRE(message.find(field) != std::string::npos,
                std::string("the error for a bad ") + field + " does not name it: " + message);

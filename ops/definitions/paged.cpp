@@ -1,4 +1,4 @@
-// PAGED_KV_APPEND and PAGED_ATTENTION: the paged KV cache (SPEC.md §17.6.8).
+// PAGED_KV_APPEND and PAGED_ATTENTION: the paged KV cache (SPEC.md §17.6.11).
 // One shape rule for the cache, the block table and the sequence lengths,
 // shared by both ops.
 #include "definitions.hpp"
@@ -113,8 +113,7 @@ hal_result_t describe_append(const hal_op_paged_kv_append_desc_t& desc, OpSignat
     if (desc.rope_offset != 0) return invalid(message, "desc->rope_offset must be 0 without rope");
   } else {
     if (desc.rope_dim % 2 != 0) {
-      return invalid(message,
-                     "desc->rope_dim " + std::to_string(desc.rope_dim) + " must be even");
+      return invalid(message, "desc->rope_dim " + std::to_string(desc.rope_dim) + " must be even");
     }
     if (static_cast<int64_t>(desc.rope_offset) + desc.rope_dim > shape.head_dim) {
       return invalid(message, "desc->rope_offset + desc->rope_dim (" +
@@ -146,15 +145,15 @@ hal_result_t describe_append(const hal_op_paged_kv_append_desc_t& desc, OpSignat
     add_operand(*out, "v_cache", Role::kInOut, desc.v_cache);
   }
   add_operand(*out, "status", Role::kInOut, vector_tensor(HAL_DTYPE_I32, 1));
-  out->summary = "b=" + std::to_string(shape.batch) + " s_new=" + std::to_string(s_new) +
-                 " kv_h=" + std::to_string(shape.kv_heads) + " d=" +
-                 std::to_string(shape.head_dim) +
-                 (values_in_keys ? " values_in_keys" : " d_v=" + std::to_string(shape.head_dim_v)) +
-                 " blocks=" + std::to_string(desc.k_cache.shape[0]) + "x" +
-                 std::to_string(desc.k_cache.shape[1]) +
-                 (desc.rope_dim > 0 ? " rope=" + std::to_string(desc.rope_dim) + "@" +
-                                          std::to_string(desc.rope_offset)
-                                    : std::string());
+  out->summary =
+      "b=" + std::to_string(shape.batch) + " s_new=" + std::to_string(s_new) +
+      " kv_h=" + std::to_string(shape.kv_heads) + " d=" + std::to_string(shape.head_dim) +
+      (values_in_keys ? " values_in_keys" : " d_v=" + std::to_string(shape.head_dim_v)) +
+      " blocks=" + std::to_string(desc.k_cache.shape[0]) + "x" +
+      std::to_string(desc.k_cache.shape[1]) +
+      (desc.rope_dim > 0
+           ? " rope=" + std::to_string(desc.rope_dim) + "@" + std::to_string(desc.rope_offset)
+           : std::string());
   return HAL_SUCCESS;
 }
 
@@ -192,8 +191,8 @@ hal_result_t describe_attention(const hal_op_paged_attention_desc_t& desc, OpSig
   if (reject(check_output("out", desc.out, kFloatDtypes, 4, 4), message))
     return HAL_ERROR_INVALID_ARGUMENT;
   shape.head_dim_v = desc.out.shape[3];
-  if (desc.out.shape[0] != shape.batch || desc.out.shape[1] != s_q ||
-      desc.out.shape[2] != heads || shape.head_dim_v < 1) {
+  if (desc.out.shape[0] != shape.batch || desc.out.shape[1] != s_q || desc.out.shape[2] != heads ||
+      shape.head_dim_v < 1) {
     return invalid(message, "out " + describe_tensor(desc.out) + " must be [" +
                                 std::to_string(shape.batch) + ", " + std::to_string(s_q) + ", " +
                                 std::to_string(heads) + ", head_dim_v >= 1] (q's)");
@@ -220,8 +219,9 @@ hal_result_t describe_attention(const hal_op_paged_attention_desc_t& desc, OpSig
   add_operand(*out, "status", Role::kInOut, vector_tensor(HAL_DTYPE_I32, 1));
   out->summary = "b=" + std::to_string(shape.batch) + " s_q=" + std::to_string(s_q) +
                  " h=" + std::to_string(heads) + " kv_h=" + std::to_string(shape.kv_heads) +
-                 " d=" + std::to_string(shape.head_dim) + " d_v=" +
-                 std::to_string(shape.head_dim_v) + (values_in_keys ? " values_in_keys" : "") +
+                 " d=" + std::to_string(shape.head_dim) +
+                 " d_v=" + std::to_string(shape.head_dim_v) +
+                 (values_in_keys ? " values_in_keys" : "") +
                  " blocks=" + std::to_string(desc.k_cache.shape[0]) + "x" +
                  std::to_string(desc.k_cache.shape[1]) +
                  " max_blocks=" + std::to_string(desc.block_table.shape[1]) +
@@ -238,8 +238,8 @@ hal_result_t describe_paged_family(const hal_op_header_t* desc, OpSignature* out
       return describe_append(*reinterpret_cast<const hal_op_paged_kv_append_desc_t*>(desc), out,
                              message);
     case HAL_OP_PAGED_ATTENTION:
-      return describe_attention(*reinterpret_cast<const hal_op_paged_attention_desc_t*>(desc),
-                                out, message);
+      return describe_attention(*reinterpret_cast<const hal_op_paged_attention_desc_t*>(desc), out,
+                                message);
     default:
       *message =
           std::string("no definition of op ") + std::to_string(desc->kind) + " in this build";

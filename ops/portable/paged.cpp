@@ -49,8 +49,7 @@ hal_result_t validate(const ExecContext& context, hal_kernel_t kernel, char* fla
                       const void* block_table, const hal_tensor_desc_t& table_layout,
                       const void* seq_lens, const hal_tensor_desc_t& lens_layout, bool append,
                       int64_t s_new, const hal_tensor_desc_t& k_cache) {
-  if (hal_result_t r = hal_memset_async(flag, 0, sizeof(int32_t), context.stream);
-      r != HAL_SUCCESS)
+  if (hal_result_t r = hal_memset_async(flag, 0, sizeof(int32_t), context.stream); r != HAL_SUCCESS)
     return r;
   const int64_t batch = table_layout.shape[0];
   KernelArgs args;
@@ -65,8 +64,7 @@ hal_result_t validate(const ExecContext& context, hal_kernel_t kernel, char* fla
 
 class AppendPlan final : public PlannedOp {
  public:
-  AppendPlan(const hal_op_paged_kv_append_desc_t& desc, hal_kernel_t validate,
-             hal_kernel_t append)
+  AppendPlan(const hal_op_paged_kv_append_desc_t& desc, hal_kernel_t validate, hal_kernel_t append)
       : desc_(desc), validate_(validate), append_(append) {}
 
   size_t workspace_bytes() const override { return kFlagBytes + 15; }
@@ -197,8 +195,8 @@ int64_t choose_splits(const hal_op_paged_attention_desc_t& desc, const PlanReque
   const int64_t block_size = desc.k_cache.shape[1];
   const int64_t max_blocks = desc.block_table.shape[1];
   const int64_t units = std::max<int64_t>(1, request.properties->compute_units);
-  const int64_t wanted = (units * kItemsPerUnit + std::max<int64_t>(rows, 1) - 1) /
-                         std::max<int64_t>(rows, 1);
+  const int64_t wanted =
+      (units * kItemsPerUnit + std::max<int64_t>(rows, 1) - 1) / std::max<int64_t>(rows, 1);
   const int64_t blocks_per_chunk = std::max<int64_t>(1, kMinChunkKeys / block_size);
   int64_t splits = std::clamp<int64_t>(wanted, 1, kMaxAutoSplits);
   splits = std::min(splits, std::max<int64_t>(1, max_blocks / blocks_per_chunk));
