@@ -872,7 +872,8 @@ HALCONFORM_TEST("operators.paged.errors", "each descriptor rule is refused", {})
   refused(d, "v_cache");
   d = good;
   d.values_in_keys = 1;
-  d.out.shape[3] = 17;  // more value dims than a key row has
+  d.v_cache = hal_tensor_desc_t{};
+  d.out = dense(HAL_DTYPE_F32, {2, 1, 6, 17});  // more value dims than a key row has
   refused(d, "values_in_keys");
   d = good;
   d.num_splits = 5000;
