@@ -7,7 +7,9 @@
 // mla: FlashMLA's shape (one latent head of 576, values its first 512, heads=16 unless told).
 // Read GB/s counts the cache bytes the op must read (keys and values of every position, once);
 // copy GB/s counts bytes read plus bytes written (STREAM's convention), so a share of 50% means
-// the op streams the cache as fast as a copy reads its source.
+// the op streams the cache as fast as a copy reads its source. The cpu columns divide by the
+// process's CPU seconds (all threads) instead of wall seconds: per-core rates that a machine
+// shared with other jobs does not distort (both peers measured alike).
 #include <hal.h>
 
 #include "bench_common.h"
@@ -20,6 +22,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <time.h>
 #include <vector>
 
 namespace {
@@ -57,6 +60,14 @@ void* filled(hal_device_t device, hal_stream_t stream, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i)
     host[i] = (i % 2 == 1) ? 0x3c : static_cast<unsigned char>(i * 37);  // small floats
   return upload(device, stream, host.data(), bytes);
+}
+
+// The CPU time of the whole process (every thread), seconds: on a machine
+// shared with other jobs, wall time measures the scheduler as much as the op.
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 // memcpy of |bytes| split over |threads| threads; seconds.
@@ -133,8 +144,8 @@ int main(int argc, char** argv) {
       static_cast<long long>(batch), static_cast<long long>(heads), static_cast<long long>(kv),
       static_cast<long long>(dim), static_cast<long long>(dim_v), dtype_name(dtype),
       static_cast<long long>(block), splits, mla ? " (MLA)" : "", threads);
-  std::printf("%8s %10s %12s %12s %12s %8s\n", "len", "ms", "read GB/s", "copy GB/s", "bytes MiB",
-              "share");
+  std::printf("%8s %10s %12s %12s %12s %8s %14s %14s %9s\n", "len", "ms", "read GB/s", "copy GB/s",
+              "bytes MiB", "share", "read GB/cpu-s", "copy GB/cpu-s", "cpu share");
   for (int64_t len : lens) {
     const int64_t blocks_per_seq = (len + block - 1) / block;
     const int64_t num_blocks = batch * blocks_per_seq;
@@ -187,22 +198,31 @@ int main(int argc, char** argv) {
     parallel_copy(to, from, threads);
     // Interleaved repetitions: the op and the copy in the same time window.
     const int reps = std::max(3, static_cast<int>(200e6 / static_cast<double>(bytes + 1)));
-    std::vector<double> op_s, copy_s;
+    std::vector<double> op_s, copy_s, op_cpu, copy_cpu;
     for (int r = 0; r < std::min(reps, 50); ++r) {
-      const double start = bench::now_s();
+      const double start = bench::now_s(), start_cpu = cpu_s();
       CHECK(hal_op_execute(plan, &args, stream));
       CHECK(hal_stream_synchronize(stream));
       op_s.push_back(bench::now_s() - start);
+      op_cpu.push_back(cpu_s() - start_cpu);
+      const double copy_start_cpu = cpu_s();
       copy_s.push_back(parallel_copy(to, from, threads));
+      copy_cpu.push_back(cpu_s() - copy_start_cpu);
     }
+    std::sort(op_cpu.begin(), op_cpu.end());
+    std::sort(copy_cpu.begin(), copy_cpu.end());
+    const double op_c = op_cpu[op_cpu.size() / 2], copy_c = copy_cpu[copy_cpu.size() / 2];
     std::sort(op_s.begin(), op_s.end());
     std::sort(copy_s.begin(), copy_s.end());
     const double op = op_s[op_s.size() / 2], copy = copy_s[copy_s.size() / 2];
     const double read_gbs = static_cast<double>(bytes) / op / 1e9;
     const double copy_gbs = 2.0 * static_cast<double>(bytes) / copy / 1e9;
-    std::printf("%8lld %10.3f %12.2f %12.2f %12.1f %7.0f%%\n", static_cast<long long>(len),
-                op * 1e3, read_gbs, copy_gbs, static_cast<double>(bytes) / (1 << 20),
-                100.0 * read_gbs / copy_gbs);
+    const double read_cpu = static_cast<double>(bytes) / op_c / 1e9;
+    const double copy_cpu_gbs = 2.0 * static_cast<double>(bytes) / copy_c / 1e9;
+    std::printf("%8lld %10.3f %12.2f %12.2f %12.1f %7.0f%% %14.2f %14.2f %8.0f%%\n",
+                static_cast<long long>(len), op * 1e3, read_gbs, copy_gbs,
+                static_cast<double>(bytes) / (1 << 20), 100.0 * read_gbs / copy_gbs, read_cpu,
+                copy_cpu_gbs, 100.0 * read_cpu / copy_cpu_gbs);
     CHECK(hal_op_plan_destroy(plan));
     for (void* p : {q, k, v, t, l, out, lse, status, workspace})
       if (p != nullptr) CHECK(hal_mem_free(p));

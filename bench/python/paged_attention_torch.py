@@ -16,14 +16,18 @@ import torch.nn.functional as F
 
 
 def median_ms(fn, reps):
+    """Median wall and process-CPU milliseconds (the CPU time counts every thread: a per-core
+    rate that a machine shared with other jobs does not distort, as bench/paged_attention's)."""
     fn()  # warm-up
-    times = []
+    wall, cpu = [], []
     for _ in range(reps):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+        wall.append((time.perf_counter() - start) * 1e3)
+        cpu.append((time.process_time() - start_cpu) * 1e3)
+    wall.sort()
+    cpu.sort()
+    return wall[len(wall) // 2], cpu[len(cpu) // 2]
 
 
 def main():
@@ -42,7 +46,8 @@ def main():
     dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     print(f"torch {torch.__version__} on {torch.get_num_threads()} threads: decode, batch "
           f"{args.batch}, heads {args.heads}, kv heads {args.kv}, dim {args.dim}, {args.dtype}")
-    print(f"{'len':>8} {'sdpa ms':>10} {'GB/s':>8} {'gather+sdpa ms':>15} {'GB/s':>8}")
+    print(f"{'len':>8} {'sdpa ms':>10} {'GB/s':>8} {'GB/cpu-s':>9} {'gather+sdpa ms':>15} "
+          f"{'GB/s':>8} {'GB/cpu-s':>9}")
     gen = torch.Generator().manual_seed(7)
     for length in args.lens:
         blocks = (length + args.block - 1) // args.block
@@ -66,10 +71,11 @@ def main():
         reps = max(3, min(50, int(200e6 / (k.numel() * k.element_size() * 2))))
         read = 2 * args.batch * length * args.kv * args.dim * k.element_size()
         with torch.no_grad():
-            sdpa_ms = median_ms(sdpa, reps)
-            both_ms = median_ms(both, reps)
-        print(f"{length:8d} {sdpa_ms:10.3f} {read / sdpa_ms / 1e6:8.2f} {both_ms:15.3f} "
-              f"{read / both_ms / 1e6:8.2f}")
+            sdpa_ms, sdpa_cpu = median_ms(sdpa, reps)
+            both_ms, both_cpu = median_ms(both, reps)
+        print(f"{length:8d} {sdpa_ms:10.3f} {read / sdpa_ms / 1e6:8.2f} "
+              f"{read / sdpa_cpu / 1e6:9.2f} {both_ms:15.3f} {read / both_ms / 1e6:8.2f} "
+              f"{read / both_cpu / 1e6:9.2f}")
 
 
 if __name__ == "__main__":

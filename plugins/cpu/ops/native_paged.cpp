@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "hal_util/isa_clones.hpp"
 #include "native_half.hpp"
 #include "native_plan.hpp"
 #include "ops.hpp"
@@ -200,22 +201,57 @@ struct AttentionShape {
 
 // One worker's scratch: the item's query rows, accumulators and a tile.
 struct Scratch {
-  std::vector<float> q, acc, max, sum, keys, values, scores;
+  std::vector<float> q, acc, max, sum, keys, keys_t, values, scores;
   explicit Scratch(const AttentionShape& s)
       : q(static_cast<size_t>(s.rows * s.dim)),
         acc(static_cast<size_t>(s.rows * s.dim_v)),
         max(static_cast<size_t>(s.rows)),
         sum(static_cast<size_t>(s.rows)),
         keys(static_cast<size_t>(kTileKeys * s.dim)),
+        keys_t(static_cast<size_t>(kTileKeys * s.dim)),
         values(static_cast<size_t>(kTileKeys * s.dim_v)),
         scores(static_cast<size_t>(kTileKeys)) {}
 };
 
-float dot(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
+// The hot loops, one clone per ISA (AVX-512, AVX2, baseline). Each sum runs
+// over its terms in one fixed order, so the result depends neither on the
+// thread nor on the clone.
 
-  for (int64_t d = 0; d < n; ++d) sum += a[d] * b[d];
-  return sum;
+// scores[k] = q . key k for the tile's kTileKeys keys, from the keys
+// transposed (keys_t[d * kTileKeys + k]): the sums lie along the keys, in
+// vector registers, and each column of keys_t is one load.
+HAL_ISA_CLONES void tile_scores(const float* q, const float* keys_t, int64_t dim, float* scores) {
+  float sum[kTileKeys] = {};
+  for (int64_t d = 0; d < dim; ++d) {
+    const float qd = q[d];
+    const float* column = keys_t + d * kTileKeys;
+    for (int64_t k = 0; k < kTileKeys; ++k) sum[k] += qd * column[k];
+  }
+  for (int64_t k = 0; k < kTileKeys; ++k) scores[k] = sum[k];
+}
+
+// acc = acc * correction + sum over k of p[k] * values[k] (n floats of rows
+// |stride| floats apart), 16 columns at a time held in registers across the
+// keys.
+HAL_ISA_CLONES void rescale_and_add(float* acc, float correction, const float* p,
+                                    const float* values, int64_t stride, int64_t count, int64_t n) {
+  constexpr int64_t kColumns = 16;
+  int64_t d0 = 0;
+  for (; d0 + kColumns <= n; d0 += kColumns) {
+    float a[kColumns];
+    for (int64_t j = 0; j < kColumns; ++j) a[j] = acc[d0 + j] * correction;
+    for (int64_t k = 0; k < count; ++k) {
+      const float weight = p[k];
+      const float* v = values + k * stride + d0;
+      for (int64_t j = 0; j < kColumns; ++j) a[j] += weight * v[j];
+    }
+    for (int64_t j = 0; j < kColumns; ++j) acc[d0 + j] = a[j];
+  }
+  for (int64_t d = d0; d < n; ++d) {
+    float a = acc[d] * correction;
+    for (int64_t k = 0; k < count; ++k) a += p[k] * values[k * stride + d];
+    acc[d] = a;
+  }
 }
 
 // Chunk |chunk| of |splits| of sequence b, kv head g: the keys of its whole
@@ -244,8 +280,15 @@ void attend_chunk(const AttentionShape& s, const hal_op_paged_attention_desc_t& 
   std::fill(scratch.acc.begin(), scratch.acc.end(), 0.0f);
   std::fill(scratch.max.begin(), scratch.max.end(), -std::numeric_limits<float>::infinity());
   std::fill(scratch.sum.begin(), scratch.sum.end(), 0.0f);
+  const float* values = desc.values_in_keys != 0 ? scratch.keys.data() : scratch.values.data();
+  const int64_t value_stride = desc.values_in_keys != 0 ? s.dim : s.dim_v;
   for (int64_t tile = begin; tile < stop; tile += kTileKeys) {
     const int64_t n = std::min(kTileKeys, stop - tile);
+    if (n < kTileKeys) {  // columns past the keys: finite, never used
+      for (int64_t d = 0; d < s.dim; ++d) {
+        std::fill_n(scratch.keys_t.data() + d * kTileKeys + n, kTileKeys - n, 0.0f);
+      }
+    }
     for (int64_t k = 0; k < n; ++k) {
       const int64_t position = tile + k;
       const int64_t block = table.block(b, position);
@@ -255,6 +298,10 @@ void attend_chunk(const AttentionShape& s, const hal_op_paged_attention_desc_t& 
           static_cast<size_t>(block * desc.k_cache.strides[0] + slot * desc.k_cache.strides[1] +
                               g * desc.k_cache.strides[2]),
           static_cast<size_t>(s.dim), scratch.keys.data() + k * s.dim);
+      for (int64_t d = 0; d < s.dim; ++d) {
+        scratch.keys_t[d * kTileKeys + k] = scratch.keys[k * s.dim + d];
+      }
+      if (desc.values_in_keys != 0) continue;  // MLA: the values are the keys' first dims
       native::to_f32(ConstHalfRef{v_data, v_layout.dtype},
                      static_cast<size_t>(block * v_layout.strides[0] + slot * v_layout.strides[1] +
                                          g * v_layout.strides[2]),
@@ -267,24 +314,19 @@ void attend_chunk(const AttentionShape& s, const hal_op_paged_attention_desc_t& 
       const int64_t visible = std::clamp<int64_t>(row_end - tile, 0, n);
       if (visible == 0) continue;
       const float* q = scratch.q.data() + r * s.dim;
+      tile_scores(q, scratch.keys_t.data(), s.dim, scratch.scores.data());
       float tile_max = -std::numeric_limits<float>::infinity();
-      for (int64_t k = 0; k < visible; ++k) {
-        scratch.scores[k] = dot(q, scratch.keys.data() + k * s.dim, s.dim);
-        tile_max = std::max(tile_max, scratch.scores[k]);
-      }
+      for (int64_t k = 0; k < visible; ++k) tile_max = std::max(tile_max, scratch.scores[k]);
       float& running_max = scratch.max[r];
       const float new_max = std::max(running_max, tile_max);
       const float correction = std::exp(running_max - new_max);  // exp(-inf) = 0 at first
-      float* acc = scratch.acc.data() + r * s.dim_v;
       float tile_sum = 0.0f;
-      for (int64_t d = 0; d < s.dim_v; ++d) acc[d] *= correction;
       for (int64_t k = 0; k < visible; ++k) {
-        const float p = std::exp(scratch.scores[k] - new_max);
-        tile_sum += p;
-        const float* v = scratch.values.data() + k * s.dim_v;
-
-        for (int64_t d = 0; d < s.dim_v; ++d) acc[d] += p * v[d];
+        scratch.scores[k] = std::exp(scratch.scores[k] - new_max);
+        tile_sum += scratch.scores[k];
       }
+      rescale_and_add(scratch.acc.data() + r * s.dim_v, correction, scratch.scores.data(), values,
+                      value_stride, visible, s.dim_v);
       scratch.sum[r] = scratch.sum[r] * correction + tile_sum;
       running_max = new_max;
     }
