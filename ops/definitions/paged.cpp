@@ -2,6 +2,7 @@
 // One shape rule for the cache, the block table and the sequence lengths,
 // shared by both ops.
 #include "definitions.hpp"
+#include "scalars.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -121,9 +122,10 @@ hal_result_t describe_append(const hal_op_paged_kv_append_desc_t& desc, OpSignat
                                   std::to_string(desc.rope_dim) + ") exceeds the key head dim " +
                                   std::to_string(shape.head_dim));
     }
-    if (!(desc.rope_base > 0.0f) || !std::isfinite(desc.rope_base)) {
-      return invalid(message, "desc->rope_base must be positive and finite with rope");
-    }
+    if (reject(check_positive_normal_scalar("desc->rope_base", desc.rope_base,
+                                            "the rotation's frequencies are its powers"),
+               message))
+      return HAL_ERROR_INVALID_ARGUMENT;
   }
   if (reject(check_cache(desc.k_cache, desc.v_cache, values_in_keys, desc.block_table,
                          desc.seq_lens, true, shape),
@@ -163,9 +165,8 @@ hal_result_t describe_attention(const hal_op_paged_attention_desc_t& desc, OpSig
   if (reject(flag_problem("causal", desc.causal), message) ||
       reject(flag_problem("values_in_keys", desc.values_in_keys), message))
     return HAL_ERROR_INVALID_ARGUMENT;
-  if (!std::isfinite(desc.scale)) {
-    return invalid(message, "desc->scale must be finite (0 selects 1/sqrt(head_dim))");
-  }
+  if (reject(check_finite_scalar("desc->scale", desc.scale), message))
+    return HAL_ERROR_INVALID_ARGUMENT;
   if (desc.num_splits > 4096) {
     return invalid(message, "desc->num_splits " + std::to_string(desc.num_splits) +
                                 " must be at most 4096 (0: the implementation chooses)");
