@@ -196,14 +196,15 @@ hal_result_t Device::fail(CUresult result, const char* what) const {
   return fail(result_of(result), result, what);
 }
 
-hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what) const {
+hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what,
+                          const std::string& detail) const {
   if (is_fatal(result)) {
     CUresult expected = CUDA_SUCCESS;
     lost_.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
     mapped = HAL_ERROR_DEVICE_LOST;
   }
-  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                       cu_error_text(&api(), result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s%s", what,
+                       cu_error_text(&api(), result).c_str(), detail.c_str());
 }
 
 void Device::read_properties() {
