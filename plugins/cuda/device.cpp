@@ -240,6 +240,9 @@ void Device::read_properties() {
   // that the ranks' counts agree before the data); without NCCL the loader's
   // host-staged ones.
   if (nccl_ != nullptr) out.capabilities |= HAL_DEVICE_CAP_COLLECTIVES | HAL_DEVICE_CAP_ALLTOALLV;
+  // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU
+  // detected", ncclInvalidUsage): say so, so callers size communicators.
+  out.max_ranks_per_device = nccl_ != nullptr ? 1 : 0;
   if (attribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0) {
     out.capabilities |= HAL_DEVICE_CAP_SHARED_MEMORY;
   }
