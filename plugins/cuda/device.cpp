@@ -196,14 +196,15 @@ hal_result_t Device::fail(CUresult result, const char* what) const {
   return fail(result_of(result), result, what);
 }
 
-hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what) const {
+hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what,
+                          const std::string& detail) const {
   if (is_fatal(result)) {
     CUresult expected = CUDA_SUCCESS;
     lost_.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
     mapped = HAL_ERROR_DEVICE_LOST;
   }
-  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                       cu_error_text(&api(), result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s%s", what,
+                       cu_error_text(&api(), result).c_str(), detail.c_str());
 }
 
 void Device::read_properties() {
@@ -239,6 +240,9 @@ void Device::read_properties() {
   // that the ranks' counts agree before the data); without NCCL the loader's
   // host-staged ones.
   if (nccl_ != nullptr) out.capabilities |= HAL_DEVICE_CAP_COLLECTIVES | HAL_DEVICE_CAP_ALLTOALLV;
+  // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU
+  // detected", ncclInvalidUsage): say so, so callers size communicators.
+  out.max_ranks_per_device = nccl_ != nullptr ? 1 : 0;
   if (attribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0) {
     out.capabilities |= HAL_DEVICE_CAP_SHARED_MEMORY;
   }

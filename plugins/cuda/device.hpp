@@ -88,6 +88,7 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
 
   const DriverApi& api() const { return driver_.api(); }
   const Nvrtc* nvrtc() const { return nvrtc_; }
+  int driver_version() const { return driver_.version(); }  // 13000 for CUDA 13.0
   // NCCL, or null when the plugin found none (the loader's collectives serve).
   const collective::Nccl* nccl() const { return nccl_; }
   const hal_device_properties_t& properties() const { return properties_; }
@@ -106,7 +107,9 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   // report().fail() with |result|'s mapping, its code and its name; a fatal
   // |result| marks the device lost.
   hal_result_t fail(CUresult result, const char* what) const;
-  hal_result_t fail(hal_result_t mapped, CUresult result, const char* what) const;
+  // |detail|, when given, follows the CUresult's name ("; the JIT's error log: ...").
+  hal_result_t fail(hal_result_t mapped, CUresult result, const char* what,
+                    const std::string& detail = {}) const;
   // Runs |call(api())| with the device's context bound; a failure carries
   // the CUresult and |what|.
   template <class Call>
