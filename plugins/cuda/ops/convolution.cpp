@@ -495,6 +495,14 @@ class ConvolutionPlan final : public OpPlan {
  public:
   ConvolutionPlan(Device& device, std::unique_ptr<ConvState> state)
       : device_(device), state_(std::move(state)) {}
+  // An execution plan may hold kernels cuDNN compiled into the device's
+  // context: destroyed with that context current.
+  ~ConvolutionPlan() override {
+    const ContextScope bound = device_.bind();
+    state_.reset();
+  }
+  ConvolutionPlan(const ConvolutionPlan&) = delete;
+  ConvolutionPlan& operator=(const ConvolutionPlan&) = delete;
 
   hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
     const plugin::ErrorReporter& report = device_.report();
@@ -634,6 +642,11 @@ Planned plan_convolution(Device& device, const hal_op_convolution_desc_t& desc,
   if (handle == nullptr) return decline(why, static_cast<int64_t>(status));
 
   const bool deterministic = (flags & HAL_OP_PLAN_DETERMINISTIC) != 0;
+  // Finalizing an execution plan may compile or load kernels: in the device's context.
+  const ContextScope bound = device.bind();
+  if (!bound.ok()) {
+    return decline("cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound.result()));
+  }
   auto state = std::make_unique<ConvState>();
   state->dnn = dnn;
   state->handle = handle;
