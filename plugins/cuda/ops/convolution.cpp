@@ -470,7 +470,7 @@ Executable build(const Cudnn& dnn, cudnnHandle_t handle, const hal_op_convolutio
     out.plan = std::move(plan);
     out.workspace = workspace;
     out.keep.push_back(std::move(engine));
-    for (Descriptor& config : configs) out.keep.push_back(std::move(config));
+    out.keep.push_back(std::move(configs[i]));
     out.keep.push_back(std::move(heuristic));
     out.keep.push_back(std::move(graph));
     out.keep.push_back(std::move(operation));
@@ -499,6 +499,7 @@ class ConvolutionPlan final : public OpPlan {
   // context: destroyed with that context current.
   ~ConvolutionPlan() override {
     const ContextScope bound = device_.bind();
+    const std::unique_lock lock = device_.dnn().lock();
     state_.reset();
   }
   ConvolutionPlan(const ConvolutionPlan&) = delete;
@@ -647,6 +648,10 @@ Planned plan_convolution(Device& device, const hal_op_convolution_desc_t& desc,
   if (!bound.ok()) {
     return decline("cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound.result()));
   }
+  // cuDNN is thread-safe but for a handle used by two threads at once: the
+  // graph and the plans take the device's handle, so they are built under
+  // its lock (as executions run).
+  const std::unique_lock lock = device.dnn().lock();
   auto state = std::make_unique<ConvState>();
   state->dnn = dnn;
   state->handle = handle;
