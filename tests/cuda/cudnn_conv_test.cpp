@@ -23,6 +23,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../cpu/float16_bits.hpp"
@@ -700,4 +701,71 @@ TEST_CASE("cuDNN's failures reach the caller with their status, and nothing leak
   const fake_cudnn_stats_t after = fake.now();
   CHECK(after.live_descriptors == 0);
   CHECK(after.live_handles == 0);
+}
+
+TEST_CASE("plans and executions on two threads share the device's handle safely",
+          "[cudnn][threads]") {
+  Session session;
+  const Conv t = plain();
+  std::mt19937 random(11);
+  Tensor x(session, t.dtype, shape_of(t, t.n, t.ci, t.in));
+  Tensor w(session, t.dtype, shape_of(t, t.co, t.ci, t.k));
+  const auto xv = random_values(random, x.count(), t.dtype);
+  const auto wv = random_values(random, w.count(), t.dtype);
+  x.set(session, xv);
+  w.set(session, wv);
+  std::vector<double> want(static_cast<size_t>(t.n * t.co * t.out()[1] * t.out()[2]), 0.0);
+  taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
+  // Each thread: its own stream and output, a plan of its own and the shared one.
+  Tensor y0(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+  const hal_op_convolution_desc_t shared_desc =
+      conv_desc(t, HAL_OP_CONVOLUTION, x, w, y0, Tensor());
+  Planned shared;
+  plan(session, &shared_desc.header, HAL_OP_PLAN_FLAG_NONE, shared);
+  REQUIRE(shared.implementation == "cuda.cudnn");
+  constexpr int kThreads = 2, kRounds = 4;
+  std::vector<Tensor> outputs;
+  std::vector<void*> workspaces;
+  for (int i = 0; i < kThreads; ++i) {
+    outputs.emplace_back(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+    workspaces.push_back(session.alloc(shared.workspace));
+  }
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      hal_stream_t stream = nullptr;
+      if (hal_stream_create(session.device(), 0, &stream) != HAL_SUCCESS) {
+        ++failures[i];
+        return;
+      }
+      const hal_op_convolution_desc_t desc =
+          conv_desc(t, HAL_OP_CONVOLUTION, x, w, outputs[i], Tensor());
+      for (int round = 0; round < kRounds; ++round) {
+        hal_op_plan_t own = nullptr;
+        if (hal_op_plan_create(session.device(), &desc.header, 0, &own) != HAL_SUCCESS) {
+          ++failures[i];
+          continue;
+        }
+        std::vector<void*> operands{x.data, w.data, nullptr, nullptr, outputs[i].data};
+        hal_op_exec_args_t args{};
+        args.struct_size = sizeof args;
+        args.operand_count = static_cast<uint32_t>(operands.size());
+        args.operands = operands.data();
+        args.workspace = workspaces[i];
+        args.workspace_bytes = shared.workspace;
+        for (hal_op_plan_t p : {own, shared.plan}) {
+          if (hal_op_execute(p, &args, stream) != HAL_SUCCESS) ++failures[i];
+        }
+        if (hal_stream_synchronize(stream) != HAL_SUCCESS) ++failures[i];
+        hal_op_plan_destroy(own);
+      }
+      hal_stream_destroy(stream);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int i = 0; i < kThreads; ++i) {
+    CHECK(failures[i] == 0);
+    expect_close(outputs[i].get(session), want, t.dtype, 36, "thread " + std::to_string(i));
+  }
 }
