@@ -156,10 +156,9 @@ void plan_dnnl(dnnl::engine& engine, const Options& o, const Shape& s, hal_op_ki
   const int64_t out = (s.hw + 2 * pad - s.r) / s.stride + 1;
   const memory::data_type dt = o.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   const memory::format_tag act = o.nhwc ? memory::format_tag::nhwc : memory::format_tag::nchw;
-  const memory::format_tag wei = o.nhwc ? memory::format_tag::ohwi : memory::format_tag::oihw;
   const memory::desc src({o.batch, s.c, s.hw, s.hw}, dt, act);
   const memory::desc dst({o.batch, s.k, out, out}, dt, act);
-  const memory::desc weights({s.k, s.c, s.r, s.r}, dt, wei);
+  const memory::desc weights({s.k, s.c, s.r, s.r}, dt, memory::format_tag::any);
   const memory::dims strides{s.stride, s.stride}, padding{pad, pad};
   auto fill = [&](const memory::desc& d) {
     memory m(d, engine);

@@ -27,13 +27,13 @@ import sys
 torch = {}
 for line in open(sys.argv[2]):
     f = line.split()
-    torch[tuple(f[1:7])] = float(f[7])
+    torch[tuple(f[1:6])] = float(f[6])
 print(f"{'layout':6} {'dtype':5} {'batch':>5} {'shape':22} {'op':11} {'HAL ms':>9} "
       f"{'oneDNN ms':>9} {'torch ms':>9} {'speed':>6}")
 for line in open(sys.argv[1]):
     f = line.split()
-    key = tuple(f[1:7])
-    hal, dnnl = float(f[7]), float(f[8])
+    key = tuple(f[1:6])
+    hal, dnnl = float(f[6]), float(f[7])
     t = torch.get(key, float("nan"))
     best = min(dnnl, t)
     print(f"{f[1]:6} {f[2]:5} {f[3]:>5} {f[4]:22} {f[5]:11} {hal:9.2f} {dnnl:9.2f} {t:9.2f} "
