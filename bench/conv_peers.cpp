@@ -174,8 +174,9 @@ void plan_dnnl(dnnl::engine& engine, const Options& o, const Shape& s, hal_op_ki
       engine);
   if (kind == HAL_OP_CONVOLUTION) {
     run.primitive = dnnl::convolution_forward(forward);
-    run.args = {
-        {DNNL_ARG_SRC, fill(src)}, {DNNL_ARG_WEIGHTS, fill(weights)}, {DNNL_ARG_DST, fill(dst)}};
+    run.args = {{DNNL_ARG_SRC, fill(src)},
+                {DNNL_ARG_WEIGHTS, fill(forward.weights_desc())},
+                {DNNL_ARG_DST, fill(dst)}};
   } else if (kind == HAL_OP_CONVOLUTION_BACKWARD_DATA) {
     dnnl::convolution_backward_data::primitive_desc pd(
         dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, weights,
@@ -183,7 +184,7 @@ void plan_dnnl(dnnl::engine& engine, const Options& o, const Shape& s, hal_op_ki
         engine, forward);
     run.primitive = dnnl::convolution_backward_data(pd);
     run.args = {{DNNL_ARG_DIFF_DST, fill(dst)},
-                {DNNL_ARG_WEIGHTS, fill(weights)},
+                {DNNL_ARG_WEIGHTS, fill(pd.weights_desc())},
                 {DNNL_ARG_DIFF_SRC, fill(src)}};
   } else {
     dnnl::convolution_backward_weights::primitive_desc pd(
@@ -193,7 +194,7 @@ void plan_dnnl(dnnl::engine& engine, const Options& o, const Shape& s, hal_op_ki
     run.primitive = dnnl::convolution_backward_weights(pd);
     run.args = {{DNNL_ARG_SRC, fill(src)},
                 {DNNL_ARG_DIFF_DST, fill(dst)},
-                {DNNL_ARG_DIFF_WEIGHTS, fill(weights)}};
+                {DNNL_ARG_DIFF_WEIGHTS, fill(pd.diff_weights_desc())}};
   }
 }
 
