@@ -12,7 +12,7 @@
 #
 # Steps, each under its own time cap (with halinfo's 10 s they sum to 540 s,
 # at most 540, so a run and a rerun fit a 15-minute loan):
-#   libraries   finds NVRTC, cuBLASLt, NCCL, cuBLAS and the CUDA headers
+#   libraries   finds NVRTC, cuBLASLt, NCCL, cuDNN, cuBLAS and the CUDA headers
 #               (ldconfig, the toolkit directories, Python wheels'
 #               site-packages/nvidia/*/lib) and pins them for the plugin and the
 #               benchmarks (HAL_CUDA_*_PATH), one line each
@@ -227,18 +227,22 @@ start=$SECONDS
 missing_nvrtc=0
 missing_blas=0
 missing_nccl=0
+missing_dnn=0
 pin HAL_CUDA_NVRTC_PATH NVRTC 'libnvrtc\.so\.[0-9]+' || missing_nvrtc=1
 pin HAL_CUDA_CUBLASLT_PATH cuBLASLt 'libcublasLt\.so\.[0-9]+' || missing_blas=1
 pin HAL_CUDA_NCCL_PATH NCCL 'libnccl\.so\.[0-9]+' || missing_nccl=1
 # cuBLAS only for the gemm step's cublasGemmEx side (the plugin uses cuBLASLt).
 missing_cublas=0
 pin HAL_CUDA_CUBLAS_PATH cuBLAS 'libcublas\.so\.[0-9]+' || missing_cublas=1
+# cuDNN serves the operators profile's convolutions where present; without it
+# the portable implementation does, so it does not gate the libraries step.
+pin HAL_CUDA_CUDNN_PATH cuDNN 'libcudnn\.so\.9' || missing_dnn=1
 if [[ -z "${HAL_CUDA_INCLUDE_PATH:-}" ]] && headers="$(find_headers)"; then
   export HAL_CUDA_INCLUDE_PATH="$headers"
 fi
 echo "CUDA headers: ${HAL_CUDA_INCLUDE_PATH:-not found, the plugin tries the directory beside NVRTC}" |
   tee -a "$out/environment.txt"
-libraries="nvrtc=$((1 - missing_nvrtc)) cublasLt=$((1 - missing_blas)) nccl=$((1 - missing_nccl)) cublas=$((1 - missing_cublas))"
+libraries="nvrtc=$((1 - missing_nvrtc)) cublasLt=$((1 - missing_blas)) nccl=$((1 - missing_nccl)) cublas=$((1 - missing_cublas)) cudnn=$((1 - missing_dnn))"
 if ((missing_nvrtc + missing_blas + missing_nccl == 0)); then
   note libraries PASS "$libraries" $((SECONDS - start))
 else

@@ -55,9 +55,9 @@ Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
                    cu_error_text(&api, result).c_str());
       continue;
     }
-    devices_.push_back(std::make_unique<Device>(report(), *driver_, nvrtc_.get(), blas_loader_,
-                                                nccl_.get(), handle,
-                                                static_cast<uint32_t>(devices_.size())));
+    devices_.push_back(std::make_unique<Device>(
+        report(), *driver_, nvrtc_.get(), blas_loader_, nccl_.get(), handle,
+        static_cast<uint32_t>(devices_.size()) HAL_CUDA_IF_CUDNN(, dnn_loader_)));
   }
 }
 
@@ -124,14 +124,15 @@ uint32_t fp32_lanes_per_sm(int major, int minor) {
 
 Device::Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
                ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
-               uint32_t index)
+               uint32_t index HAL_CUDA_IF_CUDNN(, ops::CudnnLoader& dnn_loader))
     : DeviceBase(report),
       driver_(driver),
       nvrtc_(nvrtc),
       nccl_(nccl),
       handle_(handle),
       index_(index),
-      blas_(std::make_unique<ops::DeviceBlas>(blas_loader)) {
+      blas_(std::make_unique<ops::DeviceBlas>(blas_loader))
+          HAL_CUDA_IF_CUDNN(, dnn_(std::make_unique<ops::DeviceDnn>(dnn_loader))) {
   read_properties();
 }
 
@@ -144,6 +145,7 @@ Device::~Device() {
     // left, freed without a caller to report a failure to.
     if (const ContextScope bound = bind(); bound.ok()) {
       blas_.reset();
+      HAL_CUDA_IF_CUDNN(dnn_.reset();)
       for (const plugin::Allocations::Block& block : left) release(block.kind, block.base);
     }
     api().cuDevicePrimaryCtxRelease(handle_);

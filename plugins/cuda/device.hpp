@@ -23,6 +23,12 @@
 #include "driver.hpp"
 #include "nvrtc.hpp"
 #include "ops/cublaslt.hpp"
+#if HAL_CUDA_HAVE_CUDNN
+#include "ops/cudnn.hpp"
+#define HAL_CUDA_IF_CUDNN(...) __VA_ARGS__
+#else
+#define HAL_CUDA_IF_CUDNN(...)
+#endif
 
 namespace hal::cuda {
 
@@ -83,7 +89,7 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
          ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
-         uint32_t index);
+         uint32_t index HAL_CUDA_IF_CUDNN(, ops::CudnnLoader& dnn_loader));
   ~Device();
 
   const DriverApi& api() const { return driver_.api(); }
@@ -96,6 +102,12 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   int cc_minor() const { return cc_minor_; }
   // cuBLASLt on this device, opened at its first matmul plan (ops/).
   ops::DeviceBlas& blas() const { return *blas_; }
+#if HAL_CUDA_HAVE_CUDNN
+  // cuDNN on this device, opened at its first convolution plan (ops/).
+  ops::DeviceDnn& dnn() const {
+    return *dnn_;
+  }
+#endif
 
   // Makes the device's primary context current on the calling thread for the
   // scope's life (the table may be called from any thread), retaining it on
@@ -103,7 +115,9 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   // fails with that error and binds nothing.
   ContextScope bind() const;
   // The fatal CUresult the device was lost to, or CUDA_SUCCESS.
-  CUresult lost() const { return lost_.load(std::memory_order_acquire); }
+  CUresult lost() const {
+    return lost_.load(std::memory_order_acquire);
+  }
   // report().fail() with |result|'s mapping, its code and its name; a fatal
   // |result| marks the device lost.
   hal_result_t fail(CUresult result, const char* what) const;
@@ -143,6 +157,9 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   int cc_major_ = 0, cc_minor_ = 0;
   hal_device_properties_t properties_{};
   std::unique_ptr<ops::DeviceBlas> blas_;  // its handle is destroyed before the context
+#if HAL_CUDA_HAVE_CUDNN
+  std::unique_ptr<ops::DeviceDnn> dnn_;  // likewise
+#endif
   plugin::Allocations allocations_{kNativeAlignment};
 };
 
@@ -162,6 +179,9 @@ class Plugin : public plugin::PluginBase {
   std::unique_ptr<const collective::Nccl> nccl_;  // opened at load, when there are GPUs
   // Opens nothing until the first matmul plan (SPEC §10.7, Operators).
   ops::CublasLtLoader blas_loader_;
+#if HAL_CUDA_HAVE_CUDNN
+  ops::CudnnLoader dnn_loader_;  // opens nothing until the first convolution plan
+#endif
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed before the driver
 };
 
