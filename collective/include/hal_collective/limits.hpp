@@ -1,8 +1,17 @@
 // Every size and time limit of the host collective engine, in one place.
-// Each says what it limits and how it was chosen. The crossovers were
-// measured with bench/collective_bandwidth on the 2-core VMs we target
-// (commands and figures in SPEC §13.8 and the commit that set them); a
-// different machine may move them, HAL_COLL_PATH forces a path to compare.
+// Each says what it limits and how it was chosen. The crossovers come from
+// bench/collective_bandwidth on the 2-core VMs we target; to measure them
+// again, force each path over the same sizes and compare the tables:
+//
+//   for p in segment direct ring; do
+//     mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none \
+//       -x HAL_PLUGINS=cpu -x HAL_CPU_DEVICES=1 -x HAL_COLL_PATH=$p \
+//       bench/collective_bandwidth mpi 131072
+//   done
+//
+// (a forced path ends the run at the first call it cannot serve: segment at
+// allreduces over 64 KiB, ring at the alltoallv table). On a shared machine
+// run them interleaved, several times, and read the medians.
 #pragma once
 
 #include <chrono>
@@ -21,28 +30,31 @@ inline constexpr size_t kSegmentSlotBytes = 64 * 1024;
 // CROSSOVER, segment vs the transport, for an allreduce: at or below this
 // many bytes its data travels through the segment (every rank reduces all
 // inputs itself, one round); above, over the transport (direct or ring).
-// Measured: `collective_bandwidth store` (2 processes, f32 sum) and `mpirun
-// -np 2 collective_bandwidth mpi`: the segment wins up to 16 KiB, the ring
-// from 32 KiB (every rank reads all n inputs: its cost grows n times faster
-// than the ring's 2(n-1)/n).
+// Measured when the segment came (`collective_bandwidth store` and `mpi`, 2
+// processes, f32 sum): the segment ahead up to 16 KiB, the ring from 32 KiB
+// (every rank reads all n inputs: its cost grows n times faster than the
+// ring's 2(n-1)/n; a sliced variant through a shared result did not pay).
 inline constexpr size_t kSegmentAllreduceBytes = 16 * 1024;
 
 // CROSSOVER, segment vs the transport, for an alltoallv (MoE dispatch and
 // combine): when the largest rank's send total is at most this, every rank
 // publishes its blocks in its slot and reads its own out of its peers'
 // (two copies, one round, no count exchange); above, the blocks go pairwise
-// over the transport. Measured: `mpirun -np 2 collective_bandwidth mpi`
-// (uneven 3:1 shares), the segment ahead at 32 KiB; bounded by the slot.
+// over the transport. Set to the whole slot: the segment's one round does
+// two copies of the data where the transport's rings do two copies plus a
+// handshake round and per-message headers, so the segment should win at
+// every size it can hold; `collective_bandwidth mpi` (uneven 3:1 shares)
+// with HAL_COLL_PATH=segment and =direct compares them at 32 KiB.
 inline constexpr size_t kSegmentAlltoallvBytes = kSegmentSlotBytes;
 
 // CROSSOVER, direct vs ring, for an allreduce over the transport: at or
 // below this many bytes every rank sends its whole buffer to every other
 // and reduces all of them (one round, latency-bound); above, the ring moves
-// 2(n-1)/n of the bytes in 2(n-1) steps (bandwidth-bound). Measured with
-// HAL_COMM_SHM=0 under `mpirun -np 2 collective_bandwidth mpi` (the data on
-// MPI point-to-point) and HAL_COLL_PATH=direct/ring: the ring ahead from
-// 32 KiB. Independent of the segment limits above although it has the same
-// value today.
+// 2(n-1)/n of the bytes in 2(n-1) steps (bandwidth-bound). Measured when
+// the ring came, over MPI messages: the ring ahead from 32 KiB; compare
+// again with HAL_COLL_PATH=direct and =ring (HAL_COMM_SHM=0 puts the
+// messages on MPI). Independent of the segment limits above although it has
+// the same value today.
 inline constexpr size_t kDirectAllreduceBytes = 16 * 1024;
 
 // CAP on the ranks that meet in one shared segment: the segment's counters
