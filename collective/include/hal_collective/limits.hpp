@@ -3,11 +3,11 @@
 // bench/collective_bandwidth on the 2-core VMs we target; to measure them
 // again, force each path over the same sizes and compare the tables:
 //
-//   for p in segment direct ring; do
-//     mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none \
-//       -x HAL_PLUGINS=cpu -x HAL_CPU_DEVICES=1 -x HAL_COLL_PATH=$p \
-//       bench/collective_bandwidth mpi 131072
-//   done
+//   for p in segment direct ring; do mpirun -np 2 --allow-run-as-root
+//     --oversubscribe --bind-to none -x HAL_PLUGINS=cpu -x HAL_CPU_DEVICES=1
+//     -x HAL_COLL_PATH=$p bench/collective_bandwidth mpi 131072; done
+//
+// (one command line)
 //
 // (a forced path ends the run at the first call it cannot serve: segment at
 // allreduces over 64 KiB, ring at the alltoallv table). On a shared machine
