@@ -310,8 +310,12 @@ Status run_p2p(Transport& transport, std::span<const hal_collective_call_t> call
                const DecidedPath* decided) {
   // A refusal (a forced path that cannot serve a call) comes before any
   // message is posted: the ranks stay in step.
+  // What runs here runs over the transport: no segment serves it (a batch
+  // of several calls, or a rank without one), whatever the rank has.
+  Chooser over_transport = chooser;
+  over_transport.means.segment = false;
   if (decided == nullptr) {
-    if (Status refused = chooser.check(calls); !refused.ok()) return refused;
+    if (Status refused = over_transport.check(calls); !refused.ok()) return refused;
   }
   // Sends and recvs first, all posted before anything waits, so a group's
   // exchange cannot deadlock; their completion joins the first wait.
@@ -337,7 +341,7 @@ Status run_p2p(Transport& transport, std::span<const hal_collective_call_t> call
       if (Status s = runner.run(call, decided->path, decided->counts_checked); !s.ok()) return s;
       continue;
     }
-    const Path path = choose_path(facts_of(call), chooser.means, chooser.policy).path;
+    const Path path = choose_path(facts_of(call), over_transport.means, over_transport.policy).path;
     if (Status s = runner.run(call, path, false); !s.ok()) return s;
   }
   return posted ? transport.wait_all(deadline) : Status{};

@@ -134,8 +134,11 @@ bool path_serves(Path path, const CallFacts& call, const Means& means, std::stri
       if (means.local) {
         why_not = "the ranks are threads of this process (they meet in memory)";
       } else if (!means.segment) {
-        why_not = "the ranks share no segment (another host, HAL_COMM_SHM=0, more than " +
-                  std::to_string(limits::kMaxSegmentRanks) + " ranks, or the loader's store)";
+        why_not =
+            "no shared segment serves it (the ranks are on several hosts, HAL_COMM_SHM=0, "
+            "more than " +
+            std::to_string(limits::kMaxSegmentRanks) +
+            " ranks, the loader's store, or a batch of several calls)";
       } else if (call.kind != HAL_COLLECTIVE_ALLREDUCE && call.kind != HAL_COLLECTIVE_ALLTOALLV) {
         why_not =
             std::string("it carries allreduce and alltoallv only, not ") + kind_name(call.kind);

@@ -116,7 +116,7 @@ TEST_CASE("path chooser: a forced path that cannot serve is refused, naming why"
              Catch::Contains("allreduce and alltoallv only"));
   CHECK_THAT(
       refusal(facts(HAL_COLLECTIVE_ALLREDUCE, 64, 16), processes(2, false), Path::kSegment).message,
-      Catch::Contains("share no segment"));
+      Catch::Contains("no shared segment serves it"));
   CHECK_THAT(refusal(facts(HAL_COLLECTIVE_ALLREDUCE, 64, 16), shm, Path::kHostStaged).message,
              Catch::Contains("must be set when the communicator is made"));
   CHECK_THAT(refusal(facts(HAL_COLLECTIVE_ALLREDUCE, 64, 16), shm, Path::kLocal).message,
@@ -685,4 +685,46 @@ TEST_CASE("path chooser [slow]: the matrix over 4 ranks, every op, with and with
       {HAL_REDUCE_SUM, HAL_REDUCE_PROD, HAL_REDUCE_MIN, HAL_REDUCE_MAX, HAL_REDUCE_AVG},
       {0, 1, 3, 5, 1023, 4096, 4099, 16384, 16385, 70001});
   alltoallv_matrix(4, segment, kAllDtypes, {0, 1, 7, 333, 1500, 5000});
+}
+
+TEST_CASE(
+    "path chooser: a batch of several calls goes over the transport; forced segment is "
+    "refused there",
+    "[collectives][path]") {
+  std::vector<Rank> ranks = make_ranks(2, true);
+  for (const Forced& forced : policies()) {
+    INFO("HAL_COLL_PATH=" << forced.name);
+    std::vector<std::vector<float>> data(2, std::vector<float>(6));
+    for (uint32_t r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < 6; ++i) data[r][i] = static_cast<float>(r * 10 + i);
+    }
+    std::vector<Status> statuses(2);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        Chooser chooser;
+        chooser.means = processes(2, true);
+        chooser.policy = forced.policy;
+        chooser.rank = r;
+        // Two allreduces of 3 in one batch: no episode, the transport.
+        const hal_collective_call_t calls[2] = {
+            {HAL_COLLECTIVE_ALLREDUCE, HAL_DTYPE_F32, HAL_REDUCE_SUM, 0, data[r].data(),
+             data[r].data(), 3},
+            {HAL_COLLECTIVE_ALLREDUCE, HAL_DTYPE_F32, HAL_REDUCE_MAX, 0, data[r].data() + 3,
+             data[r].data() + 3, 3}};
+        statuses[r] = hal::collective::run_batch(*ranks[r].transport, ranks[r].shm.get(), calls,
+                                                 Deadline::after_ms(20000, nullptr),
+                                                 ranks[r].scratch, chooser);
+      });
+    }
+    for (auto& t : threads) t.join();
+    if (forced.policy.forced && forced.path == Path::kSegment) {
+      check_refused(statuses, forced.name);
+      continue;
+    }
+    for (uint32_t r = 0; r < 2; ++r) {
+      REQUIRE(statuses[r].ok());
+      CHECK(data[r] == std::vector<float>{10, 12, 14, 13, 14, 15});
+    }
+  }
 }
