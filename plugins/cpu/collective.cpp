@@ -354,11 +354,19 @@ hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint
     // episode's to decide, on every rank's counts alike.
     const bool episode_decides =
         state.shm && call_count == 1 && calls[0].kind == HAL_COLLECTIVE_ALLTOALLV;
+    Status refused;
     if (!episode_decides) {
-      if (const Status refused = state.chooser.check(batch); !refused.ok()) {
-        return self.device().report().fail(refused.result, 0, "comm_enqueue: %s",
-                                           refused.message.c_str());
-      }
+      refused = state.chooser.check(batch);
+    } else if (state.chooser.policy.forced &&
+               state.chooser.policy.path != collective::Path::kSegment) {
+      // No size changes what a forced ring (say) can serve: refused now.
+      refused = collective::choose_path(collective::facts_of(calls[0]), state.chooser.means,
+                                        state.chooser.policy)
+                    .refusal;
+    }
+    if (!refused.ok()) {
+      return self.device().report().fail(refused.result, 0, "comm_enqueue: %s",
+                                         refused.message.c_str());
     }
     // When this rank's previous call fell back to a stream because a peer
     // was late, it usually ends within moments: waiting that long for the
