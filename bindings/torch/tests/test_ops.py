@@ -382,3 +382,49 @@ def test_batch_norm_and_pooling_hal_declines_fall_back(metrics):
     torch.testing.assert_close(rm_h.cpu(), rm_c)
     native, fell = native_and_fallback(metrics())
     assert {"aten::max_pool2d_with_indices", "aten::native_batch_norm"} <= fell
+
+
+@pytest.mark.parametrize("dtypes", [(torch.bfloat16, torch.bfloat16), (torch.bfloat16, None),
+                                    (torch.bfloat16, torch.float32), (torch.float16, torch.float32),
+                                    (torch.float32, torch.float32)])
+def test_layer_norm_statistics_have_atens_dtype(dtypes, metrics):
+    """native_layer_norm's mean and rstd take aten's dtype: the input's, f32 for a 16-bit
+    input with f32 parameters (HAL computes them in f32 either way); the backward reads 16-bit
+    statistics natively."""
+    x_dtype, p_dtype = dtypes
+    x = rand(3, 4, 8, seed=31, dtype=x_dtype)
+    w = rand(8, seed=32, dtype=p_dtype) if p_dtype else None
+    b = rand(8, seed=33, dtype=p_dtype) if p_dtype else None
+    on_cpu = torch.native_layer_norm(x, (8,), w, b, 1e-5)
+    on_hal = torch.native_layer_norm(x.to("hal"), (8,), *(t.to("hal") if t is not None else None
+                                                          for t in (w, b)), 1e-5)
+    assert [t.dtype for t in on_hal] == [t.dtype for t in on_cpu]
+    ref = F.layer_norm(x.double(), (8,), *(t.double() if t is not None else None
+                                           for t in (w, b)))
+    close(on_hal[0], ref, x_dtype)
+    xh = x.to("hal").requires_grad_()
+    F.layer_norm(xh, (8,), *(t.to("hal") if t is not None else None for t in (w, b))).sum() \
+        .backward()
+    xd = x.double().requires_grad_()
+    F.layer_norm(xd, (8,), *(t.double() if t is not None else None for t in (w, b))).sum() \
+        .backward()
+    close(xh.grad, xd.grad, x_dtype, scale=4)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    assert "aten::native_layer_norm_backward" in native
+
+
+def test_bfloat16_trunc_division_truncates_the_exact_quotient(metrics):
+    """div(rounding_mode="trunc") and fmod in bfloat16 on HAL truncate the exact quotient
+    (float32 arithmetic, as CUDA's kernels do). The CPU rounds the quotient to bfloat16 first:
+    -3.890625 / -0.216796875 = 17.946 becomes 18.0 there; trunc gives 17."""
+    x = torch.tensor([-3.890625, 7.0, -8.5, 5.0], dtype=torch.bfloat16)
+    y = torch.tensor([-0.216796875, 0.5, 4.625, 3.0], dtype=torch.bfloat16)
+    exact = torch.div(x.double(), y.double(), rounding_mode="trunc")
+    got = torch.div(x.to("hal"), y.to("hal"), rounding_mode="trunc")
+    assert torch.equal(got.cpu().double(), exact)
+    assert torch.div(x, y, rounding_mode="trunc")[0] == 18  # the CPU's double rounding
+    torch.testing.assert_close(torch.fmod(x.to("hal"), y.to("hal")).cpu().double(),
+                               torch.fmod(x.double(), y.double()), atol=2e-2, rtol=8e-3)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
