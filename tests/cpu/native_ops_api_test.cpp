@@ -1034,9 +1034,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
-    "cpu.native cross-entropy's mean over many rows is within an ulp of float64",
-    "[cpu][api][ops][native]") {
+TEST_CASE("cpu.native cross-entropy's mean over many rows is within an ulp of float64",
+          "[cpu][api][ops][native]") {
   // The mean was once summed in f32 in row order: its error grew with the rows (7.6e-7
   // relative over 1024 rows of a GPT batch, 100x PyTorch's), enough to dominate the loss a
   // training run reports. Summed in f64 it is the rows' own rounding.
@@ -1067,7 +1066,7 @@ TEST_CASE(
   }
   const double reference = total / static_cast<double>(rows);
   INFO("loss " << native.loss[0] << " float64 " << reference << ": "
-                << std::abs(native.loss[0] - reference) / reference / FLT_EPSILON << " ulp");
+               << std::abs(native.loss[0] - reference) / reference / FLT_EPSILON << " ulp");
   CHECK(std::abs(native.loss[0] - reference) <= FLT_EPSILON * reference);
 }
 

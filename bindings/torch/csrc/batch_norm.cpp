@@ -105,16 +105,19 @@ std::string run_forward(const at::Tensor& input, const at::Tensor& weight, const
   std::string why;
   const Plan* plan = plan_or_reason(device, desc, why);
   if (plan == nullptr) return why;
-  const bool running = training ? update : true;
+  const bool running = training ? update : true;  // running stats read or updated
   hal_op_scalar_t momentum_scalar{};
   momentum_scalar.f64 = momentum;
-  execute(device, *plan,
-          {operand(input), operand(weight), operand(bias), running ? operand(running_mean) : nullptr,
-           running ? operand(running_var) : nullptr, operand(out.y),
-           training ? operand(out.saved_mean) : nullptr,
-           training ? operand(out.saved_rstd) : nullptr},
-          "batch_norm", update ? std::initializer_list<hal_op_scalar_t>{momentum_scalar}
-                               : std::initializer_list<hal_op_scalar_t>{});
+  void* const operands[] = {operand(input),
+                            operand(weight),
+                            operand(bias),
+                            running ? operand(running_mean) : nullptr,
+                            running ? operand(running_var) : nullptr,
+                            operand(out.y),
+                            training ? operand(out.saved_mean) : nullptr,
+                            training ? operand(out.saved_rstd) : nullptr};
+  execute(device, *plan, operands,
+          std::span<const hal_op_scalar_t>(&momentum_scalar, update ? 1 : 0), "batch_norm");
   return "";
 }
 
@@ -124,10 +127,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(
     const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
   static OpCounter& counter = op_counter("aten::native_batch_norm");
   Forward f;
-  const std::string why =
-      run_forward(input, defined_or_empty(weight), defined_or_empty(bias),
-                  defined_or_empty(running_mean), defined_or_empty(running_var), training,
-                  momentum, eps, f);
+  const std::string why = run_forward(input, defined_or_empty(weight), defined_or_empty(bias),
+                                      defined_or_empty(running_mean), defined_or_empty(running_var),
+                                      training, momentum, eps, f);
   if (!why.empty()) {
     return HAL_FALLBACK(at::_ops::native_batch_norm, why, input, weight, bias, running_mean,
                         running_var, training, momentum, eps);
@@ -142,12 +144,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_legit(
     bool training, double momentum, double eps) {
   static OpCounter& counter = op_counter("aten::_native_batch_norm_legit");
   Forward f;
-  const std::string why =
-      run_forward(input, defined_or_empty(weight), defined_or_empty(bias), running_mean,
-                  running_var, training, momentum, eps, f);
+  const std::string why = run_forward(input, defined_or_empty(weight), defined_or_empty(bias),
+                                      running_mean, running_var, training, momentum, eps, f);
   if (!why.empty()) {
-    return HAL_FALLBACK(at::_ops::_native_batch_norm_legit, why, input, weight, bias,
-                        running_mean, running_var, training, momentum, eps);
+    return HAL_FALLBACK(at::_ops::_native_batch_norm_legit, why, input, weight, bias, running_mean,
+                        running_var, training, momentum, eps);
   }
   ++counter.native;
   return {f.y, f.saved_mean, f.saved_rstd};
@@ -169,8 +170,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_legit_no_stats(
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
-    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight_opt,
-    const std::optional<at::Tensor>& running_mean_opt,
+    const at::Tensor& grad_out, const at::Tensor& input,
+    const std::optional<at::Tensor>& weight_opt, const std::optional<at::Tensor>& running_mean_opt,
     const std::optional<at::Tensor>& running_var_opt,
     const std::optional<at::Tensor>& save_mean_opt,
     const std::optional<at::Tensor>& save_invstd_opt, bool train, double eps,
@@ -182,8 +183,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
   at::Tensor save_mean = defined_or_empty(save_mean_opt);
   at::Tensor save_rstd = defined_or_empty(save_invstd_opt);
   std::string why = "tensors on more than one device";
-  if (on_input_device(input, {&grad_out, &weight, &running_mean, &running_var, &save_mean,
-                              &save_rstd})) {
+  if (on_input_device(input,
+                      {&grad_out, &weight, &running_mean, &running_var, &save_mean, &save_rstd})) {
     why.clear();
     if (input.dim() < 2) why = "an input of rank < 2";
     for (const at::Tensor* t : {&grad_out, &input, &weight, &running_mean, &running_var}) {
@@ -218,8 +219,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
     const int64_t channels = input.size(1);
     // HAL writes grad_x always, and grad_scale/grad_shift only when asked.
     at::Tensor grad_input = at::empty_like(input);
-    const at::TensorOptions param_options =
-        weight.defined() ? weight.options() : input.options();
+    const at::TensorOptions param_options = weight.defined() ? weight.options() : input.options();
     at::Tensor grad_weight, grad_bias;
     if (output_mask[1]) grad_weight = at::empty({channels}, param_options);
     if (output_mask[2]) grad_bias = at::empty({channels}, param_options);
@@ -251,8 +251,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
     }
   }
   return HAL_FALLBACK(at::_ops::native_batch_norm_backward, why, grad_out, input, weight_opt,
-                      running_mean_opt, running_var_opt, save_mean_opt, save_invstd_opt, train,
-                      eps, output_mask);
+                      running_mean_opt, running_var_opt, save_mean_opt, save_invstd_opt, train, eps,
+                      output_mask);
 }
 
 }  // namespace

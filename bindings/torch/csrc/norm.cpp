@@ -373,9 +373,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
   // parameters (its "mixed type"); HAL computes them in f32 either way.
   const bool reduced = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16;
   const at::Tensor& param = gamma.defined() ? gamma : beta;
-  const at::ScalarType stats =
-      reduced && param.defined() && param.scalar_type() == at::kFloat ? at::kFloat
-                                                                      : input.scalar_type();
+  const at::ScalarType stats = reduced && param.defined() && param.scalar_type() == at::kFloat
+                                   ? at::kFloat
+                                   : input.scalar_type();
   return {f.y, stats_view(f.mean.to(stats), input, normalized_shape.size()),
           stats_view(f.rstd.to(stats), input, normalized_shape.size())};
 }
@@ -397,8 +397,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   NormBackward r;
   const std::string why = run_norm_backward(
       HAL_NORM_LAYERNORM, grad_out, input, normalized_shape.size(), as_f32(mean), as_f32(rstd),
-      gamma, has_beta,
-      output_mask[1] && gamma.defined(), output_mask[2] && has_beta, r,
+      gamma, has_beta, output_mask[1] && gamma.defined(), output_mask[2] && has_beta, r,
       has_beta ? bias->sizes() : at::IntArrayRef(), has_beta ? bias->scalar_type() : at::kFloat);
   if (!why.empty()) {
     return HAL_FALLBACK_SYMINT(at::_ops::native_layer_norm_backward, why, grad_out, input,

