@@ -97,7 +97,7 @@ def test_gpt_trains_as_on_the_cpu():
 def resnet_losses(device: str, model, steps: int, batch: int, dtype=torch.float32,
                   lr: float = 0.05, learnable: bool = False, nudge: float = 0.0):
     """SGD with momentum on random images: random labels, or with |learnable| ten classes
-    that differ by a faint fixed pattern per class (signal 0.1 of the noise per pixel:
+    that differ by a faint fixed pattern per class (signal 0.3 of the noise per pixel:
     something to learn over a long run without reaching zero loss in a few steps). |nudge|
     scales every initial weight by (1 + nudge * noise): a twin run."""
     model = copy.deepcopy(model)
@@ -115,7 +115,7 @@ def resnet_losses(device: str, model, steps: int, batch: int, dtype=torch.float3
         x = torch.randn(batch, 3, 32, 32, generator=g)
         y = torch.randint(0, 10, (batch,), generator=g)
         if learnable:
-            x = x + 0.1 * patterns[y]
+            x = x + 0.3 * patterns[y]
         x = x.to(dtype)
         loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))
         opt.zero_grad(set_to_none=True)
