@@ -199,7 +199,8 @@ def within_float32s_own_error(name: str, on_hal, on_cpu32, on_f64, multiple=10.0
         worst = max(worst, (abs(h - r) - atol * (1 + abs(r))) / own if own > 0 else 0.0)
     print(f"{name}: {len(on_hal)} steps, loss {on_f64[0]:.4f} -> {on_f64[-1]:.4f}; |hal - f64| "
           f"{abs(on_hal[-1] - on_f64[-1]):.2e}, |cpu f32 - f64| "
-          f"{abs(on_cpu32[-1] - on_f64[-1]):.2e} at the end; HAL needed {worst:.2f}x of CPU float32's error (bound {multiple}x)")
+          f"{abs(on_cpu32[-1] - on_f64[-1]):.2e} at the end; HAL needed {worst:.2f}x of CPU "
+          f"float32's error (bound {multiple}x)")
 
 
 @pytest.mark.skipif(not LONG, reason="the slow tier (HAL_TORCH_LONG=1)")
@@ -244,7 +245,8 @@ def test_resnet18_200_steps_learning_curve_within_a_twins_spread():
     hal_w, cpu_w, twin_w = windows(on_hal), windows(on_cpu), windows(twin)
     spread = max(abs(a - b) for a, b in zip(twin_w, cpu_w))
     print(f"resnet18 windows: hal {[round(v, 3) for v in hal_w]}\n"
-          f"  cpu {[round(v, 3) for v in cpu_w]}\n  twin {[round(v, 3) for v in twin_w]}; twin spread {spread:.3f}")
+          f"  cpu {[round(v, 3) for v in cpu_w]}\n"
+          f"  twin {[round(v, 3) for v in twin_w]}; twin spread {spread:.3f}")
     for i, (h, c) in enumerate(zip(hal_w, cpu_w)):
         assert abs(h - c) <= 3 * spread + 0.05, f"window {i}: hal {h:.4f} cpu {c:.4f}"
     assert cpu_w[-1] < cpu_w[0] - 0.3 and hal_w[-1] < hal_w[0] - 0.3  # both learn
