@@ -20,8 +20,8 @@ step
     E32(step) = max over s <= step of |loss_cpu_f32(s) - loss_f64(s)|,
 
 so HAL's float32 error may be a small multiple of what float32 arithmetic costs the CPU on the
-same trajectory (measured: HAL needs 4.1x of it with that atol; the atol is the reported
-loss's own rounding, HAL's cross-entropy sums 1024 terms in another order, 4 ulp at step 1).
+same trajectory (measured: HAL needed 4.1x and 5.8x of it in two runs; the atol is the reported
+loss's own rounding: HAL's cross-entropy once summed its 1024 rows in f32, 4 ulp at step 1).
 An op with an error well above float32's rounding (a 1e-3 relative error anywhere in the
 step) breaks the bound within a few steps.
 """
