@@ -104,6 +104,10 @@ size_t descriptor_size(hal_op_kind_t kind) {
       return sizeof(hal_op_cat_desc_t);
     case HAL_OP_FILL:
       return sizeof(hal_op_fill_desc_t);
+    case HAL_OP_PAGED_KV_APPEND:
+      return sizeof(hal_op_paged_kv_append_desc_t);
+    case HAL_OP_PAGED_ATTENTION:
+      return sizeof(hal_op_paged_attention_desc_t);
     default:
       return 0;
   }
@@ -175,6 +179,10 @@ hal_result_t describe(const hal_op_header_t* desc, OpSignature* out_signature,
     case HAL_OP_CAT:
     case HAL_OP_FILL:
       describe_family = describe_indexing_family;
+      break;
+    case HAL_OP_PAGED_KV_APPEND:
+    case HAL_OP_PAGED_ATTENTION:
+      describe_family = describe_paged_family;
       break;
     default:
       *message = "desc->kind " + std::to_string(static_cast<uint32_t>(desc->kind)) +
