@@ -369,8 +369,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
                                weight, bias, eps);
   }
   ++counter.native;
-  return {f.y, stats_view(f.mean, input, normalized_shape.size()),
-          stats_view(f.rstd, input, normalized_shape.size())};
+  // aten's dtype for the statistics: the input's, except f32 when a 16-bit input has f32
+  // parameters (its "mixed type"); HAL computes them in f32 either way.
+  const bool reduced = input.scalar_type() == at::kHalf || input.scalar_type() == at::kBFloat16;
+  const at::Tensor& param = gamma.defined() ? gamma : beta;
+  const at::ScalarType stats = reduced && param.defined() && param.scalar_type() == at::kFloat
+                                   ? at::kFloat
+                                   : input.scalar_type();
+  return {f.y, stats_view(f.mean.to(stats), input, normalized_shape.size()),
+          stats_view(f.rstd.to(stats), input, normalized_shape.size())};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
@@ -381,10 +388,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   const c10::IntArrayRef normalized_shape = C10_AS_INTARRAYREF_SLOW(normalized_shape_sym);
   const at::Tensor gamma = weight.has_value() ? *weight : at::Tensor();
   const bool has_beta = bias.has_value() && bias->defined();
+  // 16-bit statistics (aten's dtype for a 16-bit input with 16-bit parameters) are read in f32.
+  const auto as_f32 = [](const at::Tensor& t) {
+    return t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16)
+               ? t.to(at::kFloat)
+               : t;
+  };
   NormBackward r;
   const std::string why = run_norm_backward(
-      HAL_NORM_LAYERNORM, grad_out, input, normalized_shape.size(), mean, rstd, gamma, has_beta,
-      output_mask[1] && gamma.defined(), output_mask[2] && has_beta, r,
+      HAL_NORM_LAYERNORM, grad_out, input, normalized_shape.size(), as_f32(mean), as_f32(rstd),
+      gamma, has_beta, output_mask[1] && gamma.defined(), output_mask[2] && has_beta, r,
       has_beta ? bias->sizes() : at::IntArrayRef(), has_beta ? bias->scalar_type() : at::kFloat);
   if (!why.empty()) {
     return HAL_FALLBACK_SYMINT(at::_ops::native_layer_norm_backward, why, grad_out, input,

@@ -286,3 +286,145 @@ def test_convolution_hal_declines_falls_back(metrics):
     torch.testing.assert_close(got.cpu(), F.conv2d(x, w, padding=1))
     native, fell = native_and_fallback(metrics())
     assert "aten::convolution" in fell and "aten::convolution_overrideable" not in native
+
+
+def grads_against_float64(fn, leaves, seed):
+    """fn on hal (float32 leaves) and on the CPU in float64: outputs and every leaf's gradient
+    for the same random grad_output. Returns (got, ref, hal leaves, float64 leaves)."""
+    ref_leaves = [t.double().requires_grad_() for t in leaves]
+    hal_leaves = [t.to("hal").requires_grad_() for t in leaves]
+    ref, got = fn(*ref_leaves), fn(*hal_leaves)
+    gy = rand(*ref.shape, seed=seed)
+    ref.backward(gy.double())
+    got.backward(gy.to("hal"))
+    return got, ref.detach(), hal_leaves, ref_leaves
+
+
+@pytest.mark.parametrize("case", ["training", "training_running_stats", "inference",
+                                  "channels_last", "batch_norm_1d_no_affine"])
+def test_batch_norm_with_backward(case, metrics):
+    """native_batch_norm and its backward on HAL_OP_BATCH_NORM(_BACKWARD) against the CPU's
+    float64 batch norm: batch statistics, the running statistics' update (unbiased variance,
+    momentum), inference from running statistics, a channels_last input, no scale/shift."""
+    x = rand(4, 6, 5, 7, seed=21) * 3 + 1 if case != "batch_norm_1d_no_affine" else rand(5, 3)
+    if case == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    c = x.shape[1]
+    affine = case != "batch_norm_1d_no_affine"
+    leaves = [x] + ([rand(c, seed=22), rand(c, seed=23)] if affine else [])
+    running = {dev: (rand(c, seed=24).to(dev, dt), (rand(c, seed=25).abs() + 0.5).to(dev, dt))
+               for dev, dt in (("hal", torch.float32), ("cpu", torch.float64))}
+    training = case != "inference"
+
+    def run(x, w=None, b=None):
+        dev = "hal" if x.device.type == "hal" else "cpu"
+        stats = running[dev] if case in ("training_running_stats", "inference") else (None, None)
+        return F.batch_norm(x, stats[0], stats[1], w, b, training, 0.3, 1e-5)
+
+    got, ref, hal_leaves, ref_leaves = grads_against_float64(run, leaves, seed=26)
+    close(got, ref, scale=5)
+    for h, r in zip(hal_leaves, ref_leaves):
+        close(h.grad, r.grad, scale=5)
+    for h, r in zip(running["hal"], running["cpu"]):
+        close(h, r)  # updated in place by the training case, untouched by the others
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    assert {"aten::native_batch_norm", "aten::native_batch_norm_backward"} <= native
+
+
+@pytest.mark.parametrize("case", ["max", "max_ceil_dilated_unbatched", "max_channels_last",
+                                  "avg", "avg_ceil_exclude_pad", "avg_divisor", "adaptive",
+                                  "adaptive_channels_last"])
+def test_pooling_with_backward(case, metrics):
+    """max_pool2d_with_indices, avg_pool2d, _adaptive_avg_pool2d and their backwards on
+    HAL_OP_POOLING(_BACKWARD) against the CPU in float64 (max pooling's indices exactly)."""
+    fn, op = {
+        "max": (lambda x: F.max_pool2d(x, 3, 2, 1), "max_pool2d_with_indices"),
+        "max_ceil_dilated_unbatched": (lambda x: F.max_pool2d(x[0], 3, 2, 1, dilation=2,
+                                                              ceil_mode=True),
+                                       "max_pool2d_with_indices"),
+        "max_channels_last": (lambda x: F.max_pool2d(x, (2, 3), (1, 2)),
+                              "max_pool2d_with_indices"),
+        "avg": (lambda x: F.avg_pool2d(x, 3, 2, 1), "avg_pool2d"),
+        "avg_ceil_exclude_pad": (lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
+                                                        count_include_pad=False), "avg_pool2d"),
+        "avg_divisor": (lambda x: F.avg_pool2d(x, (2, 3), divisor_override=5), "avg_pool2d"),
+        "adaptive": (lambda x: F.adaptive_avg_pool2d(x, (4, 5)), "_adaptive_avg_pool2d"),
+        # (F.adaptive_avg_pool2d to 1 x 1 is aten's mean, not this op)
+        "adaptive_channels_last": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)),
+                                   "_adaptive_avg_pool2d"),
+    }[case]
+    x = rand(2, 5, 9, 11, seed=27)
+    if "channels_last" in case:
+        x = x.contiguous(memory_format=torch.channels_last)
+    got, ref, hal_leaves, ref_leaves = grads_against_float64(fn, [x], seed=28)
+    close(got, ref)
+    close(hal_leaves[0].grad, ref_leaves[0].grad)
+    if op == "max_pool2d_with_indices":
+        _, hal_indices = F.max_pool2d(x.to("hal"), 3, 2, 1, return_indices=True)
+        _, cpu_indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+        assert torch.equal(hal_indices.cpu(), cpu_indices)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    assert {f"aten::{op}", f"aten::{op}_backward"} <= native
+
+
+def test_batch_norm_and_pooling_hal_declines_fall_back(metrics):
+    """float64 and a momentum outside [0, 1] are not HAL's: aten's CPU kernels run, counted."""
+    x = rand(3, 2, 4, 4, seed=29).double()
+    torch.testing.assert_close(F.max_pool2d(x.to("hal"), 2).cpu(), F.max_pool2d(x, 2))
+    xf = x.float()
+    rm_h, rv_h, rm_c, rv_c = torch.zeros(2, device="hal"), torch.ones(2, device="hal"), \
+        torch.zeros(2), torch.ones(2)
+    got = F.batch_norm(xf.to("hal"), rm_h, rv_h, training=True, momentum=1.5)
+    torch.testing.assert_close(got.cpu(), F.batch_norm(xf, rm_c, rv_c, training=True,
+                                                       momentum=1.5))
+    torch.testing.assert_close(rm_h.cpu(), rm_c)
+    native, fell = native_and_fallback(metrics())
+    assert {"aten::max_pool2d_with_indices", "aten::native_batch_norm"} <= fell
+
+
+@pytest.mark.parametrize("dtypes", [(torch.bfloat16, torch.bfloat16), (torch.bfloat16, None),
+                                    (torch.bfloat16, torch.float32), (torch.float16, torch.float32),
+                                    (torch.float32, torch.float32)])
+def test_layer_norm_statistics_have_atens_dtype(dtypes, metrics):
+    """native_layer_norm's mean and rstd take aten's dtype: the input's, f32 for a 16-bit
+    input with f32 parameters (HAL computes them in f32 either way); the backward reads 16-bit
+    statistics natively."""
+    x_dtype, p_dtype = dtypes
+    x = rand(3, 4, 8, seed=31, dtype=x_dtype)
+    w = rand(8, seed=32, dtype=p_dtype) if p_dtype else None
+    b = rand(8, seed=33, dtype=p_dtype) if p_dtype else None
+    on_cpu = torch.native_layer_norm(x, (8,), w, b, 1e-5)
+    on_hal = torch.native_layer_norm(x.to("hal"), (8,), *(t.to("hal") if t is not None else None
+                                                          for t in (w, b)), 1e-5)
+    assert [t.dtype for t in on_hal] == [t.dtype for t in on_cpu]
+    ref = F.layer_norm(x.double(), (8,), *(t.double() if t is not None else None
+                                           for t in (w, b)))
+    close(on_hal[0], ref, x_dtype)
+    xh = x.to("hal").requires_grad_()
+    F.layer_norm(xh, (8,), *(t.to("hal") if t is not None else None for t in (w, b))).sum() \
+        .backward()
+    xd = x.double().requires_grad_()
+    F.layer_norm(xd, (8,), *(t.double() if t is not None else None for t in (w, b))).sum() \
+        .backward()
+    close(xh.grad, xd.grad, x_dtype, scale=4)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    assert "aten::native_layer_norm_backward" in native
+
+
+def test_bfloat16_trunc_division_truncates_the_exact_quotient(metrics):
+    """div(rounding_mode="trunc") and fmod in bfloat16 on HAL truncate the exact quotient
+    (float32 arithmetic, as CUDA's kernels do). The CPU rounds the quotient to bfloat16 first:
+    -3.890625 / -0.216796875 = 17.946 becomes 18.0 there; trunc gives 17."""
+    x = torch.tensor([-3.890625, 7.0, -8.5, 5.0], dtype=torch.bfloat16)
+    y = torch.tensor([-0.216796875, 0.5, 4.625, 3.0], dtype=torch.bfloat16)
+    exact = torch.div(x.double(), y.double(), rounding_mode="trunc")
+    got = torch.div(x.to("hal"), y.to("hal"), rounding_mode="trunc")
+    assert torch.equal(got.cpu().double(), exact)
+    assert torch.div(x, y, rounding_mode="trunc")[0] == 18  # the CPU's double rounding
+    torch.testing.assert_close(torch.fmod(x.to("hal"), y.to("hal")).cpu().double(),
+                               torch.fmod(x.double(), y.double()), atol=2e-2, rtol=8e-3)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
