@@ -104,6 +104,14 @@ size_t descriptor_size(hal_op_kind_t kind) {
       return sizeof(hal_op_cat_desc_t);
     case HAL_OP_FILL:
       return sizeof(hal_op_fill_desc_t);
+    case HAL_OP_QUANTIZE:
+    case HAL_OP_DEQUANTIZE:
+      return sizeof(hal_op_quantize_desc_t);
+    case HAL_OP_SCALED_MATMUL:
+      return sizeof(hal_op_scaled_matmul_desc_t);
+    case HAL_OP_FAKE_QUANTIZE:
+    case HAL_OP_FAKE_QUANTIZE_BACKWARD:
+      return sizeof(hal_op_fake_quantize_desc_t);
     default:
       return 0;
   }
@@ -175,6 +183,13 @@ hal_result_t describe(const hal_op_header_t* desc, OpSignature* out_signature,
     case HAL_OP_CAT:
     case HAL_OP_FILL:
       describe_family = describe_indexing_family;
+      break;
+    case HAL_OP_QUANTIZE:
+    case HAL_OP_DEQUANTIZE:
+    case HAL_OP_SCALED_MATMUL:
+    case HAL_OP_FAKE_QUANTIZE:
+    case HAL_OP_FAKE_QUANTIZE_BACKWARD:
+      describe_family = describe_lowp_family;
       break;
     default:
       *message = "desc->kind " + std::to_string(static_cast<uint32_t>(desc->kind)) +
