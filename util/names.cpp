@@ -38,10 +38,14 @@ constexpr EnumName kMemoryKind[] = {
 };
 
 constexpr EnumName kDtype[] = {
-    {HAL_DTYPE_F32, "HAL_DTYPE_F32", "f32"},    {HAL_DTYPE_F16, "HAL_DTYPE_F16", "f16"},
-    {HAL_DTYPE_BF16, "HAL_DTYPE_BF16", "bf16"}, {HAL_DTYPE_F64, "HAL_DTYPE_F64", "f64"},
-    {HAL_DTYPE_I32, "HAL_DTYPE_I32", "i32"},    {HAL_DTYPE_I64, "HAL_DTYPE_I64", "i64"},
-    {HAL_DTYPE_I8, "HAL_DTYPE_I8", "i8"},       {HAL_DTYPE_U8, "HAL_DTYPE_U8", "u8"},
+    {HAL_DTYPE_F32, "HAL_DTYPE_F32", "f32"},
+    {HAL_DTYPE_F16, "HAL_DTYPE_F16", "f16"},
+    {HAL_DTYPE_BF16, "HAL_DTYPE_BF16", "bf16"},
+    {HAL_DTYPE_F64, "HAL_DTYPE_F64", "f64"},
+    {HAL_DTYPE_I32, "HAL_DTYPE_I32", "i32"},
+    {HAL_DTYPE_I64, "HAL_DTYPE_I64", "i64"},
+    {HAL_DTYPE_I8, "HAL_DTYPE_I8", "i8"},
+    {HAL_DTYPE_U8, "HAL_DTYPE_U8", "u8"},
     {HAL_DTYPE_BOOL, "HAL_DTYPE_BOOL", "bool"},
     {HAL_DTYPE_F8_E4M3, "HAL_DTYPE_F8_E4M3", "f8_e4m3"},
     {HAL_DTYPE_F8_E5M2, "HAL_DTYPE_F8_E5M2", "f8_e5m2"},

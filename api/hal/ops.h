@@ -1075,9 +1075,9 @@ typedef struct hal_op_fake_quantize_desc {
   hal_dtype_t qdtype; /* HAL_DTYPE_I8, F8_E4M3 or F8_E5M2 */
   uint32_t flags;     /* hal_fake_quantize_flag_bits_t; backward only */
   hal_quant_blocks_t blocks;
-  float grad_scale_factor; /* backward with GRAD_SCALE: finite (LSQ's g = 1/sqrt(n qmax)) */
-  uint32_t reserved;       /* 0 */
-  hal_tensor_desc_t x, scale, y;               /* y: forward only */
+  float grad_scale_factor;       /* backward with GRAD_SCALE: finite (LSQ's g = 1/sqrt(n qmax)) */
+  uint32_t reserved;             /* 0 */
+  hal_tensor_desc_t x, scale, y; /* y: forward only */
   hal_tensor_desc_t grad_y, grad_x, grad_scale; /* backward only */
 } hal_op_fake_quantize_desc_t;
 

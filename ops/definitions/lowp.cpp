@@ -36,8 +36,7 @@ std::string check_scale(const char* scale_name, const hal_tensor_desc_t& scale,
            tensor_name + "'s " + text(cols) + " columns (its last dimension)";
   }
   const uint32_t rank = batch > 0 ? 3 : 2;
-  if (std::string problem = check_tensor(scale_name, scale, kF32Only, rank, rank);
-      !problem.empty())
+  if (std::string problem = check_tensor(scale_name, scale, kF32Only, rank, rank); !problem.empty())
     return problem;
   const int64_t want[3] = {batch, grid.block_rows_count, grid.block_cols_count};
   const int64_t* expected = batch > 0 ? want : want + 1;
@@ -127,8 +126,8 @@ hal_result_t describe_scaled_matmul(const hal_op_scaled_matmul_desc_t& desc, OpS
   const int64_t n = desc.b.shape[b_rank - 2];
   if (desc.b.shape[b_rank - 1] != k) {
     *message = "b " + describe_tensor(desc.b) + " must have k = " + text(k) +
-               " (a's last dimension) as its last dimension: b is [" +
-               (grouped ? "groups, " : "") + "n, k]";
+               " (a's last dimension) as its last dimension: b is [" + (grouped ? "groups, " : "") +
+               "n, k]";
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   if (grouped && desc.b.shape[0] != static_cast<int64_t>(desc.groups)) {
@@ -152,9 +151,11 @@ hal_result_t describe_scaled_matmul(const hal_op_scaled_matmul_desc_t& desc, OpS
   }
   // 128 x 128 x 131071 < 2^31: an int8 chunk's i32 sum cannot overflow.
   if (a_int8 && std::min(a_chunk, b_chunk) > kMaxInt8Chunk) {
-    *message = "the k chunk (the smaller of desc->a_blocks.cols and desc->b_blocks.cols, 0 = k) "
-               "is " + text(std::min(a_chunk, b_chunk)) + "; int8 operands take at most " +
-               text(kMaxInt8Chunk) + " so its i32 sum cannot overflow";
+    *message =
+        "the k chunk (the smaller of desc->a_blocks.cols and desc->b_blocks.cols, 0 = k) "
+        "is " +
+        text(std::min(a_chunk, b_chunk)) + "; int8 operands take at most " + text(kMaxInt8Chunk) +
+        " so its i32 sum cannot overflow";
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   add_operand(*out, "a", Role::kInput, desc.a);
@@ -180,8 +181,8 @@ hal_result_t describe_scaled_matmul(const hal_op_scaled_matmul_desc_t& desc, OpS
 hal_result_t describe_fake_quantize(const hal_op_fake_quantize_desc_t& desc, bool backward,
                                     OpSignature* out, std::string* message) {
   if ((kQuantizedDtypes & dtype_bit(desc.qdtype)) == 0) {
-    *message = "desc->qdtype " + text(desc.qdtype) +
-               " is not a quantized dtype: it takes " + describe_dtypes(kQuantizedDtypes);
+    *message = "desc->qdtype " + text(desc.qdtype) + " is not a quantized dtype: it takes " +
+               describe_dtypes(kQuantizedDtypes);
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   const uint32_t known = backward ? static_cast<uint32_t>(HAL_FAKE_QUANTIZE_GRAD_SCALE) : 0u;

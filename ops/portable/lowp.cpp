@@ -72,7 +72,10 @@ class QuantizePlan final : public PlannedOp {
  public:
   QuantizePlan(hal_kernel_t scales, hal_kernel_t apply, const hal_op_quantize_desc_t& desc,
                MatrixViews views, bool dequantize)
-      : scales_(scales), apply_(apply), desc_(desc), views_(std::move(views)),
+      : scales_(scales),
+        apply_(apply),
+        desc_(desc),
+        views_(std::move(views)),
         dequantize_(dequantize) {}
 
   hal_result_t execute(const ExecContext& context) const override {
@@ -254,13 +257,12 @@ class FakeQuantize final : public Implementation {
     const auto& desc = *reinterpret_cast<const hal_op_fake_quantize_desc_t*>(request.desc);
     const bool backward = desc.header.kind == HAL_OP_FAKE_QUANTIZE_BACKWARD;
     MatrixViews views;
-    const bool merged = backward ? matrix_views({&desc.x, &desc.grad_y, &desc.grad_x}, &views,
-                                                decline)
-                                 : matrix_views({&desc.x, &desc.y}, &views, decline);
+    const bool merged = backward
+                            ? matrix_views({&desc.x, &desc.grad_y, &desc.grad_x}, &views, decline)
+                            : matrix_views({&desc.x, &desc.y}, &views, decline);
     if (!merged) return nullptr;
     hal_kernel_t elements = portable_kernel(
-        request, kSource, backward ? "fake_quantize_backward_x" : "fake_quantize_forward",
-        decline);
+        request, kSource, backward ? "fake_quantize_backward_x" : "fake_quantize_forward", decline);
     if (elements == nullptr) return nullptr;
     hal_kernel_t grad_scale = nullptr;
     if (backward && (desc.flags & HAL_FAKE_QUANTIZE_GRAD_SCALE) != 0) {

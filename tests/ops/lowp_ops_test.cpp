@@ -363,8 +363,8 @@ TEST_CASE("cast: fp8 to and from f64, i32 and bf16", "[lowp][cast]") {
     for (int c = 0; c < 256; ++c) {
       INFO("code " << c);
       const double v = fp8_value(static_cast<uint8_t>(c), fp8);
-      const double truncated = std::isnan(v) ? 0.0
-                               : v >= 2147483647.0 ? 2147483647.0
+      const double truncated = std::isnan(v)        ? 0.0
+                               : v >= 2147483647.0  ? 2147483647.0
                                : v <= -2147483648.0 ? -2147483648.0
                                                     : std::trunc(v);
       CHECK(ints_back[c] == static_cast<int32_t>(truncated));
@@ -384,8 +384,11 @@ TEST_CASE("quantize and dequantize per tensor, row, column and in DeepGEMM's blo
     int64_t rows, cols;
     Blocks blocks;
   };
-  const Case cases[] = {{6, 40, {0, 0}},    {6, 40, {1, 0}},   {6, 40, {0, 1}},
-                        {4, 256, {1, 128}}, {256, 256, {128, 128}}};
+  const Case cases[] = {{6, 40, {0, 0}},
+                        {6, 40, {1, 0}},
+                        {6, 40, {0, 1}},
+                        {4, 256, {1, 128}},
+                        {256, 256, {128, 128}}};
   for (hal_dtype_t qdtype : {HAL_DTYPE_I8, HAL_DTYPE_F8_E4M3, HAL_DTYPE_F8_E5M2}) {
     for (const Case& test : cases) {
       INFO(name_of(qdtype) << " [" << test.rows << ", " << test.cols << "] blocks "
@@ -442,11 +445,10 @@ TEST_CASE("quantize and dequantize per tensor, row, column and in DeepGEMM's blo
           // A grid step: s for i8; for fp8 2^-mbits of |x|'s binade, at least
           // the subnormal step (2^-9, 2^-16) times s.
           const bool e4m3 = qdtype == HAL_DTYPE_F8_E4M3;
-          const double step =
-              qdtype == HAL_DTYPE_I8
-                  ? s
-                  : std::max(std::fabs(x[i]) * (e4m3 ? 0.125 : 0.25),
-                             std::ldexp(static_cast<double>(s), e4m3 ? -9 : -16));
+          const double step = qdtype == HAL_DTYPE_I8
+                                  ? s
+                                  : std::max(std::fabs(x[i]) * (e4m3 ? 0.125 : 0.25),
+                                             std::ldexp(static_cast<double>(s), e4m3 ? -9 : -16));
           wrong += std::fabs(static_cast<double>(y[i]) - x[i]) > step * 0.5 + 1e-6 * s;
         }
       CHECK(wrong == 0);
@@ -457,7 +459,12 @@ TEST_CASE("quantize and dequantize per tensor, row, column and in DeepGEMM's blo
 TEST_CASE("quantize with a given scale saturates, rounds half to even and keeps NaN",
           "[lowp][quantize]") {
   Session session;
-  const std::vector<float> x = {1000.0f, -1e9f, 2.5f, 3.5f, -2.5f, 0.5f,
+  const std::vector<float> x = {1000.0f,
+                                -1e9f,
+                                2.5f,
+                                3.5f,
+                                -2.5f,
+                                0.5f,
                                 std::numeric_limits<float>::infinity(),
                                 std::numeric_limits<float>::quiet_NaN()};
   for (hal_dtype_t qdtype : {HAL_DTYPE_I8, HAL_DTYPE_F8_E4M3, HAL_DTYPE_F8_E5M2}) {
@@ -484,8 +491,8 @@ TEST_CASE("quantize with a given scale saturates, rounds half to even and keeps 
       CHECK(static_cast<int8_t>(q[7]) == 0);  // NaN
     } else {
       CHECK(int(q[0] & 0x7f) == (qdtype == HAL_DTYPE_F8_E4M3 ? 0x7e : 0x7b));  // saturated
-      CHECK(int(q[6]) == (qdtype == HAL_DTYPE_F8_E4M3 ? 0x7e : 0x7b));  // +inf saturates too
-      CHECK(int(q[7] & 0x7f) == 0x7f);                                   // NaN stays NaN
+      CHECK(int(q[6]) == (qdtype == HAL_DTYPE_F8_E4M3 ? 0x7e : 0x7b));         // +inf saturates too
+      CHECK(int(q[7] & 0x7f) == 0x7f);                                         // NaN stays NaN
     }
   }
 }
@@ -561,16 +568,15 @@ void check_scaled_matmul(Session& session, const MatmulCase& test) {
       }
       double sum = 0.0, magnitude = 0.0;
       for (int64_t kk = 0; kk < k; ++kk) {
-        const double av = decode(a.q[r * k + kk], test.a_dtype) *
-                          a.scale[(r / abr) * a.scale_cols + kk / abc];
+        const double av =
+            decode(a.q[r * k + kk], test.a_dtype) * a.scale[(r / abr) * a.scale_cols + kk / abc];
         const int64_t brow = g * n + j;
         const double bv = decode(b.q[brow * k + kk], test.b_dtype) *
                           b.scale[(brow / bbr) * b.scale_cols + kk / bbc];
         sum += av * bv;
         magnitude += std::fabs(av * bv);
       }
-      const double tolerance =
-          (test.d_dtype == HAL_DTYPE_F32 ? 1e-5 : 8e-3) * magnitude + 1e-30;
+      const double tolerance = (test.d_dtype == HAL_DTYPE_F32 ? 1e-5 : 8e-3) * magnitude + 1e-30;
       if (std::fabs(got - sum) > tolerance) {
         if (wrong < 5) UNSCOPED_INFO("d[" << r << ", " << j << "] = " << got << ", want " << sum);
         ++wrong;
@@ -598,8 +604,8 @@ TEST_CASE("scaled matmul against dequantize-then-matmul in float64", "[lowp][mat
       {HAL_DTYPE_I8, HAL_DTYPE_I8, HAL_DTYPE_F32, 3, 5, 96, {1, 0}, {1, 32}, {}},
   };
   for (const MatmulCase& test : cases) {
-    INFO(name_of(test.a_dtype) << " x " << name_of(test.b_dtype) << " m=" << test.m << " n="
-                               << test.n << " k=" << test.k);
+    INFO(name_of(test.a_dtype) << " x " << name_of(test.b_dtype) << " m=" << test.m
+                               << " n=" << test.n << " k=" << test.k);
     check_scaled_matmul(session, test);
   }
 }
@@ -608,7 +614,14 @@ TEST_CASE("grouped scaled matmul over MoE expert segments", "[lowp][matmul]") {
   Session session;
   // Experts 0..3: rows 0..4, none, 5..11, 12..12; row 13 in no segment.
   const MatmulCase cases[] = {
-      {HAL_DTYPE_F8_E4M3, HAL_DTYPE_F8_E4M3, HAL_DTYPE_F32, 14, 128, 256, {1, 128}, {128, 128},
+      {HAL_DTYPE_F8_E4M3,
+       HAL_DTYPE_F8_E4M3,
+       HAL_DTYPE_F32,
+       14,
+       128,
+       256,
+       {1, 128},
+       {128, 128},
        {0, 5, 5, 12, 13}},
       {HAL_DTYPE_I8, HAL_DTYPE_I8, HAL_DTYPE_BF16, 14, 6, 40, {1, 0}, {1, 0}, {0, 5, 5, 12, 13}},
   };
@@ -618,8 +631,7 @@ TEST_CASE("grouped scaled matmul over MoE expert segments", "[lowp][matmul]") {
   }
 }
 
-TEST_CASE("fake quantize: forward on the grid, straight-through and LSQ gradients",
-          "[lowp][qat]") {
+TEST_CASE("fake quantize: forward on the grid, straight-through and LSQ gradients", "[lowp][qat]") {
   Session session;
   const int64_t rows = 4, cols = 33;
   const size_t count = static_cast<size_t>(rows * cols);
