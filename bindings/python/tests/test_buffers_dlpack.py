@@ -339,5 +339,5 @@ def test_fp8_buffers_travel_through_dlpack_as_torch_float8(dev):
         back = torch.from_dlpack(wrapped)
         assert back.dtype == torch_dtype
         assert torch.equal(back.view(torch.uint8), bits)
-    assert torch.from_dlpack(hal.from_dlpack(bits.view(torch.float8_e4m3fn), dev)).float().tolist() == [
-        1.0, -1.0, 448.0, 2.0 ** -9]
+    e4m3 = torch.from_dlpack(hal.from_dlpack(bits.view(torch.float8_e4m3fn), dev))
+    assert e4m3.float().tolist() == [1.0, -1.0, 448.0, 2.0**-9]
