@@ -1043,6 +1043,9 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
     case HAL_OP_FILL:
     case HAL_OP_CAT:
       return plan_native_math(header, decline);
+    case HAL_OP_QUANTIZE:
+    case HAL_OP_SCALED_MATMUL:
+      return plan_native_lowp(header, decline);
     default:
       decline.reason =
           "cpu.native serves unary, bias-activation backward, binary, reduce, softmax and "
