@@ -1,6 +1,6 @@
 // cpu.native's low-precision ops (SPEC.md §17.6.12) on dense tensors:
 // HAL_OP_SCALED_MATMUL (int8 rows dotted in i32 per k chunk; 8-bit floats
-// widened once per execution to f32 in the workspace, then dotted in f32)
+// widened once per execution to f32, then dotted in f32)
 // and HAL_OP_QUANTIZE (f32 x; block amax, then round to nearest even,
 // saturating). The dot loops are cloned per ISA. Work is split by the shape
 // alone, so every plan is deterministic. Other layouts and dtypes decline to
@@ -133,13 +133,10 @@ std::unique_ptr<OpPlan> plan_scaled_matmul(const hal_op_scaled_matmul_desc_t& de
   const int64_t chunk = std::max<int64_t>(1, std::min(ga.bc, gb.bc));
   const bool int8 = desc.a.dtype == HAL_DTYPE_I8;
   const hal_dtype_t a_dtype = desc.a.dtype, b_dtype = desc.b.dtype, d_dtype = desc.d.dtype;
-  // The 8-bit floats are widened to f32 once per execution, a then b.
-  const size_t workspace = int8 ? 0 : static_cast<size_t>(m * k + groups * n * k) * sizeof(float);
   const int64_t b_scale_rows = n / gb.br;
   const int64_t groups_count = desc.groups;
   return std::make_unique<NativePlan>(
-      6, workspace,
-      [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*, void* scratch) {
+      6, [=](ThreadPool& pool, void* const* operand, const hal_op_scalar_t*) {
         if (m == 0 || n == 0) return;
         const auto* as = static_cast<const float*>(operand[1]);
         const auto* bs = static_cast<const float*>(operand[3]);
@@ -155,8 +152,12 @@ std::unique_ptr<OpPlan> plan_scaled_matmul(const hal_op_scaled_matmul_desc_t& de
         }
         const float* af = nullptr;
         const float* bf = nullptr;
+        // The 8-bit floats are widened to f32 once per execution, a then b
+        // (host memory of the task: no workspace for the caller to size).
+        std::vector<float> widened;
         if (!int8) {
-          auto* wide = static_cast<float*>(scratch);
+          widened.resize(static_cast<size_t>(m * k + groups * n * k));
+          float* wide = widened.data();
           const float* ta = fp8_table().of(a_dtype);
           const float* tb = fp8_table().of(b_dtype);
           const auto* a8 = static_cast<const uint8_t*>(operand[0]);
