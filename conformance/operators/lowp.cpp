@@ -244,10 +244,10 @@ void check_scaled_matmul(TestContext& ctx, const MatmulCase& test) {
     const auto r = random_ints(ctx.random(), count, dtype == HAL_DTYPE_I8 ? -127 : 0,
                                dtype == HAL_DTYPE_I8 ? 128 : 256);
     for (size_t i = 0; i < codes.size(); ++i) {
-      codes[i] = r[i];
+      codes[i] = static_cast<int64_t>(r[i]);
       if (dtype != HAL_DTYPE_I8) {
-        const double v = fp8_decode(static_cast<uint8_t>(r[i]), dtype);
-        if (!std::isfinite(v) || std::fabs(v) > 8) codes[i] = r[i] & 0xa7;  // small, finite
+        const double v = fp8_decode(static_cast<uint8_t>(codes[i]), dtype);
+        if (!std::isfinite(v) || std::fabs(v) > 8) codes[i] &= 0xa7;  // small, finite
       }
     }
     return codes;
@@ -266,7 +266,8 @@ void check_scaled_matmul(TestContext& ctx, const MatmulCase& test) {
   const auto as = scales_for(numel(desc.a_scale));
   const auto bs = scales_for(numel(desc.b_scale));
   DeviceTensor da(ctx.device(), desc.a), das(ctx.device(), desc.a_scale, as),
-      db(ctx.device(), desc.b), dbs(ctx.device(), desc.b_scale, bs), dd(ctx.device(), desc.d);
+      db(ctx.device(), desc.b), dbs(ctx.device(), desc.b_scale, bs),
+      dd(ctx.device(), desc.d, std::vector<double>(static_cast<size_t>(m * n), 0.0));
   da.upload_integers(a);
   db.upload_integers(b);
   std::optional<DeviceTensor> offsets;
