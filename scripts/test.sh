@@ -25,7 +25,7 @@ esac
 # ASan+UBSan: everything that runs HAL's own code, but the work of vendor compilers and the
 # packaging checks (uninstrumented or configuration-independent: Release runs them once).
 # TSan: the tests of whatever owns threads. Release: everything of the tier.
-declare -A labels excludes
+declare -A labels excludes selects
 if [[ "$tier" == default ]]; then
   labels[asan]="-LE ^(vendor-compile|packaging|stress|slow)$"
   # Under TSan each MPI job and each extra device count repeats the threads of a smaller one
@@ -35,7 +35,11 @@ if [[ "$tier" == default ]]; then
   labels[tsan]="-L ^concurrency$"
   excludes[tsan]='^(collectives\.mpi\.np[34]|collectives\.mpi\..*messages_over_mpi|conformance\.cpu\.collectives\.device3)$'
   tsan_targets="hal_tier_concurrency"
+  # Release: every tier but stress and slow, each test once per run: the concurrency tests that
+  # the ASan tree ran (all of them; TSan runs them optimised) are not repeated, those only
+  # Release builds (the PyTorch binding's DDP) run here. scripts/select_tests.py picks them.
   labels[release]="-LE ^(stress|slow)$"
+  selects[release]="--skip-tiers (stress|slow) --once concurrency --ran-in $out/asan"
 else
   labels[asan]="-LE ^(vendor-compile|packaging|slow)$"
   labels[tsan]="-L ^(concurrency|stress)$"
@@ -90,13 +94,18 @@ run_suite() {
   phase_end "[$name] build"
   python3 "$root/scripts/check_test_labels.py" "$tree" || return 1
   phase_start
-  echo "== [$name] ctest ${labels[$name]}${excludes[$name]:+ -E ${excludes[$name]}}"
+  local selection=(${labels[$name]})
+  [[ -n "${excludes[$name]:-}" ]] && selection+=(-E "${excludes[$name]}")
+  if [[ -n "${selects[$name]:-}" ]]; then
+    # shellcheck disable=SC2086 # the options are words by design
+    python3 "$root/scripts/select_tests.py" "$tree" "$tree/selected_tests.txt" ${selects[$name]} ||
+      return 1
+    selection=(-I "$tree/selected_tests.txt")
+  fi
+  echo "== [$name] ctest ${selection[*]}"
   local result=0
-  # shellcheck disable=SC2086 # the label arguments are words by design
-  local exclude=()
-  [[ -n "${excludes[$name]:-}" ]] && exclude=(-E "${excludes[$name]}")
   (cd "$tree" && ctest --no-tests=error --output-on-failure --timeout 300 -j "$(nproc)" \
-    ${labels[$name]} "${exclude[@]}") 2>&1 | tee "$tree/ctest.log" || result=1
+    "${selection[@]}") 2>&1 | tee "$tree/ctest.log" || result=1
   if ((result)); then
     # Exits 0 only when every failure was a known-flaky one and passed when run again.
     if python3 "$root/scripts/rerun_known_flaky.py" "$tree" "$root/tests/known_flaky.txt"; then

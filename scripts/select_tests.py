@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Writes a ctest -I file: the tests of a build tree that run there, each test run once per CI.
+
+scripts/select_tests.py TREE OUT --skip-tiers REGEX [--once TIER --ran-in TREE...]
+
+A test of TREE is selected when its tier label does not match --skip-tiers. With --once, a test
+of tier TIER is selected only when none of the --ran-in trees has a test of the same name: it ran
+there already. scripts/test.sh uses it so that Release does not repeat the concurrency tests the
+sanitizer trees ran (TSan runs them optimised, ASan runs every one), yet still runs the ones only
+Release builds (the PyTorch binding's DDP test). Prints how many tests were selected and skipped.
+
+ctest numbers a tree's tests in the order of its --show-only=json-v1 listing, from 1; -I with
+"0,0,0,<n>,<n>..." runs exactly those numbers."""
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+
+def listing(tree: Path) -> list[tuple[str, str]]:
+    """(name, tier label) of each test of the tree, in ctest's numbering order."""
+    text = subprocess.run(["ctest", "--show-only=json-v1"], cwd=tree, check=True,
+                          capture_output=True, text=True).stdout
+    tests = []
+    for test in json.loads(text)["tests"]:
+        label = ""
+        for prop in test.get("properties", []):
+            if prop["name"] == "LABELS":
+                value = prop["value"]
+                label = value[0] if isinstance(value, list) else value
+        tests.append((test["name"], label))
+    return tests
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tree", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--skip-tiers", required=True, help="regex of the tiers not run")
+    parser.add_argument("--once", help="a tier whose tests run only where no --ran-in tree has them")
+    parser.add_argument("--ran-in", type=Path, nargs="*", default=[])
+    args = parser.parse_args()
+    skip = re.compile(args.skip_tiers)
+    ran = set()
+    for tree in args.ran_in:
+        ran.update(name for name, _ in listing(tree))
+    numbers = []
+    repeated = 0
+    tests = listing(args.tree)
+    for number, (name, tier) in enumerate(tests, 1):
+        if skip.fullmatch(tier):
+            continue
+        if args.once and tier == args.once and name in ran:
+            repeated += 1
+            continue
+        numbers.append(number)
+    if not numbers:
+        print(f"select_tests: no test of {args.tree} selected", file=sys.stderr)
+        return 1
+    args.out.write_text("0,0,0," + ",".join(map(str, numbers)) + "\n")
+    print(f"select_tests: {len(numbers)} of {len(tests)} tests of {args.tree.name}"
+          + (f"; {repeated} {args.once} tests already ran in "
+             + ", ".join(tree.name for tree in args.ran_in) if args.once else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
