@@ -96,10 +96,16 @@ HAL_ISA_CLONES int32_t dot_i8(const int8_t* a, const int8_t* b, int64_t n) {
   return sum;
 }
 
+// Eight running sums (lane i takes elements i, i + 8, ...), added in a fixed
+// order at the end: a vectorisable loop whose result depends on n alone.
 HAL_ISA_CLONES float dot_f32(const float* a, const float* b, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+  float lanes[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) lanes[l] += a[i + l] * b[i + l];
+  for (; i < n; ++i) lanes[0] += a[i] * b[i];
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
 // ---- HAL_OP_SCALED_MATMUL ---------------------------------------------------------
