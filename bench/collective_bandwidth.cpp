@@ -17,6 +17,11 @@
 //                                     the same with HAL_COMM_SHM=0 (the
 //                                     loader's host-staged path over the store)
 //
+// HAL_COLL_PATH=segment|direct|ring (SPEC §13.8) forces HAL's path, to measure
+// the crossovers of collective/include/hal_collective/limits.hpp (a forced path
+// ends the run at the first call it cannot serve); HAL_COLL_VERBOSE=1 prints
+// which path each size took.
+//
 // algbw = S / t, busbw = algbw * 2(n-1)/n (nccl-tests, allreduce). Sizes
 // 8 B .. 256 MiB of f32, out of place. A sample is a batch of calls lasting
 // >= 20 ms (at least one); the figure is the median of 5 samples, and under

@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,10 @@ struct Raw {
   CUfunction empty = nullptr;
 
   bool open(std::string& why) {
-    void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    // The driver the plugin was pointed at (the stand-in in a dry run).
+    const char* path = std::getenv("HAL_CUDA_DRIVER_PATH");
+    void* library =
+        dlopen(path != nullptr && path[0] != '\0' ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (library == nullptr) {
       why = dlerror();
       return false;

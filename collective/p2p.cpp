@@ -10,10 +10,6 @@ namespace hal::collective {
 
 namespace {
 
-// At or below this many bytes an allreduce exchanges whole buffers in one
-// round (latency); above it, the ring moves 2(n-1)/n of the bytes (bandwidth).
-constexpr size_t kDirectAllreduceBytes = 16 * 1024;
-
 uint8_t* at(void* base, size_t offset) {
   return static_cast<uint8_t*>(base) + offset;
 }
@@ -32,14 +28,14 @@ class Runner {
   Runner(Transport& transport, const Deadline& deadline, std::vector<uint8_t>& scratch)
       : t_(transport), deadline_(deadline), scratch_(scratch) {}
 
-  Status run(const hal_collective_call_t& call) {
+  // |path|: direct or ring, as the chooser decided (it refused the kinds a
+  // path has no algorithm for).
+  Status run(const hal_collective_call_t& call, Path path, bool counts_checked) {
     tag_ = call_signature(call) & 0x7fffu;
     elem_ = dtype_size(call.dtype);
     switch (call.kind) {
       case HAL_COLLECTIVE_ALLREDUCE:
-        return call.count * elem_ <= kDirectAllreduceBytes || call.count < t_.ranks()
-                   ? allreduce_direct(call)
-                   : allreduce_ring(call);
+        return path == Path::kRing ? allreduce_ring(call) : allreduce_direct(call);
       case HAL_COLLECTIVE_REDUCE_SCATTER:
         return reduce_scatter(call);
       case HAL_COLLECTIVE_ALLGATHER:
@@ -51,7 +47,7 @@ class Runner {
       case HAL_COLLECTIVE_ALLTOALL:
         return alltoall(call);
       case HAL_COLLECTIVE_ALLTOALLV:
-        return alltoallv(call);
+        return counts_checked ? alltoallv_blocks(call) : alltoallv(call);
       default:
         return {};
     }
@@ -247,8 +243,9 @@ class Runner {
     const hal_alltoallv_layout_t& mine = layout_of(call);
     const uint32_t ranks = n();
     const size_t row = size_t{2} * ranks;  // send counts, then receive counts
-    std::vector<uint64_t> rows(row * ranks);
-    uint64_t* own = rows.data() + me() * row;
+    // In the scratch (no allocation per call; the blocks do not use it).
+    auto* rows = reinterpret_cast<uint64_t*>(scratch(row * ranks * sizeof(uint64_t)));
+    uint64_t* own = rows + me() * row;
     for (uint32_t r = 0; r < ranks; ++r) {
       own[r] = mine.send_counts[r];
       own[ranks + r] = mine.recv_counts[r];
@@ -259,8 +256,8 @@ class Runner {
           !s.ok()) {
         return s;
       }
-      if (Status s = t_.post_recv(r, rows.data() + r * row, row * sizeof(uint64_t), tag_,
-                                  Channel::kCollective);
+      if (Status s =
+              t_.post_recv(r, rows + r * row, row * sizeof(uint64_t), tag_, Channel::kCollective);
           !s.ok()) {
         return s;
       }
@@ -272,6 +269,13 @@ class Runner {
         !verdict.ok()) {
       return verdict;
     }
+    return alltoallv_blocks(call);
+  }
+
+  // The blocks of an alltoallv whose counts every rank has checked.
+  Status alltoallv_blocks(const hal_collective_call_t& call) {
+    const hal_alltoallv_layout_t& mine = layout_of(call);
+    const uint32_t ranks = n();
     auto sent = [&](uint32_t r) { return at(mine.sendbuf, mine.send_displs[r] * elem_); };
     auto landing = [&](uint32_t r) { return at(mine.recvbuf, mine.recv_displs[r] * elem_); };
     copy_block(landing(me()), sent(me()), mine.recv_counts[me()] * elem_);
@@ -302,7 +306,17 @@ class Runner {
 }  // namespace
 
 Status run_p2p(Transport& transport, std::span<const hal_collective_call_t> calls,
-               const Deadline& deadline, std::vector<uint8_t>& scratch) {
+               const Deadline& deadline, std::vector<uint8_t>& scratch, const Chooser& chooser,
+               const DecidedPath* decided) {
+  // A refusal (a forced path that cannot serve a call) comes before any
+  // message is posted: the ranks stay in step.
+  // What runs here runs over the transport: no segment serves it (a batch
+  // of several calls, or a rank without one), whatever the rank has.
+  Chooser over_transport = chooser;
+  over_transport.means.segment = false;
+  if (decided == nullptr) {
+    if (Status refused = over_transport.check(calls); !refused.ok()) return refused;
+  }
   // Sends and recvs first, all posted before anything waits, so a group's
   // exchange cannot deadlock; their completion joins the first wait.
   bool posted = false;
@@ -323,7 +337,12 @@ Status run_p2p(Transport& transport, std::span<const hal_collective_call_t> call
   for (const hal_collective_call_t& call : calls) {
     if (call.kind == HAL_COLLECTIVE_SEND || call.kind == HAL_COLLECTIVE_RECV) continue;
     if (call.count == 0) continue;
-    if (Status s = runner.run(call); !s.ok()) return s;
+    if (decided != nullptr) {
+      if (Status s = runner.run(call, decided->path, decided->counts_checked); !s.ok()) return s;
+      continue;
+    }
+    const Path path = choose_path(facts_of(call), over_transport.means, over_transport.policy).path;
+    if (Status s = runner.run(call, path, false); !s.ok()) return s;
   }
   return posted ? transport.wait_all(deadline) : Status{};
 }

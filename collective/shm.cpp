@@ -1,5 +1,7 @@
 #include "hal_collective/shm.hpp"
 
+#include "hal_collective/alltoallv.hpp"
+#include "hal_collective/limits.hpp"
 #include "hal_collective/reduce.hpp"
 #include "hal_collective/shm_segment.hpp"
 
@@ -24,6 +26,7 @@ struct alignas(64) RankLineLayout {
   std::atomic<uint64_t> arrived{0};  // input and signature of episode `arrived` are in place
   std::atomic<uint64_t> done{0};     // it no longer reads anything of episode `done`
   std::atomic<uint32_t> signature{0};
+  std::atomic<uint32_t> policy{0};  // PathPolicy::code(): HAL_COLL_PATH of its process
 };
 struct alignas(64) HeaderLine {
   std::atomic<uint32_t> broken{0};
@@ -32,11 +35,26 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                   std::atomic<uint32_t>::is_always_lock_free,
               "the segment's atomics are shared between processes: they must be lock-free");
 
+// Whether a failure is every rank's verdict, reached alike, after which the
+// ranks go on in step: a mismatch, or a forced path refused.
+bool in_step(const Status& status) {
+  return status.ok() || status.result == HAL_ERROR_ARGUMENT_MISMATCH ||
+         status.result == HAL_ERROR_UNSUPPORTED;
+}
+
 size_t lines_bytes(uint32_t ranks) {
   return round_up(sizeof(HeaderLine) + sizeof(RankLineLayout) * ranks, kPage);
 }
+// Each rank's region: its alltoallv counts (send, then receive; a cache line
+// multiple), then its data slot.
+size_t counts_bytes(uint32_t ranks) {
+  return round_up(sizeof(uint64_t) * 2 * ranks, 64);
+}
+size_t region_bytes(uint32_t ranks) {
+  return counts_bytes(ranks) + limits::kSegmentSlotBytes;
+}
 size_t segment_bytes(uint32_t ranks) {
-  return lines_bytes(ranks) + ShmGroup::kMaxBytes * ranks;
+  return lines_bytes(ranks) + region_bytes(ranks) * ranks;
 }
 
 }  // namespace
@@ -62,15 +80,23 @@ std::unique_ptr<ShmGroup> ShmGroup::create(Transport& transport, bool wanted,
 }
 
 ShmGroup::ShmGroup(std::unique_ptr<SharedSegment> segment, uint32_t rank, uint32_t ranks)
-    : segment_(std::move(segment)), mapping_(segment_->data()), rank_(rank), ranks_(ranks) {}
+    : segment_(std::move(segment)),
+      mapping_(segment_->data()),
+      rank_(rank),
+      ranks_(ranks),
+      matrix_(size_t{2} * ranks * ranks) {}
 
 ShmGroup::~ShmGroup() = default;
 
 ShmGroup::RankLine& ShmGroup::line(uint32_t rank) const noexcept {
   return reinterpret_cast<RankLine*>(static_cast<uint8_t*>(mapping_) + sizeof(HeaderLine))[rank];
 }
+uint64_t* ShmGroup::counts(uint32_t rank) const noexcept {
+  return reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(mapping_) + lines_bytes(ranks_) +
+                                     region_bytes(ranks_) * rank);
+}
 uint8_t* ShmGroup::input(uint32_t rank) const noexcept {
-  return static_cast<uint8_t*>(mapping_) + lines_bytes(ranks_) + ShmGroup::kMaxBytes * rank;
+  return reinterpret_cast<uint8_t*>(counts(rank)) + counts_bytes(ranks_);
 }
 
 void ShmGroup::fail() noexcept {
@@ -80,10 +106,6 @@ void ShmGroup::fail() noexcept {
 bool ShmGroup::handshakes(std::span<const hal_collective_call_t> calls) noexcept {
   return calls.size() == 1 && calls[0].kind != HAL_COLLECTIVE_SEND &&
          calls[0].kind != HAL_COLLECTIVE_RECV;
-}
-
-bool ShmGroup::serves_data(const hal_collective_call_t& call) const noexcept {
-  return call.kind == HAL_COLLECTIVE_ALLREDUCE && call.count * dtype_size(call.dtype) <= kMaxBytes;
 }
 
 template <class Ready>
@@ -127,11 +149,39 @@ bool ShmGroup::previous_done() const noexcept {
   return true;
 }
 
-void ShmGroup::post(const hal_collective_call_t& call) noexcept {
+void ShmGroup::post(const hal_collective_call_t& call, const Chooser& chooser) noexcept {
   RankLine& mine = line(rank_);
   mine.signature.store(call_signature(call), std::memory_order_relaxed);
-  if (serves_data(call) && call.count != 0) {
-    std::memcpy(input(rank_), call.send, call.count * dtype_size(call.dtype));
+  mine.policy.store(chooser.policy.code(), std::memory_order_relaxed);
+  const CallFacts facts = facts_of(call);
+  if (call.kind == HAL_COLLECTIVE_ALLREDUCE) {
+    // Every rank reaches the same answer: the size is part of the signature.
+    if (call.count != 0 &&
+        choose_path(facts, chooser.means, chooser.policy).path == Path::kSegment) {
+      std::memcpy(input(rank_), call.send, facts.bytes);
+    }
+  } else if (call.kind == HAL_COLLECTIVE_ALLTOALLV) {
+    // The counts always; the blocks, packed in rank order, where they fit:
+    // the path is decided once every rank's counts are in.
+    const hal_alltoallv_layout_t& layout = layout_of(call);
+    const size_t elem = dtype_size(call.dtype);
+    uint64_t* row = counts(rank_);
+    for (uint32_t r = 0; r < ranks_; ++r) {
+      row[r] = layout.send_counts[r];
+      row[ranks_ + r] = layout.recv_counts[r];
+    }
+    const bool may_carry = !chooser.policy.forced || chooser.policy.path == Path::kSegment;
+    if (may_carry && facts.bytes <= limits::kSegmentSlotBytes) {
+      size_t packed = 0;
+      for (uint32_t r = 0; r < ranks_; ++r) {
+        const size_t bytes = layout.send_counts[r] * elem;
+        if (bytes == 0) continue;
+        std::memcpy(input(rank_) + packed,
+                    static_cast<const uint8_t*>(layout.sendbuf) + layout.send_displs[r] * elem,
+                    bytes);
+        packed += bytes;
+      }
+    }
   }
   mine.arrived.store(episode_, std::memory_order_release);
   phase_ = Phase::kWaitingForArrivals;
@@ -146,6 +196,13 @@ bool ShmGroup::all_arrived() const noexcept {
 
 Status ShmGroup::check_signatures(const hal_collective_call_t& call) const {
   const uint32_t expected = line(0).signature.load(std::memory_order_relaxed);
+  const uint32_t policy = line(0).policy.load(std::memory_order_relaxed);
+  for (uint32_t r = 1; r < ranks_; ++r) {
+    if (line(r).policy.load(std::memory_order_relaxed) != policy) {
+      return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
+                             "the ranks' processes were given different HAL_COLL_PATH values");
+    }
+  }
   for (uint32_t r = 1; r < ranks_; ++r) {
     if (line(r).signature.load(std::memory_order_relaxed) != expected) {
       return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH,
@@ -156,7 +213,8 @@ Status ShmGroup::check_signatures(const hal_collective_call_t& call) const {
   return {};
 }
 
-Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& deadline) {
+Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& deadline,
+                           const Chooser& chooser) {
   begin();
   if (phase_ == Phase::kWaitingForPrevious) {
     if (Status s = wait_for(deadline, "waiting for the peers to finish the previous call",
@@ -164,7 +222,7 @@ Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& de
         !s.ok()) {
       return s;
     }
-    post(call);
+    post(call, chooser);
   }
   if (Status s = wait_for(deadline, "waiting for the other ranks to arrive",
                           [this] { return all_arrived(); });
@@ -174,8 +232,9 @@ Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& de
   return check_signatures(call);
 }
 
-bool ShmGroup::try_run(const hal_collective_call_t& call, Clock::duration patience,
-                       Status& out_status, Clock::time_point& out_first_look) {
+bool ShmGroup::try_run(const hal_collective_call_t& call, const Chooser& chooser,
+                       Clock::duration patience, Status& out_status,
+                       Clock::time_point& out_first_look) {
   begin();
   // The clock is read once every kPollsPerClockRead polls: a poll costs a
   // few cache-line reads, a clock read about as much as all of them. The
@@ -184,7 +243,7 @@ bool ShmGroup::try_run(const hal_collective_call_t& call, Clock::duration patien
   out_first_look = Clock::time_point{};
   Clock::time_point give_up{};
   for (uint32_t i = 1;; ++i) {
-    if (phase_ == Phase::kWaitingForPrevious && previous_done()) post(call);
+    if (phase_ == Phase::kWaitingForPrevious && previous_done()) post(call, chooser);
     if (phase_ == Phase::kWaitingForArrivals && all_arrived()) break;
     if (i % kPollsPerClockRead == 0) {
       const auto now = Clock::now();
@@ -201,9 +260,70 @@ bool ShmGroup::try_run(const hal_collective_call_t& call, Clock::duration patien
 #endif
   }
   Status status = check_signatures(call);
-  if (status.ok()) status = reduce(call);
+  if (status.ok()) {
+    const PathChoice choice = decide(call, chooser);
+    // The transport's part runs on the stream: run() picks the episode up.
+    if (choice.ok() && choice.path != Path::kSegment) return false;
+    status = choice.ok() ? serve(call) : choice.refusal;
+  }
   out_status = finish(std::move(status));
   return true;
+}
+
+PathChoice ShmGroup::decide(const hal_collective_call_t& call, const Chooser& chooser) {
+  CallFacts facts = facts_of(call);
+  if (call.kind == HAL_COLLECTIVE_ALLTOALLV) {
+    // A snapshot of every rank's counts: what is checked is what is used.
+    const size_t row = size_t{2} * ranks_;
+    for (uint32_t r = 0; r < ranks_; ++r) {
+      std::memcpy(&matrix_[r * row], counts(r), row * sizeof(uint64_t));
+    }
+    PathChoice refused;
+    refused.refusal = check_alltoallv_counts(
+        ranks_, [&](uint32_t from, uint32_t to) { return matrix_[from * row + to]; },
+        [&](uint32_t at, uint32_t from) { return matrix_[at * row + ranks_ + from]; });
+    if (!refused.ok()) return refused;
+    // The largest send total, saturating: a count no slot holds is "too big".
+    const size_t elem = dtype_size(call.dtype);
+    const uint64_t cap = limits::kSegmentSlotBytes / elem;
+    size_t largest = 0;
+    for (uint32_t r = 0; r < ranks_; ++r) {
+      uint64_t total = 0;
+      for (uint32_t to = 0; to < ranks_; ++to) {
+        total += std::min<uint64_t>(matrix_[r * row + to], cap + 1);
+      }
+      largest = std::max<size_t>(largest, std::min<uint64_t>(total, cap + 1) * elem);
+    }
+    facts.bytes = largest;
+  }
+  return chooser.choose(facts);
+}
+
+Status ShmGroup::serve(const hal_collective_call_t& call) {
+  return call.kind == HAL_COLLECTIVE_ALLTOALLV ? alltoallv(call) : reduce(call);
+}
+
+// Each rank's blocks lie packed in its slot in rank order: the block for
+// this rank starts after those for the ranks before it. decide() checked
+// the counts and that every rank's total fits its slot.
+Status ShmGroup::alltoallv(const hal_collective_call_t& call) {
+  const hal_alltoallv_layout_t& layout = layout_of(call);
+  const size_t elem = dtype_size(call.dtype);
+  const size_t row = size_t{2} * ranks_;
+  for (uint32_t from = 0; from < ranks_; ++from) {
+    const uint64_t* sent = &matrix_[from * row];
+    size_t offset = 0;
+    for (uint32_t to = 0; to < rank_; ++to) offset += sent[to] * elem;
+    const size_t bytes = sent[rank_] * elem;
+    if (offset + bytes > limits::kSegmentSlotBytes) {
+      return Status::failure(HAL_ERROR_INTERNAL, "alltoallv: a block outside its slot");
+    }
+    if (bytes != 0) {
+      std::memcpy(static_cast<uint8_t*>(layout.recvbuf) + layout.recv_displs[from] * elem,
+                  input(from) + offset, bytes);
+    }
+  }
+  return {};
 }
 
 // Every rank reduces all inputs, in rank order: identical bytes everywhere.
@@ -224,10 +344,31 @@ Status ShmGroup::reduce(const hal_collective_call_t& call) {
 
 Status ShmGroup::finish(Status status) {
   phase_ = Phase::kIdle;
-  // A mismatch is everyone's verdict and leaves the ranks in step; any other
-  // failure leaves this rank behind, so its peers must stop waiting for it.
-  if (!status.ok() && status.result != HAL_ERROR_ARGUMENT_MISMATCH) fail();
+  // A mismatch or a refused forced path is everyone's verdict and leaves the
+  // ranks in step; any other failure leaves this rank behind, so its peers
+  // must stop waiting for it.
+  if (!in_step(status)) fail();
   line(rank_).done.store(episode_, std::memory_order_release);
+  return status;
+}
+
+Status run_batch(Transport& transport, ShmGroup* shm, std::span<const hal_collective_call_t> calls,
+                 const Deadline& deadline, std::vector<uint8_t>& scratch, const Chooser& chooser) {
+  if (shm != nullptr && ShmGroup::handshakes(calls)) {
+    Status status = shm->run(calls.front(), deadline, chooser, [&](const DecidedPath& decided) {
+      return run_p2p(transport, calls, deadline, scratch, chooser, &decided);
+    });
+    if (!in_step(status)) transport.fail();
+    return status;
+  }
+  Status status = run_p2p(transport, calls, deadline, scratch, chooser);
+  // This rank is unusable now: peers meeting it in the segment must not
+  // wait. A mismatch reached its peers as a refused message already; a
+  // refusal of a forced path happens on every rank before anything moves.
+  if (!status.ok() && status.result != HAL_ERROR_UNSUPPORTED) {
+    if (shm != nullptr) shm->fail();
+    if (status.result != HAL_ERROR_ARGUMENT_MISMATCH) transport.fail();
+  }
   return status;
 }
 

@@ -1,5 +1,7 @@
 #include "hal_collective/shm_transport.hpp"
 
+#include "hal_collective/limits.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,11 +14,9 @@ namespace hal::collective {
 namespace {
 
 constexpr size_t kPage = 4096;
-// The rings share this budget, each within [kMinRing, kMaxRing]: 1 MiB for
-// two ranks (a 1 MiB ring allreduce moves 512 KiB per step, in one piece).
-constexpr size_t kRingBudget = 8u << 20;
-constexpr size_t kMinRing = 8u << 10;
-constexpr size_t kMaxRing = 1u << 20;
+using limits::kMaxRing;
+using limits::kMinRing;
+using limits::kRingBudget;
 constexpr uint32_t kChannels = 2;
 // The peers' processes are looked at once every this many polls: a poll is
 // a few cache-line reads, a look a system call.

@@ -1,4 +1,6 @@
 // hal/device.h: devices, their properties and synchronisation.
+#include <cstddef>
+
 #include "api_common.hpp"
 #include "layers/intercept.hpp"
 #include "fallbacks.hpp"
@@ -42,9 +44,12 @@ static hal_result_t device_get_properties_body(hal_device_t device,
       result != HAL_SUCCESS) {
     return result;
   }
+  // A binary built against the 1.0 header passes the 1.0 size (fields were
+  // appended since): the loader writes only that much (write_sized).
+  constexpr size_t kVersion1Size = offsetof(hal_device_properties_t, max_ranks_per_device);
   hal_result_t result = HAL_SUCCESS;
-  if (struct_too_small(out_properties, kFunction, "out_properties", "hal_device_properties_t",
-                       result)) {
+  if (struct_too_small(out_properties, kFunction, "out_properties", "hal_device_properties_t 1.0",
+                       result, kVersion1Size)) {
     return result;
   }
   write_sized(device->properties, out_properties);

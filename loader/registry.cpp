@@ -1,6 +1,6 @@
 #include "registry.hpp"
 
-#include "collective_dispatch.hpp"
+#include "collective/collective_dispatch.hpp"
 #include "discovery.hpp"
 #include "error.hpp"
 #include "fallbacks.hpp"

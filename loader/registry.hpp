@@ -4,7 +4,7 @@
 #pragma once
 
 #include "allocation_table.hpp"
-#include "collective_comm.hpp"
+#include "collective/collective_comm.hpp"
 #include "collective_store.hpp"
 #include "handle.hpp"
 #include "objects.hpp"

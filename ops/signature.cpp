@@ -104,6 +104,10 @@ size_t descriptor_size(hal_op_kind_t kind) {
       return sizeof(hal_op_cat_desc_t);
     case HAL_OP_FILL:
       return sizeof(hal_op_fill_desc_t);
+    case HAL_OP_PAGED_KV_APPEND:
+      return sizeof(hal_op_paged_kv_append_desc_t);
+    case HAL_OP_PAGED_ATTENTION:
+      return sizeof(hal_op_paged_attention_desc_t);
     case HAL_OP_QUANTIZE:
     case HAL_OP_DEQUANTIZE:
       return sizeof(hal_op_quantize_desc_t);
@@ -184,6 +188,9 @@ hal_result_t describe(const hal_op_header_t* desc, OpSignature* out_signature,
     case HAL_OP_FILL:
       describe_family = describe_indexing_family;
       break;
+    case HAL_OP_PAGED_KV_APPEND:
+    case HAL_OP_PAGED_ATTENTION:
+      describe_family = describe_paged_family;
     case HAL_OP_QUANTIZE:
     case HAL_OP_DEQUANTIZE:
     case HAL_OP_SCALED_MATMUL:

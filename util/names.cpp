@@ -166,11 +166,20 @@ constexpr EnumName kOpKind[] = {
     {HAL_OP_SCATTER, "HAL_OP_SCATTER", "scatter"},
     {HAL_OP_CAT, "HAL_OP_CAT", "cat"},
     {HAL_OP_FILL, "HAL_OP_FILL", "fill"},
+    {HAL_OP_PAGED_KV_APPEND, "HAL_OP_PAGED_KV_APPEND", "paged_kv_append"},
+    {HAL_OP_PAGED_ATTENTION, "HAL_OP_PAGED_ATTENTION", "paged_attention"},
     {HAL_OP_QUANTIZE, "HAL_OP_QUANTIZE", "quantize"},
     {HAL_OP_DEQUANTIZE, "HAL_OP_DEQUANTIZE", "dequantize"},
     {HAL_OP_SCALED_MATMUL, "HAL_OP_SCALED_MATMUL", "scaled_matmul"},
     {HAL_OP_FAKE_QUANTIZE, "HAL_OP_FAKE_QUANTIZE", "fake_quantize"},
     {HAL_OP_FAKE_QUANTIZE_BACKWARD, "HAL_OP_FAKE_QUANTIZE_BACKWARD", "fake_quantize_backward"},
+};
+
+constexpr EnumName kOpStatus[] = {
+    {HAL_OP_STATUS_OK, "HAL_OP_STATUS_OK", "ok"},
+    {HAL_OP_STATUS_INDEX_OUT_OF_RANGE, "HAL_OP_STATUS_INDEX_OUT_OF_RANGE", "index_out_of_range"},
+    {HAL_OP_STATUS_BLOCK_TABLE, "HAL_OP_STATUS_BLOCK_TABLE", "block_table"},
+    {HAL_OP_STATUS_SEQ_LENS, "HAL_OP_STATUS_SEQ_LENS", "seq_lens"},
 };
 
 constexpr EnumName kActivation[] = {
@@ -387,6 +396,9 @@ std::span<const EnumName> scatter_mode_table() noexcept {
 }
 std::span<const EnumName> causal_alignment_table() noexcept {
   return kCausalAlignment;
+}
+std::span<const EnumName> op_status_table() noexcept {
+  return kOpStatus;
 }
 std::span<const EnumName> attention_sparsity_table() noexcept {
   return kAttentionSparsity;

@@ -70,6 +70,12 @@ typedef struct hal_device_properties {
   uint32_t reserved0;
   double peak_fp32_flops;       /* declared peak FP32 FLOP/s, 0 when not declared */
   double peak_memory_bandwidth; /* declared peak memory bandwidth, bytes/s, 0 when not declared */
+  /* Appended in 1.x: how many ranks of one communicator may sit on this device
+   * (hal_comm_init_rank from several processes or threads naming it): 0 no
+   * limit (HAL's host-staged collectives), 1 for NCCL, which refuses two ranks
+   * on one GPU. A plugin built against an older header leaves it 0. */
+  uint32_t max_ranks_per_device;
+  uint32_t reserved1;
 } hal_device_properties_t;
 
 /*===------------------------------------------------------------------===*

@@ -118,7 +118,10 @@ typedef enum hal_op_kind {
   HAL_OP_SCATTER = 41,
   HAL_OP_CAT = 42,
   HAL_OP_FILL = 43,
-  /* 45..49: paged KV cache and decode attention (issue 38). */
+  /* 45..54: the large-model kernels (issue 38). */
+  HAL_OP_PAGED_KV_APPEND = 45,
+  HAL_OP_PAGED_ATTENTION = 46,
+  /* 47..49 are reserved (paged KV cache). */
   HAL_OP_QUANTIZE = 50,
   HAL_OP_DEQUANTIZE = 51,
   HAL_OP_SCALED_MATMUL = 52,
@@ -779,6 +782,89 @@ typedef struct hal_op_fill_desc {
   hal_op_header_t header;
   hal_tensor_desc_t out;
 } hal_op_fill_desc_t;
+
+/* ---- The paged KV cache (issue 38; SPEC.md §17.6.11). A cache holds
+ * num_blocks blocks of block_size token slots each:
+ *   k_cache [num_blocks, block_size, kv_heads, head_dim],
+ *   v_cache [num_blocks, block_size, kv_heads, head_dim_v] (any strides),
+ * or, with values_in_keys (MLA's latent cache, FlashMLA's layout), k_cache
+ * alone, whose rows' first head_dim_v elements are the values. Sequence b's
+ * token at position p (from 0) lives in slot p % block_size of block
+ * block_table[b, p / block_size]; block_table is i32 [batch,
+ * max_blocks_per_seq] and seq_lens i32 [batch] (any strides), both device
+ * data. Entries past a sequence's last block are never read (pad them with
+ * anything, -1 say); blocks may be shared between sequences (a common
+ * prefix).
+ *
+ * Device data is checked at execution, before anything is written: a
+ * sequence length outside [0, max_blocks_per_seq * block_size] (for the
+ * append: the length after it), or a block-table entry a sequence uses
+ * outside [0, num_blocks), raises the status word (the required last
+ * operand, i32 [1], GATHER's rule: an atomic maximum, never cleared) to the
+ * hal_op_status_t naming the operand, and the execution writes nothing else
+ * at all: no cache slot, no out, no lse. */
+
+/* What a status word holds: the largest code any execution raised it to. */
+typedef enum hal_op_status {
+  HAL_OP_STATUS_OK = 0,
+  HAL_OP_STATUS_INDEX_OUT_OF_RANGE = 1, /* GATHER, SCATTER: an index outside its axis */
+  HAL_OP_STATUS_BLOCK_TABLE = 2,        /* paged KV: a block_table entry outside the cache */
+  HAL_OP_STATUS_SEQ_LENS = 3,           /* paged KV: a seq_lens entry outside its blocks */
+  HAL_OP_STATUS_MAX_ENUM = 0x7fffffff
+} hal_op_status_t;
+
+/* HAL_OP_PAGED_KV_APPEND: new token t of sequence b goes to position
+ * seq_lens[b] + t (seq_lens: the lengths before the append; the caller
+ * advances them): k_new[b, t] to k_cache and v_new[b, t] to v_cache, each
+ * converted to the cache's dtype (round to nearest even). With rope_dim > 0
+ * the key's dims [rope_offset, rope_offset + rope_dim) are rotated on the way
+ * in as HAL_OP_ROPE rotates a row of rotary_dim = rope_dim at that position
+ * (pair i: angle p * rope_base^(-2i/rope_dim), interleaved or half-split
+ * within the slice); other dims are copied. MLA: head_dim 576, rope_offset
+ * 512, rope_dim 64, values_in_keys. k_new [batch, s_new, kv_heads, head_dim],
+ * v_new [batch, s_new, kv_heads, head_dim_v], any float dtypes and strides.
+ * A slot two new tokens name (blocks shared by two sequences) gets one of
+ * their values. Operands: 0 k_new, 1 v_new (NULL with values_in_keys),
+ * 2 block_table, 3 seq_lens, 4 k_cache, 5 v_cache (NULL with
+ * values_in_keys), 6 status. Caches are updated in place (in-out). */
+typedef struct hal_op_paged_kv_append_desc {
+  hal_op_header_t header;    /* kind = HAL_OP_PAGED_KV_APPEND */
+  uint32_t values_in_keys;   /* 0 or 1 */
+  uint32_t rope_dim;         /* 0: no rotation; else even, rope_offset + rope_dim <= head_dim */
+  uint32_t rope_offset;      /* 0 when rope_dim is 0 */
+  uint32_t rope_interleaved; /* 0 or 1 */
+  float rope_base;           /* > 0 and finite with rope_dim (10000 in most models) */
+  uint32_t reserved;         /* 0 */
+  hal_tensor_desc_t k_new, v_new, block_table, seq_lens, k_cache, v_cache;
+} hal_op_paged_kv_append_desc_t;
+
+/* HAL_OP_PAGED_ATTENTION: decode attention over a paged cache (FlashMLA's
+ * and FlashAttention's with_kvcache contract). Sequence b has len_b =
+ * seq_lens[b] keys (its s_q new tokens included: append first); query t of
+ * q [batch, s_q, heads, head_dim] sits at position len_b - s_q + t and, with
+ * causal, sees keys j <= that position (bottom-right: causal among the new
+ * tokens, speculative decoding), else all len_b keys. Query head h uses kv
+ * head h / (heads / kv_heads) (GQA; MLA: kv_heads 1, head_dim 576,
+ * values_in_keys, head_dim_v 512). Scores are scale * q.k (scale 0 means
+ * 1/sqrt(head_dim)); out [batch, s_q, heads, head_dim_v] is the softmax-
+ * weighted sum of the values, lse f32 [batch, heads, s_q] the natural-log
+ * log-sum-exp of the scaled scores; a query that sees no key gets out 0 and
+ * lse -inf. f32 accumulation whatever the dtypes.
+ * Split-KV: each sequence's keys are cut at block boundaries into chunks
+ * computed in parallel and merged by their lse. num_splits = N > 0: at most
+ * N chunks of ceil(blocks_b / N) blocks each, whatever the device, so the
+ * result depends on N, not on the thread count; 0: the implementation
+ * chooses (the cpu plugin from the lengths and its thread count).
+ * Operands: 0 q, 1 k_cache, 2 v_cache (NULL with values_in_keys),
+ * 3 block_table, 4 seq_lens, 5 out, 6 lse, 7 status. Workspace per the plan. */
+typedef struct hal_op_paged_attention_desc {
+  hal_op_header_t header;  /* kind = HAL_OP_PAGED_ATTENTION */
+  uint32_t causal;         /* 0 or 1 */
+  uint32_t values_in_keys; /* 0 or 1 */
+  float scale;             /* finite; 0 selects 1/sqrt(head_dim) */
+  uint32_t num_splits;     /* 0: the implementation's choice; else 1..4096 */
+  hal_tensor_desc_t q, k_cache, v_cache, block_table, seq_lens, out, lse;
+} hal_op_paged_attention_desc_t;
 
 /* HAL_OP_TOPK_GATING: for each token (row of logits [tokens, experts]) the
  * k largest experts (ties: lower index first), indices i32 [tokens, k] in

@@ -33,7 +33,7 @@ void set_flag(void* flag) {
 class LostStream {
  public:
   explicit LostStream(TestContext& ctx)
-      : ctx_(ctx), buffer_(ctx.device(), 256), before_(ctx.device()), after_(ctx.device()) {
+      : buffer_(ctx.device(), 256), before_(ctx.device()), after_(ctx.device()) {
     hal_device_t device = ctx.device();
     hal_comm_config_t config = HAL_COMM_CONFIG_INIT;
     config.timeout_ms = 60000;
@@ -73,7 +73,6 @@ class LostStream {
   void* buffer() const { return buffer_.get(); }
 
  private:
-  TestContext& ctx_;
   Buffer buffer_;
   Event before_, after_;
   hal_comm_t comm_ = nullptr;

@@ -7,10 +7,9 @@
 namespace halconform {
 namespace {
 
-std::string location(const std::source_location& where) {
-  const char* file = std::strrchr(where.file_name(), '/');
-  return std::string(file != nullptr ? file + 1 : where.file_name()) + ":" +
-         std::to_string(where.line());
+std::string location(const SourceLocation& where) {
+  const char* file = std::strrchr(where.file, '/');
+  return std::string(file != nullptr ? file + 1 : where.file) + ":" + std::to_string(where.line);
 }
 
 }  // namespace
@@ -28,18 +27,18 @@ std::string strf(const char* format, ...) {
   return text;
 }
 
-void fail(const std::string& message, std::source_location where) {
+void fail(const std::string& message, SourceLocation where) {
   throw TestFailure(location(where) + ": " + message);
 }
 
-void fail_condition(const char* condition, const std::string& message, std::source_location where) {
+void fail_condition(const char* condition, const std::string& message, SourceLocation where) {
   std::string text = condition;
   text.append(": ").append(message);
   fail(text, where);
 }
 
 void require_result(hal_result_t actual, hal_result_t expected, const char* call,
-                    std::source_location where) {
+                    SourceLocation where) {
   if (actual == expected) return;
   std::string message = std::string(call) + " returned " + hal_result_string(actual) +
                         ", expected " + hal_result_string(expected);

@@ -7,7 +7,6 @@
 
 #include <hal.h>
 
-#include <source_location>
 #include <stdexcept>
 #include <string>
 
@@ -20,19 +19,31 @@ struct TestSkipped : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where a check was written: the caller's file and line. std::source_location needs
+// __builtin_source_location, which clang 14 (the sanitizer trees' compiler) lacks; these
+// builtins take the caller's position in GCC and clang alike when used as default arguments.
+struct SourceLocation {
+  const char* file;
+  unsigned line;
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(),
+                                          unsigned line = __builtin_LINE()) {
+    return {file, line};
+  }
+};
+
 // printf into a std::string.
 std::string strf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 [[noreturn]] void fail(const std::string& message,
-                       std::source_location where = std::source_location::current());
+                       SourceLocation where = SourceLocation::current());
 
 // HC_REQUIRE's failure: "<condition>: <message>".
 [[noreturn]] void fail_condition(const char* condition, const std::string& message,
-                                 std::source_location where = std::source_location::current());
+                                 SourceLocation where = SourceLocation::current());
 
 // |call| returned |actual| and the test wanted |expected|.
 void require_result(hal_result_t actual, hal_result_t expected, const char* call,
-                    std::source_location where = std::source_location::current());
+                    SourceLocation where = SourceLocation::current());
 
 }  // namespace halconform
 

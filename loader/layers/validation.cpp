@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include "collective_comm.hpp"
+#include "collective/collective_comm.hpp"
 #include "hal_collective/alltoallv.hpp"
 #include "hal_collective/reduce.hpp"
 #include "hal_collective/status.hpp"

@@ -28,6 +28,8 @@ hal_result_t describe_attention_family(const hal_op_header_t*, OpSignature*, std
 hal_result_t describe_math_family(const hal_op_header_t*, OpSignature*, std::string*);
 // indexing.cpp: SCAN, GATHER, SCATTER, CAT, FILL
 hal_result_t describe_indexing_family(const hal_op_header_t*, OpSignature*, std::string*);
+// paged.cpp: PAGED_KV_APPEND, PAGED_ATTENTION
+hal_result_t describe_paged_family(const hal_op_header_t*, OpSignature*, std::string*);
 
 // What a binary op computes (math.cpp): arithmetic (a float or an integer
 // domain, by out's dtype), comparisons and logical ops (a bool out), bitwise

@@ -15,6 +15,7 @@ std::span<const Implementation* const> implementations(hal_op_kind_t kind) {
     portable::add_channel_norm(built);
     portable::add_math(built);
     portable::add_indexing(built);
+    portable::add_paged(built);
     portable::add_lowp(built);
     return built;
   }();

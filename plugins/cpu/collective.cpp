@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "hal_collective/alltoallv.hpp"
+#include "hal_collective/limits.hpp"
 #include "hal_collective/local.hpp"
+#include "hal_collective/path.hpp"
 #include "hal_collective/shm.hpp"
 #include "hal_collective/shm_transport.hpp"
 #include "hal_util/names.hpp"
@@ -31,6 +33,8 @@ struct RankState {
   std::unique_ptr<collective::Transport> transport;  // ranks in processes: MPI or ShmTransport
   std::unique_ptr<collective::ShmGroup> shm;         // ranks in processes sharing one host
   std::vector<uint8_t> scratch;                      // ranks in processes: reused working memory
+  collective::PathLog log;                           // HAL_COLL_VERBOSE: decisions printed once
+  collective::Chooser chooser;                       // which path serves each call
   std::atomic<uint32_t> tasks_alive{0};              // CollectiveTasks not yet finished
   std::mutex error_mutex;
   hal_result_t async_error = HAL_SUCCESS;
@@ -42,6 +46,12 @@ struct RankState {
   void record(hal_result_t result) {
     std::lock_guard lock(error_mutex);
     if (async_error == HAL_SUCCESS) async_error = result;
+  }
+  // Once the rank knows what it has (its group, transport and segment).
+  void set_means(uint32_t ranks) {
+    chooser.means = {ranks, group != nullptr, shm != nullptr, transport != nullptr, false};
+    chooser.log = &log;
+    chooser.rank = rank;
   }
 };
 
@@ -61,17 +71,18 @@ Comm* to_comm(hal_impl_comm_t* comm) {
   return reinterpret_cast<Comm*>(comm);
 }
 
-// How long a small collective tried on the enqueueing thread waits for its
-// peers before it leaves the rest to the stream. Peers in step arrive
-// within a microsecond or two; a stream task instead costs a hand-over to
-// an executor thread. Short enough that the caller is never held for long
-// (one thread may drive several communicators in turn).
-constexpr auto kInlinePatience = std::chrono::microseconds(20);
+using collective::limits::kInlinePatience;
 
-// Whether |calls| may be tried on the enqueueing thread: one allreduce
-// small enough to travel whole through the shared segment.
+// Whether |calls| may be tried on the enqueueing thread: one call whose data
+// the chooser sends through the shared segment (an alltoallv's by this
+// rank's own send total: the episode decides on every rank's).
 bool may_finish_inline(const RankState& state, std::span<const hal_collective_call_t> calls) {
-  return state.shm && calls.size() == 1 && state.shm->serves_data(calls.front());
+  if (!state.shm || calls.size() != 1) return false;
+  const hal_collective_call_t& call = calls.front();
+  if (call.kind != HAL_COLLECTIVE_ALLREDUCE && call.kind != HAL_COLLECTIVE_ALLTOALLV) return false;
+  return collective::choose_path(collective::facts_of(call), state.chooser.means,
+                                 state.chooser.policy)
+             .path == collective::Path::kSegment;
 }
 
 class CollectiveTask final : public StreamTask {
@@ -116,7 +127,8 @@ class CollectiveTask final : public StreamTask {
       }
       Status status;
       Clock::time_point first_look;
-      const bool ended = state_->shm->try_run(calls.front(), kInlinePatience, status, first_look);
+      const bool ended =
+          state_->shm->try_run(calls.front(), state_->chooser, kInlinePatience, status, first_look);
       if (ended && status.ok()) return true;
       // The call goes on on the stream: its deadline counts from the try's
       // first clock reading, a few dozen polls after the call's start (the
@@ -148,20 +160,8 @@ class CollectiveTask final : public StreamTask {
   Status run_calls(const Deadline& deadline) {
     const auto calls = calls_.calls();
     if (state_->group) return state_->group->run(state_->rank, calls, deadline);
-    auto over_transport = [&] {
-      return collective::run_p2p(*state_->transport, calls, deadline, state_->scratch);
-    };
-    if (state_->shm && collective::ShmGroup::handshakes(calls)) {
-      Status status = state_->shm->run(calls.front(), deadline, over_transport);
-      if (!status.ok() && status.result != HAL_ERROR_ARGUMENT_MISMATCH) state_->transport->fail();
-      return status;
-    }
-    Status status = over_transport();
-    // This rank is unusable now: peers meeting it in the segment must not
-    // wait. A mismatch reached its peers as a refused message already.
-    if (!status.ok() && state_->shm) state_->shm->fail();
-    if (!status.ok() && status.result != HAL_ERROR_ARGUMENT_MISMATCH) state_->transport->fail();
-    return status;
+    return collective::run_batch(*state_->transport, state_->shm.get(), calls, deadline,
+                                 state_->scratch, state_->chooser);
   }
 
   std::shared_ptr<RankState> state_;
@@ -184,6 +184,7 @@ hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
       state->rank = i;
       state->timeout_ms = config->timeout_ms;
       state->group = group;
+      state->set_means(count);
       comms.push_back(std::make_unique<Comm>(*to_device(devices[i]), std::move(state)));
     }
     for (uint32_t i = 0; i < count; ++i) {
@@ -238,6 +239,7 @@ hal_result_t finish_rank(Device& owner, std::shared_ptr<RankState> state, uint32
   if (!status.ok()) {
     return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
   }
+  state->set_means(nranks);
   owner.report().log(
       HAL_LOG_DEBUG, "cpu: %s rank %u of %u: %s, %s%s", bootstrap, state->rank, nranks, messages,
       state->shm ? "allreduces through a shared segment" : "no shared segment for allreduces: ",
@@ -346,12 +348,32 @@ hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint
   Stream& target = *to_stream(stream);
   return plugin::guarded(self.device().report(), "comm_enqueue", [&] {
     const RankState& state = *self.state();
+    const auto batch = std::span(calls, call_count);
+    // A forced path (HAL_COLL_PATH) that cannot serve a call is refused here,
+    // before anything is queued. An alltoallv through a segment is the
+    // episode's to decide, on every rank's counts alike.
+    const bool episode_decides =
+        state.shm && call_count == 1 && calls[0].kind == HAL_COLLECTIVE_ALLTOALLV;
+    Status refused;
+    if (!episode_decides) {
+      refused = state.chooser.check(batch);
+    } else if (state.chooser.policy.forced &&
+               state.chooser.policy.path != collective::Path::kSegment) {
+      // No size changes what a forced ring (say) can serve: refused now.
+      refused = collective::choose_path(collective::facts_of(calls[0]), state.chooser.means,
+                                        state.chooser.policy)
+                    .refusal;
+    }
+    if (!refused.ok()) {
+      return self.device().report().fail(refused.result, 0, "comm_enqueue: %s",
+                                         refused.message.c_str());
+    }
     // When this rank's previous call fell back to a stream because a peer
     // was late, it usually ends within moments: waiting that long for the
     // stream to go idle lets this call go inline too, instead of queueing
     // behind it (which would keep every later call on the stream).
-    const bool behind_own_call = may_finish_inline(state, std::span(calls, call_count)) &&
-                                 state.tasks_alive.load(std::memory_order_acquire) != 0;
+    const bool behind_own_call =
+        may_finish_inline(state, batch) && state.tasks_alive.load(std::memory_order_acquire) != 0;
     auto task = std::make_unique<CollectiveTask>(self.state(), calls, call_count);
     return target.enqueue_task(TaskCommand{std::move(task)},
                                behind_own_call ? kInlinePatience : std::chrono::microseconds(0));

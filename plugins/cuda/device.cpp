@@ -55,9 +55,9 @@ Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
                    cu_error_text(&api, result).c_str());
       continue;
     }
-    devices_.push_back(std::make_unique<Device>(report(), *driver_, nvrtc_.get(), blas_loader_,
-                                                nccl_.get(), handle,
-                                                static_cast<uint32_t>(devices_.size())));
+    devices_.push_back(std::make_unique<Device>(
+        report(), *driver_, nvrtc_.get(), blas_loader_, nccl_.get(), handle,
+        static_cast<uint32_t>(devices_.size()) HAL_CUDA_IF_CUDNN(, dnn_loader_)));
   }
 }
 
@@ -124,14 +124,15 @@ uint32_t fp32_lanes_per_sm(int major, int minor) {
 
 Device::Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
                ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
-               uint32_t index)
+               uint32_t index HAL_CUDA_IF_CUDNN(, ops::CudnnLoader& dnn_loader))
     : DeviceBase(report),
       driver_(driver),
       nvrtc_(nvrtc),
       nccl_(nccl),
       handle_(handle),
       index_(index),
-      blas_(std::make_unique<ops::DeviceBlas>(blas_loader)) {
+      blas_(std::make_unique<ops::DeviceBlas>(blas_loader))
+          HAL_CUDA_IF_CUDNN(, dnn_(std::make_unique<ops::DeviceDnn>(dnn_loader))) {
   read_properties();
 }
 
@@ -144,6 +145,7 @@ Device::~Device() {
     // left, freed without a caller to report a failure to.
     if (const ContextScope bound = bind(); bound.ok()) {
       blas_.reset();
+      HAL_CUDA_IF_CUDNN(dnn_.reset();)
       for (const plugin::Allocations::Block& block : left) release(block.kind, block.base);
     }
     api().cuDevicePrimaryCtxRelease(handle_);
@@ -196,14 +198,15 @@ hal_result_t Device::fail(CUresult result, const char* what) const {
   return fail(result_of(result), result, what);
 }
 
-hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what) const {
+hal_result_t Device::fail(hal_result_t mapped, CUresult result, const char* what,
+                          const std::string& detail) const {
   if (is_fatal(result)) {
     CUresult expected = CUDA_SUCCESS;
     lost_.compare_exchange_strong(expected, result, std::memory_order_acq_rel);
     mapped = HAL_ERROR_DEVICE_LOST;
   }
-  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
-                       cu_error_text(&api(), result).c_str());
+  return report().fail(mapped, static_cast<int64_t>(result), "%s: %s%s", what,
+                       cu_error_text(&api(), result).c_str(), detail.c_str());
 }
 
 void Device::read_properties() {
@@ -239,6 +242,9 @@ void Device::read_properties() {
   // that the ranks' counts agree before the data); without NCCL the loader's
   // host-staged ones.
   if (nccl_ != nullptr) out.capabilities |= HAL_DEVICE_CAP_COLLECTIVES | HAL_DEVICE_CAP_ALLTOALLV;
+  // NCCL refuses two ranks of one communicator on one GPU ("Duplicate GPU
+  // detected", ncclInvalidUsage): say so, so callers size communicators.
+  out.max_ranks_per_device = nccl_ != nullptr ? 1 : 0;
   if (attribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0) {
     out.capabilities |= HAL_DEVICE_CAP_SHARED_MEMORY;
   }

@@ -23,6 +23,12 @@
 #include "driver.hpp"
 #include "nvrtc.hpp"
 #include "ops/cublaslt.hpp"
+#if HAL_CUDA_HAVE_CUDNN
+#include "ops/cudnn.hpp"
+#define HAL_CUDA_IF_CUDNN(...) __VA_ARGS__
+#else
+#define HAL_CUDA_IF_CUDNN(...)
+#endif
 
 namespace hal::cuda {
 
@@ -83,11 +89,12 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
  public:
   Device(const plugin::ErrorReporter& report, const Driver& driver, const Nvrtc* nvrtc,
          ops::CublasLtLoader& blas_loader, const collective::Nccl* nccl, CUdevice handle,
-         uint32_t index);
+         uint32_t index HAL_CUDA_IF_CUDNN(, ops::CudnnLoader& dnn_loader));
   ~Device();
 
   const DriverApi& api() const { return driver_.api(); }
   const Nvrtc* nvrtc() const { return nvrtc_; }
+  int driver_version() const { return driver_.version(); }  // 13000 for CUDA 13.0
   // NCCL, or null when the plugin found none (the loader's collectives serve).
   const collective::Nccl* nccl() const { return nccl_; }
   const hal_device_properties_t& properties() const { return properties_; }
@@ -95,6 +102,12 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   int cc_minor() const { return cc_minor_; }
   // cuBLASLt on this device, opened at its first matmul plan (ops/).
   ops::DeviceBlas& blas() const { return *blas_; }
+#if HAL_CUDA_HAVE_CUDNN
+  // cuDNN on this device, opened at its first convolution plan (ops/).
+  ops::DeviceDnn& dnn() const {
+    return *dnn_;
+  }
+#endif
 
   // Makes the device's primary context current on the calling thread for the
   // scope's life (the table may be called from any thread), retaining it on
@@ -102,11 +115,15 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   // fails with that error and binds nothing.
   ContextScope bind() const;
   // The fatal CUresult the device was lost to, or CUDA_SUCCESS.
-  CUresult lost() const { return lost_.load(std::memory_order_acquire); }
+  CUresult lost() const {
+    return lost_.load(std::memory_order_acquire);
+  }
   // report().fail() with |result|'s mapping, its code and its name; a fatal
   // |result| marks the device lost.
   hal_result_t fail(CUresult result, const char* what) const;
-  hal_result_t fail(hal_result_t mapped, CUresult result, const char* what) const;
+  // |detail|, when given, follows the CUresult's name ("; the JIT's error log: ...").
+  hal_result_t fail(hal_result_t mapped, CUresult result, const char* what,
+                    const std::string& detail = {}) const;
   // Runs |call(api())| with the device's context bound; a failure carries
   // the CUresult and |what|.
   template <class Call>
@@ -140,6 +157,9 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   int cc_major_ = 0, cc_minor_ = 0;
   hal_device_properties_t properties_{};
   std::unique_ptr<ops::DeviceBlas> blas_;  // its handle is destroyed before the context
+#if HAL_CUDA_HAVE_CUDNN
+  std::unique_ptr<ops::DeviceDnn> dnn_;  // likewise
+#endif
   plugin::Allocations allocations_{kNativeAlignment};
 };
 
@@ -159,6 +179,9 @@ class Plugin : public plugin::PluginBase {
   std::unique_ptr<const collective::Nccl> nccl_;  // opened at load, when there are GPUs
   // Opens nothing until the first matmul plan (SPEC §10.7, Operators).
   ops::CublasLtLoader blas_loader_;
+#if HAL_CUDA_HAVE_CUDNN
+  ops::CudnnLoader dnn_loader_;  // opens nothing until the first convolution plan
+#endif
   std::vector<std::unique_ptr<Device>> devices_;  // destroyed before the driver
 };
 

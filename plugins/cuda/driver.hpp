@@ -30,7 +30,7 @@ struct DriverApi {
   X(cuMemAllocManaged) X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) \
   X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamWaitEvent) X(cuLaunchHostFunc) \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) \
-  X(cuEventElapsedTime) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
+  X(cuEventElapsedTime) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction) \
   X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)
 // clang-format on
 #define HAL_CUDA_DECLARE(name) decltype(&::name) name = nullptr;

@@ -15,8 +15,9 @@ namespace {
 
 using Entries = plugin::ObjectEntries<Plugin, Device, Stream, Event, Module, Kernel,
                                       collective::Comm, ops::OpPlan>;
-// Every ABI 1.0 entry and the operators (matmul on cuBLASLt; the plugin
-// declines the rest, which the loader's portable implementations serve).
+// Every ABI 1.0 entry and the operators (matmul on cuBLASLt, convolution on
+// cuDNN; the plugin declines the rest, which the loader's portable
+// implementations serve).
 constexpr plugin::EntrySet kImplemented = plugin::kCoreEntries | plugin::kOperatorEntries;
 // The table of a plugin that found no NCCL: the loader's host-staged
 // collectives serve.
@@ -32,11 +33,12 @@ constexpr hal_plugin_table_v1_t kCollectiveTable =
 // §15): the driver (CUDA_INJECTION64_PATH loads a library, CUDA_CACHE_PATH
 // is its JIT cache, __GL_* and __NV_* its settings), NCCL (NCCL_NET_PLUGIN,
 // NCCL_TUNER_PLUGIN load libraries, NCCL_DEBUG_FILE writes one), cuBLASLt
-// (CUBLASLT_LOG_FILE writes one) and NVRTC.
-constexpr std::string_view kVendorPrefixes[] = {"CUDA_",  "NCCL_", "CUBLAS_", "CUBLASLT_",
-                                                "NVRTC_", "__NV_", "__GL_"};
+// (CUBLASLT_LOG_FILE writes one), cuDNN (CUDNN_LOGDEST_DBG writes one) and
+// NVRTC.
+constexpr std::string_view kVendorPrefixes[] = {"CUDA_",  "NCCL_",  "CUBLAS_", "CUBLASLT_",
+                                                "CUDNN_", "NVRTC_", "__NV_",   "__GL_"};
 constexpr hal::plugin::VendorEnvironment kVendorEnvironment = {
-    "the CUDA driver, NVRTC, NCCL and cuBLASLt", {}, kVendorPrefixes};
+    "the CUDA driver, NVRTC, NCCL, cuBLASLt and cuDNN", {}, kVendorPrefixes};
 
 constexpr hal::plugin::Identity kIdentity = {kPluginName, kPluginVersion, kPluginVendor,
                                              HAL_CUDA_BUILD_ID, &kVendorEnvironment};

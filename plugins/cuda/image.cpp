@@ -98,6 +98,17 @@ bool check_binary_image(const void* data, size_t size, std::string& why) {
   return false;
 }
 
+int cubin_arch(const void* data, size_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  std::string why;
+  if (size < SELFMAG || std::memcmp(bytes, ELFMAG, SELFMAG) != 0 || !check_cubin(bytes, size, why))
+    return 0;
+  const auto header = read<Elf64_Ehdr>(bytes, 0);
+  const uint32_t flags = header.e_flags;
+  return static_cast<int>(header.e_ident[EI_ABIVERSION] >= 8 ? (flags >> 8) & 0xffu
+                                                             : flags & 0xffu);
+}
+
 namespace {
 
 // The first word of |line| after |directive| and blanks ("sm_90" from

@@ -15,6 +15,12 @@ namespace hal::cuda {
 // with |why| (one phrase).
 bool check_binary_image(const void* data, size_t size, std::string& why);
 
+// The real architecture a cubin was built for (90 for sm_90), read from its
+// ELF header's e_flags as cuobjdump does: bits 8..15 in the ELF ABI version 8
+// cubins of CUDA 13 (NVRTC 13.0 writes e_flags 0x6005a04 for sm_90), bits
+// 0..7 before. 0 when |data| is not a cubin whose check passes.
+int cubin_arch(const void* data, size_t size);
+
 // True when |data| (|size| bytes) reads as PTX text: no NUL byte (the driver
 // would stop reading there), a `.version` directive before any other, and a
 // `.target` directive, whose first target (`sm_90`) goes to |target|.

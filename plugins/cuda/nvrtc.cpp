@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "library_search.hpp"
 #include "hal_util/env.hpp"
@@ -90,6 +91,9 @@ std::unique_ptr<Nvrtc> Nvrtc::open(std::string& why) {
     why = path + " lacks an NVRTC entry point";
     return nullptr;
   }
+  // nvrtcGetCUBIN came with CUDA 11.1; without it the dialect is PTX only.
+  resolve(library, "nvrtcGetCUBINSize", nvrtc->get_cubin_size_);
+  resolve(library, "nvrtcGetCUBIN", nvrtc->get_cubin_);
   version(&nvrtc->major_, &nvrtc->minor_);
   nvrtc->identity_ = "NVRTC " + nvrtc->version() + " " +
                      hal::util::library_identity(reinterpret_cast<void*>(nvrtc->compile_program_));
@@ -108,9 +112,22 @@ std::string Nvrtc::version() const {
   return std::to_string(major_) + "." + std::to_string(minor_);
 }
 
-std::vector<std::string> Nvrtc::options(int arch) const {
-  std::vector<std::string> options = {"--gpu-architecture=compute_" + std::to_string(arch),
+std::string CompileTarget::describe() const {
+  return cubin ? "sm_" + std::to_string(arch) + " cubin"
+               : "compute_" + std::to_string(arch) + " PTX";
+}
+
+std::vector<std::string> Nvrtc::options(const CompileTarget& target, bool ptxas_verbose) const {
+  // A real architecture (sm_XY) makes NVRTC run ptxas and keep a cubin; a
+  // virtual one (compute_XY) stops at PTX ("No cubin is available if the value
+  // specified to -arch is a virtual architecture": nvrtcGetCUBIN).
+  std::vector<std::string> options = {std::string("--gpu-architecture=") +
+                                          (target.cubin ? "sm_" : "compute_") +
+                                          std::to_string(target.arch),
                                       "--std=c++17", "-default-device"};
+  // ptxas runs only for a real architecture; -v prints each entry's
+  // registers, stack frame and spill bytes to the program log.
+  if (ptxas_verbose && target.cubin) options.push_back("--ptxas-options=-v");
   options.insert(options.end(), include_options_.begin(), include_options_.end());
   return options;
 }
@@ -124,15 +141,31 @@ int Nvrtc::pick_arch(int major, int minor) const {
   return best;
 }
 
-bool Nvrtc::compile_to_ptx(const std::string& source, const char* name, int arch, std::string& ptx,
-                           std::string& log) const {
+CompileTarget Nvrtc::pick_target(int major, int minor) const {
+  CompileTarget target;
+  const int device = major * 10 + minor;
+  const bool offered = std::find(archs_.begin(), archs_.end(), device) != archs_.end();
+  if (offered && emits_cubin()) {
+    target.arch = device;
+    target.cubin = true;
+    return target;
+  }
+  target.arch = pick_arch(major, minor);
+  target.why_ptx = !emits_cubin() ? "NVRTC " + version() + " has no nvrtcGetCUBIN"
+                                  : "NVRTC " + version() + " does not offer sm_" +
+                                        std::to_string(device) + " (the device's architecture)";
+  return target;
+}
+
+bool Nvrtc::compile(const std::string& source, const char* name, const CompileTarget& target,
+                    std::string& image, std::string& log, bool ptxas_verbose) const {
   nvrtcProgram program = nullptr;
   nvrtcResult result = create_program_(&program, source.c_str(), name, 0, nullptr, nullptr);
   if (result != NVRTC_SUCCESS) {
     log = std::string("nvrtcCreateProgram: ") + get_error_string_(result);
     return false;
   }
-  const std::vector<std::string> texts = options(arch);
+  const std::vector<std::string> texts = options(target, ptxas_verbose);
   std::vector<const char*> pointers;
   for (const std::string& option : texts) pointers.push_back(option.c_str());
   compile_count_.fetch_add(1, std::memory_order_relaxed);
@@ -143,18 +176,28 @@ bool Nvrtc::compile_to_ptx(const std::string& source, const char* name, int arch
     log.resize(log_size);
     get_log_(program, log.data());
     log.resize(log_size - 1);
-    if (log.size() > kMaxLogBytes) log = log.substr(0, kMaxLogBytes) + "\n[... log cut]";
+    // ptxas -v's figures are a few lines per entry; keep them whole.
+    const size_t limit = ptxas_verbose ? kMaxLogBytes * 16 : kMaxLogBytes;
+    if (log.size() > limit) log = log.substr(0, limit) + "\n[... log cut]";
   }
   bool ok = result == NVRTC_SUCCESS;
   if (!ok) {
     log = std::string("nvrtcCompileProgram: ") + get_error_string_(result) + "\n" + log;
+  } else if (target.cubin) {
+    size_t size = 0;
+    ok = get_cubin_size_(program, &size) == NVRTC_SUCCESS && size > 0;
+    if (ok) {
+      image.assign(size, '\0');
+      ok = get_cubin_(program, image.data()) == NVRTC_SUCCESS;
+    }
+    if (!ok) log = "nvrtcGetCUBIN failed for sm_" + std::to_string(target.arch);
   } else {
     size_t size = 0;
     ok = get_ptx_size_(program, &size) == NVRTC_SUCCESS && size > 0;
     if (ok) {
-      ptx.assign(size, '\0');
-      ok = get_ptx_(program, ptx.data()) == NVRTC_SUCCESS;
-      ptx.resize(size - 1);  // the size counts the NUL
+      image.assign(size, '\0');
+      ok = get_ptx_(program, image.data()) == NVRTC_SUCCESS;
+      image.resize(size - 1);  // the size counts the NUL
     }
     if (!ok) log = "nvrtcGetPTX failed";
   }
@@ -162,24 +205,83 @@ bool Nvrtc::compile_to_ptx(const std::string& source, const char* name, int arch
   return ok;
 }
 
-DialectStatus compile_dialect(const Nvrtc& nvrtc, std::string_view source, int arch,
-                              CompiledDialect& out, std::string& message) {
+namespace {
+
+// The number just before |unit| in |line| ("12" from "Used 12 registers"
+// for " registers"); -1 when |unit| is absent.
+long number_before(std::string_view line, std::string_view unit) {
+  const size_t at = line.find(unit);
+  if (at == std::string_view::npos || at == 0) return -1;
+  size_t start = at;
+  while (start > 0 && line[start - 1] >= '0' && line[start - 1] <= '9') --start;
+  if (start == at) return -1;
+  return std::strtol(std::string(line.substr(start, at - start)).c_str(), nullptr, 10);
+}
+
+// The name between the first pair of quotes, or after |prefix| to the line's end.
+std::string entry_name(std::string_view line, std::string_view prefix) {
+  const size_t at = line.find(prefix);
+  std::string_view rest = line.substr(at + prefix.size());
+  if (!rest.empty() && rest.front() == '\'') {
+    rest.remove_prefix(1);
+    rest = rest.substr(0, rest.find('\''));
+  }
+  while (!rest.empty() && (rest.back() == ' ' || rest.back() == '\r')) rest.remove_suffix(1);
+  return std::string(rest);
+}
+
+}  // namespace
+
+std::vector<PtxasEntry> parse_ptxas_log(std::string_view log) {
+  std::vector<PtxasEntry> entries;
+  PtxasEntry* current = nullptr;
+  const auto select = [&](const std::string& name) {
+    for (PtxasEntry& entry : entries) {
+      if (entry.entry == name) return &entry;
+    }
+    entries.push_back(PtxasEntry{name});
+    return &entries.back();
+  };
+  for (size_t at = 0; at < log.size();) {
+    size_t end = log.find('\n', at);
+    if (end == std::string_view::npos) end = log.size();
+    const std::string_view line = log.substr(at, end - at);
+    at = end + 1;
+    if (line.find("Compiling entry function ") != std::string_view::npos) {
+      current = select(entry_name(line, "Compiling entry function "));
+    } else if (line.find("Function properties for ") != std::string_view::npos) {
+      current = select(entry_name(line, "Function properties for "));
+    } else if (current != nullptr && line.find(" bytes stack frame") != std::string_view::npos) {
+      current->stack_bytes = std::max(0L, number_before(line, " bytes stack frame"));
+      current->spill_store_bytes = std::max(0L, number_before(line, " bytes spill stores"));
+      current->spill_load_bytes = std::max(0L, number_before(line, " bytes spill loads"));
+    } else if (current != nullptr && line.find("Used ") != std::string_view::npos) {
+      current->registers = static_cast<int>(number_before(line, " registers"));
+      current->shared_bytes = std::max(0L, number_before(line, " bytes smem"));
+    }
+  }
+  return entries;
+}
+
+DialectStatus compile_dialect(const Nvrtc& nvrtc, std::string_view source,
+                              const CompileTarget& target, CompiledDialect& out,
+                              std::string& message) {
   dialect::Diagnostic diagnostic;
   if (!dialect::translate(source, dialect::Backend::kCuda, out.translated, diagnostic)) {
     message = "the HAL dialect source is invalid: " + diagnostic.to_string();
     return DialectStatus::kInvalidSource;
   }
-  return compile_translated(nvrtc, out.translated, arch, out.ptx, message)
+  return compile_translated(nvrtc, out.translated, target, out.image, message)
              ? DialectStatus::kOk
              : DialectStatus::kCompilerRejected;
 }
 
-bool compile_translated(const Nvrtc& nvrtc, const dialect::TranslatedModule& translated, int arch,
-                        std::string& ptx, std::string& message) {
+bool compile_translated(const Nvrtc& nvrtc, const dialect::TranslatedModule& translated,
+                        const CompileTarget& target, std::string& image, std::string& message) {
   std::string log;
-  if (!nvrtc.compile_to_ptx(translated.text, "hal_dialect.cu", arch, ptx, log)) {
-    message = "NVRTC " + nvrtc.version() + " rejected the translated HAL dialect (compute_" +
-              std::to_string(arch) + "):\n" + log;
+  if (!nvrtc.compile(translated.text, "hal_dialect.cu", target, image, log)) {
+    message = "NVRTC " + nvrtc.version() + " rejected the translated HAL dialect (" +
+              target.describe() + "):\n" + log;
     return false;
   }
   return true;

@@ -2,6 +2,16 @@
 // with a driver but no toolkit: there it loads PTX and cubin, and the HAL
 // dialect is not offered. The dialect compiler is here too, shared by the
 // plugin and its tests (hal_cuda_core).
+//
+// The dialect is compiled to a cubin for the device's own architecture
+// (--gpu-architecture=sm_XY, nvrtcGetCUBIN) whenever NVRTC can: "NVRTC can
+// generate cubins directly ... by specifying the actual architecture" (NVRTC
+// user guide, "Basic Usage"), and a cubin does not depend on the driver's PTX
+// JIT, which refuses PTX of a newer ISA than the driver's own ("PTX produced
+// for a CUDA version newer than the driver cannot be loaded": CUDA
+// compatibility guide, "PTX compatibility"). Only when NVRTC cannot emit the
+// device's architecture is PTX for the best virtual architecture below it
+// produced, and the reason logged.
 #ifndef HAL_PLUGINS_CUDA_NVRTC_HPP_
 #define HAL_PLUGINS_CUDA_NVRTC_HPP_
 
@@ -16,6 +26,15 @@
 #include "hal_dialect/dialect.hpp"
 
 namespace hal::cuda {
+
+// The architecture a compile is for and the form of its output.
+struct CompileTarget {
+  int arch = 0;         // 90 for sm_90 / compute_90; 0: nothing to compile for
+  bool cubin = false;   // a cubin for sm_<arch>, else PTX for compute_<arch>
+  std::string why_ptx;  // when PTX: why not a cubin (for the log)
+  // "sm_90 cubin" or "compute_90 PTX".
+  std::string describe() const;
+};
 
 class Nvrtc {
  public:
@@ -36,19 +55,30 @@ class Nvrtc {
   // The version and the file the library was loaded from (size, mtime,
   // inode): a kernel cache key names the compiler this exactly.
   const std::string& identity() const { return identity_; }
-  // The options compile_to_ptx gives NVRTC for compute_|arch|.
-  std::vector<std::string> options(int arch) const;
-  // How many programs compile_to_ptx has handed to NVRTC (a kernel cache hit
-  // adds none). Thread-safe.
+  // What compile gives NVRTC for |target|: --gpu-architecture=sm_XY for a
+  // cubin, compute_XY for PTX; with |ptxas_verbose| also --ptxas-options=-v
+  // (ptxas's register, stack and spill figures in the program log).
+  std::vector<std::string> options(const CompileTarget& target, bool ptxas_verbose = false) const;
+  // How many programs compile has handed to NVRTC (a kernel cache hit adds
+  // none). Thread-safe.
   size_t compile_count() const { return compile_count_.load(std::memory_order_relaxed); }
   // The virtual architecture to compile for on a device of compute
   // capability |major|.|minor|: the highest NVRTC supports that is not above
   // the device's (PTX runs on later devices). 0 when NVRTC supports none.
   int pick_arch(int major, int minor) const;
-  // Compiles CUDA C++ |source| to PTX for compute_|arch|. False, with the
-  // compiler's log (or the NVRTC error) in |log|, when it fails.
-  bool compile_to_ptx(const std::string& source, const char* name, int arch, std::string& ptx,
-                      std::string& log) const;
+  // What to compile for on a device of compute capability |major|.|minor|:
+  // a cubin for sm_<major><minor> when NVRTC offers that architecture and
+  // nvrtcGetCUBIN, else PTX for pick_arch's, with the reason (arch 0 when
+  // NVRTC offers nothing at or below the device).
+  CompileTarget pick_target(int major, int minor) const;
+  // True when this NVRTC can hand out cubins (nvrtcGetCUBIN, CUDA 11.1+).
+  bool emits_cubin() const { return get_cubin_ != nullptr && get_cubin_size_ != nullptr; }
+  // Compiles CUDA C++ |source| for |target|: the cubin or the PTX text to
+  // |image|. False, with the compiler's log (or the NVRTC error) in |log|,
+  // when it fails; on success |log| holds the program log (ptxas -v's
+  // figures with |ptxas_verbose|).
+  bool compile(const std::string& source, const char* name, const CompileTarget& target,
+               std::string& image, std::string& log, bool ptxas_verbose = false) const;
 
  private:
   Nvrtc() = default;
@@ -67,28 +97,43 @@ class Nvrtc {
   decltype(&::nvrtcGetProgramLog) get_log_ = nullptr;
   decltype(&::nvrtcGetPTXSize) get_ptx_size_ = nullptr;
   decltype(&::nvrtcGetPTX) get_ptx_ = nullptr;
+  decltype(&::nvrtcGetCUBINSize) get_cubin_size_ = nullptr;  // optional
+  decltype(&::nvrtcGetCUBIN) get_cubin_ = nullptr;           // optional
 };
 
+// One entry's figures from ptxas -v (NVRTC's program log with
+// --ptxas-options=-v): "Used 40 registers, used 1 barriers, 256 bytes smem"
+// and "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads".
+struct PtxasEntry {
+  std::string entry;
+  int registers = -1;  // -1: no "Used N registers" line was seen
+  long stack_bytes = 0, spill_store_bytes = 0, spill_load_bytes = 0, shared_bytes = 0;
+};
+
+// The entries of a ptxas -v log, in the order ptxas compiled them.
+std::vector<PtxasEntry> parse_ptxas_log(std::string_view log);
+
 // A HAL dialect module compiled for the cuda plugin: the translation (its
-// kernel records give kernel_get the signatures) and the PTX.
+// kernel records give kernel_get the signatures) and the cubin or PTX.
 struct CompiledDialect {
   dialect::TranslatedModule translated;
-  std::string ptx;
+  std::string image;  // a cubin when the target is, else PTX text
 };
 
 enum class DialectStatus { kOk, kInvalidSource, kCompilerRejected };
 
-// Translates |source| to CUDA C++ and compiles it to PTX for compute_|arch|.
+// Translates |source| to CUDA C++ and compiles it for |target|.
 // On failure |message| says why: the dialect's diagnostic, or NVRTC's log.
 // Compiled each time; module_load goes through the kernel cache
 // (dialect_cache.hpp).
-DialectStatus compile_dialect(const Nvrtc& nvrtc, std::string_view source, int arch,
-                              CompiledDialect& out, std::string& message);
+DialectStatus compile_dialect(const Nvrtc& nvrtc, std::string_view source,
+                              const CompileTarget& target, CompiledDialect& out,
+                              std::string& message);
 
-// Compiles an already translated module's text to PTX for compute_|arch|.
-// False with |message| (NVRTC's log, naming the version and the arch).
-bool compile_translated(const Nvrtc& nvrtc, const dialect::TranslatedModule& translated, int arch,
-                        std::string& ptx, std::string& message);
+// Compiles an already translated module's text for |target|. False with
+// |message| (NVRTC's log, naming the version and the target).
+bool compile_translated(const Nvrtc& nvrtc, const dialect::TranslatedModule& translated,
+                        const CompileTarget& target, std::string& image, std::string& message);
 
 }  // namespace hal::cuda
 

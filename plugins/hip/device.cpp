@@ -30,10 +30,15 @@ Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
                  runtime_->path().c_str());
     return;
   }
+  // What was found, for halinfo (HAL_LOG=1) and scripts that record it.
+  report().log(HAL_LOG_INFO, "hip: runtime %s from %s", version_text(runtime_->version()).c_str(),
+               runtime_->path().c_str());
   std::string hiprtc_why;
   hiprtc_ = Hiprtc::open(runtime_->library(), hiprtc_why);
   if (!hiprtc_) {
     report().log(HAL_LOG_INFO, "hip: %s; HAL dialect modules are not offered", hiprtc_why.c_str());
+  } else {
+    report().log(HAL_LOG_INFO, "hip: dialect modules through %s", hiprtc_->identity().c_str());
   }
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     hipDeviceProp_t properties{};

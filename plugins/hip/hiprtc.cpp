@@ -6,11 +6,11 @@
 
 #include "hal_util/env.hpp"
 #include "hal_util/library_identity.hpp"
+#include "library_search.hpp"
 
 namespace hal::hip {
 namespace {
 
-constexpr char kDefaultLibrary[] = "libamdhip64.so.5";
 constexpr size_t kMaxLogBytes = 6000;
 
 template <class Fn>
@@ -45,28 +45,51 @@ std::string base_arch(std::string_view arch) {
   return std::string(arch.substr(0, arch.find(':')));
 }
 
+bool Hiprtc::resolve_entry_points(void* library) {
+  return resolve(library, "hiprtcGetErrorString", get_error_string_) &&
+         resolve(library, "hiprtcCreateProgram", create_program_) &&
+         resolve(library, "hiprtcDestroyProgram", destroy_program_) &&
+         resolve(library, "hiprtcCompileProgram", compile_program_) &&
+         resolve(library, "hiprtcGetProgramLogSize", get_log_size_) &&
+         resolve(library, "hiprtcGetProgramLog", get_log_) &&
+         resolve(library, "hiprtcGetCodeSize", get_code_size_) &&
+         resolve(library, "hiprtcGetCode", get_code_);
+}
+
 std::unique_ptr<Hiprtc> Hiprtc::open(void* runtime_library, std::string& why) {
   const char* configured = hal::util::env_nonempty("HAL_HIP_HIPRTC_PATH");
   std::unique_ptr<Hiprtc> hiprtc(new Hiprtc());
   void* library = runtime_library;
   std::string path = "the HIP runtime";
-  if (configured != nullptr || library == nullptr) {
-    path = configured != nullptr ? configured : kDefaultLibrary;
-    // A library of its own: closed again with |hiprtc| when it is refused.
-    if (!hiprtc->library_.open(path, why)) return nullptr;
-    library = hiprtc->library_.handle();
-  }
-  const bool complete = resolve(library, "hiprtcGetErrorString", hiprtc->get_error_string_) &&
-                        resolve(library, "hiprtcCreateProgram", hiprtc->create_program_) &&
-                        resolve(library, "hiprtcDestroyProgram", hiprtc->destroy_program_) &&
-                        resolve(library, "hiprtcCompileProgram", hiprtc->compile_program_) &&
-                        resolve(library, "hiprtcGetProgramLogSize", hiprtc->get_log_size_) &&
-                        resolve(library, "hiprtcGetProgramLog", hiprtc->get_log_) &&
-                        resolve(library, "hiprtcGetCodeSize", hiprtc->get_code_size_) &&
-                        resolve(library, "hiprtcGetCode", hiprtc->get_code_);
-  if (!complete) {
-    why = path + " has no hiprtc entry points";
-    return nullptr;
+  // ROCm 5 keeps hiprtc inside libamdhip64; from ROCm 6 on it is a library
+  // of its own, libhiprtc.so.<major> (searched like the runtime). A library
+  // of its own is closed again with |hiprtc| when it is refused.
+  if (configured == nullptr && library != nullptr && hiprtc->resolve_entry_points(library)) {
+    // found in the runtime
+  } else {
+    std::string first_error;
+    library = nullptr;
+    for (const std::string& candidate : rocm_library_candidates(
+             "HAL_HIP_HIPRTC_PATH", {"libhiprtc.so.7", "libhiprtc.so.6", "libamdhip64.so.5"})) {
+      std::string error;
+      if (hiprtc->library_.open(candidate, error)) {
+        library = hiprtc->library_.handle();
+        path = candidate;
+        break;
+      }
+      if (first_error.empty()) first_error = error;
+    }
+    if (library == nullptr) {
+      why = configured != nullptr ? first_error
+                                  : "the HIP runtime has no hiprtc entry points (ROCm 6+ keeps "
+                                    "them in libhiprtc) and " +
+                                        rocm_searched_places(first_error);
+      return nullptr;
+    }
+    if (!hiprtc->resolve_entry_points(library)) {
+      why = path + " has no hiprtc entry points";
+      return nullptr;
+    }
   }
   // hiprtcVersion is optional: the library file names the compiler anyway.
   // Appended piece by piece: GCC 12 warns (-Wrestrict) on "text" + std::string&&.

@@ -1,7 +1,8 @@
 // hiprtc, the HIP runtime compiler: in ROCm 5.x it lives inside
 // libamdhip64.so.5 (no separate library), so it is resolved from the runtime
-// the plugin opened unless HAL_HIP_HIPRTC_PATH names another library (tests
-// pair the stand-in runtime with the real compiler). It compiles for a named
+// the plugin opened; from ROCm 6 on it is libhiprtc.so.<major>, searched like
+// the runtime (library_search.hpp). HAL_HIP_HIPRTC_PATH names another library
+// (tests pair the stand-in runtime with the real compiler). It compiles for a named
 // GPU architecture without a GPU. The dialect compiler is here too, shared
 // by the plugin and its tests (hal_hip_core).
 #ifndef HAL_PLUGINS_HIP_HIPRTC_HPP_
@@ -23,8 +24,9 @@ namespace hal::hip {
 class Hiprtc {
  public:
   // Resolves hiprtc from HAL_HIP_HIPRTC_PATH when set, else from
-  // |runtime_library| (a dlopen handle; null: open libamdhip64.so.5). Null
-  // with |why| when the entry points are absent.
+  // |runtime_library| (a dlopen handle) when it has the entry points, else
+  // from the first of libhiprtc.so.7, libhiprtc.so.6, libamdhip64.so.5 found.
+  // Null with |why| when the entry points are absent.
   static std::unique_ptr<Hiprtc> open(void* runtime_library, std::string& why);
   Hiprtc(const Hiprtc&) = delete;
   Hiprtc& operator=(const Hiprtc&) = delete;
@@ -46,6 +48,8 @@ class Hiprtc {
   size_t compile_count() const { return compile_count_.load(std::memory_order_relaxed); }
 
  private:
+  // All eight entry points from |library|; false when one is missing.
+  bool resolve_entry_points(void* library);
   Hiprtc() = default;
   // The library HAL_HIP_HIPRTC_PATH (or the default) names, when hiprtc is
   // not taken from the runtime the plugin opened.

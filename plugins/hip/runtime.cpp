@@ -3,11 +3,11 @@
 #include <unistd.h>
 
 #include "hal_util/env.hpp"
+#include "library_search.hpp"
 
 namespace hal::hip {
 namespace {
 
-constexpr char kDefaultRuntime[] = "libamdhip64.so.5";
 constexpr char kDefaultKfd[] = "/dev/kfd";
 
 // Every code of HIP 5.2's hipError_t (aliases share a value: the first name).
@@ -145,10 +145,21 @@ std::unique_ptr<Runtime> Runtime::open(std::string& why) {
     why = "no " + kfd + ": the amdgpu kernel driver is not loaded";
     return nullptr;
   }
-  const char* configured = hal::util::env_nonempty("HAL_HIP_RUNTIME_PATH");
-  const std::string path = configured != nullptr ? configured : kDefaultRuntime;
   std::unique_ptr<Runtime> runtime(new Runtime());
-  if (!runtime->library_.open(path, why)) return nullptr;
+  std::string first_error;
+  for (const std::string& candidate : rocm_library_candidates(
+           "HAL_HIP_RUNTIME_PATH", {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"})) {
+    std::string error;
+    if (runtime->library_.open(candidate, error)) break;
+    if (first_error.empty()) first_error = error;
+  }
+  if (runtime->library_.handle() == nullptr) {
+    why = hal::util::env_nonempty("HAL_HIP_RUNTIME_PATH") != nullptr
+              ? first_error
+              : rocm_searched_places(first_error);
+    return nullptr;
+  }
+  const std::string& path = runtime->library_.path();
   RuntimeApi& api = runtime->api_;
   bool missing = false;
   auto resolve = [&](const char* symbol, void** slot) {
@@ -156,7 +167,7 @@ std::unique_ptr<Runtime> Runtime::open(std::string& why) {
     *slot = runtime->library_.symbol(symbol);
     if (*slot == nullptr) {
       missing = true;
-      why = path + " has no " + symbol + ": not a HIP 5 runtime";
+      why = path + " has no " + symbol + ": not a HIP runtime";
     }
   };
 #define HAL_HIP_RESOLVE(name) resolve(#name, reinterpret_cast<void**>(&api.name));
@@ -164,13 +175,29 @@ std::unique_ptr<Runtime> Runtime::open(std::string& why) {
   HAL_HIP_OVERLOADED_FUNCTIONS(HAL_HIP_RESOLVE)
 #undef HAL_HIP_RESOLVE
   if (missing) return nullptr;
+  runtime->library_.pin();  // the first HIP call starts the HSA runtime
+  int version = 0;
+  if (api.hipDriverGetVersion(&version) != hipSuccess) version = 0;
+  // The 5.x hipDeviceProp_t: R0000 where the library versions it (ROCm 6+),
+  // else the unversioned name, only from a HIP 5 runtime.
+  api.hipGetDeviceProperties = reinterpret_cast<decltype(api.hipGetDeviceProperties)>(
+      runtime->library_.symbol("hipGetDevicePropertiesR0000"));
+  if (api.hipGetDeviceProperties == nullptr && version < 60000000) {
+    api.hipGetDeviceProperties = reinterpret_cast<decltype(api.hipGetDeviceProperties)>(
+        runtime->library_.symbol("hipGetDeviceProperties"));
+  }
+  if (api.hipGetDeviceProperties == nullptr) {
+    why = path + " (" + version_text(version) +
+          ") has no hipGetDevicePropertiesR0000: the plugin, built with HIP 5 headers, cannot "
+          "read its devices' properties (hipDeviceProp_t changed in HIP 6)";
+    return nullptr;
+  }
   api.hipLaunchHostFunc = reinterpret_cast<decltype(api.hipLaunchHostFunc)>(
       runtime->library_.symbol("hipLaunchHostFunc"));
   // No hipInit: HIP initialises on first use, and HIP 5.2's hipInit answers
   // hipErrorInvalidDevice (101) where there is no GPU, which would hide the
   // precise hipGetDeviceCount answer (hipErrorNoDevice) behind a wrong one.
-  runtime->library_.pin();  // the first HIP call starts the HSA runtime
-  if (api.hipDriverGetVersion(&runtime->version_) != hipSuccess) runtime->version_ = 0;
+  runtime->version_ = version;
   return runtime;
 }
 

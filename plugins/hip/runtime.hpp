@@ -22,7 +22,7 @@ namespace hal::hip {
 struct RuntimeApi {
 // clang-format off
 #define HAL_HIP_RUNTIME_FUNCTIONS(X) \
-  X(hipDriverGetVersion) X(hipGetDeviceCount) X(hipGetDeviceProperties) X(hipDeviceGetUuid) \
+  X(hipDriverGetVersion) X(hipGetDeviceCount) X(hipDeviceGetUuid) \
   X(hipSetDevice) X(hipDeviceSynchronize) X(hipFree) X(hipHostFree) X(hipMemcpyAsync) \
   X(hipMemsetAsync) \
   X(hipStreamCreateWithFlags) X(hipStreamDestroy) X(hipStreamSynchronize) X(hipStreamQuery) \
@@ -40,6 +40,12 @@ struct RuntimeApi {
   hipError_t (*hipHostMalloc)(void** ptr, size_t size, unsigned int flags) = nullptr;
   hipError_t (*hipMallocManaged)(void** ptr, size_t size, unsigned int flags) = nullptr;
 #define HAL_HIP_OVERLOADED_FUNCTIONS(X) X(hipMalloc) X(hipHostMalloc) X(hipMallocManaged)
+  // hipDeviceProp_t of the 5.x layout the plugin was built against: from
+  // ROCm 6 on, whose struct differs (R0600), the library's
+  // hipGetDevicePropertiesR0000 (the unversioned name a program that opens
+  // the library with dlopen gets is not reliably either layout: ROCm/ROCm
+  // issue 2728); with HIP 5, hipGetDeviceProperties.
+  decltype(&::hipGetDeviceProperties) hipGetDeviceProperties = nullptr;
   // Optional: declared by the 5.2 header but not exported by its library
   // (stream_enqueue_host_fn then uses hipStreamAddCallback). Null when absent.
   decltype(&::hipLaunchHostFunc) hipLaunchHostFunc = nullptr;
@@ -51,7 +57,9 @@ struct RuntimeApi {
 class Runtime {
  public:
   // Checks the kernel driver's node (HAL_HIP_KFD_PATH, else /dev/kfd), then
-  // opens HAL_HIP_RUNTIME_PATH (else "libamdhip64.so.5"). Loading the real
+  // opens HAL_HIP_RUNTIME_PATH, else the first of libamdhip64.so.7, .so.6,
+  // .so.5 found (library_search.hpp: the dynamic linker, then the ROCm
+  // directories). Loading the real
   // runtime starts the HSA runtime, which costs tens of milliseconds and
   // threads in every process that loads HAL with plugin discovery on; where
   // the kernel driver is absent that can only end in hipErrorNoDevice, so

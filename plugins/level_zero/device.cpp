@@ -109,7 +109,9 @@ void Plugin::add_driver_devices(ze_driver_handle_t driver, uint32_t driver_index
 
 Device::Device(const plugin::ErrorReporter& report, const Loader& loader,
                const DriverContext& driver, ze_device_handle_t handle, uint32_t index)
-    : DeviceBase(report), loader_(loader), driver_(driver), handle_(handle), index_(index) {}
+    : DeviceBase(report), loader_(loader), driver_(driver), handle_(handle), index_(index) {
+  event_pools_ = std::make_unique<EventPools>(*this);
+}
 
 std::unique_ptr<Device> Device::create(const plugin::ErrorReporter& report, const Loader& loader,
                                        const DriverContext& driver, ze_device_handle_t handle,

@@ -22,6 +22,8 @@
 
 namespace hal::level_zero {
 
+class EventPools;
+
 // What the devices report as their plugin (hal_device_properties_t).
 inline constexpr char kPluginName[] = "level_zero";
 inline constexpr char kPluginVersion[] = "1.0.0";
@@ -62,6 +64,8 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   // valid bits (timestamps wrap there).
   double timestamp_ns_per_tick() const { return ns_per_tick_; }
   uint64_t timestamp_mask() const { return timestamp_mask_; }
+  // The device's reused event pools (event.hpp).
+  EventPools& event_pools() const { return *event_pools_; }
 
   // report().fail() with |result|'s mapping, its code and its name.
   hal_result_t fail(ze_result_t result, const char* what) const;
@@ -78,6 +82,8 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
 
   const Loader& loader_;
   const DriverContext& driver_;
+  // Destroyed after ~Device's release_all(): every EventSet is back by then.
+  std::unique_ptr<EventPools> event_pools_;
   ze_device_handle_t handle_;
   uint32_t index_;
   uint32_t compute_ordinal_ = 0;

@@ -15,20 +15,19 @@ constexpr uint64_t kForever = UINT64_MAX;
 
 }  // namespace
 
-std::shared_ptr<EventSet> EventSet::create(const Device& device, uint32_t count, bool timestamps,
-                                           ze_result_t& out_result) {
-  const LoaderApi& ze = device.api();
-  std::shared_ptr<EventSet> set(new EventSet(device));
+ze_result_t EventPools::grow(Kind& kind, bool timestamps) {
+  const LoaderApi& ze = device_.api();
   ze_event_pool_desc_t pool_desc{};
   pool_desc.stype = ZE_STRUCTURE_TYPE_EVENT_POOL_DESC;
   pool_desc.flags = ZE_EVENT_POOL_FLAG_HOST_VISIBLE;
   if (timestamps) pool_desc.flags |= ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP;
-  pool_desc.count = count;
-  ze_device_handle_t handle = device.handle();
-  out_result = ze.zeEventPoolCreate(device.context(), &pool_desc, 1, &handle, &set->pool_);
-  if (out_result != ZE_RESULT_SUCCESS) return nullptr;
-  set->events_.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
+  pool_desc.count = kPoolSize;
+  ze_device_handle_t handle = device_.handle();
+  ze_event_pool_handle_t pool = nullptr;
+  ze_result_t result = ze.zeEventPoolCreate(device_.context(), &pool_desc, 1, &handle, &pool);
+  if (result != ZE_RESULT_SUCCESS) return result;
+  kind.pools.push_back(pool);
+  for (uint32_t i = 0; i < kPoolSize; ++i) {
     ze_event_desc_t desc{};
     desc.stype = ZE_STRUCTURE_TYPE_EVENT_DESC;
     desc.index = i;
@@ -36,16 +35,54 @@ std::shared_ptr<EventSet> EventSet::create(const Device& device, uint32_t count,
     desc.signal = ZE_EVENT_SCOPE_FLAG_HOST;
     desc.wait = ZE_EVENT_SCOPE_FLAG_HOST;
     ze_event_handle_t event = nullptr;
-    out_result = ze.zeEventCreate(set->pool_, &desc, &event);
-    if (out_result != ZE_RESULT_SUCCESS) return nullptr;  // ~EventSet frees the rest
-    set->events_.push_back(event);
+    result = ze.zeEventCreate(pool, &desc, &event);
+    if (result != ZE_RESULT_SUCCESS) return result;  // the ones made stay, destroyed at the end
+    kind.all.push_back(event);
+    kind.idle.push_back(event);
   }
+  return ZE_RESULT_SUCCESS;
+}
+
+ze_result_t EventPools::take(bool timestamps, uint32_t count, std::vector<ze_event_handle_t>& out) {
+  std::lock_guard lock(mutex_);
+  Kind& kind = kinds_[timestamps ? 1 : 0];
+  while (kind.idle.size() < count) {
+    if (const ze_result_t result = grow(kind, timestamps); result != ZE_RESULT_SUCCESS) {
+      return result;
+    }
+  }
+  out.assign(kind.idle.end() - count, kind.idle.end());
+  kind.idle.resize(kind.idle.size() - count);
+  return ZE_RESULT_SUCCESS;
+}
+
+void EventPools::give_back(bool timestamps, const std::vector<ze_event_handle_t>& events) {
+  // "The application must ensure the device is not currently referencing the
+  // event before it is reset" (zeEventHostReset): the caller's promise.
+  std::lock_guard lock(mutex_);
+  Kind& kind = kinds_[timestamps ? 1 : 0];
+  for (ze_event_handle_t event : events) {
+    if (device_.api().zeEventHostReset(event) == ZE_RESULT_SUCCESS) kind.idle.push_back(event);
+  }
+}
+
+EventPools::~EventPools() {
+  for (Kind& kind : kinds_) {
+    for (ze_event_handle_t event : kind.all) device_.api().zeEventDestroy(event);
+    for (ze_event_pool_handle_t pool : kind.pools) device_.api().zeEventPoolDestroy(pool);
+  }
+}
+
+std::shared_ptr<EventSet> EventSet::create(const Device& device, uint32_t count, bool timestamps,
+                                           ze_result_t& out_result) {
+  std::shared_ptr<EventSet> set(new EventSet(device.event_pools(), timestamps));
+  out_result = set->pools_.take(timestamps, count, set->events_);
+  if (out_result != ZE_RESULT_SUCCESS) return nullptr;
   return set;
 }
 
 EventSet::~EventSet() {
-  for (ze_event_handle_t event : events_) device_.api().zeEventDestroy(event);
-  if (pool_ != nullptr) device_.api().zeEventPoolDestroy(pool_);
+  if (!events_.empty()) pools_.give_back(timestamps_, events_);
 }
 
 std::shared_ptr<EventSet> Event::current() const {

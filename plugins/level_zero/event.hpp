@@ -1,6 +1,7 @@
-// Events of the level_zero plugin. A HAL event is one Level Zero event in its
-// own host-visible pool (with kernel timestamps when timing); the pools are
-// EventSets, which the streams use for their markers too.
+// Events of the level_zero plugin. A HAL event is one Level Zero event (with
+// kernel timestamps when timing) of an EventSet, which the streams use for
+// their markers and host functions too. The events come from a few pools per
+// device, reused (EventPools): not a pool per event.
 #ifndef HAL_PLUGINS_LEVEL_ZERO_EVENT_HPP_
 #define HAL_PLUGINS_LEVEL_ZERO_EVENT_HPP_
 
@@ -17,8 +18,40 @@ namespace hal::level_zero {
 class Device;
 class Stream;
 
-// An event pool of |count| host-visible events and the events, destroyed
-// together. Owned by shared_ptr wherever a command list may still use it.
+// A device's host-visible events, kept in pools of kPoolSize and reused: an
+// event given back is reset (zeEventHostReset) and handed out again, so a
+// HAL event, a stream's markers or a host function costs no
+// zeEventPoolCreate once the pools hold enough events. Two kinds: with
+// kernel timestamps (timing events) and without. Thread-safe.
+class EventPools {
+ public:
+  static constexpr uint32_t kPoolSize = 64;
+  explicit EventPools(const Device& device) : device_(device) {}
+  ~EventPools();  // destroys every event and pool: nothing may use them any more
+  EventPools(const EventPools&) = delete;
+  EventPools& operator=(const EventPools&) = delete;
+  // |count| unsignaled events of one kind to |out|; on failure the code of
+  // the failing call (nothing is taken).
+  ze_result_t take(bool timestamps, uint32_t count, std::vector<ze_event_handle_t>& out);
+  // Gives events back once nothing may signal or wait on them any more:
+  // each is reset and kept for the next take (one whose reset fails is left
+  // out, destroyed with the pools).
+  void give_back(bool timestamps, const std::vector<ze_event_handle_t>& events);
+
+ private:
+  struct Kind {
+    std::vector<ze_event_pool_handle_t> pools;
+    std::vector<ze_event_handle_t> all;   // every event made, for the destructor
+    std::vector<ze_event_handle_t> idle;  // reset, ready to hand out
+  };
+  ze_result_t grow(Kind& kind, bool timestamps);  // one more pool; the mutex held
+  const Device& device_;
+  std::mutex mutex_;
+  Kind kinds_[2];  // [0] without timestamps, [1] with
+};
+
+// |count| events of the device's EventPools, given back together. Owned by
+// shared_ptr wherever a command list may still use it.
 class EventSet {
  public:
   // Null with the failing call's code in |out_result|.
@@ -30,9 +63,9 @@ class EventSet {
   ze_event_handle_t get(uint32_t index) const { return events_[index]; }
 
  private:
-  explicit EventSet(const Device& device) : device_(device) {}
-  const Device& device_;
-  ze_event_pool_handle_t pool_ = nullptr;
+  EventSet(EventPools& pools, bool timestamps) : pools_(pools), timestamps_(timestamps) {}
+  EventPools& pools_;
+  bool timestamps_;
   std::vector<ze_event_handle_t> events_;
 };
 

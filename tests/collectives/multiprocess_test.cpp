@@ -72,6 +72,18 @@ TEST_CASE("TCP store: the matrix host-staged with HAL_COMM_SHM=0", "[multiproces
   }
 }
 
+// HAL_COLL_PATH=host-staged (SPEC §13.8): the loader serves the ranks
+// without asking the plugin, which would serve them through shared memory;
+// every kind of the matrix, against the reference, over 2 processes.
+TEST_CASE("TCP store: the matrix with HAL_COLL_PATH=host-staged", "[multiprocess]") {
+  Session session;
+  struct Forced {  // the workers inherit it; unset again however the case ends
+    Forced() { ::setenv("HAL_COLL_PATH", "host-staged", 1); }
+    ~Forced() { ::unsetenv("HAL_COLL_PATH"); }
+  } forced;
+  for (int code : run_workers(2, {}, std::chrono::seconds(240))) CHECK(code == 0);
+}
+
 TEST_CASE("TCP store: a killed rank is an error in every survivor", "[multiprocess][kill]") {
   Session session;
   for (uint32_t n : {2u, 3u}) {

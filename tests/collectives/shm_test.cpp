@@ -36,6 +36,23 @@ using hal::collective::Transport;
 
 namespace {
 
+// The chooser of a rank that has a segment and a transport, with no path
+// forced (HAL_COLL_PATH of the environment is not these tests' business).
+inline hal::collective::Chooser test_chooser() {
+  hal::collective::Chooser chooser;
+  chooser.means = {2, false, true, true, false};
+  chooser.policy = hal::collective::PathPolicy::automatic();
+  return chooser;
+}
+
+// ShmGroup::run with a transport part that ignores the path it is given.
+template <class TransportPart>
+Status run_episode(hal::collective::ShmGroup& group, const hal_collective_call_t& call,
+                   const Deadline& deadline, TransportPart part) {
+  return group.run(call, deadline, test_chooser(),
+                   [&](const hal::collective::DecidedPath&) { return part(); });
+}
+
 // Mailboxes between the ranks of one process; |tamper| may rewrite a
 // message in flight (the attacker of the last test).
 struct Wire {
@@ -159,7 +176,7 @@ std::vector<Status> run_all(std::vector<Made>& made,
   for (uint32_t r = 0; r < made.size(); ++r) {
     threads.emplace_back([&, r] {
       const hal_collective_call_t call = call_of(r);
-      statuses[r] = made[r].group->run(call, Deadline::after_ms(timeout_ms, nullptr), [] {
+      statuses[r] = run_episode(*made[r].group, call, Deadline::after_ms(timeout_ms, nullptr), [] {
         return Status::failure(HAL_ERROR_INTERNAL, "this call should not leave the segment");
       });
     });
@@ -213,14 +230,12 @@ TEST_CASE(
   std::vector<std::thread> threads;
   for (uint32_t r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
-      results[r] = made[r]
-                       .group
-                       ->run(allreduce(large.data(), large.data(), large.size()),
-                             Deadline::after_ms(10000, nullptr),
-                             [&] {
-                               left[r] = 1;
-                               return Status{};
-                             })
+      results[r] = run_episode(*made[r].group, allreduce(large.data(), large.data(), large.size()),
+                               Deadline::after_ms(10000, nullptr),
+                               [&] {
+                                 left[r] = 1;
+                                 return Status{};
+                               })
                        .result;
     });
   }
@@ -258,9 +273,8 @@ TEST_CASE("shared segment: a mismatch fails every rank, a broken peer fails them
   // Rank 1 breaks the segment; rank 0, alone in a call with a long deadline, fails at once.
   made[1].group->fail();
   const auto start = std::chrono::steady_clock::now();
-  const Status alone =
-      made[0].group->run(allreduce(a.data(), a.data(), 4), Deadline::after_ms(60000, nullptr),
-                         [] { return Status{}; });
+  const Status alone = run_episode(*made[0].group, allreduce(a.data(), a.data(), 4),
+                                   Deadline::after_ms(60000, nullptr), [] { return Status{}; });
   CHECK(alone.result == HAL_ERROR_REMOTE);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
@@ -298,7 +312,7 @@ bool try_once(ShmGroup& group, const hal_collective_call_t& call, Clock::duratio
               Status& out_status) {
   const auto before = Clock::now();
   Clock::time_point first_look{Clock::duration(-1)};
-  const bool ended = group.try_run(call, patience, out_status, first_look);
+  const bool ended = group.try_run(call, test_chooser(), patience, out_status, first_look);
   if (!ended) {
     CHECK(first_look >= before);
     CHECK(first_look <= Clock::now());
@@ -369,8 +383,8 @@ TEST_CASE(
     CHECK(recv[second] == want);
     // The first rank's episode goes on where it stopped.
     const Status rest =
-        made[first].group->run(call_of(first), Deadline::after_ms(10000, nullptr),
-                               [] { return Status::failure(HAL_ERROR_INTERNAL, "no"); });
+        run_episode(*made[first].group, call_of(first), Deadline::after_ms(10000, nullptr),
+                    [] { return Status::failure(HAL_ERROR_INTERNAL, "no"); });
     CHECK(rest.ok());
     CHECK(recv[first] == want);
   }
@@ -380,10 +394,8 @@ TEST_CASE(
   CHECK_FALSE(try_once(*made[0].group, allreduce(a.data(), a.data(), 4), kNoPatience, status));
   REQUIRE(try_once(*made[1].group, allreduce(b.data(), b.data(), 8), kNoPatience, status));
   CHECK(status.result == HAL_ERROR_ARGUMENT_MISMATCH);
-  CHECK(made[0]
-            .group
-            ->run(allreduce(a.data(), a.data(), 4), Deadline::after_ms(10000, nullptr),
-                  [] { return Status{}; })
+  CHECK(run_episode(*made[0].group, allreduce(a.data(), a.data(), 4),
+                    Deadline::after_ms(10000, nullptr), [] { return Status{}; })
             .result == HAL_ERROR_ARGUMENT_MISMATCH);
   CHECK_FALSE(try_once(*made[0].group, allreduce(a.data(), a.data(), 4), kNoPatience, status));
   REQUIRE(try_once(*made[1].group, allreduce(b.data(), b.data(), 4), kLongPatience, status));
@@ -410,8 +422,8 @@ TEST_CASE(
   if (expected == HAL_ERROR_REMOTE) made[1].group->fail();
   const uint32_t timeout_ms = expected == HAL_ERROR_TIMEOUT ? 50 : 60000;
   const auto start = std::chrono::steady_clock::now();
-  const Status rest =
-      made[0].group->run(call, Deadline::after_ms(timeout_ms, &aborted), [] { return Status{}; });
+  const Status rest = run_episode(*made[0].group, call, Deadline::after_ms(timeout_ms, &aborted),
+                                  [] { return Status{}; });
   CHECK(rest.result == expected);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
   // Its failure broke the segment for the peer. The peer, coming late,
@@ -424,9 +436,9 @@ TEST_CASE(
     CHECK(status.ok());
     CHECK(b == std::vector<float>(4, 3.0f));
     CHECK_FALSE(try_once(*made[1].group, peer_call, std::chrono::milliseconds(1), status));
-    CHECK(made[1]
-              .group->run(peer_call, Deadline::after_ms(60000, nullptr), [] { return Status{}; })
-              .result == HAL_ERROR_REMOTE);
+    CHECK(run_episode(*made[1].group, peer_call, Deadline::after_ms(60000, nullptr), [] {
+            return Status{};
+          }).result == HAL_ERROR_REMOTE);
   }
 }
 

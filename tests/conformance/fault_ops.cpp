@@ -1,7 +1,10 @@
 // Planted operator faults of the fault plugin (fault_plugin.cpp): the bugs
 // a vendor's convolution, pooling or batch norm could ship, each of which
 // the operators profile must catch with a message naming the op and the
-// shape. They wrap the real cpu plugin's operator entries: a changed
+// shape (and the paged KV cache's four: a block table read off by one
+// block, the last partial block dropped, the split-KV merge without its max
+// correction, RoPE with the whole head's frequencies). They wrap the real cpu
+// plugin's operator entries: a changed
 // descriptor passed on, host functions around the real execution in stream
 // order (cpu device memory is host memory), or (max pooling) an
 // implementation of the fault plugin's own.
@@ -187,6 +190,129 @@ void max_pool_off_by_one(void* data) {
           }
 }
 
+// ---- the paged KV cache -----------------------------------------------------
+
+// The block table or the sequence lengths of a paged attention, changed
+// before the real execution and put back after it (host functions in stream
+// order; cpu device memory is host memory).
+struct PagedEdit {
+  hal_op_paged_attention_desc_t desc;
+  int32_t* table;
+  int32_t* lens;
+  bool restore;
+  std::shared_ptr<std::vector<int32_t>> saved_lens;  // the change's, for the restore
+};
+
+// The block after the one each in-range entry names (wrapping in the cache),
+// or back.
+void shift_table(void* data) {
+  auto* edit = static_cast<PagedEdit*>(data);
+  const auto& d = edit->desc;
+  const int64_t blocks = d.k_cache.shape[0];
+  for (int64_t b = 0; b < d.block_table.shape[0]; ++b)
+    for (int64_t i = 0; i < d.block_table.shape[1]; ++i) {
+      int32_t& entry = edit->table[b * d.block_table.strides[0] + i * d.block_table.strides[1]];
+      if (entry < 0 || entry >= blocks) continue;
+      entry = static_cast<int32_t>((entry + (edit->restore ? blocks - 1 : 1)) % blocks);
+    }
+  delete edit;
+}
+
+// Each length rounded down to whole blocks (the last partial block's keys
+// dropped), or back.
+void truncate_lens(void* data) {
+  auto* edit = static_cast<PagedEdit*>(data);
+  const auto& d = edit->desc;
+  const int64_t block_size = d.k_cache.shape[1];
+  for (int64_t b = 0; b < d.seq_lens.shape[0]; ++b) {
+    int32_t& len = edit->lens[b * d.seq_lens.strides[0]];
+    if (edit->restore) {
+      len = (*edit->saved_lens)[static_cast<size_t>(b)];
+    } else {
+      edit->saved_lens->push_back(len);
+      len = static_cast<int32_t>(len / block_size * block_size);
+    }
+  }
+  delete edit;
+}
+
+// Split-KV attention whose merge adds the chunks' sums and outputs as they
+// are, each relative to its own chunk's maximum (f32 operands, served here).
+struct PagedMerge {
+  const WrappedPlan* plan;
+  void* const* operands;
+  std::vector<void*> held;
+};
+
+void paged_merge_without_max(void* data) {
+  std::unique_ptr<PagedMerge> job(static_cast<PagedMerge*>(data));
+  const auto& d = job->plan->as<hal_op_paged_attention_desc_t>();
+  void* const* ops = job->held.data();
+  const auto* q = static_cast<const float*>(ops[0]);
+  const auto* k = static_cast<const float*>(ops[1]);
+  const bool in_keys = d.values_in_keys != 0;
+  const auto* v = static_cast<const float*>(in_keys ? ops[1] : ops[2]);
+  const hal_tensor_desc_t& vl = in_keys ? d.k_cache : d.v_cache;
+  const auto* table = static_cast<const int32_t*>(ops[3]);
+  const auto* lens = static_cast<const int32_t*>(ops[4]);
+  auto* out = static_cast<float*>(ops[5]);
+  auto* lse = static_cast<float*>(ops[6]);
+  const int64_t batch = d.q.shape[0], s_q = d.q.shape[1], heads = d.q.shape[2];
+  const int64_t dim = d.q.shape[3], dim_v = d.out.shape[3], bs = d.k_cache.shape[1];
+  const int64_t group = heads / d.k_cache.shape[2];
+  const int64_t splits = d.num_splits > 0 ? d.num_splits : 4;
+  const float scale = d.scale != 0.0f ? d.scale : 1.0f / std::sqrt(static_cast<float>(dim));
+  std::vector<float> acc(static_cast<size_t>(dim_v)), chunk_acc(static_cast<size_t>(dim_v));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = 0; t < s_q; ++t) {
+        const int64_t len = lens[b * d.seq_lens.strides[0]];
+        const int64_t end = d.causal ? std::min(len, len - s_q + t + 1) : len;
+        const int64_t per = ((len + bs - 1) / bs + splits - 1) / splits * bs;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        float total = 0.0f, overall = -INFINITY;
+        for (int64_t begin = 0; per > 0 && begin < end; begin += per) {
+          float m = -INFINITY, sum = 0.0f;
+          std::fill(chunk_acc.begin(), chunk_acc.end(), 0.0f);
+          for (int64_t j = begin; j < std::min(end, begin + per); ++j) {
+            const int64_t block =
+                table[b * d.block_table.strides[0] + j / bs * d.block_table.strides[1]];
+            const int64_t g = h / group;
+            const float* key = k + block * d.k_cache.strides[0] + j % bs * d.k_cache.strides[1] +
+                               g * d.k_cache.strides[2];
+            const float* value =
+                v + block * vl.strides[0] + j % bs * vl.strides[1] + g * vl.strides[2];
+            float score = 0.0f;
+            for (int64_t e = 0; e < dim; ++e)
+              score += q[b * d.q.strides[0] + t * d.q.strides[1] + h * d.q.strides[2] +
+                         e * d.q.strides[3]] *
+                       scale * key[e * d.k_cache.strides[3]];
+            const float m_new = std::max(m, score);
+            const float correction = std::exp(m - m_new), p = std::exp(score - m_new);
+            sum = sum * correction + p;
+            for (int64_t e = 0; e < dim_v; ++e)
+              chunk_acc[e] = chunk_acc[e] * correction + p * value[e * vl.strides[3]];
+            m = m_new;
+          }
+          // The fault: no exp(m - overall) on either term.
+          total += sum;
+          for (int64_t e = 0; e < dim_v; ++e) acc[e] += chunk_acc[e];
+          overall = std::max(overall, m);
+        }
+        for (int64_t e = 0; e < dim_v; ++e)
+          out[b * d.out.strides[0] + t * d.out.strides[1] + h * d.out.strides[2] +
+              e * d.out.strides[3]] = total > 0.0f ? acc[e] / total : 0.0f;
+        lse[b * d.lse.strides[0] + h * d.lse.strides[1] + t * d.lse.strides[2]] =
+            total > 0.0f ? overall + std::log(total) : -INFINITY;
+      }
+}
+
+bool paged_f32(const hal_op_paged_attention_desc_t& d) {
+  return d.q.dtype == HAL_DTYPE_F32 && d.k_cache.dtype == HAL_DTYPE_F32 &&
+         (d.values_in_keys != 0 || d.v_cache.dtype == HAL_DTYPE_F32) &&
+         d.out.dtype == HAL_DTYPE_F32;
+}
+
 bool dense_f32(const hal_tensor_desc_t& tensor) {
   return tensor.dtype == HAL_DTYPE_F32;
 }
@@ -222,6 +348,24 @@ hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* de
       return HAL_SUCCESS;
     }
   }
+  if (g_fault == OpFault::kPagedRopeWrongFrequencies && desc->kind == HAL_OP_PAGED_KV_APPEND) {
+    // base^(-2i/head_dim) in place of base^(-2i/rope_dim): the frequencies
+    // of a rotation over the whole head, not over its RoPE slice.
+    auto* append = reinterpret_cast<hal_op_paged_kv_append_desc_t*>(changed.data());
+    if (append->rope_dim > 0) {
+      append->rope_base = static_cast<float>(std::pow(
+          static_cast<double>(append->rope_base),
+          static_cast<double>(append->rope_dim) / static_cast<double>(append->k_new.shape[3])));
+    }
+    passed = reinterpret_cast<const hal_op_header_t*>(changed.data());
+  }
+  if (g_fault == OpFault::kPagedMergeWithoutMax && desc->kind == HAL_OP_PAGED_ATTENTION &&
+      paged_f32(*reinterpret_cast<const hal_op_paged_attention_desc_t*>(desc))) {
+    *out_workspace_bytes = 0;
+    *out_implementation = "fault.paged_attention";
+    *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(wrapped.release());
+    return HAL_SUCCESS;
+  }
   const hal_result_t result = g_real->op_plan_create(device, passed, flags, &wrapped->real,
                                                      out_workspace_bytes, out_implementation);
   if (result != HAL_SUCCESS) return result;
@@ -238,6 +382,15 @@ hal_result_t op_plan_destroy(hal_impl_op_plan_t* plan) {
 hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
                         const hal_op_exec_args_t* args) {
   const auto* wrapped = reinterpret_cast<const WrappedPlan*>(plan);
+  if (wrapped->real == nullptr && wrapped->kind == HAL_OP_PAGED_ATTENTION) {
+    auto job = std::make_unique<PagedMerge>();
+    job->plan = wrapped;
+    job->held.assign(args->operands, args->operands + args->operand_count);
+    const hal_result_t r =
+        g_real->stream_enqueue_host_fn(stream, paged_merge_without_max, job.get());
+    if (r == HAL_SUCCESS) job.release();
+    return r;
+  }
   if (wrapped->real == nullptr) {  // max pooling, served here
     auto job = std::make_unique<MaxPool>(
         MaxPool{wrapped, static_cast<const float*>(args->operands[0]),
@@ -258,6 +411,27 @@ hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
       return r;
     return g_real->stream_enqueue_host_fn(stream, flip_and_free, new Flip(flip));
   }
+  if ((g_fault == OpFault::kPagedBlockTableOffByOne ||
+       g_fault == OpFault::kPagedLastBlockIgnored) &&
+      wrapped->kind == HAL_OP_PAGED_ATTENTION) {
+    const auto& desc = wrapped->as<hal_op_paged_attention_desc_t>();
+    auto saved = std::make_shared<std::vector<int32_t>>();
+    const hal_host_fn_t fn =
+        g_fault == OpFault::kPagedBlockTableOffByOne ? shift_table : truncate_lens;
+    // The change and the restore, each a host function owning its edit.
+    const auto enqueue = [&](bool restore) {
+      auto edit = std::make_unique<PagedEdit>(
+          PagedEdit{desc, static_cast<int32_t*>(args->operands[3]),
+                    static_cast<int32_t*>(args->operands[4]), restore, saved});
+      const hal_result_t r = g_real->stream_enqueue_host_fn(stream, fn, edit.get());
+      if (r == HAL_SUCCESS) edit.release();
+      return r;
+    };
+    if (hal_result_t r = enqueue(false); r != HAL_SUCCESS) return r;
+    if (hal_result_t r = g_real->op_execute(wrapped->real, stream, args); r != HAL_SUCCESS)
+      return r;
+    return enqueue(true);
+  }
   const hal_result_t result = g_real->op_execute(wrapped->real, stream, args);
   if (result != HAL_SUCCESS) return result;
   if (g_fault == OpFault::kBatchNormUnbiased && wrapped->kind == HAL_OP_BATCH_NORM) {
@@ -277,6 +451,9 @@ hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
 const char* op_implementation(hal_impl_device_t* device, hal_op_kind_t kind) {
   if (g_fault == OpFault::kPoolingIndicesOffByOne && kind == HAL_OP_POOLING) {
     return "fault.max_pooling";
+  }
+  if (g_fault == OpFault::kPagedMergeWithoutMax && kind == HAL_OP_PAGED_ATTENTION) {
+    return "fault.paged_attention";
   }
   return g_real->op_implementation != nullptr ? g_real->op_implementation(device, kind) : "fault";
 }

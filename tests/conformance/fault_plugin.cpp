@@ -949,6 +949,22 @@ const Fault kFaults[] = {
      [](hal_plugin_table_v1_t& t) {
        fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kQuantizeHalfAway);
      }},
+    {"paged_block_table_off_by_one",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kPagedBlockTableOffByOne);
+     }},
+    {"paged_last_block_ignored",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kPagedLastBlockIgnored);
+     }},
+    {"paged_merge_without_max",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kPagedMergeWithoutMax);
+     }},
+    {"paged_mla_rope_wrong_frequencies",
+     [](hal_plugin_table_v1_t& t) {
+       fault_ops::plant(t, g_real, fault_ops::OpFault::kPagedRopeWrongFrequencies);
+     }},
     // declared facts
     {"max_allocation_overstated",
      [](hal_plugin_table_v1_t& t) {

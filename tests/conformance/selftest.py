@@ -81,6 +81,15 @@ PLANTED = [
      "straight-through inside [lo, hi] only", 120),
     ("quantize_ties_away_from_zero", "operators", "operators.lowp.quantize_static",
      "quantize (given scale) i8", 120),
+    ("paged_block_table_off_by_one", "operators", "operators.paged_attention.block_table",
+     "paged attention b=3 s_q=1 h=4 kv_h=2 d=32 d_v=32 bs=16 lens=(64,96,40)", 120),
+    ("paged_last_block_ignored", "operators", "operators.paged_attention.partial_blocks",
+     "paged attention b=5 s_q=1 h=4 kv_h=1 d=32 d_v=32 bs=16 lens=(1,15,17,31,50)", 120),
+    ("paged_merge_without_max", "operators", "operators.paged_attention.split_kv",
+     "paged attention b=2 s_q=1 h=4 kv_h=2 d=64 d_v=64 bs=32 lens=(1500,333)", 120),
+    ("paged_mla_rope_wrong_frequencies", "operators", "operators.paged_kv_append.mla_rope",
+     "paged kv append b=3 s_new=2 kv_h=1 d=576 d_v=512 bs=64 lens=(0,63,200) values_in_keys "
+     "rope=64@512", 120),
     # declared facts are proven
     ("max_allocation_overstated", "core", "core.declared.max_allocation", "max_allocation_bytes",
      60),
@@ -134,6 +143,8 @@ SLOW_UNDER_SANITIZERS = {
     # path the sanitizers have not seen in tests/ops
     "conv_padding_swapped", "conv_filter_flipped", "batch_norm_unbiased_variance",
     "pooling_indices_off_by_one", "count_include_pad_inverted",
+    "paged_block_table_off_by_one", "paged_last_block_ignored", "paged_merge_without_max",
+    "paged_mla_rope_wrong_frequencies",
 }
 
 # The class of each fault (SPEC.md, Conformance: the classes a certification proves).
@@ -153,6 +164,8 @@ CLASSES = {
     "hangs named": ["hang", "hang_in_wait_event"],
     "operators": ["conv_padding_swapped", "conv_filter_flipped", "batch_norm_unbiased_variance",
                   "pooling_indices_off_by_one", "count_include_pad_inverted",
+                  "paged_block_table_off_by_one", "paged_last_block_ignored",
+                  "paged_merge_without_max", "paged_mla_rope_wrong_frequencies",
                   "scale_per_column", "e4m3_nan_as_number", "ste_outside_clipping_range",
                   "quantize_ties_away_from_zero"],
 }

@@ -410,7 +410,7 @@ TEST_CASE("a second load of the same dialect source is a kernel cache hit, and d
   CHECK(first.find("compiled and stored as the kernel cache entry '" + directory +
                    "/objects/cuda-") != std::string::npos);
   const std::string entry =
-      directory + "/objects/" + cache_test::only_entry(directory + "/objects", ".ptx");
+      directory + "/objects/" + cache_test::only_entry(directory + "/objects", ".cubin");
   const ino_t stored = cache_test::inode_of(entry);
 
   const std::string second = load_and_launch("the second load");
@@ -428,6 +428,90 @@ TEST_CASE("a second load of the same dialect source is a kernel cache hit, and d
   CHECK(third.find("compiled and stored as the kernel cache entry '" + entry + "'") !=
         std::string::npos);
   CHECK(cache_test::slurp(entry) != bytes);
+}
+
+TEST_CASE("a dialect module is a cubin for the device, so a driver older than NVRTC loads it") {
+  cache_test::Scratch scratch;
+  cache_test::EnvOverride log_level("HAL_LOG", "1");
+  const std::string source =
+      "kernel void twice(global float* x, unsigned n) {\n"
+      "  int i = global_id(0);\n"
+      "  if (i < n) x[i] = 2.0f * x[i];\n"
+      "}\n";
+  // Loads |source| on device 0 and returns the result, the error's message
+  // and what the plugin logged.
+  struct Outcome {
+    hal_result_t result;
+    std::string message, log;
+    int64_t native;
+  };
+  auto load_source = [&] {
+    Outcome outcome{};
+    cache_test::StderrCapture capture(scratch.path + "/stderr.txt");
+    Session session;
+    hal_module_t module = nullptr;
+    outcome.result = load(session.device(), HAL_MODULE_FORMAT_HAL_DIALECT, source, &module);
+    if (outcome.result == HAL_SUCCESS) {
+      hal_kernel_t kernel = nullptr;
+      CHECK(get(module, "twice", &kernel) == HAL_SUCCESS);
+      CHECK(hal_module_unload(module) == HAL_SUCCESS);
+    } else {
+      outcome.message = hal_error_last_message();
+      outcome.native = last_detail().native_code;
+    }
+    outcome.log = capture.text();
+    return outcome;
+  };
+  // CUDA 12.4 reads PTX ISA up to 8.4; NVRTC 13's PTX says 9.0.
+  cache_test::EnvOverride driver("HAL_FAKE_CUDA_DRIVER_VERSION", "12040");
+  SECTION("an H100 (sm_90): the cubin loads, no PTX is JIT-compiled") {
+    const Outcome outcome = load_source();
+    INFO(outcome.message << outcome.log);
+    CHECK(outcome.result == HAL_SUCCESS);
+    CHECK(outcome.log.find("not a cubin") == std::string::npos);
+  }
+  SECTION("an architecture NVRTC cannot emit: PTX, the reason logged, the JIT's refusal quoted") {
+    cache_test::EnvOverride cc("HAL_FAKE_CUDA_CC", "85");
+    const Outcome outcome = load_source();
+    INFO(outcome.message << outcome.log);
+    CHECK(outcome.result == HAL_ERROR_INVALID_MODULE);
+    CHECK(outcome.native == 222);  // CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+    CHECK(outcome.log.find("compiled to compute_80 PTX, not a cubin: NVRTC 13.0 does not offer "
+                           "sm_85") != std::string::npos);
+    CHECK(outcome.message.find("the JIT's error log:\nptxas application ptx input, line ") !=
+          std::string::npos);
+    CHECK(outcome.message.find("Unsupported .version 9.0; current version is '8.4'") !=
+          std::string::npos);
+  }
+  SECTION("the same PTX on a driver as new as NVRTC loads") {
+    cache_test::EnvOverride cc("HAL_FAKE_CUDA_CC", "85");
+    cache_test::EnvOverride newer("HAL_FAKE_CUDA_DRIVER_VERSION", "13000");
+    const Outcome outcome = load_source();
+    INFO(outcome.message << outcome.log);
+    CHECK(outcome.result == HAL_SUCCESS);
+    CHECK(outcome.log.find("compiled to compute_80 PTX, not a cubin") != std::string::npos);
+  }
+}
+
+TEST_CASE("the JIT's error log is part of a PTX module's load error") {
+  Session session;
+  std::string too_new = kPtx;
+  too_new.replace(too_new.find(".version 9.0"), 12, ".version 9.7");
+  hal_module_t module = nullptr;
+  CHECK(load(session.device(), HAL_MODULE_FORMAT_PTX, too_new, &module) ==
+        HAL_ERROR_INVALID_MODULE);
+  std::string message = hal_error_last_message();
+  CHECK(last_detail().native_code == 222);
+  CHECK(message.find("CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222); the JIT's error log:\n"
+                     "ptxas application ptx input, line 2; fatal   : Unsupported .version 9.7; "
+                     "current version is '9.0'") != std::string::npos);
+  std::string newer_target = kPtx;
+  newer_target.replace(newer_target.find(".target sm_90"), 13, ".target sm_100");
+  CHECK(load(session.device(), HAL_MODULE_FORMAT_PTX, newer_target, &module) ==
+        HAL_ERROR_INVALID_MODULE);
+  message = hal_error_last_message();
+  CHECK(message.find("line 3; fatal   : SM version specified by .target is higher") !=
+        std::string::npos);
 }
 
 TEST_CASE("driver errors keep their CUresult: a bad image, a missing entry") {

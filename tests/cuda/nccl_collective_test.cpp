@@ -332,7 +332,8 @@ constexpr hal_reduce_op_t kOps[] = {HAL_REDUCE_SUM, HAL_REDUCE_PROD, HAL_REDUCE_
 
 }  // namespace
 
-TEST_CASE("with NCCL the cuda devices declare COLLECTIVES, without it they do not", "[nccl]") {
+TEST_CASE("with NCCL the cuda devices declare COLLECTIVES and one rank per GPU, without it neither",
+          "[nccl]") {
   {
     Session session;
     hal_device_properties_t properties{};
@@ -341,6 +342,7 @@ TEST_CASE("with NCCL the cuda devices declare COLLECTIVES, without it they do no
     CHECK((properties.capabilities & HAL_DEVICE_CAP_COLLECTIVES) != 0);
     // alltoallv on NCCL, after the count exchange.
     CHECK((properties.capabilities & HAL_DEVICE_CAP_ALLTOALLV) != 0);
+    CHECK(properties.max_ranks_per_device == 1);  // NCCL refuses two ranks on one GPU
   }
   {
     Session session("/nonexistent/libnccl.so.2");
@@ -349,6 +351,7 @@ TEST_CASE("with NCCL the cuda devices declare COLLECTIVES, without it they do no
     REQUIRE(hal_device_get_properties(session.device(0), &properties) == HAL_SUCCESS);
     CHECK((properties.capabilities & HAL_DEVICE_CAP_COLLECTIVES) == 0);
     CHECK((properties.capabilities & HAL_DEVICE_CAP_ALLTOALLV) != 0);  // the loader's
+    CHECK(properties.max_ranks_per_device == 0);  // the loader's collectives take any number
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include "cache_test_support.hpp"
 #include "dialect_cache.hpp"
+#include "image.hpp"
 #include "nvrtc.hpp"
 
 using namespace cache_test;
@@ -40,11 +41,24 @@ struct Compile {
   hal::cuda::CacheOutcome outcome;
 };
 
-Compile compile(const hal::cuda::Nvrtc& nvrtc, int arch, CollectedLog& log,
-                const std::string& source = kSource) {
+// PTX for compute_|arch|, or a cubin for sm_|arch|.
+hal::cuda::CompileTarget ptx(int arch) {
+  hal::cuda::CompileTarget target;
+  target.arch = arch;
+  return target;
+}
+hal::cuda::CompileTarget cubin(int arch) {
+  hal::cuda::CompileTarget target;
+  target.arch = arch;
+  target.cubin = true;
+  return target;
+}
+
+Compile compile(const hal::cuda::Nvrtc& nvrtc, const hal::cuda::CompileTarget& target,
+                CollectedLog& log, const std::string& source = kSource) {
   Compile result;
   std::string message;
-  const auto status = hal::cuda::compile_dialect_cached(nvrtc, source, arch, log.sink(),
+  const auto status = hal::cuda::compile_dialect_cached(nvrtc, source, target, log.sink(),
                                                         result.compiled, result.outcome, message);
   INFO(message);
   REQUIRE(status == hal::cuda::DialectStatus::kOk);
@@ -52,13 +66,15 @@ Compile compile(const hal::cuda::Nvrtc& nvrtc, int arch, CollectedLog& log,
   return result;
 }
 
-// The entry of kSource for compute_|arch|, by the key the plugin derives.
-std::string entry_path(const std::string& directory, const hal::cuda::Nvrtc& nvrtc, int arch) {
+// The entry of kSource for |target|, by the key the plugin derives.
+std::string entry_path(const std::string& directory, const hal::cuda::Nvrtc& nvrtc,
+                       const hal::cuda::CompileTarget& target) {
   hal::dialect::TranslatedModule translated;
   hal::dialect::Diagnostic diagnostic;
   REQUIRE(hal::dialect::translate(kSource, hal::dialect::Backend::kCuda, translated, diagnostic));
-  return objects_dir(directory) + "/cuda-" + hal::cuda::dialect_cache_key(nvrtc, translated, arch) +
-         ".ptx";
+  return objects_dir(directory) + "/cuda-" +
+         hal::cuda::dialect_cache_key(nvrtc, translated, target) +
+         (target.cubin ? ".cubin" : ".ptx");
 }
 
 }  // namespace
@@ -70,20 +86,20 @@ TEST_CASE("a second compile of the same source is a hit: NVRTC is not called", "
   const auto nvrtc = open_nvrtc();
   CollectedLog log;
   const size_t before = nvrtc->compile_count();
-  const Compile first = compile(*nvrtc, 90, log);
+  const Compile first = compile(*nvrtc, ptx(90), log);
   CHECK(first.outcome.use == CacheUse::kStored);
   CHECK(nvrtc->compile_count() == before + 1);
-  const std::string entry = entry_path(directory, *nvrtc, 90);
+  const std::string entry = entry_path(directory, *nvrtc, ptx(90));
   CHECK(only_entry(objects_dir(directory), ".ptx") ==
         entry.substr(objects_dir(directory).size() + 1));
-  CHECK(slurp(entry) == first.compiled.ptx);
-  CHECK(slurp(record_path(entry, ".ptx")) == record_for(entry, first.compiled.ptx));
-  CHECK(first.compiled.ptx.find(".target sm_90") != std::string::npos);
+  CHECK(slurp(entry) == first.compiled.image);
+  CHECK(slurp(record_path(entry, ".ptx")) == record_for(entry, first.compiled.image));
+  CHECK(first.compiled.image.find(".target sm_90") != std::string::npos);
 
-  const Compile second = compile(*nvrtc, 90, log);
+  const Compile second = compile(*nvrtc, ptx(90), log);
   CHECK(second.outcome.use == CacheUse::kHit);
   CHECK(nvrtc->compile_count() == before + 1);
-  CHECK(second.compiled.ptx == first.compiled.ptx);
+  CHECK(second.compiled.image == first.compiled.image);
   CHECK(second.outcome.origin.find(entry) != std::string::npos);
   CHECK(log.mentions("'" + entry + "' is used: nothing is compiled"));
   // The kernel records come from the translation, not from the cache.
@@ -98,15 +114,15 @@ TEST_CASE("another architecture, other options or another source is a miss", "[c
   const auto nvrtc = open_nvrtc();
   CollectedLog log;
   const size_t before = nvrtc->compile_count();
-  CHECK(compile(*nvrtc, 90, log).outcome.use == CacheUse::kStored);
-  const Compile older = compile(*nvrtc, 75, log);
+  CHECK(compile(*nvrtc, ptx(90), log).outcome.use == CacheUse::kStored);
+  const Compile older = compile(*nvrtc, ptx(75), log);
   CHECK(older.outcome.use == CacheUse::kStored);
-  CHECK(older.compiled.ptx.find(".target sm_75") != std::string::npos);
+  CHECK(older.compiled.image.find(".target sm_75") != std::string::npos);
   CHECK(nvrtc->compile_count() == before + 2);
-  CHECK(compile(*nvrtc, 75, log).outcome.use == CacheUse::kHit);
+  CHECK(compile(*nvrtc, ptx(75), log).outcome.use == CacheUse::kHit);
   std::string other_source = kSource;
   other_source.replace(other_source.find("x[i] * by"), 9, "x[i] + by");
-  CHECK(compile(*nvrtc, 90, log, other_source).outcome.use == CacheUse::kStored);
+  CHECK(compile(*nvrtc, ptx(90), log, other_source).outcome.use == CacheUse::kStored);
   CHECK(nvrtc->compile_count() == before + 3);
 
   // The same headers by another path: another -I option, so another entry.
@@ -116,11 +132,11 @@ TEST_CASE("another architecture, other options or another source is a miss", "[c
   EnvOverride include_path("HAL_CUDA_INCLUDE_PATH", include_link.c_str());
   const auto relinked = open_nvrtc();
   REQUIRE(relinked->include_dir() == include_link);
-  CHECK(relinked->options(90) != nvrtc->options(90));
+  CHECK(relinked->options(ptx(90)) != nvrtc->options(ptx(90)));
   const size_t relinked_before = relinked->compile_count();
-  CHECK(compile(*relinked, 90, log).outcome.use == CacheUse::kStored);
+  CHECK(compile(*relinked, ptx(90), log).outcome.use == CacheUse::kStored);
   CHECK(relinked->compile_count() == relinked_before + 1);
-  CHECK(compile(*relinked, 90, log).outcome.use == CacheUse::kHit);
+  CHECK(compile(*relinked, ptx(90), log).outcome.use == CacheUse::kHit);
   CHECK(listing(objects_dir(directory)).size() == 2 * 4);
 }
 
@@ -131,8 +147,8 @@ TEST_CASE("seeded damage and planted entries are rebuilt; every cached entry is 
   EnvOverride cache_dir("HAL_CACHE_DIR", directory.c_str());
   const auto nvrtc = open_nvrtc();
   CollectedLog log;
-  const std::string good = compile(*nvrtc, 90, log).compiled.ptx;
-  const std::string entry = entry_path(directory, *nvrtc, 90);
+  const std::string good = compile(*nvrtc, ptx(90), log).compiled.image;
+  const std::string entry = entry_path(directory, *nvrtc, ptx(90));
   const std::string record = record_path(entry, ".ptx");
 
   std::mt19937 random(1303);
@@ -141,17 +157,17 @@ TEST_CASE("seeded damage and planted entries are rebuilt; every cached entry is 
     CAPTURE(round, damage);
     log.clear();
     const size_t before = nvrtc->compile_count();
-    const Compile rebuilt = compile(*nvrtc, 90, log);
+    const Compile rebuilt = compile(*nvrtc, ptx(90), log);
     CHECK(rebuilt.outcome.use == CacheUse::kStored);
     CHECK(nvrtc->compile_count() == before + 1);
     CHECK(log.mentions("the kernel cache entry " + entry + " is rebuilt: "));
-    CHECK(rebuilt.compiled.ptx == good);
+    CHECK(rebuilt.compiled.image == good);
     CHECK(slurp(entry) == good);
   }
 
   // Consistent plants (an object and its matching record) the cache's hash
   // accepts: only the PTX check keeps them out.
-  const std::string older = compile(*nvrtc, 75, log).compiled.ptx;
+  const std::string older = compile(*nvrtc, ptx(75), log).compiled.image;
   struct Plant {
     std::string bytes, phrase;
   };
@@ -167,10 +183,59 @@ TEST_CASE("seeded damage and planted entries are rebuilt; every cached entry is 
     write_file(record, record_for(entry, plant.bytes));
     log.clear();
     const size_t before = nvrtc->compile_count();
-    const Compile rebuilt = compile(*nvrtc, 90, log);
+    const Compile rebuilt = compile(*nvrtc, ptx(90), log);
     CHECK(nvrtc->compile_count() == before + 1);
     CHECK(log.mentions(plant.phrase));
-    CHECK(rebuilt.compiled.ptx == good);
+    CHECK(rebuilt.compiled.image == good);
+  }
+}
+
+TEST_CASE("cubins are cached apart from PTX and checked for their architecture", "[cache]") {
+  Scratch scratch;
+  const std::string directory = scratch.path + "/cache";
+  EnvOverride cache_dir("HAL_CACHE_DIR", directory.c_str());
+  const auto nvrtc = open_nvrtc();
+  REQUIRE(nvrtc->emits_cubin());
+  CollectedLog log;
+  const size_t before = nvrtc->compile_count();
+  const Compile first = compile(*nvrtc, cubin(90), log);
+  CHECK(first.outcome.use == CacheUse::kStored);
+  const std::string entry = entry_path(directory, *nvrtc, cubin(90));
+  CHECK(slurp(entry) == first.compiled.image);
+  // An ELF for EM_CUDA whose e_flags name sm_90, read here independently.
+  REQUIRE(first.compiled.image.size() > 64);
+  CHECK(first.compiled.image.compare(0, 4,
+                                     "\x7f"
+                                     "ELF") == 0);
+  CHECK(static_cast<unsigned char>(first.compiled.image[18]) == 190);  // e_machine, EM_CUDA
+  CHECK(hal::cuda::cubin_arch(first.compiled.image.data(), first.compiled.image.size()) == 90);
+  CHECK(compile(*nvrtc, cubin(90), log).outcome.use == CacheUse::kHit);
+  // PTX for the same architecture is another entry.
+  CHECK(compile(*nvrtc, ptx(90), log).outcome.use == CacheUse::kStored);
+  CHECK(nvrtc->compile_count() == before + 2);
+
+  const std::string record = record_path(entry, ".cubin");
+  const std::string other = compile(*nvrtc, cubin(80), log).compiled.image;
+  CHECK(hal::cuda::cubin_arch(other.data(), other.size()) == 80);
+  const std::string text = compile(*nvrtc, ptx(90), log).compiled.image;
+  struct Plant {
+    std::string bytes, phrase;
+  };
+  const Plant plants[] = {
+      {other, "a cubin for sm_80, not sm_90"},
+      {text, "not a cubin: "},
+      {first.compiled.image.substr(0, first.compiled.image.size() / 2), "not a cubin: "},
+  };
+  for (const Plant& plant : plants) {
+    CAPTURE(plant.phrase);
+    write_file(entry, plant.bytes);
+    write_file(record, record_for(entry, plant.bytes));
+    log.clear();
+    const size_t compiles = nvrtc->compile_count();
+    const Compile rebuilt = compile(*nvrtc, cubin(90), log);
+    CHECK(nvrtc->compile_count() == compiles + 1);
+    CHECK(log.mentions(plant.phrase));
+    CHECK(rebuilt.compiled.image == first.compiled.image);
   }
 }
 
@@ -183,12 +248,12 @@ TEST_CASE("an unsafe cache directory turns the cache off with a message naming i
   const auto nvrtc = open_nvrtc();
   CollectedLog log;
   const size_t before = nvrtc->compile_count();
-  const Compile first = compile(*nvrtc, 90, log);
+  const Compile first = compile(*nvrtc, ptx(90), log);
   CHECK(first.outcome.use == CacheUse::kNoCache);
   CHECK(log.mentions("the kernel cache is not used ('" + shared +
                      "' has mode 0777: group or others may write to it); the cuda plugin "
                      "compiles HAL dialect modules at every load"));
-  CHECK(compile(*nvrtc, 90, log).outcome.use == CacheUse::kNoCache);
+  CHECK(compile(*nvrtc, ptx(90), log).outcome.use == CacheUse::kNoCache);
   CHECK(nvrtc->compile_count() == before + 2);
   CHECK(listing(shared).empty());
 }

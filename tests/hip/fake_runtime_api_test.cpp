@@ -572,7 +572,7 @@ TEST_CASE("a library refused as the HIP runtime is not left loaded in the proces
   hal_plugin_report_t report{};
   report.struct_size = sizeof(report);
   REQUIRE(hal_plugin_report_get(0, &report) == HAL_SUCCESS);
-  CHECK(std::string(report.reason).find("not a HIP 5 runtime") != std::string::npos);
+  CHECK(std::string(report.reason).find("not a HIP runtime") != std::string::npos);
   void* still_loaded = dlopen(HAL_TEST_NOT_A_RUNTIME, RTLD_NOW | RTLD_NOLOAD);
   CHECK(still_loaded == nullptr);
   if (still_loaded != nullptr) dlclose(still_loaded);

@@ -389,6 +389,39 @@ TEST_CASE("events order streams and time the work between them") {
   CHECK(hal_mem_free(buffer) == HAL_SUCCESS);
 }
 
+TEST_CASE("events and host functions share a few reused event pools, not one pool each") {
+  Session session;
+  Fake fake;
+  const long pools = fake.live("event_pools");
+  // 150 events alive at once, each recorded, and 40 host functions: events
+  // for all of them, in pools of 64 (the stream's markers included).
+  auto round = [&] {
+    std::vector<hal_event_t> events(150, nullptr);
+    for (hal_event_t& event : events) {
+      REQUIRE(hal_event_create(session.device(), 0, &event) == HAL_SUCCESS);
+      REQUIRE(hal_event_record(event, session.stream()) == HAL_SUCCESS);
+    }
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 40; ++i) {
+      REQUIRE(hal_stream_enqueue_host_fn(
+                  session.stream(), [](void* user) { ++*static_cast<std::atomic<int>*>(user); },
+                  &ran) == HAL_SUCCESS);
+    }
+    REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+    CHECK(ran.load() == 40);
+    for (hal_event_t event : events) {
+      CHECK(hal_event_query(event) == HAL_SUCCESS);
+      CHECK(hal_event_destroy(event) == HAL_SUCCESS);
+    }
+  };
+  round();
+  const long grown = fake.live("event_pools") - pools;
+  CHECK(grown >= 3);  // 150 + 2 x 40 events need at least 3 pools of 64 (150 alone: 3)
+  CHECK(grown <= 6);  // and not one per event
+  round();            // the same events again, reset: no new pool
+  CHECK(fake.live("event_pools") - pools == grown);
+}
+
 TEST_CASE("an event destroyed while a wait on it is pending: the wait still completes") {
   Session session;
   Fake fake;
@@ -405,12 +438,14 @@ TEST_CASE("an event destroyed while a wait on it is pending: the wait still comp
   REQUIRE(hal_stream_wait_event(other, event) == HAL_SUCCESS);
   REQUIRE(hal_memcpy_async(&value, buffer, 1, other) == HAL_SUCCESS);
   REQUIRE(hal_event_destroy(event) == HAL_SUCCESS);
-  const long events = fake.live("events");
+  const long resets = fake.live("event_resets");
   fake.set_paused(0);
   REQUIRE(hal_stream_synchronize(other) == HAL_SUCCESS);
   CHECK(value == 5);
   REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
-  CHECK(fake.live("events") < events);  // freed once both streams were seen past it
+  // Given back to the device's event pools (reset for reuse) once both
+  // streams were seen past it, not before.
+  CHECK(fake.live("event_resets") > resets);
   CHECK(hal_stream_destroy(other) == HAL_SUCCESS);
   CHECK(hal_mem_free(buffer) == HAL_SUCCESS);
 }

@@ -171,9 +171,27 @@ TEST_CASE("device queries check their arguments", "[device]") {
   CHECK(last_detail().message == "hal_device_get: index 3 is out of range: there are 3 devices");
   CHECK(hal_device_get(0, nullptr) == HAL_ERROR_NULL_POINTER);
   REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
+  // A caller built against the 1.0 header (before max_ranks_per_device was
+  // appended) passes the 1.0 size: accepted, and nothing past it is written.
+  constexpr size_t kVersion1 = offsetof(hal_device_properties_t, max_ranks_per_device);
+  alignas(hal_device_properties_t) unsigned char bytes[sizeof(hal_device_properties_t)];
+  std::memset(bytes, 0xa5, sizeof(bytes));
+  hal_device_properties_t header{};
+  header.struct_size = kVersion1;
+  std::memcpy(bytes, &header, sizeof(header.struct_size) + sizeof(header.next));
+  auto* old_caller = reinterpret_cast<hal_device_properties_t*>(bytes);
+  CHECK(hal_device_get_properties(device, old_caller) == HAL_SUCCESS);
+  CHECK(old_caller->struct_size == kVersion1);
+  CHECK(old_caller->min_alignment_bytes > 0);
+  for (size_t i = kVersion1; i < sizeof(bytes); ++i) {
+    INFO("byte " << i);
+    CHECK(bytes[i] == 0xa5);
+  }
   hal_device_properties_t properties{};
-  properties.struct_size = sizeof(properties) - 8;
+  properties.struct_size = kVersion1 - 8;
   CHECK(hal_device_get_properties(device, &properties) == HAL_ERROR_INVALID_ARGUMENT);
+  CHECK(last_detail().message.find("smaller than the " + std::to_string(kVersion1) + " bytes") !=
+        std::string::npos);
   CHECK(hal_device_get_properties(device, nullptr) == HAL_ERROR_NULL_POINTER);
 
   const hal_device_properties_t minimal = properties_of(device_of("minimal"));

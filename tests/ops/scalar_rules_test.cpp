@@ -267,6 +267,27 @@ std::vector<Field> fields() {
         backward ? kNonNegativeRefused : kPositiveNormalRefused));
   }
 
+  // The paged KV cache: the append's RoPE base (with rope_dim > 0) and the
+  // attention's scale.
+  auto append = header_of<hal_op_paged_kv_append_desc_t>(HAL_OP_PAGED_KV_APPEND);
+  append.rope_dim = 8;
+  append.k_new = append.v_new = dense({1, 1, 2, 8});
+  append.k_cache = append.v_cache = dense({4, 4, 2, 8});
+  append.block_table = dense({1, 2}, HAL_DTYPE_I32);
+  append.seq_lens = dense({1}, HAL_DTYPE_I32);
+  out.push_back(field<hal_op_paged_kv_append_desc_t>(
+      "paged_kv_append", "desc->rope_base", append, [](auto& d, float v) { d.rope_base = v; },
+      kPositiveNormalAccepted, kPositiveNormalRefused));
+  auto paged = header_of<hal_op_paged_attention_desc_t>(HAL_OP_PAGED_ATTENTION);
+  paged.q = paged.out = dense({1, 1, 4, 8});
+  paged.k_cache = paged.v_cache = dense({4, 4, 2, 8});
+  paged.block_table = dense({1, 2}, HAL_DTYPE_I32);
+  paged.seq_lens = dense({1}, HAL_DTYPE_I32);
+  paged.lse = dense({1, 4, 1});
+  out.push_back(field<hal_op_paged_attention_desc_t>(
+      "paged_attention", "desc->scale", paged, [](auto& d, float v) { d.scale = v; },
+      kFiniteAccepted, kFiniteRefused));
+
   for (hal_op_kind_t kind : {HAL_OP_ATTENTION, HAL_OP_ATTENTION_BACKWARD}) {
     auto attention = header_of<hal_op_attention_desc_t>(kind);
     attention.batch = 1;

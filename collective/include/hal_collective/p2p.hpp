@@ -10,6 +10,7 @@
 // the wrong bytes.
 #pragma once
 
+#include "hal_collective/path.hpp"
 #include "hal_collective/status.hpp"
 
 #include <memory>
@@ -45,11 +46,22 @@ class Transport {
   virtual bool any_peer_exited() const noexcept { return false; }
 };
 
+// A path already decided for a single call (by a shared segment's episode):
+// direct or ring, and whether an alltoallv's counts were checked there (then
+// only its blocks travel).
+struct DecidedPath {
+  Path path = Path::kDirect;
+  bool counts_checked = false;
+};
+
 // Runs one rank's |calls| over |transport|: its sends and recvs posted
-// together, its collectives in order. |scratch| is the rank's reusable
-// working memory (never freed between calls: fresh pages cost ~11 us each
-// on the VMs we target, which is what makes Open MPI slow at 64 MiB).
+// together, its collectives in order, each on the path |chooser| picks
+// (direct or ring), or on |decided| where given (a batch of one call).
+// |scratch| is the rank's reusable working memory (never freed between
+// calls: fresh pages cost ~11 us each on the VMs we target, which is what
+// makes Open MPI slow at 64 MiB).
 Status run_p2p(Transport& transport, std::span<const hal_collective_call_t> calls,
-               const Deadline& deadline, std::vector<uint8_t>& scratch);
+               const Deadline& deadline, std::vector<uint8_t>& scratch, const Chooser& chooser,
+               const DecidedPath* decided = nullptr);
 
 }  // namespace hal::collective

@@ -3,12 +3,15 @@
 // MPI's shared-memory transport makes a small allreduce between two local
 // processes cost ~0.5 us; the same call as point-to-point messages costs
 // several times that. Here the ranks meet in a segment they all map: each
-// call is an episode in which every rank publishes its input and the call's
-// signature in its slot, waits for the others' (spinning, then yielding,
-// under the call's deadline and abort), and reduces all inputs itself, in
-// rank order (one round, identical bytes on every rank). Only small
-// allreduces move their data here: above 16 KiB the ring over the transport
-// measured faster (a sliced variant through a shared result did not pay).
+// call is an episode in which every rank publishes the call's signature
+// (and an alltoallv's counts) in its line and, where it may travel here, its
+// input in its slot, waits for the others' (spinning, then yielding, under
+// the call's deadline and abort), and then either reduces all inputs itself,
+// in rank order (allreduce: one round, identical bytes on every rank), or
+// copies its blocks out of its peers' slots (alltoallv). Which calls move
+// their data here is the path chooser's (path.hpp, limits.hpp); an
+// alltoallv's is decided once every rank's counts are in, so all ranks see
+// the same largest send total and reach the same path.
 //
 // Every single-collective batch goes through the episode's handshake, also
 // when its data then travels over the transport, so ranks that disagree on
@@ -21,10 +24,12 @@
 #pragma once
 
 #include "hal_collective/p2p.hpp"
+#include "hal_collective/path.hpp"
 #include "hal_collective/status.hpp"
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace hal::collective {
 
@@ -32,9 +37,6 @@ class SharedSegment;
 
 class ShmGroup {
  public:
-  // The largest allreduce, in bytes, whose data goes through the segment.
-  static constexpr size_t kMaxBytes = 16 * 1024;
-
   // Every rank of |transport| calls this at set-up, with |wanted| its own
   // wish (HAL_COMM_SHM=0 says no). The ranks exchange their host identity
   // and wishes, so all reach the same answer: a group, or nullptr with
@@ -52,35 +54,39 @@ class ShmGroup {
   // collective, not a send or recv).
   static bool handshakes(std::span<const hal_collective_call_t> calls) noexcept;
 
-  // Whether the segment carries the data of |call| too (an allreduce of at
-  // most kMaxBytes): its whole episode then runs here, and may be tried
-  // with try_run.
-  bool serves_data(const hal_collective_call_t& call) const noexcept;
-
-  // Runs the handshake of |call| and, for an allreduce of at most
-  // kMaxBytes, its data. |transport_path| runs the data of other calls
-  // (the point-to-point algorithms) after the handshake. Goes on with the
-  // episode a try_run of the same call left unfinished, if any.
+  // Runs the handshake of |call| and then its data: through the segment
+  // where |chooser| picks it, else |transport_path|(DecidedPath) runs
+  // them over the transport. Goes on with the episode a try_run of the
+  // same call left unfinished, if any.
   template <class TransportPath>
-  Status run(const hal_collective_call_t& call, const Deadline& deadline,
+  Status run(const hal_collective_call_t& call, const Deadline& deadline, const Chooser& chooser,
              TransportPath transport_path) {
-    Status status = handshake(call, deadline);
-    if (status.ok()) status = serves_data(call) ? reduce(call) : transport_path();
+    Status status = handshake(call, deadline, chooser);
+    if (status.ok()) {
+      const PathChoice choice = decide(call, chooser);
+      if (!choice.ok()) {
+        status = choice.refusal;  // the same verdict on every rank
+      } else if (choice.path == Path::kSegment) {
+        status = serve(call);
+      } else {
+        status = transport_path(DecidedPath{choice.path, call.kind == HAL_COLLECTIVE_ALLTOALLV});
+      }
+    }
     return finish(std::move(status));
   }
 
-  // Tries the whole episode of |call|, which serves_data, without waiting
-  // longer than |patience| for the peers. True when it finished, with its
-  // outcome in |out_status|. False when a peer has not come yet: the
-  // episode stays open (this rank's input may already be published) and
-  // the next run(), of the same call, finishes it. Never blocks past
-  // |patience|, so one thread may try the calls of several ranks in turn.
-  // The clock is not read while the peers keep step (a read costs about as
-  // much as the rest of an 8-byte call's overhead): |out_first_look| is its
-  // first reading, a few dozen polls in, or Clock::time_point{} when the
-  // episode ended before any.
-  bool try_run(const hal_collective_call_t& call, Clock::duration patience, Status& out_status,
-               Clock::time_point& out_first_look);
+  // Tries the whole episode of |call| without waiting longer than
+  // |patience| for the peers. True when it finished, with its outcome in
+  // |out_status|. False when a peer has not come yet, or the chooser sent
+  // the data elsewhere: the episode stays open (this rank's input may
+  // already be published) and the next run(), of the same call, finishes
+  // it. Never blocks past |patience|, so one thread may try the calls of
+  // several ranks in turn. The clock is not read while the peers keep step
+  // (a read costs about as much as the rest of an 8-byte call's overhead):
+  // |out_first_look| is its first reading, a few dozen polls in, or
+  // Clock::time_point{} when the episode ended before any.
+  bool try_run(const hal_collective_call_t& call, const Chooser& chooser, Clock::duration patience,
+               Status& out_status, Clock::time_point& out_first_look);
 
   // Marks the segment broken: peers waiting now or later fail at once.
   void fail() noexcept;
@@ -94,15 +100,22 @@ class ShmGroup {
 
   void begin() noexcept;
   bool previous_done() const noexcept;
-  void post(const hal_collective_call_t& call) noexcept;
+  void post(const hal_collective_call_t& call, const Chooser& chooser) noexcept;
   bool all_arrived() const noexcept;
   Status check_signatures(const hal_collective_call_t& call) const;
-  Status handshake(const hal_collective_call_t& call, const Deadline& deadline);
+  Status handshake(const hal_collective_call_t& call, const Deadline& deadline,
+                   const Chooser& chooser);
+  // The path of an arrived episode: an alltoallv's counts checked and its
+  // largest send total taken from every rank's line.
+  PathChoice decide(const hal_collective_call_t& call, const Chooser& chooser);
+  Status serve(const hal_collective_call_t& call);
   Status reduce(const hal_collective_call_t& call);
+  Status alltoallv(const hal_collective_call_t& call);
   Status finish(Status status);
 
   struct RankLine;
   RankLine& line(uint32_t rank) const noexcept;
+  uint64_t* counts(uint32_t rank) const noexcept;  // send counts, then receive counts
   uint8_t* input(uint32_t rank) const noexcept;
   template <class Ready>
   Status wait_for(const Deadline& deadline, const char* what, Ready ready);
@@ -113,6 +126,16 @@ class ShmGroup {
   uint32_t ranks_;
   uint64_t episode_ = 0;
   Phase phase_ = Phase::kIdle;
+  std::vector<uint64_t> matrix_;  // the arrived alltoallv's counts, every rank's row
 };
+
+// One batch of a rank whose peers are processes: a single collective
+// through the segment's episode (its data through the segment or, as the
+// chooser says, the transport), anything else over the transport. A
+// failure other than a mismatch marks the transport (and the segment)
+// broken, so the peers fail at once instead of at their deadline. The cpu
+// plugin's ranks in processes run their calls here.
+Status run_batch(Transport& transport, ShmGroup* shm, std::span<const hal_collective_call_t> calls,
+                 const Deadline& deadline, std::vector<uint8_t>& scratch, const Chooser& chooser);
 
 }  // namespace hal::collective

@@ -15,6 +15,7 @@
 // says why.
 #pragma once
 
+#include "hal_collective/limits.hpp"
 #include "hal_collective/p2p.hpp"
 #include "hal_collective/shm_handoff.hpp"
 #include "hal_collective/status.hpp"
@@ -60,7 +61,7 @@ class SharedSegment {
  public:
   // Groups of more ranks than this go without a segment (the transport's
   // rings grow with the square of the ranks).
-  static constexpr uint32_t kMaxRanks = 64;
+  static constexpr uint32_t kMaxRanks = limits::kMaxSegmentRanks;
 
   // Every rank of |setup| calls this at set-up with its |wanted| wish. A
   // segment of |bytes|, which rank 0 has passed to |initialise| before

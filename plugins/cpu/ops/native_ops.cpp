@@ -1043,6 +1043,9 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
     case HAL_OP_FILL:
     case HAL_OP_CAT:
       return plan_native_math(header, decline);
+    case HAL_OP_PAGED_KV_APPEND:
+    case HAL_OP_PAGED_ATTENTION:
+      return plan_paged(header, decline);
     case HAL_OP_QUANTIZE:
     case HAL_OP_SCALED_MATMUL:
       return plan_native_lowp(header, decline);
@@ -1050,7 +1053,7 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
       decline.reason =
           "cpu.native serves unary, bias-activation backward, binary, reduce, softmax and "
           "norm and their backward, cast, AdamW, attention, cross-entropy, embedding, and "
-          "unary math, binary with a scalar, where, clamp, fill and cat";
+          "unary math, binary with a scalar, where, clamp, fill and cat, and the paged KV cache";
       return nullptr;
   }
 }

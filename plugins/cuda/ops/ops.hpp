@@ -1,8 +1,9 @@
 // The cuda plugin's own operators (the operator entries of api/hal/plugin_v1.h),
 // tried by the loader before its portable ones: HAL_OP_MATMUL on cuBLASLt
-// ("cuda.cublaslt"). Every other op, and every matmul case cuBLASLt cannot
-// express, is declined with HAL_ERROR_UNSUPPORTED and a sentence saying why,
-// and the loader's portable implementation serves it.
+// ("cuda.cublaslt"), the three convolution kinds on cuDNN ("cuda.cudnn", when
+// the plugin was built with cuDNN's headers). Every other op, and every case
+// the vendor library cannot express, is declined with HAL_ERROR_UNSUPPORTED and a sentence saying
+// why, and the loader's portable implementation serves it.
 #ifndef HAL_PLUGINS_CUDA_OPS_OPS_HPP_
 #define HAL_PLUGINS_CUDA_OPS_OPS_HPP_
 
@@ -21,6 +22,13 @@ namespace ops {
 
 // The name hal_op_plan_get_info reports for the plans served here.
 inline constexpr char kCublasLtName[] = "cuda.cublaslt";
+inline constexpr char kCudnnName[] = "cuda.cudnn";
+
+// Whether |kind| is one of the convolution kinds cuDNN serves.
+inline bool is_convolution(hal_op_kind_t kind) {
+  return kind == HAL_OP_CONVOLUTION || kind == HAL_OP_CONVOLUTION_BACKWARD_DATA ||
+         kind == HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS;
+}
 
 // A planned operator. Executions enqueue device work that needs nothing of
 // the plan once the enqueue returned, so a plan may be destroyed at any time.
@@ -32,9 +40,14 @@ class OpPlan {
                              std::unique_ptr<OpPlan>& out_plan, size_t& out_workspace_bytes,
                              const char*& out_implementation);
   // The implementation create uses for |kind|, named before any planning:
-  // cuBLASLt for matmul, none of the plugin's own for the other kinds.
+  // cuBLASLt for matmul, cuDNN for convolution, none of the plugin's own
+  // for the other kinds.
   static const char* implementation(hal_op_kind_t kind) {
-    return kind == HAL_OP_MATMUL ? kCublasLtName : nullptr;
+    if (kind == HAL_OP_MATMUL) return kCublasLtName;
+#if HAL_CUDA_HAVE_CUDNN
+    if (is_convolution(kind)) return kCudnnName;
+#endif
+    return nullptr;
   }
   virtual ~OpPlan() = default;
   // Enqueues one execution on |stream|; the loader checked |args|.
@@ -54,6 +67,12 @@ struct Planned {
 
 // Plans HAL_OP_MATMUL on cublasLtMatmul.
 Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags);
+
+#if HAL_CUDA_HAVE_CUDNN
+// Plans the convolution kinds on cuDNN's graph API (convolution.cpp).
+Planned plan_convolution(Device& device, const hal_op_convolution_desc_t& desc,
+                         hal_op_plan_flags_t flags);
+#endif
 
 }  // namespace ops
 

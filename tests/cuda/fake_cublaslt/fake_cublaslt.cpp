@@ -1,5 +1,6 @@
-// A stand-in for libcublasLt.so.13, for testing the cuda plugin's matmul
-// without a GPU: the handful of entry points the plugin calls. Its "device"
+// A stand-in for libcublasLt.so.13 (and, for the benchmark's cublasGemmEx,
+// libcublas.so.13), for testing the cuda plugin's matmul without a GPU: the
+// handful of entry points the plugin calls. Its "device"
 // memory is the stand-in driver's, which is host memory, so cublasLtMatmul
 // really computes: it checks the descriptors as cuBLASLt would (shapes
 // consistent with the transposes, leading dimensions, types, batch counts,
@@ -25,6 +26,9 @@
 
 struct cublasLtContext {
   int unused = 0;
+};
+struct cublasContext {  // cuBLAS's handle (cublasHandle_t)
+  cudaStream_t stream = nullptr;
 };
 
 namespace {
@@ -596,6 +600,75 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmu
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
   job.release();  // run_job owns it now
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---- cuBLAS's cublasGemmEx (libcublas.so.13), for bench/cuda_gemm_peer ----------
+// The same library stands in for libcublas too (HAL_CUDA_CUBLAS_PATH names
+// it in scripts/gpu_check.sh's dry run): a handle, its stream, and
+// cublasGemmEx as cuBLAS documents it (column-major, lda >= rows of op(A)'s
+// storage, CUBLAS_COMPUTE_32F with f32 scalars), computed by the same GEMM
+// on the stream.
+
+FAKE_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.launch_host_func == nullptr) s.launch_host_func = find_launch_host_func();
+  if (s.launch_host_func == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *handle = new cublasContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+FAKE_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+FAKE_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+FAKE_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                                        cublasOperation_t transb, int m, int n, int k,
+                                        const void* alpha, const void* a, cudaDataType a_type,
+                                        int lda, const void* b, cudaDataType b_type, int ldb,
+                                        const void* beta, void* c, cudaDataType c_type, int ldc,
+                                        cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (m < 0 || n < 0 || k < 0 || alpha == nullptr || beta == nullptr) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  auto job = std::make_unique<Job>();
+  job->desc.compute = compute;
+  job->desc.transa = transa;
+  job->desc.transb = transb;
+  const auto rows_of = [](cublasOperation_t op, int rows, int cols) {
+    return static_cast<uint64_t>(op == CUBLAS_OP_N ? rows : cols);
+  };
+  job->a = {a_type, rows_of(transa, m, k), rows_of(transa, k, m), lda, 1, 0};
+  job->b = {b_type, rows_of(transb, k, n), rows_of(transb, n, k), ldb, 1, 0};
+  job->c = {c_type, static_cast<uint64_t>(m), static_cast<uint64_t>(n), ldc, 1, 0};
+  job->d = job->c;
+  job->a_ptr = a, job->b_ptr = b, job->c_ptr = c, job->d_ptr = c;
+  job->bias = nullptr;
+  std::memcpy(&job->alpha, alpha, sizeof(float));
+  std::memcpy(&job->beta, beta, sizeof(float));
+  if (const cublasStatus_t status = validate(job->desc, job->a, job->b, job->c, job->d);
+      status != CUBLAS_STATUS_SUCCESS) {
+    return status;
+  }
+  if (a == nullptr || b == nullptr || c == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.launch_host_func == nullptr ||
+      s.launch_host_func(handle->stream, run_job, job.get()) != CUDA_SUCCESS) {
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  job.release();
   return CUBLAS_STATUS_SUCCESS;
 }
 

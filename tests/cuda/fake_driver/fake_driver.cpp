@@ -8,7 +8,8 @@
 // HAL_FAKE_CUDA_NO_STREAM_MEMOPS (cuStreamWaitValue32 answers
 // CUDA_ERROR_NOT_SUPPORTED), HAL_FAKE_CUDA_DRIVER_VERSION (default 13000: what cuDriverGetVersion
 // says; cuGetProcAddress refuses a cudaVersion above it, as an older driver cannot serve entry
-// points newer than itself).
+// points newer than itself), HAL_FAKE_CUDA_CC (default 90: every device's compute capability,
+// major * 10 + minor).
 //
 // It models the documented behaviour the plugin must live with:
 // - A primary context exists while retained; creating it reserves device
@@ -30,6 +31,7 @@
 //   on a stream through fake_cuStreamWork instead (the stream's own thread).
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -45,6 +47,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include <elf.h>
 
 #include "fake_driver.h"
 
@@ -307,6 +311,24 @@ int driver_version() {
   return configured != nullptr ? std::atoi(configured) : 13000;
 }
 
+int compute_capability() {
+  const char* configured = std::getenv("HAL_FAKE_CUDA_CC");
+  return configured != nullptr ? std::atoi(configured) : 90;
+}
+
+// The newest PTX ISA (major * 10 + minor) the driver of |version| JIT-
+// compiles, from the PTX ISA's release history: 8.0 came with CUDA 12.0 and
+// each 12.x minor added one up to 8.5 (12.5, 12.6), then 8.7 (12.8), 8.8
+// (12.9), 9.0 (13.0).
+int newest_ptx_isa(int version) {
+  const int major = version / 1000, minor = version % 1000 / 10;
+  if (major >= 13) return 90 + minor;
+  if (major < 12) return 78;
+  if (minor >= 9) return 88;
+  if (minor >= 8) return 87;
+  return 80 + std::min(minor, 5);
+}
+
 CUresult CUDAAPI cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *version = driver_version();
@@ -369,10 +391,10 @@ CUresult CUDAAPI cuDeviceTotalMem(size_t* bytes, CUdevice) {
 CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
   switch (attribute) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      *value = 9;
+      *value = compute_capability() / 10;
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      *value = 0;
+      *value = compute_capability() % 10;
       break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
       *value = kSmCount[device];
@@ -776,25 +798,212 @@ CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuModuleLoadData(CUmodule* out, const void* image) {
-  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
-  const auto* bytes = static_cast<const char*>(image);
-  if (std::memcmp(bytes,
-                  "\x7f"
-                  "ELF",
-                  4) == 0)
-    return CUDA_ERROR_NO_BINARY_FOR_GPU;  // PTX only
-  auto* module = new CUmod_st();
-  if (!parse_ptx(bytes, *module)) {
-    for (CUfunc_st* f : module->functions) delete f;
-    delete module;
-    return CUDA_ERROR_INVALID_PTX;
+// The kernels of a cubin: each global STT_FUNC symbol, with the parameter
+// sizes and the thread limit its ".nv.info.<name>" section records (EIATTR
+// records: u8 format, u8 attribute, then a u16 size and payload for format
+// 4 (EIFMT_SVAL), a 2-byte value otherwise; EIATTR_KPARAM_INFO (0x17):
+// u32 index, u16 ordinal, u16 offset, u32 whose bits 18..31 are the size;
+// EIATTR_MAX_THREADS (0x05): three u32). The layout NVRTC 13.0 writes.
+bool parse_cubin(const unsigned char* data, size_t size, CUmod_st& out) {
+  if (size < sizeof(Elf64_Ehdr)) return false;
+  Elf64_Ehdr header;
+  std::memcpy(&header, data, sizeof(header));
+  if (header.e_machine != EM_CUDA || header.e_shentsize != sizeof(Elf64_Shdr) ||
+      header.e_shoff + uint64_t{header.e_shnum} * sizeof(Elf64_Shdr) > size ||
+      header.e_shstrndx >= header.e_shnum) {
+    return false;
   }
+  std::vector<Elf64_Shdr> sections(header.e_shnum);
+  std::memcpy(sections.data(), data + header.e_shoff, header.e_shnum * sizeof(Elf64_Shdr));
+  for (const Elf64_Shdr& section : sections) {
+    if (section.sh_type != SHT_NOBITS && section.sh_offset + section.sh_size > size) return false;
+  }
+  const auto string_at = [&](const Elf64_Shdr& table, uint32_t offset) {
+    if (offset >= table.sh_size) return std::string();
+    const auto* start = reinterpret_cast<const char*>(data + table.sh_offset + offset);
+    return std::string(start, strnlen(start, table.sh_size - offset));
+  };
+  const Elf64_Shdr& names = sections[header.e_shstrndx];
+  std::map<std::string, const Elf64_Shdr*> by_name;
+  for (const Elf64_Shdr& section : sections) by_name[string_at(names, section.sh_name)] = &section;
+  for (const Elf64_Shdr& symtab : sections) {
+    if (symtab.sh_type != SHT_SYMTAB || symtab.sh_link >= sections.size()) continue;
+    const Elf64_Shdr& strings = sections[symtab.sh_link];
+    for (size_t at = 0; at + sizeof(Elf64_Sym) <= symtab.sh_size; at += sizeof(Elf64_Sym)) {
+      Elf64_Sym symbol;
+      std::memcpy(&symbol, data + symtab.sh_offset + at, sizeof(symbol));
+      if (ELF64_ST_TYPE(symbol.st_info) != STT_FUNC || ELF64_ST_BIND(symbol.st_info) != STB_GLOBAL)
+        continue;
+      auto* function = new CUfunc_st();
+      function->name = string_at(strings, symbol.st_name);
+      out.functions.push_back(function);
+      const auto info = by_name.find(".nv.info." + function->name);
+      if (info == by_name.end()) continue;
+      const unsigned char* records = data + info->second->sh_offset;
+      const size_t bytes = info->second->sh_size;
+      std::map<uint16_t, uint32_t> by_ordinal;
+      for (size_t r = 0; r + 4 <= bytes;) {
+        const uint8_t format = records[r], attribute = records[r + 1];
+        if (format != 4) {
+          r += 4;
+          continue;
+        }
+        uint16_t length = 0;
+        std::memcpy(&length, records + r + 2, 2);
+        const unsigned char* payload = records + r + 4;
+        if (r + 4 + length > bytes) return false;
+        if (attribute == 0x17 && length >= 12) {
+          uint16_t ordinal = 0;
+          uint32_t flags = 0;
+          std::memcpy(&ordinal, payload + 4, 2);
+          std::memcpy(&flags, payload + 8, 4);
+          by_ordinal[ordinal] = flags >> 18;
+        } else if (attribute == 0x05 && length >= 12) {
+          uint32_t threads[3];
+          std::memcpy(threads, payload, 12);
+          function->max_threads = static_cast<int>(threads[0] * threads[1] * threads[2]);
+        }
+        r += 4 + length;
+      }
+      for (const auto& [ordinal, bytes_of] : by_ordinal) function->param_sizes.push_back(bytes_of);
+    }
+  }
+  return true;
+}
+
+// Copies |text| into the caller's log buffer as CU_JIT_*_LOG_BUFFER asks:
+// capped at the IN size (the NUL included), the filled size written back.
+void write_jit_log(const std::string& text, char* buffer, void** size_slot) {
+  if (buffer == nullptr || size_slot == nullptr) return;
+  const size_t capacity = static_cast<size_t>(reinterpret_cast<uintptr_t>(*size_slot));
+  if (capacity == 0) return;
+  const size_t bytes = std::min(text.size(), capacity - 1);
+  std::memcpy(buffer, text.data(), bytes);
+  buffer[bytes] = '\0';
+  *size_slot = reinterpret_cast<void*>(static_cast<uintptr_t>(bytes + 1));
+}
+
+// The number after |directive| in |text| ("9.0" -> 90 for .version,
+// "sm_90" -> 90 for .target), with the line it is on; 0 when absent.
+int ptx_number(std::string_view text, std::string_view directive, int& line) {
+  const size_t at = text.find(directive);
+  if (at == std::string_view::npos) return 0;
+  line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+  size_t p = at + directive.size();
+  while (p < text.size() && !(text[p] >= '0' && text[p] <= '9')) ++p;
+  int value = 0;
+  while (p < text.size() && ((text[p] >= '0' && text[p] <= '9') || text[p] == '.')) {
+    if (text[p] != '.') value = value * 10 + (text[p] - '0');
+    ++p;
+  }
+  return value;
+}
+
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* out, const void* image, unsigned int count,
+                                    CUjit_option* options, void** values) {
+  if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
+  if (out == nullptr || image == nullptr ||
+      (count != 0 && (options == nullptr || values == nullptr)))
+    return CUDA_ERROR_INVALID_VALUE;
+  char* error_log = nullptr;
+  void** error_size = nullptr;
+  char* info_log = nullptr;
+  void** info_size = nullptr;
+  for (unsigned int i = 0; i < count; ++i) {
+    switch (options[i]) {
+      case CU_JIT_ERROR_LOG_BUFFER:
+        error_log = static_cast<char*>(values[i]);
+        break;
+      case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+        error_size = &values[i];
+        break;
+      case CU_JIT_INFO_LOG_BUFFER:
+        info_log = static_cast<char*>(values[i]);
+        break;
+      case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+        info_size = &values[i];
+        break;
+      default:
+        break;
+    }
+  }
+  // Nothing written: the sizes say 0 bytes filled.
+  if (error_size != nullptr && error_log == nullptr) *error_size = nullptr;
+  const auto refuse = [&](CUresult code, const std::string& why) {
+    write_jit_log(why, error_log, error_size);
+    if (info_size != nullptr) *info_size = nullptr;
+    return code;
+  };
+  const auto* bytes = static_cast<const unsigned char*>(image);
+  auto* module = new CUmod_st();
+  const int device = compute_capability();
+  if (std::memcmp(bytes, ELFMAG, SELFMAG) == 0) {
+    // The plugin checked the image's bounds before (the driver takes no
+    // size), so the header tables may be read.
+    Elf64_Ehdr header;
+    std::memcpy(&header, bytes, sizeof(header));
+    size_t extent = header.e_shoff + uint64_t{header.e_shnum} * sizeof(Elf64_Shdr);
+    for (uint16_t i = 0; i < header.e_shnum; ++i) {
+      Elf64_Shdr section;
+      std::memcpy(&section, bytes + header.e_shoff + i * sizeof(Elf64_Shdr), sizeof(section));
+      if (section.sh_type != SHT_NOBITS)
+        extent = std::max<size_t>(extent, section.sh_offset + section.sh_size);
+    }
+    const int arch =
+        static_cast<int>(header.e_ident[EI_ABIVERSION] >= 8 ? (header.e_flags >> 8) & 0xffu
+                                                            : header.e_flags & 0xffu);
+    if (arch / 10 != device / 10 || arch % 10 > device % 10) {
+      delete module;
+      return refuse(
+          CUDA_ERROR_NO_BINARY_FOR_GPU,
+          "cubin for sm_" + std::to_string(arch) + " cannot run on sm_" + std::to_string(device));
+    }
+    if (!parse_cubin(bytes, extent, *module)) {
+      for (CUfunc_st* f : module->functions) delete f;
+      delete module;
+      return refuse(CUDA_ERROR_INVALID_IMAGE, "the cubin's sections cannot be read");
+    }
+  } else {
+    const std::string_view text(reinterpret_cast<const char*>(bytes));
+    int line = 0;
+    const int isa = ptx_number(text, ".version", line);
+    const int newest = newest_ptx_isa(driver_version());
+    if (isa > newest) {
+      delete module;
+      return refuse(CUDA_ERROR_UNSUPPORTED_PTX_VERSION,
+                    "ptxas application ptx input, line " + std::to_string(line) +
+                        "; fatal   : Unsupported .version " + std::to_string(isa / 10) + "." +
+                        std::to_string(isa % 10) + "; current version is '" +
+                        std::to_string(newest / 10) + "." + std::to_string(newest % 10) + "'");
+    }
+    const int target = ptx_number(text, ".target sm_", line);
+    if (target > device) {
+      delete module;
+      return refuse(CUDA_ERROR_INVALID_PTX,
+                    "ptxas application ptx input, line " + std::to_string(line) +
+                        "; fatal   : SM version specified by .target is higher than default SM "
+                        "version assumed");
+    }
+    if (!parse_ptx(text, *module)) {
+      for (CUfunc_st* f : module->functions) delete f;
+      delete module;
+      return refuse(CUDA_ERROR_INVALID_PTX,
+                    "ptxas application ptx input, line 1; fatal   : Parsing error near '" +
+                        std::string(text.substr(0, 16)) + "': syntax error");
+    }
+  }
+  write_jit_log("info    : " + std::to_string(module->functions.size()) + " entry function(s)",
+                info_log, info_size);
+  if (error_size != nullptr) *error_size = nullptr;
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.modules.insert(module);
   *out = module;
   return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule* out, const void* image) {
+  return cuModuleLoadDataEx(out, image, 0, nullptr, nullptr);
 }
 
 CUresult CUDAAPI cuModuleUnload(CUmodule module) {
@@ -891,27 +1100,28 @@ FAKE_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn,
 #define FAKE_ENTRY(name) {#name, reinterpret_cast<void*>(&name)},
       FAKE_ENTRY(cuInit) FAKE_ENTRY(cuDriverGetVersion) FAKE_ENTRY(cuGetErrorName) FAKE_ENTRY(
           cuDeviceGetCount) FAKE_ENTRY(cuDeviceGet) FAKE_ENTRY(cuDeviceGetName)
-          FAKE_ENTRY(cuDeviceGetUuid) FAKE_ENTRY(cuDeviceTotalMem) FAKE_ENTRY(
-              cuDeviceGetAttribute) FAKE_ENTRY(cuDevicePrimaryCtxRetain)
-              FAKE_ENTRY(cuDevicePrimaryCtxRelease) FAKE_ENTRY(cuCtxSetCurrent) FAKE_ENTRY(
-                  cuCtxSynchronize) FAKE_ENTRY(cuMemAlloc) FAKE_ENTRY(cuMemFree)
-                  FAKE_ENTRY(cuMemHostAlloc) FAKE_ENTRY(cuMemFreeHost) FAKE_ENTRY(
-                      cuMemAllocManaged) FAKE_ENTRY(cuMemcpyAsync) FAKE_ENTRY(cuMemcpyDtoDAsync)
-                      FAKE_ENTRY(cuMemsetD8Async) FAKE_ENTRY(cuStreamCreate) FAKE_ENTRY(
-                          cuStreamDestroy) FAKE_ENTRY(cuStreamSynchronize) FAKE_ENTRY(cuStreamQuery)
-                          FAKE_ENTRY(cuStreamWaitEvent) FAKE_ENTRY(cuLaunchHostFunc) FAKE_ENTRY(
-                              cuEventCreate) FAKE_ENTRY(cuEventDestroy) FAKE_ENTRY(cuEventRecord)
-                              FAKE_ENTRY(cuEventQuery) FAKE_ENTRY(cuEventSynchronize) FAKE_ENTRY(
-                                  cuEventElapsedTime) FAKE_ENTRY(cuModuleLoadData)
-                                  FAKE_ENTRY(cuModuleUnload) FAKE_ENTRY(cuModuleGetFunction)
-                                      FAKE_ENTRY(cuFuncGetAttribute) FAKE_ENTRY(cuFuncGetParamInfo)
-                                          FAKE_ENTRY(cuFuncSetAttribute) FAKE_ENTRY(cuLaunchKernel)
-                                              FAKE_ENTRY(cuCtxGetCurrent) FAKE_ENTRY(cuMemGetInfo)
-                                                  FAKE_ENTRY(cuPointerGetAttribute)
-                                                      FAKE_ENTRY(cuMemHostRegister)
-                                                          FAKE_ENTRY(cuMemHostUnregister)
-                                                              FAKE_ENTRY(cuStreamWaitValue32)
-                                                                  FAKE_ENTRY(fake_cuStreamWork)
+          FAKE_ENTRY(cuDeviceGetUuid) FAKE_ENTRY(cuDeviceTotalMem) FAKE_ENTRY(cuDeviceGetAttribute)
+              FAKE_ENTRY(cuDevicePrimaryCtxRetain) FAKE_ENTRY(cuDevicePrimaryCtxRelease) FAKE_ENTRY(
+                  cuCtxSetCurrent) FAKE_ENTRY(cuCtxSynchronize) FAKE_ENTRY(cuMemAlloc)
+                  FAKE_ENTRY(cuMemFree) FAKE_ENTRY(cuMemHostAlloc) FAKE_ENTRY(cuMemFreeHost)
+                      FAKE_ENTRY(cuMemAllocManaged) FAKE_ENTRY(cuMemcpyAsync) FAKE_ENTRY(
+                          cuMemcpyDtoDAsync) FAKE_ENTRY(cuMemsetD8Async) FAKE_ENTRY(cuStreamCreate)
+                          FAKE_ENTRY(cuStreamDestroy) FAKE_ENTRY(cuStreamSynchronize) FAKE_ENTRY(
+                              cuStreamQuery) FAKE_ENTRY(cuStreamWaitEvent)
+                              FAKE_ENTRY(cuLaunchHostFunc) FAKE_ENTRY(cuEventCreate) FAKE_ENTRY(
+                                  cuEventDestroy) FAKE_ENTRY(cuEventRecord) FAKE_ENTRY(cuEventQuery)
+                                  FAKE_ENTRY(cuEventSynchronize) FAKE_ENTRY(cuEventElapsedTime)
+                                      FAKE_ENTRY(cuModuleLoadData) FAKE_ENTRY(cuModuleLoadDataEx)
+                                          FAKE_ENTRY(cuModuleUnload) FAKE_ENTRY(cuModuleGetFunction)
+                                              FAKE_ENTRY(cuFuncGetAttribute) FAKE_ENTRY(
+                                                  cuFuncGetParamInfo) FAKE_ENTRY(cuFuncSetAttribute)
+                                                  FAKE_ENTRY(cuLaunchKernel) FAKE_ENTRY(
+                                                      cuCtxGetCurrent) FAKE_ENTRY(cuMemGetInfo)
+                                                      FAKE_ENTRY(cuPointerGetAttribute)
+                                                          FAKE_ENTRY(cuMemHostRegister)
+                                                              FAKE_ENTRY(cuMemHostUnregister)
+                                                                  FAKE_ENTRY(cuStreamWaitValue32)
+                                                                      FAKE_ENTRY(fake_cuStreamWork)
 #undef FAKE_ENTRY
   };
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -9,6 +9,12 @@
 // fake_runtime.h. Like HIP 5.2's library it exports no hipLaunchHostFunc,
 // so host functions take the plugin's hipStreamAddCallback path; built with
 // FAKE_HIP_LAUNCH_HOST_FUNC (a second library, as later runtimes) it does.
+// Built with FAKE_HIP_ROCM6 (libamdhip64.so.6) it answers as ROCm 6.2 does
+// where it matters to the plugin: hipDriverGetVersion says 6.2, and the 5.x
+// hipDeviceProp_t is served only as hipGetDevicePropertiesR0000 (ROCm 6
+// changed the struct, R0600; a program that dlopens the library cannot rely
+// on the unversioned name's layout, ROCm/ROCm issue 2728, so this stand-in
+// does not export it).
 // Environment: HAL_FAKE_HIP_DEVICES (default 2), HAL_FAKE_HIP_COUNT_ERROR (a
 // hipError_t hipGetDeviceCount returns).
 #include <elf.h>
@@ -170,7 +176,11 @@ size_t elf_extent(const unsigned char* data) {
 
 hipError_t hipDriverGetVersion(int* version) {
   if (version == nullptr) return hipErrorInvalidValue;
+#ifdef FAKE_HIP_ROCM6
+  *version = 60241134;  // HIP 6.2.41134
+#else
   *version = 50221153;  // HIP 5.2.21153, what Debian 12's runtime answers
+#endif
   return hipSuccess;
 }
 
@@ -184,7 +194,12 @@ hipError_t hipGetDeviceCount(int* count) {
   return hipSuccess;
 }
 
+#ifdef FAKE_HIP_ROCM6
+FAKE_EXPORT hipError_t hipGetDevicePropertiesR0000(hipDeviceProp_t* p, int device);
+hipError_t hipGetDevicePropertiesR0000(hipDeviceProp_t* p, int device) {
+#else
 hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int device) {
+#endif
   if (p == nullptr) return hipErrorInvalidValue;
   if (device < 0 || device >= device_count()) return hipErrorInvalidDevice;
   *p = hipDeviceProp_t{};

@@ -529,6 +529,7 @@ ze_result_t fake_event_signal(ze_event_handle_t event) {
 ze_result_t fake_event_reset(ze_event_handle_t event) {
   std::lock_guard lock(g_mutex);
   event_of(event)->signaled = false;
+  g_live["event_resets"] += 1;  // every zeEventHostReset, for the tests
   return ZE_RESULT_SUCCESS;
 }
 

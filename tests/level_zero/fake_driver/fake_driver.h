@@ -34,7 +34,8 @@ typedef struct fake_ze_launch {
 typedef size_t (*fake_ze_launch_count_fn)(void);
 typedef int (*fake_ze_launch_get_fn)(size_t index, fake_ze_launch_t* out);
 /* what: "allocations", "contexts", "command_lists", "event_pools", "events",
- * "modules", "kernels", "build_logs", "barriers" (appended so far) */
+ * "modules", "kernels", "build_logs", "barriers" (appended so far), "event_resets"
+ * (zeEventHostReset calls so far) */
 typedef long (*fake_ze_live_fn)(const char* what);
 /* While paused, appended work waits (event queries answer NOT_READY, and
  * blocking waits wait); unpausing lets each list run it in order. */

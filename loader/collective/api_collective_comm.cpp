@@ -110,6 +110,18 @@ hal_comm_config_t plugin_config(const ResolvedConfig& resolved) {
   return config;
 }
 
+// HAL_COLL_PATH (collective/path.hpp), as far as making a communicator goes:
+// a value that names no path is refused here, and host-staged makes the
+// loader serve the communicator instead of the plugin.
+hal_result_t read_path_policy(const char* function, bool& out_staged) {
+  const auto& policy = hal::collective::PathPolicy::from_environment();
+  if (!policy.invalid.ok()) {
+    return fail(policy.invalid.result, function, "%s", policy.invalid.message.c_str());
+  }
+  out_staged = policy.forced && policy.path == hal::collective::Path::kHostStaged;
+  return HAL_SUCCESS;
+}
+
 hal_result_t fail_status(const Status& status, const char* function) {
   return fail(status.result, function, "%s", status.message.c_str());
 }
@@ -228,7 +240,9 @@ static hal_result_t comm_init_all_body(uint32_t count, const hal_device_t* devic
       comms.push_back(make_handle<hal_comm_s>(devices[i], i, count, resolved.timeout_ms));
     }
     const PluginRecord& plugin = *devices[0]->plugin;
-    if (plugin.collectives) {
+    bool staged = false;
+    if (hal_result_t r = read_path_policy(kFunction, staged); r != HAL_SUCCESS) return r;
+    if (plugin.collectives && !staged) {
       const hal_comm_config_t plugin_view = plugin_config(resolved);
       std::vector<hal_impl_comm_t*> made(count, nullptr);
       const hal_result_t r =
@@ -237,7 +251,7 @@ static hal_result_t comm_init_all_body(uint32_t count, const hal_device_t* devic
       for (uint32_t i = 0; i < count; ++i) comms[i]->impl = made[i];
     } else {
       auto group = std::make_shared<hal::collective::LocalGroup>(count);
-      for (uint32_t i = 0; i < count; ++i) comms[i]->host = make_local_host_comm(group, i);
+      for (uint32_t i = 0; i < count; ++i) comms[i]->host = make_local_host_comm(group, i, count);
     }
     for (uint32_t i = 0; i < count; ++i) {
       out_comms[i] = active_registry()->comms.add(std::move(comms[i]));
@@ -313,7 +327,14 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
       *out_comm = active_registry()->comms.add(std::move(comm));
       return HAL_SUCCESS;
     };
-    if (plugin.collectives && plugin.table.comm_init_rank_exchange != nullptr &&
+    bool staged = false;
+    if (hal_result_t r = read_path_policy(kFunction, staged); r != HAL_SUCCESS) return r;
+    if (staged && resolved.bootstrap == HAL_COMM_BOOTSTRAP_MPI) {
+      return fail(HAL_ERROR_UNSUPPORTED, kFunction,
+                  "HAL_COLL_PATH=host-staged: the loader's host-staged collectives run over a "
+                  "TCP store only, not an MPI bootstrap");
+    }
+    if (plugin.collectives && !staged && plugin.table.comm_init_rank_exchange != nullptr &&
         resolved.bootstrap != HAL_COMM_BOOTSTRAP_MPI) {
       if (hal_result_t r = join_store(); r != HAL_SUCCESS) return r;
       StoreExchange exchange(*comm->host, deadline);
@@ -333,7 +354,7 @@ static hal_result_t comm_init_rank_body(hal_device_t device, uint32_t nranks,
       take_plugin_message();  // host-staged over the store already joined
       return publish();
     }
-    if (plugin.collectives && plugin.table.comm_init_rank != nullptr) {
+    if (plugin.collectives && !staged && plugin.table.comm_init_rank != nullptr) {
       hal_impl_comm_t* made = nullptr;
       const hal_result_t r =
           plugin.table.comm_init_rank(device->impl, nranks, rank, &plugin_view, &made);

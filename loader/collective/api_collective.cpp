@@ -85,9 +85,20 @@ struct AlltoallvArrays {
   const size_t* recv_displs;  // NULL: packed
 };
 
-hal_result_t make_layout(const AlltoallvArrays& arrays, uint32_t ranks, size_t elem,
-                         const char* function, std::unique_ptr<OwnedLayout>& out) {
+// The calling thread's resolved count and displacement arrays of the
+// alltoallv it is checking: reused call after call (a call made no
+// allocation of its own for them; an MoE step makes several). A layout that
+// outlives the call (a group's) is copied into an OwnedLayout.
+struct ResolvedArrays {
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+};
+thread_local ResolvedArrays t_resolved;
+
+// The layout of |arrays| with packed displacements filled in, its arrays
+// the calling thread's (valid until its next alltoallv).
+hal_result_t make_layout(const AlltoallvArrays& arrays, uint32_t ranks, size_t elem,
+                         const char* function, hal_alltoallv_layout_t& out) {
+  ResolvedArrays& r = t_resolved;
   uint32_t bad_rank = 0;
   auto overflow = [&](const char* side, const size_t* counts, const size_t* displs) {
     return fail(HAL_ERROR_INVALID_SIZE, function,
@@ -95,24 +106,24 @@ hal_result_t make_layout(const AlltoallvArrays& arrays, uint32_t ranks, size_t e
                 counts[bad_rank], displs != nullptr ? displs[bad_rank] : size_t{0});
   };
   if (!hal::collective::resolve_alltoallv_side(arrays.send_counts, arrays.send_displs, ranks, elem,
-                                               send_counts, send_displs, bad_rank)) {
+                                               r.send_counts, r.send_displs, bad_rank)) {
     return overflow("send", arrays.send_counts, arrays.send_displs);
   }
   if (!hal::collective::resolve_alltoallv_side(arrays.recv_counts, arrays.recv_displs, ranks, elem,
-                                               recv_counts, recv_displs, bad_rank)) {
+                                               r.recv_counts, r.recv_displs, bad_rank)) {
     return overflow("receive", arrays.recv_counts, arrays.recv_displs);
   }
-  const hal_alltoallv_layout_t view{arrays.sendbuf,     arrays.recvbuf,     send_counts.data(),
-                                    send_displs.data(), recv_counts.data(), recv_displs.data()};
-  out = std::make_unique<OwnedLayout>(view, ranks);
+  out = {arrays.sendbuf,       arrays.recvbuf,       r.send_counts.data(),
+         r.send_displs.data(), r.recv_counts.data(), r.recv_displs.data()};
   return HAL_SUCCESS;
 }
 
-// The byte ranges [begin, end) of one side's non-empty blocks, sorted.
-std::vector<std::pair<uintptr_t, uintptr_t>> block_ranges(const void* base, const size_t* counts,
-                                                          const size_t* displs, uint32_t ranks,
-                                                          size_t elem) {
-  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+// The byte ranges [begin, end) of one side's non-empty blocks, sorted, in
+// |ranges| (the caller's, reused).
+using Ranges = std::vector<std::pair<uintptr_t, uintptr_t>>;
+const Ranges& block_ranges(const void* base, const size_t* counts, const size_t* displs,
+                           uint32_t ranks, size_t elem, Ranges& ranges) {
+  ranges.clear();
   const auto at = reinterpret_cast<uintptr_t>(base);
   for (uint32_t r = 0; r < ranks; ++r) {
     if (counts[r] != 0)
@@ -126,15 +137,17 @@ std::vector<std::pair<uintptr_t, uintptr_t>> block_ranges(const void* base, cons
 // read and write them in any order.
 hal_result_t check_alltoallv_overlap(const hal_alltoallv_layout_t& layout, uint32_t ranks,
                                      size_t elem, const char* function) {
-  const auto receives =
-      block_ranges(layout.recvbuf, layout.recv_counts, layout.recv_displs, ranks, elem);
+  thread_local Ranges t_receives;
+  thread_local Ranges t_sends;
+  const Ranges& receives =
+      block_ranges(layout.recvbuf, layout.recv_counts, layout.recv_displs, ranks, elem, t_receives);
   for (size_t i = 1; i < receives.size(); ++i) {
     if (receives[i].first < receives[i - 1].second) {
       return fail(HAL_ERROR_INVALID_ARGUMENT, function, "alltoallv: two receive blocks overlap");
     }
   }
-  const auto sends =
-      block_ranges(layout.sendbuf, layout.send_counts, layout.send_displs, ranks, elem);
+  const Ranges& sends =
+      block_ranges(layout.sendbuf, layout.send_counts, layout.send_displs, ranks, elem, t_sends);
   // Both sorted by start; the receives are disjoint, the sends may overlap.
   size_t next_send = 0;
   uintptr_t furthest_send_end = 0;
@@ -174,16 +187,18 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
                 static_cast<int>(call.dtype));
   }
   // An alltoallv's call points to its layout, which holds the buffers.
-  std::unique_ptr<OwnedLayout> layout;
+  hal_alltoallv_layout_t view{};
+  const hal_alltoallv_layout_t* layout = nullptr;
   const void* sendbuf = call.send;
   void* recvbuf = call.recv;
   if (arrays != nullptr) {
     if (hal_result_t r =
-            make_layout(*arrays, comm->ranks, HAL_DTYPE_SIZE(call.dtype), function, layout);
+            make_layout(*arrays, comm->ranks, HAL_DTYPE_SIZE(call.dtype), function, view);
         r != HAL_SUCCESS) {
       return r;
     }
-    call.send = layout->view();
+    layout = &view;
+    call.send = layout;
     call.count = comm->ranks;
     sendbuf = arrays->sendbuf;
     recvbuf = arrays->recvbuf;
@@ -230,8 +245,8 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
     }
   }
   if (layout) {
-    if (hal_result_t r = check_alltoallv_overlap(*layout->view(), comm->ranks,
-                                                 HAL_DTYPE_SIZE(call.dtype), function);
+    if (hal_result_t r =
+            check_alltoallv_overlap(*layout, comm->ranks, HAL_DTYPE_SIZE(call.dtype), function);
         r != HAL_SUCCESS) {
       return r;
     }
@@ -257,7 +272,10 @@ hal_result_t check_and_submit(hal_collective_call_t call, hal_comm_s* comm, hal_
                 hal_result_string(failed));
   }
   if (t_group.depth > 0) {
-    t_group.calls.push_back({comm, stream, call, std::move(layout)});
+    // The group keeps its own copy: the thread's arrays serve its next call.
+    auto owned = layout ? std::make_unique<OwnedLayout>(*layout, comm->ranks) : nullptr;
+    if (owned) call.send = owned->view();
+    t_group.calls.push_back({comm, stream, call, std::move(owned)});
     return HAL_SUCCESS;
   }
   return submit(comm, stream, std::span(&call, 1), function);

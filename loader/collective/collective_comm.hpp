@@ -32,7 +32,7 @@ class HostComm {
 };
 
 std::shared_ptr<HostComm> make_local_host_comm(std::shared_ptr<collective::LocalGroup> group,
-                                               uint32_t rank);
+                                               uint32_t rank, uint32_t ranks);
 // Connects rank |rank| through the store at |address|, proving |secret|,
 // and joins |session| within |deadline|. The communicator keeps |server|
 // (this process's store, or nullptr) alive, and at its end waits up to

@@ -20,9 +20,16 @@ namespace {
 
 class LocalHostComm final : public HostComm {
  public:
-  LocalHostComm(std::shared_ptr<collective::LocalGroup> group, uint32_t rank)
-      : group_(std::move(group)), rank_(rank) {}
+  LocalHostComm(std::shared_ptr<collective::LocalGroup> group, uint32_t rank, uint32_t ranks)
+      : group_(std::move(group)), rank_(rank) {
+    chooser_.means = {ranks, /*local=*/true, false, false, /*host_staged=*/true};
+    chooser_.log = &log_;
+    chooser_.rank = rank;
+  }
   Status run(std::span<const hal_collective_call_t> calls, const Deadline& deadline) override {
+    // Every rank is a thread of this process, under the same HAL_COLL_PATH:
+    // all refuse alike.
+    if (Status refused = chooser_.check(calls); !refused.ok()) return refused;
     return group_->run(rank_, calls, deadline);
   }
   void leave_abruptly() override {
@@ -32,6 +39,8 @@ class LocalHostComm final : public HostComm {
  private:
   std::shared_ptr<collective::LocalGroup> group_;
   uint32_t rank_;
+  collective::PathLog log_;
+  collective::Chooser chooser_;
 };
 
 // Messages through the store: a send is a set under a key naming channel,
@@ -107,7 +116,11 @@ class StoreHostComm final : public HostComm {
       : server_(std::move(server)),
         client_(std::move(client)),
         transport_(*client_, rank, ranks),
-        timeout_ms_(timeout_ms) {}
+        timeout_ms_(timeout_ms) {
+    chooser_.means = {ranks, false, false, /*transport=*/true, /*host_staged=*/true};
+    chooser_.log = &log_;
+    chooser_.rank = rank;
+  }
   // The rank that serves the store gives the peers what it left in it (its
   // last messages, not yet taken) before the store may stop with it, within
   // the communicator's timeout; an aborted rank leaves at once.
@@ -120,7 +133,7 @@ class StoreHostComm final : public HostComm {
   StoreHostComm& operator=(const StoreHostComm&) = delete;
   Status run(std::span<const hal_collective_call_t> calls, const Deadline& deadline) override {
     transport_.begin(deadline);
-    return collective::run_p2p(transport_, calls, deadline, scratch_);
+    return collective::run_p2p(transport_, calls, deadline, scratch_, chooser_);
   }
   // Only a thread that owns run_mutex may touch the connection, so an abort
   // during a call interrupts the call's socket wait and leaves the rest to it.
@@ -138,13 +151,15 @@ class StoreHostComm final : public HostComm {
   StoreTransport transport_;
   std::vector<uint8_t> scratch_;
   uint32_t timeout_ms_;
+  collective::PathLog log_;
+  collective::Chooser chooser_;
 };
 
 }  // namespace
 
 std::shared_ptr<HostComm> make_local_host_comm(std::shared_ptr<collective::LocalGroup> group,
-                                               uint32_t rank) {
-  return std::make_shared<LocalHostComm>(std::move(group), rank);
+                                               uint32_t rank, uint32_t ranks) {
+  return std::make_shared<LocalHostComm>(std::move(group), rank, ranks);
 }
 
 std::shared_ptr<HostComm> make_store_host_comm(const collective::StoreAddress& address,

@@ -1,0 +1,125 @@
+#include "cudnn.hpp"
+
+#include <string>
+#include <vector>
+
+#include "../device.hpp"
+#include "../library_search.hpp"
+#include "hal_util/env.hpp"
+
+namespace hal::cuda::ops {
+namespace {
+
+constexpr char kDefaultLibrary[] = "libcudnn.so.9";
+// cudnnGetVersion is major * 10000 + minor * 100 + patch from cuDNN 9 on
+// (cuDNN 8 used major * 1000: 8907 for 8.9.7).
+constexpr size_t kFirstVersion = 90000;
+
+}  // namespace
+
+std::shared_ptr<const Cudnn> Cudnn::open(std::string& why) {
+  std::shared_ptr<Cudnn> dnn(new Cudnn());
+  const std::vector<std::string> candidates =
+      library_candidates("HAL_CUDA_CUDNN_PATH", {kDefaultLibrary});
+  std::string first_error;
+  for (const std::string& candidate : candidates) {
+    if (dnn->library_.open(candidate, why)) break;
+    if (first_error.empty()) first_error = why;
+  }
+  if (dnn->library_.handle() == nullptr) {
+    why = candidates.size() == 1 && hal::util::env_nonempty("HAL_CUDA_CUDNN_PATH") != nullptr
+              ? first_error
+              : searched_places(first_error);
+    return nullptr;
+  }
+  const std::string path = dnn->library_.path();
+  CudnnApi& api = dnn->api_;
+  std::string missing;
+#define HAL_CUDNN_RESOLVE(name)                                                 \
+  api.name = reinterpret_cast<decltype(api.name)>(dnn->library_.symbol(#name)); \
+  if (api.name == nullptr && missing.empty()) missing = #name;
+  HAL_CUDNN_FUNCTIONS(HAL_CUDNN_RESOLVE)
+#undef HAL_CUDNN_RESOLVE
+  if (!missing.empty()) {
+    why = path + " has no " + missing + ": not a cuDNN with the graph API";
+    return nullptr;
+  }
+  const size_t version = api.cudnnGetVersion();
+  if (version < kFirstVersion) {
+    why = path + " is cuDNN version " + std::to_string(version) + "; the plugin needs cuDNN 9";
+    return nullptr;
+  }
+  dnn->library_.pin();
+  dnn->version_ = version;
+  return dnn;
+}
+
+std::string Cudnn::status_text(cudnnStatus_t status) const {
+  const char* name = api_.cudnnGetErrorString(status);
+  if (name == nullptr || name[0] == '\0') name = "cuDNN status";
+  return std::string(name) + " (" + std::to_string(static_cast<int>(status)) + ")";
+}
+
+std::shared_ptr<const Cudnn> CudnnLoader::get(std::string& why) {
+  std::lock_guard lock(mutex_);
+  if (!tried_) {
+    tried_ = true;
+    dnn_ = Cudnn::open(why_);
+  }
+  if (!dnn_) why = why_;
+  return dnn_;
+}
+
+DeviceDnn::~DeviceDnn() {
+  std::lock_guard lock(mutex_);
+  if (handle_ != nullptr) dnn_->api().cudnnDestroy(handle_);
+}
+
+cudnnHandle_t DeviceDnn::handle(Device& device, std::shared_ptr<const Cudnn>* out_dnn,
+                                std::string& why, cudnnStatus_t* out_status) {
+  std::lock_guard lock(mutex_);
+  *out_status = CUDNN_STATUS_SUCCESS;
+  if (handle_ != nullptr) {
+    *out_dnn = dnn_;
+    return handle_;
+  }
+  std::shared_ptr<const Cudnn> dnn = loader_.get(why);
+  if (!dnn) return nullptr;
+  const ContextScope bound = device.bind();
+  if (!bound.ok()) {
+    why = "cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound.result());
+    return nullptr;
+  }
+  cudnnHandle_t created = nullptr;
+  if (const cudnnStatus_t status = dnn->api().cudnnCreate(&created);
+      status != CUDNN_STATUS_SUCCESS) {
+    *out_status = status;
+    why = "cudnnCreate failed: " + dnn->status_text(status);
+    return nullptr;
+  }
+  dnn_ = std::move(dnn);
+  handle_ = created;
+  *out_dnn = dnn_;
+  return handle_;
+}
+
+// cuDNN 9 groups its statuses by thousands (cudnn_graph.h, cudnnStatus_t):
+// 1xxx not initialized, 2xxx bad parameter, 3xxx not supported, 4xxx
+// internal error, 5xxx execution failed.
+hal_result_t result_of(cudnnStatus_t status) {
+  const int code = static_cast<int>(status);
+  if (code == 0) return HAL_SUCCESS;
+  if (code == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED) return HAL_ERROR_OUT_OF_MEMORY;
+  switch (code / 1000) {
+    case 2:
+      return HAL_ERROR_INVALID_ARGUMENT;
+    case 3:
+      return HAL_ERROR_UNSUPPORTED;
+    case 5:
+      return HAL_ERROR_DEVICE_LOST;  // a kernel failed to launch or to finish
+    default:
+      return HAL_ERROR_INTERNAL;
+  }
+}
+
+}  // namespace hal::cuda::ops

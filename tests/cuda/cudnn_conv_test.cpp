@@ -1,0 +1,771 @@
+// The cuda plugin's convolution on cuDNN through the public API, over the
+// stand-in driver (fake_driver/, host memory) and the stand-in cuDNN
+// (fake_cudnn/, which models cuDNN 9's graph API and really convolves on the
+// tensors, strides, padding, dilation and groups it is given). Results are
+// compared with float64 references written here from the definition in
+// api/hal/ops.h, on seeded random inputs, for the three kinds, both layouts,
+// f32/f16/bf16, grouped, depthwise, transposed, 1-D, 2-D and 3-D cases; the
+// graph the plugin handed cuDNN is checked from the stand-in's record (the
+// operation, the tensors' dimensions and strides, the padding on each side,
+// the engine); the engine filter (no TF32 on f32, no nondeterministic engine
+// under HAL_OP_PLAN_DETERMINISTIC), the alignment variants and the
+// workspace; declines fall through to the portable implementation with their
+// reasons; cuDNN's failures reach the caller with their status; nothing leaks.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../cpu/float16_bits.hpp"
+#include "fake_cudnn.h"
+#include "hal.h"
+
+namespace {
+
+// cuDNN's values (cudnn_graph.h), written out: the test is independent of the headers.
+constexpr int32_t kForward = 10, kBackwardFilter = 11, kBackwardData = 12;  // descriptor types
+constexpr int32_t kCrossCorrelation = 1;  // CUDNN_CROSS_CORRELATION
+constexpr int32_t kDataFloat = 0, kDataHalf = 2, kDataBfloat16 = 9;
+constexpr int kStatusBadParam = 2000, kStatusNotSupported = 3000;
+
+[[maybe_unused]] const bool kEnvironment = [] {
+  setenv("HAL_PLUGINS", "cuda", 1);
+  setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_FAKE_CUDA, 1);
+  setenv("HAL_CUDA_NCCL_PATH", "/nonexistent/libnccl.so.2", 1);
+  setenv("HAL_CUDA_CUBLASLT_PATH", "/nonexistent/libcublasLt.so.13", 1);
+  setenv("HAL_CUDA_CUDNN_PATH", HAL_TEST_FAKE_CUDNN, 1);
+  return true;
+}();
+
+// The stand-in cuDNN's test queries (the library the plugin opened).
+struct FakeDnn {
+  FakeDnn() {
+    handle = dlopen(HAL_TEST_FAKE_CUDNN, RTLD_NOW);
+    REQUIRE(handle != nullptr);
+    stats = reinterpret_cast<fake_cudnn_stats_fn>(dlsym(handle, "fake_cudnn_stats"));
+    last =
+        reinterpret_cast<fake_cudnn_last_execution_fn>(dlsym(handle, "fake_cudnn_last_execution"));
+    fail_next = reinterpret_cast<fake_cudnn_fail_next_fn>(dlsym(handle, "fake_cudnn_fail_next"));
+    REQUIRE(stats != nullptr);
+    REQUIRE(last != nullptr);
+    REQUIRE(fail_next != nullptr);
+  }
+  ~FakeDnn() { dlclose(handle); }
+  fake_cudnn_stats_t now() const {
+    fake_cudnn_stats_t out{};
+    stats(&out);
+    return out;
+  }
+  fake_cudnn_execution_t last_call() const {
+    fake_cudnn_execution_t out{};
+    REQUIRE(last(&out) == 1);
+    return out;
+  }
+  void* handle = nullptr;
+  fake_cudnn_stats_fn stats = nullptr;
+  fake_cudnn_last_execution_fn last = nullptr;
+  fake_cudnn_fail_next_fn fail_next = nullptr;
+};
+
+class Session {
+ public:
+  Session() {
+    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
+    uint32_t count = 0;
+    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
+    REQUIRE(count > 0);
+    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
+  }
+  ~Session() {
+    for (void* p : allocations_) hal_mem_free(p);
+    hal_stream_destroy(stream_);
+    hal_shutdown();
+  }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  hal_device_t device() const { return device_; }
+  hal_stream_t stream() const { return stream_; }
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, bytes == 0 ? 1 : bytes, 0, &p) ==
+            HAL_SUCCESS);
+    allocations_.push_back(p);
+    return p;
+  }
+  void copy(void* dst, const void* src, size_t bytes) {
+    REQUIRE(hal_memcpy_async(dst, src, bytes, stream_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
+  }
+
+ private:
+  hal_device_t device_ = nullptr;
+  hal_stream_t stream_ = nullptr;
+  std::vector<void*> allocations_;
+};
+
+size_t dtype_size(hal_dtype_t dtype) {
+  return dtype == HAL_DTYPE_F32 || dtype == HAL_DTYPE_I32 ? 4 : dtype == HAL_DTYPE_I64 ? 8 : 2;
+}
+
+// A dense tensor on the device, set and read as float64 values.
+struct Tensor {
+  hal_tensor_desc_t desc{};
+  void* data = nullptr;
+  Tensor() = default;
+  // |shift| bytes into its allocation (an element's size: not 16-byte aligned).
+  Tensor(Session& session, hal_dtype_t dtype, std::vector<int64_t> shape, size_t shift = 0) {
+    hal_tensor_desc_contiguous(&desc, dtype, static_cast<uint32_t>(shape.size()), shape.data());
+    data = static_cast<unsigned char*>(session.alloc(count() * dtype_size(dtype) + shift)) + shift;
+  }
+  size_t count() const {
+    size_t n = 1;
+    for (uint32_t d = 0; d < desc.rank; ++d) n *= static_cast<size_t>(desc.shape[d]);
+    return n;
+  }
+  void set(Session& session, const std::vector<double>& values) const {
+    std::vector<unsigned char> bytes(count() * dtype_size(desc.dtype));
+    for (size_t i = 0; i < count(); ++i) {
+      const float f = static_cast<float>(values[i]);
+      if (desc.dtype == HAL_DTYPE_F32) {
+        std::memcpy(&bytes[i * 4], &f, 4);
+      } else if (desc.dtype == HAL_DTYPE_I64) {
+        const auto v = static_cast<int64_t>(values[i]);
+        std::memcpy(&bytes[i * 8], &v, 8);
+      } else if (desc.dtype == HAL_DTYPE_I32) {
+        const auto v = static_cast<int32_t>(values[i]);
+        std::memcpy(&bytes[i * 4], &v, 4);
+      } else {
+        const uint16_t h =
+            desc.dtype == HAL_DTYPE_BF16 ? hal::test::to_bf16(f) : hal::test::to_f16(f);
+        std::memcpy(&bytes[i * 2], &h, 2);
+      }
+    }
+    session.copy(data, bytes.data(), bytes.size());
+  }
+  std::vector<double> get(Session& session) const {
+    std::vector<unsigned char> bytes(count() * dtype_size(desc.dtype));
+    session.copy(bytes.data(), data, bytes.size());
+    std::vector<double> values(count());
+    for (size_t i = 0; i < count(); ++i) {
+      if (desc.dtype == HAL_DTYPE_F32) {
+        float f;
+        std::memcpy(&f, &bytes[i * 4], 4);
+        values[i] = f;
+      } else if (desc.dtype == HAL_DTYPE_I64) {
+        int64_t v;
+        std::memcpy(&v, &bytes[i * 8], 8);
+        values[i] = static_cast<double>(v);
+      } else if (desc.dtype == HAL_DTYPE_I32) {
+        int32_t v;
+        std::memcpy(&v, &bytes[i * 4], 4);
+        values[i] = v;
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &bytes[i * 2], 2);
+        values[i] = desc.dtype == HAL_DTYPE_BF16 ? hal::test::from_bf16(h) : hal::test::from_f16(h);
+      }
+    }
+    return values;
+  }
+};
+
+// Random values in [low, high) already rounded to |dtype|.
+std::vector<double> random_values(std::mt19937& random, size_t count, hal_dtype_t dtype,
+                                  double low = -1, double high = 1) {
+  std::uniform_real_distribution<double> dist(low, high);
+  std::vector<double> values(count);
+  for (double& v : values) {
+    const float f = static_cast<float>(dist(random));
+    v = dtype == HAL_DTYPE_BF16  ? hal::test::from_bf16(hal::test::to_bf16(f))
+        : dtype == HAL_DTYPE_F16 ? hal::test::from_f16(hal::test::to_f16(f))
+                                 : f;
+  }
+  return values;
+}
+
+// SPEC §17.5's tolerance for an output of |dtype| accumulating |terms|.
+void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                  hal_dtype_t dtype, double terms, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  const double e = dtype == HAL_DTYPE_F32 ? 1e-5 : dtype == HAL_DTYPE_F16 ? 2e-3 : 1.6e-2;
+  const double atol = e * std::sqrt(std::max(1.0, terms));
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::fabs(got[i] - want[i]) > atol + e * std::fabs(want[i])) {
+      FAIL(what << ": element " << i << " is " << got[i] << ", expected " << want[i]);
+    }
+  }
+}
+
+struct Planned {
+  hal_op_plan_t plan = nullptr;
+  std::string implementation, declines;
+  size_t workspace = 0;
+  ~Planned() { hal_op_plan_destroy(plan); }
+};
+
+// Plans |desc| with every implementation (the cuda plugin's first).
+void plan(Session& session, const hal_op_header_t* desc, hal_op_plan_flags_t flags, Planned& out) {
+  const hal_result_t result = hal_op_plan_create(session.device(), desc, flags, &out.plan);
+  INFO(hal_error_last_message());
+  REQUIRE(result == HAL_SUCCESS);
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof info;
+  REQUIRE(hal_op_plan_get_info(out.plan, &info) == HAL_SUCCESS);
+  out.implementation = info.implementation;
+  out.declines = info.declines;
+  out.workspace = info.workspace_bytes;
+}
+
+// Runs |planned| with its workspace starting |shift| bytes into an
+// allocation of its own.
+void run(Session& session, const Planned& planned, std::vector<void*> operands, size_t shift = 0) {
+  std::vector<hal_op_scalar_t> scalars;
+  void* workspace = nullptr;
+  if (planned.workspace > 0) {
+    workspace = static_cast<unsigned char*>(session.alloc(planned.workspace + shift)) + shift;
+  }
+  hal_op_exec_args_t args{};
+  args.struct_size = sizeof args;
+  args.operand_count = static_cast<uint32_t>(operands.size());
+  args.operands = operands.data();
+  args.scalar_count = static_cast<uint32_t>(scalars.size());
+  args.scalars = scalars.data();
+  args.workspace = workspace;
+  args.workspace_bytes = planned.workspace;
+  INFO(planned.implementation);
+  REQUIRE(hal_op_execute(planned.plan, &args, session.stream()) == HAL_SUCCESS);
+  INFO(hal_error_last_message());
+  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+}
+
+// ---- convolution ----------------------------------------------------------
+
+// A 2-D (or 1-D / 3-D with extents of 1) convolution case in canonical
+// [N, C, D, H, W] terms.
+struct Conv {
+  hal_channel_layout_t layout = HAL_CHANNELS_FIRST;
+  uint32_t spatial = 2;
+  hal_dtype_t dtype = HAL_DTYPE_F32;
+  int64_t n = 2, ci = 4, co = 6, groups = 1;
+  std::array<int64_t, 3> in{1, 7, 8}, k{1, 3, 3}, stride{1, 2, 1}, dil{1, 1, 2};
+  std::array<int64_t, 3> pb{0, 2, 1}, pe{0, 0, 2};
+  bool transposed = false, bias = true;
+  hal_activation_t act = HAL_ACTIVATION_RELU;
+  std::array<int64_t, 3> out() const {
+    std::array<int64_t, 3> o{};
+    for (int s = 0; s < 3; ++s) {
+      o[s] = (in[s] + pb[s] + pe[s] - dil[s] * (k[s] - 1) - 1) / stride[s] + 1;
+    }
+    return o;
+  }
+};
+
+std::vector<int64_t> shape_of(const Conv& t, int64_t n, int64_t c,
+                              const std::array<int64_t, 3>& sp) {
+  std::vector<int64_t> shape{n};
+  if (t.layout == HAL_CHANNELS_FIRST) shape.push_back(c);
+  for (uint32_t s = 3 - t.spatial; s < 3; ++s) shape.push_back(sp[s]);
+  if (t.layout == HAL_CHANNELS_LAST) shape.push_back(c);
+  return shape;
+}
+
+// The logical index of (n, c, d, h, w) in a tensor of |shape| (layout order).
+int64_t index_of(hal_channel_layout_t layout, int64_t nc, int64_t cc,
+                 const std::array<int64_t, 3>& sp, int64_t n, int64_t c, int64_t d, int64_t h,
+                 int64_t w) {
+  (void)nc;
+  if (layout == HAL_CHANNELS_FIRST) return (((n * cc + c) * sp[0] + d) * sp[1] + h) * sp[2] + w;
+  return (((n * sp[0] + d) * sp[1] + h) * sp[2] + w) * cc + c;
+}
+
+// Visits (input index, output index, filter index) of every tap that reads x.
+void taps(const Conv& t, const std::function<void(int64_t, int64_t, int64_t)>& visit) {
+  const auto o = t.out();
+  const int64_t cig = t.ci / t.groups, cog = t.co / t.groups;
+  for (int64_t n = 0; n < t.n; ++n)
+    for (int64_t c = 0; c < t.co; ++c)
+      for (int64_t od = 0; od < o[0]; ++od)
+        for (int64_t oh = 0; oh < o[1]; ++oh)
+          for (int64_t ow = 0; ow < o[2]; ++ow)
+            for (int64_t i = 0; i < cig; ++i)
+              for (int64_t a = 0; a < t.k[0]; ++a)
+                for (int64_t b = 0; b < t.k[1]; ++b)
+                  for (int64_t e = 0; e < t.k[2]; ++e) {
+                    const int64_t z = od * t.stride[0] - t.pb[0] + a * t.dil[0];
+                    const int64_t y = oh * t.stride[1] - t.pb[1] + b * t.dil[1];
+                    const int64_t x = ow * t.stride[2] - t.pb[2] + e * t.dil[2];
+                    if (z < 0 || z >= t.in[0] || y < 0 || y >= t.in[1] || x < 0 || x >= t.in[2])
+                      continue;
+                    const int64_t ic = c / cog * cig + i;
+                    visit(index_of(t.layout, t.n, t.ci, t.in, n, ic, z, y, x),
+                          index_of(t.layout, t.n, t.co, o, n, c, od, oh, ow),
+                          index_of(t.layout, t.co, cig, t.k, c, i, a, b, e));
+                  }
+}
+
+hal_op_convolution_desc_t conv_desc(const Conv& t, hal_op_kind_t kind, const Tensor& x,
+                                    const Tensor& w, const Tensor& y, const Tensor& bias) {
+  hal_op_convolution_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = kind;
+  desc.layout = t.layout;
+  desc.spatial_dims = t.spatial;
+  desc.groups = static_cast<uint32_t>(t.groups);
+  desc.flags = (t.transposed ? uint32_t{HAL_CONV_TRANSPOSED} : 0u) |
+               (t.bias && kind != HAL_OP_CONVOLUTION_BACKWARD_DATA ? uint32_t{HAL_CONV_BIAS} : 0u);
+  desc.activation = kind == HAL_OP_CONVOLUTION ? t.act : HAL_ACTIVATION_NONE;
+  for (uint32_t s = 0; s < t.spatial; ++s) {
+    const uint32_t c = 3 - t.spatial + s;
+    desc.stride[s] = t.stride[c];
+    desc.dilation[s] = t.dil[c];
+    desc.pad_begin[s] = t.pb[c];
+    desc.pad_end[s] = t.pe[c];
+  }
+  desc.x = x.desc;
+  desc.w = w.desc;
+  desc.y = y.desc;
+  desc.bias = bias.desc;
+  return desc;
+}
+
+// How a case is planned and laid out, and the engine the stand-in must have run.
+struct Expect {
+  hal_op_plan_flags_t flags = HAL_OP_PLAN_FLAG_NONE;
+  size_t shift = 0;     // bytes every operand starts into its allocation
+  int64_t engine = -1;  // the engine cuDNN ran (-1: TF32 excluded only)
+};
+
+// The stand-in's record of the last execution against the case: the
+// operation, cuDNN's dimension order (N, C, spatial), the filter's, the
+// geometry (1-D lifted to 2-D), channels-last strides (C innermost).
+void check_record(const FakeDnn& fake, const Conv& t, hal_op_kind_t kind, const Expect& expect) {
+  const fake_cudnn_execution_t e = fake.last_call();
+  // The transposed convolution exchanges forward and backward data.
+  const int32_t operation = kind == HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS    ? kBackwardFilter
+                            : (kind == HAL_OP_CONVOLUTION) != t.transposed ? kForward
+                                                                           : kBackwardData;
+  CHECK(e.operation == operation);
+  CHECK(e.mode == kCrossCorrelation);
+  CHECK(e.compute_type == kDataFloat);
+  CHECK(e.engine != FAKE_CUDNN_ENGINE_TF32);
+  if (expect.engine >= 0) CHECK(e.engine == expect.engine);
+  const int32_t type = t.dtype == HAL_DTYPE_F32   ? kDataFloat
+                       : t.dtype == HAL_DTYPE_F16 ? kDataHalf
+                                                  : kDataBfloat16;
+  CHECK(e.x.type == type);
+  const int lifted = t.spatial == 1 ? 1 : 0;
+  CHECK(e.spatial_dims == static_cast<int64_t>(t.spatial) + lifted);
+  for (uint32_t s = 0; s < t.spatial; ++s) {
+    const uint32_t c = 3 - t.spatial + s;
+    CHECK(e.stride[s + lifted] == t.stride[c]);
+    CHECK(e.dilation[s + lifted] == t.dil[c]);
+    CHECK(e.pre_padding[s + lifted] == t.pb[c]);
+    CHECK(e.post_padding[s + lifted] == t.pe[c]);
+  }
+  // x is the convolution's input side: [N, C_in, i...]; w [C_out, C_in/g, k...].
+  CHECK(e.x.dims[0] == t.n);
+  CHECK(e.x.dims[1] == t.ci);
+  CHECK(e.w.dims[0] == t.co);
+  CHECK(e.w.dims[1] == t.ci / t.groups);
+  CHECK(e.y.dims[1] == t.co);
+  const int rank = e.x.rank;
+  CHECK(rank == static_cast<int>(t.spatial) + 2 + lifted);
+  for (uint32_t s = 0; s < t.spatial; ++s) {
+    const uint32_t c = 3 - t.spatial + s;
+    CHECK(e.x.dims[2 + lifted + s] == t.in[c]);
+    CHECK(e.w.dims[2 + lifted + s] == t.k[c]);
+    CHECK(e.y.dims[2 + lifted + s] == t.out()[c]);
+  }
+  if (t.layout == HAL_CHANNELS_LAST) {
+    CHECK(e.x.strides[1] == 1);
+    CHECK(e.w.strides[1] == 1);
+    CHECK(e.y.strides[1] == 1);
+  } else {
+    CHECK(e.x.strides[rank - 1] == 1);
+    CHECK(e.x.strides[1] == e.x.strides[rank - 1] * t.in[2] * t.in[1] * t.in[0]);
+  }
+  const int64_t alignment = expect.shift == 0 ? 16 : static_cast<int64_t>(dtype_size(t.dtype));
+  CHECK(e.x.alignment == alignment);
+}
+
+// Forward, backward data and backward weights of |t|, checked against float64.
+void check_conv(Session& session, const Conv& t, const Expect& expect = {}) {
+  FakeDnn fake;
+  std::mt19937 random(7);
+  const auto o = t.out();
+  const std::vector<int64_t> in_shape = shape_of(t, t.n, t.ci, t.in);
+  const std::vector<int64_t> out_shape = shape_of(t, t.n, t.co, o);
+  const std::vector<int64_t> w_shape = shape_of(t, t.co, t.ci / t.groups, t.k);
+  const auto& x_shape = t.transposed ? out_shape : in_shape;
+  const auto& y_shape = t.transposed ? in_shape : out_shape;
+  const int64_t y_channels = t.transposed ? t.ci : t.co;
+  const size_t shift = expect.shift;
+  Tensor x(session, t.dtype, x_shape, shift), w(session, t.dtype, w_shape, shift);
+  Tensor y(session, t.dtype, y_shape, shift), bias(session, HAL_DTYPE_F32, {y_channels});
+  const auto xv = random_values(random, x.count(), t.dtype);
+  const auto wv = random_values(random, w.count(), t.dtype);
+  const auto bv = random_values(random, bias.count(), HAL_DTYPE_F32);
+  const auto gv = random_values(random, y.count(), t.dtype);
+  x.set(session, xv);
+  w.set(session, wv);
+  bias.set(session, bv);
+  const std::string what =
+      std::string(t.layout == HAL_CHANNELS_LAST ? "channels-last" : "channels-first") +
+      (t.transposed ? " transposed" : "") + " " + std::to_string(t.spatial) + "-D groups " +
+      std::to_string(t.groups) + " dtype " + std::to_string(t.dtype);
+  INFO(what);
+  const double reduction = static_cast<double>(t.ci / t.groups * t.k[0] * t.k[1] * t.k[2]);
+  auto served = [&](const Planned& planned, hal_op_kind_t kind) {
+    INFO("declines: " << planned.declines);
+    REQUIRE(planned.implementation == "cuda.cudnn");
+    check_record(fake, t, kind, expect);
+  };
+  // Forward.
+  {
+    const hal_op_convolution_desc_t desc = conv_desc(t, HAL_OP_CONVOLUTION, x, w, y, bias);
+    Planned planned;
+    plan(session, &desc.header, expect.flags, planned);
+    // The larger of the two alignment variants' workspaces.
+    CHECK(planned.workspace == FAKE_CUDNN_VECTOR_WORKSPACE);
+    run(session, planned, {x.data, w.data, t.bias ? bias.data : nullptr, nullptr, y.data});
+    served(planned, HAL_OP_CONVOLUTION);
+    std::vector<double> want(y.count(), 0.0);
+    if (!t.transposed) {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
+    } else {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += xv[out] * wv[f]; });
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      const int64_t c =
+          t.layout == HAL_CHANNELS_LAST
+              ? static_cast<int64_t>(i) % y_channels
+              : static_cast<int64_t>(i) / (y.count() / y_shape[0] / y_channels) % y_channels;
+      const double v = want[i] + (t.bias ? bv[c] : 0.0);
+      want[i] = t.act == HAL_ACTIVATION_RELU ? (v > 0 ? v : 0) : v;
+    }
+    expect_close(y.get(session), want, t.dtype, reduction, what + " forward");
+  }
+  // Backward data: grad_y (gv, y's layout) to grad_x (x's).
+  {
+    Tensor gy(session, t.dtype, y_shape, shift), gx(session, t.dtype, x_shape, shift);
+    gy.set(session, gv);
+    const hal_op_convolution_desc_t desc =
+        conv_desc(t, HAL_OP_CONVOLUTION_BACKWARD_DATA, gx, w, gy, bias);
+    Planned planned;
+    plan(session, &desc.header, expect.flags, planned);
+    run(session, planned, {gy.data, w.data, gx.data});
+    served(planned, HAL_OP_CONVOLUTION_BACKWARD_DATA);
+    std::vector<double> want(gx.count(), 0.0);
+    if (!t.transposed) {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += gv[out] * wv[f]; });
+    } else {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += gv[i] * wv[f]; });
+    }
+    expect_close(gx.get(session), want, t.dtype, reduction, what + " backward data");
+  }
+  // Backward weights (and bias, where the case has one: portable).
+  {
+    Tensor gy(session, t.dtype, y_shape, shift), gw(session, t.dtype, w_shape, shift);
+    Tensor gb(session, HAL_DTYPE_F32, {y_channels});
+    gy.set(session, gv);
+    const hal_op_convolution_desc_t desc =
+        conv_desc(t, HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS, x, gw, gy, gb);
+    Planned planned;
+    plan(session, &desc.header, expect.flags, planned);
+    run(session, planned, {x.data, gy.data, gw.data, t.bias ? gb.data : nullptr});
+    served(planned, HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS);
+    std::vector<double> want(gw.count(), 0.0);
+    if (!t.transposed) {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += xv[i] * gv[out]; });
+    } else {
+      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += gv[i] * xv[out]; });
+    }
+    const double positions = static_cast<double>(gy.count() / y_channels);
+    expect_close(gw.get(session), want, t.dtype, positions, what + " backward weights");
+  }
+}
+
+// A case cuDNN serves: no epilogue.
+Conv plain() {
+  Conv t;
+  t.bias = false;
+  t.act = HAL_ACTIVATION_NONE;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("convolution on cuDNN against float64", "[cudnn]") {
+  Session session;
+  Conv nchw = plain();  // strided, asymmetric padding, dilation with stride
+  check_conv(session, nchw);
+  Conv nhwc = plain();  // channels-last bf16, grouped
+  nhwc.layout = HAL_CHANNELS_LAST;
+  nhwc.dtype = HAL_DTYPE_BF16;
+  nhwc.groups = 2;
+  check_conv(session, nhwc);
+  Conv depthwise = plain();  // f16 depthwise
+  depthwise.layout = HAL_CHANNELS_LAST;
+  depthwise.dtype = HAL_DTYPE_F16;
+  depthwise.ci = depthwise.co = depthwise.groups = 4;
+  check_conv(session, depthwise);
+  Conv transposed = plain();  // output padding 1 (y one larger than the smallest)
+  transposed.transposed = true;
+  transposed.in = {1, 8, 9};
+  transposed.stride = {1, 2, 2};
+  transposed.dil = {1, 1, 1};
+  transposed.pb = {0, 1, 1};
+  transposed.pe = {0, 1, 1};
+  transposed.groups = 2;
+  check_conv(session, transposed);
+  Conv three = plain();  // 3-D
+  three.spatial = 3;
+  three.in = {4, 5, 6};
+  three.k = {2, 3, 2};
+  three.stride = {2, 1, 2};
+  three.pb = {1, 0, 1};
+  three.pe = {0, 1, 0};
+  three.dil = {1, 1, 1};
+  check_conv(session, three);
+  Conv one = plain();  // 1-D, channels-last
+  one.spatial = 1;
+  one.layout = HAL_CHANNELS_LAST;
+  one.in = {1, 1, 13};
+  one.k = {1, 1, 4};
+  one.stride = {1, 1, 3};
+  one.pb = {0, 0, 2};
+  one.pe = {0, 0, 1};
+  one.dil = {1, 1, 1};
+  check_conv(session, one);
+}
+
+TEST_CASE("cuDNN's engines: no TF32 on f32, determinism, alignment, workspace", "[cudnn]") {
+  Session session;
+  const Conv t = plain();
+  SECTION("16-byte aligned operands run the vectorised engine, with its workspace") {
+    Expect expect;
+    expect.engine = FAKE_CUDNN_ENGINE_VECTOR;
+    check_conv(session, t, expect);
+  }
+  SECTION("HAL_OP_PLAN_DETERMINISTIC: backward filter on the deterministic engine") {
+    // The forward and backward data have no nondeterministic engine here.
+    Conv f16 = t;
+    f16.dtype = HAL_DTYPE_F16;
+    Expect expect;
+    expect.flags = HAL_OP_PLAN_DETERMINISTIC;
+    FakeDnn fake;
+    std::mt19937 random(3);
+    Tensor x(session, f16.dtype, shape_of(f16, f16.n, f16.ci, f16.in));
+    Tensor gy(session, f16.dtype, shape_of(f16, f16.n, f16.co, f16.out()));
+    Tensor gw(session, f16.dtype, shape_of(f16, f16.co, f16.ci, f16.k));
+    x.set(session, random_values(random, x.count(), f16.dtype));
+    gy.set(session, random_values(random, gy.count(), f16.dtype));
+    const hal_op_convolution_desc_t desc =
+        conv_desc(f16, HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS, x, gw, gy, Tensor());
+    for (hal_op_plan_flags_t flags : {HAL_OP_PLAN_FLAG_NONE, HAL_OP_PLAN_DETERMINISTIC}) {
+      Planned planned;
+      plan(session, &desc.header, flags, planned);
+      REQUIRE(planned.implementation == "cuda.cudnn");
+      run(session, planned, {x.data, gy.data, gw.data, nullptr});
+      CHECK(fake.last_call().engine == (flags == HAL_OP_PLAN_DETERMINISTIC
+                                            ? FAKE_CUDNN_ENGINE_GENERIC
+                                            : FAKE_CUDNN_ENGINE_VECTOR));
+    }
+    check_conv(session, f16, expect);  // and the numbers, deterministic
+  }
+  SECTION("operands aligned only to their element run the element-aligned plan") {
+    Expect expect;
+    expect.shift = 4;
+    expect.engine = FAKE_CUDNN_ENGINE_GENERIC;
+    check_conv(session, t, expect);
+  }
+}
+
+TEST_CASE("convolution cases cuDNN does not serve fall through to the portable implementation",
+          "[cudnn]") {
+  Session session;
+  Conv fused;  // bias and relu: not fused through cuDNN
+  Tensor x(session, fused.dtype, shape_of(fused, fused.n, fused.ci, fused.in));
+  Tensor w(session, fused.dtype, shape_of(fused, fused.co, fused.ci, fused.k));
+  Tensor y(session, fused.dtype, shape_of(fused, fused.n, fused.co, fused.out()));
+  Tensor y32(session, HAL_DTYPE_F32, shape_of(fused, fused.n, fused.co, fused.out()));
+  Tensor bias(session, HAL_DTYPE_F32, {fused.co});
+  {
+    const hal_op_convolution_desc_t desc = conv_desc(fused, HAL_OP_CONVOLUTION, x, w, y, bias);
+    Planned planned;
+    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    CHECK(planned.implementation == "portable");
+    CHECK(planned.declines.find(
+              "cuda.cudnn: cuDNN: the bias epilogue is not fused through cuDNN here") !=
+          std::string::npos);
+  }
+  {
+    Conv relu = plain();
+    relu.act = HAL_ACTIVATION_RELU;
+    const hal_op_convolution_desc_t desc = conv_desc(relu, HAL_OP_CONVOLUTION, x, w, y, bias);
+    Planned planned;
+    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    CHECK(planned.implementation == "portable");
+    CHECK(planned.declines.find("the activation epilogue is not fused") != std::string::npos);
+  }
+  {
+    // bf16 inputs, an f32 output: cuDNN's convolution writes its inputs' type.
+    Conv mixed = plain();
+    mixed.dtype = HAL_DTYPE_BF16;
+    Tensor xb(session, HAL_DTYPE_BF16, shape_of(mixed, mixed.n, mixed.ci, mixed.in));
+    Tensor wb(session, HAL_DTYPE_BF16, shape_of(mixed, mixed.co, mixed.ci, mixed.k));
+    const hal_op_convolution_desc_t desc = conv_desc(mixed, HAL_OP_CONVOLUTION, xb, wb, y32, bias);
+    Planned planned;
+    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    CHECK(planned.implementation == "portable");
+    CHECK(planned.declines.find("cuDNN's convolution reads and writes one type") !=
+          std::string::npos);
+  }
+  // (The portable kernels plan on the stand-in driver but run nothing there:
+  // their numbers are conv_ops_test's and a GPU's.)
+}
+
+TEST_CASE("without cuDNN, convolution is declined with the reason", "[cudnn]") {
+  setenv("HAL_CUDA_CUDNN_PATH", "/nonexistent/libcudnn.so.9", 1);
+  {
+    Session session;
+    const Conv t = plain();
+    Tensor x(session, t.dtype, shape_of(t, t.n, t.ci, t.in));
+    Tensor w(session, t.dtype, shape_of(t, t.co, t.ci, t.k));
+    Tensor y(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+    const hal_op_convolution_desc_t desc = conv_desc(t, HAL_OP_CONVOLUTION, x, w, y, Tensor());
+    Planned planned;
+    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    CHECK(planned.implementation == "portable");
+    INFO(planned.declines);
+    CHECK(planned.declines.find("cuda.cudnn: cuDNN: /nonexistent/libcudnn.so.9") !=
+          std::string::npos);
+  }
+  setenv("HAL_CUDA_CUDNN_PATH", HAL_TEST_FAKE_CUDNN, 1);
+}
+
+TEST_CASE("cuDNN's failures reach the caller with their status, and nothing leaks", "[cudnn]") {
+  FakeDnn fake;
+  {
+    Session session;
+    const Conv t = plain();
+    Tensor x(session, t.dtype, shape_of(t, t.n, t.ci, t.in));
+    Tensor w(session, t.dtype, shape_of(t, t.co, t.ci, t.k));
+    Tensor y(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+    const hal_op_convolution_desc_t desc = conv_desc(t, HAL_OP_CONVOLUTION, x, w, y, Tensor());
+    // Every execution plan refused: declined with cuDNN's status.
+    fake.fail_next("finalize_plan", kStatusNotSupported, 100);
+    {
+      Planned planned;
+      plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+      CHECK(planned.implementation == "portable");
+      INFO(planned.declines);
+      CHECK(planned.declines.find(
+                "cudnnBackendFinalize(EXECUTION_PLAN) failed: CUDNN_STATUS_NOT_SUPPORTED (3000)") !=
+            std::string::npos);
+    }
+    fake.fail_next("finalize_plan", 0, 0);
+    // An execution cuDNN refuses: the caller gets the mapped result and the status.
+    Planned planned;
+    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    REQUIRE(planned.implementation == "cuda.cudnn");
+    void* workspace = session.alloc(planned.workspace);
+    std::vector<void*> operands{x.data, w.data, nullptr, nullptr, y.data};
+    hal_op_exec_args_t args{};
+    args.struct_size = sizeof args;
+    args.operand_count = static_cast<uint32_t>(operands.size());
+    args.operands = operands.data();
+    args.workspace = workspace;
+    args.workspace_bytes = planned.workspace;
+    fake.fail_next("execute", kStatusBadParam, 1);
+    CHECK(hal_op_execute(planned.plan, &args, session.stream()) == HAL_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(hal_error_last_message())
+              .find("cudnnBackendExecute failed: CUDNN_STATUS_BAD_PARAM (2000)") !=
+          std::string::npos);
+    // And the next one runs.
+    CHECK(hal_op_execute(planned.plan, &args, session.stream()) == HAL_SUCCESS);
+    CHECK(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  }
+  // Every descriptor and the handle destroyed with the plans and the device.
+  const fake_cudnn_stats_t after = fake.now();
+  CHECK(after.live_descriptors == 0);
+  CHECK(after.live_handles == 0);
+}
+
+TEST_CASE("plans and executions on two threads share the device's handle safely",
+          "[cudnn][threads]") {
+  Session session;
+  const Conv t = plain();
+  std::mt19937 random(11);
+  Tensor x(session, t.dtype, shape_of(t, t.n, t.ci, t.in));
+  Tensor w(session, t.dtype, shape_of(t, t.co, t.ci, t.k));
+  const auto xv = random_values(random, x.count(), t.dtype);
+  const auto wv = random_values(random, w.count(), t.dtype);
+  x.set(session, xv);
+  w.set(session, wv);
+  std::vector<double> want(static_cast<size_t>(t.n * t.co * t.out()[1] * t.out()[2]), 0.0);
+  taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
+  // Each thread: its own stream and output, a plan of its own and the shared one.
+  Tensor y0(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+  const hal_op_convolution_desc_t shared_desc =
+      conv_desc(t, HAL_OP_CONVOLUTION, x, w, y0, Tensor());
+  Planned shared;
+  plan(session, &shared_desc.header, HAL_OP_PLAN_FLAG_NONE, shared);
+  REQUIRE(shared.implementation == "cuda.cudnn");
+  constexpr int kThreads = 2, kRounds = 4;
+  std::vector<Tensor> outputs;
+  std::vector<void*> workspaces;
+  for (int i = 0; i < kThreads; ++i) {
+    outputs.emplace_back(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+    workspaces.push_back(session.alloc(shared.workspace));
+  }
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      hal_stream_t stream = nullptr;
+      if (hal_stream_create(session.device(), 0, &stream) != HAL_SUCCESS) {
+        ++failures[i];
+        return;
+      }
+      const hal_op_convolution_desc_t desc =
+          conv_desc(t, HAL_OP_CONVOLUTION, x, w, outputs[i], Tensor());
+      for (int round = 0; round < kRounds; ++round) {
+        hal_op_plan_t own = nullptr;
+        if (hal_op_plan_create(session.device(), &desc.header, 0, &own) != HAL_SUCCESS) {
+          ++failures[i];
+          continue;
+        }
+        std::vector<void*> operands{x.data, w.data, nullptr, nullptr, outputs[i].data};
+        hal_op_exec_args_t args{};
+        args.struct_size = sizeof args;
+        args.operand_count = static_cast<uint32_t>(operands.size());
+        args.operands = operands.data();
+        args.workspace = workspaces[i];
+        args.workspace_bytes = shared.workspace;
+        for (hal_op_plan_t p : {own, shared.plan}) {
+          if (hal_op_execute(p, &args, stream) != HAL_SUCCESS) ++failures[i];
+        }
+        if (hal_stream_synchronize(stream) != HAL_SUCCESS) ++failures[i];
+        hal_op_plan_destroy(own);
+      }
+      hal_stream_destroy(stream);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int i = 0; i < kThreads; ++i) {
+    CHECK(failures[i] == 0);
+    expect_close(outputs[i].get(session), want, t.dtype, 36, "thread " + std::to_string(i));
+  }
+}
