@@ -191,6 +191,7 @@ hal_result_t describe(const hal_op_header_t* desc, OpSignature* out_signature,
     case HAL_OP_PAGED_KV_APPEND:
     case HAL_OP_PAGED_ATTENTION:
       describe_family = describe_paged_family;
+      break;
     case HAL_OP_QUANTIZE:
     case HAL_OP_DEQUANTIZE:
     case HAL_OP_SCALED_MATMUL:
