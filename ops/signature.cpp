@@ -108,6 +108,14 @@ size_t descriptor_size(hal_op_kind_t kind) {
       return sizeof(hal_op_paged_kv_append_desc_t);
     case HAL_OP_PAGED_ATTENTION:
       return sizeof(hal_op_paged_attention_desc_t);
+    case HAL_OP_QUANTIZE:
+    case HAL_OP_DEQUANTIZE:
+      return sizeof(hal_op_quantize_desc_t);
+    case HAL_OP_SCALED_MATMUL:
+      return sizeof(hal_op_scaled_matmul_desc_t);
+    case HAL_OP_FAKE_QUANTIZE:
+    case HAL_OP_FAKE_QUANTIZE_BACKWARD:
+      return sizeof(hal_op_fake_quantize_desc_t);
     default:
       return 0;
   }
@@ -183,6 +191,13 @@ hal_result_t describe(const hal_op_header_t* desc, OpSignature* out_signature,
     case HAL_OP_PAGED_KV_APPEND:
     case HAL_OP_PAGED_ATTENTION:
       describe_family = describe_paged_family;
+      break;
+    case HAL_OP_QUANTIZE:
+    case HAL_OP_DEQUANTIZE:
+    case HAL_OP_SCALED_MATMUL:
+    case HAL_OP_FAKE_QUANTIZE:
+    case HAL_OP_FAKE_QUANTIZE_BACKWARD:
+      describe_family = describe_lowp_family;
       break;
     default:
       *message = "desc->kind " + std::to_string(static_cast<uint32_t>(desc->kind)) +

@@ -38,11 +38,17 @@ constexpr EnumName kMemoryKind[] = {
 };
 
 constexpr EnumName kDtype[] = {
-    {HAL_DTYPE_F32, "HAL_DTYPE_F32", "f32"},    {HAL_DTYPE_F16, "HAL_DTYPE_F16", "f16"},
-    {HAL_DTYPE_BF16, "HAL_DTYPE_BF16", "bf16"}, {HAL_DTYPE_F64, "HAL_DTYPE_F64", "f64"},
-    {HAL_DTYPE_I32, "HAL_DTYPE_I32", "i32"},    {HAL_DTYPE_I64, "HAL_DTYPE_I64", "i64"},
-    {HAL_DTYPE_I8, "HAL_DTYPE_I8", "i8"},       {HAL_DTYPE_U8, "HAL_DTYPE_U8", "u8"},
+    {HAL_DTYPE_F32, "HAL_DTYPE_F32", "f32"},
+    {HAL_DTYPE_F16, "HAL_DTYPE_F16", "f16"},
+    {HAL_DTYPE_BF16, "HAL_DTYPE_BF16", "bf16"},
+    {HAL_DTYPE_F64, "HAL_DTYPE_F64", "f64"},
+    {HAL_DTYPE_I32, "HAL_DTYPE_I32", "i32"},
+    {HAL_DTYPE_I64, "HAL_DTYPE_I64", "i64"},
+    {HAL_DTYPE_I8, "HAL_DTYPE_I8", "i8"},
+    {HAL_DTYPE_U8, "HAL_DTYPE_U8", "u8"},
     {HAL_DTYPE_BOOL, "HAL_DTYPE_BOOL", "bool"},
+    {HAL_DTYPE_F8_E4M3, "HAL_DTYPE_F8_E4M3", "f8_e4m3"},
+    {HAL_DTYPE_F8_E5M2, "HAL_DTYPE_F8_E5M2", "f8_e5m2"},
 };
 
 // Derived from hal_util/arg_types.hpp's table, the one list of argument types.
@@ -162,6 +168,11 @@ constexpr EnumName kOpKind[] = {
     {HAL_OP_FILL, "HAL_OP_FILL", "fill"},
     {HAL_OP_PAGED_KV_APPEND, "HAL_OP_PAGED_KV_APPEND", "paged_kv_append"},
     {HAL_OP_PAGED_ATTENTION, "HAL_OP_PAGED_ATTENTION", "paged_attention"},
+    {HAL_OP_QUANTIZE, "HAL_OP_QUANTIZE", "quantize"},
+    {HAL_OP_DEQUANTIZE, "HAL_OP_DEQUANTIZE", "dequantize"},
+    {HAL_OP_SCALED_MATMUL, "HAL_OP_SCALED_MATMUL", "scaled_matmul"},
+    {HAL_OP_FAKE_QUANTIZE, "HAL_OP_FAKE_QUANTIZE", "fake_quantize"},
+    {HAL_OP_FAKE_QUANTIZE_BACKWARD, "HAL_OP_FAKE_QUANTIZE_BACKWARD", "fake_quantize_backward"},
 };
 
 constexpr EnumName kOpStatus[] = {

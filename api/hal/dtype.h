@@ -24,7 +24,12 @@ typedef enum hal_dtype {
   HAL_DTYPE_I64 = 5,
   HAL_DTYPE_I8 = 6,
   HAL_DTYPE_U8 = 7,
-  /* 8 and 9 are reserved (8-bit floats). */
+  /* OCP 8-bit floats (OFP8, v1.0), storage types (SPEC.md §17.7): E4M3
+   * ("e4m3fn": bias 7, largest finite 448, no infinity, NaN = S.1111.111) and
+   * E5M2 (bias 15, largest finite 57344, IEEE infinities and NaNs). Not
+   * collective dtypes. */
+  HAL_DTYPE_F8_E4M3 = 8,
+  HAL_DTYPE_F8_E5M2 = 9,
   /* One byte, 0 (false) or 1 (true); an op that reads a BOOL takes any
    * nonzero byte as true and writes only 0 or 1. Not a collective dtype. */
   HAL_DTYPE_BOOL = 10,
@@ -39,6 +44,7 @@ typedef enum hal_dtype {
    : (dtype) == HAL_DTYPE_F32 || (dtype) == HAL_DTYPE_I32                            ? 4u \
    : (dtype) == HAL_DTYPE_F16 || (dtype) == HAL_DTYPE_BF16                           ? 2u \
    : (dtype) == HAL_DTYPE_I8 || (dtype) == HAL_DTYPE_U8 || (dtype) == HAL_DTYPE_BOOL ? 1u \
+   : (dtype) == HAL_DTYPE_F8_E4M3 || (dtype) == HAL_DTYPE_F8_E5M2                    ? 1u \
                                                                                      : 0u)
 
 #ifdef __cplusplus

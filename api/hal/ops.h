@@ -122,7 +122,12 @@ typedef enum hal_op_kind {
   HAL_OP_PAGED_KV_APPEND = 45,
   HAL_OP_PAGED_ATTENTION = 46,
   /* 47..49 are reserved (paged KV cache). */
-  HAL_OP_KIND_COUNT = 47, /* one past the last op of this version; not an op */
+  HAL_OP_QUANTIZE = 50,
+  HAL_OP_DEQUANTIZE = 51,
+  HAL_OP_SCALED_MATMUL = 52,
+  HAL_OP_FAKE_QUANTIZE = 53,
+  HAL_OP_FAKE_QUANTIZE_BACKWARD = 54,
+  HAL_OP_KIND_COUNT = 55, /* one past the last op of this version; not an op */
   HAL_OP_KIND_MAX_ENUM = 0x7fffffff
 } hal_op_kind_t;
 
@@ -1063,6 +1068,104 @@ typedef struct hal_op_group_norm_desc {
   hal_tensor_desc_t x, y, scale, shift, mean, rstd;
   hal_tensor_desc_t grad_y, grad_x, grad_scale, grad_shift; /* backward only */
 } hal_op_group_norm_desc_t;
+
+/*===------------------------------------------------------------------===*
+ * Low precision (SPEC.md §17.7): int8 and the OCP 8-bit floats as quantized
+ * storage with f32 scales, the scaled (DeepGEMM-style block-scaled) matmul,
+ * and fake quantization for quantization-aware training.
+ *
+ * A quantized tensor q stands for q * scale. q is seen as a matrix [rows,
+ * cols] (cols = its last dimension, rows = the product of the others) cut
+ * into blocks of hal_quant_blocks_t's rows x cols elements, one f32 scale
+ * per block: scale is f32 [rows / blocks.rows, cols / blocks.cols] (rank 2,
+ * any strides). A block extent of 0 means the whole dimension; a nonzero one
+ * must divide it. Per tensor: {0, 0} (scale [1, 1]); per row (per output
+ * channel of a weight [n, k]): {1, 0}; per column: {0, 1}; DeepGEMM's
+ * activations: {1, 128}; its weights: {128, 128}.
+ * Quantizing rounds v = x / scale (an IEEE f32 division) to the quantized
+ * type with round to nearest even, saturating: I8 to [-128, 127], F8_E4M3
+ * to +-448, F8_E5M2 to +-57344 (never to an infinity; HAL_OP_CAST differs
+ * for E5M2, §17.6.3); NaN gives 0 in I8 and NaN in the 8-bit floats.
+ *===------------------------------------------------------------------===*/
+
+typedef struct hal_quant_blocks {
+  uint32_t rows; /* 0: one block spans every row */
+  uint32_t cols; /* 0: one block spans every column */
+} hal_quant_blocks_t;
+
+typedef enum hal_quantize_flag_bits {
+  /* HAL_OP_QUANTIZE reads the scales from scale (static scaling) instead
+   * of computing and writing them. */
+  HAL_QUANTIZE_GIVEN_SCALE = 1u << 0,
+  HAL_QUANTIZE_FLAG_MAX_ENUM = 0x7fffffff
+} hal_quantize_flag_bits_t;
+
+/* HAL_OP_QUANTIZE: x (f32, f16, bf16) to q (I8, F8_E4M3 or F8_E5M2, x's
+ * shape, rank >= 1). Without GIVEN_SCALE each block's scale is amax / qmax
+ * (amax = the largest |x| of the block, qmax = 127, 448 or 57344; a block
+ * whose amax is 0 gets scale 1; a NaN in the block makes its scale NaN) and
+ * is written to scale. Operands: 0 x, 1 q, 2 scale (output; an input with
+ * GIVEN_SCALE).
+ * HAL_OP_DEQUANTIZE: x = q * scale, in f32, rounded once to x's dtype (f32,
+ * f16, bf16); flags must be 0. Operands: 0 q, 1 scale, 2 x. */
+typedef struct hal_op_quantize_desc {
+  hal_op_header_t header;
+  uint32_t flags; /* hal_quantize_flag_bits_t */
+  hal_quant_blocks_t blocks;
+  uint32_t reserved; /* 0 */
+  hal_tensor_desc_t x, q, scale;
+} hal_op_quantize_desc_t;
+
+/* HAL_OP_SCALED_MATMUL: d[m, j] = sum over k of A(m, k) B(j, k), with A = a
+ * * a_scale and B = b * b_scale dequantized blockwise (the NT layout of
+ * DeepGEMM: both operands K-major). a [m, k] and b [n, k] (groups = 0), or
+ * b [groups, n, k] and b_scale [groups, n / b_blocks.rows, k /
+ * b_blocks.cols] with rows offsets[g] .. offsets[g+1]-1 of a and d taken
+ * by expert g (groups >= 1: the MoE form, offsets as HAL_OP_GROUPED_MATMUL
+ * reads them: i32 [groups + 1], clamped, rows outside every segment left as
+ * they are). a and b both I8, or each F8_E4M3 or F8_E5M2; d f32, bf16 or
+ * f16 [m, n]; any strides. k is summed in chunks of the smaller of the two
+ * scales' column blocks (the larger must be a multiple of it): within a
+ * chunk exactly (int8 products in i32, 8-bit float products in f32), then
+ * acc += chunk * a_scale * b_scale in f32, chunks in order (deterministic).
+ * Operands: 0 a, 1 a_scale, 2 b, 3 b_scale, 4 offsets (groups >= 1), 5 d. */
+typedef struct hal_op_scaled_matmul_desc {
+  hal_op_header_t header;
+  uint32_t groups; /* 0: one matmul; >= 1: the grouped (MoE) form */
+  uint32_t reserved;
+  hal_quant_blocks_t a_blocks, b_blocks; /* b_blocks over b's [n, k] */
+  hal_tensor_desc_t a, a_scale, b, b_scale, offsets, d;
+} hal_op_scaled_matmul_desc_t;
+
+typedef enum hal_fake_quantize_flag_bits {
+  /* HAL_OP_FAKE_QUANTIZE_BACKWARD writes grad_scale (a learned scale). */
+  HAL_FAKE_QUANTIZE_GRAD_SCALE = 1u << 0,
+  HAL_FAKE_QUANTIZE_FLAG_MAX_ENUM = 0x7fffffff
+} hal_fake_quantize_flag_bits_t;
+
+/* HAL_OP_FAKE_QUANTIZE (quantization-aware training): y = Q(x / s) * s for
+ * each element, s its block's scale (scale f32, > 0 expected, learned or
+ * fixed), Q the rounding of a quantize to qdtype above (I8: an integer in
+ * [-128, 127]; F8: an 8-bit float, saturating). x and y f32, f16 or bf16,
+ * the same shape. Operands: 0 x, 1 scale, 2 y (may be x).
+ * HAL_OP_FAKE_QUANTIZE_BACKWARD, with v = x / s and [lo, hi] = [-128, 127]
+ * (I8) or [-qmax, qmax] (F8): the straight-through estimator grad_x =
+ * grad_y where lo <= v <= hi, else 0 (NaN v: 0); with GRAD_SCALE, LSQ's
+ * scale gradient grad_scale = grad_scale_factor * the sum over the block of
+ * grad_y * (Q(v) - v inside, lo below, hi above; 0 for NaN v), summed in
+ * f32, the block's elements in row-major order (deterministic). Operands: 0 x,
+ * 1 scale, 2 grad_y, 3 grad_x (may be grad_y), 4 grad_scale (f32, scale's
+ * shape; GRAD_SCALE). */
+typedef struct hal_op_fake_quantize_desc {
+  hal_op_header_t header;
+  hal_dtype_t qdtype; /* HAL_DTYPE_I8, F8_E4M3 or F8_E5M2 */
+  uint32_t flags;     /* hal_fake_quantize_flag_bits_t; backward only */
+  hal_quant_blocks_t blocks;
+  float grad_scale_factor;       /* backward with GRAD_SCALE: finite (LSQ's g = 1/sqrt(n qmax)) */
+  uint32_t reserved;             /* 0 */
+  hal_tensor_desc_t x, scale, y; /* y: forward only */
+  hal_tensor_desc_t grad_y, grad_x, grad_scale; /* backward only */
+} hal_op_fake_quantize_desc_t;
 
 /*===------------------------------------------------------------------===*
  * Functions

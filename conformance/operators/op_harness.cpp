@@ -1,5 +1,7 @@
 #include "op_harness.hpp"
 
+#include "fp8.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -119,6 +121,12 @@ void store_element(hal_dtype_t dtype, double value, void* out) {
       std::memcpy(out, &v, 1);
       break;
     }
+    case HAL_DTYPE_F8_E4M3:
+    case HAL_DTYPE_F8_E5M2: {
+      const uint8_t v = fp8_encode(value, dtype, false);
+      std::memcpy(out, &v, 1);
+      break;
+    }
     default: {
       const auto v = static_cast<uint8_t>(value);
       std::memcpy(out, &v, 1);
@@ -164,6 +172,12 @@ double load_element(hal_dtype_t dtype, const void* in) {
       std::memcpy(&v, in, 1);
       return v;
     }
+    case HAL_DTYPE_F8_E4M3:
+    case HAL_DTYPE_F8_E5M2: {
+      uint8_t v;
+      std::memcpy(&v, in, 1);
+      return fp8_decode(v, dtype);
+    }
     default: {
       uint8_t v;
       std::memcpy(&v, in, 1);
@@ -190,6 +204,10 @@ const char* dtype_label(hal_dtype_t dtype) {
       return "i8";
     case HAL_DTYPE_BOOL:
       return "bool";
+    case HAL_DTYPE_F8_E4M3:
+      return "f8_e4m3";
+    case HAL_DTYPE_F8_E5M2:
+      return "f8_e5m2";
     default:
       return "u8";
   }

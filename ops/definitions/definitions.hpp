@@ -50,6 +50,9 @@ hal_result_t describe_pooling_family(const hal_op_header_t*, OpSignature*, std::
 // channel_norm.cpp: BATCH_NORM(_BACKWARD), GROUP_NORM(_BACKWARD)
 hal_result_t describe_channel_norm_family(const hal_op_header_t*, OpSignature*, std::string*);
 
+// lowp.cpp: QUANTIZE, DEQUANTIZE, SCALED_MATMUL, FAKE_QUANTIZE(_BACKWARD)
+hal_result_t describe_lowp_family(const hal_op_header_t*, OpSignature*, std::string*);
+
 // "0x1c": a flags word for messages.
 inline std::string hex_text(uint32_t value) {
   static const char kDigits[] = "0123456789abcdef";

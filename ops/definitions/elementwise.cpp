@@ -172,8 +172,10 @@ hal_result_t describe_reduce(const hal_op_reduce_desc_t& desc, OpSignature* out,
 
 hal_result_t describe_cast(const hal_op_cast_desc_t& desc, bool permute, OpSignature* out,
                            std::string* message) {
-  if (reject(check_tensor("in", desc.in, kAllDtypes, 0, HAL_TENSOR_MAX_RANK), message) ||
-      reject(check_output("out", desc.out, kAllDtypes, 0, HAL_TENSOR_MAX_RANK), message))
+  if (reject(check_tensor("in", desc.in, kAllDtypes | kFp8Dtypes, 0, HAL_TENSOR_MAX_RANK),
+             message) ||
+      reject(check_output("out", desc.out, kAllDtypes | kFp8Dtypes, 0, HAL_TENSOR_MAX_RANK),
+             message))
     return HAL_ERROR_INVALID_ARGUMENT;
   if (!permute) {
     if (reject(check_same_shape("out", desc.out, "in", desc.in), message))

@@ -16,6 +16,7 @@ std::span<const Implementation* const> implementations(hal_op_kind_t kind) {
     portable::add_math(built);
     portable::add_indexing(built);
     portable::add_paged(built);
+    portable::add_lowp(built);
     return built;
   }();
   const auto index = static_cast<uint32_t>(kind);

@@ -21,5 +21,6 @@ void add_channel_norm(ImplementationTable& table);   // channel_norm.cpp
 void add_math(ImplementationTable& table);           // math.cpp
 void add_indexing(ImplementationTable& table);       // indexing.cpp
 void add_paged(ImplementationTable& table);          // paged.cpp
+void add_lowp(ImplementationTable& table);           // lowp.cpp
 
 }  // namespace hal::ops::portable

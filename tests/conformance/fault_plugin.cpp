@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_lowp.hpp"
 #include "fault_ops.hpp"
 #include "hal_util/env.hpp"
 
@@ -930,6 +931,23 @@ const Fault kFaults[] = {
     {"count_include_pad_inverted",
      [](hal_plugin_table_v1_t& t) {
        fault_ops::plant(t, g_real, fault_ops::OpFault::kCountIncludePadInverted);
+     }},
+    // low precision (fault_lowp.cpp)
+    {"scale_per_column",
+     [](hal_plugin_table_v1_t& t) {
+       fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kScalePerColumn);
+     }},
+    {"e4m3_nan_as_number",
+     [](hal_plugin_table_v1_t& t) {
+       fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kE4m3NanAsNumber);
+     }},
+    {"ste_outside_clipping_range",
+     [](hal_plugin_table_v1_t& t) {
+       fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kSteOutsideRange);
+     }},
+    {"quantize_ties_away_from_zero",
+     [](hal_plugin_table_v1_t& t) {
+       fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kQuantizeHalfAway);
      }},
     {"paged_block_table_off_by_one",
      [](hal_plugin_table_v1_t& t) {

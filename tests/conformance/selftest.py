@@ -73,6 +73,14 @@ PLANTED = [
      "pooling max f32 channels_first x[2,3,11,10] y[2,3,6,5]", 120),
     ("count_include_pad_inverted", "operators", "operators.pooling.average",
      "pooling average f32 channels_first x[2,3,11,10]", 120),
+    ("scale_per_column", "operators", "operators.lowp.scaled_matmul",
+     "scaled_matmul i8[11,40]{40,1} x i8[9,40]{40,1}", 120),
+    ("e4m3_nan_as_number", "operators", "operators.lowp.fp8_cast",
+     "cast f8_e4m3 -> f32 of code 127", 120),
+    ("ste_outside_clipping_range", "operators", "operators.lowp.fake_quantize",
+     "straight-through inside [lo, hi] only", 120),
+    ("quantize_ties_away_from_zero", "operators", "operators.lowp.quantize_static",
+     "quantize (given scale) i8", 120),
     ("paged_block_table_off_by_one", "operators", "operators.paged_attention.block_table",
      "paged attention b=3 s_q=1 h=4 kv_h=2 d=32 d_v=32 bs=16 lens=(64,96,40)", 120),
     ("paged_last_block_ignored", "operators", "operators.paged_attention.partial_blocks",
@@ -157,7 +165,9 @@ CLASSES = {
     "operators": ["conv_padding_swapped", "conv_filter_flipped", "batch_norm_unbiased_variance",
                   "pooling_indices_off_by_one", "count_include_pad_inverted",
                   "paged_block_table_off_by_one", "paged_last_block_ignored",
-                  "paged_merge_without_max", "paged_mla_rope_wrong_frequencies"],
+                  "paged_merge_without_max", "paged_mla_rope_wrong_frequencies",
+                  "scale_per_column", "e4m3_nan_as_number", "ste_outside_clipping_range",
+                  "quantize_ties_away_from_zero"],
 }
 
 

@@ -299,6 +299,15 @@ std::vector<Field> fields() {
         kind == HAL_OP_ATTENTION ? "attention" : "attention_backward", "desc->scale", attention,
         [](auto& d, float v) { d.scale = v; }, kFiniteAccepted, kFiniteRefused));
   }
+  // LSQ's gradient factor, read with a learned scale (GRAD_SCALE) only.
+  auto fake_quantize = header_of<hal_op_fake_quantize_desc_t>(HAL_OP_FAKE_QUANTIZE_BACKWARD);
+  fake_quantize.qdtype = HAL_DTYPE_I8;
+  fake_quantize.flags = HAL_FAKE_QUANTIZE_GRAD_SCALE;
+  fake_quantize.x = fake_quantize.grad_y = fake_quantize.grad_x = dense({3, 4});
+  fake_quantize.scale = fake_quantize.grad_scale = dense({1, 1});
+  out.push_back(field<hal_op_fake_quantize_desc_t>(
+      "fake_quantize_backward", "desc->grad_scale_factor", fake_quantize,
+      [](auto& d, float v) { d.grad_scale_factor = v; }, kFiniteAccepted, kFiniteRefused));
   return out;
 }
 
@@ -325,7 +334,11 @@ const std::set<hal_op_kind_t> kWithoutFloatScalars = {HAL_OP_BIAS_ACTIVATION_BAC
                                                       HAL_OP_CONVOLUTION_BACKWARD_DATA,
                                                       HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS,
                                                       HAL_OP_POOLING,
-                                                      HAL_OP_POOLING_BACKWARD};
+                                                      HAL_OP_POOLING_BACKWARD,
+                                                      HAL_OP_QUANTIZE,
+                                                      HAL_OP_DEQUANTIZE,
+                                                      HAL_OP_SCALED_MATMUL,
+                                                      HAL_OP_FAKE_QUANTIZE};
 
 // The ops whose run-time scalars the TEST_CASEs below check.
 const std::set<hal_op_kind_t> kRunTimeScalarsTested = {

@@ -376,8 +376,21 @@ inline const std::vector<DType>& dtypes() {
       {"int8", HAL_DTYPE_I8, {uint8_t(dtype_code::Int), 8, 1}, 1},
       {"uint8", HAL_DTYPE_U8, {uint8_t(dtype_code::UInt), 8, 1}, 1},
       {"bool", HAL_DTYPE_BOOL, {uint8_t(dtype_code::Bool), 8, 1}, 1},  // DLPack kDLBool
+      // The OCP 8-bit floats under PyTorch's and ml_dtypes' names, with DLPack's
+      // codes kDLFloat8_e4m3fn (10) and kDLFloat8_e5m2 (12).
+      {"float8_e4m3fn", HAL_DTYPE_F8_E4M3, {10, 8, 1}, 1},
+      {"float8_e5m2", HAL_DTYPE_F8_E5M2, {12, 8, 1}, 1},
   };
   return table;
+}
+
+// numpy has no bfloat16 and no 8-bit floats: the name of the type it lacks,
+// or nullptr.
+inline const char* numpy_lacks(hal_dtype_t dtype) {
+  if (dtype == HAL_DTYPE_BF16) return "bfloat16";
+  if (dtype == HAL_DTYPE_F8_E4M3) return "float8_e4m3fn";
+  if (dtype == HAL_DTYPE_F8_E5M2) return "float8_e5m2";
+  return nullptr;
 }
 
 inline const DType& dtype_named(const std::string& name) {
@@ -385,7 +398,7 @@ inline const DType& dtype_named(const std::string& name) {
     if (d.name == name) return d;
   throw nb::type_error(("dtype '" + name +
                         "' is not a HAL element type (float32, float16, bfloat16, float64, int32, "
-                        "int64, int8, uint8, bool)")
+                        "int64, int8, uint8, bool, float8_e4m3fn, float8_e5m2)")
                            .c_str());
 }
 
@@ -404,7 +417,9 @@ inline const DType* dtype_of_short_name(const std::string& name) {
 inline const DType& dtype_of(nb::handle spec) {
   if (nb::isinstance<nb::str>(spec)) {
     const std::string name = nb::cast<std::string>(spec);
-    if (name == "bfloat16") return dtype_named("bfloat16");
+    // HAL's own names first: numpy knows neither bfloat16 nor the 8-bit floats.
+    for (const DType& d : dtypes())
+      if (d.name == name) return d;
     if (const DType* alias = dtype_of_short_name(name)) return *alias;
   } else if (nb::hasattr(spec, "name") && nb::hasattr(spec, "c_name")) {
     // hal.f32, hal.bf16, ... (hal._kernel.ScalarType)
@@ -858,8 +873,10 @@ inline nb::object export_dlpack(nb::handle buffer_handle, void* data,
 // for, else a copy; |exporter| is the object whose __dlpack__ makes the view.
 inline nb::object numpy_array_of(nb::handle exporter, const Buffer& buffer, nb::object dtype,
                                  nb::object copy, const std::function<nb::object()>& to_numpy) {
-  if (buffer.dtype->hal == HAL_DTYPE_BF16)
-    throw nb::type_error("numpy has no bfloat16: use __dlpack__ with a framework that has it");
+  if (const char* lacks = numpy_lacks(buffer.dtype->hal))
+    throw nb::type_error(
+        (std::string("numpy has no ") + lacks + ": use __dlpack__ with a framework that has it")
+            .c_str());
   buffer.get();
   nb::object np = nb::module_::import_("numpy");
   const bool must_copy = !copy.is_none() && nb::cast<bool>(copy);

@@ -169,8 +169,10 @@ void copy_bytes(void* dst, const void* src, size_t n, Stream* stream, const Devi
 }
 
 nb::object buffer_to_numpy(Buffer& self, Stream* stream) {
-  if (self.dtype->hal == HAL_DTYPE_BF16)
-    throw nb::type_error("numpy has no bfloat16: use hal.Buffer.__dlpack__ with a framework");
+  if (const char* lacks = numpy_lacks(self.dtype->hal))
+    throw nb::type_error(
+        (std::string("numpy has no ") + lacks + ": use hal.Buffer.__dlpack__ with a framework")
+            .c_str());
   nb::object np = nb::module_::import_("numpy");
   nb::object shape = nb::tuple(nb::cast(self.shape));
   nb::object out = np.attr("empty")(shape, self.dtype->name.c_str());

@@ -314,3 +314,30 @@ def test_to_device_keeps_zero_d_shape(dev):
     assert buf.to_numpy().shape == () and buf.to_numpy() == 3.5
     assert hal.to_device(np.float32(2.0), dev).shape == ()
     assert hal.from_dlpack(np.array(7, np.int64), dev).shape == ()
+
+
+def test_fp8_buffers_travel_through_dlpack_as_torch_float8(dev):
+    # DLPack's kDLFloat8_e4m3fn (10) and kDLFloat8_e5m2 (12), 8 bits: torch's
+    # float8 dtypes see the same bytes; numpy, which has no 8-bit floats, refuses.
+    codes = np.array([0x38, 0xB8, 0x7E, 0x01], np.uint8)  # e4m3: 1, -1, 448, 2^-9
+    for name in ("float8_e4m3fn", "float8_e5m2"):
+        buf = hal.empty(4, name, dev)
+        assert buf.dtype == name and buf.nbytes == 4
+        with pytest.raises(TypeError, match=name):
+            np.asarray(buf)
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8 dtypes")
+    bits = torch.from_numpy(codes)
+    for torch_dtype, name in ((torch.float8_e4m3fn, "float8_e4m3fn"),
+                              (torch.float8_e5m2, "float8_e5m2")):
+        try:
+            wrapped = hal.from_dlpack(bits.view(torch_dtype), dev)
+        except BufferError:
+            pytest.skip("this torch does not export float8 through DLPack")
+        assert wrapped.dtype == name
+        back = torch.from_dlpack(wrapped)
+        assert back.dtype == torch_dtype
+        assert torch.equal(back.view(torch.uint8), bits)
+    e4m3 = torch.from_dlpack(hal.from_dlpack(bits.view(torch.float8_e4m3fn), dev))
+    assert e4m3.float().tolist() == [1.0, -1.0, 448.0, 2.0**-9]

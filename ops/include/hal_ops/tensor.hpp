@@ -25,6 +25,9 @@ constexpr DtypeSet kIntegerDtypes = dtype_bit(HAL_DTYPE_I32) | dtype_bit(HAL_DTY
 constexpr DtypeSet kBoolDtype = dtype_bit(HAL_DTYPE_BOOL);
 constexpr DtypeSet kAllDtypes =
     kFloatDtypes | dtype_bit(HAL_DTYPE_F64) | kIntegerDtypes | kBoolDtype;
+// The OCP 8-bit floats: storage types that HAL_OP_CAST converts and the low
+// precision ops (§17.7) take; no other op computes on them.
+constexpr DtypeSet kFp8Dtypes = dtype_bit(HAL_DTYPE_F8_E4M3) | dtype_bit(HAL_DTYPE_F8_E5M2);
 constexpr DtypeSet kF32Only = dtype_bit(HAL_DTYPE_F32);
 constexpr DtypeSet kI32Only = dtype_bit(HAL_DTYPE_I32);
 

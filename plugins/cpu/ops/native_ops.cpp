@@ -1048,6 +1048,9 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
     case HAL_OP_PAGED_KV_APPEND:
     case HAL_OP_PAGED_ATTENTION:
       return plan_paged(header, decline);
+    case HAL_OP_QUANTIZE:
+    case HAL_OP_SCALED_MATMUL:
+      return plan_native_lowp(header, decline);
     default:
       decline.reason =
           "cpu.native serves unary, bias-activation backward, binary, reduce, softmax and "
