@@ -60,6 +60,8 @@ UNNAMED = {
     "hal_pooling_flag_bits_t",
     "hal_batch_norm_flag_bits_t",
     "hal_group_norm_flag_bits_t",
+    "hal_quantize_flag_bits_t",
+    "hal_fake_quantize_flag_bits_t",
 }
 MARKER = re.compile(r"_(MAX_ENUM|COUNT)$")
 
