@@ -19,7 +19,7 @@
 #   halinfo     what the plugin found (devices, load report)
 #   core, kernels, operators, collectives, performance
 #               halconform --profile P, one process per profile
-#   peers       bench/cuda_peer: D2D copy vs cuMemcpyDtoDAsync, empty-kernel
+#   peers       bench/cuda_peer: D2D copy vs cuMemcpyDtoDAsync (event-timed), empty-kernel
 #               launch vs cuLaunchKernel (the plugin beside the raw Driver API)
 #   gemm        bench/cuda_gemm_peer: HAL matmul bf16 and f32 at 4096^3 and
 #               8192^3 vs cublasLtMatmul and cublasGemmEx called directly, in
