@@ -18,96 +18,11 @@
 #include <vector>
 
 #include "hal.h"
+#include "op_session.hpp"
 
 namespace {
 
-class Session {
- public:
-  Session() {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    uint32_t count = 0;
-    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
-    REQUIRE(count > 0);
-    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    for (void* p : allocations_) hal_mem_free(p);
-    for (hal_op_plan_t plan : plans_) hal_op_plan_destroy(plan);
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-
-  hal_device_t device() const { return device_; }
-
-  // Device memory holding |host|'s bytes, then 64 guard bytes of 0xA5.
-  template <typename T>
-  T* upload(const std::vector<T>& host) {
-    const size_t bytes = host.size() * sizeof(T);
-    void* p = nullptr;
-    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, bytes + 64, 0, &p) == HAL_SUCCESS);
-    allocations_.push_back(p);
-    std::vector<unsigned char> staging(bytes + 64, 0xA5);
-    if (bytes > 0) std::memcpy(staging.data(), host.data(), bytes);
-    REQUIRE(hal_memcpy_async(p, staging.data(), staging.size(), stream_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
-    return static_cast<T*>(p);
-  }
-  template <typename T>
-  T* alloc(size_t count, T fill = T{}) {
-    return upload(std::vector<T>(count, fill));
-  }
-  template <typename T>
-  std::vector<T> download(const T* p, size_t count, bool* guard_intact = nullptr) {
-    std::vector<unsigned char> staging(count * sizeof(T) + 64);
-    REQUIRE(hal_memcpy_async(staging.data(), p, staging.size(), stream_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
-    std::vector<T> out(count);
-    if (count > 0) std::memcpy(out.data(), staging.data(), count * sizeof(T));
-    if (guard_intact != nullptr) {
-      *guard_intact = true;
-      for (size_t i = count * sizeof(T); i < staging.size(); ++i) {
-        *guard_intact = *guard_intact && staging[i] == 0xA5;
-      }
-    }
-    return out;
-  }
-
-  void run(const hal_op_header_t* desc, std::vector<void*> operands) {
-    hal_op_plan_t plan = nullptr;
-    const hal_result_t planned = hal_op_plan_create(device_, desc, 0, &plan);
-    INFO(hal_error_last_message());
-    REQUIRE(planned == HAL_SUCCESS);
-    plans_.push_back(plan);
-    hal_op_exec_args_t args{};
-    args.struct_size = sizeof args;
-    args.operand_count = static_cast<uint32_t>(operands.size());
-    args.operands = operands.data();
-    const hal_result_t result = hal_op_execute(plan, &args, stream_);
-    INFO(hal_error_last_message());
-    REQUIRE(result == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
-  }
-
-  // The plan is refused with HAL_ERROR_INVALID_ARGUMENT; the message.
-  std::string refused(const hal_op_header_t* desc) {
-    hal_op_plan_t plan = nullptr;
-    const hal_result_t result = hal_op_plan_create(device_, desc, 0, &plan);
-    const std::string message = hal_error_last_message();
-    INFO(message);
-    CHECK(result == HAL_ERROR_INVALID_ARGUMENT);
-    if (result == HAL_SUCCESS) hal_op_plan_destroy(plan);
-    return message;
-  }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-  std::vector<void*> allocations_;
-  std::vector<hal_op_plan_t> plans_;
-};
+using op_test::Session;
 
 hal_tensor_desc_t dense(hal_dtype_t dtype, std::vector<int64_t> shape) {
   hal_tensor_desc_t tensor{};

@@ -21,82 +21,11 @@
 #include <vector>
 
 #include "hal.h"
+#include "op_session.hpp"
 
 namespace {
 
-class Session {
- public:
-  Session() {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    uint32_t count = 0;
-    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
-    REQUIRE(count > 0);
-    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    for (void* p : allocations_) hal_mem_free(p);
-    for (hal_op_plan_t plan : plans_) hal_op_plan_destroy(plan);
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-
-  void* upload(const std::vector<unsigned char>& bytes) {
-    void* p = nullptr;
-    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, std::max<size_t>(bytes.size(), 4), 0, &p) ==
-            HAL_SUCCESS);
-    allocations_.push_back(p);
-    if (!bytes.empty()) {
-      REQUIRE(hal_memcpy_async(p, bytes.data(), bytes.size(), stream_) == HAL_SUCCESS);
-      REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
-    }
-    return p;
-  }
-  std::vector<unsigned char> download(const void* p, size_t bytes) {
-    std::vector<unsigned char> out(bytes);
-    if (bytes == 0) return out;
-    REQUIRE(hal_memcpy_async(out.data(), p, bytes, stream_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
-    return out;
-  }
-
-  hal_result_t try_plan(const hal_op_header_t* desc, hal_op_plan_t* plan) {
-    return hal_op_plan_create(device_, desc, 0, plan);
-  }
-  // Plans and runs |desc| (with a workspace of the plan's size) and waits.
-  void run(const hal_op_header_t* desc, std::vector<void*> operands) {
-    hal_op_plan_t plan = nullptr;
-    const hal_result_t planned = try_plan(desc, &plan);
-    INFO(hal_error_last_message());
-    REQUIRE(planned == HAL_SUCCESS);
-    plans_.push_back(plan);
-    hal_op_plan_info_t info{};
-    info.struct_size = sizeof info;
-    REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
-    void* workspace = nullptr;
-    if (info.workspace_bytes > 0) {
-      workspace = upload(std::vector<unsigned char>(info.workspace_bytes));
-    }
-    hal_op_exec_args_t args{};
-    args.struct_size = sizeof args;
-    args.operand_count = static_cast<uint32_t>(operands.size());
-    args.operands = operands.data();
-    args.workspace = workspace;
-    args.workspace_bytes = info.workspace_bytes;
-    const hal_result_t result = hal_op_execute(plan, &args, stream_);
-    INFO(hal_error_last_message());
-    REQUIRE(result == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
-  }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-  std::vector<void*> allocations_;
-  std::vector<hal_op_plan_t> plans_;
-};
+using op_test::Session;
 
 hal_tensor_desc_t dense(hal_dtype_t dtype, std::vector<int64_t> shape) {
   hal_tensor_desc_t tensor{};
@@ -349,11 +278,11 @@ AttentionRun attend(Session& session, const Attention& a, const Cache& cache,
   session.run(&desc.header,
               {q_data, cache.k_data, cache.v_data, table_data, lens_data, out, lse, status});
   AttentionRun run;
-  run.out_bytes = session.download(out, out_count * 4);
-  run.lse_bytes = session.download(lse, lse_count * 4);
+  run.out_bytes = session.download_bytes(out, out_count * 4);
+  run.lse_bytes = session.download_bytes(lse, lse_count * 4);
   run.out = decode(HAL_DTYPE_F32, run.out_bytes);
   run.lse = decode(HAL_DTYPE_F32, run.lse_bytes);
-  const auto word = session.download(status, 4);
+  const auto word = session.download_bytes(status, 4);
   std::memcpy(&run.status, word.data(), 4);
   return run;
 }
@@ -503,16 +432,16 @@ TEST_CASE(
           }
         }
       }
-      const auto got_k =
-          decode(dtype, session.download(cache.k_data, cache.k.size() * element_bytes(dtype)));
-      const auto got_v =
-          decode(dtype, session.download(cache.v_data, cache.v.size() * element_bytes(dtype)));
+      const auto got_k = decode(
+          dtype, session.download_bytes(cache.k_data, cache.k.size() * element_bytes(dtype)));
+      const auto got_v = decode(
+          dtype, session.download_bytes(cache.v_data, cache.v.size() * element_bytes(dtype)));
       // One more rounding than a copy for a rotated value (f64 -> f32 -> dtype).
       const double tol = dtype == HAL_DTYPE_F32 ? 1e-6 : 8e-3;
       expect_close(got_k, cache.k, tol, tol, "k_cache");
       expect_close(got_v, cache.v, 0, 0, "v_cache");
       int32_t word = 0;
-      std::memcpy(&word, session.download(status, 4).data(), 4);
+      std::memcpy(&word, session.download_bytes(status, 4).data(), 4);
       CHECK(word == 0);
       // Attention over the appended cache sees the new keys.
       const Attention a{batch, s_new, 4, kv_heads, dim, dim, true, 0.25};
@@ -569,8 +498,8 @@ TEST_CASE("device data out of range raises the status word naming it and writes 
   desc.seq_lens = dense(HAL_DTYPE_I32, {2});
   desc.k_cache = cache.k_layout();
   desc.v_cache = cache.v_layout();
-  const auto before_k = session.download(cache.k_data, cache.k.size() * 4);
-  const auto before_v = session.download(cache.v_data, cache.v.size() * 4);
+  const auto before_k = session.download_bytes(cache.k_data, cache.k.size() * 4);
+  const auto before_v = session.download_bytes(cache.v_data, cache.v.size() * 4);
   const std::vector<double> rows(32, 0.5);
   for (const Bad& bad : {Bad{"append into a block past the cache",
                              {0, 1, -1, 2, 7, 4},
@@ -587,10 +516,10 @@ TEST_CASE("device data out of range raises the status word naming it and writes 
                  session.upload(encode(HAL_DTYPE_F32, rows)), session.upload(encode_i32(bad.table)),
                  session.upload(encode_i32(bad.lens)), cache.k_data, cache.v_data, status});
     int32_t word = 0;
-    std::memcpy(&word, session.download(status, 4).data(), 4);
+    std::memcpy(&word, session.download_bytes(status, 4).data(), 4);
     CHECK(word == bad.code);
-    CHECK(session.download(cache.k_data, before_k.size()) == before_k);
-    CHECK(session.download(cache.v_data, before_v.size()) == before_v);
+    CHECK(session.download_bytes(cache.k_data, before_k.size()) == before_k);
+    CHECK(session.download_bytes(cache.v_data, before_v.size()) == before_v);
   }
 }
 
