@@ -455,6 +455,125 @@ TEST_CASE("convolution: the implementations against float64", "[ops][conv]") {
   }
 }
 
+// Channels-first tensors with a kernel of more than one tap run on oneDNN's
+// direct kernels over blocked activations (cpu.onednn reorders them through
+// the workspace; its gemm convolution was 2-4x slower), a 1x1 kernel on the
+// gemm one in place: odd extents, channels that fill no block of 16, stride
+// with dilation and asymmetric padding, in f32 and bf16.
+TEST_CASE("convolution: channels-first on blocked kernels, odd shapes", "[ops][conv]") {
+  Session session;
+  for (bool portable : implementations()) {
+    Conv f32;
+    f32.n = 3;
+    f32.ci = 17;  // >= 16: backward data takes the blocked kernels too
+    f32.co = 20;
+    f32.in = {1, 11, 9};
+    check_conv(session, f32, portable);
+    Conv bf16 = f32;
+    bf16.dtype = HAL_DTYPE_BF16;
+    check_conv(session, bf16, portable);
+    Conv grouped = f32;  // 2 groups of 16 input channels
+    grouped.ci = 32;
+    grouped.co = 18;
+    grouped.groups = 2;
+    grouped.act = HAL_ACTIVATION_NONE;
+    check_conv(session, grouped, portable);
+    Conv pointwise = f32;  // 1x1, strided: gemm on the caller's tensors
+    pointwise.k = {1, 1, 1};
+    pointwise.dil = {1, 1, 1};
+    pointwise.pb = pointwise.pe = {0, 0, 0};
+    check_conv(session, pointwise, portable);
+  }
+  if (!kOpencl) {
+    // The blocked path stages activations in the workspace; the 1x1 one none.
+    for (int64_t kernel : {3, 1}) {
+      Conv t;
+      t.ci = 17;
+      t.bias = false;
+      t.k = {1, kernel, kernel};
+      if (kernel == 1) t.pb = t.pe = t.dil = {1, 1, 1};
+      if (kernel == 1) t.pb = t.pe = {0, 0, 0};
+      Tensor x(session, t.dtype, shape_of(t, t.n, t.ci, t.in));
+      Tensor w(session, t.dtype, shape_of(t, t.co, t.ci, t.k));
+      Tensor y(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+      const hal_op_convolution_desc_t desc = conv_desc(t, HAL_OP_CONVOLUTION, x, w, y, Tensor());
+      Planned planned;
+      plan(session, &desc.header, false, planned);
+      INFO("kernel " << kernel);
+      CHECK(planned.implementation == "cpu.onednn");
+      if (kernel > 1) {
+        CHECK(planned.workspace >= x.count() * sizeof(float));
+      } else {
+        CHECK(planned.workspace == 0);
+      }
+    }
+  }
+}
+
+// One plan executed over different buffers (and workspaces) each time, and a
+// second plan of another shape beside it: each execution computes from the
+// pointers it is given, against float64.
+TEST_CASE("convolution: one plan over different buffers, two shapes interleaved", "[ops][conv]") {
+  Session session;
+  for (bool portable : implementations()) {
+    Conv a;
+    a.ci = 17;
+    a.co = 20;
+    a.in = {1, 11, 9};
+    Conv b = a;
+    b.n = 1;
+    b.ci = 5;
+    b.co = 3;
+    b.in = {1, 6, 13};
+    b.stride = {1, 1, 2};
+    std::mt19937 random(11);
+    struct Shape {
+      Conv t;
+      std::unique_ptr<Tensor> x, w, y, bias;
+      Planned planned;
+    };
+    std::vector<Shape> shapes(2);
+    shapes[0].t = a;
+    shapes[1].t = b;
+    for (Shape& s : shapes) {
+      s.x = std::make_unique<Tensor>(session, s.t.dtype, shape_of(s.t, s.t.n, s.t.ci, s.t.in));
+      s.w = std::make_unique<Tensor>(session, s.t.dtype,
+                                     shape_of(s.t, s.t.co, s.t.ci / s.t.groups, s.t.k));
+      s.y = std::make_unique<Tensor>(session, s.t.dtype,
+                                     shape_of(s.t, s.t.n, s.t.co, s.t.out()));
+      s.bias = std::make_unique<Tensor>(session, HAL_DTYPE_F32, std::vector<int64_t>{s.t.co});
+      const hal_op_convolution_desc_t desc =
+          conv_desc(s.t, HAL_OP_CONVOLUTION, *s.x, *s.w, *s.y, *s.bias);
+      plan(session, &desc.header, portable, s.planned);
+    }
+    for (int round = 0; round < 3; ++round) {
+      for (Shape& s : shapes) {
+        const Conv& t = s.t;
+        // Fresh buffers every round: the plan holds no pointer of an earlier one.
+        Tensor x(session, t.dtype, shape_of(t, t.n, t.ci, t.in));
+        Tensor w(session, t.dtype, shape_of(t, t.co, t.ci / t.groups, t.k));
+        Tensor y(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+        Tensor bias(session, HAL_DTYPE_F32, {t.co});
+        const auto xv = random_values(random, x.count(), t.dtype);
+        const auto wv = random_values(random, w.count(), t.dtype);
+        const auto bv = random_values(random, bias.count(), HAL_DTYPE_F32);
+        x.set(session, xv);
+        w.set(session, wv);
+        bias.set(session, bv);
+        run(session, s.planned, {x.data, w.data, bias.data, nullptr, y.data});
+        std::vector<double> want(y.count(), 0.0);
+        taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
+        const size_t per_channel = y.count() / static_cast<size_t>(t.n * t.co);
+        for (size_t i = 0; i < want.size(); ++i) {
+          want[i] = activate(t.act, want[i] + bv[i / per_channel % static_cast<size_t>(t.co)]);
+        }
+        expect_close(y.get(session), want, t.dtype, static_cast<double>(t.ci * 9),
+                     "round " + std::to_string(round) + " shape ci " + std::to_string(t.ci));
+      }
+    }
+  }
+}
+
 TEST_CASE("convolution: the same bits run to run, and at an odd workspace address", "[ops][conv]") {
   Session session;
   for (bool portable : implementations()) {

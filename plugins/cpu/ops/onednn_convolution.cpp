@@ -123,6 +123,10 @@ bool is_reference(const char* impl) {
   return std::string(impl).find("ref") != std::string::npos;
 }
 
+bool is_gemm(const std::string& impl) {
+  return impl.find("gemm") != std::string::npos;
+}
+
 std::optional<algorithm> eltwise_of(hal_activation_t activation) {
   switch (activation) {
     case HAL_ACTIVATION_RELU:
@@ -152,6 +156,37 @@ struct Problem {
   memory::dims deconv_pad_r;
   double work = 0;  // multiply-adds
 };
+
+// Whether |impl|, built on the caller's layouts, is oneDNN's gemm convolution
+// where its direct kernels on blocked activations (reordered in and out
+// through the workspace) are faster. On plain channels-first tensors oneDNN
+// offers only the gemm one (im2col into its scratchpad, then a GEMM); at
+// ResNet-50's 3x3 and 7x7 layers the blocked kernels ran 2-4x faster, the
+// reorders included (bench/conv_peers.sh, NCHW f32 and bf16, batch 8 and 32),
+// with two exceptions the measurements showed, kept on gemm:
+//  - backward data into fewer than 16 input channels per group (the stem's
+//    3): the blocked diff_src pads them to a block of 16, 2x slower;
+//  - bf16 backward weights at fewer than 28x28 output positions: oneDNN
+//    2.6's jit_bf16 kernel ran 256->256 3x3 at 14x14 30x slower than gemm.
+// A 1x1 kernel's gemm needs no im2col and takes the caller's tensors as they
+// lie: the reorders would only add.
+bool im2col_bound(const Problem& p, const std::string& impl) {
+  if (!is_gemm(impl)) return false;
+  double taps = 1, positions = 1;
+  const Dims& out = p.transposed ? p.x : p.y;
+  for (size_t d = 2; d < p.w.dims.size(); ++d) {
+    taps *= static_cast<double>(p.w.dims[d]);
+    positions *= static_cast<double>(out.dims[d]);
+  }
+  if (taps == 1) return false;
+  const Dims& in = p.transposed ? p.y : p.x;
+  if (p.kind == HAL_OP_CONVOLUTION_BACKWARD_DATA && in.dims[1] / p.groups < 16) return false;
+  if (p.kind == HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS && p.x.dtype == HAL_DTYPE_BF16 &&
+      positions < 28.0 * 28.0) {
+    return false;
+  }
+  return true;
+}
 
 // The primitive for |p| under |attempt|, with the tensors it binds; nullopt
 // when oneDNN builds none (unimplemented for these descriptors).
@@ -387,17 +422,27 @@ std::unique_ptr<OpPlan> plan_convolution(const hal_op_convolution_desc_t& desc, 
   std::unique_ptr<OpPlan> plan;
   run_onednn_call(OnednnPlacement::kOnednnThread, [&] {
     std::optional<Built> chosen, reference;
+    Attempt chosen_attempt;
     for (const Attempt& attempt : attempts()) {
       std::optional<Built> built = build(p, attempt);
       if (!built) continue;
       if (!is_reference(built->impl.c_str())) {
         chosen = std::move(built);
+        chosen_attempt = attempt;
         break;
       }
       if (!reference) reference = std::move(built);
     }
     if (!chosen) chosen = std::move(reference);
     if (!chosen) return;
+    if (im2col_bound(p, chosen->impl)) {
+      // The same dtypes, every tensor in oneDNN's choice: its direct kernels
+      // on blocked activations, reordered in and out through the workspace.
+      std::optional<Built> blocked = build(p, Attempt{chosen_attempt.f32, true, true});
+      if (blocked && !is_reference(blocked->impl.c_str()) && !is_gemm(blocked->impl)) {
+        chosen = std::move(blocked);
+      }
+    }
     std::vector<PrimitiveStep> steps(1);
     steps[0].primitive = std::move(chosen->primitive);
     steps[0].tensors = std::move(chosen->tensors);
