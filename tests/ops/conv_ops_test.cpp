@@ -539,8 +539,7 @@ TEST_CASE("convolution: one plan over different buffers, two shapes interleaved"
       s.x = std::make_unique<Tensor>(session, s.t.dtype, shape_of(s.t, s.t.n, s.t.ci, s.t.in));
       s.w = std::make_unique<Tensor>(session, s.t.dtype,
                                      shape_of(s.t, s.t.co, s.t.ci / s.t.groups, s.t.k));
-      s.y = std::make_unique<Tensor>(session, s.t.dtype,
-                                     shape_of(s.t, s.t.n, s.t.co, s.t.out()));
+      s.y = std::make_unique<Tensor>(session, s.t.dtype, shape_of(s.t, s.t.n, s.t.co, s.t.out()));
       s.bias = std::make_unique<Tensor>(session, HAL_DTYPE_F32, std::vector<int64_t>{s.t.co});
       const hal_op_convolution_desc_t desc =
           conv_desc(s.t, HAL_OP_CONVOLUTION, *s.x, *s.w, *s.y, *s.bias);
