@@ -6,7 +6,8 @@
 # HAL's ms (>= 0.95 is the goal of issue 34) and the machine's load before
 # each configuration.
 # Usage: bench/conv_peers.sh [BUILD_DIR] (env: BATCHES="8 32" LAYOUTS="nchw nhwc"
-#        DTYPES="f32 bf16" REPS=5)
+#        DTYPES="f32 bf16" REPS=5 BEST=1: each figure the fastest repetition, not the
+#        median, for a machine other work shares)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/_build-rel}"
@@ -17,6 +18,7 @@ for batch in ${BATCHES:-8 32}; do
     for dtype in ${DTYPES:-f32 bf16}; do
       echo "# load before batch $batch $layout $dtype: $(cut -d' ' -f1-3 /proc/loadavg)"
       args=(--batch "$batch" --layout "$layout" --dtype "$dtype" --reps "${REPS:-5}")
+      [[ -n "${BEST:-}" ]] && args+=(--best)
       HAL_PLUGINS=cpu "$build/bench/conv_peers" "${args[@]}" | grep '^conv ' >>"$tmp/hal"
       python3 "$root/bench/python/conv_torch.py" "${args[@]}" | grep '^torch ' >>"$tmp/torch"
     done
