@@ -10,7 +10,7 @@ default); on a small machine a shorter variant (``--arch resnet18 --size 64``) s
 same comparison. Run with PYTHONPATH=<build>/python (hal_torch) and HAL_PLUGINS=cpu.
 
 Usage: resnet_torch.py [--arch resnet50] [--size 224] [--batch 16] [--steps 50]
-                       [--warmup 2] [--lr 0.01] [--devices hal,cpu]
+                       [--warmup 2] [--lr 0.01] [--devices hal,cpu] [--progress]
 """
 import argparse
 import copy
@@ -36,6 +36,9 @@ def train(device, model, args):
         opt.step()
         losses.append(loss.item())  # waits for the step
         seconds.append(time.perf_counter() - start)
+        if args.progress:
+            print(f"  {device} step {len(losses)}: loss {losses[-1]:.6f}, {seconds[-1]:.2f} s",
+                  flush=True)
     timed = seconds[args.warmup:]
     images_per_s = args.batch * len(timed) / sum(timed) if timed else float("nan")
     return losses, images_per_s
@@ -50,6 +53,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--devices", default="hal,cpu")
+    parser.add_argument("--progress", action="store_true", help="print every step as it ends")
     args = parser.parse_args()
     devices = args.devices.split(",")
     if "hal" in devices:
