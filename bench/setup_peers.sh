@@ -2,7 +2,8 @@
 # Installs the peers the benchmarks compare HAL with, which CI does not need:
 # OpenBLAS and BLIS (dlopened by bench/sgemm), numpy for
 # bench/python/sgemm_numpy.py, and with --torch PyTorch on the CPU (the
-# attention peer). Debian 12, as root, idempotent. Usage:
+# attention peer) and scikit-learn (its bundled 8x8 digits train
+# bench/train/digits_resnet.py). Debian 12, as root, idempotent. Usage:
 #   bench/setup_peers.sh [--torch]
 set -euo pipefail
 with_torch=0
@@ -10,7 +11,7 @@ for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
     -h | --help)
-      sed -n '2,6p' "$0"
+      sed -n '2,7p' "$0"
       exit 0
       ;;
     *)
@@ -33,9 +34,11 @@ if ((${#missing[@]})); then
 fi
 
 python_packages=(numpy)
-((with_torch)) && python_packages+=(torch)
-for p in "${python_packages[@]}"; do
-  python3 -c "import $p" 2>/dev/null && continue
+((with_torch)) && python_packages+=(torch scikit-learn:sklearn)
+for entry in "${python_packages[@]}"; do
+  p="${entry%%:*}"       # the pip name
+  module="${entry##*:}"  # the import name (the pip name unless given after a colon)
+  python3 -c "import $module" 2>/dev/null && continue
   echo "setup_peers: pip installing $p"
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
     --break-system-packages "$p" </dev/null
