@@ -161,13 +161,24 @@ HAL_AVX512BW void fold_tile(const DecodeRows& rows, const DecodeTile& tile) {
   });
   for (int64_t r = 0; r < rows.rows; ++r) online_softmax(rows, r, tile.visible[r]);
   row_blocks<8>(rows.rows, [&]<int kRows>(int64_t r0) {
-    // Keys none of the block's rows sees are skipped: their weights are 0,
-    // and a value there is never read.
-    int64_t count = 0;
-    for (int r = 0; r < kRows; ++r) count = std::max(count, tile.visible[r0 + r]);
-    if (count == 0) return;
-    tile_values<kCache, kRows>(rows.acc + r0 * rows.dim_v, rows.dim_v, rows.correction + r0,
-                               rows.weights + r0 * kDecodeTileKeys, tile.values, count);
+    // Each row folds exactly the values it sees: where the block's rows see
+    // different counts (causal tokens at the tile holding the sequence's
+    // end), row by row, so a value a row does not see never meets its 0
+    // weight (an infinite one would make NaN).
+    const int64_t count = tile.visible[r0];
+    bool same = true;
+    for (int r = 1; r < kRows; ++r) same = same && tile.visible[r0 + r] == count;
+    if (same) {
+      if (count == 0) return;
+      tile_values<kCache, kRows>(rows.acc + r0 * rows.dim_v, rows.dim_v, rows.correction + r0,
+                                 rows.weights + r0 * kDecodeTileKeys, tile.values, count);
+      return;
+    }
+    for (int64_t r = r0; r < r0 + kRows; ++r) {
+      if (tile.visible[r] == 0) continue;
+      tile_values<kCache, 1>(rows.acc + r * rows.dim_v, rows.dim_v, rows.correction + r,
+                             rows.weights + r * kDecodeTileKeys, tile.values, tile.visible[r]);
+    }
   });
 }
 
