@@ -618,6 +618,74 @@ TEST_CASE("fake quantize: forward on the grid, straight-through and LSQ gradient
   }
 }
 
+TEST_CASE("fake quantize with PyTorch's conventions: reciprocal scale, mask on the rounded value",
+          "[lowp][qat]") {
+  Session session;
+  const int64_t rows = 2, cols = 40;
+  const size_t count = static_cast<size_t>(rows * cols);
+  auto x = random_floats(count, 7, 6.0f);
+  const std::vector<float> scale = {0.037f, 0.0231f};
+  // The half-quantum bands beyond the range (inside for PyTorch's mask, outside
+  // for LSQ's) and the ties at their edges, in both rows.
+  const float bands[] = {127.3f, 127.5f, 127.49f, -128.5f, -128.7f, -128.2f, 127.0f, -128.0f};
+  for (int64_t r = 0; r < rows; ++r)
+    for (size_t b = 0; b < std::size(bands); ++b)
+      x[static_cast<size_t>(r * cols) + b] = bands[b] * scale[static_cast<size_t>(r)];
+  const auto grad_y = random_floats(count, 8, 1.0f);
+  auto desc = header_of<hal_op_fake_quantize_desc_t>(HAL_OP_FAKE_QUANTIZE);
+  desc.qdtype = HAL_DTYPE_I8;
+  desc.flags = HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE;
+  desc.blocks = {1, 0};
+  desc.x = desc.y = dense(HAL_DTYPE_F32, {rows, cols});
+  desc.scale = dense(HAL_DTYPE_F32, {rows, 1});
+  float* dx = session.upload(x);
+  float* ds = session.upload(scale);
+  float* dy = session.alloc<float>(count);
+  session.run(&desc.header, {dx, ds, dy});
+  const auto y = session.download(dy, count);
+  auto back = desc;
+  back.header.kind = HAL_OP_FAKE_QUANTIZE_BACKWARD;
+  back.flags = HAL_FAKE_QUANTIZE_GRAD_SCALE | HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE |
+               HAL_FAKE_QUANTIZE_CLIP_ROUNDED;
+  back.grad_scale_factor = 0.5f;
+  back.grad_y = back.grad_x = desc.x;
+  back.grad_scale = desc.scale;
+  float* dgx = session.alloc<float>(count);
+  float* dgs = session.alloc<float>(static_cast<size_t>(rows));
+  session.run(&back.header, {dx, ds, session.upload(grad_y), dgx, dgs});
+  const auto gx = session.download(dgx, count);
+  const auto gs = session.download(dgs, static_cast<size_t>(rows));
+  size_t wrong = 0, band = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = scale[static_cast<size_t>(r)];
+    const float inverse = 1.0f / s;  // the convention: the f32 reciprocal, then a product
+    double want_gs = 0.0, magnitude = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r * cols + c);
+      const double v = static_cast<double>(x[i] * inverse);
+      const double rounded = std::nearbyint(v);  // ties to even, as PyTorch's nearbyint
+      const bool inside = rounded >= -128.0 && rounded <= 127.0;
+      band += inside && (v < -128.0 || v > 127.0);
+      const double q = std::min(127.0, std::max(-128.0, rounded));
+      wrong += static_cast<double>(y[i]) != static_cast<double>(static_cast<float>(q * s));
+      wrong += gx[i] != (inside ? grad_y[i] : 0.0f);
+      const double d = rounded < -128.0 ? -128.0 : rounded > 127.0 ? 127.0 : q - v;
+      want_gs += grad_y[i] * d;
+      magnitude += std::fabs(grad_y[i] * d);
+    }
+    INFO("row " << r);
+    CHECK(std::fabs(gs[static_cast<size_t>(r)] - 0.5 * want_gs) <= 1e-5 * magnitude + 1e-6);
+  }
+  CHECK(wrong == 0);
+  CHECK(band >= 4);  // the bands where the two masks differ are exercised
+
+  // CLIP_ROUNDED is I8's; the forward takes RECIPROCAL_SCALE only.
+  back.qdtype = HAL_DTYPE_F8_E4M3;
+  CHECK(session.refused(&back.header).find("CLIP_ROUNDED") != std::string::npos);
+  desc.flags = HAL_FAKE_QUANTIZE_CLIP_ROUNDED;
+  CHECK(session.refused(&desc.header).find("desc->flags") != std::string::npos);
+}
+
 TEST_CASE("bad low-precision descriptors are refused naming the operand", "[lowp][errors]") {
   Session session;
   auto quantize = header_of<hal_op_quantize_desc_t>(HAL_OP_QUANTIZE);
