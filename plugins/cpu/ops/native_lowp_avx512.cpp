@@ -1,0 +1,269 @@
+// See native_lowp_avx512.hpp.
+#include "native_lowp_avx512.hpp"
+
+// GCC 12 reports the "undefined" source vector inside its own unmasked
+// intrinsics (_mm512_cvtepi32_ps) as maybe used uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#define HAL_LOWP_I8 __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define HAL_LOWP_BF16 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512bf16")))
+
+namespace hal::cpu::ops::native {
+namespace {
+
+int64_t round_up4(int64_t x) {
+  return (x + 3) / 4 * 4;
+}
+
+// The lanes of a 16-column vector that hold columns below |cols|.
+__mmask16 column_mask(int64_t first, int64_t cols) {
+  const int64_t valid = std::clamp<int64_t>(cols - first, 0, 16);
+  return static_cast<__mmask16>(valid == 16 ? 0xffffu : (1u << valid) - 1u);
+}
+
+// Codes step_k .. step_k + 3 of 16 columns (column j at b + j * k), 4 bytes
+// a column, zero past |valid_k| codes and in masked-off columns: the odd
+// steps, where a gather of whole dwords would read past the chunk.
+void codes_of_step(const uint8_t* b, int64_t k, __mmask16 mask, int64_t step_k, int64_t valid_k,
+                   uint8_t* out64) {
+  std::memset(out64, 0, 64);
+  for (int lane = 0; lane < 16; ++lane) {
+    if ((mask >> lane & 1u) == 0) continue;
+    for (int64_t q = 0; q < std::min<int64_t>(4, valid_k); ++q)
+      out64[lane * 4 + q] = b[lane * k + step_k + q];
+  }
+}
+
+// ---- int8 ----------------------------------------------------------------------
+
+template <int Rows>
+HAL_LOWP_I8 void tile_i8_rows(const uint8_t* a, int64_t lda, const uint8_t* packed,
+                              const int32_t* comp, const float* sb, const float* sa, int64_t chunks,
+                              int64_t cp, float* out) {
+  __m512 total[Rows][4];
+  for (int r = 0; r < Rows; ++r)
+    for (int v = 0; v < 4; ++v) total[r][v] = _mm512_setzero_ps();
+  const int64_t steps = cp / 4;
+  for (int64_t c = 0; c < chunks; ++c) {
+    __m512i acc[Rows][4];
+    for (int r = 0; r < Rows; ++r)
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
+    const uint8_t* bp = packed + c * steps * 256;
+    const uint8_t* ap = a + c * cp;
+    for (int64_t s = 0; s < steps; ++s) {
+      const __m512i b0 = _mm512_loadu_si512(bp + s * 256);
+      const __m512i b1 = _mm512_loadu_si512(bp + s * 256 + 64);
+      const __m512i b2 = _mm512_loadu_si512(bp + s * 256 + 128);
+      const __m512i b3 = _mm512_loadu_si512(bp + s * 256 + 192);
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        int32_t four;
+        std::memcpy(&four, ap + r * lda + s * 4, 4);
+        const __m512i av = _mm512_set1_epi32(four);
+        acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, b0);
+        acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, b1);
+        acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], av, b2);
+        acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], av, b3);
+      }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512i correction = _mm512_loadu_si512(comp + c * 64 + v * 16);
+      const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        const __m512 part = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], correction));
+        const __m512 scaled = _mm512_mul_ps(part, _mm512_set1_ps(sa[r * chunks + c]));
+        total[r][v] = _mm512_fmadd_ps(scaled, column_scale, total[r][v]);
+      }
+    }
+  }
+  for (int r = 0; r < Rows; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + v * 16, total[r][v]);
+}
+
+// ---- 8-bit floats in bf16 ----------------------------------------------------------
+
+template <int Rows>
+HAL_LOWP_BF16 void tile_bf16_rows(const uint16_t* a, int64_t lda, const uint16_t* packed,
+                                  const float* sb, const float* sa, int64_t chunks, int64_t cp,
+                                  float* out) {
+  __m512 total[Rows][4];
+  for (int r = 0; r < Rows; ++r)
+    for (int v = 0; v < 4; ++v) total[r][v] = _mm512_setzero_ps();
+  const int64_t steps = cp / 4;
+  for (int64_t c = 0; c < chunks; ++c) {
+    __m512 acc[Rows][4];
+    for (int r = 0; r < Rows; ++r)
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
+    const uint16_t* bp = packed + c * steps * 256;
+    const uint16_t* ap = a + c * cp;
+    for (int64_t s = 0; s < steps; ++s) {
+      __m512i a01[Rows], a23[Rows];
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        int32_t pair[2];
+        std::memcpy(pair, ap + r * lda + s * 4, 8);
+        a01[r] = _mm512_set1_epi32(pair[0]);
+        a23[r] = _mm512_set1_epi32(pair[1]);
+      }
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m512i b01 = _mm512_loadu_si512(bp + s * 256 + v * 64);
+        const __m512i b23 = _mm512_loadu_si512(bp + s * 256 + v * 64 + 32);
+#pragma GCC unroll 8
+        for (int r = 0; r < Rows; ++r) {
+          acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<__m512bh>(a01[r]),
+                                       reinterpret_cast<__m512bh>(b01));
+          acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<__m512bh>(a23[r]),
+                                       reinterpret_cast<__m512bh>(b23));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        const __m512 scaled = _mm512_mul_ps(acc[r][v], _mm512_set1_ps(sa[r * chunks + c]));
+        total[r][v] = _mm512_fmadd_ps(scaled, column_scale, total[r][v]);
+      }
+    }
+  }
+  for (int r = 0; r < Rows; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + v * 16, total[r][v]);
+}
+
+}  // namespace
+
+bool lowp_i8_tiles_available() {
+  static const bool available = __builtin_cpu_supports("avx512f") &&
+                                __builtin_cpu_supports("avx512bw") &&
+                                __builtin_cpu_supports("avx512vnni");
+  return available;
+}
+
+bool lowp_bf16_tiles_available() {
+  static const bool available =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bf16");
+  return available;
+}
+
+HAL_LOWP_I8 void pack_b_tile_i8(const int8_t* b, int64_t k, int64_t cols, int64_t chunk,
+                                int64_t chunks, uint8_t* packed, int32_t* comp) {
+  const int64_t cp = round_up4(chunk), steps = cp / 4;
+  // Lane offsets of one column apart are k bytes: i32 for 16 lanes.
+  const bool gather = k <= INT_MAX / 16;
+  const __m512i offsets =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int>(gather ? k : 0)));
+  const __m512i shift = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t v = 0; v < 4; ++v) {
+    const __mmask16 mask = column_mask(v * 16, cols);
+    const int8_t* column = b + v * 16 * k;
+    for (int64_t c = 0; c < chunks; ++c) {
+      __m512i sum = _mm512_setzero_si512();
+      for (int64_t s = 0; s < steps; ++s) {
+        uint8_t* to = packed + (c * steps + s) * 256 + v * 64;
+        const int64_t step_k = c * chunk + s * 4;
+        if (mask != 0 && gather && chunk - s * 4 >= 4) {
+          _mm512_storeu_si512(to, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, offsets,
+                                                              column + step_k, 1));
+        } else {
+          codes_of_step(reinterpret_cast<const uint8_t*>(column), k, mask, step_k, chunk - s * 4,
+                        to);
+        }
+        sum = _mm512_dpbusd_epi32(sum, shift, _mm512_loadu_si512(to));
+      }
+      _mm512_storeu_si512(comp + c * 64 + v * 16, sum);
+    }
+  }
+}
+
+HAL_LOWP_BF16 void pack_b_tile_bf16(const uint8_t* b, int64_t k, int64_t cols, int64_t chunk,
+                                    int64_t chunks, const uint8_t* bf16_hi, const uint8_t* bf16_lo,
+                                    uint16_t* packed) {
+  const int64_t cp = round_up4(chunk), steps = cp / 4;
+  const bool gather = k <= INT_MAX / 16;
+  const __m512i offsets =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(static_cast<int>(gather ? k : 0)));
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i hi0 = _mm512_loadu_si512(bf16_hi), hi1 = _mm512_loadu_si512(bf16_hi + 64);
+  const __m512i lo0 = _mm512_loadu_si512(bf16_lo), lo1 = _mm512_loadu_si512(bf16_lo + 64);
+  // unpack{lo,hi}_epi8 leave, per 128-bit lane L (columns 4L .. 4L + 3), the
+  // (k, k+1) and (k+2, k+3) words of columns 4L, 4L + 1 (lo) and 4L + 2,
+  // 4L + 3 (hi); these pick the pairs back into column order.
+  alignas(64) int32_t pick01[16], pick23[16];
+  for (int i = 0; i < 16; ++i) {
+    const int lane = i / 4, q = i % 4;
+    pick01[i] = (q >= 2 ? 16 : 0) + 4 * lane + (q & 1) * 2;
+    pick23[i] = pick01[i] + 1;
+  }
+  const __m512i p01 = _mm512_load_si512(pick01), p23 = _mm512_load_si512(pick23);
+  for (int64_t v = 0; v < 4; ++v) {
+    const __mmask16 mask = column_mask(v * 16, cols);
+    const uint8_t* column = b + v * 16 * k;
+    for (int64_t c = 0; c < chunks; ++c) {
+      for (int64_t s = 0; s < steps; ++s) {
+        alignas(64) uint8_t codes64[64];
+        const int64_t step_k = c * chunk + s * 4;
+        if (mask != 0 && gather && chunk - s * 4 >= 4) {
+          _mm512_store_si512(codes64, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask,
+                                                                  offsets, column + step_k, 1));
+        } else {
+          codes_of_step(column, k, mask, step_k, chunk - s * 4, codes64);
+        }
+        const __m512i codes = _mm512_load_si512(codes64);
+        const __m512i hi = _mm512_or_si512(_mm512_permutex2var_epi8(hi0, codes, hi1),
+                                           _mm512_and_si512(codes, sign));
+        const __m512i lo = _mm512_permutex2var_epi8(lo0, codes, lo1);
+        const __m512i words_lo = _mm512_unpacklo_epi8(lo, hi);
+        const __m512i words_hi = _mm512_unpackhi_epi8(lo, hi);
+        uint16_t* to = packed + (c * steps + s) * 256 + v * 64;
+        _mm512_storeu_si512(to, _mm512_permutex2var_epi32(words_lo, p01, words_hi));
+        _mm512_storeu_si512(to + 32, _mm512_permutex2var_epi32(words_lo, p23, words_hi));
+      }
+    }
+  }
+}
+
+void tile_i8(int rows, const uint8_t* a, int64_t lda, const uint8_t* packed, const int32_t* comp,
+             const float* sb, const float* sa, int64_t chunks, int64_t cp, float* out) {
+  switch (rows) {
+    case 1:
+      return tile_i8_rows<1>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+    case 2:
+      return tile_i8_rows<2>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+    case 3:
+      return tile_i8_rows<3>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+    case 4:
+      return tile_i8_rows<4>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+    case 5:
+      return tile_i8_rows<5>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+    default:
+      return tile_i8_rows<6>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+  }
+}
+
+void tile_bf16(int rows, const uint16_t* a, int64_t lda, const uint16_t* packed, const float* sb,
+               const float* sa, int64_t chunks, int64_t cp, float* out) {
+  switch (rows) {
+    case 1:
+      return tile_bf16_rows<1>(a, lda, packed, sb, sa, chunks, cp, out);
+    case 2:
+      return tile_bf16_rows<2>(a, lda, packed, sb, sa, chunks, cp, out);
+    case 3:
+      return tile_bf16_rows<3>(a, lda, packed, sb, sa, chunks, cp, out);
+    default:
+      return tile_bf16_rows<4>(a, lda, packed, sb, sa, chunks, cp, out);
+  }
+}
+
+}  // namespace hal::cpu::ops::native
