@@ -41,102 +41,143 @@ void codes_of_step(const uint8_t* b, int64_t k, __mmask16 mask, int64_t step_k, 
 
 // ---- int8 ----------------------------------------------------------------------
 
+// One chunk of |steps| k steps of Rows rows against the 4 vectors of a
+// packed tile; the sums go to |sums| [Rows][4]. The accumulators are named
+// variables: GCC keeps an array of 24 vectors on the stack and stores every
+// one each step.
+template <int Rows>
+HAL_LOWP_I8 inline void chunk_i8(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t steps,
+                                 __m512i* sums) {
+  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c02 = c00, c03 = c00;
+  __m512i c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+  __m512i c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+  __m512i c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+  __m512i c40 = c00, c41 = c00, c42 = c00, c43 = c00;
+  __m512i c50 = c00, c51 = c00, c52 = c00, c53 = c00;
+  for (int64_t s = 0; s < steps; ++s) {
+    const __m512i b0 = _mm512_loadu_si512(bp + s * 256);
+    const __m512i b1 = _mm512_loadu_si512(bp + s * 256 + 64);
+    const __m512i b2 = _mm512_loadu_si512(bp + s * 256 + 128);
+    const __m512i b3 = _mm512_loadu_si512(bp + s * 256 + 192);
+#define HAL_LOWP_ROW(r)                             \
+  if constexpr (Rows > r) {                         \
+    int32_t four;                                   \
+    std::memcpy(&four, ap + r * lda + s * 4, 4);    \
+    const __m512i av = _mm512_set1_epi32(four);     \
+    c##r##0 = _mm512_dpbusd_epi32(c##r##0, av, b0); \
+    c##r##1 = _mm512_dpbusd_epi32(c##r##1, av, b1); \
+    c##r##2 = _mm512_dpbusd_epi32(c##r##2, av, b2); \
+    c##r##3 = _mm512_dpbusd_epi32(c##r##3, av, b3); \
+  }
+    HAL_LOWP_ROW(0)
+    HAL_LOWP_ROW(1)
+    HAL_LOWP_ROW(2)
+    HAL_LOWP_ROW(3)
+    HAL_LOWP_ROW(4)
+    HAL_LOWP_ROW(5)
+#undef HAL_LOWP_ROW
+  }
+  const __m512i all[24] = {c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23,
+                           c30, c31, c32, c33, c40, c41, c42, c43, c50, c51, c52, c53};
+  for (int i = 0; i < Rows * 4; ++i) sums[i] = all[i];
+}
+
 template <int Rows>
 HAL_LOWP_I8 void tile_i8_rows(const uint8_t* a, int64_t lda, const uint8_t* packed,
                               const int32_t* comp, const float* sb, const float* sa, int64_t chunks,
                               int64_t cp, float* out) {
-  __m512 total[Rows][4];
+  // The f32 totals live in |out| (L1), not in registers: the k loop needs
+  // all 32 for its accumulators and operands.
   for (int r = 0; r < Rows; ++r)
-    for (int v = 0; v < 4; ++v) total[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + v * 16, _mm512_setzero_ps());
   const int64_t steps = cp / 4;
+  alignas(64) __m512i sums[Rows * 4];
   for (int64_t c = 0; c < chunks; ++c) {
-    __m512i acc[Rows][4];
-    for (int r = 0; r < Rows; ++r)
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_si512();
-    const uint8_t* bp = packed + c * steps * 256;
-    const uint8_t* ap = a + c * cp;
-    for (int64_t s = 0; s < steps; ++s) {
-      const __m512i b0 = _mm512_loadu_si512(bp + s * 256);
-      const __m512i b1 = _mm512_loadu_si512(bp + s * 256 + 64);
-      const __m512i b2 = _mm512_loadu_si512(bp + s * 256 + 128);
-      const __m512i b3 = _mm512_loadu_si512(bp + s * 256 + 192);
-#pragma GCC unroll 8
-      for (int r = 0; r < Rows; ++r) {
-        int32_t four;
-        std::memcpy(&four, ap + r * lda + s * 4, 4);
-        const __m512i av = _mm512_set1_epi32(four);
-        acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, b0);
-        acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, b1);
-        acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], av, b2);
-        acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], av, b3);
-      }
-    }
-#pragma GCC unroll 4
+    chunk_i8<Rows>(a + c * cp, lda, packed + c * steps * 256, steps, sums);
     for (int v = 0; v < 4; ++v) {
       const __m512i correction = _mm512_loadu_si512(comp + c * 64 + v * 16);
       const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
-#pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
-        const __m512 part = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], correction));
+        const __m512 part = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[r * 4 + v], correction));
         const __m512 scaled = _mm512_mul_ps(part, _mm512_set1_ps(sa[r * chunks + c]));
-        total[r][v] = _mm512_fmadd_ps(scaled, column_scale, total[r][v]);
+        float* total = out + r * 64 + v * 16;
+        _mm512_storeu_ps(total, _mm512_fmadd_ps(scaled, column_scale, _mm512_loadu_ps(total)));
       }
     }
   }
-  for (int r = 0; r < Rows; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + v * 16, total[r][v]);
 }
 
 // ---- 8-bit floats in bf16 ----------------------------------------------------------
+
+HAL_LOWP_BF16 inline __m512bh as_bf16(__m512i bits) {
+  return reinterpret_cast<__m512bh>(bits);
+}
+
+// As chunk_i8: |steps| k steps (two pairs each) of Rows rows in f32.
+template <int Rows>
+HAL_LOWP_BF16 inline void chunk_bf16(const uint16_t* ap, int64_t lda, const uint16_t* bp,
+                                     int64_t steps, __m512* sums) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
+  __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+  __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+  __m512 c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint16_t* step = bp + s * 256;
+#define HAL_LOWP_PAIRS(r)                           \
+  __m512bh a##r##01 {}, a##r##23 {};                \
+  if constexpr (Rows > r) {                         \
+    int32_t pair[2];                                \
+    std::memcpy(pair, ap + r * lda + s * 4, 8);     \
+    a##r##01 = as_bf16(_mm512_set1_epi32(pair[0])); \
+    a##r##23 = as_bf16(_mm512_set1_epi32(pair[1])); \
+  }
+    HAL_LOWP_PAIRS(0)
+    HAL_LOWP_PAIRS(1)
+    HAL_LOWP_PAIRS(2)
+    HAL_LOWP_PAIRS(3)
+#undef HAL_LOWP_PAIRS
+#define HAL_LOWP_COLUMNS(v)                                                    \
+  {                                                                            \
+    const __m512bh b01 = as_bf16(_mm512_loadu_si512(step + v * 64));           \
+    const __m512bh b23 = as_bf16(_mm512_loadu_si512(step + v * 64 + 32));      \
+    c0##v = _mm512_dpbf16_ps(_mm512_dpbf16_ps(c0##v, a001, b01), a023, b23);   \
+    if constexpr (Rows > 1)                                                    \
+      c1##v = _mm512_dpbf16_ps(_mm512_dpbf16_ps(c1##v, a101, b01), a123, b23); \
+    if constexpr (Rows > 2)                                                    \
+      c2##v = _mm512_dpbf16_ps(_mm512_dpbf16_ps(c2##v, a201, b01), a223, b23); \
+    if constexpr (Rows > 3)                                                    \
+      c3##v = _mm512_dpbf16_ps(_mm512_dpbf16_ps(c3##v, a301, b01), a323, b23); \
+  }
+    HAL_LOWP_COLUMNS(0)
+    HAL_LOWP_COLUMNS(1)
+    HAL_LOWP_COLUMNS(2)
+    HAL_LOWP_COLUMNS(3)
+#undef HAL_LOWP_COLUMNS
+  }
+  const __m512 all[16] = {c00, c01, c02, c03, c10, c11, c12, c13,
+                          c20, c21, c22, c23, c30, c31, c32, c33};
+  for (int i = 0; i < Rows * 4; ++i) sums[i] = all[i];
+}
 
 template <int Rows>
 HAL_LOWP_BF16 void tile_bf16_rows(const uint16_t* a, int64_t lda, const uint16_t* packed,
                                   const float* sb, const float* sa, int64_t chunks, int64_t cp,
                                   float* out) {
-  __m512 total[Rows][4];
   for (int r = 0; r < Rows; ++r)
-    for (int v = 0; v < 4; ++v) total[r][v] = _mm512_setzero_ps();
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + v * 16, _mm512_setzero_ps());
   const int64_t steps = cp / 4;
+  alignas(64) __m512 sums[Rows * 4];
   for (int64_t c = 0; c < chunks; ++c) {
-    __m512 acc[Rows][4];
-    for (int r = 0; r < Rows; ++r)
-      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
-    const uint16_t* bp = packed + c * steps * 256;
-    const uint16_t* ap = a + c * cp;
-    for (int64_t s = 0; s < steps; ++s) {
-      __m512i a01[Rows], a23[Rows];
-#pragma GCC unroll 8
-      for (int r = 0; r < Rows; ++r) {
-        int32_t pair[2];
-        std::memcpy(pair, ap + r * lda + s * 4, 8);
-        a01[r] = _mm512_set1_epi32(pair[0]);
-        a23[r] = _mm512_set1_epi32(pair[1]);
-      }
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        const __m512i b01 = _mm512_loadu_si512(bp + s * 256 + v * 64);
-        const __m512i b23 = _mm512_loadu_si512(bp + s * 256 + v * 64 + 32);
-#pragma GCC unroll 8
-        for (int r = 0; r < Rows; ++r) {
-          acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<__m512bh>(a01[r]),
-                                       reinterpret_cast<__m512bh>(b01));
-          acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<__m512bh>(a23[r]),
-                                       reinterpret_cast<__m512bh>(b23));
-        }
-      }
-    }
-#pragma GCC unroll 4
+    chunk_bf16<Rows>(a + c * cp, lda, packed + c * steps * 256, steps, sums);
     for (int v = 0; v < 4; ++v) {
       const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
-#pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
-        const __m512 scaled = _mm512_mul_ps(acc[r][v], _mm512_set1_ps(sa[r * chunks + c]));
-        total[r][v] = _mm512_fmadd_ps(scaled, column_scale, total[r][v]);
+        const __m512 scaled = _mm512_mul_ps(sums[r * 4 + v], _mm512_set1_ps(sa[r * chunks + c]));
+        float* total = out + r * 64 + v * 16;
+        _mm512_storeu_ps(total, _mm512_fmadd_ps(scaled, column_scale, _mm512_loadu_ps(total)));
       }
     }
   }
-  for (int r = 0; r < Rows; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + v * 16, total[r][v]);
 }
 
 }  // namespace
