@@ -578,6 +578,11 @@ TEST_CASE("scaled matmul: odd shapes, int8 extremes, every scale layout", "[lowp
       // DeepGEMM's blocks, several 64-column tiles, rows past one 6-row tile.
       {i8, i8, f32, 19, 256, 384, {1, 128}, {128, 128}, {}},
       {i8, i8, bf16, 19, 256, 384, {1, 128}, {128, 128}, {}, true},
+      // decode (m <= 4: b read unpacked), chunks of 6, of 40, and of 200 (a
+      // 64-byte vector, 2 more and a tail).
+      {i8, i8, f32, 3, 20, 18, {1, 6}, {1, 0}, {}, true},
+      {i8, i8, f32, 4, 70, 200, {1, 40}, {2, 40}, {}},
+      {i8, i8, bf16, 2, 9, 200, {1, 0}, {1, 0}, {}, true},
       // per-column a scales (a's blocks {0, 1}: each k its own chunk).
       {i8, i8, f32, 6, 33, 12, {0, 1}, {1, 0}, {}},
       // the 8-bit floats: odd shapes, per row/channel, blocks, mixed formats.

@@ -278,7 +278,15 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
           float* sb = thread_scratch(own.sb, static_cast<size_t>(chunks * 64));
           float* out = thread_scratch(own.out, static_cast<size_t>(tile_rows * 64));
           const uint8_t* b_tile = b8 + (g * n + j0) * k;
-          if (int8) {
+          int64_t expert_rows = 0;
+          for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run)
+            expert_rows +=
+                bounds[static_cast<size_t>(2 * run + 1)] - bounds[static_cast<size_t>(2 * run)];
+          // A few rows (decode): b's rows read as they lie, no packing.
+          const bool few = int8 && expert_rows <= native::kDotRowsI8;
+          if (few) {
+            // dot_i8 reads b itself
+          } else if (int8) {
             native::pack_b_tile_i8(reinterpret_cast<const int8_t*>(b_tile), k, cols, chunk, chunks,
                                    packed, comp);
           } else {
@@ -296,7 +304,10 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
             const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
             for (int64_t r0 = lo; r0 < hi; r0 += tile_rows) {
               const int rows = static_cast<int>(std::min<int64_t>(tile_rows, hi - r0));
-              if (int8) {
+              if (few) {
+                native::dot_i8(rows, a_rows + r0 * kp, kp, reinterpret_cast<const int8_t*>(b_tile),
+                               k, cols, chunk, chunks, cp, sb, sa + r0 * chunks, comp, out);
+              } else if (int8) {
                 native::tile_i8(rows, a_rows + r0 * kp, kp, packed, comp, sb, sa + r0 * chunks,
                                 chunks, cp, out);
               } else {

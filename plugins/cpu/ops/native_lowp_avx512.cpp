@@ -293,6 +293,57 @@ void tile_i8(int rows, const uint8_t* a, int64_t lda, const uint8_t* packed, con
   }
 }
 
+HAL_LOWP_I8 void dot_i8(int rows, const uint8_t* a, int64_t lda, const int8_t* b, int64_t k,
+                        int64_t cols, int64_t chunk, int64_t chunks, int64_t cp, const float* sb,
+                        const float* sa, int32_t* comp, float* out) {
+  const __m512i shift = _mm512_set1_epi8(static_cast<char>(0x80));
+  const int64_t full = chunk / 64;
+  const auto tail =
+      static_cast<__mmask64>(chunk % 64 == 0 ? 0 : (~uint64_t{0} >> (64 - chunk % 64)));
+  for (int64_t j = 0; j < cols; ++j) {
+    const int8_t* column = b + j * k;
+    // 128 * the chunk's sum of b: the u8 shift's correction.
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int8_t* from = column + c * chunk;
+      __m512i sum = _mm512_setzero_si512();
+      for (int64_t v = 0; v < full; ++v)
+        sum = _mm512_dpbusd_epi32(sum, shift, _mm512_loadu_si512(from + v * 64));
+      if (tail != 0)
+        sum = _mm512_dpbusd_epi32(sum, shift, _mm512_maskz_loadu_epi8(tail, from + full * 64));
+      comp[c] = _mm512_reduce_add_epi32(sum);
+    }
+    for (int r = 0; r < rows; ++r) {
+      const uint8_t* row = a + r * lda;
+      float total = 0.0f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int8_t* from = column + c * chunk;
+        const uint8_t* ac = row + c * cp;
+        __m512i sum0 = _mm512_setzero_si512(), sum1 = sum0;
+        int64_t v = 0;
+        for (; v + 2 <= full; v += 2) {
+          sum0 = _mm512_dpbusd_epi32(sum0, _mm512_loadu_si512(ac + v * 64),
+                                     _mm512_loadu_si512(from + v * 64));
+          sum1 = _mm512_dpbusd_epi32(sum1, _mm512_loadu_si512(ac + v * 64 + 64),
+                                     _mm512_loadu_si512(from + v * 64 + 64));
+        }
+        if (v < full)
+          sum0 = _mm512_dpbusd_epi32(sum0, _mm512_loadu_si512(ac + v * 64),
+                                     _mm512_loadu_si512(from + v * 64));
+        if (tail != 0)
+          sum1 = _mm512_dpbusd_epi32(sum1, _mm512_maskz_loadu_epi8(tail, ac + full * 64),
+                                     _mm512_maskz_loadu_epi8(tail, from + full * 64));
+        // The sums wrap (the shifted ones may pass 2^31); their difference
+        // is the true chunk sum, which fits.
+        const auto part = static_cast<int32_t>(
+            static_cast<uint32_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(sum0, sum1))) -
+            static_cast<uint32_t>(comp[c]));
+        total += static_cast<float>(part) * sa[r * chunks + c] * sb[c * 64 + j];
+      }
+      out[r * 64 + j] = total;
+    }
+  }
+}
+
 void tile_bf16(int rows, const uint16_t* a, int64_t lda, const uint16_t* packed, const float* sb,
                const float* sa, int64_t chunks, int64_t cp, float* out) {
   switch (rows) {

@@ -55,6 +55,15 @@ void pack_b_tile_bf16(const uint8_t* b, int64_t k, int64_t cols, int64_t chunk, 
 // elements each (stride lda), padded like b; int8's shifted by 128.
 void tile_i8(int rows, const uint8_t* a, int64_t lda, const uint8_t* packed, const int32_t* comp,
              const float* sb, const float* sa, int64_t chunks, int64_t cp, float* out);
+// The few-row form of tile_i8 (decode: m of 1 to kDotRowsI8 per expert):
+// b read as it lies, column by column, 64 k a vector, no packing (which would
+// cost as much as the product here); a's rows as for tile_i8. Each chunk's
+// 16 lanes are summed exactly in i32 before the scales: the same result.
+// |comp|: scratch of |chunks| i32.
+inline constexpr int kDotRowsI8 = 4;
+void dot_i8(int rows, const uint8_t* a, int64_t lda, const int8_t* b, int64_t k, int64_t cols,
+            int64_t chunk, int64_t chunks, int64_t cp, const float* sb, const float* sa,
+            int32_t* comp, float* out);
 void tile_bf16(int rows, const uint16_t* a, int64_t lda, const uint16_t* packed, const float* sb,
                const float* sa, int64_t chunks, int64_t cp, float* out);
 
