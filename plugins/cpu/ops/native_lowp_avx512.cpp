@@ -2,8 +2,10 @@
 #include "native_lowp_avx512.hpp"
 
 // GCC 12 reports the "undefined" source vector inside its own unmasked
-// intrinsics (_mm512_cvtepi32_ps) as maybe used uninitialized.
+// intrinsics (_mm512_cvtepi32_ps, _mm512_unpacklo_epi32) as (maybe) used
+// uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -36,6 +38,41 @@ void codes_of_step(const uint8_t* b, int64_t k, __mmask16 mask, int64_t step_k, 
     if ((mask >> lane & 1u) == 0) continue;
     for (int64_t q = 0; q < std::min<int64_t>(4, valid_k); ++q)
       out64[lane * 4 + q] = b[lane * k + step_k + q];
+  }
+}
+
+#define HAL_LOWP_F __attribute__((target("avx512f")))
+
+// Sixteen steps at once: 64 codes (16 dwords) of each of 16 columns (column j
+// at from + j * k), transposed so that to + d * to_stride gets dword d of every
+// column (step d: 16 columns x 4 codes). Loads and shuffles in registers; a
+// gather per step costs several times more, as much as the product at m = 16.
+HAL_LOWP_F inline void transpose_16_steps(const uint8_t* from, int64_t k, uint8_t* to,
+                                          int64_t to_stride) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    const __m512i r0 = _mm512_loadu_si512(from + (2 * i) * k);
+    const __m512i r1 = _mm512_loadu_si512(from + (2 * i + 1) * k);
+    t[2 * i] = _mm512_unpacklo_epi32(r0, r1);      // per 128-bit lane: dwords 0, 1
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r0, r1);  // dwords 2, 3
+  }
+  // u[4q + e]: in 128-bit lane L, dword 4L + e of columns 4q .. 4q + 3.
+  for (int q = 0; q < 4; ++q) {
+    u[4 * q + 0] = _mm512_unpacklo_epi64(t[4 * q], t[4 * q + 2]);
+    u[4 * q + 1] = _mm512_unpackhi_epi64(t[4 * q], t[4 * q + 2]);
+    u[4 * q + 2] = _mm512_unpacklo_epi64(t[4 * q + 1], t[4 * q + 3]);
+    u[4 * q + 3] = _mm512_unpackhi_epi64(t[4 * q + 1], t[4 * q + 3]);
+  }
+  // Step 4L + e: lane q of it is lane L of u[4q + e].
+  for (int e = 0; e < 4; ++e) {
+    const __m512i x0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44);
+    const __m512i x1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xee);
+    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
+    const __m512i y1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xee);
+    _mm512_storeu_si512(to + (0 + e) * to_stride, _mm512_shuffle_i32x4(x0, y0, 0x88));
+    _mm512_storeu_si512(to + (4 + e) * to_stride, _mm512_shuffle_i32x4(x0, y0, 0xdd));
+    _mm512_storeu_si512(to + (8 + e) * to_stride, _mm512_shuffle_i32x4(x1, y1, 0x88));
+    _mm512_storeu_si512(to + (12 + e) * to_stride, _mm512_shuffle_i32x4(x1, y1, 0xdd));
   }
 }
 
@@ -210,7 +247,17 @@ HAL_LOWP_I8 void pack_b_tile_i8(const int8_t* b, int64_t k, int64_t cols, int64_
     const int8_t* column = b + v * 16 * k;
     for (int64_t c = 0; c < chunks; ++c) {
       __m512i sum = _mm512_setzero_si512();
-      for (int64_t s = 0; s < steps; ++s) {
+      int64_t s = 0;
+      if (mask == 0xffff) {
+        for (; (s + 16) * 4 <= chunk; s += 16) {
+          uint8_t* to = packed + (c * steps + s) * 256 + v * 64;
+          transpose_16_steps(reinterpret_cast<const uint8_t*>(column) + c * chunk + s * 4, k, to,
+                             256);
+          for (int d = 0; d < 16; ++d)
+            sum = _mm512_dpbusd_epi32(sum, shift, _mm512_loadu_si512(to + d * 256));
+        }
+      }
+      for (; s < steps; ++s) {
         uint8_t* to = packed + (c * steps + s) * 256 + v * 64;
         const int64_t step_k = c * chunk + s * 4;
         if (mask != 0 && gather && chunk - s * 4 >= 4) {
@@ -252,10 +299,15 @@ HAL_LOWP_BF16 void pack_b_tile_bf16(const uint8_t* b, int64_t k, int64_t cols, i
     const __mmask16 mask = column_mask(v * 16, cols);
     const uint8_t* column = b + v * 16 * k;
     for (int64_t c = 0; c < chunks; ++c) {
+      alignas(64) uint8_t block[16][64];  // sixteen steps' codes, transposed
       for (int64_t s = 0; s < steps; ++s) {
         alignas(64) uint8_t codes64[64];
         const int64_t step_k = c * chunk + s * 4;
-        if (mask != 0 && gather && chunk - s * 4 >= 4) {
+        const int64_t in_block = s % 16;
+        if (mask == 0xffff && (s - in_block + 16) * 4 <= chunk) {
+          if (in_block == 0) transpose_16_steps(column + step_k, k, block[0], 64);
+          std::memcpy(codes64, block[in_block], 64);
+        } else if (mask != 0 && gather && chunk - s * 4 >= 4) {
           _mm512_store_si512(codes64, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask,
                                                                   offsets, column + step_k, 1));
         } else {
