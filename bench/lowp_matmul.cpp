@@ -13,7 +13,7 @@
 //    int8 per-row / per-channel, against oneDNN's int8 matmul once per expert.
 // GOP/s (2mnk) of the best of --repeats runs (the machine is shared), and the
 // median; the load average before and after.
-//   bench/lowp_matmul [--repeats 5] [--quick] [--no-fp8]
+//   bench/lowp_matmul [--repeats 5] [--quick] [--no-fp8] [--shape MxNxK]
 #include <dnnl.hpp>
 
 #include <cstdio>
@@ -197,7 +197,12 @@ int main(int argc, char** argv) {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   static dnnl::stream stream(engine);
   std::vector<Shape> shapes;
+  const std::string only = args.str("--shape", "");  // MxNxK: that shape alone, no MoE case
+  long long om = 0, on = 0, ok = 0;
+  if (!only.empty() && std::sscanf(only.c_str(), "%lldx%lldx%lld", &om, &on, &ok) == 3)
+    shapes.push_back({om, on, ok});
   for (int64_t m : {1, 16, 128, 512}) {
+    if (!only.empty()) break;
     if (quick) {
       shapes.push_back({m, 1024, 1024});
       continue;
@@ -303,7 +308,7 @@ int main(int argc, char** argv) {
     hal.release();
   }
   // ---- MoE: 8 experts over 512 rows, uneven, expert 5 empty
-  {
+  if (only.empty()) {
     const int64_t groups = 8, m = 512, n = quick ? 1024 : 2048, k = quick ? 1024 : 4096;
     const std::vector<int32_t> offsets = {0, 100, 164, 300, 316, 420, 420, 480, 512};
     const double ops = 2.0 * static_cast<double>(m * n * k);

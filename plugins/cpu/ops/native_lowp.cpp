@@ -137,6 +137,8 @@ struct TiledScratch {  // per thread
   std::vector<int32_t> comp;
   std::vector<float> sb;
   std::vector<float> out;
+  std::vector<float> totals;  // an int8 item's rows, k blocked
+  std::vector<int32_t> sums;
   // The submitting thread's, shared with the workers during one execution.
   std::vector<uint8_t> a;
   std::vector<float> sa;
@@ -277,6 +279,16 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
           int32_t* comp = thread_scratch(own.comp, static_cast<size_t>(chunks * 64));
           float* sb = thread_scratch(own.sb, static_cast<size_t>(chunks * 64));
           float* out = thread_scratch(own.out, static_cast<size_t>(tile_rows * 64));
+          // Row r of d, columns j0 .. j0 + cols, from a tile's totals.
+          const auto write_row = [&](int64_t r, const float* total) {
+            const int64_t at = r * n + j0;
+            if (d_dtype == HAL_DTYPE_F32) {
+              std::memcpy(static_cast<float*>(d) + at, total, static_cast<size_t>(cols) * 4);
+            } else {
+              for (int64_t j = 0; j < cols; ++j)
+                static_cast<uint16_t*>(d)[at + j] = to_bf16(total[j]);
+            }
+          };
           const uint8_t* b_tile = b8 + (g * n + j0) * k;
           int64_t expert_rows = 0;
           for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run)
@@ -299,6 +311,34 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
                   j < cols
                       ? bs[(g * b_scale_rows + (j0 + j) / gb.br) * gb.cols + (c * chunk) / gb.bc]
                       : 0.0f;
+          if (int8 && !few) {
+            // k in blocks of kStepsPerBlock steps, each block against all
+            // the expert's rows (their totals and running sums side by side).
+            float* totals = thread_scratch(own.totals, static_cast<size_t>(expert_rows * 64));
+            int32_t* sums = thread_scratch(own.sums, static_cast<size_t>(expert_rows * 64));
+            std::fill(totals, totals + expert_rows * 64, 0.0f);
+            const int64_t steps = kp / 4;
+            for (int64_t s0 = 0; s0 < steps; s0 += native::kStepsPerBlock) {
+              const int64_t s1 = std::min(steps, s0 + native::kStepsPerBlock);
+              int64_t row = 0;  // of the expert's rows, in run order
+              for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
+                const int64_t lo = bounds[static_cast<size_t>(2 * run)];
+                const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
+                for (int64_t r0 = lo; r0 < hi; r0 += tile_rows, row += tile_rows) {
+                  const int rows = static_cast<int>(std::min<int64_t>(tile_rows, hi - r0));
+                  native::tile_i8(rows, a_rows + r0 * kp, kp, packed, comp, sb, sa + r0 * chunks,
+                                  chunks, cp, s0, s1, sums + row * 64, totals + row * 64);
+                }
+              }
+            }
+            int64_t row = 0;
+            for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
+              const int64_t lo = bounds[static_cast<size_t>(2 * run)];
+              const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
+              for (int64_t r = lo; r < hi; ++r, ++row) write_row(r, totals + row * 64);
+            }
+            return;
+          }
           for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
             const int64_t lo = bounds[static_cast<size_t>(2 * run)];
             const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
@@ -307,24 +347,12 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
               if (few) {
                 native::dot_i8(rows, a_rows + r0 * kp, kp, reinterpret_cast<const int8_t*>(b_tile),
                                k, cols, chunk, chunks, cp, sb, sa + r0 * chunks, comp, out);
-              } else if (int8) {
-                native::tile_i8(rows, a_rows + r0 * kp, kp, packed, comp, sb, sa + r0 * chunks,
-                                chunks, cp, out);
               } else {
                 native::tile_bf16(rows, reinterpret_cast<const uint16_t*>(a_rows) + r0 * kp, kp,
                                   reinterpret_cast<const uint16_t*>(packed), sb, sa + r0 * chunks,
                                   chunks, cp, out);
               }
-              for (int r = 0; r < rows; ++r) {
-                const int64_t at = (r0 + r) * n + j0;
-                if (d_dtype == HAL_DTYPE_F32) {
-                  std::memcpy(static_cast<float*>(d) + at, out + r * 64,
-                              static_cast<size_t>(cols) * 4);
-                } else {
-                  for (int64_t j = 0; j < cols; ++j)
-                    static_cast<uint16_t*>(d)[at + j] = to_bf16(out[r * 64 + j]);
-                }
-              }
+              for (int r = 0; r < rows; ++r) write_row(r0 + r, out + r * 64);
             }
           }
         });

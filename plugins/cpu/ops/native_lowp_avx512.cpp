@@ -78,19 +78,31 @@ HAL_LOWP_F inline void transpose_16_steps(const uint8_t* from, int64_t k, uint8_
 
 // ---- int8 ----------------------------------------------------------------------
 
-// One chunk of |steps| k steps of Rows rows against the 4 vectors of a
-// packed tile; the sums go to |sums| [Rows][4]. The accumulators are named
-// variables: GCC keeps an array of 24 vectors on the stack and stores every
-// one each step.
+// |steps| k steps of Rows rows against the 4 vectors of a packed tile, on
+// top of |sums| [Rows][64] when |resume| (else from 0); the sums go back to
+// |sums|. The accumulators are named variables: GCC keeps an array of 24
+// vectors on the stack and stores every one each step.
+// A running sum to resume (rows past Rows: never used).
+template <int Rows>
+HAL_LOWP_I8 inline __m512i start(const int32_t* sums, int r, int v, bool resume) {
+  return resume && r < Rows ? _mm512_loadu_si512(sums + r * 64 + v * 16) : _mm512_setzero_si512();
+}
+
 template <int Rows>
 HAL_LOWP_I8 inline void chunk_i8(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t steps,
-                                 __m512i* sums) {
-  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c02 = c00, c03 = c00;
-  __m512i c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-  __m512i c20 = c00, c21 = c00, c22 = c00, c23 = c00;
-  __m512i c30 = c00, c31 = c00, c32 = c00, c33 = c00;
-  __m512i c40 = c00, c41 = c00, c42 = c00, c43 = c00;
-  __m512i c50 = c00, c51 = c00, c52 = c00, c53 = c00;
+                                 int32_t* sums, bool resume) {
+  __m512i c00 = start<Rows>(sums, 0, 0, resume), c01 = start<Rows>(sums, 0, 1, resume),
+          c02 = start<Rows>(sums, 0, 2, resume), c03 = start<Rows>(sums, 0, 3, resume);
+  __m512i c10 = start<Rows>(sums, 1, 0, resume), c11 = start<Rows>(sums, 1, 1, resume),
+          c12 = start<Rows>(sums, 1, 2, resume), c13 = start<Rows>(sums, 1, 3, resume);
+  __m512i c20 = start<Rows>(sums, 2, 0, resume), c21 = start<Rows>(sums, 2, 1, resume),
+          c22 = start<Rows>(sums, 2, 2, resume), c23 = start<Rows>(sums, 2, 3, resume);
+  __m512i c30 = start<Rows>(sums, 3, 0, resume), c31 = start<Rows>(sums, 3, 1, resume),
+          c32 = start<Rows>(sums, 3, 2, resume), c33 = start<Rows>(sums, 3, 3, resume);
+  __m512i c40 = start<Rows>(sums, 4, 0, resume), c41 = start<Rows>(sums, 4, 1, resume),
+          c42 = start<Rows>(sums, 4, 2, resume), c43 = start<Rows>(sums, 4, 3, resume);
+  __m512i c50 = start<Rows>(sums, 5, 0, resume), c51 = start<Rows>(sums, 5, 1, resume),
+          c52 = start<Rows>(sums, 5, 2, resume), c53 = start<Rows>(sums, 5, 3, resume);
   for (int64_t s = 0; s < steps; ++s) {
     const __m512i b0 = _mm512_loadu_si512(bp + s * 256);
     const __m512i b1 = _mm512_loadu_si512(bp + s * 256 + 64);
@@ -116,31 +128,32 @@ HAL_LOWP_I8 inline void chunk_i8(const uint8_t* ap, int64_t lda, const uint8_t* 
   }
   const __m512i all[24] = {c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23,
                            c30, c31, c32, c33, c40, c41, c42, c43, c50, c51, c52, c53};
-  for (int i = 0; i < Rows * 4; ++i) sums[i] = all[i];
+  for (int i = 0; i < Rows * 4; ++i) _mm512_storeu_si512(sums + i * 16, all[i]);
 }
 
 template <int Rows>
 HAL_LOWP_I8 void tile_i8_rows(const uint8_t* a, int64_t lda, const uint8_t* packed,
                               const int32_t* comp, const float* sb, const float* sa, int64_t chunks,
-                              int64_t cp, float* out) {
-  // The f32 totals live in |out| (L1), not in registers: the k loop needs
-  // all 32 for its accumulators and operands.
-  for (int r = 0; r < Rows; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + v * 16, _mm512_setzero_ps());
+                              int64_t cp, int64_t s0, int64_t s1, int32_t* sums, float* out) {
   const int64_t steps = cp / 4;
-  alignas(64) __m512i sums[Rows * 4];
-  for (int64_t c = 0; c < chunks; ++c) {
-    chunk_i8<Rows>(a + c * cp, lda, packed + c * steps * 256, steps, sums);
-    for (int v = 0; v < 4; ++v) {
-      const __m512i correction = _mm512_loadu_si512(comp + c * 64 + v * 16);
-      const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
-      for (int r = 0; r < Rows; ++r) {
-        const __m512 part = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[r * 4 + v], correction));
-        const __m512 scaled = _mm512_mul_ps(part, _mm512_set1_ps(sa[r * chunks + c]));
-        float* total = out + r * 64 + v * 16;
-        _mm512_storeu_ps(total, _mm512_fmadd_ps(scaled, column_scale, _mm512_loadu_ps(total)));
+  for (int64_t s = s0; s < s1;) {
+    const int64_t c = s / steps, chunk_end = (c + 1) * steps, e = std::min(s1, chunk_end);
+    // Step s of the padded k is at 4 s in a's rows and 256 s in the tile.
+    chunk_i8<Rows>(a + s * 4, lda, packed + s * 256, e - s, sums, s != c * steps);
+    if (e == chunk_end) {
+      for (int v = 0; v < 4; ++v) {
+        const __m512i correction = _mm512_loadu_si512(comp + c * 64 + v * 16);
+        const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
+        for (int r = 0; r < Rows; ++r) {
+          const __m512i sum = _mm512_loadu_si512(sums + r * 64 + v * 16);
+          const __m512 part = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, correction));
+          const __m512 scaled = _mm512_mul_ps(part, _mm512_set1_ps(sa[r * chunks + c]));
+          float* total = out + r * 64 + v * 16;
+          _mm512_storeu_ps(total, _mm512_fmadd_ps(scaled, column_scale, _mm512_loadu_ps(total)));
+        }
       }
     }
+    s = e;
   }
 }
 
@@ -328,20 +341,21 @@ HAL_LOWP_BF16 void pack_b_tile_bf16(const uint8_t* b, int64_t k, int64_t cols, i
 }
 
 void tile_i8(int rows, const uint8_t* a, int64_t lda, const uint8_t* packed, const int32_t* comp,
-             const float* sb, const float* sa, int64_t chunks, int64_t cp, float* out) {
+             const float* sb, const float* sa, int64_t chunks, int64_t cp, int64_t s0, int64_t s1,
+             int32_t* sums, float* out) {
   switch (rows) {
     case 1:
-      return tile_i8_rows<1>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+      return tile_i8_rows<1>(a, lda, packed, comp, sb, sa, chunks, cp, s0, s1, sums, out);
     case 2:
-      return tile_i8_rows<2>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+      return tile_i8_rows<2>(a, lda, packed, comp, sb, sa, chunks, cp, s0, s1, sums, out);
     case 3:
-      return tile_i8_rows<3>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+      return tile_i8_rows<3>(a, lda, packed, comp, sb, sa, chunks, cp, s0, s1, sums, out);
     case 4:
-      return tile_i8_rows<4>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+      return tile_i8_rows<4>(a, lda, packed, comp, sb, sa, chunks, cp, s0, s1, sums, out);
     case 5:
-      return tile_i8_rows<5>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+      return tile_i8_rows<5>(a, lda, packed, comp, sb, sa, chunks, cp, s0, s1, sums, out);
     default:
-      return tile_i8_rows<6>(a, lda, packed, comp, sb, sa, chunks, cp, out);
+      return tile_i8_rows<6>(a, lda, packed, comp, sb, sa, chunks, cp, s0, s1, sums, out);
   }
 }
 

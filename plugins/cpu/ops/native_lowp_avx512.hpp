@@ -53,8 +53,17 @@ void pack_b_tile_bf16(const uint8_t* b, int64_t k, int64_t cols, int64_t chunk, 
 //   (float)(dot of a's row r chunk c with column j) * sa[r * chunks + c] * sb[c * 64 + j]
 // for r < rows (<= kTileRowsI8 / kTileRowsBf16). |a|: rows of chunks * cp
 // elements each (stride lda), padded like b; int8's shifted by 128.
+//
+// tile_i8 runs the k steps [s0, s1) of that (step s: k 4s .. 4s + 3 of the
+// padded k, in chunk s / (cp / 4)), so that a caller can cut k into blocks
+// whose part of the packed tile stays in L1 across all its rows: |sums|
+// [rows][64] carries a chunk's i32 sums from one block to the next, and |out|
+// (zeroed by the caller before the first block) gets each chunk's scaled sum
+// when the chunk ends. tile_bf16 runs all of k and zeroes |out| itself.
+inline constexpr int64_t kStepsPerBlock = 128;  // 128 x 256 bytes of the tile: 32 KiB
 void tile_i8(int rows, const uint8_t* a, int64_t lda, const uint8_t* packed, const int32_t* comp,
-             const float* sb, const float* sa, int64_t chunks, int64_t cp, float* out);
+             const float* sb, const float* sa, int64_t chunks, int64_t cp, int64_t s0, int64_t s1,
+             int32_t* sums, float* out);
 // The few-row form of tile_i8 (decode: m of 1 to kDotRowsI8 per expert):
 // b read as it lies, column by column, 64 k a vector, no packing (which would
 // cost as much as the product here); a's rows as for tile_i8. Each chunk's
