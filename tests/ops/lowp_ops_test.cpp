@@ -598,6 +598,10 @@ TEST_CASE("scaled matmul: odd shapes, int8 extremes, every scale layout", "[lowp
       {i8, i8, f32, 25, 128, 256, {1, 128}, {128, 128}, {0, 0, 7, 7, 20, 23}},
       {i8, i8, bf16, 25, 70, 37, {1, 0}, {1, 0}, {0, 0, 7, 7, 20, 23}, true},
       {e4, e4, f32, 25, 128, 256, {1, 128}, {128, 128}, {0, 0, 7, 7, 20, 23}},
+      // an expert in two runs of rows (rows 3..5 taken by expert 2), each
+      // ending in a partial row tile.
+      {i8, i8, f32, 12, 70, 40, {1, 0}, {1, 0}, {0, 12, 3, 6}},
+      {e4, e4, bf16, 12, 70, 40, {1, 0}, {1, 0}, {0, 12, 3, 6}},
       // overlapping segments (rows 5..9 take the last one) and one past m.
       {i8, i8, f32, 12, 20, 8, {1, 0}, {1, 0}, {0, 10, 5, 30}},
   };

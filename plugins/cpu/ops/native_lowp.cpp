@@ -137,8 +137,9 @@ struct TiledScratch {  // per thread
   std::vector<int32_t> comp;
   std::vector<float> sb;
   std::vector<float> out;
-  std::vector<float> totals;  // an int8 item's rows, k blocked
-  std::vector<int32_t> sums;
+  std::vector<float> totals;  // an item's rows, k blocked
+  std::vector<int32_t> sums_i32;
+  std::vector<float> sums_f32;
   // The submitting thread's, shared with the workers during one execution.
   std::vector<uint8_t> a;
   std::vector<float> sa;
@@ -172,6 +173,18 @@ const Bf16Bytes& bf16_bytes(hal_dtype_t dtype) {
   };
   static const Bf16Bytes e4m3 = make(HAL_DTYPE_F8_E4M3), e5m2 = make(HAL_DTYPE_F8_E5M2);
   return dtype == HAL_DTYPE_F8_E4M3 ? e4m3 : e5m2;
+}
+
+// The bf16 bits of every code of |dtype| (exact).
+const uint16_t* bf16_codes(hal_dtype_t dtype) {
+  static const auto make = [](hal_dtype_t d) {
+    std::array<uint16_t, 256> bits{};
+    for (int c = 0; c < 256; ++c) bits[c] = to_bf16(fp8_table().of(d)[c]);
+    return bits;
+  };
+  static const std::array<uint16_t, 256> e4m3 = make(HAL_DTYPE_F8_E4M3),
+                                         e5m2 = make(HAL_DTYPE_F8_E5M2);
+  return dtype == HAL_DTYPE_F8_E4M3 ? e4m3.data() : e5m2.data();
 }
 
 // HAL_CPU_LOWP_PLAIN=1: the plain loops below even where the CPU runs the
@@ -245,7 +258,7 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
     uint8_t* a_rows = thread_scratch(shared.a, static_cast<size_t>(m * kp) * element);
     float* sa = thread_scratch(shared.sa, static_cast<size_t>(m * chunks));
     const auto* a8 = static_cast<const uint8_t*>(operand[0]);
-    const float* a_values = fp8_table().of(a_dtype);
+    const uint16_t* a_bits = bf16_codes(int8 ? HAL_DTYPE_F8_E4M3 : a_dtype);
     parallel_ranges(pool, static_cast<uint64_t>(m), 16, [&](uint64_t begin, uint64_t end) {
       for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r) {
         if (expert[r] < 0) continue;
@@ -258,7 +271,7 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
             std::fill(to + chunk, to + cp, uint8_t{0});
           } else {
             uint16_t* to = reinterpret_cast<uint16_t*>(a_rows) + r * kp + c * cp;
-            for (int64_t i = 0; i < chunk; ++i) to[i] = to_bf16(a_values[from[i]]);
+            for (int64_t i = 0; i < chunk; ++i) to[i] = a_bits[from[i]];
             std::fill(to + chunk, to + cp, uint16_t{0});
           }
         }
@@ -311,49 +324,50 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
                   j < cols
                       ? bs[(g * b_scale_rows + (j0 + j) / gb.br) * gb.cols + (c * chunk) / gb.bc]
                       : 0.0f;
-          if (int8 && !few) {
-            // k in blocks of kStepsPerBlock steps, each block against all
-            // the expert's rows (their totals and running sums side by side).
-            float* totals = thread_scratch(own.totals, static_cast<size_t>(expert_rows * 64));
-            int32_t* sums = thread_scratch(own.sums, static_cast<size_t>(expert_rows * 64));
-            std::fill(totals, totals + expert_rows * 64, 0.0f);
-            const int64_t steps = kp / 4;
-            for (int64_t s0 = 0; s0 < steps; s0 += native::kStepsPerBlock) {
-              const int64_t s1 = std::min(steps, s0 + native::kStepsPerBlock);
-              int64_t row = 0;  // of the expert's rows, in run order
-              for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
-                const int64_t lo = bounds[static_cast<size_t>(2 * run)];
-                const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
-                for (int64_t r0 = lo; r0 < hi; r0 += tile_rows, row += tile_rows) {
-                  const int rows = static_cast<int>(std::min<int64_t>(tile_rows, hi - r0));
-                  native::tile_i8(rows, a_rows + r0 * kp, kp, packed, comp, sb, sa + r0 * chunks,
-                                  chunks, cp, s0, s1, sums + row * 64, totals + row * 64);
-                }
-              }
+          if (few) {
+            for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
+              const int64_t lo = bounds[static_cast<size_t>(2 * run)];
+              const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
+              const int rows = static_cast<int>(hi - lo);  // at most kDotRowsI8
+              native::dot_i8(rows, a_rows + lo * kp, kp, reinterpret_cast<const int8_t*>(b_tile), k,
+                             cols, chunk, chunks, cp, sb, sa + lo * chunks, comp, out);
+              for (int r = 0; r < rows; ++r) write_row(lo + r, out + r * 64);
             }
+            return;
+          }
+          // k in blocks of kStepsPerBlock steps, each block against all the
+          // expert's rows (their totals and running sums side by side, in
+          // run order).
+          float* totals = thread_scratch(own.totals, static_cast<size_t>(expert_rows * 64));
+          int32_t* sums_i32 = thread_scratch(own.sums_i32, static_cast<size_t>(expert_rows * 64));
+          float* sums_f32 = thread_scratch(own.sums_f32, static_cast<size_t>(expert_rows * 64));
+          std::fill(totals, totals + expert_rows * 64, 0.0f);
+          const int64_t steps = kp / 4;
+          for (int64_t s0 = 0; s0 < steps; s0 += native::kStepsPerBlock) {
+            const int64_t s1 = std::min(steps, s0 + native::kStepsPerBlock);
             int64_t row = 0;
             for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
               const int64_t lo = bounds[static_cast<size_t>(2 * run)];
               const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
-              for (int64_t r = lo; r < hi; ++r, ++row) write_row(r, totals + row * 64);
+              for (int64_t r0 = lo; r0 < hi; r0 += tile_rows) {
+                const int rows = static_cast<int>(std::min<int64_t>(tile_rows, hi - r0));
+                if (int8) {
+                  native::tile_i8(rows, a_rows + r0 * kp, kp, packed, comp, sb, sa + r0 * chunks,
+                                  chunks, cp, s0, s1, sums_i32 + row * 64, totals + row * 64);
+                } else {
+                  native::tile_bf16(rows, reinterpret_cast<const uint16_t*>(a_rows) + r0 * kp, kp,
+                                    reinterpret_cast<const uint16_t*>(packed), sb, sa + r0 * chunks,
+                                    chunks, cp, s0, s1, sums_f32 + row * 64, totals + row * 64);
+                }
+                row += rows;
+              }
             }
-            return;
           }
+          int64_t row = 0;
           for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
             const int64_t lo = bounds[static_cast<size_t>(2 * run)];
             const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
-            for (int64_t r0 = lo; r0 < hi; r0 += tile_rows) {
-              const int rows = static_cast<int>(std::min<int64_t>(tile_rows, hi - r0));
-              if (few) {
-                native::dot_i8(rows, a_rows + r0 * kp, kp, reinterpret_cast<const int8_t*>(b_tile),
-                               k, cols, chunk, chunks, cp, sb, sa + r0 * chunks, comp, out);
-              } else {
-                native::tile_bf16(rows, reinterpret_cast<const uint16_t*>(a_rows) + r0 * kp, kp,
-                                  reinterpret_cast<const uint16_t*>(packed), sb, sa + r0 * chunks,
-                                  chunks, cp, out);
-              }
-              for (int r = 0; r < rows; ++r) write_row(r0 + r, out + r * 64);
-            }
+            for (int64_t r = lo; r < hi; ++r, ++row) write_row(r, totals + row * 64);
           }
         });
   });

@@ -159,6 +159,11 @@ HAL_LOWP_I8 void tile_i8_rows(const uint8_t* a, int64_t lda, const uint8_t* pack
 
 // ---- 8-bit floats in bf16 ----------------------------------------------------------
 
+template <int Rows>
+HAL_LOWP_BF16 inline __m512 start_f32(const float* sums, int r, int v, bool resume) {
+  return resume && r < Rows ? _mm512_loadu_ps(sums + r * 64 + v * 16) : _mm512_setzero_ps();
+}
+
 HAL_LOWP_BF16 inline __m512bh as_bf16(__m512i bits) {
   return reinterpret_cast<__m512bh>(bits);
 }
@@ -166,11 +171,15 @@ HAL_LOWP_BF16 inline __m512bh as_bf16(__m512i bits) {
 // As chunk_i8: |steps| k steps (two pairs each) of Rows rows in f32.
 template <int Rows>
 HAL_LOWP_BF16 inline void chunk_bf16(const uint16_t* ap, int64_t lda, const uint16_t* bp,
-                                     int64_t steps, __m512* sums) {
-  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-  __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-  __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00;
-  __m512 c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+                                     int64_t steps, float* sums, bool resume) {
+  __m512 c00 = start_f32<Rows>(sums, 0, 0, resume), c01 = start_f32<Rows>(sums, 0, 1, resume);
+  __m512 c02 = start_f32<Rows>(sums, 0, 2, resume), c03 = start_f32<Rows>(sums, 0, 3, resume);
+  __m512 c10 = start_f32<Rows>(sums, 1, 0, resume), c11 = start_f32<Rows>(sums, 1, 1, resume);
+  __m512 c12 = start_f32<Rows>(sums, 1, 2, resume), c13 = start_f32<Rows>(sums, 1, 3, resume);
+  __m512 c20 = start_f32<Rows>(sums, 2, 0, resume), c21 = start_f32<Rows>(sums, 2, 1, resume);
+  __m512 c22 = start_f32<Rows>(sums, 2, 2, resume), c23 = start_f32<Rows>(sums, 2, 3, resume);
+  __m512 c30 = start_f32<Rows>(sums, 3, 0, resume), c31 = start_f32<Rows>(sums, 3, 1, resume);
+  __m512 c32 = start_f32<Rows>(sums, 3, 2, resume), c33 = start_f32<Rows>(sums, 3, 3, resume);
   for (int64_t s = 0; s < steps; ++s) {
     const uint16_t* step = bp + s * 256;
 #define HAL_LOWP_PAIRS(r)                           \
@@ -206,27 +215,29 @@ HAL_LOWP_BF16 inline void chunk_bf16(const uint16_t* ap, int64_t lda, const uint
   }
   const __m512 all[16] = {c00, c01, c02, c03, c10, c11, c12, c13,
                           c20, c21, c22, c23, c30, c31, c32, c33};
-  for (int i = 0; i < Rows * 4; ++i) sums[i] = all[i];
+  for (int i = 0; i < Rows * 4; ++i) _mm512_storeu_ps(sums + i * 16, all[i]);
 }
 
 template <int Rows>
 HAL_LOWP_BF16 void tile_bf16_rows(const uint16_t* a, int64_t lda, const uint16_t* packed,
                                   const float* sb, const float* sa, int64_t chunks, int64_t cp,
-                                  float* out) {
-  for (int r = 0; r < Rows; ++r)
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(out + r * 64 + v * 16, _mm512_setzero_ps());
+                                  int64_t s0, int64_t s1, float* sums, float* out) {
   const int64_t steps = cp / 4;
-  alignas(64) __m512 sums[Rows * 4];
-  for (int64_t c = 0; c < chunks; ++c) {
-    chunk_bf16<Rows>(a + c * cp, lda, packed + c * steps * 256, steps, sums);
-    for (int v = 0; v < 4; ++v) {
-      const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
-      for (int r = 0; r < Rows; ++r) {
-        const __m512 scaled = _mm512_mul_ps(sums[r * 4 + v], _mm512_set1_ps(sa[r * chunks + c]));
-        float* total = out + r * 64 + v * 16;
-        _mm512_storeu_ps(total, _mm512_fmadd_ps(scaled, column_scale, _mm512_loadu_ps(total)));
+  for (int64_t s = s0; s < s1;) {
+    const int64_t c = s / steps, chunk_end = (c + 1) * steps, e = std::min(s1, chunk_end);
+    chunk_bf16<Rows>(a + s * 4, lda, packed + s * 256, e - s, sums, s != c * steps);
+    if (e == chunk_end) {
+      for (int v = 0; v < 4; ++v) {
+        const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
+        for (int r = 0; r < Rows; ++r) {
+          const __m512 sum = _mm512_loadu_ps(sums + r * 64 + v * 16);
+          const __m512 scaled = _mm512_mul_ps(sum, _mm512_set1_ps(sa[r * chunks + c]));
+          float* total = out + r * 64 + v * 16;
+          _mm512_storeu_ps(total, _mm512_fmadd_ps(scaled, column_scale, _mm512_loadu_ps(total)));
+        }
       }
     }
+    s = e;
   }
 }
 
@@ -411,16 +422,17 @@ HAL_LOWP_I8 void dot_i8(int rows, const uint8_t* a, int64_t lda, const int8_t* b
 }
 
 void tile_bf16(int rows, const uint16_t* a, int64_t lda, const uint16_t* packed, const float* sb,
-               const float* sa, int64_t chunks, int64_t cp, float* out) {
+               const float* sa, int64_t chunks, int64_t cp, int64_t s0, int64_t s1, float* sums,
+               float* out) {
   switch (rows) {
     case 1:
-      return tile_bf16_rows<1>(a, lda, packed, sb, sa, chunks, cp, out);
+      return tile_bf16_rows<1>(a, lda, packed, sb, sa, chunks, cp, s0, s1, sums, out);
     case 2:
-      return tile_bf16_rows<2>(a, lda, packed, sb, sa, chunks, cp, out);
+      return tile_bf16_rows<2>(a, lda, packed, sb, sa, chunks, cp, s0, s1, sums, out);
     case 3:
-      return tile_bf16_rows<3>(a, lda, packed, sb, sa, chunks, cp, out);
+      return tile_bf16_rows<3>(a, lda, packed, sb, sa, chunks, cp, s0, s1, sums, out);
     default:
-      return tile_bf16_rows<4>(a, lda, packed, sb, sa, chunks, cp, out);
+      return tile_bf16_rows<4>(a, lda, packed, sb, sa, chunks, cp, s0, s1, sums, out);
   }
 }
 

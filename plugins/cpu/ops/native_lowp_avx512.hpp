@@ -54,12 +54,12 @@ void pack_b_tile_bf16(const uint8_t* b, int64_t k, int64_t cols, int64_t chunk, 
 // for r < rows (<= kTileRowsI8 / kTileRowsBf16). |a|: rows of chunks * cp
 // elements each (stride lda), padded like b; int8's shifted by 128.
 //
-// tile_i8 runs the k steps [s0, s1) of that (step s: k 4s .. 4s + 3 of the
+// Both run the k steps [s0, s1) of that (step s: k 4s .. 4s + 3 of the
 // padded k, in chunk s / (cp / 4)), so that a caller can cut k into blocks
 // whose part of the packed tile stays in L1 across all its rows: |sums|
 // [rows][64] carries a chunk's i32 sums from one block to the next, and |out|
 // (zeroed by the caller before the first block) gets each chunk's scaled sum
-// when the chunk ends. tile_bf16 runs all of k and zeroes |out| itself.
+// when the chunk ends. tile_bf16 likewise, its sums f32.
 inline constexpr int64_t kStepsPerBlock = 128;  // 128 x 256 bytes of the tile: 32 KiB
 void tile_i8(int rows, const uint8_t* a, int64_t lda, const uint8_t* packed, const int32_t* comp,
              const float* sb, const float* sa, int64_t chunks, int64_t cp, int64_t s0, int64_t s1,
@@ -74,7 +74,8 @@ void dot_i8(int rows, const uint8_t* a, int64_t lda, const int8_t* b, int64_t k,
             int64_t chunk, int64_t chunks, int64_t cp, const float* sb, const float* sa,
             int32_t* comp, float* out);
 void tile_bf16(int rows, const uint16_t* a, int64_t lda, const uint16_t* packed, const float* sb,
-               const float* sa, int64_t chunks, int64_t cp, float* out);
+               const float* sa, int64_t chunks, int64_t cp, int64_t s0, int64_t s1, float* sums,
+               float* out);
 
 }  // namespace hal::cpu::ops::native
 
