@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 
 #define HAL_LOWP_I8 __attribute__((target("avx512f,avx512bw,avx512vnni")))
@@ -414,7 +415,8 @@ HAL_LOWP_I8 void dot_i8(int rows, const uint8_t* a, int64_t lda, const int8_t* b
         const auto part = static_cast<int32_t>(
             static_cast<uint32_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(sum0, sum1))) -
             static_cast<uint32_t>(comp[c]));
-        total += static_cast<float>(part) * sa[r * chunks + c] * sb[c * 64 + j];
+        // As the tiles' epilogue, so that both give the same bits.
+        total = std::fma(static_cast<float>(part) * sa[r * chunks + c], sb[c * 64 + j], total);
       }
       out[r * 64 + j] = total;
     }
