@@ -583,10 +583,11 @@ TEST_CASE("scaled matmul: odd shapes, int8 extremes, every scale layout", "[lowp
       {i8, i8, f32, 3, 20, 18, {1, 6}, {1, 0}, {}, true},
       {i8, i8, f32, 4, 70, 200, {1, 40}, {2, 40}, {}},
       {i8, i8, bf16, 2, 9, 200, {1, 0}, {1, 0}, {}, true},
-      // k past one block of the tile's k loop (128 steps of 4): one chunk
+      // k past one block of the tiles' k loop (512 steps of 4): one chunk
       // over three blocks, and chunks of 40 with one across a block's end.
-      {i8, i8, f32, 7, 70, 1100, {1, 0}, {1, 0}, {}, true},
-      {i8, i8, f32, 9, 64, 800, {1, 40}, {64, 40}, {}},
+      {i8, i8, f32, 7, 70, 4400, {1, 0}, {1, 0}, {}, true},
+      {i8, i8, f32, 9, 64, 2400, {1, 40}, {64, 40}, {}},
+      {e4, e5, f32, 5, 64, 2400, {1, 40}, {64, 40}, {}},
       // per-column a scales (a's blocks {0, 1}: each k its own chunk).
       {i8, i8, f32, 6, 33, 12, {0, 1}, {1, 0}, {}},
       // the 8-bit floats: odd shapes, per row/channel, blocks, mixed formats.
