@@ -145,8 +145,10 @@ struct TiledScratch {  // per thread
   std::vector<float> sa;
   std::vector<int64_t> expert;
   std::vector<int64_t> run_bounds;  // the row runs, expert by expert
-  std::vector<int64_t> first_run;   // per expert, its first run; groups + 1 entries
-  std::vector<int64_t> active;      // experts with rows
+  std::vector<int64_t> found_runs;
+  std::vector<int64_t> next_run;
+  std::vector<int64_t> first_run;  // per expert, its first run; groups + 1 entries
+  std::vector<int64_t> active;     // experts with rows
 };
 
 TiledScratch& tiled_scratch() {
@@ -231,28 +233,36 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
         for (int64_t r = lo; r < hi; ++r) expert[r] = e;
       }
     }
-    // The runs of consecutive rows with one expert, expert by expert.
+    // The runs of consecutive rows with one expert, expert by expert: found
+    // in row order, then placed by a counting sort on the expert (one pass
+    // over the rows, whatever the number of experts).
     std::vector<int64_t>& bounds = shared.run_bounds;
-    bounds.clear();
+    std::vector<int64_t>& found = shared.found_runs;  // expert, lo, hi in row order
+    found.clear();
+    for (int64_t r = 0; r < m;) {
+      int64_t end = r + 1;
+      while (end < m && expert[end] == expert[r]) ++end;
+      if (expert[r] >= 0) found.insert(found.end(), {expert[r], r, end});
+      r = end;
+    }
     int64_t* first_run = thread_scratch(shared.first_run, static_cast<size_t>(groups + 1));
+    std::fill(first_run, first_run + groups + 1, int64_t{0});
+    for (size_t i = 0; i < found.size(); i += 3) ++first_run[found[i] + 1];
+    for (int64_t e = 0; e < groups; ++e) first_run[e + 1] += first_run[e];
+    bounds.resize(found.size() / 3 * 2);
     std::vector<int64_t>& active = shared.active;
     active.clear();
-    for (int64_t e = 0; e < groups; ++e) {
-      first_run[e] = static_cast<int64_t>(bounds.size() / 2);
-      for (int64_t r = 0; r < m;) {
-        if (expert[r] != e) {
-          ++r;
-          continue;
-        }
-        int64_t end = r;
-        while (end < m && expert[end] == e) ++end;
-        bounds.push_back(r);
-        bounds.push_back(end);
-        r = end;
+    for (int64_t e = 0; e < groups; ++e)
+      if (first_run[e + 1] > first_run[e]) active.push_back(e);
+    {
+      std::vector<int64_t>& next = shared.next_run;
+      next.assign(first_run, first_run + groups);
+      for (size_t i = 0; i < found.size(); i += 3) {
+        const int64_t at = next[static_cast<size_t>(found[i])]++;
+        bounds[static_cast<size_t>(2 * at)] = found[i + 1];
+        bounds[static_cast<size_t>(2 * at + 1)] = found[i + 2];
       }
-      if (static_cast<int64_t>(bounds.size() / 2) > first_run[e]) active.push_back(e);
     }
-    first_run[groups] = static_cast<int64_t>(bounds.size() / 2);
     if (active.empty()) return;
     // a's rows, padded per chunk, and their scales per chunk.
     uint8_t* a_rows = thread_scratch(shared.a, static_cast<size_t>(m * kp) * element);
@@ -309,12 +319,10 @@ std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc
                 bounds[static_cast<size_t>(2 * run + 1)] - bounds[static_cast<size_t>(2 * run)];
           // A few rows (decode): b's rows read as they lie, no packing.
           const bool few = int8 && expert_rows <= native::kDotRowsI8;
-          if (few) {
-            // dot_i8 reads b itself
-          } else if (int8) {
+          if (int8 && !few) {
             native::pack_b_tile_i8(reinterpret_cast<const int8_t*>(b_tile), k, cols, chunk, chunks,
                                    packed, comp);
-          } else {
+          } else if (!int8) {
             native::pack_b_tile_bf16(b_tile, k, cols, chunk, chunks, b_bytes.hi.data(),
                                      b_bytes.lo.data(), reinterpret_cast<uint16_t*>(packed));
           }
