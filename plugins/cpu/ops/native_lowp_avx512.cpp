@@ -77,6 +77,16 @@ HAL_LOWP_F inline void transpose_16_steps(const uint8_t* from, int64_t k, uint8_
   }
 }
 
+// What an int8 chunk that ends adds to its rows' totals: out[r][j] +=
+// (sum[r][j] - comp[j]) * sa[r * sa_stride] * sb[j].
+struct Epilogue {
+  const int32_t* comp;
+  const float* sb;
+  const float* sa;
+  int64_t sa_stride;
+  float* out;
+};
+
 // ---- int8 ----------------------------------------------------------------------
 
 // |steps| k steps of Rows rows against the 4 vectors of a packed tile, on
@@ -91,7 +101,7 @@ HAL_LOWP_I8 inline __m512i start(const int32_t* sums, int r, int v, bool resume)
 
 template <int Rows>
 HAL_LOWP_I8 inline void chunk_i8(const uint8_t* ap, int64_t lda, const uint8_t* bp, int64_t steps,
-                                 int32_t* sums, bool resume) {
+                                 int32_t* sums, bool resume, const Epilogue* finish) {
   __m512i c00 = start<Rows>(sums, 0, 0, resume), c01 = start<Rows>(sums, 0, 1, resume),
           c02 = start<Rows>(sums, 0, 2, resume), c03 = start<Rows>(sums, 0, 3, resume);
   __m512i c10 = start<Rows>(sums, 1, 0, resume), c11 = start<Rows>(sums, 1, 1, resume),
@@ -129,7 +139,22 @@ HAL_LOWP_I8 inline void chunk_i8(const uint8_t* ap, int64_t lda, const uint8_t* 
   }
   const __m512i all[24] = {c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23,
                            c30, c31, c32, c33, c40, c41, c42, c43, c50, c51, c52, c53};
-  for (int i = 0; i < Rows * 4; ++i) _mm512_storeu_si512(sums + i * 16, all[i]);
+  if (finish == nullptr) {
+    for (int i = 0; i < Rows * 4; ++i) _mm512_storeu_si512(sums + i * 16, all[i]);
+    return;
+  }
+  // The chunk ends here: its sums, corrected, scaled into the totals
+  // straight from the registers.
+  for (int v = 0; v < 4; ++v) {
+    const __m512i correction = _mm512_loadu_si512(finish->comp + v * 16);
+    const __m512 column_scale = _mm512_loadu_ps(finish->sb + v * 16);
+    for (int r = 0; r < Rows; ++r) {
+      const __m512 part = _mm512_cvtepi32_ps(_mm512_sub_epi32(all[r * 4 + v], correction));
+      const __m512 scaled = _mm512_mul_ps(part, _mm512_set1_ps(finish->sa[r * finish->sa_stride]));
+      float* total = finish->out + r * 64 + v * 16;
+      _mm512_storeu_ps(total, _mm512_fmadd_ps(scaled, column_scale, _mm512_loadu_ps(total)));
+    }
+  }
 }
 
 template <int Rows>
@@ -140,20 +165,9 @@ HAL_LOWP_I8 void tile_i8_rows(const uint8_t* a, int64_t lda, const uint8_t* pack
   for (int64_t s = s0; s < s1;) {
     const int64_t c = s / steps, chunk_end = (c + 1) * steps, e = std::min(s1, chunk_end);
     // Step s of the padded k is at 4 s in a's rows and 256 s in the tile.
-    chunk_i8<Rows>(a + s * 4, lda, packed + s * 256, e - s, sums, s != c * steps);
-    if (e == chunk_end) {
-      for (int v = 0; v < 4; ++v) {
-        const __m512i correction = _mm512_loadu_si512(comp + c * 64 + v * 16);
-        const __m512 column_scale = _mm512_loadu_ps(sb + c * 64 + v * 16);
-        for (int r = 0; r < Rows; ++r) {
-          const __m512i sum = _mm512_loadu_si512(sums + r * 64 + v * 16);
-          const __m512 part = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, correction));
-          const __m512 scaled = _mm512_mul_ps(part, _mm512_set1_ps(sa[r * chunks + c]));
-          float* total = out + r * 64 + v * 16;
-          _mm512_storeu_ps(total, _mm512_fmadd_ps(scaled, column_scale, _mm512_loadu_ps(total)));
-        }
-      }
-    }
+    const Epilogue finish{comp + c * 64, sb + c * 64, sa + c, chunks, out};
+    chunk_i8<Rows>(a + s * 4, lda, packed + s * 256, e - s, sums, s != c * steps,
+                   e == chunk_end ? &finish : nullptr);
     s = e;
   }
 }
@@ -226,6 +240,8 @@ HAL_LOWP_BF16 void tile_bf16_rows(const uint16_t* a, int64_t lda, const uint16_t
   const int64_t steps = cp / 4;
   for (int64_t s = s0; s < s1;) {
     const int64_t c = s / steps, chunk_end = (c + 1) * steps, e = std::min(s1, chunk_end);
+    // The epilogue from memory (fused into the chunk as int8's, it measured
+    // the same).
     chunk_bf16<Rows>(a + s * 4, lda, packed + s * 256, e - s, sums, s != c * steps);
     if (e == chunk_end) {
       for (int v = 0; v < 4; ++v) {
