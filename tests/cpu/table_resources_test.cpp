@@ -37,7 +37,7 @@ uint64_t resident_bytes() {
 // byte the test touches brings shadow and meta-shadow pages with it, several
 // times its own size, so the bounds below hold only without it (ASan's shadow
 // is an eighth and fits the slack).
-#if defined(__SANITIZE_THREAD__)
+#if defined(HAL_SANITIZER_THREAD)
 constexpr bool kResidentMeasuresThePlugin = false;
 #else
 constexpr bool kResidentMeasuresThePlugin = true;
