@@ -6,6 +6,7 @@
 #include "api_common.hpp"
 #include "buffers.hpp"
 #include "fallbacks.hpp"
+#include "hal_ops/abi_minor.hpp"
 #include "hal_ops/tensor.hpp"
 #include "hal_util/env.hpp"
 #include "hal_util/names.hpp"
@@ -133,15 +134,21 @@ struct Candidate {
 // The implementation list of |kind| on |device|, in the order it is tried:
 // the plugin's own (named by its op_implementation entry, or by the plugin's
 // name when it has none), then the loader's portable ones. A plugin whose
-// op_implementation names none for |kind| is declined here, unasked.
+// op_implementation names none for |kind| is declined here, unasked; so is a
+// plugin of an older ABI minor than |kind| or an operand's dtype (SPEC §2):
+// it is never handed a value it cannot know.
 std::vector<Candidate> implementation_list(const hal_device_s* device, hal_op_kind_t kind,
+                                           const hal::ops::OpSignature& signature,
                                            std::string* declines) {
   std::vector<Candidate> list;
   const PluginRecord& plugin = *device->plugin;
   const hal_plugin_table_v1_t& table = plugin.table;
   if (table.op_plan_create != nullptr && table.op_plan_destroy != nullptr &&
       table.op_execute != nullptr) {
-    if (table.op_implementation == nullptr) {
+    if (std::string newer = hal::ops::newer_than_plugin(plugin.abi_version, kind, signature);
+        !newer.empty()) {
+      *declines += plugin.name + ": " + newer + "\n";
+    } else if (table.op_implementation == nullptr) {
       list.push_back({plugin.name});
     } else if (const char* name = table.op_implementation(device->impl, kind);
                name != nullptr && name[0] != '\0') {
@@ -247,7 +254,8 @@ hal_result_t plan_create_body(hal_device_t device, const hal_op_header_t* desc,
 
     // The implementation list, filtered before each candidate is asked.
     hal_result_t planned = HAL_ERROR_UNSUPPORTED;
-    for (const Candidate& candidate : implementation_list(device, desc->kind, &plan->declines)) {
+    for (const Candidate& candidate :
+         implementation_list(device, desc->kind, plan->signature, &plan->declines)) {
       if (!implementation_allowed(candidate.name)) {
         plan->declines += candidate.name + ": excluded by HAL_OPS_IMPLEMENTATIONS\n";
         continue;

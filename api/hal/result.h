@@ -26,7 +26,7 @@ extern "C" {
  * (libhal.so.1); minor releases only append functions, struct fields and
  * table entries. */
 #define HAL_ABI_VERSION_MAJOR 1
-#define HAL_ABI_VERSION_MINOR 0
+#define HAL_ABI_VERSION_MINOR 1
 #define HAL_ABI_VERSION_PATCH 0
 #define HAL_MAKE_VERSION(major, minor, patch) \
   (((uint32_t)(major) << 22) | ((uint32_t)(minor) << 12) | (uint32_t)(patch))

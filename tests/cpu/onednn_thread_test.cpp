@@ -9,6 +9,7 @@
 #include <dnnl.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -178,39 +179,85 @@ TEST_CASE("onednn thread: sgemm from many threads is right and adds one OpenMP t
   }
 }
 
-TEST_CASE("onednn thread: a caller whose team would be one thread runs its body itself, in turn",
+// torch.set_num_threads(1) sets its calling thread's OpenMP count only. A
+// primitive planned from such a thread used to be created on it at 1 thread
+// and run from a stream executor on the 2-thread team: oneDNN sized the
+// scratchpad for 1 and the team wrote past it (ResNet-18 on the hal device
+// crashed in memset). Every call now runs at the plugin's count.
+TEST_CASE("onednn thread: a call runs at the plugin's thread count whatever its caller set",
           "[cpu][onednn]") {
+  REQUIRE(hal::cpu::ops::onednn_team_threads() == 2);  // the test runs with OMP_NUM_THREADS=2
   std::atomic<int> inside{0};
   std::atomic<int> overlaps{0};
-  std::thread::id single_caller, ran_single;
-  std::set<std::thread::id> ran_team;
+  std::set<std::thread::id> ran;
+  std::vector<int> seen;
+  std::thread::id one_caller;
+  int one_after = 0;
   // The oneDNN thread exists before the callers, whose ids it cannot reuse.
   run_on_onednn_thread([] {});
+  const auto call = [&] {
+    run_on_onednn_thread([&] {
+      if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+      ran.insert(std::this_thread::get_id());
+      seen.push_back(omp_get_max_threads());
+      inside.fetch_sub(1);
+    });
+  };
   std::thread one([&] {
-    omp_set_num_threads(1);  // this thread's own setting: its calls would use a team of one
-    single_caller = std::this_thread::get_id();
-    for (int i = 0; i < 200; ++i) {
-      run_on_onednn_thread([&] {
-        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
-        ran_single = std::this_thread::get_id();
-        inside.fetch_sub(1);
-      });
-    }
+    omp_set_num_threads(1);  // this thread's own setting, as torch.set_num_threads(1)
+    one_caller = std::this_thread::get_id();
+    for (int i = 0; i < 200; ++i) call();
+    one_after = omp_get_max_threads();
+  });
+  std::thread three([&] {
+    omp_set_num_threads(3);
+    for (int i = 0; i < 200; ++i) call();
   });
   std::thread other([&] {
-    for (int i = 0; i < 200; ++i) {
-      run_on_onednn_thread([&] {
-        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
-        ran_team.insert(std::this_thread::get_id());
-        inside.fetch_sub(1);
-      });
-    }
+    for (int i = 0; i < 200; ++i) call();
   });
   one.join();
+  three.join();
   other.join();
-  CHECK(ran_single == single_caller);
-  REQUIRE(ran_team.size() == 1);
-  CHECK(*ran_team.begin() != single_caller);
+  REQUIRE(ran.size() == 1);
+  CHECK(*ran.begin() != one_caller);
+  CHECK(one_after == 1);  // the caller's own setting is left as it was
+  REQUIRE(seen.size() == 600);
+  CHECK(std::count(seen.begin(), seen.end(), 2) == 600);
+  CHECK(overlaps.load() == 0);
+}
+
+// Hidden: run by the CTest entry with OMP_NUM_THREADS=1 only ([team_of_one]).
+TEST_CASE("onednn thread: a team of one runs every call on its caller at one thread, in turn",
+          "[.team_of_one]") {
+  REQUIRE(hal::cpu::ops::onednn_team_threads() == 1);
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::vector<std::thread::id> callers(2), ran(2);
+  std::vector<int> seen(2, 0), after(2, 0);
+  std::vector<std::thread> workers;
+  for (int c = 0; c < 2; ++c) {
+    workers.emplace_back([&, c] {
+      omp_set_num_threads(c == 0 ? 1 : 4);  // the caller's own setting does not count
+      callers[c] = std::this_thread::get_id();
+      for (int i = 0; i < 200; ++i) {
+        run_on_onednn_thread([&] {
+          if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+          ran[c] = std::this_thread::get_id();
+          seen[c] = omp_get_max_threads();
+          inside.fetch_sub(1);
+        });
+      }
+      after[c] = omp_get_max_threads();
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  for (int c = 0; c < 2; ++c) {
+    CHECK(ran[c] == callers[c]);
+    CHECK(seen[c] == 1);
+  }
+  CHECK(after[0] == 1);
+  CHECK(after[1] == 4);
   CHECK(overlaps.load() == 0);
 }
 

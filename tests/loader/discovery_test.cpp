@@ -9,6 +9,13 @@ using namespace loader_test;
 
 namespace {
 
+#define HAL_TEST_TEXT(x) #x
+#define HAL_TEST_VERSION_TEXT(major, minor, patch) \
+  "ABI is " HAL_TEST_TEXT(major) "." HAL_TEST_TEXT(minor) "." HAL_TEST_TEXT(patch)
+// What a refused plugin's reason says of the loader's ABI ("ABI is 1.1.0").
+constexpr const char* kLoaderAbiText =
+    HAL_TEST_VERSION_TEXT(HAL_ABI_VERSION_MAJOR, HAL_ABI_VERSION_MINOR, HAL_ABI_VERSION_PATCH);
+
 struct ZooCase {
   const char* file_stem;
   hal_plugin_outcome_t outcome;
@@ -26,7 +33,7 @@ const std::vector<ZooCase>& zoo_cases() {
       {"zoo_abi_refused",
        HAL_PLUGIN_FAILED_ABI,
        HAL_ERROR_ABI_MISMATCH,
-       {"HAL_ERROR_ABI_MISMATCH", "ABI is 1.0.0"}},
+       {"HAL_ERROR_ABI_MISMATCH", kLoaderAbiText}},
       {"zoo_abi_major2", HAL_PLUGIN_FAILED_ABI, HAL_ERROR_ABI_MISMATCH, {"ABI 2.0.0"}},
       {"zoo_null_table", HAL_PLUGIN_FAILED_ABI, HAL_ERROR_ABI_MISMATCH, {"no function table"}},
       {"zoo_missing_entry",

@@ -141,3 +141,28 @@ TEST_CASE("the implementation list is filtered before any candidate is asked", "
     CHECK(count_of(outcome.stderr_text, "hal_ops: plan softmax ") == 1);
   }
 }
+
+// SPEC §2: a plugin built against an older minor is never handed an op kind
+// (or dtype) of a later one: declined unasked, with the reason, and the next
+// implementation is tried.
+TEST_CASE("a plugin of an older ABI minor is never asked about a newer op kind", "[ops][abi]") {
+  VerboseTracedPlans traced;
+  const hal_op_unary_desc_t scale = scale_desc();
+  setenv("HAL_TEST_MOCK_ABI_MINOR", "0", 1);
+  const Outcome outcome = plan_once(scale.header, nullptr);
+  unsetenv("HAL_TEST_MOCK_ABI_MINOR");
+  CAPTURE(outcome.stderr_text);
+  CHECK(count_of(outcome.stderr_text, kAsked) == 0);
+  CHECK(count_of(outcome.stderr_text, "mock: op_implementation") == 0);
+  CHECK(outcome.implementation != "mock.scale");
+  CHECK_THAT(
+      outcome.declines,
+      Catch::Contains("mock: the plugin declares ABI 1.0, older than 1.1, which added unary"));
+  CHECK_THAT(outcome.stderr_text, Catch::Contains("(declined: mock: the plugin declares ABI 1.0"));
+
+  // At the loader's own minor the same plugin is asked, and serves.
+  const Outcome current = plan_once(scale.header, nullptr);
+  REQUIRE(current.result == HAL_SUCCESS);
+  CHECK(current.implementation == "mock.scale");
+  CHECK(count_of(current.stderr_text, "mock: op_implementation") == 1);
+}

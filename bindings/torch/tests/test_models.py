@@ -28,6 +28,8 @@ step) breaks the bound within a few steps.
 import copy
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -167,6 +169,33 @@ def test_resnet18_trains_as_on_the_cpu():
     on_hal_error, on_cpu_error = worst(gradients("hal")), worst(gradients("cpu"))
     print(f"resnet18 gradient vs float64: hal {on_hal_error:.2e}, cpu f32 {on_cpu_error:.2e}")
     assert on_hal_error <= 2 * on_cpu_error + 1e-6
+
+
+def test_resnet18_with_one_torch_thread():
+    """torch.set_num_threads(1) sets the calling thread's OpenMP count only. The cpu plugin once
+    created its oneDNN primitives at the count of the thread that planned them (1, the
+    application's) and ran them on its 2-thread team, which wrote past the scratchpad: the
+    bench's `resnet18 --threads 1` died in memset. A process of its own, since the count is
+    read once per process; the steps agree with the CPU's."""
+    script = """
+import sys, torch, torchvision
+import hal_torch
+sys.path.insert(0, sys.argv[1])
+import test_models
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = torchvision.models.resnet18(num_classes=10)
+on_hal = test_models.resnet_losses("hal", model, 2, 4)
+on_cpu = test_models.resnet_losses("cpu", model, 2, 4)
+print("losses", on_hal, on_cpu)
+for h, c in zip(on_hal, on_cpu):
+    assert abs(h - c) <= test_models.TOLERANCE * (1 + abs(c)), (on_hal, on_cpu)
+"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    done = subprocess.run([sys.executable, "-c", script, here], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, (f"exit {done.returncode}\n{done.stdout}\n"
+                                  f"{done.stderr[-3000:]}")
 
 
 @pytest.mark.skipif(not LONG, reason="the slow tier (HAL_TORCH_LONG=1)")

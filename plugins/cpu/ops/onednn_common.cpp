@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #if defined(_OPENMP)
@@ -45,12 +46,28 @@ constexpr auto kShortCallSpin = std::chrono::microseconds(10);
 // True on the oneDNN thread, and on a caller while it runs a call itself.
 thread_local bool tls_on_onednn_thread = false;
 
-// Whether a oneDNN call from this thread would run on a team of one thread
-// (OMP_NUM_THREADS=1, or one core): no OpenMP worker can appear then, and
-// the call runs on its caller without a hand-over.
-bool team_of_one() {
-  return onednn_call_threads() == 1;
-}
+// Sets the calling thread's OpenMP thread count (the count oneDNN sizes a
+// primitive's work split and scratchpad by, at creation and at execution)
+// for the scope's life; the previous count comes back at the end.
+class OmpThreadCount {
+ public:
+  explicit OmpThreadCount([[maybe_unused]] int threads) noexcept {
+#if defined(_OPENMP)
+    previous_ = omp_get_max_threads();
+    if (previous_ != threads) omp_set_num_threads(threads);
+#endif
+  }
+  ~OmpThreadCount() {
+#if defined(_OPENMP)
+    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
+#endif
+  }
+  OmpThreadCount(const OmpThreadCount&) = delete;
+  OmpThreadCount& operator=(const OmpThreadCount&) = delete;
+
+ private:
+  int previous_ = 1;
+};
 
 // Marks this thread as running a oneDNN call for the scope's life.
 class OnThisThread {
@@ -135,6 +152,9 @@ class OnednnThread {
 
   void serve() {
     tls_on_onednn_thread = true;
+#if defined(_OPENMP)
+    omp_set_num_threads(onednn_team_threads());
+#endif
     uint64_t served = 0;
     while (true) {
       const auto posted = [&] {
@@ -179,9 +199,22 @@ class OnednnThread {
 
 }  // namespace
 
-int onednn_call_threads() noexcept {
+int onednn_team_threads() noexcept {
 #if defined(_OPENMP)
-  return omp_get_max_threads();
+  // Read on a thread of its own: libgomp gives a thread that never set a
+  // count of its own the process's (OMP_NUM_THREADS, or one per hardware
+  // thread), whereas the caller may have set its own (torch.set_num_threads
+  // sets its calling thread's only). Without a thread, no team can start.
+  static const int threads = [] {
+    int read = 1;
+    try {
+      std::thread([&read] { read = omp_get_max_threads(); }).join();
+    } catch (const std::system_error&) {
+      return 1;
+    }
+    return std::max(1, read);
+  }();
+  return threads;
 #else
   return 1;
 #endif
@@ -207,8 +240,17 @@ void run_onednn_call(OnednnPlacement placement, void (*body)(void* context), voi
   }
   static std::mutex turn;  // one call at a time, on the thread or not
   std::lock_guard hold(turn);
-  if (placement == OnednnPlacement::kCaller || team_of_one()) {
+  if (placement == OnednnPlacement::kCaller) {
     OnThisThread on_this_thread;
+    body(context);
+    return;
+  }
+  // A team of one thread (OMP_NUM_THREADS=1, or one core) starts no OpenMP
+  // worker: the call runs on its caller without a hand-over, at the plugin's
+  // count whatever the caller's own.
+  if (onednn_team_threads() == 1) {
+    OnThisThread on_this_thread;
+    OmpThreadCount team_of_one(1);
     body(context);
     return;
   }

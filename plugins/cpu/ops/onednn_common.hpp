@@ -44,9 +44,9 @@ dnnl::stream& onednn_stream();
 //    microseconds, which the caller polls for before it sleeps;
 //  - kCaller: on the calling thread, for a call that starts no OpenMP team
 //    (its oneDNN calls run under SingleThreadedOnednn).
-// A caller whose oneDNN calls would run on a team of one thread
-// (OMP_NUM_THREADS=1) runs every call itself; so does a body that calls
-// this again.
+// When the plugin's team is one thread (onednn_team_threads(), whatever the
+// caller's own OpenMP setting), the caller runs every call itself, at one
+// thread; so does a body that calls this again.
 enum class OnednnPlacement { kOnednnThread, kShortOnOnednnThread, kCaller };
 
 // Runs body(context) in its turn where |placement| says, and returns when it
@@ -76,9 +76,15 @@ class SingleThreadedOnednn {
   int previous_ = 1;
 };
 
-// The threads a oneDNN call from this thread would run on (its OpenMP
-// thread count; 1 without OpenMP).
-int onednn_call_threads() noexcept;
+// The threads of the plugin's OpenMP team: the process's OpenMP thread count
+// (OMP_NUM_THREADS, or one per hardware thread; 1 without OpenMP), read once.
+// Every call that run_onednn_call places on the oneDNN thread, planning and
+// execution alike, runs at this count, whatever count its caller set for its
+// own thread: oneDNN sizes a primitive's work split and scratchpad by the
+// count at creation and assumes the same count at execution, so a primitive
+// created on a caller at 1 thread (an application's thread after
+// torch.set_num_threads(1)) and run on the team wrote past its scratchpad.
+int onednn_team_threads() noexcept;
 
 // oneDNN's data type for a HAL floating dtype; nullopt for the others.
 std::optional<dnnl::memory::data_type> onednn_dtype(hal_dtype_t dtype);

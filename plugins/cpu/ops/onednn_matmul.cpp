@@ -171,7 +171,7 @@ void run_sgemm_piece(const SgemmCall& call, const SgemmSplit& split, uint64_t pi
 // and 4096x4096x1024.
 void run_sgemm(const SgemmCall& call, ThreadPool& pool, const float* a, const float* b, float* d) {
   const uint64_t threads = std::min<uint64_t>(
-      pool.workers() + 1u, static_cast<uint64_t>(std::max(1, onednn_call_threads())));
+      pool.workers() + 1u, static_cast<uint64_t>(std::max(1, onednn_team_threads())));
   const SgemmSplit split = split_sgemm(call, threads);
   if (split.pieces == 1) {
     run_sgemm_piece(call, split, 0, a, b, d);

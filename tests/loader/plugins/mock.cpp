@@ -221,6 +221,9 @@ struct MockOpPlan {
 // Names the implementation before planning: mock.scale for HAL_OP_UNARY,
 // none of its own for the other kinds (the loader then never asks).
 const char* mock_op_implementation(hal_impl_device_t*, hal_op_kind_t kind) {
+  if (std::getenv("HAL_TEST_MOCK_TRACE_PLANS") != nullptr) {
+    std::fprintf(stderr, "mock: op_implementation kind %d\n", static_cast<int>(kind));
+  }
   return kind == HAL_OP_UNARY ? "mock.scale" : nullptr;
 }
 
@@ -302,6 +305,12 @@ extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host
   if (HAL_VERSION_MAJOR(host->abi_version) != HAL_ABI_VERSION_MAJOR) return HAL_ERROR_ABI_MISMATCH;
   mock_host = host;
   out_plugin->abi_version = HAL_ABI_VERSION;
+  // HAL_TEST_MOCK_ABI_MINOR=m: the mock declares ABI 1.m, as a plugin built
+  // against an older minor does (SPEC §2).
+  if (const char* minor = std::getenv("HAL_TEST_MOCK_ABI_MINOR"); minor != nullptr) {
+    out_plugin->abi_version = HAL_MAKE_VERSION(
+        HAL_ABI_VERSION_MAJOR, static_cast<uint32_t>(std::strtoul(minor, nullptr, 10)), 0);
+  }
   out_plugin->name = "mock";
   out_plugin->version = "1.0";
   out_plugin->vendor = "HAL tests";
