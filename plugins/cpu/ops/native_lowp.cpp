@@ -192,7 +192,9 @@ const uint16_t* bf16_codes(hal_dtype_t dtype) {
 // HAL_CPU_AVX512=0 (the plugin's one switch for its AVX-512 loops): the plain
 // loops below even where the CPU runs the AVX-512 tiles (the tests run both
 // on one machine).
-bool tiles_wanted() { return native::avx512_allowed(); }
+bool tiles_wanted() {
+  return native::avx512_allowed();
+}
 
 // The scaled matmul on AVX-512 tiles (native_lowp_avx512.hpp): a's rows
 // copied once, padded per k chunk (int8 shifted by 128, 8-bit floats as
