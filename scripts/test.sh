@@ -126,8 +126,13 @@ run_suite() {
   return $result
 }
 
-run_suite asan -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=address,undefined -DHAL_BUILD_BENCH=OFF || status=1
-HAL_BUILD_TARGET="$tsan_targets" \
+# The sanitizer trees compile with clang, about twice as fast as g++ 12 on the same sources (a
+# cpu plugin test file: 3.3 s against 7.7 s under ASan+UBSan, 4.0 against 8.5 s under TSan);
+# Release compiles with g++, the compiler the product ships from. So both compilers' warnings
+# hold (-Werror), and UBSan is clang's, which checks more (enum loads, function types).
+CC=clang CXX=clang++ \
+  run_suite asan -DCMAKE_BUILD_TYPE=Debug -DHAL_SANITIZE=address,undefined -DHAL_BUILD_BENCH=OFF || status=1
+CC=clang CXX=clang++ HAL_BUILD_TARGET="$tsan_targets" \
   run_suite tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAL_SANITIZE=thread -DHAL_BUILD_BENCH=OFF || status=1
 if [[ "$tier" == all ]]; then
   # Fuzzing (clang, its own build tree, HAL_FUZZ_SECONDS per target). Every tree replays the
