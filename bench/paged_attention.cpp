@@ -1,15 +1,18 @@
 // Times HAL_OP_PAGED_ATTENTION (decode: one new token per sequence) through
-// the public API and sets its cache read bandwidth beside a copy of as many
-// bytes in the same run (memcpy on as many threads as the plugin uses): decode
-// attention reads the cache once, so the copy's rate is the ceiling.
+// the public API and sets its cache read bandwidth beside two peers over as
+// many bytes in the same run, interleaved with it, on as many threads as the
+// plugin uses: a memcpy (STREAM's copy) and a plain read of the bytes block by
+// block in the block table's (shuffled) order (a sum of their 64-bit words,
+// vectorised: the most a kernel that only reads the cache could reach here).
 //   _build-rel/bench/paged_attention 1024 8192 32768 [batch=1] [heads=32] [kv=8] [dim=128]
 //                                    [dtype=bf16|f16|f32] [block=16] [splits=0] [mla] [threads=N]
 // mla: FlashMLA's shape (one latent head of 576, values its first 512, heads=16 unless told).
-// Read GB/s counts the cache bytes the op must read (keys and values of every position, once);
-// copy GB/s counts bytes read plus bytes written (STREAM's convention), so a share of 50% means
-// the op streams the cache as fast as a copy reads its source. The cpu columns divide by the
-// process's CPU seconds (all threads) instead of wall seconds: per-core rates that a machine
-// shared with other jobs does not distort (both peers measured alike).
+// op GB/s counts the cache bytes the op must read (keys and values of every position, once) and
+// read GB/s the same bytes; copy GB/s counts bytes read plus bytes written (STREAM's
+// convention), so %copy = 50% means the op streams the cache as fast as a copy reads its source,
+// and %read compares it with reading the bytes and nothing else. The GB/cpu columns divide by
+// the process's CPU seconds (all threads) instead of wall seconds: per-core rates that a
+// machine shared with other jobs distorts less (every peer measured alike).
 #include <hal.h>
 
 #include "bench_common.h"
@@ -88,6 +91,57 @@ double parallel_copy(std::vector<unsigned char>& to, const std::vector<unsigned 
   return bench::now_s() - start;
 }
 
+// The sum of |bytes| bytes' 64-bit words (|bytes| a multiple of 64), in
+// eight lanes: one vector load per 64 bytes with AVX-512 (a clone per ISA).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+uint64_t
+sum_words(const unsigned char* p, size_t bytes) {
+  uint64_t lane[8] = {};
+  for (size_t i = 0; i + 64 <= bytes; i += 64) {
+    uint64_t word[8];
+    std::memcpy(word, p + i, sizeof word);
+    for (int j = 0; j < 8; ++j) lane[j] += word[j];
+  }
+  uint64_t total = 0;
+  for (uint64_t v : lane) total += v;
+  return total;
+}
+
+// A plain read of |from| split over |threads| threads, as the op reads a
+// cache: |from| holds chunks of |chunk| bytes (a block of keys, then the
+// blocks of values), read whole in the order |order| names them (the block
+// table's), a sum of their 64-bit words with eight running sums. Seconds.
+// The most a kernel that only reads the cache could do on this machine.
+double parallel_read(const std::vector<unsigned char>& from, unsigned threads, size_t chunk,
+                     const std::vector<int32_t>& order) {
+  const double start = bench::now_s();
+  std::vector<std::thread> workers;
+  std::vector<uint64_t> sums(threads);
+  const size_t chunks = order.size(), per_chunk = from.size() / std::max<size_t>(1, chunks);
+  const size_t piece = (chunks + threads - 1) / threads;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      uint64_t total = 0;
+      const size_t begin = std::min(chunks, t * piece), end = std::min(chunks, begin + piece);
+      for (size_t c = begin; c < end; ++c) {
+        // Each chunk of |per_chunk| bytes (keys and values of a block) in
+        // pieces of |chunk|.
+        for (size_t at = 0; at + chunk <= per_chunk; at += chunk) {
+          const unsigned char* p =
+              from.data() + static_cast<size_t>(order[c]) * chunk + at / chunk * chunks * chunk;
+          total += sum_words(p, chunk);
+        }
+      }
+      sums[t] = total;
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  bench::do_not_optimize(sums.data());
+  return bench::now_s() - start;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,8 +198,9 @@ int main(int argc, char** argv) {
       static_cast<long long>(batch), static_cast<long long>(heads), static_cast<long long>(kv),
       static_cast<long long>(dim), static_cast<long long>(dim_v), dtype_name(dtype),
       static_cast<long long>(block), splits, mla ? " (MLA)" : "", threads);
-  std::printf("%8s %10s %12s %12s %12s %8s %14s %14s %9s\n", "len", "ms", "read GB/s", "copy GB/s",
-              "bytes MiB", "share", "read GB/cpu-s", "copy GB/cpu-s", "cpu share");
+  std::printf("%8s %9s %9s %8s %9s %9s %6s %6s %10s %10s %10s %6s %6s\n", "len", "bytes MiB", "ms",
+              "op GB/s", "copy GB/s", "read GB/s", "%copy", "%read", "op GB/cpu", "copy GB/cpu",
+              "read GB/cpu", "%copy", "%read");
   for (int64_t len : lens) {
     const int64_t blocks_per_seq = (len + block - 1) / block;
     const int64_t num_blocks = batch * blocks_per_seq;
@@ -192,13 +247,18 @@ int main(int argc, char** argv) {
     args.workspace = workspace;
     args.workspace_bytes = info.workspace_bytes;
     const size_t bytes = k_bytes + v_bytes;  // what decode must read
+    const size_t block_bytes = static_cast<size_t>(block * kv * dim) * elt;
     std::vector<unsigned char> from(bytes, 1), to(bytes, 0);
     CHECK(hal_op_execute(plan, &args, stream));  // warm-up
     CHECK(hal_stream_synchronize(stream));
     parallel_copy(to, from, threads);
     // Interleaved repetitions: the op and the copy in the same time window.
     const int reps = std::max(3, static_cast<int>(200e6 / static_cast<double>(bytes + 1)));
-    std::vector<double> op_s, copy_s, op_cpu, copy_cpu;
+    std::vector<double> op_s, copy_s, read_s, op_cpu, copy_cpu, read_cpu;
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
     for (int r = 0; r < std::min(reps, 50); ++r) {
       const double start = bench::now_s(), start_cpu = cpu_s();
       CHECK(hal_op_execute(plan, &args, stream));
@@ -208,21 +268,24 @@ int main(int argc, char** argv) {
       const double copy_start_cpu = cpu_s();
       copy_s.push_back(parallel_copy(to, from, threads));
       copy_cpu.push_back(cpu_s() - copy_start_cpu);
+      const double read_start_cpu = cpu_s();
+      read_s.push_back(parallel_read(from, threads, block_bytes, table));
+      read_cpu.push_back(cpu_s() - read_start_cpu);
     }
-    std::sort(op_cpu.begin(), op_cpu.end());
-    std::sort(copy_cpu.begin(), copy_cpu.end());
-    const double op_c = op_cpu[op_cpu.size() / 2], copy_c = copy_cpu[copy_cpu.size() / 2];
-    std::sort(op_s.begin(), op_s.end());
-    std::sort(copy_s.begin(), copy_s.end());
-    const double op = op_s[op_s.size() / 2], copy = copy_s[copy_s.size() / 2];
-    const double read_gbs = static_cast<double>(bytes) / op / 1e9;
-    const double copy_gbs = 2.0 * static_cast<double>(bytes) / copy / 1e9;
-    const double read_cpu = static_cast<double>(bytes) / op_c / 1e9;
-    const double copy_cpu_gbs = 2.0 * static_cast<double>(bytes) / copy_c / 1e9;
-    std::printf("%8lld %10.3f %12.2f %12.2f %12.1f %7.0f%% %14.2f %14.2f %8.0f%%\n",
-                static_cast<long long>(len), op * 1e3, read_gbs, copy_gbs,
-                static_cast<double>(bytes) / (1 << 20), 100.0 * read_gbs / copy_gbs, read_cpu,
-                copy_cpu_gbs, 100.0 * read_cpu / copy_cpu_gbs);
+    const double b = static_cast<double>(bytes);
+    const double op = median(op_s), copy = median(copy_s), read = median(read_s);
+    const double op_c = median(op_cpu), copy_c = median(copy_cpu), read_c = median(read_cpu);
+    // GB/s: the op's and the plain read's count the bytes read; the copy's
+    // read + write (STREAM's convention).
+    const double op_gbs = b / op / 1e9, copy_gbs = 2.0 * b / copy / 1e9, read_gbs = b / read / 1e9;
+    const double op_cpu_gbs = b / op_c / 1e9, copy_cpu_gbs = 2.0 * b / copy_c / 1e9,
+                 read_cpu_gbs = b / read_c / 1e9;
+    std::printf(
+        "%8lld %9.1f %9.3f %8.2f %9.2f %9.2f %5.0f%% %5.0f%% %10.2f %10.2f %10.2f %5.0f%% "
+        "%5.0f%%\n",
+        static_cast<long long>(len), b / (1 << 20), op * 1e3, op_gbs, copy_gbs, read_gbs,
+        100.0 * op_gbs / copy_gbs, 100.0 * op_gbs / read_gbs, op_cpu_gbs, copy_cpu_gbs,
+        read_cpu_gbs, 100.0 * op_cpu_gbs / copy_cpu_gbs, 100.0 * op_cpu_gbs / read_cpu_gbs);
     CHECK(hal_op_plan_destroy(plan));
     for (void* p : {q, k, v, t, l, out, lse, status, workspace})
       if (p != nullptr) CHECK(hal_mem_free(p));

@@ -17,6 +17,16 @@
 # HAL provides it through find_package(hal).
 include_guard(GLOBAL)
 
+# hal_link_no_undefined(<target>): the shared object resolves every symbol at link time, not
+# when it is loaded. Where a sanitizer's runtime is linked into executables only (clang's
+# ThreadSanitizer has no shared runtime; fuzzing builds), the runtime's symbols are left to the
+# executable that loads the object: HAL_SANITIZER_RUNTIME_IN_EXECUTABLE turns the check off.
+function(hal_link_no_undefined target)
+  if(NOT HAL_SANITIZER_RUNTIME_IN_EXECUTABLE)
+    target_link_options(${target} PRIVATE "LINKER:--no-undefined")
+  endif()
+endfunction()
+
 # The export map lies beside this file when installed; HAL's tree sets it first.
 if(NOT DEFINED HAL_PLUGIN_MAP)
   set(HAL_PLUGIN_MAP "${CMAKE_CURRENT_LIST_DIR}/hal_plugin.map")
@@ -51,9 +61,8 @@ function(hal_add_plugin name)
   endif()
   target_compile_features(${target} PRIVATE cxx_std_20)
   target_link_libraries(${target} PRIVATE hal::plugin_sdk)
-  target_link_options(${target} PRIVATE
-    "LINKER:--version-script=${HAL_PLUGIN_MAP}"
-    "LINKER:--no-undefined")
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${HAL_PLUGIN_MAP}")
+  hal_link_no_undefined(${target})
   if(arg_INSTALL_DESTINATION AND NOT arg_NO_INSTALL)
     install(TARGETS ${target} LIBRARY DESTINATION "${arg_INSTALL_DESTINATION}")
   endif()

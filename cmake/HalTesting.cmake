@@ -36,6 +36,21 @@ foreach(tier IN LISTS HAL_TEST_TIERS)
   endif()
 endforeach()
 
+# hal_unsanitized_targets(TARGET...): what the tests only a tree without sanitizers runs need
+# from tests/ (built by hal_unsanitized): the whole conformance self-test and the reference
+# plugin's full matrix (a sanitized tree runs their quick parts), the cases glibc's own allocator
+# decides (a sanitizer brings its own). scripts/test.sh's Release tree runs those and its own
+# tiers and builds nothing else under tests/ (HAL_TESTS_IN_ALL=OFF). A suite left out here is
+# reported by ctest as <target>_NOT_BUILT, or as a command not found, where a run selects it.
+if(NOT TARGET hal_unsanitized)
+  add_custom_target(hal_unsanitized)
+endif()
+function(hal_unsanitized_targets)
+  if(NOT HAL_SANITIZE)
+    add_dependencies(hal_unsanitized ${ARGN})
+  endif()
+endfunction()
+
 # hal_test_tier(TIER TEST... [TARGETS TARGET...]): gives each named test its tier; TARGETS are
 # what the tests run (their executables, and plugins they load), built by hal_tier_<TIER>.
 function(hal_test_tier tier)

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Writes a ctest -I file: the tests of a build tree that run there, each test run once per CI.
 
-scripts/select_tests.py TREE OUT --skip-tiers REGEX [--once TIER --ran-in TREE...]
+scripts/select_tests.py TREE OUT --skip-tiers REGEX [--once REGEX --ran-in TREE...]
 
 A test of TREE is selected when its tier label does not match --skip-tiers. With --once, a test
-of tier TIER is selected only when none of the --ran-in trees has a test of the same name: it ran
-there already. scripts/test.sh uses it so that Release does not repeat the concurrency tests the
-sanitizer trees ran (TSan runs them optimised, ASan runs every one), yet still runs the ones only
-Release builds (the PyTorch binding's DDP test). Prints how many tests were selected and skipped.
+whose tier matches REGEX is selected only when none of the --ran-in trees has a test of the same
+name: it ran there already. scripts/test.sh uses it so that Release does not repeat the unit,
+contract and concurrency tests the ASan tree ran, yet still runs the ones only Release builds
+(the Python and PyTorch bindings, the coverage report and its certification runs, the cases only
+an unsanitized allocator can check). Prints how many tests were selected and skipped.
 
 ctest numbers a tree's tests in the order of its --show-only=json-v1 listing, from 1; -I with
 "0,0,0,<n>,<n>..." runs exactly those numbers."""
@@ -39,20 +40,28 @@ def main() -> int:
     parser.add_argument("tree", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--skip-tiers", required=True, help="regex of the tiers not run")
-    parser.add_argument("--once", help="a tier whose tests run only where no --ran-in tree has them")
+    parser.add_argument("--once", help="regex of the tiers whose tests run only where no --ran-in "
+                        "tree has them")
     parser.add_argument("--ran-in", type=Path, nargs="*", default=[])
     args = parser.parse_args()
     skip = re.compile(args.skip_tiers)
+    once = re.compile(args.once) if args.once else None
     ran = set()
     for tree in args.ran_in:
         ran.update(name for name, _ in listing(tree))
     numbers = []
     repeated = 0
     tests = listing(args.tree)
+    not_built = 0
     for number, (name, tier) in enumerate(tests, 1):
+        # Catch2's stand-in for a suite this tree did not build (HAL_TESTS_IN_ALL=OFF): none of
+        # its tests is one this tree runs (cmake/HalTesting.cmake, hal_unsanitized_targets).
+        if "_NOT_BUILT" in name:
+            not_built += 1
+            continue
         if skip.fullmatch(tier):
             continue
-        if args.once and tier == args.once and name in ran:
+        if once and once.fullmatch(tier) and name in ran:
             repeated += 1
             continue
         numbers.append(number)
@@ -61,8 +70,9 @@ def main() -> int:
         return 1
     args.out.write_text("0,0,0," + ",".join(map(str, numbers)) + "\n")
     print(f"select_tests: {len(numbers)} of {len(tests)} tests of {args.tree.name}"
-          + (f"; {repeated} {args.once} tests already ran in "
-             + ", ".join(tree.name for tree in args.ran_in) if args.once else ""))
+          + (f"; {repeated} tests of the tiers {args.once} already ran in "
+             + ", ".join(tree.name for tree in args.ran_in) if args.once else "")
+          + (f"; {not_built} suites not built here" if not_built else ""))
     return 0
 
 

@@ -35,16 +35,25 @@ if [[ "$tier" == default ]]; then
   labels[tsan]="-L ^concurrency$"
   excludes[tsan]='^(collectives\.mpi\.np[34]|collectives\.mpi\..*messages_over_mpi|conformance\.cpu\.collectives\.device3)$'
   tsan_targets="hal_tier_concurrency"
-  # Release: every tier but stress and slow, each test once per run: the concurrency tests that
-  # the ASan tree ran (all of them; TSan runs them optimised) are not repeated, those only
-  # Release builds (the PyTorch binding's DDP) run here. scripts/select_tests.py picks them.
+  # Release: the vendor compilers' and the packaging tiers, which only it runs, and each other
+  # test once per run: a unit, contract or concurrency test the ASan tree ran is not repeated
+  # (TSan runs the concurrency ones optimised). What only Release builds runs here: the Python
+  # and PyTorch bindings, the allocator cases a sanitizer's allocator hides, and the coverage
+  # report with the certification runs it needs (its fixtures: every device, the reference
+  # plugin's whole matrix), and the whole conformance self-test. scripts/select_tests.py picks.
   labels[release]="-LE ^(stress|slow)$"
-  selects[release]="--skip-tiers (stress|slow) --once concurrency --ran-in $out/asan"
+  selects[release]="--skip-tiers (stress|slow) --once (unit|contract|concurrency) --ran-in $out/asan"
+  # So it builds the library, plugins, tools, bindings, samples and benchmarks, and of tests/
+  # only what its tiers and those tests run.
+  release_build=(-DHAL_TESTS_IN_ALL=OFF)
+  release_targets="all hal_tier_vendor-compile hal_tier_packaging hal_unsanitized"
 else
   labels[asan]="-LE ^(vendor-compile|packaging|slow)$"
   labels[tsan]="-L ^(concurrency|stress)$"
   tsan_targets="hal_tier_concurrency hal_tier_stress"
   labels[release]=""
+  release_build=(-DHAL_TESTS_IN_ALL=ON)
+  release_targets=""
 fi
 
 phase_times=()
@@ -128,7 +137,8 @@ if [[ "$tier" == all ]]; then
   phase_end "fuzz"
 fi
 # The release suite runs last so that its CTest summary closes the output.
-run_suite release -DCMAKE_BUILD_TYPE=Release || status=1
+HAL_BUILD_TARGET="$release_targets" \
+  run_suite release -DCMAKE_BUILD_TYPE=Release "${release_build[@]}" || status=1
 
 # Where the time went: the phases, the slowest build steps and the slowest tests of each tree.
 echo "== where the time went (tier: $tier)"

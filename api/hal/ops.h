@@ -1140,6 +1140,15 @@ typedef struct hal_op_scaled_matmul_desc {
 typedef enum hal_fake_quantize_flag_bits HAL_ENUM_TYPE {
   /* HAL_OP_FAKE_QUANTIZE_BACKWARD writes grad_scale (a learned scale). */
   HAL_FAKE_QUANTIZE_GRAD_SCALE = 1u << 0,
+  /* Both directions: v = x * r with r = 1 / s rounded to f32, instead of
+   * x / s (PyTorch's fake_quantize kernels multiply by the reciprocal; the
+   * two differ by one quantum where x / s lies within an ulp of a rounding
+   * boundary). */
+  HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE = 1u << 1,
+  /* Backward, qdtype I8 only: an element is inside when its rounded value
+   * lies in [lo, hi] (-128.5 <= v < 127.5, ties to even), PyTorch's mask,
+   * instead of lo <= v <= hi (LSQ's). */
+  HAL_FAKE_QUANTIZE_CLIP_ROUNDED = 1u << 2,
   HAL_FAKE_QUANTIZE_FLAG_MAX_ENUM = 0x7fffffff
 } hal_fake_quantize_flag_bits_t;
 
@@ -1159,7 +1168,7 @@ typedef enum hal_fake_quantize_flag_bits HAL_ENUM_TYPE {
 typedef struct hal_op_fake_quantize_desc {
   hal_op_header_t header;
   hal_dtype_t qdtype; /* HAL_DTYPE_I8, F8_E4M3 or F8_E5M2 */
-  uint32_t flags;     /* hal_fake_quantize_flag_bits_t; backward only */
+  uint32_t flags;     /* hal_fake_quantize_flag_bits_t: forward RECIPROCAL_SCALE only */
   hal_quant_blocks_t blocks;
   float grad_scale_factor;       /* backward with GRAD_SCALE: finite (LSQ's g = 1/sqrt(n qmax)) */
   uint32_t reserved;             /* 0 */

@@ -414,6 +414,73 @@ HALCONFORM_TEST("operators.lowp.fake_quantize",
   }
 }
 
+HALCONFORM_TEST("operators.lowp.fake_quantize_pytorch",
+                "fake quantization with PyTorch's conventions: v = x * (1/s); the "
+                "straight-through gradient and LSQ's cases on the rounded value, the half "
+                "quantum beyond each end of int8's range included",
+                {}) {
+  const int64_t rows = 3, cols = 48;
+  auto desc = header_of<hal_op_fake_quantize_desc_t>(HAL_OP_FAKE_QUANTIZE);
+  desc.qdtype = HAL_DTYPE_I8;
+  desc.flags = HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE;
+  desc.blocks = {1, 0};
+  desc.x = desc.y = dense(HAL_DTYPE_F32, {rows, cols});
+  desc.scale = dense(HAL_DTYPE_F32, {rows, 1});
+  Plan forward;
+  plan_or_skip(ctx, &desc.header, forward);
+  const std::vector<double> scale = {0.037, 0.0231, 0.11};
+  auto x = random_values(ctx.random(), rows * cols, HAL_DTYPE_F32, -180.0, 180.0);
+  // Rounded-value positions beyond each end (inside for this mask, outside for LSQ's), the
+  // ties at their edges (-128.5 rounds to -128, 127.5 to 128) and the ends.
+  const double bands[] = {127.3, 127.5, 127.49, -128.5, -128.7, -128.2, 127.0, -128.0};
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const float s = static_cast<float>(scale[static_cast<size_t>(i / cols)]);
+    const int64_t c = i % cols;
+    const double u = c < 8 ? bands[c] : x[i];
+    x[i] = static_cast<float>(u * s);
+  }
+  const auto grad_y = random_values(ctx.random(), rows * cols, HAL_DTYPE_F32);
+  DeviceTensor dx(ctx.device(), desc.x, x), ds(ctx.device(), desc.scale, scale),
+      dy(ctx.device(), desc.x);
+  execute(ctx, forward, {dx.data(), ds.data(), dy.data()});
+  std::vector<double> y(x.size()), gx(x.size()), gs(scale.size(), 0.0), gs_mag(scale.size(), 0.0);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const size_t si = static_cast<size_t>(i / cols);
+    const float s = static_cast<float>(scale[si]);
+    const double v = static_cast<float>(static_cast<float>(x[i]) * (1.0f / s));
+    const double rounded = std::nearbyint(v);
+    const double grid = std::min(127.0, std::max(-128.0, rounded));
+    y[i] = static_cast<float>(grid * s);
+    const bool inside = rounded >= -128.0 && rounded <= 127.0;
+    gx[i] = inside ? grad_y[i] : 0.0;
+    const double d = rounded < -128.0 ? -128.0 : rounded > 127.0 ? 127.0 : grid - v;
+    gs[si] += grad_y[i] * d;
+    gs_mag[si] += std::fabs(grad_y[i] * d);
+  }
+  expect_close(dy.download(), y, {0, 0}, "fake_quantize i8 reciprocal scale");
+  auto back = desc;
+  back.header.kind = HAL_OP_FAKE_QUANTIZE_BACKWARD;
+  back.flags = HAL_FAKE_QUANTIZE_GRAD_SCALE | HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE |
+               HAL_FAKE_QUANTIZE_CLIP_ROUNDED;
+  back.grad_scale_factor = 0.25f;
+  back.grad_y = back.grad_x = desc.x;
+  back.grad_scale = desc.scale;
+  Plan backward;
+  plan_or_skip(ctx, &back.header, backward);
+  DeviceTensor dgy(ctx.device(), desc.x, grad_y), dgx(ctx.device(), desc.x),
+      dgs(ctx.device(), desc.scale);
+  execute(ctx, backward, {dx.data(), ds.data(), dgy.data(), dgx.data(), dgs.data()});
+  expect_close(dgx.download(), gx, {0, 0},
+               "fake_quantize i8 backward grad_x (straight-through where the rounded value is "
+               "inside [-128, 127])");
+  const auto got = dgs.download();
+  for (size_t s = 0; s < gs.size(); ++s) {
+    HC_REQUIRE(std::fabs(got[s] - 0.25 * gs[s]) <= 1e-5 * gs_mag[s] + 1e-12,
+               "fake_quantize i8 backward grad_scale[" + std::to_string(s) +
+                   "] = " + std::to_string(got[s]) + ", want " + std::to_string(0.25 * gs[s]));
+  }
+}
+
 HALCONFORM_TEST("operators.lowp.errors",
                 "scales of the wrong shape, a block that does not divide k, mixed operand "
                 "classes: refused",

@@ -66,7 +66,7 @@ constexpr long kRssSlackKib = 4 * 1024;
 // Under AddressSanitizer freed memory waits in a quarantine (up to 256 MiB)
 // instead of coming back: resident memory grows with any churn, so it says
 // nothing about leaks there (LeakSanitizer reports what is never freed).
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(HAL_SANITIZER_ADDRESS)
 constexpr bool kResidentMemoryMeasured = false;
 #else
 constexpr bool kResidentMemoryMeasured = true;

@@ -185,11 +185,22 @@ hal_result_t describe_fake_quantize(const hal_op_fake_quantize_desc_t& desc, boo
                describe_dtypes(kQuantizedDtypes);
     return HAL_ERROR_INVALID_ARGUMENT;
   }
-  const uint32_t known = backward ? static_cast<uint32_t>(HAL_FAKE_QUANTIZE_GRAD_SCALE) : 0u;
+  const uint32_t known = backward ? static_cast<uint32_t>(HAL_FAKE_QUANTIZE_GRAD_SCALE |
+                                                          HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE |
+                                                          HAL_FAKE_QUANTIZE_CLIP_ROUNDED)
+                                  : static_cast<uint32_t>(HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE);
   if ((desc.flags & ~known) != 0) {
     *message = "desc->flags " + hex_text(desc.flags) + " has bits " +
-               (backward ? "other than HAL_FAKE_QUANTIZE_GRAD_SCALE"
-                         : "HAL_OP_FAKE_QUANTIZE does not take (it takes none)");
+               (backward ? "other than HAL_FAKE_QUANTIZE_GRAD_SCALE, RECIPROCAL_SCALE and "
+                           "CLIP_ROUNDED"
+                         : "HAL_OP_FAKE_QUANTIZE does not take (it takes RECIPROCAL_SCALE only)");
+    return HAL_ERROR_INVALID_ARGUMENT;
+  }
+  if ((desc.flags & HAL_FAKE_QUANTIZE_CLIP_ROUNDED) != 0 && desc.qdtype != HAL_DTYPE_I8) {
+    *message =
+        "desc->flags has HAL_FAKE_QUANTIZE_CLIP_ROUNDED, which takes qdtype I8 only, "
+        "with qdtype " +
+        std::string(hal::util::dtype_name(desc.qdtype));
     return HAL_ERROR_INVALID_ARGUMENT;
   }
   if (desc.reserved != 0) {

@@ -220,7 +220,8 @@ class FakeQuantizePlan final : public PlannedOp {
         matrix_args(args, context.operands[2], desc_.y.dtype, views_, 1);
       }
       scale_args(args, scale, desc_.scale, grid);
-      args.i32(desc_.qdtype).i64(s[1]).i64(s[2]).i64(s[3]).i64(views_.cols).i64(count);
+      args.i32(desc_.qdtype).i32(static_cast<int32_t>(desc_.flags));
+      args.i64(s[1]).i64(s[2]).i64(s[3]).i64(views_.cols).i64(count);
       if (hal_result_t r = args.launch(elements_, context.stream, linear_config(count));
           r != HAL_SUCCESS)
         return r;
@@ -238,7 +239,8 @@ class FakeQuantizePlan final : public PlannedOp {
     // An empty x has blocks of no elements: the extents below make the
     // kernel's loops empty and each gradient 0.
     args.i64(count == 0 ? 0 : grid.block_rows).i64(count == 0 ? 0 : grid.block_cols);
-    args.i64(desc_.grad_scale.shape[1]).i32(desc_.qdtype).f32(desc_.grad_scale_factor);
+    args.i64(desc_.grad_scale.shape[1]).i32(desc_.qdtype).i32(static_cast<int32_t>(desc_.flags));
+    args.f32(desc_.grad_scale_factor);
     args.i64(s[1]).i64(s[2]).i64(s[3]).i64(blocks);
     return args.launch(grad_scale_, context.stream, linear_config(blocks, 64));
   }

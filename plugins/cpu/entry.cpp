@@ -90,6 +90,11 @@ extern "C" HAL_PLUGIN_EXPORT hal_result_t hal_plugin_entry(const hal_plugin_host
                                  hal::util::env("HAL_CPU_EXECUTOR_SPIN_US"), &stream_limits, why)) {
           return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
         }
+        bool avx512 = true;
+        if (!ops::parse_avx512_setting(hal::util::env("HAL_CPU_AVX512"), &avx512, why)) {
+          return report.fail(HAL_ERROR_INVALID_ARGUMENT, 0, "%s", why.c_str());
+        }
+        ops::allow_avx512(avx512);
         auto plugin = std::make_unique<Plugin>(host, devices, memory_per_device, stream_limits);
         *out_context = reinterpret_cast<hal_plugin_context_t*>(plugin.release());
         return HAL_SUCCESS;

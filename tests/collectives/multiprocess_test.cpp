@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "matrix_ranks.hpp"
 #include "processes.hpp"
 
 using namespace coll_test;
@@ -44,9 +45,9 @@ struct Session {
 
 // Ranks of one host that met over the store: the cpu plugin runs them
 // through shared memory (its log line says so).
-TEST_CASE("TCP store: the matrix over 2..4 processes", "[multiprocess]") {
+TEST_CASE("TCP store: the matrix over 2..4 processes (3 under TSan)", "[multiprocess]") {
   Session session;
-  for (uint32_t n = 2; n <= 4; ++n) {
+  for (uint32_t n = 2; n <= kMatrixMaxRanks; ++n) {
     INFO(n << " processes");
     for (int code : run_workers(n, {"expect", "shm"}, std::chrono::seconds(240))) {
       CHECK(code == 0);

@@ -104,6 +104,27 @@ void run(void* data) {
         }
         d[r * n + j] = acc;
       }
+  } else if (kind == HAL_OP_FAKE_QUANTIZE_BACKWARD && g_fault == LowpFault::kClipRoundedIgnored) {
+    // The straight-through mask on v (LSQ's) where CLIP_ROUNDED asks for the rounded value:
+    // wrong only in the half quantum beyond each end of the range.
+    const auto& desc = job->plan->as<hal_op_fake_quantize_desc_t>();
+    const auto* x = static_cast<const float*>(job->operands[0]);
+    const auto* scale = static_cast<const float*>(job->operands[1]);
+    const auto* gy = static_cast<const float*>(job->operands[2]);
+    auto* gx = static_cast<float*>(job->operands[3]);
+    const int64_t rows = desc.x.shape[0], cols = desc.x.shape[1];
+    const int64_t br = desc.blocks.rows == 0 ? rows : desc.blocks.rows;
+    const int64_t bc = desc.blocks.cols == 0 ? cols : desc.blocks.cols;
+    const int64_t sc = bc == 0 ? 1 : cols / bc;
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const int64_t r = i / cols, c = i % cols;
+      const float s = scale[(r / br) * sc + c / bc];
+      const float v =
+          (desc.flags & HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE) != 0 ? x[i] * (1.0f / s) : x[i] / s;
+      gx[i] = v >= -128.0f && v <= 127.0f ? gy[i] : 0.0f;
+    }
+    if (job->operands[4] != nullptr)
+      std::memset(job->operands[4], 0, static_cast<size_t>(count(desc.scale)) * sizeof(float));
   } else if (kind == HAL_OP_FAKE_QUANTIZE_BACKWARD) {  // the gradient passed everywhere
     const auto& desc = job->plan->as<hal_op_fake_quantize_desc_t>();
     std::memcpy(job->operands[3], job->operands[2],
@@ -160,6 +181,14 @@ bool served(const hal_op_header_t* desc) {
       return fq.grad_y.dtype == HAL_DTYPE_F32 && fq.grad_x.dtype == HAL_DTYPE_F32 &&
              dense(fq.grad_y) && dense(fq.grad_x) && dense(fq.scale);
     }
+    case LowpFault::kClipRoundedIgnored: {
+      if (desc->kind != HAL_OP_FAKE_QUANTIZE_BACKWARD) return false;
+      const auto& fq = *reinterpret_cast<const hal_op_fake_quantize_desc_t*>(desc);
+      return (fq.flags & HAL_FAKE_QUANTIZE_CLIP_ROUNDED) != 0 && fq.x.dtype == HAL_DTYPE_F32 &&
+             fq.grad_y.dtype == HAL_DTYPE_F32 && fq.grad_x.dtype == HAL_DTYPE_F32 &&
+             fq.x.rank == 2 && dense(fq.x) && dense(fq.grad_y) && dense(fq.grad_x) &&
+             dense(fq.scale);
+    }
     case LowpFault::kQuantizeHalfAway: {
       if (desc->kind != HAL_OP_QUANTIZE) return false;
       const auto& qd = *reinterpret_cast<const hal_op_quantize_desc_t*>(desc);
@@ -177,6 +206,7 @@ hal_op_kind_t served_kind() {
     case LowpFault::kScalePerColumn:
       return HAL_OP_SCALED_MATMUL;
     case LowpFault::kSteOutsideRange:
+    case LowpFault::kClipRoundedIgnored:
       return HAL_OP_FAKE_QUANTIZE_BACKWARD;
     case LowpFault::kQuantizeHalfAway:
       return HAL_OP_QUANTIZE;

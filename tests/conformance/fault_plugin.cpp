@@ -945,6 +945,10 @@ const Fault kFaults[] = {
      [](hal_plugin_table_v1_t& t) {
        fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kSteOutsideRange);
      }},
+    {"clip_rounded_ignored",
+     [](hal_plugin_table_v1_t& t) {
+       fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kClipRoundedIgnored);
+     }},
     {"quantize_ties_away_from_zero",
      [](hal_plugin_table_v1_t& t) {
        fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kQuantizeHalfAway);

@@ -79,6 +79,8 @@ PLANTED = [
      "cast f8_e4m3 -> f32 of code 127", 120),
     ("ste_outside_clipping_range", "operators", "operators.lowp.fake_quantize",
      "straight-through inside [lo, hi] only", 120),
+    ("clip_rounded_ignored", "operators", "operators.lowp.fake_quantize_pytorch",
+     "straight-through where the rounded value is inside", 120),
     ("quantize_ties_away_from_zero", "operators", "operators.lowp.quantize_static",
      "quantize (given scale) i8", 120),
     ("paged_block_table_off_by_one", "operators", "operators.paged_attention.block_table",
@@ -167,7 +169,7 @@ CLASSES = {
                   "paged_block_table_off_by_one", "paged_last_block_ignored",
                   "paged_merge_without_max", "paged_mla_rope_wrong_frequencies",
                   "scale_per_column", "e4m3_nan_as_number", "ste_outside_clipping_range",
-                  "quantize_ties_away_from_zero"],
+                  "clip_rounded_ignored", "quantize_ties_away_from_zero"],
 }
 
 

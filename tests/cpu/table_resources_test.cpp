@@ -37,7 +37,7 @@ uint64_t resident_bytes() {
 // byte the test touches brings shadow and meta-shadow pages with it, several
 // times its own size, so the bounds below hold only without it (ASan's shadow
 // is an eighth and fits the slack).
-#if defined(__SANITIZE_THREAD__)
+#if defined(HAL_SANITIZER_THREAD)
 constexpr bool kResidentMeasuresThePlugin = false;
 #else
 constexpr bool kResidentMeasuresThePlugin = true;
@@ -343,8 +343,8 @@ TEST_CASE("a host function may fill its own stream past the queue depth",
 }
 
 TEST_CASE(
-    "HAL_CPU_STREAM_THREADS, HAL_CPU_STREAM_QUEUE_DEPTH and HAL_CPU_EXECUTOR_SPIN_US reject "
-    "bad values",
+    "HAL_CPU_STREAM_THREADS, HAL_CPU_STREAM_QUEUE_DEPTH, HAL_CPU_EXECUTOR_SPIN_US and "
+    "HAL_CPU_AVX512 reject bad values",
     "[cpu][table][entry][resources]") {
   const auto rejects = [](const char* name, const char* value) {
     CAPTURE(name, value);
@@ -359,6 +359,13 @@ TEST_CASE(
   // 0 is a valid spin (never the long one); the most is 10 ms.
   for (const char* value : {"", "-1", "12x", "10001", "99999999999", " 5"}) {
     rejects("HAL_CPU_EXECUTOR_SPIN_US", value);
+  }
+  // HAL_CPU_AVX512: 0 or 1 only.
+  for (const char* value : {"", "2", "yes", " 1", "01"}) rejects("HAL_CPU_AVX512", value);
+  for (const char* value : {"0", "1"}) {
+    CAPTURE(value);
+    ScopedEnv good("HAL_CPU_AVX512", value);
+    CHECK_NOTHROW(PluginInstance("1"));
   }
 }
 

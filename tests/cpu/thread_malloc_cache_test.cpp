@@ -13,14 +13,7 @@
 using hal::cpu::ops::fill_thread_malloc_cache;
 
 // Only glibc's own allocator behaves so (ASan and TSan bring their own).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define HAL_TEST_OWN_ALLOCATOR 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define HAL_TEST_OWN_ALLOCATOR 1
-#endif
-#endif
-#if defined(__GLIBC__) && !defined(HAL_TEST_OWN_ALLOCATOR)
+#if defined(__GLIBC__) && !defined(HAL_SANITIZER_ADDRESS) && !defined(HAL_SANITIZER_THREAD)
 #define HAL_TEST_GLIBC_ALLOCATOR 1
 #else
 #define HAL_TEST_GLIBC_ALLOCATOR 0

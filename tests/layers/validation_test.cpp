@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#ifdef __SANITIZE_ADDRESS__
+#ifdef HAL_SANITIZER_ADDRESS
 #include <sanitizer/lsan_interface.h>
 #endif
 
@@ -304,7 +304,7 @@ TEST_CASE("validation: a leaked communicator is in the leak report") {
     hal_device_t devices[2] = {session.device, session.other_device};
     hal_comm_t comms[2] = {};
     {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef HAL_SANITIZER_ADDRESS
       // hal_shutdown reports a leaked communicator but does not free it.
       const __lsan::ScopedDisabler leak_on_purpose;
 #endif

@@ -24,7 +24,7 @@ uint64_t resident_bytes() {
 
 // Under ThreadSanitizer every byte touched brings shadow pages several times
 // its size: resident memory measures the sanitizer, not the allocator.
-#if defined(__SANITIZE_THREAD__)
+#if defined(HAL_SANITIZER_THREAD)
 constexpr bool kResidentMeasuresTheAllocator = false;
 #else
 constexpr bool kResidentMeasuresTheAllocator = true;

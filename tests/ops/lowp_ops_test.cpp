@@ -419,6 +419,9 @@ struct MatmulCase {
   int64_t m, n, k;
   Blocks a_blocks, b_blocks;
   std::vector<int32_t> offsets;  // grouped when not empty
+  // int8 only: the codes drawn from {-128, -127, 0, 127} instead of
+  // quantized normals (the extremes of a u8-shifted dot product).
+  bool extremes = false;
 };
 
 void check_scaled_matmul(Session& session, const MatmulCase& test) {
@@ -427,8 +430,15 @@ void check_scaled_matmul(Session& session, const MatmulCase& test) {
   const int64_t m = test.m, n = test.n, k = test.k;
   const auto x = random_floats(static_cast<size_t>(m * k), 21, 1.0f);
   const auto w = random_floats(static_cast<size_t>(groups * n * k), 22, 0.5f);
-  const HostQuantized a = host_quantize(x, m, k, test.a_blocks, test.a_dtype);
+  HostQuantized a = host_quantize(x, m, k, test.a_blocks, test.a_dtype);
   HostQuantized b = host_quantize(w, groups * n, k, test.b_blocks, test.b_dtype);
+  if (test.extremes) {
+    REQUIRE(test.a_dtype == HAL_DTYPE_I8);
+    std::mt19937 rng(23);
+    const int8_t extreme[] = {-128, -128, -127, 0, 127};
+    for (auto* q : {&a.q, &b.q})
+      for (uint8_t& code : *q) code = static_cast<uint8_t>(extreme[rng() % 5]);
+  }
   // Per expert scales: b_scale [groups, n / br, k / bc] is the same buffer.
   auto desc = header_of<hal_op_scaled_matmul_desc_t>(HAL_OP_SCALED_MATMUL);
   desc.groups = grouped ? static_cast<uint32_t>(groups) : 0;
@@ -546,6 +556,67 @@ TEST_CASE("grouped scaled matmul over MoE expert segments", "[lowp][matmul]") {
   }
 }
 
+// The shapes a tiled kernel gets wrong (cpu.native's AVX-512 tiles: 64
+// columns, 6 or 4 rows, k in steps of 4 per chunk): odd m, n and k, n across
+// tiles with a tail, k chunks that are not a multiple of the vector width
+// (nor of 4), the int8 extremes, every scale layout, and segments with empty
+// experts, overlapping ones and rows in none.
+TEST_CASE("scaled matmul: odd shapes, int8 extremes, every scale layout", "[lowp][matmul][tiles]") {
+  Session session;
+  const hal_dtype_t i8 = HAL_DTYPE_I8, e4 = HAL_DTYPE_F8_E4M3, e5 = HAL_DTYPE_F8_E5M2;
+  const hal_dtype_t f32 = HAL_DTYPE_F32, bf16 = HAL_DTYPE_BF16;
+  const MatmulCase cases[] = {
+      // per-row a, per-channel b; k = 37 pads its one chunk to 40.
+      {i8, i8, f32, 13, 67, 37, {1, 0}, {1, 0}, {}},
+      {i8, i8, f32, 13, 67, 37, {1, 0}, {1, 0}, {}, true},
+      // per tensor; k = 1 and k = 130.
+      {i8, i8, bf16, 7, 65, 1, {0, 0}, {0, 0}, {}},
+      {i8, i8, f32, 1, 129, 130, {0, 0}, {0, 0}, {}, true},
+      // chunks of 40 (a multiple of 4, not of 64) and of 6 (not of 4).
+      {i8, i8, f32, 8, 80, 120, {1, 40}, {16, 40}, {}},
+      {i8, i8, f32, 5, 64, 18, {1, 6}, {1, 0}, {}, true},
+      // DeepGEMM's blocks, several 64-column tiles, rows past one 6-row tile.
+      {i8, i8, f32, 19, 256, 384, {1, 128}, {128, 128}, {}},
+      {i8, i8, bf16, 19, 256, 384, {1, 128}, {128, 128}, {}, true},
+      // decode (m <= 4: b read unpacked), chunks of 6, of 40, and of 200 (a
+      // 64-byte vector, 2 more and a tail).
+      {i8, i8, f32, 3, 20, 18, {1, 6}, {1, 0}, {}, true},
+      {i8, i8, f32, 4, 70, 200, {1, 40}, {2, 40}, {}},
+      {i8, i8, bf16, 2, 9, 200, {1, 0}, {1, 0}, {}, true},
+      // k past one block of the tiles' k loop (512 steps of 4): one chunk
+      // over three blocks, and chunks of 40 with one across a block's end.
+      {i8, i8, f32, 7, 70, 4400, {1, 0}, {1, 0}, {}, true},
+      {i8, i8, f32, 9, 64, 2400, {1, 40}, {64, 40}, {}},
+      {e4, e5, f32, 5, 64, 2400, {1, 40}, {64, 40}, {}},
+      // per-column a scales (a's blocks {0, 1}: each k its own chunk).
+      {i8, i8, f32, 6, 33, 12, {0, 1}, {1, 0}, {}},
+      // the 8-bit floats: odd shapes, per row/channel, blocks, mixed formats.
+      {e4, e4, f32, 5, 70, 36, {1, 0}, {1, 0}, {}},
+      {e5, e4, bf16, 9, 67, 10, {0, 0}, {1, 0}, {}},
+      {e4, e5, f32, 11, 128, 384, {1, 128}, {128, 128}, {}},
+      {e5, e5, f32, 3, 40, 24, {1, 6}, {8, 12}, {}},
+      // grouped: experts 0 and 2 empty, rows 23 and 24 in no segment.
+      {i8, i8, f32, 25, 128, 256, {1, 128}, {128, 128}, {0, 0, 7, 7, 20, 23}},
+      {i8, i8, bf16, 25, 70, 37, {1, 0}, {1, 0}, {0, 0, 7, 7, 20, 23}, true},
+      {e4, e4, f32, 25, 128, 256, {1, 128}, {128, 128}, {0, 0, 7, 7, 20, 23}},
+      // an expert in two runs of rows (rows 3..5 taken by expert 2), each
+      // ending in a partial row tile.
+      {i8, i8, f32, 12, 70, 40, {1, 0}, {1, 0}, {0, 12, 3, 6}},
+      {e4, e4, bf16, 12, 70, 40, {1, 0}, {1, 0}, {0, 12, 3, 6}},
+      // overlapping segments (rows 5..9 take the last one) and one past m.
+      {i8, i8, f32, 12, 20, 8, {1, 0}, {1, 0}, {0, 10, 5, 30}},
+  };
+  for (const MatmulCase& test : cases) {
+    INFO(name_of(test.a_dtype) << " x " << name_of(test.b_dtype) << " m=" << test.m
+                               << " n=" << test.n << " k=" << test.k << " a_blocks "
+                               << test.a_blocks.rows << "x" << test.a_blocks.cols << " b_blocks "
+                               << test.b_blocks.rows << "x" << test.b_blocks.cols
+                               << (test.offsets.empty() ? "" : " grouped")
+                               << (test.extremes ? " extremes" : ""));
+    check_scaled_matmul(session, test);
+  }
+}
+
 TEST_CASE("fake quantize: forward on the grid, straight-through and LSQ gradients", "[lowp][qat]") {
   Session session;
   const int64_t rows = 4, cols = 33;
@@ -616,6 +687,74 @@ TEST_CASE("fake quantize: forward on the grid, straight-through and LSQ gradient
       }
     }
   }
+}
+
+TEST_CASE("fake quantize with PyTorch's conventions: reciprocal scale, mask on the rounded value",
+          "[lowp][qat]") {
+  Session session;
+  const int64_t rows = 2, cols = 40;
+  const size_t count = static_cast<size_t>(rows * cols);
+  auto x = random_floats(count, 7, 6.0f);
+  const std::vector<float> scale = {0.037f, 0.0231f};
+  // The half-quantum bands beyond the range (inside for PyTorch's mask, outside
+  // for LSQ's) and the ties at their edges, in both rows.
+  const float bands[] = {127.3f, 127.5f, 127.49f, -128.5f, -128.7f, -128.2f, 127.0f, -128.0f};
+  for (int64_t r = 0; r < rows; ++r)
+    for (size_t b = 0; b < std::size(bands); ++b)
+      x[static_cast<size_t>(r * cols) + b] = bands[b] * scale[static_cast<size_t>(r)];
+  const auto grad_y = random_floats(count, 8, 1.0f);
+  auto desc = header_of<hal_op_fake_quantize_desc_t>(HAL_OP_FAKE_QUANTIZE);
+  desc.qdtype = HAL_DTYPE_I8;
+  desc.flags = HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE;
+  desc.blocks = {1, 0};
+  desc.x = desc.y = dense(HAL_DTYPE_F32, {rows, cols});
+  desc.scale = dense(HAL_DTYPE_F32, {rows, 1});
+  float* dx = session.upload(x);
+  float* ds = session.upload(scale);
+  float* dy = session.alloc<float>(count);
+  session.run(&desc.header, {dx, ds, dy});
+  const auto y = session.download(dy, count);
+  auto back = desc;
+  back.header.kind = HAL_OP_FAKE_QUANTIZE_BACKWARD;
+  back.flags = HAL_FAKE_QUANTIZE_GRAD_SCALE | HAL_FAKE_QUANTIZE_RECIPROCAL_SCALE |
+               HAL_FAKE_QUANTIZE_CLIP_ROUNDED;
+  back.grad_scale_factor = 0.5f;
+  back.grad_y = back.grad_x = desc.x;
+  back.grad_scale = desc.scale;
+  float* dgx = session.alloc<float>(count);
+  float* dgs = session.alloc<float>(static_cast<size_t>(rows));
+  session.run(&back.header, {dx, ds, session.upload(grad_y), dgx, dgs});
+  const auto gx = session.download(dgx, count);
+  const auto gs = session.download(dgs, static_cast<size_t>(rows));
+  size_t wrong = 0, band = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = scale[static_cast<size_t>(r)];
+    const float inverse = 1.0f / s;  // the convention: the f32 reciprocal, then a product
+    double want_gs = 0.0, magnitude = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = static_cast<size_t>(r * cols + c);
+      const double v = static_cast<double>(x[i] * inverse);
+      const double rounded = std::nearbyint(v);  // ties to even, as PyTorch's nearbyint
+      const bool inside = rounded >= -128.0 && rounded <= 127.0;
+      band += inside && (v < -128.0 || v > 127.0);
+      const double q = std::min(127.0, std::max(-128.0, rounded));
+      wrong += static_cast<double>(y[i]) != static_cast<double>(static_cast<float>(q * s));
+      wrong += gx[i] != (inside ? grad_y[i] : 0.0f);
+      const double d = rounded < -128.0 ? -128.0 : rounded > 127.0 ? 127.0 : q - v;
+      want_gs += grad_y[i] * d;
+      magnitude += std::fabs(grad_y[i] * d);
+    }
+    INFO("row " << r);
+    CHECK(std::fabs(gs[static_cast<size_t>(r)] - 0.5 * want_gs) <= 1e-5 * magnitude + 1e-6);
+  }
+  CHECK(wrong == 0);
+  CHECK(band >= 4);  // the bands where the two masks differ are exercised
+
+  // CLIP_ROUNDED is I8's; the forward takes RECIPROCAL_SCALE only.
+  back.qdtype = HAL_DTYPE_F8_E4M3;
+  CHECK(session.refused(&back.header).find("CLIP_ROUNDED") != std::string::npos);
+  desc.flags = HAL_FAKE_QUANTIZE_CLIP_ROUNDED;
+  CHECK(session.refused(&desc.header).find("desc->flags") != std::string::npos);
 }
 
 TEST_CASE("bad low-precision descriptors are refused naming the operand", "[lowp][errors]") {

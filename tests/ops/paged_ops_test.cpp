@@ -371,6 +371,45 @@ TEST_CASE("split-KV over one long sequence: every split count agrees, run to run
   }
 }
 
+// The shapes the tuned decode loops split work by (cpu.native's AVX-512
+// path: tiles of 16 positions, query rows in blocks of 8/4/2/1 for the
+// values and 4/2/1 for the scores, keys four at a time, head dims in
+// vectors of 16 and 32 with masked tails; items per chunk of blocks):
+// lengths over many blocks and off every grid, blocks that tiles straddle,
+// split-KV on, several query tokens, each cache dtype.
+TEST_CASE("decode over many blocks: odd lengths, group sizes, head dims and block sizes",
+          "[ops][paged]") {
+  Session session;
+  std::mt19937_64 random(43);
+  struct Case {
+    Attention a;
+    std::vector<int64_t> lens;
+    int64_t block_size;
+    uint32_t splits;
+  };
+  const Case cases[] = {
+      // 13 query rows per kv head (8 + 4 + 1), dims 40 and 24 (masked
+      // tails), blocks of 7 (tiles straddle blocks), the split chosen.
+      {{2, 1, 26, 2, 40, 24, false, 0.15}, {1001, 333}, 7, 0},
+      // Three causal query tokens, 2 heads a group (6 rows: 4 + 2), d 128,
+      // four splits, one sequence shorter than a tile.
+      {{2, 3, 6, 3, 128, 128, true, 0.09}, {2049, 13}, 16, 4},
+      // One row per kv head, dim 17, dim_v 48 (a half-used second vector),
+      // a length one past a tile, three splits of a single sequence.
+      {{1, 1, 2, 2, 17, 48, false, 0.3}, {4097}, 32, 3},
+  };
+  for (hal_dtype_t dtype : {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16}) {
+    for (const Case& c : cases) {
+      INFO("cache dtype " << dtype << " heads " << c.a.heads << " dim " << c.a.dim);
+      check_attention(session, random, c.a, c.lens, c.block_size, dtype, false, c.splits);
+    }
+  }
+  // MLA with two causal tokens on f16 and f32 latent caches, 16 heads on one.
+  const Attention mla{1, 2, 16, 1, 576, 512, true, 1.0 / std::sqrt(192.0)};
+  check_attention(session, random, mla, {777}, 64, HAL_DTYPE_F16, true, 0);
+  check_attention(session, random, mla, {300}, 64, HAL_DTYPE_F32, true, 2);
+}
+
 TEST_CASE(
     "append writes new tokens at their positions, RoPE as HAL_OP_ROPE, then attention "
     "sees them",

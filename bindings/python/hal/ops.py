@@ -34,7 +34,9 @@ __all__ = [
     # the PyTorch device's ops (issue 33)
     "unary_math", "binary_scalar", "where", "clamp", "cumsum", "cumprod", "gather",
     "index_select", "scatter", "scatter_add", "index_add", "index_copy", "cat", "fill", "full",
-    "arange", "argmax", "argmin", "IndexOutOfRange", *(
+    "arange", "argmax", "argmin", "IndexOutOfRange",
+    # low precision (SPEC §17.6)
+    "quantize", "dequantize", "scaled_matmul", "fake_quantize", "fake_quantize_backward", *(
         "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
         "sin", "cos", "tan", "tanh", "atan", "sigmoid", "erf", "erfinv", "abs", "neg", "sign",
         "floor", "ceil", "round", "trunc", "logical_not", "isnan", "isinf", "isfinite",
@@ -938,3 +940,101 @@ def argmin(x: TensorLike, axis: int | None = None, **kw) -> TensorLike:
     """The index (int64) of the first smallest element along axis (every axis: None)."""
     axes = range(len(x.shape)) if axis is None else axis
     return reduce(x, axes, "argmin", **kw)
+
+
+# ---- low precision (SPEC §17.6) --------------------------------------------------------------
+# A block is (rows, cols) of the tensor seen as a matrix [rows, cols] (cols its last dimension);
+# 0 spans the whole dimension: (0, 0) per tensor, (1, 0) per row (a weight's output channel).
+
+
+def _scale_shape(what: str, shape: Sequence[int], blocks: Sequence[int]) -> tuple[int, int]:
+    if len(shape) < 1:
+        raise ValueError(f"{what}: needs a tensor of rank >= 1")
+    cols = int(shape[-1])
+    rows = _math.prod(int(e) for e in shape[:-1])
+    br, bc = (int(b) for b in blocks)
+    br, bc = br or rows, bc or cols
+    if br <= 0 or bc <= 0 or rows % br or cols % bc:
+        raise ValueError(f"{what}: blocks {tuple(blocks)} must divide [rows, cols] = "
+                         f"[{rows}, {cols}]")
+    return rows // br, cols // bc
+
+
+def quantize(x: TensorLike, dtype: str = "int8", blocks: Sequence[int] = (0, 0), *,
+             scale: TensorLike | None = None, q: TensorLike | None = None,
+             stream: Stream | None = None) -> tuple[TensorLike, TensorLike]:
+    """(q, scale): x rounded to dtype (int8, float8_e4m3fn, float8_e5m2) per block, saturating.
+    Without scale each block's scale is amax / qmax (written); with it, scale is read."""
+    device = _device(x)
+    scale_shape = _scale_shape("quantize", x.shape, blocks)
+    given = scale is not None
+    scale = _out(scale, scale_shape, "float32", device)
+    q = _out(q, x.shape, dtype, device)
+    fields = dict(flags=1 if given else 0, block_rows=int(blocks[0]), block_cols=int(blocks[1]),
+                  x=x, q=q, scale=scale)
+    _run("quantize", device, fields, [x, q, scale], stream=stream)
+    return q, scale
+
+
+def dequantize(q: TensorLike, scale: TensorLike, blocks: Sequence[int] = (0, 0), *,
+               dtype: str = "float32", out: TensorLike | None = None,
+               stream: Stream | None = None) -> TensorLike:
+    """q * scale per block, rounded once to dtype (float32, float16, bfloat16)."""
+    device = _device(q)
+    out = _out(out, q.shape, dtype, device)
+    fields = dict(flags=0, block_rows=int(blocks[0]), block_cols=int(blocks[1]), x=out, q=q,
+                  scale=scale)
+    _run("dequantize", device, fields, [q, scale, out], stream=stream)
+    return out
+
+
+def scaled_matmul(a: TensorLike, a_scale: TensorLike, b: TensorLike, b_scale: TensorLike, *,
+                  a_blocks: Sequence[int] = (0, 0), b_blocks: Sequence[int] = (0, 0),
+                  offsets: TensorLike | None = None, dtype: str = "float32",
+                  out: TensorLike | None = None, stream: Stream | None = None) -> TensorLike:
+    """d[m, n] = sum over k of (a * a_scale)[m, k] (b * b_scale)[n, k]: a [m, k], b [n, k] (or
+    [groups, n, k] with offsets, the MoE form), both int8 or both 8-bit floats."""
+    device = _device(a)
+    groups = 0 if offsets is None else int(b.shape[0])
+    out = _out(out, (a.shape[0], b.shape[-2]), dtype, device)
+    fields = dict(groups=groups, a_block_rows=int(a_blocks[0]), a_block_cols=int(a_blocks[1]),
+                  b_block_rows=int(b_blocks[0]), b_block_cols=int(b_blocks[1]), a=a,
+                  a_scale=a_scale, b=b, b_scale=b_scale, offsets=offsets, d=out)
+    _run("scaled_matmul", device, fields, [a, a_scale, b, b_scale, offsets, out], stream=stream)
+    return out
+
+
+
+def fake_quantize(x: TensorLike, scale: TensorLike, qdtype: str = "int8",
+                  blocks: Sequence[int] = (0, 0), *, reciprocal_scale: bool = False,
+                  out: TensorLike | None = None, stream: Stream | None = None) -> TensorLike:
+    """Q(x / s) * s per block (quantization-aware training's forward); reciprocal_scale: x * (1/s)
+    as PyTorch forms it."""
+    device = _device(x)
+    out = _out(out, x.shape, x.dtype, device)
+    fields = dict(qdtype=qdtype, flags=2 if reciprocal_scale else 0, block_rows=int(blocks[0]),
+                  block_cols=int(blocks[1]), grad_scale_factor=0.0, x=x, scale=scale, y=out)
+    _run("fake_quantize", device, fields, [x, scale, out], stream=stream)
+    return out
+
+
+def fake_quantize_backward(x: TensorLike, scale: TensorLike, grad_y: TensorLike,
+                           qdtype: str = "int8", blocks: Sequence[int] = (0, 0), *,
+                           grad_scale_factor: float | None = None,
+                           reciprocal_scale: bool = False, clip_rounded: bool = False,
+                           grad_x: TensorLike | None = None, stream: Stream | None = None):
+    """The straight-through gradient grad_x; with grad_scale_factor also LSQ's scale gradient
+    (returns (grad_x, grad_scale)). clip_rounded (int8): PyTorch's mask on the rounded value."""
+    device = _device(x)
+    grad_x = _out(grad_x, x.shape, grad_y.dtype, device)
+    learned = grad_scale_factor is not None
+    grad_scale = _new(scale.shape, "float32", device) if learned else None
+    flags = ((1 if learned else 0) | (2 if reciprocal_scale else 0) |
+             (4 if clip_rounded else 0))
+    fields = dict(qdtype=qdtype, flags=flags, block_rows=int(blocks[0]),
+                  block_cols=int(blocks[1]),
+                  grad_scale_factor=float(grad_scale_factor) if learned else 0.0, x=x,
+                  scale=scale, grad_y=grad_y, grad_x=grad_x, grad_scale=grad_scale)
+    _run("fake_quantize_backward", device, fields, [x, scale, grad_y, grad_x, grad_scale],
+         stream=stream)
+    return (grad_x, grad_scale) if learned else grad_x

@@ -539,6 +539,63 @@ std::vector<OpSpec> make_specs() {
                    {}});
   using FL = hal_op_fill_desc_t;
   specs.push_back({HAL_OP_FILL, sizeof(FL), {HALPY_T(FL, out)}, {HALPY_O(FL, "out", out)}, {}});
+  // The low-precision ops (SPEC §17.6): a block is two fields, block_rows and block_cols.
+  using QU = hal_op_quantize_desc_t;
+  std::vector<Field> quantize_fields = {
+      HALPY_F(QU, flags, U32),
+      Field{"block_rows", FieldType::U32, offsetof(QU, blocks.rows)},
+      Field{"block_cols", FieldType::U32, offsetof(QU, blocks.cols)},
+      HALPY_T(QU, x),
+      HALPY_T(QU, q),
+      HALPY_T(QU, scale)};
+  specs.push_back({HAL_OP_QUANTIZE,
+                   sizeof(QU),
+                   quantize_fields,
+                   {HALPY_O(QU, "x", x), HALPY_O(QU, "q", q), HALPY_O(QU, "scale", scale)},
+                   {}});
+  specs.push_back({HAL_OP_DEQUANTIZE,
+                   sizeof(QU),
+                   quantize_fields,
+                   {HALPY_O(QU, "q", q), HALPY_O(QU, "scale", scale), HALPY_O(QU, "x", x)},
+                   {}});
+  using SM8 = hal_op_scaled_matmul_desc_t;
+  specs.push_back(
+      {HAL_OP_SCALED_MATMUL,
+       sizeof(SM8),
+       {HALPY_F(SM8, groups, U32),
+        Field{"a_block_rows", FieldType::U32, offsetof(SM8, a_blocks.rows)},
+        Field{"a_block_cols", FieldType::U32, offsetof(SM8, a_blocks.cols)},
+        Field{"b_block_rows", FieldType::U32, offsetof(SM8, b_blocks.rows)},
+        Field{"b_block_cols", FieldType::U32, offsetof(SM8, b_blocks.cols)}, HALPY_T(SM8, a),
+        HALPY_T(SM8, a_scale), HALPY_T(SM8, b), HALPY_T(SM8, b_scale), HALPY_T(SM8, offsets),
+        HALPY_T(SM8, d)},
+       {HALPY_O(SM8, "a", a), HALPY_O(SM8, "a_scale", a_scale), HALPY_O(SM8, "b", b),
+        HALPY_O(SM8, "b_scale", b_scale), HALPY_O(SM8, "offsets", offsets), HALPY_O(SM8, "d", d)},
+       {}});
+  using FQ = hal_op_fake_quantize_desc_t;
+  std::vector<Field> fake_quantize_fields = {
+      HALPY_F(FQ, qdtype, DTYPE),
+      HALPY_F(FQ, flags, U32),
+      Field{"block_rows", FieldType::U32, offsetof(FQ, blocks.rows)},
+      Field{"block_cols", FieldType::U32, offsetof(FQ, blocks.cols)},
+      HALPY_F(FQ, grad_scale_factor, F32),
+      HALPY_T(FQ, x),
+      HALPY_T(FQ, scale),
+      HALPY_T(FQ, y),
+      HALPY_T(FQ, grad_y),
+      HALPY_T(FQ, grad_x),
+      HALPY_T(FQ, grad_scale)};
+  specs.push_back({HAL_OP_FAKE_QUANTIZE,
+                   sizeof(FQ),
+                   fake_quantize_fields,
+                   {HALPY_O(FQ, "x", x), HALPY_O(FQ, "scale", scale), HALPY_O(FQ, "y", y)},
+                   {}});
+  specs.push_back({HAL_OP_FAKE_QUANTIZE_BACKWARD,
+                   sizeof(FQ),
+                   fake_quantize_fields,
+                   {HALPY_O(FQ, "x", x), HALPY_O(FQ, "scale", scale), HALPY_O(FQ, "grad_y", grad_y),
+                    HALPY_O(FQ, "grad_x", grad_x), HALPY_O(FQ, "grad_scale", grad_scale)},
+                   {}});
   return specs;
 }
 

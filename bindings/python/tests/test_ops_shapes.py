@@ -264,6 +264,42 @@ def cast_out(dev, rng):
     return lambda: ops.cast(put(randn(rng, 3, 4), dev), "bfloat16", out=out), [out]
 
 
+def quantize_q(dev, rng):
+    q = put(np.zeros((3, 5), np.int8), dev)
+    return lambda: ops.quantize(put(randn(rng, 3, 4), dev), "int8", (1, 0), q=q), [q]
+
+
+def dequantize_out(dev, rng):
+    out = filled(dev, 3, 5)
+    scale = put(np.ones((3, 1), np.float32), dev)
+    return (lambda: ops.dequantize(put(np.ones((3, 4), np.int8), dev), scale, (1, 0), out=out),
+            [out])
+
+
+def scaled_matmul_scale(dev, rng):
+    out = filled(dev, 2, 3)
+    a = put(np.ones((2, 8), np.int8), dev)
+    b = put(np.ones((3, 8), np.int8), dev)
+    # b_scale per row of b needs [3, 1]; [2, 1] is a's.
+    return (lambda: ops.scaled_matmul(a, put(np.ones((2, 1), np.float32), dev), b,
+                                      put(np.ones((2, 1), np.float32), dev), a_blocks=(1, 0),
+                                      b_blocks=(1, 0), out=out), [out])
+
+
+def fake_quantize_out(dev, rng):
+    out = filled(dev, 4, 3)
+    scale = put(np.ones((1, 1), np.float32), dev)
+    return lambda: ops.fake_quantize(put(randn(rng, 3, 4), dev), scale, out=out), [out]
+
+
+def fake_quantize_backward_grad_x(dev, rng):
+    grad_x = filled(dev, 4, 3)
+    scale = put(np.ones((1, 1), np.float32), dev)
+    return (lambda: ops.fake_quantize_backward(put(randn(rng, 3, 4), dev), scale,
+                                               put(randn(rng, 3, 4), dev), grad_x=grad_x),
+            [grad_x])
+
+
 def permute_out(dev, rng):
     out = filled(dev, 3, 4)
     return lambda: ops.permute(put(randn(rng, 3, 4), dev), (1, 0), out=out), [out]
@@ -482,6 +518,11 @@ CASES = [
     ("adamw", "m a view of 4 of 8 for 6 elements", adamw_state_view),
     ("cast", "out [4, 3] for x [3, 4]", cast_out),
     ("permute", "out [3, 4] for the transpose of [3, 4]", permute_out),
+    ("quantize", "q [3, 5] for x [3, 4]", quantize_q),
+    ("dequantize", "out [3, 5] for q [3, 4]", dequantize_out),
+    ("scaled_matmul", "b_scale [2, 1] for b [3, 8] per row", scaled_matmul_scale),
+    ("fake_quantize", "out [4, 3] for x [3, 4]", fake_quantize_out),
+    ("fake_quantize_backward", "grad_x [4, 3] for x [3, 4]", fake_quantize_backward_grad_x),
     ("dropout", "out of 15 for x of 16", dropout_out),
     ("attention", "k and v of other lengths", attention_kv),
     ("attention", "cu_seqlens_k a view of 3 for 4", attention_cu_seqlens),

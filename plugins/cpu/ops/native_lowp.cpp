@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "hal_util/isa_clones.hpp"
+#include "native_lowp_avx512.hpp"
+#include "native_rows_avx512.hpp"
 #include "native_plan.hpp"
 
 namespace hal::cpu::ops {
@@ -120,6 +122,264 @@ Grid grid_of(const hal_quant_blocks_t& blocks, int64_t rows, int64_t cols) {
   return {br, bc, blocks.cols == 0 ? 1 : cols / bc};
 }
 
+// A buffer of the calling thread that only grows: an execution's scratch
+// without an allocation (and fresh pages) per call. Each thread (stream
+// executors, pool workers) keeps its own, so concurrent executions of one
+// plan never share one.
+template <typename T>
+T* thread_scratch(std::vector<T>& buffer, size_t count) {
+  if (buffer.size() < count) buffer.resize(count);
+  return buffer.data();
+}
+
+struct TiledScratch {  // per thread
+  std::vector<uint8_t> packed;
+  std::vector<int32_t> comp;
+  std::vector<float> sb;
+  std::vector<float> out;
+  std::vector<float> totals;  // an item's rows, k blocked
+  std::vector<int32_t> sums_i32;
+  std::vector<float> sums_f32;
+  // The submitting thread's, shared with the workers during one execution.
+  std::vector<uint8_t> a;
+  std::vector<float> sa;
+  std::vector<int64_t> expert;
+  std::vector<int64_t> run_bounds;  // the row runs, expert by expert
+  std::vector<int64_t> found_runs;
+  std::vector<int64_t> next_run;
+  std::vector<int64_t> first_run;  // per expert, its first run; groups + 1 entries
+  std::vector<int64_t> active;     // experts with rows
+};
+
+TiledScratch& tiled_scratch() {
+  static thread_local TiledScratch scratch;
+  return scratch;
+}
+
+// The bf16 bits of codes 0..127 of |dtype| (exact: bf16 has e5m2's and
+// e4m3's range and more mantissa), split into hi and lo bytes for the
+// packing's byte permutes. The sign is the code's bit 7, as bf16's bit 15.
+struct Bf16Bytes {
+  std::array<uint8_t, 128> hi, lo;
+};
+
+const Bf16Bytes& bf16_bytes(hal_dtype_t dtype) {
+  static const auto make = [](hal_dtype_t d) {
+    Bf16Bytes bytes{};
+    for (int c = 0; c < 128; ++c) {
+      const uint16_t bits = to_bf16(fp8_table().of(d)[c]);
+      bytes.hi[c] = static_cast<uint8_t>(bits >> 8);
+      bytes.lo[c] = static_cast<uint8_t>(bits & 0xff);
+    }
+    return bytes;
+  };
+  static const Bf16Bytes e4m3 = make(HAL_DTYPE_F8_E4M3), e5m2 = make(HAL_DTYPE_F8_E5M2);
+  return dtype == HAL_DTYPE_F8_E4M3 ? e4m3 : e5m2;
+}
+
+// The bf16 bits of every code of |dtype| (exact).
+const uint16_t* bf16_codes(hal_dtype_t dtype) {
+  static const auto make = [](hal_dtype_t d) {
+    std::array<uint16_t, 256> bits{};
+    for (int c = 0; c < 256; ++c) bits[c] = to_bf16(fp8_table().of(d)[c]);
+    return bits;
+  };
+  static const std::array<uint16_t, 256> e4m3 = make(HAL_DTYPE_F8_E4M3),
+                                         e5m2 = make(HAL_DTYPE_F8_E5M2);
+  return dtype == HAL_DTYPE_F8_E4M3 ? e4m3.data() : e5m2.data();
+}
+
+// HAL_CPU_AVX512=0 (the plugin's one switch for its AVX-512 loops): the plain
+// loops below even where the CPU runs the AVX-512 tiles (the tests run both
+// on one machine).
+bool tiles_wanted() { return native::avx512_allowed(); }
+
+// The scaled matmul on AVX-512 tiles (native_lowp_avx512.hpp): a's rows
+// copied once, padded per k chunk (int8 shifted by 128, 8-bit floats as
+// bf16), with each row's a scale per chunk; then one pool item per (expert
+// with rows, 64-column tile): the tile of b packed into the worker's own
+// buffer (it stays in L2), run against every row of the expert, kTileRows
+// rows at a time.
+std::unique_ptr<OpPlan> plan_scaled_matmul_tiled(const hal_op_scaled_matmul_desc_t& desc) {
+  const bool grouped = desc.groups > 0;
+  const int64_t m = desc.a.shape[0], k = desc.a.shape[1];
+  const int64_t n = desc.b.shape[grouped ? 1 : 0];
+  const int64_t groups = grouped ? desc.groups : 1;
+  const Grid ga = grid_of(desc.a_blocks, m, k), gb = grid_of(desc.b_blocks, n, k);
+  const int64_t chunk = std::max<int64_t>(1, std::min(ga.bc, gb.bc));
+  const int64_t chunks = k / chunk, cp = (chunk + 3) / 4 * 4, kp = chunks * cp;
+  const bool int8 = desc.a.dtype == HAL_DTYPE_I8;
+  const hal_dtype_t a_dtype = desc.a.dtype, b_dtype = desc.b.dtype, d_dtype = desc.d.dtype;
+  const int64_t b_scale_rows = n / gb.br;
+  const int64_t tiles = (n + native::kTileColumns - 1) / native::kTileColumns;
+  const int tile_rows = int8 ? native::kTileRowsI8 : native::kTileRowsBf16;
+  const size_t element = int8 ? 1 : 2;  // bytes of a packed element
+  return std::make_unique<NativePlan>(6, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
+    if (m == 0 || n == 0) return;
+    const auto* as = static_cast<const float*>(operand[1]);
+    const auto* bs = static_cast<const float*>(operand[3]);
+    TiledScratch& shared = tiled_scratch();
+    // Each row's expert (-1: in no segment, left as it is): the last segment
+    // that holds it.
+    int64_t* expert = thread_scratch(shared.expert, static_cast<size_t>(m));
+    std::fill(expert, expert + m, grouped ? -1 : 0);
+    if (grouped) {
+      const auto* offsets = static_cast<const int32_t*>(operand[4]);
+      for (int64_t e = 0; e < groups; ++e) {
+        const int64_t lo = std::clamp<int64_t>(offsets[e], 0, m);
+        const int64_t hi = std::clamp<int64_t>(offsets[e + 1], 0, m);
+        for (int64_t r = lo; r < hi; ++r) expert[r] = e;
+      }
+    }
+    // The runs of consecutive rows with one expert, expert by expert: found
+    // in row order, then placed by a counting sort on the expert (one pass
+    // over the rows, whatever the number of experts).
+    std::vector<int64_t>& bounds = shared.run_bounds;
+    std::vector<int64_t>& found = shared.found_runs;  // expert, lo, hi in row order
+    found.clear();
+    for (int64_t r = 0; r < m;) {
+      int64_t end = r + 1;
+      while (end < m && expert[end] == expert[r]) ++end;
+      if (expert[r] >= 0) found.insert(found.end(), {expert[r], r, end});
+      r = end;
+    }
+    int64_t* first_run = thread_scratch(shared.first_run, static_cast<size_t>(groups + 1));
+    std::fill(first_run, first_run + groups + 1, int64_t{0});
+    for (size_t i = 0; i < found.size(); i += 3) ++first_run[found[i] + 1];
+    for (int64_t e = 0; e < groups; ++e) first_run[e + 1] += first_run[e];
+    bounds.resize(found.size() / 3 * 2);
+    std::vector<int64_t>& active = shared.active;
+    active.clear();
+    for (int64_t e = 0; e < groups; ++e)
+      if (first_run[e + 1] > first_run[e]) active.push_back(e);
+    {
+      std::vector<int64_t>& next = shared.next_run;
+      next.assign(first_run, first_run + groups);
+      for (size_t i = 0; i < found.size(); i += 3) {
+        const int64_t at = next[static_cast<size_t>(found[i])]++;
+        bounds[static_cast<size_t>(2 * at)] = found[i + 1];
+        bounds[static_cast<size_t>(2 * at + 1)] = found[i + 2];
+      }
+    }
+    if (active.empty()) return;
+    // a's rows, padded per chunk, and their scales per chunk.
+    uint8_t* a_rows = thread_scratch(shared.a, static_cast<size_t>(m * kp) * element);
+    float* sa = thread_scratch(shared.sa, static_cast<size_t>(m * chunks));
+    const auto* a8 = static_cast<const uint8_t*>(operand[0]);
+    const uint16_t* a_bits = bf16_codes(int8 ? HAL_DTYPE_F8_E4M3 : a_dtype);
+    parallel_ranges(pool, static_cast<uint64_t>(m), 16, [&](uint64_t begin, uint64_t end) {
+      for (auto r = static_cast<int64_t>(begin); r < static_cast<int64_t>(end); ++r) {
+        if (expert[r] < 0) continue;
+        for (int64_t c = 0; c < chunks; ++c) {
+          sa[r * chunks + c] = as[(r / ga.br) * ga.cols + (c * chunk) / ga.bc];
+          const uint8_t* from = a8 + r * k + c * chunk;
+          if (int8) {
+            uint8_t* to = a_rows + r * kp + c * cp;
+            for (int64_t i = 0; i < chunk; ++i) to[i] = from[i] ^ 0x80u;
+            std::fill(to + chunk, to + cp, uint8_t{0});
+          } else {
+            uint16_t* to = reinterpret_cast<uint16_t*>(a_rows) + r * kp + c * cp;
+            for (int64_t i = 0; i < chunk; ++i) to[i] = a_bits[from[i]];
+            std::fill(to + chunk, to + cp, uint16_t{0});
+          }
+        }
+      }
+    });
+    const Bf16Bytes& b_bytes = bf16_bytes(int8 ? HAL_DTYPE_F8_E4M3 : b_dtype);
+    const auto* b8 = static_cast<const uint8_t*>(operand[2]);
+    void* d = operand[5];
+    parallel_items(
+        pool, static_cast<uint64_t>(active.size()) * static_cast<uint64_t>(tiles),
+        [&](uint64_t item, uint32_t) {
+          const int64_t g = active[static_cast<size_t>(item / static_cast<uint64_t>(tiles))];
+          const int64_t j0 =
+              static_cast<int64_t>(item % static_cast<uint64_t>(tiles)) * native::kTileColumns;
+          const int64_t cols = std::min(native::kTileColumns, n - j0);
+          TiledScratch& own = tiled_scratch();
+          uint8_t* packed = thread_scratch(own.packed, static_cast<size_t>(kp * 64) * element);
+          int32_t* comp = thread_scratch(own.comp, static_cast<size_t>(chunks * 64));
+          float* sb = thread_scratch(own.sb, static_cast<size_t>(chunks * 64));
+          float* out = thread_scratch(own.out, static_cast<size_t>(tile_rows * 64));
+          // Row r of d, columns j0 .. j0 + cols, from a tile's totals.
+          const auto write_row = [&](int64_t r, const float* total) {
+            const int64_t at = r * n + j0;
+            if (d_dtype == HAL_DTYPE_F32) {
+              std::memcpy(static_cast<float*>(d) + at, total, static_cast<size_t>(cols) * 4);
+            } else {
+              for (int64_t j = 0; j < cols; ++j)
+                static_cast<uint16_t*>(d)[at + j] = to_bf16(total[j]);
+            }
+          };
+          const uint8_t* b_tile = b8 + (g * n + j0) * k;
+          int64_t expert_rows = 0;
+          for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run)
+            expert_rows +=
+                bounds[static_cast<size_t>(2 * run + 1)] - bounds[static_cast<size_t>(2 * run)];
+          // A few rows (decode): b's rows read as they lie, no packing.
+          const bool few = int8 && expert_rows <= native::kDotRowsI8;
+          if (int8 && !few) {
+            native::pack_b_tile_i8(reinterpret_cast<const int8_t*>(b_tile), k, cols, chunk, chunks,
+                                   packed, comp);
+          } else if (!int8) {
+            native::pack_b_tile_bf16(b_tile, k, cols, chunk, chunks, b_bytes.hi.data(),
+                                     b_bytes.lo.data(), reinterpret_cast<uint16_t*>(packed));
+          }
+          for (int64_t c = 0; c < chunks; ++c)
+            for (int64_t j = 0; j < 64; ++j)
+              sb[c * 64 + j] =
+                  j < cols
+                      ? bs[(g * b_scale_rows + (j0 + j) / gb.br) * gb.cols + (c * chunk) / gb.bc]
+                      : 0.0f;
+          if (few) {
+            for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
+              const int64_t lo = bounds[static_cast<size_t>(2 * run)];
+              const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
+              const int rows = static_cast<int>(hi - lo);  // at most kDotRowsI8
+              native::dot_i8(rows, a_rows + lo * kp, kp, reinterpret_cast<const int8_t*>(b_tile), k,
+                             cols, chunk, chunks, cp, sb, sa + lo * chunks, comp, out);
+              for (int r = 0; r < rows; ++r) write_row(lo + r, out + r * 64);
+            }
+            return;
+          }
+          // k in blocks of kStepsPerBlock steps, each block against all the
+          // expert's rows (their totals and running sums side by side, in
+          // run order).
+          float* totals = thread_scratch(own.totals, static_cast<size_t>(expert_rows * 64));
+          int32_t* sums_i32 = thread_scratch(own.sums_i32, static_cast<size_t>(expert_rows * 64));
+          float* sums_f32 = thread_scratch(own.sums_f32, static_cast<size_t>(expert_rows * 64));
+          std::fill(totals, totals + expert_rows * 64, 0.0f);
+          const int64_t steps = kp / 4;
+          for (int64_t s0 = 0; s0 < steps; s0 += native::kStepsPerBlock) {
+            const int64_t s1 = std::min(steps, s0 + native::kStepsPerBlock);
+            int64_t row = 0;
+            for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
+              const int64_t lo = bounds[static_cast<size_t>(2 * run)];
+              const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
+              for (int64_t r0 = lo; r0 < hi; r0 += tile_rows) {
+                const int rows = static_cast<int>(std::min<int64_t>(tile_rows, hi - r0));
+                if (int8) {
+                  native::tile_i8(rows, a_rows + r0 * kp, kp, packed, comp, sb, sa + r0 * chunks,
+                                  chunks, cp, s0, s1, sums_i32 + row * 64, totals + row * 64);
+                } else {
+                  native::tile_bf16(rows, reinterpret_cast<const uint16_t*>(a_rows) + r0 * kp, kp,
+                                    reinterpret_cast<const uint16_t*>(packed), sb, sa + r0 * chunks,
+                                    chunks, cp, s0, s1, sums_f32 + row * 64, totals + row * 64);
+                }
+                row += rows;
+              }
+            }
+          }
+          int64_t row = 0;
+          for (int64_t run = first_run[g]; run < first_run[g + 1]; ++run) {
+            const int64_t lo = bounds[static_cast<size_t>(2 * run)];
+            const int64_t hi = bounds[static_cast<size_t>(2 * run + 1)];
+            for (int64_t r = lo; r < hi; ++r, ++row) write_row(r, totals + row * 64);
+          }
+        });
+  });
+}
+
 std::unique_ptr<OpPlan> plan_scaled_matmul(const hal_op_scaled_matmul_desc_t& desc,
                                            Decline& decline) {
   const bool grouped = desc.groups > 0;
@@ -132,6 +392,9 @@ std::unique_ptr<OpPlan> plan_scaled_matmul(const hal_op_scaled_matmul_desc_t& de
     decline.reason = "an f16 d (cpu.native writes f32 and bf16)";
     return nullptr;
   }
+  const bool tiles = desc.a.dtype == HAL_DTYPE_I8 ? native::lowp_i8_tiles_available()
+                                                  : native::lowp_bf16_tiles_available();
+  if (tiles && tiles_wanted()) return plan_scaled_matmul_tiled(desc);
   const int64_t m = desc.a.shape[0], k = desc.a.shape[1];
   const int64_t n = desc.b.shape[grouped ? 1 : 0];
   const int64_t groups = grouped ? desc.groups : 1;

@@ -6,17 +6,24 @@
 // length or block-table entry raises the status word and the execution
 // writes nothing else, as the portable kernels do.
 //
-// Attention is split-KV. One work item per (sequence, kv head, chunk): it
-// holds the scaled query rows of every query head of the kv head's group and
-// every new token (group * s_q rows), so each key and value row is read from
-// the cache and widened to f32 once per chunk, not once per query head (the
-// decode step is bound by reading the cache). Keys go in tiles through an
-// online softmax; a chunk leaves (max, sum, unnormalised output) per row, and
-// one item per (sequence, head, token) merges the chunks in order, each
-// rescaled by exp(its max - the largest). The split count is the
-// descriptor's num_splits, or, with 0, chosen per execution from the pool's
-// thread count and the longest sequence: results depend on the split count
-// only, so they are the same run to run for a given thread count.
+// Attention is split-KV. One work item per (sequence, chunk of its blocks)
+// covering every kv head: with AVX-512 (native_paged_avx512.hpp) it walks
+// the chunk a tile of 16 positions at a time and, within a tile, each kv
+// head, so a block's rows of all heads are read together, once, straight
+// from the cache (widened in registers), with the lines of the next tile
+// asked for ahead; elsewhere (or with HAL_CPU_AVX512=0) the portable loops
+// below take one kv head after the other, widening each row to f32 first.
+// Either way an item holds the scaled query rows of every query head of a
+// kv head's group and every new token (group * s_q rows), so each key and
+// value row is read once per chunk, not once per query head (the decode step
+// is bound by reading the cache). Keys go through an online softmax; a chunk
+// leaves (max, sum, unnormalised output) per row, and one item per
+// (sequence, head, token) merges the chunks in order, each rescaled by
+// exp(its max - the largest). The split count is the descriptor's
+// num_splits, or, with 0, chosen per execution from the pool's thread count
+// and the longest sequence: results depend on the split count (and on
+// whether the AVX-512 loop runs) only, so they are the same run to run for a
+// given thread count.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -27,6 +34,7 @@
 
 #include "hal_util/isa_clones.hpp"
 #include "native_half.hpp"
+#include "native_paged_avx512.hpp"
 #include "native_plan.hpp"
 #include "ops.hpp"
 
@@ -200,18 +208,45 @@ struct AttentionShape {
 };
 
 // One worker's scratch: the item's query rows, accumulators and a tile.
+// Kept per thread across executions and grown only (a fresh page costs more
+// than a short decode step's reads): the pool's workers and the caller
+// persist, so the steady state allocates nothing.
 struct Scratch {
   std::vector<float> q, acc, max, sum, keys, keys_t, values, scores;
-  explicit Scratch(const AttentionShape& s)
-      : q(static_cast<size_t>(s.rows * s.dim)),
-        acc(static_cast<size_t>(s.rows * s.dim_v)),
-        max(static_cast<size_t>(s.rows)),
-        sum(static_cast<size_t>(s.rows)),
-        keys(static_cast<size_t>(kTileKeys * s.dim)),
-        keys_t(static_cast<size_t>(kTileKeys * s.dim)),
-        values(static_cast<size_t>(kTileKeys * s.dim_v)),
-        scores(static_cast<size_t>(kTileKeys)) {}
+  // The AVX-512 path's: weights per row and key, corrections, visible keys
+  // per row, and the tile's row addresses.
+  std::vector<float> weights, correction;
+  std::vector<int64_t> visible;
+  std::vector<const void*> key_rows, value_rows;
+
+  void fit(const AttentionShape& s) {
+    const auto grow = [](auto& v, int64_t n) {
+      if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    };
+    // Every kv head's rows (the AVX-512 path holds them all).
+    const int64_t all_rows = s.kv_heads * s.rows;
+    grow(q, all_rows * s.dim);
+    grow(acc, std::max(all_rows, int64_t{1}) * s.dim_v);
+    grow(max, all_rows);
+    grow(sum, all_rows);
+    grow(keys, kTileKeys * s.dim);
+    grow(keys_t, kTileKeys * s.dim);
+    grow(values, kTileKeys * std::max(s.dim, s.dim_v));
+    grow(scores, kTileKeys);
+    grow(weights, s.rows * native::kDecodeTileKeys);
+    grow(correction, s.rows);
+    grow(visible, s.rows);
+    grow(key_rows, native::kDecodeTileKeys);
+    grow(value_rows, native::kDecodeTileKeys);
+  }
 };
+
+// The calling thread's scratch, fitted to |s|.
+Scratch& scratch_for(const AttentionShape& s) {
+  thread_local Scratch scratch;
+  scratch.fit(s);
+  return scratch;
+}
 
 // The hot loops, one clone per ISA (AVX-512, AVX2, baseline). Each sum runs
 // over its terms in one fixed order, so the result depends neither on the
@@ -254,6 +289,121 @@ HAL_ISA_CLONES void rescale_and_add(float* acc, float correction, const float* p
   }
 }
 
+// Positions [first, second) of sequence b that chunk |chunk| of |splits|
+// covers: whole blocks, the last chunk's up to the length.
+std::pair<int64_t, int64_t> chunk_positions(const AttentionShape& s, const Table& table, int64_t b,
+                                            int64_t chunk, int64_t splits) {
+  const int64_t len = table.len(b);
+  const int64_t blocks = (len + s.block_size - 1) / s.block_size;
+  const int64_t per_chunk = (blocks + splits - 1) / splits;
+  return {std::min(len, chunk * per_chunk * s.block_size),
+          std::min(len, (chunk + 1) * per_chunk * s.block_size)};
+}
+
+// Query row r (of s.rows) of kv head g of sequence b, scaled, into |q|.
+void load_query(const AttentionShape& s, const hal_op_paged_attention_desc_t& desc,
+                void* const* operands, int64_t b, int64_t g, int64_t r, float* q) {
+  const int64_t h = g * s.group + r / s.s_q, t = r % s.s_q;
+  native::to_f32(
+      ConstHalfRef{operands[0], desc.q.dtype},
+      static_cast<size_t>(b * desc.q.strides[0] + t * desc.q.strides[1] + h * desc.q.strides[2]),
+      static_cast<size_t>(s.dim), q);
+  for (int64_t d = 0; d < s.dim; ++d) q[d] *= s.scale;
+}
+
+// Chunk |chunk| of |splits| of sequence b for every kv head at once with
+// AVX-512 (native_paged_avx512.hpp): tiles of native::kDecodeTileKeys
+// positions, and within a tile each kv head's rows. A block's rows of all
+// heads lie together, so the cache is read in whole blocks (a work item per
+// kv head read 256 of every 2048 bytes: the prefetchers fetched the lines
+// between, and each row cost a TLB miss). Leaves scratch.max/sum/acc, kv
+// head g's rows at g * s.rows.
+void attend_chunk_avx512(const AttentionShape& s, const hal_op_paged_attention_desc_t& desc,
+                         void* const* operands, const Table& table, int64_t b, int64_t chunk,
+                         int64_t splits, Scratch& scratch) {
+  const int64_t len = table.len(b);
+  const auto [begin, stop] = chunk_positions(s, table, b, chunk, splits);
+  const bool mla = desc.values_in_keys != 0;
+  const hal_tensor_desc_t& v_layout = mla ? desc.k_cache : desc.v_cache;
+  const auto* k_base = static_cast<const char*>(operands[1]);
+  const auto* v_base = static_cast<const char*>(mla ? operands[1] : operands[2]);
+  const int64_t k_bytes = desc.k_cache.dtype == HAL_DTYPE_F32 ? 4 : 2;
+  const int64_t v_bytes = v_layout.dtype == HAL_DTYPE_F32 ? 4 : 2;
+  const int64_t all_rows = s.kv_heads * s.rows;
+  for (int64_t g = 0; g < s.kv_heads; ++g) {
+    for (int64_t r = 0; r < s.rows; ++r) {
+      load_query(s, desc, operands, b, g, r, scratch.q.data() + (g * s.rows + r) * s.dim);
+    }
+  }
+  std::fill_n(scratch.acc.begin(), all_rows * s.dim_v, 0.0f);
+  std::fill_n(scratch.max.begin(), all_rows, -std::numeric_limits<float>::infinity());
+  std::fill_n(scratch.sum.begin(), all_rows, 0.0f);
+  const auto key_row = [&](int64_t block, int64_t slot, int64_t g) {
+    return k_base + (block * desc.k_cache.strides[0] + slot * desc.k_cache.strides[1] +
+                     g * desc.k_cache.strides[2]) *
+                        k_bytes;
+  };
+  const auto value_row = [&](int64_t block, int64_t slot, int64_t g) {
+    return v_base +
+           (block * v_layout.strides[0] + slot * v_layout.strides[1] + g * v_layout.strides[2]) *
+               v_bytes;
+  };
+  // The blocks of a shuffled table are far apart, where the hardware
+  // prefetchers do not follow them: before kv head g of a tile is folded,
+  // the lines of its rows in the next tile are asked for, a tile's worth of
+  // computation ahead (without this, decode waited on memory latency; the
+  // requests are spread over the heads, as a whole tile's at once
+  // overflowed the outstanding misses the core tracks).
+  const auto prefetch = [&](int64_t tile, int64_t g) {
+    const int64_t n = std::min(native::kDecodeTileKeys, stop - tile);
+    const void* rows[native::kDecodeTileKeys];
+    for (int64_t k = 0; k < n; ++k) {
+      rows[k] = key_row(table.block(b, tile + k), (tile + k) % s.block_size, g);
+    }
+    native::paged_decode_prefetch(rows, n, s.dim * k_bytes);
+    if (mla) return;
+    for (int64_t k = 0; k < n; ++k) {
+      rows[k] = value_row(table.block(b, tile + k), (tile + k) % s.block_size, g);
+    }
+    native::paged_decode_prefetch(rows, n, s.dim_v * v_bytes);
+  };
+  // (One tile ahead; two or three measured the same.)
+  const int64_t ahead = native::kDecodeTileKeys;
+  for (int64_t g = 0; g < s.kv_heads && begin < stop; ++g) prefetch(begin, g);
+  int64_t blocks[native::kDecodeTileKeys];
+  for (int64_t tile = begin; tile < stop; tile += native::kDecodeTileKeys) {
+    const int64_t n = std::min(native::kDecodeTileKeys, stop - tile);
+    for (int64_t k = 0; k < n; ++k) blocks[k] = table.block(b, tile + k);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      // Keys [0, row_end) are visible: causal is bottom-right aligned.
+      const int64_t row_end = s.causal ? std::min(len, len - s.s_q + r % s.s_q + 1) : len;
+      scratch.visible[static_cast<size_t>(r)] = std::clamp<int64_t>(row_end - tile, 0, n);
+    }
+    for (int64_t g = 0; g < s.kv_heads; ++g) {
+      if (tile + ahead < stop) prefetch(tile + ahead, g);
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t slot = (tile + k) % s.block_size;
+        scratch.key_rows[static_cast<size_t>(k)] = key_row(blocks[k], slot, g);
+        scratch.value_rows[static_cast<size_t>(k)] = value_row(blocks[k], slot, g);
+      }
+      const int64_t first_row = g * s.rows;
+      const native::DecodeRows rows{scratch.q.data() + first_row * s.dim,
+                                    scratch.acc.data() + first_row * s.dim_v,
+                                    scratch.max.data() + first_row,
+                                    scratch.sum.data() + first_row,
+                                    scratch.weights.data(),
+                                    scratch.correction.data(),
+                                    s.rows,
+                                    s.dim,
+                                    s.dim_v,
+                                    desc.k_cache.dtype};
+      native::paged_decode_tile_avx512(
+          rows, native::DecodeTile{scratch.key_rows.data(), scratch.value_rows.data(), n,
+                                   scratch.visible.data()});
+    }
+  }
+}
+
 // Chunk |chunk| of |splits| of sequence b, kv head g: the keys of its whole
 // blocks through an online softmax for every row (hh, t) of the group
 // (row r = hh * s_q + t). Leaves scratch.max/sum/acc.
@@ -261,25 +411,15 @@ void attend_chunk(const AttentionShape& s, const hal_op_paged_attention_desc_t& 
                   void* const* operands, const Table& table, int64_t b, int64_t g, int64_t chunk,
                   int64_t splits, Scratch& scratch) {
   const int64_t len = table.len(b);
-  const int64_t blocks = (len + s.block_size - 1) / s.block_size;
-  const int64_t per_chunk = (blocks + splits - 1) / splits;
-  const int64_t begin = chunk * per_chunk * s.block_size;
-  const int64_t stop = std::min(len, (chunk + 1) * per_chunk * s.block_size);
+  const auto [begin, stop] = chunk_positions(s, table, b, chunk, splits);
   const void* v_data = desc.values_in_keys != 0 ? operands[1] : operands[2];
   const hal_tensor_desc_t& v_layout = desc.values_in_keys != 0 ? desc.k_cache : desc.v_cache;
   for (int64_t r = 0; r < s.rows; ++r) {
-    const int64_t hh = r / s.s_q, t = r % s.s_q;
-    const int64_t h = g * s.group + hh;
-    float* q = scratch.q.data() + r * s.dim;
-    native::to_f32(
-        ConstHalfRef{operands[0], desc.q.dtype},
-        static_cast<size_t>(b * desc.q.strides[0] + t * desc.q.strides[1] + h * desc.q.strides[2]),
-        static_cast<size_t>(s.dim), q);
-    for (int64_t d = 0; d < s.dim; ++d) q[d] *= s.scale;
+    load_query(s, desc, operands, b, g, r, scratch.q.data() + r * s.dim);
   }
-  std::fill(scratch.acc.begin(), scratch.acc.end(), 0.0f);
-  std::fill(scratch.max.begin(), scratch.max.end(), -std::numeric_limits<float>::infinity());
-  std::fill(scratch.sum.begin(), scratch.sum.end(), 0.0f);
+  std::fill_n(scratch.acc.begin(), s.rows * s.dim_v, 0.0f);
+  std::fill_n(scratch.max.begin(), s.rows, -std::numeric_limits<float>::infinity());
+  std::fill_n(scratch.sum.begin(), s.rows, 0.0f);
   const float* values = desc.values_in_keys != 0 ? scratch.keys.data() : scratch.values.data();
   const int64_t value_stride = desc.values_in_keys != 0 ? s.dim : s.dim_v;
   for (int64_t tile = begin; tile < stop; tile += kTileKeys) {
@@ -348,15 +488,16 @@ void store_row(const AttentionShape& s, const hal_op_paged_attention_desc_t& des
 }
 
 // The split count of an execution: the descriptor's, or enough chunks that
-// every worker has two items, of at least kMinChunkKeys keys of the longest
+// every worker has four items, of at least kMinChunkKeys keys of the longest
 // sequence, at most |cap|.
 int64_t splits_of(const hal_op_paged_attention_desc_t& desc, const AttentionShape& s,
                   const Table& table, uint32_t threads, int64_t cap) {
   if (desc.num_splits > 0) return desc.num_splits;
   int64_t longest = 0;
   for (int64_t b = 0; b < s.batch; ++b) longest = std::max(longest, table.len(b));
-  const int64_t items = s.batch * s.kv_heads;
-  const int64_t wanted = (2 * static_cast<int64_t>(threads) + items - 1) / items;
+  // Items are (sequence, chunk), every kv head in one: four per thread, so
+  // a machine shared with other work still balances.
+  const int64_t wanted = (4 * static_cast<int64_t>(threads) + s.batch - 1) / s.batch;
   const int64_t blocks = (longest + s.block_size - 1) / s.block_size;
   const int64_t chunk_blocks = std::max<int64_t>(1, kMinChunkKeys / s.block_size);
   return std::clamp<int64_t>(std::min(wanted, blocks / chunk_blocks), 1, cap);
@@ -414,64 +555,75 @@ std::unique_ptr<OpPlan> plan_attention_paged(const hal_op_paged_attention_desc_t
         }
         if (s.rows == 0 || s.dim_v == 0) return;
         const int64_t splits = splits_of(desc, s, table, pool.workers() + 1, cap);
-        std::vector<Scratch> scratch(pool.workers() + 1, Scratch(s));
         auto* partial =
             static_cast<float*>(workspace != nullptr ? aligned_workspace(workspace) : nullptr);
         const int64_t slot_floats = s.dim_v + 2;
-        // Partial row r of item (b, g, chunk): ((b * kv_heads + g) * splits +
-        // chunk) * rows + r.
-        parallel_items(pool, static_cast<uint64_t>(s.batch * s.kv_heads * splits),
-                       [&](uint64_t item, uint32_t worker) {
-                         const auto index = static_cast<int64_t>(item);
-                         const int64_t chunk = index % splits;
-                         const int64_t g = (index / splits) % s.kv_heads;
-                         const int64_t b = index / splits / s.kv_heads;
-                         Scratch& mine = scratch[worker];
-                         attend_chunk(s, desc, operands, table, b, g, chunk, splits, mine);
-                         for (int64_t r = 0; r < s.rows; ++r) {
-                           const float* acc = mine.acc.data() + r * s.dim_v;
-                           if (splits == 1) {
-                             store_row(s, desc, operands, b, g * s.group + r / s.s_q, r % s.s_q,
-                                       acc, mine.max[r], mine.sum[r], mine.values.data());
-                             continue;
-                           }
-                           float* slot = partial + (index * s.rows + r) * slot_floats;
-                           slot[0] = mine.max[r];
-                           slot[1] = mine.sum[r];
-                           std::copy(acc, acc + s.dim_v, slot + 2);
-                         }
-                       });
+        // Partial row r of (b, g, chunk): ((b * kv_heads + g) * splits +
+        // chunk) * rows + r. One item per (b, chunk), every kv head.
+        const bool avx512 = native::paged_decode_avx512_available();
+        parallel_items(pool, static_cast<uint64_t>(s.batch * splits), [&](uint64_t item, uint32_t) {
+          const auto index = static_cast<int64_t>(item);
+          const int64_t chunk = index % splits;
+          const int64_t b = index / splits;
+          Scratch& mine = scratch_for(s);
+          // Kv head g's rows, from the scratch rows at |first_row|.
+          const auto finish = [&](int64_t g, int64_t first_row) {
+            for (int64_t r = 0; r < s.rows; ++r) {
+              const float* acc = mine.acc.data() + (first_row + r) * s.dim_v;
+              const float max = mine.max[first_row + r], sum = mine.sum[first_row + r];
+              if (splits == 1) {
+                store_row(s, desc, operands, b, g * s.group + r / s.s_q, r % s.s_q, acc, max, sum,
+                          mine.values.data());
+                continue;
+              }
+              float* slot =
+                  partial + (((b * s.kv_heads + g) * splits + chunk) * s.rows + r) * slot_floats;
+              slot[0] = max;
+              slot[1] = sum;
+              std::copy(acc, acc + s.dim_v, slot + 2);
+            }
+          };
+          if (avx512) {
+            attend_chunk_avx512(s, desc, operands, table, b, chunk, splits, mine);
+            for (int64_t g = 0; g < s.kv_heads; ++g) finish(g, g * s.rows);
+            return;
+          }
+          for (int64_t g = 0; g < s.kv_heads; ++g) {
+            attend_chunk(s, desc, operands, table, b, g, chunk, splits, mine);
+            finish(g, 0);
+          }
+        });
         if (splits == 1) return;
         // The merge: one item per (b, h, t), chunks in order.
-        parallel_items(pool, static_cast<uint64_t>(s.batch * s.heads * s.s_q),
-                       [&](uint64_t item, uint32_t worker) {
-                         const auto index = static_cast<int64_t>(item);
-                         const int64_t t = index % s.s_q;
-                         const int64_t h = (index / s.s_q) % s.heads;
-                         const int64_t b = index / s.s_q / s.heads;
-                         const int64_t g = h / s.group;
-                         const int64_t r = (h % s.group) * s.s_q + t;
-                         const auto slot = [&](int64_t chunk) {
-                           return partial + (((b * s.kv_heads + g) * splits + chunk) * s.rows + r) *
-                                                slot_floats;
-                         };
-                         float overall = -std::numeric_limits<float>::infinity();
-                         for (int64_t c = 0; c < splits; ++c) {
-                           if (slot(c)[1] > 0.0f) overall = std::max(overall, slot(c)[0]);
-                         }
-                         float* acc = scratch[worker].acc.data();
-                         std::fill(acc, acc + s.dim_v, 0.0f);
-                         float total = 0.0f;
-                         for (int64_t c = 0; c < splits; ++c) {
-                           const float* part = slot(c);
-                           if (part[1] <= 0.0f) continue;
-                           const float factor = std::exp(part[0] - overall);
-                           total += part[1] * factor;
-                           for (int64_t d = 0; d < s.dim_v; ++d) acc[d] += part[2 + d] * factor;
-                         }
-                         store_row(s, desc, operands, b, h, t, acc, overall, total,
-                                   scratch[worker].values.data());
-                       });
+        parallel_items(
+            pool, static_cast<uint64_t>(s.batch * s.heads * s.s_q), [&](uint64_t item, uint32_t) {
+              const auto index = static_cast<int64_t>(item);
+              const int64_t t = index % s.s_q;
+              const int64_t h = (index / s.s_q) % s.heads;
+              const int64_t b = index / s.s_q / s.heads;
+              const int64_t g = h / s.group;
+              const int64_t r = (h % s.group) * s.s_q + t;
+              const auto slot = [&](int64_t chunk) {
+                return partial +
+                       (((b * s.kv_heads + g) * splits + chunk) * s.rows + r) * slot_floats;
+              };
+              float overall = -std::numeric_limits<float>::infinity();
+              for (int64_t c = 0; c < splits; ++c) {
+                if (slot(c)[1] > 0.0f) overall = std::max(overall, slot(c)[0]);
+              }
+              Scratch& mine = scratch_for(s);
+              float* acc = mine.acc.data();
+              std::fill(acc, acc + s.dim_v, 0.0f);
+              float total = 0.0f;
+              for (int64_t c = 0; c < splits; ++c) {
+                const float* part = slot(c);
+                if (part[1] <= 0.0f) continue;
+                const float factor = std::exp(part[0] - overall);
+                total += part[1] * factor;
+                for (int64_t d = 0; d < s.dim_v; ++d) acc[d] += part[2 + d] * factor;
+              }
+              store_row(s, desc, operands, b, h, t, acc, overall, total, mine.values.data());
+            });
       });
 }
 

@@ -126,8 +126,9 @@ class NativePlan final : public OpPlan {
   }
 
  private:
-  uint32_t operand_count_;
-  uint32_t scalar_count_;
+  // Read only by the assertion (clang warns of unused fields where NDEBUG removes it).
+  [[maybe_unused]] uint32_t operand_count_;
+  [[maybe_unused]] uint32_t scalar_count_;
   size_t workspace_bytes_;
   std::shared_ptr<const WorkspaceBody> body_;
 };

@@ -1,9 +1,48 @@
 #include "native_rows_avx512.hpp"
 
+#include "ops.hpp"
+
+#include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <limits>
 
 #include "hal_util/x86_intrinsics.hpp"
+#include "native_exp_avx512.hpp"
+
+namespace hal::cpu::ops::native {
+
+namespace {
+std::atomic<bool> avx512_allowed_flag{true};
+}  // namespace
+
+bool avx512_allowed() {
+  return avx512_allowed_flag.load(std::memory_order_relaxed);
+}
+
+}  // namespace hal::cpu::ops::native
+
+namespace hal::cpu::ops {
+
+bool parse_avx512_setting(const char* text, bool* out_allowed, std::string& out_error) {
+  if (text == nullptr || std::strcmp(text, "1") == 0) {
+    *out_allowed = true;
+    return true;
+  }
+  if (std::strcmp(text, "0") == 0) {
+    *out_allowed = false;
+    return true;
+  }
+  out_error = std::string("HAL_CPU_AVX512='") + text + "' is not valid: expected 0 or 1";
+  return false;
+}
+
+void allow_avx512(bool allowed) {
+  native::avx512_allowed_flag.store(allowed, std::memory_order_relaxed);
+}
+
+}  // namespace hal::cpu::ops
 
 namespace hal::cpu::ops::native {
 
@@ -25,33 +64,6 @@ inline size_t streaming_head(const float* y, size_t n) {
   const auto address = reinterpret_cast<uintptr_t>(y);
   if (address % sizeof(float) != 0) return n;
   return ((64 - (address & 63u)) & 63u) / sizeof(float);
-}
-
-// e^x per lane, the vector twin of native_math.hpp's exp_clamped followed by
-// exp_or_zero: 0 below -87.5 (e^-inf = 0), NaN for NaN, otherwise the
-// Cephes polynomial on r = x - n ln2 and 2^n through the exponent bits.
-HAL_AVX512 inline __m512 exp_or_zero(__m512 x) {
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.5f), _CMP_LT_OQ);
-  const __m512 clamped =
-      _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-  const __m512 magic = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23: round to nearest
-  const __m512 n =
-      _mm512_sub_ps(_mm512_fmadd_ps(clamped, _mm512_set1_ps(1.44269504088896341f), magic), magic);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped);
-  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  const __m512i exponent =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  const __m512 value = _mm512_mul_ps(p, _mm512_castsi512_ps(exponent));
-  return _mm512_mask_blend_ps(nan, _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), value),
-                              x);
 }
 
 // y[k] = op(x[k]) for k in [0, n), one vector at a time and the tail
@@ -149,7 +161,7 @@ HAL_AVX512 inline float sum_lanes(__m512 lanes) {
 
 bool avx512_rows_available() {
   static const bool available = __builtin_cpu_supports("avx512f");
-  return available;
+  return available && avx512_allowed();
 }
 
 HAL_AVX512 float row_max_f32_avx512(const float* x, size_t n) {

@@ -16,7 +16,10 @@
 
 namespace hal::cpu::ops::native {
 
-// True when the CPU (and the OS) run AVX-512F.
+// False when HAL_CPU_AVX512=0 turned the AVX-512 loops off (allow_avx512).
+bool avx512_allowed();
+
+// True when the CPU (and the OS) run AVX-512F and HAL_CPU_AVX512 allows it.
 bool avx512_rows_available();
 
 // The maximum of x[0, n): NaN if any element is NaN, -inf for n = 0.

@@ -27,6 +27,14 @@ namespace ops {
 inline constexpr char kOneDnnName[] = "cpu.onednn";
 inline constexpr char kNativeName[] = "cpu.native";
 
+// HAL_CPU_AVX512 (SPEC.md's environment table): unset or "1", the
+// hand-written AVX-512 loops run where the CPU has AVX-512; "0", never (the
+// portable loops serve: how the tests cover them on an AVX-512 machine).
+// False, with |out_error| naming the value, for anything else. Set once, at
+// the plugin's load, before any operator runs.
+bool parse_avx512_setting(const char* text, bool* out_allowed, std::string& out_error);
+void allow_avx512(bool allowed);
+
 // The caller's workspace may start at any address of its allocation (SPEC
 // §17.2 asks no alignment). A plan that keeps f32 tensors there asks for
 // kWorkspaceAlignment - 1 bytes more than it uses and starts them at
