@@ -8,7 +8,9 @@
 #include <charconv>
 #include <functional>
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "hal_dialect/program.hpp"
 
@@ -151,6 +153,24 @@ class Parser {
         if (is_identifier(tokens_[j], "barrier") || is_identifier(tokens_[j], "shared") ||
             is_identifier(tokens_[j], "dynamic_shared")) {
           return fail(j, "'" + tokens_[j].text + "' may not appear in a #define");
+        }
+      }
+      // A name #defined again with another value (without an #undef between)
+      // is ill-formed C, which backend compilers only warn about, and it
+      // would silently change a constant shared with the host (ops/portable's
+      // tile sizes): refused for every backend alike.
+      if ((keyword.text == "define" || keyword.text == "undef") && i + 2 < end &&
+          tokens_[i + 2].kind == TokenKind::kIdentifier) {
+        const std::string& name = tokens_[i + 2].text;
+        std::vector<std::string> replacement;
+        for (size_t j = i + 3; j < end; ++j) replacement.push_back(tokens_[j].text);
+        if (keyword.text == "undef") {
+          definitions_.erase(name);
+          program_.constants.erase(name);
+        } else if (const auto [known, added] = definitions_.try_emplace(name, replacement);
+                   !added && known->second != replacement) {
+          return fail(i + 2,
+                      "'" + name + "' is #defined again with another value (#undef it first)");
         }
       }
       // An object-like #define NAME value: a constant shared sizes may use.
@@ -693,6 +713,8 @@ class Parser {
   Program& program_;
   const std::vector<Token>& tokens_;
   Diagnostic& error_;
+  // Every #defined name and its replacement's tokens, for the redefinition rule.
+  std::map<std::string, std::vector<std::string>> definitions_;
 };
 
 }  // namespace

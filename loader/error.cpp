@@ -73,6 +73,22 @@ hal_result_t fail(hal_result_t result, const char* function, const char* fmt, ..
 hal_result_t fail_from_plugin(hal_result_t result, const char* function,
                               const std::string& plugin_name) noexcept {
   ErrorDetail& detail = thread_error_detail();
+  if (result == HAL_SUCCESS ||
+      hal::util::find_name(hal::util::result_table(), static_cast<uint32_t>(result)) == nullptr) {
+    // Not a failure the ABI knows: the caller gets the closed set's "a plugin bug".
+    std::string message;
+    try {
+      message = format("%s: plugin '%s' returned %d, which is not a hal_result_t failure", function,
+                       plugin_name.c_str(), static_cast<int>(result));
+      if (detail.plugin_report_pending && detail.plugin == plugin_name) {
+        message += " (its report: " + detail.message + ")";
+      }
+    } catch (...) {
+    }
+    detail.plugin_report_pending = false;
+    store(HAL_ERROR_INTERNAL, function, std::move(message), plugin_name, 0);
+    return HAL_ERROR_INTERNAL;
+  }
   if (detail.plugin_report_pending && detail.plugin == plugin_name) {
     detail.plugin_report_pending = false;
     detail.has_failure = true;

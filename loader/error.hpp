@@ -35,7 +35,8 @@ hal_result_t fail(hal_result_t result, const char* function, const char* fmt, ..
 
 // Turns a failure a plugin returned into the public call's failure. Uses the
 // sentence the plugin reported through host->set_error when there is one, else
-// says that the plugin gave none.
+// says that the plugin gave none. A code outside hal_result_t's failures (a
+// plugin bug) becomes HAL_ERROR_INTERNAL, so callers only ever see the closed set.
 hal_result_t fail_from_plugin(hal_result_t result, const char* function,
                               const std::string& plugin_name) noexcept;
 

@@ -41,7 +41,7 @@ typedef struct hal_comm_unique_id {
   uint8_t bytes[HAL_COMM_UNIQUE_ID_BYTES];
 } hal_comm_unique_id_t;
 
-typedef enum hal_reduce_op {
+typedef enum hal_reduce_op HAL_ENUM_TYPE {
   HAL_REDUCE_SUM = 0,
   HAL_REDUCE_PROD = 1,
   HAL_REDUCE_MIN = 2,
@@ -52,7 +52,7 @@ typedef enum hal_reduce_op {
 } hal_reduce_op_t;
 
 /* How the ranks of hal_comm_init_rank find each other. */
-typedef enum hal_comm_bootstrap {
+typedef enum hal_comm_bootstrap HAL_ENUM_TYPE {
   /* The TCP store that hal_comm_get_unique_id started, named in the id. */
   HAL_COMM_BOOTSTRAP_UNIQUE_ID = 0,
   /* A TCP store at config->store_address ("host:port"): rank 0 serves it,

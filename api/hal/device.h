@@ -16,7 +16,7 @@ extern "C" {
  * the caller. */
 typedef struct hal_device_s* hal_device_t;
 
-typedef enum hal_device_type {
+typedef enum hal_device_type HAL_ENUM_TYPE {
   HAL_DEVICE_TYPE_CPU = 0,
   HAL_DEVICE_TYPE_GPU = 1,
   HAL_DEVICE_TYPE_ACCELERATOR = 2,
@@ -24,7 +24,7 @@ typedef enum hal_device_type {
 } hal_device_type_t;
 
 /* Capability bits. A declared capability is a promise that halconform checks. */
-typedef enum hal_device_cap_bits {
+typedef enum hal_device_cap_bits HAL_ENUM_TYPE {
   HAL_DEVICE_CAP_KERNELS = 1u << 0,            /* modules, kernels and hal_launch_kernel */
   HAL_DEVICE_CAP_EVENT_TIMING = 1u << 1,       /* hal_event_elapsed_ms */
   HAL_DEVICE_CAP_HOST_CALLBACKS = 1u << 2,     /* hal_stream_enqueue_host_fn runs asynchronously */

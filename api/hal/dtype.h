@@ -15,7 +15,7 @@ extern "C" {
 
 /* An element type. Values are stable; new types are only appended. f16 is
  * IEEE binary16, bf16 the upper half of a binary32. */
-typedef enum hal_dtype {
+typedef enum hal_dtype HAL_ENUM_TYPE {
   HAL_DTYPE_F32 = 0,
   HAL_DTYPE_F16 = 1,
   HAL_DTYPE_BF16 = 2,

@@ -12,7 +12,7 @@ extern "C" {
  * Types and enums
  *===------------------------------------------------------------------===*/
 
-typedef enum hal_event_flag_bits {
+typedef enum hal_event_flag_bits HAL_ENUM_TYPE {
   HAL_EVENT_FLAG_NONE = 0,
   HAL_EVENT_FLAG_TIMING = 1u << 0, /* record timestamps for hal_event_elapsed_ms */
   HAL_EVENT_FLAG_MAX_ENUM = 0x7fffffff

@@ -31,7 +31,7 @@ typedef struct hal_init_options {
   { sizeof(hal_init_options_t), NULL, NULL, NULL, 0, 0 }
 
 /* What happened to one plugin candidate. */
-typedef enum hal_plugin_outcome {
+typedef enum hal_plugin_outcome HAL_ENUM_TYPE {
   HAL_PLUGIN_LOADED = 0,            /* loaded, negotiated, initialised */
   HAL_PLUGIN_SKIPPED_DUPLICATE = 1, /* same plugin name already loaded from an earlier path */
   HAL_PLUGIN_FAILED_OPEN = 2,       /* dlopen failed: not ELF, missing dependency, permissions */

@@ -20,7 +20,7 @@ typedef struct hal_kernel_s* hal_kernel_t;
 
 /* What a module image is. A device lists the formats it loads in
  * hal_device_properties_t.module_formats as (1u << format). */
-typedef enum hal_module_format {
+typedef enum hal_module_format HAL_ENUM_TYPE {
   HAL_MODULE_FORMAT_CPU_SHARED_OBJECT =
       0,                          /* an ELF shared object for the host (hal/cpu_kernel.h) */
   HAL_MODULE_FORMAT_OPENCL_C = 1, /* OpenCL C source */
@@ -35,7 +35,7 @@ typedef enum hal_module_format {
 } hal_module_format_t;
 
 /* The type of one kernel argument. */
-typedef enum hal_arg_type {
+typedef enum hal_arg_type HAL_ENUM_TYPE {
   HAL_ARG_POINTER = 0, /* a device pointer (void*) */
   HAL_ARG_I32 = 1,
   HAL_ARG_U32 = 2,

@@ -21,7 +21,7 @@ extern "C" {
  * Types and enums
  *===------------------------------------------------------------------===*/
 
-typedef enum hal_memory_kind {
+typedef enum hal_memory_kind HAL_ENUM_TYPE {
   HAL_MEMORY_DEVICE = 0, /* device memory; fastest for kernels */
   HAL_MEMORY_HOST = 1,   /* pinned host memory the device reaches (HAL_DEVICE_CAP_HOST_MEMORY) */
   HAL_MEMORY_SHARED =

@@ -74,7 +74,7 @@ static inline void hal_tensor_desc_contiguous(hal_tensor_desc_t* tensor, hal_dty
 typedef struct hal_op_plan_s* hal_op_plan_t;
 
 /* The operators. Values are stable; new ops are only appended. */
-typedef enum hal_op_kind {
+typedef enum hal_op_kind HAL_ENUM_TYPE {
   HAL_OP_MATMUL = 1,
   HAL_OP_BIAS_ACTIVATION_BACKWARD = 2,
   HAL_OP_GROUPED_MATMUL = 3,
@@ -139,7 +139,7 @@ typedef struct hal_op_header {
   uint32_t reserved;  /* 0 */
 } hal_op_header_t;
 
-typedef enum hal_op_plan_flag_bits {
+typedef enum hal_op_plan_flag_bits HAL_ENUM_TYPE {
   HAL_OP_PLAN_FLAG_NONE = 0,
   /* Bitwise-identical results run to run on the same device (no atomics
    * whose order varies, a fixed reduction order). */
@@ -197,7 +197,7 @@ typedef struct hal_op_exec_args {
  * layout). Accumulation is f32 for f16 and bf16 tensors.
  *===------------------------------------------------------------------===*/
 
-typedef enum hal_activation {
+typedef enum hal_activation HAL_ENUM_TYPE {
   HAL_ACTIVATION_NONE = 0,
   HAL_ACTIVATION_RELU = 1,
   HAL_ACTIVATION_GELU_TANH = 2, /* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
@@ -207,7 +207,7 @@ typedef enum hal_activation {
   HAL_ACTIVATION_MAX_ENUM = 0x7fffffff
 } hal_activation_t;
 
-typedef enum hal_matmul_flag_bits {
+typedef enum hal_matmul_flag_bits HAL_ENUM_TYPE {
   HAL_MATMUL_TRANSPOSE_A = 1u << 0, /* use A^T: a is [..., k, m] */
   HAL_MATMUL_TRANSPOSE_B = 1u << 1, /* use B^T: b is [..., n, k] */
   HAL_MATMUL_BIAS = 1u << 2,        /* add bias[n] before the activation */
@@ -226,7 +226,7 @@ typedef enum hal_matmul_flag_bits {
  * bias, aux each any of the three. */
 /* The index of each HAL_OP_MATMUL operand in hal_op_exec_args_t.operands:
  * the one statement of their order, for callers, plugins and the loader. */
-typedef enum hal_matmul_operand {
+typedef enum hal_matmul_operand HAL_ENUM_TYPE {
   HAL_MATMUL_OPERAND_A = 0,
   HAL_MATMUL_OPERAND_B = 1,
   HAL_MATMUL_OPERAND_C = 2,
@@ -293,7 +293,7 @@ typedef struct hal_op_softmax_desc {
   hal_tensor_desc_t grad_x; /* backward only */
 } hal_op_softmax_desc_t;
 
-typedef enum hal_norm_kind {
+typedef enum hal_norm_kind HAL_ENUM_TYPE {
   HAL_NORM_LAYERNORM = 0, /* (x - mean) * rstd * gamma + beta */
   HAL_NORM_RMSNORM = 1,   /* x * rstd * gamma, rstd = 1/sqrt(mean(x^2) + eps) */
   HAL_NORM_KIND_MAX_ENUM = 0x7fffffff
@@ -328,7 +328,7 @@ typedef struct hal_op_norm_desc {
   hal_tensor_desc_t grad_y, grad_x, grad_gamma, grad_beta; /* backward only */
 } hal_op_norm_desc_t;
 
-typedef enum hal_binary_op {
+typedef enum hal_binary_op HAL_ENUM_TYPE {
   HAL_BINARY_ADD = 0,
   HAL_BINARY_SUB = 1,
   HAL_BINARY_MUL = 2,
@@ -397,7 +397,7 @@ typedef struct hal_op_swiglu_desc {
   hal_tensor_desc_t grad_x; /* backward only */
 } hal_op_swiglu_desc_t;
 
-typedef enum hal_reduce_kind {
+typedef enum hal_reduce_kind HAL_ENUM_TYPE {
   HAL_REDUCE_KIND_SUM = 0,
   HAL_REDUCE_KIND_MEAN = 1,
   HAL_REDUCE_KIND_MAX = 2,
@@ -533,7 +533,7 @@ typedef struct hal_op_dropout_desc {
   hal_tensor_desc_t x, out, mask;
 } hal_op_dropout_desc_t;
 
-typedef enum hal_causal_alignment {
+typedef enum hal_causal_alignment HAL_ENUM_TYPE {
   HAL_CAUSAL_NONE = 0,
   /* query i sees keys j <= i (aligned at the first row: TileLang's) */
   HAL_CAUSAL_TOP_LEFT = 1,
@@ -543,7 +543,7 @@ typedef enum hal_causal_alignment {
   HAL_CAUSAL_MAX_ENUM = 0x7fffffff
 } hal_causal_alignment_t;
 
-typedef enum hal_attention_sparsity {
+typedef enum hal_attention_sparsity HAL_ENUM_TYPE {
   HAL_ATTENTION_DENSE = 0,
   /* u8 block_mask [batch, heads, ceil(s_q/block_q), ceil(s_k/block_k)]:
    * nonzero = the block is computed */
@@ -596,7 +596,7 @@ typedef struct hal_op_attention_desc {
  * out's or 1 (or a stride 0). A run-time scalar of such an op is read from
  * its f64 field when the op computes in floats, else from its i64 field. */
 
-typedef enum hal_unary_math {
+typedef enum hal_unary_math HAL_ENUM_TYPE {
   /* float x and out only */
   HAL_UNARY_MATH_EXP = 0,
   HAL_UNARY_MATH_EXP2 = 1,
@@ -674,7 +674,7 @@ typedef struct hal_op_where_desc {
   hal_tensor_desc_t cond, a, b, out; /* a, b: ignored when a scalar */
 } hal_op_where_desc_t;
 
-typedef enum hal_clamp_bound {
+typedef enum hal_clamp_bound HAL_ENUM_TYPE {
   HAL_CLAMP_BOUND_NONE = 0,
   HAL_CLAMP_BOUND_TENSOR = 1, /* a tensor broadcasting to x's shape */
   HAL_CLAMP_BOUND_SCALAR = 2, /* a run-time scalar */
@@ -696,7 +696,7 @@ typedef struct hal_op_clamp_desc {
   hal_tensor_desc_t x, min, max, out; /* min, max: ignored unless TENSOR */
 } hal_op_clamp_desc_t;
 
-typedef enum hal_scan_kind {
+typedef enum hal_scan_kind HAL_ENUM_TYPE {
   HAL_SCAN_SUM = 0,  /* cumsum */
   HAL_SCAN_PROD = 1, /* cumprod */
   HAL_SCAN_KIND_COUNT = 2,
@@ -734,7 +734,7 @@ typedef struct hal_op_gather_desc {
   hal_tensor_desc_t x, index, out;
 } hal_op_gather_desc_t;
 
-typedef enum hal_scatter_mode {
+typedef enum hal_scatter_mode HAL_ENUM_TYPE {
   HAL_SCATTER_REPLACE = 0, /* out[...] = src[p]: the last p in row-major order wins */
   HAL_SCATTER_ADD = 1,     /* out[...] += src[p], in row-major order of p */
   HAL_SCATTER_MODE_COUNT = 2,
@@ -805,7 +805,7 @@ typedef struct hal_op_fill_desc {
  * at all: no cache slot, no out, no lse. */
 
 /* What a status word holds: the largest code any execution raised it to. */
-typedef enum hal_op_status {
+typedef enum hal_op_status HAL_ENUM_TYPE {
   HAL_OP_STATUS_OK = 0,
   HAL_OP_STATUS_INDEX_OUT_OF_RANGE = 1, /* GATHER, SCATTER: an index outside its axis */
   HAL_OP_STATUS_BLOCK_TABLE = 2,        /* paged KV: a block_table entry outside the cache */
@@ -889,7 +889,7 @@ typedef struct hal_op_topk_gating_desc {
 
 #define HAL_CONV_MAX_SPATIAL_DIMS 3
 
-typedef enum hal_channel_layout {
+typedef enum hal_channel_layout HAL_ENUM_TYPE {
   /* [N, C, spatial...]: NCW, NCHW, NCDHW; a filter [C_out, C_in/groups, k...] */
   HAL_CHANNELS_FIRST = 0,
   /* [N, spatial..., C]: NWC, NHWC, NDHWC; a filter [C_out, k..., C_in/groups] */
@@ -898,7 +898,7 @@ typedef enum hal_channel_layout {
   HAL_CHANNELS_MAX_ENUM = 0x7fffffff
 } hal_channel_layout_t;
 
-typedef enum hal_conv_flag_bits {
+typedef enum hal_conv_flag_bits HAL_ENUM_TYPE {
   HAL_CONV_BIAS = 1u << 0,       /* forward: add bias; backward weights: write grad_bias */
   HAL_CONV_RESIDUAL = 1u << 1,   /* forward: add residual (y's shape) before the activation */
   HAL_CONV_TRANSPOSED = 1u << 2, /* the transposed convolution of the same geometry */
@@ -949,14 +949,14 @@ typedef struct hal_op_convolution_desc {
   hal_tensor_desc_t x, w, y, bias, residual; /* bias, residual: ignored when unused */
 } hal_op_convolution_desc_t;
 
-typedef enum hal_pooling_kind {
+typedef enum hal_pooling_kind HAL_ENUM_TYPE {
   HAL_POOLING_MAX = 0,
   HAL_POOLING_AVERAGE = 1,
   HAL_POOLING_KIND_COUNT = 2,
   HAL_POOLING_KIND_MAX_ENUM = 0x7fffffff
 } hal_pooling_kind_t;
 
-typedef enum hal_pooling_flag_bits {
+typedef enum hal_pooling_flag_bits HAL_ENUM_TYPE {
   HAL_POOLING_INDICES = 1u << 0,           /* max: the forward writes, the backward reads them */
   HAL_POOLING_COUNT_INCLUDE_PAD = 1u << 1, /* average: padding counts in the divisor */
   HAL_POOLING_CEIL_MODE = 1u << 2,         /* the output size rounded up (PyTorch's ceil_mode) */
@@ -998,7 +998,7 @@ typedef struct hal_op_pooling_desc {
   hal_tensor_desc_t x, y, indices; /* backward: grad_x's, grad_y's layouts */
 } hal_op_pooling_desc_t;
 
-typedef enum hal_batch_norm_flag_bits {
+typedef enum hal_batch_norm_flag_bits HAL_ENUM_TYPE {
   HAL_BATCH_NORM_TRAINING = 1u << 0,       /* batch statistics (else the running ones) */
   HAL_BATCH_NORM_SCALE = 1u << 1,          /* scale[C] given (else 1) */
   HAL_BATCH_NORM_SHIFT = 1u << 2,          /* shift[C] given (else 0) */
@@ -1040,7 +1040,7 @@ typedef struct hal_op_batch_norm_desc {
   hal_tensor_desc_t grad_y, grad_x, grad_scale, grad_shift; /* backward only */
 } hal_op_batch_norm_desc_t;
 
-typedef enum hal_group_norm_flag_bits {
+typedef enum hal_group_norm_flag_bits HAL_ENUM_TYPE {
   HAL_GROUP_NORM_SCALE = 1u << 0,      /* scale[C] given (else 1) */
   HAL_GROUP_NORM_SHIFT = 1u << 1,      /* shift[C] given (else 0) */
   HAL_GROUP_NORM_SAVE_STATS = 1u << 2, /* forward: write mean and rstd */
@@ -1093,7 +1093,7 @@ typedef struct hal_quant_blocks {
   uint32_t cols; /* 0: one block spans every column */
 } hal_quant_blocks_t;
 
-typedef enum hal_quantize_flag_bits {
+typedef enum hal_quantize_flag_bits HAL_ENUM_TYPE {
   /* HAL_OP_QUANTIZE reads the scales from scale (static scaling) instead
    * of computing and writing them. */
   HAL_QUANTIZE_GIVEN_SCALE = 1u << 0,
@@ -1137,7 +1137,7 @@ typedef struct hal_op_scaled_matmul_desc {
   hal_tensor_desc_t a, a_scale, b, b_scale, offsets, d;
 } hal_op_scaled_matmul_desc_t;
 
-typedef enum hal_fake_quantize_flag_bits {
+typedef enum hal_fake_quantize_flag_bits HAL_ENUM_TYPE {
   /* HAL_OP_FAKE_QUANTIZE_BACKWARD writes grad_scale (a learned scale). */
   HAL_FAKE_QUANTIZE_GRAD_SCALE = 1u << 0,
   /* Both directions: v = x * r with r = 1 / s rounded to f32, instead of

@@ -60,7 +60,7 @@ typedef struct hal_impl_kernel_s hal_impl_kernel_t;
 typedef struct hal_impl_comm_s hal_impl_comm_t;
 typedef struct hal_impl_op_plan_s hal_impl_op_plan_t;
 
-typedef enum hal_log_level {
+typedef enum hal_log_level HAL_ENUM_TYPE {
   HAL_LOG_DEBUG = 0,
   HAL_LOG_INFO = 1,
   HAL_LOG_WARNING = 2,
@@ -68,7 +68,7 @@ typedef enum hal_log_level {
 } hal_log_level_t;
 
 /* The kinds of collective call a plugin receives in comm_enqueue. */
-typedef enum hal_collective_kind {
+typedef enum hal_collective_kind HAL_ENUM_TYPE {
   HAL_COLLECTIVE_ALLREDUCE = 0,
   HAL_COLLECTIVE_BROADCAST = 1,
   HAL_COLLECTIVE_REDUCE = 2,

@@ -36,13 +36,27 @@ extern "C" {
 #define HAL_ABI_VERSION \
   HAL_MAKE_VERSION(HAL_ABI_VERSION_MAJOR, HAL_ABI_VERSION_MINOR, HAL_ABI_VERSION_PATCH)
 
+/* Every enum of the ABI is declared `enum name HAL_ENUM_TYPE {`. C sees a
+ * plain enum; C++ the same enum with the fixed underlying type int32_t. A C
+ * caller (or a plugin) may pass any 32-bit value where the ABI takes an enum,
+ * and in C++ reading a value outside the range of an enum without a fixed
+ * type is undefined behaviour (UBSan's -fsanitize=enum reports -1, say). With
+ * it every such value is one the callee can check and reject. Size, alignment
+ * and argument passing are those of the C enum (32 bits; every enumerator
+ * fits in int32_t). */
+#ifdef __cplusplus
+#define HAL_ENUM_TYPE : int32_t
+#else
+#define HAL_ENUM_TYPE
+#endif
+
 /*===------------------------------------------------------------------===*
  * Types and enums
  *===------------------------------------------------------------------===*/
 
 /* The closed set of results. Values are stable across releases; new values
  * are only appended. */
-typedef enum hal_result {
+typedef enum hal_result HAL_ENUM_TYPE {
   HAL_SUCCESS = 0,                /* the call did what it says */
   HAL_NOT_READY = 1,              /* a query: the work is not complete yet (not an error) */
   HAL_ERROR_INVALID_ARGUMENT = 2, /* a value is outside its documented range */

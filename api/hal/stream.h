@@ -26,7 +26,7 @@ typedef struct hal_event_s* hal_event_t;
  * hal_module_unload on its device) fail with HAL_ERROR_INVALID_STATE. */
 typedef void (*hal_host_fn_t)(void* user_data);
 
-typedef enum hal_stream_flag_bits {
+typedef enum hal_stream_flag_bits HAL_ENUM_TYPE {
   HAL_STREAM_FLAG_NONE = 0,
   HAL_STREAM_FLAG_MAX_ENUM = 0x7fffffff
 } hal_stream_flag_bits_t;

@@ -32,8 +32,19 @@ void check_wait(hal_stream_t producer, hal_stream_t waiter, hal_event_t event,
   HC_OK(hal_event_record(event, producer));
   HC_OK(hal_stream_wait_event(waiter, event));
   std::vector<uint8_t> host(buffer.size(), 0);
-  HC_OK(hal_memcpy_async(host.data(), buffer.get(), host.size(), waiter));
   std::atomic<bool> waiter_done{false};
+  // The waiter's work writes |host| and |waiter_done|: it is drained (the
+  // gate opened first) before they go, also when a check throws (the caller
+  // owns the stream).
+  struct Drain {
+    HostGate& gate;
+    hal_stream_t stream;
+    ~Drain() {
+      gate.release();
+      hal_stream_synchronize(stream);
+    }
+  } drain{gate, waiter};
+  HC_OK(hal_memcpy_async(host.data(), buffer.get(), host.size(), waiter));
   HC_OK(hal_stream_enqueue_host_fn(waiter, set_flag, &waiter_done));
   // Give the waiter time to run ahead while the producer is still held: a
   // stream that ignored the wait finishes its copy now. Without this pause a
@@ -94,10 +105,12 @@ HALCONFORM_TEST("core.events.query",
 HALCONFORM_TEST("core.events.synchronize",
                 "hal_event_synchronize returns only after the captured work has run",
                 {.capabilities = HAL_DEVICE_CAP_HOST_CALLBACKS}) {
+  // Declared before the stream, whose destruction runs what is still queued:
+  // a plugin that returns early must fail the check, not write a dead flag.
+  std::atomic<bool> ran{false};
   Stream stream(ctx.device());
   Event event(ctx.device());
   HostGate gate;
-  std::atomic<bool> ran{false};
   gate.enqueue_on(stream);
   HC_OK(hal_stream_enqueue_host_fn(stream, set_flag, &ran));
   HC_OK(hal_event_record(event, stream));
@@ -140,10 +153,10 @@ HALCONFORM_TEST("core.events.cross_device_wait",
 HALCONFORM_TEST("core.events.rerecord",
                 "re-recording moves the captured point; waits enqueued before keep the old one",
                 {.capabilities = HAL_DEVICE_CAP_HOST_CALLBACKS}) {
+  std::atomic<bool> waiter_ran{false};  // outlives the streams (see core.events.synchronize)
   Stream stream(ctx.device()), waiter(ctx.device());
   Event event(ctx.device());
   HostGate first, second;
-  std::atomic<bool> waiter_ran{false};
   first.enqueue_on(stream);
   HC_OK(hal_event_record(event, stream));
   HC_OK(hal_stream_wait_event(waiter, event));  // captures the first point

@@ -190,8 +190,8 @@ HALCONFORM_TEST("core.failure.events",
   HC_EXPECT_RESULT(hal_event_query(lost.before()), HAL_SUCCESS);
   HC_EXPECT_RESULT(hal_event_synchronize(lost.before()), HAL_SUCCESS);
   // A healthy stream waiting on the failed work is released and not failed.
+  std::atomic<bool> ran{false};  // outlives the stream that sets it
   Stream waiter(ctx.device());
-  std::atomic<bool> ran{false};
   HC_OK(hal_stream_wait_event(waiter, lost.after()));
   HC_OK(hal_stream_enqueue_host_fn(waiter, set_flag, &ran));
   const hal_result_t waited = hal_stream_synchronize(waiter);

@@ -110,9 +110,9 @@ HALCONFORM_TEST("core.streams.query",
 HALCONFORM_TEST("core.streams.synchronize",
                 "stream and device synchronize wait for every stream's work",
                 {.capabilities = HAL_DEVICE_CAP_HOST_CALLBACKS}) {
+  std::atomic<int> done{0};  // outlives the streams that count into it
   std::vector<Stream> streams;
   for (int i = 0; i < 3; ++i) streams.emplace_back(ctx.device());
-  std::atomic<int> done{0};
   auto count = [](void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); };
   HostGate gate;
   for (Stream& stream : streams) {
@@ -189,14 +189,16 @@ HALCONFORM_TEST("core.streams.device_synchronize",
                 "hal_device_synchronize alone waits for the work of every stream of the device",
                 {.capabilities = HAL_DEVICE_CAP_HOST_CALLBACKS}) {
   constexpr int kStreams = 4;
+  // What the streams' work writes outlives the streams (their destruction
+  // runs what a faulty plugin left queued).
+  std::vector<std::vector<uint8_t>> host(kStreams, std::vector<uint8_t>(65536, 0));
+  std::atomic<int> done{0};
   std::vector<Stream> streams;
   std::vector<Buffer> buffers;
   for (int i = 0; i < kStreams; ++i) {
     streams.emplace_back(ctx.device());
     buffers.emplace_back(ctx.device(), 65536);
   }
-  std::vector<std::vector<uint8_t>> host(kStreams, std::vector<uint8_t>(65536, 0));
-  std::atomic<int> done{0};
   auto count = [](void* counter) { static_cast<std::atomic<int>*>(counter)->fetch_add(1); };
   HostGate gate;
   for (int i = 0; i < kStreams; ++i) {

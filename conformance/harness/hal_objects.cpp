@@ -54,14 +54,20 @@ hal_kernel_t Module::kernel(const char* name) const {
   return kernel;
 }
 
+HostGate::HostGate(double max_hold_seconds) : state_(std::make_shared<State>()) {
+  state_->max_hold_seconds = max_hold_seconds;
+}
+
 void HostGate::enqueue_on(hal_stream_t stream) {
-  HC_OK(hal_stream_enqueue_host_fn(stream, &HostGate::hold, this));
+  auto share = std::make_unique<std::shared_ptr<State>>(state_);
+  HC_OK(hal_stream_enqueue_host_fn(stream, &HostGate::hold, share.get()));
+  share.release();  // the host function owns it now
 }
 
 void HostGate::release() {
-  std::lock_guard lock(mutex_);
-  open_ = true;
-  opened_.notify_all();
+  std::lock_guard lock(state_->mutex);
+  state_->open = true;
+  state_->opened.notify_all();
 }
 
 void HostGate::open() {
@@ -71,21 +77,22 @@ void HostGate::open() {
         strf("a HostGate holding a stream opened by itself after %.0f s, before the test opened "
              "it: a call waited for work held behind the gate (a false dependency between "
              "streams, or a wait done on the host thread)",
-             max_hold_seconds_));
+             state_->max_hold_seconds));
   }
 }
 
 bool HostGate::was_held_open_by_timeout() const {
-  std::lock_guard lock(mutex_);
-  return timed_out_;
+  std::lock_guard lock(state_->mutex);
+  return state_->timed_out;
 }
 
-void HostGate::hold(void* self) {
-  auto* gate = static_cast<HostGate*>(self);
-  std::unique_lock lock(gate->mutex_);
-  const auto limit = std::chrono::duration<double>(gate->max_hold_seconds_);
-  if (!gate->opened_.wait_for(lock, limit, [gate] { return gate->open_; })) {
-    gate->timed_out_ = true;
+void HostGate::hold(void* share) {
+  const std::unique_ptr<std::shared_ptr<State>> owned(static_cast<std::shared_ptr<State>*>(share));
+  State& state = **owned;
+  std::unique_lock lock(state.mutex);
+  const auto limit = std::chrono::duration<double>(state.max_hold_seconds);
+  if (!state.opened.wait_for(lock, limit, [&state] { return state.open; })) {
+    state.timed_out = true;
   }
 }
 

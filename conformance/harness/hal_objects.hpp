@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -96,7 +97,7 @@ class Module {
 // call wait for the held work (a deadlock the time-out broke) is never a pass.
 class HostGate {
  public:
-  explicit HostGate(double max_hold_seconds = 20.0) : max_hold_seconds_(max_hold_seconds) {}
+  explicit HostGate(double max_hold_seconds = 20.0);
   HostGate(const HostGate&) = delete;
   HostGate& operator=(const HostGate&) = delete;
   ~HostGate() { release(); }
@@ -108,12 +109,19 @@ class HostGate {
   bool was_held_open_by_timeout() const;
 
  private:
-  static void hold(void* self);
-  mutable std::mutex mutex_;
-  std::condition_variable opened_;
-  bool open_ = false;
-  bool timed_out_ = false;
-  double max_hold_seconds_;
+  // What a held host function waits on. Each enqueued hold owns a share of
+  // it: the gate usually goes out of scope right after it opens, while the
+  // stream's thread is still waking from the wait (reading the flag, then
+  // unlocking the mutex); those must not be the gate's own members.
+  struct State {
+    std::mutex mutex;
+    std::condition_variable opened;
+    bool open = false;
+    bool timed_out = false;
+    double max_hold_seconds = 0;
+  };
+  static void hold(void* share);  // |share|: a new std::shared_ptr<State>, deleted here
+  std::shared_ptr<State> state_;
 };
 
 // Seeded random bytes.

@@ -13,7 +13,7 @@
 //
 // The headers are clang-formatted C; the parser reads what they hold, not C
 // in general: `HAL_API <type> <name>(<params>);` declarations with the
-// comment above them, `typedef enum X { ... } X_t;`, `typedef uint32_t Y_t;`
+// comment above them, `typedef enum X HAL_ENUM_TYPE { ... } X_t;`, `typedef uint32_t Y_t;`
 // right after a `*_bits` enum (its flags type), and `typedef struct X {
 // fields } X_t;`. What it cannot read stops the build with the line.
 #include <cctype>
@@ -191,7 +191,12 @@ class Model {
       const size_t close = matching_brace(text, open);
       const size_t semicolon = text.find(';', close);
       const std::string type = trim(text.substr(close + 1, semicolon - close - 1));
-      const std::string tag = trim(text.substr(at + 13, open - at - 13));
+      // `typedef enum hal_x HAL_ENUM_TYPE {`: the tag is the name before the
+      // macro (hal/result.h: C++'s fixed underlying type).
+      std::string tag = trim(text.substr(at + 13, open - at - 13));
+      if (const size_t macro = tag.find("HAL_ENUM_TYPE"); macro != std::string::npos) {
+        tag = trim(tag.substr(0, macro));
+      }
       EnumType e;
       e.name = type;
       e.bitmask = ends_with(tag, "_bits");

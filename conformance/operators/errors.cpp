@@ -1,6 +1,7 @@
 // The rules every execution is checked against (SPEC.md §17.2), shown on a
 // unary plan: each broken rule gives its result code and writes nothing.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -57,10 +58,22 @@ HALCONFORM_TEST("operators.errors.descriptor", "bad descriptors are refused with
   HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
                    HAL_ERROR_INVALID_ARGUMENT);
   desc.header.struct_size = sizeof(desc);
-  desc.header.kind = static_cast<hal_op_kind_t>(999);
-  HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
-                   HAL_ERROR_INVALID_ARGUMENT);
-  desc.header.kind = HAL_OP_UNARY;
+  // Values outside each enum, the negative ones included: a C caller may
+  // pass any 32-bit value where the ABI takes an enum.
+  for (const int32_t raw : {999, -1, INT32_MIN}) {
+    desc.header.kind = static_cast<hal_op_kind_t>(raw);
+    HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                     HAL_ERROR_INVALID_ARGUMENT);
+    desc.header.kind = HAL_OP_UNARY;
+    desc.x.dtype = static_cast<hal_dtype_t>(raw);
+    HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                     HAL_ERROR_INVALID_ARGUMENT);
+    desc.x.dtype = HAL_DTYPE_F32;
+    desc.activation = static_cast<hal_activation_t>(raw);
+    HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0, &plan),
+                     HAL_ERROR_INVALID_ARGUMENT);
+    desc.activation = HAL_ACTIVATION_NONE;
+  }
   HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), &desc.header, 0x80, &plan),
                    HAL_ERROR_INVALID_ARGUMENT);  // unknown flag
   HC_EXPECT_RESULT(hal_op_plan_create(ctx.device(), nullptr, 0, &plan), HAL_ERROR_NULL_POINTER);

@@ -1,5 +1,6 @@
 // Portable matmul family: kernels/matmul.hal.
 #include "launch.hpp"
+#include "portable_constants.hpp"
 #include "registry.hpp"
 
 #include "hal_ops/tensor.hpp"
@@ -11,8 +12,10 @@ namespace hal::ops::portable {
 namespace {
 
 constexpr const char* kSource = "matmul";
-constexpr int64_t kTileRows = 8;   // MM_TM in matmul.hal
-constexpr int64_t kTileCols = 16;  // MM_TN
+// The output tile one work-item computes: matmul.hal's MM_TM x MM_TN, both
+// from the one table in ops/CMakeLists.txt.
+constexpr int64_t kTileRows = constants::MM_TM;
+constexpr int64_t kTileCols = constants::MM_TN;
 constexpr int64_t kMaxGroups = 65535;
 
 // A launch over (column tiles, row tiles, batch); the kernels loop with a

@@ -78,4 +78,15 @@ std::string searched_places(const std::string& first_error) {
   return text;
 }
 
+bool open_first_candidate(hal::plugin::VendorLibrary& library, const char* variable,
+                          std::initializer_list<const char*> sonames, std::string& why) {
+  std::string first_error;
+  for (const std::string& candidate : library_candidates(variable, sonames)) {
+    if (library.open(candidate, why)) return true;
+    if (first_error.empty()) first_error = why;
+  }
+  why = hal::util::env_nonempty(variable) != nullptr ? first_error : searched_places(first_error);
+  return false;
+}
+
 }  // namespace hal::cuda

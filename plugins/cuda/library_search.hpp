@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "hal_plugin_sdk/vendor_library.hpp"
+
 namespace hal::cuda {
 
 // The paths to try, in order: |variable|'s value alone when it is set (the
@@ -25,6 +27,12 @@ std::vector<std::string> library_candidates(const char* variable,
 
 // "libnvrtc.so.13: not found (dlerror); also looked in <dirs>" for a report.
 std::string searched_places(const std::string& first_error);
+
+// Opens the first of library_candidates(|variable|, |sonames|) that loads into
+// |library|. False when none does, with |why|: the pinned path's own error
+// when |variable| is set, else searched_places of the first error.
+bool open_first_candidate(hal::plugin::VendorLibrary& library, const char* variable,
+                          std::initializer_list<const char*> sonames, std::string& why);
 
 }  // namespace hal::cuda
 

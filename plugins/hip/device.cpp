@@ -20,7 +20,7 @@ Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   }
   const RuntimeApi& api = runtime_->api();
   int count = 0;
-  if (const hipError_t result = api.hipGetDeviceCount(&count); result != hipSuccess) {
+  if (const HipStatus result = api.hipGetDeviceCount(&count); result != hipSuccess) {
     report().log(HAL_LOG_WARNING, "hip: hipGetDeviceCount failed: %s; 0 devices",
                  hip_error_text(result).c_str());
     return;
@@ -42,7 +42,7 @@ Plugin::Plugin(const hal_plugin_host_t* host) : PluginBase(host) {
   }
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     hipDeviceProp_t properties{};
-    const hipError_t result = api.hipGetDeviceProperties(&properties, ordinal);
+    const HipStatus result = api.hipGetDeviceProperties(&properties, ordinal);
     if (result != hipSuccess) {
       report().log(HAL_LOG_WARNING, "hip: GPU %d skipped: hipGetDeviceProperties: %s", ordinal,
                    hip_error_text(result).c_str());
@@ -75,11 +75,11 @@ Device::~Device() {
   }
 }
 
-hal_result_t Device::fail(hipError_t result, const char* what) const {
+hal_result_t Device::fail(HipStatus result, const char* what) const {
   return fail(result_of(result), result, what);
 }
 
-hal_result_t Device::fail(hal_result_t mapped, hipError_t result, const char* what) const {
+hal_result_t Device::fail(hal_result_t mapped, HipStatus result, const char* what) const {
   return report().fail(mapped, static_cast<int64_t>(result), "%s: %s", what,
                        hip_error_text(result).c_str());
 }
@@ -134,10 +134,10 @@ void Device::read_properties(const hipDeviceProp_t& hip) {
 }
 
 hal_result_t Device::synchronize() {
-  if (const hipError_t bound = bind(); bound != hipSuccess) {
+  if (const HipStatus bound = bind(); bound != hipSuccess) {
     return fail(bound, "device_synchronize");
   }
-  const hipError_t result = api().hipDeviceSynchronize();
+  const HipStatus result = api().hipDeviceSynchronize();
   return result == hipSuccess
              ? HAL_SUCCESS
              : fail(HAL_ERROR_DEVICE_LOST, result, "device_synchronize: hipDeviceSynchronize");

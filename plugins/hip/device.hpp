@@ -53,16 +53,16 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   const std::string& arch() const { return arch_; }
 
   // Makes the device current on the calling thread. Returns the runtime's answer.
-  hipError_t bind() const { return api().hipSetDevice(ordinal_); }
+  HipStatus bind() const { return api().hipSetDevice(ordinal_); }
   // report().fail() with |result|'s mapping, its code and its name.
-  hal_result_t fail(hipError_t result, const char* what) const;
-  hal_result_t fail(hal_result_t mapped, hipError_t result, const char* what) const;
+  hal_result_t fail(HipStatus result, const char* what) const;
+  hal_result_t fail(hal_result_t mapped, HipStatus result, const char* what) const;
   // Runs |call(api())| with the device current; a failure carries the
   // hipError_t and |what|.
   template <class Call>
   hal_result_t run(const char* what, Call&& call) const {
-    if (const hipError_t bound = bind(); bound != hipSuccess) return fail(bound, what);
-    const hipError_t result = call(api());
+    if (const HipStatus bound = bind(); bound != hipSuccess) return fail(bound, what);
+    const HipStatus result = call(api());
     return result == hipSuccess ? HAL_SUCCESS : fail(result, what);
   }
   // run() for a synchronize or a query: NOT_READY is an answer (when
@@ -70,8 +70,8 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
   // complete (HAL_ERROR_DEVICE_LOST).
   template <class Call>
   hal_result_t wait(const char* what, bool query, Call&& call) const {
-    if (const hipError_t bound = bind(); bound != hipSuccess) return fail(bound, what);
-    const hipError_t result = call(api());
+    if (const HipStatus bound = bind(); bound != hipSuccess) return fail(bound, what);
+    const HipStatus result = call(api());
     if (result == hipSuccess) return HAL_SUCCESS;
     if (query && result == hipErrorNotReady) return HAL_NOT_READY;
     return fail(HAL_ERROR_DEVICE_LOST, result, what);
@@ -82,7 +82,7 @@ class Device : public plugin::DeviceBase<Stream, Event, Module> {
 
  private:
   void read_properties(const hipDeviceProp_t& hip);
-  hipError_t release(hal_memory_kind_t kind, void* base) const;
+  HipStatus release(hal_memory_kind_t kind, void* base) const;
 
   const Runtime& runtime_;
   const Hiprtc* hiprtc_;

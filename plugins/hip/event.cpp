@@ -53,10 +53,10 @@ hal_result_t Event::synchronize() {
 
 hal_result_t Event::elapsed_ms(Event& first, Event& last, float& out_ms) {
   Device& owner = first.device();
-  if (const hipError_t bound = owner.bind(); bound != hipSuccess) {
+  if (const HipStatus bound = owner.bind(); bound != hipSuccess) {
     return owner.fail(bound, "event_elapsed_ms");
   }
-  const hipError_t result = owner.api().hipEventElapsedTime(&out_ms, first.get(), last.get());
+  const HipStatus result = owner.api().hipEventElapsedTime(&out_ms, first.get(), last.get());
   if (result == hipSuccess) return HAL_SUCCESS;
   // Not complete, or never recorded: the contract's INVALID_STATE.
   if (result == hipErrorNotReady || result == hipErrorInvalidHandle) {

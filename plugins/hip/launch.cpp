@@ -13,7 +13,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
   Device& device = target.device();
   // The loader checked the shape, the shared memory and the arguments
   // against this kernel (SPEC 10.3); the plugin trusts them.
-  if (const hipError_t bound = device.bind(); bound != hipSuccess) {
+  if (const HipStatus bound = device.bind(); bound != hipSuccess) {
     return device.fail(bound, "launch_kernel");
   }
   // kernelParams: one pointer per argument to its value; the loader has
@@ -21,7 +21,7 @@ hal_result_t Kernel::launch(Stream& target, const hal_launch_config_t& config, u
   // copies the values into the kernarg segment before it returns.
   void* params[HAL_MAX_KERNEL_ARGS] = {};
   for (uint32_t i = 0; i < arg_count; ++i) params[i] = const_cast<void*>(args[i].value);
-  const hipError_t result = device.api().hipModuleLaunchKernel(
+  const HipStatus result = device.api().hipModuleLaunchKernel(
       function_, config.grid[0], config.grid[1], config.grid[2], config.block[0], config.block[1],
       config.block[2], config.shared_memory_bytes, target.get(), arg_count > 0 ? params : nullptr,
       nullptr);

@@ -8,13 +8,13 @@
 
 namespace hal::hip {
 
-hipError_t Device::release(hal_memory_kind_t kind, void* base) const {
+HipStatus Device::release(hal_memory_kind_t kind, void* base) const {
   return kind == HAL_MEMORY_HOST ? api().hipHostFree(base) : api().hipFree(base);
 }
 
 hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignment,
                               void** out_ptr) {
-  if (const hipError_t bound = bind(); bound != hipSuccess) return fail(bound, "mem_alloc");
+  if (const HipStatus bound = bind(); bound != hipSuccess) return fail(bound, "mem_alloc");
   // Alignments above the runtime's are carved out of a larger allocation.
   const size_t bytes = allocations_.block_bytes(size, alignment);
   if (bytes == 0) {
@@ -23,7 +23,7 @@ hal_result_t Device::allocate(hal_memory_kind_t kind, size_t size, size_t alignm
                          alignment);
   }
   void* base = nullptr;
-  hipError_t result = hipSuccess;
+  HipStatus result = hipSuccess;
   const char* call = "";
   switch (kind) {
     case HAL_MEMORY_DEVICE:
@@ -58,8 +58,8 @@ hal_result_t Device::free(void* ptr) {
     return report().fail(HAL_ERROR_INVALID_ARGUMENT, 0,
                          "mem_free: %p is not an allocation of this device", ptr);
   }
-  if (const hipError_t bound = bind(); bound != hipSuccess) return fail(bound, "mem_free");
-  const hipError_t result = release(block.kind, block.base);
+  if (const HipStatus bound = bind(); bound != hipSuccess) return fail(bound, "mem_free");
+  const HipStatus result = release(block.kind, block.base);
   return result == hipSuccess ? HAL_SUCCESS
                               : fail(result, block.kind == HAL_MEMORY_HOST ? "mem_free: hipHostFree"
                                                                            : "mem_free: hipFree");

@@ -76,11 +76,11 @@ hal_result_t Module::load(Device& owner, const hal_module_desc_t& desc, Module*&
   }
   // Without metadata (a code object v2 image) signatures stay unchecked.
   if (!read_kernel_metadata(image.data(), image.size(), metadata, why)) metadata.clear();
-  if (const hipError_t bound = owner.bind(); bound != hipSuccess) {
+  if (const HipStatus bound = owner.bind(); bound != hipSuccess) {
     return owner.fail(bound, "module_load");
   }
   hipModule_t loaded = nullptr;
-  const hipError_t result = owner.api().hipModuleLoadData(&loaded, image.data());
+  const HipStatus result = owner.api().hipModuleLoadData(&loaded, image.data());
   if (result != hipSuccess) {
     return owner.fail(result_of(result) == HAL_ERROR_OUT_OF_MEMORY ? HAL_ERROR_OUT_OF_MEMORY
                                                                    : HAL_ERROR_INVALID_MODULE,
@@ -110,12 +110,12 @@ hal_result_t Module::get_kernel(const hal_kernel_desc_t& desc, Kernel*& out_kern
       resolved != HAL_SUCCESS) {
     return resolved;
   }
-  if (const hipError_t bound = owner.bind(); bound != hipSuccess) {
+  if (const HipStatus bound = owner.bind(); bound != hipSuccess) {
     return owner.fail(bound, "kernel_get");
   }
   const RuntimeApi& hip = owner.api();
   hipFunction_t function = nullptr;
-  if (const hipError_t result = hip.hipModuleGetFunction(&function, module_, name.c_str());
+  if (const HipStatus result = hip.hipModuleGetFunction(&function, module_, name.c_str());
       result != hipSuccess) {
     const std::string what = "kernel_get: hipModuleGetFunction('" + name + "')";
     return owner.fail(result == hipErrorNotFound ? HAL_ERROR_NOT_FOUND : result_of(result), result,

@@ -11,7 +11,7 @@ namespace {
 constexpr char kDefaultKfd[] = "/dev/kfd";
 
 // Every code of HIP 5.2's hipError_t (aliases share a value: the first name).
-const char* known_name(hipError_t code) {
+const char* known_name(HipStatus code) {
   switch (static_cast<int>(code)) {
     // clang-format off
     case 0: return "hipSuccess";
@@ -94,13 +94,13 @@ const char* known_name(hipError_t code) {
 
 }  // namespace
 
-std::string hip_error_text(hipError_t code) {
+std::string hip_error_text(HipStatus code) {
   const char* name = known_name(code);
   if (name == nullptr) name = "HIP error";
   return std::string(name) + " (" + std::to_string(static_cast<int>(code)) + ")";
 }
 
-hal_result_t result_of(hipError_t code) {
+hal_result_t result_of(HipStatus code) {
   switch (code) {
     case hipSuccess:
       return HAL_SUCCESS;

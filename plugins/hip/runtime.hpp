@@ -80,15 +80,22 @@ class Runtime {
   RuntimeApi api_;
 };
 
+// A hipError_t as the runtime returned it, held as its integer: a runtime (a
+// newer one, a stand-in) may return a code outside the header's enum, and
+// reading such a value as a hipError_t is undefined behaviour (clang's
+// -fsanitize=enum reports it). A call's result goes straight into one:
+// `const HipStatus result = api.hipMalloc(...)`.
+using HipStatus = int;
+
 // "hipErrorOutOfMemory (2)". The names come from the plugin's own table of
 // the header's codes, never from the runtime's hipGetErrorName: HIP 5.2's
 // crashes (strlen of NULL) on a code outside its enum, and a stand-in or a
 // newer runtime may return one.
-std::string hip_error_text(hipError_t code);
+std::string hip_error_text(HipStatus code);
 
 // The HAL result a hipError_t maps to when the call site knows nothing more
 // specific.
-hal_result_t result_of(hipError_t code);
+hal_result_t result_of(HipStatus code);
 
 // "HIP 5.2.21153" from hipDriverGetVersion's major * 10^7 + minor * 10^5 + patch.
 std::string version_text(int version);

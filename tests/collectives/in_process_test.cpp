@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "harness.hpp"
@@ -84,10 +85,13 @@ TEST_CASE("bad input gives a specific error on every rank involved", "[errors]")
     CHECK(hal_broadcast(a0.get(), a0.get(), 4, HAL_DTYPE_F32, 2, c0, s0) ==
           HAL_ERROR_INVALID_ARGUMENT);
     CHECK(hal_send(a0.get(), 4, HAL_DTYPE_F32, 7, c0, s0) == HAL_ERROR_INVALID_ARGUMENT);
-    CHECK(hal_allreduce(a0.get(), a0.get(), 4, static_cast<hal_dtype_t>(99), HAL_REDUCE_SUM, c0,
-                        s0) == HAL_ERROR_INVALID_ARGUMENT);
-    CHECK(hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, static_cast<hal_reduce_op_t>(9), c0,
-                        s0) == HAL_ERROR_INVALID_ARGUMENT);
+    // Past the enumerators, and negative (a C caller may pass any 32-bit value).
+    for (const int32_t raw : {99, -1, INT32_MIN}) {
+      CHECK(hal_allreduce(a0.get(), a0.get(), 4, static_cast<hal_dtype_t>(raw), HAL_REDUCE_SUM, c0,
+                          s0) == HAL_ERROR_INVALID_ARGUMENT);
+      CHECK(hal_allreduce(a0.get(), a0.get(), 4, HAL_DTYPE_F32, static_cast<hal_reduce_op_t>(raw),
+                          c0, s0) == HAL_ERROR_INVALID_ARGUMENT);
+    }
     CHECK(hal_allreduce(nullptr, a0.get(), 4, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==
           HAL_ERROR_NULL_POINTER);
     CHECK(hal_allreduce(a0.get(), a0.get(), SIZE_MAX / 2, HAL_DTYPE_F32, HAL_REDUCE_SUM, c0, s0) ==

@@ -4,6 +4,7 @@
 // marshalling checked against the driver's launch log, CUresult mapping, and
 // a teardown that gives every driver object back.
 #include <catch2/catch.hpp>
+#include <cuda.h>
 
 #include <dlfcn.h>
 
@@ -54,12 +55,16 @@ struct Fake {
         reinterpret_cast<fake_cuda_foreign_context_fn>(dlsym(handle, "fake_cuda_foreign_context"));
     inject_fault =
         reinterpret_cast<fake_cuda_inject_fault_fn>(dlsym(handle, "fake_cuda_inject_fault"));
-    set_current = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cuCtxSetCurrent"));
-    get_current = reinterpret_cast<int (*)(void**)>(dlsym(handle, "cuCtxGetCurrent"));
+    // Typed as the driver defines them: a call through another function type
+    // is undefined (clang's -fsanitize=function reports it).
+    set_current_entry =
+        reinterpret_cast<decltype(&::cuCtxSetCurrent)>(dlsym(handle, "cuCtxSetCurrent"));
+    get_current_entry =
+        reinterpret_cast<decltype(&::cuCtxGetCurrent)>(dlsym(handle, "cuCtxGetCurrent"));
     REQUIRE(foreign_context != nullptr);
     REQUIRE(inject_fault != nullptr);
-    REQUIRE(set_current != nullptr);
-    REQUIRE(get_current != nullptr);
+    REQUIRE(set_current_entry != nullptr);
+    REQUIRE(get_current_entry != nullptr);
     REQUIRE(launch_count != nullptr);
     REQUIRE(launch_get != nullptr);
     REQUIRE(live != nullptr);
@@ -73,11 +78,15 @@ struct Fake {
   fake_cuda_set_paused_fn set_paused = nullptr;
   fake_cuda_foreign_context_fn foreign_context = nullptr;
   fake_cuda_inject_fault_fn inject_fault = nullptr;
-  int (*set_current)(void*) = nullptr;  // cuCtxSetCurrent, as the CUDA runtime calls it
-  int (*get_current)(void**) = nullptr;
+  // cuCtxSetCurrent and cuCtxGetCurrent, as the CUDA runtime calls them.
+  decltype(&::cuCtxSetCurrent) set_current_entry = nullptr;
+  decltype(&::cuCtxGetCurrent) get_current_entry = nullptr;
+  int set_current(void* context) const {
+    return static_cast<int>(set_current_entry(static_cast<CUcontext>(context)));
+  }
   void* current() const {
-    void* context = nullptr;
-    REQUIRE(get_current(&context) == 0);
+    CUcontext context = nullptr;
+    REQUIRE(get_current_entry(&context) == CUDA_SUCCESS);
     return context;
   }
 };

@@ -52,6 +52,14 @@ std::string error_of(const std::string& source) {
   return error.to_string();
 }
 
+bool accepted(const std::string& source) {
+  TranslatedModule module;
+  Diagnostic error;
+  const bool ok = translate(source, Backend::kOpenCL, module, error);
+  if (!ok) UNSCOPED_INFO(error.to_string());
+  return ok;
+}
+
 bool contains(const std::string& text, const std::string& piece) {
   return text.find(piece) != std::string::npos;
 }
@@ -153,6 +161,10 @@ TEST_CASE("dialect: diagnostics name the rule and the line", "[dialect]") {
                  "'N' is not an integer constant"));
   CHECK(contains(error_of("kernel void k() { shared float s[4] = {0}; }"), "no initialiser"));
   CHECK(contains(error_of("kernel void k() {}\nkernel void k() {}"), "defined twice"));
+  CHECK(contains(error_of("#define T 8\n#define T 16\nkernel void k() {}"),
+                 "line 2:9: 'T' is #defined again with another value"));
+  CHECK(accepted("#define T 8\n#define T  8\nkernel void k() {}"));
+  CHECK(accepted("#define T 8\n#undef T\n#define T 16\nkernel void k() { shared float s[T]; }"));
   CHECK(contains(error_of("float f(float x) { return x; }"), "defines no kernel"));
   CHECK(contains(error_of("kernel int k() {}"), "must return void"));
   CHECK(contains(error_of("kernel void k() { int hal_x = 0; }"), "reserved"));

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpu/float16_bits.hpp"
 #include "hal.h"
 #include "op_session.hpp"
 
@@ -40,7 +41,7 @@ size_t element_bytes(hal_dtype_t dtype) {
 // |value| rounded to |dtype| (round to nearest even), as a double.
 double round_to(hal_dtype_t dtype, double value) {
   const auto f = static_cast<float>(value);
-  if (dtype == HAL_DTYPE_F16) return static_cast<double>(static_cast<_Float16>(f));
+  if (dtype == HAL_DTYPE_F16) return hal::test::from_f16(hal::test::to_f16(f));
   if (dtype == HAL_DTYPE_BF16) {
     uint32_t bits = 0;
     std::memcpy(&bits, &f, 4);
@@ -59,7 +60,7 @@ std::vector<unsigned char> encode(hal_dtype_t dtype, const std::vector<double>& 
     if (dtype == HAL_DTYPE_F32) {
       std::memcpy(bytes.data() + 4 * i, &f, 4);
     } else if (dtype == HAL_DTYPE_F16) {
-      const auto h = static_cast<_Float16>(f);
+      const uint16_t h = hal::test::to_f16(f);
       std::memcpy(bytes.data() + 2 * i, &h, 2);
     } else {
       uint32_t bits = 0;
@@ -79,9 +80,9 @@ std::vector<double> decode(hal_dtype_t dtype, const std::vector<unsigned char>& 
       std::memcpy(&f, bytes.data() + 4 * i, 4);
       values[i] = f;
     } else if (dtype == HAL_DTYPE_F16) {
-      _Float16 h = 0;
+      uint16_t h = 0;
       std::memcpy(&h, bytes.data() + 2 * i, 2);
-      values[i] = static_cast<double>(h);
+      values[i] = hal::test::from_f16(h);
     } else {
       uint16_t top = 0;
       std::memcpy(&top, bytes.data() + 2 * i, 2);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every enumerator of the public headers has a name in hal_util's tables.
 
-Reads api/hal/*.h for every `typedef enum ... } name_t;` and util/names.cpp
+Reads api/hal/*.h for every `typedef enum name HAL_ENUM_TYPE { ... } name_t;`
+(an enum without HAL_ENUM_TYPE is an error: it loses the fixed C++ type) and util/names.cpp
 for every `constexpr EnumName kTable[] = { ... };`, then requires:
   - each public enum is either mapped to a table below or listed as
     deliberately unnamed (so a new enum is a decision, not an accident);
@@ -71,12 +72,18 @@ def strip_comments(text):
     return re.sub(r"//[^\n]*", " ", text)
 
 
-def header_enums(api_dir):
+def header_enums(api_dir, errors):
     enums = {}
     for header in sorted(api_dir.glob("hal/*.h")):
         text = strip_comments(header.read_text())
-        for body, name in re.findall(r"typedef\s+enum\s+\w*\s*\{(.*?)\}\s*(\w+)\s*;", text,
-                                     flags=re.S):
+        # HAL_ENUM_TYPE (hal/result.h) gives C++ a fixed underlying type, so
+        # an out-of-range value a C caller passes is not undefined behaviour.
+        for plain in re.findall(r"\benum\s+(\w*)\s*\{", text):
+            errors.append(f"{header.name}: enum {plain or '(anonymous)'} has no HAL_ENUM_TYPE; "
+                          "declare it `typedef enum name HAL_ENUM_TYPE {...}`")
+        for body, name in re.findall(
+                r"typedef\s+enum\s+\w+\s+HAL_ENUM_TYPE\s*\{(.*?)\}\s*(\w+)\s*;", text,
+                flags=re.S):
             names = [m.group(1) for m in re.finditer(r"\b(HAL_\w+)\s*(=|,|$)", body)]
             enums[name] = [n for n in names if not MARKER.search(n)]
     return enums
@@ -93,9 +100,9 @@ def tables(source):
 
 def main():
     root = pathlib.Path(sys.argv[1])
-    enums = header_enums(root / "api")
-    named = tables(root / "util" / "names.cpp")
     errors = []
+    enums = header_enums(root / "api", errors)
+    named = tables(root / "util" / "names.cpp")
     # Argument types: one table gives the enumerator, the short name, the
     # signature token ("ptr,u32,f32") and the size; names.cpp derives kArgType.
     arg_types = root / "util" / "include" / "hal_util" / "arg_types.hpp"

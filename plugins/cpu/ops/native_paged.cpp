@@ -354,7 +354,8 @@ void attend_chunk_avx512(const AttentionShape& s, const hal_op_paged_attention_d
   // computation ahead (without this, decode waited on memory latency; the
   // requests are spread over the heads, as a whole tile's at once
   // overflowed the outstanding misses the core tracks).
-  const auto prefetch = [&](int64_t tile, int64_t g) {
+  // |stop| by an init-capture: clang 14 cannot capture a structured binding.
+  const auto prefetch = [&, stop = stop](int64_t tile, int64_t g) {
     const int64_t n = std::min(native::kDecodeTileKeys, stop - tile);
     const void* rows[native::kDecodeTileKeys];
     for (int64_t k = 0; k < n; ++k) {

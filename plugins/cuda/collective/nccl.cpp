@@ -1,10 +1,8 @@
 #include "nccl.hpp"
 
 #include <string>
-#include <vector>
 
 #include "../library_search.hpp"
-#include "hal_util/env.hpp"
 #include "hal_util/names.hpp"
 
 namespace hal::cuda::collective {
@@ -50,16 +48,7 @@ std::string version_text(int code) {
 
 std::unique_ptr<const Nccl> Nccl::open(std::string& why) {
   std::unique_ptr<Nccl> nccl(new Nccl());
-  const std::vector<std::string> candidates =
-      library_candidates("HAL_CUDA_NCCL_PATH", {kDefaultLibrary});
-  std::string first_error;
-  for (const std::string& candidate : candidates) {
-    if (nccl->library_.open(candidate, why)) break;
-    if (first_error.empty()) first_error = why;
-  }
-  if (nccl->library_.handle() == nullptr) {
-    why = hal::util::env_nonempty("HAL_CUDA_NCCL_PATH") != nullptr ? first_error
-                                                                   : searched_places(first_error);
+  if (!open_first_candidate(nccl->library_, "HAL_CUDA_NCCL_PATH", {kDefaultLibrary}, why)) {
     return nullptr;
   }
   const std::string path = nccl->library_.path();

@@ -1,11 +1,8 @@
 #include "cublaslt.hpp"
 
 #include <string>
-#include <vector>
 
-#include "../device.hpp"
 #include "../library_search.hpp"
-#include "hal_util/env.hpp"
 
 namespace hal::cuda::ops {
 namespace {
@@ -45,17 +42,8 @@ const char* known_name(cublasStatus_t status) {
 
 std::shared_ptr<const CublasLt> CublasLt::open(std::string& why) {
   std::shared_ptr<CublasLt> lt(new CublasLt());
-  const std::vector<std::string> candidates =
-      library_candidates("HAL_CUDA_CUBLASLT_PATH", {kDefaultLibrary, "libcublasLt.so.12"});
-  std::string first_error;
-  for (const std::string& candidate : candidates) {
-    if (lt->library_.open(candidate, why)) break;
-    if (first_error.empty()) first_error = why;
-  }
-  if (lt->library_.handle() == nullptr) {
-    why = candidates.size() == 1 && hal::util::env_nonempty("HAL_CUDA_CUBLASLT_PATH") != nullptr
-              ? first_error
-              : searched_places(first_error);
+  if (!open_first_candidate(lt->library_, "HAL_CUDA_CUBLASLT_PATH",
+                            {kDefaultLibrary, "libcublasLt.so.12"}, why)) {
     return nullptr;
   }
   const std::string path = lt->library_.path();
@@ -84,49 +72,6 @@ std::string CublasLt::status_text(cublasStatus_t status) const {
   if (name == nullptr || name[0] == '\0') name = known_name(status);
   if (name == nullptr) name = "cuBLAS status";
   return std::string(name) + " (" + std::to_string(static_cast<int>(status)) + ")";
-}
-
-std::shared_ptr<const CublasLt> CublasLtLoader::get(std::string& why) {
-  std::lock_guard lock(mutex_);
-  if (!tried_) {
-    tried_ = true;
-    lt_ = CublasLt::open(why_);
-  }
-  if (!lt_) why = why_;
-  return lt_;
-}
-
-DeviceBlas::~DeviceBlas() {
-  std::lock_guard lock(mutex_);
-  if (handle_ != nullptr) lt_->api().cublasLtDestroy(handle_);
-}
-
-cublasLtHandle_t DeviceBlas::handle(Device& device, std::shared_ptr<const CublasLt>* out_lt,
-                                    std::string& why, cublasStatus_t* out_status) {
-  std::lock_guard lock(mutex_);
-  *out_status = CUBLAS_STATUS_SUCCESS;
-  if (handle_ != nullptr) {
-    *out_lt = lt_;
-    return handle_;
-  }
-  std::shared_ptr<const CublasLt> lt = loader_.get(why);
-  if (!lt) return nullptr;
-  const ContextScope bound = device.bind();
-  if (!bound.ok()) {
-    why = "cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound.result());
-    return nullptr;
-  }
-  cublasLtHandle_t created = nullptr;
-  if (const cublasStatus_t status = lt->api().cublasLtCreate(&created);
-      status != CUBLAS_STATUS_SUCCESS) {
-    *out_status = status;
-    why = "cublasLtCreate failed: " + lt->status_text(status);
-    return nullptr;
-  }
-  lt_ = std::move(lt);
-  handle_ = created;
-  *out_lt = lt_;
-  return handle_;
 }
 
 hal_result_t result_of(cublasStatus_t status) {

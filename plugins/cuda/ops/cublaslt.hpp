@@ -15,6 +15,7 @@
 
 #include "hal_plugin.h"
 #include "hal_plugin_sdk/vendor_library.hpp"
+#include "vendor_handle.hpp"
 
 namespace hal::cuda {
 
@@ -46,6 +47,11 @@ struct CublasLtApi {
 // itself, driver.cpp), and plans may outlive the plugin context.
 class CublasLt {
  public:
+  using Handle = cublasLtHandle_t;
+  using Status = cublasStatus_t;
+  static constexpr Status kSuccess = CUBLAS_STATUS_SUCCESS;
+  static constexpr const char* kCreateName = "cublasLtCreate";
+
   // Opens HAL_CUDA_CUBLASLT_PATH or libcublasLt.so.13. Null, with |why|
   // ("libcublasLt.so.13 not found: <dlerror>"), when absent or incomplete.
   static std::shared_ptr<const CublasLt> open(std::string& why);
@@ -58,6 +64,9 @@ class CublasLt {
   // else the plugin's table.
   std::string status_text(cublasStatus_t status) const;
 
+  Status create_handle(Handle* out) const { return api_.cublasLtCreate(out); }
+  void destroy_handle(Handle handle) const { api_.cublasLtDestroy(handle); }
+
  private:
   CublasLt() = default;
   hal::plugin::VendorLibrary library_;  // pinned once accepted
@@ -65,39 +74,10 @@ class CublasLt {
   CublasLtApi api_;
 };
 
-// The plugin's cuBLASLt: opened by the first get() and remembered, failure
-// included (the reason is the same for every later plan). Thread-safe.
-class CublasLtLoader {
- public:
-  std::shared_ptr<const CublasLt> get(std::string& why);
-
- private:
-  std::mutex mutex_;
-  bool tried_ = false;                  // guarded by mutex_
-  std::shared_ptr<const CublasLt> lt_;  // guarded by mutex_
-  std::string why_;                     // guarded by mutex_
-};
-
-// One device's cuBLASLt handle, created at the first matmul plan on it.
-class DeviceBlas {
- public:
-  explicit DeviceBlas(CublasLtLoader& loader) : loader_(loader) {}
-  ~DeviceBlas();  // the caller has bound the device's context
-  DeviceBlas(const DeviceBlas&) = delete;
-  DeviceBlas& operator=(const DeviceBlas&) = delete;
-
-  // The library and the handle, made on first use with |device| bound. On
-  // failure null, with |why| and the status (CUBLAS_STATUS_SUCCESS when the
-  // library itself is missing).
-  cublasLtHandle_t handle(Device& device, std::shared_ptr<const CublasLt>* out_lt, std::string& why,
-                          cublasStatus_t* out_status);
-
- private:
-  CublasLtLoader& loader_;
-  std::mutex mutex_;
-  std::shared_ptr<const CublasLt> lt_;  // guarded by mutex_
-  cublasLtHandle_t handle_ = nullptr;   // guarded by mutex_
-};
+// The plugin's cuBLASLt, and one device's handle of it, created at the first
+// matmul plan on the device (vendor_handle.hpp).
+using CublasLtLoader = LibraryLoader<CublasLt>;
+using DeviceBlas = DeviceHandle<CublasLt>;
 
 // The HAL result of a failed cuBLASLt call at execution.
 hal_result_t result_of(cublasStatus_t status);

@@ -1,11 +1,8 @@
 #include "cudnn.hpp"
 
 #include <string>
-#include <vector>
 
-#include "../device.hpp"
 #include "../library_search.hpp"
-#include "hal_util/env.hpp"
 
 namespace hal::cuda::ops {
 namespace {
@@ -19,17 +16,7 @@ constexpr size_t kFirstVersion = 90000;
 
 std::shared_ptr<const Cudnn> Cudnn::open(std::string& why) {
   std::shared_ptr<Cudnn> dnn(new Cudnn());
-  const std::vector<std::string> candidates =
-      library_candidates("HAL_CUDA_CUDNN_PATH", {kDefaultLibrary});
-  std::string first_error;
-  for (const std::string& candidate : candidates) {
-    if (dnn->library_.open(candidate, why)) break;
-    if (first_error.empty()) first_error = why;
-  }
-  if (dnn->library_.handle() == nullptr) {
-    why = candidates.size() == 1 && hal::util::env_nonempty("HAL_CUDA_CUDNN_PATH") != nullptr
-              ? first_error
-              : searched_places(first_error);
+  if (!open_first_candidate(dnn->library_, "HAL_CUDA_CUDNN_PATH", {kDefaultLibrary}, why)) {
     return nullptr;
   }
   const std::string path = dnn->library_.path();
@@ -58,49 +45,6 @@ std::string Cudnn::status_text(cudnnStatus_t status) const {
   const char* name = api_.cudnnGetErrorString(status);
   if (name == nullptr || name[0] == '\0') name = "cuDNN status";
   return std::string(name) + " (" + std::to_string(static_cast<int>(status)) + ")";
-}
-
-std::shared_ptr<const Cudnn> CudnnLoader::get(std::string& why) {
-  std::lock_guard lock(mutex_);
-  if (!tried_) {
-    tried_ = true;
-    dnn_ = Cudnn::open(why_);
-  }
-  if (!dnn_) why = why_;
-  return dnn_;
-}
-
-DeviceDnn::~DeviceDnn() {
-  std::lock_guard lock(mutex_);
-  if (handle_ != nullptr) dnn_->api().cudnnDestroy(handle_);
-}
-
-cudnnHandle_t DeviceDnn::handle(Device& device, std::shared_ptr<const Cudnn>* out_dnn,
-                                std::string& why, cudnnStatus_t* out_status) {
-  std::lock_guard lock(mutex_);
-  *out_status = CUDNN_STATUS_SUCCESS;
-  if (handle_ != nullptr) {
-    *out_dnn = dnn_;
-    return handle_;
-  }
-  std::shared_ptr<const Cudnn> dnn = loader_.get(why);
-  if (!dnn) return nullptr;
-  const ContextScope bound = device.bind();
-  if (!bound.ok()) {
-    why = "cuCtxSetCurrent failed: " + cu_error_text(&device.api(), bound.result());
-    return nullptr;
-  }
-  cudnnHandle_t created = nullptr;
-  if (const cudnnStatus_t status = dnn->api().cudnnCreate(&created);
-      status != CUDNN_STATUS_SUCCESS) {
-    *out_status = status;
-    why = "cudnnCreate failed: " + dnn->status_text(status);
-    return nullptr;
-  }
-  dnn_ = std::move(dnn);
-  handle_ = created;
-  *out_dnn = dnn_;
-  return handle_;
 }
 
 // cuDNN 9 groups its statuses by thousands (cudnn_graph.h, cudnnStatus_t):

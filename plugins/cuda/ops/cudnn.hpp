@@ -24,6 +24,7 @@
 
 #include "hal_plugin.h"
 #include "hal_plugin_sdk/vendor_library.hpp"
+#include "vendor_handle.hpp"
 
 namespace hal::cuda {
 
@@ -48,6 +49,11 @@ struct CudnnApi {
 // cuDNN keeps CUDA runtime state that is not built to be unloaded).
 class Cudnn {
  public:
+  using Handle = cudnnHandle_t;
+  using Status = cudnnStatus_t;
+  static constexpr Status kSuccess = CUDNN_STATUS_SUCCESS;
+  static constexpr const char* kCreateName = "cudnnCreate";
+
   // Opens HAL_CUDA_CUDNN_PATH or libcudnn.so.9. Null, with |why|, when
   // absent, incomplete or not cuDNN 9.
   static std::shared_ptr<const Cudnn> open(std::string& why);
@@ -59,6 +65,9 @@ class Cudnn {
   // "CUDNN_STATUS_NOT_SUPPORTED (3000)".
   std::string status_text(cudnnStatus_t status) const;
 
+  Status create_handle(Handle* out) const { return api_.cudnnCreate(out); }
+  void destroy_handle(Handle handle) const { api_.cudnnDestroy(handle); }
+
  private:
   Cudnn() = default;
   hal::plugin::VendorLibrary library_;
@@ -66,43 +75,21 @@ class Cudnn {
   CudnnApi api_;
 };
 
-// The plugin's cuDNN: opened by the first get() and remembered, failure
-// included. Thread-safe.
-class CudnnLoader {
- public:
-  std::shared_ptr<const Cudnn> get(std::string& why);
-
- private:
-  std::mutex mutex_;
-  bool tried_ = false;                // guarded by mutex_
-  std::shared_ptr<const Cudnn> dnn_;  // guarded by mutex_
-  std::string why_;                   // guarded by mutex_
-};
+// The plugin's cuDNN (vendor_handle.hpp).
+using CudnnLoader = LibraryLoader<Cudnn>;
 
 // One device's cuDNN handle, created at the first plan that needs it. A
 // handle carries one stream (cudnnSetStream), so every execution on the
 // device sets its stream and runs under lock().
-class DeviceDnn {
+class DeviceDnn : public DeviceHandle<Cudnn> {
  public:
-  explicit DeviceDnn(CudnnLoader& loader) : loader_(loader) {}
-  ~DeviceDnn();  // the caller has bound the device's context
-  DeviceDnn(const DeviceDnn&) = delete;
-  DeviceDnn& operator=(const DeviceDnn&) = delete;
+  using DeviceHandle::DeviceHandle;
 
-  // The library and the handle, made on first use with |device| bound. On
-  // failure null, with |why| and the status (CUDNN_STATUS_SUCCESS when the
-  // library itself is missing).
-  cudnnHandle_t handle(Device& device, std::shared_ptr<const Cudnn>* out_dnn, std::string& why,
-                       cudnnStatus_t* out_status);
   // Held from cudnnSetStream to the end of the call that uses the stream.
   std::unique_lock<std::mutex> lock() const { return std::unique_lock(execute_mutex_); }
 
  private:
-  CudnnLoader& loader_;
-  std::mutex mutex_;
   mutable std::mutex execute_mutex_;
-  std::shared_ptr<const Cudnn> dnn_;  // guarded by mutex_
-  cudnnHandle_t handle_ = nullptr;    // guarded by mutex_
 };
 
 // The HAL result of a failed cuDNN call at execution.

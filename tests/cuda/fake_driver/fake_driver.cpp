@@ -31,6 +31,8 @@
 //   on a stream through fake_cuStreamWork instead (the stream's own thread).
 #include <cuda.h>
 
+#include "fake_driver.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -1174,7 +1176,7 @@ FAKE_EXPORT void fake_cuda_set_paused(int paused) {
   s.changed.notify_all();
 }
 
-FAKE_EXPORT CUcontext fake_cuda_foreign_context(void) {
+FAKE_EXPORT void* fake_cuda_foreign_context(void) {
   return &foreign_context;
 }
 

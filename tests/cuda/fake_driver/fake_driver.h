@@ -44,6 +44,17 @@ typedef void* (*fake_cuda_foreign_context_fn)(void);
  * CUresult such as CUDA_ERROR_ILLEGAL_ADDRESS = 700), as CUDA's sticky errors. */
 typedef void (*fake_cuda_inject_fault_fn)(int ordinal, int code);
 
+/* The hooks as the fake defines them (fake_driver.cpp includes this header,
+ * so a definition of another type does not compile). A test opens them with
+ * dlsym as the types above: a call through a pointer of another type is
+ * undefined, and clang's -fsanitize=function reports it. */
+size_t fake_cuda_launch_count(void);
+int fake_cuda_launch_get(size_t index, fake_cuda_launch_t* out);
+long fake_cuda_live(const char* what);
+void fake_cuda_set_paused(int paused);
+void* fake_cuda_foreign_context(void);
+void fake_cuda_inject_fault(int ordinal, int code);
+
 #ifdef __cplusplus
 }
 #endif

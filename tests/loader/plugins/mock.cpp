@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <new>
+#include <string_view>
 #include <thread>
 
 struct hal_impl_device_s {
@@ -169,6 +170,14 @@ hal_result_t mock_module_load(hal_impl_device_t*, const hal_module_desc_t* desc,
                               hal_impl_module_t** out_module) {
   if (desc->data != nullptr && std::memcmp(desc->data, "broken", 6) == 0) {
     return report(HAL_ERROR_INVALID_MODULE, "mock: the image says it is broken");
+  }
+  // A plugin bug: a code outside hal_result_t (enum_range_test.cpp).
+  const std::string_view image =
+      desc->data != nullptr ? std::string_view(static_cast<const char*>(desc->data), desc->size)
+                            : std::string_view();
+  if (image == "bogus") return static_cast<hal_result_t>(-7);
+  if (image == "reported bogus") {
+    return report(static_cast<hal_result_t>(4242), "mock: a code of its own");
   }
   *out_module = &mock_module_storage;
   return HAL_SUCCESS;
