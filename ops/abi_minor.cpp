@@ -43,13 +43,13 @@ std::span<const MinorFrom> dtype_minors() {
 }
 
 std::string newer_than_plugin(uint32_t plugin_abi, hal_op_kind_t kind, const OpSignature& signature,
-                              std::span<const MinorFrom> kind_minors,
-                              std::span<const MinorFrom> dtype_minors) {
+                              std::span<const MinorFrom> kind_table,
+                              std::span<const MinorFrom> dtype_table) {
   const uint32_t plugin_minor = HAL_VERSION_MINOR(plugin_abi);
   const std::string declared = "the plugin declares ABI " +
                                std::to_string(HAL_VERSION_MAJOR(plugin_abi)) + "." +
                                std::to_string(plugin_minor);
-  if (const uint32_t minor = introduced_minor(static_cast<uint32_t>(kind), kind_minors);
+  if (const uint32_t minor = introduced_minor(static_cast<uint32_t>(kind), kind_table);
       minor > plugin_minor) {
     return declared + ", older than " + version_text(minor) + ", which added " +
            hal::util::op_kind_name(kind);
@@ -57,7 +57,7 @@ std::string newer_than_plugin(uint32_t plugin_abi, hal_op_kind_t kind, const OpS
   for (const OperandSpec& operand : signature.operands) {
     if (!operand.used) continue;
     const hal_dtype_t dtype = operand.tensor.dtype;
-    if (const uint32_t minor = introduced_minor(static_cast<uint32_t>(dtype), dtype_minors);
+    if (const uint32_t minor = introduced_minor(static_cast<uint32_t>(dtype), dtype_table);
         minor > plugin_minor) {
       return declared + ", older than " + version_text(minor) + ", which added the dtype " +
              hal::util::dtype_name(dtype) + " (operand " + operand.name + ")";

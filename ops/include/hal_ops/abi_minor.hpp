@@ -32,7 +32,7 @@ std::span<const MinorFrom> dtype_minors();
 // to plan |kind| with the operands of |signature|: an empty string when it
 // may, else the sentence naming the first value newer than the plugin.
 std::string newer_than_plugin(uint32_t plugin_abi, hal_op_kind_t kind, const OpSignature& signature,
-                              std::span<const MinorFrom> kind_minors = op_kind_minors(),
-                              std::span<const MinorFrom> dtype_minors = dtype_minors());
+                              std::span<const MinorFrom> kind_table = op_kind_minors(),
+                              std::span<const MinorFrom> dtype_table = dtype_minors());
 
 }  // namespace hal::ops
