@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 
-def listing(tree: Path) -> list[tuple[str, str]]:
-    """(name, tier label) of each test of the tree, in ctest's numbering order."""
+def listing(tree: Path) -> list[tuple[str, str, str]]:
+    """(name, tier label, program) of each test of the tree, in ctest's numbering order."""
     text = subprocess.run(["ctest", "--show-only=json-v1"], cwd=tree, check=True,
                           capture_output=True, text=True).stdout
     tests = []
@@ -31,7 +31,9 @@ def listing(tree: Path) -> list[tuple[str, str]]:
             if prop["name"] == "LABELS":
                 value = prop["value"]
                 label = value[0] if isinstance(value, list) else value
-        tests.append((test["name"], label))
+        # ctest leaves the command out when it cannot find the test's program.
+        command = test.get("command")
+        tests.append((test["name"], label, command[0] if command else ""))
     return tests
 
 
@@ -48,12 +50,13 @@ def main() -> int:
     once = re.compile(args.once) if args.once else None
     ran = set()
     for tree in args.ran_in:
-        ran.update(name for name, _ in listing(tree))
+        ran.update(name for name, _, _ in listing(tree))
     numbers = []
     repeated = 0
     tests = listing(args.tree)
     not_built = 0
-    for number, (name, tier) in enumerate(tests, 1):
+    unbuilt = []
+    for number, (name, tier, program) in enumerate(tests, 1):
         # Catch2's stand-in for a suite this tree did not build (HAL_TESTS_IN_ALL=OFF): none of
         # its tests is one this tree runs (cmake/HalTesting.cmake, hal_unsanitized_targets).
         if "_NOT_BUILT" in name:
@@ -65,6 +68,16 @@ def main() -> int:
             repeated += 1
             continue
         numbers.append(number)
+        # A selected test whose program this tree did not build (HAL_TESTS_IN_ALL=OFF builds
+        # only the tier targets): its registration lacks TARGETS.
+        if not program or (program.startswith(str(args.tree.resolve()))
+                           and not Path(program).exists()):
+            unbuilt.append(f"  {name}: {program or 'its program is not in the tree'}")
+    if unbuilt:
+        print(f"select_tests: {len(unbuilt)} selected tests run a program {args.tree.name} did not "
+              "build; name it in their registration's TARGETS (cmake/HalTesting.cmake):\n"
+              + "\n".join(unbuilt), file=sys.stderr)
+        return 1
     if not numbers:
         print(f"select_tests: no test of {args.tree} selected", file=sys.stderr)
         return 1
