@@ -10,6 +10,8 @@
 //                                     2 processes (cpu plugin over MPI);
 //                                     peer: MPI_Allreduce on the same buffers
 //   ... mpi MAX_BYTES                 the same, sizes up to MAX_BYTES only
+//   ... mpi-alltoallv [MAX_BYTES]     the alltoallv table alone (HAL's and
+//                                     MPI's samples interleaved)
 //   collective_bandwidth store [MAX_BYTES]
 //                                     2 processes forked here, met over a TCP
 //                                     store (HAL_COMM_BOOTSTRAP_TCP_STORE): the
@@ -75,6 +77,7 @@ namespace {
 constexpr size_t kMaxBytes = size_t{256} << 20;
 constexpr int kSamples = 5;
 constexpr double kMinSampleSeconds = 0.02;
+constexpr int kAlltoallvSamples = 9;
 
 // Elements rank |from| sends rank |to| of |total| per rank: 3 parts to the
 // right neighbour, 1 part to everyone else, the remainder to the neighbour.
@@ -580,7 +583,29 @@ auto barrier_batch(Call one, hal_stream_t stream) {
   };
 }
 
-int run_mpi(size_t max_bytes) {
+// Medians of |a|'s and |b|'s per-call times (slowest rank), their samples
+// taken in turn (a, b, a, b, ...) so that a load that comes and goes on a
+// shared machine falls on both alike. Both are calibrated first.
+template <class BatchA, class BatchB>
+std::pair<double, double> interleaved_medians(BatchA a, BatchB b, int samples) {
+  auto calls_for = [](auto& batch) {
+    batch(1);
+    const double one = slowest_rank(batch(1));
+    return std::max(1, static_cast<int>(kMinSampleSeconds / std::max(one, 1e-9)));
+  };
+  const int calls_a = calls_for(a);
+  const int calls_b = calls_for(b);
+  std::vector<double> ta, tb;
+  for (int s = 0; s < samples; ++s) {
+    ta.push_back(slowest_rank(a(calls_a)) / calls_a);
+    tb.push_back(slowest_rank(b(calls_b)) / calls_b);
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[samples / 2], tb[samples / 2]};
+}
+
+int run_mpi(size_t max_bytes, bool allreduce) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
   int rank = 0;
@@ -604,13 +629,13 @@ int run_mpi(size_t max_bytes) {
   check(hal_comm_init_rank(device, static_cast<uint32_t>(size), nullptr,
                            static_cast<uint32_t>(rank), &config, &comm),
         "hal_comm_init_rank");
-  if (rank == 0) {
+  if (rank == 0 && allreduce) {
     std::printf("# allreduce f32 sum, %d processes; HAL (cpu plugin over MPI) vs MPI_Allreduce\n",
                 size);
     std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s\n", "bytes", "time_us", "algbw",
                 "busbw", "peer", "peer_busbw", "peer_us", "ratio");
   }
-  for (size_t bytes = 8; bytes <= max_bytes; bytes *= 2) {
+  for (size_t bytes = 8; allreduce && bytes <= max_bytes; bytes *= 2) {
     const int count = static_cast<int>(bytes / 4);
     auto hal_batch = barrier_batch(
         [&] {
@@ -626,8 +651,10 @@ int run_mpi(size_t max_bytes) {
     if (rank == 0) print_row(bytes, t_hal, static_cast<uint32_t>(size), "MPI", mpi_busbw, t_mpi);
   }
   if (rank == 0) {
-    std::printf("\n# alltoallv f32, uneven (3:1 shares), %d processes; HAL vs MPI_Alltoallv\n",
-                size);
+    std::printf(
+        "\n# alltoallv f32, uneven (3:1 shares), %d processes; HAL vs MPI_Alltoallv (samples "
+        "interleaved, median of %d)\n",
+        size, kAlltoallvSamples);
     std::printf("%12s %12s %10s %10s   %-10s %10s %10s   %7s\n", "bytes", "time_us", "algbw",
                 "busbw", "peer", "peer_busbw", "peer_us", "ratio");
   }
@@ -656,8 +683,7 @@ int run_mpi(size_t max_bytes) {
                         mpi_rdispl.data(), MPI_FLOAT, MPI_COMM_WORLD);
         },
         nullptr);
-    const double t_mpi = median_seconds_per_call(mpi_batch, slowest_rank);
-    const double t_hal = median_seconds_per_call(hal_batch, slowest_rank);
+    const auto [t_hal, t_mpi] = interleaved_medians(hal_batch, mpi_batch, kAlltoallvSamples);
     if (rank == 0) print_alltoall_row(bytes, t_hal, n, "MPI", t_mpi);
   }
   hal_comm_destroy(comm);
@@ -686,18 +712,18 @@ int main(int argc, char** argv) {
     return 2;
   }
 #ifdef HAL_BENCH_HAVE_MPI
-  if (mode == "mpi") {
+  if (mode == "mpi" || mode == "mpi-alltoallv") {
     // An optional bound on the sizes, for latency runs that skip the large ones.
     const unsigned long long max_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 0;
     if (argc <= 2 || (max_bytes >= 8 && max_bytes <= kMaxBytes)) {
-      return run_mpi(argc > 2 ? static_cast<size_t>(max_bytes) : kMaxBytes);
+      return run_mpi(argc > 2 ? static_cast<size_t>(max_bytes) : kMaxBytes, mode == "mpi");
     }
     std::fprintf(stderr, "collective_bandwidth mpi: MAX_BYTES must be from 8 to %zu\n", kMaxBytes);
     return 2;
   }
 #endif
   std::fprintf(stderr,
-               "usage: collective_bandwidth local | moe | store [MAX_BYTES] | mpi [MAX_BYTES] "
-               "(under mpirun)\n");
+               "usage: collective_bandwidth local | moe | store [MAX_BYTES] | mpi [MAX_BYTES] | "
+               "mpi-alltoallv [MAX_BYTES] (under mpirun)\n");
   return 2;
 }

@@ -483,3 +483,99 @@ TEST_CASE("shared segment: an invitation rewritten on the wire to an impostor is
   REQUIRE(!wire.socket_name.empty());
   CHECK(!socket_bound(wire.socket_name));  // rank 0's socket is gone too
 }
+
+// Episodes alternate between two sets of each rank's signature, counts and
+// slot, so a rank publishes call e + 1 while a slower peer still reads e. A
+// rank that reused a set too early (or read the wrong one) would hand a peer
+// the next call's bytes or counts. Here the ranks run hundreds of calls back
+// to back, each with its own seeded random data and uneven counts (some
+// zero), one rank now and then held back so the others run ahead, and every
+// call's result is checked against its own reference.
+TEST_CASE("shared segment: ranks running a call ahead never see the next call's data",
+          "[collectives][shm]") {
+  const uint32_t ranks = GENERATE(2u, 3u);
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, ranks, [](uint32_t) { return true; });
+  for (const Made& m : made) REQUIRE(m.group != nullptr);
+  constexpr uint32_t kCalls = 400;
+  // counts[c][from][to], every call's; the data is a function of (c, from, to, i).
+  std::mt19937 random(1234 + ranks);
+  std::vector<std::vector<std::vector<size_t>>> counts(
+      kCalls, std::vector<std::vector<size_t>>(ranks, std::vector<size_t>(ranks)));
+  for (auto& call : counts) {
+    for (auto& row : call) {
+      for (size_t& c : row) c = random() % 4 == 0 ? 0 : random() % 700;
+    }
+  }
+  auto value = [](uint32_t c, uint32_t from, uint32_t to, size_t i) {
+    return static_cast<float>((c * 131 + from * 17 + to * 7 + i) % 1021);
+  };
+  std::vector<std::string> failures(ranks);
+  std::vector<std::thread> threads;
+  for (uint32_t me = 0; me < ranks; ++me) {
+    threads.emplace_back([&, me] {
+      std::mt19937 pause(me);
+      for (uint32_t c = 0; c < kCalls && failures[me].empty(); ++c) {
+        // A rank held back for a moment: the others run ahead into c + 1.
+        if (pause() % 8 == me) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        const Deadline deadline = Deadline::after_ms(10000, nullptr);
+        auto leave = [] {
+          return Status::failure(HAL_ERROR_INTERNAL, "this call should not leave the segment");
+        };
+        if (c % 3 == 2) {
+          // An allreduce between the alltoallvs: its inputs share the sets.
+          std::vector<float> send(1 + c % 97), recv(send.size(), -1.0f);
+          for (size_t i = 0; i < send.size(); ++i) send[i] = value(c, me, 0, i);
+          const Status s = run_episode(*made[me].group,
+                                       allreduce(send.data(), recv.data(), send.size()), deadline,
+                                       leave);
+          for (size_t i = 0; i < send.size() && s.ok(); ++i) {
+            float want = 0;
+            for (uint32_t r = 0; r < ranks; ++r) want += value(c, r, 0, i);
+            if (recv[i] != want) failures[me] = "allreduce " + std::to_string(c) + " wrong";
+          }
+          if (!s.ok()) failures[me] = s.message;
+          continue;
+        }
+        std::vector<size_t> sc(ranks), sd(ranks), rc(ranks), rd(ranks);
+        size_t send_total = 0, recv_total = 0;
+        for (uint32_t r = 0; r < ranks; ++r) {
+          sc[r] = counts[c][me][r];
+          rc[r] = counts[c][r][me];
+          sd[r] = send_total;
+          rd[r] = recv_total + 1;  // a gap of one element before each block
+          send_total += sc[r];
+          recv_total += rc[r] + 1;
+        }
+        std::vector<float> send(send_total), recv(recv_total + 1, -1.0f);
+        for (uint32_t r = 0; r < ranks; ++r) {
+          for (size_t i = 0; i < sc[r]; ++i) send[sd[r] + i] = value(c, me, r, i);
+        }
+        const hal_alltoallv_layout_t layout{send.data(), recv.data(), sc.data(),
+                                            sd.data(),   rc.data(),   rd.data()};
+        const hal_collective_call_t call{
+            HAL_COLLECTIVE_ALLTOALLV, HAL_DTYPE_F32, HAL_REDUCE_SUM, 0, &layout, nullptr, ranks};
+        if (const Status s = run_episode(*made[me].group, call, deadline, leave); !s.ok()) {
+          failures[me] = s.message;
+          break;
+        }
+        for (uint32_t from = 0; from < ranks; ++from) {
+          if (recv[rd[from] - 1] != -1.0f) failures[me] = "a gap written in call " + std::to_string(c);
+          for (size_t i = 0; i < rc[from]; ++i) {
+            if (recv[rd[from] + i] != value(c, from, me, i)) {
+              failures[me] = "alltoallv " + std::to_string(c) + ": rank " + std::to_string(from) +
+                             "'s element " + std::to_string(i) + " wrong";
+              break;
+            }
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (uint32_t r = 0; r < ranks; ++r) {
+    INFO("rank " << r);
+    CHECK(failures[r].empty());
+    if (!failures[r].empty()) WARN(failures[r]);
+  }
+}

@@ -115,6 +115,7 @@ class ShmGroup {
 
   struct RankLine;
   RankLine& line(uint32_t rank) const noexcept;
+  uint32_t set() const noexcept;  // the episode's set of signatures, counts and slots
   uint64_t* counts(uint32_t rank) const noexcept;  // send counts, then receive counts
   uint8_t* input(uint32_t rank) const noexcept;
   template <class Ready>
