@@ -12,6 +12,9 @@
 //   ... mpi MAX_BYTES                 the same, sizes up to MAX_BYTES only
 //   ... mpi-alltoallv [MAX_BYTES]     the alltoallv table alone (HAL's and
 //                                     MPI's samples interleaved)
+//   ... mpi-moe                       MoE dispatch and combine, one rank per
+//                                     process; peer: MPI_Alltoallv of the
+//                                     same rows
 //   collective_bandwidth store [MAX_BYTES]
 //                                     2 processes forked here, met over a TCP
 //                                     store (HAL_COMM_BOOTSTRAP_TCP_STORE): the
@@ -62,6 +65,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -109,12 +113,25 @@ void print_alltoall_row(size_t bytes, double seconds, uint32_t ranks, const char
               peer_busbw > 0 ? busbw / peer_busbw : 0.0);
 }
 
+// Warm-up and calibration: how many calls fill kMinSampleSeconds, found by
+// doubling until a batch lasts a quarter of a sample. One call's time alone
+// is at the mercy of a single preemption (on a loaded machine a 64-byte call
+// that met one took milliseconds and made every sample a single call).
+template <class Batch>
+int calls_per_sample(Batch& batch, double (*slowest)(double)) {
+  batch(1);
+  int calls = 1;
+  double t = slowest(batch(calls));
+  while (t < kMinSampleSeconds / 4 && calls < (1 << 24)) {
+    calls *= 2;
+    t = slowest(batch(calls));
+  }
+  return std::max(1, static_cast<int>(calls * kMinSampleSeconds / std::max(t, 1e-9)));
+}
+
 template <class Batch>
 double median_seconds_per_call(Batch batch, double (*slowest)(double)) {
-  // Warm-up and calibration: how many calls fill kMinSampleSeconds.
-  batch(1);
-  const double one = slowest(batch(1));
-  const int calls = std::max(1, static_cast<int>(kMinSampleSeconds / std::max(one, 1e-9)));
+  const int calls = calls_per_sample(batch, slowest);
   std::vector<double> samples;
   for (int s = 0; s < kSamples; ++s) samples.push_back(slowest(batch(calls)) / calls);
   std::sort(samples.begin(), samples.end());
@@ -588,13 +605,8 @@ auto barrier_batch(Call one, hal_stream_t stream) {
 // shared machine falls on both alike. Both are calibrated first.
 template <class BatchA, class BatchB>
 std::pair<double, double> interleaved_medians(BatchA a, BatchB b, int samples) {
-  auto calls_for = [](auto& batch) {
-    batch(1);
-    const double one = slowest_rank(batch(1));
-    return std::max(1, static_cast<int>(kMinSampleSeconds / std::max(one, 1e-9)));
-  };
-  const int calls_a = calls_for(a);
-  const int calls_b = calls_for(b);
+  const int calls_a = calls_per_sample(a, slowest_rank);
+  const int calls_b = calls_per_sample(b, slowest_rank);
   std::vector<double> ta, tb;
   for (int s = 0; s < samples; ++s) {
     ta.push_back(slowest_rank(a(calls_a)) / calls_a);
@@ -694,6 +706,138 @@ int run_mpi(size_t max_bytes, bool allreduce) {
   MPI_Finalize();
   return 0;
 }
+
+// MoE dispatch and combine with one rank per process (the shape of
+// collective_bandwidth moe: 8 experts over the ranks, top_k 2, hidden 4096),
+// beside MPI_Alltoallv of the same rows alone: the ratio is the whole MoE
+// step against MPI's bare exchange. Samples interleaved (dispatch, combine,
+// MPI), medians.
+int run_mpi_moe() {
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  int rank_i = 0;
+  int size_i = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_i);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_i);
+  const auto rank = static_cast<uint32_t>(rank_i);
+  const auto n = static_cast<uint32_t>(size_i);
+  constexpr uint32_t kExperts = 8, kTopK = 2;
+  constexpr size_t kHidden = 4096;
+  if (kExperts % n != 0) {
+    if (rank == 0) std::fprintf(stderr, "mpi-moe: the rank count must divide %u\n", kExperts);
+    MPI_Finalize();
+    return 2;
+  }
+  check(hal_init(nullptr), "hal_init");
+  hal_device_t device;
+  hal_stream_t stream;
+  hal_comm_t comm;
+  check(hal_device_get(0, &device), "hal_device_get");
+  check(hal_stream_create(device, 0, &stream), "hal_stream_create");
+  hal_comm_config_t config = HAL_COMM_CONFIG_INIT;
+  config.bootstrap = HAL_COMM_BOOTSTRAP_MPI;
+  check(hal_comm_init_rank(device, n, nullptr, rank, &config, &comm), "hal_comm_init_rank");
+  if (rank == 0) {
+    std::printf(
+        "# MoE dispatch / combine, %u processes, %u experts, top_k %u, hidden %zu; S = T*k*hidden*"
+        "elem per rank; busbw = S/t*(n-1)/n; peer: MPI_Alltoallv of the same rows (samples "
+        "interleaved, median of %d)\n",
+        n, kExperts, kTopK, kHidden, kAlltoallvSamples);
+    std::printf("%6s %8s %12s %12s %10s   %10s %10s   %7s %12s\n", "dtype", "tokens", "bytes",
+                "time_us", "busbw", "peer_busbw", "peer_us", "ratio", "routing_us");
+  }
+  for (const hal_dtype_t dtype : {HAL_DTYPE_F32, HAL_DTYPE_BF16}) {
+    const size_t elem = HAL_DTYPE_SIZE(dtype);
+    for (size_t tokens = 16; tokens <= 4096; tokens *= 4) {
+      const size_t rows = tokens * kTopK;
+      void *token_buf, *weight_buf, *recv_buf, *out_buf, *index_buf, *peer_send;
+      for (auto [slot, bytes] :
+           {std::pair{&token_buf, tokens * kHidden * elem}, std::pair{&weight_buf, rows * elem},
+            std::pair{&recv_buf, n * rows * kHidden * elem},
+            std::pair{&out_buf, tokens * kHidden * elem}, std::pair{&index_buf, rows * 4},
+            std::pair{&peer_send, rows * kHidden * elem}}) {
+        check(hal_mem_alloc(device, HAL_MEMORY_DEVICE, bytes, 0, slot), "hal_mem_alloc");
+        std::memset(*slot, 0, bytes);
+      }
+      // Every rank draws every rank's indices (same seeds): the MPI peer's
+      // counts come from them.
+      std::vector<std::vector<int32_t>> all_indices(n);
+      for (uint32_t r = 0; r < n; ++r) {
+        uint64_t state = 0x9e3779b97f4a7c15ull * (r + 1) + tokens;
+        for (size_t t = 0; t < tokens; ++t) {
+          state = state * 6364136223846793005ull + 1442695040888963407ull;
+          const auto first = static_cast<int32_t>((state >> 33) % kExperts);
+          const auto step = static_cast<int32_t>(1 + (state >> 45) % (kExperts - 1));
+          all_indices[r].push_back(first);
+          all_indices[r].push_back((first + step) % static_cast<int32_t>(kExperts));
+        }
+      }
+      std::memcpy(index_buf, all_indices[rank].data(), rows * 4);
+      hal_moe_routing_desc_t desc = HAL_MOE_ROUTING_DESC_INIT;
+      desc.num_experts = kExperts;
+      desc.top_k = kTopK;
+      desc.num_tokens = tokens;
+      desc.recv_capacity = n * rows;
+      hal_moe_routing_t routing;
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double r0 = bench::now_s();
+      check(hal_moe_routing_create(comm, &desc, static_cast<int32_t*>(index_buf), stream, &routing),
+            "hal_moe_routing_create");
+      const double routing_seconds = slowest_rank(bench::now_s() - r0);
+      std::vector<int> send_counts(n), recv_counts(n), sdispl(n), rdispl(n);
+      for (uint32_t from = 0; from < n; ++from) {
+        for (const int32_t id : all_indices[from]) {
+          const uint32_t to = static_cast<uint32_t>(id) / (kExperts / n);
+          if (from == rank) send_counts[to] += static_cast<int>(kHidden * elem);
+          if (to == rank) recv_counts[from] += static_cast<int>(kHidden * elem);
+        }
+      }
+      for (uint32_t r = 1; r < n; ++r) {
+        sdispl[r] = sdispl[r - 1] + send_counts[r - 1];
+        rdispl[r] = rdispl[r - 1] + recv_counts[r - 1];
+      }
+      auto dispatch = barrier_batch(
+          [&] {
+            check(hal_moe_dispatch(routing, token_buf, nullptr, kHidden, dtype, recv_buf, stream),
+                  "hal_moe_dispatch");
+          },
+          stream);
+      auto combine = barrier_batch(
+          [&] {
+            check(hal_moe_combine(routing, recv_buf, weight_buf, kHidden, dtype, out_buf, stream),
+                  "hal_moe_combine");
+          },
+          stream);
+      auto mpi = barrier_batch(
+          [&] {
+            MPI_Alltoallv(peer_send, send_counts.data(), sdispl.data(), MPI_BYTE, recv_buf,
+                          recv_counts.data(), rdispl.data(), MPI_BYTE, MPI_COMM_WORLD);
+          },
+          nullptr);
+      const auto [t_dispatch, t_mpi] = interleaved_medians(dispatch, mpi, kAlltoallvSamples);
+      const auto [t_combine, t_mpi2] = interleaved_medians(combine, mpi, kAlltoallvSamples);
+      const size_t bytes = rows * kHidden * elem;
+      const double share = (n - 1.0) / n;
+      for (const auto& [name, t, peer] :
+           {std::tuple{"dispatch", t_dispatch, t_mpi}, std::tuple{"combine", t_combine, t_mpi2}}) {
+        if (rank != 0) continue;
+        const double busbw = bytes / t / 1e9 * share;
+        const double peer_busbw = bytes / peer / 1e9 * share;
+        std::printf("%-6s %8zu %12zu %12.2f %10.3f   %10.3f %10.2f   %6.2fx %12.2f  %s\n",
+                    dtype == HAL_DTYPE_F32 ? "f32" : "bf16", tokens, bytes, t * 1e6, busbw,
+                    peer_busbw, peer * 1e6, busbw / peer_busbw, routing_seconds * 1e6, name);
+      }
+      hal_moe_routing_destroy(routing);
+      for (void* buffer : {token_buf, weight_buf, recv_buf, out_buf, index_buf, peer_send})
+        hal_mem_free(buffer);
+    }
+  }
+  hal_comm_destroy(comm);
+  hal_stream_destroy(stream);
+  hal_shutdown();
+  MPI_Finalize();
+  return 0;
+}
 #endif
 
 }  // namespace
@@ -712,6 +856,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 #ifdef HAL_BENCH_HAVE_MPI
+  if (mode == "mpi-moe") return run_mpi_moe();
   if (mode == "mpi" || mode == "mpi-alltoallv") {
     // An optional bound on the sizes, for latency runs that skip the large ones.
     const unsigned long long max_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 0;
@@ -724,6 +869,6 @@ int main(int argc, char** argv) {
 #endif
   std::fprintf(stderr,
                "usage: collective_bandwidth local | moe | store [MAX_BYTES] | mpi [MAX_BYTES] | "
-               "mpi-alltoallv [MAX_BYTES] (under mpirun)\n");
+               "mpi-alltoallv [MAX_BYTES] | mpi-moe (under mpirun)\n");
   return 2;
 }

@@ -526,9 +526,8 @@ TEST_CASE("shared segment: ranks running a call ahead never see the next call's 
           // An allreduce between the alltoallvs: its inputs share the sets.
           std::vector<float> send(1 + c % 97), recv(send.size(), -1.0f);
           for (size_t i = 0; i < send.size(); ++i) send[i] = value(c, me, 0, i);
-          const Status s = run_episode(*made[me].group,
-                                       allreduce(send.data(), recv.data(), send.size()), deadline,
-                                       leave);
+          const Status s = run_episode(
+              *made[me].group, allreduce(send.data(), recv.data(), send.size()), deadline, leave);
           for (size_t i = 0; i < send.size() && s.ok(); ++i) {
             float want = 0;
             for (uint32_t r = 0; r < ranks; ++r) want += value(c, r, 0, i);
@@ -560,7 +559,8 @@ TEST_CASE("shared segment: ranks running a call ahead never see the next call's 
           break;
         }
         for (uint32_t from = 0; from < ranks; ++from) {
-          if (recv[rd[from] - 1] != -1.0f) failures[me] = "a gap written in call " + std::to_string(c);
+          if (recv[rd[from] - 1] != -1.0f)
+            failures[me] = "a gap written in call " + std::to_string(c);
           for (size_t i = 0; i < rc[from]; ++i) {
             if (recv[rd[from] + i] != value(c, from, me, i)) {
               failures[me] = "alltoallv " + std::to_string(c) + ": rank " + std::to_string(from) +
