@@ -44,26 +44,30 @@ bool resolve_alltoallv_side(const size_t* counts, const size_t* displs, uint32_t
   return true;
 }
 
-OwnedLayout::OwnedLayout(const hal_alltoallv_layout_t& layout, uint32_t ranks)
-    : arrays_(size_t{4} * ranks) {
+OwnedLayout::OwnedLayout(const hal_alltoallv_layout_t& layout, uint32_t ranks) {
+  size_t* arrays = inline_;
+  if (ranks > kInlineRanks) {
+    heap_.resize(size_t{4} * ranks);
+    arrays = heap_.data();
+  }
   const size_t* sources[4] = {layout.send_counts, layout.send_displs, layout.recv_counts,
                               layout.recv_displs};
-  for (size_t a = 0; a < 4; ++a) std::copy_n(sources[a], ranks, arrays_.data() + a * ranks);
-  view_ = {layout.sendbuf,
-           layout.recvbuf,
-           arrays_.data(),
-           arrays_.data() + ranks,
-           arrays_.data() + 2 * ranks,
-           arrays_.data() + 3 * ranks};
+  for (size_t a = 0; a < 4; ++a) std::copy_n(sources[a], ranks, arrays + a * ranks);
+  view_ = {layout.sendbuf, layout.recvbuf,     arrays,
+           arrays + ranks, arrays + 2 * ranks, arrays + 3 * ranks};
 }
 
 OwnedCalls::OwnedCalls(std::span<const hal_collective_call_t> calls) {
   if (calls.size() == 1) {
     single_ = calls.front();
     count_ = 1;
-  } else {
-    many_.assign(calls.begin(), calls.end());
+    if (single_.kind == HAL_COLLECTIVE_ALLTOALLV) {
+      single_layout_.emplace(layout_of(single_), static_cast<uint32_t>(single_.count));
+      single_.send = single_layout_->view();
+    }
+    return;
   }
+  many_.assign(calls.begin(), calls.end());
   const std::span<hal_collective_call_t> owned = this->calls();
   for (size_t i = 0; i < owned.size(); ++i) {
     if (owned[i].kind != HAL_COLLECTIVE_ALLTOALLV) continue;
@@ -75,6 +79,7 @@ OwnedCalls::OwnedCalls(std::span<const hal_collective_call_t> calls) {
 }
 
 OwnedLayout& OwnedCalls::layout(size_t index) {
+  if (index == 0 && single_layout_) return *single_layout_;
   if (index >= layouts_.size() || layouts_[index] == nullptr) {
     throw std::out_of_range("OwnedCalls::layout: call " + std::to_string(index) +
                             " is not an alltoallv");

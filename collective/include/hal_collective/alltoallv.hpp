@@ -6,6 +6,7 @@
 #include "hal_collective/status.hpp"
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,7 +31,9 @@ bool resolve_alltoallv_side(const size_t* counts, const size_t* displs, uint32_t
                             std::vector<size_t>& out_counts, std::vector<size_t>& out_displs,
                             uint32_t& out_bad_rank);
 
-// A layout with its four arrays in storage of its own.
+// A layout with its four arrays in storage of its own: inside the object up
+// to kInlineRanks ranks (a queued alltoallv of a small job makes no
+// allocation for them), on the heap beyond.
 class OwnedLayout {
  public:
   OwnedLayout(const hal_alltoallv_layout_t& layout, uint32_t ranks);
@@ -44,7 +47,9 @@ class OwnedLayout {
   }
 
  private:
-  std::vector<size_t> arrays_;
+  static constexpr uint32_t kInlineRanks = 8;
+  size_t inline_[4 * kInlineRanks];
+  std::vector<size_t> heap_;
   hal_alltoallv_layout_t view_{};
 };
 
@@ -54,6 +59,8 @@ class OwnedCalls {
  public:
   OwnedCalls() = default;
   explicit OwnedCalls(std::span<const hal_collective_call_t> calls);
+  OwnedCalls(const OwnedCalls&) = delete;  // the calls point into the layouts held here
+  OwnedCalls& operator=(const OwnedCalls&) = delete;
   std::span<const hal_collective_call_t> calls() const {
     return many_.empty() ? std::span(&single_, count_) : std::span(many_);
   }
@@ -69,7 +76,11 @@ class OwnedCalls {
   hal_collective_call_t single_{};
   size_t count_ = 0;  // of single_: 0 or 1
   std::vector<hal_collective_call_t> many_;
-  // Empty unless a call is an alltoallv; then one per call, null for others.
+  // The layout of single_ when it is an alltoallv (no allocation: every
+  // MoE step queues one).
+  std::optional<OwnedLayout> single_layout_;
+  // Of many_: empty unless a call is an alltoallv; then one per call, null
+  // for others.
   std::vector<std::unique_ptr<OwnedLayout>> layouts_;
 };
 
