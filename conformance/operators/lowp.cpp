@@ -25,21 +25,6 @@ int64_t extent(uint32_t block, int64_t whole) {
   return block == 0 ? whole : block;
 }
 
-double quant_max(hal_dtype_t q) {
-  return q == HAL_DTYPE_I8 ? 127.0 : fp8_max(q);
-}
-double quant_min(hal_dtype_t q) {
-  return q == HAL_DTYPE_I8 ? -128.0 : -fp8_max(q);
-}
-
-// Round half to even onto q's grid, saturating (NaN: 0 for i8).
-double grid_value(double v, hal_dtype_t q) {
-  if (q != HAL_DTYPE_I8) return fp8_decode(fp8_encode(v, q, true), q);
-  if (std::isnan(v)) return 0.0;
-  const double c = std::min(127.0, std::max(-128.0, v));
-  return std::nearbyint(c);  // the default rounding mode: ties to even
-}
-
 int64_t code_of(double v, hal_dtype_t q) {
   if (q == HAL_DTYPE_I8) return static_cast<int64_t>(grid_value(v, q));
   return fp8_encode(v, q, true);

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "../cpu/float16_bits.hpp"
+#include "fp8.hpp"
 #include "hal.h"
 #include "op_session.hpp"
 
@@ -40,96 +42,18 @@ Desc header_of(hal_op_kind_t kind) {
 
 // ---- float64 references ------------------------------------------------------
 
-// The value of an OCP fp8 code, decoded from its fields in double.
-double fp8_value(uint8_t code, hal_dtype_t dtype) {
-  const bool e4m3 = dtype == HAL_DTYPE_F8_E4M3;
-  const int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
-  const double sign = (code & 0x80) ? -1.0 : 1.0;
-  const int e = (code & 0x7f) >> mbits;
-  const int man = code & ((1 << mbits) - 1);
-  if (e4m3 && e == 15 && man == 7) return std::numeric_limits<double>::quiet_NaN();
-  if (!e4m3 && e == 31) {
-    return man == 0 ? sign * std::numeric_limits<double>::infinity()
-                    : std::numeric_limits<double>::quiet_NaN();
-  }
-  if (e == 0) return sign * std::ldexp(man, 1 - bias - mbits);
-  return sign * std::ldexp(1.0 + man / double(1 << mbits), e - bias);
-}
+// The fp8 codecs and quantize's grids: the operators profile's float64
+// reference (conformance/operators/fp8.hpp), one for both suites.
+using halconform::ops::fp8_decode;
+using halconform::ops::fp8_encode;
+using halconform::ops::grid_value;
+using halconform::ops::quant_code;
+using halconform::ops::quant_decode;
+using halconform::ops::quant_max;
+using halconform::ops::quant_min;
 
-double fp8_max(hal_dtype_t dtype) {
-  return dtype == HAL_DTYPE_F8_E4M3 ? 448.0 : 57344.0;
-}
-
-// The code nearest |x| among the finite codes (ties: the even code), with
-// the overflow rule: |saturate| (quantize) clamps to +-max, else E5M2 gives
-// an infinity at or past max + half an ulp and E4M3 saturates finite values
-// and turns an infinity into NaN (HAL_OP_CAST).
-uint8_t fp8_encode(double x, hal_dtype_t dtype, bool saturate) {
-  const bool e4m3 = dtype == HAL_DTYPE_F8_E4M3;
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  if (std::isnan(x)) return sign | 0x7f;
-  const double a = std::fabs(x);
-  const uint8_t max_code = e4m3 ? 0x7e : 0x7b;
-  if (std::isinf(a)) return sign | (saturate ? max_code : (e4m3 ? 0x7f : 0x7c));
-  const double half_ulp_past = e4m3 ? 464.0 : 61440.0;
-  if (a >= half_ulp_past && !saturate && !e4m3) return sign | 0x7c;
-  if (a > fp8_max(dtype)) return sign | max_code;
-  uint8_t best = 0;
-  double best_error = std::numeric_limits<double>::infinity();
-  for (int c = 0; c <= max_code; ++c) {
-    const double error = std::fabs(fp8_value(static_cast<uint8_t>(c), dtype) - a);
-    if (error < best_error || (error == best_error && (c & 1) == 0)) {
-      best = static_cast<uint8_t>(c);
-      best_error = error;
-    }
-  }
-  return sign | best;
-}
-
-// Round half to even, saturated to [-128, 127]; NaN gives 0.
-int8_t int8_encode(double v) {
-  if (std::isnan(v)) return 0;
-  const double c = std::min(127.0, std::max(-128.0, v));
-  double r = std::floor(c);
-  const double diff = c - r;
-  if (diff > 0.5 || (diff == 0.5 && std::fmod(r, 2.0) != 0.0)) r += 1.0;
-  return static_cast<int8_t>(r);
-}
-
-double quant_max(hal_dtype_t q) {
-  return q == HAL_DTYPE_I8 ? 127.0 : fp8_max(q);
-}
-double quant_min(hal_dtype_t q) {
-  return q == HAL_DTYPE_I8 ? -128.0 : -fp8_max(q);
-}
-
-// The grid value of v (quantize's rounding, saturating).
-double grid_value(double v, hal_dtype_t q) {
-  if (q == HAL_DTYPE_I8) return int8_encode(v);
-  return fp8_value(fp8_encode(v, q, true), q);
-}
-
-uint8_t encode(double v, hal_dtype_t q) {
-  if (q == HAL_DTYPE_I8) return static_cast<uint8_t>(int8_encode(v));
-  return fp8_encode(v, q, true);
-}
-double decode(uint8_t code, hal_dtype_t q) {
-  if (q == HAL_DTYPE_I8) return static_cast<int8_t>(code);
-  return fp8_value(code, q);
-}
-
-uint16_t to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  bits += 0x7fff + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-float from_bf16(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+using hal::test::from_bf16;
+using hal::test::to_bf16;
 
 std::vector<float> random_floats(size_t count, uint32_t seed, float spread) {
   std::mt19937 rng(seed);
@@ -175,7 +99,7 @@ HostQuantized host_quantize(const std::vector<float>& x, int64_t rows, int64_t c
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       const float s = out.scale[(r / br) * out.scale_cols + c / bc];
-      out.q[r * cols + c] = encode(static_cast<double>(x[r * cols + c] / s), qdtype);
+      out.q[r * cols + c] = quant_code(static_cast<double>(x[r * cols + c] / s), qdtype);
     }
   return out;
 }
@@ -199,7 +123,7 @@ TEST_CASE("cast: every fp8 code decodes exactly and f32 encodes to the nearest c
     const auto decoded = session.download(out, 256);
     for (int c = 0; c < 256; ++c) {
       INFO("code " << c);
-      const double want = fp8_value(static_cast<uint8_t>(c), fp8);
+      const double want = fp8_decode(static_cast<uint8_t>(c), fp8);
       if (std::isnan(want)) {
         CHECK(std::isnan(decoded[c]));
       } else {
@@ -212,8 +136,8 @@ TEST_CASE("cast: every fp8 code decodes exactly and f32 encodes to the nearest c
     std::mt19937 rng(11);
     for (float& v : values) v = std::ldexp(v, static_cast<int>(rng() % 40) - 24);
     for (int c = 0; c + 1 < 0x7b; ++c) {
-      const double lo = fp8_value(static_cast<uint8_t>(c), fp8);
-      const double hi = fp8_value(static_cast<uint8_t>(c + 1), fp8);
+      const double lo = fp8_decode(static_cast<uint8_t>(c), fp8);
+      const double hi = fp8_decode(static_cast<uint8_t>(c + 1), fp8);
       values.push_back(static_cast<float>((lo + hi) / 2));
       values.push_back(-static_cast<float>((lo + hi) / 2));
     }
@@ -277,7 +201,7 @@ TEST_CASE("cast: fp8 to and from f64, i32 and bf16", "[lowp][cast]") {
     const auto bf16_back = session.download(as_bf16, 256);
     for (int c = 0; c < 256; ++c) {
       INFO("code " << c);
-      const double v = fp8_value(static_cast<uint8_t>(c), fp8);
+      const double v = fp8_decode(static_cast<uint8_t>(c), fp8);
       const double truncated = std::isnan(v)        ? 0.0
                                : v >= 2147483647.0  ? 2147483647.0
                                : v <= -2147483648.0 ? -2147483648.0
@@ -352,7 +276,7 @@ TEST_CASE("quantize and dequantize per tensor, row, column and in DeepGEMM's blo
         for (int64_t c = 0; c < test.cols; ++c) {
           const size_t i = static_cast<size_t>(r * test.cols + c);
           const float s = want.scale[(r / br) * want.scale_cols + c / bc];
-          const float expect = static_cast<float>(decode(want.q[i], qdtype)) * s;
+          const float expect = static_cast<float>(quant_decode(want.q[i], qdtype)) * s;
           wrong += y[i] != expect;
           wrong += h[i] != to_bf16(expect);
           // The round trip lands within half a grid step of x (no saturation:
@@ -396,7 +320,7 @@ TEST_CASE("quantize with a given scale saturates, rounds half to even and keeps 
     const float s = qdtype == HAL_DTYPE_F8_E5M2 ? 0.001f : 1.0f;
     for (size_t i = 0; i < 8; ++i) {
       INFO("x " << x[i]);
-      CHECK(int(q[i]) == int(encode(static_cast<double>(x[i] / s), qdtype)));
+      CHECK(int(q[i]) == int(quant_code(static_cast<double>(x[i] / s), qdtype)));
     }
     if (qdtype == HAL_DTYPE_I8) {
       CHECK(static_cast<int8_t>(q[0]) == 127);
@@ -493,10 +417,10 @@ void check_scaled_matmul(Session& session, const MatmulCase& test) {
       }
       double sum = 0.0, magnitude = 0.0;
       for (int64_t kk = 0; kk < k; ++kk) {
-        const double av =
-            decode(a.q[r * k + kk], test.a_dtype) * a.scale[(r / abr) * a.scale_cols + kk / abc];
+        const double av = quant_decode(a.q[r * k + kk], test.a_dtype) *
+                          a.scale[(r / abr) * a.scale_cols + kk / abc];
         const int64_t brow = g * n + j;
-        const double bv = decode(b.q[brow * k + kk], test.b_dtype) *
+        const double bv = quant_decode(b.q[brow * k + kk], test.b_dtype) *
                           b.scale[(brow / bbr) * b.scale_cols + kk / bbc];
         sum += av * bv;
         magnitude += std::fabs(av * bv);

@@ -1,6 +1,6 @@
-// One HAL session for the op tests (tests/ops/*_ops_test.cpp): device 0 of whatever plugin the
-// test binary's environment selects, one stream, and the device memory and plans a test makes,
-// freed when the session ends.
+// One HAL session for the op tests (tests/ops/*_ops_test.cpp, tests/cuda/cudnn_conv_test.cpp):
+// device 0 of whatever plugin the test binary's environment selects, one stream, and the device
+// memory and plans a test makes, freed when the session ends.
 #ifndef HAL_TESTS_OPS_OP_SESSION_HPP_
 #define HAL_TESTS_OPS_OP_SESSION_HPP_
 
@@ -34,6 +34,22 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   hal_device_t device() const { return device_; }
+  hal_stream_t stream() const { return stream_; }
+
+  // |bytes| of device memory (at least one byte), its contents unset: no guard bytes, so an
+  // operand can end exactly where its allocation does.
+  void* alloc_bytes(size_t bytes) {
+    void* p = nullptr;
+    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, bytes == 0 ? 1 : bytes, 0, &p) ==
+            HAL_SUCCESS);
+    allocations_.push_back(p);
+    return p;
+  }
+  // Copies |bytes| on the session's stream (host to device or back) and waits.
+  void copy(void* dst, const void* src, size_t bytes) {
+    REQUIRE(hal_memcpy_async(dst, src, bytes, stream_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
+  }
 
   // Device memory holding |host|'s bytes, then 64 guard bytes of 0xA5.
   template <typename T>
