@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "float16_bits.hpp"
@@ -71,17 +72,7 @@ void execute(Session& session, hal_op_plan_t plan, std::vector<void*> operands,
                           info.workspace_bytes + workspace_shift, 0, &allocation) == HAL_SUCCESS);
     workspace = static_cast<char*>(allocation) + workspace_shift;
   }
-  hal_op_exec_args_t args{};
-  args.struct_size = sizeof args;
-  args.operand_count = static_cast<uint32_t>(operands.size());
-  args.operands = operands.data();
-  args.scalar_count = static_cast<uint32_t>(scalars.size());
-  args.scalars = scalars.data();
-  args.workspace = workspace;
-  args.workspace_bytes = info.workspace_bytes;
-  INFO(hal_error_last_message());
-  REQUIRE(hal_op_execute(plan, &args, session.stream()) == HAL_SUCCESS);
-  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  session.execute(plan, std::move(operands), std::move(scalars), workspace, info.workspace_bytes);
   hal_mem_free(allocation);
 }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../cpu/float16_bits.hpp"
@@ -148,19 +149,9 @@ inline void run(Session& session, const Planned& planned, std::vector<void*> ope
   if (planned.workspace > 0) {
     workspace = static_cast<unsigned char*>(session.alloc_bytes(planned.workspace + shift)) + shift;
   }
-  hal_op_exec_args_t args{};
-  args.struct_size = sizeof args;
-  args.operand_count = static_cast<uint32_t>(operands.size());
-  args.operands = operands.data();
-  args.scalar_count = static_cast<uint32_t>(scalars.size());
-  args.scalars = scalars.data();
-  args.workspace = workspace;
-  args.workspace_bytes = planned.workspace;
   INFO(planned.implementation);
-  const hal_result_t result = hal_op_execute(planned.plan, &args, session.stream());
-  INFO(hal_error_last_message());
-  REQUIRE(result == HAL_SUCCESS);
-  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  session.execute(planned.plan, std::move(operands), std::move(scalars), workspace,
+                  planned.workspace);
 }
 
 }  // namespace op_test

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hal.h"
@@ -112,6 +113,12 @@ class Session {
     if (info.workspace_bytes > 0) {
       workspace = upload(std::vector<unsigned char>(info.workspace_bytes));
     }
+    execute(p, std::move(operands), std::move(scalars), workspace, info.workspace_bytes);
+  }
+  // Runs |plan| on the session's stream with |workspace_bytes| of workspace at |workspace|, and
+  // waits.
+  void execute(hal_op_plan_t plan, std::vector<void*> operands,
+               std::vector<hal_op_scalar_t> scalars, void* workspace, size_t workspace_bytes) {
     hal_op_exec_args_t args{};
     args.struct_size = sizeof args;
     args.operand_count = static_cast<uint32_t>(operands.size());
@@ -119,8 +126,8 @@ class Session {
     args.scalar_count = static_cast<uint32_t>(scalars.size());
     args.scalars = scalars.data();
     args.workspace = workspace;
-    args.workspace_bytes = info.workspace_bytes;
-    const hal_result_t result = hal_op_execute(p, &args, stream_);
+    args.workspace_bytes = workspace_bytes;
+    const hal_result_t result = hal_op_execute(plan, &args, stream_);
     INFO(hal_error_last_message());
     REQUIRE(result == HAL_SUCCESS);
     REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
