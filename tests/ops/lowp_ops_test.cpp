@@ -42,18 +42,26 @@ Desc header_of(hal_op_kind_t kind) {
 
 // ---- float64 references ------------------------------------------------------
 
-// The fp8 codecs and quantize's grids: the operators profile's float64
-// reference (conformance/operators/fp8.hpp), one for both suites.
-using halconform::ops::fp8_decode;
+// The fp8 codecs and quantize's grids are the operators profile's float64
+// reference (conformance/operators/fp8.hpp), one for both suites; here under
+// this file's names.
+using hal::test::from_bf16;
+using hal::test::to_bf16;
 using halconform::ops::fp8_encode;
+using halconform::ops::fp8_max;
 using halconform::ops::grid_value;
-using halconform::ops::quant_code;
-using halconform::ops::quant_decode;
 using halconform::ops::quant_max;
 using halconform::ops::quant_min;
 
-using hal::test::from_bf16;
-using hal::test::to_bf16;
+double fp8_value(uint8_t code, hal_dtype_t dtype) {
+  return halconform::ops::fp8_decode(code, dtype);
+}
+uint8_t encode(double v, hal_dtype_t q) {
+  return halconform::ops::quant_code(v, q);
+}
+double decode(uint8_t code, hal_dtype_t q) {
+  return halconform::ops::quant_decode(code, q);
+}
 
 std::vector<float> random_floats(size_t count, uint32_t seed, float spread) {
   std::mt19937 rng(seed);
@@ -99,7 +107,7 @@ HostQuantized host_quantize(const std::vector<float>& x, int64_t rows, int64_t c
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       const float s = out.scale[(r / br) * out.scale_cols + c / bc];
-      out.q[r * cols + c] = quant_code(static_cast<double>(x[r * cols + c] / s), qdtype);
+      out.q[r * cols + c] = encode(static_cast<double>(x[r * cols + c] / s), qdtype);
     }
   return out;
 }
@@ -123,7 +131,7 @@ TEST_CASE("cast: every fp8 code decodes exactly and f32 encodes to the nearest c
     const auto decoded = session.download(out, 256);
     for (int c = 0; c < 256; ++c) {
       INFO("code " << c);
-      const double want = fp8_decode(static_cast<uint8_t>(c), fp8);
+      const double want = fp8_value(static_cast<uint8_t>(c), fp8);
       if (std::isnan(want)) {
         CHECK(std::isnan(decoded[c]));
       } else {
@@ -136,8 +144,8 @@ TEST_CASE("cast: every fp8 code decodes exactly and f32 encodes to the nearest c
     std::mt19937 rng(11);
     for (float& v : values) v = std::ldexp(v, static_cast<int>(rng() % 40) - 24);
     for (int c = 0; c + 1 < 0x7b; ++c) {
-      const double lo = fp8_decode(static_cast<uint8_t>(c), fp8);
-      const double hi = fp8_decode(static_cast<uint8_t>(c + 1), fp8);
+      const double lo = fp8_value(static_cast<uint8_t>(c), fp8);
+      const double hi = fp8_value(static_cast<uint8_t>(c + 1), fp8);
       values.push_back(static_cast<float>((lo + hi) / 2));
       values.push_back(-static_cast<float>((lo + hi) / 2));
     }
@@ -201,7 +209,7 @@ TEST_CASE("cast: fp8 to and from f64, i32 and bf16", "[lowp][cast]") {
     const auto bf16_back = session.download(as_bf16, 256);
     for (int c = 0; c < 256; ++c) {
       INFO("code " << c);
-      const double v = fp8_decode(static_cast<uint8_t>(c), fp8);
+      const double v = fp8_value(static_cast<uint8_t>(c), fp8);
       const double truncated = std::isnan(v)        ? 0.0
                                : v >= 2147483647.0  ? 2147483647.0
                                : v <= -2147483648.0 ? -2147483648.0
@@ -276,7 +284,7 @@ TEST_CASE("quantize and dequantize per tensor, row, column and in DeepGEMM's blo
         for (int64_t c = 0; c < test.cols; ++c) {
           const size_t i = static_cast<size_t>(r * test.cols + c);
           const float s = want.scale[(r / br) * want.scale_cols + c / bc];
-          const float expect = static_cast<float>(quant_decode(want.q[i], qdtype)) * s;
+          const float expect = static_cast<float>(decode(want.q[i], qdtype)) * s;
           wrong += y[i] != expect;
           wrong += h[i] != to_bf16(expect);
           // The round trip lands within half a grid step of x (no saturation:
@@ -320,7 +328,7 @@ TEST_CASE("quantize with a given scale saturates, rounds half to even and keeps 
     const float s = qdtype == HAL_DTYPE_F8_E5M2 ? 0.001f : 1.0f;
     for (size_t i = 0; i < 8; ++i) {
       INFO("x " << x[i]);
-      CHECK(int(q[i]) == int(quant_code(static_cast<double>(x[i] / s), qdtype)));
+      CHECK(int(q[i]) == int(encode(static_cast<double>(x[i] / s), qdtype)));
     }
     if (qdtype == HAL_DTYPE_I8) {
       CHECK(static_cast<int8_t>(q[0]) == 127);
@@ -417,10 +425,10 @@ void check_scaled_matmul(Session& session, const MatmulCase& test) {
       }
       double sum = 0.0, magnitude = 0.0;
       for (int64_t kk = 0; kk < k; ++kk) {
-        const double av = quant_decode(a.q[r * k + kk], test.a_dtype) *
-                          a.scale[(r / abr) * a.scale_cols + kk / abc];
+        const double av =
+            decode(a.q[r * k + kk], test.a_dtype) * a.scale[(r / abr) * a.scale_cols + kk / abc];
         const int64_t brow = g * n + j;
-        const double bv = quant_decode(b.q[brow * k + kk], test.b_dtype) *
+        const double bv = decode(b.q[brow * k + kk], test.b_dtype) *
                           b.scale[(brow / bbr) * b.scale_cols + kk / bbc];
         sum += av * bv;
         magnitude += std::fabs(av * bv);
