@@ -107,6 +107,65 @@ inline double activate(hal_activation_t act, double v) {
   return act == HAL_ACTIVATION_RELU ? (v > 0 ? v : 0) : v;
 }
 
+// ---- float64 references, from values already rounded to the dtype ----------
+// In the op's terms: the transposed op's x is the convolution's output side.
+
+// The channel of element |i| of the op's y (|count| elements).
+inline int64_t y_channel_of(const Conv& t, size_t i, size_t count) {
+  const int64_t channels = t.transposed ? t.ci : t.co;
+  const auto index = static_cast<int64_t>(i);
+  if (t.layout == HAL_CHANNELS_LAST) return index % channels;
+  return index / (static_cast<int64_t>(count) / t.n / channels) % channels;
+}
+
+// y of HAL_OP_CONVOLUTION from x, w and the bias (when |t| has one), activated.
+inline std::vector<double> forward_reference(const Conv& t, const std::vector<double>& xv,
+                                             const std::vector<double>& wv,
+                                             const std::vector<double>& bv, size_t y_count) {
+  std::vector<double> want(y_count, 0.0);
+  if (!t.transposed) {
+    taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
+  } else {
+    taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += xv[out] * wv[f]; });
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = activate(t.act, want[i] + (t.bias ? bv[y_channel_of(t, i, y_count)] : 0.0));
+  }
+  return want;
+}
+
+// grad_x of HAL_OP_CONVOLUTION_BACKWARD_DATA from grad_y (|gv|, y's layout) and w.
+inline std::vector<double> backward_data_reference(const Conv& t, const std::vector<double>& gv,
+                                                   const std::vector<double>& wv, size_t x_count) {
+  std::vector<double> want(x_count, 0.0);
+  if (!t.transposed) {
+    taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += gv[out] * wv[f]; });
+  } else {
+    taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += gv[i] * wv[f]; });
+  }
+  return want;
+}
+
+// grad_w of HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS from x and grad_y.
+inline std::vector<double> backward_weights_reference(const Conv& t, const std::vector<double>& xv,
+                                                      const std::vector<double>& gv,
+                                                      size_t w_count) {
+  std::vector<double> want(w_count, 0.0);
+  if (!t.transposed) {
+    taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += xv[i] * gv[out]; });
+  } else {
+    taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += gv[i] * xv[out]; });
+  }
+  return want;
+}
+
+// grad_bias: grad_y summed per channel.
+inline std::vector<double> bias_gradient_reference(const Conv& t, const std::vector<double>& gv) {
+  std::vector<double> want(static_cast<size_t>(t.transposed ? t.ci : t.co), 0.0);
+  for (size_t i = 0; i < gv.size(); ++i) want[y_channel_of(t, i, gv.size())] += gv[i];
+  return want;
+}
+
 }  // namespace op_test
 
 #endif  // HAL_TESTS_OPS_CONV_CASES_HPP_

@@ -90,20 +90,8 @@ void check_conv(Session& session, const Conv& t, bool portable, bool onednn_serv
     plan(session, &desc.header, portable, planned);
     expect_served(planned, portable, onednn_serves);
     run(session, planned, {x.data, w.data, t.bias ? bias.data : nullptr, nullptr, y.data});
-    std::vector<double> want(y.count(), 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += xv[out] * wv[f]; });
-    }
-    for (size_t i = 0; i < want.size(); ++i) {
-      const int64_t c =
-          t.layout == HAL_CHANNELS_LAST
-              ? static_cast<int64_t>(i) % y_channels
-              : static_cast<int64_t>(i) / (y.count() / y_shape[0] / y_channels) % y_channels;
-      want[i] = activate(t.act, want[i] + (t.bias ? bv[c] : 0.0));
-    }
-    expect_close(y.get(session), want, t.dtype, reduction, what + " forward");
+    expect_close(y.get(session), forward_reference(t, xv, wv, bv, y.count()), t.dtype, reduction,
+                 what + " forward");
   }
   // Backward data: grad_y (gv, y's layout) to grad_x (x's).
   {
@@ -115,13 +103,8 @@ void check_conv(Session& session, const Conv& t, bool portable, bool onednn_serv
     plan(session, &desc.header, portable, planned);
     expect_served(planned, portable, onednn_serves);
     run(session, planned, {gy.data, w.data, gx.data});
-    std::vector<double> want(gx.count(), 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += gv[out] * wv[f]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += gv[i] * wv[f]; });
-    }
-    expect_close(gx.get(session), want, t.dtype, reduction, what + " backward data");
+    expect_close(gx.get(session), backward_data_reference(t, gv, wv, gx.count()), t.dtype,
+                 reduction, what + " backward data");
   }
   // Backward weights and bias.
   {
@@ -134,22 +117,13 @@ void check_conv(Session& session, const Conv& t, bool portable, bool onednn_serv
     plan(session, &desc.header, portable, planned);
     expect_served(planned, portable, onednn_serves);
     run(session, planned, {x.data, gy.data, gw.data, t.bias ? gb.data : nullptr});
-    std::vector<double> want(gw.count(), 0.0), want_bias(y_channels, 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += xv[i] * gv[out]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += gv[i] * xv[out]; });
-    }
-    for (size_t i = 0; i < gy.count(); ++i) {
-      const int64_t c =
-          t.layout == HAL_CHANNELS_LAST
-              ? static_cast<int64_t>(i) % y_channels
-              : static_cast<int64_t>(i) / (gy.count() / y_shape[0] / y_channels) % y_channels;
-      want_bias[c] += gv[i];
-    }
     const double positions = static_cast<double>(gy.count() / y_channels);
-    expect_close(gw.get(session), want, t.dtype, positions, what + " backward weights");
-    if (t.bias) expect_close(gb.get(session), want_bias, HAL_DTYPE_F32, positions, what + " bias");
+    expect_close(gw.get(session), backward_weights_reference(t, xv, gv, gw.count()), t.dtype,
+                 positions, what + " backward weights");
+    if (t.bias) {
+      expect_close(gb.get(session), bias_gradient_reference(t, gv), HAL_DTYPE_F32, positions,
+                   what + " bias");
+    }
   }
 }
 
