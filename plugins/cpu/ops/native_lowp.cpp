@@ -1,11 +1,11 @@
 // cpu.native's low-precision ops (SPEC.md §17.6.12) on dense tensors:
 // HAL_OP_SCALED_MATMUL (int8 rows dotted in i32 per k chunk; 8-bit floats
-// widened once per execution to f32, then dotted in f32)
-// HAL_OP_QUANTIZE (f32 x; block amax, then round to nearest even,
-// saturating) and HAL_OP_DEQUANTIZE (q * scale in f32, rounded once to x's
-// dtype; AVX-512 runs of one scale where the CPU has it). The dot loops are cloned per ISA. Work is
-// split by the shape alone, so every plan is deterministic. Other layouts and dtypes decline to the
-// portable kernels.
+// widened once per execution to f32, then dotted in f32), HAL_OP_QUANTIZE
+// (f32 x; block amax, then round to nearest even, saturating) and
+// HAL_OP_DEQUANTIZE (q * scale in f32, rounded once to x's dtype; AVX-512
+// runs of one scale where the CPU has it). The dot loops are cloned per ISA.
+// Work is split by the shape alone, so every plan is deterministic. Other
+// layouts and dtypes decline to the portable kernels.
 #include <algorithm>
 #include <array>
 #include <cmath>
