@@ -510,6 +510,58 @@ TEST_CASE("convolution: channels-first on blocked kernels, odd shapes", "[ops][c
   }
 }
 
+// Channels-last backward data into fewer than 16 input channels per group
+// (ResNet's stem: 3) runs on oneDNN's gemm convolution over channels-first
+// copies (cpu.onednn stages grad_y and grad_x through the workspace; its
+// direct kernels were 1.2-2.2x slower): odd extents, stride with dilation,
+// asymmetric padding, grouped, f32 and bf16, every kind against float64.
+TEST_CASE("convolution: channels-last backward data into few channels", "[ops][conv]") {
+  Session session;
+  for (bool portable : implementations()) {
+    Conv stem;
+    stem.layout = HAL_CHANNELS_LAST;
+    stem.n = 3;
+    stem.ci = 3;
+    stem.co = 20;
+    stem.in = {1, 11, 9};
+    check_conv(session, stem, portable);
+    Conv bf16 = stem;
+    bf16.dtype = HAL_DTYPE_BF16;
+    check_conv(session, bf16, portable);
+    Conv grouped = stem;  // 2 groups of 5 input channels
+    grouped.ci = 10;
+    grouped.co = 8;
+    grouped.groups = 2;
+    check_conv(session, grouped, portable);
+  }
+  if (!kOpencl) {
+    // 3 input channels: grad_y and grad_x staged; 16: both in place (the
+    // workspace holds the blocked weights alone, smaller than grad_y here).
+    for (int64_t channels : {3, 16}) {
+      Conv t;
+      t.layout = HAL_CHANNELS_LAST;
+      t.n = 3;
+      t.in = {1, 20, 18};
+      t.ci = channels;
+      t.bias = false;
+      Tensor x(session, t.dtype, shape_of(t, t.n, t.ci, t.in));
+      Tensor w(session, t.dtype, shape_of(t, t.co, t.ci, t.k));
+      Tensor y(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
+      const hal_op_convolution_desc_t desc =
+          conv_desc(t, HAL_OP_CONVOLUTION_BACKWARD_DATA, x, w, y, Tensor());
+      Planned planned;
+      plan(session, &desc.header, false, planned);
+      INFO("input channels " << channels);
+      CHECK(planned.implementation == "cpu.onednn");
+      if (channels < 16) {
+        CHECK(planned.workspace >= (x.count() + y.count()) * sizeof(float));
+      } else {
+        CHECK(planned.workspace < y.count() * sizeof(float));
+      }
+    }
+  }
+}
+
 // One plan executed over different buffers (and workspaces) each time, and a
 // second plan of another shape beside it: each execution computes from the
 // pointers it is given, against float64.

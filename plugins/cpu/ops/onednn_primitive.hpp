@@ -112,10 +112,14 @@ dnnl::memory::desc user_desc(const dnnl::memory::dims& dims, const dnnl::memory:
 // implementation that is not its reference one: the caller's dtypes or all
 // f32 (f16 widened, odd mixes), with the caller's layouts, weights in
 // oneDNN's choice, or every tensor in oneDNN's choice.
+// |activations_channels_first| is no attempt of that list: a planner that
+// knows a layout serves better asks for it by name (the activations dense in
+// canonical [N, C, spatial...] order, staged through the workspace).
 struct Attempt {
-  bool f32 = false;              // every floating tensor as f32
-  bool weights_any = false;      // weights in the primitive's preferred layout
-  bool activations_any = false;  // activations too
+  bool f32 = false;                         // every floating tensor as f32
+  bool weights_any = false;                 // weights in the primitive's preferred layout
+  bool activations_any = false;             // activations too
+  bool activations_channels_first = false;  // activations dense channels-first
 };
 const std::vector<Attempt>& attempts();
 
