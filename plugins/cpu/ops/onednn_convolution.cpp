@@ -234,6 +234,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
   const Dims conv_w = weights_dims(p.w, p.groups, false);
   const Dims deconv_w = weights_dims(p.w, p.groups, true);
   const auto bias_prim = [&] { return dense_vector(p.bias, a); };
+  const dnnl::primitive_attr scratch_attr = user_scratchpad();
   try {
     switch (p.kind) {
       case HAL_OP_CONVOLUTION: {
@@ -245,6 +246,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
                                   0.0f);
         }
         attr.set_post_ops(post_ops);
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         const memory::desc src = attempt_of(p.x, a, false);
         const memory::desc dst = attempt_of(p.y, a, false);
         const memory::desc bias = p.has_bias ? bias_prim() : memory::desc();
@@ -310,7 +312,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
               dnnl::convolution_forward::desc(prop_kind::forward_inference,
                                               algorithm::convolution_direct, src, weights, dst,
                                               p.strides, p.dilates, p.pad_l, p.pad_r),
-              engine);
+              scratch_attr, engine);
           built.impl = pd.impl_info_str();
           built.primitive = dnnl::convolution_forward(pd);
           built.tensors.push_back(
@@ -332,7 +334,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
         dnnl::convolution_backward_data::primitive_desc pd(
             dnnl::convolution_backward_data::desc(algorithm::convolution_direct, diff_src, weights,
                                                   diff_dst, p.strides, p.dilates, p.pad_l, p.pad_r),
-            engine, hint);
+            scratch_attr, engine, hint);
         built.impl = pd.impl_info_str();
         built.primitive = dnnl::convolution_backward_data(pd);
         built.tensors.push_back(
@@ -358,7 +360,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
               dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, src,
                                                        diff_weights, diff_bias, diff_dst, p.strides,
                                                        p.dilates, p.pad_l, p.pad_r),
-              engine, hint);
+              scratch_attr, engine, hint);
           built.impl = pd.impl_info_str();
           built.primitive = dnnl::convolution_backward_weights(pd);
           built.tensors.push_back(
@@ -383,7 +385,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
             dnnl::deconvolution_backward_weights::desc(algorithm::deconvolution_direct, src,
                                                        diff_weights, diff_bias, diff_dst, p.strides,
                                                        p.dilates, p.pad_l, p.deconv_pad_r),
-            engine, hint);
+            scratch_attr, engine, hint);
         built.impl = pd.impl_info_str();
         built.primitive = dnnl::deconvolution_backward_weights(pd);
         built.tensors.push_back(

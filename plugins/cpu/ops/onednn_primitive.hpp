@@ -90,7 +90,8 @@ class PrimitivePlan final : public OpPlan {
 
 // Lays the staged tensors of |steps| and |scratch| out in one workspace
 // (each on a 64-byte boundary of the aligned base; the plan asks 63 bytes
-// more, since the caller's workspace may start anywhere), creates their
+// more, since the caller's workspace may start anywhere), with the
+// scratchpad of each primitive built with user_scratchpad(), creates their
 // reorders, and returns the workspace bytes.
 size_t lay_out_workspace(std::vector<PrimitiveStep>& steps,
                          const std::vector<std::shared_ptr<Scratch>>& scratch);
@@ -102,6 +103,20 @@ PrimitiveTensor bind_scratch(int arg, TensorRole role, const dnnl::memory::desc&
 // Binds a tensor: |user| is the caller's, |prim| the primitive's.
 PrimitiveTensor bind(int arg, int operand, TensorRole role, const dnnl::memory::desc& user,
                      const dnnl::memory::desc& prim);
+
+// Primitive attributes that leave the scratchpad to the caller
+// (scratchpad_mode::user), and the scratchpad of a primitive built with them
+// as a tensor in the workspace (nullopt when it needs none; every primitive
+// of a PrimitivePlan is built with them, lay_out_workspace adds it). Why not
+// oneDNN's own (library mode): Debian's libdnnl 2.6 keeps it per thread
+// and sizes it when a primitive is created, so a primitive executed on
+// another thread than the one that created it finds no scratchpad there
+// (invalid arguments, or a crash at 2 threads) - which is what runs at one
+// OpenMP thread, where the plan is made on the caller and executed on the
+// stream's thread (onednn_common.hpp); in the workspace it is also sized
+// once, at planning, and the caller's to reuse.
+dnnl::primitive_attr user_scratchpad();
+std::optional<PrimitiveTensor> scratchpad_of(const dnnl::primitive& primitive);
 
 // A oneDNN memory descriptor of |dims| with the element |strides| of a HAL
 // tensor (strided_desc's canonical strides for extent-1 dimensions).
