@@ -1,9 +1,8 @@
 // Planted low-precision faults of the fault plugin (fault_plugin.cpp): bugs
 // a vendor's fp8/int8 kernels could ship, each of which the operators
-// profile's operators.lowp.* tests must catch. The cpu plugin has no
-// implementation of these ops (the loader's portable one serves them), so
-// the faulty op is served here: a host function in stream order computes it
-// with the one planted mistake; everything else is passed to the real plugin.
+// profile's operators.lowp.* tests must catch. The faulty op is served here
+// (in place of cpu.native's or the portable implementation): a host function in stream order
+// computes it with the one planted mistake; everything else is passed to the real plugin.
 #include "fault_lowp.hpp"
 
 #include <algorithm>
@@ -131,6 +130,16 @@ void run(void* data) {
                 static_cast<size_t>(count(desc.x)) * sizeof(float));
     if (job->operands[4] != nullptr)
       std::memset(job->operands[4], 0, static_cast<size_t>(count(desc.scale)) * sizeof(float));
+  } else if (kind == HAL_OP_DEQUANTIZE) {  // every row's scale from the first row block
+    const auto& desc = job->plan->as<hal_op_quantize_desc_t>();
+    const auto* scale = static_cast<const float*>(job->operands[1]);
+    auto* x = static_cast<float*>(job->operands[2]);
+    const int64_t n = count(desc.q), cols = desc.q.shape[desc.q.rank - 1];
+    const int64_t bc = desc.blocks.cols == 0 ? cols : desc.blocks.cols;
+    for (int64_t i = 0; i < n; ++i) {
+      const float s = scale[(i % cols / bc) * desc.scale.strides[1]];  // the fault: row block 0
+      x[i] = quantized_value(job->operands[0], i, desc.q.dtype) * s;
+    }
   } else if (kind == HAL_OP_QUANTIZE) {  // i8 ties rounded away from zero
     const auto& desc = job->plan->as<hal_op_quantize_desc_t>();
     const auto* x = static_cast<const float*>(job->operands[0]);
@@ -189,6 +198,11 @@ bool served(const hal_op_header_t* desc) {
              fq.x.rank == 2 && dense(fq.x) && dense(fq.grad_y) && dense(fq.grad_x) &&
              dense(fq.scale);
     }
+    case LowpFault::kDequantizeRowBlocksIgnored: {
+      if (desc->kind != HAL_OP_DEQUANTIZE) return false;
+      const auto& qd = *reinterpret_cast<const hal_op_quantize_desc_t*>(desc);
+      return qd.x.dtype == HAL_DTYPE_F32 && dense(qd.q) && dense(qd.x);
+    }
     case LowpFault::kQuantizeHalfAway: {
       if (desc->kind != HAL_OP_QUANTIZE) return false;
       const auto& qd = *reinterpret_cast<const hal_op_quantize_desc_t*>(desc);
@@ -210,6 +224,8 @@ hal_op_kind_t served_kind() {
       return HAL_OP_FAKE_QUANTIZE_BACKWARD;
     case LowpFault::kQuantizeHalfAway:
       return HAL_OP_QUANTIZE;
+    case LowpFault::kDequantizeRowBlocksIgnored:
+      return HAL_OP_DEQUANTIZE;
   }
   return HAL_OP_MATMUL;
 }
