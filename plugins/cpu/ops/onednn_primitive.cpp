@@ -119,6 +119,11 @@ size_t lay_out_workspace(std::vector<PrimitiveStep>& steps,
   std::vector<Scratch*> blocks;
   for (const auto& block : scratch) blocks.push_back(block.get());
   for (PrimitiveStep& step : steps) {
+    if (step.primitive) {
+      if (auto scratchpad = scratchpad_of(*step.primitive)) {
+        step.tensors.push_back(std::move(*scratchpad));
+      }
+    }
     for (PrimitiveTensor& tensor : step.tensors) {
       if (tensor.scratch) {
         tensor.scratch->bytes = std::max(tensor.scratch->bytes, tensor.prim.get_size());
@@ -169,6 +174,22 @@ PrimitiveTensor bind_scratch(int arg, TensorRole role, const memory::desc& prim,
   tensor.prim = prim;
   tensor.scratch = std::move(scratch);
   return tensor;
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+std::optional<PrimitiveTensor> scratchpad_of(const dnnl::primitive& primitive) {
+  const_dnnl_primitive_desc_t pd = primitive.get_primitive_desc();
+  const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (md == nullptr) return std::nullopt;
+  const memory::desc scratchpad(*md);
+  if (scratchpad.get_size() == 0) return std::nullopt;
+  return bind_scratch(DNNL_ARG_SCRATCHPAD, TensorRole::kOutput, scratchpad,
+                      std::make_shared<Scratch>());
 }
 
 memory::desc user_desc(const memory::dims& dims, const memory::dims& strides, hal_dtype_t dtype) {
