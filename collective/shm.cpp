@@ -23,9 +23,9 @@ size_t round_up(size_t value, size_t unit) {
 // Episodes alternate between two sets of each rank's signature, counts and
 // slot (the episode's parity): a rank may publish episode e + 1 as soon as
 // every peer is done with e - 1, while they may still read e. With one set
-// it had to wait until they were done with e, a cross-core round trip more
-// per call (measured: a 64-byte alltoallv between 2 processes took twice
-// MPI's time, whose eager sends let a rank run one call ahead).
+// it had to wait until they were done with e: back-to-back calls cost two
+// cross-core hand-offs each (my arrival, then the peer's "done"), where
+// MPI's eager messages let a rank run one call ahead and cost one.
 constexpr uint32_t kSets = 2;
 
 // One rank's counters, each on its own cache line with its sets' signatures.

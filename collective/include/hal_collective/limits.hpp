@@ -22,9 +22,9 @@ namespace hal::collective::limits {
 
 // CAPACITY of each rank's data slot in the shared segment of the ranks of
 // one host (ShmGroup): the most bytes one rank can publish in an episode.
-// A size, not a crossover: it bounds the segment (slot * ranks plus the
-// counters) and so what the segment *can* carry; kSegmentAllreduceBytes and
-// kSegmentAlltoallvBytes say what it *should* carry.
+// A size, not a crossover: it bounds the segment (slot * 2 sets * ranks,
+// plus the counters: alternate calls use alternate sets) and so what the segment *can* carry;
+// kSegmentAllreduceBytes and kSegmentAlltoallvBytes say what it *should* carry.
 inline constexpr size_t kSegmentSlotBytes = 64 * 1024;
 
 // CROSSOVER, segment vs the transport, for an allreduce: at or below this
