@@ -151,7 +151,7 @@ std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc, ha
               dnnl::batch_normalization_forward::desc(
                   training ? prop_kind::forward_training : prop_kind::forward_inference, data,
                   epsilon, nflags),
-              onednn_engine());
+              with_user_scratchpad(), onednn_engine());
           if (is_reference(pd) && !last) continue;
           PrimitiveStep step;
           step.primitive = dnnl::batch_normalization_forward(pd);
@@ -229,7 +229,7 @@ std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc, ha
           dnnl::batch_normalization_backward::primitive_desc pd(
               dnnl::batch_normalization_backward::desc(prop_kind::backward, data, data, epsilon,
                                                        nflags),
-              onednn_engine(), hint);
+              with_user_scratchpad(), onednn_engine(), hint);
           if (is_reference(pd) && !last) continue;
           PrimitiveStep step;
           step.primitive = dnnl::batch_normalization_backward(pd);

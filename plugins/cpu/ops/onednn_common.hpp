@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 
 #include "hal/ops.h"
 
@@ -85,6 +86,28 @@ class SingleThreadedOnednn {
 // created on a caller at 1 thread (an application's thread after
 // torch.set_num_threads(1)) and run on the team wrote past its scratchpad.
 int onednn_team_threads() noexcept;
+
+// Scratchpads. Every primitive the plugin creates (convolutions, pooling,
+// batch norm, matmul, and the reorders that stage tensors) takes its
+// scratchpad from the plan's workspace, which the caller hands to each
+// execution: |attr| with scratchpad_mode::user. oneDNN's default, a
+// library-managed scratchpad, lives in thread-local storage of the thread
+// that created the primitive, yet an execution takes the executing thread's:
+// a primitive planned on one thread and run on another (a plan made on the
+// application's thread and run by a stream executor, as every call runs on
+// its caller when the plugin's team is one thread) wrote into that thread's
+// scratchpad, absent or smaller: a segfault in oneDNN's convolution. Plans
+// destroyed on another thread also unbalanced those threads' counts.
+dnnl::primitive_attr with_user_scratchpad(dnnl::primitive_attr attr = dnnl::primitive_attr());
+
+// The bytes of |primitive|'s scratchpad (created with_user_scratchpad); 0
+// when it needs none.
+size_t scratchpad_bytes(const dnnl::primitive& primitive);
+
+// Executes |primitive| on |stream| with |args| and, when it needs one, its
+// scratchpad at |scratchpad| (scratchpad_bytes(primitive) bytes).
+void execute_with_scratchpad(const dnnl::primitive& primitive, dnnl::stream& stream,
+                             std::unordered_map<int, dnnl::memory> args, void* scratchpad);
 
 // oneDNN's data type for a HAL floating dtype; nullopt for the others.
 std::optional<dnnl::memory::data_type> onednn_dtype(hal_dtype_t dtype);

@@ -205,7 +205,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
   try {
     switch (p.kind) {
       case HAL_OP_CONVOLUTION: {
-        dnnl::primitive_attr attr;
+        dnnl::primitive_attr attr = with_user_scratchpad();
         dnnl::post_ops post_ops;
         if (p.has_residual) post_ops.append_sum(1.0f);
         if (const auto eltwise = eltwise_of(p.activation)) {
@@ -278,7 +278,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
               dnnl::convolution_forward::desc(prop_kind::forward_inference,
                                               algorithm::convolution_direct, src, weights, dst,
                                               p.strides, p.dilates, p.pad_l, p.pad_r),
-              engine);
+              with_user_scratchpad(), engine);
           built.impl = pd.impl_info_str();
           built.primitive = dnnl::convolution_forward(pd);
           built.tensors.push_back(
@@ -300,7 +300,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
         dnnl::convolution_backward_data::primitive_desc pd(
             dnnl::convolution_backward_data::desc(algorithm::convolution_direct, diff_src, weights,
                                                   diff_dst, p.strides, p.dilates, p.pad_l, p.pad_r),
-            engine, hint);
+            with_user_scratchpad(), engine, hint);
         built.impl = pd.impl_info_str();
         built.primitive = dnnl::convolution_backward_data(pd);
         built.tensors.push_back(
@@ -326,7 +326,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
               dnnl::convolution_backward_weights::desc(algorithm::convolution_direct, src,
                                                        diff_weights, diff_bias, diff_dst, p.strides,
                                                        p.dilates, p.pad_l, p.pad_r),
-              engine, hint);
+              with_user_scratchpad(), engine, hint);
           built.impl = pd.impl_info_str();
           built.primitive = dnnl::convolution_backward_weights(pd);
           built.tensors.push_back(
@@ -351,7 +351,7 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
             dnnl::deconvolution_backward_weights::desc(algorithm::deconvolution_direct, src,
                                                        diff_weights, diff_bias, diff_dst, p.strides,
                                                        p.dilates, p.pad_l, p.deconv_pad_r),
-            engine, hint);
+            with_user_scratchpad(), engine, hint);
         built.impl = pd.impl_info_str();
         built.primitive = dnnl::deconvolution_backward_weights(pd);
         built.tensors.push_back(

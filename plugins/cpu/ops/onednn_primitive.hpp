@@ -55,10 +55,15 @@ struct PrimitiveTensor {
   dnnl::reorder preload_copy;
 };
 
-// One step of a plan: a primitive over its tensors, or a host function.
+// One step of a plan: a primitive over its tensors, or a host function. The
+// primitive is created with_user_scratchpad (onednn_common.hpp); its
+// scratchpad, and its reorders', is the workspace block at
+// |scratchpad_offset| that every step of the plan shares (they run one after
+// the other).
 struct PrimitiveStep {
   std::optional<dnnl::primitive> primitive;
   std::vector<PrimitiveTensor> tensors;
+  size_t scratchpad_offset = 0;
   // A host step (runs instead of a primitive): operands, the aligned
   // workspace base, the execution's scalars.
   std::function<void(void* const* operands, unsigned char* workspace,
@@ -88,10 +93,11 @@ class PrimitivePlan final : public OpPlan {
   bool short_call_;
 };
 
-// Lays the staged tensors of |steps| and |scratch| out in one workspace
-// (each on a 64-byte boundary of the aligned base; the plan asks 63 bytes
-// more, since the caller's workspace may start anywhere), creates their
-// reorders, and returns the workspace bytes.
+// Lays the staged tensors of |steps|, |scratch| and the steps' scratchpad
+// out in one workspace (each on a 64-byte boundary of the aligned base; the
+// plan asks 63 bytes more, since the caller's workspace may start
+// anywhere), creates their reorders (with_user_scratchpad), and returns the
+// workspace bytes.
 size_t lay_out_workspace(std::vector<PrimitiveStep>& steps,
                          const std::vector<std::shared_ptr<Scratch>>& scratch);
 
