@@ -767,10 +767,68 @@ TEST_CASE("pooling: the implementations against float64", "[ops][pooling]") {
       ceil_exclude.ceil_mode = true;
       ceil_exclude.h = 10;
       check_pool(session, ceil_exclude, portable, true);
-      Pool max;  // declined by cpu.onednn (indices, NaN): portable
+      Pool max;  // cpu.onednn's host loops (f32)
       max.kind = HAL_POOLING_MAX;
       max.layout = layout;
-      check_pool(session, max, portable, false);
+      check_pool(session, max, portable, true);
+      max.ceil_mode = true;
+      max.h = 10;
+      check_pool(session, max, portable, true);
+    }
+  }
+}
+
+// Indices are device data (SPEC §17.6.9): an index outside its window, in
+// the plane or not, contributes nothing to grad_x; one inside adds grad_y.
+TEST_CASE("max pooling backward: an index outside its window contributes nothing",
+          "[ops][pooling]") {
+  Session session;
+  for (bool portable : implementations()) {
+    for (hal_channel_layout_t layout : {HAL_CHANNELS_FIRST, HAL_CHANNELS_LAST}) {
+      Pool t;  // 2x2 windows, stride 2, no padding: 6x6 into 3x3
+      t.kind = HAL_POOLING_MAX;
+      t.layout = layout;
+      t.n = 1;
+      t.c = 2;
+      t.h = t.w = 6;
+      t.k = t.s = 2;
+      t.pb = t.pe = 0;
+      Tensor x(session, HAL_DTYPE_F32, pool_shape(t, t.h, t.w));
+      Tensor y(session, HAL_DTYPE_F32, pool_shape(t, t.oh(), t.ow()));
+      Tensor idx(session, HAL_DTYPE_I64, pool_shape(t, t.oh(), t.ow()));
+      Tensor gy(session, HAL_DTYPE_F32, pool_shape(t, t.oh(), t.ow()));
+      Tensor gx(session, HAL_DTYPE_F32, pool_shape(t, t.h, t.w));
+      std::mt19937 random(23);
+      const auto gv = random_values(random, gy.count(), HAL_DTYPE_F32);
+      gy.set(session, gv);
+      std::vector<double> iv(idx.count()), want(gx.count(), 0.0);
+      for (int64_t c = 0; c < t.c; ++c)
+        for (int64_t oy = 0; oy < t.oh(); ++oy)
+          for (int64_t ox = 0; ox < t.ow(); ++ox) {
+            const int64_t o = pool_index(t, t.oh(), t.ow(), 0, c, oy, ox);
+            const int64_t inside = (2 * oy + 1) * t.w + 2 * ox;  // window row 1, column 0
+            switch ((oy * t.ow() + ox + c) % 4) {
+              case 0:  // inside its window
+                iv[o] = static_cast<double>(inside);
+                want[pool_index(t, t.h, t.w, 0, c, inside / t.w, inside % t.w)] += gv[o];
+                break;
+              case 1:  // in the plane, in the next window over
+                iv[o] = static_cast<double>((inside + 2) % (t.h * t.w));
+                break;
+              case 2:
+                iv[o] = -1;
+                break;
+              default:
+                iv[o] = 1e12;
+            }
+          }
+      idx.set(session, iv);
+      hal_op_pooling_desc_t desc = pool_desc(t, true, gx, gy, idx);
+      Planned planned;
+      plan(session, &desc.header, portable, planned);
+      expect_served(planned, portable, true);
+      run(session, planned, {gy.data, idx.data, gx.data});
+      CHECK(gx.get(session) == want);
     }
   }
 }
@@ -1020,6 +1078,8 @@ TEST_CASE("ops planned on one thread and executed on another", "[ops][threads]")
     pool.c = 64;
     pool.h = pool.w = 12;
     check_pool(session, pool, portable, true);
+    pool.kind = HAL_POOLING_MAX;  // ResNet-18's max pooling: the plugin's host loops
+    check_pool(session, pool, portable, true);
     Norm norm;
     norm.layout = layout;
     norm.c = 64;
@@ -1200,9 +1260,11 @@ TEST_CASE("cpu.onednn's declines carry their reasons", "[ops][declines]") {
     pool.kernel[s] = pool.stride[s] = 2;
     pool.dilation[s] = 1;
   }
+  pool.x = dense({1, 2, 6, 6}, HAL_DTYPE_BF16);
+  pool.y = dense({1, 2, 3, 3}, HAL_DTYPE_BF16);
+  CHECK_THAT(declines_of(&pool.header), Catch::Contains("the cpu plugin's loops take f32 only"));
   pool.x = dense({1, 2, 6, 6});
   pool.y = dense({1, 2, 3, 3});
-  CHECK_THAT(declines_of(&pool.header), Catch::Contains("max pooling: oneDNN keeps its argmax"));
   pool.pooling = HAL_POOLING_AVERAGE;
   pool.divisor_override = 3;
   CHECK_THAT(declines_of(&pool.header), Catch::Contains("divisor_override"));
