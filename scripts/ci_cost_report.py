@@ -2,7 +2,11 @@
 """Where a test run's time went: the slowest build steps (.ninja_log) and the slowest tests
 (CTest's Testing/Temporary/CTestCostData.txt) of each build tree given.
 
-scripts/ci_cost_report.py BUILD_DIR... [--top N]"""
+scripts/ci_cost_report.py BUILD_DIR... [--top N] [--costs DIR]
+
+--costs DIR writes DIR/<tree>.txt: the tests of over a second with their times, in CTest's cost
+format. scripts/test.sh seeds a fresh tree's cost data from tests/ctest_costs/ with them, so that
+a cold run starts its longest tests first."""
 import argparse
 import math
 from pathlib import Path
@@ -47,7 +51,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("trees", nargs="+", type=Path)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--costs", type=Path)
     args = parser.parse_args()
+    if args.costs:
+        for tree in args.trees:
+            lines = [f"{name} 1 {seconds:.1f}\n" for seconds, name in test_times(tree) if seconds >= 1.0]
+            (args.costs / f"{tree.name}.txt").write_text("".join(lines))
+            print(f"{args.costs / tree.name}.txt: {len(lines)} tests")
+        return
     for tree in args.trees:
         steps = build_steps(tree)
         tests = test_times(tree)

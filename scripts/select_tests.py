@@ -2,6 +2,7 @@
 """Writes a ctest -I file: the tests of a build tree that run there, each test run once per CI.
 
 scripts/select_tests.py TREE OUT --skip-tiers REGEX [--once REGEX --ran-in TREE...]
+scripts/select_tests.py --write-run-list TREE CTEST_OPTIONS...
 
 A test of TREE is selected when its tier label does not match --skip-tiers. With --once, a test
 whose tier matches REGEX is selected only when none of the --ran-in trees has a test of the same
@@ -9,6 +10,9 @@ name: it ran there already. scripts/test.sh uses it so that Release does not rep
 contract and concurrency tests the ASan tree ran, yet still runs the ones only Release builds
 (the Python and PyTorch bindings, the coverage report and its certification runs, the cases only
 an unsanitized allocator can check). Prints how many tests were selected and skipped.
+
+What a --ran-in tree ran is the list --write-run-list wrote there (the names its ctest options
+selected: a test its labels or excludes left out runs here), or else every test it has.
 
 ctest numbers a tree's tests in the order of its --show-only=json-v1 listing, from 1; -I with
 "0,0,0,<n>,<n>..." runs exactly those numbers."""
@@ -20,9 +24,10 @@ import sys
 from pathlib import Path
 
 
-def listing(tree: Path) -> list[tuple[str, str, str]]:
-    """(name, tier label, program) of each test of the tree, in ctest's numbering order."""
-    text = subprocess.run(["ctest", "--show-only=json-v1"], cwd=tree, check=True,
+def listing(tree: Path, selection: list[str] = ()) -> list[tuple[str, str, str]]:
+    """(name, tier label, program) of each test of the tree (of those |selection|, ctest's
+    options, picks), in ctest's numbering order."""
+    text = subprocess.run(["ctest", "--show-only=json-v1", *selection], cwd=tree, check=True,
                           capture_output=True, text=True).stdout
     tests = []
     for test in json.loads(text)["tests"]:
@@ -37,7 +42,20 @@ def listing(tree: Path) -> list[tuple[str, str, str]]:
     return tests
 
 
+# The names of the tests a tree ran (scripts/select_tests.py --write-run-list).
+RUN_LIST = "tests_run.txt"
+
+
+def write_run_list(tree: Path, selection: list[str]) -> int:
+    names = [name for name, _, _ in listing(tree, selection)]
+    (tree / RUN_LIST).write_text("".join(f"{name}\n" for name in names))
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--write-run-list":
+        # --write-run-list TREE CTEST_OPTIONS...: the names of the tests those options select.
+        return write_run_list(Path(sys.argv[2]), sys.argv[3:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tree", type=Path)
     parser.add_argument("out", type=Path)
@@ -50,7 +68,13 @@ def main() -> int:
     once = re.compile(args.once) if args.once else None
     ran = set()
     for tree in args.ran_in:
-        ran.update(name for name, _, _ in listing(tree))
+        # What the tree ran: scripts/test.sh writes the names it selected there (labels and
+        # excludes: a test excluded there must run here); else every test it has.
+        run = tree / RUN_LIST
+        if run.exists():
+            ran.update(line for line in run.read_text().splitlines() if line)
+        else:
+            ran.update(name for name, _, _ in listing(tree))
     numbers = []
     repeated = 0
     tests = listing(args.tree)

@@ -1,12 +1,15 @@
 // The OCP 8-bit floats on the host, written from SPEC.md §17.6.3 and
 // §17.6.12 independently of any implementation: every code decoded from its
 // fields in float64, and encoding as the nearest finite code (ties to the
-// even code) with each format's overflow rule.
+// even code) with each format's overflow rule; and quantize's grids (i8 and
+// the two fp8s). The one host reference of the operators profile
+// (operators/lowp.cpp, op_harness.cpp) and of tests/ops/lowp_ops_test.cpp.
 #ifndef HAL_CONFORMANCE_OPERATORS_FP8_HPP_
 #define HAL_CONFORMANCE_OPERATORS_FP8_HPP_
 
 #include <hal/dtype.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -58,6 +61,35 @@ inline uint8_t fp8_encode(double x, hal_dtype_t dtype, bool saturate) {
     }
   }
   return sign | best;
+}
+
+// The ends of quantize's grid for |q| (i8 or an fp8).
+inline double quant_max(hal_dtype_t q) {
+  return q == HAL_DTYPE_I8 ? 127.0 : fp8_max(q);
+}
+inline double quant_min(hal_dtype_t q) {
+  return q == HAL_DTYPE_I8 ? -128.0 : -fp8_max(q);
+}
+
+// |v| rounded half to even onto |q|'s grid, saturating (quantize's rule; NaN
+// is 0 for i8).
+inline double grid_value(double v, hal_dtype_t q) {
+  if (q != HAL_DTYPE_I8) return fp8_decode(fp8_encode(v, q, true), q);
+  if (std::isnan(v)) return 0.0;
+  const double c = std::min(127.0, std::max(-128.0, v));
+  return std::nearbyint(c);  // the default rounding mode: ties to even
+}
+
+// The byte quantize stores for |v|: an i8 in two's complement, or an fp8 code.
+inline uint8_t quant_code(double v, hal_dtype_t q) {
+  if (q == HAL_DTYPE_I8) return static_cast<uint8_t>(static_cast<int8_t>(grid_value(v, q)));
+  return fp8_encode(v, q, true);
+}
+
+// The value of a quantized byte of |q|.
+inline double quant_decode(uint8_t code, hal_dtype_t q) {
+  if (q == HAL_DTYPE_I8) return static_cast<int8_t>(code);
+  return fp8_decode(code, q);
 }
 
 }  // namespace halconform::ops

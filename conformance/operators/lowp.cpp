@@ -25,21 +25,6 @@ int64_t extent(uint32_t block, int64_t whole) {
   return block == 0 ? whole : block;
 }
 
-double quant_max(hal_dtype_t q) {
-  return q == HAL_DTYPE_I8 ? 127.0 : fp8_max(q);
-}
-double quant_min(hal_dtype_t q) {
-  return q == HAL_DTYPE_I8 ? -128.0 : -fp8_max(q);
-}
-
-// Round half to even onto q's grid, saturating (NaN: 0 for i8).
-double grid_value(double v, hal_dtype_t q) {
-  if (q != HAL_DTYPE_I8) return fp8_decode(fp8_encode(v, q, true), q);
-  if (std::isnan(v)) return 0.0;
-  const double c = std::min(127.0, std::max(-128.0, v));
-  return std::nearbyint(c);  // the default rounding mode: ties to even
-}
-
 int64_t code_of(double v, hal_dtype_t q) {
   if (q == HAL_DTYPE_I8) return static_cast<int64_t>(grid_value(v, q));
   return fp8_encode(v, q, true);
@@ -179,6 +164,74 @@ HALCONFORM_TEST("operators.lowp.quantize",
                                     static_cast<float>(scale[(r / br) * sc + c / bc]));
         }
       expect_close(dy.download(), y, {0, 0}, "de" + what);
+    }
+  }
+}
+
+HALCONFORM_TEST("operators.lowp.dequantize",
+                "dequantize of every code (e4m3's NaN code stays NaN, e5m2's infinities stay "
+                "infinite) to f32, bf16 and f16: q * scale rounded once, each block's own scale",
+                {}) {
+  struct Case {
+    std::vector<int64_t> shape;
+    Blocks blocks;
+    bool transposed_scale;  // scale a column-major view
+  };
+  // Blocks of rows and of columns with distinct scales (a scale taken from
+  // the wrong row block or the wrong column block shows), rows off any
+  // vector width, a rank-3 q, blocks narrower than a vector.
+  const Case cases[] = {{{6, 37}, {0, 0}, false},    {{6, 37}, {1, 0}, false},
+                        {{6, 37}, {0, 1}, true},     {{3, 2, 40}, {2, 8}, false},
+                        {{4, 256}, {1, 128}, false}, {{256, 256}, {128, 128}, true}};
+  for (hal_dtype_t q : {HAL_DTYPE_I8, HAL_DTYPE_F8_E4M3, HAL_DTYPE_F8_E5M2}) {
+    for (const Case& test : cases) {
+      auto desc = header_of<hal_op_quantize_desc_t>(HAL_OP_DEQUANTIZE);
+      desc.blocks = {test.blocks.rows, test.blocks.cols};
+      desc.q = dense(q, test.shape);
+      const int64_t count = numel(desc.q), cols = test.shape.back(), rows = count / cols;
+      const int64_t br = extent(test.blocks.rows, rows), bc = extent(test.blocks.cols, cols);
+      const int64_t sr = rows / br, sc = cols / bc;
+      desc.scale = test.transposed_scale ? transposed(dense(HAL_DTYPE_F32, {sc, sr}), 0, 1)
+                                         : dense(HAL_DTYPE_F32, {sr, sc});
+      // Every code from a random start, then random codes; scales distinct
+      // per block over many binades, one of them negative.
+      const auto start = random_ints(ctx.random(), 1, 0, 256)[0];
+      const auto more = random_ints(ctx.random(), count, 0, 256);
+      std::vector<int64_t> codes(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i)
+        codes[i] =
+            i < 256 ? (static_cast<int64_t>(start) + i) % 256 : static_cast<int64_t>(more[i]);
+      if (q == HAL_DTYPE_I8)
+        for (int64_t& c : codes) c = static_cast<int8_t>(static_cast<uint8_t>(c));
+      auto scale = random_values(ctx.random(), sr * sc, HAL_DTYPE_F32, 0.5, 1);
+      for (size_t b = 0; b < scale.size(); ++b)
+        scale[b] = std::ldexp(scale[b], static_cast<int>(b % 17) - 8) * (b == 1 ? -1 : 1);
+      DeviceTensor dq(ctx.device(), desc.q), ds(ctx.device(), desc.scale, scale);
+      dq.upload_integers(codes);
+      for (hal_dtype_t x : {HAL_DTYPE_F32, HAL_DTYPE_BF16, HAL_DTYPE_F16}) {
+        desc.x = dense(x, test.shape);
+        const std::string what = std::string("dequantize ") + label(desc.q) + " -> " +
+                                 dtype_label(x) + " blocks " + std::to_string(test.blocks.rows) +
+                                 "x" + std::to_string(test.blocks.cols);
+        Plan plan;
+        plan_or_skip(ctx, &desc.header, plan);
+        DeviceTensor dx(ctx.device(), desc.x);
+        execute(ctx, plan, {dq.data(), ds.data(), dx.data()});
+        const auto got = dx.download();
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t r = i / cols, c = i % cols;
+          const double value = q == HAL_DTYPE_I8 ? static_cast<double>(codes[i])
+                                                 : fp8_decode(static_cast<uint8_t>(codes[i]), q);
+          // The product is exact in float64, rounded once to f32, then to x.
+          const double want = round_to(
+              x, static_cast<float>(value * scale[static_cast<size_t>((r / br) * sc + c / bc)]));
+          const bool same = std::isnan(want) ? std::isnan(got[i]) : got[i] == want;
+          HC_REQUIRE(same, what + ": x[" + std::to_string(i) + "] of code " +
+                               std::to_string(codes[i]) + " is " + std::to_string(got[i]) +
+                               ", want " + std::to_string(want));
+        }
+        dx.check_untouched(what);
+      }
     }
   }
 }

@@ -42,8 +42,8 @@ std::vector<int64_t> local_block(const int32_t* indices, size_t num_tokens, uint
   return block;
 }
 
-Verdict judge(const std::vector<int64_t>& blocks, uint32_t ranks, uint32_t num_experts,
-              uint32_t top_k) {
+hal::Status judge(const std::vector<int64_t>& blocks, uint32_t ranks, uint32_t num_experts,
+                  uint32_t top_k) {
   for (uint32_t r = 0; r < ranks; ++r) {
     const int64_t* block = block_of(blocks, r, num_experts);
     if (block[kTag] != kBlockTag || block[kNumExperts] != num_experts || block[kTopK] != top_k) {

@@ -7,6 +7,8 @@
 
 #include <hal/result.h>
 
+#include "hal_util/status.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -35,18 +37,13 @@ inline size_t block_words(uint32_t num_experts) {
 std::vector<int64_t> local_block(const int32_t* indices, size_t num_tokens, uint32_t top_k,
                                  uint32_t num_experts, size_t recv_capacity);
 
-struct Verdict {
-  hal_result_t result = HAL_SUCCESS;
-  std::string message;
-};
-
 // What every rank concludes from the gathered blocks (|blocks| holds
 // |ranks| blocks of block_words(num_experts)): that they disagree on the
 // expert count or top_k (ARGUMENT_MISMATCH), that some rank has an index out
 // of range (INVALID_ARGUMENT), that some rank would receive more than its
 // capacity (OUT_OF_BOUNDS), or that the routing can be made.
-Verdict judge(const std::vector<int64_t>& blocks, uint32_t ranks, uint32_t num_experts,
-              uint32_t top_k);
+hal::Status judge(const std::vector<int64_t>& blocks, uint32_t ranks, uint32_t num_experts,
+                  uint32_t top_k);
 
 // Where every row goes. Row counts are below 2^31 (checked by the caller),
 // so the permutations are i32, as HAL_OP_EMBEDDING's ids.

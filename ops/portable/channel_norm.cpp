@@ -2,6 +2,7 @@
 // gradient sums run per segment (a channel, or a sample's group) in fixed
 // chunks summed in order (workspace), then one element-wise pass.
 #include "launch.hpp"
+#include "portable_constants.hpp"
 #include "registry.hpp"
 
 #include "hal_ops/spatial.hpp"
@@ -14,13 +15,14 @@ namespace hal::ops::portable {
 namespace {
 
 constexpr const char* kSource = "channel_norm";
-constexpr int64_t kChunk = 2048;  // CN_CHUNK
-constexpr int kSegChannel = 0;
-constexpr int kSegGroup = 1;
-constexpr int kFlagScale = 1;
-constexpr int kFlagShift = 2;
-constexpr int kFlagRelu = 4;
-constexpr int kFlagTraining = 8;
+// The kernels' chunk, segment kinds and flags (ops/CMakeLists.txt's table).
+constexpr int64_t kChunk = constants::CN_CHUNK;
+constexpr int kSegChannel = constants::CN_SEG_CHANNEL;
+constexpr int kSegGroup = constants::CN_SEG_GROUP;
+constexpr int kFlagScale = constants::CN_SCALE;
+constexpr int kFlagShift = constants::CN_SHIFT;
+constexpr int kFlagRelu = constants::CN_RELU;
+constexpr int kFlagTraining = constants::CN_TRAINING;
 
 int64_t chunks_of(int64_t m) {
   return (m + kChunk - 1) / kChunk;

@@ -10,6 +10,7 @@
 //    either, split over the reduction into the workspace when the tiles
 //    alone would leave the device idle.
 #include "launch.hpp"
+#include "portable_constants.hpp"
 #include "registry.hpp"
 
 #include "hal_ops/spatial.hpp"
@@ -24,10 +25,11 @@ namespace {
 constexpr const char* kSource = "convolution";
 constexpr int64_t kTile = 64;
 constexpr int64_t kMaxGrid = 65535;
-constexpr int kModeForward = 0;   // CV_FORWARD
-constexpr int kModeBackward = 1;  // CV_BACKWARD
-constexpr int kFeatureBias = 1;
-constexpr int kFeatureResidual = 2;
+// The kernels' modes and features (ops/CMakeLists.txt's table).
+constexpr int kModeForward = constants::CV_FORWARD;
+constexpr int kModeBackward = constants::CV_BACKWARD;
+constexpr int kFeatureBias = constants::CV_BIAS;
+constexpr int kFeatureResidual = constants::CV_RESIDUAL;
 // Below this many destination channels per group a 64-wide tile is mostly
 // idle: the direct kernels serve (depthwise, narrow groups), unless the
 // reduction is long, where the tile's shared gathers still win.

@@ -2,6 +2,7 @@
 // (forward) or input element (backward), over canonical [N, C, D, H, W]
 // views of any layout and strides. Never declines but for the device.
 #include "launch.hpp"
+#include "portable_constants.hpp"
 #include "registry.hpp"
 
 #include "hal_ops/spatial.hpp"
@@ -12,9 +13,10 @@ namespace hal::ops::portable {
 namespace {
 
 constexpr const char* kSource = "pooling";
-constexpr int kFlagIncludePad = 1;  // PL_INCLUDE_PAD
-constexpr int kFlagAdaptive = 2;    // PL_ADAPTIVE
-constexpr int kFlagIndices = 4;     // PL_INDICES
+// The kernel's flags (ops/CMakeLists.txt's table).
+constexpr int kFlagIncludePad = constants::PL_INCLUDE_PAD;
+constexpr int kFlagAdaptive = constants::PL_ADAPTIVE;
+constexpr int kFlagIndices = constants::PL_INDICES;
 
 class PoolingPlan final : public PlannedOp {
  public:

@@ -1,5 +1,7 @@
 #include "image.hpp"
 
+#include "hal_plugin_sdk/device_elf.hpp"
+
 #include <elf.h>
 
 #include <cstdint>
@@ -11,63 +13,16 @@ namespace {
 
 constexpr uint32_t kFatbinMagic = 0xBA55ED50u;
 
+using plugin::table_fits;
+
 template <class T>
 T read(const unsigned char* data, size_t offset) {
-  T value;
-  std::memcpy(&value, data + offset, sizeof(T));
-  return value;
-}
-
-// offset + count * entry <= size, without overflow.
-bool table_fits(uint64_t offset, uint64_t count, uint64_t entry, size_t size) {
-  if (count == 0) return true;
-  if (entry == 0 || count > (UINT64_MAX - offset) / entry) return false;
-  return offset + count * entry <= size;
+  return plugin::read_unaligned<T>(data, offset);
 }
 
 bool check_cubin(const unsigned char* data, size_t size, std::string& why) {
-  if (size < sizeof(Elf64_Ehdr)) {
-    why = "an ELF image of " + std::to_string(size) + " bytes is shorter than its header";
-    return false;
-  }
-  const auto header = read<Elf64_Ehdr>(data, 0);
-  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB) {
-    why = "the ELF image is not 64-bit little-endian, as a cubin is";
-    return false;
-  }
-  if (header.e_machine != EM_CUDA) {
-    why = "the ELF image is for machine " + std::to_string(header.e_machine) +
-          ", not a CUDA cubin (EM_CUDA, 190)";
-    return false;
-  }
-  if (!table_fits(header.e_phoff, header.e_phnum, sizeof(Elf64_Phdr), size) ||
-      (header.e_phnum != 0 && header.e_phentsize != sizeof(Elf64_Phdr))) {
-    why = "the program header table lies outside the " + std::to_string(size) + "-byte image";
-    return false;
-  }
-  if (!table_fits(header.e_shoff, header.e_shnum, sizeof(Elf64_Shdr), size) ||
-      (header.e_shnum != 0 && header.e_shentsize != sizeof(Elf64_Shdr))) {
-    why = "the section header table lies outside the " + std::to_string(size) + "-byte image";
-    return false;
-  }
-  for (uint16_t i = 0; i < header.e_phnum; ++i) {
-    const auto segment = read<Elf64_Phdr>(data, header.e_phoff + i * sizeof(Elf64_Phdr));
-    if (!table_fits(segment.p_offset, 1, segment.p_filesz, size) && segment.p_filesz != 0) {
-      why = "segment " + std::to_string(i) + " ends past the end of the " + std::to_string(size) +
-            "-byte image";
-      return false;
-    }
-  }
-  for (uint16_t i = 0; i < header.e_shnum; ++i) {
-    const auto section = read<Elf64_Shdr>(data, header.e_shoff + i * sizeof(Elf64_Shdr));
-    if (section.sh_type != SHT_NOBITS && section.sh_size != 0 &&
-        !table_fits(section.sh_offset, 1, section.sh_size, size)) {
-      why = "section " + std::to_string(i) + " ends past the end of the " + std::to_string(size) +
-            "-byte image";
-      return false;
-    }
-  }
-  return true;
+  return plugin::check_device_elf(data, size, EM_CUDA, "a cubin", "a CUDA cubin (EM_CUDA, 190)",
+                                  why);
 }
 
 bool check_fatbin(const unsigned char* data, size_t size, std::string& why) {

@@ -1,5 +1,7 @@
 #include "image.hpp"
 
+#include "hal_plugin_sdk/device_elf.hpp"
+
 #include <elf.h>
 
 #include <algorithm>
@@ -18,18 +20,11 @@ constexpr size_t kBundleMagicSize = sizeof(kBundleMagic) - 1;
 constexpr uint64_t kMaxBundleEntries = 4096;
 constexpr int kMaxMsgpackDepth = 16;
 
+using plugin::table_fits;
+
 template <class T>
 T read(const unsigned char* data, size_t offset) {
-  T value;
-  std::memcpy(&value, data + offset, sizeof(T));
-  return value;
-}
-
-// offset + count * entry <= size, without overflow.
-bool table_fits(uint64_t offset, uint64_t count, uint64_t entry, size_t size) {
-  if (count == 0) return true;
-  if (entry == 0 || count > (UINT64_MAX - offset) / entry) return false;
-  return offset + count * entry <= size;
+  return plugin::read_unaligned<T>(data, offset);
 }
 
 // EF_AMDGPU_MACH: the processor an AMD GPU code object is for (the AMDGPU
@@ -135,48 +130,8 @@ std::string canonical_arch(const std::string& arch) {
 }
 
 bool check_elf(const unsigned char* data, size_t size, std::string& why) {
-  if (size < sizeof(Elf64_Ehdr)) {
-    why = "an ELF image of " + std::to_string(size) + " bytes is shorter than its header";
-    return false;
-  }
-  const auto header = read<Elf64_Ehdr>(data, 0);
-  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB) {
-    why = "the ELF image is not 64-bit little-endian, as an AMD GPU code object is";
-    return false;
-  }
-  if (header.e_machine != EM_AMDGPU) {
-    why = "the ELF image is for machine " + std::to_string(header.e_machine) +
-          ", not an AMD GPU code object (EM_AMDGPU, 224)";
-    return false;
-  }
-  if (!table_fits(header.e_phoff, header.e_phnum, sizeof(Elf64_Phdr), size) ||
-      (header.e_phnum != 0 && header.e_phentsize != sizeof(Elf64_Phdr))) {
-    why = "the program header table lies outside the " + std::to_string(size) + "-byte image";
-    return false;
-  }
-  if (!table_fits(header.e_shoff, header.e_shnum, sizeof(Elf64_Shdr), size) ||
-      (header.e_shnum != 0 && header.e_shentsize != sizeof(Elf64_Shdr))) {
-    why = "the section header table lies outside the " + std::to_string(size) + "-byte image";
-    return false;
-  }
-  for (uint16_t i = 0; i < header.e_phnum; ++i) {
-    const auto segment = read<Elf64_Phdr>(data, header.e_phoff + i * sizeof(Elf64_Phdr));
-    if (segment.p_filesz != 0 && !table_fits(segment.p_offset, 1, segment.p_filesz, size)) {
-      why = "segment " + std::to_string(i) + " ends past the end of the " + std::to_string(size) +
-            "-byte image";
-      return false;
-    }
-  }
-  for (uint16_t i = 0; i < header.e_shnum; ++i) {
-    const auto section = read<Elf64_Shdr>(data, header.e_shoff + i * sizeof(Elf64_Shdr));
-    if (section.sh_type != SHT_NOBITS && section.sh_size != 0 &&
-        !table_fits(section.sh_offset, 1, section.sh_size, size)) {
-      why = "section " + std::to_string(i) + " ends past the end of the " + std::to_string(size) +
-            "-byte image";
-      return false;
-    }
-  }
-  return true;
+  return plugin::check_device_elf(data, size, EM_AMDGPU, "an AMD GPU code object",
+                                  "an AMD GPU code object (EM_AMDGPU, 224)", why);
 }
 
 struct BundleEntry {

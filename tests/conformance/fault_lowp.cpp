@@ -1,9 +1,8 @@
 // Planted low-precision faults of the fault plugin (fault_plugin.cpp): bugs
 // a vendor's fp8/int8 kernels could ship, each of which the operators
-// profile's operators.lowp.* tests must catch. The cpu plugin has no
-// implementation of these ops (the loader's portable one serves them), so
-// the faulty op is served here: a host function in stream order computes it
-// with the one planted mistake; everything else is passed to the real plugin.
+// profile's operators.lowp.* tests must catch. The faulty op is served here
+// (in place of cpu.native's or the portable implementation): a host function in stream order
+// computes it with the one planted mistake; everything else is passed to the real plugin.
 #include "fault_lowp.hpp"
 
 #include <algorithm>
@@ -12,6 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include "fault_op_plan.hpp"
+
 namespace fault_lowp {
 namespace {
 
@@ -19,17 +20,10 @@ const hal_plugin_table_v1_t* g_real = nullptr;
 LowpFault g_fault = LowpFault::kScalePerColumn;
 constexpr const char* kServedName = "fault.lowp";
 
-struct Plan {
-  hal_impl_op_plan_t* real = nullptr;  // nullptr: served here
-  std::vector<unsigned char> desc;
-  template <class Desc>
-  const Desc& as() const {
-    return *reinterpret_cast<const Desc*>(desc.data());
-  }
-};
+using fault_op_plan::WrappedPlan;
 
 struct Job {
-  const Plan* plan;
+  const WrappedPlan* plan;
   std::vector<void*> operands;
 };
 
@@ -76,7 +70,7 @@ float quantized_value(const void* base, int64_t i, hal_dtype_t dtype) {
 
 void run(void* data) {
   std::unique_ptr<Job> job(static_cast<Job*>(data));
-  const hal_op_kind_t kind = reinterpret_cast<const hal_op_header_t*>(job->plan->desc.data())->kind;
+  const hal_op_kind_t kind = job->plan->kind();
   if (kind == HAL_OP_CAST) {  // e4m3 -> f32 with the NaN code as a number
     const auto& desc = job->plan->as<hal_op_cast_desc_t>();
     const auto* in = static_cast<const uint8_t*>(job->operands[0]);
@@ -131,6 +125,16 @@ void run(void* data) {
                 static_cast<size_t>(count(desc.x)) * sizeof(float));
     if (job->operands[4] != nullptr)
       std::memset(job->operands[4], 0, static_cast<size_t>(count(desc.scale)) * sizeof(float));
+  } else if (kind == HAL_OP_DEQUANTIZE) {  // every row's scale from the first row block
+    const auto& desc = job->plan->as<hal_op_quantize_desc_t>();
+    const auto* scale = static_cast<const float*>(job->operands[1]);
+    auto* x = static_cast<float*>(job->operands[2]);
+    const int64_t n = count(desc.q), cols = desc.q.shape[desc.q.rank - 1];
+    const int64_t bc = desc.blocks.cols == 0 ? cols : desc.blocks.cols;
+    for (int64_t i = 0; i < n; ++i) {
+      const float s = scale[(i % cols / bc) * desc.scale.strides[1]];  // the fault: row block 0
+      x[i] = quantized_value(job->operands[0], i, desc.q.dtype) * s;
+    }
   } else if (kind == HAL_OP_QUANTIZE) {  // i8 ties rounded away from zero
     const auto& desc = job->plan->as<hal_op_quantize_desc_t>();
     const auto* x = static_cast<const float*>(job->operands[0]);
@@ -189,6 +193,11 @@ bool served(const hal_op_header_t* desc) {
              fq.x.rank == 2 && dense(fq.x) && dense(fq.grad_y) && dense(fq.grad_x) &&
              dense(fq.scale);
     }
+    case LowpFault::kDequantizeRowBlocksIgnored: {
+      if (desc->kind != HAL_OP_DEQUANTIZE) return false;
+      const auto& qd = *reinterpret_cast<const hal_op_quantize_desc_t*>(desc);
+      return qd.x.dtype == HAL_DTYPE_F32 && dense(qd.q) && dense(qd.x);
+    }
     case LowpFault::kQuantizeHalfAway: {
       if (desc->kind != HAL_OP_QUANTIZE) return false;
       const auto& qd = *reinterpret_cast<const hal_op_quantize_desc_t*>(desc);
@@ -210,6 +219,8 @@ hal_op_kind_t served_kind() {
       return HAL_OP_FAKE_QUANTIZE_BACKWARD;
     case LowpFault::kQuantizeHalfAway:
       return HAL_OP_QUANTIZE;
+    case LowpFault::kDequantizeRowBlocksIgnored:
+      return HAL_OP_DEQUANTIZE;
   }
   return HAL_OP_MATMUL;
 }
@@ -217,43 +228,33 @@ hal_op_kind_t served_kind() {
 hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
                             hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
                             size_t* out_workspace_bytes, const char** out_implementation) {
-  auto plan = std::make_unique<Plan>();
-  const auto* bytes = reinterpret_cast<const unsigned char*>(desc);
-  plan->desc.assign(bytes, bytes + desc->struct_size);
+  auto plan = std::make_unique<WrappedPlan>(desc);
   if (served(desc)) {
-    *out_workspace_bytes = 0;
-    *out_implementation = kServedName;
-    *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(plan.release());
-    return HAL_SUCCESS;
+    return fault_op_plan::serve_here(std::move(plan), kServedName, out_plan, out_workspace_bytes,
+                                     out_implementation);
   }
-  const hal_result_t result = g_real->op_plan_create(device, desc, flags, &plan->real,
-                                                     out_workspace_bytes, out_implementation);
-  if (result != HAL_SUCCESS) return result;
-  *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(plan.release());
-  return HAL_SUCCESS;
+  return fault_op_plan::plan_with_real(g_real, std::move(plan), device, desc, flags, out_plan,
+                                       out_workspace_bytes, out_implementation);
 }
 
 hal_result_t op_plan_destroy(hal_impl_op_plan_t* handle) {
-  std::unique_ptr<Plan> plan(reinterpret_cast<Plan*>(handle));
-  if (plan->real != nullptr) return g_real->op_plan_destroy(plan->real);
-  return HAL_SUCCESS;
+  return fault_op_plan::destroy(g_real, handle);
 }
 
 hal_result_t op_execute(hal_impl_op_plan_t* handle, hal_impl_stream_t* stream,
                         const hal_op_exec_args_t* args) {
-  const auto* plan = reinterpret_cast<const Plan*>(handle);
+  const auto* plan = reinterpret_cast<const WrappedPlan*>(handle);
   if (plan->real != nullptr) return g_real->op_execute(plan->real, stream, args);
-  auto job = std::make_unique<Job>(
-      Job{plan, std::vector<void*>(args->operands, args->operands + args->operand_count)});
-  const hal_result_t r = g_real->stream_enqueue_host_fn(stream, run, job.get());
-  if (r == HAL_SUCCESS) job.release();
-  return r;
+  return fault_op_plan::enqueue_host(
+      g_real, stream, run,
+      std::make_unique<Job>(
+          Job{plan, std::vector<void*>(args->operands, args->operands + args->operand_count)}));
 }
 
 // The faulty op's plans are asked here first, under the fault's name.
 const char* op_implementation(hal_impl_device_t* device, hal_op_kind_t kind) {
   if (kind == served_kind()) return kServedName;
-  return g_real->op_implementation != nullptr ? g_real->op_implementation(device, kind) : "fault";
+  return fault_op_plan::real_implementation(g_real, device, kind);
 }
 
 }  // namespace

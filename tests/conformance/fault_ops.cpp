@@ -16,21 +16,16 @@
 #include <memory>
 #include <vector>
 
+#include "fault_op_plan.hpp"
+
 namespace fault_ops {
 namespace {
 
 const hal_plugin_table_v1_t* g_real = nullptr;
 OpFault g_fault = OpFault::kConvPaddingSwapped;
 
-struct WrappedPlan {
-  hal_impl_op_plan_t* real = nullptr;  // nullptr: served here
-  std::vector<unsigned char> desc;     // the descriptor as the loader gave it
-  hal_op_kind_t kind = HAL_OP_MATMUL;
-  template <class Desc>
-  const Desc& as() const {
-    return *reinterpret_cast<const Desc*>(desc.data());
-  }
-};
+using fault_op_plan::enqueue_host;
+using fault_op_plan::WrappedPlan;
 
 // A tensor of the convolutional ops as [N, C, D, H, W] (a filter [O, I, KD,
 // KH, KW]): extents and element strides, outer spatial dimensions of 1.
@@ -320,10 +315,7 @@ bool dense_f32(const hal_tensor_desc_t& tensor) {
 hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* desc,
                             hal_op_plan_flags_t flags, hal_impl_op_plan_t** out_plan,
                             size_t* out_workspace_bytes, const char** out_implementation) {
-  auto wrapped = std::make_unique<WrappedPlan>();
-  const auto* bytes = reinterpret_cast<const unsigned char*>(desc);
-  wrapped->desc.assign(bytes, bytes + desc->struct_size);
-  wrapped->kind = desc->kind;
+  auto wrapped = std::make_unique<WrappedPlan>(desc);
   std::vector<unsigned char> changed = wrapped->desc;
   const hal_op_header_t* passed = desc;
   if (g_fault == OpFault::kConvPaddingSwapped && desc->kind == HAL_OP_CONVOLUTION) {
@@ -342,10 +334,8 @@ hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* de
     const auto& pool = *reinterpret_cast<const hal_op_pooling_desc_t*>(desc);
     if (pool.pooling == HAL_POOLING_MAX && (pool.flags & HAL_POOLING_INDICES) != 0 &&
         (pool.flags & HAL_POOLING_ADAPTIVE) == 0 && dense_f32(pool.x) && dense_f32(pool.y)) {
-      *out_workspace_bytes = 0;
-      *out_implementation = "fault.max_pooling";
-      *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(wrapped.release());
-      return HAL_SUCCESS;
+      return fault_op_plan::serve_here(std::move(wrapped), "fault.max_pooling", out_plan,
+                                       out_workspace_bytes, out_implementation);
     }
   }
   if (g_fault == OpFault::kPagedRopeWrongFrequencies && desc->kind == HAL_OP_PAGED_KV_APPEND) {
@@ -361,45 +351,33 @@ hal_result_t op_plan_create(hal_impl_device_t* device, const hal_op_header_t* de
   }
   if (g_fault == OpFault::kPagedMergeWithoutMax && desc->kind == HAL_OP_PAGED_ATTENTION &&
       paged_f32(*reinterpret_cast<const hal_op_paged_attention_desc_t*>(desc))) {
-    *out_workspace_bytes = 0;
-    *out_implementation = "fault.paged_attention";
-    *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(wrapped.release());
-    return HAL_SUCCESS;
+    return fault_op_plan::serve_here(std::move(wrapped), "fault.paged_attention", out_plan,
+                                     out_workspace_bytes, out_implementation);
   }
-  const hal_result_t result = g_real->op_plan_create(device, passed, flags, &wrapped->real,
-                                                     out_workspace_bytes, out_implementation);
-  if (result != HAL_SUCCESS) return result;
-  *out_plan = reinterpret_cast<hal_impl_op_plan_t*>(wrapped.release());
-  return HAL_SUCCESS;
+  return fault_op_plan::plan_with_real(g_real, std::move(wrapped), device, passed, flags, out_plan,
+                                       out_workspace_bytes, out_implementation);
 }
 
 hal_result_t op_plan_destroy(hal_impl_op_plan_t* plan) {
-  std::unique_ptr<WrappedPlan> wrapped(reinterpret_cast<WrappedPlan*>(plan));
-  if (wrapped->real != nullptr) return g_real->op_plan_destroy(wrapped->real);
-  return HAL_SUCCESS;
+  return fault_op_plan::destroy(g_real, plan);
 }
 
 hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
                         const hal_op_exec_args_t* args) {
   const auto* wrapped = reinterpret_cast<const WrappedPlan*>(plan);
-  if (wrapped->real == nullptr && wrapped->kind == HAL_OP_PAGED_ATTENTION) {
+  if (wrapped->real == nullptr && wrapped->kind() == HAL_OP_PAGED_ATTENTION) {
     auto job = std::make_unique<PagedMerge>();
     job->plan = wrapped;
     job->held.assign(args->operands, args->operands + args->operand_count);
-    const hal_result_t r =
-        g_real->stream_enqueue_host_fn(stream, paged_merge_without_max, job.get());
-    if (r == HAL_SUCCESS) job.release();
-    return r;
+    return enqueue_host(g_real, stream, paged_merge_without_max, std::move(job));
   }
   if (wrapped->real == nullptr) {  // max pooling, served here
-    auto job = std::make_unique<MaxPool>(
-        MaxPool{wrapped, static_cast<const float*>(args->operands[0]),
-                static_cast<float*>(args->operands[1]), args->operands[2]});
-    const hal_result_t r = g_real->stream_enqueue_host_fn(stream, max_pool_off_by_one, job.get());
-    if (r == HAL_SUCCESS) job.release();
-    return r;
+    return enqueue_host(g_real, stream, max_pool_off_by_one,
+                        std::make_unique<MaxPool>(
+                            MaxPool{wrapped, static_cast<const float*>(args->operands[0]),
+                                    static_cast<float*>(args->operands[1]), args->operands[2]}));
   }
-  if (g_fault == OpFault::kConvFilterFlipped && wrapped->kind == HAL_OP_CONVOLUTION) {
+  if (g_fault == OpFault::kConvFilterFlipped && wrapped->kind() == HAL_OP_CONVOLUTION) {
     const auto& desc = wrapped->as<hal_op_convolution_desc_t>();
     Flip flip{static_cast<unsigned char*>(args->operands[1]),
               view_of(desc.w, desc.layout, desc.spatial_dims), element_bytes(desc.w.dtype)};
@@ -413,19 +391,17 @@ hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
   }
   if ((g_fault == OpFault::kPagedBlockTableOffByOne ||
        g_fault == OpFault::kPagedLastBlockIgnored) &&
-      wrapped->kind == HAL_OP_PAGED_ATTENTION) {
+      wrapped->kind() == HAL_OP_PAGED_ATTENTION) {
     const auto& desc = wrapped->as<hal_op_paged_attention_desc_t>();
     auto saved = std::make_shared<std::vector<int32_t>>();
     const hal_host_fn_t fn =
         g_fault == OpFault::kPagedBlockTableOffByOne ? shift_table : truncate_lens;
     // The change and the restore, each a host function owning its edit.
     const auto enqueue = [&](bool restore) {
-      auto edit = std::make_unique<PagedEdit>(
-          PagedEdit{desc, static_cast<int32_t*>(args->operands[3]),
-                    static_cast<int32_t*>(args->operands[4]), restore, saved});
-      const hal_result_t r = g_real->stream_enqueue_host_fn(stream, fn, edit.get());
-      if (r == HAL_SUCCESS) edit.release();
-      return r;
+      return enqueue_host(g_real, stream, fn,
+                          std::make_unique<PagedEdit>(
+                              PagedEdit{desc, static_cast<int32_t*>(args->operands[3]),
+                                        static_cast<int32_t*>(args->operands[4]), restore, saved}));
     };
     if (hal_result_t r = enqueue(false); r != HAL_SUCCESS) return r;
     if (hal_result_t r = g_real->op_execute(wrapped->real, stream, args); r != HAL_SUCCESS)
@@ -434,12 +410,13 @@ hal_result_t op_execute(hal_impl_op_plan_t* plan, hal_impl_stream_t* stream,
   }
   const hal_result_t result = g_real->op_execute(wrapped->real, stream, args);
   if (result != HAL_SUCCESS) return result;
-  if (g_fault == OpFault::kBatchNormUnbiased && wrapped->kind == HAL_OP_BATCH_NORM) {
+  if (g_fault == OpFault::kBatchNormUnbiased && wrapped->kind() == HAL_OP_BATCH_NORM) {
     const auto& desc = wrapped->as<hal_op_batch_norm_desc_t>();
     if ((desc.flags & HAL_BATCH_NORM_TRAINING) != 0) {
-      auto job = std::make_unique<Unbias>(
-          Unbias{wrapped, args->operands[2], args->operands[5], args->operands[7]});
-      if (g_real->stream_enqueue_host_fn(stream, unbias, job.get()) == HAL_SUCCESS) job.release();
+      // The real execution has succeeded: a refused enqueue only leaves the fault unplanted.
+      (void)enqueue_host(g_real, stream, unbias,
+                         std::make_unique<Unbias>(Unbias{wrapped, args->operands[2],
+                                                         args->operands[5], args->operands[7]}));
     }
   }
   return HAL_SUCCESS;
@@ -455,7 +432,7 @@ const char* op_implementation(hal_impl_device_t* device, hal_op_kind_t kind) {
   if (g_fault == OpFault::kPagedMergeWithoutMax && kind == HAL_OP_PAGED_ATTENTION) {
     return "fault.paged_attention";
   }
-  return g_real->op_implementation != nullptr ? g_real->op_implementation(device, kind) : "fault";
+  return fault_op_plan::real_implementation(g_real, device, kind);
 }
 
 }  // namespace

@@ -953,6 +953,10 @@ const Fault kFaults[] = {
      [](hal_plugin_table_v1_t& t) {
        fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kQuantizeHalfAway);
      }},
+    {"dequantize_row_blocks_ignored",
+     [](hal_plugin_table_v1_t& t) {
+       fault_lowp::plant(t, g_real, fault_lowp::LowpFault::kDequantizeRowBlocksIgnored);
+     }},
     {"paged_block_table_off_by_one",
      [](hal_plugin_table_v1_t& t) {
        fault_ops::plant(t, g_real, fault_ops::OpFault::kPagedBlockTableOffByOne);

@@ -83,6 +83,8 @@ PLANTED = [
      "straight-through where the rounded value is inside", 120),
     ("quantize_ties_away_from_zero", "operators", "operators.lowp.quantize_static",
      "quantize (given scale) i8", 120),
+    ("dequantize_row_blocks_ignored", "operators", "operators.lowp.dequantize",
+     "dequantize i8[6,37]{37,1} -> f32 blocks 1x0", 120),
     ("paged_block_table_off_by_one", "operators", "operators.paged_attention.block_table",
      "paged attention b=3 s_q=1 h=4 kv_h=2 d=32 d_v=32 bs=16 lens=(64,96,40)", 120),
     ("paged_last_block_ignored", "operators", "operators.paged_attention.partial_blocks",
@@ -169,7 +171,8 @@ CLASSES = {
                   "paged_block_table_off_by_one", "paged_last_block_ignored",
                   "paged_merge_without_max", "paged_mla_rope_wrong_frequencies",
                   "scale_per_column", "e4m3_nan_as_number", "ste_outside_clipping_range",
-                  "clip_rounded_ignored", "quantize_ties_away_from_zero"],
+                  "clip_rounded_ignored", "quantize_ties_away_from_zero",
+                  "dequantize_row_blocks_ignored"],
 }
 
 

@@ -14,41 +14,22 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "float16_bits.hpp"
+#include "../ops/op_session.hpp"
 #include "hal.h"
 
 namespace {
 
-class Session {
+// The op tests' session (tests/ops/op_session.hpp), with uninitialised f32 arrays (cpu device
+// memory is host memory: the tests write and read them in place).
+class Session : public op_test::Session {
  public:
-  Session() {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    for (void* p : allocations_) hal_mem_free(p);
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-  hal_device_t device() const { return device_; }
-  hal_stream_t stream() const { return stream_; }
   float* floats(size_t count) {
-    void* p = nullptr;
-    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, (count == 0 ? 1 : count) * sizeof(float), 0,
-                          &p) == HAL_SUCCESS);
-    allocations_.push_back(p);
-    return static_cast<float*>(p);
+    return static_cast<float*>(alloc_bytes((count == 0 ? 1 : count) * sizeof(float)));
   }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-  std::vector<void*> allocations_;
 };
 
 hal_tensor_desc_t dense(std::vector<int64_t> shape, hal_dtype_t dtype = HAL_DTYPE_F32) {
@@ -91,17 +72,7 @@ void execute(Session& session, hal_op_plan_t plan, std::vector<void*> operands,
                           info.workspace_bytes + workspace_shift, 0, &allocation) == HAL_SUCCESS);
     workspace = static_cast<char*>(allocation) + workspace_shift;
   }
-  hal_op_exec_args_t args{};
-  args.struct_size = sizeof args;
-  args.operand_count = static_cast<uint32_t>(operands.size());
-  args.operands = operands.data();
-  args.scalar_count = static_cast<uint32_t>(scalars.size());
-  args.scalars = scalars.data();
-  args.workspace = workspace;
-  args.workspace_bytes = info.workspace_bytes;
-  INFO(hal_error_last_message());
-  REQUIRE(hal_op_execute(plan, &args, session.stream()) == HAL_SUCCESS);
-  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  session.execute(plan, std::move(operands), std::move(scalars), workspace, info.workspace_bytes);
   hal_mem_free(allocation);
 }
 

@@ -26,7 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "../cpu/float16_bits.hpp"
+#include "../ops/conv_cases.hpp"
+#include "../ops/float64_tensor.hpp"
+#include "../ops/op_session.hpp"
 #include "fake_cudnn.h"
 #include "hal.h"
 
@@ -77,267 +79,9 @@ struct FakeDnn {
   fake_cudnn_fail_next_fn fail_next = nullptr;
 };
 
-class Session {
- public:
-  Session() {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    uint32_t count = 0;
-    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
-    REQUIRE(count > 0);
-    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    for (void* p : allocations_) hal_mem_free(p);
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-  hal_device_t device() const { return device_; }
-  hal_stream_t stream() const { return stream_; }
-  void* alloc(size_t bytes) {
-    void* p = nullptr;
-    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, bytes == 0 ? 1 : bytes, 0, &p) ==
-            HAL_SUCCESS);
-    allocations_.push_back(p);
-    return p;
-  }
-  void copy(void* dst, const void* src, size_t bytes) {
-    REQUIRE(hal_memcpy_async(dst, src, bytes, stream_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
-  }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-  std::vector<void*> allocations_;
-};
-
-size_t dtype_size(hal_dtype_t dtype) {
-  return dtype == HAL_DTYPE_F32 || dtype == HAL_DTYPE_I32 ? 4 : dtype == HAL_DTYPE_I64 ? 8 : 2;
-}
-
-// A dense tensor on the device, set and read as float64 values.
-struct Tensor {
-  hal_tensor_desc_t desc{};
-  void* data = nullptr;
-  Tensor() = default;
-  // |shift| bytes into its allocation (an element's size: not 16-byte aligned).
-  Tensor(Session& session, hal_dtype_t dtype, std::vector<int64_t> shape, size_t shift = 0) {
-    hal_tensor_desc_contiguous(&desc, dtype, static_cast<uint32_t>(shape.size()), shape.data());
-    data = static_cast<unsigned char*>(session.alloc(count() * dtype_size(dtype) + shift)) + shift;
-  }
-  size_t count() const {
-    size_t n = 1;
-    for (uint32_t d = 0; d < desc.rank; ++d) n *= static_cast<size_t>(desc.shape[d]);
-    return n;
-  }
-  void set(Session& session, const std::vector<double>& values) const {
-    std::vector<unsigned char> bytes(count() * dtype_size(desc.dtype));
-    for (size_t i = 0; i < count(); ++i) {
-      const float f = static_cast<float>(values[i]);
-      if (desc.dtype == HAL_DTYPE_F32) {
-        std::memcpy(&bytes[i * 4], &f, 4);
-      } else if (desc.dtype == HAL_DTYPE_I64) {
-        const auto v = static_cast<int64_t>(values[i]);
-        std::memcpy(&bytes[i * 8], &v, 8);
-      } else if (desc.dtype == HAL_DTYPE_I32) {
-        const auto v = static_cast<int32_t>(values[i]);
-        std::memcpy(&bytes[i * 4], &v, 4);
-      } else {
-        const uint16_t h =
-            desc.dtype == HAL_DTYPE_BF16 ? hal::test::to_bf16(f) : hal::test::to_f16(f);
-        std::memcpy(&bytes[i * 2], &h, 2);
-      }
-    }
-    session.copy(data, bytes.data(), bytes.size());
-  }
-  std::vector<double> get(Session& session) const {
-    std::vector<unsigned char> bytes(count() * dtype_size(desc.dtype));
-    session.copy(bytes.data(), data, bytes.size());
-    std::vector<double> values(count());
-    for (size_t i = 0; i < count(); ++i) {
-      if (desc.dtype == HAL_DTYPE_F32) {
-        float f;
-        std::memcpy(&f, &bytes[i * 4], 4);
-        values[i] = f;
-      } else if (desc.dtype == HAL_DTYPE_I64) {
-        int64_t v;
-        std::memcpy(&v, &bytes[i * 8], 8);
-        values[i] = static_cast<double>(v);
-      } else if (desc.dtype == HAL_DTYPE_I32) {
-        int32_t v;
-        std::memcpy(&v, &bytes[i * 4], 4);
-        values[i] = v;
-      } else {
-        uint16_t h;
-        std::memcpy(&h, &bytes[i * 2], 2);
-        values[i] = desc.dtype == HAL_DTYPE_BF16 ? hal::test::from_bf16(h) : hal::test::from_f16(h);
-      }
-    }
-    return values;
-  }
-};
-
-// Random values in [low, high) already rounded to |dtype|.
-std::vector<double> random_values(std::mt19937& random, size_t count, hal_dtype_t dtype,
-                                  double low = -1, double high = 1) {
-  std::uniform_real_distribution<double> dist(low, high);
-  std::vector<double> values(count);
-  for (double& v : values) {
-    const float f = static_cast<float>(dist(random));
-    v = dtype == HAL_DTYPE_BF16  ? hal::test::from_bf16(hal::test::to_bf16(f))
-        : dtype == HAL_DTYPE_F16 ? hal::test::from_f16(hal::test::to_f16(f))
-                                 : f;
-  }
-  return values;
-}
-
-// SPEC §17.5's tolerance for an output of |dtype| accumulating |terms|.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want,
-                  hal_dtype_t dtype, double terms, const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  const double e = dtype == HAL_DTYPE_F32 ? 1e-5 : dtype == HAL_DTYPE_F16 ? 2e-3 : 1.6e-2;
-  const double atol = e * std::sqrt(std::max(1.0, terms));
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::fabs(got[i] - want[i]) > atol + e * std::fabs(want[i])) {
-      FAIL(what << ": element " << i << " is " << got[i] << ", expected " << want[i]);
-    }
-  }
-}
-
-struct Planned {
-  hal_op_plan_t plan = nullptr;
-  std::string implementation, declines;
-  size_t workspace = 0;
-  ~Planned() { hal_op_plan_destroy(plan); }
-};
-
-// Plans |desc| with every implementation (the cuda plugin's first).
-void plan(Session& session, const hal_op_header_t* desc, hal_op_plan_flags_t flags, Planned& out) {
-  const hal_result_t result = hal_op_plan_create(session.device(), desc, flags, &out.plan);
-  INFO(hal_error_last_message());
-  REQUIRE(result == HAL_SUCCESS);
-  hal_op_plan_info_t info{};
-  info.struct_size = sizeof info;
-  REQUIRE(hal_op_plan_get_info(out.plan, &info) == HAL_SUCCESS);
-  out.implementation = info.implementation;
-  out.declines = info.declines;
-  out.workspace = info.workspace_bytes;
-}
-
-// Runs |planned| with its workspace starting |shift| bytes into an
-// allocation of its own.
-void run(Session& session, const Planned& planned, std::vector<void*> operands, size_t shift = 0) {
-  std::vector<hal_op_scalar_t> scalars;
-  void* workspace = nullptr;
-  if (planned.workspace > 0) {
-    workspace = static_cast<unsigned char*>(session.alloc(planned.workspace + shift)) + shift;
-  }
-  hal_op_exec_args_t args{};
-  args.struct_size = sizeof args;
-  args.operand_count = static_cast<uint32_t>(operands.size());
-  args.operands = operands.data();
-  args.scalar_count = static_cast<uint32_t>(scalars.size());
-  args.scalars = scalars.data();
-  args.workspace = workspace;
-  args.workspace_bytes = planned.workspace;
-  INFO(planned.implementation);
-  REQUIRE(hal_op_execute(planned.plan, &args, session.stream()) == HAL_SUCCESS);
-  INFO(hal_error_last_message());
-  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
-}
+using namespace op_test;
 
 // ---- convolution ----------------------------------------------------------
-
-// A 2-D (or 1-D / 3-D with extents of 1) convolution case in canonical
-// [N, C, D, H, W] terms.
-struct Conv {
-  hal_channel_layout_t layout = HAL_CHANNELS_FIRST;
-  uint32_t spatial = 2;
-  hal_dtype_t dtype = HAL_DTYPE_F32;
-  int64_t n = 2, ci = 4, co = 6, groups = 1;
-  std::array<int64_t, 3> in{1, 7, 8}, k{1, 3, 3}, stride{1, 2, 1}, dil{1, 1, 2};
-  std::array<int64_t, 3> pb{0, 2, 1}, pe{0, 0, 2};
-  bool transposed = false, bias = true;
-  hal_activation_t act = HAL_ACTIVATION_RELU;
-  std::array<int64_t, 3> out() const {
-    std::array<int64_t, 3> o{};
-    for (int s = 0; s < 3; ++s) {
-      o[s] = (in[s] + pb[s] + pe[s] - dil[s] * (k[s] - 1) - 1) / stride[s] + 1;
-    }
-    return o;
-  }
-};
-
-std::vector<int64_t> shape_of(const Conv& t, int64_t n, int64_t c,
-                              const std::array<int64_t, 3>& sp) {
-  std::vector<int64_t> shape{n};
-  if (t.layout == HAL_CHANNELS_FIRST) shape.push_back(c);
-  for (uint32_t s = 3 - t.spatial; s < 3; ++s) shape.push_back(sp[s]);
-  if (t.layout == HAL_CHANNELS_LAST) shape.push_back(c);
-  return shape;
-}
-
-// The logical index of (n, c, d, h, w) in a tensor of |shape| (layout order).
-int64_t index_of(hal_channel_layout_t layout, int64_t nc, int64_t cc,
-                 const std::array<int64_t, 3>& sp, int64_t n, int64_t c, int64_t d, int64_t h,
-                 int64_t w) {
-  (void)nc;
-  if (layout == HAL_CHANNELS_FIRST) return (((n * cc + c) * sp[0] + d) * sp[1] + h) * sp[2] + w;
-  return (((n * sp[0] + d) * sp[1] + h) * sp[2] + w) * cc + c;
-}
-
-// Visits (input index, output index, filter index) of every tap that reads x.
-void taps(const Conv& t, const std::function<void(int64_t, int64_t, int64_t)>& visit) {
-  const auto o = t.out();
-  const int64_t cig = t.ci / t.groups, cog = t.co / t.groups;
-  for (int64_t n = 0; n < t.n; ++n)
-    for (int64_t c = 0; c < t.co; ++c)
-      for (int64_t od = 0; od < o[0]; ++od)
-        for (int64_t oh = 0; oh < o[1]; ++oh)
-          for (int64_t ow = 0; ow < o[2]; ++ow)
-            for (int64_t i = 0; i < cig; ++i)
-              for (int64_t a = 0; a < t.k[0]; ++a)
-                for (int64_t b = 0; b < t.k[1]; ++b)
-                  for (int64_t e = 0; e < t.k[2]; ++e) {
-                    const int64_t z = od * t.stride[0] - t.pb[0] + a * t.dil[0];
-                    const int64_t y = oh * t.stride[1] - t.pb[1] + b * t.dil[1];
-                    const int64_t x = ow * t.stride[2] - t.pb[2] + e * t.dil[2];
-                    if (z < 0 || z >= t.in[0] || y < 0 || y >= t.in[1] || x < 0 || x >= t.in[2])
-                      continue;
-                    const int64_t ic = c / cog * cig + i;
-                    visit(index_of(t.layout, t.n, t.ci, t.in, n, ic, z, y, x),
-                          index_of(t.layout, t.n, t.co, o, n, c, od, oh, ow),
-                          index_of(t.layout, t.co, cig, t.k, c, i, a, b, e));
-                  }
-}
-
-hal_op_convolution_desc_t conv_desc(const Conv& t, hal_op_kind_t kind, const Tensor& x,
-                                    const Tensor& w, const Tensor& y, const Tensor& bias) {
-  hal_op_convolution_desc_t desc{};
-  desc.header.struct_size = sizeof desc;
-  desc.header.kind = kind;
-  desc.layout = t.layout;
-  desc.spatial_dims = t.spatial;
-  desc.groups = static_cast<uint32_t>(t.groups);
-  desc.flags = (t.transposed ? uint32_t{HAL_CONV_TRANSPOSED} : 0u) |
-               (t.bias && kind != HAL_OP_CONVOLUTION_BACKWARD_DATA ? uint32_t{HAL_CONV_BIAS} : 0u);
-  desc.activation = kind == HAL_OP_CONVOLUTION ? t.act : HAL_ACTIVATION_NONE;
-  for (uint32_t s = 0; s < t.spatial; ++s) {
-    const uint32_t c = 3 - t.spatial + s;
-    desc.stride[s] = t.stride[c];
-    desc.dilation[s] = t.dil[c];
-    desc.pad_begin[s] = t.pb[c];
-    desc.pad_end[s] = t.pe[c];
-  }
-  desc.x = x.desc;
-  desc.w = w.desc;
-  desc.y = y.desc;
-  desc.bias = bias.desc;
-  return desc;
-}
 
 // How a case is planned and laid out, and the engine the stand-in must have run.
 struct Expect {
@@ -435,26 +179,13 @@ void check_conv(Session& session, const Conv& t, const Expect& expect = {}) {
   {
     const hal_op_convolution_desc_t desc = conv_desc(t, HAL_OP_CONVOLUTION, x, w, y, bias);
     Planned planned;
-    plan(session, &desc.header, expect.flags, planned);
+    plan_with_flags(session, &desc.header, expect.flags, planned);
     // The larger of the two alignment variants' workspaces.
     CHECK(planned.workspace == FAKE_CUDNN_VECTOR_WORKSPACE);
     run(session, planned, {x.data, w.data, t.bias ? bias.data : nullptr, nullptr, y.data});
     served(planned, HAL_OP_CONVOLUTION);
-    std::vector<double> want(y.count(), 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += xv[out] * wv[f]; });
-    }
-    for (size_t i = 0; i < want.size(); ++i) {
-      const int64_t c =
-          t.layout == HAL_CHANNELS_LAST
-              ? static_cast<int64_t>(i) % y_channels
-              : static_cast<int64_t>(i) / (y.count() / y_shape[0] / y_channels) % y_channels;
-      const double v = want[i] + (t.bias ? bv[c] : 0.0);
-      want[i] = t.act == HAL_ACTIVATION_RELU ? (v > 0 ? v : 0) : v;
-    }
-    expect_close(y.get(session), want, t.dtype, reduction, what + " forward");
+    expect_close(y.get(session), forward_reference(t, xv, wv, bv, y.count()), t.dtype, reduction,
+                 what + " forward");
   }
   // Backward data: grad_y (gv, y's layout) to grad_x (x's).
   {
@@ -463,16 +194,11 @@ void check_conv(Session& session, const Conv& t, const Expect& expect = {}) {
     const hal_op_convolution_desc_t desc =
         conv_desc(t, HAL_OP_CONVOLUTION_BACKWARD_DATA, gx, w, gy, bias);
     Planned planned;
-    plan(session, &desc.header, expect.flags, planned);
+    plan_with_flags(session, &desc.header, expect.flags, planned);
     run(session, planned, {gy.data, w.data, gx.data});
     served(planned, HAL_OP_CONVOLUTION_BACKWARD_DATA);
-    std::vector<double> want(gx.count(), 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += gv[out] * wv[f]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += gv[i] * wv[f]; });
-    }
-    expect_close(gx.get(session), want, t.dtype, reduction, what + " backward data");
+    expect_close(gx.get(session), backward_data_reference(t, gv, wv, gx.count()), t.dtype,
+                 reduction, what + " backward data");
   }
   // Backward weights (and bias, where the case has one: portable).
   {
@@ -482,17 +208,12 @@ void check_conv(Session& session, const Conv& t, const Expect& expect = {}) {
     const hal_op_convolution_desc_t desc =
         conv_desc(t, HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS, x, gw, gy, gb);
     Planned planned;
-    plan(session, &desc.header, expect.flags, planned);
+    plan_with_flags(session, &desc.header, expect.flags, planned);
     run(session, planned, {x.data, gy.data, gw.data, t.bias ? gb.data : nullptr});
     served(planned, HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS);
-    std::vector<double> want(gw.count(), 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += xv[i] * gv[out]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += gv[i] * xv[out]; });
-    }
     const double positions = static_cast<double>(gy.count() / y_channels);
-    expect_close(gw.get(session), want, t.dtype, positions, what + " backward weights");
+    expect_close(gw.get(session), backward_weights_reference(t, xv, gv, gw.count()), t.dtype,
+                 positions, what + " backward weights");
   }
 }
 
@@ -575,7 +296,7 @@ TEST_CASE("cuDNN's engines: no TF32 on f32, determinism, alignment, workspace", 
         conv_desc(f16, HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS, x, gw, gy, Tensor());
     for (hal_op_plan_flags_t flags : {HAL_OP_PLAN_FLAG_NONE, HAL_OP_PLAN_DETERMINISTIC}) {
       Planned planned;
-      plan(session, &desc.header, flags, planned);
+      plan_with_flags(session, &desc.header, flags, planned);
       REQUIRE(planned.implementation == "cuda.cudnn");
       run(session, planned, {x.data, gy.data, gw.data, nullptr});
       CHECK(fake.last_call().engine == (flags == HAL_OP_PLAN_DETERMINISTIC
@@ -604,7 +325,7 @@ TEST_CASE("convolution cases cuDNN does not serve fall through to the portable i
   {
     const hal_op_convolution_desc_t desc = conv_desc(fused, HAL_OP_CONVOLUTION, x, w, y, bias);
     Planned planned;
-    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
     CHECK(planned.implementation == "portable");
     CHECK(planned.declines.find(
               "cuda.cudnn: cuDNN: the bias epilogue is not fused through cuDNN here") !=
@@ -615,7 +336,7 @@ TEST_CASE("convolution cases cuDNN does not serve fall through to the portable i
     relu.act = HAL_ACTIVATION_RELU;
     const hal_op_convolution_desc_t desc = conv_desc(relu, HAL_OP_CONVOLUTION, x, w, y, bias);
     Planned planned;
-    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
     CHECK(planned.implementation == "portable");
     CHECK(planned.declines.find("the activation epilogue is not fused") != std::string::npos);
   }
@@ -627,7 +348,7 @@ TEST_CASE("convolution cases cuDNN does not serve fall through to the portable i
     Tensor wb(session, HAL_DTYPE_BF16, shape_of(mixed, mixed.co, mixed.ci, mixed.k));
     const hal_op_convolution_desc_t desc = conv_desc(mixed, HAL_OP_CONVOLUTION, xb, wb, y32, bias);
     Planned planned;
-    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
     CHECK(planned.implementation == "portable");
     CHECK(planned.declines.find("cuDNN's convolution reads and writes one type") !=
           std::string::npos);
@@ -646,7 +367,7 @@ TEST_CASE("without cuDNN, convolution is declined with the reason", "[cudnn]") {
     Tensor y(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
     const hal_op_convolution_desc_t desc = conv_desc(t, HAL_OP_CONVOLUTION, x, w, y, Tensor());
     Planned planned;
-    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
     CHECK(planned.implementation == "portable");
     INFO(planned.declines);
     CHECK(planned.declines.find("cuda.cudnn: cuDNN: /nonexistent/libcudnn.so.9") !=
@@ -668,7 +389,7 @@ TEST_CASE("cuDNN's failures reach the caller with their status, and nothing leak
     fake.fail_next("finalize_plan", kStatusNotSupported, 100);
     {
       Planned planned;
-      plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+      plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
       CHECK(planned.implementation == "portable");
       INFO(planned.declines);
       CHECK(planned.declines.find(
@@ -678,9 +399,9 @@ TEST_CASE("cuDNN's failures reach the caller with their status, and nothing leak
     fake.fail_next("finalize_plan", 0, 0);
     // An execution cuDNN refuses: the caller gets the mapped result and the status.
     Planned planned;
-    plan(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
+    plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
     REQUIRE(planned.implementation == "cuda.cudnn");
-    void* workspace = session.alloc(planned.workspace);
+    void* workspace = session.alloc_bytes(planned.workspace);
     std::vector<void*> operands{x.data, w.data, nullptr, nullptr, y.data};
     hal_op_exec_args_t args{};
     args.struct_size = sizeof args;
@@ -721,14 +442,14 @@ TEST_CASE("plans and executions on two threads share the device's handle safely"
   const hal_op_convolution_desc_t shared_desc =
       conv_desc(t, HAL_OP_CONVOLUTION, x, w, y0, Tensor());
   Planned shared;
-  plan(session, &shared_desc.header, HAL_OP_PLAN_FLAG_NONE, shared);
+  plan_with_flags(session, &shared_desc.header, HAL_OP_PLAN_FLAG_NONE, shared);
   REQUIRE(shared.implementation == "cuda.cudnn");
   constexpr int kThreads = 2, kRounds = 4;
   std::vector<Tensor> outputs;
   std::vector<void*> workspaces;
   for (int i = 0; i < kThreads; ++i) {
     outputs.emplace_back(session, t.dtype, shape_of(t, t.n, t.co, t.out()));
-    workspaces.push_back(session.alloc(shared.workspace));
+    workspaces.push_back(session.alloc_bytes(shared.workspace));
   }
   std::vector<int> failures(kThreads, 0);
   std::vector<std::thread> threads;

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# python.wheel (the packaging tier): builds the wheel a user gets from
-# `pip wheel ./bindings/python` (this source tree bundled: libhal, the cpu and
-# opencl plugins, the extension), installs it into a fresh virtual environment,
-# and runs the bindings' test suite against the installed package with no
-# compiler on PATH and none of the build tree in sight.
+# python.wheel (the packaging tier): builds the self-contained wheel a user gets from
+# `pip wheel ./bindings/python` (libhal, the cpu and opencl plugins and the extension in one
+# file), installs it into a fresh virtual environment, and runs the bindings' test suite against
+# the installed package with no compiler on PATH and none of the build tree in sight.
 #
-#   tests/install/python_wheel.sh BUILD_DIR
+#   tests/install/python_wheel.sh BUILD_DIR                 (the default tier)
+#   tests/install/python_wheel.sh BUILD_DIR --from-source   (the slow tier)
+#
+# By default the wheel bundles the libhal and plugins of BUILD_DIR, installed into a prefix of
+# its own (HAL_PYTHON_BUNDLE_FROM): pip compiles only the extension, and the prefix is removed
+# before the tests, so the wheel must carry all it needs. --from-source is the plain
+# `pip wheel ./bindings/python`, which compiles this whole source tree again inside pip (two
+# minutes on two cores: the full tier runs it).
 #
 # The environment sees the system's site-packages (numpy, pytest: no network
 # is needed), never the build tree's package: PYTHONPATH is unset, the run is
@@ -13,8 +19,18 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "$1" && pwd)"
+from_source=0
+case "${2:-}" in
+  "") ;;
+  --from-source) from_source=1 ;;
+  *)
+    echo "usage: tests/install/python_wheel.sh BUILD_DIR [--from-source]" >&2
+    exit 2
+    ;;
+esac
 work="$build/tests/install/wheel"
-rm -rf "$work/dist" "$work/env" "$work/run" "$work/bin"
+((from_source)) && work+="-from-source"
+rm -rf "$work/dist" "$work/env" "$work/run" "$work/bin" "$work/prefix"
 mkdir -p "$work/dist" "$work/run" "$work/bin" "$work/home"
 python="$(command -v python3)"
 start=$SECONDS
@@ -22,6 +38,14 @@ start=$SECONDS
 # 1. The wheel, compiled through ccache like every build here (the scratch build directory is
 # kept between runs: a rebuild of unchanged sources costs a configure and a link check).
 config=(-Cbuild-dir="$work/build")
+if ((from_source)); then
+  expected="hal python: no installed HAL found; building the source tree into the wheel"
+else
+  cmake --install "$build" --prefix "$work/prefix" > "$work/install.log" 2>&1 ||
+    { tail -30 "$work/install.log"; echo "python.wheel: cmake --install failed"; exit 1; }
+  config+=(-Ccmake.define.HAL_PYTHON_BUNDLE_FROM="$work/prefix")
+  expected="hal python: bundling the installed HAL at $work/prefix"
+fi
 if command -v ccache > /dev/null && [[ -z "${HAL_NO_CCACHE:-}" ]]; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
   # The pip runs below have a HOME of their own; ccache keeps the caller's cache.
@@ -40,8 +64,18 @@ if ! HOME="$work/home" "$python" -m pip wheel -v --no-deps --no-build-isolation 
   echo "python.wheel: pip wheel failed (the whole log: $work/build.log)"
   exit 1
 fi
+if ! grep -qF "$expected" "$work/build.log"; then
+  echo "python.wheel: the build log does not say: $expected"
+  exit 1
+fi
 wheel=("$work"/dist/hal_accel-*.whl)
 [[ -f "${wheel[0]}" ]] || { echo "python.wheel: no hal_accel wheel in $work/dist"; exit 1; }
+contents="$("$python" -m zipfile -l "${wheel[0]}")"
+for carried in hal/lib/libhal.so.1 hal/lib/hal/plugins/hal_plugin_cpu.so; do
+  grep -qF "$carried" <<< "$contents" || { echo "python.wheel: the wheel lacks $carried"; exit 1; }
+done
+# What the wheel was built from is gone before anything imports it.
+rm -rf "$work/prefix"
 built=$SECONDS
 echo "python.wheel: built $(basename "${wheel[0]}") ($(du -k "${wheel[0]}" | cut -f1) KiB) in $((built - start)) s"
 

@@ -20,8 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "../cpu/float16_bits.hpp"
+#include "conv_cases.hpp"
+#include "float64_tensor.hpp"
 #include "hal.h"
+#include "op_session.hpp"
 
 namespace {
 
@@ -31,141 +33,7 @@ constexpr bool kOpencl = true;
 constexpr bool kOpencl = false;
 #endif
 
-class Session {
- public:
-  Session() {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    uint32_t count = 0;
-    REQUIRE(hal_device_count(&count) == HAL_SUCCESS);
-    REQUIRE(count > 0);
-    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    for (void* p : allocations_) hal_mem_free(p);
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-  hal_device_t device() const { return device_; }
-  hal_stream_t stream() const { return stream_; }
-  void* alloc(size_t bytes) {
-    void* p = nullptr;
-    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, bytes == 0 ? 1 : bytes, 0, &p) ==
-            HAL_SUCCESS);
-    allocations_.push_back(p);
-    return p;
-  }
-  void copy(void* dst, const void* src, size_t bytes) {
-    REQUIRE(hal_memcpy_async(dst, src, bytes, stream_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
-  }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-  std::vector<void*> allocations_;
-};
-
-size_t dtype_size(hal_dtype_t dtype) {
-  return dtype == HAL_DTYPE_F32 || dtype == HAL_DTYPE_I32 ? 4 : dtype == HAL_DTYPE_I64 ? 8 : 2;
-}
-
-// A dense tensor on the device, set and read as float64 values.
-struct Tensor {
-  hal_tensor_desc_t desc{};
-  void* data = nullptr;
-  Tensor() = default;
-  Tensor(Session& session, hal_dtype_t dtype, std::vector<int64_t> shape) {
-    hal_tensor_desc_contiguous(&desc, dtype, static_cast<uint32_t>(shape.size()), shape.data());
-    data = session.alloc(count() * dtype_size(dtype));
-  }
-  size_t count() const {
-    size_t n = 1;
-    for (uint32_t d = 0; d < desc.rank; ++d) n *= static_cast<size_t>(desc.shape[d]);
-    return n;
-  }
-  void set(Session& session, const std::vector<double>& values) const {
-    std::vector<unsigned char> bytes(count() * dtype_size(desc.dtype));
-    for (size_t i = 0; i < count(); ++i) {
-      const float f = static_cast<float>(values[i]);
-      if (desc.dtype == HAL_DTYPE_F32) {
-        std::memcpy(&bytes[i * 4], &f, 4);
-      } else if (desc.dtype == HAL_DTYPE_I64) {
-        const auto v = static_cast<int64_t>(values[i]);
-        std::memcpy(&bytes[i * 8], &v, 8);
-      } else if (desc.dtype == HAL_DTYPE_I32) {
-        const auto v = static_cast<int32_t>(values[i]);
-        std::memcpy(&bytes[i * 4], &v, 4);
-      } else {
-        const uint16_t h =
-            desc.dtype == HAL_DTYPE_BF16 ? hal::test::to_bf16(f) : hal::test::to_f16(f);
-        std::memcpy(&bytes[i * 2], &h, 2);
-      }
-    }
-    session.copy(data, bytes.data(), bytes.size());
-  }
-  std::vector<double> get(Session& session) const {
-    std::vector<unsigned char> bytes(count() * dtype_size(desc.dtype));
-    session.copy(bytes.data(), data, bytes.size());
-    std::vector<double> values(count());
-    for (size_t i = 0; i < count(); ++i) {
-      if (desc.dtype == HAL_DTYPE_F32) {
-        float f;
-        std::memcpy(&f, &bytes[i * 4], 4);
-        values[i] = f;
-      } else if (desc.dtype == HAL_DTYPE_I64) {
-        int64_t v;
-        std::memcpy(&v, &bytes[i * 8], 8);
-        values[i] = static_cast<double>(v);
-      } else if (desc.dtype == HAL_DTYPE_I32) {
-        int32_t v;
-        std::memcpy(&v, &bytes[i * 4], 4);
-        values[i] = v;
-      } else {
-        uint16_t h;
-        std::memcpy(&h, &bytes[i * 2], 2);
-        values[i] = desc.dtype == HAL_DTYPE_BF16 ? hal::test::from_bf16(h) : hal::test::from_f16(h);
-      }
-    }
-    return values;
-  }
-};
-
-// Random values in [low, high) already rounded to |dtype|.
-std::vector<double> random_values(std::mt19937& random, size_t count, hal_dtype_t dtype,
-                                  double low = -1, double high = 1) {
-  std::uniform_real_distribution<double> dist(low, high);
-  std::vector<double> values(count);
-  for (double& v : values) {
-    const float f = static_cast<float>(dist(random));
-    v = dtype == HAL_DTYPE_BF16  ? hal::test::from_bf16(hal::test::to_bf16(f))
-        : dtype == HAL_DTYPE_F16 ? hal::test::from_f16(hal::test::to_f16(f))
-                                 : f;
-  }
-  return values;
-}
-
-// SPEC §17.5's tolerance for an output of |dtype| accumulating |terms|.
-void expect_close(const std::vector<double>& got, const std::vector<double>& want,
-                  hal_dtype_t dtype, double terms, const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  const double e = dtype == HAL_DTYPE_F32 ? 1e-5 : dtype == HAL_DTYPE_F16 ? 2e-3 : 1.6e-2;
-  const double atol = e * std::sqrt(std::max(1.0, terms));
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::fabs(got[i] - want[i]) > atol + e * std::fabs(want[i])) {
-      FAIL(what << ": element " << i << " is " << got[i] << ", expected " << want[i]);
-    }
-  }
-}
-
-struct Planned {
-  hal_op_plan_t plan = nullptr;
-  std::string implementation, declines;
-  size_t workspace = 0;
-  ~Planned() { hal_op_plan_destroy(plan); }
-};
+using namespace op_test;
 
 // While true, plan() plans on a thread of its own that ends before the plan
 // runs: the plan then executes on another thread than the one that created
@@ -175,51 +43,26 @@ bool g_plan_on_another_thread = false;
 // Plans |desc| with every implementation, or (|portable|) the portable one.
 void plan(Session& session, const hal_op_header_t* desc, bool portable, Planned& out) {
   if (portable) setenv("HAL_OPS_IMPLEMENTATIONS", "portable", 1);
-  hal_result_t result = HAL_SUCCESS;
-  std::string message;
-  const auto create = [&] {
-    result = hal_op_plan_create(session.device(), desc, HAL_OP_PLAN_DETERMINISTIC, &out.plan);
-    message = hal_error_last_message();
-  };
   if (g_plan_on_another_thread) {
-    std::thread(create).join();
-  } else {
-    create();
+    hal_result_t result = HAL_SUCCESS;
+    std::string message;
+    std::thread([&] {
+      result = hal_op_plan_create(session.device(), desc, HAL_OP_PLAN_DETERMINISTIC, &out.plan);
+      message = hal_error_last_message();
+    }).join();
+    if (portable) unsetenv("HAL_OPS_IMPLEMENTATIONS");
+    INFO(message);
+    REQUIRE(result == HAL_SUCCESS);
+    hal_op_plan_info_t info{};
+    info.struct_size = sizeof info;
+    REQUIRE(hal_op_plan_get_info(out.plan, &info) == HAL_SUCCESS);
+    out.implementation = info.implementation;
+    out.declines = info.declines;
+    out.workspace = info.workspace_bytes;
+    return;
   }
+  plan_with_flags(session, desc, HAL_OP_PLAN_DETERMINISTIC, out);
   if (portable) unsetenv("HAL_OPS_IMPLEMENTATIONS");
-  INFO(message);
-  REQUIRE(result == HAL_SUCCESS);
-  hal_op_plan_info_t info{};
-  info.struct_size = sizeof info;
-  REQUIRE(hal_op_plan_get_info(out.plan, &info) == HAL_SUCCESS);
-  out.implementation = info.implementation;
-  out.declines = info.declines;
-  out.workspace = info.workspace_bytes;
-}
-
-// Runs |planned| with its workspace starting |shift| bytes into an
-// allocation of its own.
-void run(Session& session, const Planned& planned, std::vector<void*> operands,
-         std::vector<hal_op_scalar_t> scalars = {}, size_t shift = 0) {
-  void* workspace = nullptr;
-  if (planned.workspace > 0) {
-    workspace = static_cast<unsigned char*>(session.alloc(planned.workspace + shift)) + shift;
-  }
-  hal_op_exec_args_t args{};
-  args.struct_size = sizeof args;
-  args.operand_count = static_cast<uint32_t>(operands.size());
-  args.operands = operands.data();
-  args.scalar_count = static_cast<uint32_t>(scalars.size());
-  args.scalars = scalars.data();
-  args.workspace = workspace;
-  args.workspace_bytes = planned.workspace;
-  INFO(planned.implementation);
-  const hal_result_t queued = hal_op_execute(planned.plan, &args, session.stream());
-  INFO(hal_error_last_message());
-  REQUIRE(queued == HAL_SUCCESS);
-  const hal_result_t ran = hal_stream_synchronize(session.stream());
-  INFO(hal_error_last_message());
-  REQUIRE(ran == HAL_SUCCESS);
 }
 
 // The implementations a case runs on: cpu.onednn (the cpu default) and the
@@ -238,98 +81,6 @@ void expect_served(const Planned& planned, bool portable, bool onednn_serves) {
 }
 
 // ---- convolution ----------------------------------------------------------
-
-// A 2-D (or 1-D / 3-D with extents of 1) convolution case in canonical
-// [N, C, D, H, W] terms.
-struct Conv {
-  hal_channel_layout_t layout = HAL_CHANNELS_FIRST;
-  uint32_t spatial = 2;
-  hal_dtype_t dtype = HAL_DTYPE_F32;
-  int64_t n = 2, ci = 4, co = 6, groups = 1;
-  std::array<int64_t, 3> in{1, 7, 8}, k{1, 3, 3}, stride{1, 2, 1}, dil{1, 1, 2};
-  std::array<int64_t, 3> pb{0, 2, 1}, pe{0, 0, 2};
-  bool transposed = false, bias = true;
-  hal_activation_t act = HAL_ACTIVATION_RELU;
-  std::array<int64_t, 3> out() const {
-    std::array<int64_t, 3> o{};
-    for (int s = 0; s < 3; ++s) {
-      o[s] = (in[s] + pb[s] + pe[s] - dil[s] * (k[s] - 1) - 1) / stride[s] + 1;
-    }
-    return o;
-  }
-};
-
-std::vector<int64_t> shape_of(const Conv& t, int64_t n, int64_t c,
-                              const std::array<int64_t, 3>& sp) {
-  std::vector<int64_t> shape{n};
-  if (t.layout == HAL_CHANNELS_FIRST) shape.push_back(c);
-  for (uint32_t s = 3 - t.spatial; s < 3; ++s) shape.push_back(sp[s]);
-  if (t.layout == HAL_CHANNELS_LAST) shape.push_back(c);
-  return shape;
-}
-
-// The logical index of (n, c, d, h, w) in a tensor of |shape| (layout order).
-int64_t index_of(hal_channel_layout_t layout, int64_t nc, int64_t cc,
-                 const std::array<int64_t, 3>& sp, int64_t n, int64_t c, int64_t d, int64_t h,
-                 int64_t w) {
-  (void)nc;
-  if (layout == HAL_CHANNELS_FIRST) return (((n * cc + c) * sp[0] + d) * sp[1] + h) * sp[2] + w;
-  return (((n * sp[0] + d) * sp[1] + h) * sp[2] + w) * cc + c;
-}
-
-// Visits (input index, output index, filter index) of every tap that reads x.
-void taps(const Conv& t, const std::function<void(int64_t, int64_t, int64_t)>& visit) {
-  const auto o = t.out();
-  const int64_t cig = t.ci / t.groups, cog = t.co / t.groups;
-  for (int64_t n = 0; n < t.n; ++n)
-    for (int64_t c = 0; c < t.co; ++c)
-      for (int64_t od = 0; od < o[0]; ++od)
-        for (int64_t oh = 0; oh < o[1]; ++oh)
-          for (int64_t ow = 0; ow < o[2]; ++ow)
-            for (int64_t i = 0; i < cig; ++i)
-              for (int64_t a = 0; a < t.k[0]; ++a)
-                for (int64_t b = 0; b < t.k[1]; ++b)
-                  for (int64_t e = 0; e < t.k[2]; ++e) {
-                    const int64_t z = od * t.stride[0] - t.pb[0] + a * t.dil[0];
-                    const int64_t y = oh * t.stride[1] - t.pb[1] + b * t.dil[1];
-                    const int64_t x = ow * t.stride[2] - t.pb[2] + e * t.dil[2];
-                    if (z < 0 || z >= t.in[0] || y < 0 || y >= t.in[1] || x < 0 || x >= t.in[2])
-                      continue;
-                    const int64_t ic = c / cog * cig + i;
-                    visit(index_of(t.layout, t.n, t.ci, t.in, n, ic, z, y, x),
-                          index_of(t.layout, t.n, t.co, o, n, c, od, oh, ow),
-                          index_of(t.layout, t.co, cig, t.k, c, i, a, b, e));
-                  }
-}
-
-hal_op_convolution_desc_t conv_desc(const Conv& t, hal_op_kind_t kind, const Tensor& x,
-                                    const Tensor& w, const Tensor& y, const Tensor& bias) {
-  hal_op_convolution_desc_t desc{};
-  desc.header.struct_size = sizeof desc;
-  desc.header.kind = kind;
-  desc.layout = t.layout;
-  desc.spatial_dims = t.spatial;
-  desc.groups = static_cast<uint32_t>(t.groups);
-  desc.flags = (t.transposed ? uint32_t{HAL_CONV_TRANSPOSED} : 0u) |
-               (t.bias && kind != HAL_OP_CONVOLUTION_BACKWARD_DATA ? uint32_t{HAL_CONV_BIAS} : 0u);
-  desc.activation = kind == HAL_OP_CONVOLUTION ? t.act : HAL_ACTIVATION_NONE;
-  for (uint32_t s = 0; s < t.spatial; ++s) {
-    const uint32_t c = 3 - t.spatial + s;
-    desc.stride[s] = t.stride[c];
-    desc.dilation[s] = t.dil[c];
-    desc.pad_begin[s] = t.pb[c];
-    desc.pad_end[s] = t.pe[c];
-  }
-  desc.x = x.desc;
-  desc.w = w.desc;
-  desc.y = y.desc;
-  desc.bias = bias.desc;
-  return desc;
-}
-
-double activate(hal_activation_t act, double v) {
-  return act == HAL_ACTIVATION_RELU ? (v > 0 ? v : 0) : v;
-}
 
 // Forward, backward data and backward weights of |t| on one implementation.
 void check_conv(Session& session, const Conv& t, bool portable, bool onednn_serves = true) {
@@ -363,20 +114,8 @@ void check_conv(Session& session, const Conv& t, bool portable, bool onednn_serv
     plan(session, &desc.header, portable, planned);
     expect_served(planned, portable, onednn_serves);
     run(session, planned, {x.data, w.data, t.bias ? bias.data : nullptr, nullptr, y.data});
-    std::vector<double> want(y.count(), 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += xv[i] * wv[f]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += xv[out] * wv[f]; });
-    }
-    for (size_t i = 0; i < want.size(); ++i) {
-      const int64_t c =
-          t.layout == HAL_CHANNELS_LAST
-              ? static_cast<int64_t>(i) % y_channels
-              : static_cast<int64_t>(i) / (y.count() / y_shape[0] / y_channels) % y_channels;
-      want[i] = activate(t.act, want[i] + (t.bias ? bv[c] : 0.0));
-    }
-    expect_close(y.get(session), want, t.dtype, reduction, what + " forward");
+    expect_close(y.get(session), forward_reference(t, xv, wv, bv, y.count()), t.dtype, reduction,
+                 what + " forward");
   }
   // Backward data: grad_y (gv, y's layout) to grad_x (x's).
   {
@@ -388,13 +127,8 @@ void check_conv(Session& session, const Conv& t, bool portable, bool onednn_serv
     plan(session, &desc.header, portable, planned);
     expect_served(planned, portable, onednn_serves);
     run(session, planned, {gy.data, w.data, gx.data});
-    std::vector<double> want(gx.count(), 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[i] += gv[out] * wv[f]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[out] += gv[i] * wv[f]; });
-    }
-    expect_close(gx.get(session), want, t.dtype, reduction, what + " backward data");
+    expect_close(gx.get(session), backward_data_reference(t, gv, wv, gx.count()), t.dtype,
+                 reduction, what + " backward data");
   }
   // Backward weights and bias.
   {
@@ -407,22 +141,13 @@ void check_conv(Session& session, const Conv& t, bool portable, bool onednn_serv
     plan(session, &desc.header, portable, planned);
     expect_served(planned, portable, onednn_serves);
     run(session, planned, {x.data, gy.data, gw.data, t.bias ? gb.data : nullptr});
-    std::vector<double> want(gw.count(), 0.0), want_bias(y_channels, 0.0);
-    if (!t.transposed) {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += xv[i] * gv[out]; });
-    } else {
-      taps(t, [&](int64_t i, int64_t out, int64_t f) { want[f] += gv[i] * xv[out]; });
-    }
-    for (size_t i = 0; i < gy.count(); ++i) {
-      const int64_t c =
-          t.layout == HAL_CHANNELS_LAST
-              ? static_cast<int64_t>(i) % y_channels
-              : static_cast<int64_t>(i) / (gy.count() / y_shape[0] / y_channels) % y_channels;
-      want_bias[c] += gv[i];
-    }
     const double positions = static_cast<double>(gy.count() / y_channels);
-    expect_close(gw.get(session), want, t.dtype, positions, what + " backward weights");
-    if (t.bias) expect_close(gb.get(session), want_bias, HAL_DTYPE_F32, positions, what + " bias");
+    expect_close(gw.get(session), backward_weights_reference(t, xv, gv, gw.count()), t.dtype,
+                 positions, what + " backward weights");
+    if (t.bias) {
+      expect_close(gb.get(session), bias_gradient_reference(t, gv), HAL_DTYPE_F32, positions,
+                   what + " bias");
+    }
   }
 }
 

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "../cpu/float16_bits.hpp"
+#include "fp8.hpp"
 #include "hal.h"
 #include "op_session.hpp"
 
@@ -40,95 +42,25 @@ Desc header_of(hal_op_kind_t kind) {
 
 // ---- float64 references ------------------------------------------------------
 
-// The value of an OCP fp8 code, decoded from its fields in double.
+// The fp8 codecs and quantize's grids are the operators profile's float64
+// reference (conformance/operators/fp8.hpp), one for both suites; here under
+// this file's names.
+using hal::test::from_bf16;
+using hal::test::to_bf16;
+using halconform::ops::fp8_encode;
+using halconform::ops::fp8_max;
+using halconform::ops::grid_value;
+using halconform::ops::quant_max;
+using halconform::ops::quant_min;
+
 double fp8_value(uint8_t code, hal_dtype_t dtype) {
-  const bool e4m3 = dtype == HAL_DTYPE_F8_E4M3;
-  const int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
-  const double sign = (code & 0x80) ? -1.0 : 1.0;
-  const int e = (code & 0x7f) >> mbits;
-  const int man = code & ((1 << mbits) - 1);
-  if (e4m3 && e == 15 && man == 7) return std::numeric_limits<double>::quiet_NaN();
-  if (!e4m3 && e == 31) {
-    return man == 0 ? sign * std::numeric_limits<double>::infinity()
-                    : std::numeric_limits<double>::quiet_NaN();
-  }
-  if (e == 0) return sign * std::ldexp(man, 1 - bias - mbits);
-  return sign * std::ldexp(1.0 + man / double(1 << mbits), e - bias);
+  return halconform::ops::fp8_decode(code, dtype);
 }
-
-double fp8_max(hal_dtype_t dtype) {
-  return dtype == HAL_DTYPE_F8_E4M3 ? 448.0 : 57344.0;
-}
-
-// The code nearest |x| among the finite codes (ties: the even code), with
-// the overflow rule: |saturate| (quantize) clamps to +-max, else E5M2 gives
-// an infinity at or past max + half an ulp and E4M3 saturates finite values
-// and turns an infinity into NaN (HAL_OP_CAST).
-uint8_t fp8_encode(double x, hal_dtype_t dtype, bool saturate) {
-  const bool e4m3 = dtype == HAL_DTYPE_F8_E4M3;
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  if (std::isnan(x)) return sign | 0x7f;
-  const double a = std::fabs(x);
-  const uint8_t max_code = e4m3 ? 0x7e : 0x7b;
-  if (std::isinf(a)) return sign | (saturate ? max_code : (e4m3 ? 0x7f : 0x7c));
-  const double half_ulp_past = e4m3 ? 464.0 : 61440.0;
-  if (a >= half_ulp_past && !saturate && !e4m3) return sign | 0x7c;
-  if (a > fp8_max(dtype)) return sign | max_code;
-  uint8_t best = 0;
-  double best_error = std::numeric_limits<double>::infinity();
-  for (int c = 0; c <= max_code; ++c) {
-    const double error = std::fabs(fp8_value(static_cast<uint8_t>(c), dtype) - a);
-    if (error < best_error || (error == best_error && (c & 1) == 0)) {
-      best = static_cast<uint8_t>(c);
-      best_error = error;
-    }
-  }
-  return sign | best;
-}
-
-// Round half to even, saturated to [-128, 127]; NaN gives 0.
-int8_t int8_encode(double v) {
-  if (std::isnan(v)) return 0;
-  const double c = std::min(127.0, std::max(-128.0, v));
-  double r = std::floor(c);
-  const double diff = c - r;
-  if (diff > 0.5 || (diff == 0.5 && std::fmod(r, 2.0) != 0.0)) r += 1.0;
-  return static_cast<int8_t>(r);
-}
-
-double quant_max(hal_dtype_t q) {
-  return q == HAL_DTYPE_I8 ? 127.0 : fp8_max(q);
-}
-double quant_min(hal_dtype_t q) {
-  return q == HAL_DTYPE_I8 ? -128.0 : -fp8_max(q);
-}
-
-// The grid value of v (quantize's rounding, saturating).
-double grid_value(double v, hal_dtype_t q) {
-  if (q == HAL_DTYPE_I8) return int8_encode(v);
-  return fp8_value(fp8_encode(v, q, true), q);
-}
-
 uint8_t encode(double v, hal_dtype_t q) {
-  if (q == HAL_DTYPE_I8) return static_cast<uint8_t>(int8_encode(v));
-  return fp8_encode(v, q, true);
+  return halconform::ops::quant_code(v, q);
 }
 double decode(uint8_t code, hal_dtype_t q) {
-  if (q == HAL_DTYPE_I8) return static_cast<int8_t>(code);
-  return fp8_value(code, q);
-}
-
-uint16_t to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  bits += 0x7fff + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
-float from_bf16(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return halconform::ops::quant_decode(code, q);
 }
 
 std::vector<float> random_floats(size_t count, uint32_t seed, float spread) {
@@ -180,7 +112,149 @@ HostQuantized host_quantize(const std::vector<float>& x, int64_t rows, int64_t c
   return out;
 }
 
+// The f16 nearest |v| (ties to even; past 65520 an infinity), as a double.
+double round_to_f16(double v) {
+  if (std::isnan(v) || std::isinf(v) || v == 0.0) return v;
+  int e = 0;
+  std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
+  const double quantum = std::ldexp(1.0, std::max(e - 1, -14) - 10);
+  const double r = std::nearbyint(v / quantum) * quantum;  // ties to even
+  return std::fabs(r) >= 65520.0 ? std::copysign(HUGE_VAL, v) : r;
+}
+
+// An f16's value from its fields.
+double f16_value(uint16_t h) {
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  const int e = (h >> 10) & 31, man = h & 1023;
+  if (e == 31) return man == 0 ? sign * HUGE_VAL : std::numeric_limits<double>::quiet_NaN();
+  if (e == 0) return sign * std::ldexp(man, -24);
+  return sign * std::ldexp(1.0 + man / 1024.0, e - 15);
+}
+
+// The implementation the cpu plugin must pick for |desc| unless the run asks
+// for the portable ones: so that a decline is a failure, not a silent pass
+// of the portable kernels.
+void check_served_natively(Session& session, const hal_op_header_t* desc) {
+  hal_device_properties_t props{};
+  props.struct_size = sizeof props;
+  REQUIRE(hal_device_get_properties(session.device(), &props) == HAL_SUCCESS);
+  const char* only = std::getenv("HAL_OPS_IMPLEMENTATIONS");
+  if (std::string(props.plugin) != "cpu" || (only != nullptr && *only != 0)) return;
+  hal_op_plan_t plan = session.plan(desc);
+  hal_op_plan_info_t info{};
+  info.struct_size = sizeof info;
+  REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
+  CHECK(std::string(info.implementation) == "cpu.native");
+}
+
 }  // namespace
+
+TEST_CASE("dequantize every code to f32, bf16 and f16 over every block layout",
+          "[lowp][dequantize]") {
+  Session session;
+  struct Case {
+    std::vector<int64_t> shape;
+    Blocks blocks;
+    bool transposed_scale;  // scale a column-major view
+  };
+  // Row lengths off the 16-lane grid (tails), blocks narrower than a vector
+  // (scales spread per element), a rank-3 q, and one tensor past the 65536
+  // elements of an execution's range (ranges that start mid-row).
+  const Case cases[] = {{{7, 37}, {0, 0}, false},     {{7, 37}, {1, 0}, false},
+                        {{7, 37}, {0, 1}, true},      {{3, 2, 40}, {2, 8}, false},
+                        {{5, 256}, {1, 128}, false},  {{256, 256}, {128, 128}, true},
+                        {{300, 261}, {3, 29}, false}, {{1, 1000}, {0, 0}, false}};
+  std::mt19937 rng(38);
+  for (hal_dtype_t qdtype : {HAL_DTYPE_I8, HAL_DTYPE_F8_E4M3, HAL_DTYPE_F8_E5M2}) {
+    for (const Case& test : cases) {
+      int64_t count = 1;
+      for (int64_t extent : test.shape) count *= extent;
+      const int64_t cols = test.shape.back(), rows = count / cols;
+      const int64_t br = test.blocks.rows == 0 ? rows : test.blocks.rows;
+      const int64_t bc = test.blocks.cols == 0 ? cols : test.blocks.cols;
+      const int64_t sr = rows / br, sc = cols / bc;
+      // Every code in turn from a random start (NaN, infinities, subnormals,
+      // both zeros), then random codes.
+      std::vector<uint8_t> q(static_cast<size_t>(count));
+      const uint32_t first = rng() % 256;
+      for (int64_t i = 0; i < count; ++i)
+        q[i] = static_cast<uint8_t>(i < 256 ? (first + i) % 256 : rng() % 256);
+      // Distinct scales per block, across many binades; one negative, one 0
+      // (0 times an infinity is NaN) and one tiny (subnormal products).
+      std::vector<float> scale(static_cast<size_t>(sr * sc));
+      for (size_t b = 0; b < scale.size(); ++b)
+        scale[b] = std::ldexp(0.5f + static_cast<float>(rng() % 1000) / 2000.0f,
+                              static_cast<int>(rng() % 24) - 12);
+      if (scale.size() > 3) {
+        scale[1] = -scale[1];
+        scale[2] = 0.0f;
+        scale[3] = 1e-38f;
+      }
+      // The scale operand as [sr, sc], dense or a transposed view of [sc, sr].
+      std::vector<float> stored = scale;
+      hal_tensor_desc_t scale_desc = dense(HAL_DTYPE_F32, {sr, sc});
+      if (test.transposed_scale) {
+        for (int64_t rb = 0; rb < sr; ++rb)
+          for (int64_t cb = 0; cb < sc; ++cb) stored[cb * sr + rb] = scale[rb * sc + cb];
+        scale_desc.strides[0] = 1;
+        scale_desc.strides[1] = sr;
+      }
+      auto desc = header_of<hal_op_quantize_desc_t>(HAL_OP_DEQUANTIZE);
+      desc.blocks = {test.blocks.rows, test.blocks.cols};
+      desc.q = dense(qdtype, test.shape);
+      desc.scale = scale_desc;
+      uint8_t* dq = session.upload(q);
+      float* ds = session.upload(stored);
+      for (hal_dtype_t xdtype : {HAL_DTYPE_F32, HAL_DTYPE_BF16, HAL_DTYPE_F16}) {
+        INFO(name_of(qdtype) << " -> "
+                             << (xdtype == HAL_DTYPE_F32    ? "f32"
+                                 : xdtype == HAL_DTYPE_BF16 ? "bf16"
+                                                            : "f16")
+                             << " " << rows << "x" << cols << " blocks " << test.blocks.rows << "x"
+                             << test.blocks.cols);
+        desc.x = dense(xdtype, test.shape);
+        check_served_natively(session, &desc.header);
+        const size_t bytes = xdtype == HAL_DTYPE_F32 ? 4 : 2;
+        unsigned char* dx = session.alloc<unsigned char>(static_cast<size_t>(count) * bytes, 0x5a);
+        session.run(&desc.header, {dq, ds, dx});
+        bool guard = false;
+        const auto got = session.download(dx, static_cast<size_t>(count) * bytes, &guard);
+        CHECK(guard);
+        size_t wrong = 0;
+        int64_t first_wrong = -1;
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t r = i / cols, c = i % cols;
+          // q · scale in float64 (exact), rounded once to f32, then to x's dtype.
+          const double product = decode(q[i], qdtype) * scale[(r / br) * sc + c / bc];
+          const double f32 = static_cast<float>(product);
+          double want = f32, have = 0;
+          if (xdtype == HAL_DTYPE_F32) {
+            float v;
+            std::memcpy(&v, got.data() + i * 4, 4);
+            have = v;
+          } else {
+            uint16_t bits;
+            std::memcpy(&bits, got.data() + i * 2, 2);
+            if (xdtype == HAL_DTYPE_BF16) {
+              have = from_bf16(bits);
+              if (!std::isnan(f32)) want = from_bf16(to_bf16(static_cast<float>(f32)));
+            } else {
+              have = f16_value(bits);
+              want = round_to_f16(f32);
+            }
+          }
+          const bool same = std::isnan(want)
+                                ? std::isnan(have)
+                                : have == want && std::signbit(have) == std::signbit(want);
+          if (!same && first_wrong < 0) first_wrong = i;
+          wrong += !same;
+        }
+        INFO("first wrong element " << first_wrong);
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
 
 TEST_CASE("cast: every fp8 code decodes exactly and f32 encodes to the nearest code",
           "[lowp][cast]") {
@@ -772,6 +846,34 @@ TEST_CASE("bad low-precision descriptors are refused naming the operand", "[lowp
   quantize.blocks = {1, 128};
   quantize.q.dtype = HAL_DTYPE_F16;
   CHECK(session.refused(&quantize.header).find("q ") != std::string::npos);
+
+  // Dequantize: the same rules, the operands the other way round, no flags.
+  auto dequantize = header_of<hal_op_quantize_desc_t>(HAL_OP_DEQUANTIZE);
+  dequantize.blocks = {1, 128};
+  dequantize.q = dense(HAL_DTYPE_F8_E5M2, {4, 256});
+  dequantize.scale = dense(HAL_DTYPE_F32, {4, 2});
+  dequantize.x = dense(HAL_DTYPE_BF16, {4, 256});
+  session.plan(&dequantize.header);  // the valid descriptor the cases below break
+  dequantize.flags = HAL_QUANTIZE_GIVEN_SCALE;
+  CHECK(session.refused(&dequantize.header).find("HAL_OP_DEQUANTIZE does not take") !=
+        std::string::npos);
+  dequantize.flags = 0;
+  dequantize.scale = dense(HAL_DTYPE_F32, {2, 4});  // per-column blocks' shape, transposed
+  CHECK(session.refused(&dequantize.header).find("scale ") != std::string::npos);
+  dequantize.scale = dense(HAL_DTYPE_F16, {4, 2});
+  CHECK(session.refused(&dequantize.header).find("scale ") != std::string::npos);
+  dequantize.scale = dense(HAL_DTYPE_F32, {4, 2});
+  dequantize.blocks = {3, 128};  // does not divide the 4 rows
+  CHECK(session.refused(&dequantize.header).find("blocks.rows = 3 does not divide") !=
+        std::string::npos);
+  dequantize.blocks = {1, 128};
+  dequantize.x = dense(HAL_DTYPE_BF16, {4, 255});
+  CHECK(session.refused(&dequantize.header).find("must have the shape") != std::string::npos);
+  dequantize.x = dense(HAL_DTYPE_I32, {4, 256});
+  CHECK(session.refused(&dequantize.header).find("x has dtype i32") != std::string::npos);
+  dequantize.x = dense(HAL_DTYPE_F32, {4, 256});
+  dequantize.q.dtype = HAL_DTYPE_BF16;
+  CHECK(session.refused(&dequantize.header).find("q has dtype bf16") != std::string::npos);
 
   auto matmul = header_of<hal_op_scaled_matmul_desc_t>(HAL_OP_SCALED_MATMUL);
   matmul.a_blocks = {1, 128};

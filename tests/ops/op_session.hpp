@@ -1,6 +1,6 @@
-// One HAL session for the op tests (tests/ops/*_ops_test.cpp): device 0 of whatever plugin the
-// test binary's environment selects, one stream, and the device memory and plans a test makes,
-// freed when the session ends.
+// One HAL session for the op tests (tests/ops/*_ops_test.cpp, tests/cuda/cudnn_conv_test.cpp):
+// device 0 of whatever plugin the test binary's environment selects, one stream, and the device
+// memory and plans a test makes, freed when the session ends.
 #ifndef HAL_TESTS_OPS_OP_SESSION_HPP_
 #define HAL_TESTS_OPS_OP_SESSION_HPP_
 
@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hal.h"
@@ -34,6 +35,22 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   hal_device_t device() const { return device_; }
+  hal_stream_t stream() const { return stream_; }
+
+  // |bytes| of device memory (at least one byte), its contents unset: no guard bytes, so an
+  // operand can end exactly where its allocation does.
+  void* alloc_bytes(size_t bytes) {
+    void* p = nullptr;
+    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, bytes == 0 ? 1 : bytes, 0, &p) ==
+            HAL_SUCCESS);
+    allocations_.push_back(p);
+    return p;
+  }
+  // Copies |bytes| on the session's stream (host to device or back) and waits.
+  void copy(void* dst, const void* src, size_t bytes) {
+    REQUIRE(hal_memcpy_async(dst, src, bytes, stream_) == HAL_SUCCESS);
+    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
+  }
 
   // Device memory holding |host|'s bytes, then 64 guard bytes of 0xA5.
   template <typename T>
@@ -96,6 +113,12 @@ class Session {
     if (info.workspace_bytes > 0) {
       workspace = upload(std::vector<unsigned char>(info.workspace_bytes));
     }
+    execute(p, std::move(operands), std::move(scalars), workspace, info.workspace_bytes);
+  }
+  // Runs |plan| on the session's stream with |workspace_bytes| of workspace at |workspace|, and
+  // waits.
+  void execute(hal_op_plan_t plan, std::vector<void*> operands,
+               std::vector<hal_op_scalar_t> scalars, void* workspace, size_t workspace_bytes) {
     hal_op_exec_args_t args{};
     args.struct_size = sizeof args;
     args.operand_count = static_cast<uint32_t>(operands.size());
@@ -103,11 +126,13 @@ class Session {
     args.scalar_count = static_cast<uint32_t>(scalars.size());
     args.scalars = scalars.data();
     args.workspace = workspace;
-    args.workspace_bytes = info.workspace_bytes;
-    const hal_result_t result = hal_op_execute(p, &args, stream_);
+    args.workspace_bytes = workspace_bytes;
+    const hal_result_t result = hal_op_execute(plan, &args, stream_);
     INFO(hal_error_last_message());
     REQUIRE(result == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
+    const hal_result_t ran = hal_stream_synchronize(stream_);
+    INFO(hal_error_last_message());
+    REQUIRE(ran == HAL_SUCCESS);
   }
 
   // The plan is refused with HAL_ERROR_INVALID_ARGUMENT; the message.

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "hal.h"
+#include "op_session.hpp"
 
 namespace {
 
@@ -33,38 +34,18 @@ constexpr float kMinSubnormal = std::numeric_limits<float>::denorm_min();
 const float kBelowOne = std::nextafter(1.0f, 0.0f);
 const float kBelowMinNormal = std::nextafter(kMinNormal, 0.0f);
 
-class Session {
+// The op tests' session (op_session.hpp), with arrays filled in place (cpu device memory is host
+// memory).
+class Session : public op_test::Session {
  public:
-  Session() {
-    REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
-    REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
-    REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
-  }
-  ~Session() {
-    for (void* p : allocations_) hal_mem_free(p);
-    hal_stream_destroy(stream_);
-    hal_shutdown();
-  }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
-  hal_device_t device() const { return device_; }
-  hal_stream_t stream() const { return stream_; }
   // Device memory of |count| elements of 4 bytes, each holding |fill|.
   template <typename T>
   T* array(size_t count, T fill) {
     static_assert(sizeof(T) == 4);
-    void* p = nullptr;
-    REQUIRE(hal_mem_alloc(device_, HAL_MEMORY_DEVICE, count * 4, 0, &p) == HAL_SUCCESS);
-    allocations_.push_back(p);
-    T* typed = static_cast<T*>(p);
+    T* typed = static_cast<T*>(alloc_bytes(count * 4));
     for (size_t i = 0; i < count; ++i) typed[i] = fill;
     return typed;
   }
-
- private:
-  hal_device_t device_ = nullptr;
-  hal_stream_t stream_ = nullptr;
-  std::vector<void*> allocations_;
 };
 
 hal_tensor_desc_t dense(std::vector<int64_t> shape, hal_dtype_t dtype = HAL_DTYPE_F32) {

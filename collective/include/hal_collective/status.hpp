@@ -4,6 +4,8 @@
 
 #include <hal/plugin_v1.h>
 
+#include "hal_util/status.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -14,14 +16,8 @@ namespace hal::collective {
 
 using Clock = std::chrono::steady_clock;
 
-// HAL_SUCCESS, or a failure with its sentence.
-struct Status {
-  hal_result_t result = HAL_SUCCESS;
-  std::string message;
-
-  bool ok() const { return result == HAL_SUCCESS; }
-  static Status failure(hal_result_t code, std::string text) { return {code, std::move(text)}; }
-};
+// HAL_SUCCESS, or a failure with its sentence: the tree's one internal error carrier.
+using Status = hal::Status;
 
 // A point in time after which waiting is a failure, plus the flag that
 // hal_comm_abort raises.

@@ -1,10 +1,11 @@
 // cpu.native's low-precision ops (SPEC.md §17.6.12) on dense tensors:
 // HAL_OP_SCALED_MATMUL (int8 rows dotted in i32 per k chunk; 8-bit floats
-// widened once per execution to f32, then dotted in f32)
-// and HAL_OP_QUANTIZE (f32 x; block amax, then round to nearest even,
-// saturating). The dot loops are cloned per ISA. Work is split by the shape
-// alone, so every plan is deterministic. Other layouts and dtypes decline to
-// the portable kernels.
+// widened once per execution to f32, then dotted in f32), HAL_OP_QUANTIZE
+// (f32 x; block amax, then round to nearest even, saturating) and
+// HAL_OP_DEQUANTIZE (q * scale in f32, rounded once to x's dtype; AVX-512
+// runs of one scale where the CPU has it). The dot loops are cloned per ISA.
+// Work is split by the shape alone, so every plan is deterministic. Other
+// layouts and dtypes decline to the portable kernels.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "hal_util/isa_clones.hpp"
+#include "native_dequantize_avx512.hpp"
+#include "native_half.hpp"
 #include "native_lowp_avx512.hpp"
 #include "native_rows_avx512.hpp"
 #include "native_plan.hpp"
@@ -532,6 +535,108 @@ std::unique_ptr<OpPlan> plan_quantize(const hal_op_quantize_desc_t& desc, Declin
   });
 }
 
+// ---- HAL_OP_DEQUANTIZE -----------------------------------------------------------------
+
+// Every code's value in |dtype| (i8, or an 8-bit float: NaN codes NaN).
+const float* code_values(hal_dtype_t dtype) {
+  if (dtype != HAL_DTYPE_I8) return fp8_table().of(dtype);
+  static const std::array<float, 256> i8 = [] {
+    std::array<float, 256> values{};
+    for (int c = 0; c < 256; ++c) values[c] = static_cast<float>(static_cast<int8_t>(c));
+    return values;
+  }();
+  return i8.data();
+}
+
+// The plain loop of a run (see dequantize_run_avx512): codes looked up, f32
+// products, narrowed in blocks by native_half's from_f32 (the portable
+// kernels' bits).
+HAL_ISA_CLONES void dequantize_to_f32(const uint8_t* q, const float* values, float scale,
+                                      const float* scales, int64_t n, float* x) {
+  if (scales == nullptr) {
+    for (int64_t i = 0; i < n; ++i) x[i] = values[q[i]] * scale;
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = values[q[i]] * scales[i];
+  }
+}
+
+void dequantize_run_plain(const uint8_t* q, const float* values, float scale, const float* scales,
+                          int64_t n, void* x, hal_dtype_t x_dtype) {
+  if (x_dtype == HAL_DTYPE_F32)
+    return dequantize_to_f32(q, values, scale, scales, n, static_cast<float*>(x));
+  constexpr int64_t kBlock = 512;
+  float block[kBlock];
+  for (int64_t at = 0; at < n; at += kBlock) {
+    const int64_t count = std::min(kBlock, n - at);
+    dequantize_to_f32(q + at, values, scale, scales == nullptr ? nullptr : scales + at, count,
+                      block);
+    native::from_f32(block, native::HalfRef{x, x_dtype}, static_cast<size_t>(at),
+                     static_cast<size_t>(count));
+  }
+}
+
+// Dense q and x seen as [rows, cols]; scale any strides. Elements are split
+// over the pool in ranges of kDequantizeGrain; a range walks its rows in runs
+// of one scale (blocks of at least 16 columns: a vector's worth), or, for
+// narrower blocks, in pieces whose scales are first spread per element.
+constexpr uint64_t kDequantizeGrain = 1u << 16;
+constexpr int64_t kSpread = 1024;  // elements per piece of spread scales
+
+std::unique_ptr<OpPlan> plan_dequantize(const hal_op_quantize_desc_t& desc, Decline& decline) {
+  if (!dense(desc.x) || !dense(desc.q)) {
+    decline.reason = "a strided q or x (cpu.native takes dense ones; scale may have any strides)";
+    return nullptr;
+  }
+  const int64_t cols = desc.q.shape[desc.q.rank - 1];
+  const auto count = static_cast<int64_t>(element_count(desc.q));
+  const int64_t rows = cols == 0 ? 0 : count / cols;
+  const Grid grid = grid_of(desc.blocks, rows, cols);
+  const int64_t ss0 = desc.scale.strides[0], ss1 = desc.scale.strides[1];
+  const hal_dtype_t q_dtype = desc.q.dtype, x_dtype = desc.x.dtype;
+  const int64_t x_bytes = x_dtype == HAL_DTYPE_F32 ? 4 : 2;
+  const bool runs = grid.bc >= 16 || grid.bc >= cols;
+  return std::make_unique<NativePlan>(3, [=](ThreadPool& pool, void* const* operand,
+                                             const hal_op_scalar_t*) {
+    const auto* q = static_cast<const uint8_t*>(operand[0]);
+    const auto* scale = static_cast<const float*>(operand[1]);
+    auto* x = static_cast<unsigned char*>(operand[2]);
+    const bool avx512 = native::dequantize_avx512_available();
+    const float* values = code_values(q_dtype);
+    const auto run = [&](int64_t at, float s, const float* scales, int64_t n) {
+      if (avx512) {
+        native::dequantize_run_avx512(q + at, q_dtype, s, scales, n, x + at * x_bytes, x_dtype);
+      } else {
+        dequantize_run_plain(q + at, values, s, scales, n, x + at * x_bytes, x_dtype);
+      }
+    };
+    parallel_ranges(pool, static_cast<uint64_t>(count), kDequantizeGrain,
+                    [&](uint64_t begin, uint64_t end) {
+                      for (auto i = static_cast<int64_t>(begin); i < static_cast<int64_t>(end);) {
+                        const int64_t r = i / cols, c0 = i % cols;
+                        const int64_t c1 = std::min(cols, c0 + static_cast<int64_t>(end) - i);
+                        const float* scale_row = scale + (r / grid.br) * ss0;
+                        if (runs) {
+                          for (int64_t c = c0; c < c1;) {
+                            const int64_t block = c / grid.bc;
+                            const int64_t stop = std::min(c1, (block + 1) * grid.bc);
+                            run(r * cols + c, scale_row[block * ss1], nullptr, stop - c);
+                            c = stop;
+                          }
+                        } else {
+                          float spread[kSpread];
+                          for (int64_t c = c0; c < c1; c += kSpread) {
+                            const int64_t stop = std::min(c1, c + kSpread);
+                            for (int64_t e = c; e < stop; ++e)
+                              spread[e - c] = scale_row[(e / grid.bc) * ss1];
+                            run(r * cols + c, 0.0f, spread, stop - c);
+                          }
+                        }
+                        i += c1 - c0;
+                      }
+                    });
+  });
+}
+
 }  // namespace
 
 std::unique_ptr<OpPlan> plan_native_lowp(const hal_op_header_t& header, Decline& decline) {
@@ -541,8 +646,11 @@ std::unique_ptr<OpPlan> plan_native_lowp(const hal_op_header_t& header, Decline&
                                 decline);
     case HAL_OP_QUANTIZE:
       return plan_quantize(reinterpret_cast<const hal_op_quantize_desc_t&>(header), decline);
+    case HAL_OP_DEQUANTIZE:
+      return plan_dequantize(reinterpret_cast<const hal_op_quantize_desc_t&>(header), decline);
     default:
-      decline.reason = "cpu.native serves the scaled matmul and quantize of the low-precision ops";
+      decline.reason =
+          "cpu.native serves the scaled matmul, quantize and dequantize of the low-precision ops";
       return nullptr;
   }
 }

@@ -1049,13 +1049,15 @@ std::unique_ptr<OpPlan> plan_native(const hal_op_header_t& header, hal_op_plan_f
     case HAL_OP_PAGED_ATTENTION:
       return plan_paged(header, decline);
     case HAL_OP_QUANTIZE:
+    case HAL_OP_DEQUANTIZE:
     case HAL_OP_SCALED_MATMUL:
       return plan_native_lowp(header, decline);
     default:
       decline.reason =
           "cpu.native serves unary, bias-activation backward, binary, reduce, softmax and "
           "norm and their backward, cast, AdamW, attention, cross-entropy, embedding, and "
-          "unary math, binary with a scalar, where, clamp, fill and cat, and the paged KV cache";
+          "unary math, binary with a scalar, where, clamp, fill and cat, the paged KV cache, and "
+          "the scaled matmul, quantize and dequantize";
       return nullptr;
   }
 }

@@ -193,9 +193,11 @@ bool paged_decode_avx512_available() {
 void paged_decode_prefetch(const void* const* rows, int64_t count, int64_t bytes) {
   for (int64_t k = 0; k < count; ++k) {
     const char* row = static_cast<const char*>(rows[k]);
-    // Every line the row touches, its last included.
-    for (int64_t at = 0; at < bytes; at += 64) _mm_prefetch(row + at, _MM_HINT_T0);
-    _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
+    // Every line the row touches, once: from the first line to the last.
+    const auto first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63};
+    const uintptr_t last = reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(bytes) - 1;
+    for (uintptr_t line = first; line <= last; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
   }
 }
 

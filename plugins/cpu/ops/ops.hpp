@@ -98,8 +98,8 @@ std::unique_ptr<OpPlan> plan_native_math(const hal_op_header_t& desc, Decline& d
 // Plans PAGED_KV_APPEND and PAGED_ATTENTION (native_paged.cpp) when the head
 // dims are unit-stride; nullptr with |decline| set otherwise.
 std::unique_ptr<OpPlan> plan_paged(const hal_op_header_t& desc, Decline& decline);
-// Plans the low-precision ops native_lowp.cpp serves (SCALED_MATMUL and
-// QUANTIZE on dense tensors); nullptr with |decline| set otherwise.
+// Plans the low-precision ops native_lowp.cpp serves (SCALED_MATMUL,
+// QUANTIZE and DEQUANTIZE on dense tensors); nullptr with |decline| set otherwise.
 std::unique_ptr<OpPlan> plan_native_lowp(const hal_op_header_t& desc, Decline& decline);
 
 }  // namespace ops
