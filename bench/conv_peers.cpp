@@ -10,6 +10,8 @@
 // PyTorch CPU, the third peer, is bench/python/conv_torch.py; bench/conv_peers.sh
 // runs both and joins the tables.
 // Usage: conv_peers [--batch 8] [--reps 5] [--layout nchw|nhwc] [--dtype f32|bf16] [--best]
+//                   [--shape TEXT] [--op forward|bwd-data|bwd-weights]
+// (--shape: only the shapes whose name contains TEXT; --op: only that op)
 // Prints one line per shape and op: "conv <layout> <dtype> <batch> <shape> <op>
 // hal_ms onednn_ms".
 #include <dnnl.hpp>
@@ -54,6 +56,8 @@ struct Options {
   bool nhwc = false;
   bool bf16 = false;
   bool best = false;  // the fastest round instead of the median
+  std::string shape;  // only shapes whose name contains it
+  std::string op;     // only this op ("forward", "bwd-data", "bwd-weights")
 };
 
 // A tensor of dimensions [n, c, h, w] in the layout's memory order.
@@ -224,10 +228,15 @@ int main(int argc, char** argv) {
       o.bf16 = next() == "bf16";
     } else if (arg == "--best") {
       o.best = true;
+    } else if (arg == "--shape") {
+      o.shape = next();
+    } else if (arg == "--op") {
+      o.op = next();
     } else {
       std::fprintf(stderr,
                    "usage: conv_peers [--batch N] [--reps R] [--layout nchw|nhwc] "
-                   "[--dtype f32|bf16] [--best]\n");
+                   "[--dtype f32|bf16] [--best] [--shape TEXT] "
+                   "[--op forward|bwd-data|bwd-weights]\n");
       return 2;
     }
   }
@@ -247,8 +256,10 @@ int main(int argc, char** argv) {
               o.reps);
   std::printf("# conv layout dtype batch shape op hal_ms onednn_ms hal_implementation\n");
   for (const Shape& s : kShapes) {
+    if (std::string(s.name).find(o.shape) == std::string::npos) continue;
     for (hal_op_kind_t kind : {HAL_OP_CONVOLUTION, HAL_OP_CONVOLUTION_BACKWARD_DATA,
                                HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS}) {
+      if (!o.op.empty() && o.op != kind_label(kind)) continue;
       HalRun hal;
       plan_hal(device, stream, o, s, kind, hal);
       DnnlRun dnnl_run;

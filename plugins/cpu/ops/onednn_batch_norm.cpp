@@ -151,7 +151,7 @@ std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc, ha
               dnnl::batch_normalization_forward::desc(
                   training ? prop_kind::forward_training : prop_kind::forward_inference, data,
                   epsilon, nflags),
-              with_user_scratchpad(), onednn_engine());
+              user_scratchpad(), onednn_engine());
           if (is_reference(pd) && !last) continue;
           PrimitiveStep step;
           step.primitive = dnnl::batch_normalization_forward(pd);
@@ -229,7 +229,7 @@ std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc, ha
           dnnl::batch_normalization_backward::primitive_desc pd(
               dnnl::batch_normalization_backward::desc(prop_kind::backward, data, data, epsilon,
                                                        nflags),
-              with_user_scratchpad(), onednn_engine(), hint);
+              user_scratchpad(), onednn_engine(), hint);
           if (is_reference(pd) && !last) continue;
           PrimitiveStep step;
           step.primitive = dnnl::batch_normalization_backward(pd);

@@ -87,17 +87,18 @@ class SingleThreadedOnednn {
 // torch.set_num_threads(1)) and run on the team wrote past its scratchpad.
 int onednn_team_threads() noexcept;
 
-// Scratchpads. Every primitive the plugin creates (convolutions, pooling,
-// batch norm, matmul, and the reorders that stage tensors) takes its
-// scratchpad from the plan's workspace, which the caller hands to each
-// execution: |attr| with scratchpad_mode::user. oneDNN's default, a
-// library-managed scratchpad, lives in thread-local storage of the thread
-// that created the primitive, yet an execution takes the executing thread's:
-// a primitive planned on one thread and run on another (a plan made on the
-// application's thread and run by a stream executor, as every call runs on
-// its caller when the plugin's team is one thread) wrote into that thread's
-// scratchpad, absent or smaller: a segfault in oneDNN's convolution. Plans
-// destroyed on another thread also unbalanced those threads' counts.
+// Scratchpads. The plugin's primitives (the matmul here; convolution,
+// pooling and batch norm through user_scratchpad() and scratchpad_of,
+// onednn_primitive.hpp) take their scratchpad from the plan's workspace,
+// which the caller hands to each execution: |attr| with
+// scratchpad_mode::user. oneDNN's default, a library-managed scratchpad,
+// lives in thread-local storage of the thread that created the primitive,
+// yet an execution takes the executing thread's: a primitive planned on one
+// thread and run on another (a plan made on the application's thread and
+// run by a stream executor, as every call runs on its caller when the
+// plugin's team is one thread) wrote into that thread's scratchpad, absent
+// or smaller: a segfault in oneDNN's convolution through hal_torch. The
+// reorders that stage tensors keep oneDNN's own.
 dnnl::primitive_attr with_user_scratchpad(dnnl::primitive_attr attr = dnnl::primitive_attr());
 
 // The bytes of |primitive|'s scratchpad (created with_user_scratchpad); 0

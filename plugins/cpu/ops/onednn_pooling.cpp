@@ -128,7 +128,7 @@ std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_p
           dnnl::pooling_v2_forward::primitive_desc pd(
               dnnl::pooling_v2_forward::desc(prop_kind::forward_inference, kind, src, dst, strides,
                                              kernel, dilation, pad_l, pad_r),
-              with_user_scratchpad(), onednn_engine());
+              user_scratchpad(), onednn_engine());
           if (std::string(pd.impl_info_str()).find("ref") != std::string::npos &&
               &attempt != &attempts().back()) {
             continue;
@@ -146,7 +146,7 @@ std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_p
           dnnl::pooling_v2_backward::primitive_desc pd(
               dnnl::pooling_v2_backward::desc(kind, src, dst, strides, kernel, dilation, pad_l,
                                               pad_r),
-              with_user_scratchpad(), onednn_engine(), hint);
+              user_scratchpad(), onednn_engine(), hint);
           if (std::string(pd.impl_info_str()).find("ref") != std::string::npos &&
               &attempt != &attempts().back()) {
             continue;

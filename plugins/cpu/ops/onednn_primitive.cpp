@@ -37,11 +37,6 @@ struct PrimitivePlanBody {
         step.host(operands, base, scalars);
         continue;
       }
-      unsigned char* scratchpad = base != nullptr ? base + step.scratchpad_offset : nullptr;
-      const auto copy = [&](const dnnl::reorder& reorder, const memory& from, const memory& to) {
-        execute_with_scratchpad(reorder, stream, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}},
-                                scratchpad);
-      };
       std::unordered_map<int, memory> args;
       std::vector<std::pair<const PrimitiveTensor*, std::pair<memory, memory>>> outputs;
       for (const PrimitiveTensor& tensor : step.tensors) {
@@ -52,11 +47,14 @@ struct PrimitivePlanBody {
         void* pointer = operands[tensor.operand];
         memory user(tensor.user, engine, pointer);
         memory prim = tensor.staged ? memory(tensor.prim, engine, base + tensor.offset) : user;
-        if (tensor.role == TensorRole::kInput && tensor.staged) copy(tensor.copy, user, prim);
+        if (tensor.role == TensorRole::kInput && tensor.staged) {
+          tensor.copy.execute(stream, user, prim);
+        }
         if (tensor.preload_operand >= 0) {
           void* source = operands[tensor.preload_operand];
           if (tensor.staged || source != pointer) {
-            copy(tensor.preload_copy, memory(tensor.preload, engine, source), prim);
+            memory from(tensor.preload, engine, source);
+            tensor.preload_copy.execute(stream, from, prim);
           }
         }
         if (tensor.role == TensorRole::kOutput && tensor.staged) {
@@ -64,8 +62,10 @@ struct PrimitivePlanBody {
         }
         args.emplace(tensor.arg, prim);
       }
-      execute_with_scratchpad(*step.primitive, stream, std::move(args), scratchpad);
-      for (auto& [tensor, memories] : outputs) copy(tensor->copy, memories.first, memories.second);
+      step.primitive->execute(stream, args);
+      for (auto& [tensor, memories] : outputs) {
+        tensor->copy.execute(stream, memories.first, memories.second);
+      }
       stream.wait();
     }
   }
@@ -115,16 +115,15 @@ hal_result_t PrimitivePlan::enqueue(Stream& stream, const hal_op_exec_args_t& ar
 size_t lay_out_workspace(std::vector<PrimitiveStep>& steps,
                          const std::vector<std::shared_ptr<Scratch>>& scratch) {
   const dnnl::engine& engine = onednn_engine();
-  const dnnl::primitive_attr attr = with_user_scratchpad();
-  const auto reorder = [&](const memory::desc& from, const memory::desc& to) {
-    return dnnl::reorder(dnnl::reorder::primitive_desc(engine, from, engine, to, attr));
-  };
   size_t used = 0;
-  size_t scratchpad = 0;  // the largest of the steps' primitives and reorders
   std::vector<Scratch*> blocks;
   for (const auto& block : scratch) blocks.push_back(block.get());
   for (PrimitiveStep& step : steps) {
-    if (step.primitive) scratchpad = std::max(scratchpad, scratchpad_bytes(*step.primitive));
+    if (step.primitive) {
+      if (auto scratchpad = scratchpad_of(*step.primitive)) {
+        step.tensors.push_back(std::move(*scratchpad));
+      }
+    }
     for (PrimitiveTensor& tensor : step.tensors) {
       if (tensor.scratch) {
         tensor.scratch->bytes = std::max(tensor.scratch->bytes, tensor.prim.get_size());
@@ -136,13 +135,15 @@ size_t lay_out_workspace(std::vector<PrimitiveStep>& steps,
       if (tensor.staged) {
         tensor.offset = used;
         used += aligned_size(tensor.prim.get_size());
-        tensor.copy = tensor.role == TensorRole::kInput ? reorder(tensor.user, tensor.prim)
-                                                        : reorder(tensor.prim, tensor.user);
-        scratchpad = std::max(scratchpad, scratchpad_bytes(tensor.copy));
+        tensor.copy = tensor.role == TensorRole::kInput
+                          ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, tensor.user, engine,
+                                                                        tensor.prim))
+                          : dnnl::reorder(dnnl::reorder::primitive_desc(engine, tensor.prim, engine,
+                                                                        tensor.user));
       }
       if (tensor.preload_operand >= 0) {
-        tensor.preload_copy = reorder(tensor.preload, tensor.prim);
-        scratchpad = std::max(scratchpad, scratchpad_bytes(tensor.preload_copy));
+        tensor.preload_copy = dnnl::reorder(
+            dnnl::reorder::primitive_desc(engine, tensor.preload, engine, tensor.prim));
       }
     }
   }
@@ -150,8 +151,6 @@ size_t lay_out_workspace(std::vector<PrimitiveStep>& steps,
     block->offset = used;
     used += aligned_size(block->bytes);
   }
-  for (PrimitiveStep& step : steps) step.scratchpad_offset = used;
-  used += aligned_size(scratchpad);
   return used == 0 ? 0 : used + kWorkspaceAlignment - 1;
 }
 
@@ -175,6 +174,20 @@ PrimitiveTensor bind_scratch(int arg, TensorRole role, const memory::desc& prim,
   tensor.prim = prim;
   tensor.scratch = std::move(scratch);
   return tensor;
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  return with_user_scratchpad();
+}
+
+std::optional<PrimitiveTensor> scratchpad_of(const dnnl::primitive& primitive) {
+  const_dnnl_primitive_desc_t pd = primitive.get_primitive_desc();
+  const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (md == nullptr) return std::nullopt;
+  const memory::desc scratchpad(*md);
+  if (scratchpad.get_size() == 0) return std::nullopt;
+  return bind_scratch(DNNL_ARG_SCRATCHPAD, TensorRole::kOutput, scratchpad,
+                      std::make_shared<Scratch>());
 }
 
 memory::desc user_desc(const memory::dims& dims, const memory::dims& strides, hal_dtype_t dtype) {

@@ -55,15 +55,10 @@ struct PrimitiveTensor {
   dnnl::reorder preload_copy;
 };
 
-// One step of a plan: a primitive over its tensors, or a host function. The
-// primitive is created with_user_scratchpad (onednn_common.hpp); its
-// scratchpad, and its reorders', is the workspace block at
-// |scratchpad_offset| that every step of the plan shares (they run one after
-// the other).
+// One step of a plan: a primitive over its tensors, or a host function.
 struct PrimitiveStep {
   std::optional<dnnl::primitive> primitive;
   std::vector<PrimitiveTensor> tensors;
-  size_t scratchpad_offset = 0;
   // A host step (runs instead of a primitive): operands, the aligned
   // workspace base, the execution's scalars.
   std::function<void(void* const* operands, unsigned char* workspace,
@@ -93,11 +88,11 @@ class PrimitivePlan final : public OpPlan {
   bool short_call_;
 };
 
-// Lays the staged tensors of |steps|, |scratch| and the steps' scratchpad
-// out in one workspace (each on a 64-byte boundary of the aligned base; the
-// plan asks 63 bytes more, since the caller's workspace may start
-// anywhere), creates their reorders (with_user_scratchpad), and returns the
-// workspace bytes.
+// Lays the staged tensors of |steps| and |scratch| out in one workspace
+// (each on a 64-byte boundary of the aligned base; the plan asks 63 bytes
+// more, since the caller's workspace may start anywhere), with the
+// scratchpad of each primitive built with user_scratchpad(), creates their
+// reorders, and returns the workspace bytes.
 size_t lay_out_workspace(std::vector<PrimitiveStep>& steps,
                          const std::vector<std::shared_ptr<Scratch>>& scratch);
 
@@ -109,6 +104,20 @@ PrimitiveTensor bind_scratch(int arg, TensorRole role, const dnnl::memory::desc&
 PrimitiveTensor bind(int arg, int operand, TensorRole role, const dnnl::memory::desc& user,
                      const dnnl::memory::desc& prim);
 
+// Primitive attributes that leave the scratchpad to the caller
+// (scratchpad_mode::user), and the scratchpad of a primitive built with them
+// as a tensor in the workspace (nullopt when it needs none; every primitive
+// of a PrimitivePlan is built with them, lay_out_workspace adds it). Why not
+// oneDNN's own (library mode): Debian's libdnnl 2.6 keeps it per thread
+// and sizes it when a primitive is created, so a primitive executed on
+// another thread than the one that created it finds no scratchpad there
+// (invalid arguments, or a crash at 2 threads) - which is what runs at one
+// OpenMP thread, where the plan is made on the caller and executed on the
+// stream's thread (onednn_common.hpp); in the workspace it is also sized
+// once, at planning, and the caller's to reuse.
+dnnl::primitive_attr user_scratchpad();
+std::optional<PrimitiveTensor> scratchpad_of(const dnnl::primitive& primitive);
+
 // A oneDNN memory descriptor of |dims| with the element |strides| of a HAL
 // tensor (strided_desc's canonical strides for extent-1 dimensions).
 dnnl::memory::desc user_desc(const dnnl::memory::dims& dims, const dnnl::memory::dims& strides,
@@ -118,10 +127,14 @@ dnnl::memory::desc user_desc(const dnnl::memory::dims& dims, const dnnl::memory:
 // implementation that is not its reference one: the caller's dtypes or all
 // f32 (f16 widened, odd mixes), with the caller's layouts, weights in
 // oneDNN's choice, or every tensor in oneDNN's choice.
+// |activations_channels_first| is no attempt of that list: a planner that
+// knows a layout serves better asks for it by name (the activations dense in
+// canonical [N, C, spatial...] order, staged through the workspace).
 struct Attempt {
-  bool f32 = false;              // every floating tensor as f32
-  bool weights_any = false;      // weights in the primitive's preferred layout
-  bool activations_any = false;  // activations too
+  bool f32 = false;                         // every floating tensor as f32
+  bool weights_any = false;                 // weights in the primitive's preferred layout
+  bool activations_any = false;             // activations too
+  bool activations_channels_first = false;  // activations dense channels-first
 };
 const std::vector<Attempt>& attempts();
 
