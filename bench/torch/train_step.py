@@ -6,10 +6,11 @@ spent in the CPU fallback (hal_torch.metrics()) and the ops that fell back.
 
   PYTHONPATH=<build>/python HAL_PLUGINS=cpu HAL_TORCH_FALLBACK=silent \\
     python3 bench/torch/train_step.py gpt resnet18 resnet50 [--steps 5] [--warmup 2]
-    [--batch 16] [--image 224] [--gpt-batch 8] [--threads N]
+    [--rounds 1] [--batch 16] [--image 224] [--gpt-batch 8] [--threads N]
 
-Each model runs its warm-up steps then its timed steps on `cpu`, then on `hal`, from the same
-weights and batches; the figure is the median step time. Not a test: no assertion on speed."""
+Each model runs its warm-up steps on `cpu` and on `hal`, then --rounds rounds of --steps timed
+steps on `cpu` then on `hal` (interleaved, so load drifts hit both), from the same weights and
+batches; the figure is the median step time. Not a test: no assertion on speed."""
 import argparse
 import copy
 import os
@@ -32,23 +33,35 @@ def synchronize(device):
         torch.hal.synchronize()
 
 
-def timed_steps(device, step, warmup, steps):
-    """Median seconds of |steps| calls of step() after |warmup|, and the fallback seconds."""
-    for _ in range(warmup):
-        step()
-    synchronize(device)
-    hal_torch.reset_metrics()
+def timed_steps(device, step, steps):
+    """Seconds of each of |steps| calls of step(), each synchronized."""
     times = []
     for _ in range(steps):
         start = time.perf_counter()
         step()
         synchronize(device)
         times.append(time.perf_counter() - start)
+    return times
+
+
+def compare(cpu_step, hal_step, warmup, steps, rounds):
+    """Median step seconds on cpu and hal over |rounds| interleaved rounds of |steps| steps each
+    (cpu then hal, so load drifts hit both), the hal steps' total, and their fallback seconds."""
+    for step, device in ((cpu_step, "cpu"), (hal_step, "hal")):
+        for _ in range(warmup):
+            step()
+        synchronize(device)
+    hal_torch.reset_metrics()
+    cpu_times, hal_times = [], []
+    for _ in range(rounds):
+        cpu_times += timed_steps("cpu", cpu_step, steps)
+        hal_times += timed_steps("hal", hal_step, steps)
     m = hal_torch.metrics()["ops"]
     ignored = ("aten::_copy_from", "aten::_local_scalar_dense")
     fallback_s = sum(v["fallback_seconds"] for k, v in m.items() if k not in ignored)
     fell = sorted(k for k, v in m.items() if v["fallback"] and k not in ignored)
-    return statistics.median(times), sum(times), fallback_s, fell
+    return (statistics.median(cpu_times), statistics.median(hal_times), sum(hal_times),
+            fallback_s, fell)
 
 
 def gpt_step_fn(device, model, batch):
@@ -85,6 +98,8 @@ def main():
     parser.add_argument("models", nargs="*", default=["gpt", "resnet18"])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="interleaved rounds of --steps steps each, cpu then hal")
     parser.add_argument("--batch", type=int, default=16, help="ResNet images per step")
     parser.add_argument("--image", type=int, default=224, help="ResNet image side")
     parser.add_argument("--gpt-batch", type=int, default=8)
@@ -108,9 +123,8 @@ def main():
             per_step = args.batch
             unit = "images/s"
             make = lambda dev: resnet_step_fn(dev, model, args.batch, args.image)  # noqa: E731
-        cpu_s, _, _, _ = timed_steps("cpu", make("cpu"), args.warmup, args.steps)
-        hal_s, hal_total, fallback_s, fell = timed_steps("hal", make("hal"), args.warmup,
-                                                         args.steps)
+        cpu_s, hal_s, hal_total, fallback_s, fell = compare(make("cpu"), make("hal"),
+                                                            args.warmup, args.steps, args.rounds)
         print(f"{name:<10} {unit:<9} {per_step / cpu_s:>10.1f} {per_step / hal_s:>10.1f} "
               f"{cpu_s / hal_s:>7.2f}x {100 * fallback_s / hal_total:>14.1f}%  {fell}",
               flush=True)

@@ -10,10 +10,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hal.h"
@@ -81,44 +83,83 @@ hal_op_plan_info_t info_of(hal_op_plan_t plan) {
   return info;
 }
 
-}  // namespace
+// |count| values in [-1, 1) stored as |dtype| (f32 or bf16, truncated) at
+// |stored|; returns them as float64.
+std::vector<double> fill(std::mt19937& random, void* stored, int64_t count, hal_dtype_t dtype) {
+  std::uniform_real_distribution<float> values(-1.0f, 1.0f);
+  std::vector<double> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    float v = values(random);
+    if (dtype == HAL_DTYPE_BF16) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &v, 4);
+      const auto high = static_cast<uint16_t>(bits >> 16);
+      static_cast<uint16_t*>(stored)[i] = high;
+      bits = static_cast<uint32_t>(high) << 16;
+      std::memcpy(&v, &bits, 4);
+    } else {
+      static_cast<float*>(stored)[i] = v;
+    }
+    out[static_cast<size_t>(i)] = v;
+  }
+  return out;
+}
 
-TEST_CASE("cpu.onednn serves an f32 batched matmul with bias and gelu through the API",
-          "[cpu][api][ops]") {
+// Plans and runs a batched matmul with bias and gelu (a and b of |dtype|,
+// f32 accumulation, bias and d) on cpu.onednn against float64, with the
+// workspace the plan asks; |plan_on_another_thread|: planned on a thread
+// that ends before the plan runs on this one.
+void check_batched_matmul(int64_t batch, int64_t m, int64_t n, int64_t k, hal_dtype_t dtype,
+                          bool plan_on_another_thread) {
   Session session;
-  const int64_t batch = 2, m = 24, n = 16, k = 40;
-  const hal_op_matmul_desc_t desc =
+  hal_op_matmul_desc_t desc =
       batched_desc(batch, m, n, k, HAL_MATMUL_BIAS, HAL_ACTIVATION_GELU_ERF);
+  desc.a.dtype = desc.b.dtype = dtype;
   hal_op_plan_t plan = nullptr;
-  const hal_result_t result = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
-  if (loader_lacks_matmul(result)) return;
+  hal_result_t result = HAL_SUCCESS;
+  std::string message;
+  const auto create = [&] {
+    result = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
+    message = hal_error_last_message();
+  };
+  if (plan_on_another_thread) {
+    std::thread(create).join();
+  } else {
+    create();
+  }
+  INFO(message);
   REQUIRE(result == HAL_SUCCESS);
-  CHECK(std::string(info_of(plan).implementation) == "cpu.onednn");
+  const hal_op_plan_info_t info = info_of(plan);
+  CHECK(std::string(info.implementation) == "cpu.onednn");
 
+  float* workspace =
+      info.workspace_bytes > 0 ? session.alloc((info.workspace_bytes + 3) / 4) : nullptr;
+  // f32 floats hold the operands whatever their dtype (bf16 takes half).
   float* a = session.alloc(batch * m * k);
   float* b = session.alloc(batch * k * n);
   float* d = session.alloc(batch * m * n);
   float* bias = session.alloc(n);
   std::mt19937 random(17);
-  std::uniform_real_distribution<float> values(-1.0f, 1.0f);
-  for (int64_t i = 0; i < batch * m * k; ++i) a[i] = values(random);
-  for (int64_t i = 0; i < batch * k * n; ++i) b[i] = values(random);
-  for (int64_t i = 0; i < n; ++i) bias[i] = values(random);
+  const std::vector<double> av = fill(random, a, batch * m * k, dtype);
+  const std::vector<double> bv = fill(random, b, batch * k * n, dtype);
+  const std::vector<double> biasv = fill(random, bias, n, HAL_DTYPE_F32);
   void* operands[6] = {a, b, nullptr, d, bias, nullptr};
   hal_op_exec_args_t args{};
   args.struct_size = sizeof(args);
   args.operand_count = 6;
   args.operands = operands;
+  args.workspace = workspace;
+  args.workspace_bytes = info.workspace_bytes;
   REQUIRE(hal_op_execute(plan, &args, session.stream()) == HAL_SUCCESS);
-  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  const hal_result_t ran = hal_stream_synchronize(session.stream());
+  INFO(hal_error_last_message());
+  REQUIRE(ran == HAL_SUCCESS);
   size_t bad = 0;
   for (int64_t p = 0; p < batch; ++p) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
-        double x = bias[j];
-        for (int64_t q = 0; q < k; ++q) {
-          x += static_cast<double>(a[(p * m + i) * k + q]) * b[(p * k + q) * n + j];
-        }
+        double x = biasv[j];
+        for (int64_t q = 0; q < k; ++q) x += av[(p * m + i) * k + q] * bv[(p * k + q) * n + j];
         const double expected = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
         if (std::fabs(d[(p * m + i) * n + j] - expected) > 1e-5 * (k + 1)) ++bad;
       }
@@ -126,6 +167,30 @@ TEST_CASE("cpu.onednn serves an f32 batched matmul with bias and gelu through th
   }
   CHECK(bad == 0);
   REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
+}
+
+}  // namespace
+
+TEST_CASE("cpu.onednn serves an f32 batched matmul with bias and gelu through the API",
+          "[cpu][api][ops]") {
+  check_batched_matmul(2, 24, 16, 40, HAL_DTYPE_F32, false);
+}
+
+// oneDNN's library-managed scratchpad lives in thread-local storage of the
+// thread that created the primitive; the plugin's primitives take theirs from
+// the workspace instead (plugins/cpu/ops/onednn_common.hpp). Planned on a
+// thread that ends, run on this one: with OMP_NUM_THREADS=1 (the
+// team_of_one registration) every oneDNN call runs on its caller, and the
+// bf16 product's scratchpad (its brgemm kernel's buffers) was absent on the
+// executing thread. oneDNN 2.6 has bf16 matmul from AVX-512 on.
+TEST_CASE("cpu.onednn's matmul planned on one thread and executed on another",
+          "[cpu][api][ops][threads]") {
+  check_batched_matmul(2, 33, 47, 70, HAL_DTYPE_F32, true);
+  if (__builtin_cpu_supports("avx512bw")) {
+    check_batched_matmul(2, 33, 47, 70, HAL_DTYPE_BF16, true);
+  } else {
+    WARN("no AVX-512 on this CPU: the bf16 product is not oneDNN's");
+  }
 }
 
 TEST_CASE("what cpu.onednn declines goes on to the next implementation with its reason",

@@ -130,7 +130,9 @@ class Session {
     const hal_result_t result = hal_op_execute(plan, &args, stream_);
     INFO(hal_error_last_message());
     REQUIRE(result == HAL_SUCCESS);
-    REQUIRE(hal_stream_synchronize(stream_) == HAL_SUCCESS);
+    const hal_result_t ran = hal_stream_synchronize(stream_);
+    INFO(hal_error_last_message());
+    REQUIRE(ran == HAL_SUCCESS);
   }
 
   // The plan is refused with HAL_ERROR_INVALID_ARGUMENT; the message.

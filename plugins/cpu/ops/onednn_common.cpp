@@ -260,6 +260,34 @@ void run_onednn_call(OnednnPlacement placement, void (*body)(void* context), voi
   thread.run(body, context, placement == OnednnPlacement::kShortOnOnednnThread);
 }
 
+dnnl::primitive_attr with_user_scratchpad(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+namespace {
+
+const dnnl_memory_desc_t* scratchpad_md(const dnnl::primitive& primitive) {
+  return dnnl_primitive_desc_query_md(primitive.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
+}
+
+}  // namespace
+
+size_t scratchpad_bytes(const dnnl::primitive& primitive) {
+  const dnnl_memory_desc_t* md = scratchpad_md(primitive);
+  return md == nullptr ? 0 : dnnl_memory_desc_get_size(md);
+}
+
+void execute_with_scratchpad(const dnnl::primitive& primitive, dnnl::stream& stream,
+                             std::unordered_map<int, dnnl::memory> args, void* scratchpad) {
+  const dnnl_memory_desc_t* md = scratchpad_md(primitive);
+  if (md != nullptr && dnnl_memory_desc_get_size(md) > 0) {
+    args.insert_or_assign(DNNL_ARG_SCRATCHPAD,
+                          dnnl::memory(dnnl::memory::desc(*md), onednn_engine(), scratchpad));
+  }
+  primitive.execute(stream, args);
+}
+
 std::optional<dnnl::memory::data_type> onednn_dtype(hal_dtype_t dtype) {
   switch (dtype) {
     case HAL_DTYPE_F32:

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 
 #include "hal/ops.h"
 
@@ -85,6 +86,29 @@ class SingleThreadedOnednn {
 // created on a caller at 1 thread (an application's thread after
 // torch.set_num_threads(1)) and run on the team wrote past its scratchpad.
 int onednn_team_threads() noexcept;
+
+// Scratchpads. The plugin's primitives (the matmul here; convolution,
+// pooling and batch norm through user_scratchpad() and scratchpad_of,
+// onednn_primitive.hpp) take their scratchpad from the plan's workspace,
+// which the caller hands to each execution: |attr| with
+// scratchpad_mode::user. oneDNN's default, a library-managed scratchpad,
+// lives in thread-local storage of the thread that created the primitive,
+// yet an execution takes the executing thread's: a primitive planned on one
+// thread and run on another (a plan made on the application's thread and
+// run by a stream executor, as every call runs on its caller when the
+// plugin's team is one thread) wrote into that thread's scratchpad, absent
+// or smaller: a segfault in oneDNN's convolution through hal_torch. The
+// reorders that stage tensors keep oneDNN's own.
+dnnl::primitive_attr with_user_scratchpad(dnnl::primitive_attr attr = dnnl::primitive_attr());
+
+// The bytes of |primitive|'s scratchpad (created with_user_scratchpad); 0
+// when it needs none.
+size_t scratchpad_bytes(const dnnl::primitive& primitive);
+
+// Executes |primitive| on |stream| with |args| and, when it needs one, its
+// scratchpad at |scratchpad| (scratchpad_bytes(primitive) bytes).
+void execute_with_scratchpad(const dnnl::primitive& primitive, dnnl::stream& stream,
+                             std::unordered_map<int, dnnl::memory> args, void* scratchpad);
 
 // oneDNN's data type for a HAL floating dtype; nullopt for the others.
 std::optional<dnnl::memory::data_type> onednn_dtype(hal_dtype_t dtype);

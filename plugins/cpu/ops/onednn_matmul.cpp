@@ -213,6 +213,7 @@ struct MatmulState final : MatmulProduct {
   std::optional<SgemmCall> sgemm;
   bool short_call = false;  // work <= kShortCallWork
   dnnl::matmul primitive;
+  size_t scratchpad = 0;  // the primitive's, in the workspace (with_user_scratchpad)
   memory::desc a, b, d, bias;
   bool has_bias = false;
   bool bias_as_post_op = false;  // alpha != 1: bias is a binary-add post-op
@@ -228,7 +229,7 @@ struct MatmulState final : MatmulProduct {
   size_t bias_element_bytes = 0;
 
   void run(ThreadPool& pool, void* a_ptr, void* b_ptr, const void* c_ptr, void* d_ptr,
-           void* bias_ptr, void*) const override {
+           void* bias_ptr, void* workspace) const override {
     if (reads_c && c_ptr != d_ptr) copy_strided(c_tensor, c_ptr, d_tensor, d_ptr, element_bytes);
     if (sgemm) {
       run_onednn_call(OnednnPlacement::kCaller, [&] {
@@ -239,12 +240,16 @@ struct MatmulState final : MatmulProduct {
     }
     run_onednn_call(
         short_call ? OnednnPlacement::kShortOnOnednnThread : OnednnPlacement::kOnednnThread,
-        [&] { execute_primitive(a_ptr, b_ptr, d_ptr, bias_ptr); });
+        [&] { execute_primitive(a_ptr, b_ptr, d_ptr, bias_ptr, workspace); });
+  }
+  size_t workspace_bytes() const override {
+    return scratchpad == 0 ? 0 : scratchpad + kWorkspaceAlignment - 1;
   }
 
  private:
   // On the oneDNN thread (onednn_common.hpp).
-  void execute_primitive(void* a_ptr, void* b_ptr, void* d_ptr, void* bias_ptr) const {
+  void execute_primitive(void* a_ptr, void* b_ptr, void* d_ptr, void* bias_ptr,
+                         void* workspace) const {
     const dnnl::engine& engine = onednn_engine();
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, memory(a, engine, a_ptr)},
@@ -269,7 +274,8 @@ struct MatmulState final : MatmulProduct {
       args.emplace(key, memory(bias, engine, bias_ptr));
     }
     dnnl::stream& stream = onednn_stream();
-    primitive.execute(stream, args);
+    execute_with_scratchpad(primitive, stream, std::move(args),
+                            scratchpad == 0 ? nullptr : aligned_workspace(workspace));
     stream.wait();
   }
 };
@@ -529,6 +535,7 @@ std::shared_ptr<const MatmulProduct> plan_onednn_product(const hal_op_matmul_des
       return nullptr;
   }
   attr.set_post_ops(post_ops);
+  attr = with_user_scratchpad(attr);
 
   try {
     const dnnl::matmul::desc op =
@@ -552,6 +559,7 @@ std::shared_ptr<const MatmulProduct> plan_onednn_product(const hal_op_matmul_des
         } while (candidate.next_impl());
       }
       state->primitive = dnnl::matmul(pd);
+      state->scratchpad = scratchpad_bytes(state->primitive);
     });
   } catch (const dnnl::error& error) {
     if (error.status != dnnl_unimplemented) throw;

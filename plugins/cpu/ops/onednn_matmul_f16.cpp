@@ -142,8 +142,9 @@ struct WidenedMatmul final : MatmulProduct {
   std::shared_ptr<const MatmulProduct> product;  // the f32 product
   Conversion a, b, d, bias;
   bool reads_c = false, has_bias = false;
-  hal_tensor_desc_t c{};  // as stored, with beta != 0
-  size_t bytes = 0;       // the workspace
+  hal_tensor_desc_t c{};      // as stored, with beta != 0
+  size_t bytes = 0;           // the workspace
+  size_t product_offset = 0;  // the f32 product's own workspace
 
   void run(ThreadPool& pool, void* a_stored, void* b_stored, const void* c_stored, void* d_stored,
            void* bias_stored, void* workspace) const override {
@@ -157,7 +158,7 @@ struct WidenedMatmul final : MatmulProduct {
     // beta * c accumulates into d: c (which may broadcast) widened into d's place.
     if (reads_c) widen(pool, Conversion{c, d.dense, d.offset}, c_stored, d32);
     if (has_bias) widen(pool, bias, bias_stored, bias32);
-    product->run(pool, a32, b32, d32, d32, bias32, nullptr);
+    product->run(pool, a32, b32, d32, d32, bias32, base + product_offset);
     narrow(pool, d, d32, d_stored);
   }
   size_t workspace_bytes() const override { return bytes; }
@@ -211,9 +212,10 @@ std::shared_ptr<const MatmulProduct> plan_widened_product(const hal_op_matmul_de
     inner.bias = dense_f32(desc.bias);
     place(matmul->bias, desc.bias, inner.bias);
   }
-  matmul->bytes = offset + kWorkspaceAlignment - 1;
   matmul->product = plan_onednn_product(inner, decline);
   if (!matmul->product) return nullptr;
+  matmul->product_offset = offset;
+  matmul->bytes = offset + matmul->product->workspace_bytes() + kWorkspaceAlignment - 1;
   return matmul;
 }
 

@@ -3,10 +3,12 @@
 // fixed windows (ceil mode as a larger right padding) and adaptive ones
 // whose windows are fixed (an input extent a multiple of the output's).
 //
+// Max pooling is the plugin's own host loops (max_pooling.cpp): oneDNN keeps
+// its argmax in a workspace of its own format (not PyTorch's flat indices,
+// which HAL's backward reads) and its comparisons skip a NaN, where SPEC
+// §17.6.9 propagates it.
+//
 // Declined, with the reason, for the portable implementation:
-//  - max pooling: oneDNN keeps its argmax in a workspace of its own format
-//    (not PyTorch's flat indices, which HAL's backward reads) and its
-//    comparisons skip a NaN, where SPEC §17.6.9 propagates it;
 //  - divisor_override, and adaptive windows of uneven sizes (no oneDNN
 //    algorithm has them);
 //  - ceil mode with COUNT_INCLUDE_PAD: oneDNN would count the overhang
@@ -59,12 +61,7 @@ memory::desc attempt_of(const Activation& t, const Attempt& a) {
 
 std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_plan_flags_t,
                                      Decline& decline) {
-  if (desc.pooling == HAL_POOLING_MAX) {
-    decline.reason =
-        "max pooling: oneDNN keeps its argmax in a workspace of its own format, not the flat "
-        "indices HAL's backward reads, and its comparisons skip a NaN HAL propagates";
-    return nullptr;
-  }
+  if (desc.pooling == HAL_POOLING_MAX) return plan_max_pooling(desc, decline);
   if (desc.divisor_override != 0) {
     decline.reason = "divisor_override has no oneDNN pooling algorithm";
     return nullptr;

@@ -177,9 +177,7 @@ PrimitiveTensor bind_scratch(int arg, TensorRole role, const memory::desc& prim,
 }
 
 dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
+  return with_user_scratchpad();
 }
 
 std::optional<PrimitiveTensor> scratchpad_of(const dnnl::primitive& primitive) {

@@ -76,6 +76,10 @@ std::unique_ptr<OpPlan> plan_convolution(const hal_op_convolution_desc_t& desc,
 std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_plan_flags_t flags,
                                      Decline& decline);
 
+// Plans max pooling (forward and backward) as host loops on the plugin's
+// thread pool (max_pooling.cpp); plan_pooling hands it HAL_POOLING_MAX.
+std::unique_ptr<OpPlan> plan_max_pooling(const hal_op_pooling_desc_t& desc, Decline& decline);
+
 // Plans HAL_OP_BATCH_NORM(_BACKWARD) on oneDNN's batch normalization
 // primitives (onednn_batch_norm.cpp).
 std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc,
