@@ -37,9 +37,22 @@ def listing(tree: Path, selection: list[str] = ()) -> list[tuple[str, str, str]]
                 value = prop["value"]
                 label = value[0] if isinstance(value, list) else value
         # ctest leaves the command out when it cannot find the test's program.
-        command = test.get("command")
-        tests.append((test["name"], label, command[0] if command else ""))
+        command = test.get("command") or []
+        tests.append((test["name"], label, command))
     return tests
+
+
+def missing_programs(tree: Path, command: list[str]) -> list[str]:
+    """What |command| runs from |tree| that the tree did not build: its program, or a program or
+    library under the tree's bin/ or lib/ it passes on (mpiexec's worker, a plugin to certify).
+    Other paths in the tree may be outputs the test writes."""
+    if not command:
+        return ["its program is not in the tree"]
+    root = str(tree.resolve())
+    built = (f"{root}/bin/", f"{root}/lib/")
+    wanted = [command[0]] if command[0].startswith(root) else []
+    wanted += [arg for arg in command[1:] if arg.startswith(built)]
+    return [path for path in wanted if not Path(path).exists()]
 
 
 # The names of the tests a tree ran (scripts/select_tests.py --write-run-list).
@@ -80,7 +93,7 @@ def main() -> int:
     tests = listing(args.tree)
     not_built = 0
     unbuilt = []
-    for number, (name, tier, program) in enumerate(tests, 1):
+    for number, (name, tier, command) in enumerate(tests, 1):
         # Catch2's stand-in for a suite this tree did not build (HAL_TESTS_IN_ALL=OFF): none of
         # its tests is one this tree runs (cmake/HalTesting.cmake, hal_unsanitized_targets).
         if "_NOT_BUILT" in name:
@@ -93,13 +106,15 @@ def main() -> int:
             continue
         numbers.append(number)
         # A selected test whose program this tree did not build (HAL_TESTS_IN_ALL=OFF builds
-        # only the tier targets): its registration lacks TARGETS.
-        if not program or (program.startswith(str(args.tree.resolve()))
-                           and not Path(program).exists()):
-            unbuilt.append(f"  {name}: {program or 'its program is not in the tree'}")
+        # only the tier targets): its registration lacks TARGETS, or scripts/test.sh left it to
+        # a tree that does not build what it runs.
+        missing = missing_programs(args.tree, command)
+        if missing:
+            unbuilt.append(f"  {name}: {', '.join(missing)}")
     if unbuilt:
         print(f"select_tests: {len(unbuilt)} selected tests run a program {args.tree.name} did not "
-              "build; name it in their registration's TARGETS (cmake/HalTesting.cmake):\n"
+              "build; name it in their registration's TARGETS (cmake/HalTesting.cmake), or leave "
+              "them to a tree that builds it (scripts/test.sh):\n"
               + "\n".join(unbuilt), file=sys.stderr)
         return 1
     if not numbers:
