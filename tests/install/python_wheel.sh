@@ -35,38 +35,17 @@ mkdir -p "$work/dist" "$work/run" "$work/bin" "$work/home"
 python="$(command -v python3)"
 start=$SECONDS
 
-# 1. The wheel, compiled through ccache like every build here (the scratch build directory is
-# kept between runs: a rebuild of unchanged sources costs a configure and a link check).
-config=(-Cbuild-dir="$work/build")
+# 1. The wheel (tests/install/wheel_build.sh: through ccache, its log checked).
+name=python.wheel
+# shellcheck source=tests/install/wheel_build.sh
+source "$root/tests/install/wheel_build.sh"
 if ((from_source)); then
-  expected="hal python: no installed HAL found; building the source tree into the wheel"
+  build_wheel "$root/bindings/python" \
+    "hal python: no installed HAL found; building the source tree into the wheel"
 else
-  cmake --install "$build" --prefix "$work/prefix" > "$work/install.log" 2>&1 ||
-    { tail -30 "$work/install.log"; echo "python.wheel: cmake --install failed"; exit 1; }
-  config+=(-Ccmake.define.HAL_PYTHON_BUNDLE_FROM="$work/prefix")
-  expected="hal python: bundling the installed HAL at $work/prefix"
-fi
-if command -v ccache > /dev/null && [[ -z "${HAL_NO_CCACHE:-}" ]]; then
-  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
-  # The pip runs below have a HOME of their own; ccache keeps the caller's cache.
-  CCACHE_DIR="${CCACHE_DIR:-$(ccache -k cache_dir)}"
-  export CCACHE_DIR
-  config+=(-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
-    -Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
-# pip runs `rustc --version` for its user agent, and rustup's rustc writes
-# ~/.rustup/settings.toml: every pip run here gets the script's own HOME, so the
-# caller's (under CTest, the tests' HOME, which must stay empty) is not written.
-if ! HOME="$work/home" "$python" -m pip wheel -v --no-deps --no-build-isolation \
-    --disable-pip-version-check -w "$work/dist" "${config[@]}" "$root/bindings/python" \
-    > "$work/build.log" 2>&1; then
-  tail -60 "$work/build.log"
-  echo "python.wheel: pip wheel failed (the whole log: $work/build.log)"
-  exit 1
-fi
-if ! grep -qF "$expected" "$work/build.log"; then
-  echo "python.wheel: the build log does not say: $expected"
-  exit 1
+  install_hal_prefix
+  build_wheel "$root/bindings/python" "hal python: bundling the installed HAL at $work/prefix" \
+    -Ccmake.define.HAL_PYTHON_BUNDLE_FROM="$work/prefix"
 fi
 wheel=("$work"/dist/hal_accel-*.whl)
 [[ -f "${wheel[0]}" ]] || { echo "python.wheel: no hal_accel wheel in $work/dist"; exit 1; }

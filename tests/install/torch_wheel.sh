@@ -21,39 +21,20 @@ mkdir -p "$work/dist" "$work/run" "$work/home"
 python="$(command -v python3)"
 start=$SECONDS
 
+name=torch.wheel
+# shellcheck source=tests/install/wheel_build.sh
+source "$root/tests/install/wheel_build.sh"
+
 # 1. HAL installed into a prefix of its own.
-cmake --install "$build" --prefix "$work/prefix" > "$work/install.log" 2>&1 ||
-  { tail -30 "$work/install.log"; echo "torch.wheel: cmake --install failed"; exit 1; }
+install_hal_prefix
 installed_hal=$SECONDS
 
 # 2. The wheel, built against the prefix. No build isolation: an isolated build would fetch
 # torch again (pyproject.toml).
 # Build type None (Debian's convention: none of CMake's optimisation flags): the test checks the
-# way in, not the code's speed (the Release tree's extension is the optimised one), and the
-# extension's 25 files compile several times faster at -O0 (its precompiled header keeps
-# torch's headers parsed once).
-config=(-Cbuild-dir="$work/build" -Ccmake.define.CMAKE_PREFIX_PATH="$work/prefix"
-  -Ccmake.build-type=None)
-if command -v ccache > /dev/null && [[ -z "${HAL_NO_CCACHE:-}" ]]; then
-  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
-  CCACHE_DIR="${CCACHE_DIR:-$(ccache -k cache_dir)}"
-  export CCACHE_DIR
-  config+=(-Ccmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
-    -Ccmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
-# pip's HOME is the script's own (python_wheel.sh says why); its cache stays the caller's.
-export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$("$python" -m pip cache dir 2> /dev/null || echo "$work/pip-cache")}"
-if ! HOME="$work/home" "$python" -m pip wheel -v --no-deps --no-build-isolation \
-    --disable-pip-version-check -w "$work/dist" "${config[@]}" "$root/bindings/torch" \
-    > "$work/build.log" 2>&1; then
-  tail -60 "$work/build.log"
-  echo "torch.wheel: pip wheel failed (the whole log: $work/build.log)"
-  exit 1
-fi
-if ! grep -q "hal_torch: against the installed HAL at $work/prefix" "$work/build.log"; then
-  echo "torch.wheel: the wheel was not built against the installed HAL in $work/prefix"
-  exit 1
-fi
+# way in, not the code's speed (the Release tree's extension is the optimised one).
+build_wheel "$root/bindings/torch" "hal_torch: against the installed HAL at $work/prefix" \
+  -Ccmake.define.CMAKE_PREFIX_PATH="$work/prefix" -Ccmake.build-type=None
 wheel=("$work"/dist/hal_torch-*.whl)
 [[ -f "${wheel[0]}" ]] || { echo "torch.wheel: no hal_torch wheel in $work/dist"; exit 1; }
 if "$python" -m zipfile -l "${wheel[0]}" | grep -q 'libhal\.so'; then
