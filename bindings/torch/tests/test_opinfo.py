@@ -82,3 +82,9 @@ def test_every_opinfo(dtype, capsys):
     lost = [r for r in results if r.name in expected and (r.status != "pass"
                                                            or r.kind != "native")]
     assert not lost, [(r.name, r.message) for r in lost]
+    # In float32 no OpInfo fails at all: what HAL does not serve (on opencl, what the portable
+    # implementations decline) falls back to the CPU's kernel with its result. (bfloat16 has
+    # failures of partly native ops, the same on the cpu and opencl plugins: README.md.)
+    if dtype == torch.float32:
+        failed = [r for r in results if r.status == "fail"]
+        assert not failed, [(r.name, r.kind, r.message) for r in failed]
