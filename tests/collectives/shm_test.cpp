@@ -98,7 +98,7 @@ class ThreadTransport final : public Transport {
       }
       if (box.front().size() != p.bytes)
         return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH, "size");
-      std::memcpy(p.data, box.front().data(), p.bytes);
+      if (p.bytes != 0) std::memcpy(p.data, box.front().data(), p.bytes);  // 0 bytes: maybe null
       box.pop_front();
     }
     pending_.clear();
