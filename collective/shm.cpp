@@ -393,15 +393,18 @@ bool ShmGroup::try_run(const hal_collective_call_t& call, const Chooser& chooser
     if (choice.ok() && choice.path != Path::kSegment) return false;
     status = choice.ok() ? serve(call) : choice.refusal;
     if (status.ok() && phase_ == Phase::kWaitingForReaders) {
-      // The peers are reading this rank's send buffer now: wait for them
-      // within the patience, else run() waits for the rest.
+      // The peers are reading this rank's send buffer now, about as much as
+      // this rank read: wait for them (busy, not late: no yield) within the
+      // patience or as long as this rank's reads took, at most 2 ms; else
+      // run() waits for the rest.
       const Clock::time_point started = Clock::now();
       if (out_first_look == Clock::time_point{}) out_first_look = started;
+      const Clock::time_point give_up_readers =
+          started +
+          std::max<Clock::duration>(
+              patience, std::min<Clock::duration>(read_took_, std::chrono::milliseconds(2)));
       for (uint32_t i = 1; !readers_done(); ++i) {
-        if (i % kPollsPerClockRead == 0) {
-          if (Clock::now() > started + patience) return false;
-          std::this_thread::yield();
-        }
+        if (i % kPollsPerClockRead == 0 && Clock::now() > give_up_readers) return false;
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif
@@ -511,6 +514,7 @@ Status ShmGroup::alltoallv_cross_memory(const hal_collective_call_t& call) {
   const hal_alltoallv_layout_t& layout = layout_of(call);
   const size_t elem = dtype_size(call.dtype);
   auto* received = static_cast<uint8_t*>(layout.recvbuf);
+  const Clock::time_point started = Clock::now();
   for (uint32_t k = 0; k < ranks_; ++k) {
     // Staggered: rank r reads rank r + 1 first, so no peer serves all at once.
     const uint32_t from = (rank_ + k) % ranks_;
@@ -531,6 +535,7 @@ Status ShmGroup::alltoallv_cross_memory(const hal_collective_call_t& call) {
                                  "'s send buffer (process_vm_readv: " + std::strerror(error) + ")");
     }
   }
+  read_took_ = Clock::now() - started;
   line(rank_).done.store(episode_, std::memory_order_release);
   phase_ = Phase::kWaitingForReaders;
   return {};
@@ -546,6 +551,18 @@ bool ShmGroup::readers_done() const noexcept {
 // A peer whose read failed marks the segment broken before it says done:
 // the call fails on this rank too, not only on the reader's.
 Status ShmGroup::await_readers(const Deadline& deadline) {
+  // The peers read about as much as this rank did, and started about when
+  // it did: they are busy, not late. Polling (without giving the core away,
+  // which on a loaded host costs a whole time slice) for as long again as
+  // this rank's own reads took, at most 2 ms, sees them finish.
+  const Clock::time_point until =
+      Clock::now() + std::min<Clock::duration>(read_took_, std::chrono::milliseconds(2));
+  for (uint32_t i = 1; !readers_done(); ++i) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && Clock::now() > until) break;
+  }
   Status status = wait_for(deadline, "waiting for the peers to read this rank's send buffer",
                            [this] { return readers_done(); });
   if (status.ok() &&
