@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -208,6 +209,18 @@ class LaunchLog {
   std::vector<Launch> launches_;  // guarded by the host's lock
 };
 
+// How many allocations, streams, events or modules (|name|) a stand-in's
+// state |s| holds (its members of those names); -1 for another name. Caller
+// holds the lock.
+template <class State>
+long count_live(const State& s, std::string_view name) {
+  if (name == "allocations") return static_cast<long>(s.allocations.size());
+  if (name == "streams") return static_cast<long>(s.streams.size());
+  if (name == "events") return static_cast<long>(s.events.size());
+  if (name == "modules") return static_cast<long>(s.modules.size());
+  return -1;
+}
+
 // The bytes an ELF64 image spans by its own headers: the header, the
 // section and program header tables and every section with file contents.
 // The plugin checked the image's bounds before the call (the vendor's load
@@ -215,5 +228,19 @@ class LaunchLog {
 size_t elf_extent(const unsigned char* data);
 
 }  // namespace fake_vendor
+
+// The test queries every stand-in exports, fake_<prefix>_launch_count,
+// fake_<prefix>_launch_get and fake_<prefix>_set_paused (declared in its
+// header), over its state(): a Host with a LaunchLog named launches.
+#define FAKE_VENDOR_TEST_QUERIES(prefix, launch_type)                          \
+  FAKE_EXPORT size_t fake_##prefix##_launch_count(void) {                      \
+    return state().launches.count();                                           \
+  }                                                                            \
+  FAKE_EXPORT int fake_##prefix##_launch_get(size_t index, launch_type* out) { \
+    return state().launches.get(index, out);                                   \
+  }                                                                            \
+  FAKE_EXPORT void fake_##prefix##_set_paused(int paused) {                    \
+    state().set_paused(paused != 0);                                           \
+  }
 
 #endif  // HAL_TESTS_FAKE_VENDOR_FAKE_VENDOR_HPP_

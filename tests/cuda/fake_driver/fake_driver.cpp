@@ -1032,30 +1032,17 @@ FAKE_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn,
   return CUDA_SUCCESS;
 }
 
-FAKE_EXPORT size_t fake_cuda_launch_count(void) {
-  return state().launches.count();
-}
-
-FAKE_EXPORT int fake_cuda_launch_get(size_t index, fake_cuda_launch_t* out) {
-  return state().launches.get(index, out);
-}
+FAKE_VENDOR_TEST_QUERIES(cuda, fake_cuda_launch_t)
 
 FAKE_EXPORT long fake_cuda_live(const char* what) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const std::string_view name(what);
-  if (name == "allocations") return static_cast<long>(s.allocations.size());
-  if (name == "streams") return static_cast<long>(s.streams.size());
-  if (name == "events") return static_cast<long>(s.events.size());
-  if (name == "modules") return static_cast<long>(s.modules.size());
+  if (const long count = fake_vendor::count_live(s, name); count >= 0) return count;
   if (name == "contexts") return s.contexts[0].references + s.contexts[1].references;
   if (name == "context_creations") return s.context_creations;
   if (name == "driver_thread_calls") return driver_thread_calls.load();
   return -1;
-}
-
-FAKE_EXPORT void fake_cuda_set_paused(int paused) {
-  state().set_paused(paused != 0);
 }
 
 FAKE_EXPORT void* fake_cuda_foreign_context(void) {

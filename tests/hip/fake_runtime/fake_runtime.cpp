@@ -433,29 +433,16 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
 
 // ---- the test queries -----------------------------------------------------------
 
-FAKE_EXPORT size_t fake_hip_launch_count(void) {
-  return state().launches.count();
-}
-
-FAKE_EXPORT int fake_hip_launch_get(size_t index, fake_hip_launch_t* out) {
-  return state().launches.get(index, out);
-}
+FAKE_VENDOR_TEST_QUERIES(hip, fake_hip_launch_t)
 
 FAKE_EXPORT long fake_hip_live(const char* what) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const std::string_view name(what);
-  if (name == "allocations") return static_cast<long>(s.allocations.size());
-  if (name == "streams") return static_cast<long>(s.streams.size());
-  if (name == "events") return static_cast<long>(s.events.size());
-  if (name == "modules") return static_cast<long>(s.modules.size());
+  if (const long count = fake_vendor::count_live(s, name); count >= 0) return count;
   if (name == "callbacks") return s.pending_callbacks;
 #ifdef FAKE_HIP_LAUNCH_HOST_FUNC
   if (name == "host_funcs") return s.host_funcs;
 #endif
   return -1;
-}
-
-FAKE_EXPORT void fake_hip_set_paused(int paused) {
-  state().set_paused(paused != 0);
 }

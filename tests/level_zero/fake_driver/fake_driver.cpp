@@ -811,21 +811,11 @@ FAKE_EMPTY_TABLES(FAKE_EMPTY_TABLE)
 
 // ---- test-only queries (fake_driver.h) ---------------------------------------------
 
-FAKE_EXPORT size_t fake_ze_launch_count(void) {
-  return state().launches.count();
-}
-
-FAKE_EXPORT int fake_ze_launch_get(size_t index, fake_ze_launch_t* out) {
-  return state().launches.get(index, out);
-}
+FAKE_VENDOR_TEST_QUERIES(ze, fake_ze_launch_t)
 
 FAKE_EXPORT long fake_ze_live(const char* what) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const auto it = s.live.find(what);
   return it == s.live.end() ? 0 : it->second;
-}
-
-FAKE_EXPORT void fake_ze_set_paused(int paused) {
-  state().set_paused(paused != 0);
 }
