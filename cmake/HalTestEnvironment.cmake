@@ -29,7 +29,18 @@ function(hal_keep_tests_out_of_home)
   set(HAL_TEST_HOME "${PROJECT_BINARY_DIR}/test-home")
   set(HAL_TEST_CACHE_DIR "${PROJECT_BINARY_DIR}/kernel-cache")
   set(HAL_TEST_POCL_CACHE_DIR "${PROJECT_BINARY_DIR}/pocl-cache")
+  # The tests that build a project (tests/install) compile through the cache of whoever
+  # configured the tree, where its own builds went: a fresh clone's wheel builds reuse the last
+  # run's objects. A cache of the tree's own when there is no ccache to ask.
   set(HAL_TEST_CCACHE_DIR "${PROJECT_BINARY_DIR}/test-ccache")
+  find_program(HAL_CCACHE_PROGRAM ccache)
+  if(HAL_CCACHE_PROGRAM)
+    execute_process(COMMAND "${HAL_CCACHE_PROGRAM}" -k cache_dir OUTPUT_VARIABLE cache_dir
+      OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE cache_dir_failed)
+    if(NOT cache_dir_failed AND IS_ABSOLUTE "${cache_dir}")
+      set(HAL_TEST_CCACHE_DIR "${cache_dir}")
+    endif()
+  endif()
   set(HAL_TEST_HOME_CHECK "${_hal_test_environment_dir}/hal_test_home_check.cmake")
   set(script "${PROJECT_BINARY_DIR}/hal_test_environment.cmake")
   configure_file("${_hal_test_environment_dir}/hal_test_environment.cmake.in" "${script}" @ONLY)

@@ -9,9 +9,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$1"
 shift
 launcher=()
-if [[ -z "${HAL_NO_CCACHE:-}" ]] && command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
-  export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
+# shellcheck source=scripts/ccache_env.sh
+source "$root/scripts/ccache_env.sh"
+if hal_ccache_env "$root"; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S "$root" -B "$build" -G Ninja -DHAL_WERROR=ON "${launcher[@]}" "$@" >/dev/null

@@ -16,8 +16,9 @@ build_wheel() {
   local source="$1" expected="$2"
   shift 2
   local config=(-Cbuild-dir="$work/build" "$@")
-  if command -v ccache > /dev/null && [[ -z "${HAL_NO_CCACHE:-}" ]]; then
-    export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
+  # shellcheck source=scripts/ccache_env.sh
+  source "$root/scripts/ccache_env.sh"
+  if hal_ccache_env "$root"; then
     # The pip runs have a HOME of their own; ccache keeps the caller's cache.
     CCACHE_DIR="${CCACHE_DIR:-$(ccache -k cache_dir)}"
     export CCACHE_DIR
