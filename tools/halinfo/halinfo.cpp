@@ -167,11 +167,12 @@ OpQuery query(hal_device_t device, hal_op_kind_t kind, const halinfo::OpCase* op
   return result;
 }
 
-// Every op kind the library knows (a kind it refuses is left out), with its cases.
+// Every op kind of the headers (hal_util's table) the library knows (one it
+// refuses, a library older than this halinfo, is left out), with its cases.
 std::vector<OpKindReport> collect_operators(hal_device_t device) {
   std::vector<OpKindReport> kinds;
-  for (uint32_t k = 0; k < HAL_OP_KIND_COUNT; ++k) {
-    const auto kind = static_cast<hal_op_kind_t>(k);
+  for (const hal::util::EnumName& entry : hal::util::op_kind_table()) {
+    const auto kind = static_cast<hal_op_kind_t>(entry.value);
     OpKindReport report{kind, query(device, kind, nullptr), {}};
     if (!report.list.error.empty()) continue;
     for (const halinfo::OpCase& op_case : halinfo::op_cases(kind)) {
