@@ -168,7 +168,7 @@ typedef struct hal_op_plan_info {
 } hal_op_plan_info_t;
 
 /* What one implementation of a device's list did with a descriptor
- * (hal_op_query_implementations). Not extensible: it is an array element. */
+ * (hal_op_query_implementations). */
 typedef enum hal_op_verdict HAL_ENUM_TYPE {
   HAL_OP_VERDICT_ACCEPTS = 0,   /* asked, and it would serve the plan */
   HAL_OP_VERDICT_DECLINES = 1,  /* declined, unasked or asked: reason says why */
@@ -179,6 +179,8 @@ typedef enum hal_op_verdict HAL_ENUM_TYPE {
 #define HAL_OP_MAX_CANDIDATES 8
 #define HAL_OP_REASON_BYTES 512
 
+/* One implementation of the list. Not extensible (no struct_size): it is an
+ * array element of hal_op_implementations_info_t. */
 typedef struct hal_op_candidate {
   char name[HAL_OP_IMPLEMENTATION_NAME_BYTES]; /* "cuda.cudnn", "portable"; NUL-terminated */
   hal_op_verdict_t verdict;
