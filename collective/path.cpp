@@ -69,6 +69,13 @@ Path preferred(const CallFacts& call, const Means& means, std::string* reason_ou
                " (kSegmentAlltoallvBytes): one round through the shared segment";
     return Path::kSegment;
   }
+  if (call.kind == HAL_COLLECTIVE_ALLTOALLV && means.segment && means.cross_memory) {
+    if (explain)
+      reason = "the largest send total is over " + bytes_text(limits::kSegmentAlltoallvBytes) +
+               " (kSegmentAlltoallvBytes): each rank reads its blocks out of its peers' send "
+               "buffers (cross-memory attach, one copy)";
+    return Path::kSegment;
+  }
   if (call.kind == HAL_COLLECTIVE_ALLREDUCE) {
     if (call.bytes <= limits::kDirectAllreduceBytes || call.count < means.ranks) {
       if (explain)
@@ -142,9 +149,13 @@ bool path_serves(Path path, const CallFacts& call, const Means& means, std::stri
       } else if (call.kind != HAL_COLLECTIVE_ALLREDUCE && call.kind != HAL_COLLECTIVE_ALLTOALLV) {
         why_not =
             std::string("it carries allreduce and alltoallv only, not ") + kind_name(call.kind);
-      } else if (call.bytes > limits::kSegmentSlotBytes) {
+      } else if (call.bytes > limits::kSegmentSlotBytes &&
+                 !(call.kind == HAL_COLLECTIVE_ALLTOALLV && means.cross_memory)) {
         why_not = bytes_text(call.bytes) + " exceed a rank's slot of " +
-                  bytes_text(limits::kSegmentSlotBytes) + " (kSegmentSlotBytes)";
+                  bytes_text(limits::kSegmentSlotBytes) + " (kSegmentSlotBytes)" +
+                  (call.kind == HAL_COLLECTIVE_ALLTOALLV
+                       ? " and the ranks cannot read each other's memory (cross-memory attach)"
+                       : "");
       }
       break;
     case Path::kDirect:

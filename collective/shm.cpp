@@ -5,9 +5,16 @@
 #include "hal_collective/reduce.hpp"
 #include "hal_collective/shm_segment.hpp"
 
+#include "hal_util/env.hpp"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <new>
+#include <random>
 #include <thread>
 
 namespace hal::collective {
@@ -54,9 +61,10 @@ size_t lines_bytes(uint32_t ranks) {
   return round_up(sizeof(HeaderLine) + sizeof(RankLineLayout) * ranks, kPage);
 }
 // Each rank's region, once per set: its alltoallv counts (send, then
-// receive; a cache line multiple), then its data slot.
+// receive) and its send blocks' addresses (cross memory), a cache line
+// multiple, then its data slot.
 size_t counts_bytes(uint32_t ranks) {
-  return round_up(sizeof(uint64_t) * 2 * ranks, 64);
+  return round_up(sizeof(uint64_t) * 3 * ranks, 64);
 }
 size_t set_bytes(uint32_t ranks) {
   return counts_bytes(ranks) + limits::kSegmentSlotBytes;
@@ -68,13 +76,52 @@ size_t segment_bytes(uint32_t ranks) {
   return lines_bytes(ranks) + region_bytes(ranks) * ranks;
 }
 
+// Reads |bytes| at |address| of process |pid| into |to| (cross-memory
+// attach). 0, or the errno of the refusal; a read that stops short (an
+// unmapped page in the peer) is EFAULT.
+int read_across(int32_t pid, uint64_t address, void* to, size_t bytes) noexcept {
+  size_t moved = 0;
+  while (moved < bytes) {
+    iovec local{static_cast<uint8_t*>(to) + moved, bytes - moved};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(address + moved)), bytes - moved};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EFAULT;
+    moved += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// What each rank offers its peers at set-up to probe cross-memory attach
+// with: where to read, and what they must find there.
+struct ProbeOffer {
+  int32_t pid;
+  uint32_t wanted;  // HAL_COMM_CMA
+  uint64_t address;
+  uint64_t token;
+};
+// Each rank's verdict: 0, or the errno (kWrongWord: the read succeeded but
+// found another value) of its first refused peer.
+struct ProbeVerdict {
+  int32_t error;
+  uint32_t peer;
+};
+constexpr int32_t kWrongWord = -1;
+
 }  // namespace
+
+bool cross_memory_wanted() noexcept {
+  const char* setting = util::env("HAL_COMM_CMA");
+  return setting == nullptr || std::strcmp(setting, "0") != 0;
+}
 
 struct ShmGroup::RankLine : RankLineLayout {};
 
 std::unique_ptr<ShmGroup> ShmGroup::create(Transport& transport, bool wanted,
                                            const Deadline& deadline, Status& out_status,
-                                           std::string& out_reason) {
+                                           std::string& out_reason,
+                                           const CrossMemoryOptions& cross_memory) {
   const uint32_t ranks = transport.ranks();
   TransportSetup setup(transport, deadline);
   auto segment = SharedSegment::share(
@@ -87,7 +134,64 @@ std::unique_ptr<ShmGroup> ShmGroup::create(Transport& transport, bool wanted,
       },
       out_status, out_reason);
   if (!segment) return nullptr;
-  return std::unique_ptr<ShmGroup>(new ShmGroup(std::move(segment), transport.rank(), ranks));
+  std::unique_ptr<ShmGroup> group(new ShmGroup(std::move(segment), transport.rank(), ranks));
+  if (out_status = group->probe_cross_memory(setup, cross_memory); !out_status.ok()) {
+    return nullptr;
+  }
+  return group;
+}
+
+// Every rank reads a random word of every peer's memory, where the peer
+// says it lies, through the kernel's cross-memory attach; the ranks then
+// share their verdicts, so all use it only when all may, and all give the
+// same reason when not. A refusal (EPERM from Yama's ptrace_scope, another
+// user, a seccomp filter's ENOSYS) is never an error: the two-copy paths
+// serve. The pids come over the set-up channel; reading the token back
+// proves that a pid names the peer that offered it.
+Status ShmGroup::probe_cross_memory(SetupChannel& setup, const CrossMemoryOptions& options) {
+  std::random_device entropy;
+  probe_token_ = (uint64_t{entropy()} << 32 | entropy()) | 1;
+  const ProbeOffer mine{static_cast<int32_t>(getpid()), options.wanted ? 1u : 0u,
+                        reinterpret_cast<uintptr_t>(&probe_token_), probe_token_};
+  std::vector<ProbeOffer> offers(ranks_);
+  if (Status s = setup.all_gather(&mine, offers.data(), sizeof(ProbeOffer)); !s.ok()) return s;
+  for (uint32_t r = 0; r < ranks_; ++r) {
+    if (offers[r].wanted == 0) {
+      cross_memory_reason_ = "rank " + std::to_string(r) + " set HAL_COMM_CMA=0";
+      return {};
+    }
+  }
+  ProbeVerdict verdict{0, rank_};
+  for (uint32_t k = 1; k < ranks_ && verdict.error == 0; ++k) {
+    const uint32_t peer = (rank_ + k) % ranks_;
+    int error = options.refuse ? options.refuse(rank_, peer) : 0;
+    if (error == 0) {
+      uint64_t word = 0;
+      error = read_across(offers[peer].pid, offers[peer].address, &word, sizeof word);
+      if (error == 0 && word != offers[peer].token) error = kWrongWord;
+    }
+    if (error != 0) verdict = {error, peer};
+  }
+  std::vector<ProbeVerdict> verdicts(ranks_);
+  if (Status s = setup.all_gather(&verdict, verdicts.data(), sizeof(ProbeVerdict)); !s.ok()) {
+    return s;
+  }
+  for (uint32_t r = 0; r < ranks_; ++r) {
+    const ProbeVerdict& v = verdicts[r];
+    if (v.error == 0) continue;
+    cross_memory_reason_ =
+        "rank " + std::to_string(r) + " may not read rank " + std::to_string(v.peer) +
+        "'s memory (" +
+        (v.error == kWrongWord ? std::string("it read another value than the peer offered")
+                               : std::string("process_vm_readv: ") + std::strerror(v.error)) +
+        (v.error == EPERM ? "; Yama's kernel.yama.ptrace_scope or a non-dumpable process" : "") +
+        ")";
+    return {};
+  }
+  pids_.resize(ranks_);
+  for (uint32_t r = 0; r < ranks_; ++r) pids_[r] = offers[r].pid;
+  cross_memory_ = true;
+  return {};
 }
 
 ShmGroup::ShmGroup(std::unique_ptr<SharedSegment> segment, uint32_t rank, uint32_t ranks)
@@ -186,6 +290,13 @@ void ShmGroup::post(const hal_collective_call_t& call, const Chooser& chooser) n
       row[r] = layout.send_counts[r];
       row[ranks_ + r] = layout.recv_counts[r];
     }
+    if (cross_memory_) {
+      // Where each peer reads its block, should the episode go across.
+      const auto base = reinterpret_cast<uintptr_t>(layout.sendbuf);
+      for (uint32_t r = 0; r < ranks_; ++r) {
+        row[2 * ranks_ + r] = base + layout.send_displs[r] * elem;
+      }
+    }
     const bool may_carry = !chooser.policy.forced || chooser.policy.path == Path::kSegment;
     if (may_carry && facts.bytes <= limits::kSegmentSlotBytes) {
       size_t packed = 0;
@@ -281,6 +392,24 @@ bool ShmGroup::try_run(const hal_collective_call_t& call, const Chooser& chooser
     // The transport's part runs on the stream: run() picks the episode up.
     if (choice.ok() && choice.path != Path::kSegment) return false;
     status = choice.ok() ? serve(call) : choice.refusal;
+    if (status.ok() && phase_ == Phase::kWaitingForReaders) {
+      // The peers are reading this rank's send buffer now, about as much as
+      // this rank read: wait for them (busy, not late: no yield) within the
+      // patience or as long as this rank's reads took, at most 2 ms; else
+      // run() waits for the rest.
+      const Clock::time_point started = Clock::now();
+      if (out_first_look == Clock::time_point{}) out_first_look = started;
+      const Clock::time_point give_up_readers =
+          started +
+          std::max<Clock::duration>(
+              patience, std::min<Clock::duration>(read_took_, std::chrono::milliseconds(2)));
+      for (uint32_t i = 1; !readers_done(); ++i) {
+        if (i % kPollsPerClockRead == 0 && Clock::now() > give_up_readers) return false;
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
   }
   out_status = finish(std::move(status));
   return true;
@@ -311,6 +440,7 @@ PathChoice ShmGroup::decide(const hal_collective_call_t& call, const Chooser& ch
       largest = std::max<size_t>(largest, std::min<uint64_t>(total, cap + 1) * elem);
     }
     facts.bytes = largest;
+    largest_send_ = largest;
   }
   return chooser.choose(facts);
 }
@@ -319,11 +449,39 @@ Status ShmGroup::serve(const hal_collective_call_t& call) {
   return call.kind == HAL_COLLECTIVE_ALLTOALLV ? alltoallv(call) : reduce(call);
 }
 
+namespace {
+
+// What every peer published it sends this rank (the checked snapshot) must
+// be what this rank's own call expects: the matrix came out of the segment,
+// which any process of the user can write, and a receive is bounded by the
+// caller's counts, never by a peer's word.
+Status check_own_receives(const hal_alltoallv_layout_t& layout, const std::vector<uint64_t>& matrix,
+                          uint32_t rank, uint32_t ranks) {
+  const size_t row = size_t{2} * ranks;
+  for (uint32_t from = 0; from < ranks; ++from) {
+    const uint64_t published = matrix[from * row + rank];
+    if (published != layout.recv_counts[from]) {
+      return Status::failure(HAL_ERROR_REMOTE,
+                             "alltoallv: rank " + std::to_string(from) + " published " +
+                                 std::to_string(published) + " elements for rank " +
+                                 std::to_string(rank) + ", which expects " +
+                                 std::to_string(layout.recv_counts[from]) +
+                                 " (the shared segment was altered); nothing received from it");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 // Each rank's blocks lie packed in its slot in rank order: the block for
 // this rank starts after those for the ranks before it. decide() checked
-// the counts and that every rank's total fits its slot.
+// the counts and that every rank's total fits its slot. Larger calls (the
+// chooser sends them here only with cross memory) go across.
 Status ShmGroup::alltoallv(const hal_collective_call_t& call) {
   const hal_alltoallv_layout_t& layout = layout_of(call);
+  if (Status s = check_own_receives(layout, matrix_, rank_, ranks_); !s.ok()) return s;
+  if (largest_send_ > limits::kSegmentAlltoallvBytes) return alltoallv_cross_memory(call);
   const size_t elem = dtype_size(call.dtype);
   const size_t row = size_t{2} * ranks_;
   for (uint32_t from = 0; from < ranks_; ++from) {
@@ -340,6 +498,80 @@ Status ShmGroup::alltoallv(const hal_collective_call_t& call) {
     }
   }
   return {};
+}
+
+// One copy per block: each rank reads its blocks straight out of its peers'
+// send buffers (process_vm_readv), at the addresses they published, as many
+// bytes as its own receive counts say (check_own_receives held them to the
+// peers' published counts). Then it says it is done reading, and the
+// episode waits (await_readers) until every peer is done reading this
+// rank's send buffer before the call completes.
+Status ShmGroup::alltoallv_cross_memory(const hal_collective_call_t& call) {
+  if (!cross_memory_) {
+    return Status::failure(HAL_ERROR_INTERNAL,
+                           "alltoallv: larger than a slot without cross-memory attach");
+  }
+  const hal_alltoallv_layout_t& layout = layout_of(call);
+  const size_t elem = dtype_size(call.dtype);
+  auto* received = static_cast<uint8_t*>(layout.recvbuf);
+  const Clock::time_point started = Clock::now();
+  for (uint32_t k = 0; k < ranks_; ++k) {
+    // Staggered: rank r reads rank r + 1 first, so no peer serves all at once.
+    const uint32_t from = (rank_ + k) % ranks_;
+    const size_t bytes = layout.recv_counts[from] * elem;
+    if (bytes == 0) continue;
+    uint8_t* to = received + layout.recv_displs[from] * elem;
+    if (from == rank_) {
+      std::memcpy(to,
+                  static_cast<const uint8_t*>(layout.sendbuf) + layout.send_displs[rank_] * elem,
+                  bytes);
+      continue;
+    }
+    const uint64_t address = counts(from)[2 * ranks_ + rank_];
+    if (const int error = read_across(pids_[from], address, to, bytes); error != 0) {
+      return Status::failure(HAL_ERROR_REMOTE,
+                             "alltoallv: rank " + std::to_string(rank_) + " could not read " +
+                                 std::to_string(bytes) + " bytes of rank " + std::to_string(from) +
+                                 "'s send buffer (process_vm_readv: " + std::strerror(error) + ")");
+    }
+  }
+  read_took_ = Clock::now() - started;
+  line(rank_).done.store(episode_, std::memory_order_release);
+  phase_ = Phase::kWaitingForReaders;
+  return {};
+}
+
+bool ShmGroup::readers_done() const noexcept {
+  for (uint32_t r = 0; r < ranks_; ++r) {
+    if (line(r).done.load(std::memory_order_acquire) < episode_) return false;
+  }
+  return true;
+}
+
+// A peer whose read failed marks the segment broken before it says done:
+// the call fails on this rank too, not only on the reader's.
+Status ShmGroup::await_readers(const Deadline& deadline) {
+  // The peers read about as much as this rank did, and started about when
+  // it did: they are busy, not late. Polling (without giving the core away,
+  // which on a loaded host costs a whole time slice) for as long again as
+  // this rank's own reads took, at most 2 ms, sees them finish.
+  const Clock::time_point until =
+      Clock::now() + std::min<Clock::duration>(read_took_, std::chrono::milliseconds(2));
+  for (uint32_t i = 1; !readers_done(); ++i) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && Clock::now() > until) break;
+  }
+  Status status = wait_for(deadline, "waiting for the peers to read this rank's send buffer",
+                           [this] { return readers_done(); });
+  if (status.ok() &&
+      static_cast<const HeaderLine*>(mapping_)->broken.load(std::memory_order_acquire) != 0) {
+    return Status::failure(HAL_ERROR_REMOTE,
+                           "a peer process failed while reading this rank's send buffer (it "
+                           "marked the shared segment)");
+  }
+  return status;
 }
 
 // Every rank reduces all inputs, in rank order: identical bytes everywhere.

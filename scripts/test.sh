@@ -50,8 +50,10 @@ if [[ "$tier" == default ]]; then
   selects[release]="--skip-tiers (stress|slow) --once (unit|contract|concurrency) --ran-in $out/asan"
   # So it builds the library, plugins, tools, bindings, samples and benchmarks, and of tests/
   # only what its tiers and those tests run.
-  # The PyTorch extension at -O0 (HAL_TORCH_OPTIMIZE): its tests check behaviour.
-  release_build=(-DHAL_TESTS_IN_ALL=OFF -DHAL_TORCH_OPTIMIZE=OFF)
+  # The PyTorch extension is compiled once, by the packaging test torch.wheel (`pip install
+  # ./bindings/torch` against this tree installed into a prefix), and hal_torch's suites run in
+  # the environment it installs the wheel into (HAL_TORCH_TESTS_ON_WHEEL).
+  release_build=(-DHAL_TESTS_IN_ALL=OFF -DHAL_TORCH_TESTS_ON_WHEEL=ON)
   release_targets="all hal_tier_vendor-compile hal_tier_packaging hal_unsanitized"
 else
   labels[asan]="-LE ^(vendor-compile|packaging|slow)$"

@@ -1,6 +1,7 @@
 // Portable attention: kernels/attention.hal (flash-style, barrier-free; see
 // the kernel file for the work split).
 #include "launch.hpp"
+#include "portable_constants.hpp"
 #include "registry.hpp"
 
 #include "hal_ops/tensor.hpp"
@@ -13,7 +14,7 @@ namespace {
 
 constexpr const char* kSource = "attention";
 // The kernels keep a query (or key) row and its accumulators in registers.
-constexpr int64_t kMaxHeadDim = 256;
+constexpr int64_t kMaxHeadDim = constants::AT_MAX_HEAD_DIM;
 
 enum Operand : int {
   kQ = 0,
@@ -181,8 +182,8 @@ class Attention final : public Implementation {
     const auto& desc = *reinterpret_cast<const hal_op_attention_desc_t*>(request.desc);
     const bool backward = desc.header.kind == HAL_OP_ATTENTION_BACKWARD;
     if (desc.q.shape[3] > kMaxHeadDim) {
-      *decline = "head dim " + std::to_string(desc.q.shape[3]) +
-                 " exceeds 256, the most the portable kernels keep per row";
+      *decline = "head dim " + std::to_string(desc.q.shape[3]) + " exceeds " +
+                 std::to_string(kMaxHeadDim) + ", the most the portable kernels keep per row";
       return nullptr;
     }
     if (backward) {

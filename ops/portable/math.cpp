@@ -3,6 +3,7 @@
 // one work-item per output element, deterministic always.
 #include "definitions/definitions.hpp"
 #include "launch.hpp"
+#include "portable_constants.hpp"
 #include "registry.hpp"
 
 #include "hal_ops/tensor.hpp"
@@ -14,16 +15,20 @@ namespace {
 constexpr const char* kSource = "math";
 constexpr const char* kMergeDecline = "the views need more than 4 dimensions after merging";
 
-// The kernels' compute modes and scalar slots (math.hal's MODE_* and SCALAR_*).
+// The kernels' compute modes and scalar slots (the shared MODE_* and SCALAR_*).
 enum Mode : int32_t {
-  kModeFloat = 0,
-  kModeInteger = 1,
-  kModeFloatCompare = 2,
-  kModeIntegerCompare = 3,
-  kModeLogical = 4,
-  kModeBitwise = 5,
+  kModeFloat = constants::MODE_FLOAT,
+  kModeInteger = constants::MODE_INTEGER,
+  kModeFloatCompare = constants::MODE_FLOAT_COMPARE,
+  kModeIntegerCompare = constants::MODE_INTEGER_COMPARE,
+  kModeLogical = constants::MODE_LOGICAL,
+  kModeBitwise = constants::MODE_BITWISE,
 };
-enum ScalarSlot : int32_t { kNoScalar = 0, kScalarIsB = 1, kScalarIsA = 2 };
+enum ScalarSlot : int32_t {
+  kNoScalar = constants::SCALAR_NONE,
+  kScalarIsB = constants::SCALAR_IS_B,
+  kScalarIsA = constants::SCALAR_IS_A,
+};
 
 Mode binary_mode(hal_binary_op_t op, hal_dtype_t a, hal_dtype_t b, hal_dtype_t out) {
   switch (definitions::binary_class(op)) {

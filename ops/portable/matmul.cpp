@@ -92,7 +92,9 @@ class MatmulPlan final : public PlannedOp {
         .i64(has_bias ? desc_.bias.strides[0] : 0);
     args.i64(batch_.shape[1]).i64(batch_.shape[2]).i64(batch_.shape[3]).i64(batch);
     args.i64(m).i64(n).i64(k).f32(desc_.alpha).f32(desc_.beta).i32(desc_.activation);
-    args.i32((uses_c ? 1 : 0) | (has_bias ? 2 : 0) | (has_aux ? 4 : 0));
+    args.i32(static_cast<int32_t>((uses_c ? constants::MM_USE_C : 0) |
+                                  (has_bias ? constants::MM_BIAS : 0) |
+                                  (has_aux ? constants::MM_AUX : 0)));
     return args.launch(
         kernel_, context.stream,
         tile_config((n + kTileCols - 1) / kTileCols, (m + kTileRows - 1) / kTileRows, batch));

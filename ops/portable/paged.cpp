@@ -1,6 +1,7 @@
 // Portable paged KV cache: kernels/paged.hal (a validation pass, then the
 // append or the split-KV attention and its merge; see the kernel file).
 #include "launch.hpp"
+#include "portable_constants.hpp"
 #include "registry.hpp"
 
 #include "hal_ops/tensor.hpp"
@@ -13,9 +14,9 @@ namespace hal::ops::portable {
 namespace {
 
 constexpr const char* kSource = "paged";
-// Private arrays of the attention kernels (MAX_HEAD_DIM, MAX_HEAD_DIM_V).
-constexpr int64_t kMaxHeadDim = 576;
-constexpr int64_t kMaxHeadDimV = 512;
+// Private arrays of the attention kernels.
+constexpr int64_t kMaxHeadDim = constants::PG_MAX_HEAD_DIM;
+constexpr int64_t kMaxHeadDimV = constants::PG_MAX_HEAD_DIM_V;
 // The automatic split count: about this many work-items per compute unit,
 // chunks of at least this many keys, at most this many chunks, and a
 // workspace of partial results of at most this many bytes.
@@ -221,8 +222,9 @@ class Paged final : public Implementation {
     const auto& desc = *reinterpret_cast<const hal_op_paged_attention_desc_t*>(request.desc);
     if (desc.q.shape[3] > kMaxHeadDim || desc.out.shape[3] > kMaxHeadDimV) {
       *decline = "head dims " + std::to_string(desc.q.shape[3]) + "/" +
-                 std::to_string(desc.out.shape[3]) +
-                 " exceed 576/512, the most the portable kernels keep per row";
+                 std::to_string(desc.out.shape[3]) + " exceed " + std::to_string(kMaxHeadDim) +
+                 "/" + std::to_string(kMaxHeadDimV) +
+                 ", the most the portable kernels keep per row";
       return nullptr;
     }
     const int64_t splits = choose_splits(desc, request);

@@ -50,6 +50,7 @@ struct RankState {
   // Once the rank knows what it has (its group, transport and segment).
   void set_means(uint32_t ranks) {
     chooser.means = {ranks, group != nullptr, shm != nullptr, transport != nullptr, false};
+    chooser.means.cross_memory = shm != nullptr && shm->cross_memory();
     chooser.log = &log;
     chooser.rank = rank;
   }
@@ -234,16 +235,23 @@ hal_result_t finish_rank(Device& owner, std::shared_ptr<RankState> state, uint32
                          hal_impl_comm_t** out_comm) {
   Status status;
   std::string why_not;
-  state->shm = collective::ShmGroup::create(*state->transport, collective::shm_wanted(), deadline,
-                                            status, why_not);
+  state->shm =
+      collective::ShmGroup::create(*state->transport, collective::shm_wanted(), deadline, status,
+                                   why_not, {collective::cross_memory_wanted(), nullptr});
   if (!status.ok()) {
     return owner.report().fail(status.result, 0, "comm_init_rank: %s", status.message.c_str());
   }
   state->set_means(nranks);
+  std::string cross_memory;
+  if (state->shm) {
+    cross_memory = state->shm->cross_memory()
+                       ? "; large alltoallvs read across processes (cross-memory attach)"
+                       : "; no cross-memory attach: " + state->shm->cross_memory_reason();
+  }
   owner.report().log(
-      HAL_LOG_DEBUG, "cpu: %s rank %u of %u: %s, %s%s", bootstrap, state->rank, nranks, messages,
+      HAL_LOG_DEBUG, "cpu: %s rank %u of %u: %s, %s%s%s", bootstrap, state->rank, nranks, messages,
       state->shm ? "allreduces through a shared segment" : "no shared segment for allreduces: ",
-      why_not.c_str());
+      why_not.c_str(), cross_memory.c_str());
   auto made = std::make_unique<Comm>(owner, std::move(state));
   *out_comm = reinterpret_cast<hal_impl_comm_t*>(made.release());
   return HAL_SUCCESS;

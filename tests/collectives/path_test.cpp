@@ -82,6 +82,20 @@ TEST_CASE("path chooser: the decisions at the limits", "[collectives][path]") {
   CHECK(chosen(facts(HAL_COLLECTIVE_ALLTOALLV, a2a, 2), shm) == Path::kSegment);
   CHECK(chosen(facts(HAL_COLLECTIVE_ALLTOALLV, a2a + 1, 2), shm) == Path::kDirect);
   CHECK(chosen(facts(HAL_COLLECTIVE_ALLTOALLV, 4, 2), messages) == Path::kDirect);
+  // Where the ranks may read each other's memory, the segment serves an
+  // alltoallv of any size (and nothing else beyond its limits).
+  Means cross = shm;
+  cross.cross_memory = true;
+  CHECK(chosen(facts(HAL_COLLECTIVE_ALLTOALLV, a2a + 1, 2), cross) == Path::kSegment);
+  CHECK(chosen(facts(HAL_COLLECTIVE_ALLTOALLV, size_t{1} << 40, 2), cross) == Path::kSegment);
+  CHECK(chosen(facts(HAL_COLLECTIVE_ALLREDUCE, segment + 4, segment / 4 + 1), cross) ==
+        chosen(facts(HAL_COLLECTIVE_ALLREDUCE, segment + 4, segment / 4 + 1), shm));
+  std::string why_not;
+  CHECK(hal::collective::path_serves(Path::kSegment, facts(HAL_COLLECTIVE_ALLTOALLV, a2a + 1, 2),
+                                     cross, why_not));
+  CHECK_FALSE(hal::collective::path_serves(
+      Path::kSegment, facts(HAL_COLLECTIVE_ALLTOALLV, a2a + 1, 2), shm, why_not));
+  CHECK_THAT(why_not, Catch::Contains("cannot read each other's memory"));
   // One algorithm per kind elsewhere; threads of one process meet in memory.
   CHECK(chosen(facts(HAL_COLLECTIVE_ALLGATHER, 4, 1), shm) == Path::kRing);
   CHECK(chosen(facts(HAL_COLLECTIVE_REDUCE_SCATTER, 4, 1), shm) == Path::kRing);
@@ -675,6 +689,90 @@ TEST_CASE(
       }
     }
   }
+}
+
+// A large alltoallv read across (cross-memory attach) on the inline path:
+// both ranks' tries give up (rank 0: nobody came; rank 1: it read its
+// blocks, but rank 0 has not read its send buffer yet), and run() finishes
+// each where its try stopped; then a try that finishes whole.
+TEST_CASE(
+    "path chooser: a cross-memory alltoallv tried inline waits for its readers or leaves "
+    "them to run()",
+    "[collectives][path][cma]") {
+  std::vector<Rank> ranks = make_ranks(2, true);
+  REQUIRE(ranks[0].shm->cross_memory());
+  Chooser chooser;
+  chooser.means = processes(2, true);
+  chooser.means.cross_memory = true;
+  chooser.policy = PathPolicy::automatic();
+  constexpr size_t kScale = 20000;  // 80 KB and more per rank: past a slot
+  std::vector<std::vector<float>> send(2), recv(2);
+  hal_alltoallv_layout_t layouts[2];
+  hal_collective_call_t calls[2];
+  // Rank r sends (r + 1) * kScale to each rank, and receives (f + 1) * kScale from rank f.
+  std::vector<std::vector<size_t>> sc(2), sd(2), rc(2), rd(2);
+  for (uint32_t r = 0; r < 2; ++r) {
+    sc[r] = {kScale * (r + 1), kScale * (r + 1)};
+    sd[r] = {0, kScale * (r + 1)};
+    rc[r] = {kScale, 2 * kScale};
+    rd[r] = {1, kScale + 2};  // gaps before each block
+    send[r].resize(2 * kScale * (r + 1));
+    for (size_t i = 0; i < send[r].size(); ++i) send[r][i] = static_cast<float>(r * 1e6 + i);
+  }
+  auto reset = [&] {
+    for (uint32_t r = 0; r < 2; ++r) {
+      recv[r].assign(3 * kScale + 3, -1.0f);
+      layouts[r] = {send[r].data(), recv[r].data(), sc[r].data(),
+                    sd[r].data(),   rc[r].data(),   rd[r].data()};
+      calls[r] = {
+          HAL_COLLECTIVE_ALLTOALLV, HAL_DTYPE_F32, HAL_REDUCE_SUM, 0, &layouts[r], nullptr, 2};
+    }
+  };
+  auto check_received = [&] {
+    for (uint32_t r = 0; r < 2; ++r) {
+      std::vector<float> want(3 * kScale + 3, -1.0f);
+      for (uint32_t f = 0; f < 2; ++f) {
+        std::copy_n(send[f].begin() + static_cast<long>(sd[f][r]), rc[r][f],
+                    want.begin() + static_cast<long>(rd[r][f]));
+      }
+      CHECK(recv[r] == want);
+    }
+  };
+  reset();
+  Status status;
+  Clock::time_point first_look;
+  CHECK_FALSE(
+      ranks[0].shm->try_run(calls[0], chooser, std::chrono::microseconds(0), status, first_look));
+  CHECK_FALSE(
+      ranks[1].shm->try_run(calls[1], chooser, std::chrono::microseconds(0), status, first_look));
+  Status statuses[2];
+  std::thread peer([&] {
+    statuses[1] =
+        hal::collective::run_batch(*ranks[1].transport, ranks[1].shm.get(), std::span(&calls[1], 1),
+                                   Deadline::after_ms(20000, nullptr), ranks[1].scratch, chooser);
+  });
+  statuses[0] =
+      hal::collective::run_batch(*ranks[0].transport, ranks[0].shm.get(), std::span(&calls[0], 1),
+                                 Deadline::after_ms(20000, nullptr), ranks[0].scratch, chooser);
+  peer.join();
+  CHECK(statuses[0].ok());
+  CHECK(statuses[1].ok());
+  check_received();
+  // Both tries with patience: each reads and waits for the other's read.
+  reset();
+  bool ended[2] = {false, false};
+  std::thread second([&] {
+    ended[1] =
+        ranks[1].shm->try_run(calls[1], chooser, std::chrono::seconds(20), statuses[1], first_look);
+  });
+  Clock::time_point mine;
+  ended[0] = ranks[0].shm->try_run(calls[0], chooser, std::chrono::seconds(20), statuses[0], mine);
+  second.join();
+  CHECK(ended[0]);
+  CHECK(ended[1]);
+  CHECK(statuses[0].ok());
+  CHECK(statuses[1].ok());
+  check_received();
 }
 
 TEST_CASE("path chooser [slow]: the matrix over 4 ranks, every op, with and without a segment",

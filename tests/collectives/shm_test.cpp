@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include <random>
 #include <thread>
 
+#include "hal_collective/limits.hpp"
 #include "hal_collective/shm.hpp"
 #include "hal_collective/shm_handoff.hpp"
 
@@ -96,7 +98,7 @@ class ThreadTransport final : public Transport {
       }
       if (box.front().size() != p.bytes)
         return Status::failure(HAL_ERROR_ARGUMENT_MISMATCH, "size");
-      std::memcpy(p.data, box.front().data(), p.bytes);
+      if (p.bytes != 0) std::memcpy(p.data, box.front().data(), p.bytes);  // 0 bytes: maybe null
       box.pop_front();
     }
     pending_.clear();
@@ -120,18 +122,20 @@ struct Made {
   std::string reason;
 };
 
-// Sets up |ranks| ranks, each on its own thread; |wanted(r)| is rank r's wish.
-std::vector<Made> make_groups(Wire& wire, uint32_t ranks,
-                              const std::function<bool(uint32_t)>& wanted,
-                              uint32_t timeout_ms = 10000) {
+// Sets up |ranks| ranks, each on its own thread; |wanted(r)| is rank r's
+// wish, |cross_memory(r)| its cross-memory options (default: wanted).
+std::vector<Made> make_groups(
+    Wire& wire, uint32_t ranks, const std::function<bool(uint32_t)>& wanted,
+    uint32_t timeout_ms = 10000,
+    const std::function<hal::collective::CrossMemoryOptions(uint32_t)>& cross_memory = {}) {
   std::vector<Made> made(ranks);
   std::vector<std::thread> threads;
   for (uint32_t r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       ThreadTransport transport(wire, r, ranks);
-      made[r].group =
-          ShmGroup::create(transport, wanted(r), Deadline::after_ms(timeout_ms, nullptr),
-                           made[r].status, made[r].reason);
+      made[r].group = ShmGroup::create(
+          transport, wanted(r), Deadline::after_ms(timeout_ms, nullptr), made[r].status,
+          made[r].reason, cross_memory ? cross_memory(r) : hal::collective::CrossMemoryOptions{});
     });
   }
   for (auto& t : threads) t.join();
@@ -577,5 +581,268 @@ TEST_CASE("shared segment: ranks running a call ahead never see the next call's 
     INFO("rank " << r);
     CHECK(failures[r].empty());
     if (!failures[r].empty()) WARN(failures[r]);
+  }
+}
+
+// An alltoallv larger than a slot: where every rank may read every peer's
+// memory (in one process it always may), each rank reads its blocks out of
+// its peers' send buffers and the call never leaves the segment; where a
+// rank said HAL_COMM_CMA=0, or the probe was refused (a fault standing in
+// for the kernel's EPERM), every rank says why and the same calls go over
+// the transport. Seeded uneven counts (some zero, blocks up to 80 KB, every
+// fourth call small enough for the slots), each call's data its own, gaps
+// between the receive blocks that must stay untouched; the reference is a
+// function of (call, sender, receiver, element).
+TEST_CASE(
+    "shared segment: alltoallvs larger than a slot match a reference, read across "
+    "processes or over the transport",
+    "[collectives][shm][cma]") {
+  const uint32_t ranks = GENERATE(2u, 3u);
+  // 0: cross memory; 1: the last rank set HAL_COMM_CMA=0; 2: rank 1 refused reading rank 0.
+  const int mode = GENERATE(0, 1, 2);
+  INFO(ranks << " ranks, mode " << mode);
+  Wire wire;
+  std::vector<Made> made = make_groups(
+      wire, ranks, [](uint32_t) { return true; }, 10000,
+      [&](uint32_t r) {
+        hal::collective::CrossMemoryOptions options;
+        options.wanted = !(mode == 1 && r == ranks - 1);
+        if (mode == 2) {
+          options.refuse = [](uint32_t self, uint32_t peer) {
+            return self == 1 && peer == 0 ? EPERM : 0;
+          };
+        }
+        return options;
+      });
+  for (const Made& m : made) {
+    REQUIRE(m.group != nullptr);
+    CHECK(m.group->cross_memory() == (mode == 0));
+    if (mode == 1) {
+      CHECK(m.group->cross_memory_reason() ==
+            "rank " + std::to_string(ranks - 1) + " set HAL_COMM_CMA=0");
+    }
+    if (mode == 2) {
+      CHECK_THAT(m.group->cross_memory_reason(),
+                 Catch::Contains("rank 1 may not read rank 0's memory") &&
+                     Catch::Contains(std::strerror(EPERM)));
+    }
+  }
+  constexpr uint32_t kCalls = 24;
+  std::mt19937 random(77 + ranks * 3 + static_cast<uint32_t>(mode));
+  std::vector<std::vector<std::vector<size_t>>> counts(
+      kCalls, std::vector<std::vector<size_t>>(ranks, std::vector<size_t>(ranks)));
+  std::vector<bool> large(kCalls, false);
+  for (uint32_t c = 0; c < kCalls; ++c) {
+    const size_t most = c % 4 == 3 ? 700 : 20000;
+    size_t largest = 0;
+    for (auto& row : counts[c]) {
+      size_t total = 0;
+      for (size_t& n : row) {
+        n = random() % 4 == 0 ? 0 : random() % most;
+        total += n;
+      }
+      largest = std::max(largest, total);
+    }
+    large[c] = largest * sizeof(float) > hal::collective::limits::kSegmentAlltoallvBytes;
+  }
+  auto value = [](uint32_t c, uint32_t from, uint32_t to, size_t i) {
+    return static_cast<float>((c * 131 + from * 17 + to * 7 + i) % 1021);
+  };
+  std::vector<std::string> failures(ranks);
+  std::vector<uint32_t> left(ranks, 0);
+  std::vector<std::thread> threads;
+  for (uint32_t me = 0; me < ranks; ++me) {
+    threads.emplace_back([&, me] {
+      ThreadTransport transport(wire, me, ranks);
+      hal::collective::Chooser chooser = test_chooser();
+      chooser.means.ranks = ranks;
+      chooser.means.cross_memory = made[me].group->cross_memory();
+      std::vector<uint8_t> scratch;
+      for (uint32_t c = 0; c < kCalls && failures[me].empty(); ++c) {
+        std::vector<size_t> sc(ranks), sd(ranks), rc(ranks), rd(ranks);
+        size_t send_total = 0, recv_total = 0;
+        for (uint32_t r = 0; r < ranks; ++r) {
+          sc[r] = counts[c][me][r];
+          rc[r] = counts[c][r][me];
+          sd[r] = send_total;
+          rd[r] = recv_total + 1;  // a gap of one element before each block
+          send_total += sc[r];
+          recv_total += rc[r] + 1;
+        }
+        std::vector<float> send(send_total), recv(recv_total + 1, -1.0f);
+        for (uint32_t r = 0; r < ranks; ++r) {
+          for (size_t i = 0; i < sc[r]; ++i) send[sd[r] + i] = value(c, me, r, i);
+        }
+        const hal_alltoallv_layout_t layout{send.data(), recv.data(), sc.data(),
+                                            sd.data(),   rc.data(),   rd.data()};
+        const hal_collective_call_t call{
+            HAL_COLLECTIVE_ALLTOALLV, HAL_DTYPE_F32, HAL_REDUCE_SUM, 0, &layout, nullptr, ranks};
+        const Deadline deadline = Deadline::after_ms(20000, nullptr);
+        const Status s = made[me].group->run(
+            call, deadline, chooser, [&](const hal::collective::DecidedPath& decided) {
+              ++left[me];
+              return hal::collective::run_p2p(transport, std::span(&call, 1), deadline, scratch,
+                                              chooser, &decided);
+            });
+        if (!s.ok()) {
+          failures[me] = "call " + std::to_string(c) + ": " + s.message;
+          break;
+        }
+        // The whole receive buffer against the reference, gaps included.
+        for (uint32_t from = 0; from < ranks && failures[me].empty(); ++from) {
+          if (recv[rd[from] - 1] != -1.0f) {
+            failures[me] = "a gap written in call " + std::to_string(c);
+          }
+          for (size_t i = 0; i < rc[from]; ++i) {
+            if (recv[rd[from] + i] != value(c, from, me, i)) {
+              failures[me] = "call " + std::to_string(c) + ": rank " + std::to_string(from) +
+                             "'s element " + std::to_string(i) + " wrong";
+              break;
+            }
+          }
+        }
+        if (recv.back() != -1.0f)
+          failures[me] = "written past the end in call " + std::to_string(c);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const uint32_t large_calls = static_cast<uint32_t>(std::count(large.begin(), large.end(), true));
+  REQUIRE(large_calls >= kCalls / 2);
+  REQUIRE(large_calls < kCalls);
+  for (uint32_t r = 0; r < ranks; ++r) {
+    INFO("rank " << r);
+    CHECK(failures[r].empty());
+    if (!failures[r].empty()) WARN(failures[r]);
+    // Across processes nothing leaves the segment; without, every large call does.
+    CHECK(left[r] == (mode == 0 ? 0u : large_calls));
+  }
+}
+
+// What a cross-memory alltoallv refuses, writing nothing: counts on which the
+// ranks disagree (every rank fails alike, and the next call works), and a
+// send buffer its owner's process cannot give (a rank that publishes an
+// address with nothing readable behind it: its peer's read fails, and both
+// fail with a clear error instead of waiting).
+TEST_CASE(
+    "shared segment: a cross-memory alltoallv refuses disagreeing counts and an unreadable "
+    "send buffer, writing nothing",
+    "[collectives][shm][cma]") {
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, 2, [](uint32_t) { return true; });
+  for (const Made& m : made) {
+    REQUIRE(m.group != nullptr);
+    REQUIRE(m.group->cross_memory());
+  }
+  constexpr size_t kBlock = 20000;  // 80 KB: over a slot
+  struct Side {
+    std::vector<size_t> sc, sd, rc, rd;
+    std::vector<float> send, recv;
+    hal_alltoallv_layout_t layout;
+  };
+  // Rank r sends kBlock to its peer and |self| to itself; it expects
+  // |expects| from its peer.
+  auto side = [](uint32_t r, size_t self, size_t expects) {
+    Side s;
+    const uint32_t peer = 1 - r;
+    s.sc = {0, 0};
+    s.rc = {0, 0};
+    s.sc[peer] = kBlock;
+    s.sc[r] = self;
+    s.rc[peer] = expects;
+    s.rc[r] = self;
+    s.sd = {0, kBlock};
+    s.rd = {0, kBlock};
+    s.send.assign(2 * kBlock, static_cast<float>(r + 1));
+    s.recv.assign(2 * kBlock, -1.0f);
+    return s;
+  };
+  auto run_sides = [&](std::vector<Side>& sides) {
+    std::vector<Status> statuses(2);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 2; ++r) {
+      Side& s = sides[r];
+      s.layout = {s.send.data(), s.recv.data(), s.sc.data(), s.sd.data(), s.rc.data(), s.rd.data()};
+      threads.emplace_back([&, r] {
+        const hal_collective_call_t call{HAL_COLLECTIVE_ALLTOALLV,
+                                         HAL_DTYPE_F32,
+                                         HAL_REDUCE_SUM,
+                                         0,
+                                         &sides[r].layout,
+                                         nullptr,
+                                         2};
+        hal::collective::Chooser chooser = test_chooser();
+        chooser.means.cross_memory = true;
+        statuses[r] = made[r].group->run(
+            call, Deadline::after_ms(10000, nullptr), chooser,
+            [](const hal::collective::DecidedPath&) {
+              return Status::failure(HAL_ERROR_INTERNAL, "this call should not leave the segment");
+            });
+      });
+    }
+    for (auto& t : threads) t.join();
+    return statuses;
+  };
+  auto untouched = [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return x == -1.0f; });
+  };
+
+  SECTION("counts that disagree: every rank fails alike, nothing written, the next call works") {
+    std::vector<Side> sides{side(0, 5, kBlock - 1), side(1, 5, kBlock)};
+    const auto statuses = run_sides(sides);
+    for (uint32_t r = 0; r < 2; ++r) {
+      INFO("rank " << r << ": " << statuses[r].message);
+      CHECK(statuses[r].result == HAL_ERROR_ARGUMENT_MISMATCH);
+      CHECK_THAT(statuses[r].message, Catch::Contains("rank 1 sends 20000 elements to rank 0"));
+      CHECK(untouched(sides[r].recv));
+    }
+    std::vector<Side> good{side(0, 5, kBlock), side(1, 5, kBlock)};
+    const auto again = run_sides(good);
+    for (uint32_t r = 0; r < 2; ++r) {
+      CHECK(again[r].ok());
+      CHECK(std::count(good[r].recv.begin(), good[r].recv.end(), static_cast<float>(2 - r)) ==
+            static_cast<long>(kBlock));
+    }
+  }
+  SECTION("a send buffer with nothing readable behind it: a clear error on both ranks") {
+    const size_t bytes = 2 * kBlock * sizeof(float);
+    void* hole = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(hole != MAP_FAILED);
+    std::vector<Side> sides{side(0, 0, kBlock), side(1, 0, kBlock)};
+    std::vector<Status> statuses(2);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 2; ++r) {
+      Side& s = sides[r];
+      s.layout = {r == 1 ? hole : s.send.data(),
+                  s.recv.data(),
+                  s.sc.data(),
+                  s.sd.data(),
+                  s.rc.data(),
+                  s.rd.data()};
+      threads.emplace_back([&, r] {
+        const hal_collective_call_t call{HAL_COLLECTIVE_ALLTOALLV,
+                                         HAL_DTYPE_F32,
+                                         HAL_REDUCE_SUM,
+                                         0,
+                                         &sides[r].layout,
+                                         nullptr,
+                                         2};
+        hal::collective::Chooser chooser = test_chooser();
+        chooser.means.cross_memory = true;
+        statuses[r] = made[r].group->run(call, Deadline::after_ms(10000, nullptr), chooser,
+                                         [](const hal::collective::DecidedPath&) {
+                                           return Status::failure(HAL_ERROR_INTERNAL, "left");
+                                         });
+      });
+    }
+    for (auto& t : threads) t.join();
+    munmap(hole, bytes);
+    INFO(statuses[0].message << " / " << statuses[1].message);
+    CHECK(statuses[0].result == HAL_ERROR_REMOTE);
+    CHECK_THAT(statuses[0].message, Catch::Contains("could not read 80000 bytes of rank 1's send "
+                                                    "buffer") &&
+                                        Catch::Contains(std::strerror(EFAULT)));
+    CHECK(statuses[1].result == HAL_ERROR_REMOTE);
+    CHECK(untouched(sides[0].recv));
   }
 }

@@ -12,7 +12,9 @@
 //                                               then the shared segment's failures;
 //                                               with expect, after checking that the
 //                                               messages went through shared memory or
-//                                               over MPI (HAL_COMM_SHM=0)
+//                                               over MPI (HAL_COMM_SHM=0); shm-no-cma:
+//                                               shared memory without cross-memory
+//                                               attach (HAL_COMM_CMA=0)
 //   collectives_worker store <id-hex> <rank> <n>            the matrix
 //   collectives_worker store <id-hex> <rank> <n> kill <k>   rank k dies mid-run;
 //                                                 every survivor must fail
@@ -343,6 +345,11 @@ std::string expected_line(const std::string& bootstrap, const std::string& path,
       "cpu: " + bootstrap + " rank " + std::to_string(rank) + " of " + std::to_string(n);
   if (path == "shm") {
     return head + ": messages through a shared segment, allreduces through a shared";
+  }
+  if (path == "shm-no-cma") {  // every rank set HAL_COMM_CMA=0: rank 0 is named
+    return head +
+           ": messages through a shared segment, allreduces through a shared segment; no "
+           "cross-memory attach: rank 0 set HAL_COMM_CMA=0";
   }
   return path == "mpi" ? head + ": messages over MPI (a rank has HAL_COMM_SHM=0), no shared"
                        : head + ": host-staged by the loader";

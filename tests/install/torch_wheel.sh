@@ -8,14 +8,17 @@
 # program checks that hal_torch imports from the environment, runs on the installed libhal and
 # its cpu plugin, and computes a product and a sum natively that agree with float64.
 #
-#   tests/install/torch_wheel.sh BUILD_DIR
+#   tests/install/torch_wheel.sh BUILD_DIR [WORK]
+#
+# WORK (default BUILD_DIR/tests/install/torch-wheel) keeps the prefix and the environment after
+# the run: a tree configured with HAL_TORCH_TESTS_ON_WHEEL runs hal_torch's suites in WORK/env.
 #
 # The wheel's scratch build directory is kept between runs (compiled through ccache): a rerun
 # with unchanged sources costs a configure and a link check. The output gives each phase's time.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "$1" && pwd)"
-work="$build/tests/install/torch-wheel"
+work="${2:-$build/tests/install/torch-wheel}"
 rm -rf "$work/prefix" "$work/dist" "$work/env" "$work/run"
 mkdir -p "$work/dist" "$work/run" "$work/home"
 python="$(command -v python3)"

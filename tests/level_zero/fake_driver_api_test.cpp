@@ -186,40 +186,7 @@ TEST_CASE("each GPU is a device with the driver's properties") {
 
 TEST_CASE("memory of every kind: copies and fills checked by content") {
   Fake fake;
-  const long initial = fake.live("allocations");
-  {
-    Session session;
-    std::mt19937 random(20261203);
-    const size_t size = 4096 + 37;
-    for (hal_memory_kind_t kind : {HAL_MEMORY_DEVICE, HAL_MEMORY_HOST, HAL_MEMORY_SHARED}) {
-      INFO("kind " << static_cast<int>(kind));
-      const long before = fake.live("allocations");
-      void* a = nullptr;
-      void* b = nullptr;
-      REQUIRE(hal_mem_alloc(session.device(), kind, size, 0, &a) == HAL_SUCCESS);
-      REQUIRE(hal_mem_alloc(session.device(), kind, size, 8192, &b) == HAL_SUCCESS);
-      CHECK(reinterpret_cast<uintptr_t>(a) % 64 == 0);
-      CHECK(reinterpret_cast<uintptr_t>(b) % 8192 == 0);
-      CHECK(fake.live("allocations") == before + 2);
-      std::vector<uint8_t> input(size), output(size, 0);
-      for (uint8_t& byte : input) byte = static_cast<uint8_t>(random());
-      std::vector<uint8_t> expected = input;
-      std::memset(expected.data() + 100, 0x5a, 1000);
-      REQUIRE(hal_memcpy_async(a, input.data(), size, session.stream()) == HAL_SUCCESS);
-      REQUIRE(hal_memcpy_async(b, a, size, session.stream()) == HAL_SUCCESS);
-      REQUIRE(hal_memset_async(static_cast<uint8_t*>(b) + 100, 0x5a, 1000, session.stream()) ==
-              HAL_SUCCESS);
-      REQUIRE(hal_memcpy_async(output.data(), b, size, session.stream()) == HAL_SUCCESS);
-      REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
-      CHECK(output == expected);
-      CHECK(hal_mem_free(a) == HAL_SUCCESS);
-      CHECK(hal_mem_free(b) == HAL_SUCCESS);
-    }
-  }
-  // hal_mem_free holds the memory back from the plugin for a while (SPEC.md
-  // §6, "Freed memory"); the last hal_shutdown gives it back: every block
-  // freed, the over-aligned ones by their base.
-  CHECK(fake.live("allocations") == initial);
+  gpu_api_test::check_memory_kinds([&] { return fake.live("allocations"); }, 20261203, 64, 8192);
 }
 
 TEST_CASE("a failed zeMemAlloc* is HAL_ERROR_OUT_OF_MEMORY with the ze_result_t") {

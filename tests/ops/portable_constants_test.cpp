@@ -1,6 +1,7 @@
 // The constants the portable kernels share with their C++ launchers (the
-// matmul tile, the channel norm's chunk and flags, the convolution's modes,
-// pooling's flags) come from one table (ops/CMakeLists.txt): each family's
+// matmul tile and features, math's compute modes and scalar slots, the
+// attention kernels' largest head dims, the channel norm's chunk and flags,
+// the convolution's modes, pooling's flags) come from one table (ops/CMakeLists.txt): each family's
 // source defines each of them exactly once, with the table's value, and a
 // .hal file that defines one again with another value is refused by the
 // dialect. The kernels' copies of the C ABI's enum values (dtypes,
@@ -43,6 +44,8 @@ struct AbiMirror {
 const AbiMirror kAbiMirrors[] = {
     {"attention", "CAUSAL_TOP_LEFT", HAL_CAUSAL_TOP_LEFT},
     {"attention", "CAUSAL_BOTTOM_RIGHT", HAL_CAUSAL_BOTTOM_RIGHT},
+    {"attention", "SPARSE_BLOCK_MASK", HAL_ATTENTION_BLOCK_MASK},
+    {"attention", "SPARSE_BLOCK_INDICES", HAL_ATTENTION_BLOCK_INDICES},
     {"matmul", "DT_F32", HAL_DTYPE_F32},
     {"matmul", "DT_F16", HAL_DTYPE_F16},
     {"matmul", "DT_BF16", HAL_DTYPE_BF16},

@@ -25,6 +25,7 @@
 #include <ATen/ops/clamp_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eq_ops.h>
 #include <ATen/ops/floor_divide_ops.h>
 #include <ATen/ops/fmod_ops.h>
@@ -54,6 +55,7 @@
 #include <ATen/ops/where_ops.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <functional>
 
 namespace hal_torch {
@@ -135,6 +137,12 @@ struct BinaryOp {
   bool commutative;
 };
 
+// True when |value| (a finite double) rounds to inf in f32: HAL refuses such a run-time float
+// scalar (SPEC §17.1: from halfway between FLT_MAX and 2^128 on), where PyTorch computes with inf.
+bool overflows_f32(double value) {
+  return std::isfinite(value) && std::fabs(value) >= 0x1.ffffffp+127;
+}
+
 bool alpha_is_one(const c10::Scalar& alpha) {
   return alpha.isFloatingPoint() ? alpha.toDouble() == 1.0
          : alpha.isBoolean()     ? alpha.toBool()
@@ -150,6 +158,9 @@ std::string run_binary_scalar(hal_binary_op_t op, at::TensorIterator& iter, int 
   const std::optional<hal_tensor_desc_t> x = iter_desc(iter, x_arg);
   const std::optional<hal_tensor_desc_t> out = iter_desc(iter, 0);
   if (!x || !out) return "a layout or dtype HAL cannot describe";
+  if (s.isFloatingPoint() && overflows_f32(s.toDouble())) {
+    return "a float scalar past f32's range (HAL computes in f32 and refuses it)";
+  }
   std::string why;
   {
     auto desc = make_desc<hal_op_binary_scalar_desc_t>(HAL_OP_BINARY_SCALAR);
@@ -248,15 +259,55 @@ std::string run_binary(const BinaryOp& op, at::TensorIterator& iter, const c10::
 
 using Fallback = std::function<at::Tensor(const std::string&)>;
 
-// b scaled by alpha (add/sub with alpha != 1 between two device tensors).
+// b scaled by alpha (add/sub with alpha != 1 between two device tensors: HAL_OP_BINARY's alpha
+// scales a OP b, not b), what at::mul(b, alpha) gives. A float b (alpha real) is scaled by
+// HAL_OP_UNARY straight into a tensor of b's layout: through at::mul, the dispatcher, a wrapped
+// scalar tensor and a TensorIterator cost more than the op itself (optimizer updates,
+// p.add_(g, alpha=-lr), are such small calls).
 at::Tensor scaled(const at::Tensor& b, const c10::Scalar& alpha) {
+  const double value = alpha.isComplex()   ? std::nan("")
+                       : alpha.isBoolean() ? static_cast<double>(alpha.toBool())
+                                           : alpha.toDouble();
+  if (b.is_privateuseone() && is_hal_float(b.scalar_type()) && std::isfinite(value) &&
+      !overflows_f32(value) && b.numel() > 0 && b.is_non_overlapping_and_dense()) {
+    at::Tensor out = at::empty_strided(b.sizes(), b.strides(), b.options());
+    const std::optional<hal_tensor_desc_t> x = describe(b);
+    const std::optional<hal_tensor_desc_t> y = describe(out);
+    if (x && y) {
+      auto desc = make_desc<hal_op_unary_desc_t>(HAL_OP_UNARY);
+      desc.activation = HAL_ACTIVATION_NONE;
+      desc.alpha = static_cast<float>(value);
+      desc.x = *x;
+      desc.out = *y;
+      std::string why;  // a declined plan takes at::mul's path
+      if (const Plan* plan = plan_or_reason(hal_index(b), desc, why)) {
+        execute(hal_index(b), *plan, {operand(b), operand(out)}, "scale");
+        return out;
+      }
+    }
+  }
   return at::mul(b, alpha);
+}
+
+// An alpha that f32 cannot hold: aten's kernel decides what it means (PyTorch refuses one that
+// the op's dtype cannot hold: "value cannot be converted to type float without overflow").
+bool alpha_overflows_f32(const c10::Scalar& alpha) {
+  return alpha.isFloatingPoint() && overflows_f32(alpha.toDouble());
+}
+
+// True when add/sub scale b before the op: alpha != 1 between two device tensors (a CPU scalar
+// operand takes alpha into the scalar instead), known before the iterator is built.
+bool scales_b_first(const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha) {
+  return a.is_privateuseone() && b.is_privateuseone() && !alpha_is_one(alpha);
 }
 
 at::Tensor binary(OpCounter& counter, const BinaryOp& op, const at::Tensor& a, const at::Tensor& b,
                   const c10::Scalar& alpha, const Fallback& fallback) {
-  at::TensorIterator iter = binary_iterator(op.promotion, at::Tensor(), a, b, false);
-  std::string why = run_binary(op, iter, alpha);
+  if (alpha_overflows_f32(alpha)) return fallback("alpha past f32's range");
+  const bool scale_first = scales_b_first(a, b, alpha);
+  at::TensorIterator iter =
+      binary_iterator(op.promotion, at::Tensor(), a, scale_first ? scaled(b, alpha) : b, false);
+  std::string why = run_binary(op, iter, scale_first ? c10::Scalar(1) : alpha);
   if (why == "alpha") {
     iter = binary_iterator(op.promotion, at::Tensor(), a, scaled(b, alpha), false);
     why = run_binary(op, iter, 1);
@@ -269,8 +320,14 @@ at::Tensor binary(OpCounter& counter, const BinaryOp& op, const at::Tensor& a, c
 void binary_into(OpCounter& counter, const BinaryOp& op, const at::Tensor& a, const at::Tensor& b,
                  const c10::Scalar& alpha, const at::Tensor& out, bool inplace,
                  const Fallback& fallback) {
-  at::TensorIterator iter = binary_iterator(op.promotion, out, a, b, inplace);
-  std::string why = run_binary(op, iter, alpha);
+  if (alpha_overflows_f32(alpha)) {
+    fallback("alpha past f32's range");
+    return;
+  }
+  const bool scale_first = scales_b_first(a, b, alpha);
+  at::TensorIterator iter =
+      binary_iterator(op.promotion, out, a, scale_first ? scaled(b, alpha) : b, inplace);
+  std::string why = run_binary(op, iter, scale_first ? c10::Scalar(1) : alpha);
   if (why == "alpha") {
     iter = binary_iterator(op.promotion, out, a, scaled(b, alpha), inplace);
     why = run_binary(op, iter, 1);

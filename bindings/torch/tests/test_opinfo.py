@@ -18,6 +18,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LONG = os.environ.get("HAL_TORCH_LONG") == "1"
 
 
+def plugin() -> str:
+    """The plugin of hal:0, where the samples run (cpu, or opencl: conftest.py)."""
+    return torch.hal.get_device_properties(0)["plugin"]
+
+
 def run(dtype, names=None, max_samples=None):
     results = []
     for op in opinfo_check.op_db():
@@ -36,8 +41,8 @@ def test_expected_ops_pass_natively(capsys):
     # fall back.
     regressions = [r for r in results if r.status == "fail" or r.kind != "native"]
     with capsys.disabled():
-        print(f"\nopinfo: {len(results)} ops checked (float32, forward and backward), "
-              f"{len(results) - len(regressions)} pass natively")
+        print(f"\nopinfo on {plugin()}: {len(results)} ops checked (float32, forward and "
+              f"backward), {len(results) - len(regressions)} pass natively")
     assert not regressions, "\n".join(f"{r.name}: {r.status} [{r.kind}] {r.message}"
                                       for r in regressions)
 
@@ -57,8 +62,8 @@ def test_bfloat16_ops_that_once_failed_pass(capsys):
     failed = [r for r in results if r.status != "pass" or r.kind == "fallback" or
               (r.name in ("div.trunc_rounding", "fmod") and r.kind != "native")]
     with capsys.disabled():
-        print(f"\nopinfo bfloat16: {len(results) - len(failed)} of {len(results)} once-failing "
-              f"ops pass, every sample")
+        print(f"\nopinfo bfloat16 on {plugin()}: {len(results) - len(failed)} of {len(results)} "
+              f"once-failing ops pass, every sample")
     assert not failed, "\n".join(f"{r.name}: {r.status} [{r.kind}] {r.message}" for r in failed)
 
 
@@ -70,9 +75,16 @@ def test_every_opinfo(dtype, capsys):
         print()
         opinfo_check.report(results, 0)
         native = sum(1 for r in results if r.status == "pass" and r.kind == "native")
-        print(f"opinfo coverage ({dtype}): {native} native / {len(results)} OpInfos")
+        print(f"opinfo coverage ({dtype}) on {plugin()}: {native} native / {len(results)} "
+              f"OpInfos")
     listed = {torch.float32: "opinfo_expected.txt", torch.bfloat16: "opinfo_expected_bf16.txt"}
     expected = set(opinfo_check.expected_list(os.path.join(HERE, listed[dtype])))
     lost = [r for r in results if r.name in expected and (r.status != "pass"
                                                            or r.kind != "native")]
     assert not lost, [(r.name, r.message) for r in lost]
+    # In float32 no OpInfo fails at all: what HAL does not serve (on opencl, what the portable
+    # implementations decline) falls back to the CPU's kernel with its result. (bfloat16 has
+    # failures of partly native ops, the same on the cpu and opencl plugins: README.md.)
+    if dtype == torch.float32:
+        failed = [r for r in results if r.status == "fail"]
+        assert not failed, [(r.name, r.kind, r.message) for r in failed]

@@ -70,6 +70,42 @@ def test_type_promotion_and_broadcasting(metrics):
     close(hf, 2 * f.double())
 
 
+def test_add_and_sub_with_alpha(metrics):
+    """a + alpha b and a - alpha b between hal tensors: b is scaled first (HAL's BINARY scales
+    a OP b as a whole); every form (functional, in-place, out=), a transposed b, bfloat16, an
+    integer b, a CPU scalar b. A scalar past f32's range (HAL refuses a run-time scalar that
+    f32 turns into inf) falls back and gives aten's result, inf; an alpha past it, aten's
+    error."""
+    a, b = rand(6, 5, seed=1), rand(6, 5, seed=2)
+    ha, hb = a.to("hal"), b.to("hal")
+    alpha = -2.9999999999999997e-05 * 1e4  # a learning rate's many digits
+    close(torch.add(ha, hb, alpha=alpha), a.double() + alpha * b.double())
+    close(torch.sub(ha, hb, alpha=3), a.double() - 3 * b.double())
+    out = torch.empty(6, 5, device="hal")
+    close(torch.add(ha, hb, alpha=0.5, out=out), a.double() + 0.5 * b.double())
+    close(out, a.double() + 0.5 * b.double())
+    inplace = ha.clone()
+    assert inplace.add_(hb, alpha=-0.25) is inplace
+    close(inplace, a.double() - 0.25 * b.double())
+    inplace.sub_(inplace, alpha=2)  # b is the output itself
+    close(inplace, -(a.double() - 0.25 * b.double()))
+    bt = rand(5, 6, seed=3)
+    close(torch.add(ha, bt.to("hal").t(), alpha=1.5), a.double() + 1.5 * bt.double().t())
+    close(torch.add(ha.bfloat16(), hb.bfloat16(), alpha=0.75),
+          a.bfloat16().double() + 0.75 * b.bfloat16().double(), torch.bfloat16)
+    n = torch.arange(30).reshape(6, 5)
+    close(torch.add(ha, n.to("hal"), alpha=2), a.double() + 2 * n.double())
+    assert torch.equal(torch.add(n.to("hal"), n.to("hal"), alpha=3).cpu(), n + 3 * n)
+    close(torch.add(ha, torch.tensor(2.0), alpha=0.5), a.double() + 1.0)
+    native, fell = native_and_fallback(metrics())
+    assert not fell, fell
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.add(a, b, alpha=1e300)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.add(ha, hb, alpha=1e300)
+    assert torch.equal((ha * -1e300).cpu(), a * -1e300)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_softmax_and_norms_with_backward(dtype, metrics):
     x = rand(6, 10, 32, seed=5, dtype=dtype)

@@ -44,7 +44,11 @@ inline constexpr size_t kSegmentAllreduceBytes = 16 * 1024;
 // two copies of the data where the transport's rings do two copies plus a
 // handshake round and per-message headers, so the segment should win at
 // every size it can hold; `collective_bandwidth mpi` (uneven 3:1 shares)
-// with HAL_COLL_PATH=segment and =direct compares them at 32 KiB.
+// with HAL_COLL_PATH=segment and =direct compares them at 32 KiB. Above
+// it, where the ranks may read each other's memory (Means::cross_memory),
+// the segment still serves: each rank reads its blocks out of its peers'
+// send buffers (one copy, then a "done" round); HAL_COMM_CMA=0 compares that
+// with the transport's pairwise messages.
 inline constexpr size_t kSegmentAlltoallvBytes = kSegmentSlotBytes;
 
 // CROSSOVER, direct vs ring, for an allreduce over the transport: at or

@@ -3,7 +3,9 @@
 //   local        the ranks are threads of one process: they meet in memory
 //                (hal_comm_init_local; LocalGroup)
 //   segment      ranks in processes of one host: the data goes through the
-//                shared segment in one round (ShmGroup)
+//                shared segment in one round (ShmGroup); an alltoallv
+//                larger than a slot, where the kernel lets the ranks read
+//                each other's memory, by cross-memory attach (one copy)
 //   direct       over the point-to-point transport, every rank exchanges
 //                with every peer at once (latency-bound sizes, and the
 //                kinds with one natural pattern: broadcast, reduce,
@@ -47,6 +49,10 @@ struct Means {
   bool segment = false;      // a shared segment with every peer (ShmGroup)
   bool transport = false;    // point-to-point messages to every peer
   bool host_staged = false;  // the loader's communicator
+  // Every rank may read every peer's memory (cross-memory attach, probed at
+  // set-up): the segment serves an alltoallv of any size, each rank reading
+  // its blocks straight out of its peers' send buffers (one copy).
+  bool cross_memory = false;
 };
 
 // The facts of a call the choice depends on. |bytes|: an allreduce's

@@ -19,6 +19,18 @@
 // each would take. A rank that fails or aborts marks the segment broken:
 // its peers fail at once with HAL_ERROR_REMOTE.
 //
+// An alltoallv larger than a slot goes through the episode too where the
+// kernel lets every rank read every peer's memory (cross-memory attach,
+// process_vm_readv; probed once at set-up between the actual ranks): each
+// rank publishes the addresses of its send blocks next to its counts, reads
+// its own blocks straight out of its peers' send buffers into its receive
+// buffer (one copy, where the transport's rings copy twice), and returns once
+// every peer is done reading its send buffer. What a rank reads is bounded by
+// its own receive counts: a peer whose published count disagrees is an error,
+// nothing is written out of bounds. Where the probe is refused (another
+// user's process, Yama's ptrace_scope, a seccomp filter, HAL_COMM_CMA=0) the
+// ranks keep the two-copy paths and say why (cross_memory_reason()).
+//
 // The segment is made, handed over and checked by SharedSegment
 // (shm_segment.hpp), over the transport.
 #pragma once
@@ -27,6 +39,7 @@
 #include "hal_collective/path.hpp"
 #include "hal_collective/status.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +47,19 @@
 namespace hal::collective {
 
 class SharedSegment;
+class SetupChannel;
+
+// Whether HAL_COMM_CMA lets this process read its peers' memory (unset or
+// anything but "0").
+bool cross_memory_wanted() noexcept;
+
+// Cross-memory attach at set-up: the rank's wish and, for tests, a fault
+// that replaces the kernel's verdict on rank |self| reading |peer| (0:
+// allowed, else the errno to report, as if the probe had been refused).
+struct CrossMemoryOptions {
+  bool wanted = true;
+  std::function<int(uint32_t self, uint32_t peer)> refuse;
+};
 
 class ShmGroup {
  public:
@@ -43,9 +69,12 @@ class ShmGroup {
   // |out_reason| saying why not (another host, a rank that does not want
   // it, a segment that could not be made or checked). |out_status| is a
   // failure of the transport itself (timeout, lost peer).
+  // |cross_memory| as above: every rank probes reading every peer; all use
+  // it only when all may.
   static std::unique_ptr<ShmGroup> create(Transport& transport, bool wanted,
                                           const Deadline& deadline, Status& out_status,
-                                          std::string& out_reason);
+                                          std::string& out_reason,
+                                          const CrossMemoryOptions& cross_memory = {});
   ~ShmGroup();
   ShmGroup(const ShmGroup&) = delete;
   ShmGroup& operator=(const ShmGroup&) = delete;
@@ -61,6 +90,7 @@ class ShmGroup {
   template <class TransportPath>
   Status run(const hal_collective_call_t& call, const Deadline& deadline, const Chooser& chooser,
              TransportPath transport_path) {
+    if (phase_ == Phase::kWaitingForReaders) return finish(await_readers(deadline));
     Status status = handshake(call, deadline, chooser);
     if (status.ok()) {
       const PathChoice choice = decide(call, chooser);
@@ -68,6 +98,7 @@ class ShmGroup {
         status = choice.refusal;  // the same verdict on every rank
       } else if (choice.path == Path::kSegment) {
         status = serve(call);
+        if (status.ok() && phase_ == Phase::kWaitingForReaders) status = await_readers(deadline);
       } else {
         status = transport_path(DecidedPath{choice.path, call.kind == HAL_COLLECTIVE_ALLTOALLV});
       }
@@ -91,12 +122,19 @@ class ShmGroup {
   // Marks the segment broken: peers waiting now or later fail at once.
   void fail() noexcept;
 
+  // Whether alltoallvs larger than a slot are read across processes
+  // (every rank's answer is the same), and if not, why not.
+  bool cross_memory() const noexcept { return cross_memory_; }
+  const std::string& cross_memory_reason() const noexcept { return cross_memory_reason_; }
+
  private:
   ShmGroup(std::unique_ptr<SharedSegment> segment, uint32_t rank, uint32_t ranks);
 
   // Where this rank's episode stands: a call in steps (try_run, then run)
   // picks it up where it stopped.
-  enum class Phase { kIdle, kWaitingForPrevious, kWaitingForArrivals };
+  // kWaitingForReaders: a cross-memory alltoallv has read its blocks; its
+  // peers may still read this rank's send buffer.
+  enum class Phase { kIdle, kWaitingForPrevious, kWaitingForArrivals, kWaitingForReaders };
 
   void begin() noexcept;
   bool previous_done() const noexcept;
@@ -111,12 +149,17 @@ class ShmGroup {
   Status serve(const hal_collective_call_t& call);
   Status reduce(const hal_collective_call_t& call);
   Status alltoallv(const hal_collective_call_t& call);
+  Status alltoallv_cross_memory(const hal_collective_call_t& call);
+  bool readers_done() const noexcept;
+  Status await_readers(const Deadline& deadline);
   Status finish(Status status);
+  Status probe_cross_memory(SetupChannel& setup, const CrossMemoryOptions& options);
 
   struct RankLine;
   RankLine& line(uint32_t rank) const noexcept;
   uint32_t set() const noexcept;  // the episode's set of signatures, counts and slots
-  uint64_t* counts(uint32_t rank) const noexcept;  // send counts, then receive counts
+  // send counts, then receive counts, then the send blocks' addresses
+  uint64_t* counts(uint32_t rank) const noexcept;
   uint8_t* input(uint32_t rank) const noexcept;
   template <class Ready>
   Status wait_for(const Deadline& deadline, const char* what, Ready ready);
@@ -128,6 +171,12 @@ class ShmGroup {
   uint64_t episode_ = 0;
   Phase phase_ = Phase::kIdle;
   std::vector<uint64_t> matrix_;  // the arrived alltoallv's counts, every rank's row
+  size_t largest_send_ = 0;       // the arrived alltoallv's largest send total, in bytes
+  Clock::duration read_took_{};   // this rank's reads of the last cross-memory alltoallv
+  bool cross_memory_ = false;
+  std::string cross_memory_reason_;
+  std::vector<int32_t> pids_;  // every rank's process (cross memory)
+  uint64_t probe_token_ = 0;   // what the peers read here at set-up
 };
 
 // One batch of a rank whose peers are processes: a single collective

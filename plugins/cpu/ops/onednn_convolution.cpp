@@ -235,6 +235,37 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
   const Dims deconv_w = weights_dims(p.w, p.groups, true);
   const auto bias_prim = [&] { return dense_vector(p.bias, a); };
   const dnnl::primitive_attr scratch_attr = user_scratchpad();
+  // The tensors of a forward pass and of a backward weights pass, the same
+  // for the convolution and the deconvolution (|pd| of either, |weights| in
+  // its layout of the weights).
+  const auto bind_forward = [&](const auto& pd, const Dims& weights) {
+    built.impl = pd.impl_info_str();
+    built.tensors.push_back(bind(DNNL_ARG_SRC, 0, TensorRole::kInput, user_of(p.x), pd.src_desc()));
+    built.tensors.push_back(
+        bind(DNNL_ARG_WEIGHTS, 1, TensorRole::kInput, user_of(weights), pd.weights_desc()));
+    if (p.has_bias) {
+      built.tensors.push_back(
+          bind(DNNL_ARG_BIAS, 2, TensorRole::kInput, user_of(p.bias), pd.bias_desc()));
+    }
+    PrimitiveTensor out = bind(DNNL_ARG_DST, 4, TensorRole::kOutput, user_of(p.y), pd.dst_desc());
+    if (p.has_residual) {
+      out.preload_operand = 3;
+      out.preload = user_of(p.residual);
+    }
+    built.tensors.push_back(out);
+  };
+  const auto bind_backward_weights = [&](const auto& pd, const Dims& weights) {
+    built.impl = pd.impl_info_str();
+    built.tensors.push_back(bind(DNNL_ARG_SRC, 0, TensorRole::kInput, user_of(p.x), pd.src_desc()));
+    built.tensors.push_back(
+        bind(DNNL_ARG_DIFF_DST, 1, TensorRole::kInput, user_of(p.y), pd.diff_dst_desc()));
+    built.tensors.push_back(bind(DNNL_ARG_DIFF_WEIGHTS, 2, TensorRole::kOutput, user_of(weights),
+                                 pd.diff_weights_desc()));
+    if (p.has_bias) {
+      built.tensors.push_back(
+          bind(DNNL_ARG_DIFF_BIAS, 3, TensorRole::kOutput, user_of(p.bias), pd.diff_bias_desc()));
+    }
+  };
   try {
     switch (p.kind) {
       case HAL_OP_CONVOLUTION: {
@@ -257,23 +288,8 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
                                               algorithm::convolution_direct, src, weights, bias,
                                               dst, p.strides, p.dilates, p.pad_l, p.pad_r),
               attr, engine);
-          built.impl = pd.impl_info_str();
           built.primitive = dnnl::convolution_forward(pd);
-          built.tensors.push_back(
-              bind(DNNL_ARG_SRC, 0, TensorRole::kInput, user_of(p.x), pd.src_desc()));
-          built.tensors.push_back(
-              bind(DNNL_ARG_WEIGHTS, 1, TensorRole::kInput, user_of(conv_w), pd.weights_desc()));
-          if (p.has_bias) {
-            built.tensors.push_back(
-                bind(DNNL_ARG_BIAS, 2, TensorRole::kInput, user_of(p.bias), pd.bias_desc()));
-          }
-          PrimitiveTensor out =
-              bind(DNNL_ARG_DST, 4, TensorRole::kOutput, user_of(p.y), pd.dst_desc());
-          if (p.has_residual) {
-            out.preload_operand = 3;
-            out.preload = user_of(p.residual);
-          }
-          built.tensors.push_back(out);
+          bind_forward(pd, conv_w);
         } else {
           const memory::desc weights = attempt_of(deconv_w, a, true);
           dnnl::deconvolution_forward::primitive_desc pd(
@@ -281,23 +297,8 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
                                                 algorithm::deconvolution_direct, src, weights, bias,
                                                 dst, p.strides, p.dilates, p.pad_l, p.deconv_pad_r),
               attr, engine);
-          built.impl = pd.impl_info_str();
           built.primitive = dnnl::deconvolution_forward(pd);
-          built.tensors.push_back(
-              bind(DNNL_ARG_SRC, 0, TensorRole::kInput, user_of(p.x), pd.src_desc()));
-          built.tensors.push_back(
-              bind(DNNL_ARG_WEIGHTS, 1, TensorRole::kInput, user_of(deconv_w), pd.weights_desc()));
-          if (p.has_bias) {
-            built.tensors.push_back(
-                bind(DNNL_ARG_BIAS, 2, TensorRole::kInput, user_of(p.bias), pd.bias_desc()));
-          }
-          PrimitiveTensor out =
-              bind(DNNL_ARG_DST, 4, TensorRole::kOutput, user_of(p.y), pd.dst_desc());
-          if (p.has_residual) {
-            out.preload_operand = 3;
-            out.preload = user_of(p.residual);
-          }
-          built.tensors.push_back(out);
+          bind_forward(pd, deconv_w);
         }
         return built;
       }
@@ -361,18 +362,8 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
                                                        diff_weights, diff_bias, diff_dst, p.strides,
                                                        p.dilates, p.pad_l, p.pad_r),
               scratch_attr, engine, hint);
-          built.impl = pd.impl_info_str();
           built.primitive = dnnl::convolution_backward_weights(pd);
-          built.tensors.push_back(
-              bind(DNNL_ARG_SRC, 0, TensorRole::kInput, user_of(p.x), pd.src_desc()));
-          built.tensors.push_back(
-              bind(DNNL_ARG_DIFF_DST, 1, TensorRole::kInput, user_of(p.y), pd.diff_dst_desc()));
-          built.tensors.push_back(bind(DNNL_ARG_DIFF_WEIGHTS, 2, TensorRole::kOutput,
-                                       user_of(conv_w), pd.diff_weights_desc()));
-          if (p.has_bias) {
-            built.tensors.push_back(bind(DNNL_ARG_DIFF_BIAS, 3, TensorRole::kOutput,
-                                         user_of(p.bias), pd.diff_bias_desc()));
-          }
+          bind_backward_weights(pd, conv_w);
           return built;
         }
         const memory::desc diff_weights = attempt_of(deconv_w, a, true);
@@ -386,18 +377,8 @@ std::optional<Built> build(const Problem& p, const Attempt& a) {
                                                        diff_weights, diff_bias, diff_dst, p.strides,
                                                        p.dilates, p.pad_l, p.deconv_pad_r),
             scratch_attr, engine, hint);
-        built.impl = pd.impl_info_str();
         built.primitive = dnnl::deconvolution_backward_weights(pd);
-        built.tensors.push_back(
-            bind(DNNL_ARG_SRC, 0, TensorRole::kInput, user_of(p.x), pd.src_desc()));
-        built.tensors.push_back(
-            bind(DNNL_ARG_DIFF_DST, 1, TensorRole::kInput, user_of(p.y), pd.diff_dst_desc()));
-        built.tensors.push_back(bind(DNNL_ARG_DIFF_WEIGHTS, 2, TensorRole::kOutput,
-                                     user_of(deconv_w), pd.diff_weights_desc()));
-        if (p.has_bias) {
-          built.tensors.push_back(bind(DNNL_ARG_DIFF_BIAS, 3, TensorRole::kOutput, user_of(p.bias),
-                                       pd.diff_bias_desc()));
-        }
+        bind_backward_weights(pd, deconv_w);
         return built;
       }
       default:

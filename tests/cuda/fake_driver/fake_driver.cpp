@@ -29,9 +29,9 @@
 //   calls. Attempting to use a CUDA API may result in
 //   cudaErrorNotPermitted"). The stand-in cuBLASLt and NCCL order their work
 //   on a stream through fake_cuStreamWork instead (the stream's own thread).
+// The streams, events, memory and launch records are the stand-ins' shared
+// bookkeeping (tests/fake_vendor).
 #include <cuda.h>
-
-#include "fake_driver.h"
 
 #include <algorithm>
 #include <atomic>
@@ -53,8 +53,7 @@
 #include <elf.h>
 
 #include "fake_driver.h"
-
-#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+#include "fake_vendor.hpp"
 
 // Exported by name too, as libcuda.so.1 does: the plugin asks for the
 // driver's version before it resolves the rest, and tests set and read
@@ -68,25 +67,12 @@ struct CUctx_st {
   std::atomic<long> references{0};             // changed under the state's mutex, read by ready()
   std::atomic<CUresult> sticky{CUDA_SUCCESS};  // a fatal error, returned by every later call
 };
-struct CUstream_st {
-  uint64_t id = 0;
-  CUcontext context = nullptr;  // current at its creation: cuCtxSynchronize waits for its own
-  std::deque<std::function<void()>> queue;  // guarded by the state's mutex
-  bool busy = false;
-  bool stopping = false;
-  std::thread worker;
+struct CUstream_st : fake_vendor::Stream {
+  CUstream_st(fake_vendor::Host& host, uint64_t id, CUcontext current)
+      : Stream(host, id), context(current) {}
+  const CUcontext context;  // current at its creation: cuCtxSynchronize waits for its own
 };
-// Shared with the work that records or waits for it, which may outlive the
-// CUevent (CUDA lets pending waits on a destroyed event complete).
-struct EventState {
-  bool timing = true;
-  uint64_t recorded = 0;   // records enqueued
-  uint64_t completed = 0;  // records reached
-  std::chrono::steady_clock::time_point when;
-};
-struct CUevent_st {
-  std::shared_ptr<EventState> state = std::make_shared<EventState>();
-};
+struct CUevent_st : fake_vendor::Event {};
 struct CUfunc_st {
   std::string name;
   std::vector<uint32_t> param_sizes;
@@ -104,28 +90,25 @@ constexpr size_t kContextReserve = size_t{300} << 20;  // what a context takes o
 constexpr size_t kPage = size_t{2} << 20;              // cuMemAlloc's charge unit
 
 enum class Kind { kDevice, kHost, kManaged };
-struct Allocation {
-  size_t bytes;
+struct Charge {
   Kind kind;
   int ordinal;  // the device charged (device and managed)
   size_t charged;
 };
+using Heap = fake_vendor::Heap<Charge>;
 
-struct State {
-  std::mutex mutex;
-  std::condition_variable changed;  // any queue, pause or event changed
+struct State : fake_vendor::Host {
   bool initialised = false;
-  bool paused = false;
   int device_count = 2;
   CUctx_st contexts[2];
-  long context_creations = 0;               // a primary context made (retained from 0)
-  size_t used[2] = {0, 0};                  // device memory charged, by device
-  std::map<void*, Allocation> allocations;  // by base
+  long context_creations = 0;  // a primary context made (retained from 0)
+  size_t used[2] = {0, 0};     // device memory charged, by device
+  Heap allocations;
   std::set<CUstream_st*> streams;
   CUstream_st* legacy_stream = nullptr;  // the NULL stream, made on first use
   std::set<CUevent_st*> events;
   std::set<CUmod_st*> modules;
-  std::vector<fake_cuda_launch_t> launches;
+  fake_vendor::LaunchLog<fake_cuda_launch_t> launches{*this};
   uint64_t next_stream_id = 1;
 };
 
@@ -178,52 +161,17 @@ DriverThread& driver_thread() {
   return *instance;
 }
 
-void run_stream(CUstream_st* stream) {
+// |stream|, or the legacy (NULL) stream, made on first use. Caller holds the lock.
+CUstream_st* stream_or_legacy(CUstream stream) {
+  if (stream != nullptr) return stream;
   State& s = state();
-  std::unique_lock lock(s.mutex);
-  while (true) {
-    s.changed.wait(lock, [&] { return stream->stopping || (!s.paused && !stream->queue.empty()); });
-    if (stream->queue.empty()) return;  // stopping, and everything ran
-    std::function<void()> work = std::move(stream->queue.front());
-    stream->queue.pop_front();
-    stream->busy = true;
-    lock.unlock();
-    work();  // outside the lock: a host function may call the driver
-    lock.lock();
-    stream->busy = false;
-    s.changed.notify_all();
-  }
-}
-
-CUstream_st* start_stream(uint64_t id) {
-  auto* stream = new CUstream_st();
-  stream->id = id;
-  stream->worker = std::thread(run_stream, stream);
-  return stream;
-}
-
-bool idle(const CUstream_st* stream) {
-  return stream->queue.empty() && !stream->busy;
+  if (s.legacy_stream == nullptr) s.legacy_stream = new CUstream_st(s, 0, nullptr);
+  return s.legacy_stream;
 }
 
 void submit(CUstream stream, std::function<void()> work) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (stream == nullptr) {
-    if (s.legacy_stream == nullptr) s.legacy_stream = start_stream(0);
-    stream = s.legacy_stream;
-  }
-  stream->queue.push_back(std::move(work));
-  s.changed.notify_all();
-}
-
-// Every synchronize resumes a paused device first (it would never return).
-void wait_until(const std::function<bool()>& done) {
-  State& s = state();
-  std::unique_lock lock(s.mutex);
-  s.paused = false;
-  s.changed.notify_all();
-  s.changed.wait(lock, done);
+  std::lock_guard lock(state().mutex);
+  stream_or_legacy(stream)->push_locked(std::move(work));
 }
 
 CUctx_st foreign_context{-1, 1, CUDA_SUCCESS};  // "another library's" context
@@ -243,13 +191,8 @@ CUresult ready() {
 
 // The allocation holding |pointer| (interior pointers too), or null:
 // memory CUDA does not know, i.e. pageable host memory. Caller holds the mutex.
-const Allocation* find_allocation(const void* pointer) {
-  auto& all = state().allocations;
-  auto it = all.upper_bound(const_cast<void*>(pointer));
-  if (it == all.begin()) return nullptr;
-  --it;
-  const auto* base = static_cast<const char*>(it->first);
-  return static_cast<const char*>(pointer) < base + it->second.bytes ? &it->second : nullptr;
+const Heap::Block* find_allocation(const void* pointer) {
+  return state().allocations.find(pointer);
 }
 
 // Reads the entries of a PTX text: ".entry NAME(" then ".param .TYPE" lines
@@ -495,11 +438,11 @@ CUresult CUDAAPI cuCtxSynchronize(void) {
   const CUcontext context = current_context;
   // The current context's streams only, as CUDA: another device's stream may
   // wait (a collective) for work this thread has yet to enqueue.
-  wait_until([&] {
+  s.wait_until([&] {
     for (CUstream_st* stream : s.streams) {
-      if (stream->context == context && !idle(stream)) return false;
+      if (stream->context == context && !stream->idle()) return false;
     }
-    return s.legacy_stream == nullptr || idle(s.legacy_stream);
+    return s.legacy_stream == nullptr || s.legacy_stream->idle();
   });
   return CUDA_SUCCESS;
 }
@@ -519,13 +462,13 @@ CUresult allocate(void** out, size_t bytes, Kind kind) {
     }
     s.used[ordinal] += charged;
   }
-  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  void* memory = Heap::reserve(bytes, 256);
   std::lock_guard lock(s.mutex);
   if (memory == nullptr) {
     s.used[ordinal] -= charged;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  s.allocations.emplace(memory, Allocation{bytes, kind, ordinal, charged});
+  s.allocations.add(memory, bytes, Charge{kind, ordinal, charged});
   *out = memory;
   return CUDA_SUCCESS;
 }
@@ -533,11 +476,9 @@ CUresult release(void* memory) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  const auto it = s.allocations.find(memory);
-  if (it == s.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
-  s.used[it->second.ordinal] -= it->second.charged;
-  s.allocations.erase(it);
-  std::free(memory);
+  Heap::Block freed;
+  if (!s.allocations.release(memory, &freed)) return CUDA_ERROR_INVALID_VALUE;
+  s.used[freed.info.ordinal] -= freed.info.charged;
   return CUDA_SUCCESS;
 }
 }  // namespace
@@ -571,10 +512,10 @@ CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lock(state().mutex);
-  const Allocation* found = find_allocation(reinterpret_cast<void*>(pointer));
+  const Heap::Block* found = find_allocation(reinterpret_cast<void*>(pointer));
   if (found == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *static_cast<CUmemorytype*>(data) =
-      found->kind == Kind::kHost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      found->info.kind == Kind::kHost ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
   return CUDA_SUCCESS;
 }
 
@@ -592,16 +533,13 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, C
     std::lock_guard lock(state().mutex);
     pageable = find_allocation(reinterpret_cast<void*>(dst)) == nullptr ||
                find_allocation(reinterpret_cast<void*>(src)) == nullptr;
-    if (stream == nullptr) {
-      if (state().legacy_stream == nullptr) state().legacy_stream = start_stream(0);
-      stream = state().legacy_stream;
-    }
+    stream = stream_or_legacy(stream);
   }
   if (pageable) {
     // Pageable to device: "a stream sync is performed before the copy is
     // initiated"; device to pageable: "returns only once the copy has
     // completed". Both: the caller waits for the stream, then the copy.
-    wait_until([stream] { return idle(stream); });
+    state().wait_until([stream] { return stream->idle(); });
     std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
     return CUDA_SUCCESS;
   }
@@ -634,8 +572,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream* out, unsigned int flags) {
     return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  CUstream_st* stream = start_stream(s.next_stream_id++);
-  stream->context = current_context;
+  auto* stream = new CUstream_st(s, s.next_stream_id++, current_context);
   s.streams.insert(stream);
   *out = stream;
   return CUDA_SUCCESS;
@@ -646,10 +583,8 @@ CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
   {
     std::lock_guard lock(s.mutex);
     if (s.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    stream->stopping = true;  // its queued work still runs, as in CUDA
-    s.changed.notify_all();
   }
-  stream->worker.join();
+  stream->stop();  // its queued work still runs, as in CUDA
   delete stream;
   return CUDA_SUCCESS;
 }
@@ -657,7 +592,7 @@ CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
 CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   if (stream == nullptr) return cuCtxSynchronize();
-  wait_until([stream] { return idle(stream); });
+  state().wait_until([stream] { return stream->idle(); });
   return CUDA_SUCCESS;
 }
 
@@ -665,24 +600,15 @@ CUresult CUDAAPI cuStreamQuery(CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   std::lock_guard lock(state().mutex);
   if (stream == nullptr) stream = state().legacy_stream;
-  return stream == nullptr || idle(stream) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return stream == nullptr || stream->idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
   if (flags != 0 || event == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::shared_ptr<EventState> awaited;
-  uint64_t target = 0;
-  {
-    std::lock_guard lock(state().mutex);
-    awaited = event->state;
-    target = awaited->recorded;  // the record enqueued last, as CUDA captures it
-  }
-  submit(stream, [awaited, target] {
-    State& s = state();
-    std::unique_lock lock(s.mutex);
-    s.changed.wait(lock, [&] { return awaited->completed >= target; });
-  });
+  std::lock_guard lock(state().mutex);
+  // The record enqueued last, as CUDA captures it.
+  stream_or_legacy(stream)->push_locked(fake_vendor::wait_work(state(), event->state));
   return CUDA_SUCCESS;
 }
 
@@ -753,51 +679,34 @@ CUresult CUDAAPI cuEventDestroy(CUevent event) {
 
 CUresult CUDAAPI cuEventRecord(CUevent event, CUstream stream) {
   if (CUresult r = ready(); r != CUDA_SUCCESS) return r;
-  std::shared_ptr<EventState> recorded;
-  uint64_t generation = 0;
-  {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    if (s.events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    recorded = event->state;
-    generation = ++recorded->recorded;
-  }
-  submit(stream, [recorded, generation] {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    recorded->completed = std::max(recorded->completed, generation);
-    recorded->when = std::chrono::steady_clock::now();
-    s.changed.notify_all();
-  });
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  stream_or_legacy(stream)->push_locked(fake_vendor::record_work(s, event->state));
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventQuery(CUevent event) {
   std::lock_guard lock(state().mutex);
-  return event->state->completed >= event->state->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return fake_vendor::reached(*event->state) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent event) {
-  std::shared_ptr<EventState> awaited;
-  {
-    std::lock_guard lock(state().mutex);
-    awaited = event->state;
-  }
-  wait_until([&] { return awaited->completed >= awaited->recorded; });
+  fake_vendor::synchronize(state(), *event);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   std::lock_guard lock(state().mutex);
-  const EventState& first = *start->state;
-  const EventState& last = *end->state;
-  if (!first.timing || !last.timing) return CUDA_ERROR_INVALID_HANDLE;
-  if (first.completed < first.recorded || last.completed < last.recorded) {
-    return CUDA_ERROR_NOT_READY;
+  switch (fake_vendor::elapsed(*start->state, *end->state, ms)) {
+    case fake_vendor::Elapsed::kDone:
+      return CUDA_SUCCESS;
+    case fake_vendor::Elapsed::kNotReady:
+      return CUDA_ERROR_NOT_READY;
+    case fake_vendor::Elapsed::kInvalid:
+      break;
   }
-  if (first.completed == 0 || last.completed == 0) return CUDA_ERROR_INVALID_HANDLE;
-  *ms = std::chrono::duration<float, std::milli>(last.when - first.when).count();
-  return CUDA_SUCCESS;
+  return CUDA_ERROR_INVALID_HANDLE;
 }
 
 // The kernels of a cubin: each global STT_FUNC symbol, with the parameter
@@ -940,17 +849,9 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule* out, const void* image, unsigned i
   auto* module = new CUmod_st();
   const int device = compute_capability();
   if (std::memcmp(bytes, ELFMAG, SELFMAG) == 0) {
-    // The plugin checked the image's bounds before (the driver takes no
-    // size), so the header tables may be read.
     Elf64_Ehdr header;
     std::memcpy(&header, bytes, sizeof(header));
-    size_t extent = header.e_shoff + uint64_t{header.e_shnum} * sizeof(Elf64_Shdr);
-    for (uint16_t i = 0; i < header.e_shnum; ++i) {
-      Elf64_Shdr section;
-      std::memcpy(&section, bytes + header.e_shoff + i * sizeof(Elf64_Shdr), sizeof(section));
-      if (section.sh_type != SHT_NOBITS)
-        extent = std::max<size_t>(extent, section.sh_offset + section.sh_size);
-    }
+    const size_t extent = fake_vendor::elf_extent(bytes);
     const int arch =
         static_cast<int>(header.e_ident[EI_ABIVERSION] >= 8 ? (header.e_flags >> 8) & 0xffu
                                                             : header.e_flags & 0xffu);
@@ -1070,24 +971,12 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, 
   if (uint64_t{bx} * by * bz > static_cast<uint64_t>(f->max_threads)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  fake_cuda_launch_t launch{};
-  std::snprintf(launch.name, sizeof(launch.name), "%s", f->name.c_str());
-  launch.grid[0] = gx, launch.grid[1] = gy, launch.grid[2] = gz;
-  launch.block[0] = bx, launch.block[1] = by, launch.block[2] = bz;
-  launch.shared_bytes = shared;
-  launch.param_count = static_cast<uint32_t>(f->param_sizes.size());
-  launch.stream_id = stream != nullptr ? stream->id : 0;
-  size_t offset = 0;
-  for (size_t i = 0; i < f->param_sizes.size() && i < 64; ++i) {
-    const uint32_t size = f->param_sizes[i];
-    launch.param_sizes[i] = size;
-    if (offset + size > sizeof(launch.params)) return CUDA_ERROR_INVALID_VALUE;
-    std::memcpy(launch.params + offset, params[i], size);  // copied at the call, as CUDA does
-    offset += size;
-  }
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  s.launches.push_back(launch);
+  const uint32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  fake_cuda_launch_t launch =
+      fake_vendor::launch_record(f->name, grid, block, shared, stream != nullptr ? stream->id : 0);
+  // Copied at the call, as CUDA does.
+  if (!fake_vendor::copy_params(launch, f->param_sizes, params)) return CUDA_ERROR_INVALID_VALUE;
+  state().launches.add(launch);
   return CUDA_SUCCESS;
 }
 
@@ -1143,37 +1032,17 @@ FAKE_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn,
   return CUDA_SUCCESS;
 }
 
-FAKE_EXPORT size_t fake_cuda_launch_count(void) {
-  std::lock_guard lock(state().mutex);
-  return state().launches.size();
-}
-
-FAKE_EXPORT int fake_cuda_launch_get(size_t index, fake_cuda_launch_t* out) {
-  std::lock_guard lock(state().mutex);
-  if (index >= state().launches.size()) return 0;
-  *out = state().launches[index];
-  return 1;
-}
+FAKE_VENDOR_TEST_QUERIES(cuda, fake_cuda_launch_t)
 
 FAKE_EXPORT long fake_cuda_live(const char* what) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const std::string_view name(what);
-  if (name == "allocations") return static_cast<long>(s.allocations.size());
-  if (name == "streams") return static_cast<long>(s.streams.size());
-  if (name == "events") return static_cast<long>(s.events.size());
-  if (name == "modules") return static_cast<long>(s.modules.size());
+  if (const long count = fake_vendor::count_live(s, name); count >= 0) return count;
   if (name == "contexts") return s.contexts[0].references + s.contexts[1].references;
   if (name == "context_creations") return s.context_creations;
   if (name == "driver_thread_calls") return driver_thread_calls.load();
   return -1;
-}
-
-FAKE_EXPORT void fake_cuda_set_paused(int paused) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  s.paused = paused != 0;
-  s.changed.notify_all();
 }
 
 FAKE_EXPORT void* fake_cuda_foreign_context(void) {

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fake_launch.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -15,17 +17,9 @@ extern "C" {
 #define FAKE_CUDA_OOM_BYTES ((size_t)0x3fff0001u) /* below the declared total */
 
 /* One cuLaunchKernel as the driver received it: the parameter bytes are
- * copied at the call, by the sizes of the PTX entry's .param list. */
-typedef struct fake_cuda_launch {
-  char name[64];
-  uint32_t grid[3];
-  uint32_t block[3];
-  uint32_t shared_bytes;
-  uint32_t param_count;
-  uint32_t param_sizes[64];
-  uint8_t params[512]; /* the parameters back to back */
-  uint64_t stream_id;  /* which stream (an opaque number) */
-} fake_cuda_launch_t;
+ * copied at the call, by the sizes of the PTX entry's .param list (device: 0,
+ * not recorded). */
+typedef fake_kernel_launch_t fake_cuda_launch_t;
 
 typedef size_t (*fake_cuda_launch_count_fn)(void);
 typedef int (*fake_cuda_launch_get_fn)(size_t index, fake_cuda_launch_t* out);

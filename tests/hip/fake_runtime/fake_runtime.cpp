@@ -17,52 +17,35 @@
 // does not export it).
 // Environment: HAL_FAKE_HIP_DEVICES (default 2), HAL_FAKE_HIP_COUNT_ERROR (a
 // hipError_t hipGetDeviceCount returns).
+// The streams, events, memory and launch records are the stand-ins' shared
+// bookkeeping (tests/fake_vendor).
 #include <elf.h>
 #include <hip/hip_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "fake_runtime.h"
+#include "fake_vendor.hpp"
 #include "image.hpp"
 
-// The hip* entry points are exported by the header's own declarations; the
-// test queries need it said (the project builds with hidden visibility).
-#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+// (The hip* entry points are exported by the header's own declarations.)
 
-struct ihipStream_t {
-  uint64_t id = 0;
-  int device = 0;
-  std::deque<std::function<void()>> queue;  // guarded by the state's mutex
-  bool busy = false;
-  bool stopping = false;
-  std::thread worker;
+struct ihipStream_t : fake_vendor::Stream {
+  ihipStream_t(fake_vendor::Host& host, uint64_t id, int on_device)
+      : Stream(host, id), device(on_device) {}
+  const int device;
 };
-// Shared with the work that records or waits for it, which may outlive the
-// hipEvent_t (HIP lets pending waits on a destroyed event complete).
-struct EventState {
-  bool timing = true;
-  uint64_t recorded = 0;   // records enqueued
-  uint64_t completed = 0;  // records reached
-  std::chrono::steady_clock::time_point when;
-};
-struct ihipEvent_t {
-  std::shared_ptr<EventState> state = std::make_shared<EventState>();
-};
+struct ihipEvent_t : fake_vendor::Event {};
 struct ihipModuleSymbol_t {
   hal::hip::KernelMetadata kernel;
 };
@@ -77,16 +60,15 @@ constexpr int kCuCount[kMaxDevices] = {4, 8};
 constexpr size_t kTotalMemory = size_t{2} << 30;  // above FAKE_HIP_OOM_BYTES
 constexpr uint32_t kGfx90aMach = 0x3f;            // EF_AMDGPU_MACH_AMDGCN_GFX90A
 
-struct State {
-  std::mutex mutex;
-  std::condition_variable changed;  // any queue, pause or event changed
-  bool paused = false;
-  std::map<void*, size_t> allocations;  // base -> bytes (device, host and managed)
+struct NoInfo {};
+
+struct State : fake_vendor::Host {
+  fake_vendor::Heap<NoInfo> allocations;  // device, host and managed
   std::set<ihipStream_t*> streams;
   ihipStream_t* null_stream = nullptr;  // the NULL stream, made on first use
   std::set<ihipEvent_t*> events;
   std::set<ihipModule_t*> modules;
-  std::vector<fake_hip_launch_t> launches;
+  fake_vendor::LaunchLog<fake_hip_launch_t> launches{*this};
   long pending_callbacks = 0;
   long host_funcs = 0;  // hipLaunchHostFunc calls
   uint64_t next_stream_id = 1;
@@ -104,70 +86,17 @@ int device_count() {
 
 thread_local int current_device = 0;
 
-void run_stream(ihipStream_t* stream) {
+// Caller holds the lock.
+ihipStream_t* stream_or_null_stream(hipStream_t stream) {
+  if (stream != nullptr) return stream;
   State& s = state();
-  std::unique_lock lock(s.mutex);
-  while (true) {
-    s.changed.wait(lock, [&] { return stream->stopping || (!s.paused && !stream->queue.empty()); });
-    if (stream->queue.empty()) return;  // stopping, and everything ran
-    std::function<void()> work = std::move(stream->queue.front());
-    stream->queue.pop_front();
-    stream->busy = true;
-    lock.unlock();
-    work();  // outside the lock: a host function may call the runtime
-    lock.lock();
-    stream->busy = false;
-    s.changed.notify_all();
-  }
-}
-
-ihipStream_t* start_stream(uint64_t id, int device) {
-  auto* stream = new ihipStream_t();
-  stream->id = id;
-  stream->device = device;
-  stream->worker = std::thread(run_stream, stream);
-  return stream;
-}
-
-bool idle(const ihipStream_t* stream) {
-  return stream->queue.empty() && !stream->busy;
+  if (s.null_stream == nullptr) s.null_stream = new ihipStream_t(s, 0, 0);
+  return s.null_stream;
 }
 
 void submit(hipStream_t stream, std::function<void()> work) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (stream == nullptr) {
-    if (s.null_stream == nullptr) s.null_stream = start_stream(0, 0);
-    stream = s.null_stream;
-  }
-  stream->queue.push_back(std::move(work));
-  s.changed.notify_all();
-}
-
-// Every synchronize resumes a paused device first (it would never return).
-void wait_until(const std::function<bool()>& done) {
-  State& s = state();
-  std::unique_lock lock(s.mutex);
-  s.paused = false;
-  s.changed.notify_all();
-  s.changed.wait(lock, done);
-}
-
-// The bytes an ELF image spans by its own headers (hipModuleLoadData gets
-// no size; the plugin checked the image before it called).
-size_t elf_extent(const unsigned char* data) {
-  Elf64_Ehdr header;
-  std::memcpy(&header, data, sizeof(header));
-  size_t end =
-      std::max<size_t>(sizeof(header), header.e_shoff + header.e_shnum * sizeof(Elf64_Shdr));
-  end = std::max<size_t>(end, header.e_phoff + header.e_phnum * sizeof(Elf64_Phdr));
-  for (uint16_t i = 0; i < header.e_shnum; ++i) {
-    Elf64_Shdr section;
-    std::memcpy(&section, data + header.e_shoff + i * sizeof(Elf64_Shdr), sizeof(section));
-    if (section.sh_type != SHT_NOBITS)
-      end = std::max<size_t>(end, section.sh_offset + section.sh_size);
-  }
-  return end;
+  std::lock_guard lock(state().mutex);
+  stream_or_null_stream(stream)->push_locked(std::move(work));
 }
 
 }  // namespace
@@ -237,11 +166,11 @@ hipError_t hipSetDevice(int device) {
 hipError_t hipDeviceSynchronize(void) {
   State& s = state();
   const int device = current_device;
-  wait_until([&] {
+  s.wait_until([&] {
     for (ihipStream_t* stream : s.streams) {
-      if (stream->device == device && !idle(stream)) return false;
+      if (stream->device == device && !stream->idle()) return false;
     }
-    return s.null_stream == nullptr || idle(s.null_stream);
+    return s.null_stream == nullptr || s.null_stream->idle();
   });
   return hipSuccess;
 }
@@ -254,11 +183,11 @@ hipError_t allocate(void** out, size_t bytes) {
     return hipSuccess;  // as HIP: a null pointer
   }
   if (bytes == FAKE_HIP_OOM_BYTES || bytes > kTotalMemory) return hipErrorOutOfMemory;
-  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  void* memory = fake_vendor::Heap<NoInfo>::reserve(bytes, 256);
   if (memory == nullptr) return hipErrorOutOfMemory;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  s.allocations.emplace(memory, bytes);
+  s.allocations.add(memory, bytes, NoInfo{});
   *out = memory;
   return hipSuccess;
 }
@@ -266,9 +195,7 @@ hipError_t release(void* memory) {
   if (memory == nullptr) return hipSuccess;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (s.allocations.erase(memory) == 0) return hipErrorInvalidValue;
-  std::free(memory);
-  return hipSuccess;
+  return s.allocations.release(memory) ? hipSuccess : hipErrorInvalidValue;
 }
 }  // namespace
 
@@ -309,7 +236,7 @@ hipError_t hipStreamCreateWithFlags(hipStream_t* out, unsigned int flags) {
   if (flags != hipStreamNonBlocking && flags != hipStreamDefault) return hipErrorInvalidValue;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  ihipStream_t* stream = start_stream(s.next_stream_id++, current_device);
+  auto* stream = new ihipStream_t(s, s.next_stream_id++, current_device);
   s.streams.insert(stream);
   *out = stream;
   return hipSuccess;
@@ -320,40 +247,29 @@ hipError_t hipStreamDestroy(hipStream_t stream) {
   {
     std::lock_guard lock(s.mutex);
     if (s.streams.erase(stream) == 0) return hipErrorInvalidHandle;
-    stream->stopping = true;  // its queued work still runs, as in HIP
-    s.changed.notify_all();
   }
-  stream->worker.join();
+  stream->stop();  // its queued work still runs, as in HIP
   delete stream;
   return hipSuccess;
 }
 
 hipError_t hipStreamSynchronize(hipStream_t stream) {
   if (stream == nullptr) return hipDeviceSynchronize();
-  wait_until([stream] { return idle(stream); });
+  state().wait_until([stream] { return stream->idle(); });
   return hipSuccess;
 }
 
 hipError_t hipStreamQuery(hipStream_t stream) {
   std::lock_guard lock(state().mutex);
   if (stream == nullptr) stream = state().null_stream;
-  return stream == nullptr || idle(stream) ? hipSuccess : hipErrorNotReady;
+  return stream == nullptr || stream->idle() ? hipSuccess : hipErrorNotReady;
 }
 
 hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
   if (flags != 0 || event == nullptr) return hipErrorInvalidValue;
-  std::shared_ptr<EventState> awaited;
-  uint64_t target = 0;
-  {
-    std::lock_guard lock(state().mutex);
-    awaited = event->state;
-    target = awaited->recorded;  // the record enqueued last, as HIP captures it
-  }
-  submit(stream, [awaited, target] {
-    State& s = state();
-    std::unique_lock lock(s.mutex);
-    s.changed.wait(lock, [&] { return awaited->completed >= target; });
-  });
+  std::lock_guard lock(state().mutex);
+  // The record enqueued last, as HIP captures it.
+  stream_or_null_stream(stream)->push_locked(fake_vendor::wait_work(state(), event->state));
   return hipSuccess;
 }
 
@@ -404,50 +320,35 @@ hipError_t hipEventDestroy(hipEvent_t event) {
 }
 
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
-  std::shared_ptr<EventState> recorded;
-  uint64_t generation = 0;
-  {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    if (s.events.count(event) == 0) return hipErrorInvalidHandle;
-    recorded = event->state;
-    generation = ++recorded->recorded;
-  }
-  submit(stream, [recorded, generation] {
-    State& s = state();
-    std::lock_guard lock(s.mutex);
-    recorded->completed = std::max(recorded->completed, generation);
-    recorded->when = std::chrono::steady_clock::now();
-    s.changed.notify_all();
-  });
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.events.count(event) == 0) return hipErrorInvalidHandle;
+  stream_or_null_stream(stream)->push_locked(fake_vendor::record_work(s, event->state));
   return hipSuccess;
 }
 
 hipError_t hipEventQuery(hipEvent_t event) {
   std::lock_guard lock(state().mutex);
-  return event->state->completed >= event->state->recorded ? hipSuccess : hipErrorNotReady;
+  return fake_vendor::reached(*event->state) ? hipSuccess : hipErrorNotReady;
 }
 
 hipError_t hipEventSynchronize(hipEvent_t event) {
-  std::shared_ptr<EventState> awaited;
-  {
-    std::lock_guard lock(state().mutex);
-    awaited = event->state;
-  }
-  wait_until([&] { return awaited->completed >= awaited->recorded; });
+  fake_vendor::synchronize(state(), *event);
   return hipSuccess;
 }
 
 hipError_t hipEventElapsedTime(float* ms, hipEvent_t start, hipEvent_t stop) {
   if (ms == nullptr) return hipErrorInvalidValue;
   std::lock_guard lock(state().mutex);
-  const EventState& first = *start->state;
-  const EventState& last = *stop->state;
-  if (!first.timing || !last.timing) return hipErrorInvalidHandle;
-  if (first.completed < first.recorded || last.completed < last.recorded) return hipErrorNotReady;
-  if (first.completed == 0 || last.completed == 0) return hipErrorInvalidHandle;
-  *ms = std::chrono::duration<float, std::milli>(last.when - first.when).count();
-  return hipSuccess;
+  switch (fake_vendor::elapsed(*start->state, *stop->state, ms)) {
+    case fake_vendor::Elapsed::kDone:
+      return hipSuccess;
+    case fake_vendor::Elapsed::kNotReady:
+      return hipErrorNotReady;
+    case fake_vendor::Elapsed::kInvalid:
+      break;
+  }
+  return hipErrorInvalidHandle;
 }
 
 hipError_t hipModuleLoadData(hipModule_t* out, const void* image) {
@@ -461,7 +362,7 @@ hipError_t hipModuleLoadData(hipModule_t* out, const void* image) {
   if ((header.e_flags & 0xff) != kGfx90aMach) return hipErrorNoBinaryForGpu;
   std::vector<hal::hip::KernelMetadata> kernels;
   std::string why;
-  if (!hal::hip::read_kernel_metadata(bytes, elf_extent(bytes), kernels, why)) {
+  if (!hal::hip::read_kernel_metadata(bytes, fake_vendor::elf_extent(bytes), kernels, why)) {
     return hipErrorInvalidKernelFile;
   }
   auto module = std::make_unique<ihipModule_t>();
@@ -520,59 +421,28 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gx, unsigned int 
   const uint64_t limit =
       f->kernel.max_flat_workgroup_size != 0 ? f->kernel.max_flat_workgroup_size : 1024;
   if (uint64_t{bx} * by * bz > limit || shared > 64 * 1024) return hipErrorInvalidConfiguration;
-  fake_hip_launch_t launch{};
-  std::snprintf(launch.name, sizeof(launch.name), "%s", f->kernel.name.c_str());
-  launch.grid[0] = gx, launch.grid[1] = gy, launch.grid[2] = gz;
-  launch.block[0] = bx, launch.block[1] = by, launch.block[2] = bz;
-  launch.shared_bytes = shared;
-  launch.param_count = static_cast<uint32_t>(sizes.size());
-  launch.stream_id = stream != nullptr ? stream->id : 0;
+  const uint32_t grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  fake_hip_launch_t launch = fake_vendor::launch_record(f->kernel.name, grid, block, shared,
+                                                        stream != nullptr ? stream->id : 0);
   launch.device = current_device;
-  size_t offset = 0;
-  for (size_t i = 0; i < sizes.size() && i < 64; ++i) {
-    launch.param_sizes[i] = sizes[i];
-    if (offset + sizes[i] > sizeof(launch.params)) return hipErrorInvalidValue;
-    std::memcpy(launch.params + offset, params[i], sizes[i]);  // copied at the call, as HIP does
-    offset += sizes[i];
-  }
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  s.launches.push_back(launch);
+  // Copied at the call, as HIP does.
+  if (!fake_vendor::copy_params(launch, sizes, params)) return hipErrorInvalidValue;
+  state().launches.add(launch);
   return hipSuccess;
 }
 
 // ---- the test queries -----------------------------------------------------------
 
-FAKE_EXPORT size_t fake_hip_launch_count(void) {
-  std::lock_guard lock(state().mutex);
-  return state().launches.size();
-}
-
-FAKE_EXPORT int fake_hip_launch_get(size_t index, fake_hip_launch_t* out) {
-  std::lock_guard lock(state().mutex);
-  if (index >= state().launches.size()) return 0;
-  *out = state().launches[index];
-  return 1;
-}
+FAKE_VENDOR_TEST_QUERIES(hip, fake_hip_launch_t)
 
 FAKE_EXPORT long fake_hip_live(const char* what) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const std::string_view name(what);
-  if (name == "allocations") return static_cast<long>(s.allocations.size());
-  if (name == "streams") return static_cast<long>(s.streams.size());
-  if (name == "events") return static_cast<long>(s.events.size());
-  if (name == "modules") return static_cast<long>(s.modules.size());
+  if (const long count = fake_vendor::count_live(s, name); count >= 0) return count;
   if (name == "callbacks") return s.pending_callbacks;
 #ifdef FAKE_HIP_LAUNCH_HOST_FUNC
   if (name == "host_funcs") return s.host_funcs;
 #endif
   return -1;
-}
-
-FAKE_EXPORT void fake_hip_set_paused(int paused) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  s.paused = paused != 0;
-  s.changed.notify_all();
 }

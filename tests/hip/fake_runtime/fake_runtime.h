@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fake_launch.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -15,18 +17,9 @@ extern "C" {
 #define FAKE_HIP_OOM_BYTES ((size_t)0x7fff0001u)
 
 /* One hipModuleLaunchKernel as the runtime received it: the argument bytes
- * are copied at the call, by the sizes of the code object's metadata. */
-typedef struct fake_hip_launch {
-  char name[64];
-  uint32_t grid[3];
-  uint32_t block[3];
-  uint32_t shared_bytes;
-  uint32_t param_count;
-  uint32_t param_sizes[64];
-  uint8_t params[512]; /* the arguments back to back */
-  uint64_t stream_id;  /* which stream (an opaque number) */
-  int device;          /* the device current on the launching thread */
-} fake_hip_launch_t;
+ * are copied at the call, by the sizes of the code object's metadata; device
+ * is the device current on the launching thread. */
+typedef fake_kernel_launch_t fake_hip_launch_t;
 
 typedef size_t (*fake_hip_launch_count_fn)(void);
 typedef int (*fake_hip_launch_get_fn)(size_t index, fake_hip_launch_t* out);

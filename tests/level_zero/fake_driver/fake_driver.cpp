@@ -5,28 +5,26 @@
 // each immediate command list runs its commands in order on a thread of its
 // own; events and timestamps on the host clock; SPIR-V modules parsed for
 // their entry points and parameter counts (no code runs); every launch
-// recorded with its arguments as set at the append.
+// recorded with its arguments as set at the append. The command lists,
+// memory and launch records are the stand-ins' shared bookkeeping
+// (tests/fake_vendor).
 #include <ze_ddi.h>
 #include <zes_ddi.h>
 #include <zet_ddi.h>
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "fake_driver.h"
-
-#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+#include "fake_vendor.hpp"
 
 namespace {
 
@@ -36,16 +34,21 @@ constexpr uint32_t kMaxGroupSize = 1024;
 
 struct Event;
 
-// All of the driver's state, under one lock (a test driver: simple beats fast).
-std::mutex g_mutex;
-std::condition_variable g_changed;         // an event signalled, pause lifted, work queued
-bool g_paused = false;                     // guarded by g_mutex
-std::map<std::string, long> g_live;        // guarded by g_mutex
-std::vector<fake_ze_launch_t> g_launches;  // guarded by g_mutex
+// All of the driver's state, under one lock (a test driver: simple beats
+// fast); the host's signal: an event signalled, pause lifted, work queued.
+struct State : fake_vendor::Host {
+  std::map<std::string, long> live;  // guarded by the lock
+  fake_vendor::LaunchLog<fake_ze_launch_t> launches{*this};
+};
+
+State& state() {
+  static State* instance = new State();  // never destroyed: list threads may outlive exit
+  return *instance;
+}
 
 void count(const char* what, long delta) {
-  std::lock_guard lock(g_mutex);
-  g_live[what] += delta;
+  std::lock_guard lock(state().mutex);
+  state().live[what] += delta;
 }
 
 uint64_t now_ns() {
@@ -71,8 +74,11 @@ Device* device_of(ze_device_handle_t handle) {
   return nullptr;
 }
 
+struct NoInfo {};
+using Heap = fake_vendor::Heap<NoInfo>;
+
 struct Context {
-  std::map<void*, size_t> allocations;  // guarded by g_mutex
+  Heap allocations;  // guarded by the lock
 };
 
 struct EventPool {
@@ -82,62 +88,21 @@ struct EventPool {
 
 struct Event {
   EventPool* pool = nullptr;
-  bool signaled = false;  // guarded by g_mutex
-  uint64_t stamp = 0;     // guarded by g_mutex
+  bool signaled = false;  // guarded by the lock
+  uint64_t stamp = 0;     // guarded by the lock
 };
 
 void signal_locked(Event* event) {
   event->signaled = true;
   event->stamp = now_ns();
-  g_changed.notify_all();
+  state().changed.notify_all();
 }
 
-// One command: |wait| (optional) must be signalled before |run| runs.
-struct Command {
-  Event* wait = nullptr;
-  std::function<void()> run;
-};
-
-class CommandList {
- public:
-  CommandList() : worker_([this] { loop(); }) {}
-  ~CommandList() {
-    {
-      std::lock_guard lock(g_mutex);
-      stopping_ = true;
-    }
-    g_changed.notify_all();
-    worker_.join();
-  }
-  void push(Command command) {
-    {
-      std::lock_guard lock(g_mutex);
-      queue_.push_back(std::move(command));
-    }
-    g_changed.notify_all();
-  }
-  uint64_t id() const { return reinterpret_cast<uint64_t>(this); }
-
- private:
-  void loop() {
-    std::unique_lock lock(g_mutex);
-    for (;;) {
-      g_changed.wait(lock, [&] {
-        if (queue_.empty()) return stopping_;
-        if (g_paused && !stopping_) return false;
-        return queue_.front().wait == nullptr || queue_.front().wait->signaled;
-      });
-      if (queue_.empty()) return;
-      Command command = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      if (command.run) command.run();
-      lock.lock();
-    }
-  }
-  std::deque<Command> queue_;  // guarded by g_mutex
-  bool stopping_ = false;      // guarded by g_mutex
-  std::thread worker_;
+// An immediate command list: its commands in order on a thread of its own;
+// deleting it runs what is queued, then joins.
+struct CommandList : fake_vendor::Stream {
+  CommandList() : Stream(state(), next_id++) {}
+  static inline std::atomic<uint64_t> next_id{1};
 };
 
 // SPIR-V as far as the driver needs it: entry point names and the
@@ -293,9 +258,9 @@ ze_result_t fake_context_create(ze_driver_handle_t, const ze_context_desc_t*,
 ze_result_t fake_context_destroy(ze_context_handle_t handle) {
   std::unique_ptr<Context> context(reinterpret_cast<Context*>(handle));
   {
-    std::lock_guard lock(g_mutex);
-    for (const auto& [ptr, size] : context->allocations) std::free(ptr);
-    g_live["allocations"] -= static_cast<long>(context->allocations.size());
+    std::lock_guard lock(state().mutex);
+    state().live["allocations"] -= static_cast<long>(context->allocations.size());
+    context->allocations.clear();
   }
   count("contexts", -1);
   return ZE_RESULT_SUCCESS;
@@ -307,13 +272,12 @@ ze_result_t allocate(ze_context_handle_t handle, size_t size, size_t alignment, 
   if (size > FAKE_ZE_MAX_ALLOC_BYTES) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
   if (size == FAKE_ZE_OOM_BYTES) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
   if ((alignment & (alignment - 1)) != 0) return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
-  const size_t align = std::max<size_t>(alignment, 64);
-  void* ptr = std::aligned_alloc(align, (size + align - 1) / align * align);
+  void* ptr = Heap::reserve(size, std::max<size_t>(alignment, 64));
   if (ptr == nullptr) return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
   auto* context = reinterpret_cast<Context*>(handle);
-  std::lock_guard lock(g_mutex);
-  context->allocations.emplace(ptr, size);
-  g_live["allocations"] += 1;
+  std::lock_guard lock(state().mutex);
+  context->allocations.add(ptr, size, NoInfo{});
+  state().live["allocations"] += 1;
   *out = ptr;
   return ZE_RESULT_SUCCESS;
 }
@@ -339,12 +303,9 @@ ze_result_t fake_alloc_shared(ze_context_handle_t context, const ze_device_mem_a
 
 ze_result_t fake_free(ze_context_handle_t handle, void* ptr) {
   auto* context = reinterpret_cast<Context*>(handle);
-  std::lock_guard lock(g_mutex);
-  const auto it = context->allocations.find(ptr);
-  if (it == context->allocations.end()) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-  context->allocations.erase(it);
-  std::free(ptr);
-  g_live["allocations"] -= 1;
+  std::lock_guard lock(state().mutex);
+  if (!context->allocations.release(ptr)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+  state().live["allocations"] -= 1;
   return ZE_RESULT_SUCCESS;
 }
 
@@ -377,13 +338,13 @@ ze_result_t fake_list_destroy(ze_command_list_handle_t handle) {
 // The optional signal event of an append, after the command.
 void push(ze_command_list_handle_t handle, std::function<void()> run, ze_event_handle_t signal) {
   Event* event = event_of(signal);
-  list_of(handle)->push(Command{nullptr, [run = std::move(run), event] {
-                                  if (run) run();
-                                  if (event != nullptr) {
-                                    std::lock_guard lock(g_mutex);
-                                    signal_locked(event);
-                                  }
-                                }});
+  list_of(handle)->push([run = std::move(run), event] {
+    if (run) run();
+    if (event != nullptr) {
+      std::lock_guard lock(state().mutex);
+      signal_locked(event);
+    }
+  });
 }
 
 ze_result_t fake_append_copy(ze_command_list_handle_t list, void* dst, const void* src, size_t size,
@@ -434,17 +395,18 @@ ze_result_t fake_append_wait(ze_command_list_handle_t list, uint32_t wait_count,
                              ze_event_handle_t* events) {
   if (events == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   for (uint32_t i = 0; i < wait_count; ++i) {
-    list_of(list)->push(Command{event_of(events[i]), nullptr});
+    Event* event = event_of(events[i]);
+    list_of(list)->push(nullptr, [event] { return event->signaled; });
   }
   return ZE_RESULT_SUCCESS;
 }
 
 ze_result_t fake_append_reset(ze_command_list_handle_t list, ze_event_handle_t handle) {
   Event* event = event_of(handle);
-  list_of(list)->push(Command{nullptr, [event] {
-                                std::lock_guard lock(g_mutex);
-                                event->signaled = false;
-                              }});
+  list_of(list)->push([event] {
+    std::lock_guard lock(state().mutex);
+    event->signaled = false;
+  });
   return ZE_RESULT_SUCCESS;
 }
 
@@ -475,11 +437,8 @@ ze_result_t fake_append_launch(ze_command_list_handle_t list, ze_kernel_handle_t
       std::memcpy(launch.args + at, value.data(), value.size());
     at += value.size();
   }
-  launch.list_id = list_of(list)->id();
-  {
-    std::lock_guard lock(g_mutex);
-    g_launches.push_back(launch);
-  }
+  launch.list_id = list_of(list)->id;
+  state().launches.add(launch);
   push(list, nullptr, signal);
   return ZE_RESULT_SUCCESS;
 }
@@ -521,41 +480,41 @@ ze_result_t fake_event_destroy(ze_event_handle_t event) {
 }
 
 ze_result_t fake_event_signal(ze_event_handle_t event) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(state().mutex);
   signal_locked(event_of(event));
   return ZE_RESULT_SUCCESS;
 }
 
 ze_result_t fake_event_reset(ze_event_handle_t event) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(state().mutex);
   event_of(event)->signaled = false;
-  g_live["event_resets"] += 1;  // every zeEventHostReset, for the tests
+  state().live["event_resets"] += 1;  // every zeEventHostReset, for the tests
   return ZE_RESULT_SUCCESS;
 }
 
 ze_result_t fake_event_synchronize(ze_event_handle_t handle, uint64_t timeout_ns) {
   Event* event = event_of(handle);
-  std::unique_lock lock(g_mutex);
+  std::unique_lock lock(state().mutex);
   if (timeout_ns == UINT64_MAX) {
     // Paused work stays paused: the plugin's host function threads wait
     // here too. A test lifts the pause before it synchronises.
-    g_changed.wait(lock, [&] { return event->signaled; });
+    state().changed.wait(lock, [&] { return event->signaled; });
     return ZE_RESULT_SUCCESS;
   }
-  const bool signaled = g_changed.wait_for(lock, std::chrono::nanoseconds(timeout_ns),
-                                           [&] { return event->signaled; });
+  const bool signaled = state().changed.wait_for(lock, std::chrono::nanoseconds(timeout_ns),
+                                                 [&] { return event->signaled; });
   return signaled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY;
 }
 
 ze_result_t fake_event_query(ze_event_handle_t event) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(state().mutex);
   return event_of(event)->signaled ? ZE_RESULT_SUCCESS : ZE_RESULT_NOT_READY;
 }
 
 ze_result_t fake_event_timestamp(ze_event_handle_t handle, ze_kernel_timestamp_result_t* out) {
   Event* event = event_of(handle);
   if (!event->pool->timestamps) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(state().mutex);
   if (!event->signaled) return ZE_RESULT_NOT_READY;
   out->global.kernelStart = out->global.kernelEnd = event->stamp;
   out->context = out->global;
@@ -852,28 +811,11 @@ FAKE_EMPTY_TABLES(FAKE_EMPTY_TABLE)
 
 // ---- test-only queries (fake_driver.h) ---------------------------------------------
 
-FAKE_EXPORT size_t fake_ze_launch_count(void) {
-  std::lock_guard lock(g_mutex);
-  return g_launches.size();
-}
-
-FAKE_EXPORT int fake_ze_launch_get(size_t index, fake_ze_launch_t* out) {
-  std::lock_guard lock(g_mutex);
-  if (index >= g_launches.size()) return 0;
-  *out = g_launches[index];
-  return 1;
-}
+FAKE_VENDOR_TEST_QUERIES(ze, fake_ze_launch_t)
 
 FAKE_EXPORT long fake_ze_live(const char* what) {
-  std::lock_guard lock(g_mutex);
-  const auto it = g_live.find(what);
-  return it == g_live.end() ? 0 : it->second;
-}
-
-FAKE_EXPORT void fake_ze_set_paused(int paused) {
-  {
-    std::lock_guard lock(g_mutex);
-    g_paused = paused != 0;
-  }
-  g_changed.notify_all();
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto it = s.live.find(what);
+  return it == s.live.end() ? 0 : it->second;
 }
