@@ -12,6 +12,7 @@
 #include "hal_util/names.hpp"
 #include "layers/intercept.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -129,6 +130,7 @@ hal_result_t copy_descriptor(const hal_op_header_t* desc, size_t size, hal_op_pl
 struct Candidate {
   std::string name;
   const hal::ops::Implementation* portable = nullptr;  // nullptr: the plugin's own
+  std::string declined_unasked;  // non-empty: declined before anything is asked, why
 };
 
 // The implementation list of |kind| on |device|, in the order it is tried:
@@ -136,10 +138,10 @@ struct Candidate {
 // name when it has none), then the loader's portable ones. A plugin whose
 // op_implementation names none for |kind| is declined here, unasked; so is a
 // plugin of an older ABI minor than |kind| or an operand's dtype (SPEC §2):
-// it is never handed a value it cannot know.
+// it is never handed a value it cannot know. HAL_OPS_IMPLEMENTATIONS
+// declines the candidates it excludes, unasked, too.
 std::vector<Candidate> implementation_list(const hal_device_s* device, hal_op_kind_t kind,
-                                           const hal::ops::OpSignature& signature,
-                                           std::string* declines) {
+                                           const hal::ops::OpSignature& signature) {
   std::vector<Candidate> list;
   const PluginRecord& plugin = *device->plugin;
   const hal_plugin_table_v1_t& table = plugin.table;
@@ -147,19 +149,25 @@ std::vector<Candidate> implementation_list(const hal_device_s* device, hal_op_ki
       table.op_execute != nullptr) {
     if (std::string newer = hal::ops::newer_than_plugin(plugin.abi_version, kind, signature);
         !newer.empty()) {
-      *declines += plugin.name + ": " + newer + "\n";
+      list.push_back({plugin.name, nullptr, newer});
     } else if (table.op_implementation == nullptr) {
-      list.push_back({plugin.name});
+      list.push_back({plugin.name, nullptr, {}});
     } else if (const char* name = table.op_implementation(device->impl, kind);
                name != nullptr && name[0] != '\0') {
-      list.push_back({name});
+      list.push_back({name, nullptr, {}});
     } else {
-      *declines += plugin.name + ": the plugin has no implementation of its own for " +
-                   hal::util::op_kind_name(kind) + "\n";
+      list.push_back({plugin.name, nullptr,
+                      std::string("the plugin has no implementation of its own for ") +
+                          hal::util::op_kind_name(kind)});
     }
   }
   for (const hal::ops::Implementation* portable : hal::ops::implementations(kind)) {
-    list.push_back({portable->name(), portable});
+    list.push_back({portable->name(), portable, {}});
+  }
+  for (Candidate& candidate : list) {
+    if (candidate.declined_unasked.empty() && !implementation_allowed(candidate.name)) {
+      candidate.declined_unasked = "excluded by HAL_OPS_IMPLEMENTATIONS";
+    }
   }
   return list;
 }
@@ -214,6 +222,76 @@ hal_result_t plan_portable(hal_device_s* device, hal_op_plan_s* plan,
   return HAL_SUCCESS;
 }
 
+// A plan of |desc| on |device|, checked against its op's rules, not yet
+// served by any implementation; null after a failure (reported).
+HandleOwner<hal_op_plan_s> described_plan(hal_device_t device, const hal_op_header_t* desc,
+                                          hal_op_plan_flags_t flags, const char* function,
+                                          hal_result_t* result) {
+  *result = HAL_SUCCESS;
+  if ((flags & ~kKnownPlanFlags) != 0) {
+    *result = fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                   "flags 0x%x has bits no hal_op_plan_flag_bits_t defines", flags);
+    return nullptr;
+  }
+  const size_t size = hal::ops::descriptor_size(desc->kind);
+  if (size == 0) {
+    *result = fail(HAL_ERROR_INVALID_ARGUMENT, function, "desc->kind %u is not a hal_op_kind_t",
+                   static_cast<uint32_t>(desc->kind));
+    return nullptr;
+  }
+  const char* op = hal::util::op_kind_name(desc->kind);
+  if (desc->struct_size < size) {
+    *result = fail(HAL_ERROR_INVALID_ARGUMENT, function,
+                   "desc->struct_size is %zu, smaller than the %zu bytes of the %s descriptor",
+                   desc->struct_size, size, op);
+    return nullptr;
+  }
+  HandleOwner<hal_op_plan_s> plan = make_handle<hal_op_plan_s>(device->plugin, device);
+  plan->flags = flags;
+  if (*result = copy_descriptor(desc, size, plan.get(), function); *result != HAL_SUCCESS) {
+    return nullptr;
+  }
+  std::string message;
+  if (hal_result_t described =
+          hal::ops::describe(plan->header_of_desc(), &plan->signature, &message);
+      described != HAL_SUCCESS) {
+    *result = fail(described, function, "%s: %s", op, message.c_str());
+    return nullptr;
+  }
+  return plan;
+}
+
+// Asks |list|'s candidates in order until one accepts |plan|'s descriptor
+// (HAL_SUCCESS, |plan| served by it); each one before it leaves its
+// "name: reason" line in plan->declines. HAL_ERROR_UNSUPPORTED when none
+// accepts; another failure as it is. The one walk of hal_op_plan_create and
+// hal_op_query_implementations, so the two never differ.
+hal_result_t walk_candidates(hal_device_s* device, hal_op_plan_s* plan,
+                             const std::vector<Candidate>& list, size_t* accepted,
+                             std::vector<std::string>* reasons, const char* function) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Candidate& candidate = list[i];
+    std::string reason = candidate.declined_unasked;
+    if (reason.empty()) {
+      const hal_result_t planned =
+          candidate.portable != nullptr
+              ? plan_portable(device, plan, *candidate.portable, &reason)
+              : plan_with_plugin(device, plan, candidate.name, &reason, function);
+      if (planned == HAL_SUCCESS) {
+        *accepted = i;
+        return HAL_SUCCESS;
+      }
+      if (planned != HAL_ERROR_UNSUPPORTED) return planned;
+    }
+    plan->declines += candidate.name + ": " + reason + "\n";
+    if (reasons != nullptr) {
+      reasons->resize(i + 1);
+      (*reasons)[i] = std::move(reason);
+    }
+  }
+  return HAL_ERROR_UNSUPPORTED;
+}
+
 hal_result_t plan_create_body(hal_device_t device, const hal_op_header_t* desc,
                               hal_op_plan_flags_t flags, hal_op_plan_t* out_plan) {
   constexpr const char* kFunction = "hal_op_plan_create";
@@ -224,50 +302,16 @@ hal_result_t plan_create_body(hal_device_t device, const hal_op_header_t* desc,
         result != HAL_SUCCESS) {
       return result;
     }
-    if ((flags & ~kKnownPlanFlags) != 0) {
-      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
-                  "flags 0x%x has bits no hal_op_plan_flag_bits_t defines", flags);
-    }
-    const size_t size = hal::ops::descriptor_size(desc->kind);
-    if (size == 0) {
-      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "desc->kind %u is not a hal_op_kind_t",
-                  static_cast<uint32_t>(desc->kind));
-    }
+    hal_result_t described = HAL_SUCCESS;
+    HandleOwner<hal_op_plan_s> plan = described_plan(device, desc, flags, kFunction, &described);
+    if (!plan) return described;
     const char* op = hal::util::op_kind_name(desc->kind);
-    if (desc->struct_size < size) {
-      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
-                  "desc->struct_size is %zu, smaller than the %zu bytes of the %s descriptor",
-                  desc->struct_size, size, op);
-    }
-    HandleOwner<hal_op_plan_s> plan = make_handle<hal_op_plan_s>(device->plugin, device);
-    plan->flags = flags;
-    if (hal_result_t result = copy_descriptor(desc, size, plan.get(), kFunction);
-        result != HAL_SUCCESS) {
-      return result;
-    }
-    std::string message;
-    if (hal_result_t result =
-            hal::ops::describe(plan->header_of_desc(), &plan->signature, &message);
-        result != HAL_SUCCESS) {
-      return fail(result, kFunction, "%s: %s", op, message.c_str());
-    }
 
-    // The implementation list, filtered before each candidate is asked.
-    hal_result_t planned = HAL_ERROR_UNSUPPORTED;
-    for (const Candidate& candidate :
-         implementation_list(device, desc->kind, plan->signature, &plan->declines)) {
-      if (!implementation_allowed(candidate.name)) {
-        plan->declines += candidate.name + ": excluded by HAL_OPS_IMPLEMENTATIONS\n";
-        continue;
-      }
-      std::string reason;
-      planned = candidate.portable != nullptr
-                    ? plan_portable(device, plan.get(), *candidate.portable, &reason)
-                    : plan_with_plugin(device, plan.get(), candidate.name, &reason, kFunction);
-      if (planned == HAL_SUCCESS) break;
-      if (planned != HAL_ERROR_UNSUPPORTED) return planned;
-      plan->declines += candidate.name + ": " + reason + "\n";
-    }
+    size_t accepted = 0;
+    const hal_result_t planned = walk_candidates(
+        device, plan.get(), implementation_list(device, desc->kind, plan->signature), &accepted,
+        nullptr, kFunction);
+    if (planned != HAL_SUCCESS && planned != HAL_ERROR_UNSUPPORTED) return planned;
     // Once per plan: who served it and why each one before it declined.
     if (ops_verbose()) {
       verbose_line(std::string("plan ") + op + " " + signature_text(plan->signature) + " -> " +
@@ -284,6 +328,85 @@ hal_result_t plan_create_body(hal_device_t device, const hal_op_header_t* desc,
                   signature_text(plan->signature).c_str(), reasons.c_str());
     }
     *out_plan = device->op_plans.add(std::move(plan));
+    return HAL_SUCCESS;
+  });
+}
+
+// Copies |text| into |out| (|bytes| with the NUL), cut at a UTF-8 character's start.
+void copy_cut(const std::string& text, char* out, size_t bytes) {
+  size_t kept = std::min(text.size(), bytes - 1);
+  while (kept > 0 && kept < text.size() &&
+         (static_cast<unsigned char>(text[kept]) & 0xc0) == 0x80) {
+    --kept;
+  }
+  std::memcpy(out, text.data(), kept);
+  out[kept] = '\0';
+}
+
+hal_result_t query_implementations_body(hal_device_t device, hal_op_kind_t kind,
+                                        const hal_op_header_t* desc, hal_op_plan_flags_t flags,
+                                        hal_op_implementations_info_t* out_info) {
+  constexpr const char* kFunction = "hal_op_query_implementations";
+  return guarded(kFunction, [&]() -> hal_result_t {
+    if (hal_result_t result =
+            check_preconditions(kFunction, Live{device, "device"}, Required{out_info, "out_info"});
+        result != HAL_SUCCESS) {
+      return result;
+    }
+    hal_result_t result = HAL_SUCCESS;
+    if (struct_too_small(out_info, kFunction, "out_info", "hal_op_implementations_info_t",
+                         result)) {
+      return result;
+    }
+    if (hal::ops::descriptor_size(kind) == 0) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction, "kind %u is not a hal_op_kind_t",
+                  static_cast<uint32_t>(kind));
+    }
+    if (desc != nullptr && desc->kind != kind) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "desc->kind is %u, not the kind asked about (%s)",
+                  static_cast<uint32_t>(desc->kind), hal::util::op_kind_name(kind));
+    }
+    if (desc == nullptr && (flags & ~kKnownPlanFlags) != 0) {
+      return fail(HAL_ERROR_INVALID_ARGUMENT, kFunction,
+                  "flags 0x%x has bits no hal_op_plan_flag_bits_t defines", flags);
+    }
+    HandleOwner<hal_op_plan_s> plan;
+    if (desc != nullptr) {
+      plan = described_plan(device, desc, flags, kFunction, &result);
+      if (!plan) return result;
+    }
+    const hal::ops::OpSignature no_operands;
+    const std::vector<Candidate> list =
+        implementation_list(device, kind, plan ? plan->signature : no_operands);
+    size_t accepted = list.size();
+    std::vector<std::string> reasons;  // of the candidates asked before |accepted|
+    if (plan) {
+      const hal_result_t walked =
+          walk_candidates(device, plan.get(), list, &accepted, &reasons, kFunction);
+      if (walked != HAL_SUCCESS && walked != HAL_ERROR_UNSUPPORTED) return walked;
+    }
+    hal_op_implementations_info_t info{};
+    info.kind = kind;
+    const size_t count = std::min<size_t>(list.size(), HAL_OP_MAX_CANDIDATES);
+    info.count = static_cast<uint32_t>(count);
+    for (size_t i = 0; i < count; ++i) {
+      hal_op_candidate_t& entry = info.candidates[i];
+      copy_cut(list[i].name, entry.name, sizeof(entry.name));
+      if (plan && i < accepted) {
+        entry.verdict = HAL_OP_VERDICT_DECLINES;
+        copy_cut(i < reasons.size() ? reasons[i] : std::string(), entry.reason,
+                 sizeof(entry.reason));
+      } else if (plan && i == accepted) {
+        entry.verdict = HAL_OP_VERDICT_ACCEPTS;
+      } else if (!list[i].declined_unasked.empty()) {
+        entry.verdict = HAL_OP_VERDICT_DECLINES;
+        copy_cut(list[i].declined_unasked, entry.reason, sizeof(entry.reason));
+      } else {
+        entry.verdict = HAL_OP_VERDICT_NOT_ASKED;
+      }
+    }
+    write_sized(info, out_info);
     return HAL_SUCCESS;
   });
 }
@@ -546,6 +669,13 @@ hal_result_t hal_op_plan_create(hal_device_t device, const hal_op_header_t* desc
                                 hal_op_plan_flags_t flags, hal_op_plan_t* out_plan) {
   return layers::call<layers::OpPlanCreate, plan_create_body>(HAL_CALLER, device, desc, flags,
                                                               out_plan);
+}
+
+hal_result_t hal_op_query_implementations(hal_device_t device, hal_op_kind_t kind,
+                                          const hal_op_header_t* desc, hal_op_plan_flags_t flags,
+                                          hal_op_implementations_info_t* out_info) {
+  return layers::call<layers::OpQueryImplementations, query_implementations_body>(
+      HAL_CALLER, device, kind, desc, flags, out_info);
 }
 
 hal_result_t hal_op_plan_get_info(hal_op_plan_t plan, hal_op_plan_info_t* out_info) {

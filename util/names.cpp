@@ -182,6 +182,12 @@ constexpr EnumName kOpStatus[] = {
     {HAL_OP_STATUS_SEQ_LENS, "HAL_OP_STATUS_SEQ_LENS", "seq_lens"},
 };
 
+constexpr EnumName kOpVerdict[] = {
+    {HAL_OP_VERDICT_ACCEPTS, "HAL_OP_VERDICT_ACCEPTS", "accepts"},
+    {HAL_OP_VERDICT_DECLINES, "HAL_OP_VERDICT_DECLINES", "declines"},
+    {HAL_OP_VERDICT_NOT_ASKED, "HAL_OP_VERDICT_NOT_ASKED", "not_asked"},
+};
+
 constexpr EnumName kActivation[] = {
     {HAL_ACTIVATION_NONE, "HAL_ACTIVATION_NONE", "none"},
     {HAL_ACTIVATION_RELU, "HAL_ACTIVATION_RELU", "relu"},
@@ -399,6 +405,9 @@ std::span<const EnumName> causal_alignment_table() noexcept {
 }
 std::span<const EnumName> op_status_table() noexcept {
   return kOpStatus;
+}
+std::span<const EnumName> op_verdict_table() noexcept {
+  return kOpVerdict;
 }
 std::span<const EnumName> attention_sparsity_table() noexcept {
   return kAttentionSparsity;

@@ -167,6 +167,38 @@ typedef struct hal_op_plan_info {
   char declines[HAL_OP_DECLINES_BYTES];
 } hal_op_plan_info_t;
 
+/* What one implementation of a device's list did with a descriptor
+ * (hal_op_query_implementations). */
+typedef enum hal_op_verdict HAL_ENUM_TYPE {
+  HAL_OP_VERDICT_ACCEPTS = 0,   /* asked, and it would serve the plan */
+  HAL_OP_VERDICT_DECLINES = 1,  /* declined, unasked or asked: reason says why */
+  HAL_OP_VERDICT_NOT_ASKED = 2, /* after the one that accepts, or no descriptor given */
+  HAL_OP_VERDICT_MAX_ENUM = 0x7fffffff
+} hal_op_verdict_t;
+
+#define HAL_OP_MAX_CANDIDATES 8
+#define HAL_OP_REASON_BYTES 512
+
+/* One implementation of the list. Not extensible (no struct_size): it is an
+ * array element of hal_op_implementations_info_t. */
+typedef struct hal_op_candidate {
+  char name[HAL_OP_IMPLEMENTATION_NAME_BYTES]; /* "cuda.cudnn", "portable"; NUL-terminated */
+  hal_op_verdict_t verdict;
+  /* DECLINES: why, NUL-terminated (cut at HAL_OP_REASON_BYTES - 1 bytes);
+   * otherwise "". */
+  char reason[HAL_OP_REASON_BYTES];
+} hal_op_candidate_t;
+
+/* A device's implementation list for one op kind, in the order
+ * hal_op_plan_create tries it (SPEC.md §17.3), with what each says. */
+typedef struct hal_op_implementations_info {
+  size_t struct_size; /* [in] sizeof(hal_op_implementations_info_t) */
+  const void* next;   /* [in] extension chain, NULL */
+  hal_op_kind_t kind;
+  uint32_t count; /* entries of candidates, at most HAL_OP_MAX_CANDIDATES */
+  hal_op_candidate_t candidates[HAL_OP_MAX_CANDIDATES];
+} hal_op_implementations_info_t;
+
 /* A run-time scalar of an execution (AdamW's learning rate, a dropout seed):
  * the op reads the one field of the scalar's type its descriptor states. An
  * f64 scalar is checked as the f32 the op computes with (SPEC.md §17.1): one
@@ -1196,6 +1228,24 @@ HAL_API hal_result_t hal_op_plan_create(hal_device_t device, const hal_op_header
  * HAL_ERROR_DESTROYED_HANDLE, HAL_ERROR_NULL_POINTER,
  * HAL_ERROR_INVALID_ARGUMENT (struct_size too small). */
 HAL_API hal_result_t hal_op_plan_get_info(hal_op_plan_t plan, hal_op_plan_info_t* out_info);
+
+/* Lists |device|'s implementations of |kind| in the order hal_op_plan_create
+ * tries them. With |desc| (of that kind), each is asked in turn, exactly as
+ * hal_op_plan_create(device, desc, flags) would ask it, until one accepts
+ * (it is not kept: nothing is planned); those after it are not asked. With
+ * |desc| NULL none is asked: only the declines known before planning (a
+ * plugin with no implementation of its own for |kind|, HAL_OPS_IMPLEMENTATIONS)
+ * are given. Thread-safe; may compile kernels as hal_op_plan_create does.
+ * Errors: HAL_ERROR_NOT_INITIALIZED, HAL_ERROR_INVALID_HANDLE,
+ * HAL_ERROR_NULL_POINTER (out_info), HAL_ERROR_INVALID_ARGUMENT (an unknown
+ * kind or flag, desc->kind not |kind|, struct_size too small, a descriptor
+ * breaking its op's rules), HAL_ERROR_OUT_OF_MEMORY, an implementation's
+ * failure while planning (as hal_op_plan_create). A list that declines
+ * everything is not an error; nothing is written on a failure. */
+HAL_API hal_result_t hal_op_query_implementations(hal_device_t device, hal_op_kind_t kind,
+                                                  const hal_op_header_t* desc,
+                                                  hal_op_plan_flags_t flags,
+                                                  hal_op_implementations_info_t* out_info);
 
 /* Enqueues one execution of |plan| on |stream|, which must be on the plan's
  * device. Every operand lies inside a HAL allocation reachable by the device

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "api_model.hpp"
@@ -155,6 +156,81 @@ HALCONFORM_TEST("operators.plan.info", "a plan names its implementation and the 
   HC_REQUIRE(info.operand_count == 2, "operand_count " + std::to_string(info.operand_count));
   HC_REQUIRE(info.implementation[0] != '\0', std::string("no implementation name"));
   ctx.note(std::string("implementation: ") + info.implementation);
+}
+
+// hal_op_query_implementations (SPEC.md §11.8, §17.3): the list a plan walks,
+// and what each implementation says of the plan's descriptor, are the plan's
+// own: the one that accepts is the one that serves it, the ones before it
+// declined with the reasons the plan's info lists. Without a descriptor, every
+// op kind's list names its implementations and none accepts.
+HALCONFORM_TEST("operators.plan.implementations",
+                "the implementation list and each one's verdict agree with the plan", {}) {
+  UnaryFixture fixture(ctx);
+  const hal_op_plan_info_t info = fixture.plan.info();
+  hal_op_implementations_info_t list{};
+  list.struct_size = sizeof(list);
+  HC_OK(hal_op_query_implementations(ctx.device(), HAL_OP_UNARY, &fixture.desc.header, 0, &list));
+  HC_REQUIRE(list.kind == HAL_OP_UNARY && list.count >= 1 && list.count <= HAL_OP_MAX_CANDIDATES,
+             "kind " + std::to_string(list.kind) + ", count " + std::to_string(list.count));
+  std::string declines;
+  std::string accepted;
+  for (uint32_t i = 0; i < list.count; ++i) {
+    const hal_op_candidate_t& candidate = list.candidates[i];
+    const std::string name = candidate.name;
+    HC_REQUIRE(!name.empty(), "candidate " + std::to_string(i) + " has no name");
+    if (!accepted.empty()) {
+      HC_REQUIRE(candidate.verdict == HAL_OP_VERDICT_NOT_ASKED ||
+                     (candidate.verdict == HAL_OP_VERDICT_DECLINES && candidate.reason[0] != '\0'),
+                 name + " after " + accepted + ": verdict " + std::to_string(candidate.verdict));
+    } else if (candidate.verdict == HAL_OP_VERDICT_ACCEPTS) {
+      accepted = name;
+    } else {
+      HC_REQUIRE(candidate.verdict == HAL_OP_VERDICT_DECLINES,
+                 name + " before any accepts: verdict " + std::to_string(candidate.verdict));
+      declines += name + ": " + candidate.reason + "\n";
+    }
+  }
+  HC_REQUIRE(
+      accepted == info.implementation,
+      "the query accepts '" + accepted + "', the plan is served by '" + info.implementation + "'");
+  HC_REQUIRE(declines == info.declines,
+             "the query's declines '" + declines + "' are not the plan's '" + info.declines + "'");
+
+  // Without a descriptor: the names, no verdict but the declines known unasked.
+  for (const model::OpDescriptor& op : model::op_descriptors()) {
+    const auto kind = static_cast<hal_op_kind_t>(op.kind);
+    hal_op_implementations_info_t names{};
+    names.struct_size = sizeof(names);
+    HC_OK(hal_op_query_implementations(ctx.device(), kind, nullptr, 0, &names));
+    HC_REQUIRE(names.kind == kind, std::string(op.kind_name) + ": kind");
+    for (uint32_t i = 0; i < names.count; ++i) {
+      const hal_op_candidate_t& candidate = names.candidates[i];
+      const bool declines_with_reason =
+          candidate.verdict == HAL_OP_VERDICT_DECLINES && candidate.reason[0] != '\0';
+      HC_REQUIRE(candidate.name[0] != '\0' &&
+                     (candidate.verdict == HAL_OP_VERDICT_NOT_ASKED || declines_with_reason),
+                 std::string(op.kind_name) + ": candidate " + std::to_string(i) + " '" +
+                     candidate.name + "' verdict " + std::to_string(candidate.verdict));
+    }
+  }
+
+  // Refused calls write nothing.
+  hal_op_implementations_info_t untouched{};
+  untouched.struct_size = sizeof(untouched);
+  untouched.count = 77;
+  HC_EXPECT_RESULT(
+      hal_op_query_implementations(ctx.device(), HAL_OP_UNARY, &fixture.desc.header, 0, nullptr),
+      HAL_ERROR_NULL_POINTER);
+  HC_EXPECT_RESULT(
+      hal_op_query_implementations(nullptr, HAL_OP_UNARY, &fixture.desc.header, 0, &untouched),
+      HAL_ERROR_INVALID_HANDLE);
+  HC_EXPECT_RESULT(hal_op_query_implementations(ctx.device(), HAL_OP_SOFTMAX, &fixture.desc.header,
+                                                0, &untouched),
+                   HAL_ERROR_INVALID_ARGUMENT);  // desc->kind is not the kind asked about
+  HC_EXPECT_RESULT(hal_op_query_implementations(ctx.device(), static_cast<hal_op_kind_t>(999),
+                                                nullptr, 0, &untouched),
+                   HAL_ERROR_INVALID_ARGUMENT);
+  HC_REQUIRE(untouched.count == 77, std::string("a refused query wrote its info"));
 }
 
 // Every op descriptor the headers define (the API model, read from them at

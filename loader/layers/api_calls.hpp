@@ -62,6 +62,8 @@ namespace hal::loader::layers {
   X(GroupEnd, "hal_group_end")                                                                     \
   X(OpPlanCreate, "hal_op_plan_create", "device", "desc", "flags", "out_plan")                     \
   X(OpPlanGetInfo, "hal_op_plan_get_info", "plan", "out_info")                                     \
+  X(OpQueryImplementations, "hal_op_query_implementations", "device", "kind", "desc", "flags",     \
+    "out_info")                                                                                    \
   X(OpExecute, "hal_op_execute", "plan", "args", "stream")                                         \
   X(OpPlanDestroy, "hal_op_plan_destroy", "plan")                                                  \
   X(MoeRoutingCreate, "hal_moe_routing_create", "comm", "desc", "topk_indices", "stream",          \

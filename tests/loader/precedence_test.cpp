@@ -403,6 +403,16 @@ const std::vector<Entry>& entries() {
          if (plan != nullptr) hal_op_plan_destroy(plan);
          return result;
        }},
+      {"hal_op_query_implementations",
+       {handle(Kind::kDevice), bad_argument, bad_argument, out()},
+       [](A a) {
+         const hal_op_unary_desc_t desc = scale_desc();
+         hal_op_implementations_info_t info{};
+         info.struct_size = sizeof(info);
+         return hal_op_query_implementations(
+             as<hal_device_t>(a[0]), a[1].bad ? static_cast<hal_op_kind_t>(9999) : HAL_OP_UNARY,
+             a[1].bad ? nullptr : &desc.header, a[2].bad ? 0x80u : 0u, out_or_null(a[3], info));
+       }},
       {"hal_op_plan_get_info",
        {handle(Kind::kOpPlan), out()},
        [](A a) {

@@ -46,6 +46,7 @@ TABLES = {
     "hal_channel_layout_t": ("kChannelLayout", "HAL_CHANNELS_"),
     "hal_pooling_kind_t": ("kPoolingKind", "HAL_POOLING_"),
     "hal_op_status_t": ("kOpStatus", "HAL_OP_STATUS_"),
+    "hal_op_verdict_t": ("kOpVerdict", "HAL_OP_VERDICT_"),
 }
 # Enums nothing prints by name (flags with no bit beyond NONE, a log level
 # the plugin host takes, the bootstrap a config selects).

@@ -1,9 +1,12 @@
 // halinfo: prints the libhal version, every plugin candidate the loader
 // considered (with the reason it was skipped), and every device with its
-// properties and capabilities, as text or as one JSON object (--json).
+// properties and capabilities, as text or as one JSON object (--json);
+// with --ops, each device's operator implementation lists and what each
+// implementation says of a few cases (hal_op_query_implementations).
 #include <hal.h>
 
 #include "hal_util/names.hpp"
+#include "op_cases.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -130,12 +133,57 @@ std::string json_dims(const uint32_t (&values)[3]) {
   return list + "]";
 }
 
+// What one query said: the implementations in order, or why it failed.
+struct OpQuery {
+  std::string label;  // the case's; empty for the kind's list without a descriptor
+  std::vector<hal_op_candidate_t> candidates;
+  std::string error;  // the query failed (a case the loader refused): its message
+};
+
+// One op kind on one device: its list, then each case.
+struct OpKindReport {
+  hal_op_kind_t kind;
+  OpQuery list;
+  std::vector<OpQuery> cases;
+};
+
 struct Inventory {
   std::vector<hal_plugin_report_t> reports;
   std::vector<hal_device_properties_t> devices;
+  std::vector<std::vector<OpKindReport>> operators;  // per device, with --ops
 };
 
-bool collect(Inventory& inventory) {
+OpQuery query(hal_device_t device, hal_op_kind_t kind, const halinfo::OpCase* op_case) {
+  OpQuery result;
+  if (op_case != nullptr) result.label = op_case->label;
+  hal_op_implementations_info_t info{};
+  info.struct_size = sizeof(info);
+  if (hal_op_query_implementations(device, kind, op_case ? op_case->header() : nullptr, 0, &info) !=
+      HAL_SUCCESS) {
+    result.error = hal_error_last_message();
+    return result;
+  }
+  result.candidates.assign(info.candidates, info.candidates + info.count);
+  return result;
+}
+
+// Every op kind of the headers (hal_util's table) the library knows (one it
+// refuses, a library older than this halinfo, is left out), with its cases.
+std::vector<OpKindReport> collect_operators(hal_device_t device) {
+  std::vector<OpKindReport> kinds;
+  for (const hal::util::EnumName& entry : hal::util::op_kind_table()) {
+    const auto kind = static_cast<hal_op_kind_t>(entry.value);
+    OpKindReport report{kind, query(device, kind, nullptr), {}};
+    if (!report.list.error.empty()) continue;
+    for (const halinfo::OpCase& op_case : halinfo::op_cases(kind)) {
+      report.cases.push_back(query(device, kind, &op_case));
+    }
+    kinds.push_back(std::move(report));
+  }
+  return kinds;
+}
+
+bool collect(Inventory& inventory, bool operators) {
   uint32_t count = 0;
   if (hal_plugin_report_count(&count) != HAL_SUCCESS) return false;
   for (uint32_t i = 0; i < count; ++i) {
@@ -154,8 +202,53 @@ bool collect(Inventory& inventory) {
       return false;
     }
     inventory.devices.push_back(properties);
+    if (operators) inventory.operators.push_back(collect_operators(device));
   }
   return true;
+}
+
+const char* verdict_name(hal_op_verdict_t verdict, Spelling spelling) {
+  return spelling == Spelling::kShort
+             ? hal::util::short_name(hal::util::op_verdict_table(), verdict)
+             : hal::util::enumerator_name(hal::util::op_verdict_table(), verdict);
+}
+
+// One line per implementation: "name verdict[: reason]".
+void print_candidates_text(const OpQuery& query, const char* indent) {
+  if (!query.error.empty()) {
+    std::printf("%srefused: %s\n", indent, query.error.c_str());
+    return;
+  }
+  if (query.candidates.empty()) std::printf("%s(no implementation)\n", indent);
+  for (const hal_op_candidate_t& c : query.candidates) {
+    if (c.verdict == HAL_OP_VERDICT_DECLINES) {
+      std::printf("%s%-14s declines: %s\n", indent, c.name, c.reason);
+    } else {
+      std::printf("%s%-14s %s\n", indent, c.name, verdict_name(c.verdict, Spelling::kShort));
+    }
+  }
+}
+
+void print_operators_text(const std::vector<OpKindReport>& kinds) {
+  std::printf("    operators (each kind's implementations in the order tried):\n");
+  for (const OpKindReport& kind : kinds) {
+    std::string names;
+    for (const hal_op_candidate_t& c : kind.list.candidates) {
+      names += std::string(names.empty() ? "" : " > ") + c.name;
+    }
+    std::printf("      %-28s %s\n", hal::util::op_kind_name(kind.kind),
+                names.empty() ? "(none)" : names.c_str());
+    // A decline known before any descriptor (no implementation of its own).
+    for (const hal_op_candidate_t& c : kind.list.candidates) {
+      if (c.verdict == HAL_OP_VERDICT_DECLINES) {
+        std::printf("        %s declines: %s\n", c.name, c.reason);
+      }
+    }
+    for (const OpQuery& op_case : kind.cases) {
+      std::printf("        %s:\n", op_case.label.c_str());
+      print_candidates_text(op_case, "          ");
+    }
+  }
 }
 
 void print_text(const Inventory& inventory) {
@@ -203,7 +296,39 @@ void print_text(const Inventory& inventory) {
                 text_list(capability_list(d.capabilities, Spelling::kShort)).c_str());
     std::printf("    module formats:      %s\n",
                 text_list(module_format_list(d.module_formats, Spelling::kShort)).c_str());
+    if (d.index < inventory.operators.size()) print_operators_text(inventory.operators[d.index]);
   }
+}
+
+std::string json_candidates(const OpQuery& query) {
+  std::string out = "[";
+  for (size_t i = 0; i < query.candidates.size(); ++i) {
+    const hal_op_candidate_t& c = query.candidates[i];
+    out += std::string(i ? "," : "") + "{\"name\":" + json_string(c.name) +
+           ",\"verdict\":" + json_string(verdict_name(c.verdict, Spelling::kEnumerator)) +
+           ",\"reason\":" + json_string(c.reason) + "}";
+  }
+  return out + "]";
+}
+
+// [{"kind": "convolution", "implementations": [...], "cases": [{"case": "...",
+//   "implementations": [...], "error": null}]}]
+std::string json_operators(const std::vector<OpKindReport>& kinds) {
+  std::string out = "[";
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    const OpKindReport& kind = kinds[k];
+    out += std::string(k ? "," : "") +
+           "{\"kind\":" + json_string(hal::util::op_kind_name(kind.kind)) +
+           ",\"implementations\":" + json_candidates(kind.list) + ",\"cases\":[";
+    for (size_t i = 0; i < kind.cases.size(); ++i) {
+      const OpQuery& op_case = kind.cases[i];
+      out += std::string(i ? "," : "") + "{\"case\":" + json_string(op_case.label) +
+             ",\"implementations\":" + json_candidates(op_case) + ",\"error\":" +
+             (op_case.error.empty() ? std::string("null") : json_string(op_case.error)) + "}";
+    }
+    out += "]}";
+  }
+  return out + "]";
 }
 
 // SPEC §12: one object; "error" is null on success, else hal_init's detail
@@ -255,7 +380,11 @@ void print_json(const Inventory& inventory, const hal_error_detail_t* error) {
         ",\"max_shared_memory_bytes\":" + std::to_string(d.max_shared_memory_bytes) +
         ",\"subgroup_size\":" + std::to_string(d.subgroup_size) +
         ",\"peak_fp32_flops\":" + real(d.peak_fp32_flops) +
-        ",\"peak_memory_bandwidth\":" + real(d.peak_memory_bandwidth) + "}";
+        ",\"peak_memory_bandwidth\":" + real(d.peak_memory_bandwidth);
+    if (d.index < inventory.operators.size()) {
+      out += ",\"operators\":" + json_operators(inventory.operators[d.index]);
+    }
+    out += "}";
   }
   out += "],\"error\":";
   if (error == nullptr) {
@@ -284,10 +413,12 @@ void print_error_text(const hal_error_detail_t& error) {
 
 void print_usage(const char* program) {
   std::printf(
-      "Usage: %s [--json] [--help]\n"
+      "Usage: %s [--json] [--ops] [--help]\n"
       "Lists the HAL plugins the loader considered (loaded or skipped, with the reason)\n"
       "and every device with its properties and capabilities.\n\n"
       "  --json   print one JSON object instead of text\n"
+      "  --ops    also each device's operator implementations per op kind, in the order\n"
+      "           tried, and what each says of a few cases (accepts, or declines and why)\n"
       "  --help   print this help\n\n"
       "Environment: HAL_PLUGINS (explicit list), HAL_PLUGIN_PATH (extra directories),\n"
       "HAL_LOG=1 (plugin diagnostics on stderr).\n",
@@ -298,9 +429,12 @@ void print_usage(const char* program) {
 
 int main(int argc, char** argv) {
   bool json = false;
+  bool operators = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
+    } else if (std::strcmp(argv[i], "--ops") == 0) {
+      operators = true;
     } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       print_usage(argv[0]);
       return 0;
@@ -312,7 +446,7 @@ int main(int argc, char** argv) {
   }
   Inventory inventory;
   const bool initialised = hal_init(nullptr) == HAL_SUCCESS;
-  const bool collected = initialised && collect(inventory);
+  const bool collected = initialised && collect(inventory, operators);
   if (!collected) {
     // The detail of what failed (hal_init's survives it), and no partial lists.
     hal_error_detail_t error{};

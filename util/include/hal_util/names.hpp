@@ -51,6 +51,7 @@ std::span<const EnumName> attention_sparsity_table() noexcept;
 std::span<const EnumName> channel_layout_table() noexcept;
 std::span<const EnumName> pooling_kind_table() noexcept;
 std::span<const EnumName> op_status_table() noexcept;
+std::span<const EnumName> op_verdict_table() noexcept;
 
 // The entry of |value|, or nullptr for a value the table does not hold.
 const EnumName* find_name(std::span<const EnumName> table, uint32_t value) noexcept;

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Runs `halinfo --ops --json` and `halinfo --ops` and checks each device's
+operator implementation lists (SPEC §12, §17.3).
+
+usage: check_halinfo_ops.py HALINFO cpu|cuda-no-cudnn|cuda-fake-cudnn
+
+For every device and op kind: the list names its implementations, none of
+which accepts without a descriptor; for every case: the descriptor was
+accepted by the loader's rules, the names are the kind's list in the same
+order, the implementations before the one that accepts declined, each
+decline carries a non-empty reason, and the ones after it were not asked
+(or declined unasked, with a reason). Then what the named setup must show:
+  cpu              convolution on oneDNN (or the plugin declining it, with
+                   why, in a build without oneDNN); group norm declined by
+                   the plugin (no oneDNN primitive) and served by portable.
+  cuda-no-cudnn    every convolution case declined by cuda.cudnn with the
+                   reason naming cuDNN and the library it looked for.
+  cuda-fake-cudnn  every f32 convolution case accepted by cuda.cudnn.
+The environment (HAL_PLUGINS, the stand-in paths) comes from the CTest entry.
+"""
+import json
+import re
+import subprocess
+import sys
+
+ACCEPTS, DECLINES, NOT_ASKED = ("HAL_OP_VERDICT_ACCEPTS", "HAL_OP_VERDICT_DECLINES",
+                                "HAL_OP_VERDICT_NOT_ASKED")
+CONVOLUTIONS = ("convolution", "convolution_backward_data", "convolution_backward_weights")
+
+
+def check_list(implementations, names, what):
+    assert [i["name"] for i in implementations] == names, \
+        f"{what}: {[i['name'] for i in implementations]} is not the kind's list {names}"
+    verdicts = [i["verdict"] for i in implementations]
+    assert verdicts.count(ACCEPTS) <= 1, f"{what}: more than one accepts: {verdicts}"
+    accepted = verdicts.index(ACCEPTS) if ACCEPTS in verdicts else len(verdicts)
+    for position, implementation in enumerate(implementations):
+        verdict, reason = implementation["verdict"], implementation["reason"]
+        if position < accepted:
+            assert verdict == DECLINES, f"{what}: {implementation} before the accepted one"
+        if position > accepted:
+            assert verdict in (NOT_ASKED, DECLINES), f"{what}: {implementation} after it"
+        if verdict == DECLINES:
+            assert reason.strip(), f"{what}: {implementation['name']} declines without a reason"
+        else:
+            assert reason == "", f"{what}: {implementation} has a reason but does not decline"
+
+
+def check_device(device):
+    what = f"device {device['index']} ({device['plugin']})"
+    kinds = {kind["kind"]: kind for kind in device["operators"]}
+    assert len(kinds) >= 40, f"{what}: only {len(kinds)} op kinds listed"
+    for name, kind in kinds.items():
+        names = [i["name"] for i in kind["implementations"]]
+        assert names and all(names), f"{what} {name}: no implementations named: {kind}"
+        for implementation in kind["implementations"]:  # nothing asked without a descriptor
+            assert implementation["verdict"] in (NOT_ASKED, DECLINES), f"{what} {name}: {kind}"
+            assert (implementation["verdict"] == DECLINES) == bool(
+                implementation["reason"].strip()), f"{what} {name}: {implementation}"
+        for case in kind["cases"]:
+            assert case["error"] is None, f"{what} {name} {case['case']}: {case['error']}"
+            check_list(case["implementations"], names, f"{what} {name} {case['case']}")
+    for name in CONVOLUTIONS + ("pooling", "batch_norm", "group_norm", "matmul"):
+        assert kinds[name]["cases"], f"{what}: no cases of {name}"
+    return kinds
+
+
+def first(case, name):
+    return next(i for i in case["implementations"] if i["name"] == name)
+
+
+def main():
+    halinfo, setup = sys.argv[1], sys.argv[2]
+    run = subprocess.run([halinfo, "--ops", "--json"], capture_output=True, text=True,
+                         timeout=120)
+    sys.stderr.write(run.stderr)
+    assert run.returncode == 0, run.returncode
+    doc = json.loads(run.stdout)
+    assert doc["error"] is None and doc["devices"], doc
+    for device in doc["devices"]:
+        kinds = check_device(device)
+        if setup == "cpu":
+            convolution = kinds["convolution"]
+            own = convolution["implementations"][0]
+            if own["name"] == "cpu.onednn":
+                for case in convolution["cases"]:
+                    assert first(case, "cpu.onednn")["verdict"] == ACCEPTS, case
+            else:  # a build without oneDNN: declined, with why
+                assert own["name"] == "cpu" and own["verdict"] == DECLINES, own
+            for case in kinds["group_norm"]["cases"]:
+                own = case["implementations"][0]
+                assert own["name"] == "cpu" and own["verdict"] == DECLINES, case
+                assert "no implementation of its own for group_norm" in own["reason"], own
+                assert first(case, "portable")["verdict"] == ACCEPTS, case
+        elif setup == "cuda-no-cudnn":
+            for name in CONVOLUTIONS:
+                assert [i["name"] for i in kinds[name]["implementations"]] == \
+                    ["cuda.cudnn", "portable"], kinds[name]
+                for case in kinds[name]["cases"]:
+                    cudnn = first(case, "cuda.cudnn")
+                    assert cudnn["verdict"] == DECLINES, case
+                    assert "cuDNN" in cudnn["reason"] and \
+                        "/nonexistent/libcudnn.so.9" in cudnn["reason"], cudnn
+        elif setup == "cuda-fake-cudnn":
+            for name in CONVOLUTIONS:
+                for case in kinds[name]["cases"]:
+                    if case["case"].startswith("f32"):
+                        assert first(case, "cuda.cudnn")["verdict"] == ACCEPTS, case
+        else:
+            raise SystemExit(f"unknown setup {setup!r}")
+
+    # The text form says the same: the list per kind, then each case's verdicts.
+    text = subprocess.run([halinfo, "--ops"], capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0, text.returncode
+    out = text.stdout
+    assert "operators (each kind's implementations in the order tried):" in out, out
+    if setup == "cpu":
+        assert re.search(r"\n +group_norm +cpu > portable\n", out), out
+        assert re.search(r"\n +cpu +declines: the plugin has no implementation of its own for "
+                         r"group_norm\n +portable +accepts\n", out), out
+    elif setup == "cuda-no-cudnn":
+        assert re.search(r"\n +convolution +cuda\.cudnn > portable\n", out), out
+        assert re.search(r"\n +cuda\.cudnn +declines: cuDNN: [^\n]*/nonexistent/libcudnn\.so\.9",
+                         out), out
+    elif setup == "cuda-fake-cudnn":
+        assert re.search(r"f32 NHWC 3x3[^\n]*:\n +cuda\.cudnn +accepts\n", out), out
+    print(f"halinfo --ops ({setup}): {len(doc['devices'])} device(s) checked")
+
+
+if __name__ == "__main__":
+    main()
