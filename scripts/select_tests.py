@@ -21,24 +21,29 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 
-def listing(tree: Path, selection: list[str] = ()) -> list[tuple[str, str, str]]:
-    """(name, tier label, program) of each test of the tree (of those |selection|, ctest's
-    options, picks), in ctest's numbering order."""
+def listing(tree: Path, selection: Sequence[str] = ()) -> list[tuple[str, str, list[str], bool]]:
+    """(name, tier label, command, whether it requires a fixture) of each test of the tree (of
+    those |selection|, ctest's options, picks), in ctest's numbering order."""
     text = subprocess.run(["ctest", "--show-only=json-v1", *selection], cwd=tree, check=True,
                           capture_output=True, text=True).stdout
     tests = []
     for test in json.loads(text)["tests"]:
         label = ""
+        needs_fixture = False
         for prop in test.get("properties", []):
             if prop["name"] == "LABELS":
                 value = prop["value"]
                 label = value[0] if isinstance(value, list) else value
-        # ctest leaves the command out when it cannot find the test's program.
+            elif prop["name"] == "FIXTURES_REQUIRED":
+                needs_fixture = True
+        # ctest leaves the command out when it cannot find the test's program (yet: ctest looks
+        # again when the test starts).
         command = test.get("command") or []
-        tests.append((test["name"], label, command))
+        tests.append((test["name"], label, command, needs_fixture))
     return tests
 
 
@@ -60,7 +65,7 @@ RUN_LIST = "tests_run.txt"
 
 
 def write_run_list(tree: Path, selection: list[str]) -> int:
-    names = [name for name, _, _ in listing(tree, selection)]
+    names = [name for name, _, _, _ in listing(tree, selection)]
     (tree / RUN_LIST).write_text("".join(f"{name}\n" for name in names))
     return 0
 
@@ -79,7 +84,7 @@ def main() -> int:
     args = parser.parse_args()
     skip = re.compile(args.skip_tiers)
     once = re.compile(args.once) if args.once else None
-    ran = set()
+    ran: set[str] = set()
     for tree in args.ran_in:
         # What the tree ran: scripts/test.sh writes the names it selected there (labels and
         # excludes: a test excluded there must run here); else every test it has.
@@ -87,13 +92,13 @@ def main() -> int:
         if run.exists():
             ran.update(line for line in run.read_text().splitlines() if line)
         else:
-            ran.update(name for name, _, _ in listing(tree))
+            ran.update(name for name, _, _, _ in listing(tree))
     numbers = []
     repeated = 0
     tests = listing(args.tree)
     not_built = 0
     unbuilt = []
-    for number, (name, tier, command) in enumerate(tests, 1):
+    for number, (name, tier, command, needs_fixture) in enumerate(tests, 1):
         # Catch2's stand-in for a suite this tree did not build (HAL_TESTS_IN_ALL=OFF): none of
         # its tests is one this tree runs (cmake/HalTesting.cmake, hal_unsanitized_targets).
         if "_NOT_BUILT" in name:
@@ -109,7 +114,9 @@ def main() -> int:
         # only the tier targets): its registration lacks TARGETS, or scripts/test.sh left it to
         # a tree that does not build what it runs.
         missing = missing_programs(args.tree, command)
-        if missing:
+        # A program a fixture's setup test makes (hal_torch's suites run the Python of the
+        # environment torch.wheel creates) is there when the test starts.
+        if missing and not (needs_fixture and not command):
             unbuilt.append(f"  {name}: {', '.join(missing)}")
     if unbuilt:
         print(f"select_tests: {len(unbuilt)} selected tests run a program {args.tree.name} did not "
