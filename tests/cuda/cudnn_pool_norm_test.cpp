@@ -7,7 +7,8 @@
 // random inputs: average pooling with and without padding in the divisor,
 // ceil mode, adaptive windows, max pooling with a NaN, both layouts, 1-D to
 // 3-D, forward and backward; batch norm training with the running statistics
-// and saved statistics (given or in the workspace), its backward. The graph
+// and saved statistics (given or in the workspace; per-channel tensors
+// contiguous or strided), its backward. The graph
 // handed to cuDNN is checked from the stand-in's record; each case cuDNN
 // cannot serve is declined with its reason to the portable implementation;
 // bad input is refused with a specific error and writes nothing.
@@ -324,6 +325,8 @@ struct Norm {
   std::vector<int64_t> spatial{5, 6};
   int64_t n = 3, c = 4;
   float epsilon = 1e-3f;
+  int64_t param_stride = 1;  // the per-channel tensors' element stride
+  bool in_place = false;     // y is x (forward), grad_x is grad_y (backward)
   std::vector<int64_t> shape() const {
     std::vector<int64_t> out{n};
     if (layout == HAL_CHANNELS_FIRST) out.push_back(c);
@@ -344,8 +347,46 @@ struct Norm {
   }
 };
 
+// A per-channel f32 [C] tensor: every |stride|-th element of an allocation
+// whose other elements hold kGap, which get() checks are never written.
+struct Channel {
+  static constexpr double kGap = -7.0;
+  Tensor full;
+  hal_tensor_desc_t desc{};
+  void* data = nullptr;
+  int64_t c = 0, stride = 1;
+  Channel(Session& session, int64_t channels, int64_t element_stride)
+      : full(session, HAL_DTYPE_F32, {channels * element_stride}),
+        c(channels),
+        stride(element_stride) {
+    desc = full.desc;
+    desc.shape[0] = c;
+    desc.strides[0] = stride;
+    data = full.data;
+  }
+  size_t count() const { return static_cast<size_t>(c); }
+  void set(Session& session, const std::vector<double>& values) const {
+    std::vector<double> all(static_cast<size_t>(c * stride), kGap);
+    for (size_t i = 0; i < values.size(); ++i) all[i * static_cast<size_t>(stride)] = values[i];
+    full.set(session, all);
+  }
+  std::vector<double> get(Session& session) const {
+    const std::vector<double> all = full.get(session);
+    std::vector<double> out;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (i % static_cast<size_t>(stride) == 0) {
+        out.push_back(all[i]);
+      } else {
+        CHECK(all[i] == kGap);  // nothing written outside the view
+      }
+    }
+    return out;
+  }
+};
+
 hal_op_batch_norm_desc_t norm_desc(const Norm& t, hal_op_kind_t kind, uint32_t flags,
-                                   const Tensor& x, const Tensor& y, const Tensor& channel) {
+                                   const Tensor& x, const Tensor& y,
+                                   const hal_tensor_desc_t& channel) {
   hal_op_batch_norm_desc_t desc{};
   desc.header.struct_size = sizeof desc;
   desc.header.kind = kind;
@@ -353,13 +394,13 @@ hal_op_batch_norm_desc_t norm_desc(const Norm& t, hal_op_kind_t kind, uint32_t f
   desc.flags = flags;
   desc.epsilon = t.epsilon;
   desc.x = x.desc;
-  desc.scale = desc.shift = desc.running_mean = desc.running_var = channel.desc;
-  desc.saved_mean = desc.saved_rstd = channel.desc;
+  desc.scale = desc.shift = desc.running_mean = desc.running_var = channel;
+  desc.saved_mean = desc.saved_rstd = channel;
   if (kind == HAL_OP_BATCH_NORM) {
     desc.y = y.desc;
   } else {
     desc.grad_y = desc.grad_x = y.desc;
-    desc.grad_scale = desc.grad_shift = channel.desc;
+    desc.grad_scale = desc.grad_shift = channel;
   }
   return desc;
 }
@@ -383,12 +424,15 @@ void statistics(const Norm& t, const std::vector<double>& xv, std::vector<double
 void check_norm(Session& session, const Norm& t, bool save, bool grads) {
   FakeDnn fake;
   std::mt19937 random(9);
-  INFO("batch norm layout " << t.layout << " dtype " << t.dtype << " rank " << t.spatial.size() + 2
-                            << " save " << save << " grads " << grads);
-  Tensor x(session, t.dtype, t.shape()), y(session, t.dtype, t.shape());
-  Tensor scale(session, HAL_DTYPE_F32, {t.c}), shift(session, HAL_DTYPE_F32, {t.c});
-  Tensor run_mean(session, HAL_DTYPE_F32, {t.c}), run_var(session, HAL_DTYPE_F32, {t.c});
-  Tensor saved_mean(session, HAL_DTYPE_F32, {t.c}), saved_rstd(session, HAL_DTYPE_F32, {t.c});
+  INFO("batch norm layout " << t.layout << " dtype " << t.dtype << " in place " << t.in_place
+                            << " rank " << t.spatial.size() + 2 << " save " << save << " grads "
+                            << grads);
+  Tensor x(session, t.dtype, t.shape()), y_own(session, t.dtype, t.shape());
+  const Tensor& y = t.in_place ? x : y_own;
+  const int64_t ps = t.param_stride;
+  const Channel scale(session, t.c, ps), shift(session, t.c, ps);
+  const Channel run_mean(session, t.c, ps), run_var(session, t.c, ps);
+  const Channel saved_mean(session, t.c, ps), saved_rstd(session, t.c, ps);
   std::vector<double> xv = random_values(random, x.count(), t.dtype, -2, 3);
   const auto sv = random_values(random, scale.count(), HAL_DTYPE_F32, 0.5, 1.5);
   const auto hv = random_values(random, shift.count(), HAL_DTYPE_F32);
@@ -413,7 +457,7 @@ void check_norm(Session& session, const Norm& t, bool save, bool grads) {
     uint32_t flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_SHIFT |
                      HAL_BATCH_NORM_UPDATE_RUNNING;
     if (save) flags |= HAL_BATCH_NORM_SAVE_STATS;
-    const hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, flags, x, y, scale);
+    const hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, flags, x, y, scale.desc);
     Planned planned;
     plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
     INFO("declines: " << planned.declines);
@@ -454,10 +498,12 @@ void check_norm(Session& session, const Norm& t, bool save, bool grads) {
                  "saved_rstd");
   }
   // The backward reads the saved statistics (f32, as the forward wrote them).
+  x.set(session, xv);  // (in place, the forward wrote y over it)
   saved_mean.set(session, mean);
   saved_rstd.set(session, rstd);
-  Tensor gy(session, t.dtype, t.shape()), gx(session, t.dtype, t.shape());
-  Tensor g_scale(session, HAL_DTYPE_F32, {t.c}), g_shift(session, HAL_DTYPE_F32, {t.c});
+  Tensor gy(session, t.dtype, t.shape()), gx_own(session, t.dtype, t.shape());
+  const Tensor& gx = t.in_place ? gy : gx_own;
+  const Channel g_scale(session, t.c, ps), g_shift(session, t.c, ps);
   const auto gv = random_values(random, gy.count(), t.dtype);
   gy.set(session, gv);
   g_scale.set(session, sentinel);
@@ -465,7 +511,7 @@ void check_norm(Session& session, const Norm& t, bool save, bool grads) {
   uint32_t flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SCALE;
   if (grads) flags |= HAL_BATCH_NORM_GRAD_SCALE | HAL_BATCH_NORM_GRAD_SHIFT;
   const hal_op_batch_norm_desc_t desc =
-      norm_desc(t, HAL_OP_BATCH_NORM_BACKWARD, flags, x, gy, scale);
+      norm_desc(t, HAL_OP_BATCH_NORM_BACKWARD, flags, x, gy, scale.desc);
   Planned planned;
   plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
   INFO("declines: " << planned.declines);
@@ -610,6 +656,12 @@ TEST_CASE("batch norm training on cuDNN against float64", "[cudnn]") {
   nhwc.layout = HAL_CHANNELS_LAST;
   nhwc.dtype = HAL_DTYPE_BF16;
   check_norm(session, nhwc, false, false);
+  Norm strided;  // per-channel tensors every other element (any stride, SPEC §17.6.10)
+  strided.param_stride = 2;
+  check_norm(session, strided, true, true);
+  Norm in_place;  // y over x, grad_x over grad_y (SPEC: "may be x")
+  in_place.in_place = true;
+  check_norm(session, in_place, true, true);
   Norm flat;  // [N, C] (lifted to [N, C, 1, 1]), f16
   flat.spatial = {};
   flat.n = 9;
@@ -627,25 +679,25 @@ TEST_CASE("batch norm cases cuDNN does not serve fall through with the reason", 
   Tensor channel(session, HAL_DTYPE_F32, {t.c}), half(session, HAL_DTYPE_F16, {t.c});
   const uint32_t training = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_SHIFT;
   {
-    hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, training, x, y, channel);
+    hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, training, x, y, channel.desc);
     desc.flags &= ~static_cast<uint32_t>(HAL_BATCH_NORM_TRAINING);
     expect_declined(session, &desc.header, "inference batch norm");
     desc.header.kind = HAL_OP_BATCH_NORM_BACKWARD;
-    desc = norm_desc(t, HAL_OP_BATCH_NORM_BACKWARD, HAL_BATCH_NORM_SCALE, x, y, channel);
+    desc = norm_desc(t, HAL_OP_BATCH_NORM_BACKWARD, HAL_BATCH_NORM_SCALE, x, y, channel.desc);
     expect_declined(session, &desc.header, "inference batch norm");
   }
   {
     const hal_op_batch_norm_desc_t desc =
-        norm_desc(t, HAL_OP_BATCH_NORM, training | HAL_BATCH_NORM_RELU, x, y, channel);
+        norm_desc(t, HAL_OP_BATCH_NORM, training | HAL_BATCH_NORM_RELU, x, y, channel.desc);
     expect_declined(session, &desc.header, "the fused relu is not passed to cuDNN here");
   }
   {
     const hal_op_batch_norm_desc_t desc = norm_desc(
-        t, HAL_OP_BATCH_NORM, HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SCALE, x, y, channel);
+        t, HAL_OP_BATCH_NORM, HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SCALE, x, y, channel.desc);
     expect_declined(session, &desc.header, "cuDNN's batch norm reads scale and shift tensors");
   }
   {
-    hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, training, x, y, channel);
+    hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, training, x, y, channel.desc);
     desc.scale = half.desc;
     expect_declined(session, &desc.header,
                     "scale is f16: cuDNN's batch norm takes f32 per-channel tensors");
@@ -653,7 +705,7 @@ TEST_CASE("batch norm cases cuDNN does not serve fall through with the reason", 
   {
     Tensor y16(session, HAL_DTYPE_F16, t.shape());
     const hal_op_batch_norm_desc_t desc =
-        norm_desc(t, HAL_OP_BATCH_NORM, training, x, y16, channel);
+        norm_desc(t, HAL_OP_BATCH_NORM, training, x, y16, channel.desc);
     expect_declined(session, &desc.header, "activations of dtypes f32, f16, f16");
   }
 }
@@ -678,14 +730,14 @@ TEST_CASE("bad input to cuDNN's pooling and batch norm: a specific error, nothin
   const uint32_t flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_SHIFT |
                          HAL_BATCH_NORM_UPDATE_RUNNING;
   {
-    hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, flags, x, y, channel);
+    hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, flags, x, y, channel.desc);
     desc.running_var = short_channel.desc;
     const std::string message = session.refused(&desc.header);
     CHECK(message.find("running_var") != std::string::npos);
   }
   // At execution: a momentum outside [0, 1], and too little workspace (the
   // statistics' scratch), are refused before cuDNN is called: nothing written.
-  const hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, flags, x, y, channel);
+  const hal_op_batch_norm_desc_t desc = norm_desc(t, HAL_OP_BATCH_NORM, flags, x, y, channel.desc);
   Planned planned;
   plan_with_flags(session, &desc.header, HAL_OP_PLAN_FLAG_NONE, planned);
   REQUIRE(planned.implementation == "cuda.cudnn");
