@@ -16,10 +16,12 @@ decline carries a non-empty reason, and the ones after it were not asked
   cuda-no-cudnn    every convolution, pooling and batch-norm case declined
                    by cuda.cudnn with the reason naming cuDNN and the
                    library it looked for (max pooling with HAL's indices
-                   with that reason, before any library is looked for).
-  cuda-fake-cudnn  every f32 convolution and batch-norm case and average
-                   pooling accepted by cuda.cudnn; max pooling (HAL's
-                   indices) declined by it with the reason.
+                   and inference batch norm with theirs, before any library
+                   is looked for).
+  cuda-fake-cudnn  every f32 convolution and training batch-norm case and
+                   average pooling accepted by cuda.cudnn; max pooling (HAL's
+                   indices) and inference batch norm declined by it with
+                   the reason.
 The environment (HAL_PLUGINS, the stand-in paths) comes from the CTest entry.
 """
 import json
@@ -105,16 +107,24 @@ def main():
                 for case in kinds[name]["cases"]:
                     cudnn = first(case, "cuda.cudnn")
                     assert cudnn["verdict"] == DECLINES, case
-                    if " max " in case["case"]:  # declined before the library is looked for
+                    # Declined for the op's contract before the library is looked for.
+                    if " max " in case["case"]:
                         assert "indices" in cudnn["reason"], cudnn
+                        continue
+                    if case["case"].endswith("inference"):
+                        assert "inference batch norm" in cudnn["reason"], cudnn
                         continue
                     assert "cuDNN" in cudnn["reason"] and \
                         "/nonexistent/libcudnn.so.9" in cudnn["reason"], cudnn
         elif setup == "cuda-fake-cudnn":
             for name in CONVOLUTIONS + ("batch_norm", "batch_norm_backward"):
                 for case in kinds[name]["cases"]:
-                    if case["case"].startswith("f32"):
-                        assert first(case, "cuda.cudnn")["verdict"] == ACCEPTS, case
+                    cudnn = first(case, "cuda.cudnn")
+                    if case["case"].endswith("inference"):  # declined, saying why
+                        assert cudnn["verdict"] == DECLINES and \
+                            "inference batch norm" in cudnn["reason"], case
+                    elif case["case"].startswith("f32"):
+                        assert cudnn["verdict"] == ACCEPTS, case
             # Average pooling on cuDNN's resample; max pooling with HAL's
             # indices declined, saying why (cuDNN's index is another).
             for name, why in (("pooling", "HAL's max indices are flat positions"),
@@ -146,6 +156,8 @@ def main():
         assert re.search(r"max 3x3 stride 2 pad 1:\n +cuda\.cudnn +declines: cuDNN: HAL's max "
                          r"indices are flat positions", out), out
         assert re.search(r"f32 NCHW training:\n +cuda\.cudnn +accepts\n", out), out
+        assert re.search(r"f32 NCHW inference:\n +cuda\.cudnn +declines: cuDNN: inference batch "
+                         r"norm", out), out
     print(f"halinfo --ops ({setup}): {len(doc['devices'])} device(s) checked")
 
 
