@@ -11,7 +11,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "matmul";
+constexpr const char* kMatmulSource = "matmul";
 // The output tile one work-item computes: matmul.hal's MM_TM x MM_TN, both
 // from the one table in ops/CMakeLists.txt.
 constexpr int64_t kTileRows = constants::MM_TM;
@@ -127,7 +127,7 @@ class Matmul final : public Implementation {
     const char* kernel_name = desc.a.dtype == HAL_DTYPE_F16    ? "matmul_f16"
                               : desc.a.dtype == HAL_DTYPE_BF16 ? "matmul_bf16"
                                                                : "matmul_f32";
-    hal_kernel_t kernel = portable_kernel(request, kSource, kernel_name, decline);
+    hal_kernel_t kernel = portable_kernel(request, kMatmulSource, kernel_name, decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<MatmulPlan>(kernel, desc, std::move(batch));
   }
@@ -185,7 +185,7 @@ class BiasActivationBackward final : public Implementation {
     const auto& desc =
         *reinterpret_cast<const hal_op_bias_activation_backward_desc_t*>(request.desc);
     hal_kernel_t kernel = portable_kernel(
-        request, kSource,
+        request, kMatmulSource,
         desc.compute_bias_grad != 0 ? "bias_act_backward_columns" : "bias_act_backward_elements",
         decline);
     if (kernel == nullptr) return nullptr;
@@ -236,7 +236,7 @@ class GroupedMatmul final : public Implementation {
       *decline = "more than 2^31 - 2 groups";
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "grouped_matmul", decline);
+    hal_kernel_t kernel = portable_kernel(request, kMatmulSource, "grouped_matmul", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<GroupedMatmulPlan>(kernel, desc);
   }

@@ -14,9 +14,13 @@
 
 #include "image.hpp"
 #include "nvrtc.hpp"
+#include "nvrtc_test_support.hpp"
 #include "sources.hpp"
 
 namespace {
+
+using nvrtc_test::open_nvrtc;
+using nvrtc_test::ptx;
 
 std::string read_file(const char* path) {
   std::ifstream file(path, std::ios::binary);
@@ -33,20 +37,6 @@ std::set<std::string> ptx_entries(const std::string& ptx) {
     names.insert((*it)[1]);
   }
   return names;
-}
-
-hal::cuda::CompileTarget ptx(int arch) {
-  hal::cuda::CompileTarget target;
-  target.arch = arch;
-  return target;
-}
-
-std::unique_ptr<hal::cuda::Nvrtc> open_nvrtc() {
-  std::string why;
-  auto nvrtc = hal::cuda::Nvrtc::open(why);
-  INFO(why);
-  REQUIRE(nvrtc != nullptr);
-  return nvrtc;
 }
 
 }  // namespace

@@ -13,10 +13,13 @@
 
 #include "hal_plugin_sdk/signature.hpp"
 #include "hiprtc.hpp"
+#include "hiprtc_test_support.hpp"
 #include "image.hpp"
 #include "sources.hpp"
 
 namespace {
+
+using hiprtc_test::open_hiprtc;
 
 std::string read_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -30,14 +33,6 @@ size_t declared_kernels(const std::string& source) {
   const std::regex kernel_keyword(R"((^|\n)kernel\s)");
   return static_cast<size_t>(std::distance(
       std::sregex_iterator(source.begin(), source.end(), kernel_keyword), std::sregex_iterator()));
-}
-
-std::unique_ptr<hal::hip::Hiprtc> open_hiprtc() {
-  std::string why;
-  auto hiprtc = hal::hip::Hiprtc::open(nullptr, why);
-  INFO(why);
-  REQUIRE(hiprtc != nullptr);
-  return hiprtc;
 }
 
 // Compiles |source| for |arch| and checks the code object against the
