@@ -37,25 +37,41 @@ hal_launch_config_t tile_config(int64_t col_tiles, int64_t row_tiles, int64_t ba
   return config;
 }
 
-// matmul_tiled's output tile (64 x 64, block 16 x 16: matmul.hal).
+// matmul_tiled's output tile (64 x 64, block 16 x 16: matmul.hal), and the
+// block and static shared memory it needs (its as[16][65] and bs[16][64]).
 constexpr int64_t kSharedTile = 64;
+constexpr uint32_t kTiledThreads = 256;
+constexpr uint64_t kTiledSharedBytes = (16 * 65 + 16 * 64) * sizeof(float);
 
 // Which matmul kernel serves a device: matmul_tiled (group-shared memory)
 // on GPUs and accelerators, the register-blocked matmul_<dtype> on CPUs,
 // where a work-item's 8 x 16 tile vectorises and staging through "shared"
 // memory is a copy. HAL_OPS_PORTABLE_MATMUL=tiled or blocked overrides it
 // (tests and benchmarks run both kernels on every device); another value
-// declines the plan (nullopt, with |decline| saying why).
+// declines the plan (nullopt, with |decline| saying why). A device whose
+// blocks cannot hold the tiled kernel's 256 work-items and 8256 bytes of
+// shared memory gets the register-blocked kernels (forced: a decline).
 std::optional<bool> use_tiled_matmul(const PlanRequest& request, std::string* decline) {
+  const hal_device_properties_t* device = request.properties;
+  const bool fits = device != nullptr && device->max_threads_per_block >= kTiledThreads &&
+                    device->max_shared_memory_bytes >= kTiledSharedBytes;
   const char* forced = hal::util::env("HAL_OPS_PORTABLE_MATMUL");
   if (forced != nullptr && forced[0] != '\0') {
-    if (std::strcmp(forced, "tiled") == 0) return true;
     if (std::strcmp(forced, "blocked") == 0) return false;
-    *decline =
-        std::string("HAL_OPS_PORTABLE_MATMUL is '") + forced + "': not 'tiled', 'blocked' or empty";
-    return std::nullopt;
+    if (std::strcmp(forced, "tiled") != 0) {
+      *decline = std::string("HAL_OPS_PORTABLE_MATMUL is '") + forced +
+                 "': not 'tiled', 'blocked' or empty";
+      return std::nullopt;
+    }
+    if (!fits) {
+      *decline =
+          "HAL_OPS_PORTABLE_MATMUL is 'tiled' but the device's blocks cannot hold its 256 "
+          "work-items and 8256 bytes of shared memory";
+      return std::nullopt;
+    }
+    return true;
   }
-  return request.properties != nullptr && request.properties->type != HAL_DEVICE_TYPE_CPU;
+  return fits && device->type != HAL_DEVICE_TYPE_CPU;
 }
 
 // The batch dimensions of the matmul operands as one tensor each (d's batch
