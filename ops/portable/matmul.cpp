@@ -43,8 +43,9 @@ constexpr int64_t kSharedTile = 64;
 constexpr uint32_t kTiledThreads = 256;
 constexpr uint64_t kTiledSharedBytes = (16 * 65 + 16 * 64) * sizeof(float);
 
-// Which matmul kernel serves a device: matmul_tiled (group-shared memory)
-// on GPUs and accelerators, the register-blocked matmul_<dtype> on CPUs,
+// Which matmul kernels serve a device: matmul_tiled and grouped_matmul_tiled
+// (group-shared memory) on GPUs and accelerators, the register-blocked
+// matmul_<dtype> and grouped_matmul on CPUs,
 // where a work-item's 8 x 16 tile vectorises and staging through "shared"
 // memory is a copy. HAL_OPS_PORTABLE_MATMUL=tiled or blocked overrides it
 // (tests and benchmarks run both kernels on every device); another value
@@ -268,8 +269,8 @@ class BiasActivationBackward final : public Implementation {
 
 class GroupedMatmulPlan final : public PlannedOp {
  public:
-  GroupedMatmulPlan(hal_kernel_t kernel, const hal_op_grouped_matmul_desc_t& desc)
-      : kernel_(kernel), desc_(desc) {}
+  GroupedMatmulPlan(hal_kernel_t kernel, bool tiled, const hal_op_grouped_matmul_desc_t& desc)
+      : kernel_(kernel), tiled_(tiled), desc_(desc) {}
 
   hal_result_t execute(const ExecContext& context) const override {
     const int64_t rows = desc_.a.shape[0];
@@ -290,6 +291,31 @@ class GroupedMatmulPlan final : public PlannedOp {
     args.pointer(context.operands[2]);
     args.pointer(d).i32(desc_.d.dtype).i64(desc_.d.strides[0]).i64(desc_.d.strides[1]);
     args.i64(rows).i64(n).i64(k).i32(static_cast<int32_t>(desc_.groups));
+    if (tiled_) {
+      // grouped_matmul_tiled: one block per 64 x 64 tile, in as many
+      // launches as the grid limits need (each with its tile offsets).
+      const int64_t col_tiles = (n + kSharedTile - 1) / kSharedTile;
+      const int64_t row_tiles = (rows + kSharedTile - 1) / kSharedTile;
+      hal_launch_config_t config{};
+      config.struct_size = sizeof(config);
+      config.block[0] = 16;
+      config.block[1] = 16;
+      config.block[2] = 1;
+      config.grid[2] = 1;
+      for (int64_t y = 0; y < row_tiles; y += kMaxGroups) {
+        for (int64_t x = 0; x < col_tiles; x += kMaxGroups) {
+          config.grid[0] = static_cast<uint32_t>(std::min(kMaxGroups, col_tiles - x));
+          config.grid[1] = static_cast<uint32_t>(std::min(kMaxGroups, row_tiles - y));
+          KernelArgs tile_args = args;
+          tile_args.i64(x).i64(y);
+          if (const hal_result_t r = tile_args.launch(kernel_, context.stream, config);
+              r != HAL_SUCCESS) {
+            return r;
+          }
+        }
+      }
+      return HAL_SUCCESS;
+    }
     return args.launch(
         kernel_, context.stream,
         tile_config((n + kTileCols - 1) / kTileCols, (rows + kTileRows - 1) / kTileRows, 1));
@@ -297,6 +323,7 @@ class GroupedMatmulPlan final : public PlannedOp {
 
  private:
   hal_kernel_t kernel_;
+  bool tiled_;
   hal_op_grouped_matmul_desc_t desc_;
 };
 
@@ -309,9 +336,12 @@ class GroupedMatmul final : public Implementation {
       *decline = "more than 2^31 - 2 groups";
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "grouped_matmul", decline);
+    const std::optional<bool> tiled = use_tiled_matmul(request, decline);
+    if (!tiled) return nullptr;
+    hal_kernel_t kernel = portable_kernel(
+        request, kSource, *tiled ? "grouped_matmul_tiled" : "grouped_matmul", decline);
     if (kernel == nullptr) return nullptr;
-    return std::make_unique<GroupedMatmulPlan>(kernel, desc);
+    return std::make_unique<GroupedMatmulPlan>(kernel, *tiled, desc);
   }
 };
 

@@ -9,6 +9,7 @@
 // k step, batches with a broadcast operand, transposes, every epilogue.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -194,6 +195,88 @@ TEST_CASE(
             ++bad;
           }
         }
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
+// HAL_OP_GROUPED_MATMUL's two kernels (grouped_matmul_tiled and
+// grouped_matmul): 150 rows over more than two 64-row tiles, with an empty
+// group, a decreasing pair, offsets past both ends (clamped), rows two
+// groups cover (the last one's product) and rows none covers (left as they
+// are), b transposed or not.
+TEST_CASE(
+    "the tiled and register-blocked portable grouped matmuls give the float64 result, "
+    "bit for bit alike") {
+  op_test::Session session;
+  const bool transpose_b = GENERATE(false, true);
+  const hal_dtype_t dtype = GENERATE(HAL_DTYPE_F32, HAL_DTYPE_BF16);
+  INFO("transpose_b " << transpose_b << " dtype " << dtype);
+  const int64_t rows = 150, n = 70, k = 37;
+  // Groups [0, 40), [40, 40), [30, 100) (overlapping the first), then a
+  // decreasing pair, then [90, 140) and [120, past rows): rows 140..149 are
+  // in the last, none is uncovered by construction except through the
+  // decreasing pair; a second case leaves rows 100.. uncovered.
+  const std::vector<std::vector<int32_t>> offset_sets = {{-5, 40, 40, 30, 100, 90, 140, 120, 999},
+                                                         {0, 64, 64, 100}};
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const auto& offsets : offset_sets) {
+    const int64_t groups = static_cast<int64_t>(offsets.size()) - 1;
+    INFO("groups " << groups);
+    std::vector<float> a(static_cast<size_t>(rows * k)), b(static_cast<size_t>(groups * k * n));
+    for (float& x : a) x = round_to(dtype, uniform(rng));
+    for (float& x : b) x = round_to(dtype, uniform(rng));
+    hal_op_grouped_matmul_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_GROUPED_MATMUL;
+    desc.flags = transpose_b ? HAL_MATMUL_TRANSPOSE_B : 0;
+    desc.groups = static_cast<uint32_t>(groups);
+    const int64_t a_shape[2] = {rows, k}, d_shape[2] = {rows, n};
+    const int64_t b_shape[3] = {groups, transpose_b ? n : k, transpose_b ? k : n};
+    hal_tensor_desc_contiguous(&desc.a, dtype, 2, a_shape);
+    hal_tensor_desc_contiguous(&desc.b, dtype, 3, b_shape);
+    hal_tensor_desc_contiguous(&desc.d, HAL_DTYPE_F32, 2, d_shape);
+    const auto run = [&](const char* kernel) {
+      REQUIRE(setenv("HAL_OPS_PORTABLE_MATMUL", kernel, 1) == 0);
+      void* da = dtype == HAL_DTYPE_BF16 ? static_cast<void*>(session.upload(to_bf16(a)))
+                                         : static_cast<void*>(session.upload(a));
+      void* db = dtype == HAL_DTYPE_BF16 ? static_cast<void*>(session.upload(to_bf16(b)))
+                                         : static_cast<void*>(session.upload(b));
+      float* dd = session.alloc<float>(static_cast<size_t>(rows * n), -7.0f);
+      session.run(&desc.header, {da, db, session.upload(offsets), dd});
+      unsetenv("HAL_OPS_PORTABLE_MATMUL");
+      bool intact = false;
+      std::vector<float> out = session.download(dd, static_cast<size_t>(rows * n), &intact);
+      CHECK(intact);
+      return out;
+    };
+    const std::vector<float> tiled = run("tiled");
+    const std::vector<float> blocked = run("blocked");
+    CHECK(std::memcmp(tiled.data(), blocked.data(), tiled.size() * 4) == 0);
+    const double tolerance = 1e-5 * std::sqrt(static_cast<double>(k + 2));
+    size_t bad = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      int64_t group = -1;  // the last group whose clamped range holds row i
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t lo = std::min<int64_t>(std::max<int64_t>(offsets[g], 0), rows);
+        const int64_t hi = std::min<int64_t>(std::max<int64_t>(offsets[g + 1], 0), rows);
+        if (lo <= i && i < hi) group = g;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const float got = tiled[static_cast<size_t>(i * n + j)];
+        if (group < 0) {
+          if (got != -7.0f) ++bad;  // uncovered: left as it was
+          continue;
+        }
+        double want = 0.0;
+        for (int64_t q = 0; q < k; ++q) {
+          const size_t b_at =
+              static_cast<size_t>(group * k * n + (transpose_b ? j * k + q : q * n + j));
+          want += static_cast<double>(a[static_cast<size_t>(i * k + q)]) * b[b_at];
+        }
+        if (std::fabs(got - want) > tolerance) ++bad;
       }
     }
     CHECK(bad == 0);
