@@ -224,6 +224,14 @@ TEST_CASE("registers and local memory of every portable kernel (ptxas -v, sm_90)
                   found->spill_store_bytes, found->spill_load_bytes, found->shared_bytes,
                   found->stack_bytes > 0 ? "  LOCAL" : "", spills > 0 ? "  SPILLS" : "");
       if (limit >= 0) CHECK(found->stack_bytes + spills <= limit);
+      // The GPU matmul kernels (SPEC.md §17.6.1) keep everything in
+      // registers and shared memory: a change that brings back a stack frame
+      // or spills fails here, not on the first GPU.
+      if (kernel.entry.ends_with("_tiled")) {
+        CHECK(found->stack_bytes == 0);
+        CHECK(spills == 0);
+        CHECK(found->shared_bytes > 0);
+      }
     }
     for (const auto& callee : entries) {
       if (callee.is_kernel) continue;

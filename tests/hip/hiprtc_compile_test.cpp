@@ -133,6 +133,12 @@ TEST_CASE("every portable operator family's kernels compile to a code object wit
       CHECK(found->vgpr_spill_count >= 0);
       CHECK(found->sgpr_spill_count >= 0);
       CHECK(found->group_segment_fixed_size == record.static_shared_bytes);
+      // The GPU matmul kernels (SPEC.md §17.6.1) spill no VGPRs and use no
+      // scratch (an SGPR spill goes to a VGPR lane, not to memory).
+      if (record.entry.ends_with("_tiled")) {
+        CHECK(found->vgpr_spill_count == 0);
+        CHECK(found->private_segment_fixed_size == 0);
+      }
       const bool spills = found->vgpr_spill_count > 0 || found->sgpr_spill_count > 0;
       if (spills) ++spilling;
       if (found->private_segment_fixed_size > 0) ++scratch;
