@@ -28,7 +28,7 @@
 
 #include "../ops/float64_tensor.hpp"
 #include "../ops/op_session.hpp"
-#include "fake_cudnn.h"
+#include "fake_cudnn_support.hpp"
 #include "hal.h"
 
 namespace {
@@ -39,44 +39,8 @@ constexpr int32_t kNormForward = 29, kNormBackward = 30;
 constexpr int32_t kAvgIncludePadding = 2, kMaxPool = 3, kAvgExcludePadding = 4;
 constexpr int32_t kZeroPad = 0, kNegInfPad = 1;
 constexpr int32_t kBatchNorm = 2, kTraining = 1;
-constexpr int kStatusBadParam = 2000;
 
-[[maybe_unused]] const bool kEnvironment = [] {
-  setenv("HAL_PLUGINS", "cuda", 1);
-  setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_FAKE_CUDA, 1);
-  setenv("HAL_CUDA_NCCL_PATH", "/nonexistent/libnccl.so.2", 1);
-  setenv("HAL_CUDA_CUBLASLT_PATH", "/nonexistent/libcublasLt.so.13", 1);
-  setenv("HAL_CUDA_CUDNN_PATH", HAL_TEST_FAKE_CUDNN, 1);
-  return true;
-}();
-
-struct FakeDnn {
-  FakeDnn() {
-    handle = dlopen(HAL_TEST_FAKE_CUDNN, RTLD_NOW);
-    REQUIRE(handle != nullptr);
-    stats = reinterpret_cast<fake_cudnn_stats_fn>(dlsym(handle, "fake_cudnn_stats"));
-    last =
-        reinterpret_cast<fake_cudnn_last_execution_fn>(dlsym(handle, "fake_cudnn_last_execution"));
-    fail_next = reinterpret_cast<fake_cudnn_fail_next_fn>(dlsym(handle, "fake_cudnn_fail_next"));
-    REQUIRE((stats != nullptr && last != nullptr && fail_next != nullptr));
-  }
-  ~FakeDnn() { dlclose(handle); }
-  uint64_t executions() const {
-    fake_cudnn_stats_t out{};
-    stats(&out);
-    return out.executions;
-  }
-  fake_cudnn_execution_t last_call() const {
-    fake_cudnn_execution_t out{};
-    REQUIRE(last(&out) == 1);
-    return out;
-  }
-  void* handle = nullptr;
-  fake_cudnn_stats_fn stats = nullptr;
-  fake_cudnn_last_execution_fn last = nullptr;
-  fake_cudnn_fail_next_fn fail_next = nullptr;
-};
-
+using namespace fake_cudnn_test;
 using namespace op_test;
 
 // ---- pooling ------------------------------------------------------------------

@@ -81,9 +81,9 @@ struct FakeNccl {
 };
 
 // hal_init over the stand-ins, both devices, a stream on each.
-class Session {
+class NcclSession {
  public:
-  explicit Session(const char* nccl_path = HAL_TEST_FAKE_NCCL)
+  explicit NcclSession(const char* nccl_path = HAL_TEST_FAKE_NCCL)
       : nccl_path_("HAL_CUDA_NCCL_PATH", nccl_path) {
     REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
     uint32_t count = 0;
@@ -94,7 +94,7 @@ class Session {
       REQUIRE(hal_stream_create(devices_[i], 0, &streams_[i]) == HAL_SUCCESS);
     }
   }
-  ~Session() {
+  ~NcclSession() {
     for (hal_stream_t stream : streams_) hal_stream_destroy(stream);
     hal_shutdown();
   }
@@ -315,7 +315,7 @@ std::vector<double> decode(hal_dtype_t dtype, const std::vector<uint8_t>& bytes)
 }
 
 struct Comms {
-  explicit Comms(const Session& session, uint32_t timeout_ms = 0) {
+  explicit Comms(const NcclSession& session, uint32_t timeout_ms = 0) {
     const hal_comm_config_t config = config_with_timeout(timeout_ms);
     REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_SUCCESS);
   }
@@ -335,7 +335,7 @@ constexpr hal_reduce_op_t kOps[] = {HAL_REDUCE_SUM, HAL_REDUCE_PROD, HAL_REDUCE_
 TEST_CASE("with NCCL the cuda devices declare COLLECTIVES and one rank per GPU, without it neither",
           "[nccl]") {
   {
-    Session session;
+    NcclSession session;
     hal_device_properties_t properties{};
     properties.struct_size = sizeof(properties);
     REQUIRE(hal_device_get_properties(session.device(0), &properties) == HAL_SUCCESS);
@@ -345,7 +345,7 @@ TEST_CASE("with NCCL the cuda devices declare COLLECTIVES and one rank per GPU, 
     CHECK(properties.max_ranks_per_device == 1);  // NCCL refuses two ranks on one GPU
   }
   {
-    Session session("/nonexistent/libnccl.so.2");
+    NcclSession session("/nonexistent/libnccl.so.2");
     hal_device_properties_t properties{};
     properties.struct_size = sizeof(properties);
     REQUIRE(hal_device_get_properties(session.device(0), &properties) == HAL_SUCCESS);
@@ -356,7 +356,7 @@ TEST_CASE("with NCCL the cuda devices declare COLLECTIVES and one rank per GPU, 
 }
 
 TEST_CASE("every reduction collective and dtype on NCCL matches the host reference", "[nccl]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long live_before = fake.live_comms();
   {
@@ -420,7 +420,7 @@ TEST_CASE("every reduction collective and dtype on NCCL matches the host referen
 }
 
 TEST_CASE("data-moving collectives on NCCL match the host reference for every dtype", "[nccl]") {
-  Session session;
+  NcclSession session;
   Comms comms(session);
   constexpr size_t kCount = 29;
   uint32_t seed = 100;
@@ -486,7 +486,7 @@ TEST_CASE("data-moving collectives on NCCL match the host reference for every dt
 
 TEST_CASE("ranks that are threads meet through HAL's unique id and NCCL's id travels over it",
           "[nccl]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long live_before = fake.live_comms();
   hal_comm_unique_id_t id{};
@@ -524,7 +524,7 @@ TEST_CASE("ranks that are threads meet through HAL's unique id and NCCL's id tra
 
 TEST_CASE("rank 0 failing to make NCCL's id fails every rank at once", "[nccl]") {
   ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclGetUniqueId:3");
-  Session session;
+  NcclSession session;
   hal_comm_unique_id_t id{};
   REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
   hal_comm_t comms[kRanks] = {};
@@ -555,7 +555,7 @@ TEST_CASE("rank 0 failing to make NCCL's id fails every rank at once", "[nccl]")
 TEST_CASE("a hung peer: at the deadline the plugin calls ncclCommAbort and the call times out",
           "[nccl]") {
   ScopedEnv hang("HAL_FAKE_NCCL_HANG_RANK", "1");
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   Comms comms(session, 300);
@@ -586,7 +586,7 @@ TEST_CASE("a hung peer: at the deadline the plugin calls ncclCommAbort and the c
 
 TEST_CASE("hal_comm_abort ends a call blocked on a peer through ncclCommAbort", "[nccl]") {
   ScopedEnv hang("HAL_FAKE_NCCL_HANG_RANK", "1");
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   const long live_before = fake.live_comms();
@@ -610,7 +610,7 @@ TEST_CASE("hal_comm_abort ends a call blocked on a peer through ncclCommAbort", 
 
 TEST_CASE("a rank of this process aborting fails its peer's waiting call with REMOTE at once",
           "[nccl]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const hal_comm_config_t config = config_with_timeout(600000);  // never reached
   hal_comm_t comms[kRanks] = {};
@@ -629,7 +629,7 @@ TEST_CASE("a rank of this process aborting fails its peer's waiting call with RE
 }
 
 TEST_CASE("an idle peer of an aborted rank stays healthy until it calls", "[nccl]") {
-  Session session;
+  NcclSession session;
   hal_comm_t comms[kRanks] = {};
   REQUIRE(hal_comm_init_all(kRanks, session.devices(), nullptr, comms) == HAL_SUCCESS);
   REQUIRE(hal_comm_abort(comms[0]) == HAL_SUCCESS);
@@ -645,7 +645,7 @@ TEST_CASE("an idle peer of an aborted rank stays healthy until it calls", "[nccl
 
 TEST_CASE("ncclInProgress answers are polled until NCCL is done", "[nccl]") {
   ScopedEnv in_progress("HAL_FAKE_NCCL_IN_PROGRESS", "3");
-  Session session;
+  NcclSession session;
   Comms comms(session);
   const auto values = inputs(HAL_DTYPE_I32, 16, 11);
   std::vector<std::unique_ptr<Buffer>> buffers;
@@ -663,7 +663,7 @@ TEST_CASE("ncclInProgress answers are polled until NCCL is done", "[nccl]") {
 
 TEST_CASE("an init NCCL never finishes times out, and the ranks are aborted", "[nccl]") {
   ScopedEnv hang("HAL_FAKE_NCCL_INIT_HANG", "1");
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   const long live_before = fake.live_comms();
@@ -682,7 +682,7 @@ TEST_CASE("an init NCCL never finishes times out, and the ranks are aborted", "[
 TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") {
   SECTION("a failing collective") {
     ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclAllReduce:2");
-    Session session;
+    NcclSession session;
     Comms comms(session);
     Buffer buffer(session.device(0), 64);
     REQUIRE(hal_allreduce(buffer.get(), buffer.get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM,
@@ -699,7 +699,7 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
   }
   SECTION("a failing init") {
     ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclCommInitRankConfig:4");
-    Session session;
+    NcclSession session;
     hal_comm_t comms[kRanks] = {};
     REQUIRE(hal_comm_init_all(kRanks, session.devices(), nullptr, comms) ==
             HAL_ERROR_INVALID_ARGUMENT);
@@ -709,7 +709,7 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
   }
   SECTION("an asynchronous NCCL error") {
     ScopedEnv fail("HAL_FAKE_NCCL_ASYNC_ERROR", "6");
-    Session session;
+    NcclSession session;
     Comms comms(session);
     std::vector<std::unique_ptr<Buffer>> buffers;
     for (uint32_t r = 0; r < kRanks; ++r) {
@@ -729,7 +729,7 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
 }
 
 TEST_CASE("without NCCL the loader's host-staged collectives serve the cuda devices", "[nccl]") {
-  Session session("/nonexistent/libnccl.so.2");
+  NcclSession session("/nonexistent/libnccl.so.2");
   Comms comms(session);
   const auto values = inputs(HAL_DTYPE_F64, 32, 21);
   std::vector<std::unique_ptr<Buffer>> buffers;
@@ -832,7 +832,7 @@ std::vector<RankOutcome> on_every_rank(Body body) {
 // The send and receive buffers of every rank for |all|: seeded send bytes,
 // the receive buffers filled with kUntouched.
 struct UnevenBuffers {
-  UnevenBuffers(const Session& session, const std::vector<Uneven>& all, size_t element,
+  UnevenBuffers(const NcclSession& session, const std::vector<Uneven>& all, size_t element,
                 std::mt19937& random) {
     std::uniform_int_distribution<int> byte(0, 255);
     for (uint32_t r = 0; r < kRanks; ++r) {
@@ -861,7 +861,7 @@ hal_result_t alltoallv_of(const Uneven& layout, const UnevenBuffers& buffers, ui
 
 TEST_CASE("alltoallv on NCCL matches the host reference: every dtype, zeros, displacements",
           "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   Comms comms(session, 20000);
   std::mt19937 random(2026);
@@ -903,7 +903,7 @@ TEST_CASE("alltoallv on NCCL matches the host reference: every dtype, zeros, dis
 TEST_CASE("two alltoallv and an allreduce in one group share one count exchange",
           "[nccl][alltoallv]") {
   ScopedEnv in_progress("HAL_FAKE_NCCL_IN_PROGRESS", "2");  // and NCCL answers ncclInProgress
-  Session session;
+  NcclSession session;
   Comms comms(session, 20000);
   std::mt19937 random(77);
   std::uniform_int_distribution<size_t> count(0, 5);
@@ -953,7 +953,7 @@ TEST_CASE("two alltoallv and an allreduce in one group share one count exchange"
 }
 
 TEST_CASE("one thread drives both ranks' alltoallv in one group", "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   Comms comms(session, 20000);
   std::mt19937 random(31);
   const auto all = layouts({{3, 0}, {2, 5}}, false, random);
@@ -972,7 +972,7 @@ TEST_CASE("one thread drives both ranks' alltoallv in one group", "[nccl][alltoa
 
 TEST_CASE("alltoallv counts that disagree fail on every rank with ARGUMENT_MISMATCH, no data moved",
           "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   Comms comms(session, 20000);
   std::mt19937 random(9);
@@ -1023,7 +1023,7 @@ TEST_CASE("alltoallv counts that disagree fail on every rank with ARGUMENT_MISMA
 
 TEST_CASE("an alltoallv whose peer never calls times out, and its stream is lost",
           "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   Comms comms(session, 300);
@@ -1047,7 +1047,7 @@ TEST_CASE("an alltoallv whose peer never calls times out, and its stream is lost
 }
 
 TEST_CASE("an alltoallv waiting for its counts ends at an abort", "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const hal_comm_config_t config = config_with_timeout(600000);  // never reached
   hal_comm_t comms[kRanks] = {};
@@ -1090,7 +1090,7 @@ TEST_CASE("an alltoallv waiting for its counts ends at an abort", "[nccl][alltoa
 TEST_CASE("a failing ncclAllGather of the counts fails the alltoallv with NCCL's code",
           "[nccl][alltoallv]") {
   ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclAllGather:2");
-  Session session;
+  NcclSession session;
   Comms comms(session, 20000);
   std::mt19937 random(5);
   const auto all = layouts({{1, 2}, {3, 0}}, false, random);

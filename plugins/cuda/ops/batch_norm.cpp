@@ -106,9 +106,9 @@ class BatchNormPlan final : public OpPlan {
   std::unique_ptr<NormState> state_;
 };
 
-Executable build(const Cudnn& dnn, cudnnHandle_t handle, bool backward,
-                 const std::vector<Role>& roles, int64_t alignment, bool deterministic,
-                 std::string& why, cudnnStatus_t& status) {
+Executable build_batch_norm(const Cudnn& dnn, cudnnHandle_t handle, bool backward,
+                            const std::vector<Role>& roles, int64_t alignment, bool deterministic,
+                            std::string& why, cudnnStatus_t& status) {
   Builder b(dnn);
   std::vector<Descriptor> parts;
   for (const Role& role : roles) parts.push_back(b.tensor(role.tensor, alignment));
@@ -268,9 +268,10 @@ Planned plan_batch_norm(Device& device, const hal_op_batch_norm_desc_t& desc,
   const bool deterministic = (flags & HAL_OP_PLAN_DETERMINISTIC) != 0;
   std::string fast_why, any_why;
   cudnnStatus_t fast_status = CUDNN_STATUS_SUCCESS, any_status = CUDNN_STATUS_SUCCESS;
-  state->fast =
-      build(*dnn, handle, backward, roles, kFastAlignment, deterministic, fast_why, fast_status);
-  state->any = build(*dnn, handle, backward, roles, 0, deterministic, any_why, any_status);
+  state->fast = build_batch_norm(*dnn, handle, backward, roles, kCudnnFastAlignment, deterministic,
+                                 fast_why, fast_status);
+  state->any =
+      build_batch_norm(*dnn, handle, backward, roles, 0, deterministic, any_why, any_status);
   if (!state->fast.ok() && !state->any.ok()) {
     return decline(any_why, static_cast<int64_t>(any_status));
   }

@@ -149,9 +149,10 @@ struct ConvState : GraphState {
 // Builds the graph for tensors aligned to |alignment| bytes and takes the
 // first allowed engine configuration that finalizes. On no plan: |why|, and
 // the last status as |status|.
-Executable build(const Cudnn& dnn, cudnnHandle_t handle, const hal_op_convolution_desc_t& desc,
-                 const Mapping& mapping, const std::array<DnnTensor, 3>& tensors, int64_t alignment,
-                 bool deterministic, std::string& why, cudnnStatus_t& status) {
+Executable build_convolution(const Cudnn& dnn, cudnnHandle_t handle,
+                             const hal_op_convolution_desc_t& desc, const Mapping& mapping,
+                             const std::array<DnnTensor, 3>& tensors, int64_t alignment,
+                             bool deterministic, std::string& why, cudnnStatus_t& status) {
   Builder b(dnn);
   const uint32_t spatial = desc.spatial_dims;
   std::vector<Descriptor> parts;
@@ -301,9 +302,10 @@ Planned plan_convolution(Device& device, const hal_op_convolution_desc_t& desc,
   }
   std::string fast_why, any_why;
   cudnnStatus_t fast_status = CUDNN_STATUS_SUCCESS, any_status = CUDNN_STATUS_SUCCESS;
-  state->fast = build(*dnn, handle, desc, mapping, tensors, kFastAlignment, deterministic, fast_why,
-                      fast_status);
-  state->any = build(*dnn, handle, desc, mapping, tensors, 0, deterministic, any_why, any_status);
+  state->fast = build_convolution(*dnn, handle, desc, mapping, tensors, kCudnnFastAlignment,
+                                  deterministic, fast_why, fast_status);
+  state->any = build_convolution(*dnn, handle, desc, mapping, tensors, 0, deterministic, any_why,
+                                 any_status);
   if (!state->fast.ok() && !state->any.ok()) {
     return decline(any_why, static_cast<int64_t>(any_status));
   }

@@ -12,7 +12,7 @@
 namespace hal::cuda::ops {
 namespace {
 
-constexpr int64_t kMaxConfigs = 16;  // engine configurations read from the heuristic
+constexpr int64_t kMaxEngineConfigs = 16;  // engine configurations read from the heuristic
 
 }  // namespace
 
@@ -173,13 +173,13 @@ Executable plan_graph(Builder& b, cudnnHandle_t handle, Descriptor operation,
   // CUDNN_ATTR_ENGINEHEUR_RESULTS: an array of CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).
   std::vector<Descriptor> configs;
   std::vector<cudnnBackendDescriptor_t> config_handles;
-  for (int64_t i = 0; i < kMaxConfigs && !b.failed(); ++i) {
+  for (int64_t i = 0; i < kMaxEngineConfigs && !b.failed(); ++i) {
     configs.push_back(
         b.create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "cudnnBackendCreateDescriptor(ENGINECFG)"));
     config_handles.push_back(configs.back().get());
   }
   int64_t config_count = 0;
-  b.get(heuristic, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, kMaxConfigs,
+  b.get(heuristic, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, kMaxEngineConfigs,
         &config_count, config_handles.data(), "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)");
   if (b.failed()) {
     why = b.failure_text();
@@ -187,7 +187,7 @@ Executable plan_graph(Builder& b, cudnnHandle_t handle, Descriptor operation,
     return out;
   }
   std::string skipped;  // why configurations were passed over
-  for (int64_t i = 0; i < config_count && i < kMaxConfigs; ++i) {
+  for (int64_t i = 0; i < config_count && i < kMaxEngineConfigs; ++i) {
     // The engine's numerical notes (CUDNN_ATTR_ENGINECFG_ENGINE fills an
     // engine descriptor the caller created).
     Descriptor engine =
@@ -259,7 +259,8 @@ Executable plan_graph(Builder& b, cudnnHandle_t handle, Descriptor operation,
 
 namespace {
 
-hal_result_t fail(Device& device, const GraphState& state, cudnnStatus_t status, const char* call) {
+hal_result_t fail_execution(Device& device, const GraphState& state, cudnnStatus_t status,
+                            const char* call) {
   return device.report().fail(result_of(status), static_cast<int64_t>(status),
                               "op_execute: %s failed: %s", call,
                               state.dnn->status_text(status).c_str());
@@ -278,7 +279,7 @@ hal_result_t execute_graph(Device& device, Stream& stream, const GraphState& sta
     uids.push_back(entry.uid);
     pointers.push_back(entry.pointer);
     if (!entry.by_value) {
-      aligned = aligned && reinterpret_cast<uintptr_t>(entry.pointer) % kFastAlignment == 0;
+      aligned = aligned && reinterpret_cast<uintptr_t>(entry.pointer) % kCudnnFastAlignment == 0;
     }
   }
   const Executable& chosen = aligned && state.fast.ok() ? state.fast : state.any;
@@ -286,7 +287,7 @@ hal_result_t execute_graph(Device& device, Stream& stream, const GraphState& sta
     return report.fail(HAL_ERROR_UNSUPPORTED, 0,
                        "op_execute: cuDNN offered no engine for operands that are not "
                        "%lld-byte aligned, and these are not",
-                       static_cast<long long>(kFastAlignment));
+                       static_cast<long long>(kCudnnFastAlignment));
   }
   if (chosen.workspace > 0 &&
       (workspace_pointer == nullptr || workspace_bytes < static_cast<size_t>(chosen.workspace))) {
@@ -302,7 +303,7 @@ hal_result_t execute_graph(Device& device, Stream& stream, const GraphState& sta
   if (const cudnnStatus_t status =
           api.cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
       status != CUDNN_STATUS_SUCCESS) {
-    return fail(device, state, status, "cudnnBackendCreateDescriptor(VARIANT_PACK)");
+    return fail_execution(device, state, status, "cudnnBackendCreateDescriptor(VARIANT_PACK)");
   }
   const Descriptor owned(&api, pack);
   void* workspace = chosen.workspace > 0 ? workspace_pointer : nullptr;
@@ -326,36 +327,29 @@ hal_result_t execute_graph(Device& device, Stream& stream, const GraphState& sta
     if (const cudnnStatus_t status =
             api.cudnnBackendSetAttribute(pack, set.name, set.type, set.count, set.values);
         status != CUDNN_STATUS_SUCCESS) {
-      return fail(device, state, status, set.what);
+      return fail_execution(device, state, status, set.what);
     }
   }
   if (const cudnnStatus_t status = api.cudnnBackendFinalize(pack); status != CUDNN_STATUS_SUCCESS) {
-    return fail(device, state, status, "cudnnBackendFinalize(VARIANT_PACK)");
+    return fail_execution(device, state, status, "cudnnBackendFinalize(VARIANT_PACK)");
   }
   // One handle per device, one stream per handle: set and run under its lock.
   const std::unique_lock lock = device.dnn().lock();
   if (const cudnnStatus_t status =
           api.cudnnSetStream(state.handle, reinterpret_cast<cudaStream_t>(stream.get()));
       status != CUDNN_STATUS_SUCCESS) {
-    return fail(device, state, status, "cudnnSetStream");
+    return fail_execution(device, state, status, "cudnnSetStream");
   }
   const cudnnStatus_t status = api.cudnnBackendExecute(state.handle, chosen.plan.get(), pack);
-  return status == CUDNN_STATUS_SUCCESS ? HAL_SUCCESS
-                                        : fail(device, state, status, "cudnnBackendExecute");
+  return status == CUDNN_STATUS_SUCCESS
+             ? HAL_SUCCESS
+             : fail_execution(device, state, status, "cudnnBackendExecute");
 }
 
 void destroy_graph(Device& device, std::unique_ptr<GraphState>& state) {
   const ContextScope bound = device.bind();
   const std::unique_lock lock = device.dnn().lock();
   state.reset();
-}
-
-Planned decline(std::string reason, int64_t native_code) {
-  Planned planned;
-  planned.result = HAL_ERROR_UNSUPPORTED;
-  planned.reason = std::move(reason);
-  planned.native_code = native_code;
-  return planned;
 }
 
 }  // namespace hal::cuda::ops

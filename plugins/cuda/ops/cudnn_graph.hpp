@@ -25,7 +25,7 @@ class Stream;
 
 namespace ops {
 
-inline constexpr int64_t kFastAlignment = 16;
+inline constexpr int64_t kCudnnFastAlignment = 16;
 
 // One tensor of an operation as cuDNN sees it.
 struct DnnTensor {
@@ -170,9 +170,6 @@ hal_result_t execute_graph(Device& device, Stream& stream, const GraphState& sta
 // Destroys |state| with the device's context current and its handle locked:
 // an execution plan may hold kernels cuDNN compiled into that context.
 void destroy_graph(Device& device, std::unique_ptr<GraphState>& state);
-
-// A plan declined with |reason| (and cuDNN's status as the native code).
-Planned decline(std::string reason, int64_t native_code = 0);
 
 }  // namespace ops
 }  // namespace hal::cuda

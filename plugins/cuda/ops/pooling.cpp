@@ -80,9 +80,10 @@ class PoolingPlan final : public OpPlan {
   std::unique_ptr<PoolState> state_;
 };
 
-Executable build(const Cudnn& dnn, cudnnHandle_t handle, bool backward, bool max, bool include_pad,
-                 const std::vector<Window>& windows, const std::array<DnnTensor, 2>& tensors,
-                 int64_t alignment, bool deterministic, std::string& why, cudnnStatus_t& status) {
+Executable build_pooling(const Cudnn& dnn, cudnnHandle_t handle, bool backward, bool max,
+                         bool include_pad, const std::vector<Window>& windows,
+                         const std::array<DnnTensor, 2>& tensors, int64_t alignment,
+                         bool deterministic, std::string& why, cudnnStatus_t& status) {
   Builder b(dnn);
   std::vector<Descriptor> parts;
   for (const DnnTensor& t : tensors) parts.push_back(b.tensor(t, alignment));
@@ -240,10 +241,10 @@ Planned plan_pooling(Device& device, const hal_op_pooling_desc_t& desc, hal_op_p
   const bool deterministic = (flags & HAL_OP_PLAN_DETERMINISTIC) != 0;
   std::string fast_why, any_why;
   cudnnStatus_t fast_status = CUDNN_STATUS_SUCCESS, any_status = CUDNN_STATUS_SUCCESS;
-  state->fast = build(*dnn, handle, backward, max, include_pad, windows, tensors, kFastAlignment,
-                      deterministic, fast_why, fast_status);
-  state->any = build(*dnn, handle, backward, max, include_pad, windows, tensors, 0, deterministic,
-                     any_why, any_status);
+  state->fast = build_pooling(*dnn, handle, backward, max, include_pad, windows, tensors,
+                              kCudnnFastAlignment, deterministic, fast_why, fast_status);
+  state->any = build_pooling(*dnn, handle, backward, max, include_pad, windows, tensors, 0,
+                             deterministic, any_why, any_status);
   if (!state->fast.ok() && !state->any.ok()) {
     return decline(any_why, static_cast<int64_t>(any_status));
   }
