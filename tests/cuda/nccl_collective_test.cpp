@@ -122,14 +122,14 @@ hal_comm_config_t config_with_timeout(uint32_t timeout_ms) {
 }
 
 // A device buffer; content moves through hal_memcpy_async.
-class Buffer {
+class NcclBuffer {
  public:
-  Buffer(hal_device_t device, size_t bytes) : bytes_(bytes) {
+  NcclBuffer(hal_device_t device, size_t bytes) : bytes_(bytes) {
     REQUIRE(hal_mem_alloc(device, HAL_MEMORY_DEVICE, bytes, 0, &ptr_) == HAL_SUCCESS);
   }
-  ~Buffer() { hal_mem_free(ptr_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
+  ~NcclBuffer() { hal_mem_free(ptr_); }
+  NcclBuffer(const NcclBuffer&) = delete;
+  NcclBuffer& operator=(const NcclBuffer&) = delete;
   void* get() const { return ptr_; }
   void write(const std::vector<uint8_t>& data, hal_stream_t stream) {
     REQUIRE(hal_memcpy_async(ptr_, data.data(), data.size(), stream) == HAL_SUCCESS);
@@ -369,10 +369,10 @@ TEST_CASE("every reduction collective and dtype on NCCL matches the host referen
         CAPTURE(dtype, op);
         const auto values = inputs(dtype, kCount * kRanks, seed++);
         const size_t bytes = kCount * kRanks * HAL_DTYPE_SIZE(dtype);
-        std::vector<std::unique_ptr<Buffer>> send, recv;
+        std::vector<std::unique_ptr<NcclBuffer>> send, recv;
         for (uint32_t r = 0; r < kRanks; ++r) {
-          send.push_back(std::make_unique<Buffer>(session.device(r), bytes));
-          recv.push_back(std::make_unique<Buffer>(session.device(r), bytes));
+          send.push_back(std::make_unique<NcclBuffer>(session.device(r), bytes));
+          recv.push_back(std::make_unique<NcclBuffer>(session.device(r), bytes));
           send[r]->write(encode(dtype, values[r]), session.stream(r));
         }
         auto expected = [&](size_t i) { return reference(op, dtype, values[0][i], values[1][i]); };
@@ -428,10 +428,10 @@ TEST_CASE("data-moving collectives on NCCL match the host reference for every dt
     CAPTURE(dtype);
     const size_t element = HAL_DTYPE_SIZE(dtype);
     const auto values = inputs(dtype, kCount * kRanks, seed++);
-    std::vector<std::unique_ptr<Buffer>> send, recv;
+    std::vector<std::unique_ptr<NcclBuffer>> send, recv;
     for (uint32_t r = 0; r < kRanks; ++r) {
-      send.push_back(std::make_unique<Buffer>(session.device(r), kCount * kRanks * element));
-      recv.push_back(std::make_unique<Buffer>(session.device(r), kCount * kRanks * element));
+      send.push_back(std::make_unique<NcclBuffer>(session.device(r), kCount * kRanks * element));
+      recv.push_back(std::make_unique<NcclBuffer>(session.device(r), kCount * kRanks * element));
       send[r]->write(encode(dtype, values[r]), session.stream(r));
     }
     // broadcast from root 1
@@ -507,9 +507,9 @@ TEST_CASE("ranks that are threads meet through HAL's unique id and NCCL's id tra
   // made, so rank 1 got rank 0's id), not the loader's host-staged ranks.
   CHECK(fake.live_comms() == live_before + kRanks);
   const auto values = inputs(HAL_DTYPE_F32, 64, 7);
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<NcclBuffer>> buffers;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    buffers.push_back(std::make_unique<Buffer>(session.device(r), 64 * 4));
+    buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 64 * 4));
     buffers[r]->write(encode(HAL_DTYPE_F32, values[r]), session.stream(r));
     REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM,
                           comms[r], session.stream(r)) == HAL_SUCCESS);
@@ -559,9 +559,9 @@ TEST_CASE("a hung peer: at the deadline the plugin calls ncclCommAbort and the c
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   Comms comms(session, 300);
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<NcclBuffer>> buffers;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    buffers.push_back(std::make_unique<Buffer>(session.device(r), 256));
+    buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 256));
     REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM,
                           comms.comms[r], session.stream(r)) == HAL_SUCCESS);
   }
@@ -593,8 +593,8 @@ TEST_CASE("hal_comm_abort ends a call blocked on a peer through ncclCommAbort", 
   const hal_comm_config_t config = config_with_timeout(600000);  // never reached
   hal_comm_t comms[kRanks] = {};
   REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_SUCCESS);
-  Buffer buffer0(session.device(0), 256);
-  Buffer buffer1(session.device(1), 256);
+  NcclBuffer buffer0(session.device(0), 256);
+  NcclBuffer buffer1(session.device(1), 256);
   REQUIRE(hal_allreduce(buffer0.get(), buffer0.get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[0],
                         session.stream(0)) == HAL_SUCCESS);
   REQUIRE(hal_allreduce(buffer1.get(), buffer1.get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[1],
@@ -615,7 +615,7 @@ TEST_CASE("a rank of this process aborting fails its peer's waiting call with RE
   const hal_comm_config_t config = config_with_timeout(600000);  // never reached
   hal_comm_t comms[kRanks] = {};
   REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_SUCCESS);
-  Buffer buffer(session.device(0), 256);
+  NcclBuffer buffer(session.device(0), 256);
   // Rank 0 waits in an allreduce that rank 1 never joins; rank 1 aborts.
   REQUIRE(hal_allreduce(buffer.get(), buffer.get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[0],
                         session.stream(0)) == HAL_SUCCESS);
@@ -636,7 +636,7 @@ TEST_CASE("an idle peer of an aborted rank stays healthy until it calls", "[nccl
   hal_result_t async = HAL_ERROR_INTERNAL;
   REQUIRE(hal_comm_get_async_error(comms[1], &async) == HAL_SUCCESS);
   CHECK(async == HAL_SUCCESS);
-  Buffer buffer(session.device(1), 64);
+  NcclBuffer buffer(session.device(1), 64);
   CHECK(hal_allreduce(buffer.get(), buffer.get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[1],
                       session.stream(1)) == HAL_ERROR_REMOTE);
   CHECK_THAT(last_detail().message, Catch::Contains("rank 0 aborted"));
@@ -648,9 +648,9 @@ TEST_CASE("ncclInProgress answers are polled until NCCL is done", "[nccl]") {
   NcclSession session;
   Comms comms(session);
   const auto values = inputs(HAL_DTYPE_I32, 16, 11);
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<NcclBuffer>> buffers;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    buffers.push_back(std::make_unique<Buffer>(session.device(r), 64));
+    buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 64));
     buffers[r]->write(encode(HAL_DTYPE_I32, values[r]), session.stream(r));
     REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 16, HAL_DTYPE_I32, HAL_REDUCE_MAX,
                           comms.comms[r], session.stream(r)) == HAL_SUCCESS);
@@ -684,7 +684,7 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
     ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclAllReduce:2");
     NcclSession session;
     Comms comms(session);
-    Buffer buffer(session.device(0), 64);
+    NcclBuffer buffer(session.device(0), 64);
     REQUIRE(hal_allreduce(buffer.get(), buffer.get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM,
                           comms.comms[0], session.stream(0)) == HAL_ERROR_INTERNAL);
     const hal_error_detail_t detail = last_detail();
@@ -711,9 +711,9 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
     ScopedEnv fail("HAL_FAKE_NCCL_ASYNC_ERROR", "6");
     NcclSession session;
     Comms comms(session);
-    std::vector<std::unique_ptr<Buffer>> buffers;
+    std::vector<std::unique_ptr<NcclBuffer>> buffers;
     for (uint32_t r = 0; r < kRanks; ++r) {
-      buffers.push_back(std::make_unique<Buffer>(session.device(r), 64));
+      buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 64));
       REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM,
                             comms.comms[r], session.stream(r)) == HAL_SUCCESS);
     }
@@ -721,7 +721,7 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
     hal_result_t async = HAL_SUCCESS;
     REQUIRE(hal_comm_get_async_error(comms.comms[0], &async) == HAL_SUCCESS);
     CHECK(async == HAL_ERROR_REMOTE);
-    Buffer more(session.device(0), 64);
+    NcclBuffer more(session.device(0), 64);
     CHECK(hal_allreduce(more.get(), more.get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms.comms[0],
                         session.stream(0)) != HAL_SUCCESS);
     (void)kNcclRemoteError;
@@ -732,9 +732,9 @@ TEST_CASE("without NCCL the loader's host-staged collectives serve the cuda devi
   NcclSession session("/nonexistent/libnccl.so.2");
   Comms comms(session);
   const auto values = inputs(HAL_DTYPE_F64, 32, 21);
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<NcclBuffer>> buffers;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    buffers.push_back(std::make_unique<Buffer>(session.device(r), 32 * 8));
+    buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 32 * 8));
     buffers[r]->write(encode(HAL_DTYPE_F64, values[r]), session.stream(r));
   }
   // The loader's path blocks until the peers take part: one group.
@@ -838,15 +838,16 @@ struct UnevenBuffers {
     for (uint32_t r = 0; r < kRanks; ++r) {
       sent.emplace_back(all[r].send_elements * element);
       for (uint8_t& b : sent[r]) b = static_cast<uint8_t>(byte(random));
-      send.push_back(std::make_unique<Buffer>(session.device(r), sent[r].size()));
-      recv.push_back(std::make_unique<Buffer>(session.device(r), all[r].recv_elements * element));
+      send.push_back(std::make_unique<NcclBuffer>(session.device(r), sent[r].size()));
+      recv.push_back(
+          std::make_unique<NcclBuffer>(session.device(r), all[r].recv_elements * element));
       send[r]->write(sent[r], session.stream(r));
       recv[r]->write(std::vector<uint8_t>(all[r].recv_elements * element, kUntouched),
                      session.stream(r));
     }
   }
   std::vector<std::vector<uint8_t>> sent;
-  std::vector<std::unique_ptr<Buffer>> send, recv;
+  std::vector<std::unique_ptr<NcclBuffer>> send, recv;
 };
 
 hal_result_t alltoallv_of(const Uneven& layout, const UnevenBuffers& buffers, uint32_t r,
@@ -918,9 +919,9 @@ TEST_CASE("two alltoallv and an allreduce in one group share one count exchange"
   UnevenBuffers buffers_first(session, all_first, 4, random);
   UnevenBuffers buffers_second(session, all_second, 2, random);
   const auto values = inputs(HAL_DTYPE_I32, 8, 5);
-  std::vector<std::unique_ptr<Buffer>> reduced;
+  std::vector<std::unique_ptr<NcclBuffer>> reduced;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    reduced.push_back(std::make_unique<Buffer>(session.device(r), 32));
+    reduced.push_back(std::make_unique<NcclBuffer>(session.device(r), 32));
     reduced[r]->write(encode(HAL_DTYPE_I32, values[r]), session.stream(r));
   }
   const auto outcomes = on_every_rank([&](uint32_t r) {
