@@ -7,7 +7,8 @@
 // collective runs on the communicator's own stream after the caller's
 // current stream (an event), keeps its tensors' memory from being reused
 // until it is done (the caching allocator's recordStream), and completes its
-// Work from a host function queued behind it. A watchdog thread fails the
+// Work from a host function queued behind it (its future on hal tensors in
+// stream order, at once: WorkHal). A watchdog thread fails the
 // pending Works of a communicator whose collective failed (a timeout, a dead
 // rank, mismatched arguments), so a wait raises DistBackendError with HAL's
 // message instead of waiting forever.
@@ -121,7 +122,7 @@ size_t count_of(const at::Tensor& t) {
 //   blocking the host thread. The host then runs ahead and queues what follows (DDP's
 //   copies out of its buckets, the optimizer) while the collective runs. Blocking the
 //   host there instead cost a DDP step every host hand-off after the last bucket (the
-//   host function, the autograd thread, the main thread): 50-100 ms a step on a loaded
+//   host function, the autograd thread, the main thread): 35-45 ms a step on a loaded
 //   2-core host (bench/torch/ddp_step.py). A failure still reaches the host through
 //   wait(), the next collective and the stream's synchronization. Collectives on CPU
 //   tensors, or with no outputs, keep a future completed by the host function.
