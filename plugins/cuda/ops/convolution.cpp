@@ -213,29 +213,6 @@ Executable build_convolution(const Cudnn& dnn, cudnnHandle_t handle,
                     tensors[0].type == CUDNN_DATA_FLOAT, deterministic, why, status);
 }
 
-class ConvolutionPlan final : public OpPlan {
- public:
-  ConvolutionPlan(Device& device, std::unique_ptr<ConvState> state)
-      : device_(device), state_(std::move(state)) {}
-  ~ConvolutionPlan() override {
-    std::unique_ptr<GraphState> state = std::move(state_);
-    destroy_graph(device_, state);
-  }
-  ConvolutionPlan(const ConvolutionPlan&) = delete;
-  ConvolutionPlan& operator=(const ConvolutionPlan&) = delete;
-
-  hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
-    const ConvState& s = *state_;
-    std::vector<PackEntry> entries;
-    for (size_t i = 0; i < 3; ++i) entries.push_back({s.uids[i], args.operands[s.operands[i]]});
-    return execute_graph(device_, stream, s, entries, args.workspace, args.workspace_bytes);
-  }
-
- private:
-  Device& device_;
-  std::unique_ptr<ConvState> state_;
-};
-
 }  // namespace
 
 Planned plan_convolution(Device& device, const hal_op_convolution_desc_t& desc,
@@ -312,7 +289,7 @@ Planned plan_convolution(Device& device, const hal_op_convolution_desc_t& desc,
   Planned planned;
   planned.result = HAL_SUCCESS;
   planned.workspace_bytes = static_cast<size_t>(state->workspace());
-  planned.plan = std::make_unique<ConvolutionPlan>(device, std::move(state));
+  planned.plan = std::make_unique<SingleGraphPlan<ConvState, 3>>(device, std::move(state));
   return planned;
 }
 

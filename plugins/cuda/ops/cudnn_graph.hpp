@@ -171,6 +171,33 @@ hal_result_t execute_graph(Device& device, Stream& stream, const GraphState& sta
 // an execution plan may hold kernels cuDNN compiled into that context.
 void destroy_graph(Device& device, std::unique_ptr<GraphState>& state);
 
+// A plan that owns one finalized graph and binds N of the call's operands to
+// its tensors: State derives from GraphState and has uids[N] and operands[N]
+// (the graph's tensor ids, and the HAL operand index bound to each).
+template <class State, size_t N>
+class SingleGraphPlan final : public OpPlan {
+ public:
+  SingleGraphPlan(Device& device, std::unique_ptr<State> state)
+      : device_(device), state_(std::move(state)) {}
+  ~SingleGraphPlan() override {
+    std::unique_ptr<GraphState> state = std::move(state_);
+    destroy_graph(device_, state);
+  }
+  SingleGraphPlan(const SingleGraphPlan&) = delete;
+  SingleGraphPlan& operator=(const SingleGraphPlan&) = delete;
+
+  hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
+    const State& s = *state_;
+    std::vector<PackEntry> entries;
+    for (size_t i = 0; i < N; ++i) entries.push_back({s.uids[i], args.operands[s.operands[i]]});
+    return execute_graph(device_, stream, s, entries, args.workspace, args.workspace_bytes);
+  }
+
+ private:
+  Device& device_;
+  std::unique_ptr<State> state_;
+};
+
 }  // namespace ops
 }  // namespace hal::cuda
 

@@ -57,29 +57,6 @@ struct Window {
   int64_t kernel = 1, stride = 1, pre = 0, post = 0;
 };
 
-class PoolingPlan final : public OpPlan {
- public:
-  PoolingPlan(Device& device, std::unique_ptr<PoolState> state)
-      : device_(device), state_(std::move(state)) {}
-  ~PoolingPlan() override {
-    std::unique_ptr<GraphState> state = std::move(state_);
-    destroy_graph(device_, state);
-  }
-  PoolingPlan(const PoolingPlan&) = delete;
-  PoolingPlan& operator=(const PoolingPlan&) = delete;
-
-  hal_result_t enqueue(Stream& stream, const hal_op_exec_args_t& args) const override {
-    const PoolState& s = *state_;
-    std::vector<PackEntry> entries;
-    for (size_t i = 0; i < 2; ++i) entries.push_back({s.uids[i], args.operands[s.operands[i]]});
-    return execute_graph(device_, stream, s, entries, args.workspace, args.workspace_bytes);
-  }
-
- private:
-  Device& device_;
-  std::unique_ptr<PoolState> state_;
-};
-
 Executable build_pooling(const Cudnn& dnn, cudnnHandle_t handle, bool backward, bool max,
                          bool include_pad, const std::vector<Window>& windows,
                          const std::array<DnnTensor, 2>& tensors, int64_t alignment,
@@ -251,7 +228,7 @@ Planned plan_pooling(Device& device, const hal_op_pooling_desc_t& desc, hal_op_p
   Planned planned;
   planned.result = HAL_SUCCESS;
   planned.workspace_bytes = static_cast<size_t>(state->workspace());
-  planned.plan = std::make_unique<PoolingPlan>(device, std::move(state));
+  planned.plan = std::make_unique<SingleGraphPlan<PoolState, 2>>(device, std::move(state));
   return planned;
 }
 
