@@ -3,6 +3,7 @@
 #include "hal_collective/alltoallv.hpp"
 #include "hal_collective/limits.hpp"
 #include "hal_collective/reduce.hpp"
+#include "hal_collective/shm_doorbell.hpp"
 #include "hal_collective/shm_segment.hpp"
 
 #include "hal_util/env.hpp"
@@ -45,6 +46,7 @@ struct alignas(64) RankLineLayout {
 };
 struct alignas(64) HeaderLine {
   std::atomic<uint32_t> broken{0};
+  ShmDoorbell doorbell;  // rung by every publish that finds a sleeper
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                   std::atomic<uint32_t>::is_always_lock_free,
@@ -219,6 +221,11 @@ uint8_t* ShmGroup::input(uint32_t rank) const noexcept {
 
 void ShmGroup::fail() noexcept {
   static_cast<HeaderLine*>(mapping_)->broken.store(1, std::memory_order_release);
+  ring();
+}
+
+void ShmGroup::ring() const noexcept {
+  static_cast<HeaderLine*>(mapping_)->doorbell.ring();
 }
 
 bool ShmGroup::handshakes(std::span<const hal_collective_call_t> calls) noexcept {
@@ -226,21 +233,73 @@ bool ShmGroup::handshakes(std::span<const hal_collective_call_t> calls) noexcept
          calls[0].kind != HAL_COLLECTIVE_RECV;
 }
 
+// Polls for up to limits::kSegmentSpin (a peer in step arrives within a
+// microsecond or two), then sleeps on the segment's doorbell in slices,
+// looking at the deadline, the abort flag and the peers' processes after
+// each: a peer that publishes rings it, one that fails marks the segment
+// and rings it, one that exits without either is seen within a slice.
 template <class Ready>
 Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready ready) {
-  // The peers' processes are looked at once every this many polls: a poll is
-  // a few cache-line reads, a look a system call.
-  constexpr uint32_t kPollsPerLivenessCheck = 1024;
-  const auto& header = *static_cast<const HeaderLine*>(mapping_);
+  // The longest sleep between looks at the abort flag and the deadline (a
+  // rank aborted by its own process's hal_comm_abort also rings), and how
+  // often the peers' processes are looked at (a system call).
+  constexpr auto kSleepSlice = std::chrono::milliseconds(2);
+  constexpr auto kLivenessInterval = std::chrono::milliseconds(2);
+  auto& header = *static_cast<HeaderLine*>(mapping_);
   bool broken = false;
-  bool exited = false;
-  uint32_t polls = 0;
-  Status status = wait_until(deadline, what, [&] {
+  auto settled = [&] {
     if (ready()) return true;
     broken = header.broken.load(std::memory_order_acquire) != 0;
-    exited = !broken && ++polls % kPollsPerLivenessCheck == 0 && segment_->any_peer_exited();
-    return broken || exited;
-  });
+    return broken;
+  };
+  // Polling; the clock is read once every 64 polls.
+  Clock::time_point spin_until{};
+  bool asleep = false;
+  for (uint32_t i = 1; !settled(); ++i) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 != 0) continue;
+    const Clock::time_point now = Clock::now();
+    if (i == 64) {
+      spin_until = now + limits::kSegmentSpin;
+    } else if (now > spin_until) {
+      asleep = true;
+      break;
+    }
+  }
+  // Asleep, one slice at a time.
+  Status status;
+  bool exited = false;
+  Clock::time_point next_liveness = Clock::now();
+  while (asleep) {
+    const Clock::time_point now = Clock::now();
+    if (deadline.is_aborted()) {
+      status = Status::failure(HAL_ERROR_INVALID_STATE,
+                               std::string("the communicator was aborted while ") + what);
+      break;
+    }
+    if (now > deadline.at) {
+      if (!settled()) {
+        status =
+            Status::failure(HAL_ERROR_TIMEOUT, std::string("the deadline passed while ") + what);
+      }
+      break;
+    }
+    if (now >= next_liveness) {
+      next_liveness = now + kLivenessInterval;
+      if (segment_->any_peer_exited()) {
+        exited = !settled();
+        break;
+      }
+    }
+    const uint32_t seen = header.doorbell.announce();
+    if (!settled()) {
+      header.doorbell.sleep(seen, std::min<Clock::duration>(kSleepSlice, deadline.at - now));
+    }
+    header.doorbell.leave();
+    asleep = !settled();
+  }
   if (broken) {
     return Status::failure(HAL_ERROR_REMOTE,
                            "a peer process failed or aborted (it marked the shared segment)");
@@ -311,6 +370,7 @@ void ShmGroup::post(const hal_collective_call_t& call, const Chooser& chooser) n
     }
   }
   mine.arrived.store(episode_, std::memory_order_release);
+  ring();
   phase_ = Phase::kWaitingForArrivals;
 }
 
@@ -380,7 +440,6 @@ bool ShmGroup::try_run(const hal_collective_call_t& call, const Chooser& chooser
       } else if (now > give_up) {
         return false;
       }
-      std::this_thread::yield();  // on a small machine the peer may need this core
     }
 #if defined(__x86_64__)
     __builtin_ia32_pause();
@@ -537,6 +596,7 @@ Status ShmGroup::alltoallv_cross_memory(const hal_collective_call_t& call) {
   }
   read_took_ = Clock::now() - started;
   line(rank_).done.store(episode_, std::memory_order_release);
+  ring();
   phase_ = Phase::kWaitingForReaders;
   return {};
 }
@@ -597,6 +657,7 @@ Status ShmGroup::finish(Status status) {
   // must stop waiting for it.
   if (!in_step(status)) fail();
   line(rank_).done.store(episode_, std::memory_order_release);
+  ring();
   return status;
 }
 

@@ -75,6 +75,14 @@ inline constexpr size_t kRingBudget = 8u << 20;
 inline constexpr size_t kMinRing = 8u << 10;
 inline constexpr size_t kMaxRing = 1u << 20;
 
+// TIME a rank waiting for its peers in the shared segment polls before it
+// sleeps on the segment's doorbell (shm_doorbell.hpp; a publish rings it
+// only when somebody sleeps). Peers in step arrive within a microsecond or
+// two; a peer that is not running (preempted on a loaded host, or more
+// ranks than cores) is better waited for asleep: a spinning rank holds a
+// core its peer may need, and a yielding one loses a whole time slice.
+inline constexpr auto kSegmentSpin = std::chrono::microseconds(20);
+
 // TIME a collective that the segment serves whole waits on the enqueueing
 // thread for its peers before it leaves the rest to the stream (cpu
 // plugin). Peers in step arrive within a microsecond or two; a stream task

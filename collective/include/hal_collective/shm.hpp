@@ -5,8 +5,9 @@
 // several times that. Here the ranks meet in a segment they all map: each
 // call is an episode in which every rank publishes the call's signature
 // (and an alltoallv's counts) in its line and, where it may travel here, its
-// input in its slot, waits for the others' (spinning, then yielding, under
-// the call's deadline and abort), and then either reduces all inputs itself,
+// input in its slot, waits for the others' (spinning, then asleep on the
+// segment's doorbell, shm_doorbell.hpp, under the call's deadline and
+// abort), and then either reduces all inputs itself,
 // in rank order (allreduce: one round, identical bytes on every rank), or
 // copies its blocks out of its peers' slots (alltoallv). Which calls move
 // their data here is the path chooser's (path.hpp, limits.hpp); an
@@ -163,6 +164,7 @@ class ShmGroup {
   uint8_t* input(uint32_t rank) const noexcept;
   template <class Ready>
   Status wait_for(const Deadline& deadline, const char* what, Ready ready);
+  void ring() const noexcept;  // wakes peers asleep in wait_for
 
   std::unique_ptr<SharedSegment> segment_;
   void* mapping_;  // segment_'s
