@@ -46,7 +46,10 @@ struct alignas(64) RankLineLayout {
 };
 struct alignas(64) HeaderLine {
   std::atomic<uint32_t> broken{0};
-  ShmDoorbell doorbell;  // rung by every publish that finds a sleeper
+  // Rung after every publish (arrived, done, broken) when it finds a
+  // sleeper. Those counters are stored and loaded sequentially consistent,
+  // as the doorbell asks (on x86 a store is then an xchg, a load a move).
+  ShmDoorbell doorbell;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                   std::atomic<uint32_t>::is_always_lock_free,
@@ -220,7 +223,7 @@ uint8_t* ShmGroup::input(uint32_t rank) const noexcept {
 }
 
 void ShmGroup::fail() noexcept {
-  static_cast<HeaderLine*>(mapping_)->broken.store(1, std::memory_order_release);
+  static_cast<HeaderLine*>(mapping_)->broken.store(1, std::memory_order_seq_cst);
   ring();
 }
 
@@ -249,7 +252,7 @@ Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready read
   bool broken = false;
   auto settled = [&] {
     if (ready()) return true;
-    broken = header.broken.load(std::memory_order_acquire) != 0;
+    broken = header.broken.load(std::memory_order_seq_cst) != 0;
     return broken;
   };
   // Polling; the clock is read once every 64 polls.
@@ -323,7 +326,7 @@ void ShmGroup::begin() noexcept {
 bool ShmGroup::previous_done() const noexcept {
   if (episode_ <= kSets) return true;
   for (uint32_t r = 0; r < ranks_; ++r) {
-    if (line(r).done.load(std::memory_order_acquire) < episode_ - kSets) return false;
+    if (line(r).done.load(std::memory_order_seq_cst) < episode_ - kSets) return false;
   }
   return true;
 }
@@ -369,16 +372,32 @@ void ShmGroup::post(const hal_collective_call_t& call, const Chooser& chooser) n
       }
     }
   }
-  mine.arrived.store(episode_, std::memory_order_release);
+  mine.arrived.store(episode_, std::memory_order_seq_cst);
   ring();
   phase_ = Phase::kWaitingForArrivals;
 }
 
 bool ShmGroup::all_arrived() const noexcept {
   for (uint32_t r = 0; r < ranks_; ++r) {
-    if (line(r).arrived.load(std::memory_order_acquire) < episode_) return false;
+    if (line(r).arrived.load(std::memory_order_seq_cst) < episode_) return false;
   }
   return true;
+}
+
+// Once every peer has arrived, its counts and the first lines of its slot
+// are read next, one after the other (decide, then the copy): each a
+// transfer from the core that wrote it. Asking for all of them at once
+// overlaps those transfers instead of paying them in turn.
+void ShmGroup::prefetch_published() const noexcept {
+  constexpr size_t kLine = 64;
+  constexpr size_t kSlotLines = 4;
+  const size_t count_lines = counts_bytes(ranks_) / kLine;
+  for (uint32_t r = 0; r < ranks_; ++r) {
+    if (r == rank_) continue;
+    const auto* counts_at = reinterpret_cast<const uint8_t*>(counts(r));
+    for (size_t l = 0; l < count_lines; ++l) __builtin_prefetch(counts_at + l * kLine);
+    for (size_t l = 0; l < kSlotLines; ++l) __builtin_prefetch(input(r) + l * kLine);
+  }
 }
 
 Status ShmGroup::check_signatures(const hal_collective_call_t& call) const {
@@ -416,6 +435,7 @@ Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& de
       !s.ok()) {
     return s;
   }
+  prefetch_published();
   return check_signatures(call);
 }
 
@@ -445,6 +465,7 @@ bool ShmGroup::try_run(const hal_collective_call_t& call, const Chooser& chooser
     __builtin_ia32_pause();
 #endif
   }
+  prefetch_published();
   Status status = check_signatures(call);
   if (status.ok()) {
     const PathChoice choice = decide(call, chooser);
@@ -595,7 +616,7 @@ Status ShmGroup::alltoallv_cross_memory(const hal_collective_call_t& call) {
     }
   }
   read_took_ = Clock::now() - started;
-  line(rank_).done.store(episode_, std::memory_order_release);
+  line(rank_).done.store(episode_, std::memory_order_seq_cst);
   ring();
   phase_ = Phase::kWaitingForReaders;
   return {};
@@ -603,7 +624,7 @@ Status ShmGroup::alltoallv_cross_memory(const hal_collective_call_t& call) {
 
 bool ShmGroup::readers_done() const noexcept {
   for (uint32_t r = 0; r < ranks_; ++r) {
-    if (line(r).done.load(std::memory_order_acquire) < episode_) return false;
+    if (line(r).done.load(std::memory_order_seq_cst) < episode_) return false;
   }
   return true;
 }
@@ -656,7 +677,7 @@ Status ShmGroup::finish(Status status) {
   // ranks in step; any other failure leaves this rank behind, so its peers
   // must stop waiting for it.
   if (!in_step(status)) fail();
-  line(rank_).done.store(episode_, std::memory_order_release);
+  line(rank_).done.store(episode_, std::memory_order_seq_cst);
   ring();
   return status;
 }

@@ -862,7 +862,7 @@ TEST_CASE(
   auto* published = new (static_cast<uint8_t*>(mapping) + 64) std::atomic<uint32_t>{0};
 
   // Nobody asleep: no wake-up is counted (no system call is made).
-  published->store(1, std::memory_order_release);
+  published->store(1);
   bell->ring();
   CHECK(bell->rings.load() == 0);
 
@@ -872,9 +872,9 @@ TEST_CASE(
   REQUIRE(child >= 0);
   if (child == 0) {
     bool woken = false;
-    while (published->load(std::memory_order_acquire) != 2) {
+    while (published->load() != 2) {
       const uint32_t seen = bell->announce();
-      if (published->load(std::memory_order_acquire) != 2) {
+      if (published->load() != 2) {
         woken = bell->sleep(seen, std::chrono::seconds(10));
         if (!woken) _exit(1);  // timed out: the ring never came
       }
@@ -888,7 +888,7 @@ TEST_CASE(
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   CHECK(bell->sleepers.load() == 1);
-  published->store(2, std::memory_order_release);
+  published->store(2);  // sequentially consistent, as ring() asks
   bell->ring();
   int wstatus = 0;
   REQUIRE(waitpid(child, &wstatus, 0) == child);

@@ -141,6 +141,7 @@ class ShmGroup {
   bool previous_done() const noexcept;
   void post(const hal_collective_call_t& call, const Chooser& chooser) noexcept;
   bool all_arrived() const noexcept;
+  void prefetch_published() const noexcept;
   Status check_signatures(const hal_collective_call_t& call) const;
   Status handshake(const hal_collective_call_t& call, const Deadline& deadline,
                    const Chooser& chooser);

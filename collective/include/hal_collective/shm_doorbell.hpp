@@ -27,8 +27,9 @@ struct ShmDoorbell {
   std::atomic<uint32_t> rings{0};     // the futex word: bumped by every ring that found a sleeper
   std::atomic<uint32_t> sleepers{0};  // threads between announce() and the end of their sleep
 
-  // Publisher: after its release store of what the sleepers wait for.
-  // Costs a fence and a load when nobody sleeps; a system call otherwise.
+  // Publisher: after its sequentially consistent store of what the
+  // sleepers wait for (their loads of it are sequentially consistent too).
+  // Costs a load when nobody sleeps; a system call otherwise.
   void ring() noexcept;
 
   // Sleeper, in three steps: announce() returns the ring count to sleep
