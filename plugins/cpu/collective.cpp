@@ -379,10 +379,12 @@ hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint
     // When this rank's previous call fell back to a stream because a peer
     // was late, it usually ends within moments: waiting that long for the
     // stream to go idle lets this call go inline too, instead of queueing
-    // behind it (which would keep every later call on the stream).
+    // behind it (which would keep every later call on the stream). Behind
+    // two or more the stream will not be idle that soon: polling for it
+    // would only take a core from the calls it waits for.
     const bool may_go_inline = may_finish_inline(state, batch);
     const bool behind_own_call =
-        may_go_inline && state.tasks_alive.load(std::memory_order_acquire) != 0;
+        may_go_inline && state.tasks_alive.load(std::memory_order_acquire) == 1;
     auto task = std::make_unique<CollectiveTask>(self.state(), calls, call_count, may_go_inline);
     return target.enqueue_task(TaskCommand{std::move(task)},
                                behind_own_call ? kInlinePatience : std::chrono::microseconds(0));
