@@ -274,7 +274,9 @@ Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready read
   // Asleep, one slice at a time.
   Status status;
   bool exited = false;
-  Clock::time_point next_liveness = Clock::now();
+  // A sleep that a ring ends (most: a peer preempted for a while) needs no
+  // look at the peers' processes; one slice without a ring does.
+  Clock::time_point next_liveness = Clock::now() + kLivenessInterval;
   while (asleep) {
     const Clock::time_point now = Clock::now();
     if (deadline.is_aborted()) {
