@@ -1,7 +1,10 @@
 // GFLOP/s of HAL_OP_MATMUL (the portable dialect kernels unless a plugin
 // serves the op itself: the implementation is printed) for square f32 and
 // bf16 problems on every device HAL finds (HAL_PLUGINS=cpu,opencl for those).
-// Usage: ops_matmul_portable [size=512] [repetitions=5]
+// Usage: ops_matmul_portable [size=512] [repetitions=5] [kernels=default|both]
+// kernels=both times each problem with the portable matmul's two kernels in
+// turn, same process, interleaved (HAL_OPS_PORTABLE_MATMUL=blocked, then
+// =tiled: the register-blocked and the group-shared tiled kernel).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -28,7 +31,8 @@ struct Variant {
 
 // Median GFLOP/s of |reps| timed executions (after one warm-up) of an
 // n x n x n matmul.
-void run(hal_device_t device, hal_stream_t stream, const Variant& variant, int64_t n, int reps) {
+void run(hal_device_t device, hal_stream_t stream, const Variant& variant, int64_t n, int reps,
+         const char* kernel) {
   hal_op_matmul_desc_t desc{};
   desc.header.struct_size = sizeof(desc);
   desc.header.kind = HAL_OP_MATMUL;
@@ -41,7 +45,7 @@ void run(hal_device_t device, hal_stream_t stream, const Variant& variant, int64
   hal_tensor_desc_contiguous(&desc.d, HAL_DTYPE_F32, 2, shape);
   hal_op_plan_t plan = nullptr;
   if (hal_op_plan_create(device, &desc.header, 0, &plan) != HAL_SUCCESS) {
-    std::printf("%-10s %-6s not planned: %s\n", variant.label,
+    std::printf("%-10s %-8s %-6s not planned: %s\n", variant.label, kernel,
                 variant.dtype == HAL_DTYPE_F32 ? "f32" : "bf16", hal_error_last_message());
     return;
   }
@@ -69,8 +73,9 @@ void run(hal_device_t device, hal_stream_t stream, const Variant& variant, int64
     if (r > 0) rates.push_back(2.0 * n * n * n / seconds / 1e9);  // r = 0 warms up
   }
   const bench::Stats stats = bench::summarize(rates);
-  std::printf("%-40s %-10s %-6s %9.2f  [%.2f-%.2f]\n", info.implementation, variant.label,
-              variant.dtype == HAL_DTYPE_F32 ? "f32" : "bf16", stats.median, stats.min, stats.max);
+  std::printf("%-40s %-10s %-8s %-6s %9.2f  [%.2f-%.2f]\n", info.implementation, variant.label,
+              kernel, variant.dtype == HAL_DTYPE_F32 ? "f32" : "bf16", stats.median, stats.min,
+              stats.max);
   hal_mem_free(a);
   hal_mem_free(b);
   hal_mem_free(d);
@@ -82,8 +87,10 @@ void run(hal_device_t device, hal_stream_t stream, const Variant& variant, int64
 int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 512;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
-  if (n <= 0 || reps <= 0) {
-    std::fprintf(stderr, "usage: ops_matmul_portable [size > 0] [repetitions > 0]\n");
+  const std::string kernels = argc > 3 ? argv[3] : "default";
+  if (n <= 0 || reps <= 0 || (kernels != "default" && kernels != "both")) {
+    std::fprintf(stderr,
+                 "usage: ops_matmul_portable [size > 0] [repetitions > 0] [default|both]\n");
     return 2;
   }
   // The plugins of the build tree (HAL_PLUGINS narrows the list).
@@ -108,7 +115,16 @@ int main(int argc, char** argv) {
     std::printf("-- %s (%s)\n", properties.name, properties.plugin);
     hal_stream_t stream = nullptr;
     CHECK_HAL(hal_stream_create(device, 0, &stream));
-    for (const Variant& variant : variants) run(device, stream, variant, n, reps);
+    for (const Variant& variant : variants) {
+      if (kernels == "default") {
+        run(device, stream, variant, n, reps, "default");
+        continue;
+      }
+      for (const char* kernel : {"blocked", "tiled"}) {
+        setenv("HAL_OPS_PORTABLE_MATMUL", kernel, 1);  // read at each plan's creation
+        run(device, stream, variant, n, reps, kernel);
+      }
+    }
     hal_stream_destroy(stream);
   }
   hal_shutdown();

@@ -60,6 +60,9 @@ endfunction()
 # ran the tests 3x faster but compiled 2x slower: a cold CI run would lose. Call it in the
 # directory that adds the sources' target (source properties are per directory).
 function(hal_optimize_when_sanitized)
+  # Outside unity batches in every tree, so that each tree concatenates the same sources (a
+  # source with options of its own is compiled alone: the batches would differ between trees).
+  set_property(SOURCE ${ARGN} PROPERTY SKIP_UNITY_BUILD_INCLUSION ON)
   if(HAL_SANITIZE MATCHES "address" AND CMAKE_BUILD_TYPE STREQUAL "Debug")
     set_property(SOURCE ${ARGN} APPEND PROPERTY COMPILE_OPTIONS -O1)
   endif()

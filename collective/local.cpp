@@ -1,6 +1,7 @@
 #include "hal_collective/local.hpp"
 
 #include "hal_collective/alltoallv.hpp"
+#include "hal_collective/bytes.hpp"
 #include "hal_collective/reduce.hpp"
 
 #include <algorithm>
@@ -20,11 +21,6 @@ const uint8_t* bytes_of(const void* p) {
 }
 uint8_t* bytes_of(void* p) {
   return static_cast<uint8_t*>(p);
-}
-
-// Copies unless source and destination are the same (in place).
-void copy_block(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes != 0) std::memcpy(dst, src, bytes);
 }
 
 // [begin, end) of the elements rank |rank| reduces: equal slices, each

@@ -1,6 +1,7 @@
 #include "hal_collective/p2p.hpp"
 
 #include "hal_collective/alltoallv.hpp"
+#include "hal_collective/bytes.hpp"
 #include "hal_collective/reduce.hpp"
 
 #include <algorithm>
@@ -15,9 +16,6 @@ uint8_t* at(void* base, size_t offset) {
 }
 const uint8_t* at(const void* base, size_t offset) {
   return static_cast<const uint8_t*>(base) + offset;
-}
-void copy_block(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes != 0) std::memcpy(dst, src, bytes);
 }
 uint32_t wrap(int64_t value, uint32_t n) {
   return static_cast<uint32_t>(((value % n) + n) % n);

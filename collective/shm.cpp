@@ -1,6 +1,7 @@
 #include "hal_collective/shm.hpp"
 
 #include "hal_collective/alltoallv.hpp"
+#include "hal_collective/bytes.hpp"
 #include "hal_collective/limits.hpp"
 #include "hal_collective/reduce.hpp"
 #include "hal_collective/shm_doorbell.hpp"
@@ -21,12 +22,6 @@
 namespace hal::collective {
 
 namespace {
-
-constexpr size_t kPage = 4096;
-
-size_t round_up(size_t value, size_t unit) {
-  return (value + unit - 1) / unit * unit;
-}
 
 // Episodes alternate between two sets of each rank's signature, counts and
 // slot (the episode's parity): a rank may publish episode e + 1 as soon as
@@ -63,7 +58,7 @@ bool in_step(const Status& status) {
 }
 
 size_t lines_bytes(uint32_t ranks) {
-  return round_up(sizeof(HeaderLine) + sizeof(RankLineLayout) * ranks, kPage);
+  return round_up(sizeof(HeaderLine) + sizeof(RankLineLayout) * ranks, kPageBytes);
 }
 // Each rank's region, once per set: its alltoallv counts (send, then
 // receive) and its send blocks' addresses (cross memory), a cache line

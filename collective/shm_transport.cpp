@@ -1,5 +1,7 @@
 #include "hal_collective/shm_transport.hpp"
 
+#include "hal_collective/bytes.hpp"
+
 #include "hal_collective/limits.hpp"
 
 #include <unistd.h>
@@ -13,7 +15,6 @@ namespace hal::collective {
 
 namespace {
 
-constexpr size_t kPage = 4096;
 using limits::kMaxRing;
 using limits::kMinRing;
 using limits::kRingBudget;
@@ -49,17 +50,13 @@ uint32_t check_word(uint64_t sequence, uint64_t length, uint32_t tag) {
   return static_cast<uint32_t>(mixed ^ (mixed >> 32));
 }
 
-size_t round_up(size_t value, size_t unit) {
-  return (value + unit - 1) / unit * unit;
-}
-
 size_t rings_of(uint32_t ranks) {
   return size_t{kChannels} * ranks * ranks;
 }
 
 size_t ring_bytes_for(uint32_t ranks) {
   const size_t rings = rings_of(ranks);
-  return std::clamp(kRingBudget / rings / kPage * kPage, kMinRing, kMaxRing);
+  return std::clamp(kRingBudget / rings / kPageBytes * kPageBytes, kMinRing, kMaxRing);
 }
 
 // Copies |bytes| into the ring of |capacity| at stream position |at|, or
@@ -151,7 +148,7 @@ ShmTransport::RingControl& ShmTransport::control(uint32_t ring) const noexcept {
 
 // The rings' cursors come first, then their bytes, each ring's page-aligned.
 size_t ShmTransport::controls_bytes(uint32_t ranks) {
-  return round_up(sizeof(SegmentHeader) + sizeof(RingControl) * rings_of(ranks), kPage);
+  return round_up(sizeof(SegmentHeader) + sizeof(RingControl) * rings_of(ranks), kPageBytes);
 }
 
 uint8_t* ShmTransport::ring_data(uint32_t ring) const noexcept {

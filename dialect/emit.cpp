@@ -45,10 +45,6 @@ constexpr std::array<Rename, 22> kCommonRenames = {{
 constexpr std::array<std::string_view, 6> kIdFunctions = {
     "global_id", "local_id", "group_id", "local_size", "num_groups", "global_size"};
 
-bool is_punct(const Token& token, std::string_view text) {
-  return token.kind == TokenKind::kPunct && token.text == text;
-}
-
 }  // namespace
 
 std::string_view backend_name(Backend backend) {

@@ -40,10 +40,6 @@ std::string_view cpu_shape_name(CpuShape shape) {
 
 namespace {
 
-bool is_punct(const Token& token, std::string_view text) {
-  return token.kind == TokenKind::kPunct && token.text == text;
-}
-
 std::string describe(const RegionPlan& plan) {
   size_t regions = 0;
   for (const Region& region : plan.regions) regions += region.statements.empty() ? 0 : 1;

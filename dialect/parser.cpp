@@ -90,13 +90,6 @@ constexpr std::array<ScalarArgType, 10> kScalarArgTypes = {{{"int", HAL_ARG_I32}
                                                             {"float", HAL_ARG_F32},
                                                             {"f32", HAL_ARG_F32}}};
 
-bool is_punct(const Token& token, std::string_view text) {
-  return token.kind == TokenKind::kPunct && token.text == text;
-}
-bool is_identifier(const Token& token, std::string_view text) {
-  return token.kind == TokenKind::kIdentifier && token.text == text;
-}
-
 class Parser {
  public:
   Parser(Program& program, Diagnostic& error)

@@ -22,13 +22,6 @@
 namespace hal::dialect {
 namespace {
 
-bool is_punct(const Token& token, std::string_view text) {
-  return token.kind == TokenKind::kPunct && token.text == text;
-}
-bool is_identifier(const Token& token, std::string_view text) {
-  return token.kind == TokenKind::kIdentifier && token.text == text;
-}
-
 constexpr std::array<std::string_view, 11> kAssignments = {
     "=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>="};
 bool is_assignment(const Token& token) {
@@ -53,7 +46,7 @@ bool is_math_function(std::string_view name) {
       "min",   "max",  "abs",  "load_f16", "load_bf16", "sizeof", "INFINITY"};
   return std::find(kMath.begin(), kMath.end(), name) != kMath.end();
 }
-bool is_type_word(std::string_view name) {
+bool names_a_type(std::string_view name) {
   static constexpr std::array<std::string_view, 19> kTypes = {
       "void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "const",
       "i32",  "u32",  "uint",  "i64", "u64",  "f32",   "f64",    "f16",    "bf16"};
@@ -673,7 +666,7 @@ class Planner {
         if (purity == Purity::kUniform) return false;
         continue;
       }
-      if (is_type_word(name)) continue;
+      if (names_a_type(name)) continue;
       if (const Macro* macro = find_macro(name); macro != nullptr) {
         if (macro->function_like || macro->redefined ||
             !pure(macro->body.first, macro->body.end, purity, names, false, depth + 1)) {
@@ -983,7 +976,7 @@ class Planner {
     // The for-init: type words, one name, '=', a uniform value.
     size_t i = open + 1;
     while (i < init_end && tokens_[i].kind == TokenKind::kIdentifier &&
-           is_type_word(tokens_[i].text)) {
+           names_a_type(tokens_[i].text)) {
       ++i;
     }
     if (i == open + 1 || i + 2 >= init_end || tokens_[i].kind != TokenKind::kIdentifier ||

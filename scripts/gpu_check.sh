@@ -17,6 +17,9 @@
 #               site-packages/nvidia/*/lib) and pins them for the plugin and the
 #               benchmarks (HAL_CUDA_*_PATH), one line each
 #   halinfo     what the plugin found (devices, load report)
+#   ops         halinfo --ops: which implementation serves each operator on the
+#               GPU (cuda.cublaslt, cuda.cudnn, portable ...) and why the others
+#               decline, as text in the archive (halinfo-ops.txt)
 #   core, kernels, operators, collectives, performance
 #               halconform --profile P, one process per profile
 #   peers       bench/cuda_peer: D2D copy vs cuMemcpyDtoDAsync (event-timed), empty-kernel
@@ -31,7 +34,10 @@
 # without TF32 ~50 TFLOP/s, bf16 ~600): gemm runs 3 sides x 6 samples x 10
 # calls per shape, 8192^3 f32 is 1.1 TFLOP a call (~22 ms), so ~4 s for it and
 # ~1 s for the other three shapes, plus filling 2 x 2 GiB of operands from the
-# host and the result check (~5 s): ~10-15 s of its 60 s cap. attention at
+# host and the result check (~5 s): ~10-15 s of its 40 s cap. ops plans a few
+# cases per op: where cuDNN is absent the portable convolution, pooling and
+# channel-norm kernels are compiled (NVRTC, into the kernel cache the operators
+# profile then reads; 6 s for two devices over the stand-in driver here). attention at
 # 1024 and 2048 tokens, 16 heads of 128, is 2-17 GFLOP a forward: under 5 s for
 # HAL's portable kernels even at 100 GFLOP/s, and torch's start (~10 s) for
 # SDPA. peers: 7 x (2 x 256 MiB copies + 3 x 2000 launches) ~ 1 s.
@@ -114,8 +120,8 @@ else
 fi
 
 # Caps in seconds; with halinfo's 10 they sum to at most 540.
-declare -A cap=([core]=110 [kernels]=70 [operators]=110 [collectives]=50 [performance]=50
-  [peers]=30 [gemm]=60 [attention]=50)
+declare -A cap=([ops]=20 [core]=110 [kernels]=70 [operators]=110 [collectives]=50
+  [performance]=50 [peers]=30 [gemm]=40 [attention]=50)
 total=10
 for key in "${!cap[@]}"; do total=$((total + cap[$key])); done
 if ((total > 540)); then
@@ -263,6 +269,29 @@ else
   note halinfo "NOT TESTED" \
     "no GPU: $(grep -o '"reason":"[^"]*"' "$out/halinfo.json" | head -1 | cut -c1-160)" \
     $((SECONDS - start))
+fi
+
+# ---- halinfo --ops --------------------------------------------------------------
+# Which implementation serves each op on this GPU, and why the others decline:
+# the first real run records it, whatever the profiles below find.
+start=$SECONDS
+echo "== halinfo --ops (cap ${cap[ops]} s)"
+if ((devices == 0)); then
+  note ops "NOT TESTED" "no GPU" 0
+else
+  timeout -k 5 "${cap[ops]}" "$dir/bin/halinfo" --ops >"$out/halinfo-ops.txt" 2>&1
+  status=$?
+  # The op kinds listed for device 0 (its lines up to the next device's).
+  kinds="$(awk '/operators \(each kind/ { on = 1; next } on && /^  \[/ { exit }
+    on && /^      [a-z_]+ +[a-z]/ { n++ } END { print n + 0 }' "$out/halinfo-ops.txt")"
+  grep -E '^      matmul ' -A 3 "$out/halinfo-ops.txt" | head -n 4
+  if ((status == 124 || status == 137)); then
+    note ops TIMEOUT "the cap of ${cap[ops]} s" $((SECONDS - start))
+  elif ((status == 0 && kinds > 0)); then
+    note ops PASS "$kinds op kinds of device 0 in halinfo-ops.txt" $((SECONDS - start))
+  else
+    note ops FAIL "halinfo --ops exit status $status, $kinds op kinds listed" $((SECONDS - start))
+  fi
 fi
 
 # ---- halconform, one profile at a time -----------------------------------------

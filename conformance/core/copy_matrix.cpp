@@ -15,7 +15,7 @@
 namespace halconform {
 namespace {
 
-constexpr uint8_t kGuard = 0xee;
+constexpr uint8_t kMatrixGuard = 0xee;
 constexpr size_t kGuardBytes = 64;
 
 // One end of a copy: pageable host memory, or an allocation of a kind on a device.
@@ -47,11 +47,12 @@ std::vector<uint8_t> contents(hal_stream_t stream, const End& end, size_t size);
 // Fills |end| (size bytes) with guard bytes through |stream|, and checks the
 // fill landed: a wrong byte later is then the copy's, never the fill's.
 void guard(hal_stream_t stream, const End& end, size_t size) {
-  HC_OK(hal_memset_async(end.base(), kGuard, size, stream));
+  HC_OK(hal_memset_async(end.base(), kMatrixGuard, size, stream));
   const std::vector<uint8_t> got = contents(stream, end, size);
   for (size_t i = 0; i < size; ++i) {
-    HC_REQUIRE(got[i] == kGuard, strf("hal_memset_async(0x%02x) of %zu bytes of ", kGuard, size) +
-                                     end.name + strf(": byte %zu is 0x%02x", i, got[i]));
+    HC_REQUIRE(got[i] == kMatrixGuard,
+               strf("hal_memset_async(0x%02x) of %zu bytes of ", kMatrixGuard, size) + end.name +
+                   strf(": byte %zu is 0x%02x", i, got[i]));
   }
 }
 
@@ -72,9 +73,10 @@ void check_landed(const std::vector<uint8_t>& got, const std::vector<uint8_t>& d
   }
   for (size_t i = 0; i < got.size(); ++i) {
     if (i >= offset && i < offset + data.size()) continue;
-    HC_REQUIRE(got[i] == kGuard, strf("%s wrote byte %zu outside its range (0x%02x, the guard "
-                                      "was 0x%02x)",
-                                      what.c_str(), i, got[i], kGuard));
+    HC_REQUIRE(got[i] == kMatrixGuard,
+               strf("%s wrote byte %zu outside its range (0x%02x, the guard "
+                    "was 0x%02x)",
+                    what.c_str(), i, got[i], kMatrixGuard));
   }
 }
 
@@ -181,7 +183,7 @@ HALCONFORM_TEST("core.memory.copy_between_devices",
     const std::vector<uint8_t> data = random_bytes(size, seed++);
     HC_OK(hal_memcpy_async(from.get(), data.data(), size, peer_stream));
     HC_OK(hal_stream_synchronize(peer_stream));
-    std::vector<uint8_t> host(size + 2 * kGuardBytes, kGuard);
+    std::vector<uint8_t> host(size + 2 * kGuardBytes, kMatrixGuard);
     HC_OK(hal_memcpy_async(host.data() + kGuardBytes, from.get(), size, stream));
     HC_OK(hal_stream_synchronize(stream));
     check_landed(host, data, kGuardBytes,
@@ -192,7 +194,7 @@ HALCONFORM_TEST("core.memory.copy_between_devices",
     Stream stream(route.stream), from_stream(route.from), to_stream(route.to);
     Buffer from(route.from, total), to(route.to, total);
     const std::vector<uint8_t> data = random_bytes(size, seed++);
-    HC_OK(hal_memset_async(to.get(), kGuard, total, to_stream));
+    HC_OK(hal_memset_async(to.get(), kMatrixGuard, total, to_stream));
     HC_OK(hal_memcpy_async(from.bytes() + kGuardBytes, data.data(), size, from_stream));
     HC_OK(hal_stream_synchronize(to_stream));
     HC_OK(hal_stream_synchronize(from_stream));

@@ -11,10 +11,6 @@
 namespace halconform {
 namespace {
 
-void set_flag(void* flag) {
-  static_cast<std::atomic<bool>*>(flag)->store(true);
-}
-
 void sleep_20ms(void*) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }

@@ -23,10 +23,6 @@ namespace {
 // aborted there); the gate that keeps it queued needs host callbacks.
 constexpr Requirements kLosable{HAL_DEVICE_CAP_COLLECTIVES | HAL_DEVICE_CAP_HOST_CALLBACKS};
 
-void set_flag(void* flag) {
-  static_cast<std::atomic<bool>*>(flag)->store(true);
-}
-
 // A stream made lost on purpose: a one-rank allreduce queued behind a gate,
 // its communicator aborted before the gate opens. |before| is recorded over
 // healthy work ahead of the failure, |after| over the failed work.

@@ -46,10 +46,6 @@ void call_from_inside(void* data) {
   in->ran = true;
 }
 
-void set_flag(void* flag) {
-  static_cast<std::atomic<bool>*>(flag)->store(true);
-}
-
 void sleep_ms(void* milliseconds) {
   std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(milliseconds)));
 }

@@ -168,23 +168,24 @@ float reference_bf16_to_f32(uint16_t bits);
 // Defines one case; the body follows as a block with |device| (TestDevice&).
 // halconform names it "kernels.dialect.<kernel>", the Catch2 suite
 // "kernels.<kernel>: <summary>".
+#define KERNEL_TEST(kernel, summary) KERNEL_TEST_NUMBERED(__COUNTER__, kernel, summary)
 #ifdef HAL_KERNELS_CATCH2
-#define KERNEL_TEST(kernel, summary)                                                   \
-  static void HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(::hal_test::TestDevice&); \
-  TEST_CASE("kernels." kernel ": " summary, "[kernels]") {                             \
-    for (::hal_test::TestDevice & device : ::hal_test::devices()) {                    \
-      INFO(device.label);                                                              \
-      HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(device);                          \
-    }                                                                                  \
-  }                                                                                    \
-  static void HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(::hal_test::TestDevice & device)
+#define KERNEL_TEST_NUMBERED(id, kernel, summary)                                \
+  static void HAL_KERNELS_CONCAT(hal_kernel_case_, id)(::hal_test::TestDevice&); \
+  TEST_CASE("kernels." kernel ": " summary, "[kernels]") {                       \
+    for (::hal_test::TestDevice & device : ::hal_test::devices()) {              \
+      INFO(device.label);                                                        \
+      HAL_KERNELS_CONCAT(hal_kernel_case_, id)(device);                          \
+    }                                                                            \
+  }                                                                              \
+  static void HAL_KERNELS_CONCAT(hal_kernel_case_, id)(::hal_test::TestDevice & device)
 #else
-#define KERNEL_TEST(kernel, summary)                                                      \
-  static void HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(::hal_test::TestDevice&);    \
+#define KERNEL_TEST_NUMBERED(id, kernel, summary)                                         \
+  static void HAL_KERNELS_CONCAT(hal_kernel_case_, id)(::hal_test::TestDevice&);          \
   HALCONFORM_TEST("kernels.dialect." kernel, summary, ::hal_test::kDialectRequirements) { \
-    ::hal_test::with_device(ctx, &HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__));        \
+    ::hal_test::with_device(ctx, &HAL_KERNELS_CONCAT(hal_kernel_case_, id));              \
   }                                                                                       \
-  static void HAL_KERNELS_CONCAT(hal_kernel_case_, __LINE__)(::hal_test::TestDevice & device)
+  static void HAL_KERNELS_CONCAT(hal_kernel_case_, id)(::hal_test::TestDevice & device)
 #endif
 
 #endif  // HAL_CONFORMANCE_DIALECT_KERNELS_KERNEL_HARNESS_HPP_

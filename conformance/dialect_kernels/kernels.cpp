@@ -22,7 +22,7 @@ std::vector<float> random_floats(size_t n, float low, float high, uint32_t seed)
   return values;
 }
 
-std::vector<int> random_ints(size_t n, int low, int high, uint32_t seed) {
+std::vector<int> random_int_vector(size_t n, int low, int high, uint32_t seed) {
   std::mt19937 engine(seed);
   std::uniform_int_distribution<int> distribution(low, high);
   std::vector<int> values(n);
@@ -63,7 +63,7 @@ KERNEL_TEST("saxpy", "scalar float and unsigned arguments") {
 
 KERNEL_TEST("int_ops", "integer arithmetic, min, max, abs, shifts") {
   const int n = 500;
-  const auto a = random_ints(n, -100000, 100000, 5);
+  const auto a = random_int_vector(n, -100000, 100000, 5);
   DeviceBuffer<int> da(device, a), out(device, n);
   run(device, "int_ops", {{blocks_for(n, 64), 1, 1}, {64, 1, 1}}, {da, out, n, 3u});
   const auto got = out.download();
@@ -133,7 +133,7 @@ KERNEL_TEST("atomic_counter", "every work-item takes a unique ticket") {
 
 KERNEL_TEST("atomic_minmax", "atomic_min and atomic_max on i32") {
   const int n = 4099;
-  const auto values = random_ints(n, -1000000, 1000000, 9);
+  const auto values = random_int_vector(n, -1000000, 1000000, 9);
   DeviceBuffer<int> dv(device, values);
   DeviceBuffer<int> result(device, std::vector<int>{INT32_MAX, INT32_MIN});
   run(device, "atomic_minmax", {{blocks_for(n, 128), 1, 1}, {128, 1, 1}}, {dv, result, n});
@@ -178,7 +178,7 @@ KERNEL_TEST("matmul_tiled", "shared-memory tiling, ragged edges") {
 
 KERNEL_TEST("transpose_tiled", "padded shared tile, 2-D grid") {
   const int rows = 45, cols = 70;
-  const auto in = random_ints(size_t{rows} * cols, -1000, 1000, 12);
+  const auto in = random_int_vector(size_t{rows} * cols, -1000, 1000, 12);
   DeviceBuffer<int> din(device, in), dout(device, size_t{rows} * cols);
   run(device, "transpose_tiled", {{blocks_for(cols, 16), blocks_for(rows, 16), 1}, {16, 16, 1}},
       {din, dout, rows, cols});
@@ -319,7 +319,7 @@ KERNEL_TEST("f16_to_f32", "every finite f16 value converts exactly") {
 
 KERNEL_TEST("scan_block", "double-buffered scan, barriers in a loop") {
   const int n = 1000, block = 256;
-  const auto in = random_ints(n, -50, 50, 17);
+  const auto in = random_int_vector(n, -50, 50, 17);
   DeviceBuffer<int> din(device, in), dout(device, n);
   run(device, "scan_block", {{blocks_for(n, block), 1, 1}, {block, 1, 1}}, {din, dout, n});
   const auto got = dout.download();

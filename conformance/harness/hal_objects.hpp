@@ -6,6 +6,7 @@
 
 #include <hal.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -89,6 +90,11 @@ class Module {
  private:
   hal_module_t handle_ = nullptr;
 };
+
+// A host function (hal_stream_enqueue_host_fn) that sets the std::atomic<bool> at |flag|.
+inline void set_flag(void* flag) {
+  static_cast<std::atomic<bool>*>(flag)->store(true);
+}
 
 // A host function that holds a stream until the test opens the gate: the
 // deterministic way to keep work pending while a test looks at it. Gives up

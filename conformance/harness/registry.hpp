@@ -85,18 +85,23 @@ struct ProfileRegistrar {
 
 // Defines and registers one test; the body follows as a block with |ctx|:
 //   HALCONFORM_TEST("core.memory.alloc_sizes", "allocations of odd sizes", {}) { ... }
-#define HALCONFORM_TEST(name, summary, ...)                                                    \
-  static void HALCONFORM_CONCAT(halconform_test_, __LINE__)(::halconform::TestContext & ctx);  \
-  static const ::halconform::TestRegistrar HALCONFORM_CONCAT(halconform_registrar_, __LINE__){ \
-      name, summary, ::halconform::Requirements(__VA_ARGS__),                                  \
-      &HALCONFORM_CONCAT(halconform_test_, __LINE__)};                                         \
-  static void HALCONFORM_CONCAT(halconform_test_,                                              \
-                                __LINE__)([[maybe_unused]] ::halconform::TestContext & ctx)
+// The names are numbered by __COUNTER__, not __LINE__: two files compiled as one translation unit
+// (a unity build) may register tests on the same line.
+#define HALCONFORM_TEST(name, summary, ...) \
+  HALCONFORM_TEST_NUMBERED(__COUNTER__, name, summary, __VA_ARGS__)
+#define HALCONFORM_TEST_NUMBERED(id, name, summary, ...)                                 \
+  static void HALCONFORM_CONCAT(halconform_test_, id)(::halconform::TestContext & ctx);  \
+  static const ::halconform::TestRegistrar HALCONFORM_CONCAT(halconform_registrar_, id){ \
+      name, summary, ::halconform::Requirements(__VA_ARGS__),                            \
+      &HALCONFORM_CONCAT(halconform_test_, id)};                                         \
+  static void HALCONFORM_CONCAT(halconform_test_,                                        \
+                                id)([[maybe_unused]] ::halconform::TestContext & ctx)
 
 // Registers a profile; each profile folder has exactly one, in profile.cpp.
-#define HALCONFORM_PROFILE(name, order, description)                                             \
-  static const ::halconform::ProfileRegistrar HALCONFORM_CONCAT(halconform_profile_, __LINE__) { \
-    name, order, description                                                                     \
+#define HALCONFORM_PROFILE(name, order, description)                                 \
+  static const ::halconform::ProfileRegistrar HALCONFORM_CONCAT(halconform_profile_, \
+                                                                __COUNTER__) {       \
+    name, order, description                                                         \
   }
 
 #endif  // HAL_CONFORMANCE_HARNESS_REGISTRY_HPP_

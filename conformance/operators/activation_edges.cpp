@@ -17,7 +17,7 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kActivationEdgesDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr hal_activation_t kActivations[] = {HAL_ACTIVATION_RELU, HAL_ACTIVATION_GELU_TANH,
                                              HAL_ACTIVATION_GELU_ERF, HAL_ACTIVATION_SILU};
 constexpr hal_activation_t kEpilogues[] = {HAL_ACTIVATION_RELU, HAL_ACTIVATION_GELU_TANH,
@@ -89,7 +89,7 @@ std::string what(const char* op, hal_activation_t act, hal_dtype_t dtype) {
 HALCONFORM_TEST("operators.unary.edges",
                 "every activation at +-1e30, +-FLT_MAX, +-inf, NaN, where tanh saturates, tiny",
                 {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kActivationEdgesDtypes) {
     const std::vector<double> x = edges(dtype);
     const hal_tensor_desc_t layout = dense(dtype, {static_cast<int64_t>(x.size())});
     for (hal_activation_t act : kActivations) {
@@ -108,7 +108,7 @@ HALCONFORM_TEST("operators.unary.edges",
 HALCONFORM_TEST("operators.unary_backward.edges",
                 "every derivative at +-1e30, +-FLT_MAX, +-inf, NaN, where tanh saturates, tiny",
                 {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kActivationEdgesDtypes) {
     const std::vector<double> x = edges(dtype);
     const hal_tensor_desc_t layout = dense(dtype, {static_cast<int64_t>(x.size())});
     const std::vector<double> grad_out =
@@ -134,7 +134,7 @@ HALCONFORM_TEST("operators.unary_backward.edges",
 // one exact product each), saves it to aux, and the backward op takes aux.
 HALCONFORM_TEST("operators.matmul.epilogue_edges",
                 "each epilogue activation (and aux) at the edges of its input range", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kActivationEdgesDtypes) {
     const std::vector<double> x = edges(dtype);
     const int64_t rows = static_cast<int64_t>(x.size());
     for (hal_activation_t act : kEpilogues) {
@@ -171,7 +171,7 @@ HALCONFORM_TEST("operators.matmul.epilogue_edges",
 // grad_out silu(gate).
 HALCONFORM_TEST("operators.swiglu.edges", "SiLU of the gate at the edges, forward and backward",
                 {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kActivationEdgesDtypes) {
     const std::vector<double> gate = edges(dtype);
     const int64_t n = static_cast<int64_t>(gate.size());
     std::vector<double> x = gate;
@@ -212,7 +212,7 @@ HALCONFORM_TEST("operators.swiglu.edges", "SiLU of the gate at the edges, forwar
 // is [2, E] (each column x and -x), so each column's sum holds one edge.
 HALCONFORM_TEST("operators.bias_activation_backward.edges",
                 "each epilogue derivative and the bias gradient at the edges", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kActivationEdgesDtypes) {
     const std::vector<double> x = edges(dtype);
     const int64_t n = static_cast<int64_t>(x.size());
     std::vector<double> aux(2 * x.size());

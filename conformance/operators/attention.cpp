@@ -16,7 +16,7 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kAttentionDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 struct Case {
@@ -112,7 +112,7 @@ int64_t at(int64_t rows, int64_t heads, int64_t dim, int64_t tb, int64_t t, int6
 
 // The float64 reference: out, lse, and with |dout| the gradients from the
 // textbook softmax Jacobian dS = P o (dP - rowsum(P o dP)).
-void reference(const Case& c, Tensors& x, bool backward) {
+void attention_reference(const Case& c, Tensors& x, bool backward) {
   const int64_t tb_count = c.tensor_batch(), H = c.heads, D = c.dim, group = c.heads / c.kv_heads;
   const double scale = c.scale != 0.0f ? c.scale : 1.0 / std::sqrt(static_cast<double>(D));
   x.out.assign(tb_count * c.s_q * H * D, 0.0);
@@ -295,7 +295,7 @@ void device_backward(TestContext& ctx, const Case& c, const Tensors& x, Tensors&
 // Forward against the reference; with |backward| also the gradients.
 void check_case(TestContext& ctx, const Case& c, bool backward = false) {
   Tensors x = random_inputs(ctx, c);
-  reference(c, x, backward);
+  attention_reference(c, x, backward);
   Tensors got;
   device_forward(ctx, c, x, got);
   // out is a convex combination of v rows, lse a log of s_k terms: errors
@@ -352,7 +352,7 @@ Case varlen_case(hal_dtype_t dtype, hal_causal_alignment_t causal) {
 }  // namespace
 
 HALCONFORM_TEST("operators.attention.forward", "dense attention, every dtype, d = 16/64/80", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kAttentionDtypes) {
     for (int64_t dim : {16, 64, 80}) {
       Case c;
       c.dtype = dtype;
@@ -415,7 +415,7 @@ HALCONFORM_TEST("operators.attention.varlen",
                 "packed sequences of different lengths, an empty one, rows past the last", {}) {
   for (hal_causal_alignment_t causal :
        {HAL_CAUSAL_NONE, HAL_CAUSAL_TOP_LEFT, HAL_CAUSAL_BOTTOM_RIGHT}) {
-    for (hal_dtype_t dtype : kDtypes) check_case(ctx, varlen_case(dtype, causal), true);
+    for (hal_dtype_t dtype : kAttentionDtypes) check_case(ctx, varlen_case(dtype, causal), true);
   }
 }
 
@@ -430,7 +430,7 @@ HALCONFORM_TEST("operators.attention.varlen_untrusted",
 
 HALCONFORM_TEST("operators.attention.block_mask", "u8 block mask, alone and with causal", {}) {
   for (hal_causal_alignment_t causal : {HAL_CAUSAL_NONE, HAL_CAUSAL_BOTTOM_RIGHT}) {
-    for (hal_dtype_t dtype : kDtypes) {
+    for (hal_dtype_t dtype : kAttentionDtypes) {
       Case c;
       c.dtype = dtype;
       c.batch = 2;
@@ -474,7 +474,7 @@ HALCONFORM_TEST("operators.attention.block_mask", "u8 block mask, alone and with
 
 HALCONFORM_TEST("operators.attention.block_indices",
                 "top-k key blocks with -1, repeats and out-of-range indices", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kAttentionDtypes) {
     Case c;
     c.dtype = dtype;
     c.batch = 2;
@@ -511,7 +511,7 @@ HALCONFORM_TEST("operators.attention.block_indices",
 }
 
 HALCONFORM_TEST("operators.attention.backward", "gradients vs the float64 analytic gradient", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kAttentionDtypes) {
     for (hal_causal_alignment_t causal :
          {HAL_CAUSAL_NONE, HAL_CAUSAL_TOP_LEFT, HAL_CAUSAL_BOTTOM_RIGHT}) {
       Case c;
@@ -542,12 +542,12 @@ HALCONFORM_TEST("operators.attention.finite_differences",
     c.dim = 4;
     c.causal = causal;
     Tensors x = random_inputs(ctx, c);
-    reference(c, x, true);
+    attention_reference(c, x, true);
     // L = sum(dout * out): d L / d input by central differences of the
     // float64 forward.
     const auto loss = [&](const Tensors& t) {
       Tensors copy = t;
-      reference(c, copy, false);
+      attention_reference(c, copy, false);
       double total = 0;
       for (size_t i = 0; i < copy.out.size(); ++i) total += copy.out[i] * t.dout[i];
       return total;
@@ -583,7 +583,7 @@ HALCONFORM_TEST("operators.attention.deterministic",
   Case c = varlen_case(HAL_DTYPE_BF16, HAL_CAUSAL_BOTTOM_RIGHT);
   c.kv_heads = 1;
   Tensors x = random_inputs(ctx, c);
-  reference(c, x, false);
+  attention_reference(c, x, false);
   Tensors first, second;
   device_forward(ctx, c, x, first, HAL_OP_PLAN_DETERMINISTIC);
   device_forward(ctx, c, x, second, HAL_OP_PLAN_DETERMINISTIC);

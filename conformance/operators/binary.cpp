@@ -11,7 +11,7 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kBinaryDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr hal_binary_op_t kOps[] = {HAL_BINARY_ADD, HAL_BINARY_SUB, HAL_BINARY_MUL,
                                     HAL_BINARY_DIV, HAL_BINARY_MAX, HAL_BINARY_MIN};
 
@@ -46,20 +46,6 @@ double apply(hal_binary_op_t op, double a, double b) {
     default:
       return a < b ? a : b;
   }
-}
-
-// The row-major index in |input| (whose size-1 dimensions broadcast) of
-// row-major element |i| of |out|.
-int64_t broadcast_index(const hal_tensor_desc_t& input, const hal_tensor_desc_t& out, int64_t i) {
-  int64_t index = 0;
-  int64_t scale = 1;
-  for (uint32_t d = out.rank; d-- > 0;) {
-    const int64_t coordinate = i % out.shape[d];
-    i /= out.shape[d];
-    if (input.shape[d] != 1) index += coordinate * scale;
-    scale *= input.shape[d];
-  }
-  return index;
 }
 
 std::vector<double> reference(hal_binary_op_t op, double alpha, const std::vector<double>& a,
@@ -108,7 +94,7 @@ void run_binary(TestContext& ctx, hal_binary_op_t op, const hal_tensor_desc_t& a
 }  // namespace
 
 HALCONFORM_TEST("operators.binary.forward", "every op x dtype, odd sizes, strided views", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kBinaryDtypes) {
     for (hal_binary_op_t op : kOps) {
       run_binary(ctx, op, dense(dtype, {3, 333}), dense(dtype, {3, 333}), dense(dtype, {3, 333}));
       run_binary(ctx, op, padded(dtype, {5, 7, 9}, 3), transposed(dense(dtype, {5, 9, 7}), 1, 2),
@@ -127,7 +113,7 @@ HALCONFORM_TEST("operators.binary.mixed_dtypes", "a, b and out of different floa
 }
 
 HALCONFORM_TEST("operators.binary.broadcast", "size-1 dimensions of a and b, both ways", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kBinaryDtypes) {
     const hal_tensor_desc_t out = dense(dtype, {5, 7, 9});
     // a broadcasts rows, b broadcasts columns; then the other way round.
     run_binary(ctx, HAL_BINARY_ADD, dense(dtype, {5, 1, 9}), dense(dtype, {1, 7, 1}), out);

@@ -17,8 +17,6 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr hal_dtype_t kFloats[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr hal_dtype_t kIntegers[] = {HAL_DTYPE_I32, HAL_DTYPE_I64, HAL_DTYPE_I8, HAL_DTYPE_U8};
 
@@ -182,18 +180,6 @@ int64_t integer_reference(hal_binary_op_t op, int64_t a, int64_t b) {
 
 bool is_comparison(hal_binary_op_t op) {
   return op >= HAL_BINARY_EQ && op <= HAL_BINARY_GE;
-}
-
-int64_t broadcast_index(const hal_tensor_desc_t& input, const hal_tensor_desc_t& out, int64_t i) {
-  int64_t index = 0;
-  int64_t scale = 1;
-  for (uint32_t d = out.rank; d-- > 0;) {
-    const int64_t coordinate = i % out.shape[d];
-    i /= out.shape[d];
-    if (input.shape[d] != 1) index += coordinate * scale;
-    scale *= input.shape[d];
-  }
-  return index;
 }
 
 // A float-domain run: a and b float (or integer) values; out compared to the

@@ -35,21 +35,6 @@ hal_op_fill_desc_t fill_desc(const hal_tensor_desc_t& out) {
   return desc;
 }
 
-std::vector<int64_t> coordinates(const hal_tensor_desc_t& layout, int64_t i) {
-  std::vector<int64_t> c(layout.rank);
-  for (uint32_t d = layout.rank; d-- > 0;) {
-    c[d] = i % layout.shape[d];
-    i /= layout.shape[d];
-  }
-  return c;
-}
-
-int64_t row_major(const hal_tensor_desc_t& layout, const std::vector<int64_t>& c) {
-  int64_t i = 0;
-  for (uint32_t d = 0; d < layout.rank; ++d) i = i * layout.shape[d] + c[d];
-  return i;
-}
-
 void run_cat(TestContext& ctx, uint32_t axis, const std::vector<hal_tensor_desc_t>& inputs,
              const hal_tensor_desc_t& out_layout) {
   hal_op_cat_desc_t desc = cat_desc(axis, inputs, out_layout);

@@ -42,21 +42,6 @@ hal_op_scatter_desc_t scatter_desc(hal_scatter_mode_t mode, uint32_t axis,
   return desc;
 }
 
-std::vector<int64_t> coordinates(const hal_tensor_desc_t& layout, int64_t i) {
-  std::vector<int64_t> c(layout.rank);
-  for (uint32_t d = layout.rank; d-- > 0;) {
-    c[d] = i % layout.shape[d];
-    i /= layout.shape[d];
-  }
-  return c;
-}
-
-int64_t row_major(const hal_tensor_desc_t& layout, const std::vector<int64_t>& c) {
-  int64_t i = 0;
-  for (uint32_t d = 0; d < layout.rank; ++d) i = i * layout.shape[d] + c[d];
-  return i;
-}
-
 hal_tensor_desc_t status_layout() {
   return dense(HAL_DTYPE_I32, {1});
 }

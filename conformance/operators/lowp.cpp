@@ -262,14 +262,14 @@ HALCONFORM_TEST("operators.lowp.quantize_static",
 
 namespace {
 
-struct MatmulCase {
+struct ScaledMatmulCase {
   hal_dtype_t a_dtype, b_dtype, d_dtype;
   int64_t m, n, k;
   Blocks a_blocks, b_blocks;
   std::vector<int64_t> offsets;  // the grouped form when not empty
 };
 
-void check_scaled_matmul(TestContext& ctx, const MatmulCase& test) {
+void check_scaled_matmul(TestContext& ctx, const ScaledMatmulCase& test) {
   const bool grouped = !test.offsets.empty();
   const int64_t groups = grouped ? static_cast<int64_t>(test.offsets.size()) - 1 : 1;
   const int64_t m = test.m, n = test.n, k = test.k;
@@ -370,18 +370,18 @@ void check_scaled_matmul(TestContext& ctx, const MatmulCase& test) {
 
 HALCONFORM_TEST("operators.lowp.scaled_matmul",
                 "block-scaled int8 and fp8 matmul against dequantize-then-matmul in float64", {}) {
-  const MatmulCase cases[] = {
+  const ScaledMatmulCase cases[] = {
       {HAL_DTYPE_I8, HAL_DTYPE_I8, HAL_DTYPE_F32, 11, 9, 40, {1, 0}, {1, 0}, {}},
       {HAL_DTYPE_I8, HAL_DTYPE_I8, HAL_DTYPE_BF16, 4, 5, 64, {1, 32}, {0, 0}, {}},
       {HAL_DTYPE_F8_E4M3, HAL_DTYPE_F8_E4M3, HAL_DTYPE_F32, 6, 128, 256, {1, 128}, {128, 128}, {}},
       {HAL_DTYPE_F8_E5M2, HAL_DTYPE_F8_E4M3, HAL_DTYPE_BF16, 5, 7, 128, {1, 0}, {1, 64}, {}},
   };
-  for (const MatmulCase& test : cases) check_scaled_matmul(ctx, test);
+  for (const ScaledMatmulCase& test : cases) check_scaled_matmul(ctx, test);
 }
 
 HALCONFORM_TEST("operators.lowp.grouped_scaled_matmul",
                 "the MoE form: contiguous expert segments, an empty one, a row in none", {}) {
-  const MatmulCase cases[] = {
+  const ScaledMatmulCase cases[] = {
       {HAL_DTYPE_F8_E4M3,
        HAL_DTYPE_F8_E4M3,
        HAL_DTYPE_F32,
@@ -393,7 +393,7 @@ HALCONFORM_TEST("operators.lowp.grouped_scaled_matmul",
        {0, 4, 4, 12}},
       {HAL_DTYPE_I8, HAL_DTYPE_I8, HAL_DTYPE_F32, 13, 6, 24, {1, 0}, {1, 0}, {0, 4, 4, 12}},
   };
-  for (const MatmulCase& test : cases) check_scaled_matmul(ctx, test);
+  for (const ScaledMatmulCase& test : cases) check_scaled_matmul(ctx, test);
 }
 
 HALCONFORM_TEST("operators.lowp.fake_quantize",

@@ -11,7 +11,7 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kMatmulDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr hal_activation_t kEpilogues[] = {HAL_ACTIVATION_NONE, HAL_ACTIVATION_RELU,
                                            HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_GELU_ERF};
 
@@ -162,7 +162,7 @@ void check_matmul(TestContext& ctx, const MatmulCase& t) {
 }  // namespace
 
 HALCONFORM_TEST("operators.matmul.dtypes_and_sizes", "f32/f16/bf16, odd and larger m, n, k", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kMatmulDtypes) {
     for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 29, 41},
                            {128, 96, 200},
                            {1, 1, 1},
@@ -226,7 +226,7 @@ HALCONFORM_TEST("operators.matmul.batched", "batch dimensions, broadcast with st
 }
 
 HALCONFORM_TEST("operators.matmul.strided", "padded rows for every operand", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kMatmulDtypes) {
     for (uint32_t flags : {0u, 1u, 2u, 3u}) {
       MatmulCase t;
       t.ab = t.d = t.c = dtype;
@@ -244,7 +244,7 @@ HALCONFORM_TEST("operators.matmul.strided", "padded rows for every operand", {})
 }
 
 HALCONFORM_TEST("operators.matmul.alpha_beta_in_place", "alpha, beta with c being d exactly", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kMatmulDtypes) {
     MatmulCase t;
     t.ab = t.d = dtype;
     t.m = 23;
@@ -264,7 +264,7 @@ HALCONFORM_TEST("operators.matmul.alpha_beta_in_place", "alpha, beta with c bein
 
 HALCONFORM_TEST("operators.matmul.epilogues", "bias, every activation, aux in each dtype", {}) {
   for (hal_activation_t act : kEpilogues) {
-    for (hal_dtype_t dtype : kDtypes) {
+    for (hal_dtype_t dtype : kMatmulDtypes) {
       MatmulCase t;
       t.ab = HAL_DTYPE_F32;
       t.d = t.aux = t.bias = dtype;
@@ -413,13 +413,13 @@ hal_op_bias_activation_backward_desc_t backward_desc(hal_activation_t act, bool 
   return desc;
 }
 
-struct BackwardResult {
+struct MatmulBackwardResult {
   std::vector<double> grad_pre, grad_bias;
 };
 
-BackwardResult run_backward(TestContext& ctx, hal_activation_t act, bool bias_grad,
-                            hal_dtype_t dtype, int64_t rows, int64_t n, int64_t pad,
-                            hal_op_plan_flags_t flags = 0, bool check = true) {
+MatmulBackwardResult run_backward(TestContext& ctx, hal_activation_t act, bool bias_grad,
+                                  hal_dtype_t dtype, int64_t rows, int64_t n, int64_t pad,
+                                  hal_op_plan_flags_t flags = 0, bool check = true) {
   const auto desc = backward_desc(act, bias_grad, layout(dtype, {rows, n}, pad),
                                   layout(dtype, {rows, n}, pad + 1), layout(dtype, {rows, n}, 0),
                                   dense(HAL_DTYPE_F32, {n}));
@@ -432,7 +432,8 @@ BackwardResult run_backward(TestContext& ctx, hal_activation_t act, bool bias_gr
   execute(ctx, plan,
           {dgo.data(), act != HAL_ACTIVATION_NONE ? daux.data() : nullptr, dpre.data(),
            bias_grad ? dbias.data() : nullptr});
-  BackwardResult result{dpre.download(), bias_grad ? dbias.download() : std::vector<double>{}};
+  MatmulBackwardResult result{dpre.download(),
+                              bias_grad ? dbias.download() : std::vector<double>{}};
   if (!check) return result;
   std::vector<double> pre(rows * n), sums(n, 0.0);
   for (int64_t i = 0; i < rows * n; ++i) {
@@ -458,7 +459,7 @@ BackwardResult run_backward(TestContext& ctx, hal_activation_t act, bool bias_gr
 
 HALCONFORM_TEST("operators.bias_activation_backward.reference",
                 "grad_pre = grad_out * act'(aux), column sums, each dtype", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kMatmulDtypes) {
     for (hal_activation_t act : kEpilogues) {
       run_backward(ctx, act, true, dtype, 37, 29, 2);
       run_backward(ctx, act, false, dtype, 5, 130, 0);
@@ -651,7 +652,7 @@ void check_grouped(TestContext& ctx, hal_dtype_t dtype, bool transpose_b,
 
 HALCONFORM_TEST("operators.grouped_matmul.reference",
                 "groups with an empty one, offsets short of rows, each dtype, b transposed", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kMatmulDtypes) {
     for (bool transpose_b : {false, true}) {
       check_grouped(ctx, dtype, transpose_b, {0, 5, 5, 14, 20}, 23, 21, 19,
                     std::string("grouped ") + dtype_label(dtype));

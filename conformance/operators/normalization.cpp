@@ -14,9 +14,8 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kNormalizationDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr int64_t kLengths[] = {1, 7, 333, 1025};
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // ---- float64 references (rows of n, row-major) -----------------------------
 
@@ -454,7 +453,7 @@ void run_norm_backward(TestContext& ctx, const NormBackwardOptions& options,
 
 HALCONFORM_TEST("operators.softmax.forward",
                 "softmax and log-softmax, every dtype, odd n, x in [-100, 100]", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kNormalizationDtypes) {
     for (bool log : {false, true}) {
       for (int64_t n : kLengths) {
         run_softmax(ctx, log, dense(dtype, {3, n}), dense(dtype, {3, n}), -100, 100);
@@ -481,7 +480,7 @@ HALCONFORM_TEST("operators.softmax.strided",
 }
 
 HALCONFORM_TEST("operators.softmax.in_place", "y may be x exactly", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kNormalizationDtypes) {
     for (bool log : {false, true}) {
       for (const hal_tensor_desc_t& layout :
            {dense(dtype, {4, 333}), transposed(dense(dtype, {33, 4}), 0, 1)}) {
@@ -538,7 +537,7 @@ HALCONFORM_TEST("operators.softmax.backward",
                 "grad_x against the analytic float64 gradient: dtypes, odd n, strided, in place",
                 {}) {
   for (bool log : {false, true}) {
-    for (hal_dtype_t dtype : kDtypes) {
+    for (hal_dtype_t dtype : kNormalizationDtypes) {
       for (int64_t n : kLengths) {
         run_softmax_backward(ctx, log, dense(dtype, {3, n}), dense(dtype, {3, n}),
                              dense(dtype, {3, n}));
@@ -637,7 +636,7 @@ HALCONFORM_TEST("operators.softmax.errors", "descriptor rules", {}) {
 HALCONFORM_TEST("operators.norm.forward",
                 "layernorm and rmsnorm, every dtype, odd n, x in [-100, 100], saved statistics",
                 {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kNormalizationDtypes) {
     for (bool rms : {false, true}) {
       for (int64_t n : kLengths) {
         NormOptions options;
@@ -692,7 +691,7 @@ HALCONFORM_TEST("operators.norm.strided_and_in_place",
              dense(HAL_DTYPE_F32, {5, 4, 7}), HAL_DTYPE_F32, -1, 1);
     run_norm(ctx, options, dense(HAL_DTYPE_F32, {129}), dense(HAL_DTYPE_F32, {129}), HAL_DTYPE_F32,
              -1, 1);
-    for (hal_dtype_t dtype : kDtypes) {
+    for (hal_dtype_t dtype : kNormalizationDtypes) {
       run_norm(ctx, options, dense(dtype, {4, 100}), dense(dtype, {4, 100}), dtype, -5, 5, 0, true);
     }
     run_norm(ctx, options, padded(HAL_DTYPE_F32, {4, 100}, 3), padded(HAL_DTYPE_F32, {4, 100}, 3),
@@ -761,7 +760,7 @@ HALCONFORM_TEST("operators.norm.stability",
 HALCONFORM_TEST("operators.norm.backward",
                 "grad_x, grad_gamma, grad_beta against the analytic float64 gradient", {}) {
   for (bool rms : {false, true}) {
-    for (hal_dtype_t dtype : kDtypes) {
+    for (hal_dtype_t dtype : kNormalizationDtypes) {
       for (int64_t n : kLengths) {
         NormBackwardOptions options;
         options.rms = rms;

@@ -463,6 +463,18 @@ void expect_refused(TestContext& ctx, const hal_op_header_t* desc, const char* w
                   hal_result_string(result)));
 }
 
+void expect_refused_naming(TestContext& ctx, const hal_op_header_t* desc, const char* words) {
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t result = hal_op_plan_create(ctx.device(), desc, 0, &plan);
+  const std::string message = hal_error_last_message();
+  if (plan != nullptr) hal_op_plan_destroy(plan);
+  HC_REQUIRE(result == HAL_ERROR_INVALID_ARGUMENT, std::string("a descriptor breaking '") + words +
+                                                       "' gave " + hal_result_string(result) +
+                                                       ": " + message);
+  HC_REQUIRE(message.find(words) != std::string::npos,
+             std::string("the message '") + message + "' does not name '" + words + "'");
+}
+
 void plan_or_skip(TestContext& ctx, const hal_op_header_t* desc, Plan& plan,
                   hal_op_plan_flags_t flags) {
   const hal_result_t result = hal_op_plan_create(ctx.device(), desc, flags, plan.out());

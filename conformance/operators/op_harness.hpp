@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@
 
 namespace halconform::ops {
 
+inline constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
 // ---- dtypes ----------------------------------------------------------------
 // Rounds |value| to |dtype| (round to nearest even; integers truncate) and back.
 double round_to(hal_dtype_t dtype, double value);
@@ -24,6 +28,37 @@ double round_to(hal_dtype_t dtype, double value);
 void store_element(hal_dtype_t dtype, double value, void* out);
 double load_element(hal_dtype_t dtype, const void* in);
 const char* dtype_label(hal_dtype_t dtype);
+
+// ---- row-major indexing -----------------------------------------------------
+// The coordinates of row-major element |i| of |layout|'s shape, and back.
+inline std::vector<int64_t> coordinates(const hal_tensor_desc_t& layout, int64_t i) {
+  std::vector<int64_t> c(layout.rank);
+  for (uint32_t d = layout.rank; d-- > 0;) {
+    c[d] = i % layout.shape[d];
+    i /= layout.shape[d];
+  }
+  return c;
+}
+inline int64_t row_major(const hal_tensor_desc_t& layout, const std::vector<int64_t>& c) {
+  int64_t i = 0;
+  for (uint32_t d = 0; d < layout.rank; ++d) i = i * layout.shape[d] + c[d];
+  return i;
+}
+
+// The row-major index in |input| (whose size-1 dimensions broadcast) of
+// row-major element |i| of |out|.
+inline int64_t broadcast_index(const hal_tensor_desc_t& input, const hal_tensor_desc_t& out,
+                               int64_t i) {
+  int64_t index = 0;
+  int64_t scale = 1;
+  for (uint32_t d = out.rank; d-- > 0;) {
+    const int64_t coordinate = i % out.shape[d];
+    i /= out.shape[d];
+    if (input.shape[d] != 1) index += coordinate * scale;
+    scale *= input.shape[d];
+  }
+  return index;
+}
 
 // ---- layouts ---------------------------------------------------------------
 // A dense row-major layout.
@@ -125,6 +160,12 @@ class Acceptance {
 
 // A descriptor the loader must refuse with HAL_ERROR_INVALID_ARGUMENT (|what| names the rule).
 void expect_refused(TestContext& ctx, const hal_op_header_t* desc, const char* what);
+// The same, and the loader's message must contain |words| (the operand and rule it names).
+void expect_refused_naming(TestContext& ctx, const hal_op_header_t* desc, const char* words);
+template <class Desc>
+void expect_refused_naming(TestContext& ctx, const Desc& desc, const char* words) {
+  expect_refused_naming(ctx, &desc.header, words);
+}
 
 hal_result_t try_execute(TestContext& ctx, const Plan& plan, const std::vector<void*>& operands,
                          const std::vector<hal_op_scalar_t>& scalars = {},

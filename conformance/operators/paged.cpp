@@ -24,8 +24,7 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
-constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr hal_dtype_t kPagedDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 
 // ---- the host model of a paged cache -----------------------------------------
 
@@ -521,7 +520,7 @@ HALCONFORM_TEST("operators.paged_kv_append.layouts_and_dtypes",
                 "new tokens land at len + t through shuffled block tables, across block "
                 "boundaries; other slots untouched; every dtype pair; strided k_new",
                 {}) {
-  for (hal_dtype_t cache_dtype : kDtypes) {
+  for (hal_dtype_t cache_dtype : kPagedDtypes) {
     AppendCase c = append_case(1, 2, 16, 8, {0, 15, 16, 33}, 16);
     c.cache_dtype = cache_dtype;
     check_append(ctx, c);
@@ -542,7 +541,7 @@ HALCONFORM_TEST("operators.paged_kv_append.rope",
                 "keys rotated on the way in as HAL_OP_ROPE rotates them (half-split and "
                 "interleaved, whole and partial rotary dims), at positions len + t",
                 {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kPagedDtypes) {
     AppendCase c = append_case(3, 2, 16, 16, {0, 40, 1000}, 8);
     c.cache_dtype = dtype;
     c.rope = {16, 0, false, 10000.0f};
@@ -579,7 +578,7 @@ HALCONFORM_TEST("operators.paged_attention.gqa",
                 "grouped-query decode over variable lengths, one and several queries per "
                 "sequence (causal and not), every dtype, strided views",
                 {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kPagedDtypes) {
     AttentionShape shape{4, 1, 8, 2, 64, 64, false, 0};
     check_attention(ctx, attention_case(shape, {1, 37, 128, 75}, 16, dtype));
     shape.s_q = 3;

@@ -5,35 +5,16 @@
 #include <limits>
 
 #include "op_harness.hpp"
+#include "reduce_cases.hpp"
 
 using namespace halconform;
 using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kReduceDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr hal_reduce_kind_t kKinds[] = {HAL_REDUCE_KIND_SUM, HAL_REDUCE_KIND_MEAN,
                                         HAL_REDUCE_KIND_MAX};
-
-hal_op_reduce_desc_t reduce_desc(hal_reduce_kind_t kind, uint32_t axes, const hal_tensor_desc_t& x,
-                                 const hal_tensor_desc_t& out) {
-  hal_op_reduce_desc_t desc{};
-  desc.header.struct_size = sizeof(desc);
-  desc.header.kind = HAL_OP_REDUCE;
-  desc.reduce = kind;
-  desc.axes_mask = axes;
-  desc.x = x;
-  desc.out = out;
-  return desc;
-}
-
-std::vector<int64_t> reduced_shape(const hal_tensor_desc_t& x, uint32_t axes) {
-  std::vector<int64_t> shape = shape_of(x);
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if ((axes >> d) & 1u) shape[d] = 1;
-  }
-  return shape;
-}
 
 // Each output element folds every x element whose kept coordinates match it.
 std::vector<double> reference(hal_reduce_kind_t kind, uint32_t axes, const std::vector<double>& x,
@@ -76,14 +57,6 @@ std::vector<double> reference(hal_reduce_kind_t kind, uint32_t axes, const std::
   return out;
 }
 
-int64_t reduced_count(const hal_tensor_desc_t& x, uint32_t axes) {
-  int64_t count = 1;
-  for (uint32_t d = 0; d < x.rank; ++d) {
-    if ((axes >> d) & 1u) count *= x.shape[d];
-  }
-  return count;
-}
-
 void run_reduce(TestContext& ctx, hal_reduce_kind_t kind, uint32_t axes,
                 const hal_tensor_desc_t& x_layout, hal_dtype_t out_dtype,
                 const std::vector<double>* given = nullptr) {
@@ -110,7 +83,7 @@ void run_reduce(TestContext& ctx, hal_reduce_kind_t kind, uint32_t axes,
 }  // namespace
 
 HALCONFORM_TEST("operators.reduce.every_axes", "sum/mean/max over every axes mask of rank 3", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kReduceDtypes) {
     for (hal_reduce_kind_t kind : kKinds) {
       for (uint32_t axes = 0; axes < 8; ++axes) {
         run_reduce(ctx, kind, axes, dense(dtype, {3, 5, 7}), dtype);

@@ -8,34 +8,12 @@
 #include <limits>
 
 #include "op_harness.hpp"
+#include "reduce_cases.hpp"
 
 using namespace halconform;
 using namespace halconform::ops;
 
 namespace {
-
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-hal_op_reduce_desc_t reduce_desc(hal_reduce_kind_t kind, uint32_t axes, const hal_tensor_desc_t& x,
-                                 const hal_tensor_desc_t& out) {
-  hal_op_reduce_desc_t desc{};
-  desc.header.struct_size = sizeof(desc);
-  desc.header.kind = HAL_OP_REDUCE;
-  desc.reduce = kind;
-  desc.axes_mask = axes;
-  desc.x = x;
-  desc.out = out;
-  return desc;
-}
-
-std::vector<int64_t> reduced_shape(const hal_tensor_desc_t& x, uint32_t axes) {
-  std::vector<int64_t> shape = shape_of(x);
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if ((axes >> d) & 1u) shape[d] = 1;
-  }
-  return shape;
-}
 
 // For each output element, its reduced elements in row-major order of the
 // reduced axes (the order ARGMAX/ARGMIN count in).
@@ -117,14 +95,6 @@ void run(TestContext& ctx, hal_reduce_kind_t kind, uint32_t axes, const hal_tens
                            " " + label(x_layout) + " -> " + label(out_layout);
   expect_close(dout.download(), expected, tolerance, what);
   dout.check_untouched(what);
-}
-
-int64_t reduced_count(const hal_tensor_desc_t& x, uint32_t axes) {
-  int64_t count = 1;
-  for (uint32_t d = 0; d < x.rank; ++d) {
-    if ((axes >> d) & 1u) count *= x.shape[d];
-  }
-  return count;
 }
 
 }  // namespace

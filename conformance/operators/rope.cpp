@@ -10,7 +10,7 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kRopeDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 
 struct RopeCase {
   uint32_t rotary_dim;
@@ -113,7 +113,7 @@ void check_case(TestContext& ctx, const RopeCase& c, const hal_tensor_desc_t& x_
 
 HALCONFORM_TEST("operators.rope.forward",
                 "interleaved and half-split, partial rotary_dim, positions or offset, dtypes", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kRopeDtypes) {
     check_case(ctx, {16, true, false, false}, dense(dtype, {2, 5, 3, 16}),
                dense(dtype, {2, 5, 3, 16}));
     check_case(ctx, {6, false, false, true}, dense(dtype, {3, 7, 2, 10}),

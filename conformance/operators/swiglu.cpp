@@ -9,7 +9,7 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kSwigluDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 
 hal_op_swiglu_desc_t swiglu_desc(hal_op_kind_t kind, const hal_tensor_desc_t& x,
                                  const hal_tensor_desc_t& out,
@@ -101,7 +101,7 @@ void run_backward(TestContext& ctx, const hal_tensor_desc_t& x_layout,
 }  // namespace
 
 HALCONFORM_TEST("operators.swiglu.forward", "every dtype, odd sizes, strided views, rank 1", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kSwigluDtypes) {
     run_forward(ctx, dense(dtype, {5, 2 * 67}), dense(dtype, {5, 67}));
     run_forward(ctx, padded(dtype, {3, 4, 2 * 9}, 5), padded(HAL_DTYPE_F32, {3, 4, 9}, 2));
     run_forward(ctx, dense(dtype, {2 * 33}), dense(dtype, {33}));
@@ -119,7 +119,7 @@ HALCONFORM_TEST("operators.swiglu.empty", "empty tensors", {}) {
 }
 
 HALCONFORM_TEST("operators.swiglu.backward", "grad_x vs central differences, every dtype", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kSwigluDtypes) {
     run_backward(ctx, dense(dtype, {4, 2 * 45}), dense(dtype, {4, 45}), dense(dtype, {4, 2 * 45}));
     run_backward(ctx, padded(dtype, {3, 2 * 5}, 3), transposed(dense(dtype, {5, 3}), 0, 1),
                  padded(HAL_DTYPE_F32, {3, 2 * 5}, 1));

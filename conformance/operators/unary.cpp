@@ -7,7 +7,7 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr hal_dtype_t kDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
+constexpr hal_dtype_t kUnaryDtypes[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr hal_activation_t kActivations[] = {HAL_ACTIVATION_NONE, HAL_ACTIVATION_RELU,
                                              HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_GELU_ERF,
                                              HAL_ACTIVATION_SILU};
@@ -49,7 +49,7 @@ void run_forward(TestContext& ctx, hal_activation_t act, const hal_tensor_desc_t
 
 HALCONFORM_TEST("operators.unary.forward", "every activation x dtype, odd sizes, strided views",
                 {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kUnaryDtypes) {
     for (hal_activation_t act : kActivations) {
       run_forward(ctx, act, dense(dtype, {3, 333}), dense(dtype, {3, 333}));
       run_forward(ctx, act, padded(dtype, {5, 7, 9}, 3), dense(HAL_DTYPE_F32, {5, 7, 9}));
@@ -78,7 +78,7 @@ HALCONFORM_TEST("operators.unary.in_place", "out may be x exactly", {}) {
 }
 
 HALCONFORM_TEST("operators.unary.backward", "grad_x = grad_out * alpha * act'(alpha x)", {}) {
-  for (hal_dtype_t dtype : kDtypes) {
+  for (hal_dtype_t dtype : kUnaryDtypes) {
     for (hal_activation_t act : kActivations) {
       const hal_tensor_desc_t layout = dense(dtype, {4, 129});
       const float alpha = 0.75f;

@@ -14,8 +14,6 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr hal_dtype_t kFloats[] = {HAL_DTYPE_F32, HAL_DTYPE_F16, HAL_DTYPE_BF16};
 constexpr hal_dtype_t kIntegers[] = {HAL_DTYPE_I32, HAL_DTYPE_I64, HAL_DTYPE_I8, HAL_DTYPE_U8};
 

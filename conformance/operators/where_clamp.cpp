@@ -14,9 +14,6 @@ using namespace halconform::ops;
 
 namespace {
 
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 hal_op_where_desc_t where_desc(const hal_tensor_desc_t& cond, const hal_tensor_desc_t& a,
                                const hal_tensor_desc_t& b, const hal_tensor_desc_t& out,
                                bool a_scalar = false, bool b_scalar = false) {
@@ -45,18 +42,6 @@ hal_op_clamp_desc_t clamp_desc(const hal_tensor_desc_t& x, hal_clamp_bound_t min
   desc.max = max;
   desc.out = out;
   return desc;
-}
-
-int64_t broadcast_index(const hal_tensor_desc_t& input, const hal_tensor_desc_t& out, int64_t i) {
-  int64_t index = 0;
-  int64_t scale = 1;
-  for (uint32_t d = out.rank; d-- > 0;) {
-    const int64_t coordinate = i % out.shape[d];
-    i /= out.shape[d];
-    if (input.shape[d] != 1) index += coordinate * scale;
-    scale *= input.shape[d];
-  }
-  return index;
 }
 
 // HAL_OP_CAST's conversion of a float64 value to |dtype| (SPEC.md §17.6.3):

@@ -26,11 +26,6 @@ hal_tensor_desc_t sparsity_tensor(const hal_op_attention_desc_t& desc) {
   return tensor;
 }
 
-hal_result_t invalid(std::string* message, std::string text) {
-  *message = std::move(text);
-  return HAL_ERROR_INVALID_ARGUMENT;
-}
-
 hal_result_t describe_attention(const hal_op_attention_desc_t& desc, bool backward,
                                 OpSignature* out, std::string* message) {
   if (static_cast<uint32_t>(desc.causal) > HAL_CAUSAL_BOTTOM_RIGHT) {

@@ -11,11 +11,6 @@ namespace hal::ops::definitions {
 
 namespace {
 
-hal_result_t invalid(std::string* message, std::string text) {
-  *message = std::move(text);
-  return HAL_ERROR_INVALID_ARGUMENT;
-}
-
 // A per-channel tensor: rank 1, [C], of |allowed| dtypes, any stride.
 std::string check_channels(const char* name, const hal_tensor_desc_t& tensor, int64_t channels,
                            DtypeSet allowed, Role role) {

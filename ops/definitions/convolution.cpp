@@ -10,15 +10,7 @@ namespace hal::ops::definitions {
 
 namespace {
 
-constexpr uint32_t kKnownFlags = HAL_CONV_BIAS | HAL_CONV_RESIDUAL | HAL_CONV_TRANSPOSED;
-// Bound on the scalar parameters, so every product the rules and kernels
-// form stays far inside int64.
-constexpr int64_t kMaxParameter = INT32_MAX;
-
-hal_result_t invalid(std::string* message, std::string text) {
-  *message = std::move(text);
-  return HAL_ERROR_INVALID_ARGUMENT;
-}
+constexpr uint32_t kKnownConvFlags = HAL_CONV_BIAS | HAL_CONV_RESIDUAL | HAL_CONV_TRANSPOSED;
 
 std::string dims_text(const std::array<int64_t, kSpatial>& values, uint32_t spatial_dims) {
   std::string text;
@@ -93,7 +85,7 @@ hal_result_t describe_convolution(const hal_op_convolution_desc_t& desc, OpSigna
     return invalid(message, "desc->spatial_dims is " + std::to_string(desc.spatial_dims) +
                                 "; a convolution has 1, 2 or 3");
   }
-  if ((desc.flags & ~kKnownFlags) != 0) {
+  if ((desc.flags & ~kKnownConvFlags) != 0) {
     return invalid(message, "desc->flags " + hex_text(desc.flags) +
                                 " has bits no hal_conv_flag_bits_t defines");
   }

@@ -6,9 +6,21 @@
 #include "hal_ops/tensor.hpp"
 #include "scalars.hpp"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace hal::ops::definitions {
+
+// Refuses a descriptor: |message| says which rule |text| broke.
+inline hal_result_t invalid(std::string* message, std::string text) {
+  *message = std::move(text);
+  return HAL_ERROR_INVALID_ARGUMENT;
+}
+
+// Bound on the scalar parameters (sizes, strides, padding, dilation), so every
+// product the rules and kernels form stays far inside int64.
+inline constexpr int64_t kMaxParameter = INT32_MAX;
 
 using DescribeFn = hal_result_t (*)(const hal_op_header_t* desc, OpSignature* out,
                                     std::string* message);

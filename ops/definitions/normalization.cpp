@@ -5,7 +5,7 @@ namespace hal::ops::definitions {
 
 namespace {
 
-hal_result_t invalid(std::string text, std::string* message) {
+hal_result_t invalid_argument(std::string text, std::string* message) {
   *message = std::move(text);
   return HAL_ERROR_INVALID_ARGUMENT;
 }
@@ -24,7 +24,8 @@ int64_t last_extent(const hal_tensor_desc_t& tensor) {
 hal_result_t describe_softmax(const hal_op_softmax_desc_t& desc, bool backward, OpSignature* out,
                               std::string* message) {
   if (desc.log > 1) {
-    return invalid("desc->log is " + std::to_string(desc.log) + "; it must be 0 or 1", message);
+    return invalid_argument("desc->log is " + std::to_string(desc.log) + "; it must be 0 or 1",
+                            message);
   }
   const char* kind = desc.log != 0 ? "log_softmax" : "softmax";
   if (!backward) {
@@ -81,9 +82,10 @@ std::string check_parameter(const char* name, const hal_tensor_desc_t& tensor, i
 hal_result_t describe_norm(const hal_op_norm_desc_t& desc, bool backward, OpSignature* out,
                            std::string* message) {
   if (desc.norm != HAL_NORM_LAYERNORM && desc.norm != HAL_NORM_RMSNORM) {
-    return invalid("desc->norm " + std::to_string(desc.norm) +
-                       " is not a hal_norm_kind_t (HAL_NORM_LAYERNORM or HAL_NORM_RMSNORM)",
-                   message);
+    return invalid_argument(
+        "desc->norm " + std::to_string(desc.norm) +
+            " is not a hal_norm_kind_t (HAL_NORM_LAYERNORM or HAL_NORM_RMSNORM)",
+        message);
   }
   const bool layernorm = desc.norm == HAL_NORM_LAYERNORM;
   // The forward divides by sqrt(var + epsilon) (var = 0 for a constant
@@ -103,7 +105,8 @@ hal_result_t describe_norm(const hal_op_norm_desc_t& desc, bool backward, OpSign
       reject(check_flag("has_grad_beta", desc.has_grad_beta), message))
     return HAL_ERROR_INVALID_ARGUMENT;
   if (desc.has_beta != 0 && !layernorm) {
-    return invalid("desc->has_beta is set for HAL_NORM_RMSNORM, which has no beta", message);
+    return invalid_argument("desc->has_beta is set for HAL_NORM_RMSNORM, which has no beta",
+                            message);
   }
   if (reject(check_tensor("x", desc.x, kFloatDtypes, 1, HAL_TENSOR_MAX_RANK), message))
     return HAL_ERROR_INVALID_ARGUMENT;
@@ -115,11 +118,12 @@ hal_result_t describe_norm(const hal_op_norm_desc_t& desc, bool backward, OpSign
 
   if (!backward) {
     if (desc.has_mean != 0 && !layernorm) {
-      return invalid("desc->has_mean is set for HAL_NORM_RMSNORM, which saves no mean", message);
+      return invalid_argument("desc->has_mean is set for HAL_NORM_RMSNORM, which saves no mean",
+                              message);
     }
     if (desc.has_grad_gamma != 0 || desc.has_grad_beta != 0) {
-      return invalid("desc->has_grad_gamma and has_grad_beta are for HAL_OP_NORM_BACKWARD only",
-                     message);
+      return invalid_argument(
+          "desc->has_grad_gamma and has_grad_beta are for HAL_OP_NORM_BACKWARD only", message);
     }
     if ((desc.has_beta != 0 &&
          reject(check_parameter("beta", desc.beta, n, kFloatDtypes, false), message)) ||
@@ -154,10 +158,11 @@ hal_result_t describe_norm(const hal_op_norm_desc_t& desc, bool backward, OpSign
     // has_mean and has_rstd are the forward's: the backward always reads
     // rstd, and mean for layernorm.
     if (desc.has_grad_gamma != 0 && desc.has_gamma == 0) {
-      return invalid("desc->has_grad_gamma is set without has_gamma", message);
+      return invalid_argument("desc->has_grad_gamma is set without has_gamma", message);
     }
     if (desc.has_grad_beta != 0 && desc.has_beta == 0) {
-      return invalid("desc->has_grad_beta is set without has_beta (layernorm only)", message);
+      return invalid_argument("desc->has_grad_beta is set without has_beta (layernorm only)",
+                              message);
     }
     const DtypeSet grad_dtypes = kF32Only | dtype_bit(desc.x.dtype);
     if ((layernorm && reject(check_statistic("mean", desc.mean, rows, false), message)) ||

@@ -12,11 +12,6 @@ namespace hal::ops::definitions {
 
 namespace {
 
-hal_result_t invalid(std::string* message, std::string text) {
-  *message = std::move(text);
-  return HAL_ERROR_INVALID_ARGUMENT;
-}
-
 std::string flag_problem(const char* field, uint32_t value) {
   if (value <= 1) return {};
   return std::string("desc->") + field + " must be 0 or 1 (it is " + std::to_string(value) + ")";

@@ -9,14 +9,8 @@ namespace hal::ops::definitions {
 
 namespace {
 
-constexpr uint32_t kKnownFlags = HAL_POOLING_INDICES | HAL_POOLING_COUNT_INCLUDE_PAD |
-                                 HAL_POOLING_CEIL_MODE | HAL_POOLING_ADAPTIVE;
-constexpr int64_t kMaxParameter = INT32_MAX;
-
-hal_result_t invalid(std::string* message, std::string text) {
-  *message = std::move(text);
-  return HAL_ERROR_INVALID_ARGUMENT;
-}
+constexpr uint32_t kKnownPoolingFlags = HAL_POOLING_INDICES | HAL_POOLING_COUNT_INCLUDE_PAD |
+                                        HAL_POOLING_CEIL_MODE | HAL_POOLING_ADAPTIVE;
 
 std::string check_range(const char* field, const int64_t* values, uint32_t count, int64_t minimum) {
   for (uint32_t s = 0; s < count; ++s) {
@@ -46,7 +40,7 @@ hal_result_t describe_pooling(const hal_op_pooling_desc_t& desc, OpSignature* ou
     return invalid(message, "desc->spatial_dims is " + std::to_string(desc.spatial_dims) +
                                 "; pooling has 1, 2 or 3");
   }
-  if ((desc.flags & ~kKnownFlags) != 0) {
+  if ((desc.flags & ~kKnownPoolingFlags) != 0) {
     return invalid(message, "desc->flags " + hex_text(desc.flags) +
                                 " has bits no hal_pooling_flag_bits_t defines");
   }

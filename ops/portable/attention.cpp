@@ -12,7 +12,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "attention";
+constexpr const char* kAttentionSource = "attention";
 // The kernels keep a query (or key) row and its accumulators in registers.
 constexpr int64_t kMaxHeadDim = constants::AT_MAX_HEAD_DIM;
 
@@ -36,12 +36,6 @@ int64_t ceil_div(int64_t a, int64_t b) {
 }
 size_t align16(size_t bytes) {
   return (bytes + 15) / 16 * 16;
-}
-
-// Appends a 4-D view: pointer, dtype, strides.
-void add_view(KernelArgs& args, const void* pointer, const hal_tensor_desc_t& tensor) {
-  args.pointer(pointer).i32(tensor.dtype);
-  for (int d = 0; d < 4; ++d) args.i64(tensor.strides[d]);
 }
 
 class AttentionPlan final : public PlannedOp {
@@ -116,10 +110,10 @@ class AttentionPlan final : public PlannedOp {
     if (!backward_) {
       if (q_count == 0) return HAL_SUCCESS;
       KernelArgs args;
-      add_view(args, q, desc_.q);
-      add_view(args, ops[kK], desc_.k);
-      add_view(args, ops[kV], desc_.v);
-      add_view(args, ops[kOut], desc_.out);
+      view_args(args, q, desc_.q);
+      view_args(args, ops[kK], desc_.k);
+      view_args(args, ops[kV], desc_.v);
+      view_args(args, ops[kOut], desc_.out);
       add_lse(args);
       add_geometry(args, q_count);
       return args.launch(kernels_.forward, context.stream, linear_config(q_count, 64));
@@ -128,19 +122,19 @@ class AttentionPlan final : public PlannedOp {
     const void* delta = delta_bytes_ > 0 ? workspace + cu_bytes_ : q;
     if (q_count > 0) {
       KernelArgs args;
-      add_view(args, ops[kOut], desc_.out);
-      add_view(args, ops[kGradOut], desc_.grad_out);
+      view_args(args, ops[kOut], desc_.out);
+      view_args(args, ops[kGradOut], desc_.grad_out);
       args.pointer(delta).i64(desc_.q.shape[1]).i32(static_cast<int32_t>(heads_));
       args.i32(static_cast<int32_t>(dim_)).i64(q_count);
       if (hal_result_t r = args.launch(kernels_.delta, context.stream, linear_config(q_count));
           r != HAL_SUCCESS)
         return r;
       KernelArgs grad_q;
-      add_view(grad_q, q, desc_.q);
-      add_view(grad_q, ops[kK], desc_.k);
-      add_view(grad_q, ops[kV], desc_.v);
-      add_view(grad_q, ops[kGradOut], desc_.grad_out);
-      add_view(grad_q, ops[kGradQ], desc_.grad_q);
+      view_args(grad_q, q, desc_.q);
+      view_args(grad_q, ops[kK], desc_.k);
+      view_args(grad_q, ops[kV], desc_.v);
+      view_args(grad_q, ops[kGradOut], desc_.grad_out);
+      view_args(grad_q, ops[kGradQ], desc_.grad_q);
       add_lse(grad_q);
       grad_q.pointer(delta);
       add_geometry(grad_q, q_count);
@@ -151,10 +145,10 @@ class AttentionPlan final : public PlannedOp {
     }
     if (k_count == 0) return HAL_SUCCESS;
     KernelArgs grad_kv;
-    add_view(grad_kv, q, desc_.q);
-    add_view(grad_kv, ops[kK], desc_.k);
-    add_view(grad_kv, ops[kV], desc_.v);
-    add_view(grad_kv, ops[kGradOut], desc_.grad_out);
+    view_args(grad_kv, q, desc_.q);
+    view_args(grad_kv, ops[kK], desc_.k);
+    view_args(grad_kv, ops[kV], desc_.v);
+    view_args(grad_kv, ops[kGradOut], desc_.grad_out);
     grad_kv.pointer(ops[kGradK]).i32(desc_.grad_k.dtype);
     grad_kv.pointer(ops[kGradV]).i32(desc_.grad_v.dtype);
     for (int d = 0; d < 4; ++d) grad_kv.i64(desc_.grad_k.strides[d]);
@@ -196,7 +190,7 @@ class Attention final : public Implementation {
     }
     AttentionPlan::Kernels kernels;
     const auto load = [&](const char* name, hal_kernel_t* kernel) {
-      *kernel = portable_kernel(request, kSource, name, decline);
+      *kernel = portable_kernel(request, kAttentionSource, name, decline);
       return *kernel != nullptr;
     };
     if (desc.has_cu_seqlens != 0 && !load("attention_sanitize", &kernels.sanitize)) return nullptr;

@@ -14,7 +14,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "channel_norm";
+constexpr const char* kChannelNormSource = "channel_norm";
 // The kernels' chunk, segment kinds and flags (ops/CMakeLists.txt's table).
 constexpr int64_t kChunk = constants::CN_CHUNK;
 constexpr int kSegChannel = constants::CN_SEG_CHANNEL;
@@ -87,7 +87,7 @@ struct Kernels {
 
 bool load_kernels(const PlanRequest& request, bool backward, Kernels* k, std::string* decline) {
   const auto get = [&](const char* name, hal_kernel_t* out) {
-    *out = portable_kernel(request, kSource, name, decline);
+    *out = portable_kernel(request, kChannelNormSource, name, decline);
     return *out != nullptr;
   };
   if (!get("cn_load_stats", &k->load_stats)) return false;
@@ -123,10 +123,10 @@ struct Shape {
   int64_t nb = 0, channels = 0, positions = 0, groups = 1;
 };
 
-class NormPlan final : public PlannedOp {
+class ChannelNormPlan final : public PlannedOp {
  public:
-  NormPlan(Kernels kernels, Shape shape, bool group_norm, bool backward, uint32_t flags,
-           float epsilon, hal_op_batch_norm_desc_t bn, hal_op_group_norm_desc_t gn)
+  ChannelNormPlan(Kernels kernels, Shape shape, bool group_norm, bool backward, uint32_t flags,
+                  float epsilon, hal_op_batch_norm_desc_t bn, hal_op_group_norm_desc_t gn)
       : k_(kernels),
         s_(std::move(shape)),
         group_norm_(group_norm),
@@ -358,7 +358,7 @@ class NormPlan final : public PlannedOp {
   Workspace ws_;
 };
 
-constexpr const char* kMergeDecline =
+constexpr const char* kSpatialMergeDecline =
     "the spatial dimensions need more than 3 dimensions after merging";
 
 class BatchNorm final : public Implementation {
@@ -376,7 +376,7 @@ class BatchNorm final : public Implementation {
                                    &views)
                  : canonical_views(desc.layout, desc.x, {&desc.x, &desc.y}, &views);
     if (!merged) {
-      *decline = kMergeDecline;
+      *decline = kSpatialMergeDecline;
       return nullptr;
     }
     shape.x = views[0];
@@ -392,8 +392,8 @@ class BatchNorm final : public Implementation {
     shape.positions = shape.x.shape[2] * shape.x.shape[3] * shape.x.shape[4];
     Kernels kernels;
     if (!load_kernels(request, backward, &kernels, decline)) return nullptr;
-    return std::make_unique<NormPlan>(kernels, std::move(shape), false, backward, desc.flags,
-                                      desc.epsilon, desc, hal_op_group_norm_desc_t{});
+    return std::make_unique<ChannelNormPlan>(kernels, std::move(shape), false, backward, desc.flags,
+                                             desc.epsilon, desc, hal_op_group_norm_desc_t{});
   }
 };
 
@@ -409,7 +409,7 @@ class GroupNorm final : public Implementation {
                                                    {&desc.x, &desc.grad_y, &desc.grad_x}, &views)
                                  : canonical_views(desc.layout, desc.x, {&desc.x, &desc.y}, &views);
     if (!merged) {
-      *decline = kMergeDecline;
+      *decline = kSpatialMergeDecline;
       return nullptr;
     }
     shape.x = views[0];
@@ -426,8 +426,8 @@ class GroupNorm final : public Implementation {
     shape.groups = desc.groups;
     Kernels kernels;
     if (!load_kernels(request, backward, &kernels, decline)) return nullptr;
-    return std::make_unique<NormPlan>(kernels, std::move(shape), true, backward, desc.flags,
-                                      desc.epsilon, hal_op_batch_norm_desc_t{}, desc);
+    return std::make_unique<ChannelNormPlan>(kernels, std::move(shape), true, backward, desc.flags,
+                                             desc.epsilon, hal_op_batch_norm_desc_t{}, desc);
   }
 };
 

@@ -22,7 +22,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "convolution";
+constexpr const char* kConvolutionSource = "convolution";
 constexpr int64_t kTile = 64;
 constexpr int64_t kMaxGrid = 65535;
 // The kernels' modes and features (ops/CMakeLists.txt's table).
@@ -301,7 +301,7 @@ class Convolution final : public Implementation {
       }
     }
     hal_kernel_t kernel = portable_kernel(
-        request, kSource, p.direct ? "conv_direct_data" : "conv_gemm_data", decline);
+        request, kConvolutionSource, p.direct ? "conv_direct_data" : "conv_gemm_data", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<DataPlan>(kernel, std::move(g), std::move(p));
   }
@@ -345,17 +345,18 @@ class Convolution final : public Implementation {
       *decline = "the weight gradient's tiles do not fit a 65535 x 65535 x 65535 grid";
       return nullptr;
     }
-    hal_kernel_t gemm = portable_kernel(
-        request, kSource, p.direct ? "conv_direct_weights" : "conv_gemm_weights", decline);
+    hal_kernel_t gemm =
+        portable_kernel(request, kConvolutionSource,
+                        p.direct ? "conv_direct_weights" : "conv_gemm_weights", decline);
     if (gemm == nullptr) return nullptr;
     hal_kernel_t reduce = nullptr;
     if (p.splits > 1) {
-      reduce = portable_kernel(request, kSource, "conv_weights_reduce", decline);
+      reduce = portable_kernel(request, kConvolutionSource, "conv_weights_reduce", decline);
       if (reduce == nullptr) return nullptr;
     }
     hal_kernel_t channel_sum = nullptr;
     if (p.channel_sum_operand >= 0) {
-      channel_sum = portable_kernel(request, kSource, "conv_channel_sum", decline);
+      channel_sum = portable_kernel(request, kConvolutionSource, "conv_channel_sum", decline);
       if (channel_sum == nullptr) return nullptr;
     }
     return std::make_unique<WeightsPlan>(gemm, reduce, channel_sum, std::move(g), std::move(p));

@@ -11,9 +11,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "elementwise";
-
-constexpr const char* kMergeDecline = "the views need more than 4 dimensions after merging";
+constexpr const char* kElementwiseSource = "elementwise";
 
 // HAL_OP_UNARY and HAL_OP_UNARY_BACKWARD: one work-item per element.
 class UnaryPlan final : public PlannedOp {
@@ -55,8 +53,8 @@ class Unary final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel =
-        portable_kernel(request, kSource, backward ? "unary_backward" : "unary_forward", decline);
+    hal_kernel_t kernel = portable_kernel(request, kElementwiseSource,
+                                          backward ? "unary_backward" : "unary_forward", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<UnaryPlan>(kernel, desc, backward, std::move(views));
   }
@@ -109,8 +107,8 @@ class Swiglu final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel =
-        portable_kernel(request, kSource, backward ? "swiglu_backward" : "swiglu_forward", decline);
+    hal_kernel_t kernel = portable_kernel(request, kElementwiseSource,
+                                          backward ? "swiglu_backward" : "swiglu_forward", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<SwigluPlan>(kernel, desc, backward, std::move(views));
   }
@@ -270,15 +268,15 @@ class Reduce final : public Implementation {
     const char* single_name = variant == ReduceVariant::kArg       ? "reduce_arg"
                               : variant == ReduceVariant::kInteger ? "reduce_integer"
                                                                    : "reduce_forward";
-    hal_kernel_t single = portable_kernel(request, kSource, single_name, decline);
+    hal_kernel_t single = portable_kernel(request, kElementwiseSource, single_name, decline);
     if (single == nullptr) return nullptr;
     hal_kernel_t partial = nullptr;
     hal_kernel_t finish = nullptr;
     if (variant == ReduceVariant::kFloat &&
         ReducePlan::chunks_for(element_count(desc.out), reduced_count) > 1) {
-      partial = portable_kernel(request, kSource, "reduce_partial", decline);
+      partial = portable_kernel(request, kElementwiseSource, "reduce_partial", decline);
       if (partial == nullptr) return nullptr;
-      finish = portable_kernel(request, kSource, "reduce_finish", decline);
+      finish = portable_kernel(request, kElementwiseSource, "reduce_finish", decline);
       if (finish == nullptr) return nullptr;
     }
     return std::make_unique<ReducePlan>(single, partial, finish, desc, std::move(kept),
@@ -325,7 +323,7 @@ class Cast final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "cast_forward", decline);
+    hal_kernel_t kernel = portable_kernel(request, kElementwiseSource, "cast_forward", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<CastPlan>(kernel, desc, std::move(views));
   }
@@ -374,7 +372,7 @@ class Dropout final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "dropout_forward", decline);
+    hal_kernel_t kernel = portable_kernel(request, kElementwiseSource, "dropout_forward", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<DropoutPlan>(kernel, desc, std::move(views));
   }

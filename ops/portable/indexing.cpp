@@ -12,9 +12,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "indexing";
-constexpr const char* kMergeDecline = "the views need more than 4 dimensions after merging";
-
+constexpr const char* kIndexingSource = "indexing";
 // |tensor| without dimension |axis| (the line shape of a scan or scatter).
 hal_tensor_desc_t without_axis(const hal_tensor_desc_t& tensor, uint32_t axis) {
   hal_tensor_desc_t line{};
@@ -78,7 +76,7 @@ class Scan final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "scan_lines", decline);
+    hal_kernel_t kernel = portable_kernel(request, kIndexingSource, "scan_lines", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<ScanPlan>(kernel, desc, std::move(lines));
   }
@@ -125,7 +123,7 @@ class Gather final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "gather_elements", decline);
+    hal_kernel_t kernel = portable_kernel(request, kIndexingSource, "gather_elements", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<GatherPlan>(kernel, desc, std::move(views));
   }
@@ -178,7 +176,7 @@ class Scatter final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "scatter_lines", decline);
+    hal_kernel_t kernel = portable_kernel(request, kIndexingSource, "scatter_lines", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<ScatterPlan>(kernel, desc, std::move(lines));
   }
@@ -290,7 +288,7 @@ class Fill final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "fill_values", decline);
+    hal_kernel_t kernel = portable_kernel(request, kIndexingSource, "fill_values", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<FillPlan>(kernel, desc, std::move(views));
   }

@@ -53,12 +53,22 @@ struct MergedViews {
 bool merge_views(const hal_tensor_desc_t& shape,
                  std::initializer_list<const hal_tensor_desc_t*> views, MergedViews* out);
 
+// Why a plan declines when merge_views() fails.
+inline constexpr const char* kMergeDecline = "the views need more than 4 dimensions after merging";
+
 // Appends one merged view's kernel arguments: pointer, dtype code, 4 strides
 // (the order every elementwise kernel takes a tensor in).
 inline void view_args(KernelArgs& args, const void* pointer, hal_dtype_t dtype,
                       const std::array<int64_t, 4>& strides) {
   args.pointer(pointer).i32(dtype);
   for (int64_t stride : strides) args.i64(stride);
+}
+
+// Appends a tensor's first four dimensions as they are laid out (the attention
+// kernels' views): pointer, dtype code, its own 4 strides.
+inline void view_args(KernelArgs& args, const void* pointer, const hal_tensor_desc_t& tensor) {
+  args.pointer(pointer).i32(tensor.dtype);
+  for (int d = 0; d < 4; ++d) args.i64(tensor.strides[d]);
 }
 
 // Appends the inner three merged extents (the outer one follows from the count).

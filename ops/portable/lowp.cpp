@@ -13,7 +13,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "lowp";
+constexpr const char* kLowpSource = "lowp";
 
 // Tensors of one shape (rank >= 1) as matrices [rows, cols]: the leading
 // dimensions merged into at most 4 (one stride set per tensor), the last
@@ -133,11 +133,11 @@ class Quantize final : public Implementation {
     if (!matrix_views({&desc.x, &desc.q}, &views, decline)) return nullptr;
     hal_kernel_t scales = nullptr;
     if (!dequantize && (desc.flags & HAL_QUANTIZE_GIVEN_SCALE) == 0) {
-      scales = portable_kernel(request, kSource, "quantize_scales", decline);
+      scales = portable_kernel(request, kLowpSource, "quantize_scales", decline);
       if (scales == nullptr) return nullptr;
     }
     hal_kernel_t apply = portable_kernel(
-        request, kSource, dequantize ? "dequantize_apply" : "quantize_apply", decline);
+        request, kLowpSource, dequantize ? "dequantize_apply" : "quantize_apply", decline);
     if (apply == nullptr) return nullptr;
     return std::make_unique<QuantizePlan>(scales, apply, desc, std::move(views), dequantize);
   }
@@ -189,7 +189,7 @@ class ScaledMatmul final : public Implementation {
   const char* name() const override { return "portable"; }
   std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_scaled_matmul_desc_t*>(request.desc);
-    hal_kernel_t kernel = portable_kernel(request, kSource, "scaled_matmul", decline);
+    hal_kernel_t kernel = portable_kernel(request, kLowpSource, "scaled_matmul", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<ScaledMatmulPlan>(kernel, desc);
   }
@@ -263,12 +263,13 @@ class FakeQuantize final : public Implementation {
                             ? matrix_views({&desc.x, &desc.grad_y, &desc.grad_x}, &views, decline)
                             : matrix_views({&desc.x, &desc.y}, &views, decline);
     if (!merged) return nullptr;
-    hal_kernel_t elements = portable_kernel(
-        request, kSource, backward ? "fake_quantize_backward_x" : "fake_quantize_forward", decline);
+    hal_kernel_t elements =
+        portable_kernel(request, kLowpSource,
+                        backward ? "fake_quantize_backward_x" : "fake_quantize_forward", decline);
     if (elements == nullptr) return nullptr;
     hal_kernel_t grad_scale = nullptr;
     if (backward && (desc.flags & HAL_FAKE_QUANTIZE_GRAD_SCALE) != 0) {
-      grad_scale = portable_kernel(request, kSource, "fake_quantize_grad_scale", decline);
+      grad_scale = portable_kernel(request, kLowpSource, "fake_quantize_grad_scale", decline);
       if (grad_scale == nullptr) return nullptr;
     }
     return std::make_unique<FakeQuantizePlan>(elements, grad_scale, desc, std::move(views));

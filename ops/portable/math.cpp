@@ -12,9 +12,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "math";
-constexpr const char* kMergeDecline = "the views need more than 4 dimensions after merging";
-
+constexpr const char* kMathSource = "math";
 // The kernels' compute modes and scalar slots (the shared MODE_* and SCALAR_*).
 enum Mode : int32_t {
   kModeFloat = constants::MODE_FLOAT,
@@ -104,7 +102,7 @@ class Binary final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "binary_math", decline);
+    hal_kernel_t kernel = portable_kernel(request, kMathSource, "binary_math", decline);
     if (kernel == nullptr) return nullptr;
     BinaryPlan::Setup setup;
     setup.op = desc.op;
@@ -128,7 +126,7 @@ class BinaryScalar final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "binary_math", decline);
+    hal_kernel_t kernel = portable_kernel(request, kMathSource, "binary_math", decline);
     if (kernel == nullptr) return nullptr;
     // The scalar takes part as an f32 or an i64 operand (definitions' rule).
     const hal_dtype_t scalar = desc.scalar_is_float ? HAL_DTYPE_F32 : HAL_DTYPE_I64;
@@ -177,7 +175,7 @@ class UnaryMath final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "unary_math", decline);
+    hal_kernel_t kernel = portable_kernel(request, kMathSource, "unary_math", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<UnaryMathPlan>(kernel, desc, std::move(views));
   }
@@ -236,7 +234,7 @@ class Where final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "where_select", decline);
+    hal_kernel_t kernel = portable_kernel(request, kMathSource, "where_select", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<WherePlan>(kernel, desc, std::move(views));
   }
@@ -290,7 +288,7 @@ class Clamp final : public Implementation {
       *decline = kMergeDecline;
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "clamp_values", decline);
+    hal_kernel_t kernel = portable_kernel(request, kMathSource, "clamp_values", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<ClampPlan>(kernel, desc, std::move(views));
   }

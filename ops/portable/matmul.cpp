@@ -4,14 +4,17 @@
 #include "registry.hpp"
 
 #include "hal_ops/tensor.hpp"
+#include "hal_util/env.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "matmul";
+constexpr const char* kMatmulSource = "matmul";
 // The output tile one work-item computes: matmul.hal's MM_TM x MM_TN, both
 // from the one table in ops/CMakeLists.txt.
 constexpr int64_t kTileRows = constants::MM_TM;
@@ -34,6 +37,44 @@ hal_launch_config_t tile_config(int64_t col_tiles, int64_t row_tiles, int64_t ba
   return config;
 }
 
+// matmul_tiled's output tile (64 x 64, block 16 x 16: matmul.hal), and the
+// block and static shared memory it needs (its as[16][65] and bs[16][64]).
+constexpr int64_t kSharedTile = 64;
+constexpr uint32_t kTiledThreads = 256;
+constexpr uint64_t kTiledSharedBytes = (16 * 65 + 16 * 64) * sizeof(float);
+
+// Which matmul kernels serve a device: matmul_tiled and grouped_matmul_tiled
+// (group-shared memory) on GPUs and accelerators, the register-blocked
+// matmul_<dtype> and grouped_matmul on CPUs,
+// where a work-item's 8 x 16 tile vectorises and staging through "shared"
+// memory is a copy. HAL_OPS_PORTABLE_MATMUL=tiled or blocked overrides it
+// (tests and benchmarks run both kernels on every device); another value
+// declines the plan (nullopt, with |decline| saying why). A device whose
+// blocks cannot hold the tiled kernel's 256 work-items and 8256 bytes of
+// shared memory gets the register-blocked kernels (forced: a decline).
+std::optional<bool> use_tiled_matmul(const PlanRequest& request, std::string* decline) {
+  const hal_device_properties_t* device = request.properties;
+  const bool fits = device != nullptr && device->max_threads_per_block >= kTiledThreads &&
+                    device->max_shared_memory_bytes >= kTiledSharedBytes;
+  const char* forced = hal::util::env("HAL_OPS_PORTABLE_MATMUL");
+  if (forced != nullptr && forced[0] != '\0') {
+    if (std::strcmp(forced, "blocked") == 0) return false;
+    if (std::strcmp(forced, "tiled") != 0) {
+      *decline = std::string("HAL_OPS_PORTABLE_MATMUL is '") + forced +
+                 "': not 'tiled', 'blocked' or empty";
+      return std::nullopt;
+    }
+    if (!fits) {
+      *decline =
+          "HAL_OPS_PORTABLE_MATMUL is 'tiled' but the device's blocks cannot hold its 256 "
+          "work-items and 8256 bytes of shared memory";
+      return std::nullopt;
+    }
+    return true;
+  }
+  return fits && device->type != HAL_DEVICE_TYPE_CPU;
+}
+
 // The batch dimensions of the matmul operands as one tensor each (d's batch
 // shape, the operand's strides), for merge_views.
 hal_tensor_desc_t batch_view(const hal_tensor_desc_t& tensor, uint32_t batch_rank) {
@@ -49,8 +90,8 @@ hal_tensor_desc_t batch_view(const hal_tensor_desc_t& tensor, uint32_t batch_ran
 
 class MatmulPlan final : public PlannedOp {
  public:
-  MatmulPlan(hal_kernel_t kernel, const hal_op_matmul_desc_t& desc, MergedViews batch)
-      : kernel_(kernel), desc_(desc), batch_(std::move(batch)) {}
+  MatmulPlan(hal_kernel_t kernel, bool tiled, const hal_op_matmul_desc_t& desc, MergedViews batch)
+      : kernel_(kernel), tiled_(tiled), desc_(desc), batch_(std::move(batch)) {}
 
   hal_result_t execute(const ExecContext& context) const override {
     const uint32_t rank = desc_.d.rank;
@@ -95,13 +136,42 @@ class MatmulPlan final : public PlannedOp {
     args.i32(static_cast<int32_t>((uses_c ? constants::MM_USE_C : 0) |
                                   (has_bias ? constants::MM_BIAS : 0) |
                                   (has_aux ? constants::MM_AUX : 0)));
+    if (tiled_) return launch_tiled(args, context.stream, m, n, batch);
     return args.launch(
         kernel_, context.stream,
         tile_config((n + kTileCols - 1) / kTileCols, (m + kTileRows - 1) / kTileRows, batch));
   }
 
  private:
+  // matmul_tiled: one block per 64 x 64 tile of each batch element, in as
+  // many launches as the grid limits need (each with its tile offsets).
+  hal_result_t launch_tiled(const KernelArgs& common, hal_stream_t stream, int64_t m, int64_t n,
+                            int64_t batch) const {
+    const int64_t extents[3] = {(n + kSharedTile - 1) / kSharedTile,
+                                (m + kSharedTile - 1) / kSharedTile, batch};
+    hal_launch_config_t config{};
+    config.struct_size = sizeof(config);
+    config.block[0] = 16;
+    config.block[1] = 16;
+    config.block[2] = 1;
+    for (int64_t z = 0; z < extents[2]; z += kMaxGroups) {
+      for (int64_t y = 0; y < extents[1]; y += kMaxGroups) {
+        for (int64_t x = 0; x < extents[0]; x += kMaxGroups) {
+          config.grid[0] = static_cast<uint32_t>(std::min(kMaxGroups, extents[0] - x));
+          config.grid[1] = static_cast<uint32_t>(std::min(kMaxGroups, extents[1] - y));
+          config.grid[2] = static_cast<uint32_t>(std::min(kMaxGroups, extents[2] - z));
+          KernelArgs args = common;
+          args.i32(desc_.a.dtype).i64(x).i64(y).i64(z);
+          if (const hal_result_t r = args.launch(kernel_, stream, config); r != HAL_SUCCESS)
+            return r;
+        }
+      }
+    }
+    return HAL_SUCCESS;
+  }
+
   hal_kernel_t kernel_;
+  bool tiled_;
   hal_op_matmul_desc_t desc_;
   MergedViews batch_;  // views: a, b, c, d, aux
 };
@@ -124,12 +194,16 @@ class Matmul final : public Implementation {
       *decline = "the batch dimensions need more than 4 dimensions after merging";
       return nullptr;
     }
-    const char* kernel_name = desc.a.dtype == HAL_DTYPE_F16    ? "matmul_f16"
+    const std::optional<bool> use_tiled = use_tiled_matmul(request, decline);
+    if (!use_tiled) return nullptr;
+    const bool tiled = *use_tiled;
+    const char* kernel_name = tiled                            ? "matmul_tiled"
+                              : desc.a.dtype == HAL_DTYPE_F16  ? "matmul_f16"
                               : desc.a.dtype == HAL_DTYPE_BF16 ? "matmul_bf16"
                                                                : "matmul_f32";
-    hal_kernel_t kernel = portable_kernel(request, kSource, kernel_name, decline);
+    hal_kernel_t kernel = portable_kernel(request, kMatmulSource, kernel_name, decline);
     if (kernel == nullptr) return nullptr;
-    return std::make_unique<MatmulPlan>(kernel, desc, std::move(batch));
+    return std::make_unique<MatmulPlan>(kernel, tiled, desc, std::move(batch));
   }
 };
 
@@ -185,7 +259,7 @@ class BiasActivationBackward final : public Implementation {
     const auto& desc =
         *reinterpret_cast<const hal_op_bias_activation_backward_desc_t*>(request.desc);
     hal_kernel_t kernel = portable_kernel(
-        request, kSource,
+        request, kMatmulSource,
         desc.compute_bias_grad != 0 ? "bias_act_backward_columns" : "bias_act_backward_elements",
         decline);
     if (kernel == nullptr) return nullptr;
@@ -195,8 +269,8 @@ class BiasActivationBackward final : public Implementation {
 
 class GroupedMatmulPlan final : public PlannedOp {
  public:
-  GroupedMatmulPlan(hal_kernel_t kernel, const hal_op_grouped_matmul_desc_t& desc)
-      : kernel_(kernel), desc_(desc) {}
+  GroupedMatmulPlan(hal_kernel_t kernel, bool tiled, const hal_op_grouped_matmul_desc_t& desc)
+      : kernel_(kernel), tiled_(tiled), desc_(desc) {}
 
   hal_result_t execute(const ExecContext& context) const override {
     const int64_t rows = desc_.a.shape[0];
@@ -217,6 +291,31 @@ class GroupedMatmulPlan final : public PlannedOp {
     args.pointer(context.operands[2]);
     args.pointer(d).i32(desc_.d.dtype).i64(desc_.d.strides[0]).i64(desc_.d.strides[1]);
     args.i64(rows).i64(n).i64(k).i32(static_cast<int32_t>(desc_.groups));
+    if (tiled_) {
+      // grouped_matmul_tiled: one block per 64 x 64 tile, in as many
+      // launches as the grid limits need (each with its tile offsets).
+      const int64_t col_tiles = (n + kSharedTile - 1) / kSharedTile;
+      const int64_t row_tiles = (rows + kSharedTile - 1) / kSharedTile;
+      hal_launch_config_t config{};
+      config.struct_size = sizeof(config);
+      config.block[0] = 16;
+      config.block[1] = 16;
+      config.block[2] = 1;
+      config.grid[2] = 1;
+      for (int64_t y = 0; y < row_tiles; y += kMaxGroups) {
+        for (int64_t x = 0; x < col_tiles; x += kMaxGroups) {
+          config.grid[0] = static_cast<uint32_t>(std::min(kMaxGroups, col_tiles - x));
+          config.grid[1] = static_cast<uint32_t>(std::min(kMaxGroups, row_tiles - y));
+          KernelArgs tile_args = args;
+          tile_args.i64(x).i64(y);
+          if (const hal_result_t r = tile_args.launch(kernel_, context.stream, config);
+              r != HAL_SUCCESS) {
+            return r;
+          }
+        }
+      }
+      return HAL_SUCCESS;
+    }
     return args.launch(
         kernel_, context.stream,
         tile_config((n + kTileCols - 1) / kTileCols, (rows + kTileRows - 1) / kTileRows, 1));
@@ -224,6 +323,7 @@ class GroupedMatmulPlan final : public PlannedOp {
 
  private:
   hal_kernel_t kernel_;
+  bool tiled_;
   hal_op_grouped_matmul_desc_t desc_;
 };
 
@@ -236,9 +336,12 @@ class GroupedMatmul final : public Implementation {
       *decline = "more than 2^31 - 2 groups";
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "grouped_matmul", decline);
+    const std::optional<bool> tiled = use_tiled_matmul(request, decline);
+    if (!tiled) return nullptr;
+    hal_kernel_t kernel = portable_kernel(
+        request, kMatmulSource, *tiled ? "grouped_matmul_tiled" : "grouped_matmul", decline);
     if (kernel == nullptr) return nullptr;
-    return std::make_unique<GroupedMatmulPlan>(kernel, desc);
+    return std::make_unique<GroupedMatmulPlan>(kernel, *tiled, desc);
   }
 };
 

@@ -10,7 +10,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "normalization";
+constexpr const char* kNormalizationSource = "normalization";
 // Rows per block: small so that a few hundred rows still spread over the
 // cpu plugin's threads (each work-item loops over a whole row).
 constexpr uint32_t kRowsPerBlock = 16;
@@ -70,7 +70,7 @@ void push_shape(KernelArgs& args, const RowViews& views) {
   args.i64(views.row_count).i64(views.n);
 }
 
-constexpr const char* kMergeDecline =
+constexpr const char* kLeadingMergeDecline =
     "the leading dimensions need more than 4 dimensions after merging";
 
 // HAL_OP_SOFTMAX and HAL_OP_SOFTMAX_BACKWARD.
@@ -112,11 +112,11 @@ class Softmax final : public Implementation {
     const bool merged = backward ? row_views(desc.y, {&desc.y, &desc.x, &desc.grad_x}, &views)
                                  : row_views(desc.x, {&desc.x, &desc.y}, &views);
     if (!merged) {
-      *decline = kMergeDecline;
+      *decline = kLeadingMergeDecline;
       return nullptr;
     }
     hal_kernel_t kernel = portable_kernel(
-        request, kSource, backward ? "softmax_backward" : "softmax_forward", decline);
+        request, kNormalizationSource, backward ? "softmax_backward" : "softmax_forward", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<SoftmaxPlan>(kernel, desc, backward, std::move(views));
   }
@@ -219,15 +219,16 @@ class Norm final : public Implementation {
     const bool merged = backward ? row_views(desc.x, {&desc.x, &desc.grad_y, &desc.grad_x}, &views)
                                  : row_views(desc.x, {&desc.x, &desc.y}, &views);
     if (!merged) {
-      *decline = kMergeDecline;
+      *decline = kLeadingMergeDecline;
       return nullptr;
     }
     hal_kernel_t rows_kernel = portable_kernel(
-        request, kSource, backward ? "norm_backward_rows" : "norm_forward", decline);
+        request, kNormalizationSource, backward ? "norm_backward_rows" : "norm_forward", decline);
     if (rows_kernel == nullptr) return nullptr;
     hal_kernel_t columns_kernel = nullptr;
     if (backward) {
-      columns_kernel = portable_kernel(request, kSource, "norm_backward_columns", decline);
+      columns_kernel =
+          portable_kernel(request, kNormalizationSource, "norm_backward_columns", decline);
       if (columns_kernel == nullptr) return nullptr;
     }
     return std::make_unique<NormPlan>(rows_kernel, columns_kernel, desc, backward,

@@ -13,10 +13,10 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "paged";
+constexpr const char* kPagedSource = "paged";
 // Private arrays of the attention kernels.
-constexpr int64_t kMaxHeadDim = constants::PG_MAX_HEAD_DIM;
-constexpr int64_t kMaxHeadDimV = constants::PG_MAX_HEAD_DIM_V;
+constexpr int64_t kPagedMaxHeadDim = constants::PG_MAX_HEAD_DIM;
+constexpr int64_t kPagedMaxHeadDimV = constants::PG_MAX_HEAD_DIM_V;
 // The automatic split count: about this many work-items per compute unit,
 // chunks of at least this many keys, at most this many chunks, and a
 // workspace of partial results of at most this many bytes.
@@ -37,11 +37,6 @@ size_t align_up(size_t value, size_t alignment) {
 char* aligned(void* workspace) {
   const auto address = reinterpret_cast<uintptr_t>(workspace);
   return reinterpret_cast<char*>(align_up(address, 16));
-}
-
-void add_view(KernelArgs& args, const void* pointer, const hal_tensor_desc_t& tensor) {
-  args.pointer(pointer).i32(tensor.dtype);
-  for (int d = 0; d < 4; ++d) args.i64(tensor.strides[d]);
 }
 
 // Zeroes the flag and runs the validation pass; |s_new| > 0 or |append|
@@ -97,8 +92,8 @@ class AppendPlan final : public PlannedOp {
     if (count == 0) return HAL_SUCCESS;
     void* const* ops = context.operands;
     KernelArgs args;
-    add_view(args, src, src_layout);
-    add_view(args, cache, cache_layout);
+    view_args(args, src, src_layout);
+    view_args(args, cache, cache_layout);
     args.pointer(ops[2]).i64(desc_.block_table.strides[0]).i64(desc_.block_table.strides[1]);
     args.pointer(ops[3]).i64(desc_.seq_lens.strides[0]);
     args.i64(src_layout.shape[1]).i64(src_layout.shape[2]).i64(src_layout.shape[3]);
@@ -115,10 +110,10 @@ class AppendPlan final : public PlannedOp {
 
 // ---- HAL_OP_PAGED_ATTENTION ------------------------------------------------
 
-class AttentionPlan final : public PlannedOp {
+class PagedAttentionPlan final : public PlannedOp {
  public:
-  AttentionPlan(const hal_op_paged_attention_desc_t& desc, int64_t splits, hal_kernel_t validate,
-                hal_kernel_t chunk, hal_kernel_t merge)
+  PagedAttentionPlan(const hal_op_paged_attention_desc_t& desc, int64_t splits,
+                     hal_kernel_t validate, hal_kernel_t chunk, hal_kernel_t merge)
       : desc_(desc), splits_(splits), validate_(validate), chunk_(chunk), merge_(merge) {
     // MLA: the values are the first head_dim_v dims of each key row.
     v_layout_ = desc.values_in_keys != 0 ? desc.k_cache : desc.v_cache;
@@ -147,12 +142,12 @@ class AttentionPlan final : public PlannedOp {
     char* partial = flag + kFlagBytes;
     const int64_t count = rows_ * splits_;
     KernelArgs args;
-    add_view(args, ops[0], desc_.q);
-    add_view(args, ops[1], desc_.k_cache);
-    add_view(args, v, v_layout_);
+    view_args(args, ops[0], desc_.q);
+    view_args(args, ops[1], desc_.k_cache);
+    view_args(args, v, v_layout_);
     args.pointer(ops[3]).i64(desc_.block_table.strides[0]).i64(desc_.block_table.strides[1]);
     args.pointer(ops[4]).i64(desc_.seq_lens.strides[0]);
-    add_view(args, ops[5], desc_.out);
+    view_args(args, ops[5], desc_.out);
     add_lse(args, ops[6]);
     args.pointer(splits_ > 1 ? partial : flag);
     args.i64(desc_.q.shape[1]).i64(desc_.q.shape[2]).i64(desc_.k_cache.shape[2]);
@@ -165,7 +160,7 @@ class AttentionPlan final : public PlannedOp {
     if (splits_ == 1) return HAL_SUCCESS;
     KernelArgs merge;
     merge.pointer(partial);
-    add_view(merge, ops[5], desc_.out);
+    view_args(merge, ops[5], desc_.out);
     add_lse(merge, ops[6]);
     merge.i64(desc_.q.shape[1]).i64(desc_.q.shape[2]).i32(static_cast<int32_t>(desc_.out.shape[3]));
     merge.i64(splits_).pointer(flag).i64(rows_);
@@ -211,19 +206,19 @@ class Paged final : public Implementation {
  public:
   const char* name() const override { return "portable"; }
   std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
-    hal_kernel_t validate = portable_kernel(request, kSource, "paged_validate", decline);
+    hal_kernel_t validate = portable_kernel(request, kPagedSource, "paged_validate", decline);
     if (validate == nullptr) return nullptr;
     if (request.desc->kind == HAL_OP_PAGED_KV_APPEND) {
       const auto& desc = *reinterpret_cast<const hal_op_paged_kv_append_desc_t*>(request.desc);
-      hal_kernel_t append = portable_kernel(request, kSource, "paged_append", decline);
+      hal_kernel_t append = portable_kernel(request, kPagedSource, "paged_append", decline);
       if (append == nullptr) return nullptr;
       return std::make_unique<AppendPlan>(desc, validate, append);
     }
     const auto& desc = *reinterpret_cast<const hal_op_paged_attention_desc_t*>(request.desc);
-    if (desc.q.shape[3] > kMaxHeadDim || desc.out.shape[3] > kMaxHeadDimV) {
+    if (desc.q.shape[3] > kPagedMaxHeadDim || desc.out.shape[3] > kPagedMaxHeadDimV) {
       *decline = "head dims " + std::to_string(desc.q.shape[3]) + "/" +
-                 std::to_string(desc.out.shape[3]) + " exceed " + std::to_string(kMaxHeadDim) +
-                 "/" + std::to_string(kMaxHeadDimV) +
+                 std::to_string(desc.out.shape[3]) + " exceed " + std::to_string(kPagedMaxHeadDim) +
+                 "/" + std::to_string(kPagedMaxHeadDimV) +
                  ", the most the portable kernels keep per row";
       return nullptr;
     }
@@ -235,12 +230,12 @@ class Paged final : public Implementation {
       *decline = "the split-KV partial results would need more than 1 TiB of workspace";
       return nullptr;
     }
-    hal_kernel_t chunk = portable_kernel(request, kSource, "paged_attention_chunk", decline);
-    hal_kernel_t merge = chunk == nullptr
-                             ? nullptr
-                             : portable_kernel(request, kSource, "paged_attention_merge", decline);
+    hal_kernel_t chunk = portable_kernel(request, kPagedSource, "paged_attention_chunk", decline);
+    hal_kernel_t merge =
+        chunk == nullptr ? nullptr
+                         : portable_kernel(request, kPagedSource, "paged_attention_merge", decline);
     if (merge == nullptr) return nullptr;
-    return std::make_unique<AttentionPlan>(desc, splits, validate, chunk, merge);
+    return std::make_unique<PagedAttentionPlan>(desc, splits, validate, chunk, merge);
   }
 };
 

@@ -12,7 +12,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "pooling";
+constexpr const char* kPoolingSource = "pooling";
 // The kernel's flags (ops/CMakeLists.txt's table).
 constexpr int kFlagIncludePad = constants::PL_INCLUDE_PAD;
 constexpr int kFlagAdaptive = constants::PL_ADAPTIVE;
@@ -89,8 +89,8 @@ class Pooling final : public Implementation {
   std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_pooling_desc_t*>(request.desc);
     const bool backward = desc.header.kind == HAL_OP_POOLING_BACKWARD;
-    hal_kernel_t kernel =
-        portable_kernel(request, kSource, backward ? "pool_backward" : "pool_forward", decline);
+    hal_kernel_t kernel = portable_kernel(request, kPoolingSource,
+                                          backward ? "pool_backward" : "pool_forward", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<PoolingPlan>(kernel, desc);
   }

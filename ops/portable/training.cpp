@@ -15,7 +15,7 @@ namespace hal::ops::portable {
 
 namespace {
 
-constexpr const char* kSource = "training";
+constexpr const char* kTrainingSource = "training";
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
 hal_launch_config_t single_item_config() {
@@ -82,7 +82,7 @@ class Rope final : public Implementation {
   const char* name() const override { return "portable"; }
   std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_rope_desc_t*>(request.desc);
-    hal_kernel_t kernel = portable_kernel(request, kSource, "rope", decline);
+    hal_kernel_t kernel = portable_kernel(request, kTrainingSource, "rope", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<RopePlan>(kernel, desc);
   }
@@ -193,7 +193,7 @@ class Embedding final : public Implementation {
     MergedViews views;
     if (!merge_id_views(desc, &views, decline)) return nullptr;
     if (desc.header.kind == HAL_OP_EMBEDDING) {
-      hal_kernel_t kernel = portable_kernel(request, kSource, "embedding_forward", decline);
+      hal_kernel_t kernel = portable_kernel(request, kTrainingSource, "embedding_forward", decline);
       if (kernel == nullptr) return nullptr;
       return std::make_unique<EmbeddingForwardPlan>(kernel, desc, std::move(views));
     }
@@ -202,9 +202,9 @@ class Embedding final : public Implementation {
       *decline = "more than 2^31 - 1 ids or vocabulary rows";
       return nullptr;
     }
-    hal_kernel_t sort = portable_kernel(request, kSource, "embedding_sort", decline);
+    hal_kernel_t sort = portable_kernel(request, kTrainingSource, "embedding_sort", decline);
     if (sort == nullptr) return nullptr;
-    hal_kernel_t sum = portable_kernel(request, kSource, "embedding_backward", decline);
+    hal_kernel_t sum = portable_kernel(request, kTrainingSource, "embedding_backward", decline);
     if (sum == nullptr) return nullptr;
     return std::make_unique<EmbeddingBackwardPlan>(sort, sum, desc, std::move(views));
   }
@@ -277,11 +277,11 @@ class CrossEntropy final : public Implementation {
       *decline = "2^31 - 1 rows or more (the counted-row total is an i32)";
       return nullptr;
     }
-    hal_kernel_t rows = portable_kernel(request, kSource, "cross_entropy_rows", decline);
+    hal_kernel_t rows = portable_kernel(request, kTrainingSource, "cross_entropy_rows", decline);
     if (rows == nullptr) return nullptr;
-    hal_kernel_t mean = portable_kernel(request, kSource, "cross_entropy_mean", decline);
+    hal_kernel_t mean = portable_kernel(request, kTrainingSource, "cross_entropy_mean", decline);
     if (mean == nullptr) return nullptr;
-    hal_kernel_t grad = portable_kernel(request, kSource, "cross_entropy_grad", decline);
+    hal_kernel_t grad = portable_kernel(request, kTrainingSource, "cross_entropy_grad", decline);
     if (grad == nullptr) return nullptr;
     return std::make_unique<CrossEntropyPlan>(rows, mean, grad, desc);
   }
@@ -382,11 +382,11 @@ class Adamw final : public Implementation {
   const char* name() const override { return "portable"; }
   std::unique_ptr<PlannedOp> plan(const PlanRequest& request, std::string* decline) const override {
     const auto& desc = *reinterpret_cast<const hal_op_adamw_desc_t*>(request.desc);
-    hal_kernel_t squares = portable_kernel(request, kSource, "adamw_sum_squares", decline);
+    hal_kernel_t squares = portable_kernel(request, kTrainingSource, "adamw_sum_squares", decline);
     if (squares == nullptr) return nullptr;
-    hal_kernel_t norm = portable_kernel(request, kSource, "adamw_norm", decline);
+    hal_kernel_t norm = portable_kernel(request, kTrainingSource, "adamw_norm", decline);
     if (norm == nullptr) return nullptr;
-    hal_kernel_t update = portable_kernel(request, kSource, "adamw_update", decline);
+    hal_kernel_t update = portable_kernel(request, kTrainingSource, "adamw_update", decline);
     if (update == nullptr) return nullptr;
     return std::make_unique<AdamwPlan>(squares, norm, update, desc);
   }
@@ -427,7 +427,7 @@ class TopkGating final : public Implementation {
       *decline = "more than 2^31 - 1 experts (indices are i32)";
       return nullptr;
     }
-    hal_kernel_t kernel = portable_kernel(request, kSource, "topk_gating", decline);
+    hal_kernel_t kernel = portable_kernel(request, kTrainingSource, "topk_gating", decline);
     if (kernel == nullptr) return nullptr;
     return std::make_unique<TopkGatingPlan>(kernel, desc);
   }

@@ -249,6 +249,7 @@ std::vector<PtxasEntry> parse_ptxas_log(std::string_view log) {
     at = end + 1;
     if (line.find("Compiling entry function ") != std::string_view::npos) {
       current = select(entry_name(line, "Compiling entry function "));
+      current->is_kernel = true;
     } else if (line.find("Function properties for ") != std::string_view::npos) {
       current = select(entry_name(line, "Function properties for "));
     } else if (current != nullptr && line.find(" bytes stack frame") != std::string_view::npos) {

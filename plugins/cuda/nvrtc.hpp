@@ -106,6 +106,10 @@ class Nvrtc {
 // and "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads".
 struct PtxasEntry {
   std::string entry;
+  // A kernel ("Compiling entry function"), or a device function ptxas kept
+  // out of line and reports on its own ("Function properties for" only:
+  // libdevice's slow paths, such as sin/cos's argument reduction).
+  bool is_kernel = false;
   int registers = -1;  // -1: no "Used N registers" line was seen
   long stack_bytes = 0, spill_store_bytes = 0, spill_load_bytes = 0, shared_bytes = 0;
 };

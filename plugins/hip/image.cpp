@@ -366,6 +366,20 @@ bool read_metadata(Msgpack& reader, std::vector<KernelMetadata>& out) {
           kernel.max_flat_workgroup_size = static_cast<uint32_t>(reader.unsigned_value());
         } else if (field == ".group_segment_fixed_size") {
           kernel.group_segment_fixed_size = static_cast<uint32_t>(reader.unsigned_value());
+        } else if (field == ".private_segment_fixed_size") {
+          kernel.private_segment_fixed_size = static_cast<uint32_t>(reader.unsigned_value());
+        } else if (field == ".sgpr_count") {
+          kernel.sgpr_count = static_cast<int64_t>(reader.unsigned_value());
+        } else if (field == ".vgpr_count") {
+          kernel.vgpr_count = static_cast<int64_t>(reader.unsigned_value());
+        } else if (field == ".agpr_count") {
+          kernel.agpr_count = static_cast<int64_t>(reader.unsigned_value());
+        } else if (field == ".sgpr_spill_count") {
+          kernel.sgpr_spill_count = static_cast<int64_t>(reader.unsigned_value());
+        } else if (field == ".vgpr_spill_count") {
+          kernel.vgpr_spill_count = static_cast<int64_t>(reader.unsigned_value());
+        } else if (field == ".wavefront_size") {
+          kernel.wavefront_size = static_cast<uint32_t>(reader.unsigned_value());
         } else {
           reader.skip();
         }

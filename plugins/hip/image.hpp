@@ -31,12 +31,18 @@ bool code_object_is_for(const void* data, size_t size, const std::string& arch, 
 
 // One kernel as the code object's metadata (NT_AMDGPU_METADATA, msgpack)
 // declares it: its explicit arguments' sizes (the hidden_* arguments the
-// runtime fills are left out) and its workgroup size limit.
+// runtime fills are left out), its workgroup size limit, and the resources
+// the compiler gave it (what a GPU-less register/spill report reads: the
+// same figures rocprof and --save-temps' .s show).
 struct KernelMetadata {
   std::string name;
   std::vector<uint32_t> arg_sizes;
-  uint32_t max_flat_workgroup_size = 0;  // 0: not declared
-  uint32_t group_segment_fixed_size = 0;
+  uint32_t max_flat_workgroup_size = 0;     // 0: not declared
+  uint32_t group_segment_fixed_size = 0;    // static LDS bytes
+  uint32_t private_segment_fixed_size = 0;  // scratch bytes per work-item (spills, local arrays)
+  int64_t sgpr_count = -1, vgpr_count = -1, agpr_count = -1;  // -1: not in the metadata
+  int64_t sgpr_spill_count = -1, vgpr_spill_count = -1;       // registers spilled
+  uint32_t wavefront_size = 0;
 };
 
 // The kernels of a code object |check_code_object| accepted (of its first

@@ -9,11 +9,6 @@
 #include "stream.hpp"
 
 namespace hal::level_zero {
-namespace {
-
-constexpr uint64_t kForever = UINT64_MAX;
-
-}  // namespace
 
 ze_result_t EventPools::grow(Kind& kind, bool timestamps) {
   const LoaderApi& ze = device_.api();

@@ -16,6 +16,9 @@
 
 namespace hal::level_zero {
 
+// The timeout zeEventHostSynchronize takes for "no limit".
+inline constexpr uint64_t kForever = UINT64_MAX;
+
 // One pointer per loader function the plugin calls, typed from the header's
 // declaration.
 struct LoaderApi {

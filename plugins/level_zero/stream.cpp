@@ -10,11 +10,6 @@
 #include "event.hpp"
 
 namespace hal::level_zero {
-namespace {
-
-constexpr uint64_t kForever = UINT64_MAX;
-
-}  // namespace
 
 hal_result_t Stream::create(Device& device, hal_stream_flags_t, Stream*& out_stream) {
   ze_result_t result = ZE_RESULT_SUCCESS;

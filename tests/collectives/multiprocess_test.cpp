@@ -36,9 +36,9 @@ std::vector<int> run_workers(uint32_t n, const std::vector<std::string>& extra,
   return codes;
 }
 
-struct Session {
-  Session() { REQUIRE(hal_init(nullptr) == HAL_SUCCESS); }
-  ~Session() { hal_shutdown(); }
+struct RankSession {
+  RankSession() { REQUIRE(hal_init(nullptr) == HAL_SUCCESS); }
+  ~RankSession() { hal_shutdown(); }
 };
 
 }  // namespace
@@ -46,7 +46,7 @@ struct Session {
 // Ranks of one host that met over the store: the cpu plugin runs them
 // through shared memory (its log line says so).
 TEST_CASE("TCP store: the matrix over 2..4 processes (3 under TSan)", "[multiprocess]") {
-  Session session;
+  RankSession session;
   for (uint32_t n = 2; n <= kMatrixMaxRanks; ++n) {
     INFO(n << " processes");
     for (int code : run_workers(n, {"expect", "shm"}, std::chrono::seconds(240))) {
@@ -58,7 +58,7 @@ TEST_CASE("TCP store: the matrix over 2..4 processes (3 under TSan)", "[multipro
 // HAL_COMM_SHM=0: the plugin declines and the loader's host-staged path
 // over the store serves the ranks.
 TEST_CASE("TCP store: the matrix host-staged with HAL_COMM_SHM=0", "[multiprocess]") {
-  Session session;
+  RankSession session;
   struct ShmOff {  // the workers inherit it; unset again however the case ends
     ShmOff() { ::setenv("HAL_COMM_SHM", "0", 1); }
     ~ShmOff() { ::unsetenv("HAL_COMM_SHM"); }
@@ -77,7 +77,7 @@ TEST_CASE("TCP store: the matrix host-staged with HAL_COMM_SHM=0", "[multiproces
 // without asking the plugin, which would serve them through shared memory;
 // every kind of the matrix, against the reference, over 2 processes.
 TEST_CASE("TCP store: the matrix with HAL_COLL_PATH=host-staged", "[multiprocess]") {
-  Session session;
+  RankSession session;
   struct Forced {  // the workers inherit it; unset again however the case ends
     Forced() { ::setenv("HAL_COLL_PATH", "host-staged", 1); }
     ~Forced() { ::unsetenv("HAL_COLL_PATH"); }
@@ -86,7 +86,7 @@ TEST_CASE("TCP store: the matrix with HAL_COLL_PATH=host-staged", "[multiprocess
 }
 
 TEST_CASE("TCP store: a killed rank is an error in every survivor", "[multiprocess][kill]") {
-  Session session;
+  RankSession session;
   for (uint32_t n : {2u, 3u}) {
     INFO(n << " processes, rank 1 killed");
     const std::vector<int> codes = run_workers(n, {"kill", "1"}, std::chrono::seconds(60));
@@ -101,7 +101,7 @@ TEST_CASE("TCP store: a killed rank is an error in every survivor", "[multiproce
 }
 
 TEST_CASE("unique id and init_rank reject bad input", "[multiprocess][errors]") {
-  Session session;
+  RankSession session;
   hal_device_t device = nullptr;
   REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
   hal_comm_unique_id_t id{};

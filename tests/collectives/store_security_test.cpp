@@ -106,9 +106,9 @@ std::set<std::string> socket_inodes() {
   return out;
 }
 
-struct Session {
-  Session() { REQUIRE(hal_init(nullptr) == HAL_SUCCESS); }
-  ~Session() { hal_shutdown(); }
+struct StoreSession {
+  StoreSession() { REQUIRE(hal_init(nullptr) == HAL_SUCCESS); }
+  ~StoreSession() { hal_shutdown(); }
 };
 
 }  // namespace
@@ -475,7 +475,7 @@ TEST_CASE("store: an id's store binds loopback and stops with its communicators"
   const size_t fds_before_init = open_fds();
   const size_t threads_before_init = baseline_threads();
   {
-    Session session;
+    StoreSession session;
     hal_device_t device = nullptr;
     REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
     const size_t fds_before = open_fds();
@@ -527,7 +527,7 @@ TEST_CASE("store: an id's store binds loopback and stops with its communicators"
 }
 
 TEST_CASE("store: the fixed-session store's secret file must be private", "[store][secret]") {
-  Session session;
+  StoreSession session;
   hal_device_t device = nullptr;
   REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
   ::unsetenv("HAL_COMM_STORE_SECRET");
@@ -567,7 +567,7 @@ TEST_CASE("the last hal_shutdown frees communicators and stops their stores", "[
   const size_t threads_before_init = baseline_threads();
   hal_comm_t comm = nullptr;
   {
-    Session session;
+    StoreSession session;
     hal_device_t device = nullptr;
     REQUIRE(hal_device_get(0, &device) == HAL_SUCCESS);
     hal_comm_unique_id_t id{};

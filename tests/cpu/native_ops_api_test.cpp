@@ -25,7 +25,7 @@ namespace {
 
 // The op tests' session (tests/ops/op_session.hpp), with uninitialised f32 arrays (cpu device
 // memory is host memory: the tests write and read them in place).
-class Session : public op_test::Session {
+class NativeOpsSession : public op_test::Session {
  public:
   float* floats(size_t count) {
     return static_cast<float*>(alloc_bytes((count == 0 ? 1 : count) * sizeof(float)));
@@ -47,7 +47,7 @@ std::string implementation_of(hal_op_plan_t plan, std::string* declines = nullpt
 }
 
 // Plans |desc| with the default list (or only the portable implementation).
-hal_op_plan_t plan_of(Session& session, const hal_op_header_t* desc, bool portable) {
+hal_op_plan_t plan_of(NativeOpsSession& session, const hal_op_header_t* desc, bool portable) {
   if (portable) setenv("HAL_OPS_IMPLEMENTATIONS", "portable", 1);
   hal_op_plan_t plan = nullptr;
   const hal_result_t result =
@@ -60,7 +60,7 @@ hal_op_plan_t plan_of(Session& session, const hal_op_header_t* desc, bool portab
 
 // Runs |plan|; its workspace starts |workspace_shift| bytes into an
 // allocation of its own (SPEC asks no alignment of it).
-void execute(Session& session, hal_op_plan_t plan, std::vector<void*> operands,
+void execute(NativeOpsSession& session, hal_op_plan_t plan, std::vector<void*> operands,
              std::vector<hal_op_scalar_t> scalars = {}, size_t workspace_shift = 0) {
   hal_op_plan_info_t info{};
   info.struct_size = sizeof info;
@@ -106,7 +106,7 @@ struct Output {
   double terms;
 };
 
-void compare_with_portable(Session& session, const hal_op_header_t* desc,
+void compare_with_portable(NativeOpsSession& session, const hal_op_header_t* desc,
                            const std::vector<size_t>& sizes, const std::vector<Output>& outputs,
                            uint32_t seed, std::vector<hal_op_scalar_t> scalars = {}) {
   hal_op_plan_t native = plan_of(session, desc, false);
@@ -145,7 +145,7 @@ void compare_with_portable(Session& session, const hal_op_header_t* desc,
 
 TEST_CASE("cpu.native unary and its backward match the portable implementation",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const hal_activation_t activation = GENERATE(HAL_ACTIVATION_NONE, HAL_ACTIVATION_RELU,
                                                HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_SILU);
   const int64_t count = GENERATE(int64_t{1}, int64_t{37}, int64_t{100003});
@@ -166,7 +166,7 @@ TEST_CASE(
     "cpu.native GELU and SiLU and their backward at the edges of the float range match the "
     "portable ones",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const hal_activation_t activation = GENERATE(HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_SILU);
   const float alpha = GENERATE(1.0f, -2.5f);
   const float inf = std::numeric_limits<float>::infinity();
@@ -256,7 +256,7 @@ TEST_CASE(
 
 TEST_CASE("cpu.native bias-activation backward: grad_pre and the bias gradient",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const hal_activation_t activation =
       GENERATE(HAL_ACTIVATION_NONE, HAL_ACTIVATION_RELU, HAL_ACTIVATION_GELU_TANH);
   const int64_t rows = GENERATE(int64_t{1}, int64_t{300}),
@@ -277,7 +277,7 @@ TEST_CASE("cpu.native bias-activation backward: grad_pre and the bias gradient",
 
 TEST_CASE("cpu.native binary: same shapes, a scalar, and leading broadcast dimensions",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const hal_binary_op_t op =
       GENERATE(HAL_BINARY_ADD, HAL_BINARY_SUB, HAL_BINARY_MUL, HAL_BINARY_MAX, HAL_BINARY_MIN);
   hal_op_binary_desc_t desc{};
@@ -304,7 +304,7 @@ TEST_CASE("cpu.native binary: same shapes, a scalar, and leading broadcast dimen
 }
 
 TEST_CASE("cpu.native reduce over leading axes and over everything", "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const hal_reduce_kind_t kind =
       GENERATE(HAL_REDUCE_KIND_SUM, HAL_REDUCE_KIND_MEAN, HAL_REDUCE_KIND_MAX);
   hal_op_reduce_desc_t desc{};
@@ -332,7 +332,7 @@ TEST_CASE("cpu.native reduce over leading axes and over everything", "[cpu][api]
 }
 
 TEST_CASE("cpu.native layernorm and rmsnorm backward", "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const hal_norm_kind_t norm = GENERATE(HAL_NORM_LAYERNORM, HAL_NORM_RMSNORM);
   const int64_t rows = 77, cols = GENERATE(int64_t{5}, int64_t{128});
   // The forward pass saves mean and rstd; the backward reads them.
@@ -399,7 +399,7 @@ TEST_CASE("cpu.native layernorm and rmsnorm backward", "[cpu][api][ops][native]"
 }
 
 TEST_CASE("cpu.native cast into a strided view is exact", "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   // Dense [2, 5, 3, 4] into the middle block of [2, 5, 3 * 12] rows (q/k/v in one buffer).
   hal_op_cast_desc_t desc{};
   desc.header.struct_size = sizeof desc;
@@ -435,7 +435,7 @@ TEST_CASE("cpu.native cast into a strided view is exact", "[cpu][api][ops][nativ
 }
 
 TEST_CASE("what cpu.native declines goes on with its reason", "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   hal_op_unary_desc_t desc{};
   desc.header.struct_size = sizeof desc;
   desc.header.kind = HAL_OP_UNARY;
@@ -480,7 +480,7 @@ struct AttentionCase {
 
 // A seeded block mask (about half the blocks) or top-k block indices with
 // -1, repeats and out-of-range entries, in the session's memory.
-void* sparsity_tensor(Session& session, const AttentionCase& c) {
+void* sparsity_tensor(NativeOpsSession& session, const AttentionCase& c) {
   const bool varlen = !c.cu_q.empty();
   const int64_t s_q = varlen ? c.max_q : c.s_q, s_k = varlen ? c.max_k : c.s_k;
   const int64_t batch = varlen ? static_cast<int64_t>(c.cu_q.size()) - 1 : c.batch;
@@ -516,7 +516,7 @@ hal_tensor_desc_t heads_view(int64_t batch, int64_t seq, int64_t heads, int64_t 
 // portable implementation alone, on the same seeded inputs. The backward of
 // both takes the native forward's out and lse, so that it compares the
 // gradients alone.
-AttentionRun run_attention(Session& session, const AttentionCase& c, bool portable,
+AttentionRun run_attention(NativeOpsSession& session, const AttentionCase& c, bool portable,
                            const AttentionRun* forward_of = nullptr) {
   const bool packed = c.packed && c.s_q == c.s_k && c.heads == c.kv_heads;
   const int64_t q_row = packed ? 3 * c.heads * c.dim : c.heads * c.dim;
@@ -600,7 +600,7 @@ AttentionRun run_attention(Session& session, const AttentionCase& c, bool portab
 }
 
 // Native against portable on |c|, within tolerance; the same bits twice.
-void compare_attention(Session& session, const AttentionCase& c) {
+void compare_attention(NativeOpsSession& session, const AttentionCase& c) {
   INFO("b=" << c.batch << " s_q=" << c.s_q << " s_k=" << c.s_k << " h=" << c.heads << "/"
             << c.kv_heads << " d=" << c.dim << " causal=" << c.causal << " sparsity=" << c.sparsity
             << " blocks=" << c.block_q << "x" << c.block_k << " topk=" << c.topk);
@@ -630,7 +630,7 @@ void compare_attention(Session& session, const AttentionCase& c) {
 
 TEST_CASE("cpu.native attention forward and backward match the portable implementation",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const AttentionCase cases[] = {
       {2, 80, 80, 2, 2, 32, HAL_CAUSAL_TOP_LEFT, true, 0.0f},        // the sample's layout
       {1, 70, 130, 4, 2, 40, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f},  // GQA, a dim tail
@@ -650,7 +650,7 @@ TEST_CASE("cpu.native attention forward and backward match the portable implemen
 
 TEST_CASE("cpu.native attention backward asks for workspace with grouped-query heads only",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const auto backward_workspace = [&](int64_t heads, int64_t kv_heads) {
     hal_op_attention_desc_t desc{};
     desc.header.struct_size = sizeof desc;
@@ -685,7 +685,7 @@ TEST_CASE("cpu.native attention backward asks for workspace with grouped-query h
 
 TEST_CASE("cpu.native block-sparse attention (mask and indices) matches the portable one",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const AttentionCase cases[] = {
       // mask, alone; query blocks smaller than a work item
       {1, 200, 200, 2, 1, 32, HAL_CAUSAL_NONE, false, 0.0f, HAL_ATTENTION_BLOCK_MASK, 32, 64, 0},
@@ -703,7 +703,7 @@ TEST_CASE(
     "cpu.native varlen attention (clamped cu_seqlens, empty sequences, rows outside every "
     "sequence, with block sparsity) matches the portable one",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   AttentionCase dense{1, 150, 170, 4, 2, 32, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f};
   dense.cu_q = {3, 40, 40, 140};  // rows 0-2 and 140-149 outside; an empty sequence
   dense.cu_k = {0, 70, 71, 160};
@@ -720,7 +720,7 @@ TEST_CASE(
 }
 
 TEST_CASE("cpu.native attention with no keys gives out 0 and lse -inf", "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const AttentionRun run =
       run_attention(session, {1, 5, 0, 2, 2, 16, HAL_CAUSAL_NONE, false, 0}, false);
   for (float value : run.out) CHECK(value == 0.0f);
@@ -730,7 +730,7 @@ TEST_CASE("cpu.native attention with no keys gives out 0 and lse -inf", "[cpu][a
 
 TEST_CASE("cpu.native leaves f16 and block-sparse attention with small key blocks to portable",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   hal_op_attention_desc_t desc{};
   desc.header.struct_size = sizeof desc;
   desc.header.kind = HAL_OP_ATTENTION;
@@ -754,7 +754,7 @@ TEST_CASE("cpu.native leaves f16 and block-sparse attention with small key block
 
 TEST_CASE("cpu.native AdamW with the global norm and clipping matches the portable implementation",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const std::vector<int64_t> numels = {1000, 40000, 7};  // one tensor crosses a chunk
   for (const float max_grad_norm : {0.0f, 1.0f}) {
     hal_op_adamw_desc_t desc{};
@@ -823,7 +823,7 @@ hal_op_softmax_desc_t softmax_desc(uint32_t log, int64_t rows, int64_t cols) {
 
 TEST_CASE("cpu.native layernorm, rmsnorm and softmax forward match the portable implementation",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   // 4100 columns: softmax rows longer than the AVX-512 path's 4096-float block.
   const int64_t rows = 37, cols = GENERATE(int64_t{1}, int64_t{15}, int64_t{300}, int64_t{4100});
   const size_t n = static_cast<size_t>(rows * cols), c = static_cast<size_t>(cols),
@@ -857,7 +857,7 @@ TEST_CASE("cpu.native layernorm, rmsnorm and softmax forward match the portable 
 TEST_CASE(
     "cpu.native softmax: -inf entries give 0, a row of -inf or with a NaN gives NaN, in place",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   for (const uint32_t log : {0u, 1u}) {
     INFO("log " << log);
     hal_op_softmax_desc_t desc = softmax_desc(log, 3, 40);  // 40: two vectors of 16 and a tail
@@ -888,7 +888,7 @@ TEST_CASE(
     "cpu.native softmax of 32 MiB and more (streaming stores, rows not 64-byte aligned) matches "
     "the portable implementation",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   // 2100 x 4093 f32 is 34.4 MB, past the streaming threshold; a 4093-float
   // row starts at every alignment, so the unaligned heads are written too.
   const int64_t rows = 2100, cols = 4093;
@@ -902,7 +902,7 @@ TEST_CASE(
 
 TEST_CASE("cpu.native softmax backward matches the portable implementation",
           "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const int64_t rows = 29, cols = GENERATE(int64_t{1}, int64_t{17}, int64_t{300});
   const size_t n = static_cast<size_t>(rows * cols);
   for (const uint32_t log : {0u, 1u}) {
@@ -920,7 +920,7 @@ TEST_CASE("cpu.native softmax backward matches the portable implementation",
 namespace {
 
 // Labels or ids (i32 or i64) in the session's memory.
-void* integers(Session& session, const std::vector<int64_t>& values, bool i64) {
+void* integers(NativeOpsSession& session, const std::vector<int64_t>& values, bool i64) {
   void* p = session.floats(values.size() * 2);
   for (size_t i = 0; i < values.size(); ++i) {
     if (i64) {
@@ -936,7 +936,8 @@ struct CrossEntropyRun {
   std::vector<float> loss, rows, grad;
 };
 
-CrossEntropyRun run_cross_entropy(Session& session, const hal_op_cross_entropy_desc_t& desc,
+CrossEntropyRun run_cross_entropy(NativeOpsSession& session,
+                                  const hal_op_cross_entropy_desc_t& desc,
                                   const std::vector<int64_t>& labels, bool in_place,
                                   bool portable) {
   const size_t rows = static_cast<size_t>(desc.logits.shape[0]);
@@ -962,7 +963,7 @@ TEST_CASE(
     "cpu.native cross-entropy matches the portable implementation (smoothing, ignored and "
     "invalid labels, i32 and i64, the gradient in place)",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const int64_t rows = 37, classes = GENERATE(int64_t{1}, int64_t{5}, int64_t{300});
   std::mt19937 rng(93);
   std::vector<int64_t> labels(static_cast<size_t>(rows));
@@ -1010,7 +1011,7 @@ TEST_CASE("cpu.native cross-entropy's mean over many rows is within an ulp of fl
   // The mean was once summed in f32 in row order: its error grew with the rows (7.6e-7
   // relative over 1024 rows of a GPT batch, 100x PyTorch's), enough to dominate the loss a
   // training run reports. Summed in f64 it is the rows' own rounding.
-  Session session;
+  NativeOpsSession session;
   const int64_t rows = 8192, classes = 16;
   std::mt19937 rng(94);
   std::vector<int64_t> labels(static_cast<size_t>(rows));
@@ -1046,7 +1047,7 @@ TEST_CASE("portable cross-entropy over a large vocabulary is within a few ulp of
   // The portable kernel summed a row's exponentials (and its logits, for smoothing) in f32 in
   // class order: over 2^20 classes the log-sum-exp drifted by ~1e-4, hundreds of ulp of the
   // loss. Compensated sums keep each row's loss within a few ulp.
-  Session session;
+  NativeOpsSession session;
   const int64_t rows = 3, classes = int64_t{1} << 20;
   const std::vector<int64_t> labels = {5, classes - 1, 123457};
   hal_op_cross_entropy_desc_t desc{};
@@ -1087,7 +1088,7 @@ TEST_CASE(
     "cpu.native embedding and its backward (repeats, ids out of range, accumulate) match "
     "the portable implementation",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const int64_t vocab = 11, width = GENERATE(int64_t{1}, int64_t{48});
   const std::vector<int64_t> ids = {3, 0, 10, 3, -1, 11, 3, 7, 0, 1000, 4, 4};  // [3, 4]
   const int64_t n = static_cast<int64_t>(ids.size());
@@ -1139,9 +1140,9 @@ namespace {
 
 // Forward and backward of one head, causal top-left, on the given q, k, v
 // and grad_out; returns out, then grad_q, grad_k, grad_v.
-AttentionRun attention_of(Session& session, int64_t s, int64_t dim, const std::vector<float>& q,
-                          const std::vector<float>& k, const std::vector<float>& v,
-                          const std::vector<float>& grad_out) {
+AttentionRun attention_of(NativeOpsSession& session, int64_t s, int64_t dim,
+                          const std::vector<float>& q, const std::vector<float>& k,
+                          const std::vector<float>& v, const std::vector<float>& grad_out) {
   hal_op_attention_desc_t desc{};
   desc.header.struct_size = sizeof desc;
   desc.header.kind = HAL_OP_ATTENTION;
@@ -1182,7 +1183,7 @@ TEST_CASE(
     "cpu.native attention: a value no row sees never reaches that row (inf and NaN in "
     "masked keys, values and queries)",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const int64_t s = 70, dim = 16, poisoned = 37;  // key/query row 37: mid group, mid step
   const size_t n = static_cast<size_t>(s * dim);
   std::vector<float> q(n), k(n), v(n), grad_out(n);
@@ -1284,7 +1285,7 @@ TEST_CASE(
     "cpu.native binary serves every broadcast of dense inputs (leading, middle, trailing) in f32, "
     "bf16 and f16, against a float64 reference and the portable implementation",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   std::mt19937 rng(20261203);
   const hal_binary_op_t ops[] = {HAL_BINARY_ADD, HAL_BINARY_SUB, HAL_BINARY_MUL,
                                  HAL_BINARY_DIV, HAL_BINARY_MAX, HAL_BINARY_MIN};
@@ -1418,7 +1419,7 @@ TEST_CASE(
     "cpu.native unary and its backward in f16, alone and mixed with f32 and bf16, against a "
     "float64 reference and the portable implementation",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const hal_activation_t activation = GENERATE(HAL_ACTIVATION_NONE, HAL_ACTIVATION_RELU,
                                                HAL_ACTIVATION_GELU_TANH, HAL_ACTIVATION_SILU);
   // 1029 spans two 512-element blocks and a tail; 20000 two chunks of the pool.
@@ -1491,7 +1492,7 @@ TEST_CASE(
 TEST_CASE(
     "cpu.native binary leaves stride-0 broadcasts (f16 ones too) and strided outputs to portable",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   hal_op_binary_desc_t desc{};
   desc.header.struct_size = sizeof desc;
   desc.header.kind = HAL_OP_BINARY;
@@ -1543,8 +1544,8 @@ std::vector<double> elements_of(const void* data, hal_dtype_t dtype, size_t coun
 // and the gradients of |out_type|, lse f32; seeded inputs, rounded to |in|,
 // so that both implementations see the same values. Each implementation's
 // backward takes its own forward's out and lse.
-TypedAttentionRun run_typed_attention(Session& session, const AttentionCase& c, hal_dtype_t in,
-                                      hal_dtype_t out_type, bool portable) {
+TypedAttentionRun run_typed_attention(NativeOpsSession& session, const AttentionCase& c,
+                                      hal_dtype_t in, hal_dtype_t out_type, bool portable) {
   hal_op_attention_desc_t desc{};
   desc.header.struct_size = sizeof desc;
   desc.header.kind = HAL_OP_ATTENTION;
@@ -1621,7 +1622,7 @@ TEST_CASE(
     "cpu.native attention with bf16 tensors (bf16 outputs, and f32 outputs of bf16 inputs) "
     "matches the portable implementation",
     "[cpu][api][ops][native]") {
-  Session session;
+  NativeOpsSession session;
   const AttentionCase cases[] = {
       {1, 70, 90, 4, 2, 32, HAL_CAUSAL_BOTTOM_RIGHT, false, 0.0f},  // GQA: the workspace sums
       {2, 64, 64, 2, 2, 48, HAL_CAUSAL_TOP_LEFT, false, 0.0f},

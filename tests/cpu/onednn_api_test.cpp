@@ -22,19 +22,19 @@
 
 namespace {
 
-class Session {
+class OnednnSession {
  public:
-  Session() {
+  OnednnSession() {
     REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
     REQUIRE(hal_device_get(0, &device_) == HAL_SUCCESS);
     REQUIRE(hal_stream_create(device_, 0, &stream_) == HAL_SUCCESS);
   }
-  ~Session() {
+  ~OnednnSession() {
     hal_stream_destroy(stream_);
     hal_shutdown();
   }
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  OnednnSession(const OnednnSession&) = delete;
+  OnednnSession& operator=(const OnednnSession&) = delete;
   hal_device_t device() const { return device_; }
   hal_stream_t stream() const { return stream_; }
   float* alloc(size_t count) {
@@ -111,7 +111,7 @@ std::vector<double> fill(std::mt19937& random, void* stored, int64_t count, hal_
 // that ends before the plan runs on this one.
 void check_batched_matmul(int64_t batch, int64_t m, int64_t n, int64_t k, hal_dtype_t dtype,
                           bool plan_on_another_thread) {
-  Session session;
+  OnednnSession session;
   hal_op_matmul_desc_t desc =
       batched_desc(batch, m, n, k, HAL_MATMUL_BIAS, HAL_ACTIVATION_GELU_ERF);
   desc.a.dtype = desc.b.dtype = dtype;
@@ -195,7 +195,7 @@ TEST_CASE("cpu.onednn's matmul planned on one thread and executed on another",
 
 TEST_CASE("what cpu.onednn declines goes on to the next implementation with its reason",
           "[cpu][api][ops]") {
-  Session session;
+  OnednnSession session;
   // SAVE_AUX: the pre-activation is not one oneDNN primitive's output.
   const hal_op_matmul_desc_t desc =
       batched_desc(1, 8, 8, 8, HAL_MATMUL_BIAS | HAL_MATMUL_SAVE_AUX, HAL_ACTIVATION_RELU);
@@ -215,7 +215,7 @@ TEST_CASE("what cpu.onednn declines goes on to the next implementation with its 
 }
 
 TEST_CASE("HAL_OPS_IMPLEMENTATIONS=portable keeps matmul off cpu.onednn", "[cpu][api][ops]") {
-  Session session;
+  OnednnSession session;
   const hal_op_matmul_desc_t desc = batched_desc(1, 8, 8, 8, 0, HAL_ACTIVATION_NONE);
   setenv("HAL_OPS_IMPLEMENTATIONS", "portable", 1);
   hal_op_plan_t plan = nullptr;
@@ -237,7 +237,7 @@ TEST_CASE("HAL_OPS_IMPLEMENTATIONS=portable keeps matmul off cpu.onednn", "[cpu]
 // (op_implementation), so one excluded by name is declined unasked.
 TEST_CASE("HAL_OPS_IMPLEMENTATIONS takes implementation names, not only plugin names",
           "[cpu][api][ops]") {
-  Session session;
+  OnednnSession session;
   const hal_op_matmul_desc_t desc = batched_desc(1, 8, 8, 8, 0, HAL_ACTIVATION_NONE);
   const auto plan_with = [&](const char* list, std::string* implementation, std::string* declines) {
     setenv("HAL_OPS_IMPLEMENTATIONS", list, 1);

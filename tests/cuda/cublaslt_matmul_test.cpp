@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fake_cublaslt.h"
+#include "fake_driver.h"
 #include "hal.h"
 #include "hal/ops.h"
 
@@ -766,6 +767,92 @@ TEST_CASE("matmul cases cuBLASLt cannot express fall through to the portable imp
       CHECK(message.find(entry.reason) != std::string::npos);
     }
   }
+}
+
+// A GPU gets the portable matmul's group-shared tiled kernel (SPEC.md
+// §17.6.1), CPUs the register-blocked one: the launch the stand-in driver
+// records (it runs no kernel; the kernel's results are checked on the cpu
+// plugin and PoCL by ops.portable_matmul, its NVRTC compile by
+// cuda.ptxas_report).
+TEST_CASE("the portable matmul on a GPU launches matmul_tiled, one 16x16 block per 64x64 tile",
+          "[cublaslt]") {
+  setenv("HAL_OPS_IMPLEMENTATIONS", "portable", 1);
+  const char* forced = GENERATE(static_cast<const char*>(nullptr), "blocked");
+  if (forced != nullptr) setenv("HAL_OPS_PORTABLE_MATMUL", forced, 1);
+  Session session;
+  void* driver = dlopen(HAL_TEST_FAKE_CUDA, RTLD_NOW);
+  REQUIRE(driver != nullptr);
+  const auto launch_count =
+      reinterpret_cast<fake_cuda_launch_count_fn>(dlsym(driver, "fake_cuda_launch_count"));
+  const auto launch_get =
+      reinterpret_cast<fake_cuda_launch_get_fn>(dlsym(driver, "fake_cuda_launch_get"));
+  REQUIRE(launch_count != nullptr);
+  REQUIRE(launch_get != nullptr);
+  // 3 batches of [130 x 20] @ [20 x 70]: 2 column tiles, 3 row tiles of 64.
+  hal_op_matmul_desc_t desc{};
+  desc.header.struct_size = sizeof desc;
+  desc.header.kind = HAL_OP_MATMUL;
+  desc.activation = HAL_ACTIVATION_NONE;
+  desc.alpha = 1.0f;
+  const int64_t a_shape[3] = {3, 130, 20}, b_shape[3] = {3, 20, 70}, d_shape[3] = {3, 130, 70};
+  hal_tensor_desc_contiguous(&desc.a, HAL_DTYPE_BF16, 3, a_shape);
+  hal_tensor_desc_contiguous(&desc.b, HAL_DTYPE_BF16, 3, b_shape);
+  hal_tensor_desc_contiguous(&desc.d, HAL_DTYPE_F32, 3, d_shape);
+  hal_op_plan_t plan = nullptr;
+  const hal_result_t planned = hal_op_plan_create(session.device(), &desc.header, 0, &plan);
+  INFO(hal_error_last_message());
+  REQUIRE(planned == HAL_SUCCESS);
+  CHECK(std::string(info_of(plan).implementation) == "portable");
+  void *a = nullptr, *b = nullptr, *d = nullptr;
+  REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, 3 * 130 * 20 * 2, 0, &a) ==
+          HAL_SUCCESS);
+  REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, 3 * 20 * 70 * 2, 0, &b) ==
+          HAL_SUCCESS);
+  REQUIRE(hal_mem_alloc(session.device(), HAL_MEMORY_DEVICE, 3 * 130 * 70 * 4, 0, &d) ==
+          HAL_SUCCESS);
+  void* operands[HAL_MATMUL_OPERAND_COUNT] = {a, b, nullptr, d, nullptr, nullptr};
+  hal_op_exec_args_t args{};
+  args.struct_size = sizeof args;
+  args.operand_count = HAL_MATMUL_OPERAND_COUNT;
+  args.operands = operands;
+  const size_t before = launch_count();
+  REQUIRE(hal_op_execute(plan, &args, session.stream()) == HAL_SUCCESS);
+  REQUIRE(hal_stream_synchronize(session.stream()) == HAL_SUCCESS);
+  REQUIRE(launch_count() == before + 1);
+  fake_cuda_launch_t seen{};
+  REQUIRE(launch_get(before, &seen) == 1);
+  if (forced == nullptr) {
+    CHECK(std::string(seen.name) == "matmul_tiled");
+    CHECK(seen.block[0] == 16);
+    CHECK(seen.block[1] == 16);
+    CHECK(seen.block[2] == 1);
+    CHECK(seen.grid[0] == 2);
+    CHECK(seen.grid[1] == 3);
+    CHECK(seen.grid[2] == 3);
+    CHECK(seen.shared_bytes == 0);  // its tiles are static shared memory
+    // The trailing dtype (bf16) and tile offsets (0: one launch covers it).
+    REQUIRE(seen.param_count >= 4);
+    size_t offset = 0;
+    for (uint32_t i = 0; i + 4 < seen.param_count; ++i) offset += seen.param_sizes[i];
+    REQUIRE(seen.param_sizes[seen.param_count - 4] == 4);
+    int32_t dtype = -1;
+    int64_t bases[3] = {-1, -1, -1};
+    std::memcpy(&dtype, seen.params + offset, 4);
+    std::memcpy(bases, seen.params + offset + 4, 24);
+    CHECK(dtype == HAL_DTYPE_BF16);
+    CHECK(bases[0] == 0);
+    CHECK(bases[1] == 0);
+    CHECK(bases[2] == 0);
+  } else {
+    CHECK(std::string(seen.name) == "matmul_bf16");
+  }
+  REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
+  hal_mem_free(a);
+  hal_mem_free(b);
+  hal_mem_free(d);
+  dlclose(driver);
+  unsetenv("HAL_OPS_PORTABLE_MATMUL");
+  unsetenv("HAL_OPS_IMPLEMENTATIONS");
 }
 
 TEST_CASE("matmul declines with the dlerror when cuBLASLt is absent", "[cublaslt]") {

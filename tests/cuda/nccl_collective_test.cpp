@@ -81,9 +81,9 @@ struct FakeNccl {
 };
 
 // hal_init over the stand-ins, both devices, a stream on each.
-class Session {
+class NcclSession {
  public:
-  explicit Session(const char* nccl_path = HAL_TEST_FAKE_NCCL)
+  explicit NcclSession(const char* nccl_path = HAL_TEST_FAKE_NCCL)
       : nccl_path_("HAL_CUDA_NCCL_PATH", nccl_path) {
     REQUIRE(hal_init(nullptr) == HAL_SUCCESS);
     uint32_t count = 0;
@@ -94,7 +94,7 @@ class Session {
       REQUIRE(hal_stream_create(devices_[i], 0, &streams_[i]) == HAL_SUCCESS);
     }
   }
-  ~Session() {
+  ~NcclSession() {
     for (hal_stream_t stream : streams_) hal_stream_destroy(stream);
     hal_shutdown();
   }
@@ -122,14 +122,14 @@ hal_comm_config_t config_with_timeout(uint32_t timeout_ms) {
 }
 
 // A device buffer; content moves through hal_memcpy_async.
-class Buffer {
+class NcclBuffer {
  public:
-  Buffer(hal_device_t device, size_t bytes) : bytes_(bytes) {
+  NcclBuffer(hal_device_t device, size_t bytes) : bytes_(bytes) {
     REQUIRE(hal_mem_alloc(device, HAL_MEMORY_DEVICE, bytes, 0, &ptr_) == HAL_SUCCESS);
   }
-  ~Buffer() { hal_mem_free(ptr_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
+  ~NcclBuffer() { hal_mem_free(ptr_); }
+  NcclBuffer(const NcclBuffer&) = delete;
+  NcclBuffer& operator=(const NcclBuffer&) = delete;
   void* get() const { return ptr_; }
   void write(const std::vector<uint8_t>& data, hal_stream_t stream) {
     REQUIRE(hal_memcpy_async(ptr_, data.data(), data.size(), stream) == HAL_SUCCESS);
@@ -315,7 +315,7 @@ std::vector<double> decode(hal_dtype_t dtype, const std::vector<uint8_t>& bytes)
 }
 
 struct Comms {
-  explicit Comms(const Session& session, uint32_t timeout_ms = 0) {
+  explicit Comms(const NcclSession& session, uint32_t timeout_ms = 0) {
     const hal_comm_config_t config = config_with_timeout(timeout_ms);
     REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_SUCCESS);
   }
@@ -335,7 +335,7 @@ constexpr hal_reduce_op_t kOps[] = {HAL_REDUCE_SUM, HAL_REDUCE_PROD, HAL_REDUCE_
 TEST_CASE("with NCCL the cuda devices declare COLLECTIVES and one rank per GPU, without it neither",
           "[nccl]") {
   {
-    Session session;
+    NcclSession session;
     hal_device_properties_t properties{};
     properties.struct_size = sizeof(properties);
     REQUIRE(hal_device_get_properties(session.device(0), &properties) == HAL_SUCCESS);
@@ -345,7 +345,7 @@ TEST_CASE("with NCCL the cuda devices declare COLLECTIVES and one rank per GPU, 
     CHECK(properties.max_ranks_per_device == 1);  // NCCL refuses two ranks on one GPU
   }
   {
-    Session session("/nonexistent/libnccl.so.2");
+    NcclSession session("/nonexistent/libnccl.so.2");
     hal_device_properties_t properties{};
     properties.struct_size = sizeof(properties);
     REQUIRE(hal_device_get_properties(session.device(0), &properties) == HAL_SUCCESS);
@@ -356,7 +356,7 @@ TEST_CASE("with NCCL the cuda devices declare COLLECTIVES and one rank per GPU, 
 }
 
 TEST_CASE("every reduction collective and dtype on NCCL matches the host reference", "[nccl]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long live_before = fake.live_comms();
   {
@@ -369,10 +369,10 @@ TEST_CASE("every reduction collective and dtype on NCCL matches the host referen
         CAPTURE(dtype, op);
         const auto values = inputs(dtype, kCount * kRanks, seed++);
         const size_t bytes = kCount * kRanks * HAL_DTYPE_SIZE(dtype);
-        std::vector<std::unique_ptr<Buffer>> send, recv;
+        std::vector<std::unique_ptr<NcclBuffer>> send, recv;
         for (uint32_t r = 0; r < kRanks; ++r) {
-          send.push_back(std::make_unique<Buffer>(session.device(r), bytes));
-          recv.push_back(std::make_unique<Buffer>(session.device(r), bytes));
+          send.push_back(std::make_unique<NcclBuffer>(session.device(r), bytes));
+          recv.push_back(std::make_unique<NcclBuffer>(session.device(r), bytes));
           send[r]->write(encode(dtype, values[r]), session.stream(r));
         }
         auto expected = [&](size_t i) { return reference(op, dtype, values[0][i], values[1][i]); };
@@ -420,7 +420,7 @@ TEST_CASE("every reduction collective and dtype on NCCL matches the host referen
 }
 
 TEST_CASE("data-moving collectives on NCCL match the host reference for every dtype", "[nccl]") {
-  Session session;
+  NcclSession session;
   Comms comms(session);
   constexpr size_t kCount = 29;
   uint32_t seed = 100;
@@ -428,10 +428,10 @@ TEST_CASE("data-moving collectives on NCCL match the host reference for every dt
     CAPTURE(dtype);
     const size_t element = HAL_DTYPE_SIZE(dtype);
     const auto values = inputs(dtype, kCount * kRanks, seed++);
-    std::vector<std::unique_ptr<Buffer>> send, recv;
+    std::vector<std::unique_ptr<NcclBuffer>> send, recv;
     for (uint32_t r = 0; r < kRanks; ++r) {
-      send.push_back(std::make_unique<Buffer>(session.device(r), kCount * kRanks * element));
-      recv.push_back(std::make_unique<Buffer>(session.device(r), kCount * kRanks * element));
+      send.push_back(std::make_unique<NcclBuffer>(session.device(r), kCount * kRanks * element));
+      recv.push_back(std::make_unique<NcclBuffer>(session.device(r), kCount * kRanks * element));
       send[r]->write(encode(dtype, values[r]), session.stream(r));
     }
     // broadcast from root 1
@@ -486,7 +486,7 @@ TEST_CASE("data-moving collectives on NCCL match the host reference for every dt
 
 TEST_CASE("ranks that are threads meet through HAL's unique id and NCCL's id travels over it",
           "[nccl]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long live_before = fake.live_comms();
   hal_comm_unique_id_t id{};
@@ -507,9 +507,9 @@ TEST_CASE("ranks that are threads meet through HAL's unique id and NCCL's id tra
   // made, so rank 1 got rank 0's id), not the loader's host-staged ranks.
   CHECK(fake.live_comms() == live_before + kRanks);
   const auto values = inputs(HAL_DTYPE_F32, 64, 7);
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<NcclBuffer>> buffers;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    buffers.push_back(std::make_unique<Buffer>(session.device(r), 64 * 4));
+    buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 64 * 4));
     buffers[r]->write(encode(HAL_DTYPE_F32, values[r]), session.stream(r));
     REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM,
                           comms[r], session.stream(r)) == HAL_SUCCESS);
@@ -524,7 +524,7 @@ TEST_CASE("ranks that are threads meet through HAL's unique id and NCCL's id tra
 
 TEST_CASE("rank 0 failing to make NCCL's id fails every rank at once", "[nccl]") {
   ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclGetUniqueId:3");
-  Session session;
+  NcclSession session;
   hal_comm_unique_id_t id{};
   REQUIRE(hal_comm_get_unique_id(&id) == HAL_SUCCESS);
   hal_comm_t comms[kRanks] = {};
@@ -555,13 +555,13 @@ TEST_CASE("rank 0 failing to make NCCL's id fails every rank at once", "[nccl]")
 TEST_CASE("a hung peer: at the deadline the plugin calls ncclCommAbort and the call times out",
           "[nccl]") {
   ScopedEnv hang("HAL_FAKE_NCCL_HANG_RANK", "1");
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   Comms comms(session, 300);
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<NcclBuffer>> buffers;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    buffers.push_back(std::make_unique<Buffer>(session.device(r), 256));
+    buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 256));
     REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM,
                           comms.comms[r], session.stream(r)) == HAL_SUCCESS);
   }
@@ -586,15 +586,15 @@ TEST_CASE("a hung peer: at the deadline the plugin calls ncclCommAbort and the c
 
 TEST_CASE("hal_comm_abort ends a call blocked on a peer through ncclCommAbort", "[nccl]") {
   ScopedEnv hang("HAL_FAKE_NCCL_HANG_RANK", "1");
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   const long live_before = fake.live_comms();
   const hal_comm_config_t config = config_with_timeout(600000);  // never reached
   hal_comm_t comms[kRanks] = {};
   REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_SUCCESS);
-  Buffer buffer0(session.device(0), 256);
-  Buffer buffer1(session.device(1), 256);
+  NcclBuffer buffer0(session.device(0), 256);
+  NcclBuffer buffer1(session.device(1), 256);
   REQUIRE(hal_allreduce(buffer0.get(), buffer0.get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[0],
                         session.stream(0)) == HAL_SUCCESS);
   REQUIRE(hal_allreduce(buffer1.get(), buffer1.get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[1],
@@ -610,12 +610,12 @@ TEST_CASE("hal_comm_abort ends a call blocked on a peer through ncclCommAbort", 
 
 TEST_CASE("a rank of this process aborting fails its peer's waiting call with REMOTE at once",
           "[nccl]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const hal_comm_config_t config = config_with_timeout(600000);  // never reached
   hal_comm_t comms[kRanks] = {};
   REQUIRE(hal_comm_init_all(kRanks, session.devices(), &config, comms) == HAL_SUCCESS);
-  Buffer buffer(session.device(0), 256);
+  NcclBuffer buffer(session.device(0), 256);
   // Rank 0 waits in an allreduce that rank 1 never joins; rank 1 aborts.
   REQUIRE(hal_allreduce(buffer.get(), buffer.get(), 64, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[0],
                         session.stream(0)) == HAL_SUCCESS);
@@ -629,14 +629,14 @@ TEST_CASE("a rank of this process aborting fails its peer's waiting call with RE
 }
 
 TEST_CASE("an idle peer of an aborted rank stays healthy until it calls", "[nccl]") {
-  Session session;
+  NcclSession session;
   hal_comm_t comms[kRanks] = {};
   REQUIRE(hal_comm_init_all(kRanks, session.devices(), nullptr, comms) == HAL_SUCCESS);
   REQUIRE(hal_comm_abort(comms[0]) == HAL_SUCCESS);
   hal_result_t async = HAL_ERROR_INTERNAL;
   REQUIRE(hal_comm_get_async_error(comms[1], &async) == HAL_SUCCESS);
   CHECK(async == HAL_SUCCESS);
-  Buffer buffer(session.device(1), 64);
+  NcclBuffer buffer(session.device(1), 64);
   CHECK(hal_allreduce(buffer.get(), buffer.get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms[1],
                       session.stream(1)) == HAL_ERROR_REMOTE);
   CHECK_THAT(last_detail().message, Catch::Contains("rank 0 aborted"));
@@ -645,12 +645,12 @@ TEST_CASE("an idle peer of an aborted rank stays healthy until it calls", "[nccl
 
 TEST_CASE("ncclInProgress answers are polled until NCCL is done", "[nccl]") {
   ScopedEnv in_progress("HAL_FAKE_NCCL_IN_PROGRESS", "3");
-  Session session;
+  NcclSession session;
   Comms comms(session);
   const auto values = inputs(HAL_DTYPE_I32, 16, 11);
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<NcclBuffer>> buffers;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    buffers.push_back(std::make_unique<Buffer>(session.device(r), 64));
+    buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 64));
     buffers[r]->write(encode(HAL_DTYPE_I32, values[r]), session.stream(r));
     REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 16, HAL_DTYPE_I32, HAL_REDUCE_MAX,
                           comms.comms[r], session.stream(r)) == HAL_SUCCESS);
@@ -663,7 +663,7 @@ TEST_CASE("ncclInProgress answers are polled until NCCL is done", "[nccl]") {
 
 TEST_CASE("an init NCCL never finishes times out, and the ranks are aborted", "[nccl]") {
   ScopedEnv hang("HAL_FAKE_NCCL_INIT_HANG", "1");
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   const long live_before = fake.live_comms();
@@ -682,9 +682,9 @@ TEST_CASE("an init NCCL never finishes times out, and the ranks are aborted", "[
 TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") {
   SECTION("a failing collective") {
     ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclAllReduce:2");
-    Session session;
+    NcclSession session;
     Comms comms(session);
-    Buffer buffer(session.device(0), 64);
+    NcclBuffer buffer(session.device(0), 64);
     REQUIRE(hal_allreduce(buffer.get(), buffer.get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM,
                           comms.comms[0], session.stream(0)) == HAL_ERROR_INTERNAL);
     const hal_error_detail_t detail = last_detail();
@@ -699,7 +699,7 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
   }
   SECTION("a failing init") {
     ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclCommInitRankConfig:4");
-    Session session;
+    NcclSession session;
     hal_comm_t comms[kRanks] = {};
     REQUIRE(hal_comm_init_all(kRanks, session.devices(), nullptr, comms) ==
             HAL_ERROR_INVALID_ARGUMENT);
@@ -709,11 +709,11 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
   }
   SECTION("an asynchronous NCCL error") {
     ScopedEnv fail("HAL_FAKE_NCCL_ASYNC_ERROR", "6");
-    Session session;
+    NcclSession session;
     Comms comms(session);
-    std::vector<std::unique_ptr<Buffer>> buffers;
+    std::vector<std::unique_ptr<NcclBuffer>> buffers;
     for (uint32_t r = 0; r < kRanks; ++r) {
-      buffers.push_back(std::make_unique<Buffer>(session.device(r), 64));
+      buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 64));
       REQUIRE(hal_allreduce(buffers[r]->get(), buffers[r]->get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM,
                             comms.comms[r], session.stream(r)) == HAL_SUCCESS);
     }
@@ -721,7 +721,7 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
     hal_result_t async = HAL_SUCCESS;
     REQUIRE(hal_comm_get_async_error(comms.comms[0], &async) == HAL_SUCCESS);
     CHECK(async == HAL_ERROR_REMOTE);
-    Buffer more(session.device(0), 64);
+    NcclBuffer more(session.device(0), 64);
     CHECK(hal_allreduce(more.get(), more.get(), 16, HAL_DTYPE_F32, HAL_REDUCE_SUM, comms.comms[0],
                         session.stream(0)) != HAL_SUCCESS);
     (void)kNcclRemoteError;
@@ -729,12 +729,12 @@ TEST_CASE("NCCL's error codes are the native code, with their names", "[nccl]") 
 }
 
 TEST_CASE("without NCCL the loader's host-staged collectives serve the cuda devices", "[nccl]") {
-  Session session("/nonexistent/libnccl.so.2");
+  NcclSession session("/nonexistent/libnccl.so.2");
   Comms comms(session);
   const auto values = inputs(HAL_DTYPE_F64, 32, 21);
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<NcclBuffer>> buffers;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    buffers.push_back(std::make_unique<Buffer>(session.device(r), 32 * 8));
+    buffers.push_back(std::make_unique<NcclBuffer>(session.device(r), 32 * 8));
     buffers[r]->write(encode(HAL_DTYPE_F64, values[r]), session.stream(r));
   }
   // The loader's path blocks until the peers take part: one group.
@@ -832,21 +832,22 @@ std::vector<RankOutcome> on_every_rank(Body body) {
 // The send and receive buffers of every rank for |all|: seeded send bytes,
 // the receive buffers filled with kUntouched.
 struct UnevenBuffers {
-  UnevenBuffers(const Session& session, const std::vector<Uneven>& all, size_t element,
+  UnevenBuffers(const NcclSession& session, const std::vector<Uneven>& all, size_t element,
                 std::mt19937& random) {
     std::uniform_int_distribution<int> byte(0, 255);
     for (uint32_t r = 0; r < kRanks; ++r) {
       sent.emplace_back(all[r].send_elements * element);
       for (uint8_t& b : sent[r]) b = static_cast<uint8_t>(byte(random));
-      send.push_back(std::make_unique<Buffer>(session.device(r), sent[r].size()));
-      recv.push_back(std::make_unique<Buffer>(session.device(r), all[r].recv_elements * element));
+      send.push_back(std::make_unique<NcclBuffer>(session.device(r), sent[r].size()));
+      recv.push_back(
+          std::make_unique<NcclBuffer>(session.device(r), all[r].recv_elements * element));
       send[r]->write(sent[r], session.stream(r));
       recv[r]->write(std::vector<uint8_t>(all[r].recv_elements * element, kUntouched),
                      session.stream(r));
     }
   }
   std::vector<std::vector<uint8_t>> sent;
-  std::vector<std::unique_ptr<Buffer>> send, recv;
+  std::vector<std::unique_ptr<NcclBuffer>> send, recv;
 };
 
 hal_result_t alltoallv_of(const Uneven& layout, const UnevenBuffers& buffers, uint32_t r,
@@ -861,7 +862,7 @@ hal_result_t alltoallv_of(const Uneven& layout, const UnevenBuffers& buffers, ui
 
 TEST_CASE("alltoallv on NCCL matches the host reference: every dtype, zeros, displacements",
           "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   Comms comms(session, 20000);
   std::mt19937 random(2026);
@@ -903,7 +904,7 @@ TEST_CASE("alltoallv on NCCL matches the host reference: every dtype, zeros, dis
 TEST_CASE("two alltoallv and an allreduce in one group share one count exchange",
           "[nccl][alltoallv]") {
   ScopedEnv in_progress("HAL_FAKE_NCCL_IN_PROGRESS", "2");  // and NCCL answers ncclInProgress
-  Session session;
+  NcclSession session;
   Comms comms(session, 20000);
   std::mt19937 random(77);
   std::uniform_int_distribution<size_t> count(0, 5);
@@ -918,9 +919,9 @@ TEST_CASE("two alltoallv and an allreduce in one group share one count exchange"
   UnevenBuffers buffers_first(session, all_first, 4, random);
   UnevenBuffers buffers_second(session, all_second, 2, random);
   const auto values = inputs(HAL_DTYPE_I32, 8, 5);
-  std::vector<std::unique_ptr<Buffer>> reduced;
+  std::vector<std::unique_ptr<NcclBuffer>> reduced;
   for (uint32_t r = 0; r < kRanks; ++r) {
-    reduced.push_back(std::make_unique<Buffer>(session.device(r), 32));
+    reduced.push_back(std::make_unique<NcclBuffer>(session.device(r), 32));
     reduced[r]->write(encode(HAL_DTYPE_I32, values[r]), session.stream(r));
   }
   const auto outcomes = on_every_rank([&](uint32_t r) {
@@ -953,7 +954,7 @@ TEST_CASE("two alltoallv and an allreduce in one group share one count exchange"
 }
 
 TEST_CASE("one thread drives both ranks' alltoallv in one group", "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   Comms comms(session, 20000);
   std::mt19937 random(31);
   const auto all = layouts({{3, 0}, {2, 5}}, false, random);
@@ -972,7 +973,7 @@ TEST_CASE("one thread drives both ranks' alltoallv in one group", "[nccl][alltoa
 
 TEST_CASE("alltoallv counts that disagree fail on every rank with ARGUMENT_MISMATCH, no data moved",
           "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   Comms comms(session, 20000);
   std::mt19937 random(9);
@@ -1023,7 +1024,7 @@ TEST_CASE("alltoallv counts that disagree fail on every rank with ARGUMENT_MISMA
 
 TEST_CASE("an alltoallv whose peer never calls times out, and its stream is lost",
           "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const long aborts_before = fake.abort_count();
   Comms comms(session, 300);
@@ -1047,7 +1048,7 @@ TEST_CASE("an alltoallv whose peer never calls times out, and its stream is lost
 }
 
 TEST_CASE("an alltoallv waiting for its counts ends at an abort", "[nccl][alltoallv]") {
-  Session session;
+  NcclSession session;
   FakeNccl fake;
   const hal_comm_config_t config = config_with_timeout(600000);  // never reached
   hal_comm_t comms[kRanks] = {};
@@ -1090,7 +1091,7 @@ TEST_CASE("an alltoallv waiting for its counts ends at an abort", "[nccl][alltoa
 TEST_CASE("a failing ncclAllGather of the counts fails the alltoallv with NCCL's code",
           "[nccl][alltoallv]") {
   ScopedEnv fail("HAL_FAKE_NCCL_FAIL", "ncclAllGather:2");
-  Session session;
+  NcclSession session;
   Comms comms(session, 20000);
   std::mt19937 random(5);
   const auto all = layouts({{1, 2}, {3, 0}}, false, random);

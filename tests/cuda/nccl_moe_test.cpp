@@ -23,10 +23,10 @@ using namespace coll_test;
 
 namespace {
 
-constexpr uint32_t kRanks = 2;  // the stand-in driver's devices
+constexpr uint32_t kMoeRanks = 2;  // the stand-in driver's devices
 
 // What the cuda plugin opens: the stand-ins.
-[[maybe_unused]] const bool kEnvironment = [] {
+[[maybe_unused]] const bool kMoeEnvironment = [] {
   setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_FAKE_CUDA, 1);
   setenv("HAL_CUDA_NCCL_PATH", HAL_TEST_FAKE_NCCL, 1);
   return true;
@@ -108,15 +108,15 @@ std::string run_rank(const MoeCase& c, const Rank& rank, const std::vector<MoeIn
 TEST_CASE("moe on NCCL: the routing matches the reference, dispatch and combine go over NCCL",
           "[nccl][moe]") {
   Session session(HAL_TEST_PLUGIN_DIR, "cuda");
-  LocalRanks local(kRanks);
-  for (const MoeCase& c : moe_matrix(kRanks, 4200)) {
+  LocalRanks local(kMoeRanks);
+  for (const MoeCase& c : moe_matrix(kMoeRanks, 4200)) {
     INFO(c.label());
     std::vector<MoeInputs> all;
-    for (uint32_t r = 0; r < kRanks; ++r) all.push_back(moe_inputs(c, r, kRanks));
+    for (uint32_t r = 0; r < kMoeRanks; ++r) all.push_back(moe_inputs(c, r, kMoeRanks));
     const long sends_before = nccl_calls("ncclSend");
-    std::vector<std::string> failures(kRanks);
+    std::vector<std::string> failures(kMoeRanks);
     std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < kRanks; ++r) {
+    for (uint32_t r = 0; r < kMoeRanks; ++r) {
       threads.emplace_back([&, r] { failures[r] = run_rank(c, local.ranks[r], all); });
     }
     for (std::thread& t : threads) t.join();

@@ -16,11 +16,16 @@
 #include "dialect_cache.hpp"
 #include "image.hpp"
 #include "nvrtc.hpp"
+#include "nvrtc_test_support.hpp"
 
 using namespace cache_test;
 using hal::util::CacheUse;
 
 namespace {
+
+using nvrtc_test::cubin;
+using nvrtc_test::open_nvrtc;
+using nvrtc_test::ptx;
 
 constexpr char kSource[] =
     "kernel void scale(global float* x, float by, unsigned n) {\n"
@@ -28,31 +33,10 @@ constexpr char kSource[] =
     "  if (i < n) x[i] = x[i] * by;\n"
     "}\n";
 
-std::unique_ptr<hal::cuda::Nvrtc> open_nvrtc() {
-  std::string why;
-  auto nvrtc = hal::cuda::Nvrtc::open(why);
-  INFO(why);
-  REQUIRE(nvrtc != nullptr);
-  return nvrtc;
-}
-
 struct Compile {
   hal::cuda::CompiledDialect compiled;
   hal::cuda::CacheOutcome outcome;
 };
-
-// PTX for compute_|arch|, or a cubin for sm_|arch|.
-hal::cuda::CompileTarget ptx(int arch) {
-  hal::cuda::CompileTarget target;
-  target.arch = arch;
-  return target;
-}
-hal::cuda::CompileTarget cubin(int arch) {
-  hal::cuda::CompileTarget target;
-  target.arch = arch;
-  target.cubin = true;
-  return target;
-}
 
 Compile compile(const hal::cuda::Nvrtc& nvrtc, const hal::cuda::CompileTarget& target,
                 CollectedLog& log, const std::string& source = kSource) {

@@ -15,11 +15,14 @@
 #include "cache_test_support.hpp"
 #include "dialect_cache.hpp"
 #include "hiprtc.hpp"
+#include "hiprtc_test_support.hpp"
 
 using namespace cache_test;
 using hal::util::CacheUse;
 
 namespace {
+
+using hiprtc_test::open_hiprtc;
 
 constexpr char kSource[] =
     "kernel void scale(global float* x, float by, unsigned n) {\n"
@@ -29,14 +32,6 @@ constexpr char kSource[] =
 // What an MI200 reports (gcnArchName), and a target without features.
 constexpr char kMi200[] = "gfx90a:sramecc+:xnack-";
 constexpr char kMi100[] = "gfx908";
-
-std::unique_ptr<hal::hip::Hiprtc> open_hiprtc() {
-  std::string why;
-  auto hiprtc = hal::hip::Hiprtc::open(nullptr, why);
-  INFO(why);
-  REQUIRE(hiprtc != nullptr);
-  return hiprtc;
-}
 
 struct Compile {
   hal::hip::CompiledDialect compiled;

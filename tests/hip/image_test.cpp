@@ -16,13 +16,13 @@
 
 namespace {
 
-constexpr char kSource[] =
+constexpr char kMixedSource[] =
     "extern \"C\" __global__ void __launch_bounds__(256)\n"
     "mixed(void* p, unsigned u, float f, double d, long long i) {\n"
     "  if (p) *static_cast<double*>(p) = u + f + d + i;\n"
     "}\n";
 
-// kSource compiled by the system's hiprtc for |arch|.
+// kMixedSource compiled by the system's hiprtc for |arch|.
 std::string compile_for(const std::string& arch) {
   std::string why;
   auto hiprtc = hal::hip::Hiprtc::open(nullptr, why);
@@ -30,7 +30,7 @@ std::string compile_for(const std::string& arch) {
   REQUIRE(hiprtc != nullptr);
   std::string out, log;
   INFO(log);
-  REQUIRE(hiprtc->compile(kSource, "mixed.hip", arch, out, log));
+  REQUIRE(hiprtc->compile(kMixedSource, "mixed.hip", arch, out, log));
   return out;
 }
 

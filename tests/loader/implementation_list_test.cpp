@@ -15,19 +15,6 @@ using namespace loader_test;
 
 namespace {
 
-// An f32 scale of 16 elements: the one case the mock's mock.scale plans.
-hal_op_unary_desc_t scale_desc() {
-  hal_op_unary_desc_t desc{};
-  desc.header.struct_size = sizeof(desc);
-  desc.header.kind = HAL_OP_UNARY;
-  desc.activation = HAL_ACTIVATION_NONE;
-  desc.alpha = 2.0f;
-  const int64_t shape[1] = {16};
-  hal_tensor_desc_contiguous(&desc.x, HAL_DTYPE_F32, 1, shape);
-  hal_tensor_desc_contiguous(&desc.out, HAL_DTYPE_F32, 1, shape);
-  return desc;
-}
-
 // A softmax, which the mock names no implementation of its own for.
 hal_op_softmax_desc_t softmax_desc() {
   hal_op_softmax_desc_t desc{};
@@ -60,24 +47,22 @@ Outcome plan_once(const hal_op_header_t& desc, const char* list) {
   Session session(kPluginDir, "mock");
   REQUIRE(session.result == HAL_SUCCESS);
   const hal_device_t device = device_of("mock");
-  std::filesystem::create_directories(HAL_TEST_SCRATCH_DIR);
   Outcome outcome;
   if (list != nullptr) setenv("HAL_OPS_IMPLEMENTATIONS", list, 1);
-  outcome.stderr_text =
-      capture_stderr(std::string(HAL_TEST_SCRATCH_DIR) + "/implementation_list.txt", [&] {
-        hal_op_plan_t plan = nullptr;
-        outcome.result = hal_op_plan_create(device, &desc, 0, &plan);
-        if (outcome.result == HAL_SUCCESS) {
-          hal_op_plan_info_t info{};
-          info.struct_size = sizeof(info);
-          REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
-          outcome.implementation = info.implementation;
-          outcome.declines = info.declines;
-          REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
-        } else {
-          outcome.declines = hal_error_last_message();
-        }
-      });
+  outcome.stderr_text = capture_stderr([&] {
+    hal_op_plan_t plan = nullptr;
+    outcome.result = hal_op_plan_create(device, &desc, 0, &plan);
+    if (outcome.result == HAL_SUCCESS) {
+      hal_op_plan_info_t info{};
+      info.struct_size = sizeof(info);
+      REQUIRE(hal_op_plan_get_info(plan, &info) == HAL_SUCCESS);
+      outcome.implementation = info.implementation;
+      outcome.declines = info.declines;
+      REQUIRE(hal_op_plan_destroy(plan) == HAL_SUCCESS);
+    } else {
+      outcome.declines = hal_error_last_message();
+    }
+  });
   unsetenv("HAL_OPS_IMPLEMENTATIONS");
   return outcome;
 }
@@ -181,12 +166,10 @@ Query query_once(hal_op_kind_t kind, const hal_op_header_t* desc, const char* li
   Session session(kPluginDir, "mock");
   REQUIRE(session.result == HAL_SUCCESS);
   const hal_device_t device = device_of("mock");
-  std::filesystem::create_directories(HAL_TEST_SCRATCH_DIR);
   Query query;
   query.info.struct_size = sizeof(query.info);
   if (list != nullptr) setenv("HAL_OPS_IMPLEMENTATIONS", list, 1);
   query.stderr_text = capture_stderr(
-      std::string(HAL_TEST_SCRATCH_DIR) + "/query_implementations.txt",
       [&] { query.result = hal_op_query_implementations(device, kind, desc, 0, &query.info); });
   unsetenv("HAL_OPS_IMPLEMENTATIONS");
   return query;

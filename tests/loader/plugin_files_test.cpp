@@ -255,7 +255,7 @@ TEST_CASE("HAL_LOG prints one line per candidate and each plugin log line", "[di
   ScratchDirectory scratch;
   const std::string list = kPluginDir + "/hal_plugin_mock.so," + kPluginDir + "/hal_plugin_mock.so";
   REQUIRE(setenv("HAL_LOG", "1", 1) == 0);
-  const std::string text = capture_stderr(scratch.path() + "/stderr.txt", [&] {
+  const std::string text = capture_stderr([&] {
     {
       Session session(kPluginDir + ":" + kZooDir);
       CHECK(session.result == HAL_SUCCESS);
@@ -264,7 +264,7 @@ TEST_CASE("HAL_LOG prints one line per candidate and each plugin log line", "[di
     CHECK(named.result == HAL_SUCCESS);
   });
   REQUIRE(setenv("HAL_LOG", "0", 1) == 0);
-  const std::string quiet = capture_stderr(scratch.path() + "/quiet.txt", [&] {
+  const std::string quiet = capture_stderr([&] {
     Session session(kPluginDir + ":" + kZooDir);
     CHECK(session.result == HAL_SUCCESS);
   });

@@ -89,19 +89,6 @@ hal_module_desc_t module_desc(bool bad_format) {
   return desc;
 }
 
-// A plan the mock plugin accepts: an f32 scale of 16 elements.
-hal_op_unary_desc_t scale_desc() {
-  hal_op_unary_desc_t desc{};
-  desc.header.struct_size = sizeof(desc);
-  desc.header.kind = HAL_OP_UNARY;
-  desc.activation = HAL_ACTIVATION_NONE;
-  desc.alpha = 2.0f;
-  const int64_t shape[1] = {16};
-  hal_tensor_desc_contiguous(&desc.x, HAL_DTYPE_F32, 1, shape);
-  hal_tensor_desc_contiguous(&desc.out, HAL_DTYPE_F32, 1, shape);
-  return desc;
-}
-
 constexpr hal_dtype_t kBadDtype = static_cast<hal_dtype_t>(77);
 constexpr hal_reduce_op_t kBadOp = static_cast<hal_reduce_op_t>(77);
 hal_dtype_t dtype(const Argument& a) {

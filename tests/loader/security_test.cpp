@@ -57,20 +57,20 @@ class ScopedEnv {
 };
 
 // A fresh private directory below the build tree's scratch, removed after.
-struct Scratch {
+struct SecurityScratch {
   std::string path;
-  Scratch() {
+  SecurityScratch() {
     fs::create_directories(HAL_TEST_SCRATCH_DIR);
     std::string pattern = std::string(HAL_TEST_SCRATCH_DIR) + "/security_XXXXXX";
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     path = pattern;
   }
-  ~Scratch() {
+  ~SecurityScratch() {
     std::error_code ignored;
     fs::remove_all(path, ignored);
   }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
+  SecurityScratch(const SecurityScratch&) = delete;
+  SecurityScratch& operator=(const SecurityScratch&) = delete;
 };
 
 std::string slurp(const std::string& path) {
@@ -425,7 +425,7 @@ bool traced_init_returns(const std::string& path) {
 
 TEST_CASE("HAL_TRACE follows no planted link, waits on no FIFO, uses no directory others own",
           "[layers][security]") {
-  Scratch scratch;
+  SecurityScratch scratch;
   const std::string victim = scratch.path + "/victim";
   write_text(victim, "precious");
   // /tmp's shape: everyone may add names, only their owners remove them.

@@ -39,24 +39,26 @@ class Session {
   hal_result_t result;
 };
 
-// Everything the process writes on stderr while |body| runs (through |file|).
+// Everything the process writes on stderr while |body| runs, through an unnamed temporary
+// file: a named one would be shared by the tests CTest runs at once.
 template <class Body>
-std::string capture_stderr(const std::string& file, Body&& body) {
+std::string capture_stderr(Body&& body) {
   std::fflush(stderr);
   const int saved = dup(STDERR_FILENO);
   REQUIRE(saved >= 0);
-  const int sink = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  REQUIRE(sink >= 0);
-  dup2(sink, STDERR_FILENO);
-  close(sink);
+  std::FILE* sink = std::tmpfile();
+  REQUIRE(sink != nullptr);
+  dup2(fileno(sink), STDERR_FILENO);
   body();
   std::fflush(stderr);
   dup2(saved, STDERR_FILENO);
   close(saved);
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text;
+  std::rewind(sink);
+  char chunk[4096];
+  for (size_t got; (got = std::fread(chunk, 1, sizeof(chunk), sink)) > 0;) text.append(chunk, got);
+  std::fclose(sink);
+  return text;
 }
 
 inline std::vector<hal_plugin_report_t> reports() {
@@ -120,6 +122,19 @@ inline Detail last_detail() {
   detail.struct_size = sizeof(detail);
   REQUIRE(hal_error_get_detail(&detail) == HAL_SUCCESS);
   return {detail.result, detail.function, detail.message, detail.plugin, detail.native_code};
+}
+
+// A HAL_OP_UNARY that scales 16 f32 elements by 2: an op every plugin (and the mock) serves.
+inline hal_op_unary_desc_t scale_desc() {
+  hal_op_unary_desc_t desc{};
+  desc.header.struct_size = sizeof(desc);
+  desc.header.kind = HAL_OP_UNARY;
+  desc.activation = HAL_ACTIVATION_NONE;
+  desc.alpha = 2.0f;
+  const int64_t shape[1] = {16};
+  hal_tensor_desc_contiguous(&desc.x, HAL_DTYPE_F32, 1, shape);
+  hal_tensor_desc_contiguous(&desc.out, HAL_DTYPE_F32, 1, shape);
+  return desc;
 }
 
 inline bool contains(const std::string& text, const std::string& part) {

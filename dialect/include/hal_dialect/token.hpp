@@ -28,6 +28,13 @@ struct Token {
   bool space_before;  // whitespace separated it from the previous token
 };
 
+inline bool is_punct(const Token& token, std::string_view text) {
+  return token.kind == TokenKind::kPunct && token.text == text;
+}
+inline bool is_identifier(const Token& token, std::string_view text) {
+  return token.kind == TokenKind::kIdentifier && token.text == text;
+}
+
 // A problem found in the source, at a 1-based line and column (0 when none).
 struct Diagnostic {
   uint32_t line = 0;

@@ -35,8 +35,8 @@ struct Canonical {
   int64_t strides[5] = {0, 0, 0, 0, 0};
 };
 
-Canonical canonical(const hal_tensor_desc_t& tensor, hal_channel_layout_t layout,
-                    uint32_t spatial_dims) {
+Canonical max_pooling_canonical(const hal_tensor_desc_t& tensor, hal_channel_layout_t layout,
+                                uint32_t spatial_dims) {
   Canonical out;
   const auto take = [&](int to, uint32_t from) {
     out.shape[to] = tensor.shape[from];
@@ -177,11 +177,11 @@ std::unique_ptr<OpPlan> plan_max_pooling(const hal_op_pooling_desc_t& desc, Decl
   }
   auto pooling = std::make_shared<MaxPooling>();
   const uint32_t sd = desc.spatial_dims;
-  pooling->x = canonical(desc.x, desc.layout, sd);
-  pooling->y = canonical(desc.y, desc.layout, sd);
+  pooling->x = max_pooling_canonical(desc.x, desc.layout, sd);
+  pooling->y = max_pooling_canonical(desc.y, desc.layout, sd);
   pooling->with_indices = (desc.flags & HAL_POOLING_INDICES) != 0;
   if (pooling->with_indices) {
-    pooling->indices = canonical(desc.indices, desc.layout, sd);
+    pooling->indices = max_pooling_canonical(desc.indices, desc.layout, sd);
     pooling->indices_i64 = desc.indices.dtype == HAL_DTYPE_I64;
   }
   for (uint32_t s = 0; s < sd; ++s) {

@@ -35,14 +35,14 @@ using dnnl::normalization_flags;
 using dnnl::prop_kind;
 using tag = memory::format_tag;
 
-struct Activation {
+struct NormTensor {
   memory::dims dims, strides;
   hal_dtype_t dtype = HAL_DTYPE_F32;
 };
 
 // [N, C, rest...] of a rank >= 2 tensor whose channel is dimension 1 or the last.
-Activation canonical(const hal_tensor_desc_t& tensor, hal_channel_layout_t layout) {
-  Activation out;
+NormTensor norm_canonical(const hal_tensor_desc_t& tensor, hal_channel_layout_t layout) {
+  NormTensor out;
   out.dtype = tensor.dtype;
   const uint32_t channel = layout == HAL_CHANNELS_LAST ? tensor.rank - 1 : 1;
   out.dims = {tensor.shape[0], tensor.shape[channel]};
@@ -55,7 +55,7 @@ Activation canonical(const hal_tensor_desc_t& tensor, hal_channel_layout_t layou
   return out;
 }
 
-memory::desc attempt_of(const Activation& t, const Attempt& a) {
+memory::desc norm_attempt_of(const NormTensor& t, const Attempt& a) {
   const memory::data_type type = a.f32 ? memory::data_type::f32 : *onednn_dtype(t.dtype);
   if (a.activations_any) return memory::desc(t.dims, type, tag::any);
   return strided_desc(t.dims, t.strides, type);
@@ -126,7 +126,7 @@ std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc, ha
     decline.reason = "an empty tensor is left to the portable implementation";
     return nullptr;
   }
-  const Activation x = canonical(desc.x, desc.layout);
+  const NormTensor x = norm_canonical(desc.x, desc.layout);
   const int64_t channels = x.dims[1];
   const int64_t per_channel = tensor_elements(desc.x) / channels;
   const float epsilon = desc.epsilon;
@@ -138,7 +138,7 @@ std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc, ha
       if (attempt.weights_any && !attempt.activations_any) continue;  // no weights here
       const bool last = &attempt == &attempts().back();
       try {
-        const memory::desc data = attempt_of(x, attempt);
+        const memory::desc data = norm_attempt_of(x, attempt);
         std::vector<PrimitiveStep> steps;
         std::vector<std::shared_ptr<Scratch>> scratch;
         normalization_flags nflags = normalization_flags::none;
@@ -157,7 +157,7 @@ std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc, ha
           step.primitive = dnnl::batch_normalization_forward(pd);
           step.tensors.push_back(bind(DNNL_ARG_SRC, kX, TensorRole::kInput,
                                       user_desc(x.dims, x.strides, x.dtype), pd.src_desc()));
-          const Activation y = canonical(desc.y, desc.layout);
+          const NormTensor y = norm_canonical(desc.y, desc.layout);
           step.tensors.push_back(bind(DNNL_ARG_DST, kY, TensorRole::kOutput,
                                       user_desc(y.dims, y.strides, y.dtype), pd.dst_desc()));
           if (has_scale) {
@@ -233,8 +233,8 @@ std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc, ha
           if (is_reference(pd) && !last) continue;
           PrimitiveStep step;
           step.primitive = dnnl::batch_normalization_backward(pd);
-          const Activation gy = canonical(desc.grad_y, desc.layout);
-          const Activation gx = canonical(desc.grad_x, desc.layout);
+          const NormTensor gy = norm_canonical(desc.grad_y, desc.layout);
+          const NormTensor gx = norm_canonical(desc.grad_x, desc.layout);
           step.tensors.push_back(bind(DNNL_ARG_SRC, kBx, TensorRole::kInput,
                                       user_desc(x.dims, x.strides, x.dtype), pd.src_desc()));
           step.tensors.push_back(bind(DNNL_ARG_DIFF_DST, kBgy, TensorRole::kInput,

@@ -50,6 +50,10 @@ dnnl::stream& onednn_stream();
 // thread; so does a body that calls this again.
 enum class OnednnPlacement { kOnednnThread, kShortOnOnednnThread, kCaller };
 
+// Work (multiply-adds or elements) up to which a plan's execution counts as a
+// short call (kShortOnOnednnThread): 64^3 multiply-adds take a few microseconds.
+inline constexpr double kShortCallWork = 64.0 * 64.0 * 64.0;
+
 // Runs body(context) in its turn where |placement| says, and returns when it
 // is done, rethrowing what it threw. Throws std::system_error when the
 // oneDNN thread cannot be started.

@@ -202,12 +202,6 @@ void run_sgemm(const SgemmCall& call, ThreadPool& pool, const float* a, const fl
   if (job.failed.load()) throw dnnl::error(job.status, "dnnl_sgemm failed");
 }
 
-// Multiply-adds (batch * m * n * k) up to which a primitive's execution
-// counts as a short call of the oneDNN thread, whose caller polls for it
-// rather than sleeping at once (onednn_common.hpp): 64^3 takes a few
-// microseconds.
-constexpr double kShortCallWork = 64.0 * 64.0 * 64.0;
-
 struct MatmulState final : MatmulProduct {
   // Plain f32 products run on dnnl_sgemm, the rest on the primitive.
   std::optional<SgemmCall> sgemm;

@@ -30,7 +30,7 @@ size_t aligned(size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
-int64_t element_count(const hal_tensor_desc_t& tensor) {
+int64_t dense_elements(const hal_tensor_desc_t& tensor) {
   int64_t count = 1;
   for (uint32_t i = 0; i < tensor.rank; ++i) count *= tensor.shape[i];
   return count;
@@ -76,7 +76,7 @@ template <typename Body>
 void over_rows(ThreadPool& pool, const Conversion& conversion, const Body& body) {
   const uint32_t rank = conversion.dense.rank;
   const int64_t columns = conversion.dense.shape[rank - 1];
-  const int64_t rows = element_count(conversion.dense) / std::max<int64_t>(columns, 1);
+  const int64_t rows = dense_elements(conversion.dense) / std::max<int64_t>(columns, 1);
   const uint64_t grain =
       std::max<uint64_t>(1, kConvertGrain / static_cast<uint64_t>(std::max<int64_t>(columns, 1)));
   const uint64_t chunks = (static_cast<uint64_t>(rows) + grain - 1) / grain;
@@ -184,7 +184,7 @@ std::shared_ptr<const MatmulProduct> plan_widened_product(const hal_op_matmul_de
     conversion.stored = stored;
     conversion.dense = dense;
     conversion.offset = offset;
-    offset += aligned(static_cast<size_t>(element_count(dense)) * sizeof(float));
+    offset += aligned(static_cast<size_t>(dense_elements(dense)) * sizeof(float));
   };
   for (const bool is_a : {true, false}) {
     const hal_tensor_desc_t& stored = is_a ? desc.a : desc.b;

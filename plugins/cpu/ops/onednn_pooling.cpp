@@ -31,15 +31,15 @@ using dnnl::memory;
 using dnnl::prop_kind;
 using tag = memory::format_tag;
 
-struct Activation {
+struct PoolingTensor {
   memory::dims dims, strides;
   hal_dtype_t dtype = HAL_DTYPE_F32;
 };
 
 // [N, C, spatial...] of a tensor in |layout|'s order.
-Activation canonical(const hal_tensor_desc_t& tensor, hal_channel_layout_t layout,
-                     uint32_t spatial_dims) {
-  Activation out;
+PoolingTensor pooling_canonical(const hal_tensor_desc_t& tensor, hal_channel_layout_t layout,
+                                uint32_t spatial_dims) {
+  PoolingTensor out;
   out.dtype = tensor.dtype;
   const auto take = [&](uint32_t d) {
     out.dims.push_back(tensor.shape[d]);
@@ -51,7 +51,7 @@ Activation canonical(const hal_tensor_desc_t& tensor, hal_channel_layout_t layou
   return out;
 }
 
-memory::desc attempt_of(const Activation& t, const Attempt& a) {
+memory::desc pooling_attempt_of(const PoolingTensor& t, const Attempt& a) {
   const memory::data_type type = a.f32 ? memory::data_type::f32 : *onednn_dtype(t.dtype);
   if (a.activations_any) return memory::desc(t.dims, type, tag::any);
   return strided_desc(t.dims, t.strides, type);
@@ -70,8 +70,8 @@ std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_p
   const bool adaptive = (desc.flags & HAL_POOLING_ADAPTIVE) != 0;
   const bool include_pad = (desc.flags & HAL_POOLING_COUNT_INCLUDE_PAD) != 0;
   const uint32_t sd = desc.spatial_dims;
-  const Activation x = canonical(desc.x, desc.layout, sd);
-  const Activation y = canonical(desc.y, desc.layout, sd);
+  const PoolingTensor x = pooling_canonical(desc.x, desc.layout, sd);
+  const PoolingTensor y = pooling_canonical(desc.y, desc.layout, sd);
   if (tensor_elements(desc.x) == 0 || tensor_elements(desc.y) == 0) {
     decline.reason = "an empty batch (N = 0) is left to the portable implementation";
     return nullptr;
@@ -122,8 +122,8 @@ std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_p
       if (attempt.weights_any && !attempt.activations_any) continue;  // no weights here
       std::vector<PrimitiveStep> steps(1);
       try {
-        const memory::desc src = attempt_of(x, attempt);
-        const memory::desc dst = attempt_of(y, attempt);
+        const memory::desc src = pooling_attempt_of(x, attempt);
+        const memory::desc dst = pooling_attempt_of(y, attempt);
         if (!backward) {
           dnnl::pooling_v2_forward::primitive_desc pd(
               dnnl::pooling_v2_forward::desc(prop_kind::forward_inference, kind, src, dst, strides,

@@ -14,10 +14,6 @@ namespace {
 
 using dnnl::memory;
 
-// Work (multiply-adds or elements) up to which a plan's execution counts as
-// a short call of the oneDNN thread (its caller polls rather than sleeps).
-constexpr double kShortCallWork = 64.0 * 64.0 * 64.0;
-
 size_t aligned_size(size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }

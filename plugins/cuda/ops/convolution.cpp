@@ -60,7 +60,7 @@
 namespace hal::cuda::ops {
 namespace {
 
-constexpr int64_t kFastAlignment = 16;
+constexpr int64_t kConvFastAlignment = 16;
 constexpr int64_t kMaxConfigs = 16;  // engine configurations read from the heuristic
 
 // One tensor of the operation as cuDNN sees it.
@@ -512,14 +512,14 @@ class ConvolutionPlan final : public OpPlan {
     bool aligned = true;
     for (size_t i = 0; i < 3; ++i) {
       pointers[i] = args.operands[s.operands[i]];
-      aligned = aligned && reinterpret_cast<uintptr_t>(pointers[i]) % kFastAlignment == 0;
+      aligned = aligned && reinterpret_cast<uintptr_t>(pointers[i]) % kConvFastAlignment == 0;
     }
     const Executable& chosen = aligned && s.fast.ok() ? s.fast : s.any;
     if (!chosen.ok()) {
       return report.fail(HAL_ERROR_UNSUPPORTED, 0,
                          "op_execute: cuDNN offered no engine for operands that are not "
                          "%lld-byte aligned, and these are not",
-                         static_cast<long long>(kFastAlignment));
+                         static_cast<long long>(kConvFastAlignment));
     }
     if (chosen.workspace > 0 && (args.workspace == nullptr ||
                                  args.workspace_bytes < static_cast<size_t>(chosen.workspace))) {
@@ -586,14 +586,6 @@ class ConvolutionPlan final : public OpPlan {
   Device& device_;
   std::unique_ptr<ConvState> state_;
 };
-
-Planned decline(std::string reason, int64_t native_code = 0) {
-  Planned planned;
-  planned.result = HAL_ERROR_UNSUPPORTED;
-  planned.reason = std::move(reason);
-  planned.native_code = native_code;
-  return planned;
-}
 
 }  // namespace
 
@@ -662,8 +654,8 @@ Planned plan_convolution(Device& device, const hal_op_convolution_desc_t& desc,
   }
   std::string fast_why, any_why;
   cudnnStatus_t fast_status = CUDNN_STATUS_SUCCESS, any_status = CUDNN_STATUS_SUCCESS;
-  state->fast = build(*dnn, handle, desc, mapping, tensors, kFastAlignment, deterministic, fast_why,
-                      fast_status);
+  state->fast = build(*dnn, handle, desc, mapping, tensors, kConvFastAlignment, deterministic,
+                      fast_why, fast_status);
   state->any = build(*dnn, handle, desc, mapping, tensors, 0, deterministic, any_why, any_status);
   if (!state->fast.ok() && !state->any.ok()) {
     return decline(any_why, static_cast<int64_t>(any_status));

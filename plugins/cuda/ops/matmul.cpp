@@ -257,14 +257,6 @@ class MatmulPlan final : public OpPlan {
   std::unique_ptr<MatmulState> state_;
 };
 
-Planned decline(std::string reason, int64_t native_code = 0) {
-  Planned planned;
-  planned.result = HAL_ERROR_UNSUPPORTED;
-  planned.reason = std::move(reason);
-  planned.native_code = native_code;
-  return planned;
-}
-
 }  // namespace
 
 Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t) {

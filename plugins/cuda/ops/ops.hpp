@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "hal_plugin.h"
 
@@ -64,6 +65,15 @@ struct Planned {
   std::string reason;
   int64_t native_code = 0;
 };
+
+// A plan that declines, with its reason (and the vendor library's status code).
+inline Planned decline(std::string reason, int64_t native_code = 0) {
+  Planned planned;
+  planned.result = HAL_ERROR_UNSUPPORTED;
+  planned.reason = std::move(reason);
+  planned.native_code = native_code;
+  return planned;
+}
 
 // Plans HAL_OP_MATMUL on cublasLtMatmul.
 Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_plan_flags_t flags);
