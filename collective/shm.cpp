@@ -250,7 +250,8 @@ Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready read
     broken = header.broken.load(std::memory_order_seq_cst) != 0;
     return broken;
   };
-  // Polling; the clock is read once every 64 polls.
+  // Polling, for long_spin_ ? kSegmentLongSpin : kSegmentSpin; the clock
+  // is read once every 64 polls.
   Clock::time_point spin_until{};
   bool asleep = false;
   for (uint32_t i = 1; !settled(); ++i) {
@@ -260,12 +261,19 @@ Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready read
     if (i % 64 != 0) continue;
     const Clock::time_point now = Clock::now();
     if (i == 64) {
-      spin_until = now + limits::kSegmentSpin;
+      spin_until = now + (long_spin_ ? limits::kSegmentLongSpin : limits::kSegmentSpin);
     } else if (now > spin_until) {
       asleep = true;
       break;
     }
   }
+  // A sleep that ends within the long spin says the peers were only a
+  // little late: the next wait polls that long. A longer sleep (a peer
+  // preempted, more ranks than cores), or a long spin that found nothing,
+  // puts it back on the short one.
+  const bool short_spin_failed = asleep && !long_spin_;
+  const Clock::time_point fell_asleep = asleep ? Clock::now() : Clock::time_point{};
+  if (asleep) long_spin_ = false;
   // Asleep, one slice at a time.
   Status status;
   bool exited = false;
@@ -299,6 +307,9 @@ Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready read
     }
     header.doorbell.leave();
     asleep = !settled();
+  }
+  if (short_spin_failed && status.ok() && Clock::now() - fell_asleep < limits::kSegmentLongSpin) {
+    long_spin_ = true;
   }
   if (broken) {
     return Status::failure(HAL_ERROR_REMOTE,

@@ -176,6 +176,7 @@ class ShmGroup {
   std::vector<uint64_t> matrix_;  // the arrived alltoallv's counts, every rank's row
   size_t largest_send_ = 0;       // the arrived alltoallv's largest send total, in bytes
   Clock::duration read_took_{};   // this rank's reads of the last cross-memory alltoallv
+  bool long_spin_ = false;        // wait_for polls for kSegmentLongSpin (its last sleep was short)
   bool cross_memory_ = false;
   std::string cross_memory_reason_;
   std::vector<int32_t> pids_;  // every rank's process (cross memory)
