@@ -5,8 +5,13 @@ GPT (samples/torch/gpt.py), the same initial weights and per-rank batches, AdamW
 the median over the timed steps of
 
 - step: one DDP training step as users run it (forward, backward with DDP's bucketed gradient
-  all_reduce overlapping it, optimizer step), synchronized at its end;
-- compute: the same step under ``no_sync()`` (no all_reduce at all);
+  all_reduce overlapping it, optimizer step), until both ranks are done (the device
+  synchronized, then a barrier);
+- compute: the same step under ``no_sync()`` (no all_reduce at all), until both ranks are done
+  (so a rank that ran slower than the other counts in both columns alike);
+- backward: when ``loss.backward()`` returned to the host in the DDP step (the host queues
+  what follows while the device computes; a backend that blocks the host until the buckets'
+  all_reduces are done makes it as long as the step);
 - all_reduce: the time of the step's gradient all_reduce alone: a comm hook runs each DDP bucket's
   all_reduce by itself (the device synchronized before it, the Work waited for and the device
   synchronized after it) and sums the bucket times, in separate steps from those above, since
@@ -22,8 +27,8 @@ same model on two ranks gives the same losses (to float32 rounding).
     [--layers 4] [--width 128] [--context 128] [--batch 8] [--rounds 2] [--threads 1]
     [--bucket-view]
 
-Rounds alternate hal and gloo (each a fresh pair of processes). Not a test: no assertion on
-speed.
+Within a round the three modes' steps interleave (one of each in turn); rounds alternate hal
+and gloo (each a fresh pair of processes). Not a test: no assertion on speed.
 """
 import argparse
 import copy
@@ -84,11 +89,11 @@ def worker(rank, world, backend, port, args, results):
     config = GPTConfig(layers=args.layers, width=args.width, heads=4, context=args.context)
     base = GPT(config)
     params = sum(p.numel() for p in base.parameters())
-    data = batches(corpus(), config.context, args.batch * world,
-                   torch.Generator().manual_seed(0))
+    text = corpus()
+    modes = ("step", "compute", "allreduce")
 
-    def run(mode: str, steps: int):
-        """|steps| steps of a fresh DDP model; the per-step seconds and the last loss."""
+    def make(mode: str):
+        """A fresh DDP model, its optimizer, hook timer and batches (the same in every mode)."""
         model = copy.deepcopy(base).to(device)
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, gradient_as_bucket_view=args.bucket_view)
@@ -96,37 +101,51 @@ def worker(rank, world, backend, port, args, results):
         if mode == "allreduce":
             ddp.register_comm_hook(timer, timed_allreduce_hook)
         opt = model.optimizer(lr=1e-3, weight_decay=0.1, fused=True)
-        times, comm, loss = [], [], None
-        for step in range(args.warmup + steps):
-            x, y = next(data)
-            x = x[rank * args.batch:(rank + 1) * args.batch].to(device)
-            y = y[rank * args.batch:(rank + 1) * args.batch].to(device)
-            sync()
-            dist.barrier()
-            timer.seconds, timer.buckets = 0.0, 0
-            start = time.perf_counter()
-            if mode == "compute":
-                with ddp.no_sync():
-                    _, loss = ddp(x, y)
-                    loss.backward()
-            else:
+        data = batches(text, config.context, args.batch * world, torch.Generator().manual_seed(0))
+        return {"ddp": ddp, "opt": opt, "timer": timer, "data": data, "times": [], "comm": [],
+                "backward": [], "loss": None}
+
+    def one_step(mode: str, m: dict, timed: bool) -> None:
+        ddp, opt, timer = m["ddp"], m["opt"], m["timer"]
+        x, y = next(m["data"])
+        x = x[rank * args.batch:(rank + 1) * args.batch].to(device)
+        y = y[rank * args.batch:(rank + 1) * args.batch].to(device)
+        sync()
+        dist.barrier()
+        timer.seconds, timer.buckets = 0.0, 0
+        start = time.perf_counter()
+        if mode == "compute":
+            with ddp.no_sync():
                 _, loss = ddp(x, y)
                 loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            sync()
-            if step >= args.warmup:
-                times.append(time.perf_counter() - start)
-                comm.append(timer.seconds)
-        return times, comm, loss.item(), timer.buckets
+        else:
+            _, loss = ddp(x, y)
+            loss.backward()
+        backward_at = time.perf_counter()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync()
+        dist.barrier()  # both ranks done: a rank slower than the other counts in every mode
+        if timed:
+            m["times"].append(time.perf_counter() - start)
+            m["comm"].append(timer.seconds)
+            m["backward"].append(backward_at - start)
+        m["loss"] = loss
 
-    step_s, _, loss, _ = run("step", args.steps)
-    compute_s, _, _, _ = run("compute", args.steps)
-    _, comm_s, _, buckets = run("allreduce", args.steps)  # buckets: the last step's
+    # The modes' steps interleave, so a change of the machine's load shows in all of them.
+    state = {mode: make(mode) for mode in modes}
+    for step in range(args.warmup + args.steps):
+        for mode in modes:
+            one_step(mode, state[mode], step >= args.warmup)
+    step_s, backward_s = state["step"]["times"], state["step"]["backward"]
+    loss = state["step"]["loss"].item()
+    compute_s = state["compute"]["times"]
+    comm_s, buckets = state["allreduce"]["comm"], state["allreduce"]["timer"].buckets
     dist.destroy_process_group()
     if rank == 0:
         results.put({"step": statistics.median(step_s), "compute": statistics.median(compute_s),
                      "allreduce": statistics.median(comm_s), "loss": loss, "buckets": buckets,
+                     "backward": statistics.median(backward_s),
                      "params": params})
 
 
@@ -166,11 +185,11 @@ def main():
           f"{rows[0][2]['buckets']} DDP buckets), batch {args.batch} per rank; medians of "
           f"{args.steps} steps, ms")
     print(f"{'round':>5} {'backend':>8} {'step':>9} {'compute':>9} {'exposed':>9} "
-          f"{'all_reduce':>11} {'last loss':>10}")
+          f"{'all_reduce':>11} {'backward':>9} {'last loss':>10}")
     for round_, backend, row in rows:
         print(f"{round_:>5} {backend:>8} {1e3 * row['step']:9.1f} {1e3 * row['compute']:9.1f} "
               f"{1e3 * (row['step'] - row['compute']):9.1f} {1e3 * row['allreduce']:11.2f} "
-              f"{row['loss']:10.4f}")
+              f"{1e3 * row['backward']:9.1f} {row['loss']:10.4f}")
 
 
 if __name__ == "__main__":

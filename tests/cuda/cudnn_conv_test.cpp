@@ -29,7 +29,7 @@
 #include "../ops/conv_cases.hpp"
 #include "../ops/float64_tensor.hpp"
 #include "../ops/op_session.hpp"
-#include "fake_cudnn.h"
+#include "fake_cudnn_support.hpp"
 #include "hal.h"
 
 namespace {
@@ -38,47 +38,8 @@ namespace {
 constexpr int32_t kForward = 10, kBackwardFilter = 11, kBackwardData = 12;  // descriptor types
 constexpr int32_t kCrossCorrelation = 1;  // CUDNN_CROSS_CORRELATION
 constexpr int32_t kDataFloat = 0, kDataHalf = 2, kDataBfloat16 = 9;
-constexpr int kStatusBadParam = 2000, kStatusNotSupported = 3000;
 
-[[maybe_unused]] const bool kEnvironment = [] {
-  setenv("HAL_PLUGINS", "cuda", 1);
-  setenv("HAL_CUDA_DRIVER_PATH", HAL_TEST_FAKE_CUDA, 1);
-  setenv("HAL_CUDA_NCCL_PATH", "/nonexistent/libnccl.so.2", 1);
-  setenv("HAL_CUDA_CUBLASLT_PATH", "/nonexistent/libcublasLt.so.13", 1);
-  setenv("HAL_CUDA_CUDNN_PATH", HAL_TEST_FAKE_CUDNN, 1);
-  return true;
-}();
-
-// The stand-in cuDNN's test queries (the library the plugin opened).
-struct FakeDnn {
-  FakeDnn() {
-    handle = dlopen(HAL_TEST_FAKE_CUDNN, RTLD_NOW);
-    REQUIRE(handle != nullptr);
-    stats = reinterpret_cast<fake_cudnn_stats_fn>(dlsym(handle, "fake_cudnn_stats"));
-    last =
-        reinterpret_cast<fake_cudnn_last_execution_fn>(dlsym(handle, "fake_cudnn_last_execution"));
-    fail_next = reinterpret_cast<fake_cudnn_fail_next_fn>(dlsym(handle, "fake_cudnn_fail_next"));
-    REQUIRE(stats != nullptr);
-    REQUIRE(last != nullptr);
-    REQUIRE(fail_next != nullptr);
-  }
-  ~FakeDnn() { dlclose(handle); }
-  fake_cudnn_stats_t now() const {
-    fake_cudnn_stats_t out{};
-    stats(&out);
-    return out;
-  }
-  fake_cudnn_execution_t last_call() const {
-    fake_cudnn_execution_t out{};
-    REQUIRE(last(&out) == 1);
-    return out;
-  }
-  void* handle = nullptr;
-  fake_cudnn_stats_fn stats = nullptr;
-  fake_cudnn_last_execution_fn last = nullptr;
-  fake_cudnn_fail_next_fn fail_next = nullptr;
-};
-
+using namespace fake_cudnn_test;
 using namespace op_test;
 
 // ---- convolution ----------------------------------------------------------

@@ -13,9 +13,15 @@ decline carries a non-empty reason, and the ones after it were not asked
   cpu              convolution on oneDNN (or the plugin declining it, with
                    why, in a build without oneDNN); group norm declined by
                    the plugin (no oneDNN primitive) and served by portable.
-  cuda-no-cudnn    every convolution case declined by cuda.cudnn with the
-                   reason naming cuDNN and the library it looked for.
-  cuda-fake-cudnn  every f32 convolution case accepted by cuda.cudnn.
+  cuda-no-cudnn    every convolution, pooling and batch-norm case declined
+                   by cuda.cudnn with the reason naming cuDNN and the
+                   library it looked for (max pooling with HAL's indices
+                   and inference batch norm with theirs, before any library
+                   is looked for).
+  cuda-fake-cudnn  every f32 convolution and training batch-norm case and
+                   average pooling accepted by cuda.cudnn; max pooling (HAL's
+                   indices) and inference batch norm declined by it with
+                   the reason.
 The environment (HAL_PLUGINS, the stand-in paths) comes from the CTest entry.
 """
 import json
@@ -26,6 +32,8 @@ import sys
 ACCEPTS, DECLINES, NOT_ASKED = ("HAL_OP_VERDICT_ACCEPTS", "HAL_OP_VERDICT_DECLINES",
                                 "HAL_OP_VERDICT_NOT_ASKED")
 CONVOLUTIONS = ("convolution", "convolution_backward_data", "convolution_backward_weights")
+# The kinds the cuda plugin serves on cuDNN.
+CUDNN_KINDS = CONVOLUTIONS + ("pooling", "pooling_backward", "batch_norm", "batch_norm_backward")
 
 
 def check_list(implementations, names, what):
@@ -93,19 +101,40 @@ def main():
                 assert "no implementation of its own for group_norm" in own["reason"], own
                 assert first(case, "portable")["verdict"] == ACCEPTS, case
         elif setup == "cuda-no-cudnn":
-            for name in CONVOLUTIONS:
+            for name in CUDNN_KINDS:
                 assert [i["name"] for i in kinds[name]["implementations"]] == \
                     ["cuda.cudnn", "portable"], kinds[name]
                 for case in kinds[name]["cases"]:
                     cudnn = first(case, "cuda.cudnn")
                     assert cudnn["verdict"] == DECLINES, case
+                    # Declined for the op's contract before the library is looked for.
+                    if " max " in case["case"]:
+                        assert "indices" in cudnn["reason"], cudnn
+                        continue
+                    if case["case"].endswith("inference"):
+                        assert "inference batch norm" in cudnn["reason"], cudnn
+                        continue
                     assert "cuDNN" in cudnn["reason"] and \
                         "/nonexistent/libcudnn.so.9" in cudnn["reason"], cudnn
         elif setup == "cuda-fake-cudnn":
-            for name in CONVOLUTIONS:
+            for name in CONVOLUTIONS + ("batch_norm", "batch_norm_backward"):
                 for case in kinds[name]["cases"]:
-                    if case["case"].startswith("f32"):
-                        assert first(case, "cuda.cudnn")["verdict"] == ACCEPTS, case
+                    cudnn = first(case, "cuda.cudnn")
+                    if case["case"].endswith("inference"):  # declined, saying why
+                        assert cudnn["verdict"] == DECLINES and \
+                            "inference batch norm" in cudnn["reason"], case
+                    elif case["case"].startswith("f32"):
+                        assert cudnn["verdict"] == ACCEPTS, case
+            # Average pooling on cuDNN's resample; max pooling with HAL's
+            # indices declined, saying why (cuDNN's index is another).
+            for name, why in (("pooling", "HAL's max indices are flat positions"),
+                              ("pooling_backward", "the max backward reads HAL's saved indices")):
+                for case in kinds[name]["cases"]:
+                    cudnn = first(case, "cuda.cudnn")
+                    if " max " in case["case"]:
+                        assert cudnn["verdict"] == DECLINES and why in cudnn["reason"], case
+                    else:
+                        assert cudnn["verdict"] == ACCEPTS, case
         else:
             raise SystemExit(f"unknown setup {setup!r}")
 
@@ -124,6 +153,11 @@ def main():
                          out), out
     elif setup == "cuda-fake-cudnn":
         assert re.search(r"f32 NHWC 3x3[^\n]*:\n +cuda\.cudnn +accepts\n", out), out
+        assert re.search(r"max 3x3 stride 2 pad 1:\n +cuda\.cudnn +declines: cuDNN: HAL's max "
+                         r"indices are flat positions", out), out
+        assert re.search(r"f32 NCHW training:\n +cuda\.cudnn +accepts\n", out), out
+        assert re.search(r"f32 NCHW inference:\n +cuda\.cudnn +declines: cuDNN: inference batch "
+                         r"norm", out), out
     print(f"halinfo --ops ({setup}): {len(doc['devices'])} device(s) checked")
 
 

@@ -93,8 +93,10 @@ hal_op_pooling_desc_t pooling(hal_op_kind_t kind, hal_pooling_kind_t pooling_kin
   return desc;
 }
 
-// Training: batch statistics of 16 channels of 14x14, scale and shift.
-hal_op_batch_norm_desc_t batch_norm(hal_op_kind_t kind, hal_channel_layout_t layout) {
+// 16 channels of 14x14, scale and shift: training (batch statistics, the
+// running ones updated) or inference (the running statistics read).
+hal_op_batch_norm_desc_t batch_norm(hal_op_kind_t kind, hal_channel_layout_t layout,
+                                    bool training) {
   hal_op_batch_norm_desc_t desc{};
   desc.header.struct_size = sizeof(desc);
   desc.header.kind = kind;
@@ -106,16 +108,20 @@ hal_op_batch_norm_desc_t batch_norm(hal_op_kind_t kind, hal_channel_layout_t lay
   desc.scale = channel;
   desc.saved_mean = channel;
   desc.saved_rstd = channel;
-  if (kind == HAL_OP_BATCH_NORM) {
+  desc.running_mean = channel;
+  desc.running_var = channel;
+  if (kind == HAL_OP_BATCH_NORM && !training) {
+    desc.flags = HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_SHIFT;
+    desc.y = x;
+    desc.shift = channel;
+  } else if (kind == HAL_OP_BATCH_NORM) {
     desc.flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_SHIFT |
                  HAL_BATCH_NORM_UPDATE_RUNNING | HAL_BATCH_NORM_SAVE_STATS;
     desc.y = x;
     desc.shift = channel;
-    desc.running_mean = channel;
-    desc.running_var = channel;
   } else {
-    desc.flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_GRAD_SCALE |
-                 HAL_BATCH_NORM_GRAD_SHIFT;
+    desc.flags = (training ? static_cast<uint32_t>(HAL_BATCH_NORM_TRAINING) : 0u) |
+                 HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_GRAD_SCALE | HAL_BATCH_NORM_GRAD_SHIFT;
     desc.grad_y = x;
     desc.grad_x = x;
     desc.grad_scale = channel;
@@ -191,8 +197,9 @@ std::vector<OpCase> op_cases(hal_op_kind_t kind) {
     case HAL_OP_BATCH_NORM_BACKWARD:
       for (hal_channel_layout_t layout : layouts) {
         cases.push_back(make_case(std::string("f32 ") + layout_word(layout) + " training",
-                                  batch_norm(kind, layout)));
+                                  batch_norm(kind, layout, true)));
       }
+      cases.push_back(make_case("f32 NCHW inference", batch_norm(kind, HAL_CHANNELS_FIRST, false)));
       break;
     case HAL_OP_GROUP_NORM:
     case HAL_OP_GROUP_NORM_BACKWARD:

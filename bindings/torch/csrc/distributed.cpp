@@ -7,7 +7,8 @@
 // collective runs on the communicator's own stream after the caller's
 // current stream (an event), keeps its tensors' memory from being reused
 // until it is done (the caching allocator's recordStream), and completes its
-// Work from a host function queued behind it. A watchdog thread fails the
+// Work from a host function queued behind it (its future on hal tensors in
+// stream order, at once: WorkHal). A watchdog thread fails the
 // pending Works of a communicator whose collective failed (a timeout, a dead
 // rank, mismatched arguments), so a wait raises DistBackendError with HAL's
 // message instead of waiting forever.
@@ -110,21 +111,41 @@ size_t count_of(const at::Tensor& t) {
 
 // ---- Work -----------------------------------------------------------------------------------
 
+// A collective's Work. Two ways to wait for it:
+// - wait() / isCompleted() / exception() are the host's: wait() blocks until the
+//   collective is done (its outputs then complete for every stream and the host) or
+//   raises its failure (DistBackendError with HAL's message).
+// - getFuture() is stream-ordered when the outputs are hal tensors, as NCCL's is: it
+//   completes as soon as the collective is enqueued, with an event on the
+//   communicator's stream behind it, so waiting on it (DDP's reducer does, at the end
+//   of backward) makes the waiter's current stream wait for the collective instead of
+//   blocking the host thread. The host then runs ahead and queues what follows (DDP's
+//   copies out of its buckets, the optimizer) while the collective runs. Blocking the
+//   host there instead cost a DDP step every host hand-off after the last bucket (the
+//   host function, the autograd thread, the main thread): 35-45 ms a step on a loaded
+//   2-core host (bench/torch/ddp_step.py). A failure still reaches the host through
+//   wait(), the next collective and the stream's synchronization. Collectives on CPU
+//   tensors, or with no outputs, keep a future completed by the host function.
 class WorkHal : public c10d::Work {
  public:
   WorkHal(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
-          std::vector<at::Tensor> keep_alive, std::chrono::milliseconds timeout)
+          std::vector<at::Tensor> keep_alive, std::chrono::milliseconds timeout,
+          std::optional<c10::Device> stream_ordered_on = std::nullopt)
       : c10d::Work(rank, type),
         outputs_(std::move(outputs)),
         keep_alive_(std::move(keep_alive)),
         timeout_(timeout),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {}
+        stream_ordered_(stream_ordered_on.has_value()),
+        future_(stream_ordered_on ? c10::make_intrusive<c10::ivalue::Future>(
+                                        c10::ListType::create(c10::TensorType::get()),
+                                        std::vector<c10::Device>{*stream_ordered_on})
+                                  : c10::make_intrusive<c10::ivalue::Future>(
+                                        c10::ListType::create(c10::TensorType::get()))) {}
 
-  bool isCompleted() override { return future_->completed(); }
-  bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+  bool isCompleted() override { return finished_.load(std::memory_order_acquire); }
+  bool isSuccess() const override { return finished_.load(std::memory_order_acquire) && !error_; }
   std::exception_ptr exception() const override {
-    return future_->hasError() ? future_->exception_ptr() : nullptr;
+    return finished_.load(std::memory_order_acquire) ? error_ : nullptr;
   }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -134,44 +155,58 @@ class WorkHal : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override {
     const std::chrono::milliseconds limit = timeout == kNoTimeout ? timeout_ : timeout;
     const auto deadline = std::chrono::steady_clock::now() + limit + std::chrono::seconds(5);
-    while (!future_->completed()) {
+    while (!finished_.load(std::memory_order_acquire)) {
       // HAL's own deadline fails the collective first; this bound only guards the guard.
       TORCH_CHECK_WITH(DistBackendError, std::chrono::steady_clock::now() < deadline,
                        "hal: a collective did not complete within ", limit.count(),
                        " ms and HAL reported no failure");
       std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait_for(lock, std::chrono::milliseconds(5), [&] { return future_->completed(); });
+      done_.wait_for(lock, std::chrono::milliseconds(5),
+                     [&] { return finished_.load(std::memory_order_acquire); });
     }
-    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    if (error_) std::rethrow_exception(error_);
     return true;
   }
 
   void synchronize() override { wait(kNoTimeout); }
 
+  // Right after the collective is enqueued, with the communicator's stream current:
+  // a stream-ordered future completes now, its event behind the collective.
+  void complete_future_in_stream_order() {
+    if (stream_ordered_) future_->markCompleted(c10::IValue(outputs_));
+  }
+
   // From the host function (the collective finished) or the watchdog (it failed). Never throws.
   void complete(std::exception_ptr error) noexcept {
-    if (finished_.exchange(true)) return;
+    if (claimed_.exchange(true)) return;
+    error_ = error;
     try {
-      if (error) {
-        future_->setError(error);
-      } else {
-        future_->markCompleted(c10::IValue(outputs_));
+      if (!future_->completed()) {
+        if (error) {
+          future_->setError(error);
+        } else {
+          future_->markCompleted(c10::IValue(outputs_));
+        }
       }
     } catch (...) {
     }
     keep_alive_.clear();
     std::lock_guard<std::mutex> lock(mutex_);
+    finished_.store(true, std::memory_order_release);
     done_.notify_all();
   }
 
-  bool finished() const { return finished_.load(); }
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
 
  private:
   std::vector<at::Tensor> outputs_;
   std::vector<at::Tensor> keep_alive_;
   std::chrono::milliseconds timeout_;
+  const bool stream_ordered_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::atomic<bool> finished_{false};
+  std::exception_ptr error_;           // written once, before finished_
+  std::atomic<bool> claimed_{false};   // complete() ran (or is running)
+  std::atomic<bool> finished_{false};  // the collective is done or failed
   std::mutex mutex_;
   std::condition_variable done_;
 };
@@ -538,7 +573,9 @@ class ProcessGroupHal : public c10d::Backend {
                                      std::vector<at::Tensor>{}, timeout_);
     works.push_back(all);
     if (device >= 0) {
-      complete_after(comm_for(device), std::move(works));
+      Communicator& c = comm_for(device);
+      complete_futures_in_stream_order(c, works);
+      complete_after(c, std::move(works));
     } else {
       all->complete(nullptr);  // nothing was enqueued
     }
@@ -679,8 +716,13 @@ class ProcessGroupHal : public c10d::Backend {
     }
     std::vector<at::Tensor> keep(inputs);
     keep.insert(keep.end(), outputs.begin(), outputs.end());
-    auto work = c10::make_intrusive<WorkHal>(getRank(), type, std::move(outputs), std::move(keep),
-                                             timeout_);
+    const bool on_device =
+        !outputs.empty() && std::all_of(outputs.begin(), outputs.end(), [&](const at::Tensor& t) {
+          return t.device() == c10::Device(kHalDeviceType, device);
+        });
+    auto work = c10::make_intrusive<WorkHal>(
+        getRank(), type, std::move(outputs), std::move(keep), timeout_,
+        on_device ? std::optional<c10::Device>(c10::Device(kHalDeviceType, device)) : std::nullopt);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       pending_.push_back({device, work});
@@ -691,8 +733,17 @@ class ProcessGroupHal : public c10d::Backend {
         return work;
       }
     }
+    complete_futures_in_stream_order(c, {work});
     complete_after(c, {work});
     return work;
+  }
+
+  // Completes the stream-ordered futures of |works| (WorkHal) behind what |c|'s stream
+  // holds now; before their host function is queued, which completes the rest.
+  static void complete_futures_in_stream_order(
+      Communicator& c, const std::vector<c10::intrusive_ptr<WorkHal>>& works) {
+    const c10::StreamGuard on_comm_stream(c.stream);
+    for (const auto& w : works) w->complete_future_in_stream_order();
   }
 
   // Queues a host function behind the collective that completes |works|.

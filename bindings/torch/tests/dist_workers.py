@@ -118,6 +118,78 @@ def _failures(rank, world, port):
     return out
 
 
+def stream_ordered(rank, world, port, results):
+    _run(_stream_ordered, rank, world, port, results)
+
+
+def _stream_ordered(rank, world, port):
+    """A Work's future on hal tensors completes in stream order: waiting on it neither blocks
+    the host until the peers join nor lets what follows run before the collective; DDP's
+    backward returns before the other rank has even started its own (so its buckets'
+    all_reduces run behind it, as NCCL's do), and its gradients match DDP over gloo on CPU."""
+    _init(rank, world, port, timeout_s=60)
+    store = dist.distributed_c10d._get_default_store()
+    wait_for = datetime.timedelta(seconds=30)
+    dev = f"hal:{rank}"
+    out = {}
+    dist.barrier()  # the communicator is made on the first collective, by both ranks
+    # Rank 1 joins the all_reduce only once rank 0 has waited on the future and queued more
+    # work behind it: rank 0 waiting on the host for the collective would never get there.
+    t = torch.full((3,), float(rank + 1), device=dev)
+    if rank == 0:
+        work = dist.all_reduce(t, async_op=True)
+        fut = work.get_future()
+        out["future_done_before_peer"] = fut.done()
+        out["work_completed_before_peer"] = work.is_completed()
+        fut.wait()  # the current stream waits for the collective; the host goes on
+        t.mul_(10)  # in stream order: after the sum
+        store.set("queued_behind_future", "1")
+        work.wait()
+        out["work_completed_after_wait"] = work.is_completed()
+    else:
+        store.wait(["queued_behind_future"], wait_for)
+        dist.all_reduce(t)
+    out["sum_then_times_10"] = t.cpu().tolist()
+
+    # DDP: rank 1 starts its backward only after rank 0's backward returned. Each parameter is
+    # a bucket of its own (bucket_cap_mb tiny), so several all_reduces are in flight at once.
+    gloo = dist.new_group(backend="gloo")
+    hal_model = ddp_model().to(dev)
+    cpu_model = ddp_model()
+    hal_ddp = torch.nn.parallel.DistributedDataParallel(hal_model, bucket_cap_mb=1e-4)
+    cpu_ddp = torch.nn.parallel.DistributedDataParallel(cpu_model, bucket_cap_mb=1e-4,
+                                                        process_group=gloo)
+    hal_opt = torch.optim.SGD(hal_model.parameters(), lr=0.1)
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.1)
+    out["backward_returned_before_peer_started"] = []
+    out["grad_error"] = 0.0
+    for step, (x, y) in enumerate(ddp_batches(steps=3)):
+        half = x.shape[0] // world
+        xs, ys = x[rank * half:(rank + 1) * half], y[rank * half:(rank + 1) * half]
+        loss = torch.nn.functional.mse_loss(hal_ddp(xs.to(dev)), ys.to(dev))
+        key = f"rank0_backward_returned_{step}"
+        if rank == 1:
+            store.wait([key], wait_for)
+        loss.backward()
+        if rank == 0:
+            out["backward_returned_before_peer_started"].append(True)
+            store.set(key, "1")
+        cpu_loss = torch.nn.functional.mse_loss(cpu_ddp(xs), ys)
+        cpu_loss.backward()
+        for p, q in zip(hal_model.parameters(), cpu_model.parameters()):
+            err = (p.grad.cpu() - q.grad).abs().max().item() / (q.grad.abs().max().item() + 1e-12)
+            out["grad_error"] = max(out["grad_error"], err)
+        hal_opt.step()
+        cpu_opt.step()
+        hal_opt.zero_grad()
+        cpu_opt.zero_grad()
+    out["param_error"] = max((p.detach().cpu() - q.detach()).abs().max().item()
+                             for p, q in zip(hal_model.parameters(), cpu_model.parameters()))
+    dist.barrier()
+    dist.destroy_process_group()
+    return out
+
+
 def _ddp_steps(rank, world):
     """A small MLP trained 5 steps with DDP on half the global batch each."""
     dev = f"hal:{rank}"

@@ -89,6 +89,27 @@ def test_ddp_matches_one_process_with_the_same_global_batch(two_ranks):
             torch.testing.assert_close(torch.tensor(got_p), want.detach(), atol=1e-5, rtol=1e-5)
 
 
+def test_futures_complete_in_stream_order_and_ddp_backward_does_not_wait_for_peers():
+    # Before: the future completed only when the collective had (a host function behind it),
+    # so rank 0's fut.wait() and DDP's backward blocked until rank 1 joined, which here waits
+    # for rank 0 first: rank 1's store wait timed out.
+    got = spawn(dist_workers.stream_ordered, timeout=150)
+    assert set(got) == {0, 1}, got
+    for rank, (status, value) in got.items():
+        assert status == "ok", value
+    r0, r1 = got[0][1], got[1][1]
+    assert r0["future_done_before_peer"] is True
+    assert r0["work_completed_before_peer"] is False  # rank 1 had not joined: not done yet
+    assert r0["work_completed_after_wait"] is True
+    assert r0["sum_then_times_10"] == [30.0] * 3  # (1 + 2) * 10: the mul ran after the sum
+    assert r1["sum_then_times_10"] == [3.0] * 3
+    assert r0["backward_returned_before_peer_started"] == [True] * 3
+    for r in (r0, r1):
+        # DDP over hal against DDP over gloo on the CPU: the same averaged gradients.
+        assert r["grad_error"] < 1e-5, r["grad_error"]
+        assert r["param_error"] < 1e-5, r["param_error"]
+
+
 def test_mismatched_sizes_and_a_dead_rank_raise_dist_backend_error():
     got = spawn(dist_workers.failures, timeout=150)
     assert 0 in got and got[0][0] == "ok", got

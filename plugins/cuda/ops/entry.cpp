@@ -1,7 +1,7 @@
 // The operator entries of the cuda plugin's table (hal_plugin_sdk/entries.hpp)
-// plan here: matmul to the cuBLASLt planner, the convolution kinds to the
-// cuDNN planner; every other kind is declined (no native kernel yet), so the
-// loader's portable implementations serve it.
+// plan here: matmul to the cuBLASLt planner, the convolution, pooling and
+// batch-norm kinds to the cuDNN planners; every other kind is declined (no
+// native kernel yet), so the loader's portable implementations serve it.
 #include <memory>
 
 #include "../device.hpp"
@@ -15,9 +15,15 @@ hal_result_t OpPlan::create(Device& owner, const hal_op_header_t& desc, hal_op_p
                             const char*& out_implementation) {
   const plugin::ErrorReporter& report = owner.report();
 #if HAL_CUDA_HAVE_CUDNN
-  if (is_convolution(desc.kind)) {
+  if (is_cudnn_kind(desc.kind)) {
     Planned planned =
-        plan_convolution(owner, reinterpret_cast<const hal_op_convolution_desc_t&>(desc), flags);
+        is_convolution(desc.kind)
+            ? plan_convolution(owner, reinterpret_cast<const hal_op_convolution_desc_t&>(desc),
+                               flags)
+        : desc.kind == HAL_OP_POOLING || desc.kind == HAL_OP_POOLING_BACKWARD
+            ? plan_pooling(owner, reinterpret_cast<const hal_op_pooling_desc_t&>(desc), flags)
+            : plan_batch_norm(owner, reinterpret_cast<const hal_op_batch_norm_desc_t&>(desc),
+                              flags);
     if (planned.result == HAL_ERROR_UNSUPPORTED) {
       return report.fail_message(HAL_ERROR_UNSUPPORTED, planned.native_code,
                                  "cuDNN: " + planned.reason);

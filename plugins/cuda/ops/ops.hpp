@@ -1,9 +1,9 @@
 // The cuda plugin's own operators (the operator entries of api/hal/plugin_v1.h),
 // tried by the loader before its portable ones: HAL_OP_MATMUL on cuBLASLt
-// ("cuda.cublaslt"), the three convolution kinds on cuDNN ("cuda.cudnn", when
-// the plugin was built with cuDNN's headers). Every other op, and every case
-// the vendor library cannot express, is declined with HAL_ERROR_UNSUPPORTED and a sentence saying
-// why, and the loader's portable implementation serves it.
+// ("cuda.cublaslt"), the three convolution kinds, pooling and batch norm on
+// cuDNN ("cuda.cudnn", when the plugin was built with cuDNN's headers). Every other op, and every
+// case the vendor library cannot express, is declined with HAL_ERROR_UNSUPPORTED and a sentence
+// saying why, and the loader's portable implementation serves it.
 #ifndef HAL_PLUGINS_CUDA_OPS_OPS_HPP_
 #define HAL_PLUGINS_CUDA_OPS_OPS_HPP_
 
@@ -31,6 +31,13 @@ inline bool is_convolution(hal_op_kind_t kind) {
          kind == HAL_OP_CONVOLUTION_BACKWARD_WEIGHTS;
 }
 
+// Whether cuDNN serves |kind| (convolution, pooling, batch norm) where the
+// plugin was built with its headers.
+inline bool is_cudnn_kind(hal_op_kind_t kind) {
+  return is_convolution(kind) || kind == HAL_OP_POOLING || kind == HAL_OP_POOLING_BACKWARD ||
+         kind == HAL_OP_BATCH_NORM || kind == HAL_OP_BATCH_NORM_BACKWARD;
+}
+
 // A planned operator. Executions enqueue device work that needs nothing of
 // the plan once the enqueue returned, so a plan may be destroyed at any time.
 class OpPlan {
@@ -46,7 +53,7 @@ class OpPlan {
   static const char* implementation(hal_op_kind_t kind) {
     if (kind == HAL_OP_MATMUL) return kCublasLtName;
 #if HAL_CUDA_HAVE_CUDNN
-    if (is_convolution(kind)) return kCudnnName;
+    if (is_cudnn_kind(kind)) return kCudnnName;
 #endif
     return nullptr;
   }
@@ -82,6 +89,11 @@ Planned plan_matmul(Device& device, const hal_op_matmul_desc_t& desc, hal_op_pla
 // Plans the convolution kinds on cuDNN's graph API (convolution.cpp).
 Planned plan_convolution(Device& device, const hal_op_convolution_desc_t& desc,
                          hal_op_plan_flags_t flags);
+// Pooling on cuDNN's resample operations (pooling.cpp).
+Planned plan_pooling(Device& device, const hal_op_pooling_desc_t& desc, hal_op_plan_flags_t flags);
+// Batch norm in training on cuDNN's norm operations (batch_norm.cpp).
+Planned plan_batch_norm(Device& device, const hal_op_batch_norm_desc_t& desc,
+                        hal_op_plan_flags_t flags);
 #endif
 
 }  // namespace ops

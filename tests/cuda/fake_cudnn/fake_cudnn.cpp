@@ -15,6 +15,13 @@
 // cross-correlation or (CUDNN_CONVOLUTION) flipped taps, pre and post
 // padding, dilation, in double, y = alpha * result + beta * y, enqueued
 // through the stand-in driver's cuLaunchHostFunc, so it runs in stream order.
+// Pooling and batch norm likewise: RESAMPLE_FWD and RESAMPLE_BWD (max with
+// -inf or zero padding, NaN skipped unless RESAMPLE_NAN_PROPAGATION asks for
+// it; average dividing by the window or by its positions inside x; no index
+// tensor, no max backward: not modelled), NORM_FORWARD in training (mean,
+// biased variance, inverse std, the running statistics updated with the
+// by-value factor and the unbiased variance) and NORM_BACKWARD, as cuDNN's
+// documentation defines them (not as HAL does: the tests compare with HAL's).
 #include <cuda.h>
 #include <cudnn_graph.h>
 #include <dlfcn.h>
@@ -161,6 +168,7 @@ struct TensorInfo {
   int rank = 0;
   std::array<int64_t, 5> dims{}, strides{};
   int64_t uid = 0, alignment = 0;
+  bool by_value = false;  // a host scalar read at execute
 };
 
 struct ConvInfo {
@@ -172,11 +180,25 @@ struct ConvInfo {
 
 // A convolution operation in the forward's roles: x [N, C, i...], w [K, C/g,
 // k...], y [N, K, o...] (backward data: dx, w, dy; backward filter: x, dw, dy).
+struct ResampleInfo {
+  cudnnResampleMode_t mode = CUDNN_RESAMPLE_MAXPOOL;
+  cudnnPaddingMode_t padding = CUDNN_ZERO_PAD;
+  bool propagate_nan = false;  // unset: NaN skipped (cudnnNanPropagation_t's default)
+  int64_t spatial = 0;
+  std::array<int64_t, 3> window{}, stride{}, pre{}, post{};
+};
+
+// A convolution (x, w, y, conv), a resample (x, y; dx, dy in the backward)
+// or a batch norm (its tensors by attribute in |tensors|).
 struct OpInfo {
   cudnnBackendDescriptorType_t kind{};
   TensorInfo x, w, y;
   ConvInfo conv;
   double alpha = 1.0, beta = 0.0;
+  ResampleInfo resample;
+  cudnnBackendNormMode_t norm_mode{};
+  cudnnBackendNormFwdPhase_t norm_phase{};
+  std::map<int, TensorInfo> tensors;  // every tensor of a resample or norm, by attribute
 };
 
 struct Descriptor {
@@ -186,6 +208,7 @@ struct Descriptor {
   // Snapshots taken at finalize.
   TensorInfo tensor;
   ConvInfo conv;
+  ResampleInfo resample;
   std::shared_ptr<const OpInfo> op;  // operation, graph, heuristic, engine, config, plan
   cudnnHandle_t handle = nullptr;    // graph, plan
   int64_t engine = -1;               // engine, config, plan
@@ -304,6 +327,12 @@ cudnnStatus_t finalize_tensor(Descriptor& d) {
   if (t.alignment < type_bytes(t.type) || (t.alignment & (t.alignment - 1)) != 0) {
     return CUDNN_STATUS_BAD_PARAM;
   }
+  if (const Attribute* by_value = find(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE); by_value != nullptr) {
+    if (by_value->type != CUDNN_TYPE_BOOLEAN || by_value->count != 1) {
+      return CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE;
+    }
+    t.by_value = by_value->bytes[0] != 0;
+  }
   t.rank = static_cast<int>(dims.size());
   for (int i = 0; i < t.rank; ++i) {
     if (dims[i] <= 0 || strides[i] <= 0) return CUDNN_STATUS_BAD_PARAM;
@@ -368,7 +397,234 @@ cudnnStatus_t check_shapes(const OpInfo& op) {
   return CUDNN_STATUS_SUCCESS;
 }
 
+cudnnStatus_t finalize_resample(Descriptor& d) {
+  ResampleInfo& r = d.resample;
+  cudnnDataType_t compute{};
+  std::vector<int64_t> window, stride, pre, post;
+  if (!scalar(d, CUDNN_ATTR_RESAMPLE_MODE, &r.mode) ||
+      !scalar(d, CUDNN_ATTR_RESAMPLE_COMP_TYPE, &compute) ||
+      !scalar(d, CUDNN_ATTR_RESAMPLE_SPATIAL_DIMS, &r.spatial) ||
+      !int64s(d, CUDNN_ATTR_RESAMPLE_WINDOW_DIMS, &window) ||
+      !int64s(d, CUDNN_ATTR_RESAMPLE_STRIDES, &stride) ||
+      !int64s(d, CUDNN_ATTR_RESAMPLE_PRE_PADDINGS, &pre) ||
+      !int64s(d, CUDNN_ATTR_RESAMPLE_POST_PADDINGS, &post)) {
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+  if (const Attribute* a = find(d, CUDNN_ATTR_RESAMPLE_PADDING_MODE); a != nullptr) {
+    if (a->type != CUDNN_TYPE_PADDING_MODE) return CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE;
+    std::memcpy(&r.padding, a->bytes.data(), sizeof(r.padding));
+  }
+  if (const Attribute* a = find(d, CUDNN_ATTR_RESAMPLE_NAN_PROPAGATION); a != nullptr) {
+    if (a->type != CUDNN_TYPE_NAN_PROPOGATION) return CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE;
+    cudnnNanPropagation_t nan{};
+    std::memcpy(&nan, a->bytes.data(), sizeof(nan));
+    r.propagate_nan = nan == CUDNN_PROPAGATE_NAN;
+  }
+  if (r.mode != CUDNN_RESAMPLE_MAXPOOL && r.mode != CUDNN_RESAMPLE_AVGPOOL_INCLUDE_PADDING &&
+      r.mode != CUDNN_RESAMPLE_AVGPOOL_EXCLUDE_PADDING) {
+    return CUDNN_STATUS_NOT_SUPPORTED;  // nearest and bilinear: not modelled here
+  }
+  if (compute != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  if (r.spatial < 2 || r.spatial > 3) return CUDNN_STATUS_BAD_PARAM;  // 2-D and 3-D
+  const size_t n = static_cast<size_t>(r.spatial);
+  if (window.size() != n || stride.size() != n || pre.size() != n || post.size() != n) {
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (window[i] < 1 || stride[i] < 1 || pre[i] < 0 || post[i] < 0) return CUDNN_STATUS_BAD_PARAM;
+    r.window[i] = window[i];
+    r.stride[i] = stride[i];
+    r.pre[i] = pre[i];
+    r.post[i] = post[i];
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The tensor an operation's attribute names, into op.tensors; |required|
+// missing is BAD_PARAM, an optional one absent is left out.
+cudnnStatus_t take_tensor(const Descriptor& d, cudnnBackendAttributeName_t name, bool required,
+                          OpInfo& op) {
+  if (find(d, name) == nullptr) return required ? CUDNN_STATUS_BAD_PARAM : CUDNN_STATUS_SUCCESS;
+  Descriptor* t = nullptr;
+  if (const cudnnStatus_t s = referenced(d, name, CUDNN_BACKEND_TENSOR_DESCRIPTOR, &t);
+      s != CUDNN_STATUS_SUCCESS) {
+    return s;
+  }
+  op.tensors[static_cast<int>(name)] = t->tensor;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+const TensorInfo* tensor_of(const OpInfo& op, cudnnBackendAttributeName_t name) {
+  const auto it = op.tensors.find(static_cast<int>(name));
+  return it == op.tensors.end() ? nullptr : &it->second;
+}
+
+bool unique_ids(const OpInfo& op) {
+  std::set<int64_t> uids;
+  for (const auto& [attribute, t] : op.tensors) {
+    if (!uids.insert(t.uid).second) return false;
+  }
+  return true;
+}
+
+cudnnStatus_t finalize_resample_operation(Descriptor& d) {
+  auto op = std::make_shared<OpInfo>();
+  op->kind = d.type;
+  const bool backward = d.type == CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR;
+  const cudnnBackendAttributeName_t x_name =
+      backward ? CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DXDESC : CUDNN_ATTR_OPERATION_RESAMPLE_FWD_XDESC;
+  const cudnnBackendAttributeName_t y_name =
+      backward ? CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC : CUDNN_ATTR_OPERATION_RESAMPLE_FWD_YDESC;
+  for (const cudnnBackendAttributeName_t name : {x_name, y_name}) {
+    if (const cudnnStatus_t s = take_tensor(d, name, true, *op); s != CUDNN_STATUS_SUCCESS) {
+      return s;
+    }
+  }
+  // The index tensor (max pooling's training form), and the backward's x and
+  // y that a max backward re-derives its argmax from: not modelled here.
+  for (const cudnnBackendAttributeName_t name :
+       {CUDNN_ATTR_OPERATION_RESAMPLE_FWD_IDXDESC, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_IDXDESC,
+        CUDNN_ATTR_OPERATION_RESAMPLE_BWD_XDESC, CUDNN_ATTR_OPERATION_RESAMPLE_BWD_YDESC}) {
+    if (find(d, name) != nullptr) return CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  Descriptor* r = nullptr;
+  if (const cudnnStatus_t s = referenced(d,
+                                         backward ? CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DESC
+                                                  : CUDNN_ATTR_OPERATION_RESAMPLE_FWD_DESC,
+                                         CUDNN_BACKEND_RESAMPLE_DESCRIPTOR, &r);
+      s != CUDNN_STATUS_SUCCESS) {
+    return s;
+  }
+  op->resample = r->resample;
+  if (backward && op->resample.mode == CUDNN_RESAMPLE_MAXPOOL) return CUDNN_STATUS_NOT_SUPPORTED;
+  const TensorInfo& x = *tensor_of(*op, x_name);
+  const TensorInfo& y = *tensor_of(*op, y_name);
+  op->x = x;
+  op->y = y;
+  if (x.type != y.type) return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+  if (!unique_ids(*op)) return CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES;
+  const ResampleInfo& rs = op->resample;
+  if (x.rank != rs.spatial + 2 || y.rank != x.rank || x.dims[0] != y.dims[0] ||
+      x.dims[1] != y.dims[1]) {
+    return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+  }
+  for (int s = 0; s < rs.spatial; ++s) {
+    const int64_t span = x.dims[2 + s] + rs.pre[s] + rs.post[s] - rs.window[s];
+    if (span < 0 || span / rs.stride[s] + 1 != y.dims[2 + s]) {
+      return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    }
+  }
+  d.op = std::move(op);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t finalize_norm_operation(Descriptor& d) {
+  auto op = std::make_shared<OpInfo>();
+  op->kind = d.type;
+  const bool backward = d.type == CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR;
+  if (!scalar(d, backward ? CUDNN_ATTR_OPERATION_NORM_BWD_MODE : CUDNN_ATTR_OPERATION_NORM_FWD_MODE,
+              &op->norm_mode)) {
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+  if (op->norm_mode != CUDNN_BATCH_NORM) return CUDNN_STATUS_NOT_SUPPORTED;  // not modelled here
+  std::vector<cudnnBackendAttributeName_t> required, activations, channels, running;
+  if (backward) {
+    required = {
+        CUDNN_ATTR_OPERATION_NORM_BWD_XDESC,       CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC,
+        CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC,      CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC,
+        CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC,   CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC,
+        CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC};
+    activations = {required.begin(), required.begin() + 3};
+    channels = {required.begin() + 3, required.end()};
+  } else {
+    if (!scalar(d, CUDNN_ATTR_OPERATION_NORM_FWD_PHASE, &op->norm_phase)) {
+      return CUDNN_STATUS_BAD_PARAM;
+    }
+    // Inference reads a mean and an inverse variance: not modelled here.
+    if (op->norm_phase != CUDNN_NORM_FWD_TRAINING) return CUDNN_STATUS_NOT_SUPPORTED;
+    required = {
+        CUDNN_ATTR_OPERATION_NORM_FWD_XDESC,       CUDNN_ATTR_OPERATION_NORM_FWD_YDESC,
+        CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC,  CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC,
+        CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC,   CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC,
+        CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC};
+    activations = {required.begin(), required.begin() + 2};
+    channels = {required.begin() + 2, required.begin() + 6};
+    running = {CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_MEAN_DESC,
+               CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_VAR_DESC,
+               CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_MEAN_DESC,
+               CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_VAR_DESC};
+  }
+  for (const cudnnBackendAttributeName_t name : required) {
+    if (const cudnnStatus_t s = take_tensor(d, name, true, *op); s != CUDNN_STATUS_SUCCESS) {
+      return s;
+    }
+  }
+  // The running statistics and their factor: all or none.
+  size_t given = 0;
+  for (const cudnnBackendAttributeName_t name : running) {
+    if (const cudnnStatus_t s = take_tensor(d, name, false, *op); s != CUDNN_STATUS_SUCCESS) {
+      return s;
+    }
+    given += tensor_of(*op, name) != nullptr ? 1 : 0;
+  }
+  if (!backward) {
+    if (const cudnnStatus_t s =
+            take_tensor(d, CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC, false, *op);
+        s != CUDNN_STATUS_SUCCESS) {
+      return s;
+    }
+    const bool factor =
+        tensor_of(*op, CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC) != nullptr;
+    if ((given != 0 || factor) && (given != running.size() || !factor)) {
+      return CUDNN_STATUS_BAD_PARAM;
+    }
+    channels.insert(channels.end(), running.begin(), running.begin() + static_cast<long>(given));
+  }
+  if (!unique_ids(*op)) return CUDNN_STATUS_BAD_PARAM_DUPLICATED_ENTRIES;
+  const TensorInfo& x = *tensor_of(*op, activations[0]);
+  op->x = x;
+  op->y = *tensor_of(*op, activations[1]);
+  for (const cudnnBackendAttributeName_t name : activations) {
+    const TensorInfo& t = *tensor_of(*op, name);
+    if (t.type != x.type) return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+    if (t.rank != x.rank || t.by_value) return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    for (int i = 0; i < x.rank; ++i) {
+      if (t.dims[i] != x.dims[i]) return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    }
+  }
+  // Per-channel tensors: f32 [1, C, 1...] of x's rank.
+  for (const cudnnBackendAttributeName_t name : channels) {
+    const TensorInfo& t = *tensor_of(*op, name);
+    if (t.type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE;
+    if (t.rank != x.rank || t.by_value) return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    for (int i = 0; i < x.rank; ++i) {
+      if (t.dims[i] != (i == 1 ? x.dims[1] : 1)) return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    }
+  }
+  // Scalars: one f32 element, by value.
+  for (const cudnnBackendAttributeName_t name :
+       {CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC,
+        CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC}) {
+    const TensorInfo* t = tensor_of(*op, name);
+    if (t == nullptr) continue;
+    if (!t->by_value || t->type != CUDNN_DATA_FLOAT) return CUDNN_STATUS_BAD_PARAM;
+    for (int i = 0; i < t->rank; ++i) {
+      if (t->dims[i] != 1) return CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH;
+    }
+  }
+  d.op = std::move(op);
+  return CUDNN_STATUS_SUCCESS;
+}
+
 cudnnStatus_t finalize_operation(Descriptor& d) {
+  if (d.type == CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR ||
+      d.type == CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR) {
+    return finalize_resample_operation(d);
+  }
+  if (d.type == CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR ||
+      d.type == CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR) {
+    return finalize_norm_operation(d);
+  }
   auto op = std::make_shared<OpInfo>();
   op->kind = d.type;
   std::array<cudnnBackendAttributeName_t, 3> names{};  // x, w, y roles
@@ -433,10 +689,17 @@ cudnnStatus_t finalize_operation(Descriptor& d) {
   return CUDNN_STATUS_SUCCESS;
 }
 
-bool is_operation(cudnnBackendDescriptorType_t type) {
+bool is_convolution(cudnnBackendDescriptorType_t type) {
   return type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR ||
          type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR ||
          type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
+}
+
+bool is_operation(cudnnBackendDescriptorType_t type) {
+  return is_convolution(type) || type == CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR ||
+         type == CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR ||
+         type == CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR ||
+         type == CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR;
 }
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -460,7 +723,9 @@ cudnnStatus_t finalize_graph(Descriptor& d) {
 // The engines the heuristic offers for |op|, in its order.
 std::vector<int64_t> engines_for(const OpInfo& op) {
   std::vector<int64_t> out;
-  if (op.x.type == CUDNN_DATA_FLOAT) out.push_back(FAKE_CUDNN_ENGINE_TF32);
+  if (is_convolution(op.kind) && op.x.type == CUDNN_DATA_FLOAT) {
+    out.push_back(FAKE_CUDNN_ENGINE_TF32);
+  }
   out.push_back(FAKE_CUDNN_ENGINE_VECTOR);
   out.push_back(FAKE_CUDNN_ENGINE_GENERIC);
   return out;
@@ -505,7 +770,10 @@ cudnnStatus_t finalize_plan(Descriptor& d) {
   if (config->engine == FAKE_CUDNN_ENGINE_VECTOR) {
     // Vectorised loads: every tensor declared 16-byte aligned.
     for (const TensorInfo* t : {&op.x, &op.w, &op.y}) {
-      if (t->alignment < 16) return CUDNN_STATUS_NOT_SUPPORTED;
+      if (is_convolution(op.kind) && t->alignment < 16) return CUDNN_STATUS_NOT_SUPPORTED;
+    }
+    for (const auto& [attribute, t] : op.tensors) {
+      if (!t.by_value && t.alignment < 16) return CUDNN_STATUS_NOT_SUPPORTED;
     }
   }
   d.op = config->op;
@@ -539,10 +807,11 @@ cudnnStatus_t finalize_variant_pack(Descriptor& d) {
 struct Job {
   OpInfo op;
   int64_t engine = 0;
-  const void* in[2] = {};  // the two inputs of the kind, by role below
-  void* x = nullptr;
+  void* x = nullptr;  // a convolution's, in the forward's roles
   void* w = nullptr;
   void* y = nullptr;
+  std::map<int, void*> pointers;  // a resample's or norm's device tensors, by attribute
+  std::map<int, double> values;   // its by-value scalars, read at execute
 };
 
 // Element offset of index |idx| (rank entries) in |t|.
@@ -566,8 +835,226 @@ void unflatten(const TensorInfo& t, int64_t linear, int64_t* idx) {
   }
 }
 
+// ---- pooling and batch norm ---------------------------------------------------
+
+// Every element of |t| as double, in its row-major order.
+std::vector<double> read_all(const void* base, const TensorInfo& t) {
+  std::vector<double> out(static_cast<size_t>(count(t)));
+  int64_t idx[5] = {};
+  for (int64_t linear = 0; linear < count(t); ++linear) {
+    unflatten(t, linear, idx);
+    out[static_cast<size_t>(linear)] = load(base, t.type, offset(t, idx));
+  }
+  return out;
+}
+
+void write_all(void* base, const TensorInfo& t, const std::vector<double>& values) {
+  int64_t idx[5] = {};
+  for (int64_t linear = 0; linear < count(t); ++linear) {
+    unflatten(t, linear, idx);
+    store(base, t.type, offset(t, idx), values[static_cast<size_t>(linear)]);
+  }
+}
+
+void* pointer_at(const Job& job, cudnnBackendAttributeName_t name) {
+  const auto it = job.pointers.find(static_cast<int>(name));
+  return it == job.pointers.end() ? nullptr : it->second;
+}
+
+// cuDNN's resample: windows of window[s] positions o * stride - pre + t;
+// positions outside x are padding (-inf with NEG_INF_PAD, else 0). Max
+// skips a NaN unless NaN propagation was asked for; average divides by the
+// window's size (INCLUDE_PADDING) or by its positions inside x.
+void run_resample(const Job& job) {
+  const OpInfo& op = job.op;
+  const ResampleInfo& r = op.resample;
+  const bool backward = op.kind == CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR;
+  const TensorInfo &x = op.x, &y = op.y;
+  void* xp = pointer_at(job, backward ? CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DXDESC
+                                      : CUDNN_ATTR_OPERATION_RESAMPLE_FWD_XDESC);
+  void* yp = pointer_at(job, backward ? CUDNN_ATTR_OPERATION_RESAMPLE_BWD_DYDESC
+                                      : CUDNN_ATTR_OPERATION_RESAMPLE_FWD_YDESC);
+  const int spatial = static_cast<int>(r.spatial);
+  int64_t taps = 1;
+  for (int s = 0; s < spatial; ++s) taps *= r.window[s];
+  const std::vector<double> in = backward ? read_all(yp, y) : read_all(xp, x);
+  std::vector<double> out(static_cast<size_t>(backward ? count(x) : count(y)), 0.0);
+  auto flat = [](const TensorInfo& t, const int64_t* idx) {
+    int64_t f = 0;
+    for (int i = 0; i < t.rank; ++i) f = f * t.dims[i] + idx[i];
+    return f;
+  };
+  int64_t yi[5] = {}, xi[5] = {};
+  for (int64_t linear = 0; linear < count(y); ++linear) {
+    unflatten(y, linear, yi);
+    xi[0] = yi[0];
+    xi[1] = yi[1];
+    double best = -INFINITY, sum = 0.0;
+    bool nan = false;
+    int64_t inside_count = 0;
+    std::vector<int64_t> inside;  // flat x positions inside the window
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      int64_t rest = tap;
+      bool inside_x = true;
+      for (int s = spatial; s-- > 0;) {
+        const int64_t t = rest % r.window[s];
+        rest /= r.window[s];
+        xi[2 + s] = yi[2 + s] * r.stride[s] - r.pre[s] + t;
+        if (xi[2 + s] < 0 || xi[2 + s] >= x.dims[2 + s]) inside_x = false;
+      }
+      if (!inside_x) {
+        if (r.mode == CUDNN_RESAMPLE_MAXPOOL && r.padding != CUDNN_NEG_INF_PAD) {
+          best = std::max(best, 0.0);  // zero padding takes part in the max
+        }
+        continue;
+      }
+      ++inside_count;
+      const int64_t at = flat(x, xi);
+      inside.push_back(at);
+      if (backward) continue;
+      const double v = in[static_cast<size_t>(at)];
+      if (std::isnan(v)) {
+        nan = nan || r.propagate_nan;
+        continue;
+      }
+      best = std::max(best, v);
+      sum += v;
+    }
+    const double divisor = r.mode == CUDNN_RESAMPLE_AVGPOOL_INCLUDE_PADDING
+                               ? static_cast<double>(taps)
+                               : static_cast<double>(std::max<int64_t>(inside_count, 1));
+    if (backward) {
+      for (const int64_t at : inside) {
+        out[static_cast<size_t>(at)] += in[static_cast<size_t>(linear)] / divisor;
+      }
+    } else if (r.mode == CUDNN_RESAMPLE_MAXPOOL) {
+      out[static_cast<size_t>(linear)] = nan ? NAN : best;
+    } else {
+      out[static_cast<size_t>(linear)] = sum / divisor;
+    }
+  }
+  if (backward) {
+    write_all(xp, x, out);
+  } else {
+    write_all(yp, y, out);
+  }
+}
+
+// Per-channel f32 tensors [1, C, 1...]: element c.
+double channel_load(const Job& job, const OpInfo& op, cudnnBackendAttributeName_t name, int64_t c) {
+  const TensorInfo& t = op.tensors.at(static_cast<int>(name));
+  return load(pointer_at(job, name), t.type, c * t.strides[1]);
+}
+void channel_store(const Job& job, const OpInfo& op, cudnnBackendAttributeName_t name, int64_t c,
+                   double value) {
+  const TensorInfo& t = op.tensors.at(static_cast<int>(name));
+  store(pointer_at(job, name), t.type, c * t.strides[1], value);
+}
+
+// cuDNN's batch norm in training: per channel over N and space, the mean and
+// the biased variance, inverse std 1/sqrt(var + epsilon), y = (x - mean) *
+// inv_std * scale + bias; the running statistics updated with the factor and
+// the unbiased variance. Backward with the saved mean and inverse std.
+void run_norm(const Job& job) {
+  const OpInfo& op = job.op;
+  const bool backward = op.kind == CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR;
+  const TensorInfo& x = op.x;
+  const std::vector<double> xv =
+      read_all(pointer_at(job, backward ? CUDNN_ATTR_OPERATION_NORM_BWD_XDESC
+                                        : CUDNN_ATTR_OPERATION_NORM_FWD_XDESC),
+               x);
+  const int64_t channels = x.dims[1];
+  const double m = static_cast<double>(count(x) / channels);
+  std::vector<int64_t> channel_of(xv.size());
+  int64_t idx[5] = {};
+  for (int64_t linear = 0; linear < count(x); ++linear) {
+    unflatten(x, linear, idx);
+    channel_of[static_cast<size_t>(linear)] = idx[1];
+  }
+  std::vector<double> mean(static_cast<size_t>(channels), 0.0), var(mean), inv(mean);
+  if (!backward) {
+    const auto it = job.values.find(CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC);
+    const double epsilon = it->second;
+    for (size_t i = 0; i < xv.size(); ++i) mean[static_cast<size_t>(channel_of[i])] += xv[i];
+    for (double& v : mean) v /= m;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const double d = xv[i] - mean[static_cast<size_t>(channel_of[i])];
+      var[static_cast<size_t>(channel_of[i])] += d * d;
+    }
+    for (int64_t c = 0; c < channels; ++c) {
+      const auto k = static_cast<size_t>(c);
+      var[k] /= m;
+      inv[k] = 1.0 / std::sqrt(var[k] + epsilon);
+    }
+    std::vector<double> y(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const int64_t c = channel_of[i];
+      const auto k = static_cast<size_t>(c);
+      y[i] = (xv[i] - mean[k]) * inv[k] *
+                 channel_load(job, op, CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, c) +
+             channel_load(job, op, CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, c);
+    }
+    write_all(pointer_at(job, CUDNN_ATTR_OPERATION_NORM_FWD_YDESC), op.y, y);
+    const auto factor = job.values.find(CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC);
+    for (int64_t c = 0; c < channels; ++c) {
+      const auto k = static_cast<size_t>(c);
+      channel_store(job, op, CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, c, mean[k]);
+      channel_store(job, op, CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, c, inv[k]);
+      if (factor == job.values.end()) continue;
+      const double f = factor->second;
+      // Both inputs read before either output is written (they may be one memory).
+      const double rm =
+          channel_load(job, op, CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_MEAN_DESC, c);
+      const double rv =
+          channel_load(job, op, CUDNN_ATTR_OPERATION_NORM_FWD_INPUT_RUNNING_VAR_DESC, c);
+      channel_store(job, op, CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_MEAN_DESC, c,
+                    (1 - f) * rm + f * mean[k]);
+      channel_store(job, op, CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_VAR_DESC, c,
+                    (1 - f) * rv + f * var[k] * m / (m - 1));
+    }
+    return;
+  }
+  const std::vector<double> dy =
+      read_all(pointer_at(job, CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC), op.y);
+  std::vector<double> dscale(static_cast<size_t>(channels), 0.0), dbias(dscale), scale(dscale);
+  for (int64_t c = 0; c < channels; ++c) {
+    const auto k = static_cast<size_t>(c);
+    mean[k] = channel_load(job, op, CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC, c);
+    inv[k] = channel_load(job, op, CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC, c);
+    scale[k] = channel_load(job, op, CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC, c);
+  }
+  std::vector<double> xhat(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const auto k = static_cast<size_t>(channel_of[i]);
+    xhat[i] = (xv[i] - mean[k]) * inv[k];
+    dbias[k] += dy[i];
+    dscale[k] += dy[i] * xhat[i];
+  }
+  std::vector<double> dx(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const auto k = static_cast<size_t>(channel_of[i]);
+    dx[i] = scale[k] * inv[k] * (dy[i] - dbias[k] / m - xhat[i] * dscale[k] / m);
+  }
+  const TensorInfo& dx_t = op.tensors.at(CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC);
+  write_all(pointer_at(job, CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC), dx_t, dx);
+  for (int64_t c = 0; c < channels; ++c) {
+    const auto k = static_cast<size_t>(c);
+    channel_store(job, op, CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, c, dscale[k]);
+    channel_store(job, op, CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, c, dbias[k]);
+  }
+}
+
 void run_job(void* data) {
   std::unique_ptr<Job> job(static_cast<Job*>(data));
+  if (!is_convolution(job->op.kind)) {
+    if (job->op.kind == CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR ||
+        job->op.kind == CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR) {
+      run_resample(*job);
+    } else {
+      run_norm(*job);
+    }
+    return;
+  }
   const OpInfo& op = job->op;
   const TensorInfo &x = op.x, &w = op.w, &y = op.y;
   const int spatial = x.rank - 2;
@@ -724,6 +1211,11 @@ FAKE_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorTyp
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR:
+    case CUDNN_BACKEND_RESAMPLE_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_RESAMPLE_FWD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_RESAMPLE_BWD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR:
+    case CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR:
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
     case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
@@ -787,6 +1279,9 @@ FAKE_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) {
       break;
     case CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR:
       status = finalize_conv(*d);
+      break;
+    case CUDNN_BACKEND_RESAMPLE_DESCRIPTOR:
+      status = finalize_resample(*d);
       break;
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
       status = finalize_graph(*d);
@@ -895,25 +1390,46 @@ FAKE_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
   job->op = *plan->op;
   job->engine = plan->engine;
   // Every tensor of the graph by its unique id, aligned as declared.
-  std::array<void*, 3> found{};
-  const std::array<const TensorInfo*, 3> tensors = {&job->op.x, &job->op.w, &job->op.y};
-  for (size_t t = 0; t < 3; ++t) {
+  const auto pointer_of = [&](const TensorInfo& t, void** out) {
     bool seen = false;
     for (size_t i = 0; i < pack->uids.size(); ++i) {
-      if (pack->uids[i] != tensors[t]->uid) continue;
-      found[t] = pack->pointers[i];
+      if (pack->uids[i] != t.uid) continue;
+      *out = pack->pointers[i];
       seen = true;
     }
-    if (!seen || found[t] == nullptr) return CUDNN_STATUS_BAD_PARAM;
-    if (reinterpret_cast<uintptr_t>(found[t]) % static_cast<uintptr_t>(tensors[t]->alignment) !=
-        0) {
+    if (!seen || *out == nullptr) return CUDNN_STATUS_BAD_PARAM;
+    if (!t.by_value &&
+        reinterpret_cast<uintptr_t>(*out) % static_cast<uintptr_t>(t.alignment) != 0) {
       return CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER;
     }
+    return CUDNN_STATUS_SUCCESS;
+  };
+  if (is_convolution(job->op.kind)) {
+    std::array<void*, 3> found{};
+    const std::array<const TensorInfo*, 3> tensors = {&job->op.x, &job->op.w, &job->op.y};
+    for (size_t t = 0; t < 3; ++t) {
+      if (const cudnnStatus_t status = pointer_of(*tensors[t], &found[t]);
+          status != CUDNN_STATUS_SUCCESS) {
+        return status;
+      }
+    }
+    job->x = found[0];
+    job->w = found[1];
+    job->y = found[2];
+  } else {
+    for (const auto& [attribute, t] : job->op.tensors) {
+      void* pointer = nullptr;
+      if (const cudnnStatus_t status = pointer_of(t, &pointer); status != CUDNN_STATUS_SUCCESS) {
+        return status;
+      }
+      // A by-value scalar is the host value now (cuDNN copies it at execute).
+      if (t.by_value) {
+        job->values[attribute] = *static_cast<const float*>(pointer);
+      } else {
+        job->pointers[attribute] = pointer;
+      }
+    }
   }
-  if (plan->workspace > 0 && pack->workspace_pointer == nullptr) return CUDNN_STATUS_BAD_PARAM;
-  job->x = found[0];
-  job->w = found[1];
-  job->y = found[2];
   // The engine scribbles over its whole workspace (a short one shows under ASan).
   if (plan->workspace > 0) {
     std::memset(pack->workspace_pointer, 0xa5, static_cast<size_t>(plan->workspace));
@@ -933,6 +1449,30 @@ FAKE_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
   record_tensor(job->op.x, &last.x);
   record_tensor(job->op.w, &last.w);
   record_tensor(job->op.y, &last.y);
+  const ResampleInfo& rs = job->op.resample;
+  if (!is_convolution(job->op.kind)) {
+    last.spatial_dims = rs.spatial;
+    for (int i = 0; i < 3; ++i) {
+      last.stride[i] = rs.stride[i];
+      last.pre_padding[i] = rs.pre[i];
+      last.post_padding[i] = rs.post[i];
+      last.window[i] = rs.window[i];
+    }
+  }
+  last.resample_mode = rs.mode;
+  last.padding_mode = rs.padding;
+  last.nan_propagation = rs.propagate_nan ? 1 : 0;
+  last.norm_mode = job->op.norm_mode;
+  last.norm_phase = job->op.norm_phase;
+  last.running_stats =
+      job->values.count(CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC) != 0 ? 1 : 0;
+  last.tensor_count = static_cast<int64_t>(job->op.tensors.size());
+  const auto value = [&](cudnnBackendAttributeName_t name) {
+    const auto it = job->values.find(static_cast<int>(name));
+    return it == job->values.end() ? 0.0 : it->second;
+  };
+  last.epsilon = value(CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC);
+  last.factor = value(CUDNN_ATTR_OPERATION_NORM_FWD_EXP_AVG_FACTOR_DESC);
   last.engine = plan->engine;
   last.workspace_bytes = plan->workspace;
   last.workspace = pack->workspace_pointer;

@@ -30,6 +30,15 @@ typedef struct fake_cudnn_execution {
   int64_t engine;              /* FAKE_CUDNN_ENGINE_* */
   int64_t workspace_bytes;     /* the plan's */
   const void* workspace;
+  /* Resample (pooling) operations: x, y are x and y (dx, dy backward);
+   * spatial_dims, stride, pre_padding, post_padding are the resample's. */
+  int32_t resample_mode, padding_mode, nan_propagation; /* cudnnResampleMode_t ... */
+  int64_t window[3];
+  /* Norm operations: x is x, y is y (dy backward). */
+  int32_t norm_mode, norm_phase;
+  int32_t running_stats;  /* the forward updates running statistics */
+  int64_t tensor_count;   /* tensors of the operation */
+  double epsilon, factor; /* the by-value scalars as executed */
 } fake_cudnn_execution_t;
 
 typedef struct fake_cudnn_stats {
@@ -37,9 +46,9 @@ typedef struct fake_cudnn_stats {
   long live_handles, live_descriptors;
 } fake_cudnn_stats_t;
 
-/* The engines the heuristic offers, in its order: TF32 (f32 data only;
- * numerical note TENSOR_CORE; rounds f32 inputs to 10 mantissa bits),
- * VECTOR (tensors aligned to 16 bytes only; backward filter noted
+/* The engines the heuristic offers, in its order: TF32 (convolutions of f32
+ * data only; numerical note TENSOR_CORE; rounds f32 inputs to 10 mantissa
+ * bits), VECTOR (tensors aligned to 16 bytes only; backward filter noted
  * NONDETERMINISTIC), GENERIC (any alignment). */
 #define FAKE_CUDNN_ENGINE_TF32 0
 #define FAKE_CUDNN_ENGINE_VECTOR 1
