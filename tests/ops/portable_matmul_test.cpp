@@ -59,6 +59,12 @@ struct Result {
   std::vector<float> d, aux;
 };
 
+// The same size and bytes (memcmp on an empty vector's data() would pass it a null pointer).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 class MatmulCase {
  public:
   MatmulCase(op_test::Session& session, const Shape& shape, hal_dtype_t dtype, uint32_t seed)
@@ -176,9 +182,9 @@ TEST_CASE(
     MatmulCase matmul(session, shape, dtype, seed++);
     const Result tiled = matmul.run("tiled");
     const Result blocked = matmul.run("blocked");
-    // Bit for bit (memcmp: -0 and NaN compare as bits).
-    CHECK(std::memcmp(tiled.d.data(), blocked.d.data(), tiled.d.size() * 4) == 0);
-    CHECK(std::memcmp(tiled.aux.data(), blocked.aux.data(), tiled.aux.size() * 4) == 0);
+    // Bit for bit (as bytes: -0 and NaN compare as bits; a case without aux has none).
+    CHECK(same_bits(tiled.d, blocked.d));
+    CHECK(same_bits(tiled.aux, blocked.aux));
     // f32 accumulation of k products of magnitude <= 1 (SPEC §17.6.1's
     // tolerance_for(f32, k + 2)), then GELU.
     const double tolerance = 1e-5 * std::sqrt(static_cast<double>(shape.k + 2));
@@ -254,7 +260,7 @@ TEST_CASE(
     };
     const std::vector<float> tiled = run("tiled");
     const std::vector<float> blocked = run("blocked");
-    CHECK(std::memcmp(tiled.data(), blocked.data(), tiled.size() * 4) == 0);
+    CHECK(same_bits(tiled, blocked));
     const double tolerance = 1e-5 * std::sqrt(static_cast<double>(k + 2));
     size_t bad = 0;
     for (int64_t i = 0; i < rows; ++i) {
