@@ -172,8 +172,17 @@ class WorkHal : public c10d::Work {
 
   // Right after the collective is enqueued, with the communicator's stream current:
   // a stream-ordered future completes now, its event behind the collective.
-  void complete_future_in_stream_order() {
-    if (stream_ordered_) future_->markCompleted(c10::IValue(outputs_));
+  // Never throws: when the communicator's stream has failed (this collective or an earlier one
+  // failed at once), recording the future's event on it fails, and the future is left to
+  // complete() with the collective's error. c10's markCompleted sets the value before it
+  // records the event, so a failure in between leaves the future with the value and no event:
+  // wait() still raises the collective's error, and so does the next collective.
+  void complete_future_in_stream_order(bool stream_failed) noexcept {
+    if (!stream_ordered_ || stream_failed) return;
+    try {
+      future_->markCompleted(c10::IValue(outputs_));
+    } catch (...) {
+    }
   }
 
   // From the host function (the collective finished) or the watchdog (it failed). Never throws.
@@ -743,7 +752,14 @@ class ProcessGroupHal : public c10d::Backend {
   static void complete_futures_in_stream_order(
       Communicator& c, const std::vector<c10::intrusive_ptr<WorkHal>>& works) {
     const c10::StreamGuard on_comm_stream(c.stream);
-    for (const auto& w : works) w->complete_future_in_stream_order();
+    // Asked only where the query never blocks (elsewhere it would wait for the collective).
+    bool failed = false;
+    const hal_device_caps_t caps = device_state(c.stream.device_index()).properties.capabilities;
+    if ((caps & HAL_DEVICE_CAP_STREAM_QUERY) != 0) {
+      const hal_result_t state = hal_stream_query(stream_handle(c.stream));
+      failed = state != HAL_SUCCESS && state != HAL_NOT_READY;
+    }
+    for (const auto& w : works) w->complete_future_in_stream_order(failed);
   }
 
   // Queues a host function behind the collective that completes |works|.
