@@ -97,20 +97,46 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:intercept_tls_get_addr=0}"
 export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 
 suites_run=()
-# run_suite NAME CMAKE_ARGS...: builds the tree, checks every test has one tier label, runs the
-# tree's labels, reruns only known-flaky failures.
-run_suite() {
+# start_build NAME CMAKE_ARGS...: configures and builds the tree NAME in the background, at the
+# lowest CPU priority, into $out/NAME.build.log; finish_build NAME waits for it. A tree is built
+# while the tree before it runs its tests: the test phases left a fifth of the CPU idle (tests
+# that wait on a gate, a deadline, a peer process or a pip run), and the build at nice 19 takes
+# only what the tests leave (the kernel's weights: 15 against their 1024). The build's
+# environment (CC, CXX, HAL_BUILD_TARGET) is the caller's.
+declare -A build_pids build_started
+start_build() {
   local name="$1"
   shift
-  local tree="$out/$name"
+  build_started[$name]=$SECONDS
+  # Its own process group (setsid), so that an early exit stops the build's compilers too.
+  setsid nice -n 19 "$root/scripts/build.sh" "$out/$name" "$@" > "$out/$name.build.log" 2>&1 &
+  build_pids[$name]=$!
+}
+# shellcheck disable=SC2317 # the EXIT trap calls it
+stop_builds() {
+  local pid
+  for pid in "${build_pids[@]}"; do kill -- "-$pid" 2> /dev/null || true; done
+}
+trap stop_builds EXIT
+# finish_build NAME: waits for the build, prints its log, checks every test has one tier label.
+finish_build() {
+  local name="$1" result=0
   phase_start
-  echo "== [$name] build"
-  if ! "$root/scripts/build.sh" "$tree" "$@"; then
-    phase_end "[$name] build (FAILED)"
+  echo "== [$name] build (started $((SECONDS - build_started[$name])) s ago)"
+  wait "${build_pids[$name]}" || result=1
+  unset "build_pids[$name]"
+  cat "$out/$name.build.log"
+  if ((result)); then
+    phase_end "[$name] build, waited for (FAILED)"
     return 1
   fi
-  phase_end "[$name] build"
-  python3 "$root/scripts/check_test_labels.py" "$tree" || return 1
+  phase_end "[$name] build, waited for (it began $((SECONDS - build_started[$name])) s before)"
+  python3 "$root/scripts/check_test_labels.py" "$out/$name"
+}
+# run_tests NAME: runs the tree's labels, reruns only known-flaky failures.
+run_tests() {
+  local name="$1"
+  local tree="$out/$name"
   phase_start
   local selection=(${labels[$name]})
   [[ -n "${excludes[$name]:-}" ]] && selection+=(-E "${excludes[$name]}")
@@ -168,13 +194,25 @@ run_suite() {
 unity=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16)
 debug_lines=(-DCMAKE_C_FLAGS_DEBUG=-gline-tables-only -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only)
 tsan_flags="-O1 -gline-tables-only -DNDEBUG"
-CC=clang CXX=clang++ \
-  run_suite asan "${unity[@]}" -DCMAKE_BUILD_TYPE=Debug "${debug_lines[@]}" -DHAL_SANITIZE=address,undefined \
-  -DHAL_BUILD_BENCH=OFF || status=1
-CC=clang CXX=clang++ HAL_BUILD_TARGET="$tsan_targets" \
-  run_suite tsan "${unity[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="$tsan_flags" \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$tsan_flags" -DHAL_SANITIZE=thread -DHAL_BUILD_BENCH=OFF ||
+tsan_args=("${unity[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_FLAGS_RELWITHDEBINFO="$tsan_flags"
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$tsan_flags" -DHAL_SANITIZE=thread -DHAL_BUILD_BENCH=OFF)
+release_args=("${unity[@]}" -DCMAKE_BUILD_TYPE=Release "${release_build[@]}")
+# All three trees build from the start: ASan's in the foreground, TSan's and Release's in the
+# background at nice 19 (start_build), so they take the CPU that ASan's build and then the
+# tests leave idle (a build's configure, link and test-discovery tails; tests that wait).
+CC=clang CXX=clang++ HAL_BUILD_TARGET="$tsan_targets" start_build tsan "${tsan_args[@]}"
+HAL_BUILD_TARGET="$release_targets" start_build release "${release_args[@]}"
+phase_start
+echo "== [asan] build"
+if CC=clang CXX=clang++ "$root/scripts/build.sh" "$out/asan" "${unity[@]}" -DCMAKE_BUILD_TYPE=Debug \
+  "${debug_lines[@]}" -DHAL_SANITIZE=address,undefined -DHAL_BUILD_BENCH=OFF; then
+  phase_end "[asan] build"
+  { python3 "$root/scripts/check_test_labels.py" "$out/asan" && run_tests asan; } || status=1
+else
+  phase_end "[asan] build (FAILED)"
   status=1
+fi
+{ finish_build tsan && run_tests tsan; } || status=1
 if [[ "$tier" == all ]]; then
   # Fuzzing (clang, its own build tree, HAL_FUZZ_SECONDS per target). Every tree replays the
   # corpora and the regressions as the unit tests fuzz.replay_*.
@@ -183,8 +221,7 @@ if [[ "$tier" == all ]]; then
   phase_end "fuzz"
 fi
 # The release suite runs last so that its CTest summary closes the output.
-HAL_BUILD_TARGET="$release_targets" \
-  run_suite release "${unity[@]}" -DCMAKE_BUILD_TYPE=Release "${release_build[@]}" || status=1
+{ finish_build release && run_tests release; } || status=1
 
 # Where the time went: the phases, the slowest build steps and the slowest tests of each tree.
 echo "== where the time went (tier: $tier)"
