@@ -51,6 +51,43 @@ function(hal_unsanitized_targets)
   endif()
 endfunction()
 
+# hal_test_paths(TARGET NAME=VALUE...): target_compile_definitions(TARGET PRIVATE ...) for
+# definitions that name files. A value in the build tree (under PROJECT_BINARY_DIR, or a
+# $<TARGET_FILE:...>) or in the repository (under PROJECT_SOURCE_DIR) becomes
+# hal_test_build_path("<relative>") or hal_test_source_path("<relative>"), resolved at run time
+# by tests/paths; any other definition is passed as it is. So no test source's compile command
+# holds the clone's folder, and ccache serves a second clone's tests (tests/paths/test_paths.h).
+function(hal_test_paths target)
+  set(definitions "")
+  foreach(definition IN LISTS ARGN)
+    if(NOT definition MATCHES "^([A-Za-z_][A-Za-z_0-9]*)=\"?([^\"]*)\"?$")
+      list(APPEND definitions "${definition}")
+      continue()
+    endif()
+    set(name "${CMAKE_MATCH_1}")
+    set(value "${CMAKE_MATCH_2}")
+    # Prefixes compared as text: a folder's name may hold a regular expression's characters.
+    string(LENGTH "${PROJECT_BINARY_DIR}/" build_length)
+    string(LENGTH "${PROJECT_SOURCE_DIR}/" source_length)
+    string(FIND "${value}" "${PROJECT_BINARY_DIR}/" in_build)
+    string(FIND "${value}" "${PROJECT_SOURCE_DIR}/" in_source)
+    if(value MATCHES "^\\$<TARGET_FILE:[^>]+>$")
+      list(APPEND definitions
+        "${name}=hal_test_build_path(\"$<PATH:RELATIVE_PATH,${value},${PROJECT_BINARY_DIR}>\")")
+    elseif(in_build EQUAL 0)
+      string(SUBSTRING "${value}" ${build_length} -1 relative)
+      list(APPEND definitions "${name}=hal_test_build_path(\"${relative}\")")
+    elseif(in_source EQUAL 0)
+      string(SUBSTRING "${value}" ${source_length} -1 relative)
+      list(APPEND definitions "${name}=hal_test_source_path(\"${relative}\")")
+    else()
+      list(APPEND definitions "${definition}")
+    endif()
+  endforeach()
+  target_compile_definitions(${target} PRIVATE ${definitions})
+  target_link_libraries(${target} PRIVATE hal_test_paths)
+endfunction()
+
 # hal_optimize_when_sanitized(SOURCE...): in the ASan+UBSan tree (a Debug build, so -O0),
 # these sources compile at -O1, as the TSan tree's all do. Name a file only where perf shows
 # the test time is its own -O0 code: float64 references, seeded inputs and element checks
