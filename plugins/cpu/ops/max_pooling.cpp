@@ -135,11 +135,11 @@ struct MaxPooling {
                 const int64_t px = w0 + t * tw.step;
                 const float v = row[px * sx];
                 // A larger element or a NaN (the last NaN wins); the first
-                // tap, compared with itself, changes nothing.
-                if (v > best || v != v) {
-                  best = v;
-                  best_index = row_index + px;
-                }
+                // tap, compared with itself, changes nothing. Selects, not a
+                // branch: on random data the branch is mispredicted often.
+                const bool take = v > best || v != v;
+                best = take ? v : best;
+                best_index = take ? row_index + px : best_index;
               }
             }
           }
@@ -182,6 +182,47 @@ struct MaxPooling {
     return -1;
   }
 
+  // Whether every window is a plain 2-D box (no depth, no dilation): the
+  // backward then finds an index's row by multiplying with 1/W instead of
+  // walking the window's rows, whose data-dependent branches cost more than
+  // the rest of the loop.
+  bool plain_2d() const {
+    return x.shape[2] == 1 && y.shape[2] == 1 && taps[1].step == 1 && taps[2].step == 1;
+  }
+
+  // The backward of a plain 2-D box: index p is in window (oh, ow) when its
+  // row py = p / W and column px = p - py * W fall in the window's taps. The
+  // row comes from a double multiplication corrected by one either way
+  // (exact for any p below 2^52); unsigned comparisons reject p outside the
+  // plane and rows or columns outside the window without branching on them.
+  void backward_plain_2d(int64_t n, int64_t c, const float* gy, const void* ip,
+                         float* plane) const {
+    const int64_t xw = x.shape[4];
+    const auto plane_size = static_cast<uint64_t>(x.shape[3] * xw);
+    const double inverse_w = 1.0 / static_cast<double>(xw);
+    const MaxPoolTaps &th = taps[1], &tw = taps[2];
+    const int64_t y_base = n * y.strides[0] + c * y.strides[1];
+    const int64_t i_base = n * indices.strides[0] + c * indices.strides[1];
+    for (int64_t oh = 0; oh < y.shape[3]; ++oh) {
+      const int64_t h0 = th.first_at(oh);
+      const auto hn = static_cast<uint64_t>(th.count_at(oh));
+      for (int64_t ow = 0; ow < y.shape[4]; ++ow) {
+        const int64_t p = index_at(ip, i_base + oh * indices.strides[3] + ow * indices.strides[4]);
+        if (static_cast<uint64_t>(p) >= plane_size) continue;
+        int64_t py = static_cast<int64_t>(static_cast<double>(p) * inverse_w);
+        py -= py * xw > p ? 1 : 0;
+        py += (py + 1) * xw <= p ? 1 : 0;
+        const int64_t px = p - py * xw;
+        if (static_cast<uint64_t>(py - h0) >= hn ||
+            static_cast<uint64_t>(px - tw.first_at(ow)) >= static_cast<uint64_t>(tw.count_at(ow))) {
+          continue;
+        }
+        plane[py * x.strides[3] + px * x.strides[4]] +=
+            gy[y_base + oh * y.strides[3] + ow * y.strides[4]];
+      }
+    }
+  }
+
   // |gy| has y's layout, |gx| x's.
   void backward(int64_t n, int64_t c, const float* gy, const void* ip, float* gx) const {
     float* plane = gx + n * x.strides[0] + c * x.strides[1];
@@ -194,6 +235,10 @@ struct MaxPooling {
           for (int64_t px = 0; px < x.shape[4]; ++px) row[px * x.strides[4]] = 0.0f;
         }
       }
+    }
+    if (plain_2d()) {
+      backward_plain_2d(n, c, gy, ip, plane);
+      return;
     }
     const int64_t y_base = n * y.strides[0] + c * y.strides[1];
     const int64_t i_base = n * indices.strides[0] + c * indices.strides[1];
