@@ -674,6 +674,58 @@ TEST_CASE("max pooling backward: an index outside its window contributes nothing
   }
 }
 
+// With dilation a window's taps have gaps: an index in a gap lies inside the
+// window's span but is no tap of it, and contributes nothing (the cpu
+// plugin finds the tap by walking the window's rows, then checks the gap).
+TEST_CASE("max pooling backward: an index between dilated taps contributes nothing",
+          "[ops][pooling]") {
+  Session session;
+  for (bool portable : implementations()) {
+    // One 5x5 plane, 2x2 windows of dilation 2, stride 1: 3x3 windows with
+    // taps at rows {oy, oy + 2} and columns {ox, ox + 2}.
+    const int64_t side = 5, out = 3;
+    Tensor x(session, HAL_DTYPE_F32, {1, 1, side, side});
+    Tensor idx(session, HAL_DTYPE_I64, {1, 1, out, out});
+    Tensor gy(session, HAL_DTYPE_F32, {1, 1, out, out});
+    Tensor gx(session, HAL_DTYPE_F32, {1, 1, side, side});
+    std::mt19937 random(29);
+    const auto gv = random_values(random, gy.count(), HAL_DTYPE_F32);
+    gy.set(session, gv);
+    std::vector<double> iv(idx.count()), want(gx.count(), 0.0);
+    for (int64_t oy = 0; oy < out; ++oy)
+      for (int64_t ox = 0; ox < out; ++ox) {
+        const size_t o = static_cast<size_t>(oy * out + ox);
+        if ((oy + ox) % 2 == 0) {  // the tap (oy + 2, ox + 2)
+          iv[o] = static_cast<double>((oy + 2) * side + ox + 2);
+          want[static_cast<size_t>((oy + 2) * side + ox + 2)] += gv[o];
+        } else {  // (oy, ox + 1): in the window's first row, between its two taps
+          iv[o] = static_cast<double>(oy * side + ox + 1);
+        }
+      }
+    idx.set(session, iv);
+    hal_op_pooling_desc_t desc{};
+    desc.header.struct_size = sizeof desc;
+    desc.header.kind = HAL_OP_POOLING_BACKWARD;
+    desc.pooling = HAL_POOLING_MAX;
+    desc.layout = HAL_CHANNELS_FIRST;
+    desc.spatial_dims = 2;
+    desc.flags = HAL_POOLING_INDICES;
+    for (int s = 0; s < 2; ++s) {
+      desc.kernel[s] = 2;
+      desc.stride[s] = 1;
+      desc.dilation[s] = 2;
+    }
+    desc.x = gx.desc;
+    desc.y = gy.desc;
+    desc.indices = idx.desc;
+    Planned planned;
+    plan(session, &desc.header, portable, planned);
+    expect_served(planned, portable, true);
+    run(session, planned, {gy.data, idx.data, gx.data});
+    CHECK(gx.get(session) == want);
+  }
+}
+
 namespace {
 
 // ---- batch and group norm --------------------------------------------------

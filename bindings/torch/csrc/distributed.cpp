@@ -31,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -45,6 +46,55 @@ namespace hal_torch {
 namespace {
 
 namespace py = pybind11;
+
+// A test-only hook (HAL_TORCH_TEST_SETTLE_BEFORE_FUTURE=1, read at each collective so a test
+// sets it in its rank's process): each collective's stream is synchronized before its
+// stream-ordered future is completed, so that a collective failing at once (mismatched sizes)
+// has failed the communicator's stream before the future's event is recorded. Off, the order
+// is a race (test_distributed.py's deterministic test of c4d3db0's fix forces it).
+bool settle_before_future_for_tests() {
+  const char* value = std::getenv("HAL_TORCH_TEST_SETTLE_BEFORE_FUTURE");
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+// This process's live communicators, for the collective failure probe (runtime.hpp): a lost
+// stream after one of them failed is raised as DistBackendError. A communicator leaves the
+// list before it is destroyed or aborted (under the same lock the probe queries it with).
+std::mutex& live_comms_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::vector<hal_comm_t>& live_comms() {
+  static std::vector<hal_comm_t> comms;
+  return comms;
+}
+
+std::string failed_collective() noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(live_comms_mutex());
+    for (hal_comm_t comm : live_comms()) {
+      hal_result_t async = HAL_SUCCESS;
+      if (hal_comm_get_async_error(comm, &async) == HAL_SUCCESS && async != HAL_SUCCESS) {
+        return std::string("a communicator of the hal backend reports ") + hal_result_string(async);
+      }
+    }
+  } catch (...) {  // a lock that fails: nothing known
+  }
+  return {};
+}
+
+void add_live_comm(hal_comm_t comm) {
+  static const bool probe_set = (set_collective_failure_probe(&failed_collective), true);
+  (void)probe_set;
+  std::lock_guard<std::mutex> lock(live_comms_mutex());
+  live_comms().push_back(comm);
+}
+
+void remove_live_comm(hal_comm_t comm) {
+  std::lock_guard<std::mutex> lock(live_comms_mutex());
+  auto& comms = live_comms();
+  comms.erase(std::remove(comms.begin(), comms.end(), comm), comms.end());
+}
 
 // Releases the GIL around a blocking call when this thread holds it (torch calls the
 // backend both with and without it).
@@ -253,6 +303,7 @@ class ProcessGroupHal : public c10d::Backend {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [device, c] : comms_) {
       if (c->comm == nullptr) continue;
+      remove_live_comm(c->comm);
       // A failed communicator is aborted (bounded); a healthy one drains.
       if (!c->failure.empty()) {
         hal_comm_abort(c->comm);
@@ -268,7 +319,10 @@ class ProcessGroupHal : public c10d::Backend {
   void abort() override {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [device, c] : comms_) {
-      if (c->comm != nullptr) hal_comm_abort(c->comm);
+      if (c->comm != nullptr) {
+        remove_live_comm(c->comm);
+        hal_comm_abort(c->comm);
+      }
       c->comm = nullptr;
       c->failure = "the process group was aborted";
     }
@@ -279,7 +333,10 @@ class ProcessGroupHal : public c10d::Backend {
     stop_watchdog();
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [device, c] : comms_) {
-      if (c->comm != nullptr) hal_comm_destroy(c->comm);
+      if (c->comm != nullptr) {
+        remove_live_comm(c->comm);
+        hal_comm_destroy(c->comm);
+      }
       c->comm = nullptr;
       c->failure = "the process group was shut down";
     }
@@ -686,6 +743,7 @@ class ProcessGroupHal : public c10d::Backend {
       check_collective(hal_comm_init_rank(device_handle(device), static_cast<uint32_t>(getSize()),
                                           &id, static_cast<uint32_t>(getRank()), &config, &comm),
                        "creating the communicator");
+      add_live_comm(comm);
       c.comm = comm;
     }
     c.device = device;
@@ -752,6 +810,13 @@ class ProcessGroupHal : public c10d::Backend {
   static void complete_futures_in_stream_order(
       Communicator& c, const std::vector<c10::intrusive_ptr<WorkHal>>& works) {
     const c10::StreamGuard on_comm_stream(c.stream);
+    if (settle_before_future_for_tests()) {
+      // Let the collective finish or fail before the futures' events are recorded: the order
+      // of the race c4d3db0 fixed (the stream failed first), forced. The result is the
+      // stream's, reported below and by the Work.
+      const ReleaseGilIfHeld unlocked;
+      (void)hal_stream_synchronize(stream_handle(c.stream));
+    }
     // Asked only where the query never blocks (elsewhere it would wait for the collective).
     bool failed = false;
     const hal_device_caps_t caps = device_state(c.stream.device_index()).properties.capabilities;
@@ -773,8 +838,15 @@ class ProcessGroupHal : public c10d::Backend {
       completion.release();  // the host function owns it now
       return;
     }
-    // The stream failed already: the watchdog reports the communicator's failure.
-    const std::string message = hal_error_message(queued, "hal collective");
+    // The stream failed already: its own detail names the failed collective (a lost stream
+    // answers its query at once).
+    std::string message = hal_error_message(queued, "hal collective");
+    if (queued == HAL_ERROR_DEVICE_LOST) {
+      const hal_result_t state = hal_stream_query(stream_handle(c.stream));
+      if (state != HAL_SUCCESS && state != HAL_NOT_READY) {
+        message = hal_error_message(state, "a hal collective failed");
+      }
+    }
     for (auto& w : raw->works) {
       w->complete(std::make_exception_ptr(
           c10::DistBackendError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, message)));

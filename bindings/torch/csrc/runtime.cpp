@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <sstream>
 
@@ -35,9 +36,24 @@ std::string hal_error_message(hal_result_t result, std::string_view context) {
   return out.str();
 }
 
+namespace {
+std::atomic<CollectiveFailureProbe> collective_failure_probe{nullptr};
+}  // namespace
+
+void set_collective_failure_probe(CollectiveFailureProbe probe) {
+  collective_failure_probe.store(probe);
+}
+
 void raise_hal_error(hal_result_t result, std::string_view context, ErrorDomain domain) {
   std::string message = hal_error_message(result, context);
   const c10::SourceLocation where{__func__, __FILE__, static_cast<uint32_t>(__LINE__)};
+  if (result == HAL_ERROR_DEVICE_LOST) {
+    const CollectiveFailureProbe probe = collective_failure_probe.load();
+    const std::string failed = probe != nullptr ? probe() : std::string();
+    if (!failed.empty()) {
+      throw c10::DistBackendError(where, message + " (after a collective failed: " + failed + ")");
+    }
+  }
   switch (result) {
     case HAL_ERROR_OUT_OF_MEMORY:
       throw c10::OutOfMemoryError(where, std::move(message));

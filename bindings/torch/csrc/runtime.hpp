@@ -32,9 +32,19 @@ enum class ErrorDomain { kDevice, kCollective };
 // |context|. OUT_OF_MEMORY is torch.OutOfMemoryError, argument errors
 // ValueError, UNSUPPORTED NotImplementedError, a lost device or a plugin's
 // internal error torch.AcceleratorError (error_code = the HAL result), and in
-// the collective domain TIMEOUT and REMOTE are DistBackendError.
+// the collective domain TIMEOUT and REMOTE are DistBackendError; a lost stream
+// after a collective failed is DistBackendError too (CollectiveFailureProbe).
 [[noreturn]] void raise_hal_error(hal_result_t result, std::string_view context,
                                   ErrorDomain domain = ErrorDomain::kDevice);
+
+// What the distributed backend knows of a failed collective: a non-empty description when
+// one of this process's communicators has failed, else empty; never throws. A lost stream
+// (HAL_ERROR_DEVICE_LOST) seen anywhere after that (a synchronization, a copy, the next
+// collective's enqueue, an event record) is then raised as DistBackendError: the stream was
+// lost because it waited for the failed collective, and a DDP step's caller must get
+// PyTorch's exception for a failed process group, not a device error.
+using CollectiveFailureProbe = std::string (*)() noexcept;
+void set_collective_failure_probe(CollectiveFailureProbe probe);
 
 inline void check(hal_result_t result, std::string_view context) {
   if (result != HAL_SUCCESS) raise_hal_error(result, context);

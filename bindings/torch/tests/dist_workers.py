@@ -118,6 +118,82 @@ def _failures(rank, world, port):
     return out
 
 
+def settled_mismatch(rank, world, port, results):
+    _run(_settled_mismatch, rank, world, port, results)
+
+
+def _outcome(fn):
+    """What fn() did: "ok", or the exception's type name and message."""
+    try:
+        fn()
+        return "ok"
+    except BaseException as e:  # the test asserts on the type
+        return f"{type(e).__name__}: {e}"
+
+
+def _settled_mismatch(rank, world, port):
+    """c4d3db0's race, its order forced: the binding's test hook synchronizes each collective's
+    stream before the stream-ordered future is completed, so the mismatched all_reduce has
+    failed the communicator's stream before the future's event is recorded. The collective's
+    call must return a Work (not raise); its wait, its future and the next collective raise
+    DistBackendError."""
+    os.environ["HAL_TORCH_TEST_SETTLE_BEFORE_FUTURE"] = "1"
+    _init(rank, world, port, timeout_s=20)
+    dev = f"hal:{rank}"
+    out = {}
+    dist.all_reduce(torch.ones(2, device=dev))  # the communicator, made healthy
+    t = torch.ones(4 if rank == 0 else 6, device=dev)
+    works = []
+    out["call"] = _outcome(lambda: works.append(dist.all_reduce(t, async_op=True)))
+    if works:
+        out["wait"] = _outcome(works[0].wait)
+        out["future"] = _outcome(lambda: works[0].get_future().wait())
+    out["next"] = _outcome(lambda: dist.all_reduce(torch.ones(2, device=dev)))
+    return out
+
+
+def ddp_dead_rank(rank, world, port, results):
+    _run(_ddp_dead_rank, rank, world, port, results)
+
+
+def _ddp_dead_rank(rank, world, port):
+    """A rank dies in the middle of a DDP backward (a gradient hook calls os._exit once its
+    later buckets' all_reduces are queued); the surviving rank goes on training and must get a
+    PyTorch exception (DistBackendError, the timeout's included) within the group's timeout
+    (20 s): not a hang, not a crash."""
+    import time
+    _init(rank, world, port, timeout_s=20)
+    dev = f"hal:{rank}"
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(6)]).to(dev)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1e-3)  # 6+ buckets
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 32, device=dev)
+
+    def step():
+        loss = ddp(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        torch.hal.synchronize()
+
+    step()  # both ranks alive: the communicator is made, DDP's buckets rebuilt
+    step()
+    out = {}
+    if rank == 1:
+        # The first layer's weight gradient comes last in backward: by then the buckets of the
+        # layers above have been handed to the backend.
+        model[0].weight.register_hook(lambda grad: os._exit(3))
+    started = time.monotonic()
+    try:
+        for _ in range(20):
+            step()
+        out["survivor"] = "no error"
+    except BaseException as e:  # the test asserts on the type
+        out["survivor"] = f"{type(e).__name__} after {time.monotonic() - started:.1f} s: {e}"
+    return out
+
+
 def stream_ordered(rank, world, port, results):
     _run(_stream_ordered, rank, world, port, results)
 

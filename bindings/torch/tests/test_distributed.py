@@ -119,3 +119,27 @@ def test_mismatched_sizes_and_a_dead_rank_raise_dist_backend_error():
     assert dead.startswith("DistBackendError") and "HAL_ERROR_REMOTE" in dead, dead
     seconds = float(dead.split("after ")[1].split(" s")[0])
     assert seconds < 25, dead  # the group's timeout is 20 s; a dead peer is seen at once
+
+
+def test_a_collective_whose_stream_failed_before_its_future_raises_only_from_wait():
+    # c4d3db0: when the mismatch had failed the communicator's stream before the future's
+    # event was recorded, the all_reduce's call raised AcceleratorError ("recording a hal
+    # event: ... an earlier command failed"). The binding's test hook forces that order.
+    got = spawn(dist_workers.settled_mismatch, timeout=150)
+    assert set(got) == {0, 1}, got
+    for rank, (status, value) in got.items():
+        assert status == "ok", value
+        assert value["call"] == "ok", value
+        for when in ("wait", "future", "next"):
+            assert value[when].startswith("DistBackendError"), (rank, when, value)
+        assert "HAL_ERROR_ARGUMENT_MISMATCH" in value["wait"], value
+
+
+def test_a_rank_dying_mid_ddp_backward_raises_on_the_survivor_within_the_timeout():
+    got = spawn(dist_workers.ddp_dead_rank, timeout=150)
+    assert 1 not in got, got  # rank 1 died in its backward, before reporting
+    assert 0 in got and got[0][0] == "ok", got
+    survivor = got[0][1]["survivor"]
+    assert survivor.startswith("DistBackendError"), survivor
+    seconds = float(survivor.split("after ")[1].split(" s")[0])
+    assert seconds < 25, survivor  # the group's timeout is 20 s
