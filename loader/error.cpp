@@ -6,13 +6,28 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <utility>
 
 namespace hal::loader {
 
 ErrorDetail& thread_error_detail() noexcept {
-  thread_local ErrorDetail detail;
-  return detail;
+  // A thread's thread_local objects are destroyed before the static ones of a process that
+  // exits, so a plugin reporting a failure from a static destructor (a stream drained at exit)
+  // would write into this thread's freed strings: the double free a failed stream caused at
+  // exit. After its teardown the thread gets a detail that is never destroyed, built in
+  // storage that needs no destructor (its strings stay reachable through it until the end).
+  thread_local bool torn_down = false;
+  struct Owned {
+    ErrorDetail detail;
+    ~Owned() { torn_down = true; }
+  };
+  thread_local Owned owned;
+  if (!torn_down) return owned.detail;
+  alignas(ErrorDetail) thread_local unsigned char late_storage[sizeof(ErrorDetail)];
+  thread_local ErrorDetail* late = nullptr;
+  if (late == nullptr) late = ::new (static_cast<void*>(late_storage)) ErrorDetail();
+  return *late;
 }
 
 namespace {

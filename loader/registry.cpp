@@ -24,6 +24,25 @@ std::mutex init_mutex;
 uint32_t init_reference_count = 0;
 std::unique_ptr<Registry> current_registry;
 
+// A process that exits with HAL initialised (no last hal_shutdown) is torn down here, at the
+// start of its exit. Functions registered with __cxa_atexit run in the reverse order of their
+// registration, static destructors among them: the plugins' static objects were registered
+// when hal_init loaded them, so this, registered after each hal_init that loaded plugins, runs
+// before they are destroyed (current_registry's own destructor ran after them, calling plugins
+// whose statics were gone). Registered with libhal's DSO handle, it runs when libhal is unloaded
+// too. Another thread inside hal_init or hal_shutdown at exit keeps the lock: then this leaves
+// the registry to current_registry's destructor, as before.
+extern "C" int __cxa_atexit(void (*function)(void*), void* argument, void* dso_handle);
+extern "C" void* __dso_handle;
+
+void tear_down_at_exit(void*) noexcept {
+  std::unique_lock lock(init_mutex, std::try_to_lock);
+  if (!lock.owns_lock() || init_reference_count == 0) return;
+  detail::active_registry.store(nullptr, std::memory_order_release);
+  init_reference_count = 0;
+  current_registry.reset();
+}
+
 // Plugins report no more than the devices' own fields; the loader fills in
 // what only it knows and repairs limits a plugin left at zero.
 void complete_properties(hal_device_properties_t& properties, const PluginRecord& plugin,
@@ -295,6 +314,9 @@ hal_result_t initialize(const hal_init_options_t* options, const LifecycleHooks&
   }
   current_registry = std::move(registry);
   init_reference_count = 1;
+  // After the plugins loaded (above): see tear_down_at_exit. A failed registration leaves the
+  // teardown to current_registry's destructor.
+  (void)__cxa_atexit(&tear_down_at_exit, nullptr, &__dso_handle);
   hooks.started(*current_registry);
   detail::active_registry.store(current_registry.get(), std::memory_order_release);
   return HAL_SUCCESS;

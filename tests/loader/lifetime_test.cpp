@@ -6,9 +6,11 @@
 #include "test_support.hpp"
 
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -309,4 +311,51 @@ TEST_CASE("a host function destroying the stream it runs on is refused, not a ha
   // The stream is intact and can be destroyed once the call has returned.
   CHECK(hal_stream_synchronize(stream) == HAL_SUCCESS);
   CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+}
+
+namespace {
+
+struct ExitRun {
+  std::string output;
+  int status = -1;
+};
+
+// Runs the exit probe (exit_probe.cpp) with a clean environment plus |variables|; output is
+// stdout and stderr together, so a sanitizer's or glibc's report of the exit is in it.
+ExitRun run_exit_probe(const std::string& variables) {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string command = std::string("env -i PATH=/usr/bin:/bin ") +
+                              (asan != nullptr ? std::string("ASAN_OPTIONS='") + asan + "' " : "") +
+                              variables + " '" + HAL_TEST_EXIT_PROBE + "' 2>&1";
+  ExitRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char line[512] = {};
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) run.output += line;
+  run.status = pclose(pipe);
+  return run;
+}
+
+}  // namespace
+
+// A process that returns from main with HAL initialised: the loader tears down at exit,
+// draining the streams through the plugin, which may report failures then. The thread's own
+// error detail is destroyed before static objects (a double free at exit when a lost stream
+// reported into it), and the plugin's static objects are destroyed before the loader's (the
+// plugin was called after them).
+TEST_CASE("a process exiting without hal_shutdown tears HAL down before its plugins' statics",
+          "[lifetime]") {
+  const std::string plugins = std::string("HAL_PLUGIN_PATH='") + HAL_TEST_PLUGIN_DIR +
+                              "' HAL_PLUGINS=mock ";
+  for (const char* lose : {"0", "1"}) {
+    CAPTURE(lose);
+    const ExitRun run = run_exit_probe(plugins + "HAL_TEST_MOCK_LOSE_STREAMS=" + lose);
+    INFO(run.output);
+    CHECK(run.output.find("exit_probe: init=HAL_SUCCESS stream=HAL_SUCCESS") != std::string::npos);
+    CHECK(run.output.find("after the plugin's static objects were destroyed") == std::string::npos);
+    CHECK(run.output.find("double free") == std::string::npos);
+    CHECK(run.output.find("Sanitizer") == std::string::npos);
+    CHECK(WIFEXITED(run.status));
+    CHECK(WEXITSTATUS(run.status) == 0);
+  }
 }

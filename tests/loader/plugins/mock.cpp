@@ -49,6 +49,13 @@ hal_result_t report(hal_result_t result, const char* message) {
   return result;
 }
 
+// For the exit tests (lifetime_test.cpp): set when this plugin's static objects are destroyed,
+// so a call the loader makes after that says so on stderr.
+bool statics_destroyed = false;
+struct StaticsSentinel {
+  ~StaticsSentinel() { statics_destroyed = true; }
+} statics_sentinel;
+
 void run_worker(hal_impl_stream_t* stream) {
   std::unique_lock lock(stream->mutex);
   for (;;) {
@@ -139,8 +146,16 @@ hal_result_t mock_stream_create(hal_impl_device_t*, hal_stream_flags_t,
 }
 
 hal_result_t mock_stream_synchronize(hal_impl_stream_t* stream) {
+  if (statics_destroyed) {
+    std::fputs("mock: stream_synchronize called after the plugin's static objects were destroyed\n",
+               stderr);
+  }
   std::unique_lock lock(stream->mutex);
   stream->changed.wait(lock, [&] { return stream->unfinished == 0; });
+  // HAL_TEST_MOCK_LOSE_STREAMS=1: every stream reports itself lost, with a detail.
+  if (const char* lose = std::getenv("HAL_TEST_MOCK_LOSE_STREAMS"); lose != nullptr && *lose == '1') {
+    return report(HAL_ERROR_DEVICE_LOST, "mock: the stream is lost (HAL_TEST_MOCK_LOSE_STREAMS)");
+  }
   return HAL_SUCCESS;
 }
 
