@@ -345,8 +345,8 @@ ExitRun run_exit_probe(const std::string& variables) {
 // plugin was called after them).
 TEST_CASE("a process exiting without hal_shutdown tears HAL down before its plugins' statics",
           "[lifetime]") {
-  const std::string plugins = std::string("HAL_PLUGIN_PATH='") + HAL_TEST_PLUGIN_DIR +
-                              "' HAL_PLUGINS=mock ";
+  const std::string plugins =
+      std::string("HAL_PLUGIN_PATH='") + HAL_TEST_PLUGIN_DIR + "' HAL_PLUGINS=mock ";
   for (const char* lose : {"0", "1"}) {
     CAPTURE(lose);
     const ExitRun run = run_exit_probe(plugins + "HAL_TEST_MOCK_LOSE_STREAMS=" + lose);

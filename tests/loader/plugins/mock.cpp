@@ -153,7 +153,8 @@ hal_result_t mock_stream_synchronize(hal_impl_stream_t* stream) {
   std::unique_lock lock(stream->mutex);
   stream->changed.wait(lock, [&] { return stream->unfinished == 0; });
   // HAL_TEST_MOCK_LOSE_STREAMS=1: every stream reports itself lost, with a detail.
-  if (const char* lose = std::getenv("HAL_TEST_MOCK_LOSE_STREAMS"); lose != nullptr && *lose == '1') {
+  if (const char* lose = std::getenv("HAL_TEST_MOCK_LOSE_STREAMS");
+      lose != nullptr && *lose == '1') {
     return report(HAL_ERROR_DEVICE_LOST, "mock: the stream is lost (HAL_TEST_MOCK_LOSE_STREAMS)");
   }
   return HAL_SUCCESS;
