@@ -12,6 +12,7 @@
 #include "hal_collective/path.hpp"
 #include "hal_collective/shm.hpp"
 #include "hal_collective/shm_transport.hpp"
+#include "hal_util/env.hpp"
 #include "hal_util/names.hpp"
 #include "device.hpp"
 #include "stream.hpp"
@@ -28,6 +29,11 @@ struct RankState {
   uint32_t rank = 0;
   uint32_t timeout_ms = HAL_COMM_DEFAULT_TIMEOUT_MS;
   bool over_mpi = false;  // bootstrapped by MPI: its finalize hears of a peer's failure
+  // HAL_CPU_COLLECTIVES_BLOCKING=1 when the communicator was made: each
+  // enqueue returns only once its collective ran (a test knob: the caller's
+  // next call meets the collective's outcome, as a caller preempted that
+  // long would).
+  bool blocking = false;
   std::atomic<bool> aborted{false};
   std::shared_ptr<collective::LocalGroup> group;     // in-process ranks
   std::unique_ptr<collective::Transport> transport;  // ranks in processes: MPI or ShmTransport
@@ -68,6 +74,10 @@ class Comm {
 
 Comm* to_comm(hal_impl_comm_t* comm) {
   return reinterpret_cast<Comm*>(comm);
+}
+
+bool collectives_blocking() {
+  return hal::util::env_flag("HAL_CPU_COLLECTIVES_BLOCKING", false);
 }
 
 using collective::limits::kInlinePatience;
@@ -185,6 +195,7 @@ hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
       state->rank = i;
       state->timeout_ms = config->timeout_ms;
       state->group = group;
+      state->blocking = collectives_blocking();
       state->set_means(count);
       comms.push_back(std::make_unique<Comm>(*to_device(devices[i]), std::move(state)));
     }
@@ -261,6 +272,7 @@ std::shared_ptr<RankState> new_rank_state(uint32_t rank, const hal_comm_config_t
   auto state = std::make_shared<RankState>();
   state->rank = rank;
   state->timeout_ms = config.timeout_ms;
+  state->blocking = collectives_blocking();
   return state;
 }
 
@@ -386,8 +398,12 @@ hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint
     const bool behind_own_call =
         may_go_inline && state.tasks_alive.load(std::memory_order_acquire) == 1;
     auto task = std::make_unique<CollectiveTask>(self.state(), calls, call_count, may_go_inline);
-    return target.enqueue_task(TaskCommand{std::move(task)},
-                               behind_own_call ? kInlinePatience : std::chrono::microseconds(0));
+    const hal_result_t queued =
+        target.enqueue_task(TaskCommand{std::move(task)},
+                            behind_own_call ? kInlinePatience : std::chrono::microseconds(0));
+    // Its outcome is the stream's and the communicator's, not this call's.
+    if (queued == HAL_SUCCESS && state.blocking) target.drain();
+    return queued;
   });
 }
 
