@@ -4,6 +4,7 @@
 #include "hal_collective/bytes.hpp"
 #include "hal_collective/limits.hpp"
 #include "hal_collective/reduce.hpp"
+#include "hal_collective/shm_doorbell.hpp"
 #include "hal_collective/shm_segment.hpp"
 
 #include "hal_util/env.hpp"
@@ -40,6 +41,10 @@ struct alignas(64) RankLineLayout {
 };
 struct alignas(64) HeaderLine {
   std::atomic<uint32_t> broken{0};
+  // Rung after every publish (arrived, done, broken) when it finds a
+  // sleeper. Those counters are stored and loaded sequentially consistent,
+  // as the doorbell asks (on x86 a store is then an xchg, a load a move).
+  ShmDoorbell doorbell;
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
                   std::atomic<uint32_t>::is_always_lock_free,
@@ -213,7 +218,12 @@ uint8_t* ShmGroup::input(uint32_t rank) const noexcept {
 }
 
 void ShmGroup::fail() noexcept {
-  static_cast<HeaderLine*>(mapping_)->broken.store(1, std::memory_order_release);
+  static_cast<HeaderLine*>(mapping_)->broken.store(1, std::memory_order_seq_cst);
+  ring();
+}
+
+void ShmGroup::ring() const noexcept {
+  static_cast<HeaderLine*>(mapping_)->doorbell.ring();
 }
 
 bool ShmGroup::handshakes(std::span<const hal_collective_call_t> calls) noexcept {
@@ -221,21 +231,86 @@ bool ShmGroup::handshakes(std::span<const hal_collective_call_t> calls) noexcept
          calls[0].kind != HAL_COLLECTIVE_RECV;
 }
 
+// Polls for up to limits::kSegmentSpin (a peer in step arrives within a
+// microsecond or two), then sleeps on the segment's doorbell in slices,
+// looking at the deadline, the abort flag and the peers' processes after
+// each: a peer that publishes rings it, one that fails marks the segment
+// and rings it, one that exits without either is seen within a slice.
 template <class Ready>
 Status ShmGroup::wait_for(const Deadline& deadline, const char* what, Ready ready) {
-  // The peers' processes are looked at once every this many polls: a poll is
-  // a few cache-line reads, a look a system call.
-  constexpr uint32_t kPollsPerLivenessCheck = 1024;
-  const auto& header = *static_cast<const HeaderLine*>(mapping_);
+  // The longest sleep between looks at the abort flag and the deadline (a
+  // rank aborted by its own process's hal_comm_abort also rings), and how
+  // often the peers' processes are looked at (a system call).
+  constexpr auto kSleepSlice = std::chrono::milliseconds(2);
+  constexpr auto kLivenessInterval = std::chrono::milliseconds(2);
+  auto& header = *static_cast<HeaderLine*>(mapping_);
   bool broken = false;
-  bool exited = false;
-  uint32_t polls = 0;
-  Status status = wait_until(deadline, what, [&] {
+  auto settled = [&] {
     if (ready()) return true;
-    broken = header.broken.load(std::memory_order_acquire) != 0;
-    exited = !broken && ++polls % kPollsPerLivenessCheck == 0 && segment_->any_peer_exited();
-    return broken || exited;
-  });
+    broken = header.broken.load(std::memory_order_seq_cst) != 0;
+    return broken;
+  };
+  // Polling, for long_spin_ ? kSegmentLongSpin : kSegmentSpin; the clock
+  // is read once every 64 polls.
+  Clock::time_point spin_until{};
+  bool asleep = false;
+  for (uint32_t i = 1; !settled(); ++i) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 != 0) continue;
+    const Clock::time_point now = Clock::now();
+    if (i == 64) {
+      spin_until = now + (long_spin_ ? limits::kSegmentLongSpin : limits::kSegmentSpin);
+    } else if (now > spin_until) {
+      asleep = true;
+      break;
+    }
+  }
+  // A sleep that ends within the long spin says the peers were only a
+  // little late: the next wait polls that long. A longer sleep (a peer
+  // preempted, more ranks than cores), or a long spin that found nothing,
+  // puts it back on the short one.
+  const bool short_spin_failed = asleep && !long_spin_;
+  const Clock::time_point fell_asleep = asleep ? Clock::now() : Clock::time_point{};
+  if (asleep) long_spin_ = false;
+  // Asleep, one slice at a time.
+  Status status;
+  bool exited = false;
+  // A sleep that a ring ends (most: a peer preempted for a while) needs no
+  // look at the peers' processes; one slice without a ring does.
+  Clock::time_point next_liveness = Clock::now() + kLivenessInterval;
+  while (asleep) {
+    const Clock::time_point now = Clock::now();
+    if (deadline.is_aborted()) {
+      status = Status::failure(HAL_ERROR_INVALID_STATE,
+                               std::string("the communicator was aborted while ") + what);
+      break;
+    }
+    if (now > deadline.at) {
+      if (!settled()) {
+        status =
+            Status::failure(HAL_ERROR_TIMEOUT, std::string("the deadline passed while ") + what);
+      }
+      break;
+    }
+    if (now >= next_liveness) {
+      next_liveness = now + kLivenessInterval;
+      if (segment_->any_peer_exited()) {
+        exited = !settled();
+        break;
+      }
+    }
+    const uint32_t seen = header.doorbell.announce();
+    if (!settled()) {
+      header.doorbell.sleep(seen, std::min<Clock::duration>(kSleepSlice, deadline.at - now));
+    }
+    header.doorbell.leave();
+    asleep = !settled();
+  }
+  if (short_spin_failed && status.ok() && Clock::now() - fell_asleep < limits::kSegmentLongSpin) {
+    long_spin_ = true;
+  }
   if (broken) {
     return Status::failure(HAL_ERROR_REMOTE,
                            "a peer process failed or aborted (it marked the shared segment)");
@@ -259,7 +334,7 @@ void ShmGroup::begin() noexcept {
 bool ShmGroup::previous_done() const noexcept {
   if (episode_ <= kSets) return true;
   for (uint32_t r = 0; r < ranks_; ++r) {
-    if (line(r).done.load(std::memory_order_acquire) < episode_ - kSets) return false;
+    if (line(r).done.load(std::memory_order_seq_cst) < episode_ - kSets) return false;
   }
   return true;
 }
@@ -305,15 +380,32 @@ void ShmGroup::post(const hal_collective_call_t& call, const Chooser& chooser) n
       }
     }
   }
-  mine.arrived.store(episode_, std::memory_order_release);
+  mine.arrived.store(episode_, std::memory_order_seq_cst);
+  ring();
   phase_ = Phase::kWaitingForArrivals;
 }
 
 bool ShmGroup::all_arrived() const noexcept {
   for (uint32_t r = 0; r < ranks_; ++r) {
-    if (line(r).arrived.load(std::memory_order_acquire) < episode_) return false;
+    if (line(r).arrived.load(std::memory_order_seq_cst) < episode_) return false;
   }
   return true;
+}
+
+// Once every peer has arrived, its counts and the first lines of its slot
+// are read next, one after the other (decide, then the copy): each a
+// transfer from the core that wrote it. Asking for all of them at once
+// overlaps those transfers instead of paying them in turn.
+void ShmGroup::prefetch_published() const noexcept {
+  constexpr size_t kLine = 64;
+  constexpr size_t kSlotLines = 4;
+  const size_t count_lines = counts_bytes(ranks_) / kLine;
+  for (uint32_t r = 0; r < ranks_; ++r) {
+    if (r == rank_) continue;
+    const auto* counts_at = reinterpret_cast<const uint8_t*>(counts(r));
+    for (size_t l = 0; l < count_lines; ++l) __builtin_prefetch(counts_at + l * kLine);
+    for (size_t l = 0; l < kSlotLines; ++l) __builtin_prefetch(input(r) + l * kLine);
+  }
 }
 
 Status ShmGroup::check_signatures(const hal_collective_call_t& call) const {
@@ -351,6 +443,7 @@ Status ShmGroup::handshake(const hal_collective_call_t& call, const Deadline& de
       !s.ok()) {
     return s;
   }
+  prefetch_published();
   return check_signatures(call);
 }
 
@@ -375,12 +468,12 @@ bool ShmGroup::try_run(const hal_collective_call_t& call, const Chooser& chooser
       } else if (now > give_up) {
         return false;
       }
-      std::this_thread::yield();  // on a small machine the peer may need this core
     }
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
   }
+  prefetch_published();
   Status status = check_signatures(call);
   if (status.ok()) {
     const PathChoice choice = decide(call, chooser);
@@ -531,14 +624,15 @@ Status ShmGroup::alltoallv_cross_memory(const hal_collective_call_t& call) {
     }
   }
   read_took_ = Clock::now() - started;
-  line(rank_).done.store(episode_, std::memory_order_release);
+  line(rank_).done.store(episode_, std::memory_order_seq_cst);
+  ring();
   phase_ = Phase::kWaitingForReaders;
   return {};
 }
 
 bool ShmGroup::readers_done() const noexcept {
   for (uint32_t r = 0; r < ranks_; ++r) {
-    if (line(r).done.load(std::memory_order_acquire) < episode_) return false;
+    if (line(r).done.load(std::memory_order_seq_cst) < episode_) return false;
   }
   return true;
 }
@@ -591,7 +685,8 @@ Status ShmGroup::finish(Status status) {
   // ranks in step; any other failure leaves this rank behind, so its peers
   // must stop waiting for it.
   if (!in_step(status)) fail();
-  line(rank_).done.store(episode_, std::memory_order_release);
+  line(rank_).done.store(episode_, std::memory_order_seq_cst);
+  ring();
   return status;
 }
 

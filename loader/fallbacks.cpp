@@ -3,6 +3,7 @@
 #include "error.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace hal::loader {
@@ -86,14 +87,35 @@ hal_result_t refuse_lost_stream(const hal_stream_s* stream, const char* function
               static_cast<const void*>(stream));
 }
 
+namespace {
+
+// |synchronize|'s result, with a lost stream dropped. A call that succeeds
+// leaves the thread's error detail as it was (SPEC §4.2): the loss it met
+// is not its failure. (hal_moe_routing_create frees its buffers after its
+// collective failed: that free must not replace the collective's message.)
+template <class Synchronize>
+hal_result_t without_lost_stream(Synchronize synchronize) noexcept {
+  ErrorDetail& detail = thread_error_detail();
+  std::optional<ErrorDetail> before;
+  try {
+    before = detail;
+  } catch (const std::exception&) {
+    // No memory for the copy: the detail may change, the result is right.
+  }
+  const hal_result_t result = synchronize();
+  if (result != HAL_ERROR_DEVICE_LOST) return result;
+  if (before) detail = std::move(*before);
+  return HAL_SUCCESS;
+}
+
+}  // namespace
+
 hal_result_t drain_device(hal_device_s* device, const char* function) noexcept {
-  const hal_result_t result = synchronize_device(device, function);
-  return result == HAL_ERROR_DEVICE_LOST ? HAL_SUCCESS : result;
+  return without_lost_stream([&] { return synchronize_device(device, function); });
 }
 
 hal_result_t drain_stream(hal_stream_s* stream, const char* function) noexcept {
-  const hal_result_t result = synchronize_stream(stream, function);
-  return result == HAL_ERROR_DEVICE_LOST ? HAL_SUCCESS : result;
+  return without_lost_stream([&] { return synchronize_stream(stream, function); });
 }
 
 hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noexcept {

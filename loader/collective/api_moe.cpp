@@ -114,6 +114,21 @@ hal_result_t failed_step(hal_result_t result, const char* function, const char* 
   return fail(result, function, "%s: %s", step, detail.c_str());
 }
 
+// Called when a call on a stream that holds the communicator's collective
+// (|collective|), or the wait for it, failed: the communicator's error once
+// the collective failed, HAL_SUCCESS otherwise. That error is the verdict
+// every rank reaches (a mismatch is the same on every rank); which of a
+// rank's calls meets the stream it lost is a matter of timing: a rank
+// preempted after enqueueing the collective meets it at its next enqueue
+// (HAL_ERROR_DEVICE_LOST), one that got there first at the wait.
+hal_result_t collective_failure(hal_comm_t comm, const char* function, const char* collective) {
+  const std::string detail = hal_error_last_message();
+  hal_result_t async = HAL_SUCCESS;
+  if (hal_comm_get_async_error(comm, &async) != HAL_SUCCESS || async == HAL_SUCCESS)
+    return HAL_SUCCESS;
+  return fail(async, function, "%s failed on the communicator: %s", collective, detail.c_str());
+}
+
 // The plan of |step| for rows of |hidden| elements of |dtype|, made once.
 hal_result_t plan_of(hal_moe_routing_s& routing, Step step, size_t hidden, hal_dtype_t dtype,
                      const char* function, hal_op_plan_s*& out) {
@@ -321,6 +336,17 @@ hal_result_t exchange_rows(const hal_moe_routing_s& routing, const void* from,
   return HAL_SUCCESS;
 }
 
+// |r|, the result of a step enqueued behind the call's all-to-all: when
+// that failed (ranks with different hidden or dtype), its error on the
+// communicator rather than the lost stream the step met (collective_failure).
+hal_result_t behind_exchange(hal_result_t r, const hal_moe_routing_s& routing,
+                             const char* function) {
+  if (r == HAL_SUCCESS) return r;
+  const hal_result_t verdict =
+      collective_failure(routing.comm, function, "the all-to-all of the rows");
+  return verdict != HAL_SUCCESS ? verdict : r;
+}
+
 hal_result_t reserve_areas(hal_moe_routing_s& routing, size_t hidden, hal_dtype_t dtype,
                            bool weighted, const char* function) {
   const size_t row = hidden * HAL_DTYPE_SIZE(dtype);
@@ -371,9 +397,10 @@ hal_result_t dispatch_rows(hal_moe_routing_s& routing, const RowsCall& call, con
       r != HAL_SUCCESS)
     return r;
   if (routing.recv_total == 0) return HAL_SUCCESS;
-  return run(routing, Step::kGroup, call.hidden, call.dtype,
-             {routing.from_staged.get(), routing.staged_area.get(), call.rows_out}, stream,
-             function);
+  return behind_exchange(
+      run(routing, Step::kGroup, call.hidden, call.dtype,
+          {routing.from_staged.get(), routing.staged_area.get(), call.rows_out}, stream, function),
+      routing, function);
 }
 
 hal_result_t combine_rows(hal_moe_routing_s& routing, const RowsCall& call, const char* function) {
@@ -400,10 +427,12 @@ hal_result_t combine_rows(hal_moe_routing_s& routing, const RowsCall& call, cons
     if (hal_result_t r =
             scale_send_rows(routing, call.weights, call.hidden, call.dtype, stream, function);
         r != HAL_SUCCESS)
-      return r;
+      return behind_exchange(r, routing, function);
   }
-  return run(routing, Step::kSumTokens, call.hidden, call.dtype,
-             {routing.send_token.get(), routing.send_area.get(), call.rows_out}, stream, function);
+  return behind_exchange(
+      run(routing, Step::kSumTokens, call.hidden, call.dtype,
+          {routing.send_token.get(), routing.send_area.get(), call.rows_out}, stream, function),
+      routing, function);
 }
 
 hal_result_t rows_call(RowsCall call, const char* function) {
@@ -429,11 +458,9 @@ hal_result_t wait_for(hal_stream_t stream, hal_comm_t comm, const char* function
                       const char* step) {
   const hal_result_t r = hal_stream_synchronize(stream);
   if (r == HAL_SUCCESS) return r;
+  if (hal_result_t verdict = collective_failure(comm, function, step); verdict != HAL_SUCCESS)
+    return verdict;
   const std::string detail = hal_error_last_message();
-  hal_result_t async = HAL_SUCCESS;
-  if (hal_comm_get_async_error(comm, &async) == HAL_SUCCESS && async != HAL_SUCCESS) {
-    return fail(async, function, "%s failed on the communicator: %s", step, detail.c_str());
-  }
   return fail(r, function, "%s: %s", step, detail.c_str());
 }
 
@@ -541,8 +568,12 @@ hal_result_t routing_create_body(hal_comm_t comm, const hal_moe_routing_desc_t* 
       return failed_step(r, kFunction, "exchanging the counts");
     if (hal_result_t r =
             hal_memcpy_async(blocks.data(), sent + block_bytes, block_bytes * ranks, stream);
-        r != HAL_SUCCESS)
+        r != HAL_SUCCESS) {
+      if (hal_result_t verdict = collective_failure(comm, kFunction, "exchanging the counts");
+          verdict != HAL_SUCCESS)
+        return verdict;
       return failed_step(r, kFunction, "copying the counts");
+    }
     if (hal_result_t r = wait_for(stream, comm, kFunction, "exchanging the counts");
         r != HAL_SUCCESS)
       return r;

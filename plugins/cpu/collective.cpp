@@ -1,8 +1,8 @@
 #include "collective.hpp"
 
-#include <chrono>
+#include <atomic>
 #include <cstring>
-#include <mutex>
+#include <chrono>
 #include <stdexcept>
 #include <vector>
 
@@ -12,6 +12,7 @@
 #include "hal_collective/path.hpp"
 #include "hal_collective/shm.hpp"
 #include "hal_collective/shm_transport.hpp"
+#include "hal_util/env.hpp"
 #include "hal_util/names.hpp"
 #include "device.hpp"
 #include "stream.hpp"
@@ -28,6 +29,11 @@ struct RankState {
   uint32_t rank = 0;
   uint32_t timeout_ms = HAL_COMM_DEFAULT_TIMEOUT_MS;
   bool over_mpi = false;  // bootstrapped by MPI: its finalize hears of a peer's failure
+  // HAL_CPU_COLLECTIVES_BLOCKING=1 when the communicator was made: each
+  // enqueue returns only once its collective ran (a test knob: the caller's
+  // next call meets the collective's outcome, as a caller preempted that
+  // long would).
+  bool blocking = false;
   std::atomic<bool> aborted{false};
   std::shared_ptr<collective::LocalGroup> group;     // in-process ranks
   std::unique_ptr<collective::Transport> transport;  // ranks in processes: MPI or ShmTransport
@@ -36,16 +42,14 @@ struct RankState {
   collective::PathLog log;                           // HAL_COLL_VERBOSE: decisions printed once
   collective::Chooser chooser;                       // which path serves each call
   std::atomic<uint32_t> tasks_alive{0};              // CollectiveTasks not yet finished
-  std::mutex error_mutex;
-  hal_result_t async_error = HAL_SUCCESS;
+  // The first failure; every call reads it (an atomic, not a mutex: two
+  // lock round trips were a tenth of a small call's own cost).
+  std::atomic<hal_result_t> async_error{HAL_SUCCESS};
 
-  hal_result_t error() {
-    std::lock_guard lock(error_mutex);
-    return async_error;
-  }
+  hal_result_t error() const { return async_error.load(std::memory_order_acquire); }
   void record(hal_result_t result) {
-    std::lock_guard lock(error_mutex);
-    if (async_error == HAL_SUCCESS) async_error = result;
+    hal_result_t none = HAL_SUCCESS;
+    async_error.compare_exchange_strong(none, result, std::memory_order_acq_rel);
   }
   // Once the rank knows what it has (its group, transport and segment).
   void set_means(uint32_t ranks) {
@@ -72,6 +76,10 @@ Comm* to_comm(hal_impl_comm_t* comm) {
   return reinterpret_cast<Comm*>(comm);
 }
 
+bool collectives_blocking() {
+  return hal::util::env_flag("HAL_CPU_COLLECTIVES_BLOCKING", false);
+}
+
 using collective::limits::kInlinePatience;
 
 // Whether |calls| may be tried on the enqueueing thread: one call whose data
@@ -89,10 +97,11 @@ bool may_finish_inline(const RankState& state, std::span<const hal_collective_ca
 class CollectiveTask final : public StreamTask {
  public:
   // The calls are copied with their alltoallv layouts: the caller's are
-  // valid during comm_enqueue only.
+  // valid during comm_enqueue only. |may_go_inline|: may_finish_inline's
+  // answer, found once by the enqueue.
   CollectiveTask(std::shared_ptr<RankState> state, const hal_collective_call_t* calls,
-                 uint32_t count)
-      : state_(std::move(state)), calls_(std::span(calls, count)) {
+                 uint32_t count, bool may_go_inline)
+      : state_(std::move(state)), calls_(std::span(calls, count)), may_go_inline_(may_go_inline) {
     state_->tasks_alive.fetch_add(1, std::memory_order_relaxed);
   }
   // A task is destroyed once it ran or finished inline (or its stream was
@@ -122,7 +131,7 @@ class CollectiveTask final : public StreamTask {
       const auto calls = calls_.calls();
       // Another call of this rank still pending (on another stream) owns
       // the segment's episode: this one must not step in before it.
-      if (!may_finish_inline(*state_, calls) || state_->error() != HAL_SUCCESS ||
+      if (!may_go_inline_ || state_->error() != HAL_SUCCESS ||
           state_->tasks_alive.load(std::memory_order_acquire) != 1) {
         return false;
       }
@@ -167,6 +176,7 @@ class CollectiveTask final : public StreamTask {
 
   std::shared_ptr<RankState> state_;
   collective::OwnedCalls calls_;
+  bool may_go_inline_;
   Deadline deadline_;
   bool started_ = false;  // deadline_ is set: an inline try began the call
   Status outcome_;        // a failure the inline try met
@@ -185,6 +195,7 @@ hal_result_t comm_init_local(uint32_t count, hal_impl_device_t* const* devices,
       state->rank = i;
       state->timeout_ms = config->timeout_ms;
       state->group = group;
+      state->blocking = collectives_blocking();
       state->set_means(count);
       comms.push_back(std::make_unique<Comm>(*to_device(devices[i]), std::move(state)));
     }
@@ -261,6 +272,7 @@ std::shared_ptr<RankState> new_rank_state(uint32_t rank, const hal_comm_config_t
   auto state = std::make_shared<RankState>();
   state->rank = rank;
   state->timeout_ms = config.timeout_ms;
+  state->blocking = collectives_blocking();
   return state;
 }
 
@@ -379,12 +391,19 @@ hal_result_t comm_enqueue(hal_impl_comm_t* comm, hal_impl_stream_t* stream, uint
     // When this rank's previous call fell back to a stream because a peer
     // was late, it usually ends within moments: waiting that long for the
     // stream to go idle lets this call go inline too, instead of queueing
-    // behind it (which would keep every later call on the stream).
+    // behind it (which would keep every later call on the stream). Behind
+    // two or more the stream will not be idle that soon: polling for it
+    // would only take a core from the calls it waits for.
+    const bool may_go_inline = may_finish_inline(state, batch);
     const bool behind_own_call =
-        may_finish_inline(state, batch) && state.tasks_alive.load(std::memory_order_acquire) != 0;
-    auto task = std::make_unique<CollectiveTask>(self.state(), calls, call_count);
-    return target.enqueue_task(TaskCommand{std::move(task)},
-                               behind_own_call ? kInlinePatience : std::chrono::microseconds(0));
+        may_go_inline && state.tasks_alive.load(std::memory_order_acquire) == 1;
+    auto task = std::make_unique<CollectiveTask>(self.state(), calls, call_count, may_go_inline);
+    const hal_result_t queued =
+        target.enqueue_task(TaskCommand{std::move(task)},
+                            behind_own_call ? kInlinePatience : std::chrono::microseconds(0));
+    // Its outcome is the stream's and the communicator's, not this call's.
+    if (queued == HAL_SUCCESS && state.blocking) target.drain();
+    return queued;
   });
 }
 

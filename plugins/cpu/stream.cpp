@@ -483,12 +483,16 @@ hal_result_t Stream::enqueue_task(TaskCommand&& command, std::chrono::nanosecond
   StreamTask& task = *command.task;
   if (wait_for_idle.count() > 0) {
     // Lock-free, as query: everything enqueued has completed. A command
-    // completes after the runner's seat is free again (run_one).
+    // completes after the runner's seat is free again (run_one). Bounded
+    // and without yielding: on a loaded host a yield costs a time slice,
+    // far more than the wait it would share.
     const auto give_up = std::chrono::steady_clock::now() + wait_for_idle;
     for (uint32_t i = 1; completed_seen_.load(std::memory_order_acquire) !=
                          enqueued_seen_.load(std::memory_order_acquire);
          ++i) {
-      spin_pause(i);
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
       if (i % 64 == 0 && std::chrono::steady_clock::now() > give_up) break;
     }
   }

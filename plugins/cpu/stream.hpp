@@ -136,6 +136,9 @@ class Stream {
   // Finishes pending work and waits until no executor holds the stream.
   // Idempotent.
   void shutdown();
+  // Runs or waits for everything enqueued so far, without reporting a
+  // failure (synchronize reports it).
+  void drain();
 
   // create: a stream of |device| (flags must be 0). copy and fill
   // (memory.cpp) queue commands. synchronize runs or waits for everything
@@ -154,8 +157,6 @@ class Stream {
   // Hands the stream to an executor when it has runnable work and nobody
   // serves it. Requires mutex_.
   void schedule_locked();
-  // Runs or waits for everything enqueued so far, without reporting.
-  void drain();
   // Pops one command and runs it with the lock released. Requires a
   // non-empty queue and a free runner seat.
   void run_one(std::unique_lock<std::mutex>& lock);

@@ -263,6 +263,92 @@ TEST_CASE("moe: what every rank must agree on fails on every rank", "[moe][error
   }
 }
 
+// HAL_CPU_COLLECTIVES_BLOCKING=1 for the communicators made in its scope:
+// each collective's enqueue returns once the collective ran, so the caller's
+// next call on the stream meets its outcome, as a caller preempted for that
+// long would (a loaded host, a sanitizer's slow-down).
+struct CollectivesBlocking {
+  CollectivesBlocking() { ::setenv("HAL_CPU_COLLECTIVES_BLOCKING", "1", 1); }
+  ~CollectivesBlocking() { ::unsetenv("HAL_CPU_COLLECTIVES_BLOCKING"); }
+  CollectivesBlocking(const CollectivesBlocking&) = delete;
+  CollectivesBlocking& operator=(const CollectivesBlocking&) = delete;
+};
+
+// The ordering of the cold CI run that failed "num_experts differs on one
+// rank" with one rank's HAL_ERROR_DEVICE_LOST: the gather of the counts
+// failed on the stream before that rank enqueued the copy of its result, and
+// the copy's refusal (the stream is lost) was reported instead of the
+// communicator's verdict. Forced here on every rank.
+TEST_CASE("moe: the agreed verdict wins when the gather failed before the next step",
+          "[moe][errors]") {
+  Session session(HAL_TEST_PLUGIN_DIR, "cpu");
+  const uint32_t n = 3;
+  const CollectivesBlocking blocking;
+  LocalRanks local(n, 3000);
+  std::vector<std::unique_ptr<Buffer>> ids;
+  std::vector<const int32_t*> pointers;
+  const std::vector<std::vector<int32_t>> chosen = {
+      {0, 5, 1, 2, 3, 4, 0, 1}, {2, 3, 0, 5, 4, 1, 5, 0}, {}};
+  std::vector<hal_moe_routing_desc_t> descs;
+  for (uint32_t r = 0; r < n; ++r) {
+    ids.push_back(device_indices(local.ranks[r], chosen[r]));
+    pointers.push_back(static_cast<const int32_t*>(ids.back()->get()));
+    descs.push_back(routing_desc(6, 2, r == 2 ? 0 : 4, 64));
+  }
+  std::vector<hal_moe_routing_t> routings;
+  std::vector<std::string> messages;
+
+  SECTION("num_experts differs on one rank: the gather's mismatch on every rank") {
+    descs[1].num_experts = 9;
+    for (hal_result_t r : create_all(local.ranks, descs, pointers, routings, &messages))
+      CHECK(r == HAL_ERROR_ARGUMENT_MISMATCH);
+    for (const std::string& m : messages) CHECK_THAT(m, Catch::Contains("exchanging the counts"));
+  }
+  SECTION("top_k differs on one rank: the verdict on every rank, the communicator usable") {
+    descs[0].top_k = 1;
+    descs[0].num_tokens = 8;
+    for (hal_result_t r : create_all(local.ranks, descs, pointers, routings))
+      CHECK(r == HAL_ERROR_ARGUMENT_MISMATCH);
+    descs[0] = routing_desc(6, 2, 4, 64);
+    for (hal_result_t r : create_all(local.ranks, descs, pointers, routings))
+      CHECK(r == HAL_SUCCESS);
+    for (hal_moe_routing_t routing : routings) hal_moe_routing_destroy(routing);
+  }
+  SECTION("hidden differs on one rank: dispatch returns the all-to-all's mismatch on every rank") {
+    for (hal_result_t r : create_all(local.ranks, descs, pointers, routings))
+      REQUIRE(r == HAL_SUCCESS);
+    std::vector<std::unique_ptr<Buffer>> tokens, received;
+    std::vector<hal_result_t> results(n, HAL_SUCCESS);
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < n; ++r) {
+      const size_t hidden = r == 2 ? 8 : 4;
+      hal_moe_routing_info_t info{};
+      info.struct_size = sizeof(info);
+      REQUIRE(hal_moe_routing_get_info(routings[r], &info) == HAL_SUCCESS);
+      REQUIRE(info.num_recv_rows > 0);  // so a step follows the all-to-all on every rank
+      tokens.push_back(
+          std::make_unique<Buffer>(local.ranks[r].device, descs[r].num_tokens * hidden * 4));
+      received.push_back(
+          std::make_unique<Buffer>(local.ranks[r].device, info.num_recv_rows * hidden * 4));
+    }
+    for (uint32_t r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        results[r] = hal_moe_dispatch(routings[r], tokens[r]->get(), nullptr, r == 2 ? 8 : 4,
+                                      HAL_DTYPE_F32, received[r]->get(), local.ranks[r].stream);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (uint32_t r = 0; r < n; ++r) {
+      INFO("rank " << r);
+      CHECK(results[r] == HAL_ERROR_ARGUMENT_MISMATCH);
+      hal_result_t async = HAL_SUCCESS;
+      REQUIRE(hal_comm_get_async_error(local.ranks[r].comm, &async) == HAL_SUCCESS);
+      CHECK(async == HAL_ERROR_ARGUMENT_MISMATCH);
+      hal_moe_routing_destroy(routings[r]);
+    }
+  }
+}
+
 TEST_CASE("moe: bad arguments fail at the call", "[moe][errors]") {
   Session session(HAL_TEST_PLUGIN_DIR, "cpu");
   LocalRanks local(1, 3000);

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,11 +22,13 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <new>
 #include <random>
 #include <thread>
 
 #include "hal_collective/limits.hpp"
 #include "hal_collective/shm.hpp"
+#include "hal_collective/shm_doorbell.hpp"
 #include "hal_collective/shm_handoff.hpp"
 
 using hal::collective::Channel;
@@ -845,4 +848,87 @@ TEST_CASE(
     CHECK(statuses[1].result == HAL_ERROR_REMOTE);
     CHECK(untouched(sides[0].recv));
   }
+}
+
+TEST_CASE(
+    "shared segment: the doorbell wakes a sleeper in another process, and a ring without "
+    "one changes nothing",
+    "[collectives][shm]") {
+  using hal::collective::ShmDoorbell;
+  // A shared mapping, as the segment is: the sleeper is a forked process.
+  void* mapping = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mapping != MAP_FAILED);
+  auto* bell = new (mapping) ShmDoorbell{};
+  auto* published = new (static_cast<uint8_t*>(mapping) + 64) std::atomic<uint32_t>{0};
+
+  // Nobody asleep: no wake-up is counted (no system call is made).
+  published->store(1);
+  bell->ring();
+  CHECK(bell->rings.load() == 0);
+
+  // The child sleeps until rank "0" publishes 2, far longer than the test
+  // should take: only the ring ends its sleep before the timeout.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    bool woken = false;
+    while (published->load() != 2) {
+      const uint32_t seen = bell->announce();
+      if (published->load() != 2) {
+        woken = bell->sleep(seen, std::chrono::seconds(10));
+        if (!woken) _exit(1);  // timed out: the ring never came
+      }
+      bell->leave();
+    }
+    _exit(0);
+  }
+  // Ring once the child is asleep (or about to be: announce() came first).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (bell->sleepers.load() == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(bell->sleepers.load() == 1);
+  published->store(2);  // sequentially consistent, as ring() asks
+  bell->ring();
+  int wstatus = 0;
+  REQUIRE(waitpid(child, &wstatus, 0) == child);
+  CHECK(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);
+  CHECK(bell->rings.load() == 1);
+  CHECK(bell->sleepers.load() == 0);
+  munmap(mapping, 4096);
+}
+
+TEST_CASE("shared segment: a rank asleep waiting for a late peer gets its data, and its failure",
+          "[collectives][shm]") {
+  Wire wire;
+  std::vector<Made> made = make_groups(wire, 2, [](uint32_t) { return true; });
+  // Rank 1 comes 50 ms late, far past the polling (limits::kSegmentSpin):
+  // rank 0 waits asleep on the segment's doorbell, and wakes for each of a
+  // few calls with both ranks' inputs.
+  static_assert(hal::collective::limits::kSegmentSpin < std::chrono::milliseconds(50));
+  for (uint32_t episode = 0; episode < 3; ++episode) {
+    std::vector<std::vector<float>> inputs{input_of(0, episode, 33), input_of(1, episode, 33)};
+    std::vector<std::vector<float>> outputs(2, std::vector<float>(33, -1.0f));
+    auto statuses = run_all(made, [&](uint32_t r) {
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return allreduce(inputs[r].data(), outputs[r].data(), 33);
+    });
+    CHECK(statuses[0].ok());
+    CHECK(statuses[1].ok());
+    CHECK(outputs[0] == sum_of(inputs));
+    CHECK(outputs[1] == sum_of(inputs));
+  }
+  // Rank 0 asleep in a call with a long deadline; rank 1 fails instead of
+  // coming: rank 0 fails with HAL_ERROR_REMOTE, not at its deadline.
+  std::vector<float> a(8, 1.0f);
+  Status alone;
+  std::thread waiter([&] {
+    alone = run_episode(*made[0].group, allreduce(a.data(), a.data(), 8),
+                        Deadline::after_ms(60000, nullptr), [] { return Status{}; });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  made[1].group->fail();
+  waiter.join();
+  CHECK(alone.result == HAL_ERROR_REMOTE);
 }

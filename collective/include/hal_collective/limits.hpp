@@ -75,6 +75,24 @@ inline constexpr size_t kRingBudget = 8u << 20;
 inline constexpr size_t kMinRing = 8u << 10;
 inline constexpr size_t kMaxRing = 1u << 20;
 
+// TIME a rank waiting for its peers in the shared segment polls before it
+// sleeps on the segment's doorbell (shm_doorbell.hpp; a publish rings it
+// only when somebody sleeps). Peers in step arrive within a microsecond or
+// two; a peer that is not running (preempted on a loaded host, or more
+// ranks than cores) is better waited for asleep: a spinning rank holds a
+// core its peer may need, and a yielding one loses a whole time slice.
+inline constexpr auto kSegmentSpin = std::chrono::microseconds(20);
+
+// TIME such a rank polls instead when its last sleep ended within this long
+// (the peers were only a little late, and a wake-up through the kernel
+// costs the sleeper 15-60 us on the VMs we target: without it two ranks
+// that fell out of step slept and woke each other on every call, tens of
+// microseconds a call where MPI took one or two). A sleep longer than this
+// (a peer preempted, more ranks than cores), or a long poll that found
+// nothing, puts the rank back on kSegmentSpin. The executors' long idle
+// spin (cpu plugin, stream.cpp) is the same rule.
+inline constexpr auto kSegmentLongSpin = std::chrono::microseconds(250);
+
 // TIME a collective that the segment serves whole waits on the enqueueing
 // thread for its peers before it leaves the rest to the stream (cpu
 // plugin). Peers in step arrive within a microsecond or two; a stream task

@@ -5,8 +5,9 @@
 // several times that. Here the ranks meet in a segment they all map: each
 // call is an episode in which every rank publishes the call's signature
 // (and an alltoallv's counts) in its line and, where it may travel here, its
-// input in its slot, waits for the others' (spinning, then yielding, under
-// the call's deadline and abort), and then either reduces all inputs itself,
+// input in its slot, waits for the others' (spinning, then asleep on the
+// segment's doorbell, shm_doorbell.hpp, under the call's deadline and
+// abort), and then either reduces all inputs itself,
 // in rank order (allreduce: one round, identical bytes on every rank), or
 // copies its blocks out of its peers' slots (alltoallv). Which calls move
 // their data here is the path chooser's (path.hpp, limits.hpp); an
@@ -140,6 +141,7 @@ class ShmGroup {
   bool previous_done() const noexcept;
   void post(const hal_collective_call_t& call, const Chooser& chooser) noexcept;
   bool all_arrived() const noexcept;
+  void prefetch_published() const noexcept;
   Status check_signatures(const hal_collective_call_t& call) const;
   Status handshake(const hal_collective_call_t& call, const Deadline& deadline,
                    const Chooser& chooser);
@@ -163,6 +165,7 @@ class ShmGroup {
   uint8_t* input(uint32_t rank) const noexcept;
   template <class Ready>
   Status wait_for(const Deadline& deadline, const char* what, Ready ready);
+  void ring() const noexcept;  // wakes peers asleep in wait_for
 
   std::unique_ptr<SharedSegment> segment_;
   void* mapping_;  // segment_'s
@@ -173,6 +176,7 @@ class ShmGroup {
   std::vector<uint64_t> matrix_;  // the arrived alltoallv's counts, every rank's row
   size_t largest_send_ = 0;       // the arrived alltoallv's largest send total, in bytes
   Clock::duration read_took_{};   // this rank's reads of the last cross-memory alltoallv
+  bool long_spin_ = false;        // wait_for polls for kSegmentLongSpin (its last sleep was short)
   bool cross_memory_ = false;
   std::string cross_memory_reason_;
   std::vector<int32_t> pids_;  // every rank's process (cross memory)
