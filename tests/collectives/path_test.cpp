@@ -786,7 +786,7 @@ TEST_CASE("path chooser [slow]: the matrix over 4 ranks, every op, with and with
 }
 
 TEST_CASE(
-    "path chooser: a batch of several calls goes over the transport; forced segment is "
+    "path chooser: a batch of several calls goes over the transport, forced segment is "
     "refused there",
     "[collectives][path]") {
   std::vector<Rank> ranks = make_ranks(2, true);

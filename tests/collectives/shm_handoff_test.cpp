@@ -139,7 +139,7 @@ UniqueFd reopen(int fd) {
 
 }  // namespace
 
-TEST_CASE("shm hand-over: a segment is backed and sealed; no holder can change its size",
+TEST_CASE("shm hand-over: a segment is backed and sealed, no holder can change its size",
           "[collectives][shm_handoff]") {
   std::string why;
   UniqueFd segment = make_sealed_segment(kBytes, why);
@@ -309,7 +309,7 @@ TEST_CASE("shm hand-over: a file-size limit below the segment is a fallback, not
   CHECK(WEXITSTATUS(code) == 0);
 }
 
-TEST_CASE("shm hand-over: truncating or growing the segment during set-up fails; the ranks go on",
+TEST_CASE("shm hand-over: truncating or growing the segment during set-up fails, the ranks go on",
           "[collectives][shm_handoff]") {
   // Another process of the user reaching the segment (through
   // /proc/<pid>/fd) between its making and its hand-over: here through
@@ -335,7 +335,7 @@ TEST_CASE("shm hand-over: truncating or growing the segment during set-up fails;
   exchange_a_ring_each_way(made);
 }
 
-TEST_CASE("shm hand-over: a hole punched in the segment during set-up is seen; all fall back",
+TEST_CASE("shm hand-over: a hole punched in the segment during set-up is seen, all fall back",
           "[collectives][shm_handoff]") {
   // Seals do not forbid punching a hole (only a write seal would): the
   // peers see the segment no longer backed in full and refuse it.
@@ -405,7 +405,7 @@ TEST_CASE("shm hand-over: only a rank's process with the token is served, only b
   CHECK_FALSE(socket_bound(invitation.socket_name));
 }
 
-TEST_CASE("shm hand-over: a rank 0 killed during set-up leaves nothing behind; its peer returns",
+TEST_CASE("shm hand-over: a rank 0 killed during set-up leaves nothing behind, its peer returns",
           "[collectives][shm_handoff]") {
   // Rank 0 is a child process that dies (SIGKILL) as it is about to pass the
   // segment: after its invitation went out, with the segment made and mapped.

@@ -195,7 +195,7 @@ std::vector<Status> run_all(std::vector<Made>& made,
 }  // namespace
 
 TEST_CASE(
-    "shared segment: small allreduces sum like a plain loop, in place too; larger ones "
+    "shared segment: small allreduces sum like a plain loop, in place too, larger ones "
     "leave after the handshake",
     "[collectives][shm]") {
   const uint32_t ranks = GENERATE(1u, 2u, 3u);

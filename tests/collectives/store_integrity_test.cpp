@@ -402,7 +402,7 @@ TEST_CASE("store integrity: a relay altering a payload fails the allreduce on ev
   CHECK_THAT(messages[0] + messages[1], Catch::Contains("integrity check"));
 }
 
-TEST_CASE("store handshake: the server proves the secret first; a squatter collects nothing",
+TEST_CASE("store handshake: the server proves the secret first, a squatter collects nothing",
           "[store][handshake]") {
   const StoreSecret secret = secret_of(23);
   // A process that bound the port first, answering with a challenge and

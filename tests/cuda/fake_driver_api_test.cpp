@@ -704,7 +704,7 @@ TEST_CASE("pageable host memory: copies and fills return at once and keep stream
   CHECK(hal_mem_free(device_memory) == HAL_SUCCESS);
 }
 
-TEST_CASE("a fatal CUDA error loses the device, stickily; the other device keeps working") {
+TEST_CASE("a fatal CUDA error loses the device, stickily, the other device keeps working") {
   Fake fake;
   Session session;
   void* memory = nullptr;

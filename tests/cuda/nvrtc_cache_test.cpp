@@ -124,7 +124,7 @@ TEST_CASE("another architecture, other options or another source is a miss", "[c
   CHECK(listing(objects_dir(directory)).size() == 2 * 4);
 }
 
-TEST_CASE("seeded damage and planted entries are rebuilt; every cached entry is checked as PTX",
+TEST_CASE("seeded damage and planted entries are rebuilt, every cached entry is checked as PTX",
           "[cache]") {
   Scratch scratch;
   const std::string directory = scratch.path + "/cache";

@@ -97,7 +97,7 @@ TEST_CASE("hiprtc cache: a second compile of the same source is a hit, another a
   CHECK(listing(objects_dir(directory)).size() == 4 * 2);
 }
 
-TEST_CASE("hiprtc cache: seeded damage and planted entries are rebuilt; every entry is checked",
+TEST_CASE("hiprtc cache: seeded damage and planted entries are rebuilt, every entry is checked",
           "[cache]") {
   Scratch scratch;
   const std::string directory = scratch.path + "/cache";

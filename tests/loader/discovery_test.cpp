@@ -62,7 +62,7 @@ const std::vector<ZooCase>& zoo_cases() {
 
 }  // namespace
 
-TEST_CASE("a broken plugin found by search is skipped with its reason; good ones still load",
+TEST_CASE("a broken plugin found by search is skipped with its reason, good ones still load",
           "[discovery]") {
   Session session(kPluginDir + ":" + kZooDir);
   REQUIRE(session.result == HAL_SUCCESS);

@@ -738,7 +738,7 @@ TEST_CASE("where's scalar values are checked against out's dtype") {
   }
 }
 
-TEST_CASE("clamp's float bounds are checked as f32; integer bounds are taken as i64") {
+TEST_CASE("clamp's float bounds are checked as f32, integer bounds are taken as i64") {
   Session session;
   for (bool portable : {false, true}) {
     auto desc = header_of<hal_op_clamp_desc_t>(HAL_OP_CLAMP);
