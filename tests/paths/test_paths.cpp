@@ -7,11 +7,12 @@
 
 namespace {
 
-// Each path is kept for the whole process (a test may hold one in a static object that outlives
-// the others), so the set is never destroyed.
+// Each path is kept until the process exits or the library that linked this is unloaded (a
+// plugin, such as halconform's fault wrapper): the set is an ordinary static, since one never
+// destroyed would leak, unreachable, once its plugin was unloaded (LeakSanitizer said so).
 const char* kept(std::string path) {
   static std::mutex mutex;
-  static std::set<std::string>& paths = *new std::set<std::string>();
+  static std::set<std::string> paths;
   const std::lock_guard<std::mutex> lock(mutex);
   return paths.insert(std::move(path)).first->c_str();
 }

@@ -14,9 +14,11 @@
 extern "C" {
 #endif
 
-/* The absolute path of `relative` in the build tree; valid until the process exits. */
+/* The absolute path of `relative` in the build tree; valid until the process exits
+ * (or the library linking tests/paths is unloaded). */
 const char* hal_test_build_path(const char* relative);
-/* The absolute path of `relative` in the repository; valid until the process exits. */
+/* The absolute path of `relative` in the repository; valid until the process exits
+ * (or the library linking tests/paths is unloaded). */
 const char* hal_test_source_path(const char* relative);
 
 #ifdef __cplusplus
