@@ -184,7 +184,10 @@ hal_result_t plan_with_plugin(hal_device_s* device, hal_op_plan_s* plan, const s
   const hal_result_t result = plugin.table.op_plan_create(
       device->impl, plan->header_of_desc(), plan->flags, &impl, &workspace, &planned_name);
   if (result == HAL_ERROR_UNSUPPORTED) {
-    *decline = hal_error_last_message();
+    // The plugin's report is the decline's reason, not the thread's detail:
+    // another candidate may still serve the plan (SPEC 4.2).
+    *decline = take_plugin_message();
+    if (decline->empty()) *decline = "the plugin declined without a detail";
     return result;
   }
   if (result != HAL_SUCCESS) return fail_from_plugin(result, function, plugin.name);

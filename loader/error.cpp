@@ -11,23 +11,51 @@
 
 namespace hal::loader {
 
-ErrorDetail& thread_error_detail() noexcept {
+namespace {
+
+// What a plugin said through host->set_error, kept apart from the detail
+// until the loader makes the plugin's result the public call's failure.
+struct StagedPluginReport {
+  bool pending = false;
+  std::string plugin;
+  int64_t native_code = 0;
+  std::string message;
+};
+
+// The thread's error state: the public detail and the plugin report staged
+// beside it.
+struct ThreadErrorState {
+  ErrorDetail detail;
+  StagedPluginReport staged;
+};
+
+ThreadErrorState& thread_error_state() noexcept {
   // A thread's thread_local objects are destroyed before the static ones of a process that
   // exits, so a plugin reporting a failure from a static destructor (a stream drained at exit)
   // would write into this thread's freed strings: the double free a failed stream caused at
-  // exit. After its teardown the thread gets a detail that is never destroyed, built in
+  // exit. After its teardown the thread gets a state that is never destroyed, built in
   // storage that needs no destructor (its strings stay reachable through it until the end).
   thread_local bool torn_down = false;
   struct Owned {
-    ErrorDetail detail;
+    ThreadErrorState state;
     ~Owned() { torn_down = true; }
   };
   thread_local Owned owned;
-  if (!torn_down) return owned.detail;
-  alignas(ErrorDetail) thread_local unsigned char late_storage[sizeof(ErrorDetail)];
-  thread_local ErrorDetail* late = nullptr;
-  if (late == nullptr) late = ::new (static_cast<void*>(late_storage)) ErrorDetail();
+  if (!torn_down) return owned.state;
+  alignas(ThreadErrorState) thread_local unsigned char late_storage[sizeof(ThreadErrorState)];
+  thread_local ThreadErrorState* late = nullptr;
+  if (late == nullptr) late = ::new (static_cast<void*>(late_storage)) ThreadErrorState();
   return *late;
+}
+
+StagedPluginReport& staged_report() noexcept {
+  return thread_error_state().staged;
+}
+
+}  // namespace
+
+ErrorDetail& thread_error_detail() noexcept {
+  return thread_error_state().detail;
 }
 
 namespace {
@@ -44,14 +72,15 @@ std::string vformat(const char* fmt, va_list args) {
 }
 
 // Stores a detail; on allocation failure keeps what fits (an empty sentence).
+// The call fails with it: a report a plugin staged is not taken any more.
 void store(hal_result_t result, const char* function, std::string&& message,
            std::string_view plugin, int64_t native_code) noexcept {
+  staged_report().pending = false;
   ErrorDetail& detail = thread_error_detail();
   detail.has_failure = true;
   detail.result = result;
   detail.function = function;
   detail.native_code = native_code;
-  detail.plugin_report_pending = false;
   try {
     detail.message = std::move(message);
     detail.plugin.assign(plugin);
@@ -87,60 +116,61 @@ hal_result_t fail(hal_result_t result, const char* function, const char* fmt, ..
 
 hal_result_t fail_from_plugin(hal_result_t result, const char* function,
                               const std::string& plugin_name) noexcept {
-  ErrorDetail& detail = thread_error_detail();
+  StagedPluginReport& staged = staged_report();
+  const bool reported = staged.pending && staged.plugin == plugin_name;
+  std::string message;
+  int64_t native_code = 0;
   if (result == HAL_SUCCESS ||
       hal::util::find_name(hal::util::result_table(), static_cast<uint32_t>(result)) == nullptr) {
     // Not a failure the ABI knows: the caller gets the closed set's "a plugin bug".
-    std::string message;
     try {
       message = format("%s: plugin '%s' returned %d, which is not a hal_result_t failure", function,
                        plugin_name.c_str(), static_cast<int>(result));
-      if (detail.plugin_report_pending && detail.plugin == plugin_name) {
-        message += " (its report: " + detail.message + ")";
-      }
+      if (reported) message += " (its report: " + staged.message + ")";
     } catch (...) {
     }
-    detail.plugin_report_pending = false;
     store(HAL_ERROR_INTERNAL, function, std::move(message), plugin_name, 0);
     return HAL_ERROR_INTERNAL;
   }
-  if (detail.plugin_report_pending && detail.plugin == plugin_name) {
-    detail.plugin_report_pending = false;
-    detail.has_failure = true;
-    detail.result = result;
-    detail.function = function;
-    try {
-      detail.message = std::string(function) + ": " + detail.message;
-    } catch (...) {
-    }
-    return result;
-  }
-  std::string message;
   try {
-    message = format("%s: plugin '%s' returned %s without a detail", function, plugin_name.c_str(),
-                     result_name(result));
+    if (reported) {
+      message = std::string(function) + ": " + staged.message;
+      native_code = staged.native_code;
+    } else {
+      message = format("%s: plugin '%s' returned %s without a detail", function,
+                       plugin_name.c_str(), result_name(result));
+    }
   } catch (...) {
+    // Out of memory while describing a failure: the code still tells the story.
   }
-  store(result, function, std::move(message), plugin_name, 0);
+  store(result, function, std::move(message), plugin_name, native_code);
   return result;
 }
 
-void record_plugin_error(const std::string& plugin_name, hal_result_t result, int64_t native_code,
-                         const char* message) noexcept {
-  store(result, "", std::string(), plugin_name, native_code);
-  ErrorDetail& detail = thread_error_detail();
+void record_plugin_error(const std::string& plugin_name, hal_result_t /*result*/,
+                         int64_t native_code, const char* message) noexcept {
+  // The result is the one the plugin returns, which fail_from_plugin is given.
+  StagedPluginReport& staged = staged_report();
+  staged.pending = true;
+  staged.native_code = native_code;
   try {
-    detail.message = message != nullptr ? message : "";
+    staged.plugin = plugin_name;
+    staged.message = message != nullptr ? message : "";
   } catch (...) {
+    // No memory for the report: the plugin's failure gets the generic sentence.
+    staged.pending = false;
   }
-  detail.plugin_report_pending = true;
 }
 
 std::string take_plugin_message() {
-  ErrorDetail& detail = thread_error_detail();
-  if (!detail.plugin_report_pending) return {};
-  detail.plugin_report_pending = false;
-  return detail.message;
+  StagedPluginReport& staged = staged_report();
+  if (!staged.pending) return {};
+  staged.pending = false;
+  return std::move(staged.message);
+}
+
+void drop_plugin_report() noexcept {
+  staged_report().pending = false;
 }
 
 bool log_enabled() noexcept {

@@ -19,9 +19,6 @@ struct ErrorDetail {
   std::string message;
   std::string plugin;
   int64_t native_code = 0;
-  // Set by a plugin's host->set_error and consumed when the loader turns the
-  // plugin's returned result into the public call's failure.
-  bool plugin_report_pending = false;
 };
 
 ErrorDetail& thread_error_detail() noexcept;
@@ -40,12 +37,23 @@ hal_result_t fail(hal_result_t result, const char* function, const char* fmt, ..
 hal_result_t fail_from_plugin(hal_result_t result, const char* function,
                               const std::string& plugin_name) noexcept;
 
-// host->set_error: stores the plugin's sentence and native code.
+// host->set_error: stages the plugin's sentence and native code on this thread,
+// apart from the error detail. The report becomes the detail only when
+// fail_from_plugin turns the plugin's result into the public call's failure;
+// a call that succeeds after a plugin reported (a lost stream's drain dropped,
+// a decline answered by another path) leaves the detail as it was (SPEC 4.2).
+// A later report, a loader failure (fail) and the end of a guarded public
+// call drop a report nobody took.
 void record_plugin_error(const std::string& plugin_name, hal_result_t result, int64_t native_code,
                          const char* message) noexcept;
 
-// Takes the sentence a plugin reported (used for load reports); "" when none.
+// Takes the sentence a plugin reported and drops the staged report (used for
+// load reports, declines, and to forget a report the call answers otherwise);
+// "" when none is staged.
 std::string take_plugin_message();
+
+// Drops the report a plugin staged on this thread, if any.
+void drop_plugin_report() noexcept;
 
 // HAL_LOG is set to something other than "" or "0" (read at each call, so a
 // test or a long-running process can change it between hal_init calls).
@@ -60,8 +68,16 @@ void log_line(const char* source, const char* fmt, ...) noexcept
 const char* result_name(hal_result_t result) noexcept;
 
 // Runs an API body, converting exceptions so none crosses the C ABI.
+// A report a plugin staged during the call and nobody took ends with it, so
+// that it never becomes the reason of a later call's failure.
 template <class Body>
 hal_result_t guarded(const char* function, Body&& body) noexcept {
+  struct DropReportAtEnd {
+    DropReportAtEnd() = default;
+    DropReportAtEnd(const DropReportAtEnd&) = delete;
+    DropReportAtEnd& operator=(const DropReportAtEnd&) = delete;
+    ~DropReportAtEnd() { drop_plugin_report(); }
+  } drop_report_at_end;
   try {
     return body();
   } catch (const std::bad_alloc&) {

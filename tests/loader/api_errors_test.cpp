@@ -3,6 +3,7 @@
 // the error detail.
 #include "test_support.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -277,4 +278,93 @@ TEST_CASE("hal_shutdown releases what the application leaked", "[init]") {
   // Under AddressSanitizer a leak here fails the run; a second session works.
   Session again(kPluginDir);
   CHECK(again.result == HAL_SUCCESS);
+}
+
+namespace {
+
+// An OpenCL C module of the mock plugin whose image is |text| ("broken...":
+// refused with a report, "bogus": refused with a code outside hal_result_t and
+// no report).
+hal_module_desc_t mock_module_desc(const char* text) {
+  hal_module_desc_t desc{};
+  desc.struct_size = sizeof(desc);
+  desc.format = HAL_MODULE_FORMAT_OPENCL_C;
+  desc.data = text;
+  desc.size = std::strlen(text);
+  return desc;
+}
+
+// HAL_TEST_MOCK_LOSE_STREAMS=1 for the scope: every mock stream reports itself lost.
+struct MockStreamsLost {
+  MockStreamsLost() { setenv("HAL_TEST_MOCK_LOSE_STREAMS", "1", 1); }
+  ~MockStreamsLost() { unsetenv("HAL_TEST_MOCK_LOSE_STREAMS"); }
+  MockStreamsLost(const MockStreamsLost&) = delete;
+  MockStreamsLost& operator=(const MockStreamsLost&) = delete;
+};
+
+}  // namespace
+
+// SPEC 4.2: success does not change the detail. A plugin's report through
+// host->set_error becomes the detail only when the call fails with it; here
+// the plugin reports and the public call still succeeds.
+TEST_CASE("a call that succeeds after its plugin reported leaves the error detail as it was",
+          "[result]") {
+  Session session(kPluginDir, "mock");
+  REQUIRE(session.result == HAL_SUCCESS);
+  const hal_device_t device = device_of("mock");
+  hal_stream_t stream = nullptr;
+  REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+  // The failure to keep: the plugin's own report, with its native code.
+  const hal_module_desc_t broken = mock_module_desc("broken image");
+  hal_module_t module = nullptr;
+  REQUIRE(hal_module_load(device, &broken, &module) == HAL_ERROR_INVALID_MODULE);
+  const Detail failed = last_detail();
+  REQUIRE(failed.message == "hal_module_load: mock: the image says it is broken");
+  REQUIRE(failed.native_code == 7);
+
+  SECTION("destroying a lost stream: the drain and the plugin's destroy both report") {
+    {
+      MockStreamsLost lost;
+      CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+    }
+    check_detail_unchanged(failed);
+    // The report the destroy dropped is not the reason of the plugin's next
+    // failure, which comes without one.
+    const hal_module_desc_t bogus = mock_module_desc("bogus");
+    CHECK(hal_module_load(device, &bogus, &module) == HAL_ERROR_INTERNAL);
+    CHECK(last_detail().message ==
+          "hal_module_load: plugin 'mock' returned -7, which is not a hal_result_t failure");
+  }
+  SECTION("an op query the plugin declines with a report") {
+    hal_op_unary_desc_t strided = scale_desc();
+    strided.x.strides[0] = 2;  // the mock declines: "mock: only dense tensors"
+    hal_op_implementations_info_t info{};
+    info.struct_size = sizeof(info);
+    REQUIRE(hal_op_query_implementations(device, HAL_OP_UNARY, &strided.header, 0, &info) ==
+            HAL_SUCCESS);
+    REQUIRE(info.count >= 1);
+    CHECK(info.candidates[0].verdict == HAL_OP_VERDICT_DECLINES);
+    CHECK_THAT(info.candidates[0].reason, Catch::Contains("mock: only dense tensors"));
+    check_detail_unchanged(failed);
+    CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+  }
+  SECTION("on a thread with no failure yet, the call records none") {
+    hal_result_t destroyed = HAL_ERROR_INTERNAL;
+    hal_result_t read = HAL_SUCCESS;
+    std::string message = "unset";
+    {
+      MockStreamsLost lost;
+      std::thread([&] {
+        destroyed = hal_stream_destroy(stream);
+        hal_error_detail_t detail{};
+        detail.struct_size = sizeof(detail);
+        read = hal_error_get_detail(&detail);
+        message = hal_error_last_message();
+      }).join();
+    }
+    CHECK(destroyed == HAL_SUCCESS);
+    CHECK(read == HAL_ERROR_NOT_FOUND);
+    CHECK(message.empty());
+    check_detail_unchanged(failed);
+  }
 }

@@ -124,6 +124,17 @@ inline Detail last_detail() {
   return {detail.result, detail.function, detail.message, detail.plugin, detail.native_code};
 }
 
+// Checks, field by field, that the thread's error detail is still |before|: a
+// call that succeeded since must not have changed it (SPEC 4.2).
+inline void check_detail_unchanged(const Detail& before) {
+  const Detail now = last_detail();
+  CHECK(now.result == before.result);
+  CHECK(now.function == before.function);
+  CHECK(now.message == before.message);
+  CHECK(now.plugin == before.plugin);
+  CHECK(now.native_code == before.native_code);
+}
+
 // A HAL_OP_UNARY that scales 16 f32 elements by 2: an op every plugin (and the mock) serves.
 inline hal_op_unary_desc_t scale_desc() {
   hal_op_unary_desc_t desc{};
