@@ -2,7 +2,8 @@
 # Fails when a CMake file sets a test's PASS_REGULAR_EXPRESSION or LABELS itself instead of through
 # cmake/HalTesting.cmake: hal_test_expects_output (CTest ignores the exit status of a test that has
 # PASS_REGULAR_EXPRESSION, and only that function also fails the test on a sanitizer's report), and
-# hal_test_tier / hal_catch_discover (a test's one tier label, and the build target of its tier).
+# hal_test_tier / hal_catch_discover (a test's one tier label, and the build target of its tier);
+# and runs scripts/check_unity_names.py.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -19,4 +20,7 @@ for rule in 'PASS_REGULAR_EXPRESSION:hal_test_expects_output' 'LABELS:hal_test_t
   fi
 done
 ((status == 0)) && echo "check_tests: outputs, tiers and Catch2 suites are registered through cmake/HalTesting.cmake"
+# Unity builds: a source's file-local name must not take the place of a name that another source
+# of its target reaches through `using namespace` (scripts/check_unity_names.py says why).
+python3 scripts/check_unity_names.py || status=1
 exit $status

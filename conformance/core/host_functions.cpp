@@ -50,7 +50,7 @@ void sleep_ms(void* milliseconds) {
   std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(milliseconds)));
 }
 
-void expect_refused(hal_result_t result, const char* call) {
+void expect_refused_inside_host_function(hal_result_t result, const char* call) {
   HC_REQUIRE(result == HAL_ERROR_INVALID_STATE,
              strf("%s from a host function returned %s, expected HAL_ERROR_INVALID_STATE: it "
                   "would wait for the host function itself (SPEC.md §7)",
@@ -90,12 +90,15 @@ HALCONFORM_TEST("core.host_functions.calls",
   HC_OK(hal_stream_synchronize(own));
   HC_OK(hal_stream_synchronize(other));
   HC_REQUIRE(inside.ran, std::string("the host function did not run"));
-  expect_refused(inside.sync_own, "hal_stream_synchronize of its own stream");
-  expect_refused(inside.destroy_own, "hal_stream_destroy of its own stream");
-  expect_refused(inside.device_own, "hal_device_synchronize of its own device");
-  expect_refused(inside.free_own, "hal_mem_free of an allocation of its own device");
+  expect_refused_inside_host_function(inside.sync_own, "hal_stream_synchronize of its own stream");
+  expect_refused_inside_host_function(inside.destroy_own, "hal_stream_destroy of its own stream");
+  expect_refused_inside_host_function(inside.device_own,
+                                      "hal_device_synchronize of its own device");
+  expect_refused_inside_host_function(inside.free_own,
+                                      "hal_mem_free of an allocation of its own device");
   if (inside.module != nullptr) {
-    expect_refused(inside.unload_own, "hal_module_unload of a module of its own device");
+    expect_refused_inside_host_function(inside.unload_own,
+                                        "hal_module_unload of a module of its own device");
   }
   // Refused before doing anything: the stream, the allocation and the module live on.
   const hal_result_t still = hal_stream_query(own);
