@@ -1093,7 +1093,14 @@ NB_MODULE(_hal, m) {
                     r != HAL_SUCCESS) {
                   return r;
                 }
-                if (hal_result_t r = hal_stream_synchronize(s); r != HAL_SUCCESS) return r;
+                if (hal_result_t r = hal_stream_synchronize(s); r != HAL_SUCCESS) {
+                  // The stream was lost to the count exchange: the communicator's error (a
+                  // peer gone, a deadline) is the cause, and the same on every rank.
+                  hal_result_t async = HAL_SUCCESS;
+                  if (hal_comm_get_async_error(h, &async) == HAL_SUCCESS && async != HAL_SUCCESS)
+                    return async;
+                  return r;
+                }
                 size_t total = 0;
                 bool fits = true;
                 for (uint32_t r = 0; r < n; ++r) {
