@@ -3,6 +3,7 @@
 // Each can watch (and a test can rewrite) what crosses it.
 #pragma once
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -83,7 +84,9 @@ class SocketSetup final : public SetupChannel {
   Status all_gather(const void* mine, void* all, size_t bytes) override {
     auto* out = static_cast<uint8_t*>(all);
     std::memcpy(out + rank_ * bytes, mine, bytes);
-    if (write(fd_, mine, bytes) != static_cast<ssize_t>(bytes)) {
+    // send with MSG_NOSIGNAL, as HAL's own set-up does: a peer that died (the kill tests)
+    // is HAL_ERROR_REMOTE here, not a SIGPIPE that kills the test (seen under TSan).
+    if (send(fd_, mine, bytes, MSG_NOSIGNAL) != static_cast<ssize_t>(bytes)) {
       return Status::failure(HAL_ERROR_REMOTE, "write");
     }
     size_t got = 0;
