@@ -263,13 +263,18 @@ def test_alltoallv_uneven_counts_given_or_exchanged(devices, rng):
 def test_alltoallv_count_exchange_failure_is_the_communicators_error(devices, rng):
     # Rank 0 exchanges counts alone: the exchange meets its deadline, which loses rank 0's
     # stream; the call raises the communicator's error (a timeout), not the lost stream.
+    # On a stream of its own, closed at the end: a lost stream stays lost until it is destroyed,
+    # and the device's synchronize would report it to every later test.
     comms = hal.Communicator.init_all(devices, timeout_ms=300)
+    stream = hal.Stream(comms[0].device)
     send = hal.to_device(rng.standard_normal(3).astype(np.float32), comms[0].device)
     out = hal.empty(8, np.float32, comms[0].device)
     with pytest.raises(hal.TimeoutError):
-        comms[0].alltoallv(send, [2, 1], out)
+        comms[0].alltoallv(send, [2, 1], out, stream=stream)
     for c in comms:
         c.abort()
+    stream.close()
+    comms[0].device.synchronize()  # nothing of the failure is left on the device
 
 
 def test_validation_layer_rejects_pageable_kernel_args_and_host_kind_is_portable():
