@@ -282,18 +282,6 @@ TEST_CASE("hal_shutdown releases what the application leaked", "[init]") {
 
 namespace {
 
-// An OpenCL C module of the mock plugin whose image is |text| ("broken...":
-// refused with a report, "bogus": refused with a code outside hal_result_t and
-// no report).
-hal_module_desc_t mock_module_desc(const char* text) {
-  hal_module_desc_t desc{};
-  desc.struct_size = sizeof(desc);
-  desc.format = HAL_MODULE_FORMAT_OPENCL_C;
-  desc.data = text;
-  desc.size = std::strlen(text);
-  return desc;
-}
-
 // HAL_TEST_MOCK_LOSE_STREAMS=1 for the scope: every mock stream reports itself lost.
 struct MockStreamsLost {
   MockStreamsLost() { setenv("HAL_TEST_MOCK_LOSE_STREAMS", "1", 1); }
@@ -315,7 +303,7 @@ TEST_CASE("a call that succeeds after its plugin reported leaves the error detai
   hal_stream_t stream = nullptr;
   REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
   // The failure to keep: the plugin's own report, with its native code.
-  const hal_module_desc_t broken = mock_module_desc("broken image");
+  const hal_module_desc_t broken = opencl_source_desc("broken image");
   hal_module_t module = nullptr;
   REQUIRE(hal_module_load(device, &broken, &module) == HAL_ERROR_INVALID_MODULE);
   const Detail failed = last_detail();
@@ -330,7 +318,7 @@ TEST_CASE("a call that succeeds after its plugin reported leaves the error detai
     check_detail_unchanged(failed);
     // The report the destroy dropped is not the reason of the plugin's next
     // failure, which comes without one.
-    const hal_module_desc_t bogus = mock_module_desc("bogus");
+    const hal_module_desc_t bogus = opencl_source_desc("bogus");
     CHECK(hal_module_load(device, &bogus, &module) == HAL_ERROR_INTERNAL);
     CHECK(last_detail().message ==
           "hal_module_load: plugin 'mock' returned -7, which is not a hal_result_t failure");

@@ -11,15 +11,6 @@ using namespace loader_test;
 
 namespace {
 
-hal_module_desc_t source_desc(const char* text) {
-  hal_module_desc_t desc{};
-  desc.struct_size = sizeof(desc);
-  desc.format = HAL_MODULE_FORMAT_OPENCL_C;
-  desc.data = text;
-  desc.size = std::strlen(text);
-  return desc;
-}
-
 hal_launch_config_t config_1d(uint32_t grid, uint32_t block) {
   hal_launch_config_t config{};
   config.struct_size = sizeof(config);
@@ -37,41 +28,41 @@ TEST_CASE("hal_module_load checks its descriptor before the plugin", "[kernel]")
   REQUIRE(session.result == HAL_SUCCESS);
   hal_device_t device = device_of("mock");
   hal_module_t module = nullptr;
-  hal_module_desc_t desc = source_desc("kernel");
+  hal_module_desc_t desc = opencl_source_desc("kernel");
   CHECK(hal_module_load(device, nullptr, &module) == HAL_ERROR_NULL_POINTER);
   CHECK(hal_module_load(device, &desc, nullptr) == HAL_ERROR_NULL_POINTER);
   desc.struct_size = 16;
   CHECK(hal_module_load(device, &desc, &module) == HAL_ERROR_INVALID_ARGUMENT);
-  desc = source_desc("kernel");
+  desc = opencl_source_desc("kernel");
   desc.path = "/tmp/x";
   CHECK(hal_module_load(device, &desc, &module) == HAL_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last_detail().message, Catch::Contains("it gives both"));
-  desc = source_desc("kernel");
+  desc = opencl_source_desc("kernel");
   desc.data = nullptr;
   CHECK(hal_module_load(device, &desc, &module) == HAL_ERROR_INVALID_ARGUMENT);
   CHECK_THAT(last_detail().message, Catch::Contains("it gives neither"));
-  desc = source_desc("kernel");
+  desc = opencl_source_desc("kernel");
   desc.size = 0;
   CHECK(hal_module_load(device, &desc, &module) == HAL_ERROR_INVALID_ARGUMENT);
-  desc = source_desc("kernel");
+  desc = opencl_source_desc("kernel");
   desc.format = static_cast<hal_module_format_t>(99);
   CHECK(hal_module_load(device, &desc, &module) == HAL_ERROR_INVALID_ARGUMENT);
-  desc = source_desc("kernel");
+  desc = opencl_source_desc("kernel");
   desc.format = HAL_MODULE_FORMAT_PTX;
   CHECK(hal_module_load(device, &desc, &module) == HAL_ERROR_UNSUPPORTED);
   CHECK_THAT(last_detail().message, Catch::Contains("cannot load module format 3"));
-  desc = source_desc("kernel");
+  desc = opencl_source_desc("kernel");
   desc.data = nullptr;
   desc.size = 0;
   desc.path = "/nonexistent/kernel.cl";
   CHECK(hal_module_load(device, &desc, &module) == HAL_ERROR_NOT_FOUND);
   CHECK(last_detail().message ==
         "hal_module_load: desc->path '/nonexistent/kernel.cl' does not exist");
-  desc = source_desc("kernel");
+  desc = opencl_source_desc("kernel");
   CHECK(hal_module_load(device_of("minimal"), &desc, &module) == HAL_ERROR_UNSUPPORTED);
   CHECK_THAT(last_detail().message, Catch::Contains("does not support kernels"));
   // A failure the plugin reports carries its sentence, name and native code.
-  desc = source_desc("broken image");
+  desc = opencl_source_desc("broken image");
   CHECK(hal_module_load(device, &desc, &module) == HAL_ERROR_INVALID_MODULE);
   const Detail detail = last_detail();
   CHECK(detail.plugin == "mock");
@@ -86,7 +77,7 @@ TEST_CASE("kernels: lookup, info, launch checks and a real launch", "[kernel]") 
   REQUIRE(session.result == HAL_SUCCESS);
   hal_device_t device = device_of("mock");
   hal_module_t module = nullptr;
-  const hal_module_desc_t desc = source_desc("scale");
+  const hal_module_desc_t desc = opencl_source_desc("scale");
   REQUIRE(hal_module_load(device, &desc, &module) == HAL_SUCCESS);
 
   hal_kernel_desc_t kernel_desc{};

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -136,6 +137,18 @@ inline void check_detail_unchanged(const Detail& before) {
 }
 
 // A HAL_OP_UNARY that scales 16 f32 elements by 2: an op every plugin (and the mock) serves.
+// An OpenCL C module whose image is |text|, as the mock plugin reads it (kernel_test.cpp,
+// api_errors_test.cpp: "broken..." is refused with a report, "bogus" with a code outside
+// hal_result_t and no report).
+inline hal_module_desc_t opencl_source_desc(const char* text) {
+  hal_module_desc_t desc{};
+  desc.struct_size = sizeof(desc);
+  desc.format = HAL_MODULE_FORMAT_OPENCL_C;
+  desc.data = text;
+  desc.size = std::strlen(text);
+  return desc;
+}
+
 inline hal_op_unary_desc_t scale_desc() {
   hal_op_unary_desc_t desc{};
   desc.header.struct_size = sizeof(desc);
