@@ -230,13 +230,12 @@ static hal_result_t module_unload_body(hal_module_t module) {
     }
     HandleOwner<hal_module_s> owned = module->device->modules.take(module);
     // Launches of its kernels may still be queued: they finish first. A lost
-    // stream does not stop the unload (SPEC 4.4).
-    hal_result_t result = drain_device(module->device, kFunction);
+    // stream, whatever its loss code, does not stop the unload (SPEC 4.4).
+    drain_device(module->device, kFunction);
     const PluginRecord& plugin = *module->header.plugin;
+    hal_result_t result = HAL_SUCCESS;
     const hal_result_t unloaded = plugin.table.module_unload(module->impl);
-    if (unloaded != HAL_SUCCESS && result == HAL_SUCCESS) {
-      result = fail_from_plugin(unloaded, kFunction, plugin.name);
-    }
+    if (unloaded != HAL_SUCCESS) result = fail_from_plugin(unloaded, kFunction, plugin.name);
     {
       std::lock_guard lock(module->kernels_mutex);
       module->kernels.clear();

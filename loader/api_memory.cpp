@@ -127,14 +127,14 @@ static hal_result_t mem_free_body(void* ptr) {
                   "ptr %p is not a live HAL allocation (never allocated, or freed already)", ptr);
     }
     hal_device_s* device = allocation->device;
-    // Work still using the memory finishes first; a lost stream does not stop
-    // the free (SPEC 4.4): its work has ended too.
-    hal_result_t drained = refuse_wait_in_host_fn(nullptr, device, kFunction);
-    if (drained == HAL_SUCCESS) drained = drain_device(device, kFunction);
-    if (hal_result_t result = drained; result != HAL_SUCCESS) {
+    // Work still using the memory finishes first; a lost stream, whatever
+    // its loss code, does not stop the free (SPEC 4.4): its work has ended too.
+    if (hal_result_t result = refuse_wait_in_host_fn(nullptr, device, kFunction);
+        result != HAL_SUCCESS) {
       registry->allocations.insert(*allocation);
       return result;
     }
+    drain_device(device, kFunction);
     // Held back from the plugin for a while, so a freed pointer that comes
     // back is refused for certain (§6, "Freed memory"); the oldest go back.
     give_back(registry->allocations.hold_freed(*allocation));

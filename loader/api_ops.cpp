@@ -217,7 +217,15 @@ hal_result_t plan_portable(hal_device_s* device, hal_op_plan_s* plan,
   request.desc = plan->header_of_desc();
   request.signature = &plan->signature;
   request.flags = plan->flags;
-  std::unique_ptr<hal::ops::PlannedOp> loader_plan = portable.plan(request, decline);
+  std::unique_ptr<hal::ops::PlannedOp> loader_plan;
+  {
+    // A portable implementation plans with public calls (hal_module_load,
+    // hal_kernel_get); one that fails is its decline, whose reason it
+    // returns in |decline|, not the thread's detail: the public call may
+    // still succeed through another candidate (SPEC 4.2).
+    const KeepErrorDetail keep;
+    loader_plan = portable.plan(request, decline);
+  }
   if (!loader_plan) return HAL_ERROR_UNSUPPORTED;
   plan->workspace_bytes = loader_plan->workspace_bytes();
   plan->loader_plan = std::move(loader_plan);

@@ -56,13 +56,12 @@ static hal_result_t stream_destroy_body(hal_stream_t stream) {
     }
     HandleOwner<hal_stream_s> owned = stream->device->streams.take(stream);
     const PluginRecord& plugin = *stream->header.plugin;
-    // The work finishes first; a lost stream's failure is dropped (SPEC 4.4).
-    hal_result_t result = drain_stream(stream, kFunction);
+    // The work finishes first; a lost stream's failure, whatever its code,
+    // is dropped (SPEC 4.4).
+    drain_stream(stream, kFunction);
     const hal_result_t destroyed = plugin.table.stream_destroy(stream->impl);
-    if (destroyed != HAL_SUCCESS && result == HAL_SUCCESS) {
-      result = fail_from_plugin(destroyed, kFunction, plugin.name);
-    }
-    return result;
+    if (destroyed != HAL_SUCCESS) return fail_from_plugin(destroyed, kFunction, plugin.name);
+    return HAL_SUCCESS;
   });
 }
 

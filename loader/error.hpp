@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 
 namespace hal::loader {
@@ -22,6 +23,33 @@ struct ErrorDetail {
 };
 
 ErrorDetail& thread_error_detail() noexcept;
+
+// Keeps the thread's error detail across a scope whose failures the caller
+// answers itself (SPEC 4.2: a call that succeeds leaves the detail exactly as
+// it was): a public hal_* call the loader makes on the caller's behalf and
+// whose failure it handles (a decline, a cleanup), or a drain whose loss is
+// dropped. At the end of the scope the detail is put back, unless keep_new()
+// says the scope's failure is the public call's own. Without memory for the
+// copy the detail may change; the result stays right.
+class KeepErrorDetail {
+ public:
+  KeepErrorDetail() noexcept {
+    try {
+      saved_ = thread_error_detail();
+    } catch (const std::exception&) {
+    }
+  }
+  ~KeepErrorDetail() {
+    if (saved_) thread_error_detail() = std::move(*saved_);
+  }
+  KeepErrorDetail(const KeepErrorDetail&) = delete;
+  KeepErrorDetail& operator=(const KeepErrorDetail&) = delete;
+  // The failure met in the scope becomes (stays) the thread's detail.
+  void keep_new() noexcept { saved_.reset(); }
+
+ private:
+  std::optional<ErrorDetail> saved_;
+};
 
 // printf-style formatting into a std::string.
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -3,7 +3,6 @@
 #include "error.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 namespace hal::loader {
@@ -87,35 +86,38 @@ hal_result_t refuse_lost_stream(const hal_stream_s* stream, const char* function
               static_cast<const void*>(stream));
 }
 
-namespace {
-
-// |synchronize|'s result, with a lost stream dropped. A call that succeeds
-// leaves the thread's error detail as it was (SPEC §4.2): the loss it met
-// is not its failure. (hal_moe_routing_create frees its buffers after its
+// A release waits for the work and drops a lost stream's failure, whatever
+// its code (SPEC 4.4): a stream is lost with the code of what failed on it
+// (the cpu plugin's bounds check gives HAL_ERROR_OUT_OF_BOUNDS, a plugin may
+// report a timed-out or mismatched collective as itself), and every one means
+// that the work has ended. A release that stopped at one loss code but not at
+// another would leave an object nobody can release. The release succeeds, so
+// it leaves the thread's error detail as it was (SPEC 4.2): the loss it met is
+// not its failure. (hal_moe_routing_create frees its buffers after its
 // collective failed: that free must not replace the collective's message.)
-template <class Synchronize>
-hal_result_t without_lost_stream(Synchronize synchronize) noexcept {
-  ErrorDetail& detail = thread_error_detail();
-  std::optional<ErrorDetail> before;
-  try {
-    before = detail;
-  } catch (const std::exception&) {
-    // No memory for the copy: the detail may change, the result is right.
+void drain_device(hal_device_s* device, const char* function) noexcept {
+  const KeepErrorDetail keep;
+  const PluginRecord& plugin = *device->plugin;
+  if (plugin.table.device_synchronize != nullptr) {
+    // Returns once every stream's work has ended, lost streams' included.
+    if (plugin.table.device_synchronize(device->impl) != HAL_SUCCESS) drop_plugin_report();
+    return;
   }
-  const hal_result_t result = synchronize();
-  if (result != HAL_ERROR_DEVICE_LOST) return result;
-  if (before) detail = std::move(*before);
-  return HAL_SUCCESS;
+  try {
+    // Every stream, also after a lost one: the memory being freed may be in
+    // use by the work of any stream of the device.
+    device->streams.for_each([function](hal_stream_s* stream) {
+      synchronize_stream(stream, function);
+      return HAL_SUCCESS;
+    });
+  } catch (const std::exception&) {
+    // std::system_error from the set's mutex: nothing more to wait for here.
+  }
 }
 
-}  // namespace
-
-hal_result_t drain_device(hal_device_s* device, const char* function) noexcept {
-  return without_lost_stream([&] { return synchronize_device(device, function); });
-}
-
-hal_result_t drain_stream(hal_stream_s* stream, const char* function) noexcept {
-  return without_lost_stream([&] { return synchronize_stream(stream, function); });
+void drain_stream(hal_stream_s* stream, const char* function) noexcept {
+  const KeepErrorDetail keep;
+  synchronize_stream(stream, function);
 }
 
 hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noexcept {

@@ -21,11 +21,11 @@ hal_result_t stream_entry_failed(hal_stream_s* stream, hal_result_t result, cons
 // refuses such a stream before reaching the plugin, for every plugin alike.
 hal_result_t refuse_lost_stream(const hal_stream_s* stream, const char* function) noexcept;
 
-// Waits for the work of |device| (or of |stream|) without reporting a lost
-// stream: what destroys and hal_mem_free do, which succeed on lost streams.
-// Other failures are reported as usual.
-hal_result_t drain_device(hal_device_s* device, const char* function) noexcept;
-hal_result_t drain_stream(hal_stream_s* stream, const char* function) noexcept;
+// Waits for the work of |device| (or of |stream|) and drops a lost stream's
+// failure, whatever its code, leaving the thread's error detail as it was:
+// what destroys and hal_mem_free do, which go on after any loss (SPEC 4.4).
+void drain_device(hal_device_s* device, const char* function) noexcept;
+void drain_stream(hal_stream_s* stream, const char* function) noexcept;
 
 // stream_synchronize, with a plugin failure turned into the public call's detail.
 hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noexcept;

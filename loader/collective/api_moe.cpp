@@ -49,6 +49,8 @@ class DeviceBuffer {
 
  private:
   void release() {
+    // A failed free is not the failure of the call that releases (SPEC 4.2).
+    const KeepErrorDetail keep;
     if (pointer_ != nullptr) hal_mem_free(pointer_);
     pointer_ = nullptr;
     bytes_ = 0;
@@ -58,7 +60,10 @@ class DeviceBuffer {
 };
 
 struct PlanDestroy {
-  void operator()(hal_op_plan_s* plan) const noexcept { hal_op_plan_destroy(plan); }
+  void operator()(hal_op_plan_s* plan) const noexcept {
+    const KeepErrorDetail keep;  // as DeviceBuffer::release
+    hal_op_plan_destroy(plan);
+  }
 };
 using PlanOwner = std::unique_ptr<hal_op_plan_s, PlanDestroy>;
 
@@ -124,8 +129,14 @@ hal_result_t failed_step(hal_result_t result, const char* function, const char* 
 hal_result_t collective_failure(hal_comm_t comm, const char* function, const char* collective) {
   const std::string detail = hal_error_last_message();
   hal_result_t async = HAL_SUCCESS;
-  if (hal_comm_get_async_error(comm, &async) != HAL_SUCCESS || async == HAL_SUCCESS)
-    return HAL_SUCCESS;
+  hal_result_t asked = HAL_SUCCESS;
+  {
+    // Its failure is answered here (no verdict): the caller's failure, read
+    // from the detail, stays the detail (SPEC 4.2).
+    const KeepErrorDetail keep;
+    asked = hal_comm_get_async_error(comm, &async);
+  }
+  if (asked != HAL_SUCCESS || async == HAL_SUCCESS) return HAL_SUCCESS;
   return fail(async, function, "%s failed on the communicator: %s", collective, detail.c_str());
 }
 

@@ -80,9 +80,9 @@ struct Fixture {
     hal_module_unload(module);
     hal_shutdown();
   }
-  // Launches |name| over 1024 work-items (64-wide blocks) on a fresh stream and
-  // returns what synchronising it gives.
-  hal_result_t run(const char* name, bool with_count = false) {
+  // Launches |name| over 1024 work-items (64-wide blocks) on a fresh stream, records
+  // |event| (when given) behind it, and returns what synchronising it gives.
+  hal_result_t run(const char* name, bool with_count = false, hal_event_t event = nullptr) {
     hal_kernel_desc_t kd{};
     kd.struct_size = sizeof kd;
     kd.name = name;
@@ -102,6 +102,7 @@ struct Fixture {
     config.grid[1] = config.grid[2] = config.block[1] = config.block[2] = 1;
     REQUIRE(hal_launch_kernel(kernel, &config, static_cast<uint32_t>(args.size()), args.data(),
                               stream) == HAL_SUCCESS);
+    if (event != nullptr) REQUIRE(hal_event_record(event, stream) == HAL_SUCCESS);
     return hal_stream_synchronize(stream);
   }
   bool sentinel_intact() const {
@@ -178,4 +179,40 @@ TEST_CASE("without the checks the same write lands past the end", "[unchecked]")
   Fixture f;
   REQUIRE(f.run("write_past") == HAL_SUCCESS);
   CHECK_FALSE(f.sentinel_intact());
+}
+
+// SPEC 4.4: a stream lost with HAL_ERROR_OUT_OF_BOUNDS is released as one lost with
+// HAL_ERROR_DEVICE_LOST: the memory, module and event last used on it and the stream itself
+// are released, each call succeeds, and the detail of the bad access stays the thread's
+// detail (SPEC 4.2).
+TEST_CASE("everything used on a stream the bounds check failed is released", "[bounds]") {
+  Fixture f;
+  hal_event_t event = nullptr;
+  REQUIRE(hal_event_create(f.device, 0, &event) == HAL_SUCCESS);
+  REQUIRE(f.run("write_past", false, event) == HAL_ERROR_OUT_OF_BOUNDS);
+  const std::string bad_access = hal_error_last_message();
+  REQUIRE_THAT(bad_access, Catch::Contains("kernel 'write_past' made an out-of-bounds"));
+  const auto detail_kept = [&] { CHECK(hal_error_last_message() == bad_access); };
+
+  void* const freed = f.c;
+  const hal_module_t unloaded = f.module;
+  const hal_stream_t destroyed = f.stream;
+  f.c = nullptr;
+  f.module = nullptr;
+  f.stream = nullptr;
+  CHECK(hal_mem_free(freed) == HAL_SUCCESS);
+  detail_kept();
+  CHECK(hal_module_unload(unloaded) == HAL_SUCCESS);
+  detail_kept();
+  CHECK(hal_event_destroy(event) == HAL_SUCCESS);
+  detail_kept();
+  CHECK(hal_stream_destroy(destroyed) == HAL_SUCCESS);
+  detail_kept();
+  // Really released: each is gone for good.
+  hal_memory_info_t info{};
+  info.struct_size = sizeof info;
+  CHECK(hal_mem_get_info(freed, &info) == HAL_ERROR_NOT_FOUND);
+  CHECK(hal_module_unload(unloaded) == HAL_ERROR_DESTROYED_HANDLE);
+  CHECK(hal_event_destroy(event) == HAL_ERROR_DESTROYED_HANDLE);
+  CHECK(hal_stream_destroy(destroyed) == HAL_ERROR_DESTROYED_HANDLE);
 }

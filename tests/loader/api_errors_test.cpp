@@ -3,9 +3,12 @@
 // the error detail.
 #include "test_support.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
 #include <thread>
 
 using namespace loader_test;
@@ -355,4 +358,146 @@ TEST_CASE("a call that succeeds after its plugin reported leaves the error detai
     CHECK(message.empty());
     check_detail_unchanged(failed);
   }
+}
+
+namespace {
+
+// One of the mock plugin's settings (tests/loader/plugins/mock.cpp) for the scope.
+struct MockSetting {
+  MockSetting(const char* variable, const std::string& value) : name(variable) {
+    setenv(variable, value.c_str(), 1);
+  }
+  ~MockSetting() { unsetenv(name); }
+  MockSetting(const MockSetting&) = delete;
+  MockSetting& operator=(const MockSetting&) = delete;
+  const char* name;
+};
+
+void sleep_then_mark(void* done) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  static_cast<std::atomic<bool>*>(done)->store(true);
+}
+
+}  // namespace
+
+// SPEC 4.4: a stream is lost with the code of what failed on it, and releasing goes on
+// whatever that code is: each release succeeds, really releases, and leaves the detail of
+// the loss as it was (SPEC 4.2). A release that dropped only HAL_ERROR_DEVICE_LOST failed
+// with the other codes and kept the memory.
+TEST_CASE("releases after a stream loss succeed whatever the loss code", "[stream][result]") {
+  const hal_result_t code =
+      GENERATE(HAL_ERROR_DEVICE_LOST, HAL_ERROR_OUT_OF_BOUNDS, HAL_ERROR_TIMEOUT,
+               HAL_ERROR_ARGUMENT_MISMATCH, HAL_ERROR_INTERNAL);
+  CAPTURE(hal_result_string(code));
+  Session session(kPluginDir, "mock");
+  REQUIRE(session.result == HAL_SUCCESS);
+  const hal_device_t device = device_of("mock");
+  hal_stream_t stream = nullptr;
+  hal_event_t event = nullptr;
+  hal_module_t module = nullptr;
+  hal_kernel_t kernel = nullptr;
+  float* data = nullptr;
+  REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+  REQUIRE(hal_event_create(device, 0, &event) == HAL_SUCCESS);
+  const hal_module_desc_t desc = opencl_source_desc("scale");
+  REQUIRE(hal_module_load(device, &desc, &module) == HAL_SUCCESS);
+  hal_kernel_desc_t kernel_desc{};
+  kernel_desc.struct_size = sizeof(kernel_desc);
+  kernel_desc.name = "scale";
+  REQUIRE(hal_kernel_get(module, &kernel_desc, &kernel) == HAL_SUCCESS);
+  REQUIRE(hal_mem_alloc(device, HAL_MEMORY_DEVICE, 64 * sizeof(float), 0,
+                        reinterpret_cast<void**>(&data)) == HAL_SUCCESS);
+  // The memory's, the module's and the event's last use is on the stream that is lost.
+  REQUIRE(hal_memset_async(data, 0, 64 * sizeof(float), stream) == HAL_SUCCESS);
+  uint32_t count = 64;
+  float factor = 2.0f;
+  hal_kernel_arg_t args[3] = {{&data, sizeof(data)}, {&count, 4}, {&factor, 4}};
+  hal_launch_config_t config{};
+  config.struct_size = sizeof(config);
+  config.grid[0] = config.grid[1] = config.grid[2] = 1;
+  config.block[0] = 64;
+  config.block[1] = config.block[2] = 1;
+  REQUIRE(hal_launch_kernel(kernel, &config, 3, args, stream) == HAL_SUCCESS);
+  REQUIRE(hal_event_record(event, stream) == HAL_SUCCESS);
+
+  const MockSetting lose("HAL_TEST_MOCK_LOSE_STREAMS", "1");
+  const MockSetting loss_code("HAL_TEST_MOCK_LOSS_CODE", std::to_string(code));
+  REQUIRE(hal_stream_synchronize(stream) == code);
+  const Detail loss = last_detail();
+  REQUIRE(loss.message ==
+          "hal_stream_synchronize: mock: the stream is lost "
+          "(HAL_TEST_MOCK_LOSE_STREAMS)");
+
+  CHECK(hal_mem_free(data) == HAL_SUCCESS);
+  check_detail_unchanged(loss);
+  CHECK(hal_module_unload(module) == HAL_SUCCESS);
+  check_detail_unchanged(loss);
+  CHECK(hal_event_destroy(event) == HAL_SUCCESS);
+  check_detail_unchanged(loss);
+  CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+  check_detail_unchanged(loss);
+  // Really released: each handle (and the pointer) is gone for good.
+  hal_memory_info_t info{};
+  info.struct_size = sizeof(info);
+  CHECK(hal_mem_get_info(data, &info) == HAL_ERROR_NOT_FOUND);
+  CHECK(hal_mem_free(data) == HAL_ERROR_NOT_FOUND);
+  CHECK(hal_stream_destroy(stream) == HAL_ERROR_DESTROYED_HANDLE);
+  CHECK(hal_event_destroy(event) == HAL_ERROR_DESTROYED_HANDLE);
+  CHECK(hal_module_unload(module) == HAL_ERROR_DESTROYED_HANDLE);
+}
+
+// hal_mem_free waits for the work of every stream of the device (the mock has no
+// device_synchronize, so the loader waits for each stream): a lost stream met first must
+// not end the wait, or the memory is freed under another stream's work.
+TEST_CASE("hal_mem_free waits for the work of all streams of the device including lost ones",
+          "[memory][stream]") {
+  Session session(kPluginDir, "mock");
+  REQUIRE(session.result == HAL_SUCCESS);
+  const hal_device_t device = device_of("mock");
+  // Busy streams, each lost once its work has ended: whichever the loader asks first, the
+  // others' work must end before the free returns.
+  std::vector<hal_stream_t> streams(4);
+  for (hal_stream_t& stream : streams)
+    REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+  void* memory = nullptr;
+  REQUIRE(hal_mem_alloc(device, HAL_MEMORY_DEVICE, 4096, 0, &memory) == HAL_SUCCESS);
+  std::vector<std::atomic<bool>> done(streams.size());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    REQUIRE(hal_stream_enqueue_host_fn(streams[i], sleep_then_mark, &done[i]) == HAL_SUCCESS);
+  }
+  {
+    const MockSetting lose("HAL_TEST_MOCK_LOSE_STREAMS", "1");
+    CHECK(hal_mem_free(memory) == HAL_SUCCESS);
+    for (size_t i = 0; i < streams.size(); ++i) {
+      CAPTURE(i);
+      CHECK(done[i].load());  // this stream's work ended before the free returned
+    }
+    for (hal_stream_t stream : streams) CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+  }
+}
+
+// SPEC 4.2 for a public call that the loader makes on the caller's behalf and whose failure
+// it answers itself: the portable operators plan with hal_module_load; when the module does
+// not compile, the portable implementation declines (its reason names the failure) and
+// hal_op_query_implementations succeeds, so the thread's detail stays as it was.
+TEST_CASE("a failed public call inside a call that succeeds leaves the error detail",
+          "[result][ops]") {
+  const MockSetting dialect("HAL_TEST_MOCK_DIALECT", "1");
+  Session session(kPluginDir, "mock");
+  REQUIRE(session.result == HAL_SUCCESS);
+  const hal_device_t device = device_of("mock");
+  const hal_module_desc_t broken = opencl_source_desc("broken image");
+  hal_module_t module = nullptr;
+  REQUIRE(hal_module_load(device, &broken, &module) == HAL_ERROR_INVALID_MODULE);
+  const Detail failed = last_detail();
+  hal_op_unary_desc_t strided = scale_desc();
+  strided.x.strides[0] = 2;  // the mock declines, so the portable implementation is asked
+  hal_op_implementations_info_t info{};
+  info.struct_size = sizeof(info);
+  REQUIRE(hal_op_query_implementations(device, HAL_OP_UNARY, &strided.header, 0, &info) ==
+          HAL_SUCCESS);
+  REQUIRE(info.count >= 2);
+  CHECK(info.candidates[1].verdict == HAL_OP_VERDICT_DECLINES);
+  CHECK_THAT(info.candidates[1].reason, Catch::Contains("mock: no dialect compiler"));
+  check_detail_unchanged(failed);
 }

@@ -105,6 +105,12 @@ hal_result_t mock_device_get_properties(hal_impl_device_t* device, hal_device_pr
                       HAL_DEVICE_CAP_COLLECTIVES;
   out->module_formats =
       (1u << HAL_MODULE_FORMAT_CPU_SHARED_OBJECT) | (1u << HAL_MODULE_FORMAT_OPENCL_C);
+  // HAL_TEST_MOCK_DIALECT=1 at hal_init: the device claims HAL dialect modules, and
+  // mock_module_load fails every one, so the loader's portable operators decline.
+  if (const char* dialect = std::getenv("HAL_TEST_MOCK_DIALECT");
+      dialect != nullptr && *dialect == '1') {
+    out->module_formats |= 1u << HAL_MODULE_FORMAT_HAL_DIALECT;
+  }
   out->compute_units = 4;
   out->total_memory_bytes = 1ull << 30;
   out->max_allocation_bytes = 1ull << 26;
@@ -152,10 +158,16 @@ hal_result_t mock_stream_synchronize(hal_impl_stream_t* stream) {
   }
   std::unique_lock lock(stream->mutex);
   stream->changed.wait(lock, [&] { return stream->unfinished == 0; });
-  // HAL_TEST_MOCK_LOSE_STREAMS=1: every stream reports itself lost, with a detail.
+  // HAL_TEST_MOCK_LOSE_STREAMS=1: every stream reports itself lost, with a detail, and
+  // with the code HAL_TEST_MOCK_LOSS_CODE names (a number; HAL_ERROR_DEVICE_LOST when unset):
+  // a stream is lost with the code of what failed on it (SPEC 4.4).
   if (const char* lose = std::getenv("HAL_TEST_MOCK_LOSE_STREAMS");
       lose != nullptr && *lose == '1') {
-    return report(HAL_ERROR_DEVICE_LOST, "mock: the stream is lost (HAL_TEST_MOCK_LOSE_STREAMS)");
+    const char* code = std::getenv("HAL_TEST_MOCK_LOSS_CODE");
+    const hal_result_t loss = code != nullptr && *code != '\0'
+                                  ? static_cast<hal_result_t>(std::atoi(code))
+                                  : HAL_ERROR_DEVICE_LOST;
+    return report(loss, "mock: the stream is lost (HAL_TEST_MOCK_LOSE_STREAMS)");
   }
   return HAL_SUCCESS;
 }
@@ -184,6 +196,9 @@ hal_result_t mock_stream_enqueue_host_fn(hal_impl_stream_t* stream, hal_host_fn_
 
 hal_result_t mock_module_load(hal_impl_device_t*, const hal_module_desc_t* desc,
                               hal_impl_module_t** out_module) {
+  if (desc->format == HAL_MODULE_FORMAT_HAL_DIALECT) {
+    return report(HAL_ERROR_INVALID_MODULE, "mock: no dialect compiler (HAL_TEST_MOCK_DIALECT)");
+  }
   if (desc->data != nullptr && std::memcmp(desc->data, "broken", 6) == 0) {
     return report(HAL_ERROR_INVALID_MODULE, "mock: the image says it is broken");
   }
