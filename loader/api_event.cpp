@@ -7,11 +7,16 @@ using namespace hal::loader;
 
 namespace {
 
-// Whether the work |state| captured is known to have failed: its query says
-// HAL_ERROR_DEVICE_LOST. Loader events never record failures.
+// Whether the work |state| captured is known to have failed: its query, a
+// wait entry, reports the recording stream's loss, whatever its code
+// (plugin_reported_loss, SPEC 4.4). A probe: the plugin's report is not
+// passed on. Loader events never record failures.
 bool captured_failed_work(const EventState& state) noexcept {
   if (state.impl == nullptr || state.plugin->table.event_query == nullptr) return false;
-  return state.plugin->table.event_query(state.impl) == HAL_ERROR_DEVICE_LOST;
+  const hal_result_t result = state.plugin->table.event_query(state.impl);
+  if (!plugin_reported_loss(StreamEntry::kWait, result)) return false;
+  drop_plugin_report();
+  return true;
 }
 
 }  // namespace
@@ -100,7 +105,8 @@ static hal_result_t event_record_body(hal_event_t event, hal_stream_t stream) {
     const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     if (state.impl == nullptr) return record_loader_event(event->state, stream, kFunction);
     const hal_result_t result = state.plugin->table.event_record(state.impl, stream->impl);
-    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, kFunction, *state.plugin);
+    if (result != HAL_SUCCESS)
+      return stream_entry_failed(stream, StreamEntry::kEnqueue, result, kFunction, *state.plugin);
     return HAL_SUCCESS;
   });
 }

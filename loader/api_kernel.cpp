@@ -357,7 +357,8 @@ static hal_result_t launch_kernel_body(hal_kernel_t kernel, const hal_launch_con
     const layers::tracing::StreamOpSpan span(stream, kFunction, 0);
     const hal_result_t launched =
         plugin.table.launch_kernel(stream->impl, kernel->impl, config, arg_count, args);
-    if (launched != HAL_SUCCESS) return stream_entry_failed(stream, launched, kFunction, plugin);
+    if (launched != HAL_SUCCESS)
+      return stream_entry_failed(stream, StreamEntry::kEnqueue, launched, kFunction, plugin);
     return HAL_SUCCESS;
   });
 }

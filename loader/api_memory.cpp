@@ -219,7 +219,8 @@ static hal_result_t memcpy_async_body(void* dst, const void* src, size_t size,
     }
     const layers::tracing::StreamOpSpan span(stream, kFunction, size);
     const hal_result_t result = plugin.table.memcpy_async(stream->impl, dst, src, size);
-    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, kFunction, plugin);
+    if (result != HAL_SUCCESS)
+      return stream_entry_failed(stream, StreamEntry::kEnqueue, result, kFunction, plugin);
     return HAL_SUCCESS;
   });
 }

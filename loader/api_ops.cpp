@@ -631,7 +631,8 @@ hal_result_t execute_body(hal_op_plan_t plan, const hal_op_exec_args_t* args, ha
       }
       layers::tracing::StreamOpSpan span(stream, op_name, 0, plan->implementation.c_str(), verbose);
       const hal_result_t result = plugin.table.op_execute(plan->plugin_plan, stream->impl, args);
-      if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, kFunction, plugin);
+      if (result != HAL_SUCCESS)
+        return stream_entry_failed(stream, StreamEntry::kEnqueue, result, kFunction, plugin);
       report(span);
       return HAL_SUCCESS;
     }

@@ -112,7 +112,7 @@ static inline hal_result_t stream_query_body(hal_stream_t stream) {
   }
   const hal_result_t result = plugin.table.stream_query(stream->impl);
   if (result != HAL_SUCCESS && result != HAL_NOT_READY) [[unlikely]] {
-    return stream_entry_failed(stream, result, kFunction, plugin);
+    return stream_entry_failed(stream, StreamEntry::kWait, result, kFunction, plugin);
   }
   return result;
 }

@@ -71,19 +71,25 @@ hal_result_t enqueue_owned(hal_stream_s* stream, void (*run)(void*) noexcept,
 
 }  // namespace
 
-hal_result_t stream_entry_failed(hal_stream_s* stream, hal_result_t result, const char* function,
-                                 const PluginRecord& plugin) noexcept {
-  if (result == HAL_ERROR_DEVICE_LOST) stream->lost.store(true, std::memory_order_relaxed);
-  return fail_from_plugin(result, function, plugin.name);
+hal_result_t stream_entry_failed(hal_stream_s* stream, StreamEntry entry, hal_result_t result,
+                                 const char* function, const PluginRecord& plugin) noexcept {
+  const hal_result_t code = fail_from_plugin(result, function, plugin.name);
+  if (plugin_reported_loss(entry, result)) {
+    // The first loss stands: later reports of the same stream repeat it.
+    hal_result_t none = HAL_SUCCESS;
+    stream->loss.compare_exchange_strong(none, code, std::memory_order_relaxed);
+  }
+  return code;
 }
 
 hal_result_t refuse_lost_stream(const hal_stream_s* stream, const char* function) noexcept {
-  if (!stream->lost.load(std::memory_order_relaxed)) [[likely]]
+  const hal_result_t loss = stream->loss.load(std::memory_order_relaxed);
+  if (loss == HAL_SUCCESS) [[likely]]
     return HAL_SUCCESS;
-  return fail(HAL_ERROR_DEVICE_LOST, function,
-              "stream %p is lost: earlier work on it failed (reported by an earlier call); "
-              "nothing more is enqueued on it, destroy it",
-              static_cast<const void*>(stream));
+  return fail(loss, function,
+              "stream %p is lost: earlier work on it failed with %s (reported by an earlier "
+              "call); nothing more is enqueued on it, destroy it",
+              static_cast<const void*>(stream), result_name(loss));
 }
 
 // A release waits for the work and drops a lost stream's failure, whatever
@@ -123,7 +129,9 @@ void drain_stream(hal_stream_s* stream, const char* function) noexcept {
 hal_result_t synchronize_stream(hal_stream_s* stream, const char* function) noexcept {
   const PluginRecord& plugin = *stream->header.plugin;
   const hal_result_t result = plugin.table.stream_synchronize(stream->impl);
-  if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, function, plugin);
+  if (result != HAL_SUCCESS) {
+    return stream_entry_failed(stream, StreamEntry::kWait, result, function, plugin);
+  }
   return HAL_SUCCESS;
 }
 
@@ -152,15 +160,12 @@ void name_lost_stream(hal_device_s* device, const char* function) noexcept {
     const ErrorDetail device_detail = thread_error_detail();
     const hal_result_t found = device->streams.for_each([&](hal_stream_s* stream) {
       const hal_result_t result = plugin.table.stream_synchronize(stream->impl);
-      if (result != HAL_ERROR_DEVICE_LOST) {
-        take_plugin_message();  // a healthy (or otherwise failing) stream: not this loss
-        return HAL_SUCCESS;
-      }
-      stream_entry_failed(stream, result, function, plugin);
+      if (!plugin_reported_loss(StreamEntry::kWait, result)) return HAL_SUCCESS;  // healthy
+      stream_entry_failed(stream, StreamEntry::kWait, result, function, plugin);
       say_stream_lost(stream, function);
-      return HAL_ERROR_DEVICE_LOST;  // stops at the first lost stream
+      return result;  // stops at the first lost stream
     });
-    if (found != HAL_ERROR_DEVICE_LOST) thread_error_detail() = device_detail;
+    if (found == HAL_SUCCESS) thread_error_detail() = device_detail;
   } catch (...) {
     // Out of memory while naming the stream: the plugin's detail stands.
   }
@@ -173,14 +178,14 @@ hal_result_t synchronize_device(hal_device_s* device, const char* function) noex
   if (plugin.table.device_synchronize != nullptr) {
     const hal_result_t result = plugin.table.device_synchronize(device->impl);
     if (result == HAL_SUCCESS) return HAL_SUCCESS;
-    fail_from_plugin(result, function, plugin.name);
-    if (result == HAL_ERROR_DEVICE_LOST) name_lost_stream(device, function);
-    return result;
+    const hal_result_t code = fail_from_plugin(result, function, plugin.name);
+    if (plugin_reported_loss(StreamEntry::kWait, result)) name_lost_stream(device, function);
+    return code;
   }
   try {
     return device->streams.for_each([function](hal_stream_s* stream) {
       const hal_result_t result = synchronize_stream(stream, function);
-      if (result == HAL_ERROR_DEVICE_LOST) say_stream_lost(stream, function);
+      if (plugin_reported_loss(StreamEntry::kWait, result)) say_stream_lost(stream, function);
       return result;
     });
   } catch (const std::exception& e) {  // std::system_error from the set's mutex
@@ -193,7 +198,9 @@ hal_result_t enqueue_host_fn(hal_stream_s* stream, hal_host_fn_t fn, void* user_
   const PluginRecord& plugin = *stream->header.plugin;
   if (plugin.table.stream_enqueue_host_fn != nullptr) {
     const hal_result_t result = plugin.table.stream_enqueue_host_fn(stream->impl, fn, user_data);
-    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, function, plugin);
+    if (result != HAL_SUCCESS) {
+      return stream_entry_failed(stream, StreamEntry::kEnqueue, result, function, plugin);
+    }
     return HAL_SUCCESS;
   }
   if (hal_result_t result = synchronize_stream(stream, function); result != HAL_SUCCESS) {
@@ -208,7 +215,8 @@ hal_result_t fill_memory(hal_stream_s* stream, void* dst, uint8_t value, size_t 
   const PluginRecord& plugin = *stream->header.plugin;
   if (plugin.table.memset_async != nullptr) {
     const hal_result_t result = plugin.table.memset_async(stream->impl, dst, value, size);
-    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, function, plugin);
+    if (result != HAL_SUCCESS)
+      return stream_entry_failed(stream, StreamEntry::kEnqueue, result, function, plugin);
     return HAL_SUCCESS;
   }
   // Host-staged fill: a staging buffer holding |value|, copied chunk by chunk
@@ -222,7 +230,8 @@ hal_result_t fill_memory(hal_stream_s* stream, void* dst, uint8_t value, size_t 
     const hal_result_t result =
         plugin.table.memcpy_async(stream->impl, destination + offset, staging->data(), bytes);
     if (result != HAL_SUCCESS) {
-      const hal_result_t reported = stream_entry_failed(stream, result, function, plugin);
+      const hal_result_t reported =
+          stream_entry_failed(stream, StreamEntry::kEnqueue, result, function, plugin);
       plugin.table.stream_synchronize(stream->impl);  // earlier chunks may still read it
       return reported;
     }
@@ -273,7 +282,8 @@ hal_result_t wait_for_event(hal_stream_s* stream, const std::shared_ptr<EventSta
   const PluginRecord& stream_plugin = *stream->header.plugin;
   if (state->plugin == &stream_plugin && stream_plugin.table.stream_wait_event != nullptr) {
     const hal_result_t result = stream_plugin.table.stream_wait_event(stream->impl, state->impl);
-    if (result != HAL_SUCCESS) return stream_entry_failed(stream, result, function, stream_plugin);
+    if (result != HAL_SUCCESS)
+      return stream_entry_failed(stream, StreamEntry::kEnqueue, result, function, stream_plugin);
     return HAL_SUCCESS;
   }
   // Another plugin's event: the stream's work waits on a host function that

@@ -12,12 +12,30 @@
 
 namespace hal::loader {
 
-// A plugin entry on |stream| failed with |result|: the public call's detail,
-// and HAL_ERROR_DEVICE_LOST marks the stream lost for good (SPEC 4.4).
-hal_result_t stream_entry_failed(hal_stream_s* stream, hal_result_t result, const char* function,
-                                 const PluginRecord& plugin) noexcept;
+// The kinds of plugin entry that answer about a stream (SPEC 4.4, "Which
+// results lose a stream"). A wait entry (stream_synchronize, stream_query,
+// device_synchronize, event_query, event_synchronize) reports nothing but the
+// outcome of work already enqueued: its every failure is a loss, with the
+// code of what failed (the cpu plugin's bounds check: HAL_ERROR_OUT_OF_BOUNDS).
+// An enqueue entry may also refuse the call itself (arguments only the plugin
+// can judge, no memory for the command): only HAL_ERROR_DEVICE_LOST from it
+// says the stream is lost; another code's loss is learnt at the next wait.
+enum class StreamEntry { kWait, kEnqueue };
 
-// HAL_ERROR_DEVICE_LOST when |stream| is known lost: every enqueue entry
+// Whether |result| from a plugin entry of kind |entry| says that the stream
+// it answers about is lost: the one rule every caller applies.
+constexpr bool plugin_reported_loss(StreamEntry entry, hal_result_t result) noexcept {
+  if (entry == StreamEntry::kEnqueue) return result == HAL_ERROR_DEVICE_LOST;
+  return result != HAL_SUCCESS && result != HAL_NOT_READY;
+}
+
+// A plugin entry of kind |entry| on |stream| failed with |result|: the public
+// call's detail, and a loss (plugin_reported_loss) marks the stream lost for
+// good with the public call's code (SPEC 4.4).
+hal_result_t stream_entry_failed(hal_stream_s* stream, StreamEntry entry, hal_result_t result,
+                                 const char* function, const PluginRecord& plugin) noexcept;
+
+// The stream's loss code when |stream| is known lost: every enqueue entry
 // refuses such a stream before reaching the plugin, for every plugin alike.
 hal_result_t refuse_lost_stream(const hal_stream_s* stream, const char* function) noexcept;
 

@@ -55,9 +55,10 @@ struct hal_stream_s {
   // host functions, records, launches), so plugins need no lock of their own.
   // Never held around stream_synchronize or stream_query.
   std::mutex enqueue_mutex;
-  // Set once any plugin entry reported HAL_ERROR_DEVICE_LOST for this stream:
-  // later enqueues are refused by the loader for every plugin alike (SPEC 4.4).
-  std::atomic<bool> lost{false};
+  // The code the stream was lost with (HAL_SUCCESS while it is not), set once
+  // a plugin entry reported the loss (plugin_reported_loss, SPEC 4.4): later
+  // enqueues are refused by the loader with that code, for every plugin alike.
+  std::atomic<hal_result_t> loss{HAL_SUCCESS};
 };
 
 struct hal_event_s {

@@ -44,7 +44,8 @@ hal_result_t submit(hal_comm_s* comm, hal_stream_s* stream,
     const layers::tracing::StreamOpSpan span(stream, function, 0);  // HAL_TRACE execution span
     const hal_result_t r = plugin.table.comm_enqueue(
         comm->impl, stream->impl, static_cast<uint32_t>(calls.size()), calls.data());
-    if (r != HAL_SUCCESS) return stream_entry_failed(stream, r, function, plugin);
+    if (r != HAL_SUCCESS)
+      return stream_entry_failed(stream, StreamEntry::kEnqueue, r, function, plugin);
     return HAL_SUCCESS;
   }
   if (hal_result_t lost = refuse_lost_stream(stream, function); lost != HAL_SUCCESS) return lost;

@@ -22,8 +22,8 @@ void CompletionSignal::notify_all() {
   cv_.notify_all();
 }
 
-void complete_marker(Marker& marker, bool failed, CompletionSignal& signal) {
-  marker.failed = failed;
+void complete_marker(Marker& marker, hal_result_t failure, CompletionSignal& signal) {
+  marker.failure = failure;
   marker.time = std::chrono::steady_clock::now();
   marker.done.store(true);  // seq_cst: ordered before notify_all's sleeper check
   signal.notify_all();
@@ -91,8 +91,8 @@ hal_result_t Event::query() {
   const std::shared_ptr<Marker> marker = this->marker();
   if (!marker) return HAL_SUCCESS;
   if (!marker->done.load(std::memory_order_acquire)) return HAL_NOT_READY;
-  if (marker->failed) {
-    return device_.report().fail(HAL_ERROR_DEVICE_LOST, 0,
+  if (marker->failure != HAL_SUCCESS) {
+    return device_.report().fail(marker->failure, 0,
                                  "event_query: the recording stream had failed");
   }
   return HAL_SUCCESS;
@@ -102,8 +102,8 @@ hal_result_t Event::synchronize() {
   const std::shared_ptr<Marker> marker = this->marker();
   if (!marker) return HAL_SUCCESS;
   wait_marker(*marker, device_.plugin().completion_signal());
-  if (marker->failed) {
-    return device_.report().fail(HAL_ERROR_DEVICE_LOST, 0,
+  if (marker->failure != HAL_SUCCESS) {
+    return device_.report().fail(marker->failure, 0,
                                  "event_synchronize: the recording stream had failed");
   }
   return HAL_SUCCESS;

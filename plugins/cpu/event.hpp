@@ -53,14 +53,16 @@ struct MarkerWaiter {
 
 struct Marker {
   std::atomic<bool> done{false};
-  bool failed = false;                           // the stream had failed; written before done
+  // HAL_SUCCESS, or the code the recording stream had failed with (its loss
+  // code, SPEC 4.4: the bounds check's HAL_ERROR_OUT_OF_BOUNDS...); written before done
+  hal_result_t failure = HAL_SUCCESS;
   std::chrono::steady_clock::time_point time{};  // when the record executed; written before done
   std::mutex waiters_mutex;
   std::vector<MarkerWaiter> waiters;  // guarded by waiters_mutex
 };
 
 // Marks |marker| complete now and wakes whoever waits for it.
-void complete_marker(Marker& marker, bool failed, CompletionSignal& signal);
+void complete_marker(Marker& marker, hal_result_t failure, CompletionSignal& signal);
 // Registers |waiter| to be called when |marker| completes. False, with
 // nothing registered, when it already has.
 bool add_marker_waiter(Marker& marker, MarkerWaiter waiter);

@@ -635,7 +635,9 @@ void Stream::execute(Command& command) {
     // After a failure only the synchronisation commands still run, marked
     // failed, so nobody waits forever on a stream that is lost.
     if (auto* record = std::get_if<RecordCommand>(&command)) {
-      complete_marker(*record->marker, failed, plugin.completion_signal());
+      // The event reports the stream's loss with the stream's code (SPEC 4.4).
+      complete_marker(*record->marker, failed ? failure_result_ : HAL_SUCCESS,
+                      plugin.completion_signal());
     } else if (auto* wait = std::get_if<WaitCommand>(&command)) {
       wait_marker(*wait->marker, plugin.completion_signal());
     } else if (failed) {

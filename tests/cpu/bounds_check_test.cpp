@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -81,8 +82,10 @@ struct Fixture {
     hal_shutdown();
   }
   // Launches |name| over 1024 work-items (64-wide blocks) on a fresh stream, records
-  // |event| (when given) behind it, and returns what synchronising it gives.
-  hal_result_t run(const char* name, bool with_count = false, hal_event_t event = nullptr) {
+  // |before| (when given) ahead of it and |event| (when given) behind it, and returns what
+  // synchronising it gives.
+  hal_result_t run(const char* name, bool with_count = false, hal_event_t event = nullptr,
+                   hal_event_t before = nullptr) {
     hal_kernel_desc_t kd{};
     kd.struct_size = sizeof kd;
     kd.name = name;
@@ -91,6 +94,7 @@ struct Fixture {
     if (stream) hal_stream_destroy(stream);
     stream = nullptr;
     REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+    if (before != nullptr) REQUIRE(hal_event_record(before, stream) == HAL_SUCCESS);
     const int32_t n = kN;
     std::vector<hal_kernel_arg_t> args = {{&a, sizeof a}, {&c, sizeof c}};
     if (with_count) args.push_back({&count, sizeof count});
@@ -215,4 +219,44 @@ TEST_CASE("everything used on a stream the bounds check failed is released", "[b
   CHECK(hal_module_unload(unloaded) == HAL_ERROR_DESTROYED_HANDLE);
   CHECK(hal_event_destroy(event) == HAL_ERROR_DESTROYED_HANDLE);
   CHECK(hal_stream_destroy(destroyed) == HAL_ERROR_DESTROYED_HANDLE);
+}
+
+// SPEC 4.4: the stream is lost with the bounds check's code, and every call that meets the
+// loss says so with it: the loader refuses later enqueues itself (its detail, not the
+// plugin's), hal_device_synchronize names the stream, the event that captured the failed
+// launch reports it, and there is no elapsed time up to that event. A loader that knew a
+// loss only by HAL_ERROR_DEVICE_LOST passed the enqueue to the plugin, left the stream
+// unnamed and timed the failed work.
+TEST_CASE("a stream the bounds check failed is lost with HAL_ERROR_OUT_OF_BOUNDS", "[bounds]") {
+  Fixture f;
+  hal_event_t start = nullptr;
+  hal_event_t end = nullptr;
+  REQUIRE(hal_event_create(f.device, HAL_EVENT_FLAG_TIMING, &start) == HAL_SUCCESS);
+  REQUIRE(hal_event_create(f.device, HAL_EVENT_FLAG_TIMING, &end) == HAL_SUCCESS);
+  REQUIRE(f.run("write_past", false, end, start) == HAL_ERROR_OUT_OF_BOUNDS);
+  char stream_lost[48];
+  std::snprintf(stream_lost, sizeof stream_lost,
+                "stream %p is lost: ", static_cast<void*>(f.stream));
+  hal_error_detail_t detail{};
+  detail.struct_size = sizeof detail;
+
+  CHECK(hal_memset_async(f.c, 0, 4, f.stream) == HAL_ERROR_OUT_OF_BOUNDS);
+  REQUIRE(hal_error_get_detail(&detail) == HAL_SUCCESS);
+  CHECK(std::string(detail.plugin) == "loader");
+  CHECK_THAT(detail.message, Catch::Contains(stream_lost) &&
+                                 Catch::Contains("failed with HAL_ERROR_OUT_OF_BOUNDS"));
+
+  CHECK(hal_device_synchronize(f.device) == HAL_ERROR_OUT_OF_BOUNDS);
+  CHECK_THAT(hal_error_last_message(),
+             Catch::StartsWith(std::string("hal_device_synchronize: ") + stream_lost) &&
+                 Catch::Contains("kernel 'write_past' made an out-of-bounds"));
+
+  CHECK(hal_event_query(start) == HAL_SUCCESS);
+  CHECK(hal_event_query(end) == HAL_ERROR_OUT_OF_BOUNDS);
+  CHECK(hal_event_synchronize(end) == HAL_ERROR_OUT_OF_BOUNDS);
+  float ms = -1.0f;
+  CHECK(hal_event_elapsed_ms(start, end, &ms) == HAL_ERROR_INVALID_STATE);
+  CHECK_THAT(hal_error_last_message(), Catch::Contains("end captured work that failed"));
+  CHECK(hal_event_destroy(start) == HAL_SUCCESS);
+  CHECK(hal_event_destroy(end) == HAL_SUCCESS);
 }

@@ -5,11 +5,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace loader_test;
 
@@ -444,6 +446,76 @@ TEST_CASE("releases after a stream loss succeed whatever the loss code", "[strea
   CHECK(hal_stream_destroy(stream) == HAL_ERROR_DESTROYED_HANDLE);
   CHECK(hal_event_destroy(event) == HAL_ERROR_DESTROYED_HANDLE);
   CHECK(hal_module_unload(module) == HAL_ERROR_DESTROYED_HANDLE);
+}
+
+// SPEC 4.4: a stream is lost with the code of what failed on it, whatever that code is. Once a
+// wait reported the loss, the loader refuses every enqueue on the stream itself, with the loss
+// code (the mock's copy would succeed), and hal_device_synchronize names the lost stream. A
+// loader that recognised only HAL_ERROR_DEVICE_LOST let the copy reach the plugin and kept the
+// plugin's detail unnamed.
+TEST_CASE("a stream lost with any code refuses later enqueues with that code and is named",
+          "[stream][result]") {
+  const hal_result_t code = GENERATE(HAL_ERROR_DEVICE_LOST, HAL_ERROR_OUT_OF_BOUNDS,
+                                     HAL_ERROR_TIMEOUT, HAL_ERROR_INTERNAL);
+  CAPTURE(hal_result_string(code));
+  Session session(kPluginDir, "mock");
+  REQUIRE(session.result == HAL_SUCCESS);
+  const hal_device_t device = device_of("mock");
+  hal_stream_t stream = nullptr;
+  REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+  std::vector<uint8_t> source(64, 1), destination(64, 0);
+  REQUIRE(hal_memcpy_async(destination.data(), source.data(), 64, stream) == HAL_SUCCESS);
+  char stream_name[32];
+  std::snprintf(stream_name, sizeof stream_name, "stream %p is lost: ", static_cast<void*>(stream));
+  {
+    const MockSetting lose("HAL_TEST_MOCK_LOSE_STREAMS", "1");
+    const MockSetting loss_code("HAL_TEST_MOCK_LOSS_CODE", std::to_string(code));
+    REQUIRE(hal_stream_synchronize(stream) == code);
+
+    CHECK(hal_memcpy_async(destination.data(), source.data(), 64, stream) == code);
+    const Detail refused = last_detail();
+    CHECK(refused.plugin == "loader");
+    CHECK_THAT(refused.message,
+               Catch::StartsWith(std::string("hal_memcpy_async: ") + stream_name +
+                                 "earlier work on it failed with " + hal_result_string(code)));
+    CHECK(hal_stream_enqueue_host_fn(stream, sleep_then_mark, nullptr) == code);
+
+    CHECK(hal_device_synchronize(device) == code);
+    CHECK(last_detail().message == std::string("hal_device_synchronize: ") + stream_name +
+                                       "mock: the stream is lost (HAL_TEST_MOCK_LOSE_STREAMS)");
+  }
+  CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
+}
+
+// SPEC 4.4: from an enqueue entry only HAL_ERROR_DEVICE_LOST loses the stream; another code
+// refuses the call and the stream stays usable (a loader that took every failure for a loss
+// would refuse the next copy).
+TEST_CASE("an enqueue the plugin refuses loses its stream only with HAL_ERROR_DEVICE_LOST",
+          "[stream][result]") {
+  const hal_result_t code = GENERATE(HAL_ERROR_DEVICE_LOST, HAL_ERROR_INVALID_ARGUMENT,
+                                     HAL_ERROR_OUT_OF_MEMORY, HAL_ERROR_OUT_OF_BOUNDS);
+  CAPTURE(hal_result_string(code));
+  Session session(kPluginDir, "mock");
+  REQUIRE(session.result == HAL_SUCCESS);
+  const hal_device_t device = device_of("mock");
+  hal_stream_t stream = nullptr;
+  REQUIRE(hal_stream_create(device, 0, &stream) == HAL_SUCCESS);
+  std::vector<uint8_t> source(64, 1), destination(64, 0);
+  {
+    const MockSetting fails("HAL_TEST_MOCK_COPY_FAILS", std::to_string(code));
+    REQUIRE(hal_memcpy_async(destination.data(), source.data(), 64, stream) == code);
+    CHECK(last_detail().plugin == "mock");
+  }
+  const hal_result_t next = hal_memcpy_async(destination.data(), source.data(), 64, stream);
+  if (code == HAL_ERROR_DEVICE_LOST) {
+    CHECK(next == HAL_ERROR_DEVICE_LOST);
+    CHECK(last_detail().plugin == "loader");
+  } else {
+    CHECK(next == HAL_SUCCESS);
+    CHECK(hal_stream_synchronize(stream) == HAL_SUCCESS);
+    CHECK(destination == source);
+  }
+  CHECK(hal_stream_destroy(stream) == HAL_SUCCESS);
 }
 
 // hal_mem_free waits for the work of every stream of the device (the mock has no

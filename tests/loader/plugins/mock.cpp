@@ -139,6 +139,13 @@ hal_result_t mock_mem_free(hal_impl_device_t*, void* ptr) {
 }
 
 hal_result_t mock_memcpy_async(hal_impl_stream_t* stream, void* dst, const void* src, size_t size) {
+  // HAL_TEST_MOCK_COPY_FAILS=<code>: the copy fails with that code and enqueues nothing, as
+  // an enqueue entry does that refuses its call (or, with HAL_ERROR_DEVICE_LOST, that reports
+  // its stream lost; SPEC 4.4 "Which plugin results lose a stream").
+  if (const char* code = std::getenv("HAL_TEST_MOCK_COPY_FAILS"); code != nullptr && *code) {
+    return report(static_cast<hal_result_t>(std::atoi(code)),
+                  "mock: the copy fails (HAL_TEST_MOCK_COPY_FAILS)");
+  }
   return enqueue(stream, [=] { std::memcpy(dst, src, size); });
 }
 
