@@ -1,12 +1,17 @@
-// Portable attention: kernels/attention.hal (flash-style, barrier-free; see
-// the kernel file for the work split).
+// Portable attention: kernels/attention.hal (flash-style; the row kernels are
+// barrier-free, attention_forward_tiled stages tiles in group-shared memory;
+// see the kernel file for the work split).
 #include "launch.hpp"
 #include "portable_constants.hpp"
 #include "registry.hpp"
 
 #include "hal_ops/tensor.hpp"
+#include "hal_util/env.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 
 namespace hal::ops::portable {
 
@@ -31,6 +36,50 @@ enum Operand : int {
   kGradV = 11,
 };
 
+// attention_forward_tiled's block (AT_TILE x AT_TILE work-items) and static
+// shared memory: qs and kvs [AT_TILE][AT_MAX_HEAD_DIM + 1], ss and ps
+// [AT_TILE][AT_TILE + 1] (attention.hal).
+constexpr int64_t kAttentionTile = constants::AT_TILE;
+constexpr uint32_t kAttentionTiledThreads = static_cast<uint32_t>(kAttentionTile * kAttentionTile);
+constexpr uint64_t kAttentionTiledSharedBytes =
+    (2 * kAttentionTile * (kMaxHeadDim + 1) + 2 * kAttentionTile * (kAttentionTile + 1)) *
+    sizeof(float);
+constexpr int64_t kAttentionMaxGroups = 65535;
+
+// Which kernel serves a dense forward without varlen (the tiled kernel's
+// cases): attention_forward_tiled (group-shared memory) on GPUs and
+// accelerators, the barrier-free attention_forward (one work-item per row)
+// on CPUs, where staging through "shared" memory is a copy. The other cases
+// (varlen, block sparsity, backward) always take the row kernels.
+// HAL_OPS_PORTABLE_ATTENTION=tiled or rows overrides the choice (tests run
+// both kernels on every device); another value declines the plan (nullopt,
+// with |decline| saying why). A device whose blocks cannot hold the tiled
+// kernel's 256 work-items and 35072 bytes of shared memory gets the row
+// kernel (forced: a decline).
+std::optional<bool> use_tiled_attention(const PlanRequest& request, std::string* decline) {
+  const hal_device_properties_t* device = request.properties;
+  const bool fits = device != nullptr && device->max_threads_per_block >= kAttentionTiledThreads &&
+                    device->max_shared_memory_bytes >= kAttentionTiledSharedBytes;
+  const char* forced = hal::util::env("HAL_OPS_PORTABLE_ATTENTION");
+  if (forced != nullptr && forced[0] != '\0') {
+    if (std::strcmp(forced, "rows") == 0) return false;
+    if (std::strcmp(forced, "tiled") != 0) {
+      *decline = std::string("HAL_OPS_PORTABLE_ATTENTION is '") + forced +
+                 "': not 'tiled', 'rows' or empty";
+      return std::nullopt;
+    }
+    if (!fits) {
+      *decline =
+          "HAL_OPS_PORTABLE_ATTENTION is 'tiled' but the device's blocks cannot hold its 256 "
+          "work-items and " +
+          std::to_string(kAttentionTiledSharedBytes) + " bytes of shared memory";
+      return std::nullopt;
+    }
+    return true;
+  }
+  return fits && device->type != HAL_DEVICE_TYPE_CPU;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -43,6 +92,7 @@ class AttentionPlan final : public PlannedOp {
   struct Kernels {
     hal_kernel_t sanitize = nullptr;
     hal_kernel_t forward = nullptr;
+    bool forward_tiled = false;  // forward is attention_forward_tiled
     hal_kernel_t delta = nullptr;
     hal_kernel_t grad_q = nullptr;
     hal_kernel_t grad_kv = nullptr;
@@ -109,6 +159,7 @@ class AttentionPlan final : public PlannedOp {
 
     if (!backward_) {
       if (q_count == 0) return HAL_SUCCESS;
+      if (kernels_.forward_tiled) return launch_tiled_forward(context);
       KernelArgs args;
       view_args(args, q, desc_.q);
       view_args(args, ops[kK], desc_.k);
@@ -159,6 +210,45 @@ class AttentionPlan final : public PlannedOp {
   }
 
  private:
+  // attention_forward_tiled: one block per AT_TILE query rows of each
+  // (batch, head), in as many launches as the grid limits need (each with
+  // its offsets).
+  hal_result_t launch_tiled_forward(const ExecContext& context) const {
+    void* const* ops = context.operands;
+    KernelArgs common;
+    view_args(common, ops[kQ], desc_.q);
+    view_args(common, ops[kK], desc_.k);
+    view_args(common, ops[kV], desc_.v);
+    view_args(common, ops[kOut], desc_.out);
+    common.pointer(ops[kLse]);
+    for (int d = 0; d < 3; ++d) common.i64(desc_.lse.strides[d]);
+    common.i64(desc_.q.shape[1]).i64(desc_.k.shape[1]);
+    common.i32(static_cast<int32_t>(heads_)).i32(static_cast<int32_t>(kv_heads_));
+    common.i32(static_cast<int32_t>(dim_)).f32(scale_).i32(desc_.causal);
+    const int64_t extents[3] = {ceil_div(desc_.q.shape[1], kAttentionTile), heads_,
+                                desc_.q.shape[0]};
+    hal_launch_config_t config{};
+    config.struct_size = sizeof(config);
+    config.block[0] = static_cast<uint32_t>(kAttentionTile);
+    config.block[1] = static_cast<uint32_t>(kAttentionTile);
+    config.block[2] = 1;
+    for (int64_t z = 0; z < extents[2]; z += kAttentionMaxGroups) {
+      for (int64_t y = 0; y < extents[1]; y += kAttentionMaxGroups) {
+        for (int64_t x = 0; x < extents[0]; x += kAttentionMaxGroups) {
+          config.grid[0] = static_cast<uint32_t>(std::min(kAttentionMaxGroups, extents[0] - x));
+          config.grid[1] = static_cast<uint32_t>(std::min(kAttentionMaxGroups, extents[1] - y));
+          config.grid[2] = static_cast<uint32_t>(std::min(kAttentionMaxGroups, extents[2] - z));
+          KernelArgs args = common;
+          args.i64(x).i64(y).i64(z);
+          if (const hal_result_t r = args.launch(kernels_.forward, context.stream, config);
+              r != HAL_SUCCESS)
+            return r;
+        }
+      }
+    }
+    return HAL_SUCCESS;
+  }
+
   hal_op_attention_desc_t desc_;
   bool backward_;
   Kernels kernels_;
@@ -195,7 +285,15 @@ class Attention final : public Implementation {
     };
     if (desc.has_cu_seqlens != 0 && !load("attention_sanitize", &kernels.sanitize)) return nullptr;
     if (!backward) {
-      if (!load("attention_forward", &kernels.forward)) return nullptr;
+      // The tiled kernel's cases: dense, without varlen (it has no sequence
+      // lookup nor block skipping); the variable is still checked for them.
+      const std::optional<bool> tiled = use_tiled_attention(request, decline);
+      if (!tiled) return nullptr;
+      kernels.forward_tiled =
+          *tiled && desc.has_cu_seqlens == 0 && desc.sparsity == HAL_ATTENTION_DENSE;
+      if (!load(kernels.forward_tiled ? "attention_forward_tiled" : "attention_forward",
+                &kernels.forward))
+        return nullptr;
     } else if (!load("attention_delta", &kernels.delta) ||
                !load("attention_grad_q", &kernels.grad_q) ||
                !load("attention_grad_kv", &kernels.grad_kv)) {
