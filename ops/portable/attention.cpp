@@ -38,19 +38,22 @@ enum Operand : int {
 
 // attention_forward_tiled's block (AT_TILE x AT_TILE work-items) and static
 // shared memory: qs and kvs [AT_TILE][AT_MAX_HEAD_DIM + 1], ss and ps
-// [AT_TILE][AT_TILE + 1] (attention.hal).
+// [AT_TILE][AT_TILE + 1] (attention.hal). attention_grad_q_tiled needs less
+// (AT_TILE x AT_GQ_ROWS work-items, 33440 bytes).
 constexpr int64_t kAttentionTile = constants::AT_TILE;
 constexpr uint32_t kAttentionTiledThreads = static_cast<uint32_t>(kAttentionTile * kAttentionTile);
 constexpr uint64_t kAttentionTiledSharedBytes =
     (2 * kAttentionTile * (kMaxHeadDim + 1) + 2 * kAttentionTile * (kAttentionTile + 1)) *
     sizeof(float);
+constexpr int64_t kAttentionGradQRows = constants::AT_GQ_ROWS;
 constexpr int64_t kAttentionMaxGroups = 65535;
 
-// Which kernel serves a dense forward without varlen (the tiled kernel's
-// cases): attention_forward_tiled (group-shared memory) on GPUs and
-// accelerators, the barrier-free attention_forward (one work-item per row)
-// on CPUs, where staging through "shared" memory is a copy. The other cases
-// (varlen, block sparsity, backward) always take the row kernels.
+// Which kernels serve a dense plan without varlen (the tiled kernels'
+// cases): attention_forward_tiled and attention_grad_q_tiled (group-shared
+// memory) on GPUs and accelerators, the barrier-free attention_forward and
+// attention_grad_q (one work-item per row) on CPUs, where staging through
+// "shared" memory is a copy. Varlen and block-sparse plans, and grad_k and
+// grad_v always, take the row kernels.
 // HAL_OPS_PORTABLE_ATTENTION=tiled or rows overrides the choice (tests run
 // both kernels on every device); another value declines the plan (nullopt,
 // with |decline| saying why). A device whose blocks cannot hold the tiled
@@ -92,7 +95,7 @@ class AttentionPlan final : public PlannedOp {
   struct Kernels {
     hal_kernel_t sanitize = nullptr;
     hal_kernel_t forward = nullptr;
-    bool forward_tiled = false;  // forward is attention_forward_tiled
+    bool tiled = false;  // forward and grad_q are the _tiled kernels
     hal_kernel_t delta = nullptr;
     hal_kernel_t grad_q = nullptr;
     hal_kernel_t grad_kv = nullptr;
@@ -159,7 +162,7 @@ class AttentionPlan final : public PlannedOp {
 
     if (!backward_) {
       if (q_count == 0) return HAL_SUCCESS;
-      if (kernels_.forward_tiled) return launch_tiled_forward(context);
+      if (kernels_.tiled) return launch_tiled_forward(context);
       KernelArgs args;
       view_args(args, q, desc_.q);
       view_args(args, ops[kK], desc_.k);
@@ -188,11 +191,20 @@ class AttentionPlan final : public PlannedOp {
       view_args(grad_q, ops[kGradQ], desc_.grad_q);
       add_lse(grad_q);
       grad_q.pointer(delta);
-      add_geometry(grad_q, q_count);
-      if (hal_result_t r =
-              grad_q.launch(kernels_.grad_q, context.stream, linear_config(q_count, 64));
-          r != HAL_SUCCESS)
-        return r;
+      if (kernels_.tiled) {
+        grad_q.i64(desc_.q.shape[1]).i64(desc_.k.shape[1]);
+        grad_q.i32(static_cast<int32_t>(heads_)).i32(static_cast<int32_t>(kv_heads_));
+        grad_q.i32(static_cast<int32_t>(dim_)).f32(scale_).i32(desc_.causal);
+        if (hal_result_t r = launch_tiles(kernels_.grad_q, grad_q, kAttentionGradQRows, context);
+            r != HAL_SUCCESS)
+          return r;
+      } else {
+        add_geometry(grad_q, q_count);
+        if (hal_result_t r =
+                grad_q.launch(kernels_.grad_q, context.stream, linear_config(q_count, 64));
+            r != HAL_SUCCESS)
+          return r;
+      }
     }
     if (k_count == 0) return HAL_SUCCESS;
     KernelArgs grad_kv;
@@ -225,12 +237,19 @@ class AttentionPlan final : public PlannedOp {
     common.i64(desc_.q.shape[1]).i64(desc_.k.shape[1]);
     common.i32(static_cast<int32_t>(heads_)).i32(static_cast<int32_t>(kv_heads_));
     common.i32(static_cast<int32_t>(dim_)).f32(scale_).i32(desc_.causal);
-    const int64_t extents[3] = {ceil_div(desc_.q.shape[1], kAttentionTile), heads_,
-                                desc_.q.shape[0]};
+    return launch_tiles(kernels_.forward, common, kAttentionTile, context);
+  }
+
+  // A _tiled kernel: blocks of (AT_TILE, |rows|) work-items, one per |rows|
+  // query rows of each (batch, head), in as many launches as the grid limits
+  // need (each with its offsets after |common|).
+  hal_result_t launch_tiles(hal_kernel_t kernel, const KernelArgs& common, int64_t rows,
+                            const ExecContext& context) const {
+    const int64_t extents[3] = {ceil_div(desc_.q.shape[1], rows), heads_, desc_.q.shape[0]};
     hal_launch_config_t config{};
     config.struct_size = sizeof(config);
     config.block[0] = static_cast<uint32_t>(kAttentionTile);
-    config.block[1] = static_cast<uint32_t>(kAttentionTile);
+    config.block[1] = static_cast<uint32_t>(rows);
     config.block[2] = 1;
     for (int64_t z = 0; z < extents[2]; z += kAttentionMaxGroups) {
       for (int64_t y = 0; y < extents[1]; y += kAttentionMaxGroups) {
@@ -240,8 +259,7 @@ class AttentionPlan final : public PlannedOp {
           config.grid[2] = static_cast<uint32_t>(std::min(kAttentionMaxGroups, extents[2] - z));
           KernelArgs args = common;
           args.i64(x).i64(y).i64(z);
-          if (const hal_result_t r = args.launch(kernels_.forward, context.stream, config);
-              r != HAL_SUCCESS)
+          if (const hal_result_t r = args.launch(kernel, context.stream, config); r != HAL_SUCCESS)
             return r;
         }
       }
@@ -284,18 +302,17 @@ class Attention final : public Implementation {
       return *kernel != nullptr;
     };
     if (desc.has_cu_seqlens != 0 && !load("attention_sanitize", &kernels.sanitize)) return nullptr;
+    // The tiled kernels' cases: dense, without varlen (they have no
+    // sequence lookup nor block skipping); the variable is checked for all.
+    const std::optional<bool> tiled = use_tiled_attention(request, decline);
+    if (!tiled) return nullptr;
+    kernels.tiled = *tiled && desc.has_cu_seqlens == 0 && desc.sparsity == HAL_ATTENTION_DENSE;
     if (!backward) {
-      // The tiled kernel's cases: dense, without varlen (it has no sequence
-      // lookup nor block skipping); the variable is still checked for them.
-      const std::optional<bool> tiled = use_tiled_attention(request, decline);
-      if (!tiled) return nullptr;
-      kernels.forward_tiled =
-          *tiled && desc.has_cu_seqlens == 0 && desc.sparsity == HAL_ATTENTION_DENSE;
-      if (!load(kernels.forward_tiled ? "attention_forward_tiled" : "attention_forward",
-                &kernels.forward))
+      if (!load(kernels.tiled ? "attention_forward_tiled" : "attention_forward", &kernels.forward))
         return nullptr;
     } else if (!load("attention_delta", &kernels.delta) ||
-               !load("attention_grad_q", &kernels.grad_q) ||
+               !load(kernels.tiled ? "attention_grad_q_tiled" : "attention_grad_q",
+                     &kernels.grad_q) ||
                !load("attention_grad_kv", &kernels.grad_kv)) {
       return nullptr;
     }

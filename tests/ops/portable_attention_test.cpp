@@ -69,6 +69,10 @@ struct AttentionResult {
   std::vector<float> lse;  // [batch, heads, s_q]
 };
 
+struct BackwardResult {
+  std::vector<float> dq, dk, dv;  // f32, q's and k's shapes (contiguous)
+};
+
 class AttentionCase {
  public:
   AttentionCase(op_test::Session& session, const AttentionShape& shape, uint32_t seed)
@@ -83,11 +87,12 @@ class AttentionCase {
     q_ = fill(shape.batch * shape.s_q * shape.heads * shape.dim);  // [b, s, h, d] logically
     k_ = fill(shape.batch * shape.s_k * shape.kv_heads * shape.dim);
     v_ = fill(shape.batch * shape.s_k * shape.kv_heads * shape.dim);
+    grad_out_.resize(q_.size());
+    for (float& x : grad_out_) x = uniform(rng);
   }
 
-  // Runs the plan the portable implementation makes with |kernel| as
-  // HAL_OPS_PORTABLE_ATTENTION.
-  AttentionResult run(const char* kernel) {
+  // The forward descriptor (scale 0: 1/sqrt(d)), and q as stored.
+  hal_op_attention_desc_t forward_desc(std::vector<float>* q_stored) const {
     const AttentionShape& s = shape_;
     hal_op_attention_desc_t desc{};
     desc.header.struct_size = sizeof desc;
@@ -100,7 +105,7 @@ class AttentionCase {
     const int64_t k_shape[4] = {s.batch, s.s_k, s.kv_heads, s.dim};
     const int64_t lse_shape[3] = {s.batch, s.heads, s.s_q};
     hal_tensor_desc_contiguous(&desc.q, s.in_dtype, 4, q_shape);
-    std::vector<float> q_stored = q_;
+    *q_stored = q_;
     if (s.q_head_major) {
       // The same logical q, stored [batch, heads, s_q, d].
       desc.q.strides[0] = s.heads * s.s_q * s.dim;
@@ -111,17 +116,27 @@ class AttentionCase {
         for (int64_t i = 0; i < s.s_q; ++i)
           for (int64_t h = 0; h < s.heads; ++h)
             for (int64_t d = 0; d < s.dim; ++d)
-              q_stored[static_cast<size_t>(((b * s.heads + h) * s.s_q + i) * s.dim + d)] =
+              (*q_stored)[static_cast<size_t>(((b * s.heads + h) * s.s_q + i) * s.dim + d)] =
                   q_[static_cast<size_t>(((b * s.s_q + i) * s.heads + h) * s.dim + d)];
     }
     hal_tensor_desc_contiguous(&desc.k, s.in_dtype, 4, k_shape);
     hal_tensor_desc_contiguous(&desc.v, s.in_dtype, 4, k_shape);
     hal_tensor_desc_contiguous(&desc.out, s.out_dtype, 4, q_shape);
     hal_tensor_desc_contiguous(&desc.lse, HAL_DTYPE_F32, 3, lse_shape);
-    const auto upload = [&](const std::vector<float>& values) -> void* {
-      if (s.in_dtype == HAL_DTYPE_BF16) return session_.upload(bf16_words(values));
-      return session_.upload(values);
-    };
+    return desc;
+  }
+
+  void* upload(const std::vector<float>& values) {
+    if (shape_.in_dtype == HAL_DTYPE_BF16) return session_.upload(bf16_words(values));
+    return session_.upload(values);
+  }
+
+  // Runs the plan the portable implementation makes with |kernel| as
+  // HAL_OPS_PORTABLE_ATTENTION.
+  AttentionResult run(const char* kernel) {
+    const AttentionShape& s = shape_;
+    std::vector<float> q_stored;
+    const hal_op_attention_desc_t desc = forward_desc(&q_stored);
     const size_t out_count = q_.size();
     const size_t lse_count = static_cast<size_t>(s.batch * s.heads * s.s_q);
     const size_t out_bytes = out_count * (s.out_dtype == HAL_DTYPE_F32 ? 4 : 2);
@@ -151,6 +166,98 @@ class AttentionCase {
     return result;
   }
 
+  // The backward plan with |kernel| as HAL_OPS_PORTABLE_ATTENTION, from the
+  // forward's |forward| (f32 out): grad_q, grad_k, grad_v (f32).
+  BackwardResult run_backward(const char* kernel, const AttentionResult& forward) {
+    std::vector<float> q_stored;
+    hal_op_attention_desc_t desc = forward_desc(&q_stored);
+    desc.header.kind = HAL_OP_ATTENTION_BACKWARD;
+    desc.grad_out = desc.out;
+    desc.grad_out.dtype = HAL_DTYPE_F32;
+    desc.grad_q = desc.grad_out;
+    desc.grad_k = desc.k;
+    desc.grad_k.dtype = HAL_DTYPE_F32;
+    desc.grad_v = desc.grad_k;
+    BackwardResult result;
+    float* dq = session_.alloc<float>(q_.size(), -7.0f);
+    float* dk = session_.alloc<float>(k_.size(), -7.0f);
+    float* dv = session_.alloc<float>(v_.size(), -7.0f);
+    REQUIRE(setenv("HAL_OPS_PORTABLE_ATTENTION", kernel, 1) == 0);
+    session_.run(&desc.header, {upload(q_stored), upload(k_), upload(v_),
+                                session_.upload(forward.out), session_.upload(forward.lse), nullptr,
+                                nullptr, nullptr, session_.upload(grad_out_), dq, dk, dv});
+    unsetenv("HAL_OPS_PORTABLE_ATTENTION");
+    bool intact = false;
+    result.dq = session_.download(dq, q_.size(), &intact);
+    CHECK(intact);
+    result.dk = session_.download(dk, k_.size(), &intact);
+    CHECK(intact);
+    result.dv = session_.download(dv, v_.size(), &intact);
+    CHECK(intact);
+    return result;
+  }
+
+  // The float64 gradients (SPEC.md §17.6.5's formulas, D_i from |out| as the
+  // kernels take it); counts the elements of |result| outside the tolerance.
+  size_t backward_mismatches(const BackwardResult& result, const std::vector<float>& out) const {
+    const AttentionShape& s = shape_;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.dim));
+    const int64_t group = s.heads / s.kv_heads;
+    const double tolerance = 4e-6 * std::sqrt(static_cast<double>(4 * (s.s_q + s.s_k) * s.dim));
+    std::vector<double> dq(q_.size(), 0.0), dk(k_.size(), 0.0), dv(v_.size(), 0.0);
+    std::vector<double> prob(static_cast<size_t>(s.s_k));
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t g = h / group;
+        for (int64_t i = 0; i < s.s_q; ++i) {
+          const int64_t end = key_end(i);
+          if (end == 0) continue;
+          double top = -std::numeric_limits<double>::infinity();
+          for (int64_t j = 0; j < end; ++j) {
+            double dot = 0.0;
+            for (int64_t d = 0; d < s.dim; ++d) {
+              dot += static_cast<double>(q_[at_q(b, i, h, d)]) * k_[at_k(b, j, g, d)];
+            }
+            prob[static_cast<size_t>(j)] = dot * scale;
+            top = std::max(top, dot * scale);
+          }
+          double total = 0.0;
+          for (int64_t j = 0; j < end; ++j) {
+            prob[static_cast<size_t>(j)] = std::exp(prob[static_cast<size_t>(j)] - top);
+            total += prob[static_cast<size_t>(j)];
+          }
+          double delta = 0.0;
+          for (int64_t d = 0; d < s.dim; ++d) {
+            delta += static_cast<double>(grad_out_[at_q(b, i, h, d)]) * out[at_q(b, i, h, d)];
+          }
+          for (int64_t j = 0; j < end; ++j) {
+            const double p = prob[static_cast<size_t>(j)] / total;
+            double dp = 0.0;
+            for (int64_t d = 0; d < s.dim; ++d) {
+              dp += static_cast<double>(grad_out_[at_q(b, i, h, d)]) * v_[at_k(b, j, g, d)];
+            }
+            const double ds = p * (dp - delta);
+            for (int64_t d = 0; d < s.dim; ++d) {
+              dq[at_q(b, i, h, d)] += scale * ds * k_[at_k(b, j, g, d)];
+              dk[at_k(b, j, g, d)] += scale * ds * q_[at_q(b, i, h, d)];
+              dv[at_k(b, j, g, d)] += p * grad_out_[at_q(b, i, h, d)];
+            }
+          }
+        }
+      }
+    }
+    size_t bad = 0;
+    const auto count = [&](const std::vector<float>& got, const std::vector<double>& want) {
+      for (size_t e = 0; e < want.size(); ++e) {
+        if (!(std::fabs(got[e] - want[e]) <= tolerance * (1.0 + std::fabs(want[e])))) ++bad;
+      }
+    };
+    count(result.dq, dq);
+    count(result.dk, dk);
+    count(result.dv, dv);
+    return bad;
+  }
+
   // The float64 reference (SPEC.md §17.6.5): every key of the row scored,
   // the causal rule applied, then the textbook softmax; counts the elements
   // of |result| outside the tolerance.
@@ -168,10 +275,7 @@ class AttentionCase {
       for (int64_t h = 0; h < s.heads; ++h) {
         const int64_t g = h / group;
         for (int64_t i = 0; i < s.s_q; ++i) {
-          int64_t end = s.s_k;
-          if (s.causal == HAL_CAUSAL_TOP_LEFT) end = std::min(end, i + 1);
-          if (s.causal == HAL_CAUSAL_BOTTOM_RIGHT) end = std::min(end, i + 1 + s.s_k - s.s_q);
-          end = std::max<int64_t>(end, 0);
+          const int64_t end = key_end(i);
           double top = -std::numeric_limits<double>::infinity();
           for (int64_t j = 0; j < end; ++j) {
             double dot = 0.0;
@@ -204,6 +308,14 @@ class AttentionCase {
   }
 
  private:
+  // One past the last key row i sees (SPEC.md §17.6.5's causal rules).
+  int64_t key_end(int64_t i) const {
+    int64_t end = shape_.s_k;
+    if (shape_.causal == HAL_CAUSAL_TOP_LEFT) end = std::min(end, i + 1);
+    if (shape_.causal == HAL_CAUSAL_BOTTOM_RIGHT)
+      end = std::min(end, i + 1 + shape_.s_k - shape_.s_q);
+    return std::max<int64_t>(end, 0);
+  }
   size_t at_q(int64_t b, int64_t i, int64_t h, int64_t d) const {
     return static_cast<size_t>(((b * shape_.s_q + i) * shape_.heads + h) * shape_.dim + d);
   }
@@ -213,7 +325,7 @@ class AttentionCase {
 
   op_test::Session& session_;
   AttentionShape shape_;
-  std::vector<float> q_, k_, v_;
+  std::vector<float> q_, k_, v_, grad_out_;
 };
 
 const AttentionShape kAttentionShapes[] = {
@@ -242,7 +354,14 @@ TEST_CASE("the tiled and row portable attention forwards give the float64 result
     AttentionCase attention(session, shape, seed++);
     for (const char* kernel : {"tiled", "rows"}) {
       INFO("kernel " << kernel);
-      CHECK(attention.mismatches(attention.run(kernel)) == 0);
+      const AttentionResult forward = attention.run(kernel);
+      CHECK(attention.mismatches(forward) == 0);
+      // Backward (attention_grad_q_tiled or attention_grad_q; grad_k and
+      // grad_v by attention_grad_kv in both) from this forward's out and lse.
+      if (shape.out_dtype == HAL_DTYPE_F32) {
+        CHECK(attention.backward_mismatches(attention.run_backward(kernel, forward), forward.out) ==
+              0);
+      }
     }
   }
 }
