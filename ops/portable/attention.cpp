@@ -55,10 +55,10 @@ constexpr int64_t kAttentionMaxGroups = 65535;
 // "shared" memory is a copy. Varlen and block-sparse plans, and grad_k and
 // grad_v always, take the row kernels.
 // HAL_OPS_PORTABLE_ATTENTION=tiled or rows overrides the choice (tests run
-// both kernels on every device); another value declines the plan (nullopt,
-// with |decline| saying why). A device whose blocks cannot hold the tiled
-// kernel's 256 work-items and 35072 bytes of shared memory gets the row
-// kernel (forced: a decline).
+// both pairs on every device); another value declines the plan (nullopt,
+// with |decline| saying why). A device whose blocks cannot hold the forward
+// kernel's 256 work-items and 35072 bytes of shared memory (grad_q's needs
+// less) gets the row kernels (forced: a decline).
 std::optional<bool> use_tiled_attention(const PlanRequest& request, std::string* decline) {
   const hal_device_properties_t* device = request.properties;
   const bool fits = device != nullptr && device->max_threads_per_block >= kAttentionTiledThreads &&
