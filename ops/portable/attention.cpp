@@ -38,27 +38,28 @@ enum Operand : int {
 
 // attention_forward_tiled's block (AT_TILE x AT_TILE work-items) and static
 // shared memory: qs and kvs [AT_TILE][AT_MAX_HEAD_DIM + 1], ss and ps
-// [AT_TILE][AT_TILE + 1] (attention.hal). attention_grad_q_tiled needs less
-// (AT_TILE x AT_GQ_ROWS work-items, 33440 bytes).
+// [AT_TILE][AT_TILE + 1] (attention.hal). The backward's tiled kernels need
+// less: AT_TILE x AT_GQ_ROWS work-items, 33440 (grad_q) and 33984 (grad_kv)
+// bytes.
 constexpr int64_t kAttentionTile = constants::AT_TILE;
 constexpr uint32_t kAttentionTiledThreads = static_cast<uint32_t>(kAttentionTile * kAttentionTile);
 constexpr uint64_t kAttentionTiledSharedBytes =
     (2 * kAttentionTile * (kMaxHeadDim + 1) + 2 * kAttentionTile * (kAttentionTile + 1)) *
     sizeof(float);
-constexpr int64_t kAttentionGradQRows = constants::AT_GQ_ROWS;
+constexpr int64_t kAttentionGradRows = constants::AT_GQ_ROWS;
 constexpr int64_t kAttentionMaxGroups = 65535;
 
 // Which kernels serve a dense plan without varlen (the tiled kernels'
-// cases): attention_forward_tiled and attention_grad_q_tiled (group-shared
-// memory) on GPUs and accelerators, the barrier-free attention_forward and
-// attention_grad_q (one work-item per row) on CPUs, where staging through
-// "shared" memory is a copy. Varlen and block-sparse plans, and grad_k and
-// grad_v always, take the row kernels.
+// cases): attention_forward_tiled, attention_grad_q_tiled and
+// attention_grad_kv_tiled (group-shared memory) on GPUs and accelerators,
+// the barrier-free attention_forward, attention_grad_q and attention_grad_kv
+// (one work-item per row) on CPUs, where staging through "shared" memory is
+// a copy. Varlen and block-sparse plans take the row kernels.
 // HAL_OPS_PORTABLE_ATTENTION=tiled or rows overrides the choice (tests run
-// both pairs on every device); another value declines the plan (nullopt,
+// both sets on every device); another value declines the plan (nullopt,
 // with |decline| saying why). A device whose blocks cannot hold the forward
-// kernel's 256 work-items and 35072 bytes of shared memory (grad_q's needs
-// less) gets the row kernels (forced: a decline).
+// kernel's 256 work-items and 35072 bytes of shared memory (the backward's
+// need less) gets the row kernels (forced: a decline).
 std::optional<bool> use_tiled_attention(const PlanRequest& request, std::string* decline) {
   const hal_device_properties_t* device = request.properties;
   const bool fits = device != nullptr && device->max_threads_per_block >= kAttentionTiledThreads &&
@@ -95,7 +96,7 @@ class AttentionPlan final : public PlannedOp {
   struct Kernels {
     hal_kernel_t sanitize = nullptr;
     hal_kernel_t forward = nullptr;
-    bool tiled = false;  // forward and grad_q are the _tiled kernels
+    bool tiled = false;  // forward, grad_q and grad_kv are the _tiled kernels
     hal_kernel_t delta = nullptr;
     hal_kernel_t grad_q = nullptr;
     hal_kernel_t grad_kv = nullptr;
@@ -192,10 +193,9 @@ class AttentionPlan final : public PlannedOp {
       add_lse(grad_q);
       grad_q.pointer(delta);
       if (kernels_.tiled) {
-        grad_q.i64(desc_.q.shape[1]).i64(desc_.k.shape[1]);
-        grad_q.i32(static_cast<int32_t>(heads_)).i32(static_cast<int32_t>(kv_heads_));
-        grad_q.i32(static_cast<int32_t>(dim_)).f32(scale_).i32(desc_.causal);
-        if (hal_result_t r = launch_tiles(kernels_.grad_q, grad_q, kAttentionGradQRows, context);
+        add_tiled_geometry(grad_q);
+        if (hal_result_t r = launch_tiles(kernels_.grad_q, grad_q, desc_.q.shape[1], heads_,
+                                          kAttentionGradRows, context);
             r != HAL_SUCCESS)
           return r;
       } else {
@@ -207,6 +207,21 @@ class AttentionPlan final : public PlannedOp {
       }
     }
     if (k_count == 0) return HAL_SUCCESS;
+    if (kernels_.tiled) {
+      KernelArgs grad_kv;
+      view_args(grad_kv, q, desc_.q);
+      view_args(grad_kv, ops[kK], desc_.k);
+      view_args(grad_kv, ops[kV], desc_.v);
+      view_args(grad_kv, ops[kGradOut], desc_.grad_out);
+      grad_kv.pointer(ops[kGradK]).i32(desc_.grad_k.dtype);
+      grad_kv.pointer(ops[kGradV]).i32(desc_.grad_v.dtype);
+      for (int d = 0; d < 4; ++d) grad_kv.i64(desc_.grad_k.strides[d]);
+      add_lse(grad_kv);
+      grad_kv.pointer(delta);
+      add_tiled_geometry(grad_kv);
+      return launch_tiles(kernels_.grad_kv, grad_kv, desc_.k.shape[1], kv_heads_,
+                          kAttentionGradRows, context);
+    }
     KernelArgs grad_kv;
     view_args(grad_kv, q, desc_.q);
     view_args(grad_kv, ops[kK], desc_.k);
@@ -234,18 +249,24 @@ class AttentionPlan final : public PlannedOp {
     view_args(common, ops[kOut], desc_.out);
     common.pointer(ops[kLse]);
     for (int d = 0; d < 3; ++d) common.i64(desc_.lse.strides[d]);
-    common.i64(desc_.q.shape[1]).i64(desc_.k.shape[1]);
-    common.i32(static_cast<int32_t>(heads_)).i32(static_cast<int32_t>(kv_heads_));
-    common.i32(static_cast<int32_t>(dim_)).f32(scale_).i32(desc_.causal);
-    return launch_tiles(kernels_.forward, common, kAttentionTile, context);
+    add_tiled_geometry(common);
+    return launch_tiles(kernels_.forward, common, desc_.q.shape[1], heads_, kAttentionTile,
+                        context);
+  }
+
+  // The arguments every _tiled kernel takes before its grid offsets.
+  void add_tiled_geometry(KernelArgs& args) const {
+    args.i64(desc_.q.shape[1]).i64(desc_.k.shape[1]);
+    args.i32(static_cast<int32_t>(heads_)).i32(static_cast<int32_t>(kv_heads_));
+    args.i32(static_cast<int32_t>(dim_)).f32(scale_).i32(desc_.causal);
   }
 
   // A _tiled kernel: blocks of (AT_TILE, |rows|) work-items, one per |rows|
-  // query rows of each (batch, head), in as many launches as the grid limits
-  // need (each with its offsets after |common|).
-  hal_result_t launch_tiles(hal_kernel_t kernel, const KernelArgs& common, int64_t rows,
-                            const ExecContext& context) const {
-    const int64_t extents[3] = {ceil_div(desc_.q.shape[1], rows), heads_, desc_.q.shape[0]};
+  // of the |sequence| rows of each (batch, head of |heads|), in as many
+  // launches as the grid limits need (each with its offsets after |common|).
+  hal_result_t launch_tiles(hal_kernel_t kernel, const KernelArgs& common, int64_t sequence,
+                            int64_t heads, int64_t rows, const ExecContext& context) const {
+    const int64_t extents[3] = {ceil_div(sequence, rows), heads, desc_.q.shape[0]};
     hal_launch_config_t config{};
     config.struct_size = sizeof(config);
     config.block[0] = static_cast<uint32_t>(kAttentionTile);
@@ -313,7 +334,8 @@ class Attention final : public Implementation {
     } else if (!load("attention_delta", &kernels.delta) ||
                !load(kernels.tiled ? "attention_grad_q_tiled" : "attention_grad_q",
                      &kernels.grad_q) ||
-               !load("attention_grad_kv", &kernels.grad_kv)) {
+               !load(kernels.tiled ? "attention_grad_kv_tiled" : "attention_grad_kv",
+                     &kernels.grad_kv)) {
       return nullptr;
     }
     return std::make_unique<AttentionPlan>(desc, backward, kernels);
