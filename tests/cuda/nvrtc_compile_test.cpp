@@ -172,7 +172,7 @@ TEST_CASE("ptxas -v figures are read per entry", "[ptxas]") {
 // HAL_PTXAS_MAX_LOCAL_BYTES=<n> fails the test for a kernel whose stack
 // frame plus spill traffic exceeds n bytes (unset: report only: the
 // portable attention's row kernels keep 2-4 KiB per thread in local memory
-// today; attention_forward_tiled none).
+// today; the attention _tiled kernels none).
 TEST_CASE("registers and local memory of every portable kernel (ptxas -v, sm_90)", "[ptxas]") {
   const auto nvrtc = open_nvrtc();
   REQUIRE(nvrtc->emits_cubin());
@@ -216,7 +216,7 @@ TEST_CASE("registers and local memory of every portable kernel (ptxas -v, sm_90)
                   found->stack_bytes > 0 ? "  LOCAL" : "", spills > 0 ? "  SPILLS" : "");
       if (limit >= 0) CHECK(found->stack_bytes + spills <= limit);
       // The GPU matmul and attention kernels (SPEC.md §17.6.1, §17.6.5:
-      // matmul_tiled, grouped_matmul_tiled, attention_forward_tiled) keep everything in
+      // matmul_tiled, grouped_matmul_tiled, attention_*_tiled) keep everything in
       // registers and shared memory: a change that brings back a stack frame
       // or spills fails here, not on the first GPU.
       if (kernel.entry.ends_with("_tiled")) {

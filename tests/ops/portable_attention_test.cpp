@@ -1,10 +1,11 @@
-// The portable HAL_OP_ATTENTION's two forward kernels (ops/portable/kernels/
+// The portable HAL_OP_ATTENTION's two sets of kernels (ops/portable/kernels/
 // attention.hal) through the public API on whatever device the environment
 // selects (the cpu plugin with HAL_OPS_IMPLEMENTATIONS=portable, or PoCL):
-// attention_forward_tiled (group-shared memory, the GPUs' kernel) and the
-// barrier-free attention_forward (one work-item per row, the CPUs'), chosen
-// with HAL_OPS_PORTABLE_ATTENTION. Both against a float64 reference built
-// from SPEC.md §17.6.5's rules (the full score row, textbook softmax), on
+// attention_{forward,grad_q,grad_kv}_tiled (group-shared memory, the GPUs')
+// and the barrier-free row kernels (the CPUs'), chosen with
+// HAL_OPS_PORTABLE_ATTENTION. Forward, and backward from that forward, against
+// a float64 reference built from SPEC.md §17.6.5's rules (the full score row,
+// textbook softmax; the gradients from its formulas), on
 // shapes that cross the 16-row and 16-key tiles' edges: odd sequence
 // lengths, s_q above and below s_k, both causal alignments, grouped-query
 // heads, head dims of 17 (a partial 16-wide chunk) up to 256 (all sixteen
@@ -344,7 +345,7 @@ const AttentionShape kAttentionShapes[] = {
 
 }  // namespace
 
-TEST_CASE("the tiled and row portable attention forwards give the float64 result") {
+TEST_CASE("the tiled and row portable attentions give the float64 result, forward and backward") {
   op_test::Session session;
   uint32_t seed = 1;
   for (const AttentionShape& shape : kAttentionShapes) {
