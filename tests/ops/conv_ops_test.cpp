@@ -1261,9 +1261,17 @@ TEST_CASE("cpu.onednn's declines carry their reasons", "[ops][declines]") {
   bn.header.struct_size = sizeof bn;
   bn.header.kind = HAL_OP_BATCH_NORM_BACKWARD;
   bn.flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_RELU;
-  bn.x = bn.y = bn.grad_y = bn.grad_x = dense({2, 3, 4});
+  // bf16: the native loops (NCHW f32, which serve the fused relu's backward
+  // too) decline first, then oneDNN's primitive.
+  bn.x = bn.y = bn.grad_y = bn.grad_x = dense({2, 3, 4}, HAL_DTYPE_BF16);
   bn.saved_mean = bn.saved_rstd = dense({3});
   CHECK_THAT(declines_of(&bn.header), Catch::Contains("fused relu"));
+  bn.header.kind = HAL_OP_BATCH_NORM;  // an empty batch: declined by both, for the portable one
+  bn.flags = HAL_BATCH_NORM_SCALE;
+  bn.epsilon = 1e-5f;
+  bn.x = bn.y = dense({0, 3, 4});
+  bn.scale = bn.running_mean = bn.running_var = dense({3});
+  CHECK_THAT(declines_of(&bn.header), Catch::Contains("empty tensor"));
 
   hal_op_convolution_desc_t conv{};
   conv.header.struct_size = sizeof conv;
