@@ -970,7 +970,8 @@ TEST_CASE("batch and group norm: the implementations against float64", "[ops][no
 // The shapes around cpu.native's batch norm loops (native_batch_norm.cpp,
 // NCHW f32; the kind is named cpu.onednn): planes shorter and longer than
 // its 32 lanes with a tail, one value per channel (no running update then),
-// many channels, the fused relu both ways; each training and inference,
+// many channels, blocks of channels with a short last block, one channel an
+// item (large planes), the fused relu both ways; each training and inference,
 // beside the portable implementation.
 TEST_CASE("batch norm: NCHW f32 shapes of the native loops against float64", "[ops][norm]") {
   Session session;
@@ -993,12 +994,17 @@ TEST_CASE("batch norm: NCHW f32 shapes of the native loops against float64", "[o
     large.c = 3;
     large.h = 45;
     large.w = 47;
+    Norm runs;  // 323 values a plane: blocks of 6 channels, 13 = 6 + 6 + 1
+    runs.n = 2;
+    runs.c = 13;
+    runs.h = 17;
+    runs.w = 19;
     Norm relu;
     relu.n = 2;
     relu.h = 6;
     relu.w = 11;
     relu.relu = true;
-    for (Norm norm : {odd, single, wide, large, relu}) {
+    for (Norm norm : {odd, single, wide, large, runs, relu}) {
       check_norm(session, norm, portable, true);
       norm.training = false;
       check_norm(session, norm, portable, true);
