@@ -7,8 +7,11 @@
 # the same run; speed = torch ms / HAL ms (>= 1.0 is issue 34's goal), with
 # the load average before each batch.
 # Usage: bench/batch_norm_peers.sh [BUILD_DIR] (env: BATCHES="16 32" REPS=10 BEST=1
-#        BEFORE_PLUGIN_DIR=...)
+#        BEFORE_PLUGIN_DIR=...). OMP_WAIT_POLICY defaults to PASSIVE (as bench/torch's
+#        scripts run): PyTorch's and oneDNN's OpenMP teams otherwise spin at their barriers,
+#        and on a machine other work shares their times swung 10-100x run to run.
 set -euo pipefail
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/_build-rel}"
 tmp="$(mktemp -d)"
