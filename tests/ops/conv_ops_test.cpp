@@ -8,6 +8,7 @@
 // Small shapes: the big matrix is the halconform operators profile.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -736,6 +737,8 @@ struct Norm {
   hal_dtype_t dtype = HAL_DTYPE_F32;
   int64_t n = 3, c = 4, h = 5, w = 6, groups = 2;
   bool training = true;
+  bool update = true;  // batch norm training: UPDATE_RUNNING (needs two values per channel)
+  bool relu = false;   // batch norm: HAL_BATCH_NORM_RELU, forward and backward
 };
 
 std::vector<int64_t> norm_shape(const Norm& t) {
@@ -800,6 +803,7 @@ void check_norm(Session& session, const Norm& t, bool portable, bool onednn_serv
     const int64_t s = segment_of(t, i), c = channel_of(t, i);
     const double xhat = (xv[i] - mu[s]) * rs[s];
     want_y[i] = xhat * sv[c] + bv[c];
+    if (t.relu) want_y[i] = std::max(want_y[i], 0.0);
     const double h = gv[i] * (t.group ? sv[c] : 1.0);
     sum_h[s] += h;
     sum_hx[s] += h * xhat;
@@ -817,10 +821,12 @@ void check_norm(Session& session, const Norm& t, bool portable, bool onednn_serv
       want_gx[i] = gv[i] * sv[c] * rs[s];
     }
   }
-  const std::string what =
+  std::string what =
       std::string(portable ? "portable" : "default") + (t.group      ? " group_norm"
                                                         : t.training ? " batch_norm training"
                                                                      : " batch_norm inference");
+  what += " [" + std::to_string(t.n) + "," + std::to_string(t.c) + "," + std::to_string(t.h) + "," +
+          std::to_string(t.w) + "]" + (t.relu ? " relu" : "");
   Planned forward, backward;
   if (t.group) {
     hal_op_group_norm_desc_t desc{};
@@ -853,10 +859,11 @@ void check_norm(Session& session, const Norm& t, bool portable, bool onednn_serv
     desc.header.kind = HAL_OP_BATCH_NORM;
     desc.layout = t.layout;
     desc.epsilon = epsilon;
-    desc.flags = HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_SHIFT |
-                 (t.training ? uint32_t{HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_UPDATE_RUNNING |
-                                        HAL_BATCH_NORM_SAVE_STATS}
-                             : 0u);
+    const bool update = t.training && t.update;
+    const uint32_t relu = t.relu ? uint32_t{HAL_BATCH_NORM_RELU} : 0u;
+    desc.flags = HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_SHIFT | relu |
+                 (t.training ? uint32_t{HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_SAVE_STATS} : 0u) |
+                 (update ? uint32_t{HAL_BATCH_NORM_UPDATE_RUNNING} : 0u);
     desc.x = x.desc;
     desc.y = y.desc;
     desc.scale = scale.desc;
@@ -872,11 +879,11 @@ void check_norm(Session& session, const Norm& t, bool portable, bool onednn_serv
     plan(session, &desc.header, portable, forward);
     const double momentum = 0.25;
     run(session, forward,
-        {x.data, scale.data, shift.data, rm.data, rv.data, y.data, t.training ? mean.data : nullptr,
+        {x.data, scale.data, shift.data, t.training && !update ? nullptr : rm.data,
+         t.training && !update ? nullptr : rv.data, y.data, t.training ? mean.data : nullptr,
          t.training ? rstd.data : nullptr},
-        t.training ? std::vector<hal_op_scalar_t>{{momentum, 0, 0}}
-                   : std::vector<hal_op_scalar_t>{});
-    if (t.training) {
+        update ? std::vector<hal_op_scalar_t>{{momentum, 0, 0}} : std::vector<hal_op_scalar_t>{});
+    if (update) {
       std::vector<double> want_rm(t.c), want_rv(t.c);
       for (int64_t c = 0; c < t.c; ++c) {
         want_rm[c] = (1 - momentum) * rmv[c] + momentum * mu[c];
@@ -889,14 +896,41 @@ void check_norm(Session& session, const Norm& t, bool portable, bool onednn_serv
       rm.set(session, rmv);
       rv.set(session, rvv);
     }
+    if (t.relu) {
+      // g = 0 where the forward's y <= 0: the gradients of the reference
+      // again, over the y the implementation wrote (an element at 0 either
+      // way is not a disagreement of the backward).
+      const std::vector<double> got_y = y.get(session);
+      std::fill(sum_h.begin(), sum_h.end(), 0.0);
+      std::fill(sum_hx.begin(), sum_hx.end(), 0.0);
+      std::fill(want_gs.begin(), want_gs.end(), 0.0);
+      std::fill(want_gb.begin(), want_gb.end(), 0.0);
+      std::vector<double> g(gv.size());
+      for (size_t i = 0; i < gv.size(); ++i) {
+        const int64_t s = segment_of(t, i), c = channel_of(t, i);
+        const double xhat = (xv[i] - mu[s]) * rs[s];
+        g[i] = got_y[i] > 0 ? gv[i] : 0.0;
+        sum_h[s] += g[i];
+        sum_hx[s] += g[i] * xhat;
+        want_gs[c] += g[i] * xhat;
+        want_gb[c] += g[i];
+      }
+      for (size_t i = 0; i < gv.size(); ++i) {
+        const int64_t s = segment_of(t, i), c = channel_of(t, i);
+        const double xhat = (xv[i] - mu[s]) * rs[s];
+        want_gx[i] = t.training ? sv[c] * rs[s] * (g[i] - sum_h[s] / m - xhat * sum_hx[s] / m)
+                                : g[i] * sv[c] * rs[s];
+      }
+    }
     desc.header.kind = HAL_OP_BATCH_NORM_BACKWARD;
     desc.flags = HAL_BATCH_NORM_SCALE | HAL_BATCH_NORM_GRAD_SCALE | HAL_BATCH_NORM_GRAD_SHIFT |
-                 (t.training ? uint32_t{HAL_BATCH_NORM_TRAINING} : 0u);
+                 relu | (t.training ? uint32_t{HAL_BATCH_NORM_TRAINING} : 0u);
     plan(session, &desc.header, portable, backward);
     run(session, backward,
         {x.data, gy.data, scale.data, t.training ? mean.data : nullptr,
          t.training ? rstd.data : nullptr, t.training ? nullptr : rm.data,
-         t.training ? nullptr : rv.data, nullptr, gx.data, gscale.data, gshift.data});
+         t.training ? nullptr : rv.data, t.relu ? y.data : nullptr, gx.data, gscale.data,
+         gshift.data});
   }
   expect_served(forward, portable, onednn_serves);
   expect_served(backward, portable, onednn_serves);
@@ -929,6 +963,51 @@ TEST_CASE("batch and group norm: the implementations against float64", "[ops][no
         group.group = true;
         check_norm(session, group, portable, false);
       }
+    }
+  }
+}
+
+// The shapes around cpu.native's batch norm loops (native_batch_norm.cpp,
+// NCHW f32; the kind is named cpu.onednn): planes shorter and longer than
+// its 32 lanes with a tail, one value per channel (no running update then),
+// many channels, blocks of channels with a short last block, one channel an
+// item (large planes), the fused relu both ways; each training and inference,
+// beside the portable implementation.
+TEST_CASE("batch norm: NCHW f32 shapes of the native loops against float64", "[ops][norm]") {
+  Session session;
+  for (bool portable : implementations()) {
+    Norm odd;
+    odd.c = 5;
+    odd.h = 7;
+    odd.w = 9;
+    Norm single;  // N x H x W = 1
+    single.n = 1;
+    single.c = 6;
+    single.h = single.w = 1;
+    single.update = false;
+    Norm wide;
+    wide.n = 2;
+    wide.c = 520;
+    wide.h = wide.w = 3;
+    Norm large;
+    large.n = 2;
+    large.c = 3;
+    large.h = 45;
+    large.w = 47;
+    Norm runs;  // 323 values a plane: blocks of 6 channels, 13 = 6 + 6 + 1
+    runs.n = 2;
+    runs.c = 13;
+    runs.h = 17;
+    runs.w = 19;
+    Norm relu;
+    relu.n = 2;
+    relu.h = 6;
+    relu.w = 11;
+    relu.relu = true;
+    for (Norm norm : {odd, single, wide, large, runs, relu}) {
+      check_norm(session, norm, portable, true);
+      norm.training = false;
+      check_norm(session, norm, portable, true);
     }
   }
 }
@@ -1188,9 +1267,17 @@ TEST_CASE("cpu.onednn's declines carry their reasons", "[ops][declines]") {
   bn.header.struct_size = sizeof bn;
   bn.header.kind = HAL_OP_BATCH_NORM_BACKWARD;
   bn.flags = HAL_BATCH_NORM_TRAINING | HAL_BATCH_NORM_RELU;
-  bn.x = bn.y = bn.grad_y = bn.grad_x = dense({2, 3, 4});
+  // bf16: the native loops (NCHW f32, which serve the fused relu's backward
+  // too) decline first, then oneDNN's primitive.
+  bn.x = bn.y = bn.grad_y = bn.grad_x = dense({2, 3, 4}, HAL_DTYPE_BF16);
   bn.saved_mean = bn.saved_rstd = dense({3});
   CHECK_THAT(declines_of(&bn.header), Catch::Contains("fused relu"));
+  bn.header.kind = HAL_OP_BATCH_NORM;  // an empty batch: declined by both, for the portable one
+  bn.flags = HAL_BATCH_NORM_SCALE;
+  bn.epsilon = 1e-5f;
+  bn.x = bn.y = dense({0, 3, 4});
+  bn.scale = bn.running_mean = bn.running_var = dense({3});
+  CHECK_THAT(declines_of(&bn.header), Catch::Contains("empty tensor"));
 
   hal_op_convolution_desc_t conv{};
   conv.header.struct_size = sizeof conv;

@@ -80,10 +80,17 @@ std::unique_ptr<OpPlan> plan_pooling(const hal_op_pooling_desc_t& desc, hal_op_p
 // thread pool (max_pooling.cpp); plan_pooling hands it HAL_POOLING_MAX.
 std::unique_ptr<OpPlan> plan_max_pooling(const hal_op_pooling_desc_t& desc, Decline& decline);
 
-// Plans HAL_OP_BATCH_NORM(_BACKWARD) on oneDNN's batch normalization
+// Plans HAL_OP_BATCH_NORM(_BACKWARD): plan_native_batch_norm's host loops
+// where they serve (channels-first f32), else oneDNN's batch normalization
 // primitives (onednn_batch_norm.cpp).
 std::unique_ptr<OpPlan> plan_batch_norm(const hal_op_batch_norm_desc_t& desc,
                                         hal_op_plan_flags_t flags, Decline& decline);
+
+// Plans batch norm on channels-first dense f32 tensors as loops over the
+// channels on the plugin's thread pool (native_batch_norm.cpp); nullptr
+// with |decline| set otherwise.
+std::unique_ptr<OpPlan> plan_native_batch_norm(const hal_op_batch_norm_desc_t& desc,
+                                               Decline& decline);
 
 // Plans the ops native_ops.cpp serves (every kind but matmul); nullptr
 // with |decline| set otherwise.
