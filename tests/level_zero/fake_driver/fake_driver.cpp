@@ -34,6 +34,22 @@ constexpr uint32_t kMaxGroupSize = 1024;
 
 struct Event;
 
+// 16 GiB, as a data-centre GPU declares; HAL_FAKE_ZE_MEMORY_MB=<n> declares less, for a
+// certification run whose memory tests allocate and touch all of it (host memory here).
+uint64_t declared_memory_bytes() {
+  if (const char* megabytes = std::getenv("HAL_FAKE_ZE_MEMORY_MB")) {
+    const unsigned long long value = std::strtoull(megabytes, nullptr, 10);
+    if (value > 0) return uint64_t{value} << 20;
+  }
+  return uint64_t{16} << 30;
+}
+
+// One block may be as large as the memory, at most FAKE_ZE_MAX_ALLOC_BYTES.
+uint64_t max_allocation_bytes() {
+  const uint64_t total = declared_memory_bytes();
+  return total < FAKE_ZE_MAX_ALLOC_BYTES ? total : FAKE_ZE_MAX_ALLOC_BYTES;
+}
+
 // All of the driver's state, under one lock (a test driver: simple beats
 // fast); the host's signal: an event signalled, pause lifted, work queued.
 struct State : fake_vendor::Host {
@@ -173,7 +189,7 @@ ze_result_t fake_device_properties(ze_device_handle_t handle, ze_device_properti
   out->uuid.id[0] = 0xf0;
   out->uuid.id[15] = static_cast<uint8_t>(device->index);
   out->coreClockRate = 1600;  // MHz
-  out->maxMemAllocSize = FAKE_ZE_MAX_ALLOC_BYTES;
+  out->maxMemAllocSize = max_allocation_bytes();
   out->maxHardwareContexts = 64;
   out->numThreadsPerEU = 8;
   out->physicalEUSimdWidth = 8;
@@ -211,7 +227,7 @@ ze_result_t fake_device_memory(ze_device_handle_t, uint32_t* count,
   }
   out[0].maxClockRate = 1000;  // MHz
   out[0].maxBusWidth = 256;    // bits
-  out[0].totalSize = uint64_t{16} << 30;
+  out[0].totalSize = declared_memory_bytes();
   std::snprintf(out[0].name, sizeof(out[0].name), "HBM");
   *count = 1;
   return ZE_RESULT_SUCCESS;
@@ -269,7 +285,7 @@ ze_result_t fake_context_destroy(ze_context_handle_t handle) {
 ze_result_t allocate(ze_context_handle_t handle, size_t size, size_t alignment, void** out) {
   if (out == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   if (size == 0) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
-  if (size > FAKE_ZE_MAX_ALLOC_BYTES) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
+  if (size > max_allocation_bytes()) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
   if (size == FAKE_ZE_OOM_BYTES) return ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
   if ((alignment & (alignment - 1)) != 0) return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
   void* ptr = Heap::reserve(size, std::max<size_t>(alignment, 64));
