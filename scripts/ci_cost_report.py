@@ -26,10 +26,14 @@ def build_steps(tree: Path):
 
 
 def test_times(tree: Path):
-    """(seconds, name) of every test's last run, from CTestCostData.txt."""
+    """(seconds, name) of every test's last run, from CTestCostData.txt: of the tests the run
+    selected (tests_run.txt, scripts/select_tests.py), where it says, since a fresh tree's cost
+    data is seeded from tests/ctest_costs/ with tests its selection may leave out."""
     data = tree / "Testing" / "Temporary" / "CTestCostData.txt"
     if not data.exists():
         return []
+    run_list = tree / "tests_run.txt"
+    selected = set(run_list.read_text().splitlines()) if run_list.exists() else None
     result = []
     for line in data.read_text().splitlines():
         if line.startswith("---"):
@@ -42,7 +46,7 @@ def test_times(tree: Path):
         except ValueError:
             continue
         # Entries of tests that never ran here (0 runs, an infinite cost) are CTest's guesses.
-        if runs != "0" and math.isfinite(value):
+        if runs != "0" and math.isfinite(value) and (selected is None or name in selected):
             result.append((value, name))
     return sorted(result, reverse=True)
 
