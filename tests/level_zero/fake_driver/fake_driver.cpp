@@ -38,8 +38,13 @@ struct Event;
 // certification run whose memory tests allocate and touch all of it (host memory here).
 uint64_t declared_memory_bytes() {
   if (const char* megabytes = std::getenv("HAL_FAKE_ZE_MEMORY_MB")) {
-    const unsigned long long value = std::strtoull(megabytes, nullptr, 10);
-    if (value > 0) return uint64_t{value} << 20;
+    // Whole megabytes from 1 MiB to 16 TiB; anything else (not a number, 0, a size whose bytes
+    // would not fit) leaves the default.
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(megabytes, &end, 10);
+    if (end != megabytes && *end == '\0' && value > 0 && value <= (1ull << 24)) {
+      return uint64_t{value} << 20;
+    }
   }
   return uint64_t{16} << 30;
 }
