@@ -207,21 +207,7 @@ class AttentionPlan final : public PlannedOp {
       }
     }
     if (k_count == 0) return HAL_SUCCESS;
-    if (kernels_.tiled) {
-      KernelArgs grad_kv;
-      view_args(grad_kv, q, desc_.q);
-      view_args(grad_kv, ops[kK], desc_.k);
-      view_args(grad_kv, ops[kV], desc_.v);
-      view_args(grad_kv, ops[kGradOut], desc_.grad_out);
-      grad_kv.pointer(ops[kGradK]).i32(desc_.grad_k.dtype);
-      grad_kv.pointer(ops[kGradV]).i32(desc_.grad_v.dtype);
-      for (int d = 0; d < 4; ++d) grad_kv.i64(desc_.grad_k.strides[d]);
-      add_lse(grad_kv);
-      grad_kv.pointer(delta);
-      add_tiled_geometry(grad_kv);
-      return launch_tiles(kernels_.grad_kv, grad_kv, desc_.k.shape[1], kv_heads_,
-                          kAttentionGradRows, context);
-    }
+    // The tiled and row kernels take the same operands; only the geometry and launch differ.
     KernelArgs grad_kv;
     view_args(grad_kv, q, desc_.q);
     view_args(grad_kv, ops[kK], desc_.k);
@@ -232,6 +218,11 @@ class AttentionPlan final : public PlannedOp {
     for (int d = 0; d < 4; ++d) grad_kv.i64(desc_.grad_k.strides[d]);
     add_lse(grad_kv);
     grad_kv.pointer(delta);
+    if (kernels_.tiled) {
+      add_tiled_geometry(grad_kv);
+      return launch_tiles(kernels_.grad_kv, grad_kv, desc_.k.shape[1], kv_heads_,
+                          kAttentionGradRows, context);
+    }
     add_geometry(grad_kv, k_count);
     return grad_kv.launch(kernels_.grad_kv, context.stream, linear_config(k_count, 64));
   }
