@@ -198,6 +198,22 @@ class AttentionCase {
     return result;
   }
 
+  // Query row i of (b, h) scored in float64 against keys 0..end-1 of kv head g, times |scale|,
+  // into |scores|; returns the largest (-inf for no key). Both references start from it.
+  double scaled_scores(int64_t b, int64_t h, int64_t g, int64_t i, int64_t end, double scale,
+                       std::vector<double>& scores) const {
+    double top = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < end; ++j) {
+      double dot = 0.0;
+      for (int64_t d = 0; d < shape_.dim; ++d) {
+        dot += static_cast<double>(q_[at_q(b, i, h, d)]) * k_[at_k(b, j, g, d)];
+      }
+      scores[static_cast<size_t>(j)] = dot * scale;
+      top = std::max(top, dot * scale);
+    }
+    return top;
+  }
+
   // The float64 gradients (SPEC.md §17.6.5's formulas, D_i from |out| as the
   // kernels take it); counts the elements of |result| outside the tolerance.
   size_t backward_mismatches(const BackwardResult& result, const std::vector<float>& out) const {
@@ -213,15 +229,7 @@ class AttentionCase {
         for (int64_t i = 0; i < s.s_q; ++i) {
           const int64_t end = key_end(i);
           if (end == 0) continue;
-          double top = -std::numeric_limits<double>::infinity();
-          for (int64_t j = 0; j < end; ++j) {
-            double dot = 0.0;
-            for (int64_t d = 0; d < s.dim; ++d) {
-              dot += static_cast<double>(q_[at_q(b, i, h, d)]) * k_[at_k(b, j, g, d)];
-            }
-            prob[static_cast<size_t>(j)] = dot * scale;
-            top = std::max(top, dot * scale);
-          }
+          const double top = scaled_scores(b, h, g, i, end, scale, prob);
           double total = 0.0;
           for (int64_t j = 0; j < end; ++j) {
             prob[static_cast<size_t>(j)] = std::exp(prob[static_cast<size_t>(j)] - top);
@@ -277,15 +285,7 @@ class AttentionCase {
         const int64_t g = h / group;
         for (int64_t i = 0; i < s.s_q; ++i) {
           const int64_t end = key_end(i);
-          double top = -std::numeric_limits<double>::infinity();
-          for (int64_t j = 0; j < end; ++j) {
-            double dot = 0.0;
-            for (int64_t d = 0; d < s.dim; ++d) {
-              dot += static_cast<double>(q_[at_q(b, i, h, d)]) * k_[at_k(b, j, g, d)];
-            }
-            scores[static_cast<size_t>(j)] = dot * scale;
-            top = std::max(top, dot * scale);
-          }
+          const double top = scaled_scores(b, h, g, i, end, scale, scores);
           double total = 0.0;
           for (int64_t j = 0; j < end; ++j) total += std::exp(scores[static_cast<size_t>(j)] - top);
           const double want_lse =
